@@ -1,0 +1,157 @@
+//! Authentication: producer bearer tokens and the admin token.
+//!
+//! A producer token is `tm_<base64url(biz_id)>.<secret>`: the biz_id it is bound
+//! to is readable from the token, so a request for another biz_id is told
+//! apart (403) from a bad token (401) without a reverse index. Only the SHA-256
+//! of a token is stored, and comparisons are constant-time. The admin token may
+//! act on any biz_id. With `--insecure-no-auth` nothing is checked.
+
+use axum::http::header::AUTHORIZATION;
+use axum::http::HeaderMap;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::AppState;
+use crate::config::Secret;
+use crate::error::ApiError;
+
+/// Who may do what.
+#[derive(Debug, Clone)]
+pub struct AuthConfig {
+    /// The admin token; None disables the admin API (unless insecure).
+    pub admin_token: Option<Secret>,
+    /// Accept everything (`--insecure-no-auth`).
+    pub insecure: bool,
+}
+
+/// The caller, as far as the credentials tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// The admin token (or any caller in insecure mode).
+    Admin,
+    /// A producer token, bound to this biz_id (checked against the registry later).
+    Producer {
+        /// The biz_id the token names.
+        biz_id: String,
+        /// The token as sent.
+        token: String,
+    },
+}
+
+fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
+    let value = headers.get(AUTHORIZATION).ok_or_else(|| {
+        ApiError::Unauthorized("missing `Authorization: Bearer <token>` header".into())
+    })?;
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            ApiError::Unauthorized("the Authorization header must be `Bearer <token>`".into())
+        })
+}
+
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && bool::from(a.ct_eq(b))
+}
+
+/// SHA-256 of a token, as stored.
+pub fn hash_token(token: &str) -> Vec<u8> {
+    Sha256::digest(token.as_bytes()).to_vec()
+}
+
+/// A fresh producer token for `biz_id`.
+pub fn new_producer_token(biz_id: &str) -> String {
+    let mut secret = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut secret);
+    format!(
+        "tm_{}.{}",
+        URL_SAFE_NO_PAD.encode(biz_id),
+        URL_SAFE_NO_PAD.encode(secret)
+    )
+}
+
+/// The biz_id a producer token names, if it is well-formed.
+fn token_biz_id(token: &str) -> Option<String> {
+    let rest = token.strip_prefix("tm_")?;
+    let (biz, _) = rest.split_once('.')?;
+    String::from_utf8(URL_SAFE_NO_PAD.decode(biz).ok()?).ok()
+}
+
+impl AppState {
+    /// Identifies the caller from its bearer token (any well-formed one).
+    fn caller(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
+        if self.auth.insecure {
+            return Ok(Caller::Admin);
+        }
+        let token = bearer(headers)?;
+        if let Some(admin) = &self.auth.admin_token {
+            if ct_eq(token.as_bytes(), admin.expose().as_bytes()) {
+                return Ok(Caller::Admin);
+            }
+        }
+        let biz_id =
+            token_biz_id(token).ok_or_else(|| ApiError::Unauthorized("unknown token".into()))?;
+        Ok(Caller::Producer {
+            biz_id,
+            token: token.to_string(),
+        })
+    }
+
+    /// Requires the admin token.
+    pub fn require_admin(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        match self.caller(headers)? {
+            Caller::Admin => Ok(()),
+            Caller::Producer { .. } => Err(ApiError::Forbidden(
+                "this endpoint needs the admin token, not a producer token".into(),
+            )),
+        }
+    }
+
+    /// Requires a caller allowed to act for `biz_id`: its own producer token or the admin token.
+    pub async fn require_producer(
+        &self,
+        headers: &HeaderMap,
+        biz_id: &str,
+    ) -> Result<(), ApiError> {
+        let (token_biz, token) = match self.caller(headers)? {
+            Caller::Admin => return Ok(()),
+            Caller::Producer { biz_id, token } => (biz_id, token),
+        };
+        let producer = self
+            .registry
+            .get(&token_biz)
+            .await
+            .map_err(|e| ApiError::Internal(anyhow::anyhow!("producer lookup failed: {e}")))?;
+        let valid = producer.is_some_and(|p| ct_eq(&hash_token(&token), &p.token_hash));
+        if !valid {
+            return Err(ApiError::Unauthorized("unknown or revoked token".into()));
+        }
+        if token_biz != biz_id {
+            return Err(ApiError::Forbidden(format!(
+                "this token belongs to biz_id {token_biz:?} and cannot act for {biz_id:?}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_names_its_biz_id_and_is_unique() {
+        let a = new_producer_token("orders.v1");
+        let b = new_producer_token("orders.v1");
+        assert_ne!(a, b);
+        assert_eq!(token_biz_id(&a).as_deref(), Some("orders.v1"));
+        assert_eq!(token_biz_id("tm_!!.x"), None);
+        assert_eq!(token_biz_id("garbage"), None);
+    }
+}

@@ -1,0 +1,40 @@
+//! Liveness, readiness, Prometheus metrics and the OpenAPI document.
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use utoipa::OpenApi;
+
+use super::AppState;
+use crate::metrics_setup;
+
+/// `/healthz`, `/readyz`, `/metrics`, `/openapi.json`.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route(
+            "/openapi.json",
+            get(|| async { axum::Json(crate::openapi::ApiDoc::openapi()) }),
+        )
+}
+
+async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+    match state.store.ping().await {
+        Ok(()) => (StatusCode::OK, "ready"),
+        Err(e) => {
+            tracing::warn!(error = %e, "not ready: store unreachable");
+            (StatusCode::SERVICE_UNAVAILABLE, "store unreachable")
+        }
+    }
+}
+
+async fn metrics() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        metrics_setup::render(),
+    )
+}

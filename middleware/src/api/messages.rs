@@ -1,0 +1,205 @@
+//! The producer API: prepare, commit, rollback, get (DESIGN §3).
+
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, post};
+use axum::Router;
+use trustmsg_verify_api::{DecisionRequest, ErrorBody, MessageView, PrepareRequest};
+
+use super::{validate, AppState, Json};
+use crate::error::ApiError;
+use crate::store::{self, Actor, DecideOutcome, DecideRequest, Inserted, NewMessage, Target};
+
+/// Routes under `/v1/messages`.
+pub fn router(state: &AppState) -> Router<AppState> {
+    // The body limit bounds what is buffered before validation: room for the
+    // payload in its most expensive JSON form (every byte escaped as \u00XX)
+    // plus the other fields. The decoded payload is then checked exactly.
+    let body_limit = state
+        .max_payload_bytes
+        .saturating_mul(6)
+        .saturating_add(64 * 1024);
+    Router::new()
+        .route("/v1/messages/prepare", post(prepare))
+        .route("/v1/messages/commit", post(commit))
+        .route("/v1/messages/rollback", post(rollback))
+        .route("/v1/messages/{biz_id}/{message_key}", get(get_message))
+        .layer(DefaultBodyLimit::max(body_limit))
+}
+
+/// Stores a PREPARED message.
+#[utoipa::path(post, path = "/v1/messages/prepare", tag = "messages",
+    request_body = PrepareRequest,
+    responses(
+        (status = 201, description = "Stored", body = MessageView),
+        (status = 200, description = "Already stored with identical content", body = MessageView),
+        (status = 400, description = "Invalid input", body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 403, description = "Token of another biz_id", body = ErrorBody),
+        (status = 409, description = "Same key, different content; or rolled back before", body = ErrorBody),
+        (status = 413, description = "Payload over the limit", body = ErrorBody),
+    ),
+    security(("bearer" = [])))]
+pub async fn prepare(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Json(req): Json<PrepareRequest>,
+) -> Result<(StatusCode, axum::Json<MessageView>), ApiError> {
+    validate::biz_id(&req.biz_id)?;
+    state.require_producer(&headers, &req.biz_id).await?;
+    let valid = validate::prepare(&req, state.max_payload_bytes)?;
+    let first_verify_after = match state.registry.get(&req.biz_id).await {
+        Ok(Some(p)) => Duration::from_millis(p.first_verify_after_ms.into()),
+        Ok(None) => state.producer_defaults.first_verify_after,
+        Err(e) => return Err(ApiError::Internal(anyhow::anyhow!("producer lookup: {e}"))),
+    };
+    let new = NewMessage {
+        biz_id: req.biz_id,
+        message_key: req.message_key,
+        topic: req.topic,
+        key: req.key,
+        payload: valid.payload,
+        headers: valid.headers,
+        first_verify_after,
+    };
+    match state.store.insert_prepared(&new).await? {
+        Inserted::Created(m) => Ok((StatusCode::CREATED, axum::Json(m.view()))),
+        Inserted::Existing(m) if m.tombstone => Err(ApiError::conflict(
+            "rolled_back",
+            format!(
+                "message {:?} of {:?} was rolled back before it was prepared; use a new message_key",
+                m.message_key, m.biz_id
+            ),
+        )),
+        Inserted::Existing(m) if m.content_digest.as_deref() == Some(&new.digest()) => {
+            Ok((StatusCode::OK, axum::Json(m.view())))
+        }
+        Inserted::Existing(m) => Err(ApiError::conflict(
+            "prepare_conflict",
+            format!(
+                "message {:?} of {:?} was already prepared with different content (topic, key, payload or headers)",
+                m.message_key, m.biz_id
+            ),
+        )),
+    }
+}
+
+/// Commits a prepared message; the forwarder sends it at once.
+#[utoipa::path(post, path = "/v1/messages/commit", tag = "messages",
+    request_body = DecisionRequest,
+    responses(
+        (status = 200, description = "Committed (or already was)", body = MessageView),
+        (status = 404, description = "Never prepared; nothing was created", body = ErrorBody),
+        (status = 409, description = "Already rolled back", body = ErrorBody),
+    ),
+    security(("bearer" = [])))]
+pub async fn commit(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Json(req): Json<DecisionRequest>,
+) -> Result<axum::Json<MessageView>, ApiError> {
+    decide(state, headers, req, true).await
+}
+
+/// Rolls back a message; an unknown one leaves a tombstone.
+#[utoipa::path(post, path = "/v1/messages/rollback", tag = "messages",
+    request_body = DecisionRequest,
+    responses(
+        (status = 200, description = "Rolled back (or already was; or a tombstone now blocks a late prepare)", body = MessageView),
+        (status = 409, description = "Already committed", body = ErrorBody),
+    ),
+    security(("bearer" = [])))]
+pub async fn rollback(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Json(req): Json<DecisionRequest>,
+) -> Result<axum::Json<MessageView>, ApiError> {
+    decide(state, headers, req, false).await
+}
+
+async fn decide(
+    state: AppState,
+    headers: HeaderMap,
+    req: DecisionRequest,
+    commit: bool,
+) -> Result<axum::Json<MessageView>, ApiError> {
+    validate::biz_id(&req.biz_id)?;
+    validate::message_key(&req.message_key)?;
+    state.require_producer(&headers, &req.biz_id).await?;
+    let outcome = store::decide(
+        state.store.as_ref(),
+        DecideRequest {
+            target: Target::Key {
+                biz_id: &req.biz_id,
+                message_key: &req.message_key,
+            },
+            commit,
+            actor: Actor::Producer(req.biz_id.clone()),
+            reason: format!("{} by producer", if commit { "commit" } else { "rollback" }),
+            send_lease: state.send_lease,
+            verify_attempt: false,
+        },
+    )
+    .await?;
+    match outcome {
+        DecideOutcome::Decided(m) => {
+            let view = m.view();
+            if commit {
+                state.commits.committed(m);
+            }
+            Ok(axum::Json(view))
+        }
+        DecideOutcome::AlreadyDecided(m) => Ok(axum::Json(m.view())),
+        DecideOutcome::Conflict(m) => Err(ApiError::conflict(
+            if commit {
+                "already_rolled_back"
+            } else {
+                "already_committed"
+            },
+            format!(
+                "message {:?} of {:?} is already {}; its decision is final",
+                m.message_key,
+                m.biz_id,
+                m.status.as_str()
+            ),
+        )),
+        DecideOutcome::NotFound => Err(ApiError::not_found(
+            "message_not_found",
+            format!(
+                "no prepared message {:?} for {:?}; prepare it first (nothing was created)",
+                req.message_key, req.biz_id
+            ),
+        )),
+    }
+}
+
+/// One message.
+#[utoipa::path(get, path = "/v1/messages/{biz_id}/{message_key}", tag = "messages",
+    params(("biz_id" = String, Path), ("message_key" = String, Path)),
+    responses(
+        (status = 200, body = MessageView),
+        (status = 404, body = ErrorBody),
+    ),
+    security(("bearer" = [])))]
+pub async fn get_message(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path((biz_id, message_key)): Path<(String, String)>,
+) -> Result<axum::Json<MessageView>, ApiError> {
+    validate::biz_id(&biz_id)?;
+    validate::message_key(&message_key)?;
+    state.require_producer(&headers, &biz_id).await?;
+    state
+        .store
+        .find_message(&biz_id, &message_key)
+        .await?
+        .map(|m| axum::Json(m.view()))
+        .ok_or_else(|| {
+            ApiError::not_found(
+                "message_not_found",
+                format!("no message {message_key:?} for {biz_id:?}"),
+            )
+        })
+}

@@ -1,0 +1,100 @@
+//! The HTTP API: one module per resource, each exposing `router()`.
+//!
+//! - [`messages`]: the producer API (prepare, commit, rollback, get);
+//! - [`producers`]: the producer registry (admin token);
+//! - [`health`]: `/healthz`, `/readyz`, `/metrics`, `/openapi.json`.
+
+pub mod auth;
+pub mod health;
+pub mod messages;
+pub mod producers;
+pub mod validate;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, Request};
+use axum::Router;
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+use crate::forwarder::CommitListener;
+use crate::registry::Registry;
+use crate::store::DynStore;
+use crate::verifier::ssrf::AddressPolicy;
+
+/// Defaults a producer registration falls back to.
+#[derive(Debug, Clone)]
+pub struct ProducerDefaults {
+    /// Delay after prepare before the first check-back.
+    pub first_verify_after: Duration,
+    /// Timeout of one check-back call.
+    pub verify_timeout: Duration,
+    /// Check-back attempts before VERIFY_FAILED.
+    pub max_verify_attempts: u32,
+}
+
+/// Everything a handler needs; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    /// The message store.
+    pub store: DynStore,
+    /// Producer registrations (cached).
+    pub registry: Registry,
+    /// Who may do what.
+    pub auth: auth::AuthConfig,
+    /// Largest payload in bytes after decoding.
+    pub max_payload_bytes: usize,
+    /// The claim a commit takes for this instance's forwarder.
+    pub send_lease: Duration,
+    /// Fallbacks for producer settings.
+    pub producer_defaults: ProducerDefaults,
+    /// Told about every commit so the forwarder sends at once.
+    pub commits: Arc<dyn CommitListener>,
+    /// Which check-back addresses are allowed (checked at registration).
+    pub address_policy: Arc<AddressPolicy>,
+}
+
+/// The whole API.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .merge(messages::router(&state))
+        .merge(producers::router())
+        .merge(health::router())
+        .with_state(state)
+}
+
+/// `axum::Json` whose rejections are [`ApiError`]s with our error body.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Json<T>(pub T);
+
+impl<T, S> FromRequest<S> for Json<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(Json(v)),
+            Err(rejection) => Err(json_rejection(rejection)),
+        }
+    }
+}
+
+fn json_rejection(r: JsonRejection) -> ApiError {
+    use axum::http::StatusCode;
+    match r {
+        JsonRejection::MissingJsonContentType(_) => ApiError::UnsupportedMediaType(
+            "send the body as JSON with `Content-Type: application/json`".into(),
+        ),
+        JsonRejection::JsonDataError(e) => ApiError::invalid("invalid_body", e.body_text()),
+        JsonRejection::JsonSyntaxError(e) => ApiError::invalid("invalid_json", e.body_text()),
+        other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(
+            "request body is over the size limit; check --max-payload-bytes".into(),
+        ),
+        other => ApiError::invalid("invalid_body", other.body_text()),
+    }
+}

@@ -1,0 +1,214 @@
+//! The producer registry (admin token): `PUT/GET/DELETE /v1/producers/{biz_id}`
+//! and `POST /v1/producers/{biz_id}/rotate-token`.
+//!
+//! Creating a producer issues its bearer token and its check-back signing
+//! secret. The token is shown once (trustmsg keeps only its hash); the signing
+//! secret is kept, because trustmsg signs every check-back call with it.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{post, put};
+use axum::Router;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use rand::RngCore;
+use trustmsg_verify_api::{webhook, ErrorBody, ProducerSettings, ProducerView};
+
+use super::auth::{hash_token, new_producer_token};
+use super::{validate, AppState, Json};
+use crate::error::ApiError;
+use crate::store::{Producer, ProducerRecord};
+
+/// Routes under `/v1/producers`.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/v1/producers/{biz_id}",
+            put(put_producer).get(get_producer).delete(delete_producer),
+        )
+        .route("/v1/producers/{biz_id}/rotate-token", post(rotate_token))
+}
+
+fn view(p: &Producer, token: Option<String>) -> ProducerView {
+    ProducerView {
+        biz_id: p.biz_id.clone(),
+        verify_url: p.verify_url.clone(),
+        verify_timeout_ms: p.verify_timeout_ms,
+        first_verify_after_ms: p.first_verify_after_ms,
+        max_verify_attempts: p.max_verify_attempts,
+        signing_secret: p.signing_secret.clone(),
+        token,
+        created_at: p.created_at,
+        updated_at: p.updated_at,
+    }
+}
+
+fn new_signing_secret() -> String {
+    let mut key = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut key);
+    format!("{}{}", webhook::SECRET_PREFIX, STANDARD.encode(key))
+}
+
+fn millis(d: std::time::Duration) -> u32 {
+    u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
+}
+
+fn check_range(name: &str, v: u32, min: u32, max: u32) -> Result<(), ApiError> {
+    if (min..=max).contains(&v) {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            "invalid_producer",
+            format!("{name} must be between {min} and {max} (got {v})"),
+        ))
+    }
+}
+
+/// Creates or updates a producer registration.
+#[utoipa::path(put, path = "/v1/producers/{biz_id}", tag = "producers",
+    params(("biz_id" = String, Path)),
+    request_body = ProducerSettings,
+    responses(
+        (status = 201, description = "Created; the response carries the token (shown once)", body = ProducerView),
+        (status = 200, description = "Updated; token unchanged and not shown", body = ProducerView),
+        (status = 400, description = "Invalid settings or a check-back URL the address policy refuses", body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub async fn put_producer(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(biz_id): Path<String>,
+    Json(settings): Json<ProducerSettings>,
+) -> Result<(StatusCode, axum::Json<ProducerView>), ApiError> {
+    state.require_admin(&headers)?;
+    validate::biz_id(&biz_id)?;
+    let url = url::Url::parse(&settings.verify_url).map_err(|e| {
+        ApiError::invalid(
+            "invalid_verify_url",
+            format!("verify_url {:?} is not a URL: {e}", settings.verify_url),
+        )
+    })?;
+    state
+        .address_policy
+        .check_url(&url)
+        .await
+        .map_err(|why| ApiError::invalid("invalid_verify_url", why))?;
+    let defaults = &state.producer_defaults;
+    let record_settings = (
+        settings
+            .verify_timeout_ms
+            .unwrap_or_else(|| millis(defaults.verify_timeout)),
+        settings
+            .first_verify_after_ms
+            .unwrap_or_else(|| millis(defaults.first_verify_after)),
+        settings
+            .max_verify_attempts
+            .unwrap_or(defaults.max_verify_attempts),
+    );
+    check_range("verify_timeout_ms", record_settings.0, 10, 120_000)?;
+    check_range("first_verify_after_ms", record_settings.1, 0, 86_400_000)?;
+    check_range("max_verify_attempts", record_settings.2, 1, 10_000)?;
+
+    let token = new_producer_token(&biz_id);
+    let record = ProducerRecord {
+        biz_id: biz_id.clone(),
+        verify_url: url.to_string(),
+        verify_timeout_ms: record_settings.0,
+        first_verify_after_ms: record_settings.1,
+        max_verify_attempts: record_settings.2,
+        token_hash: hash_token(&token),
+        signing_secret: new_signing_secret(),
+    };
+    // An existing registration keeps its token hash and secret (the upsert
+    // does not touch them), so "was it created" is "does it hold our hash".
+    let stored = state.store.upsert_producer(&record).await?;
+    state.registry.invalidate(&biz_id).await;
+    if stored.token_hash == record.token_hash {
+        tracing::info!(biz_id, "producer registered");
+        Ok((StatusCode::CREATED, axum::Json(view(&stored, Some(token)))))
+    } else {
+        tracing::info!(biz_id, "producer updated");
+        Ok((StatusCode::OK, axum::Json(view(&stored, None))))
+    }
+}
+
+/// Shows a producer registration (never its token).
+#[utoipa::path(get, path = "/v1/producers/{biz_id}", tag = "producers",
+    params(("biz_id" = String, Path)),
+    responses((status = 200, body = ProducerView), (status = 404, body = ErrorBody)),
+    security(("admin" = [])))]
+pub async fn get_producer(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(biz_id): Path<String>,
+) -> Result<axum::Json<ProducerView>, ApiError> {
+    state.require_admin(&headers)?;
+    validate::biz_id(&biz_id)?;
+    let p = state
+        .store
+        .find_producer(&biz_id)
+        .await?
+        .ok_or_else(|| unknown(&biz_id))?;
+    Ok(axum::Json(view(&p, None)))
+}
+
+/// Deletes a producer registration; its token stops working.
+#[utoipa::path(delete, path = "/v1/producers/{biz_id}", tag = "producers",
+    params(("biz_id" = String, Path)),
+    responses((status = 204), (status = 404, body = ErrorBody)),
+    security(("admin" = [])))]
+pub async fn delete_producer(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(biz_id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    state.require_admin(&headers)?;
+    validate::biz_id(&biz_id)?;
+    let deleted = state.store.delete_producer(&biz_id).await?;
+    state.registry.invalidate(&biz_id).await;
+    if deleted {
+        tracing::info!(biz_id, "producer deleted");
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(unknown(&biz_id))
+    }
+}
+
+/// Issues a new bearer token; the old one stops working.
+#[utoipa::path(post, path = "/v1/producers/{biz_id}/rotate-token", tag = "producers",
+    params(("biz_id" = String, Path)),
+    responses((status = 200, description = "The response carries the new token", body = ProducerView),
+        (status = 404, body = ErrorBody)),
+    security(("admin" = [])))]
+pub async fn rotate_token(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(biz_id): Path<String>,
+) -> Result<axum::Json<ProducerView>, ApiError> {
+    state.require_admin(&headers)?;
+    validate::biz_id(&biz_id)?;
+    let token = new_producer_token(&biz_id);
+    if !state
+        .store
+        .set_producer_token(&biz_id, &hash_token(&token))
+        .await?
+    {
+        return Err(unknown(&biz_id));
+    }
+    state.registry.invalidate(&biz_id).await;
+    let p = state
+        .store
+        .find_producer(&biz_id)
+        .await?
+        .ok_or_else(|| unknown(&biz_id))?;
+    tracing::info!(biz_id, "producer token rotated");
+    Ok(axum::Json(view(&p, Some(token))))
+}
+
+fn unknown(biz_id: &str) -> ApiError {
+    ApiError::not_found(
+        "producer_not_found",
+        format!("no producer {biz_id:?} is registered"),
+    )
+}

@@ -1,0 +1,247 @@
+//! Input validation with messages a person can act on.
+//!
+//! Everything a prepare carries is checked here before anything is written, so
+//! a rejected request leaves no trace.
+
+use std::collections::BTreeMap;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use trustmsg_verify_api::{kafka_headers, PayloadEncoding, PrepareRequest};
+
+use crate::error::ApiError;
+
+/// Longest biz_id.
+pub const MAX_BIZ_ID: usize = 64;
+/// Longest message_key, in bytes.
+pub const MAX_MESSAGE_KEY: usize = 128;
+/// Longest Kafka topic name (Kafka's own limit).
+pub const MAX_TOPIC: usize = 249;
+/// Longest record key, in bytes.
+pub const MAX_RECORD_KEY: usize = 1024;
+/// Most user headers per message.
+pub const MAX_HEADERS: usize = 64;
+/// Longest header name, in bytes.
+pub const MAX_HEADER_NAME: usize = 256;
+/// Most bytes of all header names and values together.
+pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+
+/// biz_id: 1–64 of `[A-Za-z0-9._-]`.
+pub fn biz_id(v: &str) -> Result<(), ApiError> {
+    if v.is_empty() || v.len() > MAX_BIZ_ID {
+        return Err(ApiError::invalid(
+            "invalid_biz_id",
+            format!(
+                "biz_id must be 1 to {MAX_BIZ_ID} characters long (got {})",
+                v.len()
+            ),
+        ));
+    }
+    if let Some(c) = v
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "._-".contains(*c)))
+    {
+        return Err(ApiError::invalid(
+            "invalid_biz_id",
+            format!("biz_id may contain only letters, digits, '.', '_' and '-' (found {c:?})"),
+        ));
+    }
+    Ok(())
+}
+
+/// message_key: 1–128 bytes, no control characters.
+pub fn message_key(v: &str) -> Result<(), ApiError> {
+    if v.is_empty() || v.len() > MAX_MESSAGE_KEY {
+        return Err(ApiError::invalid(
+            "invalid_message_key",
+            format!(
+                "message_key must be 1 to {MAX_MESSAGE_KEY} bytes long (got {})",
+                v.len()
+            ),
+        ));
+    }
+    if v.chars().any(char::is_control) {
+        return Err(ApiError::invalid(
+            "invalid_message_key",
+            "message_key must not contain control characters",
+        ));
+    }
+    Ok(())
+}
+
+/// A Kafka topic name: 1–249 of `[a-zA-Z0-9._-]`, and not `.` or `..`.
+pub fn topic(v: &str) -> Result<(), ApiError> {
+    let bad = |why: String| Err(ApiError::invalid("invalid_topic", why));
+    if v.is_empty() || v.len() > MAX_TOPIC {
+        return bad(format!(
+            "topic must be 1 to {MAX_TOPIC} characters long (got {})",
+            v.len()
+        ));
+    }
+    if v == "." || v == ".." {
+        return bad(format!("topic cannot be {v:?}"));
+    }
+    if let Some(c) = v
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "._-".contains(*c)))
+    {
+        return bad(format!(
+            "topic may contain only ASCII letters, digits, '.', '_' and '-' (found {c:?})"
+        ));
+    }
+    Ok(())
+}
+
+/// The record key: at most 1024 bytes.
+pub fn record_key(v: Option<&str>) -> Result<(), ApiError> {
+    match v {
+        Some(k) if k.len() > MAX_RECORD_KEY => Err(ApiError::invalid(
+            "invalid_key",
+            format!(
+                "key must be at most {MAX_RECORD_KEY} bytes (got {})",
+                k.len()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// User headers: bounded count and size, non-empty names, none in the reserved namespace.
+pub fn headers(h: &BTreeMap<String, String>) -> Result<(), ApiError> {
+    let bad = |why: String| Err(ApiError::invalid("invalid_headers", why));
+    if h.len() > MAX_HEADERS {
+        return bad(format!(
+            "at most {MAX_HEADERS} headers are allowed (got {})",
+            h.len()
+        ));
+    }
+    let mut total = 0;
+    for (name, value) in h {
+        if name.is_empty() || name.len() > MAX_HEADER_NAME {
+            return bad(format!(
+                "header names must be 1 to {MAX_HEADER_NAME} bytes long"
+            ));
+        }
+        if name
+            .to_ascii_lowercase()
+            .starts_with(kafka_headers::RESERVED_PREFIX)
+        {
+            return bad(format!(
+                "header {name:?} uses the reserved prefix {:?}; trustmsg sets those itself",
+                kafka_headers::RESERVED_PREFIX
+            ));
+        }
+        total += name.len() + value.len();
+    }
+    if total > MAX_HEADER_BYTES {
+        return bad(format!(
+            "headers total {total} bytes; at most {MAX_HEADER_BYTES} are allowed"
+        ));
+    }
+    Ok(())
+}
+
+/// Decodes the payload and checks its size.
+pub fn payload(
+    payload: &str,
+    encoding: PayloadEncoding,
+    max_bytes: usize,
+) -> Result<Vec<u8>, ApiError> {
+    let bytes = match encoding {
+        PayloadEncoding::Utf8 => payload.as_bytes().to_vec(),
+        PayloadEncoding::Base64 => STANDARD.decode(payload).map_err(|e| {
+            ApiError::invalid(
+                "invalid_payload",
+                format!("payload is not valid standard base64 (with padding): {e}"),
+            )
+        })?,
+    };
+    if bytes.len() > max_bytes {
+        return Err(ApiError::TooLarge(format!(
+            "payload is {} bytes; the limit is {max_bytes} bytes",
+            bytes.len()
+        )));
+    }
+    Ok(bytes)
+}
+
+/// A checked prepare: every field valid, payload decoded.
+#[derive(Debug)]
+pub struct ValidPrepare {
+    /// The decoded record value.
+    pub payload: Vec<u8>,
+    /// The user headers (empty when none were given).
+    pub headers: BTreeMap<String, String>,
+}
+
+/// Checks a whole prepare request.
+pub fn prepare(req: &PrepareRequest, max_payload: usize) -> Result<ValidPrepare, ApiError> {
+    biz_id(&req.biz_id)?;
+    message_key(&req.message_key)?;
+    topic(&req.topic)?;
+    record_key(req.key.as_deref())?;
+    let hdrs = req.headers.clone().unwrap_or_default();
+    headers(&hdrs)?;
+    let payload = payload(
+        &req.payload,
+        req.payload_encoding.unwrap_or_default(),
+        max_payload,
+    )?;
+    Ok(ValidPrepare {
+        payload,
+        headers: hdrs,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(r: Result<(), ApiError>) -> &'static str {
+        match r {
+            Err(ApiError::Invalid { code, .. }) => code,
+            Err(e) => panic!("unexpected error {e:?}"),
+            Ok(()) => "ok",
+        }
+    }
+
+    #[test]
+    fn topics_follow_kafka_rules() {
+        assert_eq!(code(topic("orders.v1_x-y")), "ok");
+        assert_eq!(code(topic(&"a".repeat(249))), "ok");
+        assert_eq!(code(topic(&"a".repeat(250))), "invalid_topic");
+        assert_eq!(code(topic("")), "invalid_topic");
+        assert_eq!(code(topic(".")), "invalid_topic");
+        assert_eq!(code(topic("..")), "invalid_topic");
+        assert_eq!(code(topic("a b")), "invalid_topic");
+        assert_eq!(code(topic("ördér")), "invalid_topic");
+    }
+
+    #[test]
+    fn reserved_and_oversized_headers_are_refused() {
+        let mut h = BTreeMap::new();
+        h.insert("Trustmsg-Message-Id".to_string(), "1".to_string());
+        assert_eq!(code(headers(&h)), "invalid_headers");
+        let big: BTreeMap<_, _> = (0..65).map(|i| (format!("h{i}"), String::new())).collect();
+        assert_eq!(code(headers(&big)), "invalid_headers");
+        let mut huge = BTreeMap::new();
+        huge.insert("a".to_string(), "x".repeat(MAX_HEADER_BYTES));
+        assert_eq!(code(headers(&huge)), "invalid_headers");
+    }
+
+    #[test]
+    fn payload_size_is_checked_after_decoding() {
+        assert!(payload("aGVsbG8=", PayloadEncoding::Base64, 5).is_ok());
+        assert!(matches!(
+            payload("aGVsbG8h", PayloadEncoding::Base64, 5),
+            Err(ApiError::TooLarge(_))
+        ));
+        assert!(matches!(
+            payload("not base64!", PayloadEncoding::Base64, 100),
+            Err(ApiError::Invalid {
+                code: "invalid_payload",
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,124 @@
+//! The API error type: every failure a handler can return, each mapped to an
+//! HTTP status and the JSON body `{"error": {"code", "message"}}`.
+//!
+//! 5xx causes are logged here and never sent to the client.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use trustmsg_verify_api::{ErrorBody, ErrorDetail};
+
+use crate::store::StoreError;
+
+/// An API failure.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Bad input: 400 with a specific code.
+    #[error("{message}")]
+    Invalid {
+        /// Machine-readable code, e.g. `invalid_topic`.
+        code: &'static str,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+    /// The body or payload is over a limit: 413.
+    #[error("{0}")]
+    TooLarge(String),
+    /// The body is not JSON: 415.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// No or unknown credentials: 401.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// Valid credentials, but not for this resource: 403.
+    #[error("{0}")]
+    Forbidden(String),
+    /// 404.
+    #[error("{message}")]
+    NotFound {
+        /// Machine-readable code.
+        code: &'static str,
+        /// What was not found.
+        message: String,
+    },
+    /// The request contradicts what is stored: 409.
+    #[error("{message}")]
+    Conflict {
+        /// Machine-readable code.
+        code: &'static str,
+        /// What it conflicts with.
+        message: String,
+    },
+    /// The store failed: 503, cause logged.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Anything else: 500, cause logged.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl ApiError {
+    /// A 400 with `code`.
+    pub fn invalid(code: &'static str, message: impl Into<String>) -> Self {
+        Self::Invalid {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// A 409 with `code`.
+    pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+        Self::Conflict {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// A 404 with `code`.
+    pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
+        Self::NotFound {
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn parts(&self) -> (StatusCode, &'static str) {
+        match self {
+            Self::Invalid { code, .. } => (StatusCode::BAD_REQUEST, code),
+            Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            Self::UnsupportedMediaType(_) => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+            }
+            Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            Self::NotFound { code, .. } => (StatusCode::NOT_FOUND, code),
+            Self::Conflict { code, .. } => (StatusCode::CONFLICT, code),
+            Self::Store(_) => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
+            Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.parts();
+        let message = match &self {
+            Self::Store(e) => {
+                tracing::error!(error = %e, "store failure while serving a request");
+                "the message store is unavailable; retry later".to_string()
+            }
+            Self::Internal(e) => {
+                tracing::error!(error = ?e, "internal error while serving a request");
+                "internal error; retry later".to_string()
+            }
+            other => other.to_string(),
+        };
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: code.to_string(),
+                message,
+            },
+        };
+        (status, Json(body)).into_response()
+    }
+}

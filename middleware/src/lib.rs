@@ -1,0 +1,22 @@
+//! trustmsg: a reliable-message middleware. A producer that must change its own
+//! database *and* publish a Kafka message gets both or neither, without XA:
+//! prepare → local transaction → commit or rollback, with check-back when a
+//! prepared message is left hanging.
+//!
+//! - [`api`]: the HTTP API (producer API, producer registry, health);
+//! - [`store`]: the storage trait and its MySQL and SQLite backends;
+//! - [`forwarder`]: committed messages to Kafka;
+//! - [`verifier`]: check-back of undecided messages;
+//! - [`startup`]: wiring, shared by `main` and the tests.
+
+pub mod alert;
+pub mod api;
+pub mod config;
+pub mod error;
+pub mod forwarder;
+pub mod metrics_setup;
+pub mod openapi;
+pub mod registry;
+pub mod startup;
+pub mod store;
+pub mod verifier;

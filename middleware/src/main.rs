@@ -1,0 +1,63 @@
+//! The `trustmsg` binary: parse the CLI, set up logging, call the library.
+
+use anyhow::Context;
+use clap::Parser;
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+use trustmsg::config::{Cli, Command};
+use trustmsg::startup::Application;
+use trustmsg::store;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let filter = EnvFilter::try_from_env("TRUSTMSG_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    if std::env::var("TRUSTMSG_LOG_FORMAT").as_deref() == Ok("json") {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .json()
+            .init();
+    } else {
+        tracing_subscriber::fmt().with_env_filter(filter).init();
+    }
+
+    match Cli::parse().command {
+        Command::Serve(args) => {
+            let app = Application::build(*args).await?;
+            stop_on_signal(app.shutdown_token());
+            app.run_until_stopped().await
+        }
+        Command::Migrate(db) => {
+            let url = db.database_url.expose();
+            let store = store::connect(url)
+                .await
+                .with_context(|| format!("connecting to {}", store::redact_url(url)))?;
+            store.migrate().await.context("applying migrations")?;
+            tracing::info!("migrations applied");
+            Ok(())
+        }
+    }
+}
+
+/// Cancels `token` on SIGINT or SIGTERM.
+fn stop_on_signal(token: CancellationToken) {
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let term = std::future::pending::<()>();
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term => {},
+        }
+        tracing::info!("shutdown signal received; draining");
+        token.cancel();
+    });
+}

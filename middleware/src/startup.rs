@@ -1,0 +1,132 @@
+//! Start-up wiring, in one place that `main` and the tests both call: build the
+//! store, the registry, the workers and the HTTP server, bind the listener
+//! (port 0 works) and hand back the address.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tower_http::trace::TraceLayer;
+
+use crate::api::{self, auth::AuthConfig, AppState, ProducerDefaults};
+use crate::config::ServeArgs;
+use crate::forwarder::{CommitListener, NoForwarder};
+use crate::metrics_setup;
+use crate::registry::Registry;
+use crate::store::{self, DynStore};
+use crate::verifier::ssrf::AddressPolicy;
+
+/// A running trustmsg service.
+pub struct Application {
+    addr: SocketAddr,
+    shutdown: CancellationToken,
+    server: JoinHandle<std::io::Result<()>>,
+    workers: Vec<JoinHandle<()>>,
+    store: DynStore,
+}
+
+impl Application {
+    /// Connects, optionally migrates, starts the workers and binds the API.
+    pub async fn build(cfg: ServeArgs) -> anyhow::Result<Self> {
+        metrics_setup::install();
+        if cfg.insecure_no_auth {
+            tracing::warn!(
+                "!!! --insecure-no-auth: every request is accepted without a token. \
+                 Never run this way outside local development. !!!"
+            );
+        } else if cfg.admin_token.is_none() {
+            anyhow::bail!(
+                "no admin token: pass --admin-token (or TRUSTMSG_ADMIN_TOKEN), \
+                 or --insecure-no-auth for local development"
+            );
+        }
+        let url = cfg.database.database_url.expose();
+        let store = store::connect(url)
+            .await
+            .with_context(|| format!("connecting to {}", store::redact_url(url)))?;
+        if cfg.auto_migrate {
+            store.migrate().await.context("applying migrations")?;
+        }
+        let registry = Registry::new(store.clone(), cfg.producer_cache_ttl);
+        let address_policy = Arc::new(AddressPolicy::new(
+            cfg.verifier.verify_allow_cidr.clone(),
+            cfg.verifier.verify_deny_cidr.clone(),
+        ));
+        let shutdown = CancellationToken::new();
+        let workers = Vec::new();
+        let commits: Arc<dyn CommitListener> = Arc::new(NoForwarder);
+
+        let state = AppState {
+            store: store.clone(),
+            registry,
+            auth: AuthConfig {
+                admin_token: cfg.admin_token.clone(),
+                insecure: cfg.insecure_no_auth,
+            },
+            max_payload_bytes: cfg.max_payload_bytes,
+            send_lease: cfg.forwarder.send_lease,
+            producer_defaults: ProducerDefaults {
+                first_verify_after: cfg.verifier.first_verify_after,
+                verify_timeout: cfg.verifier.verify_timeout,
+                max_verify_attempts: cfg.verifier.max_verify_attempts,
+            },
+            commits,
+            address_policy,
+        };
+
+        let listener = TcpListener::bind(cfg.listen)
+            .await
+            .with_context(|| format!("binding {}", cfg.listen))?;
+        let addr = listener.local_addr()?;
+        let app = api::router(state).layer(TraceLayer::new_for_http());
+        let stop = shutdown.clone();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await
+        });
+        tracing::info!(%addr, "trustmsg listening");
+        Ok(Self {
+            addr,
+            shutdown,
+            server,
+            workers,
+            store,
+        })
+    }
+
+    /// The bound address.
+    pub fn address(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The store the service uses.
+    pub fn store(&self) -> &DynStore {
+        &self.store
+    }
+
+    /// Cancelling this token starts a graceful shutdown.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Waits until the service has shut down (after the token is cancelled).
+    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
+        let served = self.server.await.context("HTTP server task")?;
+        for w in self.workers {
+            let _ = w.await;
+        }
+        served.context("HTTP server")?;
+        tracing::info!("trustmsg stopped");
+        Ok(())
+    }
+
+    /// Starts a graceful shutdown and waits for it.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        self.run_until_stopped().await
+    }
+}

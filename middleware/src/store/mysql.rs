@@ -1,0 +1,625 @@
+//! MySQL (≥ 8.0) / MariaDB (≥ 10.6) backend: the production store.
+//!
+//! Claims use `SELECT … FOR UPDATE SKIP LOCKED` so concurrent instances split
+//! the due rows between them instead of queueing on each other's locks. All
+//! times come from `UTC_TIMESTAMP(3)`, the database clock.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlRow};
+use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
+use trustmsg_verify_api::{MessageStatus, SendStatus};
+
+use super::{
+    Actor, AuditEntry, Inserted, Message, NewMessage, Producer, ProducerRecord, SentMark, Store,
+    StoreError, StoreResult, Transition,
+};
+
+const MESSAGE_COLUMNS: &str = "id, biz_id, message_key, topic, record_key, payload, headers, \
+    content_digest, status, send_status, tombstone, version, verify_attempts, send_attempts, \
+    last_error, next_verify_at, next_send_at, kafka_partition, kafka_offset, created_at, \
+    updated_at, decided_at, sent_at";
+
+const PRODUCER_COLUMNS: &str = "biz_id, verify_url, verify_timeout_ms, first_verify_after_ms, \
+    max_verify_attempts, token_hash, signing_secret, created_at, updated_at";
+
+/// The MySQL/MariaDB store.
+#[derive(Debug, Clone)]
+pub struct MySqlStore {
+    pool: MySqlPool,
+}
+
+impl MySqlStore {
+    /// Connects a pool to `url` (`mysql://user:pass@host:port/db`).
+    pub async fn connect(url: &str) -> StoreResult<Self> {
+        let opts: MySqlConnectOptions = url.parse()?;
+        let pool = MySqlPoolOptions::new()
+            .max_connections(32)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(opts)
+            .await?;
+        Ok(Self { pool })
+    }
+
+    /// Wraps an existing pool (tests, `sqlx::test`).
+    pub fn from_pool(pool: MySqlPool) -> Self {
+        Self { pool }
+    }
+
+    /// The underlying pool.
+    pub fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+}
+
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// Kept under the column size, on a character boundary.
+pub(crate) fn clip_error(e: &str) -> &str {
+    const MAX: usize = 2000;
+    if e.len() <= MAX {
+        return e;
+    }
+    let mut end = MAX;
+    while !e.is_char_boundary(end) {
+        end -= 1;
+    }
+    &e[..end]
+}
+
+/// Text columns use a binary collation (keys compare byte for byte), which the
+/// MySQL protocol reports as binary; read them as bytes and check the UTF-8.
+fn text(row: &MySqlRow, col: &str) -> StoreResult<String> {
+    let bytes: Vec<u8> = row.try_get(col)?;
+    String::from_utf8(bytes).map_err(|_| StoreError::Corrupt(format!("{col} is not UTF-8")))
+}
+
+fn opt_text(row: &MySqlRow, col: &str) -> StoreResult<Option<String>> {
+    let bytes: Option<Vec<u8>> = row.try_get(col)?;
+    bytes
+        .map(|b| {
+            String::from_utf8(b).map_err(|_| StoreError::Corrupt(format!("{col} is not UTF-8")))
+        })
+        .transpose()
+}
+
+fn message_from_row(row: &MySqlRow) -> StoreResult<Message> {
+    let status = text(row, "status")?;
+    let send_status = opt_text(row, "send_status")?;
+    let headers = text(row, "headers")?;
+    Ok(Message {
+        id: row.try_get("id")?,
+        biz_id: text(row, "biz_id")?,
+        message_key: text(row, "message_key")?,
+        topic: opt_text(row, "topic")?,
+        key: opt_text(row, "record_key")?,
+        payload: row.try_get("payload")?,
+        headers: serde_json::from_str(&headers)
+            .map_err(|e| StoreError::Corrupt(format!("headers: {e}")))?,
+        content_digest: row.try_get("content_digest")?,
+        status: MessageStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("status {status:?}")))?,
+        send_status: send_status
+            .map(|s| {
+                SendStatus::parse(&s)
+                    .ok_or_else(|| StoreError::Corrupt(format!("send_status {s:?}")))
+            })
+            .transpose()?,
+        tombstone: row.try_get("tombstone")?,
+        version: row.try_get("version")?,
+        verify_attempts: row.try_get("verify_attempts")?,
+        send_attempts: row.try_get("send_attempts")?,
+        last_error: opt_text(row, "last_error")?,
+        next_verify_at: row.try_get("next_verify_at")?,
+        next_send_at: row.try_get("next_send_at")?,
+        kafka_partition: row.try_get("kafka_partition")?,
+        kafka_offset: row.try_get("kafka_offset")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        decided_at: row.try_get("decided_at")?,
+        sent_at: row.try_get("sent_at")?,
+    })
+}
+
+fn producer_from_row(row: &MySqlRow) -> StoreResult<Producer> {
+    Ok(Producer {
+        biz_id: text(row, "biz_id")?,
+        verify_url: text(row, "verify_url")?,
+        verify_timeout_ms: row.try_get("verify_timeout_ms")?,
+        first_verify_after_ms: row.try_get("first_verify_after_ms")?,
+        max_verify_attempts: row.try_get("max_verify_attempts")?,
+        token_hash: row.try_get("token_hash")?,
+        signing_secret: text(row, "signing_secret")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+async fn select_messages_by_ids<'e, E>(exec: E, ids: &[u64]) -> StoreResult<Vec<Message>>
+where
+    E: sqlx::Executor<'e, Database = MySql>,
+{
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut q = QueryBuilder::<MySql>::new(format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN ("
+    ));
+    let mut sep = q.separated(", ");
+    for id in ids {
+        sep.push_bind(*id);
+    }
+    q.push(") ORDER BY id");
+    q.build()
+        .fetch_all(exec)
+        .await?
+        .iter()
+        .map(message_from_row)
+        .collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn insert_audit(
+    conn: &mut sqlx::MySqlConnection,
+    message_id: u64,
+    actor: &Actor,
+    action: &str,
+    from: Option<&str>,
+    to: Option<&str>,
+    from_send: Option<&str>,
+    to_send: Option<&str>,
+    reason: &str,
+) -> StoreResult<()> {
+    sqlx::query(
+        "INSERT INTO audit_log (message_id, actor, action, from_status, to_status, \
+         from_send_status, to_send_status, reason, created_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3))",
+    )
+    .bind(message_id)
+    .bind(actor.to_string())
+    .bind(action)
+    .bind(from)
+    .bind(to)
+    .bind(from_send)
+    .bind(to_send)
+    .bind(clip_error(reason))
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// A lost lock race is not an error for a guarded write: the guard simply did not win.
+fn is_lock_conflict(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("40001") | Some("HY000"))
+        && (db.message().contains("Deadlock") || db.message().contains("Lock wait timeout")))
+}
+
+#[async_trait]
+impl Store for MySqlStore {
+    async fn migrate(&self) -> StoreResult<()> {
+        sqlx::migrate!("../migrations/mysql")
+            .run(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn now(&self) -> StoreResult<DateTime<Utc>> {
+        Ok(sqlx::query_scalar("SELECT UTC_TIMESTAMP(3)")
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn insert_prepared(&self, m: &NewMessage) -> StoreResult<Inserted> {
+        let headers = serde_json::to_string(&m.headers).expect("string map serialises");
+        let res = sqlx::query(
+            "INSERT INTO messages (biz_id, message_key, topic, record_key, payload, headers, \
+             content_digest, status, next_verify_at, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, 'PREPARED', \
+             UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))",
+        )
+        .bind(&m.biz_id)
+        .bind(&m.message_key)
+        .bind(&m.topic)
+        .bind(&m.key)
+        .bind(&m.payload)
+        .bind(headers)
+        .bind(m.digest())
+        .bind(micros(m.first_verify_after))
+        .execute(&self.pool)
+        .await;
+        match res {
+            Ok(done) => {
+                let row = self
+                    .find_message_by_id(done.last_insert_id())
+                    .await?
+                    .ok_or_else(|| StoreError::Corrupt("inserted row vanished".into()))?;
+                Ok(Inserted::Created(row))
+            }
+            Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
+                let row = self
+                    .find_message(&m.biz_id, &m.message_key)
+                    .await?
+                    .ok_or_else(|| StoreError::Corrupt("duplicate key but no row".into()))?;
+                Ok(Inserted::Existing(row))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn insert_tombstone(
+        &self,
+        biz_id: &str,
+        message_key: &str,
+        actor: &Actor,
+        reason: &str,
+    ) -> StoreResult<Option<Message>> {
+        let mut tx = self.pool.begin().await?;
+        let res = sqlx::query(
+            "INSERT INTO messages (biz_id, message_key, payload, headers, status, tombstone, \
+             created_at, updated_at, decided_at) \
+             VALUES (?, ?, '', '{}', 'ROLLED_BACK', TRUE, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))",
+        )
+        .bind(biz_id)
+        .bind(message_key)
+        .execute(&mut *tx)
+        .await;
+        let id = match res {
+            Ok(done) => done.last_insert_id(),
+            Err(sqlx::Error::Database(db)) if db.is_unique_violation() => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        insert_audit(
+            &mut tx,
+            id,
+            actor,
+            "rollback",
+            None,
+            Some("ROLLED_BACK"),
+            None,
+            None,
+            reason,
+        )
+        .await?;
+        let row = select_messages_by_ids(&mut *tx, &[id]).await?.pop();
+        tx.commit().await?;
+        Ok(row)
+    }
+
+    async fn find_message(&self, biz_id: &str, message_key: &str) -> StoreResult<Option<Message>> {
+        sqlx::query(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE biz_id = ? AND message_key = ?"
+        ))
+        .bind(biz_id)
+        .bind(message_key)
+        .fetch_optional(&self.pool)
+        .await?
+        .as_ref()
+        .map(message_from_row)
+        .transpose()
+    }
+
+    async fn find_message_by_id(&self, id: u64) -> StoreResult<Option<Message>> {
+        Ok(select_messages_by_ids(&self.pool, &[id]).await?.pop())
+    }
+
+    async fn transition(&self, t: &Transition) -> StoreResult<Option<Message>> {
+        let mut tx = self.pool.begin().await?;
+        let (send_status, action) = match t.to {
+            MessageStatus::Committed => (Some("PENDING"), "commit"),
+            MessageStatus::RolledBack => (None, "rollback"),
+            MessageStatus::VerifyFailed => (None, "verify_failed"),
+            MessageStatus::Prepared => (None, "reverify"),
+        };
+        let updated = sqlx::query(
+            "UPDATE messages SET status = ?, send_status = ?, version = version + 1, \
+             verify_attempts = IF(? = 'PREPARED', 0, verify_attempts + ?), \
+             last_error = COALESCE(?, last_error), \
+             next_verify_at = IF(? = 'PREPARED', UTC_TIMESTAMP(3), NULL), \
+             next_send_at = IF(? = 'COMMITTED', UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, NULL), \
+             decided_at = IF(? IN ('COMMITTED', 'ROLLED_BACK', 'VERIFY_FAILED'), UTC_TIMESTAMP(3), decided_at), \
+             updated_at = UTC_TIMESTAMP(3) \
+             WHERE id = ? AND status = ? AND version = ?",
+        )
+        .bind(t.to.as_str())
+        .bind(send_status)
+        .bind(t.to.as_str())
+        .bind(u32::from(t.verify_attempt))
+        .bind(t.error.as_deref().map(clip_error))
+        .bind(t.to.as_str())
+        .bind(t.to.as_str())
+        .bind(micros(t.send_lease))
+        .bind(t.to.as_str())
+        .bind(t.id)
+        .bind(t.from.as_str())
+        .bind(t.version)
+        .execute(&mut *tx)
+        .await;
+        match updated {
+            Ok(done) if done.rows_affected() == 1 => {}
+            Ok(_) => return Ok(None),
+            Err(e) if is_lock_conflict(&e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+        insert_audit(
+            &mut tx,
+            t.id,
+            &t.actor,
+            action,
+            Some(t.from.as_str()),
+            Some(t.to.as_str()),
+            None,
+            send_status,
+            &t.reason,
+        )
+        .await?;
+        let row = select_messages_by_ids(&mut *tx, &[t.id]).await?.pop();
+        tx.commit().await?;
+        Ok(row)
+    }
+
+    async fn audit_trail(&self, message_id: u64) -> StoreResult<Vec<AuditEntry>> {
+        let rows = sqlx::query(
+            "SELECT id, message_id, actor, action, from_status, to_status, from_send_status, \
+             to_send_status, reason, created_at FROM audit_log WHERE message_id = ? ORDER BY id",
+        )
+        .bind(message_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(AuditEntry {
+                    id: r.try_get("id")?,
+                    message_id: r.try_get("message_id")?,
+                    actor: text(r, "actor")?,
+                    action: text(r, "action")?,
+                    from_status: opt_text(r, "from_status")?,
+                    to_status: opt_text(r, "to_status")?,
+                    from_send_status: opt_text(r, "from_send_status")?,
+                    to_send_status: opt_text(r, "to_send_status")?,
+                    reason: text(r, "reason")?,
+                    created_at: r.try_get("created_at")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn claim_due_sends(&self, limit: u32, lease: Duration) -> StoreResult<Vec<Message>> {
+        self.claim_due(
+            "SELECT id FROM messages WHERE next_send_at <= UTC_TIMESTAMP(3) \
+             AND status = 'COMMITTED' AND send_status = 'PENDING' \
+             ORDER BY next_send_at LIMIT ? FOR UPDATE SKIP LOCKED",
+            "next_send_at",
+            limit,
+            lease,
+        )
+        .await
+    }
+
+    async fn mark_sent(&self, marks: &[SentMark]) -> StoreResult<u64> {
+        if marks.is_empty() {
+            return Ok(0);
+        }
+        // One statement for the whole batch: CASE picks each row's partition and
+        // offset, and the (id, version) list is the guard.
+        let mut q = QueryBuilder::<MySql>::new("UPDATE messages SET send_status = 'SENT', next_send_at = NULL, sent_at = UTC_TIMESTAMP(3), updated_at = UTC_TIMESTAMP(3), version = version + 1, send_attempts = send_attempts + 1, kafka_partition = CASE id");
+        for m in marks {
+            q.push(" WHEN ")
+                .push_bind(m.id)
+                .push(" THEN ")
+                .push_bind(m.partition);
+        }
+        q.push(" END, kafka_offset = CASE id");
+        for m in marks {
+            q.push(" WHEN ")
+                .push_bind(m.id)
+                .push(" THEN ")
+                .push_bind(m.offset);
+        }
+        q.push(
+            " END WHERE status = 'COMMITTED' AND send_status = 'PENDING' AND (id, version) IN (",
+        );
+        let mut sep = q.separated(", ");
+        for m in marks {
+            sep.push("(")
+                .push_bind_unseparated(m.id)
+                .push_unseparated(", ")
+                .push_bind_unseparated(m.version)
+                .push_unseparated(")");
+        }
+        q.push(")");
+        Ok(q.build().execute(&self.pool).await?.rows_affected())
+    }
+
+    async fn reschedule_send(
+        &self,
+        id: u64,
+        version: u64,
+        error: &str,
+        delay: Duration,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE messages SET send_attempts = send_attempts + 1, last_error = ?, \
+             next_send_at = UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, version = version + 1, \
+             updated_at = UTC_TIMESTAMP(3) \
+             WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING'",
+        )
+        .bind(clip_error(error))
+        .bind(micros(delay))
+        .bind(id)
+        .bind(version)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn mark_send_failed(
+        &self,
+        id: u64,
+        version: u64,
+        error: &str,
+        actor: &Actor,
+    ) -> StoreResult<Option<Message>> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query(
+            "UPDATE messages SET send_status = 'SEND_FAILED', send_attempts = send_attempts + 1, \
+             last_error = ?, next_send_at = NULL, version = version + 1, updated_at = UTC_TIMESTAMP(3) \
+             WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING'",
+        )
+        .bind(clip_error(error))
+        .bind(id)
+        .bind(version)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() != 1 {
+            return Ok(None);
+        }
+        insert_audit(
+            &mut tx,
+            id,
+            actor,
+            "send_failed",
+            Some("COMMITTED"),
+            Some("COMMITTED"),
+            Some("PENDING"),
+            Some("SEND_FAILED"),
+            error,
+        )
+        .await?;
+        let row = select_messages_by_ids(&mut *tx, &[id]).await?.pop();
+        tx.commit().await?;
+        Ok(row)
+    }
+
+    async fn claim_due_verifies(&self, limit: u32, lease: Duration) -> StoreResult<Vec<Message>> {
+        self.claim_due(
+            "SELECT id FROM messages WHERE next_verify_at <= UTC_TIMESTAMP(3) \
+             AND status = 'PREPARED' ORDER BY next_verify_at LIMIT ? FOR UPDATE SKIP LOCKED",
+            "next_verify_at",
+            limit,
+            lease,
+        )
+        .await
+    }
+
+    async fn reschedule_verify(
+        &self,
+        id: u64,
+        version: u64,
+        error: &str,
+        delay: Duration,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE messages SET verify_attempts = verify_attempts + 1, last_error = ?, \
+             next_verify_at = UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, version = version + 1, \
+             updated_at = UTC_TIMESTAMP(3) WHERE id = ? AND version = ? AND status = 'PREPARED'",
+        )
+        .bind(clip_error(error))
+        .bind(micros(delay))
+        .bind(id)
+        .bind(version)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn upsert_producer(&self, p: &ProducerRecord) -> StoreResult<Producer> {
+        sqlx::query(
+            "INSERT INTO producers (biz_id, verify_url, verify_timeout_ms, first_verify_after_ms, \
+             max_verify_attempts, token_hash, signing_secret, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3)) \
+             ON DUPLICATE KEY UPDATE verify_url = VALUES(verify_url), \
+             verify_timeout_ms = VALUES(verify_timeout_ms), \
+             first_verify_after_ms = VALUES(first_verify_after_ms), \
+             max_verify_attempts = VALUES(max_verify_attempts), updated_at = UTC_TIMESTAMP(3)",
+        )
+        .bind(&p.biz_id)
+        .bind(&p.verify_url)
+        .bind(p.verify_timeout_ms)
+        .bind(p.first_verify_after_ms)
+        .bind(p.max_verify_attempts)
+        .bind(&p.token_hash)
+        .bind(&p.signing_secret)
+        .execute(&self.pool)
+        .await?;
+        self.find_producer(&p.biz_id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("upserted producer vanished".into()))
+    }
+
+    async fn find_producer(&self, biz_id: &str) -> StoreResult<Option<Producer>> {
+        sqlx::query(&format!(
+            "SELECT {PRODUCER_COLUMNS} FROM producers WHERE biz_id = ?"
+        ))
+        .bind(biz_id)
+        .fetch_optional(&self.pool)
+        .await?
+        .as_ref()
+        .map(producer_from_row)
+        .transpose()
+    }
+
+    async fn delete_producer(&self, biz_id: &str) -> StoreResult<bool> {
+        let done = sqlx::query("DELETE FROM producers WHERE biz_id = ?")
+            .bind(biz_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn set_producer_token(&self, biz_id: &str, token_hash: &[u8]) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE producers SET token_hash = ?, updated_at = UTC_TIMESTAMP(3) WHERE biz_id = ?",
+        )
+        .bind(token_hash)
+        .bind(biz_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+impl MySqlStore {
+    /// SELECT the due ids with SKIP LOCKED, push their due column out by the
+    /// lease and bump versions, then read them back: all in one transaction, so
+    /// the row locks keep other claimers off until the lease is written.
+    async fn claim_due(
+        &self,
+        select_due: &str,
+        due_column: &str,
+        limit: u32,
+        lease: Duration,
+    ) -> StoreResult<Vec<Message>> {
+        let mut tx = self.pool.begin().await?;
+        let ids: Vec<u64> = sqlx::query_scalar(select_due)
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        if ids.is_empty() {
+            tx.commit().await?;
+            return Ok(Vec::new());
+        }
+        let mut q = QueryBuilder::<MySql>::new(format!(
+            "UPDATE messages SET {due_column} = UTC_TIMESTAMP(3) + INTERVAL "
+        ));
+        q.push_bind(micros(lease))
+            .push(" MICROSECOND, version = version + 1 WHERE id IN (");
+        let mut sep = q.separated(", ");
+        for id in &ids {
+            sep.push_bind(*id);
+        }
+        q.push(")");
+        q.build().execute(&mut *tx).await?;
+        let rows = select_messages_by_ids(&mut *tx, &ids).await?;
+        tx.commit().await?;
+        Ok(rows)
+    }
+}

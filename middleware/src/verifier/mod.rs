@@ -1,0 +1,3 @@
+//! The verifier: check-back of PREPARED messages nobody decided.
+
+pub mod ssrf;

@@ -1,0 +1,330 @@
+#![warn(missing_docs)]
+//! Wire types shared by the trustmsg middleware and its producer SDK.
+//!
+//! Everything here is plain data with serde derives and no I/O, so the SDK can
+//! depend on it without pulling in the service. Field and enum spellings are the
+//! JSON contract of `DESIGN.md` §3–4: renaming anything here is a breaking change
+//! for every producer.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// The decision state of a message (`status` in the message view).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum MessageStatus {
+    /// Stored by `prepare`; waiting for the producer's commit or rollback.
+    Prepared,
+    /// Decided for delivery; the forwarder publishes it to Kafka.
+    Committed,
+    /// Decided against delivery; it is never published.
+    RolledBack,
+    /// Check-back gave no answer within the attempt limit; an operator decides.
+    VerifyFailed,
+}
+
+impl MessageStatus {
+    /// The spelling used on the wire and in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Prepared => "PREPARED",
+            Self::Committed => "COMMITTED",
+            Self::RolledBack => "ROLLED_BACK",
+            Self::VerifyFailed => "VERIFY_FAILED",
+        }
+    }
+
+    /// Parses the wire/database spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "PREPARED" => Self::Prepared,
+            "COMMITTED" => Self::Committed,
+            "ROLLED_BACK" => Self::RolledBack,
+            "VERIFY_FAILED" => Self::VerifyFailed,
+            _ => return None,
+        })
+    }
+
+    /// COMMITTED and ROLLED_BACK never change again.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Committed | Self::RolledBack)
+    }
+}
+
+/// The delivery state of a committed message (`send_status`, null before commit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SendStatus {
+    /// Waiting for (or in) a send attempt.
+    Pending,
+    /// Kafka acknowledged the record.
+    Sent,
+    /// Gave up (permanent error or attempt limit); an operator may redeliver.
+    SendFailed,
+}
+
+impl SendStatus {
+    /// The spelling used on the wire and in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "PENDING",
+            Self::Sent => "SENT",
+            Self::SendFailed => "SEND_FAILED",
+        }
+    }
+
+    /// Parses the wire/database spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "PENDING" => Self::Pending,
+            "SENT" => Self::Sent,
+            "SEND_FAILED" => Self::SendFailed,
+            _ => return None,
+        })
+    }
+}
+
+/// How `payload` in a prepare request is encoded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PayloadEncoding {
+    /// The payload string's UTF-8 bytes are the record value.
+    #[default]
+    Utf8,
+    /// The payload is standard base64 (with padding) of the record value.
+    Base64,
+}
+
+/// `POST /v1/messages/prepare`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PrepareRequest {
+    /// The producer's id (its registration in trustmsg).
+    pub biz_id: String,
+    /// The producer's unique key for this message, e.g. an order id.
+    pub message_key: String,
+    /// The Kafka topic the message goes to once committed.
+    pub topic: String,
+    /// The Kafka record key; absent means Kafka's default partitioner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// The record value, encoded as `payload_encoding` says.
+    pub payload: String,
+    /// `utf8` (default) or `base64`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_encoding: Option<PayloadEncoding>,
+    /// Extra Kafka record headers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
+}
+
+/// `POST /v1/messages/commit` and `POST /v1/messages/rollback`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DecisionRequest {
+    /// The producer's id.
+    pub biz_id: String,
+    /// The message's key as given to prepare.
+    pub message_key: String,
+}
+
+/// A message as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct MessageView {
+    /// trustmsg's id for the message; also the `trustmsg-message-id` Kafka header.
+    pub id: u64,
+    /// The producer's id.
+    pub biz_id: String,
+    /// The producer's key for the message.
+    pub message_key: String,
+    /// The Kafka topic (null for a rollback tombstone, which never had content).
+    pub topic: Option<String>,
+    /// The Kafka record key.
+    pub key: Option<String>,
+    /// The decision state.
+    pub status: MessageStatus,
+    /// The delivery state; null before commit.
+    pub send_status: Option<SendStatus>,
+    /// Check-back calls made so far.
+    pub verify_attempts: u32,
+    /// Kafka send attempts made so far.
+    pub send_attempts: u32,
+    /// The last check-back or send error, if any.
+    pub last_error: Option<String>,
+    /// Size of the record value in bytes.
+    pub payload_size: u64,
+    /// When the next check-back is due (PREPARED only).
+    pub next_verify_at: Option<DateTime<Utc>>,
+    /// When the next send attempt is due (PENDING only).
+    pub next_send_at: Option<DateTime<Utc>>,
+    /// Kafka partition of the delivered record.
+    pub kafka_partition: Option<i32>,
+    /// Kafka offset of the delivered record.
+    pub kafka_offset: Option<i64>,
+    /// When prepare stored the message (database clock, UTC).
+    pub created_at: DateTime<Utc>,
+    /// Last change of the row.
+    pub updated_at: DateTime<Utc>,
+    /// When the commit/rollback/verify-failed decision was made.
+    pub decided_at: Option<DateTime<Utc>>,
+    /// When Kafka acknowledged the record.
+    pub sent_at: Option<DateTime<Utc>>,
+}
+
+/// Every error response: `{"error": {"code": ..., "message": ...}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// The inside of [`ErrorBody`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A stable machine-readable code, e.g. `invalid_topic`, `conflict`.
+    pub code: String,
+    /// A sentence a person can act on.
+    pub message: String,
+}
+
+/// `PUT /v1/producers/{biz_id}`: create or update a producer registration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ProducerSettings {
+    /// The producer's check-back endpoint (http or https).
+    pub verify_url: String,
+    /// Timeout of one check-back call in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_timeout_ms: Option<u32>,
+    /// Delay after prepare before the first check-back, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_verify_after_ms: Option<u32>,
+    /// Check-back attempts before the message goes to VERIFY_FAILED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_verify_attempts: Option<u32>,
+}
+
+/// A producer registration as the admin API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ProducerView {
+    /// The producer's id.
+    pub biz_id: String,
+    /// The check-back endpoint.
+    pub verify_url: String,
+    /// Timeout of one check-back call in milliseconds.
+    pub verify_timeout_ms: u32,
+    /// Delay after prepare before the first check-back, in milliseconds.
+    pub first_verify_after_ms: u32,
+    /// Check-back attempts before VERIFY_FAILED.
+    pub max_verify_attempts: u32,
+    /// The secret check-back requests are signed with (Standard Webhooks `whsec_…`).
+    pub signing_secret: String,
+    /// The producer's bearer token. Present only in the response that issued it
+    /// (creation or rotation): trustmsg keeps only its hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// When the registration was created.
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The body trustmsg POSTs to a producer's `verify_url` (check-back).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CheckRequest {
+    /// The producer's id.
+    pub biz_id: String,
+    /// The producer's key for the message.
+    pub message_key: String,
+    /// trustmsg's id for the message; the answer must echo it.
+    pub message_id: u64,
+    /// 1 for the first check-back of this message, then 2, 3, …
+    pub attempt: u32,
+    /// When prepare stored the message.
+    pub prepared_at: DateTime<Utc>,
+}
+
+/// The producer's decision in a check-back answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// The local transaction committed: deliver the message.
+    Commit,
+    /// The local transaction rolled back (or never happened): drop the message.
+    Rollback,
+    /// The producer cannot tell yet: ask again later.
+    Unknown,
+}
+
+/// The answer a producer returns to a check-back call (HTTP 2xx).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CheckResponse {
+    /// Must equal the request's `message_id`, or the answer is ignored.
+    pub message_id: u64,
+    /// The decision.
+    pub decision: Decision,
+}
+
+/// Standard Webhooks header names used to sign check-back calls.
+pub mod webhook {
+    /// A unique id of this delivery attempt.
+    pub const ID: &str = "webhook-id";
+    /// Unix seconds when the request was signed.
+    pub const TIMESTAMP: &str = "webhook-timestamp";
+    /// `v1,<base64 HMAC-SHA256(secret, "<id>.<timestamp>.<body>")>`, space-separated if several.
+    pub const SIGNATURE: &str = "webhook-signature";
+    /// Prefix of a signing secret; the rest is the base64 key.
+    pub const SECRET_PREFIX: &str = "whsec_";
+    /// The largest check-back answer trustmsg reads, in bytes.
+    pub const MAX_RESPONSE_BYTES: usize = 64 * 1024;
+}
+
+/// Kafka header names trustmsg adds to every record.
+pub mod kafka_headers {
+    /// trustmsg's message id (decimal), stable across redeliveries: de-duplicate on it.
+    pub const MESSAGE_ID: &str = "trustmsg-message-id";
+    /// The producer's id.
+    pub const BIZ_ID: &str = "trustmsg-biz-id";
+    /// The producer's message key.
+    pub const MESSAGE_KEY: &str = "trustmsg-message-key";
+    /// User headers may not start with this prefix.
+    pub const RESERVED_PREFIX: &str = "trustmsg-";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_spellings_round_trip_through_json_and_parse() {
+        for s in [
+            MessageStatus::Prepared,
+            MessageStatus::Committed,
+            MessageStatus::RolledBack,
+            MessageStatus::VerifyFailed,
+        ] {
+            let json = serde_json::to_string(&s).unwrap();
+            assert_eq!(json, format!("\"{}\"", s.as_str()));
+            assert_eq!(MessageStatus::parse(s.as_str()), Some(s));
+        }
+        for s in [
+            SendStatus::Pending,
+            SendStatus::Sent,
+            SendStatus::SendFailed,
+        ] {
+            let json = serde_json::to_string(&s).unwrap();
+            assert_eq!(json, format!("\"{}\"", s.as_str()));
+            assert_eq!(SendStatus::parse(s.as_str()), Some(s));
+        }
+    }
+
+    #[test]
+    fn check_response_rejects_unknown_decision_words() {
+        let ok: CheckResponse =
+            serde_json::from_str(r#"{"message_id":7,"decision":"commit"}"#).unwrap();
+        assert_eq!(ok.decision, Decision::Commit);
+        assert!(
+            serde_json::from_str::<CheckResponse>(r#"{"message_id":7,"decision":"yes"}"#).is_err()
+        );
+    }
+}
