@@ -28,6 +28,9 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Migrate(db) => {
             let url = db.database_url.expose();
+            store::create_database_if_missing(url)
+                .await
+                .context("creating the database")?;
             let store = store::connect(url)
                 .await
                 .with_context(|| format!("connecting to {}", store::redact_url(url)))?;

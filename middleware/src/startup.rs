@@ -44,6 +44,11 @@ impl Application {
             );
         }
         let url = cfg.database.database_url.expose();
+        if cfg.auto_migrate {
+            store::create_database_if_missing(url)
+                .await
+                .context("creating the database")?;
+        }
         let store = store::connect(url)
             .await
             .with_context(|| format!("connecting to {}", store::redact_url(url)))?;

@@ -339,7 +339,7 @@ pub type DynStore = Arc<dyn Store>;
 
 /// Opens the backend named by the URL scheme (`mysql://` or `sqlite://`).
 pub async fn connect(url: &str) -> StoreResult<DynStore> {
-    if url.starts_with("mysql://") || url.starts_with("mariadb://") {
+    if url.starts_with("mysql://") {
         Ok(Arc::new(mysql::MySqlStore::connect(url).await?))
     } else if url.starts_with("sqlite:") {
         Ok(Arc::new(sqlite::SqliteStore::connect(url).await?))
@@ -360,6 +360,18 @@ pub fn redact_url(url: &str) -> String {
         }
         _ => url.to_string(),
     }
+}
+
+/// Creates the MySQL database named in `url` if it does not exist yet
+/// (`trustmsg migrate` and `serve --auto-migrate`). SQLite files are created
+/// on connect.
+pub async fn create_database_if_missing(url: &str) -> StoreResult<()> {
+    use sqlx::migrate::MigrateDatabase;
+    if url.starts_with("mysql://") && !sqlx::MySql::database_exists(url).await? {
+        sqlx::MySql::create_database(url).await?;
+        tracing::info!(url = %redact_url(url), "created database");
+    }
+    Ok(())
 }
 
 /// What a producer's (or the verifier's, or an operator's) decision did.
@@ -490,3 +502,4 @@ mod tests {
         );
     }
 }
+
