@@ -57,6 +57,8 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Apply database migrations and exit.
     Migrate(DatabaseArgs),
+    /// Measure throughput and latency next to the database's own ceiling.
+    Bench(Box<crate::bench::BenchArgs>),
 }
 
 /// Where the store lives.

@@ -11,6 +11,7 @@
 
 pub mod alert;
 pub mod api;
+pub mod bench;
 pub mod config;
 pub mod error;
 pub mod forwarder;

@@ -10,7 +10,14 @@ use trustmsg::store;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let filter = EnvFilter::try_from_env("TRUSTMSG_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let cli = Cli::parse();
+    // The bench prints a report; the service it runs in-process should only speak up when worried.
+    let default_level = match cli.command {
+        Command::Bench(_) => "warn",
+        _ => "info",
+    };
+    let filter =
+        EnvFilter::try_from_env("TRUSTMSG_LOG").unwrap_or_else(|_| EnvFilter::new(default_level));
     if std::env::var("TRUSTMSG_LOG_FORMAT").as_deref() == Ok("json") {
         tracing_subscriber::fmt()
             .with_env_filter(filter)
@@ -20,12 +27,13 @@ async fn main() -> anyhow::Result<()> {
         tracing_subscriber::fmt().with_env_filter(filter).init();
     }
 
-    match Cli::parse().command {
+    match cli.command {
         Command::Serve(args) => {
             let app = Application::build(*args).await?;
             stop_on_signal(app.shutdown_token());
             app.run_until_stopped().await
         }
+        Command::Bench(args) => trustmsg::bench::run(*args).await.map(|_| ()),
         Command::Migrate(db) => {
             let url = db.database_url.expose();
             store::create_database_if_missing(url)
