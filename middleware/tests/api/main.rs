@@ -1,4 +1,5 @@
-//! API tests: the real service on port 0 over a fresh MariaDB database.
+//! API tests: the real service on port 0 over a fresh MariaDB database
+//! (and, in `sqlite`, a smoke test over a fresh SQLite file).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -7,4 +8,5 @@ mod auth;
 mod concurrency;
 mod messages;
 mod producers;
+mod sqlite;
 mod validation;

@@ -24,6 +24,8 @@ pub fn mysql_server_url() -> String {
 pub struct TestDb {
     pub name: String,
     pub url: String,
+    /// For a SQLite database: the directory holding its file, removed on drop.
+    sqlite_dir: Option<tempfile::TempDir>,
 }
 
 impl TestDb {
@@ -43,11 +45,30 @@ impl TestDb {
             .expect("create test database");
         admin.close().await;
         let url = format!("{}/{name}", mysql_server_url());
-        Self { name, url }
+        Self {
+            name,
+            url,
+            sqlite_dir: None,
+        }
     }
 
-    /// A pool on this database, for assertions straight from the tables.
+    /// A fresh SQLite file in a temp directory (the service creates it).
+    pub fn sqlite() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("trustmsg.db");
+        Self {
+            name: path.display().to_string(),
+            url: format!("sqlite://{}?mode=rwc", path.display()),
+            sqlite_dir: Some(dir),
+        }
+    }
+
+    /// A pool on this (MySQL) database, for assertions straight from the tables.
     pub async fn pool(&self) -> MySqlPool {
+        assert!(
+            self.sqlite_dir.is_none(),
+            "pool() is for MySQL test databases"
+        );
         MySqlPoolOptions::new()
             .max_connections(4)
             .connect(&self.url)
@@ -57,6 +78,9 @@ impl TestDb {
 
     /// Drops the database (call at the end of a passing test).
     pub async fn drop_db(self) {
+        if self.sqlite_dir.is_some() {
+            return;
+        }
         let admin = admin_pool().await;
         let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS `{}`", self.name))
             .execute(&admin)
@@ -108,6 +132,11 @@ impl TestApp {
     pub async fn spawn(extra: &[&str]) -> Self {
         let db = TestDb::create().await;
         Self::spawn_on(db, extra).await
+    }
+
+    /// Boots the service over a fresh SQLite file.
+    pub async fn spawn_sqlite(extra: &[&str]) -> Self {
+        Self::spawn_on(TestDb::sqlite(), extra).await
     }
 
     /// Boots the service on an existing database.
