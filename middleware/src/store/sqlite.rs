@@ -95,6 +95,9 @@ impl Store for SqliteStore {
     ) -> StoreResult<bool> {
         todo()
     }
+    async fn release_verify(&self, _i: u64, _v: u64, _d: Duration) -> StoreResult<bool> {
+        Err(StoreError::Config("not built yet".into()))
+    }
     async fn upsert_producer(&self, _p: &ProducerRecord) -> StoreResult<Producer> {
         todo()
     }
