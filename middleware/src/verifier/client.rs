@@ -228,10 +228,12 @@ async fn interpret(
     };
     let answer: CheckResponse = match serde_json::from_str(text) {
         Ok(a) => a,
-        Err(e) => return fail(format!(
+        Err(e) => {
+            return fail(format!(
             "answer is not {{\"message_id\", \"decision\": commit|rollback|unknown}}: {e}; got {}",
             snippet(text)
-        )),
+        ))
+        }
     };
     if answer.message_id != message_id {
         return fail(format!(
