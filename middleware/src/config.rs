@@ -231,9 +231,45 @@ pub struct VerifierArgs {
     )]
     pub verify_deny_cidr: Vec<ipnet::IpNet>,
 
+    /// Fixed DNS answers for check-back hostnames, `HOST=IP` (repeatable), like
+    /// curl's `--resolve`. The answers still pass the allow/deny rules.
+    #[arg(
+        long = "verify-resolve",
+        env = "TRUSTMSG_VERIFY_RESOLVE",
+        value_delimiter = ',',
+        value_parser = resolve_override
+    )]
+    pub verify_resolve: Vec<ResolveOverride>,
+
     /// Do not run the verifier in this instance.
     #[arg(long, env = "TRUSTMSG_NO_VERIFIER")]
     pub no_verifier: bool,
+}
+
+/// One `--verify-resolve HOST=IP`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolveOverride {
+    /// The hostname (compared case-insensitively).
+    pub host: String,
+    /// The address it stands for.
+    pub ip: std::net::IpAddr,
+}
+
+fn resolve_override(s: &str) -> Result<ResolveOverride, String> {
+    let (host, ip) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not HOST=IP"))?;
+    let ip = ip
+        .trim_matches(|c| c == '[' || c == ']')
+        .parse()
+        .map_err(|e| format!("{ip:?} is not an IP address: {e}"))?;
+    if host.is_empty() {
+        return Err(format!("{s:?} has no host"));
+    }
+    Ok(ResolveOverride {
+        host: host.to_ascii_lowercase(),
+        ip,
+    })
 }
 
 /// Alerting.

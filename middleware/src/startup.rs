@@ -11,13 +11,14 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
 
+use crate::alert::Alerter;
 use crate::api::{self, auth::AuthConfig, AppState, ProducerDefaults};
 use crate::config::ServeArgs;
 use crate::forwarder::{CommitListener, NoForwarder};
 use crate::metrics_setup;
 use crate::registry::Registry;
 use crate::store::{self, DynStore};
-use crate::verifier::ssrf::AddressPolicy;
+use crate::verifier::{self, Verifier, VerifierConfig};
 
 /// A running trustmsg service.
 pub struct Application {
@@ -56,13 +57,23 @@ impl Application {
             store.migrate().await.context("applying migrations")?;
         }
         let registry = Registry::new(store.clone(), cfg.producer_cache_ttl);
-        let address_policy = Arc::new(AddressPolicy::new(
-            cfg.verifier.verify_allow_cidr.clone(),
-            cfg.verifier.verify_deny_cidr.clone(),
-        ));
+        let address_policy = Arc::new(verifier::address_policy(&cfg.verifier));
         let shutdown = CancellationToken::new();
-        let workers = Vec::new();
+        let mut workers = Vec::new();
         let commits: Arc<dyn CommitListener> = Arc::new(NoForwarder);
+        let alerter = Alerter::new(cfg.alerts.alert_webhook.clone());
+
+        if !cfg.verifier.no_verifier {
+            let verifier = Verifier::new(
+                store.clone(),
+                registry.clone(),
+                address_policy.clone(),
+                alerter.clone(),
+                commits.clone(),
+                VerifierConfig::from_args(&cfg),
+            );
+            workers.push(verifier.spawn(shutdown.clone()));
+        }
 
         let state = AppState {
             store: store.clone(),

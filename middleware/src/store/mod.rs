@@ -328,6 +328,11 @@ pub trait Store: Send + Sync + 'static {
         delay: Duration,
     ) -> StoreResult<bool>;
 
+    /// Gives a check-back claim back without counting an attempt: the row is
+    /// due again after `delay` (its producer was at its concurrency limit).
+    /// False when the claim was stale (the row changed meanwhile).
+    async fn release_verify(&self, id: u64, version: u64, delay: Duration) -> StoreResult<bool>;
+
     async fn upsert_producer(&self, p: &ProducerRecord) -> StoreResult<Producer>;
     async fn find_producer(&self, biz_id: &str) -> StoreResult<Option<Producer>>;
     async fn delete_producer(&self, biz_id: &str) -> StoreResult<bool>;

@@ -531,6 +531,19 @@ impl Store for MySqlStore {
         Ok(done.rows_affected() == 1)
     }
 
+    async fn release_verify(&self, id: u64, version: u64, delay: Duration) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE messages SET next_verify_at = UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, \
+             version = version + 1 WHERE id = ? AND version = ? AND status = 'PREPARED'",
+        )
+        .bind(micros(delay))
+        .bind(id)
+        .bind(version)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     async fn upsert_producer(&self, p: &ProducerRecord) -> StoreResult<Producer> {
         sqlx::query(
             "INSERT INTO producers (biz_id, verify_url, verify_timeout_ms, first_verify_after_ms, \

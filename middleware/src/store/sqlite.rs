@@ -536,6 +536,19 @@ impl Store for SqliteStore {
         Ok(done.rows_affected() == 1)
     }
 
+    async fn release_verify(&self, id: u64, version: u64, delay: Duration) -> StoreResult<bool> {
+        let done = sqlx::query(&format!(
+            "UPDATE messages SET next_verify_at = {NOW_MS} + ?, version = version + 1 \
+             WHERE id = ? AND version = ? AND status = 'PREPARED'"
+        ))
+        .bind(millis(delay))
+        .bind(sql_int(id))
+        .bind(sql_int(version))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     async fn upsert_producer(&self, p: &ProducerRecord) -> StoreResult<Producer> {
         // Like MySQL: an update keeps the token and the signing secret, which have
         // their own operations.

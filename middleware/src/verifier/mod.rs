@@ -1,3 +1,542 @@
 //! The verifier: check-back of PREPARED messages nobody decided.
+//!
+//! Every `--verify-interval` (or at once when the last round was full) the
+//! worker claims due rows (`status = PREPARED AND next_verify_at <= now`, by
+//! the database clock) with `FOR UPDATE SKIP LOCKED`, pushing their
+//! `next_verify_at` out by `--verify-lease` and bumping `version`. Several
+//! instances therefore split the due rows instead of checking one twice, and a
+//! crashed instance's rows come back when the lease runs out.
+//!
+//! Each claimed row gets one check-back call ([`client`]), within two bounds:
+//! `--verify-concurrency` calls in all and `--verify-concurrency-per-producer`
+//! calls to one producer. A row whose producer is at its bound is given back
+//! at once (due again next round, no attempt counted), and rounds do not wait
+//! for slow calls, so one slow producer cannot hold up the others.
+//!
+//! What an answer does:
+//! - `commit` / `rollback`: the same guarded decision the producer API makes
+//!   ([`store::decide`]), audited as `verifier`; a commit is handed to this
+//!   instance's forwarder (the fast path);
+//! - `unknown` or a failed call (timeout, non-2xx, redirect, garbage): the
+//!   attempt is counted, its reason stored in `last_error`, and the next check
+//!   scheduled after an exponential backoff with ±20 % jitter;
+//! - at the producer's attempt limit: VERIFY_FAILED and one alert (only from
+//!   the instance whose guarded UPDATE won). Nothing is decided by default.
+//!
+//! Writes after a call are guarded by the claim's `version`, so a claimer whose
+//! lease ran out (and whose row someone else took) changes nothing.
 
+pub mod client;
 pub mod ssrf;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::MissedTickBehavior;
+use tokio_util::sync::CancellationToken;
+use trustmsg_verify_api::{CheckRequest, Decision, MessageStatus};
+
+use crate::alert::{Alert, AlertKind, Alerter};
+use crate::config::{ServeArgs, VerifierArgs};
+use crate::forwarder::CommitListener;
+use crate::registry::Registry;
+use crate::store::{
+    self, Actor, DecideOutcome, DecideRequest, DynStore, Message, StoreResult, Target, Transition,
+};
+use client::{CheckClient, CheckFailure, Endpoint};
+use ssrf::{AddressPolicy, StaticResolver, SystemResolver};
+
+/// The verifier's settings (from `--verify-*` and friends).
+#[derive(Debug, Clone)]
+pub struct VerifierConfig {
+    /// Poll period.
+    pub interval: Duration,
+    /// Rows claimed per round at most.
+    pub batch: u32,
+    /// How long a claim lasts.
+    pub lease: Duration,
+    /// Calls in flight in all.
+    pub concurrency: usize,
+    /// Calls in flight to one producer.
+    pub concurrency_per_producer: usize,
+    /// Delay after the first failed attempt; doubles each time.
+    pub backoff_base: Duration,
+    /// Longest delay between attempts (before jitter).
+    pub backoff_max: Duration,
+    /// Attempt limit for a message whose producer is no longer registered.
+    pub default_max_attempts: u32,
+    /// The send claim a commit takes (see the forwarder).
+    pub send_lease: Duration,
+    /// How long in-flight calls may finish on shutdown.
+    pub shutdown_grace: Duration,
+}
+
+impl VerifierConfig {
+    /// The settings `trustmsg serve` was started with.
+    pub fn from_args(args: &ServeArgs) -> Self {
+        let v = &args.verifier;
+        Self {
+            interval: v.verify_interval,
+            batch: v.verify_batch.max(1),
+            lease: v.verify_lease,
+            concurrency: v.verify_concurrency.max(1),
+            concurrency_per_producer: v.verify_concurrency_per_producer.max(1),
+            backoff_base: v.verify_backoff_base,
+            backoff_max: v.verify_backoff_max,
+            default_max_attempts: v.max_verify_attempts.max(1),
+            send_lease: args.forwarder.send_lease,
+            shutdown_grace: args.shutdown_grace,
+        }
+    }
+}
+
+/// The address policy `--verify-allow-cidr`, `--verify-deny-cidr` and
+/// `--verify-resolve` describe (shared by registration and the verifier).
+pub fn address_policy(args: &VerifierArgs) -> AddressPolicy {
+    let policy = AddressPolicy::new(
+        args.verify_allow_cidr.clone(),
+        args.verify_deny_cidr.clone(),
+    );
+    if args.verify_resolve.is_empty() {
+        return policy;
+    }
+    policy.with_resolver(Arc::new(StaticResolver::new(
+        args.verify_resolve.iter().map(|o| (o.host.clone(), o.ip)),
+        Some(Arc::new(SystemResolver)),
+    )))
+}
+
+/// The delay before the next check after `failed` attempts (1 for the first
+/// failure): `base × 2^(failed-1)`, capped at `max`, times `jitter`.
+///
+/// The state of the backoff is the row's `verify_attempts`, not an in-memory
+/// iterator, because the next attempt may be made by another instance.
+pub fn backoff_delay(base: Duration, max: Duration, failed: u32, jitter: f64) -> Duration {
+    let exp = failed.saturating_sub(1).min(30);
+    let raw = base.saturating_mul(1u32 << exp).min(max);
+    raw.mul_f64(jitter.clamp(0.0, 2.0))
+}
+
+/// What one claimed row came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The producer answered commit and this call committed it.
+    Committed,
+    /// The producer answered rollback and this call rolled it back.
+    RolledBack,
+    /// No decision; the next check is scheduled.
+    Rescheduled,
+    /// The attempt limit was reached: VERIFY_FAILED and an alert.
+    VerifyFailed,
+    /// Given back without a call: its producer was at its concurrency bound.
+    Released,
+    /// Someone else changed the row first; nothing written.
+    Lost,
+    /// A store error; the row comes back after its lease.
+    Error,
+}
+
+/// What one round did, for tests and logs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchReport {
+    /// Rows claimed.
+    pub claimed: usize,
+    /// Outcomes, one per claimed row.
+    pub outcomes: Vec<Outcome>,
+}
+
+impl BatchReport {
+    /// How many rows came to `o`.
+    pub fn count(&self, o: Outcome) -> usize {
+        self.outcomes.iter().filter(|x| **x == o).count()
+    }
+}
+
+/// The check-back worker; cheap to clone (clones share limits and client).
+#[derive(Clone)]
+pub struct Verifier {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: DynStore,
+    registry: Registry,
+    client: CheckClient,
+    alerter: Alerter,
+    commits: Arc<dyn CommitListener>,
+    cfg: VerifierConfig,
+    slots: Arc<Semaphore>,
+    producer_slots: Mutex<HashMap<String, Arc<Semaphore>>>,
+    wake: Notify,
+}
+
+impl Verifier {
+    /// A verifier over `store`, calling producers as `policy` allows.
+    pub fn new(
+        store: DynStore,
+        registry: Registry,
+        policy: Arc<AddressPolicy>,
+        alerter: Alerter,
+        commits: Arc<dyn CommitListener>,
+        cfg: VerifierConfig,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                registry,
+                client: CheckClient::new(policy),
+                alerter,
+                commits,
+                slots: Arc::new(Semaphore::new(cfg.concurrency)),
+                producer_slots: Mutex::new(HashMap::new()),
+                wake: Notify::new(),
+                cfg,
+            }),
+        }
+    }
+
+    /// Asks for a round now instead of at the next tick.
+    pub fn wake(&self) {
+        self.inner.wake.notify_one();
+    }
+
+    /// One round, waiting for every call it started: claim due rows, check
+    /// each, write the outcomes. Tests step the verifier with this.
+    pub async fn process_batch(&self) -> StoreResult<BatchReport> {
+        let mut calls = JoinSet::new();
+        let mut report = self.start_batch(&mut calls).await?;
+        while let Some(done) = calls.join_next().await {
+            report.outcomes.push(done.unwrap_or(Outcome::Error));
+        }
+        Ok(report)
+    }
+
+    /// Runs rounds until `shutdown`, then lets in-flight calls finish within
+    /// the grace period (rows of calls cut off come back after their lease).
+    pub fn spawn(self, shutdown: CancellationToken) -> JoinHandle<()> {
+        tokio::spawn(self.run(shutdown))
+    }
+
+    async fn run(self, shutdown: CancellationToken) {
+        let cfg = &self.inner.cfg;
+        tracing::info!(
+            interval = ?cfg.interval,
+            batch = cfg.batch,
+            concurrency = cfg.concurrency,
+            per_producer = cfg.concurrency_per_producer,
+            "verifier started"
+        );
+        let mut calls = JoinSet::new();
+        let mut tick = tokio::time::interval(cfg.interval);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                Some(done) = calls.join_next(), if !calls.is_empty() => {
+                    if let Err(e) = done {
+                        tracing::error!(error = %e, "check-back task failed");
+                    }
+                    continue;
+                }
+                _ = self.inner.wake.notified() => {}
+                _ = tick.tick() => {}
+            }
+            match self.start_batch(&mut calls).await {
+                // A full round suggests more is due: go again without waiting.
+                Ok(r) if r.claimed >= cfg.batch as usize => self.inner.wake.notify_one(),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "claiming due check-backs failed; retrying"),
+            }
+        }
+        let in_flight = calls.len();
+        if in_flight > 0 {
+            tracing::info!(in_flight, "verifier draining in-flight check-backs");
+            let drained = tokio::time::timeout(cfg.shutdown_grace, async {
+                while calls.join_next().await.is_some() {}
+            })
+            .await;
+            if drained.is_err() {
+                tracing::warn!(
+                    left = calls.len(),
+                    "check-backs still running after the grace period were cut off; \
+                     their rows come back when the lease runs out"
+                );
+                calls.abort_all();
+            }
+        }
+        tracing::info!("verifier stopped");
+    }
+
+    fn producer_slots(&self, biz_id: &str) -> Arc<Semaphore> {
+        let mut map = self
+            .inner
+            .producer_slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        map.entry(biz_id.to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.inner.cfg.concurrency_per_producer)))
+            .clone()
+    }
+
+    /// Claims what the free call slots can take and starts a call per row.
+    async fn start_batch(&self, calls: &mut JoinSet<Outcome>) -> StoreResult<BatchReport> {
+        let cfg = &self.inner.cfg;
+        let free = self.inner.slots.available_permits();
+        let limit = u32::try_from(free).unwrap_or(u32::MAX).min(cfg.batch);
+        let mut report = BatchReport::default();
+        if limit == 0 {
+            return Ok(report);
+        }
+        let rows = self
+            .inner
+            .store
+            .claim_due_verifies(limit, cfg.lease)
+            .await?;
+        report.claimed = rows.len();
+        for m in rows {
+            let producer = self.producer_slots(&m.biz_id).try_acquire_owned();
+            let overall = self.inner.slots.clone().try_acquire_owned();
+            match (producer, overall) {
+                (Ok(p), Ok(o)) => {
+                    let inner = self.inner.clone();
+                    calls.spawn(async move {
+                        let _slots = (p, o);
+                        inner.check_one(m).await
+                    });
+                }
+                _ => {
+                    let given_back = self
+                        .inner
+                        .store
+                        .release_verify(m.id, m.version, cfg.interval)
+                        .await;
+                    report.outcomes.push(match given_back {
+                        Ok(_) => Outcome::Released,
+                        Err(e) => {
+                            tracing::warn!(message_id = m.id, error = %e, "giving back a check-back claim failed");
+                            Outcome::Error
+                        }
+                    });
+                }
+            }
+        }
+        Ok(report)
+    }
+}
+
+impl Inner {
+    async fn check_one(&self, m: Message) -> Outcome {
+        let outcome = match self.try_check_one(&m).await {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::warn!(message_id = m.id, biz_id = %m.biz_id, error = %e,
+                    "check-back bookkeeping failed; the row comes back after its lease");
+                Outcome::Error
+            }
+        };
+        let label = match outcome {
+            Outcome::Committed => "committed",
+            Outcome::RolledBack => "rolled_back",
+            Outcome::Rescheduled => "rescheduled",
+            Outcome::VerifyFailed => "verify_failed",
+            Outcome::Released => "released",
+            Outcome::Lost => "lost",
+            Outcome::Error => "error",
+        };
+        metrics::counter!("trustmsg_verify_checks_total", "outcome" => label).increment(1);
+        outcome
+    }
+
+    async fn try_check_one(&self, m: &Message) -> anyhow::Result<Outcome> {
+        let attempt = m.verify_attempts.saturating_add(1);
+        let producer = self
+            .registry
+            .get(&m.biz_id)
+            .await
+            .map_err(|e| anyhow::anyhow!("producer lookup: {e}"))?;
+        let (answer, max_attempts) = match producer {
+            None => (
+                Err(CheckFailure(format!(
+                    "producer {:?} is not registered; there is nobody to ask",
+                    m.biz_id
+                ))),
+                self.cfg.default_max_attempts,
+            ),
+            Some(p) => {
+                let req = CheckRequest {
+                    biz_id: m.biz_id.clone(),
+                    message_key: m.message_key.clone(),
+                    message_id: m.id,
+                    attempt,
+                    prepared_at: m.created_at,
+                };
+                let endpoint = Endpoint {
+                    url: &p.verify_url,
+                    secret: &p.signing_secret,
+                    timeout: Duration::from_millis(p.verify_timeout_ms.into()),
+                };
+                (
+                    self.client.check(endpoint, &req).await,
+                    p.max_verify_attempts.max(1),
+                )
+            }
+        };
+        let why = match answer {
+            Ok(Decision::Commit) => return self.decide(m, true, attempt).await,
+            Ok(Decision::Rollback) => return self.decide(m, false, attempt).await,
+            Ok(Decision::Unknown) => "producer answered unknown".to_string(),
+            Err(CheckFailure(why)) => why,
+        };
+        let reason = format!("check-back {attempt}/{max_attempts}: {why}");
+        tracing::debug!(message_id = m.id, biz_id = %m.biz_id, %reason, "check-back decided nothing");
+        if attempt >= max_attempts {
+            return self.give_up(m, attempt, reason).await;
+        }
+        let delay = backoff_delay(
+            self.cfg.backoff_base,
+            self.cfg.backoff_max,
+            attempt,
+            rand::thread_rng().gen_range(0.8..=1.2),
+        );
+        Ok(
+            if self
+                .store
+                .reschedule_verify(m.id, m.version, &reason, delay)
+                .await?
+            {
+                Outcome::Rescheduled
+            } else {
+                Outcome::Lost
+            },
+        )
+    }
+
+    async fn decide(&self, m: &Message, commit: bool, attempt: u32) -> anyhow::Result<Outcome> {
+        let word = if commit { "commit" } else { "rollback" };
+        let outcome = store::decide(
+            self.store.as_ref(),
+            DecideRequest {
+                target: Target::Id(m.id),
+                commit,
+                actor: Actor::Verifier,
+                reason: format!("check-back {attempt}: producer answered {word}"),
+                send_lease: self.cfg.send_lease,
+                verify_attempt: true,
+            },
+        )
+        .await?;
+        Ok(match outcome {
+            DecideOutcome::Decided(row) => {
+                tracing::info!(message_id = m.id, biz_id = %m.biz_id, decision = word, attempt, "check-back decided");
+                if commit {
+                    self.commits.committed(row);
+                    Outcome::Committed
+                } else {
+                    Outcome::RolledBack
+                }
+            }
+            DecideOutcome::AlreadyDecided(_) | DecideOutcome::NotFound => Outcome::Lost,
+            DecideOutcome::Conflict(row) => {
+                tracing::warn!(
+                    message_id = m.id,
+                    biz_id = %m.biz_id,
+                    answered = word,
+                    status = row.status.as_str(),
+                    "check-back answer contradicts the message's final decision; kept the decision"
+                );
+                Outcome::Lost
+            }
+        })
+    }
+
+    async fn give_up(&self, m: &Message, attempt: u32, reason: String) -> anyhow::Result<Outcome> {
+        let t = Transition {
+            id: m.id,
+            from: MessageStatus::Prepared,
+            version: m.version,
+            to: MessageStatus::VerifyFailed,
+            send_lease: Duration::ZERO,
+            verify_attempt: true,
+            error: Some(reason.clone()),
+            actor: Actor::Verifier,
+            reason: format!(
+                "no decision after {attempt} check-backs; an operator must decide ({reason})"
+            ),
+        };
+        let Some(row) = self.store.transition(&t).await? else {
+            return Ok(Outcome::Lost);
+        };
+        // Only the caller whose guarded UPDATE won gets here: one alert per failure.
+        self.alerter.fire(Alert {
+            kind: AlertKind::VerifyFailed,
+            message_id: row.id,
+            biz_id: row.biz_id.clone(),
+            message_key: row.message_key.clone(),
+            attempts: row.verify_attempts,
+            last_error: reason,
+        });
+        Ok(Outcome::VerifyFailed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: fn(u64) -> Duration = Duration::from_secs;
+
+    #[test]
+    fn backoff_doubles_from_the_base_and_stops_at_the_cap() {
+        let d = |n| backoff_delay(S(10), S(300), n, 1.0);
+        assert_eq!(
+            [d(1), d(2), d(3), d(4), d(5), d(6), d(7), d(15), d(u32::MAX)],
+            [
+                S(10),
+                S(20),
+                S(40),
+                S(80),
+                S(160),
+                S(300),
+                S(300),
+                S(300),
+                S(300)
+            ]
+        );
+    }
+
+    #[test]
+    fn jitter_moves_the_delay_by_at_most_twenty_percent() {
+        assert_eq!(backoff_delay(S(10), S(300), 1, 0.8), S(8));
+        assert_eq!(backoff_delay(S(10), S(300), 1, 1.2), S(12));
+        assert_eq!(backoff_delay(S(10), S(300), 9, 1.2), S(360));
+    }
+
+    #[test]
+    fn resolve_overrides_go_through_the_policy() {
+        let args = ServeArgs::from_args([
+            "--database-url",
+            "sqlite://x.db",
+            "--verify-resolve",
+            "canary.test=127.0.0.2,ok.test=127.0.0.1",
+            "--verify-deny-cidr",
+            "127.0.0.2/32",
+        ])
+        .unwrap();
+        let policy = address_policy(&args.verifier);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            assert!(policy.resolve_allowed("canary.test").await.is_err());
+            assert_eq!(
+                policy.resolve_allowed("ok.test").await,
+                Ok(vec!["127.0.0.1".parse().unwrap()])
+            );
+        });
+    }
+}

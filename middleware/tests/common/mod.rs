@@ -63,6 +63,17 @@ impl TestDb {
         }
     }
 
+    /// Another handle on the same MySQL database (for a second service
+    /// instance); only the original should be dropped.
+    pub fn share(&self) -> Self {
+        assert!(self.sqlite_dir.is_none(), "share() is for MySQL databases");
+        Self {
+            name: self.name.clone(),
+            url: self.url.clone(),
+            sqlite_dir: None,
+        }
+    }
+
     /// A pool on this (MySQL) database, for assertions straight from the tables.
     pub async fn pool(&self) -> MySqlPool {
         assert!(

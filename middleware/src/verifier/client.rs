@@ -1,0 +1,245 @@
+//! One check-back call: a signed POST whose answer is trusted only when it is
+//! exactly what DESIGN §4 says.
+//!
+//! A producer's endpoint may be slow, broken or hostile, so the call:
+//! - dials only addresses the [`AddressPolicy`] allows: IP-literal URLs are
+//!   checked here, hostnames go through the policy as the client's DNS
+//!   resolver (so the check is on the address actually dialled), no proxy is
+//!   used, and redirects are never followed;
+//! - has a deadline covering connect, headers and body;
+//! - reads at most [`MAX_RESPONSE_BYTES`] of the body, chunk by chunk, and
+//!   drops the connection past that, so a huge answer costs no memory;
+//! - decides only on a 2xx whose JSON body echoes the message id with a known
+//!   decision. Anything else is a [`CheckFailure`] with a reason an operator
+//!   can read in `last_error`.
+
+use std::error::Error as _;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
+use trustmsg_verify_api::webhook::{self, MAX_RESPONSE_BYTES};
+use trustmsg_verify_api::{signature, CheckRequest, CheckResponse, Decision};
+
+use super::ssrf::AddressPolicy;
+
+/// Why a check-back call decided nothing; the text goes to `last_error`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckFailure(pub String);
+
+impl std::fmt::Display for CheckFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn fail<T>(why: impl Into<String>) -> Result<T, CheckFailure> {
+    Err(CheckFailure(why.into()))
+}
+
+/// Where and how to call one producer.
+#[derive(Debug, Clone, Copy)]
+pub struct Endpoint<'a> {
+    /// The registered `verify_url`.
+    pub url: &'a str,
+    /// The `whsec_…` signing secret.
+    pub secret: &'a str,
+    /// Deadline of the whole call.
+    pub timeout: Duration,
+}
+
+/// The policy as reqwest's DNS resolver: hostnames resolve only to allowed addresses.
+struct PolicyResolver(Arc<AddressPolicy>);
+
+impl Resolve for PolicyResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let policy = self.0.clone();
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            let ips = policy.resolve_allowed(&host).await?;
+            let addrs: Addrs = Box::new(ips.into_iter().map(|ip| SocketAddr::new(ip, 0)));
+            Ok(addrs)
+        })
+    }
+}
+
+/// The check-back HTTP client (cheap to clone; connections are pooled).
+#[derive(Clone)]
+pub struct CheckClient {
+    http: reqwest::Client,
+    policy: Arc<AddressPolicy>,
+}
+
+impl std::fmt::Debug for CheckClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckClient")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CheckClient {
+    /// A client that dials only what `policy` allows.
+    pub fn new(policy: Arc<AddressPolicy>) -> Self {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            // A proxy would dial on our behalf, past the resolver's check.
+            .no_proxy()
+            .dns_resolver(Arc::new(PolicyResolver(policy.clone())))
+            .user_agent(concat!("trustmsg-verifier/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .expect("static reqwest configuration");
+        Self { http, policy }
+    }
+
+    /// POSTs the signed check-back request and returns the producer's decision.
+    pub async fn check(
+        &self,
+        endpoint: Endpoint<'_>,
+        req: &CheckRequest,
+    ) -> Result<Decision, CheckFailure> {
+        let url = match url::Url::parse(endpoint.url) {
+            Ok(u) => u,
+            Err(e) => return fail(format!("verify_url {:?} is not a URL: {e}", endpoint.url)),
+        };
+        // IP literals never reach the resolver, so they are checked here.
+        let literal = match self.policy.check_url_shape(&url).map_err(CheckFailure)? {
+            url::Host::Ipv4(v4) => Some(IpAddr::V4(v4)),
+            url::Host::Ipv6(v6) => Some(IpAddr::V6(v6)),
+            url::Host::Domain(_) => None,
+        };
+        if let Some(ip) = literal {
+            self.policy.check_ip(ip).map_err(CheckFailure)?;
+        }
+        let body = serde_json::to_vec(req).expect("CheckRequest serialises");
+        let id = format!("chk_{}_{}", req.message_id, req.attempt);
+        let ts = chrono::Utc::now().timestamp();
+        let sig = signature::sign(endpoint.secret, &id, ts, &body)
+            .map_err(|e| CheckFailure(format!("cannot sign the request: {e}")))?;
+        let call = async {
+            let resp = self
+                .http
+                .post(url.clone())
+                .timeout(endpoint.timeout)
+                .header(CONTENT_TYPE, "application/json")
+                .header(webhook::ID, &id)
+                .header(webhook::TIMESTAMP, ts.to_string())
+                .header(webhook::SIGNATURE, sig)
+                .body(body)
+                .send()
+                .await
+                .map_err(|e| CheckFailure(describe(&e, endpoint.timeout)))?;
+            interpret(resp, req.message_id, endpoint.timeout).await
+        };
+        // reqwest's timeout covers the body too; this one also bounds our own reads.
+        match tokio::time::timeout(endpoint.timeout, call).await {
+            Ok(result) => result,
+            Err(_) => fail(format!(
+                "no complete answer within {} ms",
+                endpoint.timeout.as_millis()
+            )),
+        }
+    }
+}
+
+/// A reqwest error with its causes, which is where "address denied" lives.
+fn describe(e: &reqwest::Error, timeout: Duration) -> String {
+    if e.is_timeout() {
+        return format!("no complete answer within {} ms", timeout.as_millis());
+    }
+    let mut text = if e.is_connect() {
+        "cannot connect".to_string()
+    } else {
+        "request failed".to_string()
+    };
+    let mut source = e.source();
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.ends_with(&s_text) {
+            text.push_str(": ");
+            text.push_str(&s_text);
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// A short, printable prefix of a body, to show what came back.
+fn snippet(text: &str) -> String {
+    let mut end = text.len().min(80);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{:?}", &text[..end])
+}
+
+async fn interpret(
+    mut resp: reqwest::Response,
+    message_id: u64,
+    timeout: Duration,
+) -> Result<Decision, CheckFailure> {
+    let status = resp.status();
+    if status.is_redirection() {
+        let to = resp
+            .headers()
+            .get(LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("?");
+        return fail(format!(
+            "redirect (HTTP {status}) to {to:?} not followed: check-back never follows redirects"
+        ));
+    }
+    if !status.is_success() {
+        return fail(format!("HTTP {status} (only a 2xx answer can decide)"));
+    }
+    let declared = resp
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_RESPONSE_BYTES as u64) {
+        return fail(format!(
+            "answer of {} bytes is over the {MAX_RESPONSE_BYTES}-byte limit",
+            declared.unwrap_or_default()
+        ));
+    }
+    let mut body = Vec::with_capacity(1024);
+    loop {
+        match resp.chunk().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                    return fail(format!(
+                        "answer is over the {MAX_RESPONSE_BYTES}-byte limit (stopped reading)"
+                    ));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => break,
+            Err(e) => return fail(format!("reading the answer: {}", describe(&e, timeout))),
+        }
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return fail(format!("HTTP {status} with an empty body"));
+    }
+    let Ok(text) = std::str::from_utf8(&body) else {
+        return fail("answer is not valid UTF-8");
+    };
+    let answer: CheckResponse = match serde_json::from_str(text) {
+        Ok(a) => a,
+        Err(e) => {
+            return fail(format!(
+            "answer is not {{\"message_id\", \"decision\": commit|rollback|unknown}}: {e}; got {}",
+            snippet(text)
+        ))
+        }
+    };
+    if answer.message_id != message_id {
+        return fail(format!(
+            "answer is for message {}, not {message_id}",
+            answer.message_id
+        ));
+    }
+    Ok(answer.decision)
+}
