@@ -1204,6 +1204,42 @@ async fn reschedule_verify_applies_only_to_a_prepared_row(s: &DynStore) {
     }
 }
 
+async fn release_verify_hands_a_claim_back_without_counting_an_attempt(s: &DynStore) {
+    let s = s.as_ref();
+    for state in STATES {
+        let before = arrange(s, state, Due::Later).await;
+        let audit = audit_len(s, &before).await;
+        let delay = Duration::from_millis(1_500);
+        let ok = s
+            .release_verify(id_of(&before), version_of(&before), delay)
+            .await
+            .unwrap();
+        if state != State::Prepared {
+            assert!(!ok, "{state:?} must not be released for check-back");
+            assert_untouched(s, state, &before, audit).await;
+            continue;
+        }
+        assert!(ok);
+        let before = before.unwrap();
+        let m = s.find_message_by_id(before.id).await.unwrap().unwrap();
+        assert_eq!(m.status, MessageStatus::Prepared);
+        assert_eq!(m.verify_attempts, before.verify_attempts, "not an attempt");
+        assert_eq!(m.last_error, before.last_error);
+        assert_eq!(m.version, before.version + 1);
+        let now = s.now().await.unwrap();
+        let due = m.next_verify_at.unwrap();
+        assert!(
+            due > now + chrono::Duration::milliseconds(1_000)
+                && due <= now + chrono::Duration::milliseconds(1_500),
+            "due {due} vs now {now}"
+        );
+        assert!(
+            !s.release_verify(m.id, before.version, delay).await.unwrap(),
+            "a stale claim matches nothing"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------
 // producers
 
@@ -1391,6 +1427,7 @@ macro_rules! conformance {
 }
 
 conformance!(
+    release_verify_hands_a_claim_back_without_counting_an_attempt,
     prepare_of_a_new_key_creates_a_prepared_row_due_after_the_first_check_delay,
     prepare_again_with_the_same_content_returns_the_stored_row_unchanged_in_every_state,
     prepare_again_with_different_content_returns_the_stored_row_with_another_digest_in_every_state,
