@@ -1,5 +1,6 @@
-//! Kafka plumbing for the benchmark: an in-process mock cluster when no brokers
-//! are given, and a consumer thread that reports every record it reads.
+//! Kafka plumbing for the benchmark and the end-to-end tests: an in-process
+//! librdkafka mock cluster (when no brokers are given), and a consumer thread
+//! that reports every record it reads.
 
 use std::sync::mpsc;
 use std::thread;
@@ -14,18 +15,18 @@ use trustmsg_verify_api::kafka_headers;
 
 /// A librdkafka mock cluster living on its own thread (it is `!Send`); dropping
 /// this handle shuts it down.
-pub(crate) struct MockKafka {
-    pub(crate) bootstrap: String,
+pub struct MockKafka {
+    pub bootstrap: String,
     stop: Option<mpsc::Sender<()>>,
     thread: Option<thread::JoinHandle<()>>,
 }
 
 impl MockKafka {
-    /// Starts a one-broker cluster with `topic` pre-created with `partitions`.
-    pub(crate) fn start(topic: &str, partitions: i32) -> anyhow::Result<Self> {
+    /// Starts a one-broker cluster with each of `topics` pre-created with `partitions`.
+    pub fn start(topics: &[&str], partitions: i32) -> anyhow::Result<Self> {
         let (boot_tx, boot_rx) = mpsc::channel();
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
-        let topic = topic.to_string();
+        let topics: Vec<String> = topics.iter().map(|t| t.to_string()).collect();
         let thread = thread::spawn(move || {
             let cluster = match MockCluster::new(1) {
                 Ok(c) => c,
@@ -34,9 +35,11 @@ impl MockKafka {
                     return;
                 }
             };
-            if let Err(e) = cluster.create_topic(&topic, partitions, 1) {
-                let _ = boot_tx.send(Err(e.to_string()));
-                return;
+            for topic in &topics {
+                if let Err(e) = cluster.create_topic(topic, partitions, 1) {
+                    let _ = boot_tx.send(Err(e.to_string()));
+                    return;
+                }
             }
             let _ = boot_tx.send(Ok(cluster.bootstrap_servers()));
             let _ = stop_rx.recv();
@@ -61,16 +64,26 @@ impl Drop for MockKafka {
     }
 }
 
-/// One consumed record: its trustmsg message id and when it was read.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Consumed {
-    pub(crate) message_id: u64,
-    pub(crate) at: Instant,
+/// One consumed record.
+#[derive(Debug, Clone)]
+pub struct Consumed {
+    /// The `trustmsg-message-id` header.
+    pub message_id: u64,
+    /// When the consumer read it.
+    pub at: Instant,
+    /// The record's topic.
+    pub topic: String,
+    /// The record's key.
+    pub key: Option<Vec<u8>>,
+    /// The record's value.
+    pub payload: Vec<u8>,
+    /// All headers, in order.
+    pub headers: Vec<(String, Vec<u8>)>,
 }
 
 /// Reads every partition of `topic` from the beginning on a thread and sends
 /// each record's message id; stops when the receiver is dropped or `stop` is set.
-pub(crate) fn consume(
+pub fn consume(
     bootstrap: &str,
     topic: &str,
 ) -> anyhow::Result<(tokio::sync::mpsc::UnboundedReceiver<Consumed>, StopFlag)> {
@@ -108,15 +121,29 @@ pub(crate) fn consume(
             match consumer.poll(Duration::from_millis(50)) {
                 Some(Ok(m)) => {
                     let at = Instant::now();
-                    let id = m.headers().and_then(|h| {
-                        h.iter()
-                            .find(|h| h.key == kafka_headers::MESSAGE_ID)
-                            .and_then(|h| h.value)
-                            .and_then(|v| std::str::from_utf8(v).ok())
-                            .and_then(|v| v.parse().ok())
-                    });
+                    let headers: Vec<(String, Vec<u8>)> = m
+                        .headers()
+                        .map(|h| {
+                            h.iter()
+                                .map(|h| (h.key.to_string(), h.value.unwrap_or_default().to_vec()))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let id = headers
+                        .iter()
+                        .find(|(k, _)| k == kafka_headers::MESSAGE_ID)
+                        .and_then(|(_, v)| std::str::from_utf8(v).ok())
+                        .and_then(|v| v.parse().ok());
                     if let Some(message_id) = id {
-                        if tx.send(Consumed { message_id, at }).is_err() {
+                        let record = Consumed {
+                            message_id,
+                            at,
+                            topic: m.topic().to_string(),
+                            key: m.key().map(<[u8]>::to_vec),
+                            payload: m.payload().unwrap_or_default().to_vec(),
+                            headers,
+                        };
+                        if tx.send(record).is_err() {
                             return;
                         }
                     }
@@ -131,13 +158,15 @@ pub(crate) fn consume(
 
 /// Tells the consumer thread to stop.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct StopFlag(std::sync::Arc<std::sync::atomic::AtomicBool>);
+pub struct StopFlag(std::sync::Arc<std::sync::atomic::AtomicBool>);
 
 impl StopFlag {
-    pub(crate) fn set(&self) {
+    /// Stops the consumer thread.
+    pub fn set(&self) {
         self.0.store(true, std::sync::atomic::Ordering::Relaxed);
     }
-    fn is_set(&self) -> bool {
+    /// Whether [`StopFlag::set`] was called.
+    pub fn is_set(&self) -> bool {
         self.0.load(std::sync::atomic::Ordering::Relaxed)
     }
 }

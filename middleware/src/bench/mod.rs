@@ -19,7 +19,7 @@
 //! The bench creates its own database on the given server and drops it at the
 //! end: it never reads or writes data it did not create.
 
-mod kafka;
+pub mod kafka;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -263,7 +263,7 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
 
     let mock = match &args.kafka_brokers {
         Some(_) => None,
-        None => Some(kafka::MockKafka::start(TOPIC, 4)?),
+        None => Some(kafka::MockKafka::start(&[TOPIC, DRAIN_TOPIC], 4)?),
     };
     let brokers = args
         .kafka_brokers

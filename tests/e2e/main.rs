@@ -1,0 +1,9 @@
+//! End-to-end tests of the whole loop: the real `trustmsg` binary as a child
+//! process, MariaDB, Kafka through librdkafka's mock cluster, and producers
+//! built with the SDK.
+
+mod harness;
+
+mod barrier_race;
+mod five_classes;
+mod kill9;
