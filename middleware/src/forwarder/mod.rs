@@ -275,6 +275,9 @@ impl Forwarder {
         {
             tracing::warn!("could not write the last SENT marks in time; those rows will be resent after the lease");
         }
+        // Destroying the librdkafka handle can block on its threads; keep that
+        // off the async workers.
+        let _ = tokio::task::spawn_blocking(move || drop(self)).await;
         tracing::info!("forwarder stopped");
     }
 

@@ -21,6 +21,7 @@ enum Cmd {
     BrokerUp,
     RequestErrors(RDKafkaApiKey, Vec<RDKafkaRespErr>),
     ClearRequestErrors(RDKafkaApiKey),
+    RoundTrip(Duration),
 }
 
 /// A command for the cluster thread and where to report how it went.
@@ -54,6 +55,9 @@ impl MockKafka {
                             cluster.request_errors(key, &errs);
                             Ok(())
                         }
+                        Cmd::RoundTrip(d) => (1..=brokers)
+                            .try_for_each(|b| cluster.broker_round_trip_time(b, d))
+                            .map_err(|e| e.to_string()),
                         Cmd::ClearRequestErrors(key) => {
                             cluster.clear_request_errors(key);
                             Ok(())
@@ -105,6 +109,11 @@ impl MockKafka {
     /// The next requests of kind `key` fail with these errors, in order.
     pub fn request_errors(&self, key: RDKafkaApiKey, errs: &[RDKafkaRespErr]) {
         self.call(Cmd::RequestErrors(key, errs.to_vec()));
+    }
+
+    /// Every broker answers each request only after `d`.
+    pub fn round_trip(&self, d: Duration) {
+        self.call(Cmd::RoundTrip(d));
     }
 
     pub fn clear_request_errors(&self, key: RDKafkaApiKey) {

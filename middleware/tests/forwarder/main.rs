@@ -8,6 +8,7 @@ mod common;
 mod claims;
 mod delivery;
 mod faults;
+mod shutdown;
 
 use std::time::{Duration, Instant};
 
