@@ -64,3 +64,51 @@ async fn a_restart_mid_stream_loses_nothing_and_every_sent_row_matches_its_recor
     }
     second.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_waits_for_sends_in_flight_and_marks_them_sent() {
+    let kafka = MockKafka::start(1);
+    kafka.create_topic("orders", 1);
+    let flags = kafka_flags(kafka.bootstrap());
+    let app = TestApp::spawn(&refs(&flags)).await;
+    let token = app.register("shop", VERIFY).await;
+    // Warm up first, so the slow acknowledgements below are the only wait.
+    let warm = prepare_and_commit(&app, &token, body("shop", "warm-up", "orders")).await;
+    wait_for_row(&app, warm, Duration::from_secs(20), "SENT", |m| {
+        m.send_status == Some(SendStatus::Sent)
+    })
+    .await;
+    // Each acknowledgement now takes 1.5 s (under the 2 s message timeout).
+    kafka.round_trip(Duration::from_millis(1500));
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push(
+            prepare_and_commit(&app, &token, body("shop", &format!("slow-{i}"), "orders")).await,
+        );
+    }
+    // Let the sends start, then stop while they wait for their acknowledgements.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let db = TestDb {
+        name: app.db.name.clone(),
+        url: app.db.url.clone(),
+    };
+    let store = app.store().clone();
+    app.app.stop().await.expect("clean shutdown");
+
+    for id in &ids {
+        let row = store.find_message_by_id(*id).await.unwrap().unwrap();
+        assert_eq!(
+            row.send_status,
+            Some(SendStatus::Sent),
+            "the send in flight was drained and marked before the stop returned: {row:?}"
+        );
+    }
+    let mut reader = TopicReader::new(kafka.bootstrap(), "orders", 1);
+    reader
+        .read_until(Duration::from_secs(20), "the drained records", |rs| {
+            ids.iter()
+                .all(|id| rs.iter().any(|r| r.message_id() == *id))
+        })
+        .await;
+    db.drop_db().await;
+}
