@@ -162,6 +162,10 @@ pub struct ForwarderArgs {
     #[arg(long, env = "TRUSTMSG_MAX_SEND_ATTEMPTS", default_value_t = 30)]
     pub max_send_attempts: u32,
 
+    /// Sends in flight at once (fast path and sweeper together).
+    #[arg(long, env = "TRUSTMSG_SEND_CONCURRENCY", default_value_t = 1024)]
+    pub send_concurrency: usize,
+
     /// Do not run the forwarder in this instance.
     #[arg(long, env = "TRUSTMSG_NO_FORWARDER")]
     pub no_forwarder: bool,

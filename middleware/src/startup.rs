@@ -14,7 +14,8 @@ use tower_http::trace::TraceLayer;
 use crate::alert::Alerter;
 use crate::api::{self, auth::AuthConfig, AppState, ProducerDefaults};
 use crate::config::ServeArgs;
-use crate::forwarder::{CommitListener, NoForwarder};
+use crate::forwarder::kafka::{KafkaSettings, KafkaSink};
+use crate::forwarder::{CommitListener, Forwarder, ForwarderConfig, NoForwarder};
 use crate::metrics_setup;
 use crate::registry::Registry;
 use crate::store::{self, DynStore};
@@ -60,8 +61,15 @@ impl Application {
         let address_policy = Arc::new(verifier::address_policy(&cfg.verifier));
         let shutdown = CancellationToken::new();
         let mut workers = Vec::new();
-        let commits: Arc<dyn CommitListener> = Arc::new(NoForwarder);
         let alerter = Alerter::new(cfg.alerts.alert_webhook.clone());
+        let commits: Arc<dyn CommitListener> = match build_forwarder(&cfg, &store, &alerter)? {
+            Some(forwarder) => {
+                let (handle, task) = forwarder.spawn(shutdown.clone());
+                workers.push(task);
+                Arc::new(handle)
+            }
+            None => Arc::new(NoForwarder),
+        };
 
         if !cfg.verifier.no_verifier {
             let verifier = Verifier::new(
@@ -145,4 +153,58 @@ impl Application {
         self.shutdown.cancel();
         self.run_until_stopped().await
     }
+}
+
+/// The forwarder this instance runs, if any. Checked before anything starts:
+/// a claim must outlive the longest send, or a second instance could claim
+/// and send a row whose first send is still in flight.
+fn build_forwarder(
+    cfg: &ServeArgs,
+    store: &DynStore,
+    alerter: &Alerter,
+) -> anyhow::Result<Option<Forwarder>> {
+    let f = &cfg.forwarder;
+    let Some(brokers) = f.kafka_brokers.clone().filter(|b| !b.trim().is_empty()) else {
+        tracing::warn!(
+            "no --kafka-brokers: this instance sends nothing; committed messages wait for a forwarder"
+        );
+        return Ok(None);
+    };
+    if f.no_forwarder {
+        tracing::info!("--no-forwarder: this instance sends nothing");
+        return Ok(None);
+    }
+    if f.send_lease <= f.kafka_message_timeout {
+        anyhow::bail!(
+            "--send-lease ({}) must be longer than --kafka-message-timeout ({}): otherwise a \
+             claim can expire while its send is still in flight",
+            humantime::format_duration(f.send_lease),
+            humantime::format_duration(f.kafka_message_timeout)
+        );
+    }
+    if f.max_send_attempts == 0 || f.sweep_batch == 0 || f.send_concurrency == 0 {
+        anyhow::bail!(
+            "--max-send-attempts, --sweep-batch and --send-concurrency must be at least 1"
+        );
+    }
+    let sink = KafkaSink::new(KafkaSettings {
+        brokers,
+        extra: KafkaSettings::parse_extra(&f.kafka_config)?,
+        message_timeout: f.kafka_message_timeout,
+    })?;
+    Ok(Some(Forwarder::new(
+        store.clone(),
+        sink,
+        ForwarderConfig {
+            send_lease: f.send_lease,
+            sweep_interval: f.sweep_interval,
+            sweep_batch: f.sweep_batch,
+            backoff_base: f.send_backoff_base,
+            backoff_max: f.send_backoff_max,
+            max_send_attempts: f.max_send_attempts,
+            concurrency: f.send_concurrency,
+            shutdown_grace: cfg.shutdown_grace,
+        },
+        alerter.clone(),
+    )))
 }

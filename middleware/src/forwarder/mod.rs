@@ -1,6 +1,45 @@
 //! The forwarder: publishes committed messages to Kafka.
+//!
+//! Guarantees:
+//! - **Nothing committed is lost.** A row stays `PENDING` until Kafka's
+//!   delivery report says the record is stored; only then is it marked `SENT`
+//!   (with partition and offset). Until that mark is written the row keeps a
+//!   claim (`next_send_at` = a lease in the future, `version` bumped) and comes
+//!   back to some sweeper when the lease runs out, whatever happened to the
+//!   instance holding it. Delivery is therefore at-least-once; every record
+//!   carries the message id header for de-duplication.
+//! - **Fast.** A commit claims the row in the same UPDATE and hands it to this
+//!   instance's forwarder at once ([`ForwarderHandle`]); the sweeper only picks
+//!   up retries, expired claims and anything the fast path could not take.
+//! - **No double claim.** The sweeper claims with `FOR UPDATE SKIP LOCKED` and
+//!   pushes the lease out, and every later write (SENT, retry, SEND_FAILED) is
+//!   guarded by the claim's `version`, so a stale owner's write matches nothing.
+//!   The lease is longer than librdkafka's `message.timeout.ms` (start-up
+//!   refuses otherwise), so a send in flight has finished, one way or the other,
+//!   before another instance can claim its row.
+//! - **Errors say what happens next** ([`kafka::SendError`]): a transient error
+//!   retries after `base × 2^n` (capped, with jitter); a send that timed out in
+//!   flight ("possibly persisted") is always retried, never failed, since a
+//!   duplicate is acceptable and a loss is not; a permanent error, or a
+//!   transient one at the attempt limit, makes the row `SEND_FAILED` and fires
+//!   exactly one alert (only the writer whose guarded UPDATE won alerts).
+//! - **Graceful shutdown.** On cancellation the worker stops claiming, lets
+//!   in-flight sends finish up to the grace period, writes their SENT marks and
+//!   leaves everything else to the lease.
 
-use crate::store::Message;
+pub mod kafka;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder, Retryable};
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
+
+use crate::alert::{Alert, AlertKind, Alerter};
+use crate::store::{Actor, DynStore, Message, SentMark, StoreResult};
+use kafka::{KafkaSink, SendError};
 
 /// Told about every commit this instance makes. The commit already claimed the
 /// row for this instance (its `next_send_at` is a lease), so the listener can
@@ -17,4 +56,432 @@ pub struct NoForwarder;
 
 impl CommitListener for NoForwarder {
     fn committed(&self, _message: Message) {}
+}
+
+/// How the forwarder behaves.
+#[derive(Debug, Clone)]
+pub struct ForwarderConfig {
+    /// How long a claim lasts; must exceed the Kafka message timeout.
+    pub send_lease: Duration,
+    /// How often the sweeper looks for due rows.
+    pub sweep_interval: Duration,
+    /// Rows claimed per sweep.
+    pub sweep_batch: u32,
+    /// First retry delay after a transient error.
+    pub backoff_base: Duration,
+    /// Longest retry delay.
+    pub backoff_max: Duration,
+    /// Attempts before a transiently failing send becomes SEND_FAILED.
+    pub max_send_attempts: u32,
+    /// Sends in flight at once.
+    pub concurrency: usize,
+    /// How long in-flight sends may take to finish on shutdown.
+    pub shutdown_grace: Duration,
+}
+
+/// The delay before retry number `n + 1` (`n` attempts made so far):
+/// `base × 2^n` capped at `max`, with jitter that spreads retries over the
+/// upper half (`[d/2, d)`), so the cap is never exceeded and a burst of
+/// failures does not come back as a burst.
+pub fn retry_delay(base: Duration, max: Duration, attempts_so_far: u32) -> Duration {
+    // backon's jitter adds up to 100 %, so it is fed half the nominal delays.
+    let mut delays = ExponentialBuilder::default()
+        .with_min_delay(base / 2)
+        .with_max_delay(max / 2)
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+        .build();
+    // After ~64 doublings every delay is at the cap anyway.
+    let n = attempts_so_far.min(64) as usize;
+    delays.nth(n).unwrap_or(max).min(max)
+}
+
+/// What happened to one claimed message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// In Kafka; the mark still has to be written.
+    Sent(SentMark),
+    /// Rescheduled after a transient error or a possibly-persisted timeout.
+    Retrying,
+    /// SEND_FAILED, alert fired.
+    Failed,
+    /// The failure could not be recorded (claim lost or database error); the
+    /// lease brings the row back.
+    Unrecorded,
+}
+
+/// What one [`Forwarder::sweep_once`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Rows claimed.
+    pub claimed: usize,
+    /// Rows marked SENT (a stale claim's mark matches nothing and is not counted).
+    pub sent: u64,
+    /// Rows rescheduled.
+    pub retrying: usize,
+    /// Rows that became SEND_FAILED.
+    pub failed: usize,
+}
+
+/// Sends claimed messages to Kafka; cheap to clone.
+#[derive(Clone)]
+pub struct Forwarder {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Forwarder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forwarder")
+            .field("sink", &self.inner.sink)
+            .field("cfg", &self.inner.cfg)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    store: DynStore,
+    sink: KafkaSink,
+    cfg: ForwarderConfig,
+    alerter: Alerter,
+}
+
+impl Forwarder {
+    /// A forwarder over `store` publishing through `sink`.
+    pub fn new(store: DynStore, sink: KafkaSink, cfg: ForwarderConfig, alerter: Alerter) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                sink,
+                cfg,
+                alerter,
+            }),
+        }
+    }
+
+    /// Claims one batch of due rows, sends them all, waits for every delivery
+    /// report and writes the SENT marks: one deterministic step, for tests and tools.
+    pub async fn sweep_once(&self) -> StoreResult<SweepReport> {
+        let cfg = &self.inner.cfg;
+        let rows = self
+            .inner
+            .store
+            .claim_due_sends(cfg.sweep_batch, cfg.send_lease)
+            .await?;
+        let mut report = SweepReport {
+            claimed: rows.len(),
+            ..SweepReport::default()
+        };
+        let outcomes = futures::future::join_all(rows.into_iter().map(|m| self.deliver(m))).await;
+        let mut marks = Vec::new();
+        for o in outcomes {
+            match o {
+                Outcome::Sent(mark) => marks.push(mark),
+                Outcome::Retrying => report.retrying += 1,
+                Outcome::Failed => report.failed += 1,
+                Outcome::Unrecorded => {}
+            }
+        }
+        report.sent = self.inner.store.mark_sent(&marks).await?;
+        Ok(report)
+    }
+
+    /// Sends one claimed message; on failure records the retry or the
+    /// SEND_FAILED (and alerts). A success still needs its mark written.
+    pub async fn deliver(&self, m: Message) -> Outcome {
+        match self.inner.sink.send(&m).await {
+            Ok((partition, offset)) => {
+                metrics::counter!("trustmsg_forwarder_sent_total").increment(1);
+                Outcome::Sent(SentMark {
+                    id: m.id,
+                    version: m.version,
+                    partition,
+                    offset,
+                })
+            }
+            Err(e) => self.inner.record_failure(&m, e).await,
+        }
+    }
+
+    /// Starts the background worker. The handle is this instance's
+    /// [`CommitListener`]; the task ends after `cancel` and the drain.
+    pub fn spawn(self, cancel: CancellationToken) -> (ForwarderHandle, JoinHandle<()>) {
+        // Room for a good burst of commits; beyond it a commit waits for its
+        // lease and the sweeper instead of blocking the API.
+        let (tx, rx) = mpsc::channel(self.inner.cfg.concurrency.max(1) * 4);
+        let task = tokio::spawn(self.run(rx, cancel));
+        (ForwarderHandle { tx }, task)
+    }
+
+    async fn run(self, mut fast: mpsc::Receiver<Message>, cancel: CancellationToken) {
+        let cfg = self.inner.cfg.clone();
+        let permits = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
+        let (mark_tx, mark_rx) = mpsc::channel::<SentMark>(4096);
+        let marker = tokio::spawn(write_marks(
+            self.inner.store.clone(),
+            mark_rx,
+            cfg.sweep_batch.max(1) as usize,
+        ));
+        let mut inflight = JoinSet::new();
+        let mut tick = tokio::time::interval(cfg.sweep_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Set after a full batch: there is a backlog, sweep again without waiting.
+        let mut backlog = false;
+
+        loop {
+            while inflight.try_join_next().is_some() {}
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => break,
+                Some(m) = fast.recv() => {
+                    let permit = tokio::select! {
+                        p = permits.clone().acquire_owned() => p.expect("semaphore is never closed"),
+                        _ = cancel.cancelled() => break,
+                    };
+                    let (this, marks) = (self.clone(), mark_tx.clone());
+                    inflight.spawn(async move {
+                        this.deliver_and_mark(m, &marks).await;
+                        drop(permit);
+                    });
+                }
+                _ = async {}, if backlog && permits.available_permits() > 0 => {
+                    backlog = self.sweep_into(&permits, &mark_tx, &mut inflight).await;
+                }
+                _ = tick.tick() => {
+                    backlog = self.sweep_into(&permits, &mark_tx, &mut inflight).await;
+                }
+            }
+        }
+
+        // Drain: no new claims; in-flight sends get the grace period, then
+        // whatever is left is abandoned to its lease (a duplicate at worst).
+        drop(fast);
+        let drained = tokio::time::timeout(cfg.shutdown_grace, async {
+            while inflight.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(
+                abandoned = inflight.len(),
+                "shutdown grace ran out with sends in flight; their rows come back after the lease"
+            );
+            inflight.abort_all();
+            while inflight.join_next().await.is_some() {}
+        }
+        drop(mark_tx);
+        if tokio::time::timeout(Duration::from_secs(5), marker)
+            .await
+            .is_err()
+        {
+            tracing::warn!("could not write the last SENT marks in time; those rows will be resent after the lease");
+        }
+        // Destroying the librdkafka handle can block on its threads; keep that
+        // off the async workers.
+        let _ = tokio::task::spawn_blocking(move || drop(self)).await;
+        tracing::info!("forwarder stopped");
+    }
+
+    async fn deliver_and_mark(&self, m: Message, marks: &mpsc::Sender<SentMark>) {
+        if let Outcome::Sent(mark) = self.deliver(m).await {
+            // Only fails once the marker is gone (shutdown past its deadline):
+            // the row is then resent after its lease.
+            let _ = marks.send(mark).await;
+        }
+    }
+
+    /// Claims as many due rows as there are free send slots and starts them.
+    /// Returns whether the batch was full (more may be due).
+    async fn sweep_into(
+        &self,
+        permits: &Arc<Semaphore>,
+        marks: &mpsc::Sender<SentMark>,
+        inflight: &mut JoinSet<()>,
+    ) -> bool {
+        let cfg = &self.inner.cfg;
+        let limit = permits.available_permits().min(cfg.sweep_batch as usize);
+        if limit == 0 {
+            return false;
+        }
+        let rows = match self
+            .inner
+            .store
+            .claim_due_sends(limit as u32, cfg.send_lease)
+            .await
+        {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(error = %e, "sweeper could not claim due sends; retrying next tick");
+                return false;
+            }
+        };
+        let full = rows.len() == limit;
+        if !rows.is_empty() {
+            tracing::debug!(claimed = rows.len(), "sweeper claimed due sends");
+        }
+        for m in rows {
+            let permit = permits
+                .clone()
+                .try_acquire_owned()
+                .expect("only this loop takes permits and it checked they were free");
+            let (this, marks) = (self.clone(), marks.clone());
+            inflight.spawn(async move {
+                this.deliver_and_mark(m, &marks).await;
+                drop(permit);
+            });
+        }
+        full
+    }
+}
+
+impl Inner {
+    async fn record_failure(&self, m: &Message, e: SendError) -> Outcome {
+        let attempts = m.send_attempts.saturating_add(1);
+        let give_up = match &e {
+            SendError::Permanent(_) => true,
+            SendError::PossiblyPersisted(_) => false,
+            SendError::Transient(_) => attempts >= self.cfg.max_send_attempts,
+        };
+        if !give_up {
+            let delay = retry_delay(self.cfg.backoff_base, self.cfg.backoff_max, m.send_attempts);
+            metrics::counter!("trustmsg_forwarder_retries_total").increment(1);
+            tracing::warn!(
+                message_id = m.id,
+                attempts,
+                retry_in = ?delay,
+                error = %e,
+                "send failed; will retry"
+            );
+            return match self
+                .store
+                .reschedule_send(m.id, m.version, &e.to_string(), delay)
+                .await
+            {
+                Ok(true) => Outcome::Retrying,
+                Ok(false) => Outcome::Unrecorded,
+                Err(db) => {
+                    tracing::warn!(message_id = m.id, error = %db, "could not record the retry; the row comes back after its lease");
+                    Outcome::Unrecorded
+                }
+            };
+        }
+        let reason = match &e {
+            SendError::Permanent(_) => e.to_string(),
+            _ => format!(
+                "{e} (gave up after {attempts} attempts, --max-send-attempts {})",
+                self.cfg.max_send_attempts
+            ),
+        };
+        match self
+            .store
+            .mark_send_failed(m.id, m.version, &reason, &Actor::Forwarder)
+            .await
+        {
+            Ok(Some(row)) => {
+                metrics::counter!("trustmsg_forwarder_failed_total").increment(1);
+                self.alerter.fire(Alert {
+                    kind: AlertKind::SendFailed,
+                    message_id: row.id,
+                    biz_id: row.biz_id,
+                    message_key: row.message_key,
+                    attempts: row.send_attempts,
+                    last_error: reason,
+                });
+                Outcome::Failed
+            }
+            Ok(None) => {
+                tracing::info!(
+                    message_id = m.id,
+                    "claim was taken over before SEND_FAILED could be written; the new owner decides"
+                );
+                Outcome::Unrecorded
+            }
+            Err(db) => {
+                tracing::warn!(message_id = m.id, error = %db, "could not record SEND_FAILED; the row comes back after its lease");
+                Outcome::Unrecorded
+            }
+        }
+    }
+}
+
+/// Writes SENT marks in batches: whatever arrived while the previous UPDATE
+/// ran goes into the next one.
+async fn write_marks(store: DynStore, mut rx: mpsc::Receiver<SentMark>, max_batch: usize) {
+    let mut batch = Vec::with_capacity(max_batch);
+    while let Some(mark) = rx.recv().await {
+        batch.push(mark);
+        while batch.len() < max_batch {
+            match rx.try_recv() {
+                Ok(m) => batch.push(m),
+                Err(_) => break,
+            }
+        }
+        let write = || async { store.mark_sent(&batch).await };
+        match write
+            .retry(
+                ExponentialBuilder::default()
+                    .with_min_delay(Duration::from_millis(100))
+                    .with_max_times(5)
+                    .with_jitter(),
+            )
+            .await
+        {
+            Ok(matched) if matched < batch.len() as u64 => tracing::info!(
+                marks = batch.len(),
+                matched,
+                "some SENT marks matched nothing: their claims were taken over (the new owner resends; consumers de-duplicate on the message id)"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::error!(
+                error = %e,
+                marks = batch.len(),
+                "could not write SENT marks; those rows will be resent after their lease"
+            ),
+        }
+        batch.clear();
+    }
+}
+
+/// This instance's [`CommitListener`]: hands commits to the running worker.
+#[derive(Debug, Clone)]
+pub struct ForwarderHandle {
+    tx: mpsc::Sender<Message>,
+}
+
+impl CommitListener for ForwarderHandle {
+    fn committed(&self, message: Message) {
+        if let Err(e) = self.tx.try_send(message) {
+            // The row keeps its claim; once the lease runs out the sweeper sends it.
+            tracing::debug!(error = %e, "fast path unavailable; the sweeper will send after the lease");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_delay_doubles_from_the_base_and_stays_under_the_cap() {
+        let (base, max) = (Duration::from_secs(1), Duration::from_secs(60));
+        for _ in 0..50 {
+            let d0 = retry_delay(base, max, 0);
+            assert!(d0 >= base / 2 && d0 <= base, "{d0:?}");
+            let d3 = retry_delay(base, max, 3);
+            assert!(d3 >= base * 4 && d3 <= base * 8, "{d3:?}");
+            let d20 = retry_delay(base, max, 20);
+            assert!(d20 >= max / 2 && d20 <= max, "{d20:?}");
+            assert!(retry_delay(base, max, u32::MAX) <= max);
+        }
+    }
+
+    #[test]
+    fn retry_delay_is_jittered() {
+        let base = Duration::from_secs(1);
+        let max = Duration::from_secs(60);
+        let first = retry_delay(base, max, 4);
+        assert!(
+            (0..50).any(|_| retry_delay(base, max, 4) != first),
+            "50 draws all equal: no jitter"
+        );
+    }
 }

@@ -409,23 +409,32 @@ impl Store for MySqlStore {
             return Ok(0);
         }
         // One statement for the whole batch: CASE picks each row's partition and
-        // offset, and the (id, version) list is the guard.
-        let mut q = QueryBuilder::<MySql>::new("UPDATE messages SET send_status = 'SENT', next_send_at = NULL, sent_at = UTC_TIMESTAMP(3), updated_at = UTC_TIMESTAMP(3), version = version + 1, send_attempts = send_attempts + 1, kafka_partition = CASE id");
+        // offset, and the (id, version) list is the guard. The CASE matches the
+        // version too: a batch may hold a stale owner's mark for the same id, and
+        // the partition/offset written must be the winning claim's.
+        let mut q = QueryBuilder::<MySql>::new("UPDATE messages SET send_status = 'SENT', next_send_at = NULL, sent_at = UTC_TIMESTAMP(3), updated_at = UTC_TIMESTAMP(3), send_attempts = send_attempts + 1, kafka_partition = CASE");
         for m in marks {
-            q.push(" WHEN ")
+            q.push(" WHEN id = ")
                 .push_bind(m.id)
+                .push(" AND version = ")
+                .push_bind(m.version)
                 .push(" THEN ")
                 .push_bind(m.partition);
         }
-        q.push(" END, kafka_offset = CASE id");
+        q.push(" END, kafka_offset = CASE");
         for m in marks {
-            q.push(" WHEN ")
+            q.push(" WHEN id = ")
                 .push_bind(m.id)
+                .push(" AND version = ")
+                .push_bind(m.version)
                 .push(" THEN ")
                 .push_bind(m.offset);
         }
+        // MySQL applies SET assignments left to right, so the version bump comes
+        // after the CASEs that read the claim's version.
         q.push(
-            " END WHERE status = 'COMMITTED' AND send_status = 'PENDING' AND (id, version) IN (",
+            " END, version = version + 1 \
+             WHERE status = 'COMMITTED' AND send_status = 'PENDING' AND (id, version) IN (",
         );
         let mut sep = q.separated(", ");
         for m in marks {

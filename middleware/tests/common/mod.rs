@@ -2,6 +2,8 @@
 //! server, and the real service booted on port 0.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod kafka;
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -1,0 +1,289 @@
+//! The Kafka sink: one idempotent `FutureProducer` (acks=all) per instance.
+//!
+//! A send resolves only on librdkafka's delivery report, so `Ok` means the
+//! record is in Kafka at the returned partition/offset and nothing less. Every
+//! error is classified for the caller:
+//! - [`SendError::PossiblyPersisted`]: the send timed out in flight or the
+//!   outcome is unknown. The record may or may not be in Kafka; retrying may
+//!   duplicate it, giving up may lose it, so it is retried and never failed.
+//! - [`SendError::Permanent`]: Kafka will never take this record as it is
+//!   (invalid topic, record too large, not authorised). Retrying cannot help.
+//! - [`SendError::Transient`]: anything else; retried after backoff until the
+//!   attempt limit.
+//!
+//! With idempotence on, librdkafka can enter a fatal state (e.g. after an
+//! out-of-order sequence) in which every send fails; the sink then builds a new
+//! producer so one bad episode does not fail every later message.
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use trustmsg_verify_api::kafka_headers;
+
+use crate::store::Message;
+
+/// librdkafka settings the forwarder owns: overriding them through
+/// `--kafka-config` would break a guarantee (no loss, lease > timeout).
+const RESERVED_SETTINGS: &[&str] = &[
+    "bootstrap.servers",
+    "metadata.broker.list",
+    "enable.idempotence",
+    "acks",
+    "request.required.acks",
+    "message.timeout.ms",
+    "delivery.timeout.ms",
+];
+
+/// How long `send` waits for room in librdkafka's local queue before it
+/// reports a (transient) queue-full error.
+const QUEUE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Why a send did not end in a delivery report with an offset.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// Retry after backoff; counts towards the attempt limit.
+    #[error("transient Kafka error: {0}")]
+    Transient(String),
+    /// The record may be in Kafka: retry (a duplicate is acceptable, a loss is
+    /// not); never counts towards the attempt limit.
+    #[error("send timed out, possibly persisted: {0}")]
+    PossiblyPersisted(String),
+    /// Kafka will never accept this record: stop and alert.
+    #[error("permanent Kafka error: {0}")]
+    Permanent(String),
+}
+
+/// What the forwarder needs to reach Kafka.
+#[derive(Debug, Clone)]
+pub struct KafkaSettings {
+    /// `bootstrap.servers`.
+    pub brokers: String,
+    /// Extra librdkafka producer settings (`key=value`).
+    pub extra: Vec<(String, String)>,
+    /// `message.timeout.ms`: the longest a send stays in flight.
+    pub message_timeout: Duration,
+}
+
+impl KafkaSettings {
+    /// Parses `--kafka-config` entries, refusing malformed ones and the
+    /// settings the forwarder owns.
+    pub fn parse_extra(entries: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+        entries
+            .iter()
+            .filter(|e| !e.trim().is_empty())
+            .map(|e| {
+                let (k, v) = e.split_once('=').ok_or_else(|| {
+                    anyhow::anyhow!("--kafka-config {e:?} is not of the form key=value")
+                })?;
+                let k = k.trim();
+                if RESERVED_SETTINGS.contains(&k) {
+                    anyhow::bail!(
+                        "--kafka-config {k} is set by trustmsg (idempotence and acks=all keep \
+                         messages from being lost; use --kafka-brokers and \
+                         --kafka-message-timeout for the others)"
+                    );
+                }
+                Ok((k.to_string(), v.trim().to_string()))
+            })
+            .collect()
+    }
+
+    fn client_config(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        for (k, v) in &self.extra {
+            c.set(k, v);
+        }
+        c.set("bootstrap.servers", &self.brokers)
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set(
+                "message.timeout.ms",
+                self.message_timeout.as_millis().max(1).to_string(),
+            );
+        c
+    }
+}
+
+/// Publishes messages; cheap to share behind an `Arc`.
+pub struct KafkaSink {
+    settings: KafkaSettings,
+    producer: RwLock<Arc<FutureProducer>>,
+}
+
+impl std::fmt::Debug for KafkaSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSink")
+            .field("brokers", &self.settings.brokers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KafkaSink {
+    /// Builds the producer (it connects lazily, so a down cluster is not an error here).
+    pub fn new(settings: KafkaSettings) -> anyhow::Result<Self> {
+        let producer = Arc::new(Self::create(&settings)?);
+        Ok(Self {
+            settings,
+            producer: RwLock::new(producer),
+        })
+    }
+
+    fn create(settings: &KafkaSettings) -> anyhow::Result<FutureProducer> {
+        settings
+            .client_config()
+            .create()
+            .map_err(|e| anyhow::anyhow!("invalid Kafka producer configuration: {e}"))
+    }
+
+    fn current(&self) -> Arc<FutureProducer> {
+        self.producer
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Replaces `failed` by a fresh producer unless another send already did.
+    fn replace(&self, failed: &Arc<FutureProducer>) {
+        let mut slot = self.producer.write().unwrap_or_else(|p| p.into_inner());
+        if !Arc::ptr_eq(&slot, failed) {
+            return;
+        }
+        match Self::create(&self.settings) {
+            Ok(p) => {
+                tracing::warn!("Kafka producer hit a fatal error; replaced it with a new one");
+                *slot = Arc::new(p);
+            }
+            Err(e) => tracing::error!(error = %e, "could not rebuild the Kafka producer"),
+        }
+    }
+
+    /// Sends `m` and waits for its delivery report: `(partition, offset)`.
+    pub async fn send(&self, m: &Message) -> Result<(i32, i64), SendError> {
+        let Some(topic) = m.topic.as_deref() else {
+            return Err(SendError::Permanent("message has no topic".into()));
+        };
+        let producer = self.current();
+        let id = m.id.to_string();
+        let mut headers = OwnedHeaders::new_with_capacity(m.headers.len() + 3);
+        for (k, v) in &m.headers {
+            headers = headers.insert(Header {
+                key: k,
+                value: Some(v.as_bytes()),
+            });
+        }
+        headers = headers
+            .insert(Header {
+                key: kafka_headers::MESSAGE_ID,
+                value: Some(id.as_bytes()),
+            })
+            .insert(Header {
+                key: kafka_headers::BIZ_ID,
+                value: Some(m.biz_id.as_bytes()),
+            })
+            .insert(Header {
+                key: kafka_headers::MESSAGE_KEY,
+                value: Some(m.message_key.as_bytes()),
+            });
+        let mut record: FutureRecord<'_, str, [u8]> = FutureRecord::to(topic)
+            .payload(m.payload.as_slice())
+            .headers(headers);
+        if let Some(k) = m.key.as_deref() {
+            record = record.key(k);
+        }
+        match producer.send(record, QUEUE_TIMEOUT).await {
+            Ok(delivered) => Ok(delivered),
+            Err((e, _)) => {
+                if e.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal) {
+                    self.replace(&producer);
+                }
+                Err(classify(&e))
+            }
+        }
+    }
+}
+
+/// Sorts a produce error into what the forwarder does next.
+pub fn classify(e: &KafkaError) -> SendError {
+    use RDKafkaErrorCode as C;
+    let text = e.to_string();
+    match e.rdkafka_error_code() {
+        Some(
+            C::InvalidTopic
+            | C::MessageSizeTooLarge
+            | C::MessageBatchTooLarge
+            | C::InvalidMessageSize
+            | C::InvalidRecord
+            | C::TopicAuthorizationFailed
+            | C::ClusterAuthorizationFailed
+            | C::TransactionalIdAuthorizationFailed,
+        ) => SendError::Permanent(text),
+        // Timed out waiting for an acknowledgement, or the producer went away with
+        // the send in flight: Kafka may have the record.
+        Some(C::MessageTimedOut | C::RequestTimedOut | C::OperationTimedOut | C::TimedOutQueue)
+        | Some(C::Fatal | C::PurgeInflight | C::BrokerDestroy) => {
+            SendError::PossiblyPersisted(text)
+        }
+        _ => SendError::Transient(text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn produce(code: RDKafkaErrorCode) -> KafkaError {
+        KafkaError::MessageProduction(code)
+    }
+
+    #[test]
+    fn oversized_unauthorised_and_invalid_topic_records_are_permanent() {
+        for code in [
+            RDKafkaErrorCode::MessageSizeTooLarge,
+            RDKafkaErrorCode::InvalidTopic,
+            RDKafkaErrorCode::TopicAuthorizationFailed,
+        ] {
+            assert!(
+                matches!(classify(&produce(code)), SendError::Permanent(_)),
+                "{code:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn timeouts_are_possibly_persisted_not_failures() {
+        assert!(matches!(
+            classify(&produce(RDKafkaErrorCode::MessageTimedOut)),
+            SendError::PossiblyPersisted(_)
+        ));
+    }
+
+    #[test]
+    fn broker_trouble_is_transient() {
+        for code in [
+            RDKafkaErrorCode::NotEnoughReplicas,
+            RDKafkaErrorCode::AllBrokersDown,
+            RDKafkaErrorCode::QueueFull,
+            RDKafkaErrorCode::UnknownTopicOrPartition,
+        ] {
+            assert!(
+                matches!(classify(&produce(code)), SendError::Transient(_)),
+                "{code:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn reserved_settings_cannot_be_overridden() {
+        assert!(KafkaSettings::parse_extra(&["acks=1".into()]).is_err());
+        assert!(KafkaSettings::parse_extra(&["enable.idempotence=false".into()]).is_err());
+        assert!(KafkaSettings::parse_extra(&["linger.ms".into()]).is_err());
+        assert_eq!(
+            KafkaSettings::parse_extra(&["linger.ms=5".into()]).unwrap(),
+            vec![("linger.ms".to_string(), "5".to_string())]
+        );
+    }
+}
