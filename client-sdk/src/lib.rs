@@ -1,1 +1,72 @@
-//! sdk
+//! The producer SDK for trustmsg.
+//!
+//! trustmsg gives a producer "my database change and my Kafka message, both or
+//! neither" without XA: the producer *prepares* the message, runs its local
+//! transaction, then *commits* or *rolls back* the message. When that last call
+//! never arrives, trustmsg asks the producer ("check-back") what happened.
+//! This crate is everything the producer side needs:
+//!
+//! - [`Producer`]: prepare / commit / rollback / get over HTTP with the
+//!   producer's bearer token, retrying network errors and 5xx with backoff
+//!   (never 4xx), and a typed [`Error`].
+//! - [`transaction()`]: prepare → your local transaction → commit or rollback,
+//!   with a [`TxOutcome`] that says plainly when the decision was left to
+//!   check-back.
+//! - [`check_router()`]: an axum router serving the check-back endpoint; it
+//!   verifies the Standard Webhooks signature and calls your decision function.
+//! - [`barrier`]: a marker table in the producer's MySQL/MariaDB database that
+//!   makes check-back answers exact, even while the local transaction is still
+//!   running.
+//!
+//! ```no_run
+//! use trustmsg_client::{barrier, check_router, Message, Producer, TxOutcome};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let pool = sqlx::MySqlPool::connect("mysql://root@127.0.0.1:3306/shop").await?;
+//! barrier::create_table(&pool).await?;
+//! let producer = Producer::new("http://127.0.0.1:8080", "shop", "producer-token")?;
+//!
+//! // Write the order and its message in one local transaction.
+//! let outcome = barrier::transaction(
+//!     &producer,
+//!     &pool,
+//!     Message::new("order-42", "orders", r#"{"order":42}"#),
+//!     |conn| {
+//!         Box::pin(async move {
+//!             sqlx::query("INSERT INTO orders (id) VALUES (42)")
+//!                 .execute(&mut *conn)
+//!                 .await?;
+//!             Ok::<_, sqlx::Error>(())
+//!         })
+//!     },
+//! )
+//! .await?;
+//! assert!(matches!(outcome, TxOutcome::Committed { .. }));
+//!
+//! // Answer check-back from the barrier.
+//! let check_pool = pool.clone();
+//! let app = check_router("whsec_c2VjcmV0", move |req| {
+//!     let pool = check_pool.clone();
+//!     async move { barrier::check(&pool, &req.biz_id, &req.message_key).await }
+//! });
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//! axum::serve(listener, app).await?;
+//! # Ok(())
+//! # }
+//! ```
+#![warn(missing_docs)]
+
+pub mod barrier;
+mod check;
+mod client;
+mod error;
+mod transaction;
+
+pub use check::{check_router, CheckEndpoint, DEFAULT_CHECK_PATH, DEFAULT_TOLERANCE};
+pub use client::{Message, Producer, RetryPolicy};
+pub use error::Error;
+pub use transaction::{transaction, TxOutcome};
+
+/// The wire types shared with the service, re-exported so callers need only this crate.
+pub use trustmsg_verify_api as api;
+pub use trustmsg_verify_api::{CheckRequest, CheckResponse, Decision, MessageStatus, MessageView};

@@ -1,0 +1,388 @@
+//! The barrier: exact check-back answers from the producer's MySQL/MariaDB database.
+//!
+//! Answering check-back by "is my order row there?" is wrong while the local
+//! transaction is still running: the row is not visible yet, the answer is
+//! rollback, and then the transaction commits. The barrier closes that gap
+//! with one marker row per `(biz_id, message_key)` under a primary key:
+//!
+//! - the local transaction inserts a `commit` marker ([`run_in_tx`] does it
+//!   first thing; [`insert`] if you manage the transaction yourself);
+//! - [`check`] inserts a `rollback` marker unless one exists, then reads which
+//!   marker is there.
+//!
+//! Whoever inserts first wins, and InnoDB makes the other wait on the row
+//! lock. If the local transaction is still open when check-back arrives,
+//! [`check`] blocks until it ends: it commits (the marker is `commit`, answer
+//! commit) or rolls back (the `rollback` marker goes in, answer rollback). If
+//! check-back came first, the local transaction's own insert fails on the key
+//! and it cannot commit. The answer therefore always matches the business
+//! state. (This is the "2-phase message barrier" of DTM.)
+//!
+//! The table's SQL ships with the crate as [`MIGRATION`]
+//! (`client-sdk/migrations/0001_trustmsg_barrier.sql`).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use sqlx::{MySqlConnection, MySqlPool};
+use trustmsg_verify_api::Decision;
+
+use crate::transaction::{run, TxOutcome};
+use crate::{Message, Producer};
+
+/// The marker table's name.
+///
+/// ```
+/// assert_eq!(trustmsg_client::barrier::TABLE, "trustmsg_barrier");
+/// ```
+pub const TABLE: &str = "trustmsg_barrier";
+
+/// The SQL that creates the marker table (idempotent: `CREATE TABLE IF NOT EXISTS`).
+/// Copy it into your own migrations, or call [`create_table`].
+///
+/// ```
+/// assert!(trustmsg_client::barrier::MIGRATION.contains("PRIMARY KEY (biz_id, message_key)"));
+/// ```
+pub const MIGRATION: &str = include_str!("../migrations/0001_trustmsg_barrier.sql");
+
+/// A boxed future borrowing the local transaction, as [`run_in_tx`] expects
+/// from its closure (`|conn| Box::pin(async move { ... })`).
+///
+/// ```
+/// use trustmsg_client::barrier::BoxFuture;
+/// fn work(conn: &mut sqlx::MySqlConnection) -> BoxFuture<'_, Result<(), sqlx::Error>> {
+///     Box::pin(async move {
+///         sqlx::query("UPDATE stock SET n = n - 1").execute(&mut *conn).await?;
+///         Ok(())
+///     })
+/// }
+/// # let _ = work;
+/// ```
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Why the barrier marker could not be written.
+///
+/// ```
+/// use trustmsg_client::{barrier::InsertError, Decision};
+/// let e = InsertError::AlreadyDecided(Decision::Rollback);
+/// assert_eq!(e.to_string(), "the barrier already holds a Rollback marker for this message");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InsertError {
+    /// A marker exists: `Rollback` means check-back already answered rollback,
+    /// so this transaction must not commit; `Commit` means an earlier
+    /// transaction for the same key already committed.
+    #[error("the barrier already holds a {0:?} marker for this message")]
+    AlreadyDecided(Decision),
+    /// The database failed.
+    #[error("barrier: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// Why [`run_in_tx`] did not commit (or could not tell).
+///
+/// ```
+/// use trustmsg_client::{barrier::RunError, Decision};
+/// let e: RunError<String> = RunError::Local("out of stock".into());
+/// assert_eq!(e.to_string(), "local transaction failed: out of stock");
+/// assert!(!RunError::<String>::AlreadyDecided(Decision::Rollback).outcome_unknown());
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError<E> {
+    /// The marker already existed (see [`InsertError::AlreadyDecided`]); the
+    /// local work did not run.
+    #[error("the barrier already holds a {0:?} marker for this message")]
+    AlreadyDecided(Decision),
+    /// The database failed and the transaction did not commit.
+    #[error("barrier: {0}")]
+    Database(sqlx::Error),
+    /// The caller's work failed; the transaction was rolled back.
+    #[error("local transaction failed: {0}")]
+    Local(E),
+    /// COMMIT failed and the barrier could not be read to learn whether it had
+    /// been applied: only a later [`check`] can tell.
+    #[error("local transaction outcome unknown: {0}")]
+    OutcomeUnknown(sqlx::Error),
+}
+
+impl<E> RunError<E> {
+    /// True when nobody can say yet whether the local transaction committed.
+    ///
+    /// ```
+    /// use trustmsg_client::barrier::RunError;
+    /// assert!(RunError::<()>::OutcomeUnknown(sqlx::Error::PoolTimedOut).outcome_unknown());
+    /// ```
+    pub fn outcome_unknown(&self) -> bool {
+        matches!(self, Self::OutcomeUnknown(_))
+    }
+}
+
+impl<E> From<InsertError> for RunError<E> {
+    fn from(e: InsertError) -> Self {
+        match e {
+            InsertError::AlreadyDecided(d) => Self::AlreadyDecided(d),
+            InsertError::Database(e) => Self::Database(e),
+        }
+    }
+}
+
+/// Creates the marker table if it does not exist ([`MIGRATION`]).
+///
+/// ```no_run
+/// # async fn run() -> Result<(), sqlx::Error> {
+/// let pool = sqlx::MySqlPool::connect("mysql://root@127.0.0.1:3306/shop").await?;
+/// trustmsg_client::barrier::create_table(&pool).await?;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn create_table(pool: &MySqlPool) -> Result<(), sqlx::Error> {
+    sqlx::raw_sql(MIGRATION).execute(pool).await?;
+    Ok(())
+}
+
+/// Inserts the `commit` marker inside the caller's open transaction. Call it
+/// before the business writes, so a concurrent [`check`] waits for the
+/// transaction instead of racing it.
+///
+/// ```no_run
+/// use trustmsg_client::barrier;
+///
+/// # async fn run(pool: sqlx::MySqlPool) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut tx = pool.begin().await?;
+/// barrier::insert(&mut tx, "shop", "order-42").await?;
+/// sqlx::query("INSERT INTO orders (id) VALUES (42)").execute(&mut *tx).await?;
+/// tx.commit().await?;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn insert(
+    conn: &mut MySqlConnection,
+    biz_id: &str,
+    message_key: &str,
+) -> Result<(), InsertError> {
+    let inserted = sqlx::query(
+        "INSERT INTO trustmsg_barrier (biz_id, message_key, op) VALUES (?, ?, 'commit')",
+    )
+    .bind(biz_id)
+    .bind(message_key)
+    .execute(&mut *conn)
+    .await;
+    match inserted {
+        Ok(_) => Ok(()),
+        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+            // A failed statement leaves the transaction usable. A locking read
+            // sees the latest committed marker, not this transaction's snapshot.
+            let op: Vec<u8> = sqlx::query_scalar(
+                "SELECT op FROM trustmsg_barrier WHERE biz_id = ? AND message_key = ? LOCK IN SHARE MODE",
+            )
+            .bind(biz_id)
+            .bind(message_key)
+            .fetch_one(&mut *conn)
+            .await?;
+            Err(InsertError::AlreadyDecided(parse_op(&op)?))
+        }
+        Err(e) => Err(InsertError::Database(e)),
+    }
+}
+
+/// Answers a check-back exactly: inserts a `rollback` marker unless a marker
+/// exists (waiting for a local transaction that holds one), then reports which
+/// marker is there. Never returns [`Decision::Unknown`].
+///
+/// ```no_run
+/// use trustmsg_client::{barrier, check_router};
+///
+/// # fn app(pool: sqlx::MySqlPool) -> axum::Router {
+/// check_router("whsec_c2VjcmV0", move |req| {
+///     let pool = pool.clone();
+///     async move { barrier::check(&pool, &req.biz_id, &req.message_key).await }
+/// })
+/// # }
+/// ```
+pub async fn check(
+    pool: &MySqlPool,
+    biz_id: &str,
+    message_key: &str,
+) -> Result<Decision, sqlx::Error> {
+    let mut conn = pool.acquire().await?;
+    // The spec'd "INSERT IGNORE", spelled so that only the duplicate key is
+    // ignored: INSERT IGNORE would also turn a too-long key into a warning and
+    // store it truncated, and then the read below would miss it.
+    sqlx::query(
+        "INSERT INTO trustmsg_barrier (biz_id, message_key, op) VALUES (?, ?, 'rollback') \
+         ON DUPLICATE KEY UPDATE op = op",
+    )
+    .bind(biz_id)
+    .bind(message_key)
+    .execute(&mut *conn)
+    .await?;
+    // Read as bytes: with a `_bin` collation MariaDB reports the column as binary.
+    let op: Vec<u8> =
+        sqlx::query_scalar("SELECT op FROM trustmsg_barrier WHERE biz_id = ? AND message_key = ?")
+            .bind(biz_id)
+            .bind(message_key)
+            .fetch_one(&mut *conn)
+            .await?;
+    parse_op(&op)
+}
+
+/// Runs `work` in a new transaction on `pool` after inserting the `commit`
+/// marker, and commits. If COMMIT itself fails (a lost connection may hide a
+/// COMMIT that was applied), the barrier is consulted: it tells exactly
+/// whether the transaction committed, and only if it cannot be read either is
+/// the result [`RunError::OutcomeUnknown`].
+///
+/// ```no_run
+/// use trustmsg_client::barrier::{self, RunError};
+///
+/// # async fn run(pool: sqlx::MySqlPool) {
+/// let placed = barrier::run_in_tx(&pool, "shop", "order-42", |conn| {
+///     Box::pin(async move {
+///         sqlx::query("INSERT INTO orders (id) VALUES (42)").execute(&mut *conn).await?;
+///         Ok::<_, sqlx::Error>(42)
+///     })
+/// })
+/// .await;
+/// match placed {
+///     Ok(id) => println!("order {id} committed"),
+///     Err(RunError::AlreadyDecided(d)) => println!("already decided: {d:?}"),
+///     Err(e) => eprintln!("not committed: {e}"),
+/// }
+/// # }
+/// ```
+pub async fn run_in_tx<T, E, F>(
+    pool: &MySqlPool,
+    biz_id: &str,
+    message_key: &str,
+    work: F,
+) -> Result<T, RunError<E>>
+where
+    F: for<'c> FnOnce(&'c mut MySqlConnection) -> BoxFuture<'c, Result<T, E>>,
+{
+    let mut tx = pool.begin().await.map_err(RunError::Database)?;
+    insert(&mut tx, biz_id, message_key).await?;
+    let value = match work(&mut tx).await {
+        Ok(v) => v,
+        Err(e) => {
+            // Dropping the transaction rolls it back too; this just does it now.
+            let _ = tx.rollback().await;
+            return Err(RunError::Local(e));
+        }
+    };
+    match tx.commit().await {
+        Ok(()) => Ok(value),
+        Err(commit_err) => match check(pool, biz_id, message_key).await {
+            Ok(Decision::Commit) => Ok(value),
+            Ok(_) => Err(RunError::Database(commit_err)),
+            Err(check_err) => {
+                tracing::error!(%biz_id, %message_key, %commit_err, %check_err, "local COMMIT outcome unknown");
+                Err(RunError::OutcomeUnknown(commit_err))
+            }
+        },
+    }
+}
+
+/// The transaction helper with the barrier: prepare `message`, run `work` in a
+/// local transaction with the `commit` marker ([`run_in_tx`]), then commit or
+/// roll back the message, reporting what happened as a [`TxOutcome`].
+///
+/// When the helper cannot know the right decision it sends none and returns
+/// [`TxOutcome::LeftToCheckBack`]: if the local COMMIT's outcome is unknown,
+/// or if a `commit` marker already existed (an earlier run of the same key
+/// committed; rolling the message back would be wrong). Check-back, answered
+/// by [`check`], then decides exactly.
+///
+/// ```no_run
+/// use trustmsg_client::{barrier, Message, Producer, TxOutcome};
+///
+/// # async fn run(producer: Producer, pool: sqlx::MySqlPool) -> Result<(), trustmsg_client::Error> {
+/// let outcome = barrier::transaction(
+///     &producer,
+///     &pool,
+///     Message::new("order-42", "orders", r#"{"order":42}"#),
+///     |conn| {
+///         Box::pin(async move {
+///             sqlx::query("INSERT INTO orders (id) VALUES (42)").execute(&mut *conn).await?;
+///             Ok::<_, sqlx::Error>(42)
+///         })
+///     },
+/// )
+/// .await?;
+/// if let TxOutcome::Committed { value, message } = outcome {
+///     println!("order {value} placed, message {}", message.id);
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub async fn transaction<T, E, F>(
+    producer: &Producer,
+    pool: &MySqlPool,
+    message: Message,
+    work: F,
+) -> Result<TxOutcome<T, RunError<E>>, crate::Error>
+where
+    F: for<'c> FnOnce(&'c mut MySqlConnection) -> BoxFuture<'c, Result<T, E>>,
+{
+    let biz_id = producer.biz_id().to_string();
+    let key = message.message_key().to_string();
+    run(
+        producer,
+        message,
+        |_view| run_in_tx(pool, &biz_id, &key, work),
+        |e| {
+            matches!(
+                e,
+                RunError::OutcomeUnknown(_) | RunError::AlreadyDecided(Decision::Commit)
+            )
+        },
+    )
+    .await
+}
+
+/// Deletes markers older than `age`; returns how many. Keep markers well
+/// beyond the longest check-back schedule (by default about an hour from
+/// prepare to the last attempt) and the longest local transaction: a deleted
+/// `rollback` marker no longer stops a late transaction, and a deleted
+/// `commit` marker turns a late check-back into a rollback answer.
+///
+/// ```no_run
+/// # async fn run(pool: sqlx::MySqlPool) -> Result<(), sqlx::Error> {
+/// use std::time::Duration;
+/// let n = trustmsg_client::barrier::purge_older_than(&pool, Duration::from_secs(7 * 24 * 3600)).await?;
+/// println!("{n} old markers deleted");
+/// # Ok(())
+/// # }
+/// ```
+pub async fn purge_older_than(pool: &MySqlPool, age: Duration) -> Result<u64, sqlx::Error> {
+    let millis = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
+    let mut total = 0;
+    loop {
+        // Small batches keep each DELETE's locks short.
+        let n = sqlx::query(
+            "DELETE FROM trustmsg_barrier \
+             WHERE created_at < CURRENT_TIMESTAMP(3) - INTERVAL ? * 1000 MICROSECOND LIMIT 1000",
+        )
+        .bind(millis)
+        .execute(pool)
+        .await?
+        .rows_affected();
+        total += n;
+        if n < 1000 {
+            return Ok(total);
+        }
+    }
+}
+
+fn parse_op(op: &[u8]) -> Result<Decision, sqlx::Error> {
+    match op {
+        b"commit" => Ok(Decision::Commit),
+        b"rollback" => Ok(Decision::Rollback),
+        other => Err(sqlx::Error::Protocol(format!(
+            "unexpected barrier marker {:?} in {TABLE}",
+            String::from_utf8_lossy(other)
+        ))),
+    }
+}

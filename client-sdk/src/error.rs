@@ -1,0 +1,186 @@
+//! The one error type of the client: every failure a caller may need to tell
+//! apart is its own variant, carrying trustmsg's `code` and `message`.
+
+/// Why a [`Producer`](crate::Producer) call failed.
+///
+/// 4xx answers are final and map to their own variants (never retried);
+/// network errors and 5xx are retried and, once the retries are used up,
+/// become [`Error::Unavailable`].
+///
+/// ```
+/// use trustmsg_client::Error;
+///
+/// fn explain(e: &Error) -> &'static str {
+///     match e {
+///         Error::Conflict { .. } => "the message was already decided the other way",
+///         Error::NotFound { .. } => "trustmsg does not know this message",
+///         Error::Invalid { .. } => "fix the request",
+///         Error::Unauthorized { .. } | Error::Forbidden { .. } => "check the token",
+///         Error::Unavailable { .. } => "trustmsg could not be reached; try later",
+///         _ => "unexpected",
+///     }
+/// }
+/// let e = Error::Conflict { code: "already_committed".into(), message: "…".into() };
+/// assert_eq!(e.code(), Some("already_committed"));
+/// assert_eq!(explain(&e), "the message was already decided the other way");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// 409: e.g. `prepare_conflict` (same key, different content), `rolled_back`
+    /// (prepare after a rollback), `already_committed`, `already_rolled_back`.
+    #[error("conflict ({code}): {message}")]
+    Conflict {
+        /// trustmsg's error code.
+        code: String,
+        /// trustmsg's explanation.
+        message: String,
+    },
+    /// 404: e.g. `message_not_found` on commit or get of an unknown message.
+    #[error("not found ({code}): {message}")]
+    NotFound {
+        /// trustmsg's error code.
+        code: String,
+        /// trustmsg's explanation.
+        message: String,
+    },
+    /// 400, 413 or 415: the request is invalid and will stay invalid.
+    #[error("invalid request, HTTP {status} ({code}): {message}")]
+    Invalid {
+        /// The HTTP status (400, 413 or 415).
+        status: u16,
+        /// trustmsg's error code, e.g. `invalid_topic`, `payload_too_large`.
+        code: String,
+        /// trustmsg's explanation.
+        message: String,
+    },
+    /// 401: the token is missing or wrong.
+    #[error("unauthorized ({code}): {message}")]
+    Unauthorized {
+        /// trustmsg's error code.
+        code: String,
+        /// trustmsg's explanation.
+        message: String,
+    },
+    /// 403: the token belongs to another producer.
+    #[error("forbidden ({code}): {message}")]
+    Forbidden {
+        /// trustmsg's error code.
+        code: String,
+        /// trustmsg's explanation.
+        message: String,
+    },
+    /// Network errors or 5xx on every attempt. The request may or may not have
+    /// reached trustmsg; every producer call is idempotent, so repeating it is safe.
+    #[error("trustmsg unavailable after {attempts} attempts: {message}")]
+    Unavailable {
+        /// How many requests were made.
+        attempts: u32,
+        /// The HTTP status of the last attempt, if it got an answer at all.
+        status: Option<u16>,
+        /// trustmsg's error code of the last attempt, if it sent one.
+        code: Option<String>,
+        /// What went wrong on the last attempt.
+        message: String,
+    },
+    /// Any other answer: an unexpected status, or a 2xx whose body is not a message view.
+    #[error("unexpected answer, HTTP {status}: {message}")]
+    Unexpected {
+        /// The HTTP status.
+        status: u16,
+        /// trustmsg's error code, if the body had one.
+        code: Option<String>,
+        /// What was wrong.
+        message: String,
+    },
+    /// The client could not be built (bad base URL, TLS setup).
+    #[error("client configuration: {0}")]
+    Config(String),
+}
+
+impl Error {
+    /// trustmsg's error code, when the server sent one.
+    ///
+    /// ```
+    /// let e = trustmsg_client::Error::NotFound {
+    ///     code: "message_not_found".into(),
+    ///     message: "no such message".into(),
+    /// };
+    /// assert_eq!(e.code(), Some("message_not_found"));
+    /// ```
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            Self::Conflict { code, .. }
+            | Self::NotFound { code, .. }
+            | Self::Invalid { code, .. }
+            | Self::Unauthorized { code, .. }
+            | Self::Forbidden { code, .. } => Some(code),
+            Self::Unavailable { code, .. } | Self::Unexpected { code, .. } => code.as_deref(),
+            Self::Config(_) => None,
+        }
+    }
+
+    /// The HTTP status of the (last) answer, when there was one.
+    ///
+    /// ```
+    /// let e = trustmsg_client::Error::Forbidden { code: "forbidden".into(), message: "".into() };
+    /// assert_eq!(e.status(), Some(403));
+    /// ```
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Conflict { .. } => Some(409),
+            Self::NotFound { .. } => Some(404),
+            Self::Invalid { status, .. } | Self::Unexpected { status, .. } => Some(*status),
+            Self::Unauthorized { .. } => Some(401),
+            Self::Forbidden { .. } => Some(403),
+            Self::Unavailable { status, .. } => *status,
+            Self::Config(_) => None,
+        }
+    }
+
+    /// True for [`Error::Unavailable`]: the call may have been applied or not,
+    /// and repeating it later is safe.
+    ///
+    /// ```
+    /// let e = trustmsg_client::Error::Unavailable {
+    ///     attempts: 4, status: Some(503), code: None, message: "down".into(),
+    /// };
+    /// assert!(e.is_unavailable());
+    /// ```
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Unavailable { .. })
+    }
+
+    /// Maps a final (non-retryable) error answer to its variant.
+    pub(crate) fn from_status(status: u16, code: Option<String>, message: String) -> Self {
+        let code_or = |default: &str| code.clone().unwrap_or_else(|| default.to_string());
+        match status {
+            400 | 413 | 415 => Self::Invalid {
+                status,
+                code: code_or("invalid"),
+                message,
+            },
+            401 => Self::Unauthorized {
+                code: code_or("unauthorized"),
+                message,
+            },
+            403 => Self::Forbidden {
+                code: code_or("forbidden"),
+                message,
+            },
+            404 => Self::NotFound {
+                code: code_or("not_found"),
+                message,
+            },
+            409 => Self::Conflict {
+                code: code_or("conflict"),
+                message,
+            },
+            _ => Self::Unexpected {
+                status,
+                code,
+                message,
+            },
+        }
+    }
+}
