@@ -2,13 +2,17 @@
 //! rollback now, commit on check-back, rollback on check-back, unknown forever.
 
 use std::collections::HashMap;
+
+use futures::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use trustmsg_client::{check_router, Decision, Message, Producer};
 use trustmsg_verify_api::kafka_headers;
 
-use crate::harness::{eventually, serve, settings, statuses, AlertSink, Db, Kafka, Service, FAST_VERIFY};
+use crate::harness::{
+    eventually, serve, settings, statuses, AlertSink, Db, Kafka, Service, FAST_VERIFY,
+};
 
 const TOPIC: &str = "e2e-orders";
 const N: usize = 500;
@@ -35,7 +39,7 @@ fn class_of(i: usize) -> Class {
 /// Payload bytes that differ per message and include non-UTF-8 bytes for some.
 fn payload_of(i: usize) -> Vec<u8> {
     let mut p = format!("{{\"order\":{i},\"total\":{}}}", i * 7).into_bytes();
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         p.extend_from_slice(&[0x00, 0xff, 0xfe, (i % 256) as u8]);
     }
     p
@@ -52,14 +56,21 @@ async fn five_classes_end_as_decided_and_the_ledger_balances() {
 
     // The producer's check endpoint answers by class; commit-now and
     // rollback-now messages may be asked too if a check races their decision.
-    let classes: Arc<HashMap<String, Class>> =
-        Arc::new((0..N).map(|i| (format!("order-{i}"), class_of(i))).collect());
+    let classes: Arc<HashMap<String, Class>> = Arc::new(
+        (0..N)
+            .map(|i| (format!("order-{i}"), class_of(i)))
+            .collect(),
+    );
     let check_classes = classes.clone();
     let secret_cell = Arc::new(std::sync::OnceLock::<String>::new());
     let (token, secret) = {
         // Register first to learn the signing secret, then serve the endpoint at a fixed URL.
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/check", listener.local_addr().unwrap());
+        let url = format!(
+            "http://{}{}",
+            listener.local_addr().unwrap(),
+            trustmsg_client::DEFAULT_CHECK_PATH
+        );
         let (token, secret) = service.register("shop", settings(&url, 800, 3)).await;
         let _ = secret_cell.set(secret.clone());
         let router = check_router(secret.clone(), move |req: trustmsg_client::CheckRequest| {
@@ -71,10 +82,7 @@ async fn five_classes_end_as_decided_and_the_ledger_balances() {
                     _ => Decision::Unknown,
                 })
             }
-        })
-        .route_layer(axum::middleware::from_fn(|req, next: axum::middleware::Next| async move {
-            next.run(req).await
-        }));
+        });
         tokio::spawn(async move { axum::serve(listener, router).await });
         (token, secret)
     };
@@ -113,12 +121,19 @@ async fn five_classes_end_as_decided_and_the_ledger_balances() {
 
     let pool = db.pool().await;
     let committed = N / 5 * 2;
-    eventually(60, "every message decided and every commit delivered", || async {
-        let st = statuses(&pool, "shop").await;
-        let undecided = st.values().filter(|(_, s, _)| s == "PREPARED").count();
-        let sent = st.values().filter(|(_, _, ss)| ss.as_deref() == Some("SENT")).count();
-        undecided == 0 && sent == committed && kafka.deliveries().len() >= committed
-    })
+    eventually(
+        60,
+        "every message decided and every commit delivered",
+        || async {
+            let st = statuses(&pool, "shop").await;
+            let undecided = st.values().filter(|(_, s, _)| s == "PREPARED").count();
+            let sent = st
+                .values()
+                .filter(|(_, _, ss)| ss.as_deref() == Some("SENT"))
+                .count();
+            undecided == 0 && sent == committed && kafka.deliveries().len() >= committed
+        },
+    )
     .await;
     eventually(20, "one alert per unknown message", || async {
         alerts.per_message().len() == N / 5
@@ -148,7 +163,10 @@ async fn five_classes_end_as_decided_and_the_ledger_balances() {
             wrong.push(format!("{key}: status {status}, want {expected_status}"));
         }
         if expect_delivered != (delivered > 0) {
-            wrong.push(format!("{key} ({:?}): delivered {delivered} times", class_of(i)));
+            wrong.push(format!(
+                "{key} ({:?}): delivered {delivered} times",
+                class_of(i)
+            ));
         }
         if expect_delivered && send.as_deref() != Some("SENT") {
             wrong.push(format!("{key}: send_status {send:?}"));
@@ -174,11 +192,18 @@ async fn five_classes_end_as_decided_and_the_ledger_balances() {
         if r.key.as_deref() != Some(format!("customer-{}", i % 17).as_bytes()) {
             wrong.push(format!("{key}: record key differs"));
         }
-        let h: HashMap<&str, &[u8]> = r.headers.iter().map(|(k, v)| (k.as_str(), v.as_slice())).collect();
+        let h: HashMap<&str, &[u8]> = r
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_slice()))
+            .collect();
         let want: [(&str, Vec<u8>); 5] = [
             ("source", b"e2e".to_vec()),
             ("n", i.to_string().into_bytes()),
-            (kafka_headers::MESSAGE_ID, r.message_id.to_string().into_bytes()),
+            (
+                kafka_headers::MESSAGE_ID,
+                r.message_id.to_string().into_bytes(),
+            ),
             (kafka_headers::BIZ_ID, b"shop".to_vec()),
             (kafka_headers::MESSAGE_KEY, key.clone().into_bytes()),
         ];
@@ -191,9 +216,12 @@ async fn five_classes_end_as_decided_and_the_ledger_balances() {
             wrong.push(format!("{key}: {} headers", h.len()));
         }
     }
-    assert!(wrong.is_empty(), "{} ledger errors:\n{}", wrong.len(), wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "{} ledger errors:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
     drop(service);
     db.drop_db().await;
 }
-
-use futures::StreamExt;

@@ -1,6 +1,7 @@
 //! The pieces every end-to-end test needs: the real `trustmsg` binary as a
 //! child process, a fresh MariaDB database, Kafka through librdkafka's mock
 //! cluster (in this process, reachable over TCP), an alert webhook sink.
+#![allow(unreachable_pub)]
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
@@ -32,7 +33,11 @@ pub struct Db {
 
 impl Db {
     pub async fn create(tag: &str) -> Self {
-        let name = format!("tm_e2e_{tag}_{}_{}", std::process::id(), rand::random::<u32>());
+        let name = format!(
+            "tm_e2e_{tag}_{}_{}",
+            std::process::id(),
+            rand::random::<u32>()
+        );
         let admin = MySqlPoolOptions::new()
             .max_connections(1)
             .connect(&mysql_server_url())
@@ -49,8 +54,12 @@ impl Db {
     }
 
     pub async fn pool(&self) -> MySqlPool {
+        self.pool_of(8).await
+    }
+
+    pub async fn pool_of(&self, connections: u32) -> MySqlPool {
         MySqlPoolOptions::new()
-            .max_connections(64)
+            .max_connections(connections)
             .connect(&self.url)
             .await
             .unwrap()
@@ -140,7 +149,11 @@ impl Service {
         let http = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if let Ok(r) = http.get(format!("http://{}/readyz", self.addr)).send().await {
+            if let Ok(r) = http
+                .get(format!("http://{}/readyz", self.addr))
+                .send()
+                .await
+            {
                 if r.status().is_success() {
                     return;
                 }
@@ -300,9 +313,15 @@ where
     }
 }
 
+/// A message row as raw columns: key, id, status, send_status.
+type StatusRow = (Vec<u8>, u64, Vec<u8>, Option<Vec<u8>>);
+
 /// Status of every message of `biz_id`, by message key.
-pub async fn statuses(pool: &MySqlPool, biz_id: &str) -> HashMap<String, (u64, String, Option<String>)> {
-    let rows: Vec<(Vec<u8>, u64, Vec<u8>, Option<Vec<u8>>)> = sqlx::query_as(
+pub async fn statuses(
+    pool: &MySqlPool,
+    biz_id: &str,
+) -> HashMap<String, (u64, String, Option<String>)> {
+    let rows: Vec<StatusRow> = sqlx::query_as(
         "SELECT message_key, id, status, send_status FROM messages WHERE biz_id = ?",
     )
     .bind(biz_id)

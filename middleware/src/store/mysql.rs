@@ -38,6 +38,18 @@ impl MySqlStore {
         let pool = MySqlPoolOptions::new()
             .max_connections(32)
             .acquire_timeout(Duration::from_secs(10))
+            // READ COMMITTED: claims scan due rows with FOR UPDATE SKIP LOCKED;
+            // under REPEATABLE READ that scan also takes gap locks, which block
+            // concurrent prepares' INSERTs and deadlock with them. No statement
+            // here needs a repeatable snapshot: every write is a guarded UPDATE.
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    sqlx::query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                        .execute(conn)
+                        .await?;
+                    Ok(())
+                })
+            })
             .connect_with(opts)
             .await?;
         Ok(Self { pool })

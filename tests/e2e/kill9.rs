@@ -1,0 +1,145 @@
+//! kill -9 of the service in the middle of a stream of commits: after a restart
+//! the ledger still shows zero lost and zero wrong publishes.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use trustmsg_client::{check_router, Decision, Error, Message, MessageView, Producer};
+
+use crate::harness::{eventually, settings, statuses, Db, Kafka, Service, FAST_VERIFY};
+
+const TOPIC: &str = "e2e-kill";
+const N: usize = 400;
+
+fn commits(i: usize) -> bool {
+    !i.is_multiple_of(5)
+}
+
+/// Retries a call until the service answers (it is down for a while).
+async fn until_answered<F, Fut>(mut call: F) -> MessageView
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<MessageView, Error>>,
+{
+    loop {
+        match call().await {
+            Ok(v) => return v,
+            Err(e) if e.is_unavailable() => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(e) => panic!("unexpected answer: {e}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kill_9_mid_stream_loses_nothing_and_publishes_nothing_wrong() {
+    let db = Db::create("kill").await;
+    let kafka = Kafka::start(&[TOPIC]);
+    let mut service = Service::start(&db, &kafka.mock.bootstrap, FAST_VERIFY).await;
+
+    // Check-back answers from the producer's own ledger (what it decided).
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!(
+        "http://{}{}",
+        listener.local_addr().unwrap(),
+        trustmsg_client::DEFAULT_CHECK_PATH
+    );
+    let (token, secret) = service.register("shop", settings(&url, 3_000, 15)).await;
+    let router = check_router(secret, |req: trustmsg_client::CheckRequest| async move {
+        let i: usize = req.message_key.trim_start_matches("k-").parse().unwrap();
+        Ok::<_, std::convert::Infallible>(if commits(i) {
+            Decision::Commit
+        } else {
+            Decision::Rollback
+        })
+    });
+    tokio::spawn(async move { axum::serve(listener, router).await });
+
+    let producer = Producer::new(&service.url(), "shop", token).unwrap();
+    let decided = Arc::new(AtomicUsize::new(0));
+    let stream = {
+        let (producer, decided) = (producer.clone(), decided.clone());
+        tokio::spawn(async move {
+            let work = (0..N).map(|i| {
+                let (producer, decided) = (producer.clone(), decided.clone());
+                async move {
+                    let key = format!("k-{i}");
+                    let message = Message::new(key.clone(), TOPIC, format!("payload {i}"));
+                    let view = until_answered(|| producer.prepare(&message)).await;
+                    if commits(i) {
+                        until_answered(|| producer.commit(&key)).await;
+                    } else {
+                        until_answered(|| producer.rollback(&key)).await;
+                    }
+                    decided.fetch_add(1, Ordering::Relaxed);
+                    (key, view.id)
+                }
+            });
+            futures::stream::iter(work)
+                .buffer_unordered(16)
+                .collect::<Vec<_>>()
+                .await
+        })
+    };
+
+    // Kill in the middle of the stream, stay down a moment, come back.
+    eventually(60, "a third of the stream decided", || async {
+        decided.load(Ordering::Relaxed) >= N / 3
+    })
+    .await;
+    service.kill_9();
+    let at_kill = decided.load(Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    service.restart().await;
+    let ids: HashMap<String, u64> = stream.await.unwrap().into_iter().collect();
+    assert!(at_kill < N, "the kill happened mid-stream");
+
+    let pool = db.pool().await;
+    let want_sent = (0..N).filter(|i| commits(*i)).count();
+    eventually(60, "every committed message sent", || async {
+        statuses(&pool, "shop")
+            .await
+            .values()
+            .filter(|(_, _, s)| s.as_deref() == Some("SENT"))
+            .count()
+            == want_sent
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let st = statuses(&pool, "shop").await;
+    let deliveries = kafka.deliveries();
+    let records = kafka.records();
+    let (mut lost, mut wrong) = (Vec::new(), Vec::new());
+    for i in 0..N {
+        let key = format!("k-{i}");
+        let id = ids[&key];
+        let delivered = deliveries.get(&id).copied().unwrap_or(0);
+        let (_, status, _) = &st[&key];
+        if commits(i) {
+            if delivered == 0 {
+                lost.push(key.clone());
+            }
+            assert_eq!(status, "COMMITTED", "{key}");
+        } else {
+            if delivered > 0 {
+                wrong.push(key.clone());
+            }
+            assert_eq!(status, "ROLLED_BACK", "{key}");
+        }
+    }
+    for r in &records {
+        let i: usize = ids
+            .iter()
+            .find(|(_, id)| **id == r.message_id)
+            .map(|(k, _)| k.trim_start_matches("k-").parse().unwrap())
+            .expect("a record of this test");
+        assert_eq!(r.payload, format!("payload {i}").into_bytes());
+    }
+    assert!(lost.is_empty(), "lost: {lost:?}");
+    assert!(wrong.is_empty(), "wrongly published: {wrong:?}");
+    drop(service);
+    db.drop_db().await;
+}
