@@ -101,6 +101,15 @@ pub struct ServeArgs {
     #[arg(long, env = "TRUSTMSG_PRODUCER_CACHE_TTL", default_value = "30s", value_parser = duration)]
     pub producer_cache_ttl: Duration,
 
+    /// Concurrent write batches (prepares, and decisions, each): requests that
+    /// arrive while these are busy are written together in the next batch.
+    #[arg(long, env = "TRUSTMSG_WRITE_WORKERS", default_value_t = 4)]
+    pub write_workers: usize,
+
+    /// Most prepares (or decisions) written in one transaction.
+    #[arg(long, env = "TRUSTMSG_WRITE_BATCH", default_value_t = 128)]
+    pub write_batch: usize,
+
     /// How long in-flight requests and sends may take to finish on shutdown.
     #[arg(long, env = "TRUSTMSG_SHUTDOWN_GRACE", default_value = "10s", value_parser = duration)]
     pub shutdown_grace: Duration,

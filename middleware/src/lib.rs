@@ -12,6 +12,7 @@
 pub mod alert;
 pub mod api;
 pub mod bench;
+pub mod coalesce;
 pub mod config;
 pub mod error;
 pub mod forwarder;

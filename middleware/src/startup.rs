@@ -83,7 +83,14 @@ impl Application {
             workers.push(verifier.spawn(shutdown.clone()));
         }
 
+        let writes = crate::coalesce::Coalescer::start(
+            store.clone(),
+            cfg.write_workers,
+            cfg.write_batch,
+            cfg.forwarder.send_lease,
+        );
         let state = AppState {
+            writes,
             store: store.clone(),
             registry,
             auth: AuthConfig {

@@ -10,7 +10,7 @@ use trustmsg_verify_api::{DecisionRequest, ErrorBody, MessageView, PrepareReques
 
 use super::{validate, AppState, Json};
 use crate::error::ApiError;
-use crate::store::{self, Actor, DecideOutcome, DecideRequest, Inserted, NewMessage, Target};
+use crate::store::{DecideOutcome, Inserted, NewMessage};
 
 /// Routes under `/v1/messages`.
 pub fn router(state: &AppState) -> Router<AppState> {
@@ -64,7 +64,8 @@ pub async fn prepare(
         headers: valid.headers,
         first_verify_after,
     };
-    match state.store.insert_prepared(&new).await? {
+    let digest = new.digest();
+    match state.writes.prepare(new).await? {
         Inserted::Created(m) => Ok((StatusCode::CREATED, axum::Json(m.view()))),
         Inserted::Existing(m) if m.tombstone => Err(ApiError::conflict(
             "rolled_back",
@@ -73,7 +74,7 @@ pub async fn prepare(
                 m.message_key, m.biz_id
             ),
         )),
-        Inserted::Existing(m) if m.content_digest.as_deref() == Some(&new.digest()) => {
+        Inserted::Existing(m) if m.content_digest.as_deref() == Some(&digest) => {
             Ok((StatusCode::OK, axum::Json(m.view())))
         }
         Inserted::Existing(m) => Err(ApiError::conflict(
@@ -128,21 +129,10 @@ async fn decide(
     validate::biz_id(&req.biz_id)?;
     validate::message_key(&req.message_key)?;
     state.require_producer(&headers, &req.biz_id).await?;
-    let outcome = store::decide(
-        state.store.as_ref(),
-        DecideRequest {
-            target: Target::Key {
-                biz_id: &req.biz_id,
-                message_key: &req.message_key,
-            },
-            commit,
-            actor: Actor::Producer(req.biz_id.clone()),
-            reason: format!("{} by producer", if commit { "commit" } else { "rollback" }),
-            send_lease: state.send_lease,
-            verify_attempt: false,
-        },
-    )
-    .await?;
+    let outcome = state
+        .writes
+        .decide(req.biz_id.clone(), req.message_key.clone(), commit)
+        .await?;
     match outcome {
         DecideOutcome::Decided(m) => {
             let view = m.view();

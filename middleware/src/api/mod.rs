@@ -50,6 +50,8 @@ pub struct AppState {
     pub send_lease: Duration,
     /// Fallbacks for producer settings.
     pub producer_defaults: ProducerDefaults,
+    /// Batches concurrent prepares and decisions into shared transactions.
+    pub writes: crate::coalesce::Coalescer,
     /// Told about every commit so the forwarder sends at once.
     pub commits: Arc<dyn CommitListener>,
     /// Which check-back addresses are allowed (checked at registration).

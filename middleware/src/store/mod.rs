@@ -18,7 +18,7 @@
 pub mod mysql;
 pub mod sqlite;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -291,6 +291,30 @@ pub trait Store: Send + Sync + 'static {
     /// Applies a guarded transition with its audit row; None when the guard
     /// matched nothing (someone else changed the row first).
     async fn transition(&self, t: &Transition) -> StoreResult<Option<Message>>;
+
+    /// [`Store::insert_prepared`] for many messages at once, one result per
+    /// input in order. A backend may write them in one transaction (one
+    /// durable commit for the lot); the default writes them one by one.
+    /// Within one batch the first of several identical keys is the one created.
+    async fn insert_prepared_batch(&self, batch: &[NewMessage]) -> StoreResult<Vec<Inserted>> {
+        insert_prepared_each(self, batch).await
+    }
+
+    /// The rows holding these (biz_id, message_key) pairs, in any order.
+    async fn find_messages(&self, keys: &[(&str, &str)]) -> StoreResult<Vec<Message>> {
+        let mut out = Vec::with_capacity(keys.len());
+        for (b, k) in keys {
+            out.extend(self.find_message(b, k).await?);
+        }
+        Ok(out)
+    }
+
+    /// [`Store::transition`] for many rows, one result per input in order. A
+    /// backend may apply them in one transaction; when it cannot tell which
+    /// guards matched it must fall back to one by one. The default is one by one.
+    async fn transition_batch(&self, ts: &[Transition]) -> StoreResult<Vec<Option<Message>>> {
+        transition_each(self, ts).await
+    }
     async fn audit_trail(&self, message_id: u64) -> StoreResult<Vec<AuditEntry>>;
 
     /// Claims up to `limit` committed rows whose send is due, pushing their
@@ -337,6 +361,30 @@ pub trait Store: Send + Sync + 'static {
     async fn find_producer(&self, biz_id: &str) -> StoreResult<Option<Producer>>;
     async fn delete_producer(&self, biz_id: &str) -> StoreResult<bool>;
     async fn set_producer_token(&self, biz_id: &str, token_hash: &[u8]) -> StoreResult<bool>;
+}
+
+/// [`Store::insert_prepared`] for each message in turn.
+pub async fn insert_prepared_each<S: Store + ?Sized>(
+    store: &S,
+    batch: &[NewMessage],
+) -> StoreResult<Vec<Inserted>> {
+    let mut out = Vec::with_capacity(batch.len());
+    for m in batch {
+        out.push(store.insert_prepared(m).await?);
+    }
+    Ok(out)
+}
+
+/// [`Store::transition`] for each transition in turn.
+pub async fn transition_each<S: Store + ?Sized>(
+    store: &S,
+    ts: &[Transition],
+) -> StoreResult<Vec<Option<Message>>> {
+    let mut out = Vec::with_capacity(ts.len());
+    for t in ts {
+        out.push(store.transition(t).await?);
+    }
+    Ok(out)
 }
 
 /// Shared handle to the configured backend.
@@ -478,6 +526,99 @@ pub async fn decide(store: &dyn Store, req: DecideRequest<'_>) -> StoreResult<De
     Err(StoreError::Corrupt(
         "decision kept losing races; giving up after 16 tries".into(),
     ))
+}
+
+/// [`decide`] for many producer decisions (by key) at once: one read of all
+/// the rows, one batched transition for all that can change, and the plain
+/// [`decide`] for whatever needs more (a tombstone, a lost race, a key that
+/// appears twice in the batch). Same outcomes as deciding one by one.
+pub async fn decide_batch(
+    store: &dyn Store,
+    reqs: &[DecideRequest<'_>],
+) -> StoreResult<Vec<DecideOutcome>> {
+    let keys: Vec<(&str, &str)> = reqs
+        .iter()
+        .filter_map(|r| match r.target {
+            Target::Key {
+                biz_id,
+                message_key,
+            } => Some((biz_id, message_key)),
+            Target::Id(_) => None,
+        })
+        .collect();
+    if keys.len() != reqs.len() {
+        let mut out = Vec::with_capacity(reqs.len());
+        for r in reqs {
+            out.push(decide(store, r.clone()).await?);
+        }
+        return Ok(out);
+    }
+    let rows = store.find_messages(&keys).await?;
+    let by_key: HashMap<(&str, &str), &Message> = rows
+        .iter()
+        .map(|m| ((m.biz_id.as_str(), m.message_key.as_str()), m))
+        .collect();
+    let mut outcomes: Vec<Option<DecideOutcome>> = vec![None; reqs.len()];
+    let mut transitions = Vec::new();
+    let mut transition_of = Vec::new();
+    let mut seen = HashSet::new();
+    for (i, (req, key)) in reqs.iter().zip(&keys).enumerate() {
+        if !seen.insert(*key) {
+            continue; // decided one by one below, after the first
+        }
+        let to = if req.commit {
+            MessageStatus::Committed
+        } else {
+            MessageStatus::RolledBack
+        };
+        match by_key.get(key) {
+            None if req.commit => outcomes[i] = Some(DecideOutcome::NotFound),
+            None => {} // a tombstone: one by one
+            Some(m) if m.status == to => {
+                outcomes[i] = Some(DecideOutcome::AlreadyDecided((*m).clone()))
+            }
+            Some(m) if m.status.is_final() => {
+                outcomes[i] = Some(DecideOutcome::Conflict((*m).clone()))
+            }
+            Some(m) => {
+                transitions.push(Transition {
+                    id: m.id,
+                    from: m.status,
+                    version: m.version,
+                    to,
+                    send_lease: req.send_lease,
+                    verify_attempt: req.verify_attempt,
+                    error: None,
+                    actor: req.actor.clone(),
+                    reason: req.reason.clone(),
+                });
+                transition_of.push(i);
+            }
+        }
+    }
+    // One batched UPDATE per target status (commits, rollbacks).
+    for to in [MessageStatus::Committed, MessageStatus::RolledBack] {
+        let (group, index): (Vec<Transition>, Vec<usize>) = transitions
+            .iter()
+            .zip(&transition_of)
+            .filter(|(t, _)| t.to == to)
+            .map(|(t, i)| (t.clone(), *i))
+            .unzip();
+        if group.is_empty() {
+            continue;
+        }
+        for (result, i) in store.transition_batch(&group).await?.into_iter().zip(index) {
+            outcomes[i] = result.map(DecideOutcome::Decided);
+        }
+    }
+    let mut out = Vec::with_capacity(reqs.len());
+    for (req, outcome) in reqs.iter().zip(outcomes) {
+        out.push(match outcome {
+            Some(o) => o,
+            None => decide(store, req.clone()).await?,
+        });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

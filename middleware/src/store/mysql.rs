@@ -4,6 +4,7 @@
 //! the due rows between them instead of queueing on each other's locks. All
 //! times come from `UTC_TIMESTAMP(3)`, the database clock.
 
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -174,6 +175,111 @@ where
         .collect()
 }
 
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
+}
+
+/// What a transition to `to` sets besides the status: the send status it
+/// starts and the audit action that names it.
+fn transition_effects(to: MessageStatus) -> (Option<&'static str>, &'static str) {
+    match to {
+        MessageStatus::Committed => (Some("PENDING"), "commit"),
+        MessageStatus::RolledBack => (None, "rollback"),
+        MessageStatus::VerifyFailed => (None, "verify_failed"),
+        MessageStatus::Prepared => (None, "reverify"),
+    }
+}
+
+/// `UPDATE messages SET …` for a transition like `t` (the caller adds the guard).
+fn transition_update(t: &Transition) -> QueryBuilder<'static, MySql> {
+    let (send_status, _) = transition_effects(t.to);
+    let to = t.to.as_str();
+    let mut q = QueryBuilder::<MySql>::new("UPDATE messages SET status = ");
+    q.push_bind(to)
+        .push(", send_status = ")
+        .push_bind(send_status)
+        .push(", version = version + 1, verify_attempts = IF(")
+        .push_bind(to)
+        .push(" = 'PREPARED', 0, verify_attempts + ")
+        .push_bind(u32::from(t.verify_attempt))
+        .push("), last_error = COALESCE(")
+        .push_bind(t.error.as_deref().map(clip_error).map(str::to_string))
+        .push(", last_error), next_verify_at = IF(")
+        .push_bind(to)
+        .push(" = 'PREPARED', UTC_TIMESTAMP(3), NULL), next_send_at = IF(")
+        .push_bind(to)
+        .push(" = 'COMMITTED', UTC_TIMESTAMP(3) + INTERVAL ")
+        .push_bind(micros(t.send_lease))
+        .push(" MICROSECOND, NULL), decided_at = IF(")
+        .push_bind(to)
+        .push(
+            " IN ('COMMITTED', 'ROLLED_BACK', 'VERIFY_FAILED'), UTC_TIMESTAMP(3), decided_at), \
+             updated_at = UTC_TIMESTAMP(3)",
+        );
+    q
+}
+
+/// One audit row per transition, in one statement.
+async fn insert_transition_audits(
+    conn: &mut sqlx::MySqlConnection,
+    ts: &[Transition],
+) -> StoreResult<()> {
+    let mut q = QueryBuilder::<MySql>::new(
+        "INSERT INTO audit_log (message_id, actor, action, from_status, to_status, \
+         from_send_status, to_send_status, reason, created_at) ",
+    );
+    q.push_values(ts, |mut b, t| {
+        let (send_status, action) = transition_effects(t.to);
+        b.push_bind(t.id)
+            .push_bind(t.actor.to_string())
+            .push_bind(action)
+            .push_bind(t.from.as_str())
+            .push_bind(t.to.as_str())
+            .push_bind(None::<&str>)
+            .push_bind(send_status)
+            .push_bind(clip_error(&t.reason).to_string())
+            .push("UTC_TIMESTAMP(3)");
+    });
+    q.build().execute(conn).await?;
+    Ok(())
+}
+
+/// The rows holding these keys, grouped per biz_id so each group is a range
+/// on the unique (biz_id, message_key) index.
+async fn select_messages_by_keys<'e, E>(exec: E, keys: &[(&str, &str)]) -> StoreResult<Vec<Message>>
+where
+    E: sqlx::Executor<'e, Database = MySql>,
+{
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut by_biz: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (b, k) in keys {
+        by_biz.entry(b).or_default().push(k);
+    }
+    let mut q =
+        QueryBuilder::<MySql>::new(format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE "));
+    for (i, (biz, ks)) in by_biz.iter().enumerate() {
+        if i > 0 {
+            q.push(" OR ");
+        }
+        q.push("(biz_id = ")
+            .push_bind(*biz)
+            .push(" AND message_key IN (");
+        let mut sep = q.separated(", ");
+        for k in ks {
+            sep.push_bind(*k);
+        }
+        q.push("))");
+    }
+    q.build()
+        .fetch_all(exec)
+        .await?
+        .iter()
+        .map(message_from_row)
+        .collect()
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn insert_audit(
     conn: &mut sqlx::MySqlConnection,
@@ -325,57 +431,152 @@ impl Store for MySqlStore {
 
     async fn transition(&self, t: &Transition) -> StoreResult<Option<Message>> {
         let mut tx = self.pool.begin().await?;
-        let (send_status, action) = match t.to {
-            MessageStatus::Committed => (Some("PENDING"), "commit"),
-            MessageStatus::RolledBack => (None, "rollback"),
-            MessageStatus::VerifyFailed => (None, "verify_failed"),
-            MessageStatus::Prepared => (None, "reverify"),
-        };
-        let updated = sqlx::query(
-            "UPDATE messages SET status = ?, send_status = ?, version = version + 1, \
-             verify_attempts = IF(? = 'PREPARED', 0, verify_attempts + ?), \
-             last_error = COALESCE(?, last_error), \
-             next_verify_at = IF(? = 'PREPARED', UTC_TIMESTAMP(3), NULL), \
-             next_send_at = IF(? = 'COMMITTED', UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, NULL), \
-             decided_at = IF(? IN ('COMMITTED', 'ROLLED_BACK', 'VERIFY_FAILED'), UTC_TIMESTAMP(3), decided_at), \
-             updated_at = UTC_TIMESTAMP(3) \
-             WHERE id = ? AND status = ? AND version = ?",
-        )
-        .bind(t.to.as_str())
-        .bind(send_status)
-        .bind(t.to.as_str())
-        .bind(u32::from(t.verify_attempt))
-        .bind(t.error.as_deref().map(clip_error))
-        .bind(t.to.as_str())
-        .bind(t.to.as_str())
-        .bind(micros(t.send_lease))
-        .bind(t.to.as_str())
-        .bind(t.id)
-        .bind(t.from.as_str())
-        .bind(t.version)
-        .execute(&mut *tx)
-        .await;
-        match updated {
+        let mut q = transition_update(t);
+        q.push(" WHERE id = ")
+            .push_bind(t.id)
+            .push(" AND status = ")
+            .push_bind(t.from.as_str())
+            .push(" AND version = ")
+            .push_bind(t.version);
+        match q.build().execute(&mut *tx).await {
             Ok(done) if done.rows_affected() == 1 => {}
             Ok(_) => return Ok(None),
             Err(e) if is_lock_conflict(&e) => return Ok(None),
             Err(e) => return Err(e.into()),
         }
-        insert_audit(
-            &mut tx,
-            t.id,
-            &t.actor,
-            action,
-            Some(t.from.as_str()),
-            Some(t.to.as_str()),
-            None,
-            send_status,
-            &t.reason,
-        )
-        .await?;
+        insert_transition_audits(&mut tx, std::slice::from_ref(t)).await?;
         let row = select_messages_by_ids(&mut *tx, &[t.id]).await?.pop();
         tx.commit().await?;
         Ok(row)
+    }
+
+    async fn insert_prepared_batch(&self, batch: &[NewMessage]) -> StoreResult<Vec<Inserted>> {
+        if batch.len() == 1 {
+            return Ok(vec![self.insert_prepared(&batch[0]).await?]);
+        }
+        let keys: Vec<(&str, &str)> = batch
+            .iter()
+            .map(|m| (m.biz_id.as_str(), m.message_key.as_str()))
+            .collect();
+        let mut tx = self.pool.begin().await?;
+        let existing = select_messages_by_keys(&mut *tx, &keys).await?;
+        let mut seen: HashSet<(&str, &str)> = existing
+            .iter()
+            .map(|m| (m.biz_id.as_str(), m.message_key.as_str()))
+            .collect();
+        // The first occurrence of each new key is the one this batch creates.
+        let creates: Vec<&NewMessage> = batch
+            .iter()
+            .filter(|m| seen.insert((m.biz_id.as_str(), m.message_key.as_str())))
+            .collect();
+        if !creates.is_empty() {
+            let mut q = QueryBuilder::<MySql>::new(
+                "INSERT INTO messages (biz_id, message_key, topic, record_key, payload, headers, \
+                 content_digest, status, next_verify_at, created_at, updated_at) ",
+            );
+            q.push_values(&creates, |mut b, m| {
+                b.push_bind(&m.biz_id)
+                    .push_bind(&m.message_key)
+                    .push_bind(&m.topic)
+                    .push_bind(&m.key)
+                    .push_bind(&m.payload)
+                    .push_bind(serde_json::to_string(&m.headers).expect("string map serialises"))
+                    .push_bind(m.digest())
+                    .push("'PREPARED'")
+                    .push("UTC_TIMESTAMP(3) + INTERVAL ")
+                    .push_bind_unseparated(micros(m.first_verify_after))
+                    .push_unseparated(" MICROSECOND")
+                    .push("UTC_TIMESTAMP(3)")
+                    .push("UTC_TIMESTAMP(3)");
+            });
+            match q.build().execute(&mut *tx).await {
+                Ok(_) => {}
+                // Another instance inserted one of the keys since our read, or
+                // a lock conflict: let the one-by-one path sort each out.
+                Err(e) if is_lock_conflict(&e) || is_unique_violation(&e) => {
+                    drop(tx);
+                    return super::insert_prepared_each(self, batch).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let created_keys: Vec<(&str, &str)> = creates
+            .iter()
+            .map(|m| (m.biz_id.as_str(), m.message_key.as_str()))
+            .collect();
+        let created = select_messages_by_keys(&mut *tx, &created_keys).await?;
+        tx.commit().await?;
+
+        let mut rows: HashMap<(&str, &str), (&Message, bool)> = HashMap::new();
+        for m in &existing {
+            rows.insert((m.biz_id.as_str(), m.message_key.as_str()), (m, false));
+        }
+        for m in &created {
+            rows.insert((m.biz_id.as_str(), m.message_key.as_str()), (m, true));
+        }
+        let mut out = Vec::with_capacity(batch.len());
+        for key in &keys {
+            let entry = rows
+                .get_mut(key)
+                .ok_or_else(|| StoreError::Corrupt("a batched prepare's row vanished".into()))?;
+            let (row, fresh) = *entry;
+            out.push(if fresh {
+                entry.1 = false;
+                Inserted::Created(row.clone())
+            } else {
+                Inserted::Existing(row.clone())
+            });
+        }
+        Ok(out)
+    }
+
+    async fn find_messages(&self, keys: &[(&str, &str)]) -> StoreResult<Vec<Message>> {
+        select_messages_by_keys(&self.pool, keys).await
+    }
+
+    async fn transition_batch(&self, ts: &[Transition]) -> StoreResult<Vec<Option<Message>>> {
+        let uniform = ts.windows(2).all(|w| {
+            (w[0].to, w[0].send_lease, w[0].verify_attempt, &w[0].error)
+                == (w[1].to, w[1].send_lease, w[1].verify_attempt, &w[1].error)
+        });
+        let distinct: HashSet<u64> = ts.iter().map(|t| t.id).collect();
+        if ts.len() < 2 || !uniform || distinct.len() != ts.len() {
+            return super::transition_each(self, ts).await;
+        }
+        let mut tx = self.pool.begin().await?;
+        let mut q = transition_update(&ts[0]);
+        q.push(" WHERE (id, status, version) IN (");
+        let mut sep = q.separated(", ");
+        for t in ts {
+            sep.push("(")
+                .push_bind_unseparated(t.id)
+                .push_unseparated(", ")
+                .push_bind_unseparated(t.from.as_str())
+                .push_unseparated(", ")
+                .push_bind_unseparated(t.version)
+                .push_unseparated(")");
+        }
+        q.push(")");
+        match q.build().execute(&mut *tx).await {
+            Ok(done) if done.rows_affected() == ts.len() as u64 => {}
+            // Some guard lost a race: which one is unknown from the count, so
+            // undo and let each transition find out for itself.
+            Ok(_) => {
+                tx.rollback().await?;
+                return super::transition_each(self, ts).await;
+            }
+            Err(e) if is_lock_conflict(&e) => {
+                drop(tx);
+                return super::transition_each(self, ts).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        insert_transition_audits(&mut tx, ts).await?;
+        let ids: Vec<u64> = ts.iter().map(|t| t.id).collect();
+        let rows = select_messages_by_ids(&mut *tx, &ids).await?;
+        tx.commit().await?;
+        let by_id: HashMap<u64, Message> = rows.into_iter().map(|m| (m.id, m)).collect();
+        Ok(ts.iter().map(|t| by_id.get(&t.id).cloned()).collect())
     }
 
     async fn audit_trail(&self, message_id: u64) -> StoreResult<Vec<AuditEntry>> {

@@ -1,0 +1,176 @@
+//! Group commit for the producer API.
+//!
+//! Prepares and decisions that arrive while the store is busy are gathered
+//! into one batch and written together: one multi-row INSERT, or one guarded
+//! UPDATE plus one audit INSERT, in one transaction — one durable commit for
+//! the lot instead of one each. A request never waits for company: a worker
+//! takes the first job as soon as it arrives, plus whatever else is already
+//! queued (up to `max_batch`), so an idle service answers with no added delay
+//! and a busy one batches more.
+//!
+//! Each job gets exactly the outcome it would have had alone (the store's
+//! batch operations fall back to one-by-one when a guard loses a race). If a
+//! batch fails as a whole, each job is retried alone so every caller gets its
+//! own result.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, Mutex};
+
+use crate::store::{
+    self, Actor, DecideOutcome, DecideRequest, DynStore, Inserted, NewMessage, StoreError,
+    StoreResult, Target,
+};
+
+struct PrepareJob {
+    message: NewMessage,
+    reply: oneshot::Sender<StoreResult<Inserted>>,
+}
+
+struct DecideJob {
+    biz_id: String,
+    message_key: String,
+    commit: bool,
+    reply: oneshot::Sender<StoreResult<DecideOutcome>>,
+}
+
+/// Hands prepares and producer decisions to the batching workers.
+#[derive(Clone)]
+pub struct Coalescer {
+    prepares: mpsc::Sender<PrepareJob>,
+    decisions: mpsc::Sender<DecideJob>,
+}
+
+fn gone() -> StoreError {
+    StoreError::Config("the write batcher stopped (shutting down)".into())
+}
+
+impl Coalescer {
+    /// Starts `workers` batching tasks for each kind of write. They end when
+    /// the last `Coalescer` clone is dropped.
+    pub fn start(store: DynStore, workers: usize, max_batch: usize, send_lease: Duration) -> Self {
+        let (prepares, prepare_rx) = mpsc::channel::<PrepareJob>(max_batch * workers * 4);
+        let (decisions, decide_rx) = mpsc::channel::<DecideJob>(max_batch * workers * 4);
+        let prepare_rx = Arc::new(Mutex::new(prepare_rx));
+        let decide_rx = Arc::new(Mutex::new(decide_rx));
+        for _ in 0..workers.max(1) {
+            let (s, rx) = (store.clone(), prepare_rx.clone());
+            tokio::spawn(async move {
+                while let Some(jobs) = next_batch(&rx, max_batch).await {
+                    write_prepares(&s, jobs).await;
+                }
+            });
+            let (s, rx) = (store.clone(), decide_rx.clone());
+            tokio::spawn(async move {
+                while let Some(jobs) = next_batch(&rx, max_batch).await {
+                    write_decisions(&s, jobs, send_lease).await;
+                }
+            });
+        }
+        Self {
+            prepares,
+            decisions,
+        }
+    }
+
+    /// [`crate::store::Store::insert_prepared`], batched with concurrent calls.
+    pub async fn prepare(&self, message: NewMessage) -> StoreResult<Inserted> {
+        let (reply, rx) = oneshot::channel();
+        self.prepares
+            .send(PrepareJob { message, reply })
+            .await
+            .map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// A producer's commit or rollback ([`store::decide`]), batched with concurrent calls.
+    pub async fn decide(
+        &self,
+        biz_id: String,
+        message_key: String,
+        commit: bool,
+    ) -> StoreResult<DecideOutcome> {
+        let (reply, rx) = oneshot::channel();
+        self.decisions
+            .send(DecideJob {
+                biz_id,
+                message_key,
+                commit,
+                reply,
+            })
+            .await
+            .map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+}
+
+/// Waits for one job, then takes whatever else is queued, up to `max`.
+async fn next_batch<T>(rx: &Mutex<mpsc::Receiver<T>>, max: usize) -> Option<Vec<T>> {
+    let mut rx = rx.lock().await;
+    let first = rx.recv().await?;
+    let mut jobs = vec![first];
+    while jobs.len() < max {
+        match rx.try_recv() {
+            Ok(j) => jobs.push(j),
+            Err(_) => break,
+        }
+    }
+    Some(jobs)
+}
+
+async fn write_prepares(store: &DynStore, jobs: Vec<PrepareJob>) {
+    let batch: Vec<NewMessage> = jobs.iter().map(|j| j.message.clone()).collect();
+    metrics::histogram!("trustmsg_prepare_batch_size").record(batch.len() as f64);
+    match store.insert_prepared_batch(&batch).await {
+        Ok(results) => {
+            for (job, result) in jobs.into_iter().zip(results) {
+                let _ = job.reply.send(Ok(result));
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, size = jobs.len(), "batched prepare failed; writing one by one");
+            for job in jobs {
+                let _ = job.reply.send(store.insert_prepared(&job.message).await);
+            }
+        }
+    }
+}
+
+fn request(job: &DecideJob, send_lease: Duration) -> DecideRequest<'_> {
+    DecideRequest {
+        target: Target::Key {
+            biz_id: &job.biz_id,
+            message_key: &job.message_key,
+        },
+        commit: job.commit,
+        actor: Actor::Producer(job.biz_id.clone()),
+        reason: format!(
+            "{} by producer",
+            if job.commit { "commit" } else { "rollback" }
+        ),
+        send_lease,
+        verify_attempt: false,
+    }
+}
+
+async fn write_decisions(store: &DynStore, jobs: Vec<DecideJob>, send_lease: Duration) {
+    metrics::histogram!("trustmsg_decide_batch_size").record(jobs.len() as f64);
+    let reqs: Vec<DecideRequest<'_>> = jobs.iter().map(|j| request(j, send_lease)).collect();
+    match store::decide_batch(store.as_ref(), &reqs).await {
+        Ok(outcomes) => {
+            drop(reqs);
+            for (job, outcome) in jobs.into_iter().zip(outcomes) {
+                let _ = job.reply.send(Ok(outcome));
+            }
+        }
+        Err(e) => {
+            drop(reqs);
+            tracing::warn!(error = %e, size = jobs.len(), "batched decision failed; deciding one by one");
+            for job in jobs {
+                let outcome = store::decide(store.as_ref(), request(&job, send_lease)).await;
+                let _ = job.reply.send(outcome);
+            }
+        }
+    }
+}
