@@ -103,7 +103,7 @@ pub struct ServeArgs {
 
     /// Concurrent write batches (prepares, and decisions, each): requests that
     /// arrive while these are busy are written together in the next batch.
-    #[arg(long, env = "TRUSTMSG_WRITE_WORKERS", default_value_t = 4)]
+    #[arg(long, env = "TRUSTMSG_WRITE_WORKERS", default_value_t = 2)]
     pub write_workers: usize,
 
     /// Most prepares (or decisions) written in one transaction.

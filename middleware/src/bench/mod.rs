@@ -92,6 +92,11 @@ pub struct BenchArgs {
     #[arg(long)]
     pub drain_rows: Option<u64>,
 
+    /// Extra `trustmsg serve` flags for the in-process service, repeatable
+    /// (e.g. `--serve-arg=--kafka-config=linger.ms=1`).
+    #[arg(long = "serve-arg", allow_hyphen_values = true)]
+    pub serve_args: Vec<String>,
+
     /// Table sizes for the claim-query cost (default 10000,1000000; --quick 10000,100000).
     #[arg(long, value_delimiter = ',')]
     pub scan_rows: Vec<u64>,
@@ -286,7 +291,7 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
             )
         }
         None => {
-            let cfg = ServeArgs::from_args([
+            let mut flags: Vec<String> = [
                 "--database-url",
                 db_url,
                 "--listen",
@@ -300,8 +305,13 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
                 "100ms",
                 "--verify-interval",
                 "100ms",
-            ])?;
-            let app = Application::build(cfg).await?;
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            flags.extend(args.serve_args.iter().cloned());
+            eprintln!("bench: service flags {:?}", &flags[8..]);
+            let app = Application::build(ServeArgs::from_args(flags)?).await?;
             let base = format!("http://{}", app.address());
             (Some(app), base, admin_token)
         }
