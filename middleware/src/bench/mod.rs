@@ -722,12 +722,13 @@ async fn insert_rows(
 /// check endpoint (which answers commit) about each.
 async fn verifier(pool: &MySqlPool, rows: u64) -> anyhow::Result<f64> {
     insert_rows(pool, "bench-verify", TOPIC, "PREPARED", None, rows).await?;
-    let start = Instant::now();
+    // The clock starts when the release commits: that is when the rows become due.
     sqlx::query(
         "UPDATE messages SET next_verify_at = UTC_TIMESTAMP(3) WHERE biz_id = 'bench-verify'",
     )
     .execute(pool)
     .await?;
+    let start = Instant::now();
     wait_until(
         pool,
         "SELECT COUNT(*) FROM messages WHERE biz_id = 'bench-verify' AND status = 'COMMITTED'",
@@ -755,10 +756,11 @@ async fn drain(
     let ids: Vec<u64> = sqlx::query_scalar("SELECT id FROM messages WHERE biz_id = 'bench-drain'")
         .fetch_all(pool)
         .await?;
-    let start = Instant::now();
+    // The clock starts when the release commits: that is when the rows become due.
     sqlx::query("UPDATE messages SET next_send_at = UTC_TIMESTAMP(3) WHERE biz_id = 'bench-drain'")
         .execute(pool)
         .await?;
+    let start = Instant::now();
     let committed_at: HashMap<u64, Instant> = ids.into_iter().map(|id| (id, start)).collect();
     let (_, last) = await_consumed(consumed, &committed_at, Duration::from_secs(300)).await?;
     wait_until(
