@@ -598,16 +598,26 @@ async fn lifecycle(
         w??;
     }
     let samples = std::mem::take(&mut *samples.lock().await);
-    let (to_kafka, last) =
-        await_consumed(consumed, &samples.committed_at, Duration::from_secs(120)).await?;
-    let n = samples.committed_at.len();
+    let result = load_result(samples, consumed, start).await?;
     // A message counts only once its row is SENT as well.
     wait_until(
         pool,
         "SELECT COUNT(*) FROM messages WHERE biz_id = 'bench' AND send_status = 'SENT'",
-        n as i64,
+        result.messages as i64,
     )
     .await?;
+    Ok(result)
+}
+
+/// Waits for every committed message of `samples` to reach Kafka and sums up.
+async fn load_result(
+    samples: Samples,
+    consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
+    start: Instant,
+) -> anyhow::Result<LoadResult> {
+    let (to_kafka, last) =
+        await_consumed(consumed, &samples.committed_at, Duration::from_secs(120)).await?;
+    let n = samples.committed_at.len();
     Ok(LoadResult {
         throughput_per_s: n as f64 / last.duration_since(start).as_secs_f64(),
         messages: n,
@@ -655,16 +665,7 @@ async fn open_loop(
         t??;
     }
     let samples = std::mem::take(&mut *samples.lock().await);
-    let (to_kafka, last) =
-        await_consumed(consumed, &samples.committed_at, Duration::from_secs(120)).await?;
-    let n = samples.committed_at.len();
-    Ok(LoadResult {
-        throughput_per_s: n as f64 / last.duration_since(start).as_secs_f64(),
-        messages: n,
-        prepare: Percentiles::of(samples.prepare),
-        commit: Percentiles::of(samples.commit),
-        commit_to_kafka: Percentiles::of(to_kafka),
-    })
+    load_result(samples, consumed, start).await
 }
 
 /// Polls until `count_sql` returns `expected`.

@@ -462,6 +462,24 @@ pub struct DecideRequest<'a> {
     pub verify_attempt: bool,
 }
 
+impl DecideRequest<'_> {
+    /// The guarded change this request makes to `m`, currently in a
+    /// non-final state, towards `to`.
+    fn transition_of(&self, m: &Message, to: MessageStatus) -> Transition {
+        Transition {
+            id: m.id,
+            from: m.status,
+            version: m.version,
+            to,
+            send_lease: self.send_lease,
+            verify_attempt: self.verify_attempt,
+            error: None,
+            actor: self.actor.clone(),
+            reason: self.reason.clone(),
+        }
+    }
+}
+
 /// Commits or rolls back a message with the state rules of DESIGN §2:
 /// PREPARED and VERIFY_FAILED take either decision; a repeat of the final
 /// decision is `AlreadyDecided`; the opposite one is `Conflict`; commit of an
@@ -505,18 +523,8 @@ pub async fn decide(store: &dyn Store, req: DecideRequest<'_>) -> StoreResult<De
         match m.status {
             s if s == to => return Ok(DecideOutcome::AlreadyDecided(m)),
             s if s.is_final() => return Ok(DecideOutcome::Conflict(m)),
-            from => {
-                let t = Transition {
-                    id: m.id,
-                    from,
-                    version: m.version,
-                    to,
-                    send_lease: req.send_lease,
-                    verify_attempt: req.verify_attempt,
-                    error: None,
-                    actor: req.actor.clone(),
-                    reason: req.reason.clone(),
-                };
+            _ => {
+                let t = req.transition_of(&m, to);
                 if let Some(updated) = store.transition(&t).await? {
                     return Ok(DecideOutcome::Decided(updated));
                 }
@@ -581,17 +589,7 @@ pub async fn decide_batch(
                 outcomes[i] = Some(DecideOutcome::Conflict((*m).clone()))
             }
             Some(m) => {
-                transitions.push(Transition {
-                    id: m.id,
-                    from: m.status,
-                    version: m.version,
-                    to,
-                    send_lease: req.send_lease,
-                    verify_attempt: req.verify_attempt,
-                    error: None,
-                    actor: req.actor.clone(),
-                    reason: req.reason.clone(),
-                });
+                transitions.push(req.transition_of(m, to));
                 transition_of.push(i);
             }
         }
