@@ -33,7 +33,7 @@ async fn check_back_during_an_open_local_transaction_is_always_answered_right() 
     // them run at once that they land while transactions are open.
     let mut flags = FAST_VERIFY.to_vec();
     flags.extend(["--verify-concurrency-per-producer", "64"]);
-    let service = Service::start(&db, &kafka.mock.bootstrap, &flags).await;
+    let service = Service::start(&db, kafka.mock.bootstrap(), &flags).await;
 
     // Which keys have a local transaction open right now, and how many
     // check-backs arrived while theirs was open.

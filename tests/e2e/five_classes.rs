@@ -52,7 +52,7 @@ async fn five_classes_end_as_decided_and_the_ledger_balances() {
     let alerts = AlertSink::start().await;
     let mut flags = FAST_VERIFY.to_vec();
     flags.extend(["--alert-webhook", alerts.url.as_str()]);
-    let service = Service::start(&db, &kafka.mock.bootstrap, &flags).await;
+    let service = Service::start(&db, kafka.mock.bootstrap(), &flags).await;
 
     // The producer's check endpoint answers by class; commit-now and
     // rollback-now messages may be asked too if a check races their decision.

@@ -214,11 +214,14 @@ pub struct Kafka {
 
 impl Kafka {
     pub fn start(topics: &[&str]) -> Self {
-        let mock = MockKafka::start(topics, 3).expect("mock cluster");
+        let mock = MockKafka::start(1);
+        for topic in topics {
+            mock.create_topic(topic, 3);
+        }
         let records = Arc::new(Mutex::new(Vec::new()));
         let mut stops = Vec::new();
         for topic in topics {
-            let (mut rx, stop) = consume(&mock.bootstrap, topic).expect("consumer");
+            let (mut rx, stop) = consume(mock.bootstrap(), topic).expect("consumer");
             stops.push(stop);
             let records = records.clone();
             tokio::spawn(async move {

@@ -37,7 +37,7 @@ where
 async fn kill_9_mid_stream_loses_nothing_and_publishes_nothing_wrong() {
     let db = Db::create("kill").await;
     let kafka = Kafka::start(&[TOPIC]);
-    let mut service = Service::start(&db, &kafka.mock.bootstrap, FAST_VERIFY).await;
+    let mut service = Service::start(&db, kafka.mock.bootstrap(), FAST_VERIFY).await;
 
     // Check-back answers from the producer's own ledger (what it decided).
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

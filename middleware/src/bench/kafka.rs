@@ -2,62 +2,134 @@
 //! librdkafka mock cluster (when no brokers are given), and a consumer thread
 //! that reports every record it reads.
 
-use std::sync::mpsc;
+use std::sync::mpsc as std_mpsc;
 use std::thread;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
 use rdkafka::mocking::MockCluster;
+use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
 use rdkafka::{Offset, TopicPartitionList};
 use trustmsg_verify_api::kafka_headers;
 
-/// A librdkafka mock cluster living on its own thread (it is `!Send`); dropping
-/// this handle shuts it down.
+enum Cmd {
+    CreateTopic(String, i32),
+    BrokerDown,
+    BrokerUp,
+    RequestErrors(RDKafkaApiKey, Vec<RDKafkaRespErr>),
+    ClearRequestErrors(RDKafkaApiKey),
+    RoundTrip(Duration),
+}
+
+/// A command for the cluster thread and where to report how it went.
+type Request = (Cmd, std_mpsc::SyncSender<Result<(), String>>);
+
+/// librdkafka's mock cluster on a thread of its own (it is `!Send`), taking
+/// commands over a channel: topics, and the fault injection the tests use
+/// (brokers down, request errors, slow round trips). Dropping the handle shuts
+/// it down.
 pub struct MockKafka {
-    pub bootstrap: String,
-    stop: Option<mpsc::Sender<()>>,
-    thread: Option<thread::JoinHandle<()>>,
+    bootstrap: String,
+    tx: Option<std_mpsc::Sender<Request>>,
+    thread: Option<JoinHandle<()>>,
 }
 
 impl MockKafka {
-    /// Starts a one-broker cluster with each of `topics` pre-created with `partitions`.
-    pub fn start(topics: &[&str], partitions: i32) -> anyhow::Result<Self> {
-        let (boot_tx, boot_rx) = mpsc::channel();
-        let (stop_tx, stop_rx) = mpsc::channel::<()>();
-        let topics: Vec<String> = topics.iter().map(|t| t.to_string()).collect();
-        let thread = thread::spawn(move || {
-            let cluster = match MockCluster::new(1) {
-                Ok(c) => c,
-                Err(e) => {
-                    let _ = boot_tx.send(Err(e.to_string()));
-                    return;
+    /// Starts a cluster of `brokers` brokers.
+    pub fn start(brokers: i32) -> Self {
+        let (tx, rx) = std_mpsc::channel::<Request>();
+        let (boot_tx, boot_rx) = std_mpsc::sync_channel(1);
+        let thread = std::thread::Builder::new()
+            .name("mock-kafka".into())
+            .spawn(move || {
+                let cluster = MockCluster::new(brokers).expect("mock cluster starts");
+                boot_tx.send(cluster.bootstrap_servers()).unwrap();
+                while let Ok((cmd, reply)) = rx.recv() {
+                    let r = match cmd {
+                        Cmd::CreateTopic(t, partitions) => cluster
+                            .create_topic(&t, partitions, brokers.min(3))
+                            .map_err(|e| e.to_string()),
+                        Cmd::BrokerDown => cluster.broker_down(-1).map_err(|e| e.to_string()),
+                        Cmd::BrokerUp => cluster.broker_up(-1).map_err(|e| e.to_string()),
+                        Cmd::RequestErrors(key, errs) => {
+                            cluster.request_errors(key, &errs);
+                            Ok(())
+                        }
+                        Cmd::RoundTrip(d) => (1..=brokers)
+                            .try_for_each(|b| cluster.broker_round_trip_time(b, d))
+                            .map_err(|e| e.to_string()),
+                        Cmd::ClearRequestErrors(key) => {
+                            cluster.clear_request_errors(key);
+                            Ok(())
+                        }
+                    };
+                    let _ = reply.send(r);
                 }
-            };
-            for topic in &topics {
-                if let Err(e) = cluster.create_topic(topic, partitions, 1) {
-                    let _ = boot_tx.send(Err(e.to_string()));
-                    return;
-                }
-            }
-            let _ = boot_tx.send(Ok(cluster.bootstrap_servers()));
-            let _ = stop_rx.recv();
-        });
-        let bootstrap = boot_rx
-            .recv()?
-            .map_err(|e| anyhow::anyhow!("mock cluster: {e}"))?;
-        Ok(Self {
+            })
+            .expect("spawn mock kafka thread");
+        let bootstrap = boot_rx.recv().expect("mock cluster bootstrap servers");
+        Self {
             bootstrap,
-            stop: Some(stop_tx),
+            tx: Some(tx),
             thread: Some(thread),
-        })
+        }
+    }
+
+    /// `host:port,…` of the mock brokers.
+    pub fn bootstrap(&self) -> &str {
+        &self.bootstrap
+    }
+
+    fn call(&self, cmd: Cmd) {
+        let (reply_tx, reply_rx) = std_mpsc::sync_channel(1);
+        self.tx
+            .as_ref()
+            .unwrap()
+            .send((cmd, reply_tx))
+            .expect("mock kafka thread alive");
+        reply_rx
+            .recv()
+            .expect("mock kafka reply")
+            .expect("mock kafka command");
+    }
+
+    /// Creates `topic` with `partitions` partitions.
+    pub fn create_topic(&self, topic: &str, partitions: i32) {
+        self.call(Cmd::CreateTopic(topic.to_string(), partitions));
+    }
+
+    /// Every broker stops accepting connections.
+    pub fn brokers_down(&self) {
+        self.call(Cmd::BrokerDown);
+    }
+
+    /// Every broker accepts connections again.
+    pub fn brokers_up(&self) {
+        self.call(Cmd::BrokerUp);
+    }
+
+    /// The next requests of kind `key` fail with these errors, in order.
+    pub fn request_errors(&self, key: RDKafkaApiKey, errs: &[RDKafkaRespErr]) {
+        self.call(Cmd::RequestErrors(key, errs.to_vec()));
+    }
+
+    /// Every broker answers each request only after `d`.
+    pub fn round_trip(&self, d: Duration) {
+        self.call(Cmd::RoundTrip(d));
+    }
+
+    /// Forgets the request errors still queued for `key`.
+    pub fn clear_request_errors(&self, key: RDKafkaApiKey) {
+        self.call(Cmd::ClearRequestErrors(key));
     }
 }
 
 impl Drop for MockKafka {
     fn drop(&mut self) {
-        self.stop.take();
+        drop(self.tx.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

@@ -268,12 +268,17 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
 
     let mock = match &args.kafka_brokers {
         Some(_) => None,
-        None => Some(kafka::MockKafka::start(&[TOPIC, DRAIN_TOPIC], 4)?),
+        None => {
+            let mock = kafka::MockKafka::start(1);
+            mock.create_topic(TOPIC, 4);
+            mock.create_topic(DRAIN_TOPIC, 4);
+            Some(mock)
+        }
     };
     let brokers = args
         .kafka_brokers
         .clone()
-        .or_else(|| mock.as_ref().map(|m| m.bootstrap.clone()))
+        .or_else(|| mock.as_ref().map(|m| m.bootstrap().to_string()))
         .expect("brokers or mock");
 
     let checker = CheckEndpoint::start().await?;

@@ -1,134 +1,18 @@
-//! Kafka for tests: librdkafka's `MockCluster` (it is `!Send`, so it lives on a
-//! thread of its own and takes commands over a channel) and a consumer that
-//! reads a topic from the beginning.
+//! Kafka for tests: the library's mock cluster (`trustmsg::bench::kafka::MockKafka`)
+//! and a consumer that reads a topic from the beginning.
 
 use std::collections::BTreeMap;
-use std::sync::mpsc as std_mpsc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message as _};
-use rdkafka::mocking::MockCluster;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
 use trustmsg_verify_api::kafka_headers;
 
-enum Cmd {
-    CreateTopic(String, i32),
-    BrokerDown,
-    BrokerUp,
-    RequestErrors(RDKafkaApiKey, Vec<RDKafkaRespErr>),
-    ClearRequestErrors(RDKafkaApiKey),
-    RoundTrip(Duration),
-}
-
-/// A command for the cluster thread and where to report how it went.
-type Request = (Cmd, std_mpsc::SyncSender<Result<(), String>>);
-
-/// A mock Kafka cluster on its own thread; dropped with the handle.
-pub struct MockKafka {
-    bootstrap: String,
-    tx: Option<std_mpsc::Sender<Request>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl MockKafka {
-    /// Starts a cluster of `brokers` brokers.
-    pub fn start(brokers: i32) -> Self {
-        let (tx, rx) = std_mpsc::channel::<Request>();
-        let (boot_tx, boot_rx) = std_mpsc::sync_channel(1);
-        let thread = std::thread::Builder::new()
-            .name("mock-kafka".into())
-            .spawn(move || {
-                let cluster = MockCluster::new(brokers).expect("mock cluster starts");
-                boot_tx.send(cluster.bootstrap_servers()).unwrap();
-                while let Ok((cmd, reply)) = rx.recv() {
-                    let r = match cmd {
-                        Cmd::CreateTopic(t, partitions) => cluster
-                            .create_topic(&t, partitions, brokers.min(3))
-                            .map_err(|e| e.to_string()),
-                        Cmd::BrokerDown => cluster.broker_down(-1).map_err(|e| e.to_string()),
-                        Cmd::BrokerUp => cluster.broker_up(-1).map_err(|e| e.to_string()),
-                        Cmd::RequestErrors(key, errs) => {
-                            cluster.request_errors(key, &errs);
-                            Ok(())
-                        }
-                        Cmd::RoundTrip(d) => (1..=brokers)
-                            .try_for_each(|b| cluster.broker_round_trip_time(b, d))
-                            .map_err(|e| e.to_string()),
-                        Cmd::ClearRequestErrors(key) => {
-                            cluster.clear_request_errors(key);
-                            Ok(())
-                        }
-                    };
-                    let _ = reply.send(r);
-                }
-            })
-            .expect("spawn mock kafka thread");
-        let bootstrap = boot_rx.recv().expect("mock cluster bootstrap servers");
-        Self {
-            bootstrap,
-            tx: Some(tx),
-            thread: Some(thread),
-        }
-    }
-
-    /// `host:port,…` of the mock brokers.
-    pub fn bootstrap(&self) -> &str {
-        &self.bootstrap
-    }
-
-    fn call(&self, cmd: Cmd) {
-        let (reply_tx, reply_rx) = std_mpsc::sync_channel(1);
-        self.tx
-            .as_ref()
-            .unwrap()
-            .send((cmd, reply_tx))
-            .expect("mock kafka thread alive");
-        reply_rx
-            .recv()
-            .expect("mock kafka reply")
-            .expect("mock kafka command");
-    }
-
-    pub fn create_topic(&self, topic: &str, partitions: i32) {
-        self.call(Cmd::CreateTopic(topic.to_string(), partitions));
-    }
-
-    /// Every broker stops accepting connections.
-    pub fn brokers_down(&self) {
-        self.call(Cmd::BrokerDown);
-    }
-
-    pub fn brokers_up(&self) {
-        self.call(Cmd::BrokerUp);
-    }
-
-    /// The next requests of kind `key` fail with these errors, in order.
-    pub fn request_errors(&self, key: RDKafkaApiKey, errs: &[RDKafkaRespErr]) {
-        self.call(Cmd::RequestErrors(key, errs.to_vec()));
-    }
-
-    /// Every broker answers each request only after `d`.
-    pub fn round_trip(&self, d: Duration) {
-        self.call(Cmd::RoundTrip(d));
-    }
-
-    pub fn clear_request_errors(&self, key: RDKafkaApiKey) {
-        self.call(Cmd::ClearRequestErrors(key));
-    }
-}
-
-impl Drop for MockKafka {
-    fn drop(&mut self) {
-        drop(self.tx.take());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
+// The cluster itself is the library's, shared with the bench and the e2e tests.
+#[allow(unused_imports)]
+pub use trustmsg::bench::kafka::MockKafka;
 
 /// One consumed record, owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
