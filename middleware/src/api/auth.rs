@@ -7,6 +7,8 @@
 //! act on any biz_id. With `--insecure-no-auth` nothing is checked.
 
 use axum::http::header::AUTHORIZATION;
+use std::sync::Arc;
+
 use axum::http::HeaderMap;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -17,6 +19,7 @@ use subtle::ConstantTimeEq;
 use super::AppState;
 use crate::config::Secret;
 use crate::error::ApiError;
+use crate::store::Producer;
 
 /// Who may do what.
 #[derive(Debug, Clone)]
@@ -114,30 +117,37 @@ impl AppState {
     }
 
     /// Requires a caller allowed to act for `biz_id`: its own producer token or the admin token.
+    ///
+    /// A producer token yields the registration it was checked against, so
+    /// callers need not look it up again; the admin token yields None.
     pub async fn require_producer(
         &self,
         headers: &HeaderMap,
         biz_id: &str,
-    ) -> Result<(), ApiError> {
+    ) -> Result<Option<Arc<Producer>>, ApiError> {
         let (token_biz, token) = match self.caller(headers)? {
-            Caller::Admin => return Ok(()),
+            Caller::Admin => return Ok(None),
             Caller::Producer { biz_id, token } => (biz_id, token),
         };
         let producer = self
-            .registry
-            .get(&token_biz)
-            .await
-            .map_err(|e| ApiError::Internal(anyhow::anyhow!("producer lookup failed: {e}")))?;
-        let valid = producer.is_some_and(|p| ct_eq(&hash_token(&token), &p.token_hash));
-        if !valid {
-            return Err(ApiError::Unauthorized("unknown or revoked token".into()));
-        }
+            .producer(&token_biz)
+            .await?
+            .filter(|p| ct_eq(&hash_token(&token), &p.token_hash))
+            .ok_or_else(|| ApiError::Unauthorized("unknown or revoked token".into()))?;
         if token_biz != biz_id {
             return Err(ApiError::Forbidden(format!(
                 "this token belongs to biz_id {token_biz:?} and cannot act for {biz_id:?}"
             )));
         }
-        Ok(())
+        Ok(Some(producer))
+    }
+
+    /// The (cached) registration of `biz_id`.
+    pub async fn producer(&self, biz_id: &str) -> Result<Option<Arc<Producer>>, ApiError> {
+        self.registry
+            .get(biz_id)
+            .await
+            .map_err(|e| ApiError::Internal(anyhow::anyhow!("producer lookup failed: {e}")))
     }
 }
 

@@ -48,13 +48,14 @@ pub async fn prepare(
     Json(req): Json<PrepareRequest>,
 ) -> Result<(StatusCode, axum::Json<MessageView>), ApiError> {
     validate::biz_id(&req.biz_id)?;
-    state.require_producer(&headers, &req.biz_id).await?;
-    let valid = validate::prepare(&req, state.max_payload_bytes)?;
-    let first_verify_after = match state.registry.get(&req.biz_id).await {
-        Ok(Some(p)) => Duration::from_millis(p.first_verify_after_ms.into()),
-        Ok(None) => state.producer_defaults.first_verify_after,
-        Err(e) => return Err(ApiError::Internal(anyhow::anyhow!("producer lookup: {e}"))),
+    let registered = match state.require_producer(&headers, &req.biz_id).await? {
+        Some(p) => Some(p),
+        None => state.producer(&req.biz_id).await?,
     };
+    let valid = validate::prepare(&req, state.max_payload_bytes)?;
+    let first_verify_after = registered.map_or(state.producer_defaults.first_verify_after, |p| {
+        Duration::from_millis(p.first_verify_after_ms.into())
+    });
     let new = NewMessage {
         biz_id: req.biz_id,
         message_key: req.message_key,
