@@ -1679,9 +1679,9 @@ async fn sqlite_due_scans_use_their_indexes() {
         ("next_send_at", "idx_messages_send_due"),
         ("next_verify_at", "idx_messages_verify_due"),
     ] {
-        let rows = sqlx::query(&format!(
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "EXPLAIN QUERY PLAN SELECT id FROM messages WHERE {column} <= 0 ORDER BY {column} LIMIT 10"
-        ))
+        )))
         .fetch_all(s.pool())
         .await
         .unwrap();

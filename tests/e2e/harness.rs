@@ -43,7 +43,7 @@ impl Db {
             .connect(&mysql_server_url())
             .await
             .expect("MariaDB at TRUSTMSG_TEST_MYSQL_URL");
-        sqlx::query(&format!("CREATE DATABASE `{name}`"))
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE `{name}`")))
             .execute(&admin)
             .await
             .unwrap();
@@ -71,9 +71,12 @@ impl Db {
             .connect(&mysql_server_url())
             .await
             .unwrap();
-        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS `{}`", self.name))
-            .execute(&admin)
-            .await;
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS `{}`",
+            self.name
+        )))
+        .execute(&admin)
+        .await;
     }
 }
 

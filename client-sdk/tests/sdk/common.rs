@@ -39,7 +39,7 @@ impl TestDb {
             N.fetch_add(1, Ordering::Relaxed)
         );
         let admin = admin_pool().await;
-        sqlx::query(&format!("CREATE DATABASE `{name}`"))
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE `{name}`")))
             .execute(&admin)
             .await
             .expect("create test database");
@@ -58,9 +58,12 @@ impl TestDb {
 
     pub async fn drop_db(self) {
         let admin = admin_pool().await;
-        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS `{}`", self.name))
-            .execute(&admin)
-            .await;
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS `{}`",
+            self.name
+        )))
+        .execute(&admin)
+        .await;
         admin.close().await;
     }
 }

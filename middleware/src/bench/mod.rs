@@ -218,14 +218,16 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
         .connect(&server)
         .await
         .with_context(|| format!("connecting to {}", crate::store::redact_url(&server)))?;
-    sqlx::query(&format!("CREATE DATABASE `{db_name}`"))
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE `{db_name}`")))
         .execute(&admin)
         .await?;
     let db_url = format!("{server}/{db_name}");
     let result = run_in(&args, &sizes, &db_url).await;
-    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS `{db_name}`"))
-        .execute(&admin)
-        .await;
+    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS `{db_name}`"
+    )))
+    .execute(&admin)
+    .await;
     let report = result?;
     print_report(&report);
     if let Some(path) = &args.json {
@@ -674,7 +676,11 @@ async fn open_loop(
 }
 
 /// Polls until `count_sql` returns `expected`.
-async fn wait_until(pool: &MySqlPool, count_sql: &str, expected: i64) -> anyhow::Result<()> {
+async fn wait_until(
+    pool: &MySqlPool,
+    count_sql: &'static str,
+    expected: i64,
+) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let n: i64 = sqlx::query_scalar(count_sql).fetch_one(pool).await?;
@@ -785,10 +791,12 @@ async fn scan_cost(pool: &MySqlPool, db_url: &str, rows: u64) -> anyhow::Result<
         .fetch_one(pool)
         .await?;
     let name = format!("{base}_scan");
-    sqlx::query(&format!("DROP DATABASE IF EXISTS `{name}`"))
-        .execute(pool)
-        .await?;
-    sqlx::query(&format!("CREATE DATABASE `{name}`"))
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS `{name}`"
+    )))
+    .execute(pool)
+    .await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE `{name}`")))
         .execute(pool)
         .await?;
     let mut scan_url = url::Url::parse(db_url)?;
@@ -812,9 +820,11 @@ async fn scan_cost(pool: &MySqlPool, db_url: &str, rows: u64) -> anyhow::Result<
         anyhow::Ok(Percentiles::of(times).p50_ms)
     }
     .await;
-    sqlx::query(&format!("DROP DATABASE IF EXISTS `{name}`"))
-        .execute(pool)
-        .await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS `{name}`"
+    )))
+    .execute(pool)
+    .await?;
     result
 }
 

@@ -195,7 +195,7 @@ impl KafkaSink {
             record = record.key(k);
         }
         match producer.send(record, QUEUE_TIMEOUT).await {
-            Ok(delivered) => Ok(delivered),
+            Ok(delivered) => Ok((delivered.partition, delivered.offset)),
             Err((e, _)) => {
                 if e.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal) {
                     self.replace(&producer);

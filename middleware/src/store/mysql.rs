@@ -191,7 +191,7 @@ fn transition_effects(to: MessageStatus) -> (Option<&'static str>, &'static str)
 }
 
 /// `UPDATE messages SET …` for a transition like `t` (the caller adds the guard).
-fn transition_update(t: &Transition) -> QueryBuilder<'static, MySql> {
+fn transition_update(t: &Transition) -> QueryBuilder<MySql> {
     let (send_status, _) = transition_effects(t.to);
     let to = t.to.as_str();
     let mut q = QueryBuilder::<MySql>::new("UPDATE messages SET status = ");
@@ -413,9 +413,9 @@ impl Store for MySqlStore {
     }
 
     async fn find_message(&self, biz_id: &str, message_key: &str) -> StoreResult<Option<Message>> {
-        sqlx::query(&format!(
+        sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {MESSAGE_COLUMNS} FROM messages WHERE biz_id = ? AND message_key = ?"
-        ))
+        )))
         .bind(biz_id)
         .bind(message_key)
         .fetch_optional(&self.pool)
@@ -791,9 +791,9 @@ impl Store for MySqlStore {
     }
 
     async fn find_producer(&self, biz_id: &str) -> StoreResult<Option<Producer>> {
-        sqlx::query(&format!(
+        sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {PRODUCER_COLUMNS} FROM producers WHERE biz_id = ?"
-        ))
+        )))
         .bind(biz_id)
         .fetch_optional(&self.pool)
         .await?
@@ -828,7 +828,7 @@ impl MySqlStore {
     /// the row locks keep other claimers off until the lease is written.
     async fn claim_due(
         &self,
-        select_due: &str,
+        select_due: &'static str,
         due_column: &str,
         limit: u32,
         lease: Duration,

@@ -209,11 +209,11 @@ async fn insert_audit(
     to_send: Option<&str>,
     reason: &str,
 ) -> StoreResult<()> {
-    sqlx::query(&format!(
+    sqlx::query(sqlx::AssertSqlSafe(format!(
         "INSERT INTO audit_log (message_id, actor, action, from_status, to_status, \
          from_send_status, to_send_status, reason, created_at) \
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, {NOW_MS})"
-    ))
+    )))
     .bind(sql_int(message_id))
     .bind(actor.to_string())
     .bind(action)
@@ -237,7 +237,7 @@ impl Store for SqliteStore {
     }
 
     async fn now(&self) -> StoreResult<DateTime<Utc>> {
-        let ms: i64 = sqlx::query_scalar(&format!("SELECT {NOW_MS}"))
+        let ms: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT {NOW_MS}")))
             .fetch_one(&self.pool)
             .await?;
         DateTime::from_timestamp_millis(ms)
@@ -253,12 +253,12 @@ impl Store for SqliteStore {
         let headers = serde_json::to_string(&m.headers).expect("string map serialises");
         // DO NOTHING only swallows the (biz_id, message_key) conflict; any other
         // constraint still fails the call.
-        let rows = sqlx::query(&format!(
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO messages (biz_id, message_key, topic, record_key, payload, headers, \
              content_digest, status, next_verify_at, created_at, updated_at) \
              VALUES (?, ?, ?, ?, ?, ?, ?, 'PREPARED', {NOW_MS} + ?, {NOW_MS}, {NOW_MS}) \
              ON CONFLICT (biz_id, message_key) DO NOTHING RETURNING {MESSAGE_COLUMNS}"
-        ))
+        )))
         .bind(&m.biz_id)
         .bind(&m.message_key)
         .bind(&m.topic)
@@ -287,12 +287,12 @@ impl Store for SqliteStore {
         reason: &str,
     ) -> StoreResult<Option<Message>> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let rows = sqlx::query(&format!(
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO messages (biz_id, message_key, payload, headers, status, tombstone, \
              created_at, updated_at, decided_at) \
              VALUES (?, ?, X'', '{{}}', 'ROLLED_BACK', 1, {NOW_MS}, {NOW_MS}, {NOW_MS}) \
              ON CONFLICT (biz_id, message_key) DO NOTHING RETURNING {MESSAGE_COLUMNS}"
-        ))
+        )))
         .bind(biz_id)
         .bind(message_key)
         .fetch_all(&mut *tx)
@@ -317,9 +317,9 @@ impl Store for SqliteStore {
     }
 
     async fn find_message(&self, biz_id: &str, message_key: &str) -> StoreResult<Option<Message>> {
-        sqlx::query(&format!(
+        sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {MESSAGE_COLUMNS} FROM messages WHERE biz_id = ? AND message_key = ?"
-        ))
+        )))
         .bind(biz_id)
         .bind(message_key)
         .fetch_optional(&self.pool)
@@ -330,9 +330,9 @@ impl Store for SqliteStore {
     }
 
     async fn find_message_by_id(&self, id: u64) -> StoreResult<Option<Message>> {
-        sqlx::query(&format!(
+        sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?"
-        ))
+        )))
         .bind(sql_int(id))
         .fetch_optional(&self.pool)
         .await?
@@ -349,7 +349,7 @@ impl Store for SqliteStore {
             MessageStatus::Prepared => (None, "reverify"),
         };
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let rows = sqlx::query(&format!(
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE messages SET status = ?1, send_status = ?2, version = version + 1, \
              verify_attempts = CASE WHEN ?1 = 'PREPARED' THEN 0 ELSE verify_attempts + ?3 END, \
              last_error = COALESCE(?4, last_error), \
@@ -359,7 +359,7 @@ impl Store for SqliteStore {
                  THEN {NOW_MS} ELSE decided_at END, \
              updated_at = {NOW_MS} \
              WHERE id = ?6 AND status = ?7 AND version = ?8 RETURNING {MESSAGE_COLUMNS}"
-        ))
+        )))
         .bind(t.to.as_str())
         .bind(send_status)
         .bind(i64::from(t.verify_attempt))
@@ -433,12 +433,12 @@ impl Store for SqliteStore {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let mut matched = 0;
         for m in marks {
-            matched += sqlx::query(&format!(
+            matched += sqlx::query(sqlx::AssertSqlSafe(format!(
                 "UPDATE messages SET send_status = 'SENT', next_send_at = NULL, \
                  sent_at = {NOW_MS}, updated_at = {NOW_MS}, version = version + 1, \
                  send_attempts = send_attempts + 1, kafka_partition = ?, kafka_offset = ? \
                  WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING'"
-            ))
+            )))
             .bind(m.partition)
             .bind(m.offset)
             .bind(sql_int(m.id))
@@ -458,11 +458,11 @@ impl Store for SqliteStore {
         error: &str,
         delay: Duration,
     ) -> StoreResult<bool> {
-        let done = sqlx::query(&format!(
+        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE messages SET send_attempts = send_attempts + 1, last_error = ?, \
              next_send_at = {NOW_MS} + ?, version = version + 1, updated_at = {NOW_MS} \
              WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING'"
-        ))
+        )))
         .bind(clip_error(error))
         .bind(millis(delay))
         .bind(sql_int(id))
@@ -480,12 +480,12 @@ impl Store for SqliteStore {
         actor: &Actor,
     ) -> StoreResult<Option<Message>> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let rows = sqlx::query(&format!(
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE messages SET send_status = 'SEND_FAILED', send_attempts = send_attempts + 1, \
              last_error = ?, next_send_at = NULL, version = version + 1, updated_at = {NOW_MS} \
              WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING' \
              RETURNING {MESSAGE_COLUMNS}"
-        ))
+        )))
         .bind(clip_error(error))
         .bind(sql_int(id))
         .bind(sql_int(version))
@@ -522,11 +522,11 @@ impl Store for SqliteStore {
         error: &str,
         delay: Duration,
     ) -> StoreResult<bool> {
-        let done = sqlx::query(&format!(
+        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE messages SET verify_attempts = verify_attempts + 1, last_error = ?, \
              next_verify_at = {NOW_MS} + ?, version = version + 1, updated_at = {NOW_MS} \
              WHERE id = ? AND version = ? AND status = 'PREPARED'"
-        ))
+        )))
         .bind(clip_error(error))
         .bind(millis(delay))
         .bind(sql_int(id))
@@ -537,10 +537,10 @@ impl Store for SqliteStore {
     }
 
     async fn release_verify(&self, id: u64, version: u64, delay: Duration) -> StoreResult<bool> {
-        let done = sqlx::query(&format!(
+        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE messages SET next_verify_at = {NOW_MS} + ?, version = version + 1 \
              WHERE id = ? AND version = ? AND status = 'PREPARED'"
-        ))
+        )))
         .bind(millis(delay))
         .bind(sql_int(id))
         .bind(sql_int(version))
@@ -552,7 +552,7 @@ impl Store for SqliteStore {
     async fn upsert_producer(&self, p: &ProducerRecord) -> StoreResult<Producer> {
         // Like MySQL: an update keeps the token and the signing secret, which have
         // their own operations.
-        let row = sqlx::query(&format!(
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO producers (biz_id, verify_url, verify_timeout_ms, first_verify_after_ms, \
              max_verify_attempts, token_hash, signing_secret, created_at, updated_at) \
              VALUES (?, ?, ?, ?, ?, ?, ?, {NOW_MS}, {NOW_MS}) \
@@ -561,7 +561,7 @@ impl Store for SqliteStore {
              first_verify_after_ms = excluded.first_verify_after_ms, \
              max_verify_attempts = excluded.max_verify_attempts, updated_at = {NOW_MS} \
              RETURNING {PRODUCER_COLUMNS}"
-        ))
+        )))
         .bind(&p.biz_id)
         .bind(&p.verify_url)
         .bind(p.verify_timeout_ms)
@@ -575,9 +575,9 @@ impl Store for SqliteStore {
     }
 
     async fn find_producer(&self, biz_id: &str) -> StoreResult<Option<Producer>> {
-        sqlx::query(&format!(
+        sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {PRODUCER_COLUMNS} FROM producers WHERE biz_id = ?"
-        ))
+        )))
         .bind(biz_id)
         .fetch_optional(&self.pool)
         .await?
@@ -595,9 +595,9 @@ impl Store for SqliteStore {
     }
 
     async fn set_producer_token(&self, biz_id: &str, token_hash: &[u8]) -> StoreResult<bool> {
-        let done = sqlx::query(&format!(
+        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE producers SET token_hash = ?, updated_at = {NOW_MS} WHERE biz_id = ?"
-        ))
+        )))
         .bind(token_hash)
         .bind(biz_id)
         .execute(&self.pool)
@@ -617,12 +617,12 @@ impl SqliteStore {
         limit: u32,
         lease: Duration,
     ) -> StoreResult<Vec<Message>> {
-        let rows = sqlx::query(&format!(
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE messages SET {due_column} = {NOW_MS} + ?1, version = version + 1 \
              WHERE id IN (SELECT id FROM messages WHERE {due_column} <= {NOW_MS} AND {state} \
              ORDER BY {due_column} LIMIT ?2) \
              RETURNING {MESSAGE_COLUMNS}"
-        ))
+        )))
         .bind(millis(lease))
         .bind(i64::from(limit))
         .fetch_all(&self.pool)

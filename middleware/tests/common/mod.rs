@@ -41,7 +41,7 @@ impl TestDb {
             rand_suffix()
         );
         let admin = admin_pool().await;
-        sqlx::query(&format!("CREATE DATABASE `{name}`"))
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE `{name}`")))
             .execute(&admin)
             .await
             .expect("create test database");
@@ -95,9 +95,12 @@ impl TestDb {
             return;
         }
         let admin = admin_pool().await;
-        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS `{}`", self.name))
-            .execute(&admin)
-            .await;
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS `{}`",
+            self.name
+        )))
+        .execute(&admin)
+        .await;
         admin.close().await;
     }
 }
