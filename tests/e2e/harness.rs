@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::MySqlPool;
-use trustmsg::bench::kafka::{consume, Consumed, MockKafka, StopFlag};
+use trustmsg_kafka_mock::{consume, Consumed, MockKafka, StopFlag};
 
 pub const ADMIN_TOKEN: &str = "e2e-admin-token";
 

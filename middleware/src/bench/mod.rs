@@ -19,7 +19,7 @@
 //! The bench creates its own database on the given server and drops it at the
 //! end: it never reads or writes data it did not create.
 
-pub mod kafka;
+use trustmsg_kafka_mock as kafka;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! Kafka for tests: the library's mock cluster (`trustmsg::bench::kafka::MockKafka`)
+//! Kafka for tests: the mock cluster (`trustmsg_kafka_mock::MockKafka`)
 //! and a consumer that reads a topic from the beginning.
 
 use std::collections::BTreeMap;
@@ -12,7 +12,7 @@ use trustmsg_verify_api::kafka_headers;
 
 // The cluster itself is the library's, shared with the bench and the e2e tests.
 #[allow(unused_imports)]
-pub use trustmsg::bench::kafka::MockKafka;
+pub use trustmsg_kafka_mock::MockKafka;
 
 /// One consumed record, owned.
 #[derive(Debug, Clone, PartialEq, Eq)]

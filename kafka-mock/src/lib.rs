@@ -1,6 +1,9 @@
-//! Kafka plumbing for the benchmark and the end-to-end tests: an in-process
-//! librdkafka mock cluster (when no brokers are given), and a consumer thread
-//! that reports every record it reads.
+//! Kafka without a broker to install, for `trustmsg bench` and the tests: an
+//! in-process librdkafka mock cluster (it speaks the Kafka protocol over TCP to
+//! librdkafka clients) with the fault injection the tests use, and a consumer
+//! thread that reports every record it reads.
+//!
+//! Not part of the service: the `trustmsg` library never links it.
 
 use std::sync::mpsc as std_mpsc;
 use std::thread;
