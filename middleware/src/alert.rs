@@ -5,8 +5,8 @@
 //! POST retried a few times with backoff. Callers fire an alert only after the
 //! guarded UPDATE that made the failure happened *in this call* succeeded, so
 //! each failure of each message alerts exactly once across all instances.
-//! The webhook is best effort: the durable record is the row's state and the
-//! audit log, which the admin API lists.
+//! The webhook is best effort: the durable record is the row's state and its
+//! audit rows.
 
 use std::time::Duration;
 

@@ -13,6 +13,7 @@
 //! batch fails as a whole, each job is retried alone so every caller gets its
 //! own result.
 
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,7 +38,7 @@ struct DecideJob {
 
 /// Hands prepares and producer decisions to the batching workers.
 #[derive(Clone)]
-pub struct Coalescer {
+pub(crate) struct Coalescer {
     prepares: mpsc::Sender<PrepareJob>,
     decisions: mpsc::Sender<DecideJob>,
 }
@@ -46,15 +47,29 @@ fn gone() -> StoreError {
     StoreError::Config("the write batcher stopped (shutting down)".into())
 }
 
+/// How writes are batched (`--write-workers`, `--write-batch`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WriteSettings {
+    /// Batches written at once, for each kind of write.
+    pub(crate) workers: NonZeroUsize,
+    /// Most jobs in one batch.
+    pub(crate) max_batch: NonZeroUsize,
+    /// The send claim a commit takes (see the forwarder).
+    pub(crate) send_lease: Duration,
+}
+
 impl Coalescer {
-    /// Starts `workers` batching tasks for each kind of write. They end when
-    /// the last `Coalescer` clone is dropped.
-    pub fn start(store: DynStore, workers: usize, max_batch: usize, send_lease: Duration) -> Self {
-        let (prepares, prepare_rx) = mpsc::channel::<PrepareJob>(max_batch * workers * 4);
-        let (decisions, decide_rx) = mpsc::channel::<DecideJob>(max_batch * workers * 4);
+    /// Starts the batching tasks for each kind of write. They end when the
+    /// last `Coalescer` clone is dropped.
+    pub(crate) fn start(store: DynStore, settings: WriteSettings) -> Self {
+        let (workers, max_batch) = (settings.workers.get(), settings.max_batch.get());
+        let send_lease = settings.send_lease;
+        let queue = max_batch.saturating_mul(workers).saturating_mul(4);
+        let (prepares, prepare_rx) = mpsc::channel::<PrepareJob>(queue);
+        let (decisions, decide_rx) = mpsc::channel::<DecideJob>(queue);
         let prepare_rx = Arc::new(Mutex::new(prepare_rx));
         let decide_rx = Arc::new(Mutex::new(decide_rx));
-        for _ in 0..workers.max(1) {
+        for _ in 0..workers {
             let (s, rx) = (store.clone(), prepare_rx.clone());
             tokio::spawn(async move {
                 while let Some(jobs) = next_batch(&rx, max_batch).await {
@@ -75,7 +90,7 @@ impl Coalescer {
     }
 
     /// [`crate::store::Store::insert_prepared`], batched with concurrent calls.
-    pub async fn prepare(&self, message: NewMessage) -> StoreResult<Inserted> {
+    pub(crate) async fn prepare(&self, message: NewMessage) -> StoreResult<Inserted> {
         let (reply, rx) = oneshot::channel();
         self.prepares
             .send(PrepareJob { message, reply })
@@ -85,7 +100,7 @@ impl Coalescer {
     }
 
     /// A producer's commit or rollback ([`store::decide`]), batched with concurrent calls.
-    pub async fn decide(
+    pub(crate) async fn decide(
         &self,
         biz_id: String,
         message_key: String,

@@ -1,65 +1,60 @@
-//! Command-line and environment configuration.
+//! Command-line and environment configuration, and the one place it is checked.
 //!
 //! Every flag is also an environment variable (`TRUSTMSG_…`). Durations are
 //! written the human way (`30s`, `5m`, `250ms`). Secrets are wrapped in
 //! [`Secret`] so they never reach a log line or a `Debug` dump.
+//!
+//! A bad value is refused before anything starts, with one line naming the
+//! flag: counts, intervals, timeouts and leases that must not be zero are
+//! refused while parsing (a zero worker count would panic, a zero interval would
+//! kill a worker while the API keeps accepting), and the rules that relate two
+//! flags (a lease must outlive the call it covers) by [`ServeArgs::settings`],
+//! which also turns the flags into the typed settings each component takes.
+//! Components never read flags themselves.
 
 use std::net::SocketAddr;
+use std::num::{NonZeroU32, NonZeroUsize};
+use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser};
 
-/// A value that must not be logged: `Debug` and `Display` print `***`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+use crate::address_policy::{AddressPolicy, StaticResolver, SystemResolver};
+use crate::api::auth::AuthConfig;
+use crate::api::ProducerDefaults;
+use crate::backoff::Backoff;
+use crate::coalesce::WriteSettings;
+use crate::forwarder::kafka::KafkaSettings;
+use crate::forwarder::ForwarderConfig;
+pub use crate::secret::Secret;
+use crate::verifier::VerifierConfig;
 
-impl Secret {
-    /// Wraps a secret value.
-    pub fn new(s: impl Into<String>) -> Self {
-        Self(s.into())
-    }
-    /// The secret itself; call only where it is used, never to log it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
+/// Any duration, `0s` included.
+fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| e.to_string())
 }
 
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
-
-impl std::str::FromStr for Secret {
-    type Err = std::convert::Infallible;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(Self(s.to_string()))
+/// A duration that must not be zero (intervals, timeouts, leases, backoff).
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    match duration(s)? {
+        d if d.is_zero() => Err("must be longer than 0".into()),
+        d => Ok(d),
     }
 }
 
-fn duration(s: &str) -> Result<Duration, humantime::DurationError> {
-    humantime::parse_duration(s)
+/// A count that must be at least 1.
+fn at_least_one<T: std::str::FromStr>(s: &str) -> Result<T, String> {
+    match s.trim().parse::<u64>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(_) => s.trim().parse().map_err(|_| format!("{s:?} is too large")),
+        Err(e) => Err(format!("{s:?} is not a whole number: {e}")),
+    }
 }
 
-/// trustmsg: reliable messages to Kafka with prepare/commit and check-back.
-#[derive(Debug, Parser)]
-#[command(name = "trustmsg", version, about)]
-pub struct Cli {
-    /// What to do.
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// The subcommands.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Run the service: producer API, admin API, forwarder and verifier.
-    Serve(Box<ServeArgs>),
-    /// Apply database migrations and exit.
-    Migrate(DatabaseArgs),
-    /// Measure throughput and latency next to the database's own ceiling.
-    Bench(Box<crate::bench::BenchArgs>),
-}
+/// A bad combination of flags, refused at start-up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(String);
 
 /// Where the store lives.
 #[derive(Debug, Clone, Args)]
@@ -93,8 +88,8 @@ pub struct ServeArgs {
     pub auto_migrate: bool,
 
     /// Largest accepted message payload, in bytes (after base64 decoding).
-    #[arg(long, env = "TRUSTMSG_MAX_PAYLOAD_BYTES", default_value_t = 1024 * 1024)]
-    pub max_payload_bytes: usize,
+    #[arg(long, env = "TRUSTMSG_MAX_PAYLOAD_BYTES", default_value = "1048576", value_parser = at_least_one::<NonZeroUsize>)]
+    pub max_payload_bytes: NonZeroUsize,
 
     /// How long a producer registration is cached before it is read again.
     /// Updates made through this instance are seen at once.
@@ -103,12 +98,12 @@ pub struct ServeArgs {
 
     /// Concurrent write batches (prepares, and decisions, each): requests that
     /// arrive while these are busy are written together in the next batch.
-    #[arg(long, env = "TRUSTMSG_WRITE_WORKERS", default_value_t = 2)]
-    pub write_workers: usize,
+    #[arg(long, env = "TRUSTMSG_WRITE_WORKERS", default_value = "2", value_parser = at_least_one::<NonZeroUsize>)]
+    pub write_workers: NonZeroUsize,
 
     /// Most prepares (or decisions) written in one transaction.
-    #[arg(long, env = "TRUSTMSG_WRITE_BATCH", default_value_t = 128)]
-    pub write_batch: usize,
+    #[arg(long, env = "TRUSTMSG_WRITE_BATCH", default_value = "128", value_parser = at_least_one::<NonZeroUsize>)]
+    pub write_batch: NonZeroUsize,
 
     /// How long in-flight requests and sends may take to finish on shutdown.
     #[arg(long, env = "TRUSTMSG_SHUTDOWN_GRACE", default_value = "10s", value_parser = duration)]
@@ -144,36 +139,36 @@ pub struct ForwarderArgs {
     pub kafka_config: Vec<String>,
 
     /// librdkafka `message.timeout.ms`: how long one send may stay in flight.
-    #[arg(long, env = "TRUSTMSG_KAFKA_MESSAGE_TIMEOUT", default_value = "30s", value_parser = duration)]
+    #[arg(long, env = "TRUSTMSG_KAFKA_MESSAGE_TIMEOUT", default_value = "30s", value_parser = positive_duration)]
     pub kafka_message_timeout: Duration,
 
     /// How long a claim on a committed row lasts; must exceed the Kafka message timeout.
-    #[arg(long, env = "TRUSTMSG_SEND_LEASE", default_value = "60s", value_parser = duration)]
+    #[arg(long, env = "TRUSTMSG_SEND_LEASE", default_value = "60s", value_parser = positive_duration)]
     pub send_lease: Duration,
 
     /// How often the sweeper looks for due sends (retries, other instances' expired claims).
-    #[arg(long, env = "TRUSTMSG_SWEEP_INTERVAL", default_value = "1s", value_parser = duration)]
+    #[arg(long, env = "TRUSTMSG_SWEEP_INTERVAL", default_value = "1s", value_parser = positive_duration)]
     pub sweep_interval: Duration,
 
     /// Rows claimed per sweep.
-    #[arg(long, env = "TRUSTMSG_SWEEP_BATCH", default_value_t = 256)]
-    pub sweep_batch: u32,
+    #[arg(long, env = "TRUSTMSG_SWEEP_BATCH", default_value = "256", value_parser = at_least_one::<NonZeroU32>)]
+    pub sweep_batch: NonZeroU32,
 
     /// First retry delay after a transient send error (doubles each time).
-    #[arg(long, env = "TRUSTMSG_SEND_BACKOFF_BASE", default_value = "1s", value_parser = duration)]
+    #[arg(long, env = "TRUSTMSG_SEND_BACKOFF_BASE", default_value = "1s", value_parser = positive_duration)]
     pub send_backoff_base: Duration,
 
     /// Longest retry delay after a transient send error.
-    #[arg(long, env = "TRUSTMSG_SEND_BACKOFF_MAX", default_value = "60s", value_parser = duration)]
+    #[arg(long, env = "TRUSTMSG_SEND_BACKOFF_MAX", default_value = "60s", value_parser = positive_duration)]
     pub send_backoff_max: Duration,
 
     /// Send attempts before SEND_FAILED.
-    #[arg(long, env = "TRUSTMSG_MAX_SEND_ATTEMPTS", default_value_t = 30)]
-    pub max_send_attempts: u32,
+    #[arg(long, env = "TRUSTMSG_MAX_SEND_ATTEMPTS", default_value = "30", value_parser = at_least_one::<NonZeroU32>)]
+    pub max_send_attempts: NonZeroU32,
 
     /// Sends in flight at once (fast path and sweeper together).
-    #[arg(long, env = "TRUSTMSG_SEND_CONCURRENCY", default_value_t = 1024)]
-    pub send_concurrency: usize,
+    #[arg(long, env = "TRUSTMSG_SEND_CONCURRENCY", default_value = "1024", value_parser = at_least_one::<NonZeroUsize>)]
+    pub send_concurrency: NonZeroUsize,
 
     /// Do not run the forwarder in this instance.
     #[arg(long, env = "TRUSTMSG_NO_FORWARDER")]
@@ -188,44 +183,45 @@ pub struct VerifierArgs {
     pub first_verify_after: Duration,
 
     /// Default timeout of one check-back call.
-    #[arg(long, env = "TRUSTMSG_VERIFY_TIMEOUT", default_value = "5s", value_parser = duration)]
+    #[arg(long, env = "TRUSTMSG_VERIFY_TIMEOUT", default_value = "5s", value_parser = positive_duration)]
     pub verify_timeout: Duration,
 
     /// Default check-back attempts before VERIFY_FAILED.
-    #[arg(long, env = "TRUSTMSG_MAX_VERIFY_ATTEMPTS", default_value_t = 15)]
-    pub max_verify_attempts: u32,
+    #[arg(long, env = "TRUSTMSG_MAX_VERIFY_ATTEMPTS", default_value = "15", value_parser = at_least_one::<NonZeroU32>)]
+    pub max_verify_attempts: NonZeroU32,
 
     /// First retry delay after a check-back that decided nothing (doubles each time).
-    #[arg(long, env = "TRUSTMSG_VERIFY_BACKOFF_BASE", default_value = "10s", value_parser = duration)]
+    #[arg(long, env = "TRUSTMSG_VERIFY_BACKOFF_BASE", default_value = "10s", value_parser = positive_duration)]
     pub verify_backoff_base: Duration,
 
     /// Longest retry delay between check-backs.
-    #[arg(long, env = "TRUSTMSG_VERIFY_BACKOFF_MAX", default_value = "5m", value_parser = duration)]
+    #[arg(long, env = "TRUSTMSG_VERIFY_BACKOFF_MAX", default_value = "5m", value_parser = positive_duration)]
     pub verify_backoff_max: Duration,
 
     /// How long a claim on a PREPARED row for check-back lasts.
-    #[arg(long, env = "TRUSTMSG_VERIFY_LEASE", default_value = "2m", value_parser = duration)]
+    #[arg(long, env = "TRUSTMSG_VERIFY_LEASE", default_value = "2m", value_parser = positive_duration)]
     pub verify_lease: Duration,
 
     /// How often the verifier looks for due check-backs.
-    #[arg(long, env = "TRUSTMSG_VERIFY_INTERVAL", default_value = "1s", value_parser = duration)]
+    #[arg(long, env = "TRUSTMSG_VERIFY_INTERVAL", default_value = "1s", value_parser = positive_duration)]
     pub verify_interval: Duration,
 
     /// Rows claimed per verifier round.
-    #[arg(long, env = "TRUSTMSG_VERIFY_BATCH", default_value_t = 256)]
-    pub verify_batch: u32,
+    #[arg(long, env = "TRUSTMSG_VERIFY_BATCH", default_value = "256", value_parser = at_least_one::<NonZeroU32>)]
+    pub verify_batch: NonZeroU32,
 
     /// Check-back calls in flight at once, in all.
-    #[arg(long, env = "TRUSTMSG_VERIFY_CONCURRENCY", default_value_t = 64)]
-    pub verify_concurrency: usize,
+    #[arg(long, env = "TRUSTMSG_VERIFY_CONCURRENCY", default_value = "64", value_parser = at_least_one::<NonZeroUsize>)]
+    pub verify_concurrency: NonZeroUsize,
 
     /// Check-back calls in flight at once to one producer.
     #[arg(
         long,
         env = "TRUSTMSG_VERIFY_CONCURRENCY_PER_PRODUCER",
-        default_value_t = 8
+        default_value = "8",
+        value_parser = at_least_one::<NonZeroUsize>
     )]
-    pub verify_concurrency_per_producer: usize,
+    pub verify_concurrency_per_producer: NonZeroUsize,
 
     /// Addresses check-back may dial (CIDR, repeatable). Empty: all but the denied.
     #[arg(
@@ -311,6 +307,197 @@ impl ServeArgs {
     }
 }
 
+/// What `trustmsg serve` runs with: checked, and typed for each component.
+#[derive(Debug)]
+pub(crate) struct Settings {
+    /// The store's URL.
+    pub(crate) database_url: Secret,
+    /// Create the database and apply migrations at start-up.
+    pub(crate) auto_migrate: bool,
+    /// Where the HTTP API listens.
+    pub(crate) listen: SocketAddr,
+    /// Who may call what.
+    pub(crate) auth: AuthConfig,
+    /// Largest payload in bytes after decoding.
+    pub(crate) max_payload_bytes: usize,
+    /// Fallbacks for producer registrations.
+    pub(crate) producer_defaults: ProducerDefaults,
+    /// How long a producer registration is cached.
+    pub(crate) producer_cache_ttl: Duration,
+    /// Group commit of prepares and decisions.
+    pub(crate) writes: WriteSettings,
+    /// Which check-back addresses may be dialled (registration and verifier).
+    pub(crate) address_policy: AddressPolicy,
+    /// Whether and how this instance sends to Kafka.
+    pub(crate) forwarding: Forwarding,
+    /// This instance's verifier, unless `--no-verifier`.
+    pub(crate) verifier: Option<VerifierConfig>,
+    /// Where alerts are POSTed, if anywhere.
+    pub(crate) alert_webhook: Option<url::Url>,
+}
+
+/// Whether this instance runs a forwarder.
+#[derive(Debug)]
+pub(crate) enum Forwarding {
+    /// It sends nothing; committed messages wait for a forwarder elsewhere.
+    Off {
+        /// Why, for the start-up log.
+        why: &'static str,
+    },
+    /// It publishes committed messages to Kafka.
+    Kafka {
+        /// The librdkafka producer's settings.
+        kafka: KafkaSettings,
+        /// The forwarder's.
+        config: ForwarderConfig,
+    },
+}
+
+impl ServeArgs {
+    /// Checks the rules that relate several flags; the error names the flags
+    /// to change. [`crate::startup::Application::build`] checks them too.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.settings().map(drop)
+    }
+
+    /// Checks the rules that relate several flags and hands each component its
+    /// settings.
+    pub(crate) fn settings(&self) -> Result<Settings, ConfigError> {
+        if !self.insecure_no_auth && self.admin_token.is_none() {
+            return Err(ConfigError(
+                "no admin token: pass --admin-token (or TRUSTMSG_ADMIN_TOKEN), \
+                 or --insecure-no-auth for local development"
+                    .into(),
+            ));
+        }
+        let f = &self.forwarder;
+        let v = &self.verifier;
+        let send_lease = f.send_lease;
+        let forwarding = self.forwarding()?;
+        let verifier = if v.no_verifier {
+            None
+        } else {
+            longer(
+                ("--verify-lease", v.verify_lease),
+                ("--verify-timeout", v.verify_timeout),
+                "a check-back call could outlive its claim and the message be checked twice",
+            )?;
+            Some(VerifierConfig {
+                interval: v.verify_interval,
+                batch: v.verify_batch.get(),
+                lease: v.verify_lease,
+                concurrency: v.verify_concurrency.get(),
+                concurrency_per_producer: v.verify_concurrency_per_producer.get(),
+                backoff: Backoff {
+                    base: v.verify_backoff_base,
+                    max: v.verify_backoff_max,
+                },
+                default_max_attempts: v.max_verify_attempts.get(),
+                send_lease,
+                shutdown_grace: self.shutdown_grace,
+            })
+        };
+        Ok(Settings {
+            database_url: self.database.database_url.clone(),
+            auto_migrate: self.auto_migrate,
+            listen: self.listen,
+            auth: AuthConfig {
+                admin_token: self.admin_token.clone(),
+                insecure: self.insecure_no_auth,
+            },
+            max_payload_bytes: self.max_payload_bytes.get(),
+            producer_defaults: ProducerDefaults {
+                first_verify_after: v.first_verify_after,
+                verify_timeout: v.verify_timeout,
+                max_verify_attempts: v.max_verify_attempts.get(),
+            },
+            producer_cache_ttl: self.producer_cache_ttl,
+            writes: WriteSettings {
+                workers: self.write_workers,
+                max_batch: self.write_batch,
+                send_lease,
+            },
+            address_policy: address_policy(v),
+            forwarding,
+            verifier,
+            alert_webhook: self.alerts.alert_webhook.clone(),
+        })
+    }
+
+    fn forwarding(&self) -> Result<Forwarding, ConfigError> {
+        let f = &self.forwarder;
+        let Some(brokers) = f.kafka_brokers.clone().filter(|b| !b.trim().is_empty()) else {
+            return Ok(Forwarding::Off {
+                why: "no --kafka-brokers: this instance sends nothing; committed messages wait for a forwarder",
+            });
+        };
+        if f.no_forwarder {
+            return Ok(Forwarding::Off {
+                why: "--no-forwarder: this instance sends nothing",
+            });
+        }
+        // Otherwise a second instance could claim and send a row whose first
+        // send is still in flight.
+        longer(
+            ("--send-lease", f.send_lease),
+            ("--kafka-message-timeout", f.kafka_message_timeout),
+            "a claim could expire while its send is still in flight",
+        )?;
+        Ok(Forwarding::Kafka {
+            kafka: KafkaSettings {
+                brokers,
+                extra: KafkaSettings::parse_extra(&f.kafka_config)
+                    .map_err(|e| ConfigError(e.to_string()))?,
+                message_timeout: f.kafka_message_timeout,
+            },
+            config: ForwarderConfig {
+                send_lease: f.send_lease,
+                sweep_interval: f.sweep_interval,
+                sweep_batch: f.sweep_batch.get(),
+                backoff: Backoff {
+                    base: f.send_backoff_base,
+                    max: f.send_backoff_max,
+                },
+                max_send_attempts: f.max_send_attempts.get(),
+                concurrency: f.send_concurrency.get(),
+                shutdown_grace: self.shutdown_grace,
+            },
+        })
+    }
+}
+
+/// `long` must be longer than `short`, or `why` happens.
+fn longer(
+    (long_flag, long): (&str, Duration),
+    (short_flag, short): (&str, Duration),
+    why: &str,
+) -> Result<(), ConfigError> {
+    if long > short {
+        return Ok(());
+    }
+    Err(ConfigError(format!(
+        "{long_flag} ({}) must be longer than {short_flag} ({}): otherwise {why}",
+        humantime::format_duration(long),
+        humantime::format_duration(short)
+    )))
+}
+
+/// The address policy `--verify-allow-cidr`, `--verify-deny-cidr` and
+/// `--verify-resolve` describe.
+fn address_policy(args: &VerifierArgs) -> AddressPolicy {
+    let policy = AddressPolicy::new(
+        args.verify_allow_cidr.clone(),
+        args.verify_deny_cidr.clone(),
+    );
+    if args.verify_resolve.is_empty() {
+        return policy;
+    }
+    policy.with_resolver(Arc::new(StaticResolver::new(
+        args.verify_resolve.iter().map(|o| (o.host.clone(), o.ip)),
+        Some(Arc::new(SystemResolver)),
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,5 +531,175 @@ mod tests {
         assert_eq!(args.verifier.first_verify_after, Duration::from_millis(250));
         assert_eq!(args.verifier.verify_backoff_max, Duration::from_secs(300));
         assert_eq!(args.listen.to_string(), "127.0.0.1:8080");
+    }
+
+    fn parse(extra: &[&str]) -> Result<ServeArgs, clap::Error> {
+        let mut args = vec!["--database-url", "sqlite://x.db", "--admin-token", "t"];
+        args.extend_from_slice(extra);
+        ServeArgs::from_args(args)
+    }
+
+    /// The first line of a refusal, which is all an operator sees.
+    fn refusal(extra: &[&str]) -> String {
+        match parse(extra) {
+            Err(e) => e.to_string().lines().next().unwrap_or_default().to_string(),
+            Ok(args) => args.settings().expect_err("refused").to_string(),
+        }
+    }
+
+    #[test]
+    fn zero_counts_are_refused_while_parsing_naming_the_flag() {
+        for flag in [
+            "--write-workers",
+            "--write-batch",
+            "--max-payload-bytes",
+            "--sweep-batch",
+            "--max-send-attempts",
+            "--send-concurrency",
+            "--max-verify-attempts",
+            "--verify-batch",
+            "--verify-concurrency",
+            "--verify-concurrency-per-producer",
+        ] {
+            let why = refusal(&[flag, "0"]);
+            assert!(
+                why.contains(flag) && why.contains("at least 1"),
+                "{flag}: {why}"
+            );
+            assert!(parse(&[flag, "1"]).is_ok(), "{flag} 1 is fine");
+        }
+    }
+
+    #[test]
+    fn zero_intervals_timeouts_and_leases_are_refused_while_parsing_naming_the_flag() {
+        for flag in [
+            "--sweep-interval",
+            "--verify-interval",
+            "--kafka-message-timeout",
+            "--send-lease",
+            "--verify-lease",
+            "--verify-timeout",
+            "--send-backoff-base",
+            "--send-backoff-max",
+            "--verify-backoff-base",
+            "--verify-backoff-max",
+        ] {
+            let why = refusal(&[flag, "0s"]);
+            assert!(
+                why.contains(flag) && why.contains("longer than 0"),
+                "{flag}: {why}"
+            );
+        }
+        // A first check at once and no grace period are meaningful.
+        assert!(parse(&["--first-verify-after", "0s", "--shutdown-grace", "0s"]).is_ok());
+    }
+
+    #[test]
+    fn a_lease_not_longer_than_what_it_covers_is_refused_naming_both_flags() {
+        let why = refusal(&[
+            "--kafka-brokers",
+            "127.0.0.1:9",
+            "--kafka-message-timeout",
+            "30s",
+            "--send-lease",
+            "30s",
+        ]);
+        assert!(
+            why.contains("--send-lease (30s) must be longer than --kafka-message-timeout (30s)"),
+            "{why}"
+        );
+        // Without a forwarder in this instance the send lease covers no send here.
+        let api_only = parse(&["--send-lease", "100ms"]).unwrap();
+        assert!(api_only.settings().is_ok());
+
+        let why = refusal(&["--verify-lease", "5s", "--verify-timeout", "5s"]);
+        assert!(
+            why.contains("--verify-lease (5s) must be longer than --verify-timeout (5s)"),
+            "{why}"
+        );
+        let no_verifier = parse(&["--verify-lease", "5s", "--no-verifier"]).unwrap();
+        assert!(no_verifier.settings().is_ok());
+    }
+
+    #[test]
+    fn no_admin_token_is_refused_unless_insecure() {
+        let args = ServeArgs::from_args(["--database-url", "sqlite://x.db"]).unwrap();
+        assert!(args
+            .settings()
+            .unwrap_err()
+            .to_string()
+            .contains("--admin-token"));
+        let args = ServeArgs::from_args(["--database-url", "sqlite://x.db", "--insecure-no-auth"])
+            .unwrap();
+        assert!(args.settings().is_ok());
+    }
+
+    #[test]
+    fn settings_carry_the_flags_to_each_component() {
+        let s = parse(&[
+            "--kafka-brokers",
+            "k:9092",
+            "--kafka-config",
+            "linger.ms=1",
+            "--write-workers",
+            "3",
+            "--verify-batch",
+            "7",
+            "--verify-backoff-base",
+            "1s",
+            "--verify-backoff-max",
+            "9s",
+            "--send-lease",
+            "45s",
+        ])
+        .unwrap()
+        .settings()
+        .unwrap();
+        let Forwarding::Kafka { kafka, config } = &s.forwarding else {
+            panic!("forwarding on: {:?}", s.forwarding);
+        };
+        assert_eq!(kafka.brokers, "k:9092");
+        assert_eq!(kafka.extra, vec![("linger.ms".into(), "1".into())]);
+        assert_eq!(config.send_lease, Duration::from_secs(45));
+        let v = s.verifier.expect("verifier on");
+        assert_eq!(v.batch, 7);
+        assert_eq!(v.send_lease, Duration::from_secs(45));
+        assert_eq!(
+            v.backoff,
+            Backoff {
+                base: Duration::from_secs(1),
+                max: Duration::from_secs(9)
+            }
+        );
+        assert_eq!(s.writes.workers.get(), 3);
+        let off = parse(&[]).unwrap().settings().unwrap();
+        assert!(matches!(off.forwarding, Forwarding::Off { .. }));
+    }
+
+    #[test]
+    fn resolve_overrides_go_through_the_policy() {
+        let s = parse(&[
+            "--verify-resolve",
+            "canary.test=127.0.0.2,ok.test=127.0.0.1",
+            "--verify-deny-cidr",
+            "127.0.0.2/32",
+        ])
+        .unwrap()
+        .settings()
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            assert!(s
+                .address_policy
+                .resolve_allowed("canary.test")
+                .await
+                .is_err());
+            assert_eq!(
+                s.address_policy.resolve_allowed("ok.test").await,
+                Ok(vec!["127.0.0.1".parse().unwrap()])
+            );
+        });
     }
 }

@@ -9,16 +9,16 @@
 //! - [`verifier`]: check-back of undecided messages;
 //! - [`startup`]: wiring, shared by `main` and the tests.
 
+pub mod address_policy;
 pub mod alert;
 pub mod api;
-pub mod bench;
-pub mod coalesce;
+pub mod backoff;
+mod coalesce;
 pub mod config;
-pub mod error;
 pub mod forwarder;
-pub mod metrics_setup;
-pub mod openapi;
+mod metrics_setup;
 pub mod registry;
+mod secret;
 pub mod startup;
 pub mod store;
 pub mod verifier;

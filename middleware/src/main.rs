@@ -1,12 +1,18 @@
 //! The `trustmsg` binary: parse the CLI, set up logging, call the library.
+//! The benchmark lives here rather than in the library: it is a tool that
+//! drives the service, not part of it.
+
+mod bench;
+mod cli;
 
 use anyhow::Context;
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
-use trustmsg::config::{Cli, Command};
 use trustmsg::startup::Application;
 use trustmsg::store;
+
+use cli::{Cli, Command};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -29,11 +35,17 @@ async fn main() -> anyhow::Result<()> {
 
     match cli.command {
         Command::Serve(args) => {
+            // A bad combination of flags is a usage error, reported like clap's own.
+            if let Err(e) = args.validate() {
+                Cli::command()
+                    .error(clap::error::ErrorKind::ArgumentConflict, e)
+                    .exit();
+            }
             let app = Application::build(*args).await?;
             stop_on_signal(app.shutdown_token());
             app.run_until_stopped().await
         }
-        Command::Bench(args) => trustmsg::bench::run(*args).await.map(|_| ()),
+        Command::Bench(args) => bench::run(*args).await.map(|_| ()),
         Command::Migrate(db) => {
             let url = db.database_url.expose();
             store::create_database_if_missing(url)

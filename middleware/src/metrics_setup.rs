@@ -10,12 +10,12 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// Installs the recorder if no other recorder was installed first.
-pub fn install() {
+pub(crate) fn install() {
     HANDLE.get_or_init(|| PrometheusBuilder::new().install_recorder().ok());
 }
 
 /// The current metrics in Prometheus text format.
-pub fn render() -> String {
+pub(crate) fn render() -> String {
     install();
     HANDLE
         .get()

@@ -12,6 +12,12 @@ use moka::future::Cache;
 
 use crate::store::{DynStore, Producer, StoreError};
 
+/// A registration lookup that failed in the store. Every caller that waited on
+/// the same lookup gets the same error, hence the shared cause.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("producer lookup failed: {0}")]
+pub struct LookupError(#[source] Arc<StoreError>);
+
 /// Cached biz_id → registration lookups (misses are cached too).
 #[derive(Clone)]
 pub struct Registry {
@@ -32,7 +38,7 @@ impl Registry {
     }
 
     /// The registration of `biz_id`, if any.
-    pub async fn get(&self, biz_id: &str) -> Result<Option<Arc<Producer>>, Arc<StoreError>> {
+    pub async fn get(&self, biz_id: &str) -> Result<Option<Arc<Producer>>, LookupError> {
         let store = self.store.clone();
         let key = biz_id.to_string();
         self.cache
@@ -40,6 +46,7 @@ impl Registry {
                 Ok::<_, StoreError>(store.find_producer(&key).await?.map(Arc::new))
             })
             .await
+            .map_err(LookupError)
     }
 
     /// Forgets the cached entry for `biz_id`.

@@ -1,6 +1,7 @@
 //! Start-up wiring, in one place that `main` and the tests both call: build the
 //! store, the registry, the workers and the HTTP server, bind the listener
-//! (port 0 works) and hand back the address.
+//! (port 0 works) and hand back the address. It only wires: every flag was
+//! checked and converted by [`crate::config`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,14 +13,15 @@ use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
 
 use crate::alert::Alerter;
-use crate::api::{self, auth::AuthConfig, AppState, ProducerDefaults};
-use crate::config::ServeArgs;
-use crate::forwarder::kafka::{KafkaSettings, KafkaSink};
-use crate::forwarder::{CommitListener, Forwarder, ForwarderConfig, NoForwarder};
+use crate::api::{self, AppState};
+use crate::coalesce::Coalescer;
+use crate::config::{Forwarding, ServeArgs};
+use crate::forwarder::kafka::KafkaSink;
+use crate::forwarder::{CommitListener, Forwarder, NoForwarder};
 use crate::metrics_setup;
 use crate::registry::Registry;
 use crate::store::{self, DynStore};
-use crate::verifier::{self, Verifier, VerifierConfig};
+use crate::verifier::Verifier;
 
 /// A running trustmsg service.
 pub struct Application {
@@ -31,21 +33,18 @@ pub struct Application {
 }
 
 impl Application {
-    /// Connects, optionally migrates, starts the workers and binds the API.
-    pub async fn build(cfg: ServeArgs) -> anyhow::Result<Self> {
+    /// Checks the flags, connects, optionally migrates, starts the workers and
+    /// binds the API. A bad flag is refused before anything is touched.
+    pub async fn build(args: ServeArgs) -> anyhow::Result<Self> {
+        let cfg = args.settings()?;
         metrics_setup::install();
-        if cfg.insecure_no_auth {
+        if cfg.auth.insecure {
             tracing::warn!(
                 "!!! --insecure-no-auth: every request is accepted without a token. \
                  Never run this way outside local development. !!!"
             );
-        } else if cfg.admin_token.is_none() {
-            anyhow::bail!(
-                "no admin token: pass --admin-token (or TRUSTMSG_ADMIN_TOKEN), \
-                 or --insecure-no-auth for local development"
-            );
         }
-        let url = cfg.database.database_url.expose();
+        let url = cfg.database_url.expose();
         if cfg.auto_migrate {
             store::create_database_if_missing(url)
                 .await
@@ -58,52 +57,41 @@ impl Application {
             store.migrate().await.context("applying migrations")?;
         }
         let registry = Registry::new(store.clone(), cfg.producer_cache_ttl);
-        let address_policy = Arc::new(verifier::address_policy(&cfg.verifier));
+        let address_policy = Arc::new(cfg.address_policy);
         let shutdown = CancellationToken::new();
         let mut workers = Vec::new();
-        let alerter = Alerter::new(cfg.alerts.alert_webhook.clone());
-        let commits: Arc<dyn CommitListener> = match build_forwarder(&cfg, &store, &alerter)? {
-            Some(forwarder) => {
+        let alerter = Alerter::new(cfg.alert_webhook);
+        let commits: Arc<dyn CommitListener> = match cfg.forwarding {
+            Forwarding::Off { why } => {
+                tracing::warn!("{why}");
+                Arc::new(NoForwarder)
+            }
+            Forwarding::Kafka { kafka, config } => {
+                let sink = KafkaSink::new(kafka)?;
+                let forwarder = Forwarder::new(store.clone(), sink, config, alerter.clone());
                 let (handle, task) = forwarder.spawn(shutdown.clone());
                 workers.push(task);
                 Arc::new(handle)
             }
-            None => Arc::new(NoForwarder),
         };
-
-        if !cfg.verifier.no_verifier {
+        if let Some(verifier) = cfg.verifier {
             let verifier = Verifier::new(
                 store.clone(),
                 registry.clone(),
                 address_policy.clone(),
                 alerter.clone(),
                 commits.clone(),
-                VerifierConfig::from_args(&cfg),
+                verifier,
             );
             workers.push(verifier.spawn(shutdown.clone()));
         }
-
-        let writes = crate::coalesce::Coalescer::start(
-            store.clone(),
-            cfg.write_workers,
-            cfg.write_batch,
-            cfg.forwarder.send_lease,
-        );
         let state = AppState {
-            writes,
+            writes: Coalescer::start(store.clone(), cfg.writes),
             store: store.clone(),
             registry,
-            auth: AuthConfig {
-                admin_token: cfg.admin_token.clone(),
-                insecure: cfg.insecure_no_auth,
-            },
+            auth: cfg.auth,
             max_payload_bytes: cfg.max_payload_bytes,
-            send_lease: cfg.forwarder.send_lease,
-            producer_defaults: ProducerDefaults {
-                first_verify_after: cfg.verifier.first_verify_after,
-                verify_timeout: cfg.verifier.verify_timeout,
-                max_verify_attempts: cfg.verifier.max_verify_attempts,
-            },
+            producer_defaults: cfg.producer_defaults,
             commits,
             address_policy,
         };
@@ -160,58 +148,4 @@ impl Application {
         self.shutdown.cancel();
         self.run_until_stopped().await
     }
-}
-
-/// The forwarder this instance runs, if any. Checked before anything starts:
-/// a claim must outlive the longest send, or a second instance could claim
-/// and send a row whose first send is still in flight.
-fn build_forwarder(
-    cfg: &ServeArgs,
-    store: &DynStore,
-    alerter: &Alerter,
-) -> anyhow::Result<Option<Forwarder>> {
-    let f = &cfg.forwarder;
-    let Some(brokers) = f.kafka_brokers.clone().filter(|b| !b.trim().is_empty()) else {
-        tracing::warn!(
-            "no --kafka-brokers: this instance sends nothing; committed messages wait for a forwarder"
-        );
-        return Ok(None);
-    };
-    if f.no_forwarder {
-        tracing::info!("--no-forwarder: this instance sends nothing");
-        return Ok(None);
-    }
-    if f.send_lease <= f.kafka_message_timeout {
-        anyhow::bail!(
-            "--send-lease ({}) must be longer than --kafka-message-timeout ({}): otherwise a \
-             claim can expire while its send is still in flight",
-            humantime::format_duration(f.send_lease),
-            humantime::format_duration(f.kafka_message_timeout)
-        );
-    }
-    if f.max_send_attempts == 0 || f.sweep_batch == 0 || f.send_concurrency == 0 {
-        anyhow::bail!(
-            "--max-send-attempts, --sweep-batch and --send-concurrency must be at least 1"
-        );
-    }
-    let sink = KafkaSink::new(KafkaSettings {
-        brokers,
-        extra: KafkaSettings::parse_extra(&f.kafka_config)?,
-        message_timeout: f.kafka_message_timeout,
-    })?;
-    Ok(Some(Forwarder::new(
-        store.clone(),
-        sink,
-        ForwarderConfig {
-            send_lease: f.send_lease,
-            sweep_interval: f.sweep_interval,
-            sweep_batch: f.sweep_batch,
-            backoff_base: f.send_backoff_base,
-            backoff_max: f.send_backoff_max,
-            max_send_attempts: f.max_send_attempts,
-            concurrency: f.send_concurrency,
-            shutdown_grace: cfg.shutdown_grace,
-        },
-        alerter.clone(),
-    )))
 }

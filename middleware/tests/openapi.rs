@@ -5,7 +5,7 @@ use utoipa::OpenApi;
 
 #[test]
 fn committed_openapi_document_matches_the_code() {
-    let generated = trustmsg::openapi::ApiDoc::openapi()
+    let generated = trustmsg::api::openapi::ApiDoc::openapi()
         .to_pretty_json()
         .expect("serialisable");
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.json");

@@ -3,8 +3,9 @@
 //!
 //! Everything here is plain data with serde derives and no I/O, so the SDK can
 //! depend on it without pulling in the service. Field and enum spellings are the
-//! JSON contract of `DESIGN.md` §3–4: renaming anything here is a breaking change
-//! for every producer.
+//! JSON contract of the producer API and of check-back (`docs/openapi.json`,
+//! `docs/check-back.md`): renaming anything here is a breaking change for every
+//! producer.
 
 use std::collections::BTreeMap;
 

@@ -16,23 +16,23 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use super::error::ApiError;
 use super::AppState;
-use crate::config::Secret;
-use crate::error::ApiError;
+use crate::secret::Secret;
 use crate::store::Producer;
 
 /// Who may do what.
 #[derive(Debug, Clone)]
-pub struct AuthConfig {
+pub(crate) struct AuthConfig {
     /// The admin token; None disables the admin API (unless insecure).
-    pub admin_token: Option<Secret>,
+    pub(crate) admin_token: Option<Secret>,
     /// Accept everything (`--insecure-no-auth`).
-    pub insecure: bool,
+    pub(crate) insecure: bool,
 }
 
 /// The caller, as far as the credentials tell.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Caller {
+pub(crate) enum Caller {
     /// The admin token (or any caller in insecure mode).
     Admin,
     /// A producer token, bound to this biz_id (checked against the registry later).
@@ -64,12 +64,12 @@ fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// SHA-256 of a token, as stored.
-pub fn hash_token(token: &str) -> Vec<u8> {
+pub(crate) fn hash_token(token: &str) -> Vec<u8> {
     Sha256::digest(token.as_bytes()).to_vec()
 }
 
 /// A fresh producer token for `biz_id`.
-pub fn new_producer_token(biz_id: &str) -> String {
+pub(crate) fn new_producer_token(biz_id: &str) -> String {
     let mut secret = [0u8; 32];
     rand::thread_rng().fill_bytes(&mut secret);
     format!(
@@ -107,7 +107,7 @@ impl AppState {
     }
 
     /// Requires the admin token.
-    pub fn require_admin(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+    pub(crate) fn require_admin(&self, headers: &HeaderMap) -> Result<(), ApiError> {
         match self.caller(headers)? {
             Caller::Admin => Ok(()),
             Caller::Producer { .. } => Err(ApiError::Forbidden(
@@ -120,7 +120,7 @@ impl AppState {
     ///
     /// A producer token yields the registration it was checked against, so
     /// callers need not look it up again; the admin token yields None.
-    pub async fn require_producer(
+    pub(crate) async fn require_producer(
         &self,
         headers: &HeaderMap,
         biz_id: &str,
@@ -143,11 +143,8 @@ impl AppState {
     }
 
     /// The (cached) registration of `biz_id`.
-    pub async fn producer(&self, biz_id: &str) -> Result<Option<Arc<Producer>>, ApiError> {
-        self.registry
-            .get(biz_id)
-            .await
-            .map_err(|e| ApiError::Internal(anyhow::anyhow!("producer lookup failed: {e}")))
+    pub(crate) async fn producer(&self, biz_id: &str) -> Result<Option<Arc<Producer>>, ApiError> {
+        Ok(self.registry.get(biz_id).await?)
     }
 }
 

@@ -11,14 +11,14 @@ use super::AppState;
 use crate::metrics_setup;
 
 /// `/healthz`, `/readyz`, `/metrics`, `/openapi.json`.
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route(
             "/openapi.json",
-            get(|| async { axum::Json(crate::openapi::ApiDoc::openapi()) }),
+            get(|| async { axum::Json(super::openapi::ApiDoc::openapi()) }),
         )
 }
 

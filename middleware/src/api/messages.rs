@@ -1,4 +1,5 @@
-//! The producer API: prepare, commit, rollback, get (DESIGN §3).
+//! The producer API: prepare, commit, rollback, get (`docs/architecture.md`,
+//! "Producer API").
 
 use std::time::Duration;
 
@@ -8,12 +9,12 @@ use axum::routing::{get, post};
 use axum::Router;
 use trustmsg_verify_api::{DecisionRequest, ErrorBody, MessageView, PrepareRequest};
 
+use super::error::ApiError;
 use super::{validate, AppState, Json};
-use crate::error::ApiError;
 use crate::store::{DecideOutcome, Inserted, NewMessage};
 
 /// Routes under `/v1/messages`.
-pub fn router(state: &AppState) -> Router<AppState> {
+pub(crate) fn router(state: &AppState) -> Router<AppState> {
     // The body limit bounds what is buffered before validation: room for the
     // payload in its most expensive JSON form (every byte escaped as \u00XX)
     // plus the other fields. The decoded payload is then checked exactly.
@@ -42,7 +43,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
         (status = 413, description = "Payload over the limit", body = ErrorBody),
     ),
     security(("bearer" = [])))]
-pub async fn prepare(
+pub(crate) async fn prepare(
     State(state): State<AppState>,
     headers: HeaderMap,
     Json(req): Json<PrepareRequest>,
@@ -97,7 +98,7 @@ pub async fn prepare(
         (status = 409, description = "Already rolled back", body = ErrorBody),
     ),
     security(("bearer" = [])))]
-pub async fn commit(
+pub(crate) async fn commit(
     State(state): State<AppState>,
     headers: HeaderMap,
     Json(req): Json<DecisionRequest>,
@@ -113,7 +114,7 @@ pub async fn commit(
         (status = 409, description = "Already committed", body = ErrorBody),
     ),
     security(("bearer" = [])))]
-pub async fn rollback(
+pub(crate) async fn rollback(
     State(state): State<AppState>,
     headers: HeaderMap,
     Json(req): Json<DecisionRequest>,
@@ -170,11 +171,11 @@ async fn decide(
 #[utoipa::path(get, path = "/v1/messages/{biz_id}/{message_key}", tag = "messages",
     params(("biz_id" = String, Path), ("message_key" = String, Path)),
     responses(
-        (status = 200, body = MessageView),
-        (status = 404, body = ErrorBody),
+        (status = 200, description = "The message", body = MessageView),
+        (status = 404, description = "No such message", body = ErrorBody),
     ),
     security(("bearer" = [])))]
-pub async fn get_message(
+pub(crate) async fn get_message(
     State(state): State<AppState>,
     headers: HeaderMap,
     Path((biz_id, message_key)): Path<(String, String)>,

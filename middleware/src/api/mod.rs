@@ -2,13 +2,17 @@
 //!
 //! - [`messages`]: the producer API (prepare, commit, rollback, get);
 //! - [`producers`]: the producer registry (admin token);
-//! - [`health`]: `/healthz`, `/readyz`, `/metrics`, `/openapi.json`.
+//! - [`health`]: `/healthz`, `/readyz`, `/metrics`, `/openapi.json`;
+//! - [`openapi`]: the OpenAPI document of all of the above;
+//! - [`error`]: the one error type every handler returns, and its JSON body.
 
-pub mod auth;
-pub mod health;
-pub mod messages;
-pub mod producers;
-pub mod validate;
+pub(crate) mod auth;
+mod error;
+mod health;
+mod messages;
+pub mod openapi;
+mod producers;
+mod validate;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,48 +22,47 @@ use axum::extract::{FromRequest, Request};
 use axum::Router;
 use serde::de::DeserializeOwned;
 
-use crate::error::ApiError;
+use crate::address_policy::AddressPolicy;
+use crate::coalesce::Coalescer;
 use crate::forwarder::CommitListener;
 use crate::registry::Registry;
 use crate::store::DynStore;
-use crate::verifier::ssrf::AddressPolicy;
+use error::ApiError;
 
 /// Defaults a producer registration falls back to.
 #[derive(Debug, Clone)]
-pub struct ProducerDefaults {
+pub(crate) struct ProducerDefaults {
     /// Delay after prepare before the first check-back.
-    pub first_verify_after: Duration,
+    pub(crate) first_verify_after: Duration,
     /// Timeout of one check-back call.
-    pub verify_timeout: Duration,
+    pub(crate) verify_timeout: Duration,
     /// Check-back attempts before VERIFY_FAILED.
-    pub max_verify_attempts: u32,
+    pub(crate) max_verify_attempts: u32,
 }
 
 /// Everything a handler needs; cheap to clone.
 #[derive(Clone)]
-pub struct AppState {
+pub(crate) struct AppState {
     /// The message store.
-    pub store: DynStore,
+    pub(crate) store: DynStore,
     /// Producer registrations (cached).
-    pub registry: Registry,
+    pub(crate) registry: Registry,
     /// Who may do what.
-    pub auth: auth::AuthConfig,
+    pub(crate) auth: auth::AuthConfig,
     /// Largest payload in bytes after decoding.
-    pub max_payload_bytes: usize,
-    /// The claim a commit takes for this instance's forwarder.
-    pub send_lease: Duration,
+    pub(crate) max_payload_bytes: usize,
     /// Fallbacks for producer settings.
-    pub producer_defaults: ProducerDefaults,
+    pub(crate) producer_defaults: ProducerDefaults,
     /// Batches concurrent prepares and decisions into shared transactions.
-    pub writes: crate::coalesce::Coalescer,
+    pub(crate) writes: Coalescer,
     /// Told about every commit so the forwarder sends at once.
-    pub commits: Arc<dyn CommitListener>,
+    pub(crate) commits: Arc<dyn CommitListener>,
     /// Which check-back addresses are allowed (checked at registration).
-    pub address_policy: Arc<AddressPolicy>,
+    pub(crate) address_policy: Arc<AddressPolicy>,
 }
 
 /// The whole API.
-pub fn router(state: AppState) -> Router {
+pub(crate) fn router(state: AppState) -> Router {
     Router::new()
         .merge(messages::router(&state))
         .merge(producers::router())
@@ -69,7 +72,7 @@ pub fn router(state: AppState) -> Router {
 
 /// `axum::Json` whose rejections are [`ApiError`]s with our error body.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Json<T>(pub T);
+pub(crate) struct Json<T>(pub T);
 
 impl<T, S> FromRequest<S> for Json<T>
 where

@@ -15,12 +15,12 @@ use rand::RngCore;
 use trustmsg_verify_api::{webhook, ErrorBody, ProducerSettings, ProducerView};
 
 use super::auth::{hash_token, new_producer_token};
+use super::error::ApiError;
 use super::{validate, AppState, Json};
-use crate::error::ApiError;
 use crate::store::{Producer, ProducerRecord};
 
 /// Routes under `/v1/producers`.
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route(
             "/v1/producers/{biz_id}",
@@ -72,10 +72,11 @@ fn check_range(name: &str, v: u32, min: u32, max: u32) -> Result<(), ApiError> {
         (status = 201, description = "Created; the response carries the token (shown once)", body = ProducerView),
         (status = 200, description = "Updated; token unchanged and not shown", body = ProducerView),
         (status = 400, description = "Invalid settings or a check-back URL the address policy refuses", body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 403, description = "Not the admin token", body = ErrorBody),
     ),
     security(("admin" = [])))]
-pub async fn put_producer(
+pub(crate) async fn put_producer(
     State(state): State<AppState>,
     headers: HeaderMap,
     Path(biz_id): Path<String>,
@@ -93,7 +94,7 @@ pub async fn put_producer(
         .address_policy
         .check_url(&url)
         .await
-        .map_err(|why| ApiError::invalid("invalid_verify_url", why))?;
+        .map_err(|why| ApiError::invalid("invalid_verify_url", why.to_string()))?;
     let defaults = &state.producer_defaults;
     let record_settings = (
         settings
@@ -136,9 +137,12 @@ pub async fn put_producer(
 /// Shows a producer registration (never its token).
 #[utoipa::path(get, path = "/v1/producers/{biz_id}", tag = "producers",
     params(("biz_id" = String, Path)),
-    responses((status = 200, body = ProducerView), (status = 404, body = ErrorBody)),
+    responses(
+        (status = 200, description = "The registration", body = ProducerView),
+        (status = 404, description = "No such producer", body = ErrorBody)
+    ),
     security(("admin" = [])))]
-pub async fn get_producer(
+pub(crate) async fn get_producer(
     State(state): State<AppState>,
     headers: HeaderMap,
     Path(biz_id): Path<String>,
@@ -156,9 +160,12 @@ pub async fn get_producer(
 /// Deletes a producer registration; its token stops working.
 #[utoipa::path(delete, path = "/v1/producers/{biz_id}", tag = "producers",
     params(("biz_id" = String, Path)),
-    responses((status = 204), (status = 404, body = ErrorBody)),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "No such producer", body = ErrorBody)
+    ),
     security(("admin" = [])))]
-pub async fn delete_producer(
+pub(crate) async fn delete_producer(
     State(state): State<AppState>,
     headers: HeaderMap,
     Path(biz_id): Path<String>,
@@ -179,9 +186,9 @@ pub async fn delete_producer(
 #[utoipa::path(post, path = "/v1/producers/{biz_id}/rotate-token", tag = "producers",
     params(("biz_id" = String, Path)),
     responses((status = 200, description = "The response carries the new token", body = ProducerView),
-        (status = 404, body = ErrorBody)),
+        (status = 404, description = "No such producer", body = ErrorBody)),
     security(("admin" = [])))]
-pub async fn rotate_token(
+pub(crate) async fn rotate_token(
     State(state): State<AppState>,
     headers: HeaderMap,
     Path(biz_id): Path<String>,

@@ -9,25 +9,25 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use trustmsg_verify_api::{kafka_headers, PayloadEncoding, PrepareRequest};
 
-use crate::error::ApiError;
+use super::error::ApiError;
 
 /// Longest biz_id.
-pub const MAX_BIZ_ID: usize = 64;
+pub(crate) const MAX_BIZ_ID: usize = 64;
 /// Longest message_key, in bytes.
-pub const MAX_MESSAGE_KEY: usize = 128;
+pub(crate) const MAX_MESSAGE_KEY: usize = 128;
 /// Longest Kafka topic name (Kafka's own limit).
-pub const MAX_TOPIC: usize = 249;
+pub(crate) const MAX_TOPIC: usize = 249;
 /// Longest record key, in bytes.
-pub const MAX_RECORD_KEY: usize = 1024;
+pub(crate) const MAX_RECORD_KEY: usize = 1024;
 /// Most user headers per message.
-pub const MAX_HEADERS: usize = 64;
+pub(crate) const MAX_HEADERS: usize = 64;
 /// Longest header name, in bytes.
-pub const MAX_HEADER_NAME: usize = 256;
+pub(crate) const MAX_HEADER_NAME: usize = 256;
 /// Most bytes of all header names and values together.
-pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_HEADER_BYTES: usize = 16 * 1024;
 
 /// biz_id: 1–64 of `[A-Za-z0-9._-]`.
-pub fn biz_id(v: &str) -> Result<(), ApiError> {
+pub(crate) fn biz_id(v: &str) -> Result<(), ApiError> {
     if v.is_empty() || v.len() > MAX_BIZ_ID {
         return Err(ApiError::invalid(
             "invalid_biz_id",
@@ -50,7 +50,7 @@ pub fn biz_id(v: &str) -> Result<(), ApiError> {
 }
 
 /// message_key: 1–128 bytes, no control characters.
-pub fn message_key(v: &str) -> Result<(), ApiError> {
+pub(crate) fn message_key(v: &str) -> Result<(), ApiError> {
     if v.is_empty() || v.len() > MAX_MESSAGE_KEY {
         return Err(ApiError::invalid(
             "invalid_message_key",
@@ -70,7 +70,7 @@ pub fn message_key(v: &str) -> Result<(), ApiError> {
 }
 
 /// A Kafka topic name: 1–249 of `[a-zA-Z0-9._-]`, and not `.` or `..`.
-pub fn topic(v: &str) -> Result<(), ApiError> {
+pub(crate) fn topic(v: &str) -> Result<(), ApiError> {
     let bad = |why: String| Err(ApiError::invalid("invalid_topic", why));
     if v.is_empty() || v.len() > MAX_TOPIC {
         return bad(format!(
@@ -93,7 +93,7 @@ pub fn topic(v: &str) -> Result<(), ApiError> {
 }
 
 /// The record key: at most 1024 bytes.
-pub fn record_key(v: Option<&str>) -> Result<(), ApiError> {
+pub(crate) fn record_key(v: Option<&str>) -> Result<(), ApiError> {
     match v {
         Some(k) if k.len() > MAX_RECORD_KEY => Err(ApiError::invalid(
             "invalid_key",
@@ -107,7 +107,7 @@ pub fn record_key(v: Option<&str>) -> Result<(), ApiError> {
 }
 
 /// User headers: bounded count and size, non-empty names, none in the reserved namespace.
-pub fn headers(h: &BTreeMap<String, String>) -> Result<(), ApiError> {
+pub(crate) fn headers(h: &BTreeMap<String, String>) -> Result<(), ApiError> {
     let bad = |why: String| Err(ApiError::invalid("invalid_headers", why));
     if h.len() > MAX_HEADERS {
         return bad(format!(
@@ -142,7 +142,7 @@ pub fn headers(h: &BTreeMap<String, String>) -> Result<(), ApiError> {
 }
 
 /// Decodes the payload and checks its size.
-pub fn payload(
+pub(crate) fn payload(
     payload: &str,
     encoding: PayloadEncoding,
     max_bytes: usize,
@@ -167,15 +167,15 @@ pub fn payload(
 
 /// A checked prepare: every field valid, payload decoded.
 #[derive(Debug)]
-pub struct ValidPrepare {
+pub(crate) struct ValidPrepare {
     /// The decoded record value.
-    pub payload: Vec<u8>,
+    pub(crate) payload: Vec<u8>,
     /// The user headers (empty when none were given).
-    pub headers: BTreeMap<String, String>,
+    pub(crate) headers: BTreeMap<String, String>,
 }
 
 /// Checks a whole prepare request.
-pub fn prepare(req: &PrepareRequest, max_payload: usize) -> Result<ValidPrepare, ApiError> {
+pub(crate) fn prepare(req: &PrepareRequest, max_payload: usize) -> Result<ValidPrepare, ApiError> {
     biz_id(&req.biz_id)?;
     message_key(&req.message_key)?;
     topic(&req.topic)?;

@@ -44,7 +44,7 @@ const QUEUE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Why a send did not end in a delivery report with an offset.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SendError {
+pub(crate) enum SendError {
     /// Retry after backoff; counts towards the attempt limit.
     #[error("transient Kafka error: {0}")]
     Transient(String),
@@ -59,19 +59,19 @@ pub enum SendError {
 
 /// What the forwarder needs to reach Kafka.
 #[derive(Debug, Clone)]
-pub struct KafkaSettings {
+pub(crate) struct KafkaSettings {
     /// `bootstrap.servers`.
-    pub brokers: String,
+    pub(crate) brokers: String,
     /// Extra librdkafka producer settings (`key=value`).
-    pub extra: Vec<(String, String)>,
+    pub(crate) extra: Vec<(String, String)>,
     /// `message.timeout.ms`: the longest a send stays in flight.
-    pub message_timeout: Duration,
+    pub(crate) message_timeout: Duration,
 }
 
 impl KafkaSettings {
     /// Parses `--kafka-config` entries, refusing malformed ones and the
     /// settings the forwarder owns.
-    pub fn parse_extra(entries: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    pub(crate) fn parse_extra(entries: &[String]) -> anyhow::Result<Vec<(String, String)>> {
         entries
             .iter()
             .filter(|e| !e.trim().is_empty())
@@ -109,7 +109,7 @@ impl KafkaSettings {
 }
 
 /// Publishes messages; cheap to share behind an `Arc`.
-pub struct KafkaSink {
+pub(crate) struct KafkaSink {
     settings: KafkaSettings,
     producer: RwLock<Arc<FutureProducer>>,
 }
@@ -124,7 +124,7 @@ impl std::fmt::Debug for KafkaSink {
 
 impl KafkaSink {
     /// Builds the producer (it connects lazily, so a down cluster is not an error here).
-    pub fn new(settings: KafkaSettings) -> anyhow::Result<Self> {
+    pub(crate) fn new(settings: KafkaSettings) -> anyhow::Result<Self> {
         let producer = Arc::new(Self::create(&settings)?);
         Ok(Self {
             settings,
@@ -162,7 +162,7 @@ impl KafkaSink {
     }
 
     /// Sends `m` and waits for its delivery report: `(partition, offset)`.
-    pub async fn send(&self, m: &Message) -> Result<(i32, i64), SendError> {
+    pub(crate) async fn send(&self, m: &Message) -> Result<(i32, i64), SendError> {
         let Some(topic) = m.topic.as_deref() else {
             return Err(SendError::Permanent("message has no topic".into()));
         };
@@ -207,7 +207,7 @@ impl KafkaSink {
 }
 
 /// Sorts a produce error into what the forwarder does next.
-pub fn classify(e: &KafkaError) -> SendError {
+pub(crate) fn classify(e: &KafkaError) -> SendError {
     use RDKafkaErrorCode as C;
     let text = e.to_string();
     match e.rdkafka_error_code() {

@@ -18,7 +18,7 @@
 //!   refuses otherwise), so a send in flight has finished, one way or the other,
 //!   before another instance can claim its row.
 //! - **Errors say what happens next** ([`kafka::SendError`]): a transient error
-//!   retries after `base × 2^n` (capped, with jitter); a send that timed out in
+//!   retries after a [`Backoff`] delay (doubling, capped, jittered); a send that timed out in
 //!   flight ("possibly persisted") is always retried, never failed, since a
 //!   duplicate is acceptable and a loss is not; a permanent error, or a
 //!   transient one at the attempt limit, makes the row `SEND_FAILED` and fires
@@ -27,18 +27,19 @@
 //!   in-flight sends finish up to the grace period, writes their SENT marks and
 //!   leaves everything else to the lease.
 
-pub mod kafka;
+pub(crate) mod kafka;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use backon::{BackoffBuilder, ExponentialBuilder, Retryable};
+use backon::{ExponentialBuilder, Retryable};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::alert::{Alert, AlertKind, Alerter};
-use crate::store::{Actor, DynStore, Message, SentMark, StoreResult};
+use crate::backoff::Backoff;
+use crate::store::{Actor, DynStore, Message, SentMark};
 use kafka::{KafkaSink, SendError};
 
 /// Told about every commit this instance makes. The commit already claimed the
@@ -60,46 +61,26 @@ impl CommitListener for NoForwarder {
 
 /// How the forwarder behaves.
 #[derive(Debug, Clone)]
-pub struct ForwarderConfig {
+pub(crate) struct ForwarderConfig {
     /// How long a claim lasts; must exceed the Kafka message timeout.
-    pub send_lease: Duration,
+    pub(crate) send_lease: Duration,
     /// How often the sweeper looks for due rows.
-    pub sweep_interval: Duration,
+    pub(crate) sweep_interval: Duration,
     /// Rows claimed per sweep.
-    pub sweep_batch: u32,
-    /// First retry delay after a transient error.
-    pub backoff_base: Duration,
-    /// Longest retry delay.
-    pub backoff_max: Duration,
+    pub(crate) sweep_batch: u32,
+    /// Delays between retries after transient errors.
+    pub(crate) backoff: Backoff,
     /// Attempts before a transiently failing send becomes SEND_FAILED.
-    pub max_send_attempts: u32,
+    pub(crate) max_send_attempts: u32,
     /// Sends in flight at once.
-    pub concurrency: usize,
+    pub(crate) concurrency: usize,
     /// How long in-flight sends may take to finish on shutdown.
-    pub shutdown_grace: Duration,
-}
-
-/// The delay before retry number `n + 1` (`n` attempts made so far):
-/// `base × 2^n` capped at `max`, with jitter that spreads retries over the
-/// upper half (`[d/2, d)`), so the cap is never exceeded and a burst of
-/// failures does not come back as a burst.
-pub fn retry_delay(base: Duration, max: Duration, attempts_so_far: u32) -> Duration {
-    // backon's jitter adds up to 100 %, so it is fed half the nominal delays.
-    let mut delays = ExponentialBuilder::default()
-        .with_min_delay(base / 2)
-        .with_max_delay(max / 2)
-        .with_factor(2.0)
-        .with_jitter()
-        .without_max_times()
-        .build();
-    // After ~64 doublings every delay is at the cap anyway.
-    let n = attempts_so_far.min(64) as usize;
-    delays.nth(n).unwrap_or(max).min(max)
+    pub(crate) shutdown_grace: Duration,
 }
 
 /// What happened to one claimed message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// In Kafka; the mark still has to be written.
     Sent(SentMark),
     /// Rescheduled after a transient error or a possibly-persisted timeout.
@@ -111,22 +92,9 @@ pub enum Outcome {
     Unrecorded,
 }
 
-/// What one [`Forwarder::sweep_once`] did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct SweepReport {
-    /// Rows claimed.
-    pub claimed: usize,
-    /// Rows marked SENT (a stale claim's mark matches nothing and is not counted).
-    pub sent: u64,
-    /// Rows rescheduled.
-    pub retrying: usize,
-    /// Rows that became SEND_FAILED.
-    pub failed: usize,
-}
-
 /// Sends claimed messages to Kafka; cheap to clone.
 #[derive(Clone)]
-pub struct Forwarder {
+pub(crate) struct Forwarder {
     inner: Arc<Inner>,
 }
 
@@ -148,7 +116,12 @@ struct Inner {
 
 impl Forwarder {
     /// A forwarder over `store` publishing through `sink`.
-    pub fn new(store: DynStore, sink: KafkaSink, cfg: ForwarderConfig, alerter: Alerter) -> Self {
+    pub(crate) fn new(
+        store: DynStore,
+        sink: KafkaSink,
+        cfg: ForwarderConfig,
+        alerter: Alerter,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -159,36 +132,9 @@ impl Forwarder {
         }
     }
 
-    /// Claims one batch of due rows, sends them all, waits for every delivery
-    /// report and writes the SENT marks: one deterministic step, for tests and tools.
-    pub async fn sweep_once(&self) -> StoreResult<SweepReport> {
-        let cfg = &self.inner.cfg;
-        let rows = self
-            .inner
-            .store
-            .claim_due_sends(cfg.sweep_batch, cfg.send_lease)
-            .await?;
-        let mut report = SweepReport {
-            claimed: rows.len(),
-            ..SweepReport::default()
-        };
-        let outcomes = futures::future::join_all(rows.into_iter().map(|m| self.deliver(m))).await;
-        let mut marks = Vec::new();
-        for o in outcomes {
-            match o {
-                Outcome::Sent(mark) => marks.push(mark),
-                Outcome::Retrying => report.retrying += 1,
-                Outcome::Failed => report.failed += 1,
-                Outcome::Unrecorded => {}
-            }
-        }
-        report.sent = self.inner.store.mark_sent(&marks).await?;
-        Ok(report)
-    }
-
     /// Sends one claimed message; on failure records the retry or the
     /// SEND_FAILED (and alerts). A success still needs its mark written.
-    pub async fn deliver(&self, m: Message) -> Outcome {
+    pub(crate) async fn deliver(&self, m: Message) -> Outcome {
         match self.inner.sink.send(&m).await {
             Ok((partition, offset)) => {
                 metrics::counter!("trustmsg_forwarder_sent_total").increment(1);
@@ -205,7 +151,7 @@ impl Forwarder {
 
     /// Starts the background worker. The handle is this instance's
     /// [`CommitListener`]; the task ends after `cancel` and the drain.
-    pub fn spawn(self, cancel: CancellationToken) -> (ForwarderHandle, JoinHandle<()>) {
+    pub(crate) fn spawn(self, cancel: CancellationToken) -> (ForwarderHandle, JoinHandle<()>) {
         // Room for a good burst of commits; beyond it a commit waits for its
         // lease and the sweeper instead of blocking the API.
         let (tx, rx) = mpsc::channel(self.inner.cfg.concurrency.max(1) * 4);
@@ -342,7 +288,7 @@ impl Inner {
             SendError::Transient(_) => attempts >= self.cfg.max_send_attempts,
         };
         if !give_up {
-            let delay = retry_delay(self.cfg.backoff_base, self.cfg.backoff_max, m.send_attempts);
+            let delay = self.cfg.backoff.delay(attempts);
             metrics::counter!("trustmsg_forwarder_retries_total").increment(1);
             tracing::warn!(
                 message_id = m.id,
@@ -443,7 +389,7 @@ async fn write_marks(store: DynStore, mut rx: mpsc::Receiver<SentMark>, max_batc
 
 /// This instance's [`CommitListener`]: hands commits to the running worker.
 #[derive(Debug, Clone)]
-pub struct ForwarderHandle {
+pub(crate) struct ForwarderHandle {
     tx: mpsc::Sender<Message>,
 }
 
@@ -453,35 +399,5 @@ impl CommitListener for ForwarderHandle {
             // The row keeps its claim; once the lease runs out the sweeper sends it.
             tracing::debug!(error = %e, "fast path unavailable; the sweeper will send after the lease");
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retry_delay_doubles_from_the_base_and_stays_under_the_cap() {
-        let (base, max) = (Duration::from_secs(1), Duration::from_secs(60));
-        for _ in 0..50 {
-            let d0 = retry_delay(base, max, 0);
-            assert!(d0 >= base / 2 && d0 <= base, "{d0:?}");
-            let d3 = retry_delay(base, max, 3);
-            assert!(d3 >= base * 4 && d3 <= base * 8, "{d3:?}");
-            let d20 = retry_delay(base, max, 20);
-            assert!(d20 >= max / 2 && d20 <= max, "{d20:?}");
-            assert!(retry_delay(base, max, u32::MAX) <= max);
-        }
-    }
-
-    #[test]
-    fn retry_delay_is_jittered() {
-        let base = Duration::from_secs(1);
-        let max = Duration::from_secs(60);
-        let first = retry_delay(base, max, 4);
-        assert!(
-            (0..50).any(|_| retry_delay(base, max, 4) != first),
-            "50 draws all equal: no jitter"
-        );
     }
 }

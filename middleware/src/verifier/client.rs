@@ -1,5 +1,5 @@
 //! One check-back call: a signed POST whose answer is trusted only when it is
-//! exactly what DESIGN §4 says.
+//! exactly what the check-back contract (`docs/check-back.md`) says.
 //!
 //! A producer's endpoint may be slow, broken or hostile, so the call:
 //! - dials only addresses the [`AddressPolicy`] allows: IP-literal URLs are
@@ -23,31 +23,78 @@ use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
 use trustmsg_verify_api::webhook::{self, MAX_RESPONSE_BYTES};
 use trustmsg_verify_api::{signature, CheckRequest, CheckResponse, Decision};
 
-use super::ssrf::AddressPolicy;
+use reqwest::StatusCode;
 
-/// Why a check-back call decided nothing; the text goes to `last_error`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckFailure(pub String);
+use crate::address_policy::{AddressPolicy, Refusal};
 
-impl std::fmt::Display for CheckFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-fn fail<T>(why: impl Into<String>) -> Result<T, CheckFailure> {
-    Err(CheckFailure(why.into()))
+/// Why a check-back call decided nothing. The text goes to `last_error`, so
+/// it says what an operator should look at on the producer's side.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum CheckFailure {
+    /// The producer is not registered (any more): there is nobody to ask.
+    #[error("producer {0:?} is not registered; there is nobody to ask")]
+    NotRegistered(String),
+    /// The registered `verify_url` does not parse.
+    #[error("verify_url {url:?} is not a URL: {error}")]
+    BadUrl {
+        /// The registered URL.
+        url: String,
+        /// The parser's complaint.
+        error: String,
+    },
+    /// The address policy refused the URL or every address it resolves to.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    /// The request could not be signed (a malformed signing secret).
+    #[error("cannot sign the request: {0}")]
+    Sign(String),
+    /// No complete answer within the producer's timeout.
+    #[error("no complete answer within {} ms", .0.as_millis())]
+    Timeout(Duration),
+    /// Connecting or sending failed; the causes, outermost first.
+    #[error("{0}")]
+    Transport(String),
+    /// A 3xx: check-back never follows redirects.
+    #[error(
+        "redirect (HTTP {status}) to {location:?} not followed: check-back never follows redirects"
+    )]
+    Redirect {
+        /// The status received.
+        status: StatusCode,
+        /// Its `Location`, or `?`.
+        location: String,
+    },
+    /// A status other than 2xx or 3xx.
+    #[error("HTTP {0} (only a 2xx answer can decide)")]
+    Status(StatusCode),
+    /// The body is over [`MAX_RESPONSE_BYTES`].
+    #[error("{0}")]
+    TooLarge(String),
+    /// A 2xx with nothing in it.
+    #[error("HTTP {0} with an empty body")]
+    EmptyBody(StatusCode),
+    /// The body is not a check-back answer.
+    #[error("{0}")]
+    BadBody(String),
+    /// The answer names another message.
+    #[error("answer is for message {got}, not {expected}")]
+    WrongMessage {
+        /// The id in the answer.
+        got: u64,
+        /// The id asked about.
+        expected: u64,
+    },
 }
 
 /// Where and how to call one producer.
 #[derive(Debug, Clone, Copy)]
-pub struct Endpoint<'a> {
+pub(crate) struct Endpoint<'a> {
     /// The registered `verify_url`.
-    pub url: &'a str,
+    pub(crate) url: &'a str,
     /// The `whsec_…` signing secret.
-    pub secret: &'a str,
+    pub(crate) secret: &'a str,
     /// Deadline of the whole call.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
 }
 
 /// The policy as reqwest's DNS resolver: hostnames resolve only to allowed addresses.
@@ -67,7 +114,7 @@ impl Resolve for PolicyResolver {
 
 /// The check-back HTTP client (cheap to clone; connections are pooled).
 #[derive(Clone)]
-pub struct CheckClient {
+pub(crate) struct CheckClient {
     http: reqwest::Client,
     policy: Arc<AddressPolicy>,
 }
@@ -82,7 +129,7 @@ impl std::fmt::Debug for CheckClient {
 
 impl CheckClient {
     /// A client that dials only what `policy` allows.
-    pub fn new(policy: Arc<AddressPolicy>) -> Self {
+    pub(crate) fn new(policy: Arc<AddressPolicy>) -> Self {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             // A proxy would dial on our behalf, past the resolver's check.
@@ -95,29 +142,29 @@ impl CheckClient {
     }
 
     /// POSTs the signed check-back request and returns the producer's decision.
-    pub async fn check(
+    pub(crate) async fn check(
         &self,
         endpoint: Endpoint<'_>,
         req: &CheckRequest,
     ) -> Result<Decision, CheckFailure> {
-        let url = match url::Url::parse(endpoint.url) {
-            Ok(u) => u,
-            Err(e) => return fail(format!("verify_url {:?} is not a URL: {e}", endpoint.url)),
-        };
+        let url = url::Url::parse(endpoint.url).map_err(|e| CheckFailure::BadUrl {
+            url: endpoint.url.to_string(),
+            error: e.to_string(),
+        })?;
         // IP literals never reach the resolver, so they are checked here.
-        let literal = match self.policy.check_url_shape(&url).map_err(CheckFailure)? {
+        let literal = match self.policy.check_url_shape(&url)? {
             url::Host::Ipv4(v4) => Some(IpAddr::V4(v4)),
             url::Host::Ipv6(v6) => Some(IpAddr::V6(v6)),
             url::Host::Domain(_) => None,
         };
         if let Some(ip) = literal {
-            self.policy.check_ip(ip).map_err(CheckFailure)?;
+            self.policy.check_ip(ip)?;
         }
         let body = serde_json::to_vec(req).expect("CheckRequest serialises");
         let id = format!("chk_{}_{}", req.message_id, req.attempt);
         let ts = chrono::Utc::now().timestamp();
         let sig = signature::sign(endpoint.secret, &id, ts, &body)
-            .map_err(|e| CheckFailure(format!("cannot sign the request: {e}")))?;
+            .map_err(|e| CheckFailure::Sign(e.to_string()))?;
         let call = async {
             let resp = self
                 .http
@@ -130,24 +177,21 @@ impl CheckClient {
                 .body(body)
                 .send()
                 .await
-                .map_err(|e| CheckFailure(describe(&e, endpoint.timeout)))?;
+                .map_err(|e| describe(&e, endpoint.timeout))?;
             interpret(resp, req.message_id, endpoint.timeout).await
         };
         // reqwest's timeout covers the body too; this one also bounds our own reads.
         match tokio::time::timeout(endpoint.timeout, call).await {
             Ok(result) => result,
-            Err(_) => fail(format!(
-                "no complete answer within {} ms",
-                endpoint.timeout.as_millis()
-            )),
+            Err(_) => Err(CheckFailure::Timeout(endpoint.timeout)),
         }
     }
 }
 
 /// A reqwest error with its causes, which is where "address denied" lives.
-fn describe(e: &reqwest::Error, timeout: Duration) -> String {
+fn describe(e: &reqwest::Error, timeout: Duration) -> CheckFailure {
     if e.is_timeout() {
-        return format!("no complete answer within {} ms", timeout.as_millis());
+        return CheckFailure::Timeout(timeout);
     }
     let mut text = if e.is_connect() {
         "cannot connect".to_string()
@@ -163,7 +207,7 @@ fn describe(e: &reqwest::Error, timeout: Duration) -> String {
         }
         source = s.source();
     }
-    text
+    CheckFailure::Transport(text)
 }
 
 /// A short, printable prefix of a body, to show what came back.
@@ -187,12 +231,13 @@ async fn interpret(
             .get(LOCATION)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("?");
-        return fail(format!(
-            "redirect (HTTP {status}) to {to:?} not followed: check-back never follows redirects"
-        ));
+        return Err(CheckFailure::Redirect {
+            status,
+            location: to.to_string(),
+        });
     }
     if !status.is_success() {
-        return fail(format!("HTTP {status} (only a 2xx answer can decide)"));
+        return Err(CheckFailure::Status(status));
     }
     let declared = resp
         .headers()
@@ -200,46 +245,51 @@ async fn interpret(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > MAX_RESPONSE_BYTES as u64) {
-        return fail(format!(
+        return Err(CheckFailure::TooLarge(format!(
             "answer of {} bytes is over the {MAX_RESPONSE_BYTES}-byte limit",
             declared.unwrap_or_default()
-        ));
+        )));
     }
     let mut body = Vec::with_capacity(1024);
     loop {
         match resp.chunk().await {
             Ok(Some(chunk)) => {
                 if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                    return fail(format!(
+                    return Err(CheckFailure::TooLarge(format!(
                         "answer is over the {MAX_RESPONSE_BYTES}-byte limit (stopped reading)"
-                    ));
+                    )));
                 }
                 body.extend_from_slice(&chunk);
             }
             Ok(None) => break,
-            Err(e) => return fail(format!("reading the answer: {}", describe(&e, timeout))),
+            Err(e) => {
+                return Err(CheckFailure::Transport(format!(
+                    "reading the answer: {}",
+                    describe(&e, timeout)
+                )))
+            }
         }
     }
     if body.iter().all(u8::is_ascii_whitespace) {
-        return fail(format!("HTTP {status} with an empty body"));
+        return Err(CheckFailure::EmptyBody(status));
     }
     let Ok(text) = std::str::from_utf8(&body) else {
-        return fail("answer is not valid UTF-8");
+        return Err(CheckFailure::BadBody("answer is not valid UTF-8".into()));
     };
     let answer: CheckResponse = match serde_json::from_str(text) {
         Ok(a) => a,
         Err(e) => {
-            return fail(format!(
+            return Err(CheckFailure::BadBody(format!(
             "answer is not {{\"message_id\", \"decision\": commit|rollback|unknown}}: {e}; got {}",
             snippet(text)
-        ))
+        )))
         }
     };
     if answer.message_id != message_id {
-        return fail(format!(
-            "answer is for message {}, not {message_id}",
-            answer.message_id
-        ));
+        return Err(CheckFailure::WrongMessage {
+            got: answer.message_id,
+            expected: message_id,
+        });
     }
     Ok(answer.decision)
 }

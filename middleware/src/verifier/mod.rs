@@ -26,29 +26,27 @@
 //! Writes after a call are guarded by the claim's `version`, so a claimer whose
 //! lease ran out (and whose row someone else took) changes nothing.
 
-pub mod client;
-pub mod ssrf;
+mod client;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rand::Rng;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 use trustmsg_verify_api::{CheckRequest, Decision, MessageStatus};
 
+use crate::address_policy::AddressPolicy;
 use crate::alert::{Alert, AlertKind, Alerter};
-use crate::config::{ServeArgs, VerifierArgs};
+use crate::backoff::Backoff;
 use crate::forwarder::CommitListener;
 use crate::registry::Registry;
 use crate::store::{
     self, Actor, DecideOutcome, DecideRequest, DynStore, Message, StoreResult, Target, Transition,
 };
 use client::{CheckClient, CheckFailure, Endpoint};
-use ssrf::{AddressPolicy, StaticResolver, SystemResolver};
 
 /// The verifier's settings (from `--verify-*` and friends).
 #[derive(Debug, Clone)]
@@ -63,62 +61,14 @@ pub struct VerifierConfig {
     pub concurrency: usize,
     /// Calls in flight to one producer.
     pub concurrency_per_producer: usize,
-    /// Delay after the first failed attempt; doubles each time.
-    pub backoff_base: Duration,
-    /// Longest delay between attempts (before jitter).
-    pub backoff_max: Duration,
+    /// Delays between attempts.
+    pub backoff: Backoff,
     /// Attempt limit for a message whose producer is no longer registered.
     pub default_max_attempts: u32,
     /// The send claim a commit takes (see the forwarder).
     pub send_lease: Duration,
     /// How long in-flight calls may finish on shutdown.
     pub shutdown_grace: Duration,
-}
-
-impl VerifierConfig {
-    /// The settings `trustmsg serve` was started with.
-    pub fn from_args(args: &ServeArgs) -> Self {
-        let v = &args.verifier;
-        Self {
-            interval: v.verify_interval,
-            batch: v.verify_batch.max(1),
-            lease: v.verify_lease,
-            concurrency: v.verify_concurrency.max(1),
-            concurrency_per_producer: v.verify_concurrency_per_producer.max(1),
-            backoff_base: v.verify_backoff_base,
-            backoff_max: v.verify_backoff_max,
-            default_max_attempts: v.max_verify_attempts.max(1),
-            send_lease: args.forwarder.send_lease,
-            shutdown_grace: args.shutdown_grace,
-        }
-    }
-}
-
-/// The address policy `--verify-allow-cidr`, `--verify-deny-cidr` and
-/// `--verify-resolve` describe (shared by registration and the verifier).
-pub fn address_policy(args: &VerifierArgs) -> AddressPolicy {
-    let policy = AddressPolicy::new(
-        args.verify_allow_cidr.clone(),
-        args.verify_deny_cidr.clone(),
-    );
-    if args.verify_resolve.is_empty() {
-        return policy;
-    }
-    policy.with_resolver(Arc::new(StaticResolver::new(
-        args.verify_resolve.iter().map(|o| (o.host.clone(), o.ip)),
-        Some(Arc::new(SystemResolver)),
-    )))
-}
-
-/// The delay before the next check after `failed` attempts (1 for the first
-/// failure): `base × 2^(failed-1)`, capped at `max`, times `jitter`.
-///
-/// The state of the backoff is the row's `verify_attempts`, not an in-memory
-/// iterator, because the next attempt may be made by another instance.
-pub fn backoff_delay(base: Duration, max: Duration, failed: u32, jitter: f64) -> Duration {
-    let exp = failed.saturating_sub(1).min(30);
-    let raw = base.saturating_mul(1u32 << exp).min(max);
-    raw.mul_f64(jitter.clamp(0.0, 2.0))
 }
 
 /// What one claimed row came to.
@@ -354,17 +304,10 @@ impl Inner {
 
     async fn try_check_one(&self, m: &Message) -> anyhow::Result<Outcome> {
         let attempt = m.verify_attempts.saturating_add(1);
-        let producer = self
-            .registry
-            .get(&m.biz_id)
-            .await
-            .map_err(|e| anyhow::anyhow!("producer lookup: {e}"))?;
+        let producer = self.registry.get(&m.biz_id).await?;
         let (answer, max_attempts) = match producer {
             None => (
-                Err(CheckFailure(format!(
-                    "producer {:?} is not registered; there is nobody to ask",
-                    m.biz_id
-                ))),
+                Err(CheckFailure::NotRegistered(m.biz_id.clone())),
                 self.cfg.default_max_attempts,
             ),
             Some(p) => {
@@ -390,19 +333,14 @@ impl Inner {
             Ok(Decision::Commit) => return self.decide(m, true, attempt).await,
             Ok(Decision::Rollback) => return self.decide(m, false, attempt).await,
             Ok(Decision::Unknown) => "producer answered unknown".to_string(),
-            Err(CheckFailure(why)) => why,
+            Err(failure) => failure.to_string(),
         };
         let reason = format!("check-back {attempt}/{max_attempts}: {why}");
         tracing::debug!(message_id = m.id, biz_id = %m.biz_id, %reason, "check-back decided nothing");
         if attempt >= max_attempts {
             return self.give_up(m, attempt, reason).await;
         }
-        let delay = backoff_delay(
-            self.cfg.backoff_base,
-            self.cfg.backoff_max,
-            attempt,
-            rand::thread_rng().gen_range(0.8..=1.2),
-        );
+        let delay = self.cfg.backoff.delay(attempt);
         Ok(
             if self
                 .store
@@ -481,62 +419,5 @@ impl Inner {
             last_error: reason,
         });
         Ok(Outcome::VerifyFailed)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const S: fn(u64) -> Duration = Duration::from_secs;
-
-    #[test]
-    fn backoff_doubles_from_the_base_and_stops_at_the_cap() {
-        let d = |n| backoff_delay(S(10), S(300), n, 1.0);
-        assert_eq!(
-            [d(1), d(2), d(3), d(4), d(5), d(6), d(7), d(15), d(u32::MAX)],
-            [
-                S(10),
-                S(20),
-                S(40),
-                S(80),
-                S(160),
-                S(300),
-                S(300),
-                S(300),
-                S(300)
-            ]
-        );
-    }
-
-    #[test]
-    fn jitter_moves_the_delay_by_at_most_twenty_percent() {
-        assert_eq!(backoff_delay(S(10), S(300), 1, 0.8), S(8));
-        assert_eq!(backoff_delay(S(10), S(300), 1, 1.2), S(12));
-        assert_eq!(backoff_delay(S(10), S(300), 9, 1.2), S(360));
-    }
-
-    #[test]
-    fn resolve_overrides_go_through_the_policy() {
-        let args = ServeArgs::from_args([
-            "--database-url",
-            "sqlite://x.db",
-            "--verify-resolve",
-            "canary.test=127.0.0.2,ok.test=127.0.0.1",
-            "--verify-deny-cidr",
-            "127.0.0.2/32",
-        ])
-        .unwrap();
-        let policy = address_policy(&args.verifier);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            assert!(policy.resolve_allowed("canary.test").await.is_err());
-            assert_eq!(
-                policy.resolve_allowed("ok.test").await,
-                Ok(vec!["127.0.0.1".parse().unwrap()])
-            );
-        });
     }
 }

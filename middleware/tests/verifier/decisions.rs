@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use trustmsg::verifier::ssrf::AddressPolicy;
+use trustmsg::address_policy::AddressPolicy;
 use trustmsg::verifier::Outcome;
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
@@ -160,7 +160,7 @@ async fn the_endpoint_verifies_the_signature_and_a_wrong_secret_decides_nothing(
     server.script("o-4", Reply::Decide("commit"));
     let id = prepare(&app, &token, "orders", "o-4").await;
     let mut cfg = stepped_config();
-    cfg.backoff_base = std::time::Duration::from_millis(1);
+    cfg.backoff.base = std::time::Duration::from_millis(1);
     let verifier = stepped_verifier(
         &app,
         AddressPolicy::default(),

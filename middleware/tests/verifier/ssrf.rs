@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use trustmsg::verifier::ssrf::{AddressPolicy, StaticResolver};
+use trustmsg::address_policy::{AddressPolicy, StaticResolver};
 use trustmsg::verifier::Outcome;
 use trustmsg_verify_api::MessageStatus;
 
@@ -129,7 +129,7 @@ async fn dns_rebinding_after_registration_is_refused_at_dial_time() {
     let guarded = AddressPolicy::new(Vec::new(), vec!["127.0.0.2/32".parse().unwrap()])
         .with_resolver(rebound());
     let mut cfg = stepped_config();
-    cfg.backoff_base = std::time::Duration::from_millis(1);
+    cfg.backoff.base = std::time::Duration::from_millis(1);
     let verifier = stepped_verifier(
         &app,
         guarded,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use trustmsg::verifier::ssrf::AddressPolicy;
+use trustmsg::address_policy::AddressPolicy;
 use trustmsg::verifier::Outcome;
 
 use crate::common::TestApp;

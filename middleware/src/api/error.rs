@@ -8,11 +8,12 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use trustmsg_verify_api::{ErrorBody, ErrorDetail};
 
+use crate::registry::LookupError;
 use crate::store::StoreError;
 
 /// An API failure.
 #[derive(Debug, thiserror::Error)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     /// Bad input: 400 with a specific code.
     #[error("{message}")]
     Invalid {
@@ -52,6 +53,9 @@ pub enum ApiError {
     /// The store failed: 503, cause logged.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Looking up a producer's registration failed in the store: 503, cause logged.
+    #[error(transparent)]
+    Registry(#[from] LookupError),
     /// Anything else: 500, cause logged.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
@@ -59,7 +63,7 @@ pub enum ApiError {
 
 impl ApiError {
     /// A 400 with `code`.
-    pub fn invalid(code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(code: &'static str, message: impl Into<String>) -> Self {
         Self::Invalid {
             code,
             message: message.into(),
@@ -67,7 +71,7 @@ impl ApiError {
     }
 
     /// A 409 with `code`.
-    pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn conflict(code: &'static str, message: impl Into<String>) -> Self {
         Self::Conflict {
             code,
             message: message.into(),
@@ -75,7 +79,7 @@ impl ApiError {
     }
 
     /// A 404 with `code`.
-    pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn not_found(code: &'static str, message: impl Into<String>) -> Self {
         Self::NotFound {
             code,
             message: message.into(),
@@ -93,7 +97,9 @@ impl ApiError {
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::NotFound { code, .. } => (StatusCode::NOT_FOUND, code),
             Self::Conflict { code, .. } => (StatusCode::CONFLICT, code),
-            Self::Store(_) => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
+            Self::Store(_) | Self::Registry(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable")
+            }
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
@@ -103,8 +109,8 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.parts();
         let message = match &self {
-            Self::Store(e) => {
-                tracing::error!(error = %e, "store failure while serving a request");
+            Self::Store(_) | Self::Registry(_) => {
+                tracing::error!(error = %self, "store failure while serving a request");
                 "the message store is unavailable; retry later".to_string()
             }
             Self::Internal(e) => {

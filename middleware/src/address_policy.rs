@@ -20,6 +20,9 @@
 //! client uses as its DNS resolver, so a name that resolves to an allowed
 //! address at registration and to a denied one later (DNS rebinding) is still
 //! refused. Registration checks the same rules early so a bad URL is a 400.
+//!
+//! Used by the producer registry (`api/producers`) and by the verifier's
+//! check-back client, which is why it sits beside both rather than in either.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -27,6 +30,70 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use ipnet::IpNet;
+
+/// Why an address or a check-back URL is refused. The text is what an operator
+/// (at registration: the producer's owner) reads, so it names the rule and the flag.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// Denied whatever the configuration (link-local, metadata, unspecified, multicast, broadcast).
+    #[error("address {shown} is {why}; check-back never dials it")]
+    Builtin {
+        /// The address as given, and what it stands for when normalised.
+        shown: String,
+        /// Which built-in rule.
+        why: &'static str,
+    },
+    /// In `--verify-deny-cidr`.
+    #[error("address {0} is denied by --verify-deny-cidr")]
+    Denied(String),
+    /// Not in a non-empty `--verify-allow-cidr`.
+    #[error("address {0} is not in --verify-allow-cidr")]
+    NotAllowed(String),
+    /// Not `http` or `https`.
+    #[error("verify_url must be http or https, not {0:?}")]
+    Scheme(String),
+    /// `user:password@` in the URL.
+    #[error("verify_url must not carry credentials (user:password@)")]
+    Credentials,
+    /// A URL without a host.
+    #[error("verify_url has no host")]
+    NoHost,
+    /// The name did not resolve.
+    #[error("cannot resolve {host}: {error}")]
+    Unresolvable {
+        /// The hostname.
+        host: String,
+        /// The resolver's error.
+        error: String,
+    },
+    /// The name resolved to nothing.
+    #[error("{0} resolves to no address")]
+    NoAddress(String),
+    /// At registration: one of the name's addresses is refused.
+    #[error("{host} resolves to a refused address: {refusal}")]
+    ResolvesToRefused {
+        /// The hostname.
+        host: String,
+        /// Why that address is refused.
+        refusal: Box<Refusal>,
+    },
+    /// When dialling: every address of the name is refused.
+    #[error("{host} resolves only to refused addresses: {}", join(refusals))]
+    OnlyRefused {
+        /// The hostname.
+        host: String,
+        /// Why each address is refused.
+        refusals: Vec<Refusal>,
+    },
+}
+
+fn join(refusals: &[Refusal]) -> String {
+    refusals
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
 
 /// Turns a hostname into addresses. The system resolver in production; a
 /// table in tests (and for `--verify-resolve`).
@@ -190,7 +257,7 @@ impl AddressPolicy {
     }
 
     /// Whether `ip` may be dialled, and if not, why.
-    pub fn check_ip(&self, ip: IpAddr) -> Result<(), String> {
+    pub fn check_ip(&self, ip: IpAddr) -> Result<(), Refusal> {
         let norm = normalise(ip);
         let shown = if norm == ip {
             ip.to_string()
@@ -198,83 +265,81 @@ impl AddressPolicy {
             format!("{ip} (= {norm})")
         };
         if let Some(why) = builtin_denial(norm) {
-            return Err(format!(
-                "address {shown} is {why}; check-back never dials it"
-            ));
+            return Err(Refusal::Builtin { shown, why });
         }
         let in_list = |list: &[IpNet]| list.iter().any(|n| n.contains(&norm) || n.contains(&ip));
         if in_list(&self.deny) {
-            return Err(format!("address {shown} is denied by --verify-deny-cidr"));
+            return Err(Refusal::Denied(shown));
         }
         if !self.allow.is_empty() && !in_list(&self.allow) {
-            return Err(format!("address {shown} is not in --verify-allow-cidr"));
+            return Err(Refusal::NotAllowed(shown));
         }
         Ok(())
     }
 
     /// The URL-shape rules (scheme, no credentials, a host); returns the host.
-    pub fn check_url_shape<'u>(&self, url: &'u url::Url) -> Result<url::Host<&'u str>, String> {
+    pub fn check_url_shape<'u>(&self, url: &'u url::Url) -> Result<url::Host<&'u str>, Refusal> {
         if !matches!(url.scheme(), "http" | "https") {
-            return Err(format!(
-                "verify_url must be http or https, not {:?}",
-                url.scheme()
-            ));
+            return Err(Refusal::Scheme(url.scheme().to_string()));
         }
         if !url.username().is_empty() || url.password().is_some() {
-            return Err("verify_url must not carry credentials (user:password@)".into());
+            return Err(Refusal::Credentials);
         }
-        url.host()
-            .ok_or_else(|| "verify_url has no host".to_string())
+        url.host().ok_or(Refusal::NoHost)
     }
 
     /// Whether a check-back URL is acceptable: its shape, and every address its
     /// host stands for (resolved now, for a hostname).
-    pub async fn check_url(&self, url: &url::Url) -> Result<(), String> {
+    pub async fn check_url(&self, url: &url::Url) -> Result<(), Refusal> {
         match self.check_url_shape(url)? {
             url::Host::Ipv4(v4) => self.check_ip(IpAddr::V4(v4)),
             url::Host::Ipv6(v6) => self.check_ip(IpAddr::V6(v6)),
             url::Host::Domain(host) => {
-                let ips = self
-                    .resolver
-                    .lookup(host)
-                    .await
-                    .map_err(|e| format!("cannot resolve {host}: {e}"))?;
-                if ips.is_empty() {
-                    return Err(format!("{host} resolves to no address"));
-                }
-                for ip in ips {
+                for ip in self.lookup(host).await? {
                     self.check_ip(ip)
-                        .map_err(|why| format!("{host} resolves to a refused address: {why}"))?;
+                        .map_err(|refusal| Refusal::ResolvesToRefused {
+                            host: host.to_string(),
+                            refusal: Box::new(refusal),
+                        })?;
                 }
                 Ok(())
             }
         }
     }
 
-    /// Resolves `host` and keeps only the addresses the policy allows; an error
-    /// (saying why) when none is left. This is what the check-back client dials.
-    pub async fn resolve_allowed(&self, host: &str) -> Result<Vec<IpAddr>, String> {
+    /// Every address `host` stands for; an error when there is none.
+    async fn lookup(&self, host: &str) -> Result<Vec<IpAddr>, Refusal> {
         let ips = self
             .resolver
             .lookup(host)
             .await
-            .map_err(|e| format!("cannot resolve {host}: {e}"))?;
+            .map_err(|e| Refusal::Unresolvable {
+                host: host.to_string(),
+                error: e.to_string(),
+            })?;
+        if ips.is_empty() {
+            return Err(Refusal::NoAddress(host.to_string()));
+        }
+        Ok(ips)
+    }
+
+    /// Resolves `host` and keeps only the addresses the policy allows; an error
+    /// (saying why) when none is left. This is what the check-back client dials.
+    pub async fn resolve_allowed(&self, host: &str) -> Result<Vec<IpAddr>, Refusal> {
+        let ips = self.lookup(host).await?;
         let mut allowed = Vec::with_capacity(ips.len());
-        let mut refused = Vec::new();
+        let mut refusals = Vec::new();
         for ip in ips {
             match self.check_ip(ip) {
                 Ok(()) => allowed.push(ip),
-                Err(why) => refused.push(why),
+                Err(why) => refusals.push(why),
             }
         }
         if allowed.is_empty() {
-            if refused.is_empty() {
-                return Err(format!("{host} resolves to no address"));
-            }
-            return Err(format!(
-                "{host} resolves only to refused addresses: {}",
-                refused.join("; ")
-            ));
+            return Err(Refusal::OnlyRefused {
+                host: host.to_string(),
+                refusals,
+            });
         }
         Ok(allowed)
     }
@@ -290,7 +355,7 @@ mod tests {
 
     async fn url_verdict(p: &AddressPolicy, s: &str) -> Result<(), String> {
         let url = url::Url::parse(s).map_err(|e| format!("parse: {e}"))?;
-        p.check_url(&url).await
+        p.check_url(&url).await.map_err(|r| r.to_string())
     }
 
     #[tokio::test]
@@ -371,7 +436,7 @@ mod tests {
         let p = AddressPolicy::new(Vec::new(), vec!["127.0.0.2/32".parse().unwrap()]);
         assert!(p.check_ip("127.0.0.2".parse().unwrap()).is_err());
         let mapped: IpAddr = "::ffff:127.0.0.2".parse().unwrap();
-        let why = p.check_ip(mapped).unwrap_err();
+        let why = p.check_ip(mapped).unwrap_err().to_string();
         assert!(why.contains("--verify-deny-cidr"), "{why}");
         assert!(p.check_ip("127.0.0.1".parse().unwrap()).is_ok());
 
@@ -380,7 +445,10 @@ mod tests {
         assert!(only_ten
             .check_ip("::ffff:10.9.9.9".parse().unwrap())
             .is_ok());
-        let why = only_ten.check_ip("127.0.0.1".parse().unwrap()).unwrap_err();
+        let why = only_ten
+            .check_ip("127.0.0.1".parse().unwrap())
+            .unwrap_err()
+            .to_string();
         assert!(why.contains("--verify-allow-cidr"), "{why}");
     }
 
@@ -423,7 +491,11 @@ mod tests {
             p.resolve_allowed("mixed.test").await,
             Ok(vec!["127.0.0.1".parse::<IpAddr>().unwrap()])
         );
-        let why = p.resolve_allowed("meta.test").await.unwrap_err();
+        let why = p
+            .resolve_allowed("meta.test")
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(why.contains("metadata"), "{why}");
     }
 }

@@ -1,0 +1,93 @@
+//! The flags of `trustmsg bench` and the sizes they come to.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use trustmsg::config::Secret;
+
+/// Flags of `trustmsg bench`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct BenchArgs {
+    /// MySQL/MariaDB server (`mysql://user:pass@host:port[/ignored]`). The bench
+    /// creates a database of its own there and drops it when done.
+    #[arg(long, env = "TRUSTMSG_DATABASE_URL")]
+    pub(crate) database_url: Secret,
+
+    /// Kafka brokers; without them an in-process librdkafka mock cluster is used.
+    #[arg(long, env = "TRUSTMSG_KAFKA_BROKERS")]
+    pub(crate) kafka_brokers: Option<String>,
+
+    /// Drive an already running trustmsg instead of starting one in-process
+    /// (lifecycle and open-loop only; needs --kafka-brokers and --admin-token).
+    #[arg(long)]
+    pub(crate) target: Option<url::Url>,
+
+    /// Admin token of the --target service.
+    #[arg(long, env = "TRUSTMSG_ADMIN_TOKEN")]
+    pub(crate) admin_token: Option<Secret>,
+
+    /// Small sizes: the whole run takes under a minute on 2 cores.
+    #[arg(long)]
+    pub(crate) quick: bool,
+
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    pub(crate) json: Option<PathBuf>,
+
+    /// Concurrent producers (and ceiling writers).
+    #[arg(long, default_value_t = 32)]
+    pub(crate) concurrency: usize,
+
+    /// How long the ceiling and the lifecycle phases run (default 10s; --quick 4s).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub(crate) duration: Option<Duration>,
+
+    /// Arrival rate of the open-loop phase as a fraction of the lifecycle peak.
+    #[arg(long, default_value_t = 0.5)]
+    pub(crate) open_loop_fraction: f64,
+
+    /// Stale PREPARED rows for the verifier phase (default 5000; --quick 1000).
+    #[arg(long)]
+    pub(crate) verifier_rows: Option<u64>,
+
+    /// Committed rows for the drain phase (default 50000; --quick 10000).
+    #[arg(long)]
+    pub(crate) drain_rows: Option<u64>,
+
+    /// Extra `trustmsg serve` flags for the in-process service, repeatable
+    /// (e.g. `--serve-arg=--kafka-config=linger.ms=1`).
+    #[arg(long = "serve-arg", allow_hyphen_values = true)]
+    pub(crate) serve_args: Vec<String>,
+
+    /// Table sizes for the claim-query cost (default 10000,1000000; --quick 10000,100000).
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) scan_rows: Vec<u64>,
+}
+
+pub(crate) struct Sizes {
+    pub(crate) duration: Duration,
+    pub(crate) verifier_rows: u64,
+    pub(crate) drain_rows: u64,
+    pub(crate) scan_rows: Vec<u64>,
+}
+
+impl BenchArgs {
+    pub(crate) fn sizes(&self) -> Sizes {
+        let (d, v, dr, s) = if self.quick {
+            (4, 1_000, 10_000, vec![10_000, 100_000])
+        } else {
+            (10, 5_000, 50_000, vec![10_000, 1_000_000])
+        };
+        Sizes {
+            duration: self.duration.unwrap_or(Duration::from_secs(d)),
+            verifier_rows: self.verifier_rows.unwrap_or(v),
+            drain_rows: self.drain_rows.unwrap_or(dr),
+            scan_rows: if self.scan_rows.is_empty() {
+                s
+            } else {
+                self.scan_rows.clone()
+            },
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! The load generator: HTTP producers doing prepare + commit, closed loop
+//! (lifecycle) and open loop (fixed arrival rate), and the wait for every
+//! committed message to come out of Kafka.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde_json::json;
+use sqlx::MySqlPool;
+use tokio::sync::Mutex;
+use trustmsg_kafka_mock as kafka;
+
+use super::phases::wait_until;
+use super::report::{LoadResult, Percentiles};
+use super::*;
+
+/// A tiny HTTP client for the producer and registry API.
+#[derive(Clone)]
+pub(crate) struct Client {
+    http: reqwest::Client,
+    base: String,
+    admin_token: String,
+}
+
+impl Client {
+    pub(crate) fn new(base: &str, admin_token: &str, concurrency: usize) -> Self {
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(concurrency * 2)
+            .build()
+            .expect("static client configuration");
+        Self {
+            http,
+            base: base.to_string(),
+            admin_token: admin_token.to_string(),
+        }
+    }
+
+    pub(crate) async fn register(
+        &self,
+        biz_id: &str,
+        verify_url: &str,
+        first_verify_ms: u32,
+    ) -> anyhow::Result<String> {
+        let res = self
+            .http
+            .put(format!("{}/v1/producers/{biz_id}", self.base))
+            .bearer_auth(&self.admin_token)
+            .json(&json!({"verify_url": verify_url, "first_verify_after_ms": first_verify_ms}))
+            .send()
+            .await?;
+        let status = res.status();
+        let body: serde_json::Value = res.json().await?;
+        anyhow::ensure!(status.is_success(), "register {biz_id}: {status} {body}");
+        Ok(body["token"]
+            .as_str()
+            .unwrap_or(&self.admin_token)
+            .to_string())
+    }
+
+    /// prepare + commit of one message; returns (prepare, commit) latency, the
+    /// message id and when the commit call started.
+    pub(crate) async fn prepare_commit(
+        &self,
+        token: &str,
+        key: &str,
+    ) -> anyhow::Result<(Duration, Duration, u64, Instant)> {
+        let t0 = Instant::now();
+        let res = self
+            .http
+            .post(format!("{}/v1/messages/prepare", self.base))
+            .bearer_auth(token)
+            .json(&json!({
+                "biz_id": "bench", "message_key": key, "topic": TOPIC, "key": key,
+                "payload": "x".repeat(PAYLOAD_BYTES),
+            }))
+            .send()
+            .await?;
+        anyhow::ensure!(res.status().is_success(), "prepare: {}", res.status());
+        let view: serde_json::Value = res.json().await?;
+        let id = view["id"].as_u64().context("prepare answer without id")?;
+        let t1 = Instant::now();
+        let res = self
+            .http
+            .post(format!("{}/v1/messages/commit", self.base))
+            .bearer_auth(token)
+            .json(&json!({"biz_id": "bench", "message_key": key}))
+            .send()
+            .await?;
+        anyhow::ensure!(res.status().is_success(), "commit: {}", res.status());
+        let t2 = Instant::now();
+        Ok((t1 - t0, t2 - t1, id, t1))
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Samples {
+    prepare: Vec<Duration>,
+    commit: Vec<Duration>,
+    committed_at: HashMap<u64, Instant>,
+}
+
+/// Waits until every committed message was consumed; returns commit→Kafka
+/// latencies and the instant the last one arrived.
+pub(crate) async fn await_consumed(
+    consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
+    committed_at: &HashMap<u64, Instant>,
+    timeout: Duration,
+) -> anyhow::Result<(Vec<Duration>, Instant)> {
+    let mut latencies = Vec::with_capacity(committed_at.len());
+    let mut seen = std::collections::HashSet::new();
+    let mut last = Instant::now();
+    let deadline = tokio::time::Instant::now() + timeout;
+    while seen.len() < committed_at.len() {
+        let c = tokio::time::timeout_at(deadline, consumed.recv())
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "only {} of {} committed messages reached Kafka in {timeout:?}",
+                    seen.len(),
+                    committed_at.len()
+                )
+            })?
+            .context("consumer stopped")?;
+        if let Some(start) = committed_at.get(&c.message_id) {
+            if seen.insert(c.message_id) {
+                latencies.push(c.at.saturating_duration_since(*start));
+                last = c.at;
+            }
+        }
+    }
+    Ok((latencies, last))
+}
+
+pub(crate) async fn lifecycle(
+    client: &Client,
+    token: &str,
+    pool: &MySqlPool,
+    consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<LoadResult> {
+    let samples = Arc::new(Mutex::new(Samples::default()));
+    let start = Instant::now();
+    let end = start + duration;
+    let workers = (0..concurrency).map(|w| {
+        let client = client.clone();
+        let token = token.to_string();
+        let samples = samples.clone();
+        tokio::spawn(async move {
+            let mut i = 0u64;
+            while Instant::now() < end {
+                let (p, c, id, at) = client.prepare_commit(&token, &format!("l{w}-{i}")).await?;
+                let mut s = samples.lock().await;
+                s.prepare.push(p);
+                s.commit.push(c);
+                s.committed_at.insert(id, at);
+                i += 1;
+            }
+            anyhow::Ok(())
+        })
+    });
+    for w in futures::future::join_all(workers).await {
+        w??;
+    }
+    let samples = std::mem::take(&mut *samples.lock().await);
+    let result = load_result(samples, consumed, start).await?;
+    // A message counts only once its row is SENT as well.
+    wait_until(
+        pool,
+        "SELECT COUNT(*) FROM messages WHERE biz_id = 'bench' AND send_status = 'SENT'",
+        result.messages as i64,
+    )
+    .await?;
+    Ok(result)
+}
+
+/// Waits for every committed message of `samples` to reach Kafka and sums up.
+pub(crate) async fn load_result(
+    samples: Samples,
+    consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
+    start: Instant,
+) -> anyhow::Result<LoadResult> {
+    let (to_kafka, last) =
+        await_consumed(consumed, &samples.committed_at, Duration::from_secs(120)).await?;
+    let n = samples.committed_at.len();
+    Ok(LoadResult {
+        throughput_per_s: n as f64 / last.duration_since(start).as_secs_f64(),
+        messages: n,
+        prepare: Percentiles::of(samples.prepare),
+        commit: Percentiles::of(samples.commit),
+        commit_to_kafka: Percentiles::of(to_kafka),
+    })
+}
+
+pub(crate) async fn open_loop(
+    client: &Client,
+    token: &str,
+    consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
+    rate: f64,
+    duration: Duration,
+) -> anyhow::Result<LoadResult> {
+    anyhow::ensure!(rate > 0.0, "open loop needs a positive rate");
+    let interval = Duration::from_secs_f64(1.0 / rate);
+    let samples = Arc::new(Mutex::new(Samples::default()));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    let mut i = 0u64;
+    loop {
+        let intended = start + interval.mul_f64(i as f64);
+        if intended >= start + duration {
+            break;
+        }
+        tokio::time::sleep_until(intended.into()).await;
+        let client = client.clone();
+        let token = token.to_string();
+        let samples = samples.clone();
+        tasks.push(tokio::spawn(async move {
+            let (p, c, id, _) = client.prepare_commit(&token, &format!("o-{i}")).await?;
+            // Charged from the intended start: time spent waiting to be sent counts.
+            let queued = Instant::now().saturating_duration_since(intended) - p - c;
+            let mut s = samples.lock().await;
+            s.prepare.push(queued + p);
+            s.commit.push(c);
+            s.committed_at.insert(id, intended + queued + p);
+            anyhow::Ok(())
+        }));
+        i += 1;
+    }
+    for t in futures::future::join_all(tasks).await {
+        t??;
+    }
+    let samples = std::mem::take(&mut *samples.lock().await);
+    load_result(samples, consumed, start).await
+}

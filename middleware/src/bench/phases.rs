@@ -1,0 +1,251 @@
+//! The phases that bypass the HTTP API: the database's own ceiling, the
+//! verifier and drain rates over rows written straight to the tables, and the
+//! cost of the forwarder's claim query as the table grows.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use sqlx::MySqlPool;
+use trustmsg::store::mysql::MySqlStore;
+use trustmsg::store::Store;
+use trustmsg_kafka_mock as kafka;
+
+use super::load::await_consumed;
+use super::report::Percentiles;
+use super::*;
+
+/// The database's own ceiling: INSERT of a message-shaped row then UPDATE of its
+/// status, autocommit, from `concurrency` writers for `duration`.
+pub(crate) async fn ceiling(
+    pool: &MySqlPool,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<f64> {
+    sqlx::query(
+        "CREATE TABLE bench_ceiling (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, \
+         biz_id VARCHAR(64) NOT NULL, message_key VARCHAR(128) NOT NULL, topic VARCHAR(249), \
+         payload LONGBLOB NOT NULL, status VARCHAR(16) NOT NULL, version BIGINT UNSIGNED NOT NULL DEFAULT 0, \
+         created_at DATETIME(3) NOT NULL, updated_at DATETIME(3) NOT NULL, \
+         UNIQUE KEY uk (biz_id, message_key)) ENGINE=InnoDB",
+    )
+    .execute(pool)
+    .await?;
+    let payload = vec![b'x'; PAYLOAD_BYTES];
+    let end = Instant::now() + duration;
+    let start = Instant::now();
+    let workers = (0..concurrency).map(|w| {
+        let pool = pool.clone();
+        let payload = payload.clone();
+        tokio::spawn(async move {
+            let mut n = 0u64;
+            while Instant::now() < end {
+                let id = sqlx::query(
+                    "INSERT INTO bench_ceiling (biz_id, message_key, topic, payload, status, created_at, updated_at) \
+                     VALUES ('bench', ?, 'bench', ?, 'PREPARED', UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))",
+                )
+                .bind(format!("c{w}-{n}"))
+                .bind(&payload)
+                .execute(&pool)
+                .await?
+                .last_insert_id();
+                sqlx::query(
+                    "UPDATE bench_ceiling SET status = 'COMMITTED', version = version + 1, \
+                     updated_at = UTC_TIMESTAMP(3) WHERE id = ? AND status = 'PREPARED'",
+                )
+                .bind(id)
+                .execute(&pool)
+                .await?;
+                n += 1;
+            }
+            anyhow::Ok(n)
+        })
+    });
+    let mut total = 0;
+    for w in futures::future::join_all(workers).await {
+        total += w??;
+    }
+    Ok(total as f64 / start.elapsed().as_secs_f64())
+}
+
+/// Polls until `count_sql` returns `expected`.
+pub(crate) async fn wait_until(
+    pool: &MySqlPool,
+    count_sql: &'static str,
+    expected: i64,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let n: i64 = sqlx::query_scalar(count_sql).fetch_one(pool).await?;
+        if n == expected {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{count_sql} stuck at {n}, want {expected}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Inserts `rows` message rows of `biz_id` in `status`, not yet due.
+pub(crate) async fn insert_rows(
+    pool: &MySqlPool,
+    biz_id: &str,
+    topic: &str,
+    status: &str,
+    send_status: Option<&str>,
+    rows: u64,
+) -> anyhow::Result<()> {
+    const BATCH: u64 = 1000;
+    let payload = vec![b'x'; PAYLOAD_BYTES];
+    let mut done = 0;
+    while done < rows {
+        let n = BATCH.min(rows - done);
+        let mut q = sqlx::QueryBuilder::<sqlx::MySql>::new(
+            "INSERT INTO messages (biz_id, message_key, topic, payload, headers, content_digest, status, send_status, created_at, updated_at) ",
+        );
+        q.push_values(done..done + n, |mut b, i| {
+            b.push_bind(biz_id)
+                .push_bind(format!("{biz_id}-{i}"))
+                .push_bind(topic)
+                .push_bind(&payload)
+                .push_bind("{}")
+                .push_bind(vec![0u8; 32])
+                .push_bind(status)
+                .push_bind(send_status)
+                .push("UTC_TIMESTAMP(3)")
+                .push("UTC_TIMESTAMP(3)");
+        });
+        q.build().execute(pool).await?;
+        done += n;
+    }
+    Ok(())
+}
+
+/// Stale PREPARED rows made due at once; the in-process verifier asks the local
+/// check endpoint (which answers commit) about each.
+pub(crate) async fn verifier(pool: &MySqlPool, rows: u64) -> anyhow::Result<f64> {
+    insert_rows(pool, "bench-verify", TOPIC, "PREPARED", None, rows).await?;
+    // The clock starts when the release commits: that is when the rows become due.
+    sqlx::query(
+        "UPDATE messages SET next_verify_at = UTC_TIMESTAMP(3) WHERE biz_id = 'bench-verify'",
+    )
+    .execute(pool)
+    .await?;
+    let start = Instant::now();
+    wait_until(
+        pool,
+        "SELECT COUNT(*) FROM messages WHERE biz_id = 'bench-verify' AND status = 'COMMITTED'",
+        rows as i64,
+    )
+    .await?;
+    Ok(rows as f64 / start.elapsed().as_secs_f64())
+}
+
+/// Committed rows released at once; the sweeper drains them to Kafka.
+pub(crate) async fn drain(
+    pool: &MySqlPool,
+    consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
+    rows: u64,
+) -> anyhow::Result<f64> {
+    insert_rows(
+        pool,
+        "bench-drain",
+        DRAIN_TOPIC,
+        "COMMITTED",
+        Some("PENDING"),
+        rows,
+    )
+    .await?;
+    let ids: Vec<u64> = sqlx::query_scalar("SELECT id FROM messages WHERE biz_id = 'bench-drain'")
+        .fetch_all(pool)
+        .await?;
+    // The clock starts when the release commits: that is when the rows become due.
+    sqlx::query("UPDATE messages SET next_send_at = UTC_TIMESTAMP(3) WHERE biz_id = 'bench-drain'")
+        .execute(pool)
+        .await?;
+    let start = Instant::now();
+    let committed_at: HashMap<u64, Instant> = ids.into_iter().map(|id| (id, start)).collect();
+    let (_, last) = await_consumed(consumed, &committed_at, Duration::from_secs(300)).await?;
+    wait_until(
+        pool,
+        "SELECT COUNT(*) FROM messages WHERE biz_id = 'bench-drain' AND send_status = 'SENT'",
+        rows as i64,
+    )
+    .await?;
+    Ok(rows as f64 / last.duration_since(start).as_secs_f64())
+}
+
+/// Median time of the forwarder's claim (256 due rows) with `rows` finished
+/// rows in the table, in a database of its own.
+pub(crate) async fn scan_cost(pool: &MySqlPool, db_url: &str, rows: u64) -> anyhow::Result<f64> {
+    let base: String = sqlx::query_scalar("SELECT CAST(DATABASE() AS CHAR)")
+        .fetch_one(pool)
+        .await?;
+    let name = format!("{base}_scan");
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS `{name}`"
+    )))
+    .execute(pool)
+    .await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE `{name}`")))
+        .execute(pool)
+        .await?;
+    let mut scan_url = url::Url::parse(db_url)?;
+    scan_url.set_path(&format!("/{name}"));
+    let result = async {
+        let store = MySqlStore::connect(scan_url.as_str()).await?;
+        store.migrate().await?;
+        insert_rows(store.pool(), "scan-done", TOPIC, "COMMITTED", Some("SENT"), rows).await?;
+        insert_rows(store.pool(), "scan-due", TOPIC, "COMMITTED", Some("PENDING"), 256).await?;
+        sqlx::query("ANALYZE TABLE messages").execute(store.pool()).await?;
+        let mut times = Vec::new();
+        for _ in 0..20 {
+            sqlx::query("UPDATE messages SET next_send_at = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND WHERE biz_id = 'scan-due'")
+                .execute(store.pool())
+                .await?;
+            let t = Instant::now();
+            let claimed = store.claim_due_sends(256, Duration::from_secs(60)).await?;
+            times.push(t.elapsed());
+            anyhow::ensure!(claimed.len() == 256, "claimed {} of 256", claimed.len());
+        }
+        anyhow::Ok(Percentiles::of(times).p50_ms)
+    }
+    .await;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS `{name}`"
+    )))
+    .execute(pool)
+    .await?;
+    result
+}
+
+/// A local check endpoint that answers `commit` to every check-back.
+pub(crate) struct CheckEndpoint {
+    pub(crate) url: String,
+    pub(crate) _server: tokio::task::JoinHandle<()>,
+}
+
+impl CheckEndpoint {
+    pub(crate) async fn start() -> anyhow::Result<Self> {
+        use trustmsg_verify_api::{CheckRequest, CheckResponse, Decision};
+        let app = axum::Router::new().route(
+            "/check",
+            axum::routing::post(|axum::Json(req): axum::Json<CheckRequest>| async move {
+                axum::Json(CheckResponse {
+                    message_id: req.message_id,
+                    decision: Decision::Commit,
+                })
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}/check", listener.local_addr()?);
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self {
+            url,
+            _server: server,
+        })
+    }
+}

@@ -1,0 +1,112 @@
+//! What a run measured: the JSON report and the printed table.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// Latency percentiles in milliseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub(crate) struct Percentiles {
+    /// Samples.
+    pub(crate) count: usize,
+    /// Median.
+    pub(crate) p50_ms: f64,
+    /// 99th percentile.
+    pub(crate) p99_ms: f64,
+    /// 99.9th percentile.
+    pub(crate) p999_ms: f64,
+    /// Largest sample.
+    pub(crate) max_ms: f64,
+}
+
+impl Percentiles {
+    pub(crate) fn of(mut samples: Vec<Duration>) -> Self {
+        if samples.is_empty() {
+            return Self::default();
+        }
+        samples.sort_unstable();
+        let at = |q: f64| {
+            let i = ((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1;
+            samples[i].as_secs_f64() * 1000.0
+        };
+        Self {
+            count: samples.len(),
+            p50_ms: at(0.50),
+            p99_ms: at(0.99),
+            p999_ms: at(0.999),
+            max_ms: samples[samples.len() - 1].as_secs_f64() * 1000.0,
+        }
+    }
+}
+
+/// Latencies of one load phase.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct LoadResult {
+    /// Messages prepared, committed, consumed from Kafka and marked SENT per second.
+    pub(crate) throughput_per_s: f64,
+    /// Messages counted.
+    pub(crate) messages: usize,
+    /// Prepare call latency.
+    pub(crate) prepare: Percentiles,
+    /// Commit call latency.
+    pub(crate) commit: Percentiles,
+    /// From the commit call's start to the record being consumed from Kafka.
+    pub(crate) commit_to_kafka: Percentiles,
+}
+
+/// Everything one run measured.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct Report {
+    /// `innodb_flush_log_at_trx_commit`, `sync_binlog`, `log_bin`, server version.
+    pub(crate) durability: serde_json::Value,
+    /// Concurrency used.
+    pub(crate) concurrency: usize,
+    /// Ceiling: INSERT + UPDATE pairs per second straight through sqlx.
+    pub(crate) ceiling_per_s: f64,
+    /// The lifecycle phase.
+    pub(crate) lifecycle: LoadResult,
+    /// lifecycle throughput ÷ ceiling.
+    pub(crate) ratio: f64,
+    /// Target arrival rate of the open-loop phase.
+    pub(crate) open_loop_rate_per_s: f64,
+    /// The open-loop phase (latency from the intended start).
+    pub(crate) open_loop: LoadResult,
+    /// Check-backs resolved per second (None when skipped).
+    pub(crate) verifier_per_s: Option<f64>,
+    /// Drain rate, Kafka records per second (None when skipped).
+    pub(crate) drain_per_s: Option<f64>,
+    /// Claim query median time in ms per table size.
+    pub(crate) scan_ms: Vec<(u64, f64)>,
+}
+
+pub(crate) fn print_report(r: &Report) {
+    let row = |name: &str, l: &LoadResult| {
+        println!(
+            "{name:<10} {:>9.0} msg/s  prepare p50/p99/p99.9 {:>6.1}/{:>6.1}/{:>6.1} ms  commit {:>6.1}/{:>6.1}/{:>6.1} ms  commit→kafka {:>6.1}/{:>6.1}/{:>6.1} ms  (n={})",
+            l.throughput_per_s,
+            l.prepare.p50_ms, l.prepare.p99_ms, l.prepare.p999_ms,
+            l.commit.p50_ms, l.commit.p99_ms, l.commit.p999_ms,
+            l.commit_to_kafka.p50_ms, l.commit_to_kafka.p99_ms, l.commit_to_kafka.p999_ms,
+            l.messages,
+        );
+    };
+    println!("durability {}", r.durability);
+    println!("concurrency {}", r.concurrency);
+    println!(
+        "ceiling    {:>9.0} insert+update/s (sqlx, autocommit)",
+        r.ceiling_per_s
+    );
+    row("lifecycle", &r.lifecycle);
+    row(&format!("open@{:.0}", r.open_loop_rate_per_s), &r.open_loop);
+    match r.verifier_per_s {
+        Some(v) => println!("verifier   {v:>9.0} check-backs resolved/s"),
+        None => println!("verifier   skipped"),
+    }
+    match r.drain_per_s {
+        Some(v) => println!("drain      {v:>9.0} msg/s"),
+        None => println!("drain      skipped"),
+    }
+    for (rows, ms) in &r.scan_ms {
+        println!("scan       {rows:>9} rows: claim of 256 due rows p50 {ms:.2} ms");
+    }
+}
