@@ -355,7 +355,7 @@ pub(crate) enum Forwarding {
 
 impl ServeArgs {
     /// Checks the rules that relate several flags; the error names the flags
-    /// to change. [`crate::startup::Application::build`] checks them too.
+    /// to change. Starting the service checks them too.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.settings().map(drop)
     }
