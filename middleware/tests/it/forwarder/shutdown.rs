@@ -4,11 +4,11 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use trustmsg_tests::kafka::{MockKafka, TopicReader};
+use trustmsg_tests::{TestApp, UNREACHABLE_VERIFY_URL};
 use trustmsg_verify_api::SendStatus;
 
-use crate::common::kafka::{MockKafka, TopicReader};
-use crate::common::TestApp;
-use crate::{body, kafka_flags, prepare_and_commit, refs, wait_for_row, VERIFY};
+use super::{body, kafka_flags, prepare_and_commit, refs, wait_for_row};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_mid_stream_loses_nothing_and_every_sent_row_matches_its_record() {
@@ -18,7 +18,7 @@ async fn a_restart_mid_stream_loses_nothing_and_every_sent_row_matches_its_recor
     kafka.round_trip(Duration::from_millis(300));
     let flags = kafka_flags(kafka.bootstrap());
     let first = TestApp::spawn(&refs(&flags)).await;
-    let token = first.register("shop", VERIFY).await;
+    let token = first.register("shop", UNREACHABLE_VERIFY_URL).await;
     let mut ids = BTreeSet::new();
     for i in 0..30 {
         ids.insert(
@@ -31,11 +31,11 @@ async fn a_restart_mid_stream_loses_nothing_and_every_sent_row_matches_its_recor
     first.app.stop().await.expect("clean shutdown");
 
     // Everything that reached Kafka was marked SENT before the stop returned.
-    let mut reader = TopicReader::new(kafka.bootstrap(), "orders", 2);
+    let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
     reader.read_for(Duration::from_secs(2)).await;
     for r in &reader.records {
         let row = store
-            .find_message_by_id(r.message_id())
+            .find_message_by_id(r.message_id)
             .await
             .unwrap()
             .unwrap();
@@ -50,7 +50,7 @@ async fn a_restart_mid_stream_loses_nothing_and_every_sent_row_matches_its_recor
     let second = TestApp::spawn_on(db, &refs(&flags)).await;
     reader
         .read_until(Duration::from_secs(60), "every committed message", |rs| {
-            rs.iter().map(|r| r.message_id()).collect::<BTreeSet<_>>() == ids
+            rs.iter().map(|r| r.message_id).collect::<BTreeSet<_>>() == ids
         })
         .await;
     for id in &ids {
@@ -68,7 +68,7 @@ async fn stopping_waits_for_sends_in_flight_and_marks_them_sent() {
     kafka.create_topic("orders", 1);
     let flags = kafka_flags(kafka.bootstrap());
     let app = TestApp::spawn(&refs(&flags)).await;
-    let token = app.register("shop", VERIFY).await;
+    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
     // Warm up first, so the slow acknowledgements below are the only wait.
     let warm = prepare_and_commit(&app, &token, body("shop", "warm-up", "orders")).await;
     wait_for_row(&app, warm, Duration::from_secs(20), "SENT", |m| {
@@ -97,11 +97,10 @@ async fn stopping_waits_for_sends_in_flight_and_marks_them_sent() {
             "the send in flight was drained and marked before the stop returned: {row:?}"
         );
     }
-    let mut reader = TopicReader::new(kafka.bootstrap(), "orders", 1);
+    let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
     reader
         .read_until(Duration::from_secs(20), "the drained records", |rs| {
-            ids.iter()
-                .all(|id| rs.iter().any(|r| r.message_id() == *id))
+            ids.iter().all(|id| rs.iter().any(|r| r.message_id == *id))
         })
         .await;
     db.drop_db().await;

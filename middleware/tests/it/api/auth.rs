@@ -1,6 +1,6 @@
 use serde_json::json;
 
-use crate::common::{decision_body, prepare_body, TestApp, ADMIN_TOKEN};
+use trustmsg_tests::{decision_body, prepare_body, TestApp, ADMIN_TOKEN};
 
 const VERIFY: &str = "http://127.0.0.1:9/check";
 

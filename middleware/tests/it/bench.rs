@@ -4,8 +4,7 @@
 
 use std::process::Command;
 
-#[path = "common/mod.rs"]
-mod common;
+use trustmsg_tests::mysql_server_url;
 
 #[tokio::test]
 async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_behind() {
@@ -15,7 +14,7 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
             "bench",
             "--quick",
             "--database-url",
-            &common::mysql_server_url(),
+            &mysql_server_url(),
             "--concurrency",
             "4",
             "--duration",
@@ -60,9 +59,7 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
     assert_eq!(report["scan_ms"].as_array().unwrap().len(), 1);
     assert!((report["ratio"].as_f64().unwrap() - ratio).abs() < 0.01);
 
-    let admin = sqlx::MySqlPool::connect(&common::mysql_server_url())
-        .await
-        .unwrap();
+    let admin = sqlx::MySqlPool::connect(&mysql_server_url()).await.unwrap();
     let left: Vec<String> = sqlx::query_scalar(
         "SELECT CAST(schema_name AS CHAR) FROM information_schema.schemata \
          WHERE schema_name LIKE 'trustmsg\\_bench\\_%'",

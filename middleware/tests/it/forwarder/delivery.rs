@@ -5,13 +5,11 @@ use std::time::Duration;
 
 use base64::Engine;
 use serde_json::json;
+use trustmsg_tests::kafka::{MockKafka, TopicReader};
+use trustmsg_tests::{TestApp, UNREACHABLE_VERIFY_URL};
 use trustmsg_verify_api::{kafka_headers, SendStatus};
 
-use crate::common::kafka::{MockKafka, TopicReader};
-use crate::common::TestApp;
-use crate::{
-    body, decide, kafka_flags, prepare, prepare_and_commit, refs, set_flag, wait_for_row, VERIFY,
-};
+use super::{body, decide, kafka_flags, prepare, prepare_and_commit, refs, set_flag, wait_for_row};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn committed_messages_arrive_byte_for_byte_and_undecided_or_rolled_back_ones_never() {
@@ -19,7 +17,7 @@ async fn committed_messages_arrive_byte_for_byte_and_undecided_or_rolled_back_on
     kafka.create_topic("orders", 3);
     kafka.create_topic("audit.events-v1", 1);
     let app = TestApp::spawn(&refs(&kafka_flags(kafka.bootstrap()))).await;
-    let token = app.register("shop", VERIFY).await;
+    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
 
     let binary: Vec<u8> = vec![0, 255, 1, 0x80, b'\n', 0xfe, 0];
     // (body, expected topic, key, value, user headers)
@@ -69,14 +67,14 @@ async fn committed_messages_arrive_byte_for_byte_and_undecided_or_rolled_back_on
     decide(&app, &token, "shop", "m-rolled-back", false).await;
     let undecided = prepare(&app, &token, body("shop", "m-undecided", "orders")).await;
 
-    let mut orders = TopicReader::new(kafka.bootstrap(), "orders", 3);
-    let mut audit = TopicReader::new(kafka.bootstrap(), "audit.events-v1", 1);
+    let mut orders = TopicReader::new(kafka.bootstrap(), "orders");
+    let mut audit = TopicReader::new(kafka.bootstrap(), "audit.events-v1");
     let want: BTreeSet<u64> = expected.keys().copied().collect();
     let seen = |o: &TopicReader, a: &TopicReader| -> BTreeSet<u64> {
         o.records
             .iter()
             .chain(&a.records)
-            .map(|r| r.message_id())
+            .map(|r| r.message_id)
             .collect()
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -101,14 +99,14 @@ async fn committed_messages_arrive_byte_for_byte_and_undecided_or_rolled_back_on
     );
     assert!(!records
         .iter()
-        .any(|r| r.message_id() == rolled_back || r.message_id() == undecided));
+        .any(|r| r.message_id == rolled_back || r.message_id == undecided));
     for r in records {
-        let id = r.message_id();
+        let id = r.message_id;
         let (message_key, topic, key, value, user_headers) = &expected[&id];
         assert_eq!(r.topic, *topic);
         assert_eq!(r.key, *key, "record key of {message_key}");
         assert_eq!(
-            r.value.as_deref(),
+            r.payload.as_deref(),
             Some(value.as_slice()),
             "value of {message_key}"
         );
@@ -155,15 +153,15 @@ async fn a_commit_reaches_kafka_without_waiting_for_a_sweep() {
     set_flag(&mut flags, "--sweep-interval", "1h");
     set_flag(&mut flags, "--send-lease", "60s");
     let app = TestApp::spawn(&refs(&flags)).await;
-    let token = app.register("shop", VERIFY).await;
-    let mut reader = TopicReader::new(kafka.bootstrap(), "orders", 1);
+    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
+    let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
 
     for i in 0..5 {
         let id =
             prepare_and_commit(&app, &token, body("shop", &format!("fast-{i}"), "orders")).await;
         reader
             .read_until(Duration::from_secs(20), "the committed record", |rs| {
-                rs.iter().any(|r| r.message_id() == id)
+                rs.iter().any(|r| r.message_id == id)
             })
             .await;
         let row = wait_for_row(&app, id, Duration::from_secs(10), "SENT", |m| {

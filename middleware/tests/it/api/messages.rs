@@ -1,6 +1,6 @@
 use serde_json::{json, Value};
 
-use crate::common::{decision_body, prepare_body, TestApp};
+use trustmsg_tests::{decision_body, prepare_body, TestApp};
 
 const VERIFY: &str = "http://127.0.0.1:9/check";
 
@@ -267,7 +267,7 @@ async fn prepare_schedules_the_first_check_back_after_the_producers_delay() {
     let token = app.register("orders", VERIFY).await;
     app.http
         .put(app.url("/v1/producers/orders"))
-        .bearer_auth(crate::common::ADMIN_TOKEN)
+        .bearer_auth(trustmsg_tests::ADMIN_TOKEN)
         .json(&json!({"verify_url": VERIFY, "first_verify_after_ms": 120000}))
         .send()
         .await

@@ -2,28 +2,21 @@
 //! will never take.
 
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::routing::post;
-use axum::Router;
-use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
-use serde_json::Value;
+use trustmsg_tests::kafka::{MockKafka, RDKafkaApiKey, RDKafkaRespErr, TopicReader};
+use trustmsg_tests::{AlertSink, TestApp, UNREACHABLE_VERIFY_URL};
 use trustmsg_verify_api::SendStatus;
 
-use crate::common::kafka::{MockKafka, TopicReader};
-use crate::common::TestApp;
-use crate::{body, kafka_flags, prepare_and_commit, refs, set_flag, wait_for_row, VERIFY};
+use super::{body, kafka_flags, prepare_and_commit, refs, set_flag, wait_for_row};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_message_committed_during_a_broker_outage_is_delivered_once_it_is_back() {
     let kafka = MockKafka::start(1);
     kafka.create_topic("orders", 2);
     let app = TestApp::spawn(&refs(&kafka_flags(kafka.bootstrap()))).await;
-    let token = app.register("shop", VERIFY).await;
-    let mut reader = TopicReader::new(kafka.bootstrap(), "orders", 2);
+    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
+    let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
 
     let mut ids = BTreeSet::new();
     ids.insert(prepare_and_commit(&app, &token, body("shop", "before", "orders")).await);
@@ -51,7 +44,7 @@ async fn every_message_committed_during_a_broker_outage_is_delivered_once_it_is_
 
     reader
         .read_until(Duration::from_secs(90), "every committed message", |rs| {
-            rs.iter().map(|r| r.message_id()).collect::<BTreeSet<_>>() == ids
+            rs.iter().map(|r| r.message_id).collect::<BTreeSet<_>>() == ids
         })
         .await;
     let mut retried = 0;
@@ -84,8 +77,8 @@ async fn transient_produce_errors_are_retried_until_delivered() {
     ]);
     set_flag(&mut flags, "--sweep-interval", "100ms");
     let app = TestApp::spawn(&refs(&flags)).await;
-    let token = app.register("shop", VERIFY).await;
-    let mut reader = TopicReader::new(kafka.bootstrap(), "orders", 1);
+    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
+    let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
     // Warm up: the producer has its id and metadata before errors are injected.
     prepare_and_commit(&app, &token, body("shop", "warm-up", "orders")).await;
     reader
@@ -103,7 +96,7 @@ async fn transient_produce_errors_are_retried_until_delivered() {
         .read_until(
             Duration::from_secs(60),
             "the record sent through errors",
-            |rs| rs.iter().any(|r| r.message_id() == id),
+            |rs| rs.iter().any(|r| r.message_id == id),
         )
         .await;
     let row = wait_for_row(&app, id, Duration::from_secs(20), "SENT", |m| {
@@ -119,47 +112,21 @@ async fn transient_produce_errors_are_retried_until_delivered() {
     app.finish().await;
 }
 
-/// A local webhook receiver counting alert calls.
-#[derive(Clone, Default)]
-struct Alerts {
-    bodies: Arc<Mutex<Vec<Value>>>,
-}
-
-impl Alerts {
-    async fn serve(&self) -> SocketAddr {
-        async fn receive(State(alerts): State<Alerts>, axum::Json(v): axum::Json<Value>) {
-            alerts.bodies.lock().unwrap().push(v);
-        }
-        let router = Router::new()
-            .route("/alerts", post(receive))
-            .with_state(self.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-        addr
-    }
-
-    fn received(&self) -> Vec<Value> {
-        self.bodies.lock().unwrap().clone()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_kafka_refuses_as_too_large_is_send_failed_with_exactly_one_alert() {
     let kafka = MockKafka::start(1);
     kafka.create_topic("orders", 1);
-    let alerts = Alerts::default();
-    let hook = alerts.serve().await;
+    let alerts = AlertSink::start().await;
     let mut flags = kafka_flags(kafka.bootstrap());
     flags.extend([
         "--alert-webhook".to_string(),
-        format!("http://{hook}/alerts"),
+        alerts.url(),
         "--max-send-attempts".into(),
         "10".into(),
     ]);
     let app = TestApp::spawn(&refs(&flags)).await;
-    let token = app.register("shop", VERIFY).await;
-    let mut reader = TopicReader::new(kafka.bootstrap(), "orders", 1);
+    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
+    let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
     let warm = prepare_and_commit(&app, &token, body("shop", "warm-up", "orders")).await;
     reader
         .read_until(Duration::from_secs(20), "the warm-up record", |rs| {
@@ -184,7 +151,7 @@ async fn a_record_kafka_refuses_as_too_large_is_send_failed_with_exactly_one_ale
     assert!(err.contains("MessageSizeTooLarge"), "{err}");
 
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while alerts.received().is_empty() {
+    while alerts.alerts().is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
             "no alert reached the webhook"
@@ -195,12 +162,12 @@ async fn a_record_kafka_refuses_as_too_large_is_send_failed_with_exactly_one_ale
     let next = prepare_and_commit(&app, &token, body("shop", "after", "orders")).await;
     reader
         .read_until(Duration::from_secs(20), "the next record", |rs| {
-            rs.iter().any(|r| r.message_id() == next)
+            rs.iter().any(|r| r.message_id == next)
         })
         .await;
     reader.read_for(Duration::from_secs(2)).await;
 
-    let received = alerts.received();
+    let received = alerts.alerts();
     assert_eq!(received.len(), 1, "exactly one webhook call: {received:?}");
     let a = &received[0];
     assert_eq!(a["kind"], "send_failed");
@@ -210,10 +177,10 @@ async fn a_record_kafka_refuses_as_too_large_is_send_failed_with_exactly_one_ale
     assert_eq!(a["attempts"], 1);
     assert_eq!(a["last_error"].as_str(), Some(err.as_str()));
     assert!(
-        !reader.records.iter().any(|r| r.message_id() == id),
+        !reader.records.iter().any(|r| r.message_id == id),
         "the refused record is not in Kafka"
     );
-    assert!(reader.records.iter().any(|r| r.message_id() == warm));
+    assert!(reader.records.iter().any(|r| r.message_id == warm));
 
     let trail = app.store().audit_trail(id).await.unwrap();
     let failed: Vec<_> = trail.iter().filter(|e| e.action == "send_failed").collect();
@@ -236,8 +203,8 @@ async fn transient_errors_past_the_attempt_limit_make_the_message_send_failed() 
     ]);
     set_flag(&mut flags, "--sweep-interval", "100ms");
     let app = TestApp::spawn(&refs(&flags)).await;
-    let token = app.register("shop", VERIFY).await;
-    let mut reader = TopicReader::new(kafka.bootstrap(), "orders", 1);
+    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
+    let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
     prepare_and_commit(&app, &token, body("shop", "warm-up", "orders")).await;
     reader
         .read_until(Duration::from_secs(20), "the warm-up record", |rs| {

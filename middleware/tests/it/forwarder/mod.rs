@@ -2,9 +2,6 @@
 //! publishing to librdkafka's mock cluster; every assertion about Kafka reads
 //! the topic back.
 
-#[path = "../common/mod.rs"]
-mod common;
-
 mod claims;
 mod delivery;
 mod faults;
@@ -14,14 +11,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use trustmsg::store::Message;
-
-use crate::common::TestApp;
-
-/// No check-back happens in these tests (first check is far away).
-pub const VERIFY: &str = "http://127.0.0.1:9/check";
+use trustmsg_tests::TestApp;
 
 /// Flags for an instance forwarding to `bootstrap`, with short test timings.
-pub fn kafka_flags(bootstrap: &str) -> Vec<String> {
+pub(crate) fn kafka_flags(bootstrap: &str) -> Vec<String> {
     [
         "--kafka-brokers",
         bootstrap,
@@ -44,7 +37,7 @@ pub fn kafka_flags(bootstrap: &str) -> Vec<String> {
 }
 
 /// Replaces the value of `--name` in `flags`.
-pub fn set_flag(flags: &mut [String], name: &str, value: &str) {
+pub(crate) fn set_flag(flags: &mut [String], name: &str, value: &str) {
     let pos = flags
         .iter()
         .position(|f| f == name)
@@ -52,18 +45,18 @@ pub fn set_flag(flags: &mut [String], name: &str, value: &str) {
     flags[pos + 1] = value.to_string();
 }
 
-pub fn refs(v: &[String]) -> Vec<&str> {
+pub(crate) fn refs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
 /// Prepares and commits (or only prepares, or rolls back) one message; returns its id.
-pub async fn prepare(app: &TestApp, token: &str, body: Value) -> u64 {
+pub(crate) async fn prepare(app: &TestApp, token: &str, body: Value) -> u64 {
     let (status, view) = app.post("/v1/messages/prepare", Some(token), &body).await;
     assert_eq!(status, 201, "prepare: {view}");
     view["id"].as_u64().unwrap()
 }
 
-pub async fn decide(app: &TestApp, token: &str, biz_id: &str, key: &str, commit: bool) {
+pub(crate) async fn decide(app: &TestApp, token: &str, biz_id: &str, key: &str, commit: bool) {
     let path = if commit {
         "/v1/messages/commit"
     } else {
@@ -79,7 +72,7 @@ pub async fn decide(app: &TestApp, token: &str, biz_id: &str, key: &str, commit:
     assert_eq!(status, 200, "{path}: {view}");
 }
 
-pub async fn prepare_and_commit(app: &TestApp, token: &str, body: Value) -> u64 {
+pub(crate) async fn prepare_and_commit(app: &TestApp, token: &str, body: Value) -> u64 {
     let biz = body["biz_id"].as_str().unwrap().to_string();
     let key = body["message_key"].as_str().unwrap().to_string();
     let id = prepare(app, token, body).await;
@@ -88,7 +81,7 @@ pub async fn prepare_and_commit(app: &TestApp, token: &str, body: Value) -> u64 
 }
 
 /// A simple message body on `topic`.
-pub fn body(biz_id: &str, key: &str, topic: &str) -> Value {
+pub(crate) fn body(biz_id: &str, key: &str, topic: &str) -> Value {
     json!({
         "biz_id": biz_id,
         "message_key": key,
@@ -99,7 +92,7 @@ pub fn body(biz_id: &str, key: &str, topic: &str) -> Value {
 }
 
 /// Polls the row until `done` holds, failing after `deadline`.
-pub async fn wait_for_row(
+pub(crate) async fn wait_for_row(
     app: &TestApp,
     id: u64,
     deadline: Duration,

@@ -1,6 +1,6 @@
 use serde_json::{json, Value};
 
-use crate::common::{prepare_body, TestApp};
+use trustmsg_tests::{prepare_body, TestApp};
 
 async fn count_rows(app: &TestApp) -> i64 {
     let pool = app.db.pool().await;

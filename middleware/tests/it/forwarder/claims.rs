@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 use trustmsg::config::ServeArgs;
 use trustmsg::startup::Application;
 use trustmsg::store::{Actor, Message, SentMark};
+use trustmsg_tests::kafka::{MockKafka, TopicReader};
+use trustmsg_tests::{TestApp, TestDb, UNREACHABLE_VERIFY_URL};
 use trustmsg_verify_api::SendStatus;
 
-use crate::common::kafka::{MockKafka, TopicReader};
-use crate::common::{TestApp, TestDb};
-use crate::{body, kafka_flags, prepare_and_commit, refs, wait_for_row, VERIFY};
+use super::{body, kafka_flags, prepare_and_commit, refs, wait_for_row};
 
 fn same_db(db: &TestDb) -> TestDb {
     db.share()
@@ -42,7 +42,7 @@ async fn two_forwarders_on_one_database_deliver_every_message_exactly_once() {
     // An API-only instance whose commits hold a claim for only 100 ms and
     // nobody sends them: both forwarders' sweepers race for those rows.
     let api_only = TestApp::spawn_on(same_db(&a.db), &["--send-lease", "100ms"]).await;
-    let token = a.register("shop", VERIFY).await;
+    let token = a.register("shop", UNREACHABLE_VERIFY_URL).await;
 
     let mut ids = BTreeSet::new();
     for i in 0..20 {
@@ -53,10 +53,10 @@ async fn two_forwarders_on_one_database_deliver_every_message_exactly_once() {
             );
         }
     }
-    let mut reader = TopicReader::new(kafka.bootstrap(), "orders", 3);
+    let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
     reader
         .read_until(Duration::from_secs(60), "every committed message", |rs| {
-            rs.iter().map(|r| r.message_id()).collect::<BTreeSet<_>>() == ids
+            rs.iter().map(|r| r.message_id).collect::<BTreeSet<_>>() == ids
         })
         .await;
     for id in &ids {
@@ -86,7 +86,7 @@ async fn a_claim_whose_owner_died_is_resent_after_the_lease() {
     kafka.create_topic("orders", 1);
     // Commit through an instance without a forwarder; its commit claim lapses fast.
     let api_only = TestApp::spawn(&["--send-lease", "100ms"]).await;
-    let token = api_only.register("shop", VERIFY).await;
+    let token = api_only.register("shop", UNREACHABLE_VERIFY_URL).await;
     let id = prepare_and_commit(&api_only, &token, body("shop", "orphan", "orders")).await;
 
     // A worker claims the row for 3 s, then dies without sending or marking.
@@ -98,10 +98,10 @@ async fn a_claim_whose_owner_died_is_resent_after_the_lease() {
         &refs(&kafka_flags(kafka.bootstrap())),
     )
     .await;
-    let mut reader = TopicReader::new(kafka.bootstrap(), "orders", 1);
+    let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
     reader
         .read_until(Duration::from_secs(30), "the orphaned message", |rs| {
-            rs.iter().any(|r| r.message_id() == id)
+            rs.iter().any(|r| r.message_id == id)
         })
         .await;
     let row = wait_for_row(&forwarder, id, Duration::from_secs(10), "SENT", |m| {
@@ -125,7 +125,7 @@ async fn a_claim_whose_owner_died_is_resent_after_the_lease() {
 #[tokio::test]
 async fn a_stale_owners_writes_match_nothing_after_another_owner_reclaimed() {
     let app = TestApp::spawn(&["--send-lease", "100ms"]).await;
-    let token = app.register("shop", VERIFY).await;
+    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
     let id = prepare_and_commit(&app, &token, body("shop", "contested", "orders")).await;
 
     let stale = claim_when_due(&app, id, Duration::from_millis(100)).await;

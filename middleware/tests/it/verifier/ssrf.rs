@@ -7,14 +7,14 @@ use std::sync::Arc;
 use serde_json::json;
 use trustmsg::verifier::ssrf::{AddressPolicy, StaticResolver};
 use trustmsg::verifier::Outcome;
+use trustmsg_tests::{eventually, Canary, CheckServer, Reply, TestApp};
 use trustmsg_verify_api::MessageStatus;
 
-use crate::common::TestApp;
-use crate::support::*;
+use super::support::*;
 
 #[tokio::test]
 async fn a_denied_address_is_never_dialled_by_registration_hostname_or_redirect() {
-    let canary = Canary::start("127.0.0.2").await;
+    let canary = Canary::start(("127.0.0.2", 0)).await;
     let port = canary.addr.port();
     let mut flags = FAST.to_vec();
     flags.extend([
@@ -33,7 +33,9 @@ async fn a_denied_address_is_never_dialled_by_registration_hostname_or_redirect(
         format!("http://[::ffff:127.0.0.2]:{port}/check"),
         format!("http://canary.test:{port}/check"),
     ] {
-        let (status, body) = put_producer(&app, "evil", json!({ "verify_url": url })).await;
+        let (status, body) = app
+            .put_producer("evil", &json!({ "verify_url": url }))
+            .await;
         assert_eq!(status, 400, "{url} was registered: {body}");
         assert_eq!(body["error"]["code"], "invalid_verify_url", "{body}");
         let msg = body["error"]["message"].as_str().unwrap();
@@ -69,9 +71,10 @@ async fn a_denied_address_is_never_dialled_by_registration_hostname_or_redirect(
     ids.push(("redirects", prepare(&app, &token, "redirects", "r").await));
 
     for (biz, id) in &ids {
-        eventually!(10, &format!("{biz}: two refused attempts"), {
+        eventually(10, &format!("{biz}: two refused attempts"), async || {
             message(&app, *id).await.verify_attempts >= 2
-        });
+        })
+        .await;
         let m = message(&app, *id).await;
         assert_eq!(m.status, MessageStatus::Prepared);
         let err = m.last_error.unwrap();
@@ -102,12 +105,9 @@ async fn dns_rebinding_after_registration_is_refused_at_dial_time() {
     let server = CheckServer::start().await;
     let port = server.addr.port();
     // The canary listens where the name will point next, on the same port.
-    let canary = CanaryOn::start(("127.0.0.2", port)).await;
+    let canary = Canary::start(("127.0.0.2", port)).await;
     let token = {
-        let (status, body) = put_producer(
-            &app,
-            "orders",
-            json!({"verify_url": format!("http://rebind.test:{port}/check"), "first_verify_after_ms": 0}),
+        let (status, body) = app.put_producer("orders", &json!({"verify_url": format!("http://rebind.test:{port}/check"), "first_verify_after_ms": 0}),
         )
         .await;
         assert_eq!(
@@ -147,33 +147,10 @@ async fn dns_rebinding_after_registration_is_refused_at_dial_time() {
     // the zero above is the guard's doing.
     let open = AddressPolicy::default().with_resolver(rebound());
     let unguarded = stepped_verifier(&app, open, Arc::new(RecordingListener::default()), cfg);
-    eventually!(5, "the control call", {
+    eventually(5, "the control call", async || {
         unguarded.process_batch().await.unwrap().claimed == 1
-    });
+    })
+    .await;
     assert!(canary.connections() >= 1);
     app.finish().await;
-}
-
-/// A canary on a given address and port.
-struct CanaryOn {
-    connections: Arc<std::sync::atomic::AtomicU32>,
-}
-
-impl CanaryOn {
-    async fn start(addr: (&str, u16)) -> Self {
-        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
-        let connections = Arc::new(std::sync::atomic::AtomicU32::new(0));
-        let count = connections.clone();
-        tokio::spawn(async move {
-            while let Ok((sock, _)) = listener.accept().await {
-                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                drop(sock);
-            }
-        });
-        Self { connections }
-    }
-
-    fn connections(&self) -> u32 {
-        self.connections.load(std::sync::atomic::Ordering::SeqCst)
-    }
 }

@@ -1,6 +1,6 @@
 use serde_json::json;
 
-use crate::common::{TestApp, ADMIN_TOKEN};
+use trustmsg_tests::{TestApp, ADMIN_TOKEN};
 
 #[tokio::test]
 async fn register_shows_token_once_then_update_keeps_it() {
@@ -52,7 +52,7 @@ async fn register_shows_token_once_then_update_keeps_it() {
         .post(
             "/v1/messages/prepare",
             Some(token),
-            &crate::common::prepare_body("orders", "k"),
+            &trustmsg_tests::prepare_body("orders", "k"),
         )
         .await;
     assert_eq!(s, 201);
@@ -77,7 +77,7 @@ async fn deleting_a_producer_revokes_its_token() {
         .post(
             "/v1/messages/prepare",
             Some(&token),
-            &crate::common::prepare_body("orders", "k"),
+            &trustmsg_tests::prepare_body("orders", "k"),
         )
         .await;
     assert_eq!(s, 401);

@@ -1,9 +1,6 @@
 //! API tests: the real service on port 0 over a fresh MariaDB database
 //! (and, in `sqlite`, a smoke test over a fresh SQLite file).
 
-#[path = "../common/mod.rs"]
-mod common;
-
 mod auth;
 mod concurrency;
 mod messages;

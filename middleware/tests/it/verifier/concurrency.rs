@@ -3,10 +3,10 @@
 use std::time::Duration;
 
 use serde_json::json;
+use trustmsg_tests::{eventually, CheckServer, Reply, TestApp};
 use trustmsg_verify_api::MessageStatus;
 
-use crate::common::TestApp;
-use crate::support::*;
+use super::support::*;
 
 #[tokio::test]
 async fn two_instances_on_one_database_never_check_a_message_twice_in_one_round() {
@@ -32,9 +32,10 @@ async fn two_instances_on_one_database_never_check_a_message_twice_in_one_round(
         ids.push(prepare(&first, &token, "orders", &format!("o-{i}")).await);
     }
 
-    eventually!(20, "every message checked", {
+    eventually(20, "every message checked", async || {
         server.per_key_calls().len() == N
-    });
+    })
+    .await;
     // Both instances keep polling; nothing is due again for an hour.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let calls = server.per_key_calls();
@@ -80,16 +81,18 @@ async fn a_slow_producer_is_held_to_its_share_and_cannot_starve_the_others() {
 
     // The slow producer holds every call it gets until the gate opens; the
     // fast one must be served meanwhile.
-    eventually!(15, "the fast producer's messages committed", {
+    eventually(15, "the fast producer's messages committed", async || {
         all_have_status(&app, &fast_ids, MessageStatus::Committed).await
-    });
+    })
+    .await;
     assert!(slow.max_in_flight() <= 2, "{}", slow.max_in_flight());
     assert!(slow.max_in_flight() >= 1);
 
     slow.open_gate();
-    eventually!(15, "the slow producer's messages committed", {
+    eventually(15, "the slow producer's messages committed", async || {
         all_have_status(&app, &slow_ids, MessageStatus::Committed).await
-    });
+    })
+    .await;
     assert!(slow.max_in_flight() <= 2, "{}", slow.max_in_flight());
     app.finish().await;
 }

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use serde_json::json;
 use trustmsg::verifier::ssrf::AddressPolicy;
 use trustmsg::verifier::Outcome;
+use trustmsg_tests::{decision_body, eventually, AlertSink, CheckServer, Reply, TestApp};
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
-use crate::common::{decision_body, TestApp};
-use crate::support::*;
+use super::support::*;
 
 #[tokio::test]
 async fn a_commit_answer_commits_and_enters_the_forwarder_fast_path() {
@@ -64,9 +64,10 @@ async fn a_rollback_answer_rolls_back_through_the_running_service() {
     server.script("o-2", Reply::Decide("rollback"));
     let id = prepare(&app, &token, "orders", "o-2").await;
 
-    eventually!(10, "rolled back by check-back", {
+    eventually(10, "rolled back by check-back", async || {
         message(&app, id).await.status == MessageStatus::RolledBack
-    });
+    })
+    .await;
     let m = message(&app, id).await;
     assert_eq!(m.send_status, None);
     assert_eq!(server.calls("o-2"), 1);
@@ -94,10 +95,14 @@ async fn unknown_forever_ends_in_verify_failed_after_exactly_max_attempts_with_o
     let token = register(&app, "orders", &server, json!({"max_verify_attempts": 3})).await;
     let id = prepare(&app, &token, "orders", "o-3").await;
 
-    eventually!(10, "VERIFY_FAILED", {
+    eventually(10, "VERIFY_FAILED", async || {
         message(&app, id).await.status == MessageStatus::VerifyFailed
-    });
-    eventually!(5, "the alert webhook call", { !sink.alerts().is_empty() });
+    })
+    .await;
+    eventually(5, "the alert webhook call", async || {
+        !sink.alerts().is_empty()
+    })
+    .await;
     // Many verifier rounds later nothing more has happened.
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     assert_eq!(server.attempts("o-3"), vec![1, 2, 3]);
@@ -179,12 +184,13 @@ async fn the_endpoint_verifies_the_signature_and_a_wrong_secret_decides_nothing(
 
     // With the shared secret the same endpoint accepts the call.
     let (_, producer) = app
-        .get("/v1/producers/orders", Some(crate::common::ADMIN_TOKEN))
+        .get("/v1/producers/orders", Some(trustmsg_tests::ADMIN_TOKEN))
         .await;
     server.set_secret(producer["signing_secret"].as_str().unwrap());
-    eventually!(5, "the retry", {
+    eventually(5, "the retry", async || {
         verifier.process_batch().await.unwrap().claimed > 0
-    });
+    })
+    .await;
     assert_eq!(message(&app, id).await.status, MessageStatus::Committed);
     assert_eq!(server.attempts("o-4"), vec![2]);
     app.finish().await;

@@ -7,9 +7,9 @@ use std::time::Duration;
 use serde_json::json;
 use trustmsg::verifier::ssrf::AddressPolicy;
 use trustmsg::verifier::Outcome;
+use trustmsg_tests::{eventually, CheckServer, TestApp};
 
-use crate::common::TestApp;
-use crate::support::*;
+use super::support::*;
 
 #[tokio::test]
 async fn no_check_happens_before_the_first_check_delay_by_the_database_clock() {
@@ -70,9 +70,10 @@ async fn the_backoff_grows_after_each_attempt_that_decides_nothing() {
 
     let mut delays = Vec::new();
     for attempt in 1..=4u32 {
-        eventually!(10, "the next check to fall due", {
+        eventually(10, "the next check to fall due", async || {
             verifier.process_batch().await.unwrap().claimed == 1
-        });
+        })
+        .await;
         let m = message(&app, id).await;
         assert_eq!(m.verify_attempts, attempt);
         let scheduled = m.next_verify_at.unwrap() - m.updated_at;

@@ -7,10 +7,10 @@ use std::time::Duration;
 use serde_json::json;
 use trustmsg::verifier::ssrf::AddressPolicy;
 use trustmsg::verifier::Outcome;
+use trustmsg_tests::{CheckServer, Reply, TestApp};
 use trustmsg_verify_api::MessageStatus;
 
-use crate::common::TestApp;
-use crate::support::*;
+use super::support::*;
 
 #[tokio::test]
 async fn garbage_answers_never_decide_and_each_leaves_a_stored_reason() {
@@ -91,7 +91,7 @@ async fn an_unregistered_producer_counts_as_a_failed_attempt() {
     let (status, _) = app
         .http
         .delete(app.url("/v1/producers/orders"))
-        .bearer_auth(crate::common::ADMIN_TOKEN)
+        .bearer_auth(trustmsg_tests::ADMIN_TOKEN)
         .send()
         .await
         .map(|r| (r.status().as_u16(), ()))

@@ -1,8 +1,7 @@
 use std::collections::HashMap;
 
 use futures::future::join_all;
-
-use crate::common::{decision_body, prepare_body, TestApp};
+use trustmsg_tests::{decision_body, prepare_body, TestApp};
 
 #[tokio::test]
 async fn fifty_parallel_identical_prepares_make_exactly_one_row() {

@@ -3,8 +3,7 @@
 //! conformance suite).
 
 use serde_json::Value;
-
-use crate::common::{decision_body, prepare_body, TestApp};
+use trustmsg_tests::{decision_body, prepare_body, TestApp};
 
 #[tokio::test]
 async fn the_message_life_cycle_works_over_sqlite() {

@@ -1,10 +1,10 @@
 //! The verifier reads producers through the moka registry the API invalidates.
 
 use serde_json::json;
+use trustmsg_tests::{eventually, CheckServer, Reply, TestApp};
 use trustmsg_verify_api::MessageStatus;
 
-use crate::common::TestApp;
-use crate::support::*;
+use super::support::*;
 
 #[tokio::test]
 async fn a_registry_update_is_seen_by_the_next_check_not_after_the_ttl() {
@@ -16,21 +16,19 @@ async fn a_registry_update_is_seen_by_the_next_check_not_after_the_ttl() {
     new.default_reply(Reply::Decide("commit"));
     let token = register(&app, "orders", &old, json!({"max_verify_attempts": 1000})).await;
     let id = prepare(&app, &token, "orders", "o-1").await;
-    eventually!(10, "a check at the old URL", { old.calls("o-1") > 0 });
+    eventually(10, "a check at the old URL", async || old.calls("o-1") > 0).await;
 
-    let (status, body) = put_producer(
-        &app,
-        "orders",
-        json!({"verify_url": new.url(), "first_verify_after_ms": 0, "max_verify_attempts": 1000}),
+    let (status, body) = app.put_producer("orders", &json!({"verify_url": new.url(), "first_verify_after_ms": 0, "max_verify_attempts": 1000}),
     )
     .await;
     assert_eq!(status, 200, "{body}");
     new.set_secret(body["signing_secret"].as_str().unwrap());
 
     // With a one-hour TTL, only the invalidation can make this happen.
-    eventually!(10, "committed through the new URL", {
+    eventually(10, "committed through the new URL", async || {
         message(&app, id).await.status == MessageStatus::Committed
-    });
+    })
+    .await;
     assert_eq!(new.calls("o-1"), 1);
     assert_eq!(new.bad_signatures(), 0);
     let old_calls = old.calls("o-1");

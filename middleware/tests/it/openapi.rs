@@ -1,5 +1,5 @@
 //! `docs/openapi.json` must be exactly what the code serves at `/openapi.json`.
-//! Regenerate with `UPDATE_OPENAPI=1 cargo test -p trustmsg --test openapi`.
+//! Regenerate with `UPDATE_OPENAPI=1 cargo test -p trustmsg --test it openapi`.
 
 use utoipa::OpenApi;
 
@@ -16,6 +16,6 @@ fn committed_openapi_document_matches_the_code() {
     assert_eq!(
         committed.trim_end(),
         generated,
-        "docs/openapi.json is stale: run UPDATE_OPENAPI=1 cargo test -p trustmsg --test openapi"
+        "docs/openapi.json is stale: run UPDATE_OPENAPI=1 cargo test -p trustmsg --test it openapi"
     );
 }
