@@ -1,11 +1,21 @@
 //! Kafka without a broker to install, for `trustmsg bench` and the tests: an
 //! in-process librdkafka mock cluster (it speaks the Kafka protocol over TCP to
-//! librdkafka clients) with the fault injection the tests use, and a consumer
-//! thread that reports every record it reads.
+//! librdkafka clients) with the fault injection the tests use, and one consumer.
+//!
+//! The consumer is a thread per topic that reads every partition from the
+//! beginning and hands each record over a channel ([`consume`]); the bench
+//! awaits records as they come, and [`TopicReader`] collects them on demand for
+//! tests that ask "what is in the topic by now?". Every record trustmsg
+//! produces carries a `trustmsg-message-id` header; a record without one is
+//! never passed on, and [`TopicReader`] fails the test when it meets one, so
+//! an unlabelled record cannot go unnoticed.
 //!
 //! Not part of the service: the `trustmsg` library never links it.
 
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
+use std::sync::Arc;
 use std::thread;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -14,9 +24,13 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
 use rdkafka::mocking::MockCluster;
-use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
 use rdkafka::{Offset, TopicPartitionList};
+use tokio::sync::mpsc::error::TryRecvError;
+use tokio::sync::mpsc::UnboundedReceiver;
 use trustmsg_verify_api::kafka_headers;
+
+/// The request kinds and error codes [`MockKafka::request_errors`] takes.
+pub use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
 
 enum Cmd {
     CreateTopic(String, i32),
@@ -139,7 +153,7 @@ impl Drop for MockKafka {
     }
 }
 
-/// One consumed record.
+/// One consumed record, owned.
 #[derive(Debug, Clone)]
 pub struct Consumed {
     /// The `trustmsg-message-id` header.
@@ -148,20 +162,64 @@ pub struct Consumed {
     pub at: Instant,
     /// The record's topic.
     pub topic: String,
-    /// The record's key.
+    /// The partition it was read from.
+    pub partition: i32,
+    /// Its offset in that partition.
+    pub offset: i64,
+    /// The record's key (`None`: no key, as opposed to an empty one).
     pub key: Option<Vec<u8>>,
-    /// The record's value.
-    pub payload: Vec<u8>,
-    /// All headers, in order.
-    pub headers: Vec<(String, Vec<u8>)>,
+    /// The record's value (`None`: a null value, as opposed to an empty one).
+    pub payload: Option<Vec<u8>>,
+    /// All headers in record order; `None` is a null header value.
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+}
+
+impl Consumed {
+    /// The value of the first header called `name`, if it has one.
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .and_then(|(_, v)| v.as_deref())
+    }
+
+    /// The headers as a map; panics on a name that appears twice, which no
+    /// record of trustmsg may carry.
+    pub fn header_map(&self) -> BTreeMap<String, Option<Vec<u8>>> {
+        let mut m = BTreeMap::new();
+        for (k, v) in &self.headers {
+            assert!(
+                m.insert(k.clone(), v.clone()).is_none(),
+                "duplicate header {k} in {self:?}"
+            );
+        }
+        m
+    }
+}
+
+/// What the consumer thread shares with whoever started it.
+#[derive(Debug, Default)]
+struct Shared {
+    stop: AtomicBool,
+    /// Records read without a usable `trustmsg-message-id` header.
+    unlabelled: AtomicU64,
 }
 
 /// Reads every partition of `topic` from the beginning on a thread and sends
-/// each record's message id; stops when the receiver is dropped or `stop` is set.
+/// each record that carries a message id; stops when the receiver is dropped
+/// or `stop` is set. Waits up to 30 s for the topic to exist.
 pub fn consume(
     bootstrap: &str,
     topic: &str,
-) -> anyhow::Result<(tokio::sync::mpsc::UnboundedReceiver<Consumed>, StopFlag)> {
+) -> anyhow::Result<(UnboundedReceiver<Consumed>, StopFlag)> {
+    let (rx, shared) = spawn_consumer(bootstrap, topic)?;
+    Ok((rx, StopFlag(shared)))
+}
+
+fn spawn_consumer(
+    bootstrap: &str,
+    topic: &str,
+) -> anyhow::Result<(UnboundedReceiver<Consumed>, Arc<Shared>)> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "trustmsg-bench")
@@ -189,59 +247,157 @@ pub fn consume(
     }
     consumer.assign(&tpl)?;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let stop = StopFlag::default();
-    let flag = stop.clone();
-    thread::spawn(move || {
-        while !flag.is_set() {
-            match consumer.poll(Duration::from_millis(50)) {
-                Some(Ok(m)) => {
-                    let at = Instant::now();
-                    let headers: Vec<(String, Vec<u8>)> = m
-                        .headers()
-                        .map(|h| {
-                            h.iter()
-                                .map(|h| (h.key.to_string(), h.value.unwrap_or_default().to_vec()))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    let id = headers
-                        .iter()
-                        .find(|(k, _)| k == kafka_headers::MESSAGE_ID)
-                        .and_then(|(_, v)| std::str::from_utf8(v).ok())
-                        .and_then(|v| v.parse().ok());
-                    if let Some(message_id) = id {
+    let shared = Arc::new(Shared::default());
+    let flag = shared.clone();
+    thread::Builder::new()
+        .name(format!("consume-{topic}"))
+        .spawn(move || {
+            while !flag.stop.load(Ordering::Relaxed) {
+                match consumer.poll(Duration::from_millis(50)) {
+                    Some(Ok(m)) => {
+                        let at = Instant::now();
+                        let headers: Vec<(String, Option<Vec<u8>>)> = m
+                            .headers()
+                            .map(|h| {
+                                h.iter()
+                                    .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                                    .collect()
+                            })
+                            .unwrap_or_default();
+                        let id = headers
+                            .iter()
+                            .find(|(k, _)| k == kafka_headers::MESSAGE_ID)
+                            .and_then(|(_, v)| std::str::from_utf8(v.as_deref()?).ok())
+                            .and_then(|v| v.parse().ok());
+                        let Some(message_id) = id else {
+                            flag.unlabelled.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        };
                         let record = Consumed {
                             message_id,
                             at,
                             topic: m.topic().to_string(),
+                            partition: m.partition(),
+                            offset: m.offset(),
                             key: m.key().map(<[u8]>::to_vec),
-                            payload: m.payload().unwrap_or_default().to_vec(),
+                            payload: m.payload().map(<[u8]>::to_vec),
                             headers,
                         };
                         if tx.send(record).is_err() {
                             return;
                         }
                     }
+                    Some(Err(e)) => tracing::debug!(error = %e, "mock kafka consumer"),
+                    None => {}
                 }
-                Some(Err(e)) => tracing::debug!(error = %e, "bench consumer"),
-                None => {}
             }
-        }
-    });
-    Ok((rx, stop))
+        })?;
+    Ok((rx, shared))
 }
 
 /// Tells the consumer thread to stop.
-#[derive(Debug, Clone, Default)]
-pub struct StopFlag(std::sync::Arc<std::sync::atomic::AtomicBool>);
+#[derive(Debug, Clone)]
+pub struct StopFlag(Arc<Shared>);
 
 impl StopFlag {
     /// Stops the consumer thread.
     pub fn set(&self) {
-        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.0.stop.store(true, Ordering::Relaxed);
     }
     /// Whether [`StopFlag::set`] was called.
     pub fn is_set(&self) -> bool {
-        self.0.load(std::sync::atomic::Ordering::Relaxed)
+        self.0.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// The records of one topic, read from the beginning, collected on demand:
+/// each call takes in what the consumer thread ([`consume`]) has read by then.
+/// Fails the test (panics) on a record without a message id, or if the
+/// consumer thread ends. Dropping it stops the thread.
+pub struct TopicReader {
+    topic: String,
+    rx: UnboundedReceiver<Consumed>,
+    shared: Arc<Shared>,
+    /// Every record read so far, in the order read.
+    pub records: Vec<Consumed>,
+}
+
+impl TopicReader {
+    /// Starts reading `topic` (which must exist within 30 s) on the cluster at
+    /// `bootstrap`.
+    pub fn new(bootstrap: &str, topic: &str) -> Self {
+        let (rx, shared) = spawn_consumer(bootstrap, topic)
+            .unwrap_or_else(|e| panic!("consumer for {topic}: {e:#}"));
+        Self {
+            topic: topic.to_string(),
+            rx,
+            shared,
+            records: Vec::new(),
+        }
+    }
+
+    /// Takes in every record read by now, without waiting; returns them all.
+    pub fn poll(&mut self) -> &[Consumed] {
+        loop {
+            match self.rx.try_recv() {
+                Ok(r) => self.records.push(r),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    panic!("the consumer of {} stopped", self.topic)
+                }
+            }
+        }
+        let unlabelled = self.shared.unlabelled.load(Ordering::Relaxed);
+        assert_eq!(
+            unlabelled,
+            0,
+            "{unlabelled} record(s) in {} without a {} header",
+            self.topic,
+            kafka_headers::MESSAGE_ID
+        );
+        &self.records
+    }
+
+    /// Reads until `done(records)` holds; panics after `deadline`, naming `what`.
+    pub async fn read_until(
+        &mut self,
+        deadline: Duration,
+        what: &str,
+        mut done: impl FnMut(&[Consumed]) -> bool,
+    ) {
+        let start = Instant::now();
+        while !done(self.poll()) {
+            assert!(
+                start.elapsed() < deadline,
+                "timed out after {deadline:?} waiting for {what}; got {} records: {:?}",
+                self.records.len(),
+                self.records
+                    .iter()
+                    .map(|r| r.message_id)
+                    .collect::<Vec<_>>()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Keeps reading for `d`, to see what else arrives (or that nothing does).
+    pub async fn read_for(&mut self, d: Duration) {
+        tokio::time::sleep(d).await;
+        self.poll();
+    }
+
+    /// Message ids read so far, with how often each arrived.
+    pub fn id_counts(&mut self) -> BTreeMap<u64, usize> {
+        let mut m = BTreeMap::new();
+        for r in self.poll() {
+            *m.entry(r.message_id).or_insert(0) += 1;
+        }
+        m
+    }
+}
+
+impl Drop for TopicReader {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
     }
 }

@@ -11,8 +11,7 @@
 //! VERIFY_FAILED ([`State`]); every operation test walks all of them, checks the
 //! outcome, the row, its version and the audit rows the operation added.
 
-#[path = "common/mod.rs"]
-mod common;
+use trustmsg_tests as common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

@@ -10,16 +10,17 @@ use std::time::Duration;
 use futures::StreamExt;
 use rand::Rng;
 use trustmsg_client::{barrier, check_router, Message, Producer};
+use trustmsg_tests::{eventually, Endpoint, ServiceProcess, TestDb};
 
-use crate::harness::{eventually, settings, statuses, Db, Kafka, Service, FAST_VERIFY};
+use crate::harness::{settings, statuses, Kafka, FAST_VERIFY};
 
 const TOPIC: &str = "e2e-barrier";
 const RUNS: usize = 200;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn check_back_during_an_open_local_transaction_is_always_answered_right() {
-    let db = Db::create("barrier").await;
-    let shop_db = Db::create("shop").await;
+    let db = TestDb::create().await;
+    let shop_db = TestDb::create().await;
     // Room for every open local transaction plus the check-backs waiting on them.
     let shop = shop_db.pool_of(64).await;
     barrier::create_table(&shop).await.unwrap();
@@ -33,19 +34,15 @@ async fn check_back_during_an_open_local_transaction_is_always_answered_right() 
     // them run at once that they land while transactions are open.
     let mut flags = FAST_VERIFY.to_vec();
     flags.extend(["--verify-concurrency-per-producer", "64"]);
-    let service = Service::start(&db, kafka.mock.bootstrap(), &flags).await;
+    let service = ServiceProcess::start(&db, kafka.mock.bootstrap(), &flags).await;
 
     // Which keys have a local transaction open right now, and how many
     // check-backs arrived while theirs was open.
     let open: Arc<Mutex<HashSet<String>>> = Arc::default();
     let overlaps = Arc::new(AtomicUsize::new(0));
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!(
-        "http://{}{}",
-        listener.local_addr().unwrap(),
-        trustmsg_client::DEFAULT_CHECK_PATH
-    );
+    let endpoint = Endpoint::bind().await;
+    let url = endpoint.url(trustmsg_client::DEFAULT_CHECK_PATH);
     let (token, secret) = service.register("shop", settings(&url, 100, 15)).await;
     let router = {
         let (shop, open, overlaps) = (shop.clone(), open.clone(), overlaps.clone());
@@ -59,7 +56,7 @@ async fn check_back_during_an_open_local_transaction_is_always_answered_right() 
             }
         })
     };
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    endpoint.serve(router);
 
     let producer = Producer::new(&service.url(), "shop", token).unwrap();
     let runs = (0..RUNS).map(|i| {
@@ -106,7 +103,7 @@ async fn check_back_during_an_open_local_transaction_is_always_answered_right() 
         .await;
 
     let pool = db.pool().await;
-    eventually(90, "check-back decided every message", || async {
+    eventually(90, "check-back decided every message", async || {
         statuses(&pool, "shop")
             .await
             .values()
@@ -119,7 +116,7 @@ async fn check_back_during_an_open_local_transaction_is_always_answered_right() 
         .filter(|(_, s, _)| s == "COMMITTED")
         .map(|(id, _, _)| *id)
         .collect();
-    eventually(30, "committed messages delivered", || async {
+    eventually(30, "committed messages delivered", async || {
         committed_ids
             .iter()
             .all(|id| kafka.deliveries().contains_key(id))

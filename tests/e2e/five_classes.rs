@@ -8,11 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use trustmsg_client::{check_router, Decision, Message, Producer};
+use trustmsg_tests::{eventually, AlertSink, Endpoint, ServiceProcess, TestDb};
 use trustmsg_verify_api::kafka_headers;
 
-use crate::harness::{
-    eventually, serve, settings, statuses, AlertSink, Db, Kafka, Service, FAST_VERIFY,
-};
+use crate::harness::{settings, statuses, Kafka, FAST_VERIFY};
 
 const TOPIC: &str = "e2e-orders";
 const N: usize = 500;
@@ -47,12 +46,13 @@ fn payload_of(i: usize) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn five_classes_end_as_decided_and_the_ledger_balances() {
-    let db = Db::create("five").await;
+    let db = TestDb::create().await;
     let kafka = Kafka::start(&[TOPIC]);
     let alerts = AlertSink::start().await;
     let mut flags = FAST_VERIFY.to_vec();
-    flags.extend(["--alert-webhook", alerts.url.as_str()]);
-    let service = Service::start(&db, kafka.mock.bootstrap(), &flags).await;
+    let webhook = alerts.url();
+    flags.extend(["--alert-webhook", webhook.as_str()]);
+    let service = ServiceProcess::start(&db, kafka.mock.bootstrap(), &flags).await;
 
     // The producer's check endpoint answers by class; commit-now and
     // rollback-now messages may be asked too if a check races their decision.
@@ -62,18 +62,14 @@ async fn five_classes_end_as_decided_and_the_ledger_balances() {
             .collect(),
     );
     let check_classes = classes.clone();
-    let secret_cell = Arc::new(std::sync::OnceLock::<String>::new());
-    let (token, secret) = {
-        // Register first to learn the signing secret, then serve the endpoint at a fixed URL.
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!(
-            "http://{}{}",
-            listener.local_addr().unwrap(),
-            trustmsg_client::DEFAULT_CHECK_PATH
-        );
-        let (token, secret) = service.register("shop", settings(&url, 800, 3)).await;
-        let _ = secret_cell.set(secret.clone());
-        let router = check_router(secret.clone(), move |req: trustmsg_client::CheckRequest| {
+    // Register first to learn the signing secret, then serve the endpoint at
+    // the URL registered.
+    let endpoint = Endpoint::bind().await;
+    let url = endpoint.url(trustmsg_client::DEFAULT_CHECK_PATH);
+    let (token, secret) = service.register("shop", settings(&url, 800, 3)).await;
+    endpoint.serve(check_router(
+        secret,
+        move |req: trustmsg_client::CheckRequest| {
             let classes = check_classes.clone();
             async move {
                 Ok::<_, std::convert::Infallible>(match classes.get(&req.message_key) {
@@ -82,11 +78,8 @@ async fn five_classes_end_as_decided_and_the_ledger_balances() {
                     _ => Decision::Unknown,
                 })
             }
-        });
-        tokio::spawn(async move { axum::serve(listener, router).await });
-        (token, secret)
-    };
-    let _ = (secret, serve);
+        },
+    ));
 
     let producer = Producer::new(&service.url(), "shop", token).unwrap();
     let mut ids: HashMap<String, u64> = HashMap::new();
@@ -124,7 +117,7 @@ async fn five_classes_end_as_decided_and_the_ledger_balances() {
     eventually(
         60,
         "every message decided and every commit delivered",
-        || async {
+        async || {
             let st = statuses(&pool, "shop").await;
             let undecided = st.values().filter(|(_, s, _)| s == "PREPARED").count();
             let sent = st
@@ -135,7 +128,7 @@ async fn five_classes_end_as_decided_and_the_ledger_balances() {
         },
     )
     .await;
-    eventually(20, "one alert per unknown message", || async {
+    eventually(20, "one alert per unknown message", async || {
         alerts.per_message().len() == N / 5
     })
     .await;
@@ -186,16 +179,16 @@ async fn five_classes_end_as_decided_and_the_ledger_balances() {
         };
         let key = format!("order-{i}");
         assert_eq!(r.topic, TOPIC);
-        if r.payload != payload_of(i) {
+        if r.payload.as_deref() != Some(payload_of(i).as_slice()) {
             wrong.push(format!("{key}: payload differs"));
         }
         if r.key.as_deref() != Some(format!("customer-{}", i % 17).as_bytes()) {
             wrong.push(format!("{key}: record key differs"));
         }
-        let h: HashMap<&str, &[u8]> = r
+        let h: HashMap<&str, Option<&[u8]>> = r
             .headers
             .iter()
-            .map(|(k, v)| (k.as_str(), v.as_slice()))
+            .map(|(k, v)| (k.as_str(), v.as_deref()))
             .collect();
         let want: [(&str, Vec<u8>); 5] = [
             ("source", b"e2e".to_vec()),
@@ -208,7 +201,7 @@ async fn five_classes_end_as_decided_and_the_ledger_balances() {
             (kafka_headers::MESSAGE_KEY, key.clone().into_bytes()),
         ];
         for (name, value) in want {
-            if h.get(name) != Some(&value.as_slice()) {
+            if h.get(name) != Some(&Some(value.as_slice())) {
                 wrong.push(format!("{key}: header {name} is {:?}", h.get(name)));
             }
         }

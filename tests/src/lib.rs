@@ -1,1 +1,43 @@
-//! End-to-end tests for trustmsg live under `tests/`; this crate has no library code.
+//! trustmsg's test kit: what the middleware's, the SDK's and the end-to-end
+//! tests need to run against the real thing, written once.
+//!
+//! - [`db`]: a fresh database per test ([`TestDb`]) on the MariaDB/MySQL server
+//!   at `TRUSTMSG_TEST_MYSQL_URL`, or a fresh SQLite file.
+//! - [`app`]: the real service booted in-process on port 0 ([`TestApp`]),
+//!   through the same entry points as the binary, and the HTTP calls tests make.
+//! - [`process`]: the real `trustmsg` binary as a child process, for tests that
+//!   kill it ([`ServiceProcess`]).
+//! - [`kafka`]: librdkafka's mock cluster and the one consumer, from
+//!   `trustmsg-kafka-mock`.
+//! - [`check_server`] and [`servers`]: local endpoints trustmsg calls (a
+//!   scripted check-back endpoint, an alert webhook) and servers that fail
+//!   or listen on purpose.
+//! - [`wait`] and [`trace`]: polling for what happens on its own time, and
+//!   logs that show only when a test fails.
+//!
+//! Everything here panics on failure instead of returning errors: a helper
+//! that cannot do its job has already failed the test.
+//!
+//! The crate's own tests (`e2e/`) run the whole loop: the binary, MariaDB,
+//! Kafka and producers built with the SDK.
+
+#![warn(missing_docs)]
+
+pub mod app;
+pub mod check_server;
+pub mod db;
+pub mod kafka;
+pub mod process;
+pub mod servers;
+pub mod trace;
+pub mod wait;
+
+pub use app::{
+    decision_body, fast_retry, prepare_body, TestApp, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL,
+};
+pub use check_server::{CheckServer, Reply};
+pub use db::{mysql_server_url, TestDb};
+pub use process::ServiceProcess;
+pub use servers::{serve, AlertSink, Canary, Counter, Endpoint};
+pub use trace::init_tracing;
+pub use wait::eventually;

@@ -7,8 +7,7 @@ use std::time::Duration;
 use sqlx::{Connection, MySqlPool};
 use trustmsg_client::barrier::{self, InsertError, RunError};
 use trustmsg_client::Decision;
-
-use crate::common::TestDb;
+use trustmsg_tests::TestDb;
 
 async fn setup() -> (TestDb, MySqlPool) {
     let db = TestDb::create().await;

@@ -6,8 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 use trustmsg_client::api::{signature, webhook};
 use trustmsg_client::{check_router, CheckResponse, Decision};
-
-use crate::common::{serve, Counter};
+use trustmsg_tests::{serve, Counter};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const OTHER_SECRET: &str = "whsec_c29tZSBvdGhlciBzZWNyZXQ=";

@@ -1,8 +1,7 @@
 //! The client against the real trustmsg service, booted in-process.
 
 use trustmsg_client::{Error, Message, MessageStatus, Producer};
-
-use crate::common::{fast_retry, Service};
+use trustmsg_tests::{fast_retry, TestApp, UNREACHABLE_VERIFY_URL};
 
 fn order(key: &str) -> Message {
     Message::new(key, "orders", r#"{"amount":42}"#)
@@ -12,7 +11,7 @@ fn order(key: &str) -> Message {
 
 #[tokio::test]
 async fn prepare_commit_and_get_round_trip_and_repeat_idempotently() {
-    let svc = Service::spawn(&[]).await;
+    let svc = TestApp::spawn(&[]).await;
     let p = svc.producer("shop").await;
 
     let prepared = p.prepare(&order("o-1")).await.unwrap();
@@ -41,7 +40,7 @@ async fn prepare_commit_and_get_round_trip_and_repeat_idempotently() {
 
 #[tokio::test]
 async fn rollback_then_commit_is_a_conflict_carrying_the_server_code() {
-    let svc = Service::spawn(&[]).await;
+    let svc = TestApp::spawn(&[]).await;
     let p = svc.producer("shop").await;
     p.prepare(&order("o-2")).await.unwrap();
     assert_eq!(
@@ -62,7 +61,7 @@ async fn rollback_then_commit_is_a_conflict_carrying_the_server_code() {
 
 #[tokio::test]
 async fn commit_then_rollback_is_a_conflict() {
-    let svc = Service::spawn(&[]).await;
+    let svc = TestApp::spawn(&[]).await;
     let p = svc.producer("shop").await;
     p.prepare(&order("o-3")).await.unwrap();
     p.commit("o-3").await.unwrap();
@@ -76,7 +75,7 @@ async fn commit_then_rollback_is_a_conflict() {
 
 #[tokio::test]
 async fn prepare_with_different_content_and_prepare_after_rollback_are_conflicts() {
-    let svc = Service::spawn(&[]).await;
+    let svc = TestApp::spawn(&[]).await;
     let p = svc.producer("shop").await;
     p.prepare(&order("o-4")).await.unwrap();
     let err = p
@@ -97,7 +96,7 @@ async fn prepare_with_different_content_and_prepare_after_rollback_are_conflicts
 
 #[tokio::test]
 async fn commit_and_get_of_an_unknown_message_are_not_found() {
-    let svc = Service::spawn(&[]).await;
+    let svc = TestApp::spawn(&[]).await;
     let p = svc.producer("shop").await;
     let err = p.commit("never-prepared").await.unwrap_err();
     assert!(
@@ -111,7 +110,7 @@ async fn commit_and_get_of_an_unknown_message_are_not_found() {
 
 #[tokio::test]
 async fn keys_with_slashes_and_spaces_reach_the_right_message() {
-    let svc = Service::spawn(&[]).await;
+    let svc = TestApp::spawn(&[]).await;
     let p = svc.producer("shop").await;
     let key = "order/42 ü?#";
     let prepared = p.prepare(&order(key)).await.unwrap();
@@ -123,7 +122,7 @@ async fn keys_with_slashes_and_spaces_reach_the_right_message() {
 
 #[tokio::test]
 async fn bad_topic_is_invalid_400_and_oversized_payload_is_invalid_413() {
-    let svc = Service::spawn(&["--max-payload-bytes", "16"]).await;
+    let svc = TestApp::spawn(&["--max-payload-bytes", "16"]).await;
     let p = svc.producer("shop").await;
     let err = p
         .prepare(&Message::new("o-5", "bad topic!", "{}"))
@@ -143,9 +142,9 @@ async fn bad_topic_is_invalid_400_and_oversized_payload_is_invalid_413() {
 
 #[tokio::test]
 async fn wrong_token_is_unauthorized_and_another_producers_id_is_forbidden() {
-    let svc = Service::spawn(&[]).await;
-    let shop_token = svc.register("shop").await;
-    svc.register("billing").await;
+    let svc = TestApp::spawn(&[]).await;
+    let shop_token = svc.register("shop", UNREACHABLE_VERIFY_URL).await;
+    svc.register("billing", UNREACHABLE_VERIFY_URL).await;
 
     let wrong = Producer::new(&svc.base_url(), "shop", "not-the-token")
         .unwrap()

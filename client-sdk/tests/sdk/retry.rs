@@ -5,8 +5,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 use trustmsg_client::{Error, MessageStatus, Producer};
-
-use crate::common::{fast_retry, serve, Counter};
+use trustmsg_tests::{fast_retry, serve, Counter};
 
 fn committed_view() -> Value {
     json!({

@@ -4,8 +4,7 @@
 use sqlx::MySqlPool;
 use trustmsg_client::barrier::{self, RunError};
 use trustmsg_client::{transaction, Decision, Error, Message, MessageStatus, Producer, TxOutcome};
-
-use crate::common::{fast_retry, Service};
+use trustmsg_tests::{fast_retry, TestApp, UNREACHABLE_VERIFY_URL};
 
 fn msg(key: &str) -> Message {
     Message::new(key, "orders", "{}")
@@ -13,7 +12,7 @@ fn msg(key: &str) -> Message {
 
 #[tokio::test]
 async fn a_successful_local_transaction_commits_the_message() {
-    let svc = Service::spawn(&[]).await;
+    let svc = TestApp::spawn(&[]).await;
     let p = svc.producer("shop").await;
     let outcome = transaction(&p, msg("t-1"), |view| async move {
         assert_eq!(
@@ -38,7 +37,7 @@ async fn a_successful_local_transaction_commits_the_message() {
 
 #[tokio::test]
 async fn a_failed_local_transaction_rolls_the_message_back() {
-    let svc = Service::spawn(&[]).await;
+    let svc = TestApp::spawn(&[]).await;
     let p = svc.producer("shop").await;
     let outcome = transaction(&p, msg("t-2"), |_| async { Err::<(), _>("out of stock") })
         .await
@@ -61,7 +60,7 @@ async fn a_failed_local_transaction_rolls_the_message_back() {
 
 #[tokio::test]
 async fn a_failed_prepare_is_an_error_and_the_local_transaction_never_runs() {
-    let svc = Service::spawn(&[]).await;
+    let svc = TestApp::spawn(&[]).await;
     let p = svc.producer("shop").await;
     let mut ran = false;
     let err = transaction(&p, Message::new("t-3", "bad topic!", "{}"), |_| {
@@ -77,12 +76,12 @@ async fn a_failed_prepare_is_an_error_and_the_local_transaction_never_runs() {
 
 #[tokio::test]
 async fn a_commit_that_cannot_be_delivered_is_left_to_check_back_and_the_message_stays_prepared() {
-    let svc = Service::spawn(&[]).await;
-    let token = svc.register("shop").await;
+    let svc = TestApp::spawn(&[]).await;
+    let token = svc.register("shop", UNREACHABLE_VERIFY_URL).await;
     let p = Producer::new(&svc.base_url(), "shop", token.clone())
         .unwrap()
         .with_retry(fast_retry(3));
-    let Service { db, app, .. } = svc;
+    let TestApp { db, app, .. } = svc;
 
     // trustmsg goes away during the local transaction.
     let outcome = transaction(&p, msg("t-4"), |_| async move {
@@ -107,7 +106,7 @@ async fn a_commit_that_cannot_be_delivered_is_left_to_check_back_and_the_message
     }
 
     // Back up: the message waits, PREPARED, for check-back.
-    let svc = Service::spawn_on(db, &[]).await;
+    let svc = TestApp::spawn_on(db, &[]).await;
     let p = Producer::new(&svc.base_url(), "shop", token)
         .unwrap()
         .with_retry(fast_retry(3));
@@ -148,7 +147,7 @@ fn write_order(
 
 #[tokio::test]
 async fn the_barrier_transaction_writes_order_and_marker_and_commits_the_message() {
-    let svc = Service::spawn(&[]).await;
+    let svc = TestApp::spawn(&[]).await;
     let pool = svc.db.pool().await;
     orders_table(&pool).await;
     let p = svc.producer("shop").await;
@@ -171,7 +170,7 @@ async fn the_barrier_transaction_writes_order_and_marker_and_commits_the_message
 
 #[tokio::test]
 async fn the_barrier_transaction_after_a_rollback_answer_rolls_the_message_back() {
-    let svc = Service::spawn(&[]).await;
+    let svc = TestApp::spawn(&[]).await;
     let pool = svc.db.pool().await;
     orders_table(&pool).await;
     let p = svc.producer("shop").await;
@@ -203,7 +202,7 @@ async fn the_barrier_transaction_after_a_rollback_answer_rolls_the_message_back(
 
 #[tokio::test]
 async fn a_repeated_barrier_transaction_sends_no_rollback_for_an_already_committed_key() {
-    let svc = Service::spawn(&[]).await;
+    let svc = TestApp::spawn(&[]).await;
     let pool = svc.db.pool().await;
     orders_table(&pool).await;
     let p = svc.producer("shop").await;

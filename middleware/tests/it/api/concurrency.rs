@@ -1,0 +1,79 @@
+use std::collections::HashMap;
+
+use futures::future::join_all;
+use trustmsg_tests::{decision_body, prepare_body, TestApp};
+
+#[tokio::test]
+async fn fifty_parallel_identical_prepares_make_exactly_one_row() {
+    let app = TestApp::spawn(&[]).await;
+    let token = app.register("orders", "http://127.0.0.1:9/check").await;
+    let body = prepare_body("orders", "same");
+    let results =
+        join_all((0..50).map(|_| app.post("/v1/messages/prepare", Some(&token), &body))).await;
+    let mut statuses: HashMap<u16, usize> = HashMap::new();
+    let ids: std::collections::HashSet<u64> = results
+        .iter()
+        .map(|(s, v)| {
+            *statuses.entry(*s).or_default() += 1;
+            v["id"].as_u64().unwrap_or_else(|| panic!("{s}: {v}"))
+        })
+        .collect();
+    assert_eq!(statuses.get(&201), Some(&1), "{statuses:?}");
+    assert_eq!(statuses.get(&200), Some(&49), "{statuses:?}");
+    assert_eq!(ids.len(), 1);
+    let pool = app.db.pool().await;
+    let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM messages")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(rows, 1);
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn fifty_commit_versus_rollback_races_each_have_exactly_one_winner() {
+    let app = TestApp::spawn(&[]).await;
+    let token = app.register("orders", "http://127.0.0.1:9/check").await;
+    for i in 0..50 {
+        let (s, _) = app
+            .post(
+                "/v1/messages/prepare",
+                Some(&token),
+                &prepare_body("orders", &format!("r-{i}")),
+            )
+            .await;
+        assert_eq!(s, 201);
+    }
+    let races = (0..50).map(|i| {
+        let key = format!("r-{i}");
+        let app = &app;
+        let token = &token;
+        async move {
+            let body = decision_body("orders", &key);
+            let (commit, rollback) = tokio::join!(
+                app.post("/v1/messages/commit", Some(token), &body),
+                app.post("/v1/messages/rollback", Some(token), &body)
+            );
+            (key, commit.0, rollback.0)
+        }
+    });
+    for (key, commit, rollback) in join_all(races).await {
+        let (_, view) = app
+            .get(&format!("/v1/messages/orders/{key}"), Some(&token))
+            .await;
+        let winner = view["status"].as_str().unwrap().to_string();
+        match winner.as_str() {
+            "COMMITTED" => assert_eq!((commit, rollback), (200, 409), "{key}"),
+            "ROLLED_BACK" => assert_eq!((commit, rollback), (409, 200), "{key}"),
+            other => panic!("{key} ended {other}"),
+        }
+        let trail = app
+            .store()
+            .audit_trail(view["id"].as_u64().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(trail.len(), 1, "{key}: one transition audited: {trail:?}");
+        assert_eq!(trail[0].to_status.as_deref(), Some(winner.as_str()));
+    }
+    app.finish().await;
+}

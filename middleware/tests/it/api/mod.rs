@@ -1,0 +1,9 @@
+//! API tests: the real service on port 0 over a fresh MariaDB database
+//! (and, in `sqlite`, a smoke test over a fresh SQLite file).
+
+mod auth;
+mod concurrency;
+mod messages;
+mod producers;
+mod sqlite;
+mod validation;

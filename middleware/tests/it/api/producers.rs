@@ -1,0 +1,138 @@
+use serde_json::json;
+
+use trustmsg_tests::{TestApp, ADMIN_TOKEN};
+
+#[tokio::test]
+async fn register_shows_token_once_then_update_keeps_it() {
+    let app = TestApp::spawn(&[]).await;
+    let res = app
+        .http
+        .put(app.url("/v1/producers/orders"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"verify_url": "http://127.0.0.1:9/check", "max_verify_attempts": 3}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let created: serde_json::Value = res.json().await.unwrap();
+    assert!(created["token"].as_str().unwrap().starts_with("tm_"));
+    assert!(created["signing_secret"]
+        .as_str()
+        .unwrap()
+        .starts_with("whsec_"));
+    assert_eq!(created["max_verify_attempts"], 3);
+    assert_eq!(created["first_verify_after_ms"], 30_000, "default applies");
+
+    let res = app
+        .http
+        .put(app.url("/v1/producers/orders"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"verify_url": "http://127.0.0.1:9/other", "verify_timeout_ms": 1500}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let updated: serde_json::Value = res.json().await.unwrap();
+    assert!(
+        updated.get("token").is_none(),
+        "an update never shows a token"
+    );
+    assert_eq!(updated["signing_secret"], created["signing_secret"]);
+    assert_eq!(updated["verify_url"], "http://127.0.0.1:9/other");
+    assert_eq!(updated["verify_timeout_ms"], 1500);
+
+    let (s, got) = app.get("/v1/producers/orders", Some(ADMIN_TOKEN)).await;
+    assert_eq!(s, 200);
+    assert!(got.get("token").is_none());
+    assert_eq!(got["verify_url"], "http://127.0.0.1:9/other");
+
+    // The original token still works after the update.
+    let token = created["token"].as_str().unwrap();
+    let (s, _) = app
+        .post(
+            "/v1/messages/prepare",
+            Some(token),
+            &trustmsg_tests::prepare_body("orders", "k"),
+        )
+        .await;
+    assert_eq!(s, 201);
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn deleting_a_producer_revokes_its_token() {
+    let app = TestApp::spawn(&[]).await;
+    let token = app.register("orders", "http://127.0.0.1:9/check").await;
+    let res = app
+        .http
+        .delete(app.url("/v1/producers/orders"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 204);
+    let (s, _) = app.get("/v1/producers/orders", Some(ADMIN_TOKEN)).await;
+    assert_eq!(s, 404);
+    let (s, _) = app
+        .post(
+            "/v1/messages/prepare",
+            Some(&token),
+            &trustmsg_tests::prepare_body("orders", "k"),
+        )
+        .await;
+    assert_eq!(s, 401);
+    let res = app
+        .http
+        .delete(app.url("/v1/producers/orders"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 404);
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn bad_registrations_are_refused_with_a_reason() {
+    let app = TestApp::spawn(&[]).await;
+    for (body, code) in [
+        (json!({"verify_url": "not a url"}), "invalid_verify_url"),
+        (
+            json!({"verify_url": "ftp://127.0.0.1/check"}),
+            "invalid_verify_url",
+        ),
+        (
+            json!({"verify_url": "http://127.0.0.1:9/c", "max_verify_attempts": 0}),
+            "invalid_producer",
+        ),
+        (
+            json!({"verify_url": "http://127.0.0.1:9/c", "verify_timeout_ms": 999999}),
+            "invalid_producer",
+        ),
+        (json!({}), "invalid_body"),
+    ] {
+        let res = app
+            .http
+            .put(app.url("/v1/producers/orders"))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 400, "{body}");
+        let err: serde_json::Value = res.json().await.unwrap();
+        assert_eq!(err["error"]["code"], code, "{body}: {err}");
+    }
+    let res = app
+        .http
+        .put(app.url("/v1/producers/bad%20id"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"verify_url": "http://127.0.0.1:9/c"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400);
+    let (s, _) = app.get("/v1/producers/orders", Some(ADMIN_TOKEN)).await;
+    assert_eq!(s, 404, "nothing was written");
+    app.finish().await;
+}

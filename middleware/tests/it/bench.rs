@@ -1,0 +1,71 @@
+//! `trustmsg bench` keeps its promises: it runs every phase, writes the JSON,
+//! prints `ratio=<x>` as its last line, and drops the database it created.
+//! (Tiny sizes: this checks the harness, not the speed.)
+
+use std::process::Command;
+
+use trustmsg_tests::mysql_server_url;
+
+#[tokio::test]
+async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_behind() {
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_trustmsg"))
+        .args([
+            "bench",
+            "--quick",
+            "--database-url",
+            &mysql_server_url(),
+            "--concurrency",
+            "4",
+            "--duration",
+            "1s",
+            "--verifier-rows",
+            "20",
+            "--drain-rows",
+            "50",
+            "--scan-rows",
+            "1000",
+            "--json",
+            json.path().to_str().unwrap(),
+        ])
+        .env("TRUSTMSG_LOG", "error")
+        .output()
+        .expect("run trustmsg bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bench failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    let ratio: f64 = last
+        .strip_prefix("ratio=")
+        .unwrap_or_else(|| panic!("last line is not ratio=…: {last:?}"))
+        .parse()
+        .unwrap();
+    assert!(ratio > 0.0);
+    assert!(
+        stdout.contains("innodb_flush_log_at_trx_commit"),
+        "{stdout}"
+    );
+
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json.path()).unwrap()).unwrap();
+    assert!(report["ceiling_per_s"].as_f64().unwrap() > 0.0);
+    assert!(report["lifecycle"]["messages"].as_u64().unwrap() > 0);
+    assert!(report["open_loop"]["messages"].as_u64().unwrap() > 0);
+    assert!(report["verifier_per_s"].as_f64().unwrap() > 0.0);
+    assert!(report["drain_per_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(report["scan_ms"].as_array().unwrap().len(), 1);
+    assert!((report["ratio"].as_f64().unwrap() - ratio).abs() < 0.01);
+
+    let admin = sqlx::MySqlPool::connect(&mysql_server_url()).await.unwrap();
+    let left: Vec<String> = sqlx::query_scalar(
+        "SELECT CAST(schema_name AS CHAR) FROM information_schema.schemata \
+         WHERE schema_name LIKE 'trustmsg\\_bench\\_%'",
+    )
+    .fetch_all(&admin)
+    .await
+    .unwrap();
+    assert!(left.is_empty(), "bench left databases behind: {left:?}");
+}

@@ -1,0 +1,119 @@
+//! Forwarder tests: the real service on port 0 over a fresh MariaDB database,
+//! publishing to librdkafka's mock cluster; every assertion about Kafka reads
+//! the topic back.
+
+mod claims;
+mod delivery;
+mod faults;
+mod shutdown;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use trustmsg::store::Message;
+use trustmsg_tests::TestApp;
+
+/// Flags for an instance forwarding to `bootstrap`, with short test timings.
+pub(crate) fn kafka_flags(bootstrap: &str) -> Vec<String> {
+    [
+        "--kafka-brokers",
+        bootstrap,
+        "--kafka-message-timeout",
+        "2s",
+        "--send-lease",
+        "6s",
+        "--sweep-interval",
+        "200ms",
+        "--send-backoff-base",
+        "100ms",
+        "--send-backoff-max",
+        "1s",
+        "--first-verify-after",
+        "1h",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// Replaces the value of `--name` in `flags`.
+pub(crate) fn set_flag(flags: &mut [String], name: &str, value: &str) {
+    let pos = flags
+        .iter()
+        .position(|f| f == name)
+        .unwrap_or_else(|| panic!("{name} not in {flags:?}"));
+    flags[pos + 1] = value.to_string();
+}
+
+pub(crate) fn refs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// Prepares and commits (or only prepares, or rolls back) one message; returns its id.
+pub(crate) async fn prepare(app: &TestApp, token: &str, body: Value) -> u64 {
+    let (status, view) = app.post("/v1/messages/prepare", Some(token), &body).await;
+    assert_eq!(status, 201, "prepare: {view}");
+    view["id"].as_u64().unwrap()
+}
+
+pub(crate) async fn decide(app: &TestApp, token: &str, biz_id: &str, key: &str, commit: bool) {
+    let path = if commit {
+        "/v1/messages/commit"
+    } else {
+        "/v1/messages/rollback"
+    };
+    let (status, view) = app
+        .post(
+            path,
+            Some(token),
+            &json!({"biz_id": biz_id, "message_key": key}),
+        )
+        .await;
+    assert_eq!(status, 200, "{path}: {view}");
+}
+
+pub(crate) async fn prepare_and_commit(app: &TestApp, token: &str, body: Value) -> u64 {
+    let biz = body["biz_id"].as_str().unwrap().to_string();
+    let key = body["message_key"].as_str().unwrap().to_string();
+    let id = prepare(app, token, body).await;
+    decide(app, token, &biz, &key, true).await;
+    id
+}
+
+/// A simple message body on `topic`.
+pub(crate) fn body(biz_id: &str, key: &str, topic: &str) -> Value {
+    json!({
+        "biz_id": biz_id,
+        "message_key": key,
+        "topic": topic,
+        "key": format!("k-{key}"),
+        "payload": format!("payload of {key}"),
+    })
+}
+
+/// Polls the row until `done` holds, failing after `deadline`.
+pub(crate) async fn wait_for_row(
+    app: &TestApp,
+    id: u64,
+    deadline: Duration,
+    what: &str,
+    done: impl Fn(&Message) -> bool,
+) -> Message {
+    let start = Instant::now();
+    loop {
+        let m = app
+            .store()
+            .find_message_by_id(id)
+            .await
+            .unwrap()
+            .expect("row exists");
+        if done(&m) {
+            return m;
+        }
+        assert!(
+            start.elapsed() < deadline,
+            "timed out waiting for message {id} to be {what}: {m:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,18 @@
+//! The middleware's integration tests, one binary: the real service booted on
+//! port 0 over a fresh MariaDB database (or SQLite file), real local HTTP
+//! servers for check-back and alerts, and librdkafka's mock cluster for Kafka,
+//! all from the test kit (`trustmsg-tests`).
+//!
+//! - `api`: the producer and registry API, auth, validation, concurrency.
+//! - `forwarder`: what reaches Kafka, claims and leases, faults, shutdown.
+//! - `verifier`: check-back decisions, garbage answers, timing, SSRF guard.
+//! - `bench`: `trustmsg bench` keeps its promises.
+//! - `openapi`: `docs/openapi.json` matches the code.
+//!
+//! The store conformance suite is its own binary (`store_conformance`).
+
+mod api;
+mod bench;
+mod forwarder;
+mod openapi;
+mod verifier;

@@ -1,0 +1,98 @@
+//! Several instances and several producers at once.
+
+use std::time::Duration;
+
+use serde_json::json;
+use trustmsg_tests::{eventually, CheckServer, Reply, TestApp};
+use trustmsg_verify_api::MessageStatus;
+
+use super::support::*;
+
+#[tokio::test]
+async fn two_instances_on_one_database_never_check_a_message_twice_in_one_round() {
+    let flags = [
+        "--verify-interval",
+        "10ms",
+        "--verify-batch",
+        "4",
+        "--verify-backoff-base",
+        "1h",
+        "--first-verify-after",
+        "0s",
+    ];
+    let first = TestApp::spawn(&flags).await;
+    let shared = first.db.share();
+    let second = TestApp::spawn_on(shared, &flags).await;
+    let server = CheckServer::start().await;
+    server.default_reply(Reply::SlowUnknown(Duration::from_millis(30)));
+    let token = register(&first, "orders", &server, json!({})).await;
+    const N: usize = 40;
+    let mut ids = Vec::new();
+    for i in 0..N {
+        ids.push(prepare(&first, &token, "orders", &format!("o-{i}")).await);
+    }
+
+    eventually(20, "every message checked", async || {
+        server.per_key_calls().len() == N
+    })
+    .await;
+    // Both instances keep polling; nothing is due again for an hour.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let calls = server.per_key_calls();
+    let twice: Vec<_> = calls.iter().filter(|(_, n)| **n != 1).collect();
+    assert!(twice.is_empty(), "checked more than once: {twice:?}");
+    for id in ids {
+        assert_eq!(message(&first, id).await.verify_attempts, 1);
+    }
+    assert_eq!(server.bad_signatures(), 0);
+    second.app.stop().await.unwrap();
+    first.finish().await;
+}
+
+#[tokio::test]
+async fn a_slow_producer_is_held_to_its_share_and_cannot_starve_the_others() {
+    let app = TestApp::spawn(&[
+        "--verify-interval",
+        "20ms",
+        "--verify-concurrency",
+        "8",
+        "--verify-concurrency-per-producer",
+        "2",
+        "--first-verify-after",
+        "0s",
+        "--shutdown-grace",
+        "1s",
+    ])
+    .await;
+    let slow = CheckServer::start().await;
+    slow.default_reply(Reply::GatedCommit);
+    let fast = CheckServer::start().await;
+    fast.default_reply(Reply::Decide("commit"));
+    let slow_token = register(&app, "slow", &slow, json!({"verify_timeout_ms": 60000})).await;
+    let fast_token = register(&app, "fast", &fast, json!({})).await;
+    let mut slow_ids = Vec::new();
+    for i in 0..12 {
+        slow_ids.push(prepare(&app, &slow_token, "slow", &format!("s-{i}")).await);
+    }
+    let mut fast_ids = Vec::new();
+    for i in 0..6 {
+        fast_ids.push(prepare(&app, &fast_token, "fast", &format!("f-{i}")).await);
+    }
+
+    // The slow producer holds every call it gets until the gate opens; the
+    // fast one must be served meanwhile.
+    eventually(15, "the fast producer's messages committed", async || {
+        all_have_status(&app, &fast_ids, MessageStatus::Committed).await
+    })
+    .await;
+    assert!(slow.max_in_flight() <= 2, "{}", slow.max_in_flight());
+    assert!(slow.max_in_flight() >= 1);
+
+    slow.open_gate();
+    eventually(15, "the slow producer's messages committed", async || {
+        all_have_status(&app, &slow_ids, MessageStatus::Committed).await
+    })
+    .await;
+    assert!(slow.max_in_flight() <= 2, "{}", slow.max_in_flight());
+    app.finish().await;
+}

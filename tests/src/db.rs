@@ -1,0 +1,128 @@
+//! A database that exists for one test: a fresh, empty database on the
+//! MariaDB/MySQL server at `TRUSTMSG_TEST_MYSQL_URL`, or a fresh SQLite file.
+//!
+//! Each test gets its own database so tests can run in parallel and assert on
+//! whole tables. A passing test drops its database ([`TestDb::drop_db`]); a
+//! failing one leaves it behind (`tm_test_…`) for a look at the rows.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use sqlx::mysql::MySqlPoolOptions;
+use sqlx::MySqlPool;
+
+/// The server the tests create their databases on: `TRUSTMSG_TEST_MYSQL_URL`,
+/// by default `mysql://root@127.0.0.1:3306`, without a trailing slash.
+pub fn mysql_server_url() -> String {
+    std::env::var("TRUSTMSG_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".to_string())
+        .trim_end_matches('/')
+        .to_string()
+}
+
+/// A database that exists for one test.
+#[derive(Debug)]
+pub struct TestDb {
+    /// The MySQL database name, or the SQLite file's path.
+    pub name: String,
+    /// The URL to hand to trustmsg's `--database-url` or `store::connect`.
+    pub url: String,
+    /// For a SQLite database: the directory holding its file, removed on drop.
+    sqlite_dir: Option<tempfile::TempDir>,
+}
+
+impl TestDb {
+    /// Creates an empty MySQL database with a name no other test uses.
+    pub async fn create() -> Self {
+        static N: AtomicU32 = AtomicU32::new(0);
+        // pid and counter keep names apart within a run; the clock keeps a
+        // re-run apart from databases a failed run left behind.
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let name = format!(
+            "tm_test_{}_{}_{nanos}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed),
+        );
+        let admin = admin_pool().await;
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE `{name}`")))
+            .execute(&admin)
+            .await
+            .expect("create test database");
+        admin.close().await;
+        let url = format!("{}/{name}", mysql_server_url());
+        Self {
+            name,
+            url,
+            sqlite_dir: None,
+        }
+    }
+
+    /// A fresh SQLite file in a temp directory (whoever connects creates it);
+    /// the directory goes when this value is dropped.
+    pub fn sqlite() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("trustmsg.db");
+        Self {
+            name: path.display().to_string(),
+            url: format!("sqlite://{}?mode=rwc", path.display()),
+            sqlite_dir: Some(dir),
+        }
+    }
+
+    /// Another handle on the same MySQL database (for a second service
+    /// instance); only the original should be dropped.
+    pub fn share(&self) -> Self {
+        assert!(self.sqlite_dir.is_none(), "share() is for MySQL databases");
+        Self {
+            name: self.name.clone(),
+            url: self.url.clone(),
+            sqlite_dir: None,
+        }
+    }
+
+    /// A pool of up to 8 connections on this MySQL database, for assertions
+    /// straight from the tables and for a producer's own tables.
+    pub async fn pool(&self) -> MySqlPool {
+        self.pool_of(8).await
+    }
+
+    /// A pool of up to `connections` connections on this MySQL database.
+    pub async fn pool_of(&self, connections: u32) -> MySqlPool {
+        assert!(
+            self.sqlite_dir.is_none(),
+            "pool() is for MySQL test databases"
+        );
+        MySqlPoolOptions::new()
+            .max_connections(connections)
+            .connect(&self.url)
+            .await
+            .expect("connect to test database")
+    }
+
+    /// Drops the database (call at the end of a passing test); a SQLite
+    /// file goes with its directory when `self` is dropped.
+    pub async fn drop_db(self) {
+        if self.sqlite_dir.is_some() {
+            return;
+        }
+        let admin = admin_pool().await;
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS `{}`",
+            self.name
+        )))
+        .execute(&admin)
+        .await;
+        admin.close().await;
+    }
+}
+
+async fn admin_pool() -> MySqlPool {
+    MySqlPoolOptions::new()
+        .max_connections(1)
+        .connect(&mysql_server_url())
+        .await
+        .expect("connect to the MariaDB/MySQL server at TRUSTMSG_TEST_MYSQL_URL")
+}

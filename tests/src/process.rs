@@ -1,0 +1,146 @@
+//! The real `trustmsg` binary as a child process: what an operator runs, so
+//! a test can kill it with SIGKILL (no shutdown hook runs, nothing is
+//! flushed) and start it again on the same port and database.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::app::ADMIN_TOKEN;
+use crate::db::TestDb;
+
+/// The `trustmsg` binary of this workspace's debug build (under
+/// `CARGO_TARGET_DIR` if set). Build it first with
+/// `cargo build -p trustmsg --bin trustmsg`, as `./scripts/test` does.
+pub fn binary() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target")));
+    let path = target.join("debug").join("trustmsg");
+    assert!(
+        path.exists(),
+        "{} is missing: build it with `cargo build -p trustmsg --bin trustmsg` (./scripts/test does)",
+        path.display()
+    );
+    path
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `trustmsg serve` as a child process; killed when dropped.
+pub struct ServiceProcess {
+    /// Where it listens (the same across restarts).
+    pub addr: SocketAddr,
+    args: Vec<String>,
+    child: Option<Child>,
+}
+
+impl ServiceProcess {
+    /// Starts `trustmsg serve` over `db`, forwarding to `brokers`, on a free
+    /// port with the given extra flags, and waits until it answers `/readyz`.
+    /// Its log level is `TRUSTMSG_E2E_LOG` (default `warn`).
+    pub async fn start(db: &TestDb, brokers: &str, extra: &[&str]) -> Self {
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let mut args: Vec<String> = [
+            "serve",
+            "--database-url",
+            &db.url,
+            "--listen",
+            &addr.to_string(),
+            "--admin-token",
+            ADMIN_TOKEN,
+            "--auto-migrate",
+            "--kafka-brokers",
+            brokers,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let mut s = Self {
+            addr,
+            args,
+            child: None,
+        };
+        s.spawn().await;
+        s
+    }
+
+    async fn spawn(&mut self) {
+        let log = std::env::var("TRUSTMSG_E2E_LOG").unwrap_or_else(|_| "warn".into());
+        let child = Command::new(binary())
+            .args(&self.args)
+            .env("TRUSTMSG_LOG", log)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn trustmsg");
+        self.child = Some(child);
+        let http = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(r) = http
+                .get(format!("http://{}/readyz", self.addr))
+                .send()
+                .await
+            {
+                if r.status().is_success() {
+                    return;
+                }
+            }
+            assert!(Instant::now() < deadline, "trustmsg did not become ready");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// `http://<addr>`, what an SDK client takes.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// SIGKILL: no shutdown hook runs, nothing is flushed.
+    pub fn kill_9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().expect("SIGKILL");
+            c.wait().unwrap();
+        }
+    }
+
+    /// Kills it and starts the same command again (same port, same
+    /// database), waiting until it is ready.
+    pub async fn restart(&mut self) {
+        self.kill_9();
+        self.spawn().await;
+    }
+
+    /// Registers a producer with these settings; returns (token, signing secret).
+    pub async fn register(&self, biz_id: &str, settings: Value) -> (String, String) {
+        let res = reqwest::Client::new()
+            .put(format!("{}/v1/producers/{biz_id}", self.url()))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&settings)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 201);
+        let body: Value = res.json().await.unwrap();
+        (
+            body["token"].as_str().unwrap().to_string(),
+            body["signing_secret"].as_str().unwrap().to_string(),
+        )
+    }
+}
+
+impl Drop for ServiceProcess {
+    fn drop(&mut self) {
+        self.kill_9();
+    }
+}
