@@ -7,12 +7,14 @@
 //! - `forwarder`: what reaches Kafka, claims and leases, faults, shutdown.
 //! - `verifier`: check-back decisions, garbage answers, timing, SSRF guard.
 //! - `bench`: `trustmsg bench` keeps its promises.
+//! - `cli`: `trustmsg serve` refuses bad flags before touching anything.
 //! - `openapi`: `docs/openapi.json` matches the code.
 //!
 //! The store conformance suite is its own binary (`store_conformance`).
 
 mod api;
 mod bench;
+mod cli;
 mod forwarder;
 mod openapi;
 mod verifier;

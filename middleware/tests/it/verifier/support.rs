@@ -6,11 +6,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use trustmsg::address_policy::AddressPolicy;
 use trustmsg::alert::Alerter;
+use trustmsg::backoff::Backoff;
 use trustmsg::forwarder::CommitListener;
 use trustmsg::registry::Registry;
 use trustmsg::store::Message;
-use trustmsg::verifier::ssrf::AddressPolicy;
 use trustmsg::verifier::{Verifier, VerifierConfig};
 use trustmsg_tests::{prepare_body, CheckServer, TestApp};
 use trustmsg_verify_api::MessageStatus;
@@ -85,8 +86,10 @@ pub(crate) fn stepped_config() -> VerifierConfig {
         lease: Duration::from_secs(60),
         concurrency: 64,
         concurrency_per_producer: 64,
-        backoff_base: Duration::from_millis(100),
-        backoff_max: Duration::from_secs(10),
+        backoff: Backoff {
+            base: Duration::from_millis(100),
+            max: Duration::from_secs(10),
+        },
         default_max_attempts: 5,
         send_lease: Duration::from_secs(60),
         shutdown_grace: Duration::from_secs(5),
