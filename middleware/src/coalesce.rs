@@ -43,7 +43,7 @@ pub struct Coalescer {
 }
 
 fn gone() -> StoreError {
-    StoreError::Config("the write batcher stopped (shutting down)".into())
+    StoreError::ShuttingDown
 }
 
 impl Coalescer {

@@ -118,8 +118,8 @@ pub async fn decide(store: &dyn Store, req: DecideRequest<'_>) -> StoreResult<De
             }
         }
     }
-    Err(StoreError::Corrupt(
-        "decision kept losing races; giving up after 16 tries".into(),
+    Err(StoreError::Contention(
+        "a decision lost its guarded update 16 times in a row",
     ))
 }
 

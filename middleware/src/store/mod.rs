@@ -36,22 +36,40 @@ pub use model::{
     Transition,
 };
 
-/// What can go wrong in the store. Callers treat all of these as transient
-/// (retry later) except `Corrupt`, which means a row the code cannot read.
+/// What can go wrong in the store. Each variant says what its caller should
+/// do: retry, alert a person, or fix the configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// The database failed or could not be reached.
+    /// The database failed or could not be reached. Transient: retry later
+    /// (the API answers 503, the workers retry on their next tick).
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
-    /// Applying migrations failed.
+    /// Applying migrations failed. Not transient: the schema or the
+    /// migration files need a person; start-up stops here.
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
-    /// A row holds a value this version does not understand.
+    /// A row holds a value this version cannot read (an unknown status, text
+    /// that is not UTF-8, a number out of range, headers that are not JSON).
+    /// Retrying reads the same row: alert, a person must look at it.
     #[error("unreadable row: {0}")]
     Corrupt(String),
-    /// A bad `--database-url`.
-    #[error("{0}")]
-    Config(String),
+    /// A decision kept losing its guarded UPDATE to concurrent writers. Each
+    /// loss means another writer made progress, so this is transient: retry.
+    #[error("lost too many races: {0}")]
+    Contention(&'static str),
+    /// A row this call had just written or seen was gone when it read it back:
+    /// a concurrent delete won the race. Transient: retry, which sees the
+    /// row's current state.
+    #[error("row vanished: {0}")]
+    Vanished(&'static str),
+    /// The write batcher has stopped because the service is shutting down.
+    /// Retry against another instance (or this one once it is back).
+    #[error("the write batcher stopped (shutting down)")]
+    ShuttingDown,
+    /// `--database-url` names no backend this build supports (the URL is shown
+    /// with its password redacted). Fix the configuration.
+    #[error("unsupported --database-url {0:?}: use mysql://user:pass@host/db or sqlite://path.db")]
+    UnsupportedUrl(String),
 }
 
 /// Result of a store operation.
@@ -189,10 +207,7 @@ pub async fn connect(url: &str) -> StoreResult<DynStore> {
     } else if url.starts_with("sqlite:") {
         Ok(Arc::new(sqlite::SqliteStore::connect(url).await?))
     } else {
-        Err(StoreError::Config(format!(
-            "unsupported --database-url {:?}: use mysql://user:pass@host/db or sqlite://path.db",
-            redact_url(url)
-        )))
+        Err(StoreError::UnsupportedUrl(redact_url(url)))
     }
 }
 

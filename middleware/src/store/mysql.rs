@@ -233,14 +233,14 @@ impl Store for MySqlStore {
                 let row = self
                     .find_message_by_id(done.last_insert_id())
                     .await?
-                    .ok_or_else(|| StoreError::Corrupt("inserted row vanished".into()))?;
+                    .ok_or(StoreError::Vanished("a row just inserted"))?;
                 Ok(Inserted::Created(row))
             }
             Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
                 let row = self
                     .find_message(&m.biz_id, &m.message_key)
                     .await?
-                    .ok_or_else(|| StoreError::Corrupt("duplicate key but no row".into()))?;
+                    .ok_or(StoreError::Vanished("the row a duplicate key names"))?;
                 Ok(Inserted::Existing(row))
             }
             Err(e) => Err(e.into()),
@@ -370,9 +370,9 @@ impl Store for MySqlStore {
         }
         let mut out = Vec::with_capacity(batch.len());
         for key in &keys {
-            let entry = rows
-                .get_mut(key)
-                .ok_or_else(|| StoreError::Corrupt("a batched prepare's row vanished".into()))?;
+            let entry = rows.get_mut(key).ok_or(StoreError::Vanished(
+                "a row a batched prepare wrote or found",
+            ))?;
             let (row, fresh) = *entry;
             out.push(if fresh {
                 entry.1 = false;
@@ -602,7 +602,7 @@ impl Store for MySqlStore {
         sql::bind_producer(upsert, p).execute(&self.pool).await?;
         self.find_producer(&p.biz_id)
             .await?
-            .ok_or_else(|| StoreError::Corrupt("upserted producer vanished".into()))
+            .ok_or(StoreError::Vanished("a producer just upserted"))
     }
 
     async fn find_producer(&self, biz_id: &str) -> StoreResult<Option<Producer>> {

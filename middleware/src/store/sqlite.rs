@@ -200,7 +200,7 @@ impl Store for SqliteStore {
         let row = self
             .find_message(&m.biz_id, &m.message_key)
             .await?
-            .ok_or_else(|| StoreError::Corrupt("duplicate key but no row".into()))?;
+            .ok_or(StoreError::Vanished("the row a duplicate key names"))?;
         Ok(Inserted::Existing(row))
     }
 
