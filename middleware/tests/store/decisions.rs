@@ -1,11 +1,11 @@
 //! Decisions (DESIGN §2): commit and rollback from every state, through
-//! [`store::decide`]; the VERIFY_FAILED transition; stale versions and racing
-//! writers, of which exactly one wins.
+//! [`store::decide`]; the VERIFY_FAILED and re-verify transitions; stale
+//! versions and racing writers, of which exactly one wins.
 
 use std::time::Duration;
 
 use trustmsg::store::{
-    self, Actor, DecideOutcome, DecideRequest, DynStore, Inserted, Target, Transition,
+    self, Actor, DecideOutcome, DecideRequest, DynStore, Inserted, Message, Target, Transition,
 };
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
@@ -286,6 +286,78 @@ pub(crate) async fn verify_failed_transition_applies_only_to_a_prepared_row(s: &
         assert_eq!(
             s.audit_trail(m.id).await.unwrap()[0].reason,
             "attempt limit reached"
+        );
+    }
+}
+
+/// The operator's re-verify (DESIGN §6): VERIFY_FAILED → PREPARED, attempts
+/// back to 0, the first check due at once.
+fn reverify(m: &Message) -> Transition {
+    Transition {
+        id: m.id,
+        from: MessageStatus::VerifyFailed,
+        version: m.version,
+        to: MessageStatus::Prepared,
+        send_lease: Duration::ZERO,
+        verify_attempt: false,
+        error: None,
+        actor: Actor::Operator("alice".into()),
+        reason: "producer fixed its check endpoint".into(),
+    }
+}
+
+pub(crate) async fn reverify_transition_applies_only_to_a_verify_failed_row_and_makes_it_due_at_once(
+    s: &DynStore,
+) {
+    let s = s.as_ref();
+    for state in STATES {
+        let before = arrange(s, state, Due::Later).await;
+        let audit = audit_len(s, &before).await;
+        let t = Transition {
+            id: id_of(&before),
+            version: version_of(&before),
+            ..reverify(before.as_ref().unwrap_or(&arrange_dummy()))
+        };
+        let got = s.transition(&t).await.unwrap();
+        if state != State::VerifyFailed {
+            assert_eq!(got, None, "{state:?} must not be re-verified");
+            assert_untouched(s, state, &before, audit).await;
+            continue;
+        }
+        let before = before.unwrap();
+        assert!(before.verify_attempts > 0);
+        let m = got.expect("a VERIFY_FAILED row is re-verified");
+        assert_eq!(m.status, MessageStatus::Prepared);
+        assert_eq!(m.send_status, None);
+        assert_eq!(m.version, before.version + 1);
+        assert_eq!(m.verify_attempts, 0, "attempts start over");
+        assert_eq!(m.next_verify_at, Some(m.updated_at), "due at once");
+        assert!(m.updated_at >= before.updated_at);
+        assert_eq!(m.next_send_at, None);
+        assert_eq!(m.decided_at, before.decided_at);
+        assert_eq!(m.last_error, before.last_error, "the last error is kept");
+        assert_eq!(s.find_message_by_id(m.id).await.unwrap(), Some(m.clone()));
+        assert_eq!(
+            audit_lines(s, m.id).await,
+            [
+                "verifier verify_failed PREPARED=>VERIFY_FAILED send -=>-",
+                "operator:alice reverify VERIFY_FAILED=>PREPARED send -=>-",
+            ]
+        );
+        assert_eq!(
+            s.audit_trail(m.id).await.unwrap()[1].reason,
+            "producer fixed its check endpoint"
+        );
+        let claimed = s.claim_due_verifies(10, LATER).await.unwrap();
+        assert_eq!(
+            claimed.iter().map(|c| c.id).collect::<Vec<_>>(),
+            [m.id],
+            "the re-verified row is the one due for check-back"
+        );
+        assert_eq!(
+            s.transition(&reverify(&before)).await.unwrap(),
+            None,
+            "a stale re-verify matches nothing"
         );
     }
 }

@@ -76,6 +76,7 @@ conformance! {
         decide_by_id_of_an_unknown_message_is_not_found_and_leaves_no_tombstone,
         a_check_back_decision_by_id_counts_as_a_verify_attempt,
         verify_failed_transition_applies_only_to_a_prepared_row,
+        reverify_transition_applies_only_to_a_verify_failed_row_and_makes_it_due_at_once,
         a_transition_with_a_stale_version_matches_nothing,
         racing_commit_and_rollback_decide_exactly_once,
     ],
