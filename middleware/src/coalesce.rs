@@ -44,7 +44,7 @@ pub(crate) struct Coalescer {
 }
 
 fn gone() -> StoreError {
-    StoreError::Config("the write batcher stopped (shutting down)".into())
+    StoreError::ShuttingDown
 }
 
 /// How writes are batched (`--write-workers`, `--write-batch`).

@@ -50,7 +50,7 @@ pub(crate) enum ApiError {
         /// What it conflicts with.
         message: String,
     },
-    /// The store failed: 503, cause logged.
+    /// The store failed: 503 (500 for a row that cannot be read), cause logged.
     #[error(transparent)]
     Store(#[from] StoreError),
     /// Looking up a producer's registration failed in the store: 503, cause logged.
@@ -97,6 +97,8 @@ impl ApiError {
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::NotFound { code, .. } => (StatusCode::NOT_FOUND, code),
             Self::Conflict { code, .. } => (StatusCode::CONFLICT, code),
+            // Retrying reads the same unreadable row: not a "retry later".
+            Self::Store(StoreError::Corrupt(_)) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
             Self::Store(_) | Self::Registry(_) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable")
             }
@@ -109,6 +111,11 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.parts();
         let message = match &self {
+            Self::Store(StoreError::Corrupt(_)) => {
+                tracing::error!(error = %self, "unreadable row while serving a request");
+                "internal error: a stored row cannot be read; an operator must look at it"
+                    .to_string()
+            }
             Self::Store(_) | Self::Registry(_) => {
                 tracing::error!(error = %self, "store failure while serving a request");
                 "the message store is unavailable; retry later".to_string()

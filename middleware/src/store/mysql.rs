@@ -11,20 +11,15 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlRow};
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
-use trustmsg_verify_api::{MessageStatus, SendStatus};
 
+use super::sql::{
+    self, clip_error, message_from_row, transition_effects, AuditRow, Dialect, SqlRow,
+    MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
+};
 use super::{
     Actor, AuditEntry, Inserted, Message, NewMessage, Producer, ProducerRecord, SentMark, Store,
     StoreError, StoreResult, Transition,
 };
-
-const MESSAGE_COLUMNS: &str = "id, biz_id, message_key, topic, record_key, payload, headers, \
-    content_digest, status, send_status, tombstone, version, verify_attempts, send_attempts, \
-    last_error, next_verify_at, next_send_at, kafka_partition, kafka_offset, created_at, \
-    updated_at, decided_at, sent_at";
-
-const PRODUCER_COLUMNS: &str = "biz_id, verify_url, verify_timeout_ms, first_verify_after_ms, \
-    max_verify_attempts, token_hash, signing_secret, created_at, updated_at";
 
 /// The MySQL/MariaDB store.
 #[derive(Debug, Clone)]
@@ -56,11 +51,6 @@ impl MySqlStore {
         Ok(Self { pool })
     }
 
-    /// Wraps an existing pool (tests, `sqlx::test`).
-    pub fn from_pool(pool: MySqlPool) -> Self {
-        Self { pool }
-    }
-
     /// The underlying pool.
     pub fn pool(&self) -> &MySqlPool {
         &self.pool
@@ -71,85 +61,45 @@ fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
-/// Kept under the column size, on a character boundary.
-pub(crate) fn clip_error(e: &str) -> &str {
-    const MAX: usize = 2000;
-    if e.len() <= MAX {
-        return e;
+impl Dialect for MySql {
+    const NOW: &'static str = "UTC_TIMESTAMP(3)";
+    type Int = u64;
+
+    fn int(v: u64) -> u64 {
+        v
     }
-    let mut end = MAX;
-    while !e.is_char_boundary(end) {
-        end -= 1;
+
+    fn rows_affected(done: &sqlx::mysql::MySqlQueryResult) -> u64 {
+        done.rows_affected()
     }
-    &e[..end]
 }
 
-/// Text columns use a binary collation (keys compare byte for byte), which the
-/// MySQL protocol reports as binary; read them as bytes and check the UTF-8.
-fn text(row: &MySqlRow, col: &str) -> StoreResult<String> {
-    let bytes: Vec<u8> = row.try_get(col)?;
-    String::from_utf8(bytes).map_err(|_| StoreError::Corrupt(format!("{col} is not UTF-8")))
-}
-
-fn opt_text(row: &MySqlRow, col: &str) -> StoreResult<Option<String>> {
-    let bytes: Option<Vec<u8>> = row.try_get(col)?;
-    bytes
-        .map(|b| {
-            String::from_utf8(b).map_err(|_| StoreError::Corrupt(format!("{col} is not UTF-8")))
-        })
-        .transpose()
-}
-
-fn message_from_row(row: &MySqlRow) -> StoreResult<Message> {
-    let status = text(row, "status")?;
-    let send_status = opt_text(row, "send_status")?;
-    let headers = text(row, "headers")?;
-    Ok(Message {
-        id: row.try_get("id")?,
-        biz_id: text(row, "biz_id")?,
-        message_key: text(row, "message_key")?,
-        topic: opt_text(row, "topic")?,
-        key: opt_text(row, "record_key")?,
-        payload: row.try_get("payload")?,
-        headers: serde_json::from_str(&headers)
-            .map_err(|e| StoreError::Corrupt(format!("headers: {e}")))?,
-        content_digest: row.try_get("content_digest")?,
-        status: MessageStatus::parse(&status)
-            .ok_or_else(|| StoreError::Corrupt(format!("status {status:?}")))?,
-        send_status: send_status
-            .map(|s| {
-                SendStatus::parse(&s)
-                    .ok_or_else(|| StoreError::Corrupt(format!("send_status {s:?}")))
+impl SqlRow for MySqlRow {
+    /// Text columns use a binary collation (keys compare byte for byte), which
+    /// the MySQL protocol reports as binary: read them as bytes, check the UTF-8.
+    fn opt_text(&self, col: &str) -> StoreResult<Option<String>> {
+        self.opt_bytes(col)?
+            .map(|b| {
+                String::from_utf8(b).map_err(|_| StoreError::Corrupt(format!("{col} is not UTF-8")))
             })
-            .transpose()?,
-        tombstone: row.try_get("tombstone")?,
-        version: row.try_get("version")?,
-        verify_attempts: row.try_get("verify_attempts")?,
-        send_attempts: row.try_get("send_attempts")?,
-        last_error: opt_text(row, "last_error")?,
-        next_verify_at: row.try_get("next_verify_at")?,
-        next_send_at: row.try_get("next_send_at")?,
-        kafka_partition: row.try_get("kafka_partition")?,
-        kafka_offset: row.try_get("kafka_offset")?,
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-        decided_at: row.try_get("decided_at")?,
-        sent_at: row.try_get("sent_at")?,
-    })
-}
+            .transpose()
+    }
 
-fn producer_from_row(row: &MySqlRow) -> StoreResult<Producer> {
-    Ok(Producer {
-        biz_id: text(row, "biz_id")?,
-        verify_url: text(row, "verify_url")?,
-        verify_timeout_ms: row.try_get("verify_timeout_ms")?,
-        first_verify_after_ms: row.try_get("first_verify_after_ms")?,
-        max_verify_attempts: row.try_get("max_verify_attempts")?,
-        token_hash: row.try_get("token_hash")?,
-        signing_secret: text(row, "signing_secret")?,
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-    })
+    fn opt_bytes(&self, col: &str) -> StoreResult<Option<Vec<u8>>> {
+        Ok(self.try_get(col)?)
+    }
+
+    fn opt_u64(&self, col: &str) -> StoreResult<Option<u64>> {
+        Ok(self.try_get(col)?)
+    }
+
+    fn opt_i64(&self, col: &str) -> StoreResult<Option<i64>> {
+        Ok(self.try_get(col)?)
+    }
+
+    fn opt_time(&self, col: &str) -> StoreResult<Option<DateTime<Utc>>> {
+        Ok(self.try_get(col)?)
+    }
 }
 
 async fn select_messages_by_ids<'e, E>(exec: E, ids: &[u64]) -> StoreResult<Vec<Message>>
@@ -179,20 +129,9 @@ fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
 }
 
-/// What a transition to `to` sets besides the status: the send status it
-/// starts and the audit action that names it.
-fn transition_effects(to: MessageStatus) -> (Option<&'static str>, &'static str) {
-    match to {
-        MessageStatus::Committed => (Some("PENDING"), "commit"),
-        MessageStatus::RolledBack => (None, "rollback"),
-        MessageStatus::VerifyFailed => (None, "verify_failed"),
-        MessageStatus::Prepared => (None, "reverify"),
-    }
-}
-
 /// `UPDATE messages SET …` for a transition like `t` (the caller adds the guard).
 fn transition_update(t: &Transition) -> QueryBuilder<MySql> {
-    let (send_status, _) = transition_effects(t.to);
+    let send_status = transition_effects(t.to).send_status;
     let to = t.to.as_str();
     let mut q = QueryBuilder::<MySql>::new("UPDATE messages SET status = ");
     q.push_bind(to)
@@ -217,31 +156,6 @@ fn transition_update(t: &Transition) -> QueryBuilder<MySql> {
              updated_at = UTC_TIMESTAMP(3)",
         );
     q
-}
-
-/// One audit row per transition, in one statement.
-async fn insert_transition_audits(
-    conn: &mut sqlx::MySqlConnection,
-    ts: &[Transition],
-) -> StoreResult<()> {
-    let mut q = QueryBuilder::<MySql>::new(
-        "INSERT INTO audit_log (message_id, actor, action, from_status, to_status, \
-         from_send_status, to_send_status, reason, created_at) ",
-    );
-    q.push_values(ts, |mut b, t| {
-        let (send_status, action) = transition_effects(t.to);
-        b.push_bind(t.id)
-            .push_bind(t.actor.to_string())
-            .push_bind(action)
-            .push_bind(t.from.as_str())
-            .push_bind(t.to.as_str())
-            .push_bind(None::<&str>)
-            .push_bind(send_status)
-            .push_bind(clip_error(&t.reason).to_string())
-            .push("UTC_TIMESTAMP(3)");
-    });
-    q.build().execute(conn).await?;
-    Ok(())
 }
 
 /// The rows holding these keys, grouped per biz_id so each group is a range
@@ -280,36 +194,6 @@ where
         .collect()
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn insert_audit(
-    conn: &mut sqlx::MySqlConnection,
-    message_id: u64,
-    actor: &Actor,
-    action: &str,
-    from: Option<&str>,
-    to: Option<&str>,
-    from_send: Option<&str>,
-    to_send: Option<&str>,
-    reason: &str,
-) -> StoreResult<()> {
-    sqlx::query(
-        "INSERT INTO audit_log (message_id, actor, action, from_status, to_status, \
-         from_send_status, to_send_status, reason, created_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3))",
-    )
-    .bind(message_id)
-    .bind(actor.to_string())
-    .bind(action)
-    .bind(from)
-    .bind(to)
-    .bind(from_send)
-    .bind(to_send)
-    .bind(clip_error(reason))
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
 /// A lost lock race is not an error for a guarded write: the guard simply did not win.
 fn is_lock_conflict(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("40001") | Some("HY000"))
@@ -332,41 +216,31 @@ impl Store for MySqlStore {
     }
 
     async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
+        sql::ping(&self.pool).await
     }
 
     async fn insert_prepared(&self, m: &NewMessage) -> StoreResult<Inserted> {
-        let headers = serde_json::to_string(&m.headers).expect("string map serialises");
-        let res = sqlx::query(
-            "INSERT INTO messages (biz_id, message_key, topic, record_key, payload, headers, \
-             content_digest, status, next_verify_at, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, 'PREPARED', \
-             UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))",
-        )
-        .bind(&m.biz_id)
-        .bind(&m.message_key)
-        .bind(&m.topic)
-        .bind(&m.key)
-        .bind(&m.payload)
-        .bind(headers)
-        .bind(m.digest())
-        .bind(micros(m.first_verify_after))
-        .execute(&self.pool)
-        .await;
+        let insert = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO messages ({PREPARE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 'PREPARED', \
+             UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))"
+        )));
+        let res = sql::bind_prepare(insert, m)
+            .bind(micros(m.first_verify_after))
+            .execute(&self.pool)
+            .await;
         match res {
             Ok(done) => {
                 let row = self
                     .find_message_by_id(done.last_insert_id())
                     .await?
-                    .ok_or_else(|| StoreError::Corrupt("inserted row vanished".into()))?;
+                    .ok_or(StoreError::Vanished("a row just inserted"))?;
                 Ok(Inserted::Created(row))
             }
             Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
                 let row = self
                     .find_message(&m.biz_id, &m.message_key)
                     .await?
-                    .ok_or_else(|| StoreError::Corrupt("duplicate key but no row".into()))?;
+                    .ok_or(StoreError::Vanished("the row a duplicate key names"))?;
                 Ok(Inserted::Existing(row))
             }
             Err(e) => Err(e.into()),
@@ -395,34 +269,14 @@ impl Store for MySqlStore {
             Err(sqlx::Error::Database(db)) if db.is_unique_violation() => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        insert_audit(
-            &mut tx,
-            id,
-            actor,
-            "rollback",
-            None,
-            Some("ROLLED_BACK"),
-            None,
-            None,
-            reason,
-        )
-        .await?;
+        sql::insert_audits(&mut *tx, &[AuditRow::tombstone(id, actor, reason)]).await?;
         let row = select_messages_by_ids(&mut *tx, &[id]).await?.pop();
         tx.commit().await?;
         Ok(row)
     }
 
     async fn find_message(&self, biz_id: &str, message_key: &str) -> StoreResult<Option<Message>> {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE biz_id = ? AND message_key = ?"
-        )))
-        .bind(biz_id)
-        .bind(message_key)
-        .fetch_optional(&self.pool)
-        .await?
-        .as_ref()
-        .map(message_from_row)
-        .transpose()
+        sql::find_message(&self.pool, biz_id, message_key).await
     }
 
     async fn find_message_by_id(&self, id: u64) -> StoreResult<Option<Message>> {
@@ -444,7 +298,7 @@ impl Store for MySqlStore {
             Err(e) if is_lock_conflict(&e) => return Ok(None),
             Err(e) => return Err(e.into()),
         }
-        insert_transition_audits(&mut tx, std::slice::from_ref(t)).await?;
+        sql::insert_audits(&mut *tx, &[AuditRow::transition(t)]).await?;
         let row = select_messages_by_ids(&mut *tx, &[t.id]).await?.pop();
         tx.commit().await?;
         Ok(row)
@@ -516,9 +370,9 @@ impl Store for MySqlStore {
         }
         let mut out = Vec::with_capacity(batch.len());
         for key in &keys {
-            let entry = rows
-                .get_mut(key)
-                .ok_or_else(|| StoreError::Corrupt("a batched prepare's row vanished".into()))?;
+            let entry = rows.get_mut(key).ok_or(StoreError::Vanished(
+                "a row a batched prepare wrote or found",
+            ))?;
             let (row, fresh) = *entry;
             out.push(if fresh {
                 entry.1 = false;
@@ -571,7 +425,8 @@ impl Store for MySqlStore {
             }
             Err(e) => return Err(e.into()),
         }
-        insert_transition_audits(&mut tx, ts).await?;
+        let audits: Vec<AuditRow> = ts.iter().map(AuditRow::transition).collect();
+        sql::insert_audits(&mut *tx, &audits).await?;
         let ids: Vec<u64> = ts.iter().map(|t| t.id).collect();
         let rows = select_messages_by_ids(&mut *tx, &ids).await?;
         tx.commit().await?;
@@ -580,29 +435,7 @@ impl Store for MySqlStore {
     }
 
     async fn audit_trail(&self, message_id: u64) -> StoreResult<Vec<AuditEntry>> {
-        let rows = sqlx::query(
-            "SELECT id, message_id, actor, action, from_status, to_status, from_send_status, \
-             to_send_status, reason, created_at FROM audit_log WHERE message_id = ? ORDER BY id",
-        )
-        .bind(message_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(AuditEntry {
-                    id: r.try_get("id")?,
-                    message_id: r.try_get("message_id")?,
-                    actor: text(r, "actor")?,
-                    action: text(r, "action")?,
-                    from_status: opt_text(r, "from_status")?,
-                    to_status: opt_text(r, "to_status")?,
-                    from_send_status: opt_text(r, "from_send_status")?,
-                    to_send_status: opt_text(r, "to_send_status")?,
-                    reason: text(r, "reason")?,
-                    created_at: r.try_get("created_at")?,
-                })
-            })
-            .collect()
+        sql::audit_trail(&self.pool, message_id).await
     }
 
     async fn claim_due_sends(&self, limit: u32, lease: Duration) -> StoreResult<Vec<Message>> {
@@ -704,18 +537,7 @@ impl Store for MySqlStore {
         if done.rows_affected() != 1 {
             return Ok(None);
         }
-        insert_audit(
-            &mut tx,
-            id,
-            actor,
-            "send_failed",
-            Some("COMMITTED"),
-            Some("COMMITTED"),
-            Some("PENDING"),
-            Some("SEND_FAILED"),
-            error,
-        )
-        .await?;
+        sql::insert_audits(&mut *tx, &[AuditRow::send_failed(id, actor, error)]).await?;
         let row = select_messages_by_ids(&mut *tx, &[id]).await?.pop();
         tx.commit().await?;
         Ok(row)
@@ -767,58 +589,32 @@ impl Store for MySqlStore {
     }
 
     async fn upsert_producer(&self, p: &ProducerRecord) -> StoreResult<Producer> {
-        sqlx::query(
-            "INSERT INTO producers (biz_id, verify_url, verify_timeout_ms, first_verify_after_ms, \
-             max_verify_attempts, token_hash, signing_secret, created_at, updated_at) \
+        // An update keeps the token and the signing secret, which have their
+        // own operations.
+        let upsert = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO producers ({PRODUCER_COLUMNS}) \
              VALUES (?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3)) \
              ON DUPLICATE KEY UPDATE verify_url = VALUES(verify_url), \
              verify_timeout_ms = VALUES(verify_timeout_ms), \
              first_verify_after_ms = VALUES(first_verify_after_ms), \
-             max_verify_attempts = VALUES(max_verify_attempts), updated_at = UTC_TIMESTAMP(3)",
-        )
-        .bind(&p.biz_id)
-        .bind(&p.verify_url)
-        .bind(p.verify_timeout_ms)
-        .bind(p.first_verify_after_ms)
-        .bind(p.max_verify_attempts)
-        .bind(&p.token_hash)
-        .bind(&p.signing_secret)
-        .execute(&self.pool)
-        .await?;
+             max_verify_attempts = VALUES(max_verify_attempts), updated_at = UTC_TIMESTAMP(3)"
+        )));
+        sql::bind_producer(upsert, p).execute(&self.pool).await?;
         self.find_producer(&p.biz_id)
             .await?
-            .ok_or_else(|| StoreError::Corrupt("upserted producer vanished".into()))
+            .ok_or(StoreError::Vanished("a producer just upserted"))
     }
 
     async fn find_producer(&self, biz_id: &str) -> StoreResult<Option<Producer>> {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {PRODUCER_COLUMNS} FROM producers WHERE biz_id = ?"
-        )))
-        .bind(biz_id)
-        .fetch_optional(&self.pool)
-        .await?
-        .as_ref()
-        .map(producer_from_row)
-        .transpose()
+        sql::find_producer(&self.pool, biz_id).await
     }
 
     async fn delete_producer(&self, biz_id: &str) -> StoreResult<bool> {
-        let done = sqlx::query("DELETE FROM producers WHERE biz_id = ?")
-            .bind(biz_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() == 1)
+        sql::delete_producer(&self.pool, biz_id).await
     }
 
     async fn set_producer_token(&self, biz_id: &str, token_hash: &[u8]) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE producers SET token_hash = ?, updated_at = UTC_TIMESTAMP(3) WHERE biz_id = ?",
-        )
-        .bind(token_hash)
-        .bind(biz_id)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        sql::set_producer_token(&self.pool, biz_id, token_hash).await
     }
 }
 

@@ -1,4 +1,4 @@
-//! SQLite backend: the embedded store for `trustmsg dev` and single-instance use.
+//! SQLite backend: the embedded store for development and single-instance use.
 //!
 //! Same guarantees as the MySQL backend (see the [`super`] module docs), met the
 //! SQLite way:
@@ -26,10 +26,12 @@ use chrono::{DateTime, Utc};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
-use sqlx::{Row, SqlitePool};
-use trustmsg_verify_api::{MessageStatus, SendStatus};
+use sqlx::{Row, Sqlite, SqlitePool};
 
-use super::mysql::clip_error;
+use super::sql::{
+    self, clip_error, message_from_row, producer_from_row, transition_effects, AuditRow, Dialect,
+    SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
+};
 use super::{
     Actor, AuditEntry, Inserted, Message, NewMessage, Producer, ProducerRecord, SentMark, Store,
     StoreError, StoreResult, Transition,
@@ -40,14 +42,6 @@ use super::{
 /// exact value; 'now' is fixed for the whole statement, so every time a single
 /// statement writes is the same instant.
 const NOW_MS: &str = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
-
-const MESSAGE_COLUMNS: &str = "id, biz_id, message_key, topic, record_key, payload, headers, \
-    content_digest, status, send_status, tombstone, version, verify_attempts, send_attempts, \
-    last_error, next_verify_at, next_send_at, kafka_partition, kafka_offset, created_at, \
-    updated_at, decided_at, sent_at";
-
-const PRODUCER_COLUMNS: &str = "biz_id, verify_url, verify_timeout_ms, first_verify_after_ms, \
-    max_verify_attempts, token_hash, signing_secret, created_at, updated_at";
 
 /// How long a writer waits for the write lock before the call fails (and is retried
 /// by its caller as a transient error).
@@ -98,11 +92,6 @@ impl SqliteStore {
         Ok(Self { pool })
     }
 
-    /// Wraps an existing pool (tests).
-    pub fn from_pool(pool: SqlitePool) -> Self {
-        Self { pool }
-    }
-
     /// The underlying pool.
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
@@ -119,112 +108,57 @@ fn sql_int(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(-1)
 }
 
-fn time(row: &SqliteRow, col: &str) -> StoreResult<DateTime<Utc>> {
-    let ms: i64 = row.try_get(col)?;
-    DateTime::from_timestamp_millis(ms)
-        .ok_or_else(|| StoreError::Corrupt(format!("{col} = {ms} is not a time")))
+impl Dialect for Sqlite {
+    const NOW: &'static str = NOW_MS;
+    type Int = i64;
+
+    fn int(v: u64) -> i64 {
+        sql_int(v)
+    }
+
+    fn rows_affected(done: &sqlx::sqlite::SqliteQueryResult) -> u64 {
+        done.rows_affected()
+    }
 }
 
-fn opt_time(row: &SqliteRow, col: &str) -> StoreResult<Option<DateTime<Utc>>> {
-    let ms: Option<i64> = row.try_get(col)?;
-    ms.map(|ms| {
-        DateTime::from_timestamp_millis(ms)
-            .ok_or_else(|| StoreError::Corrupt(format!("{col} = {ms} is not a time")))
-    })
-    .transpose()
-}
+impl SqlRow for SqliteRow {
+    fn opt_text(&self, col: &str) -> StoreResult<Option<String>> {
+        Ok(self.try_get(col)?)
+    }
 
-fn unsigned<T: TryFrom<i64>>(row: &SqliteRow, col: &str) -> StoreResult<T> {
-    let v: i64 = row.try_get(col)?;
-    T::try_from(v).map_err(|_| StoreError::Corrupt(format!("{col} = {v} is out of range")))
-}
+    fn opt_bytes(&self, col: &str) -> StoreResult<Option<Vec<u8>>> {
+        Ok(self.try_get(col)?)
+    }
 
-fn message_from_row(row: &SqliteRow) -> StoreResult<Message> {
-    let status: String = row.try_get("status")?;
-    let send_status: Option<String> = row.try_get("send_status")?;
-    let headers: String = row.try_get("headers")?;
-    Ok(Message {
-        id: unsigned(row, "id")?,
-        biz_id: row.try_get("biz_id")?,
-        message_key: row.try_get("message_key")?,
-        topic: row.try_get("topic")?,
-        key: row.try_get("record_key")?,
-        payload: row.try_get("payload")?,
-        headers: serde_json::from_str(&headers)
-            .map_err(|e| StoreError::Corrupt(format!("headers: {e}")))?,
-        content_digest: row.try_get("content_digest")?,
-        status: MessageStatus::parse(&status)
-            .ok_or_else(|| StoreError::Corrupt(format!("status {status:?}")))?,
-        send_status: send_status
-            .map(|s| {
-                SendStatus::parse(&s)
-                    .ok_or_else(|| StoreError::Corrupt(format!("send_status {s:?}")))
+    /// SQLite integers are signed.
+    fn opt_u64(&self, col: &str) -> StoreResult<Option<u64>> {
+        self.opt_i64(col)?
+            .map(|v| {
+                u64::try_from(v)
+                    .map_err(|_| StoreError::Corrupt(format!("{col} = {v} is out of range")))
             })
-            .transpose()?,
-        tombstone: row.try_get("tombstone")?,
-        version: unsigned(row, "version")?,
-        verify_attempts: unsigned(row, "verify_attempts")?,
-        send_attempts: unsigned(row, "send_attempts")?,
-        last_error: row.try_get("last_error")?,
-        next_verify_at: opt_time(row, "next_verify_at")?,
-        next_send_at: opt_time(row, "next_send_at")?,
-        kafka_partition: row.try_get("kafka_partition")?,
-        kafka_offset: row.try_get("kafka_offset")?,
-        created_at: time(row, "created_at")?,
-        updated_at: time(row, "updated_at")?,
-        decided_at: opt_time(row, "decided_at")?,
-        sent_at: opt_time(row, "sent_at")?,
-    })
-}
+            .transpose()
+    }
 
-fn producer_from_row(row: &SqliteRow) -> StoreResult<Producer> {
-    Ok(Producer {
-        biz_id: row.try_get("biz_id")?,
-        verify_url: row.try_get("verify_url")?,
-        verify_timeout_ms: unsigned(row, "verify_timeout_ms")?,
-        first_verify_after_ms: unsigned(row, "first_verify_after_ms")?,
-        max_verify_attempts: unsigned(row, "max_verify_attempts")?,
-        token_hash: row.try_get("token_hash")?,
-        signing_secret: row.try_get("signing_secret")?,
-        created_at: time(row, "created_at")?,
-        updated_at: time(row, "updated_at")?,
-    })
+    fn opt_i64(&self, col: &str) -> StoreResult<Option<i64>> {
+        Ok(self.try_get(col)?)
+    }
+
+    /// Times are INTEGER milliseconds since the epoch.
+    fn opt_time(&self, col: &str) -> StoreResult<Option<DateTime<Utc>>> {
+        self.opt_i64(col)?
+            .map(|ms| {
+                DateTime::from_timestamp_millis(ms)
+                    .ok_or_else(|| StoreError::Corrupt(format!("{col} = {ms} is not a time")))
+            })
+            .transpose()
+    }
 }
 
 /// The first row of a RETURNING statement. The whole statement runs to completion
 /// (`fetch_all`), so it never stays half-stepped holding the write lock.
 fn first_message(rows: &[SqliteRow]) -> StoreResult<Option<Message>> {
     rows.first().map(message_from_row).transpose()
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn insert_audit(
-    conn: &mut sqlx::SqliteConnection,
-    message_id: u64,
-    actor: &Actor,
-    action: &str,
-    from: Option<&str>,
-    to: Option<&str>,
-    from_send: Option<&str>,
-    to_send: Option<&str>,
-    reason: &str,
-) -> StoreResult<()> {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO audit_log (message_id, actor, action, from_status, to_status, \
-         from_send_status, to_send_status, reason, created_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, {NOW_MS})"
-    )))
-    .bind(sql_int(message_id))
-    .bind(actor.to_string())
-    .bind(action)
-    .bind(from)
-    .bind(to)
-    .bind(from_send)
-    .bind(to_send)
-    .bind(clip_error(reason))
-    .execute(conn)
-    .await?;
-    Ok(())
 }
 
 #[async_trait]
@@ -245,37 +179,28 @@ impl Store for SqliteStore {
     }
 
     async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
+        sql::ping(&self.pool).await
     }
 
     async fn insert_prepared(&self, m: &NewMessage) -> StoreResult<Inserted> {
-        let headers = serde_json::to_string(&m.headers).expect("string map serialises");
         // DO NOTHING only swallows the (biz_id, message_key) conflict; any other
         // constraint still fails the call.
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO messages (biz_id, message_key, topic, record_key, payload, headers, \
-             content_digest, status, next_verify_at, created_at, updated_at) \
+        let insert = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO messages ({PREPARE_COLUMNS}) \
              VALUES (?, ?, ?, ?, ?, ?, ?, 'PREPARED', {NOW_MS} + ?, {NOW_MS}, {NOW_MS}) \
              ON CONFLICT (biz_id, message_key) DO NOTHING RETURNING {MESSAGE_COLUMNS}"
-        )))
-        .bind(&m.biz_id)
-        .bind(&m.message_key)
-        .bind(&m.topic)
-        .bind(&m.key)
-        .bind(&m.payload)
-        .bind(headers)
-        .bind(m.digest())
-        .bind(millis(m.first_verify_after))
-        .fetch_all(&self.pool)
-        .await?;
+        )));
+        let rows = sql::bind_prepare(insert, m)
+            .bind(millis(m.first_verify_after))
+            .fetch_all(&self.pool)
+            .await?;
         if let Some(created) = first_message(&rows)? {
             return Ok(Inserted::Created(created));
         }
         let row = self
             .find_message(&m.biz_id, &m.message_key)
             .await?
-            .ok_or_else(|| StoreError::Corrupt("duplicate key but no row".into()))?;
+            .ok_or(StoreError::Vanished("the row a duplicate key names"))?;
         Ok(Inserted::Existing(row))
     }
 
@@ -300,33 +225,13 @@ impl Store for SqliteStore {
         let Some(row) = first_message(&rows)? else {
             return Ok(None);
         };
-        insert_audit(
-            &mut tx,
-            row.id,
-            actor,
-            "rollback",
-            None,
-            Some("ROLLED_BACK"),
-            None,
-            None,
-            reason,
-        )
-        .await?;
+        sql::insert_audits(&mut *tx, &[AuditRow::tombstone(row.id, actor, reason)]).await?;
         tx.commit().await?;
         Ok(Some(row))
     }
 
     async fn find_message(&self, biz_id: &str, message_key: &str) -> StoreResult<Option<Message>> {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE biz_id = ? AND message_key = ?"
-        )))
-        .bind(biz_id)
-        .bind(message_key)
-        .fetch_optional(&self.pool)
-        .await?
-        .as_ref()
-        .map(message_from_row)
-        .transpose()
+        sql::find_message(&self.pool, biz_id, message_key).await
     }
 
     async fn find_message_by_id(&self, id: u64) -> StoreResult<Option<Message>> {
@@ -342,12 +247,7 @@ impl Store for SqliteStore {
     }
 
     async fn transition(&self, t: &Transition) -> StoreResult<Option<Message>> {
-        let (send_status, action) = match t.to {
-            MessageStatus::Committed => (Some("PENDING"), "commit"),
-            MessageStatus::RolledBack => (None, "rollback"),
-            MessageStatus::VerifyFailed => (None, "verify_failed"),
-            MessageStatus::Prepared => (None, "reverify"),
-        };
+        let send_status = transition_effects(t.to).send_status;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE messages SET status = ?1, send_status = ?2, version = version + 1, \
@@ -373,46 +273,13 @@ impl Store for SqliteStore {
         let Some(row) = first_message(&rows)? else {
             return Ok(None);
         };
-        insert_audit(
-            &mut tx,
-            t.id,
-            &t.actor,
-            action,
-            Some(t.from.as_str()),
-            Some(t.to.as_str()),
-            None,
-            send_status,
-            &t.reason,
-        )
-        .await?;
+        sql::insert_audits(&mut *tx, &[AuditRow::transition(t)]).await?;
         tx.commit().await?;
         Ok(Some(row))
     }
 
     async fn audit_trail(&self, message_id: u64) -> StoreResult<Vec<AuditEntry>> {
-        let rows = sqlx::query(
-            "SELECT id, message_id, actor, action, from_status, to_status, from_send_status, \
-             to_send_status, reason, created_at FROM audit_log WHERE message_id = ? ORDER BY id",
-        )
-        .bind(sql_int(message_id))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(AuditEntry {
-                    id: unsigned(r, "id")?,
-                    message_id: unsigned(r, "message_id")?,
-                    actor: r.try_get("actor")?,
-                    action: r.try_get("action")?,
-                    from_status: r.try_get("from_status")?,
-                    to_status: r.try_get("to_status")?,
-                    from_send_status: r.try_get("from_send_status")?,
-                    to_send_status: r.try_get("to_send_status")?,
-                    reason: r.try_get("reason")?,
-                    created_at: time(r, "created_at")?,
-                })
-            })
-            .collect()
+        sql::audit_trail(&self.pool, message_id).await
     }
 
     async fn claim_due_sends(&self, limit: u32, lease: Duration) -> StoreResult<Vec<Message>> {
@@ -494,18 +361,7 @@ impl Store for SqliteStore {
         let Some(row) = first_message(&rows)? else {
             return Ok(None);
         };
-        insert_audit(
-            &mut tx,
-            id,
-            actor,
-            "send_failed",
-            Some("COMMITTED"),
-            Some("COMMITTED"),
-            Some("PENDING"),
-            Some("SEND_FAILED"),
-            error,
-        )
-        .await?;
+        sql::insert_audits(&mut *tx, &[AuditRow::send_failed(id, actor, error)]).await?;
         tx.commit().await?;
         Ok(Some(row))
     }
@@ -552,57 +408,29 @@ impl Store for SqliteStore {
     async fn upsert_producer(&self, p: &ProducerRecord) -> StoreResult<Producer> {
         // Like MySQL: an update keeps the token and the signing secret, which have
         // their own operations.
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO producers (biz_id, verify_url, verify_timeout_ms, first_verify_after_ms, \
-             max_verify_attempts, token_hash, signing_secret, created_at, updated_at) \
+        let upsert = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO producers ({PRODUCER_COLUMNS}) \
              VALUES (?, ?, ?, ?, ?, ?, ?, {NOW_MS}, {NOW_MS}) \
              ON CONFLICT (biz_id) DO UPDATE SET verify_url = excluded.verify_url, \
              verify_timeout_ms = excluded.verify_timeout_ms, \
              first_verify_after_ms = excluded.first_verify_after_ms, \
              max_verify_attempts = excluded.max_verify_attempts, updated_at = {NOW_MS} \
              RETURNING {PRODUCER_COLUMNS}"
-        )))
-        .bind(&p.biz_id)
-        .bind(&p.verify_url)
-        .bind(p.verify_timeout_ms)
-        .bind(p.first_verify_after_ms)
-        .bind(p.max_verify_attempts)
-        .bind(&p.token_hash)
-        .bind(&p.signing_secret)
-        .fetch_one(&self.pool)
-        .await?;
+        )));
+        let row = sql::bind_producer(upsert, p).fetch_one(&self.pool).await?;
         producer_from_row(&row)
     }
 
     async fn find_producer(&self, biz_id: &str) -> StoreResult<Option<Producer>> {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {PRODUCER_COLUMNS} FROM producers WHERE biz_id = ?"
-        )))
-        .bind(biz_id)
-        .fetch_optional(&self.pool)
-        .await?
-        .as_ref()
-        .map(producer_from_row)
-        .transpose()
+        sql::find_producer(&self.pool, biz_id).await
     }
 
     async fn delete_producer(&self, biz_id: &str) -> StoreResult<bool> {
-        let done = sqlx::query("DELETE FROM producers WHERE biz_id = ?")
-            .bind(biz_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() == 1)
+        sql::delete_producer(&self.pool, biz_id).await
     }
 
     async fn set_producer_token(&self, biz_id: &str, token_hash: &[u8]) -> StoreResult<bool> {
-        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE producers SET token_hash = ?, updated_at = {NOW_MS} WHERE biz_id = ?"
-        )))
-        .bind(token_hash)
-        .bind(biz_id)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        sql::set_producer_token(&self.pool, biz_id, token_hash).await
     }
 }
 

@@ -9,12 +9,12 @@
 //! - `bench`: `trustmsg bench` keeps its promises.
 //! - `cli`: `trustmsg serve` refuses bad flags before touching anything.
 //! - `openapi`: `docs/openapi.json` matches the code.
-//!
-//! The store conformance suite is its own binary (`store_conformance`).
+//! - `store`: the conformance suite, every store test on both backends.
 
 mod api;
 mod bench;
 mod cli;
 mod forwarder;
 mod openapi;
+mod store;
 mod verifier;

@@ -1,0 +1,259 @@
+//! The data model every backend stores and returns.
+//!
+//! These types carry no behaviour of their own beyond what defines identity:
+//! [`NewMessage::digest`] decides whether a repeated prepare is "the same message"
+//! (producer API: same content → 200, other content → 409), so it must stay stable
+//! across versions; it encodes every field with its length so no two different
+//! messages share an encoding.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
+use trustmsg_verify_api::{MessageStatus, MessageView, SendStatus};
+
+/// A message row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub id: u64,
+    pub biz_id: String,
+    pub message_key: String,
+    /// None only for a rollback tombstone.
+    pub topic: Option<String>,
+    pub key: Option<String>,
+    pub payload: Vec<u8>,
+    pub headers: BTreeMap<String, String>,
+    /// SHA-256 of the content (see [`NewMessage::digest`]); None for a tombstone.
+    pub content_digest: Option<Vec<u8>>,
+    pub status: MessageStatus,
+    pub send_status: Option<SendStatus>,
+    /// True for a row created by a rollback of an unknown message.
+    pub tombstone: bool,
+    pub version: u64,
+    pub verify_attempts: u32,
+    pub send_attempts: u32,
+    pub last_error: Option<String>,
+    pub next_verify_at: Option<DateTime<Utc>>,
+    pub next_send_at: Option<DateTime<Utc>>,
+    pub kafka_partition: Option<i32>,
+    pub kafka_offset: Option<i64>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub decided_at: Option<DateTime<Utc>>,
+    pub sent_at: Option<DateTime<Utc>>,
+}
+
+impl Message {
+    /// The API's view of the row.
+    pub fn view(&self) -> MessageView {
+        MessageView {
+            id: self.id,
+            biz_id: self.biz_id.clone(),
+            message_key: self.message_key.clone(),
+            topic: self.topic.clone(),
+            key: self.key.clone(),
+            status: self.status,
+            send_status: self.send_status,
+            verify_attempts: self.verify_attempts,
+            send_attempts: self.send_attempts,
+            last_error: self.last_error.clone(),
+            payload_size: self.payload.len() as u64,
+            next_verify_at: self.next_verify_at,
+            next_send_at: self.next_send_at,
+            kafka_partition: self.kafka_partition,
+            kafka_offset: self.kafka_offset,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            decided_at: self.decided_at,
+            sent_at: self.sent_at,
+        }
+    }
+}
+
+/// A validated prepare, ready to insert.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewMessage {
+    pub biz_id: String,
+    pub message_key: String,
+    pub topic: String,
+    pub key: Option<String>,
+    pub payload: Vec<u8>,
+    pub headers: BTreeMap<String, String>,
+    /// Delay from now (database clock) until the first check-back.
+    pub first_verify_after: Duration,
+}
+
+impl NewMessage {
+    /// The digest that makes prepare idempotent: same digest, same message.
+    pub fn digest(&self) -> Vec<u8> {
+        content_digest(
+            &self.topic,
+            self.key.as_deref(),
+            &self.payload,
+            &self.headers,
+        )
+    }
+}
+
+/// SHA-256 over an unambiguous encoding of everything that reaches Kafka.
+fn content_digest(
+    topic: &str,
+    key: Option<&str>,
+    payload: &[u8],
+    headers: &BTreeMap<String, String>,
+) -> Vec<u8> {
+    fn field(h: &mut Sha256, bytes: &[u8]) {
+        h.update((bytes.len() as u64).to_be_bytes());
+        h.update(bytes);
+    }
+    let mut h = Sha256::new();
+    field(&mut h, topic.as_bytes());
+    match key {
+        Some(k) => {
+            h.update([1]);
+            field(&mut h, k.as_bytes());
+        }
+        None => h.update([0]),
+    }
+    field(&mut h, payload);
+    h.update((headers.len() as u64).to_be_bytes());
+    for (k, v) in headers {
+        field(&mut h, k.as_bytes());
+        field(&mut h, v.as_bytes());
+    }
+    h.finalize().to_vec()
+}
+
+/// The outcome of inserting a prepared message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Inserted {
+    /// A new row.
+    Created(Message),
+    /// (biz_id, message_key) already existed; this is the existing row.
+    Existing(Message),
+}
+
+/// Who made a change, for the audit log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Actor {
+    /// The producer itself over the API.
+    Producer(String),
+    /// The verifier, after a check-back answer or the attempt limit.
+    Verifier,
+    /// The forwarder, after a send failure.
+    Forwarder,
+    /// A person through the admin API or CLI.
+    Operator(String),
+}
+
+impl std::fmt::Display for Actor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Actor::Producer(b) => write!(f, "producer:{b}"),
+            Actor::Verifier => f.write_str("verifier"),
+            Actor::Forwarder => f.write_str("forwarder"),
+            Actor::Operator(who) => write!(f, "operator:{who}"),
+        }
+    }
+}
+
+/// One guarded status change of a message plus its audit row.
+#[derive(Debug, Clone)]
+pub struct Transition {
+    pub id: u64,
+    /// The state the row must still be in.
+    pub from: MessageStatus,
+    /// The version the row must still have.
+    pub version: u64,
+    pub to: MessageStatus,
+    /// For `to = COMMITTED`: the send lease. The commit claims the row for this
+    /// instance's forwarder (`next_send_at = now + lease`), which is the fast path.
+    pub send_lease: Duration,
+    /// Count this change as a check-back attempt (decisions made by check-back).
+    pub verify_attempt: bool,
+    /// Stored in `last_error` (VERIFY_FAILED) when set.
+    pub error: Option<String>,
+    pub actor: Actor,
+    pub reason: String,
+}
+
+/// One audit row.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct AuditEntry {
+    pub id: u64,
+    pub message_id: u64,
+    pub actor: String,
+    pub action: String,
+    pub from_status: Option<String>,
+    pub to_status: Option<String>,
+    pub from_send_status: Option<String>,
+    pub to_send_status: Option<String>,
+    pub reason: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Kafka's acknowledgement of one record, to be written back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SentMark {
+    pub id: u64,
+    /// The version the claim left on the row.
+    pub version: u64,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+/// A producer registration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Producer {
+    pub biz_id: String,
+    pub verify_url: String,
+    pub verify_timeout_ms: u32,
+    pub first_verify_after_ms: u32,
+    pub max_verify_attempts: u32,
+    /// SHA-256 of the bearer token.
+    pub token_hash: Vec<u8>,
+    pub signing_secret: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The writable fields of a producer registration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProducerRecord {
+    pub biz_id: String,
+    pub verify_url: String,
+    pub verify_timeout_ms: u32,
+    pub first_verify_after_ms: u32,
+    pub max_verify_attempts: u32,
+    pub token_hash: Vec<u8>,
+    pub signing_secret: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_separates_fields_unambiguously() {
+        let h = BTreeMap::new();
+        assert_ne!(
+            content_digest("ab", Some("c"), b"", &h),
+            content_digest("a", Some("bc"), b"", &h)
+        );
+        assert_ne!(
+            content_digest("t", None, b"", &h),
+            content_digest("t", Some(""), b"", &h)
+        );
+        let mut h2 = BTreeMap::new();
+        h2.insert("a".to_string(), "b".to_string());
+        assert_ne!(
+            content_digest("t", None, b"", &h),
+            content_digest("t", None, b"", &h2)
+        );
+        assert_eq!(
+            content_digest("t", None, b"x", &h2),
+            content_digest("t", None, b"x", &h2)
+        );
+    }
+}

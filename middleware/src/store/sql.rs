@@ -1,0 +1,472 @@
+//! The core both SQL backends share, so that what a row holds, what a
+//! transition sets and what the audit log records are each written once.
+//!
+//! Everything here is dialect-free: the column lists, the effects of each
+//! transition, the audit row of each kind of change, error clipping, row
+//! decoding, and the statements whose SQL is the same on MySQL and SQLite.
+//! Where the dialects differ, a backend says so through two small traits:
+//! [`SqlRow`] (how a column is read: MySQL text columns are binary and read as
+//! bytes checked as UTF-8, times are `DATETIME(3)` and counters unsigned;
+//! SQLite times are INTEGER milliseconds and every integer is an i64) and
+//! [`Dialect`] (the clock expression, how an id is bound, how many rows a
+//! write matched). Everything else that is a dialect (SQL text, locking,
+//! due-time arithmetic) stays in the backend's own file.
+
+use chrono::{DateTime, Utc};
+use sqlx::{Database, Encode, Executor, IntoArguments, QueryBuilder, Type};
+use trustmsg_verify_api::{MessageStatus, SendStatus};
+
+use super::{
+    Actor, AuditEntry, Message, NewMessage, Producer, ProducerRecord, StoreError, StoreResult,
+    Transition,
+};
+
+/// The columns [`message_from_row`] reads, in table order.
+pub(super) const MESSAGE_COLUMNS: &str = "id, biz_id, message_key, topic, record_key, payload, \
+    headers, content_digest, status, send_status, tombstone, version, verify_attempts, \
+    send_attempts, last_error, next_verify_at, next_send_at, kafka_partition, kafka_offset, \
+    created_at, updated_at, decided_at, sent_at";
+
+/// The columns a prepare writes; [`bind_prepare`] binds the first seven.
+pub(super) const PREPARE_COLUMNS: &str = "biz_id, message_key, topic, record_key, payload, \
+    headers, content_digest, status, next_verify_at, created_at, updated_at";
+
+/// The columns [`producer_from_row`] reads, in table order; [`bind_producer`]
+/// binds all but the two times.
+pub(super) const PRODUCER_COLUMNS: &str = "biz_id, verify_url, verify_timeout_ms, \
+    first_verify_after_ms, max_verify_attempts, token_hash, signing_secret, created_at, updated_at";
+
+/// The columns an [`AuditRow`] writes (the last, `created_at`, is the clock).
+const AUDIT_COLUMNS: &str = "message_id, actor, action, from_status, to_status, \
+    from_send_status, to_send_status, reason, created_at";
+
+/// A value both backends can bind.
+pub(super) trait Bind<D: Database>: for<'q> Encode<'q, D> + Type<D> + Send {}
+
+impl<D: Database, T: for<'q> Encode<'q, D> + Type<D> + Send> Bind<D> for T {}
+
+/// What a shared statement needs to know about its backend's dialect.
+pub(super) trait Dialect: Database<Row: SqlRow, Arguments: IntoArguments<Self>> {
+    /// The database clock as an SQL expression of the type times are stored as.
+    const NOW: &'static str;
+    /// How an id or version is bound.
+    type Int: Bind<Self>;
+    /// `v` as this dialect binds it.
+    fn int(v: u64) -> Self::Int;
+    /// How many rows a write matched.
+    fn rows_affected(done: &Self::QueryResult) -> u64;
+}
+
+/// A statement with its arguments, as [`sqlx::query`] makes it.
+pub(super) type Query<'q, D> = sqlx::query::Query<'q, D, <D as Database>::Arguments>;
+
+/// How one backend reads a column: each backend implements the five nullable
+/// reads, the rest is written once on top of them. A NULL where the schema
+/// forbids one, or a value out of its type's range, is [`StoreError::Corrupt`].
+pub(super) trait SqlRow {
+    /// A nullable text column, checked as UTF-8.
+    fn opt_text(&self, col: &str) -> StoreResult<Option<String>>;
+    /// A nullable binary column.
+    fn opt_bytes(&self, col: &str) -> StoreResult<Option<Vec<u8>>>;
+    /// A nullable unsigned integer column (ids, versions, counters).
+    fn opt_u64(&self, col: &str) -> StoreResult<Option<u64>>;
+    /// A nullable signed integer column.
+    fn opt_i64(&self, col: &str) -> StoreResult<Option<i64>>;
+    /// A nullable time column (UTC, millisecond precision).
+    fn opt_time(&self, col: &str) -> StoreResult<Option<DateTime<Utc>>>;
+
+    /// A boolean column that is never NULL (both dialects store 0 or 1).
+    fn flag(&self, col: &str) -> StoreResult<bool> {
+        Ok(not_null(col, self.opt_i64(col)?)? != 0)
+    }
+
+    /// A text column that is never NULL.
+    fn text(&self, col: &str) -> StoreResult<String> {
+        not_null(col, self.opt_text(col)?)
+    }
+
+    /// A binary column that is never NULL.
+    fn bytes(&self, col: &str) -> StoreResult<Vec<u8>> {
+        not_null(col, self.opt_bytes(col)?)
+    }
+
+    /// An unsigned integer column that is never NULL, as `T`.
+    fn unsigned<T: TryFrom<u64>>(&self, col: &str) -> StoreResult<T> {
+        let v = not_null(col, self.opt_u64(col)?)?;
+        T::try_from(v).map_err(|_| StoreError::Corrupt(format!("{col} = {v} is out of range")))
+    }
+
+    /// A nullable 32-bit signed integer column.
+    fn opt_i32(&self, col: &str) -> StoreResult<Option<i32>> {
+        self.opt_i64(col)?
+            .map(|v| {
+                i32::try_from(v)
+                    .map_err(|_| StoreError::Corrupt(format!("{col} = {v} is out of range")))
+            })
+            .transpose()
+    }
+
+    /// A time column that is never NULL.
+    fn time(&self, col: &str) -> StoreResult<DateTime<Utc>> {
+        not_null(col, self.opt_time(col)?)
+    }
+}
+
+fn not_null<T>(col: &str, v: Option<T>) -> StoreResult<T> {
+    v.ok_or_else(|| StoreError::Corrupt(format!("{col} is NULL")))
+}
+
+/// Decodes a row selected with [`MESSAGE_COLUMNS`].
+pub(super) fn message_from_row(row: &impl SqlRow) -> StoreResult<Message> {
+    let status = row.text("status")?;
+    let headers = row.text("headers")?;
+    Ok(Message {
+        id: row.unsigned("id")?,
+        biz_id: row.text("biz_id")?,
+        message_key: row.text("message_key")?,
+        topic: row.opt_text("topic")?,
+        key: row.opt_text("record_key")?,
+        payload: row.bytes("payload")?,
+        headers: serde_json::from_str(&headers)
+            .map_err(|e| StoreError::Corrupt(format!("headers: {e}")))?,
+        content_digest: row.opt_bytes("content_digest")?,
+        status: MessageStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("status {status:?}")))?,
+        send_status: row
+            .opt_text("send_status")?
+            .map(|s| {
+                SendStatus::parse(&s)
+                    .ok_or_else(|| StoreError::Corrupt(format!("send_status {s:?}")))
+            })
+            .transpose()?,
+        tombstone: row.flag("tombstone")?,
+        version: row.unsigned("version")?,
+        verify_attempts: row.unsigned("verify_attempts")?,
+        send_attempts: row.unsigned("send_attempts")?,
+        last_error: row.opt_text("last_error")?,
+        next_verify_at: row.opt_time("next_verify_at")?,
+        next_send_at: row.opt_time("next_send_at")?,
+        kafka_partition: row.opt_i32("kafka_partition")?,
+        kafka_offset: row.opt_i64("kafka_offset")?,
+        created_at: row.time("created_at")?,
+        updated_at: row.time("updated_at")?,
+        decided_at: row.opt_time("decided_at")?,
+        sent_at: row.opt_time("sent_at")?,
+    })
+}
+
+/// Decodes a row selected with [`PRODUCER_COLUMNS`].
+pub(super) fn producer_from_row(row: &impl SqlRow) -> StoreResult<Producer> {
+    Ok(Producer {
+        biz_id: row.text("biz_id")?,
+        verify_url: row.text("verify_url")?,
+        verify_timeout_ms: row.unsigned("verify_timeout_ms")?,
+        first_verify_after_ms: row.unsigned("first_verify_after_ms")?,
+        max_verify_attempts: row.unsigned("max_verify_attempts")?,
+        token_hash: row.bytes("token_hash")?,
+        signing_secret: row.text("signing_secret")?,
+        created_at: row.time("created_at")?,
+        updated_at: row.time("updated_at")?,
+    })
+}
+
+fn audit_entry_from_row(row: &impl SqlRow) -> StoreResult<AuditEntry> {
+    Ok(AuditEntry {
+        id: row.unsigned("id")?,
+        message_id: row.unsigned("message_id")?,
+        actor: row.text("actor")?,
+        action: row.text("action")?,
+        from_status: row.opt_text("from_status")?,
+        to_status: row.opt_text("to_status")?,
+        from_send_status: row.opt_text("from_send_status")?,
+        to_send_status: row.opt_text("to_send_status")?,
+        reason: row.text("reason")?,
+        created_at: row.time("created_at")?,
+    })
+}
+
+/// What a transition to a status sets besides the status itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Effects {
+    /// The send status the row gets: a commit starts the send, every other
+    /// transition leaves the row with none.
+    pub(super) send_status: Option<&'static str>,
+    /// The audit action that names the transition.
+    pub(super) action: &'static str,
+}
+
+/// The effects of a transition to `to`. Re-verify (to PREPARED) is what the
+/// operator work will use; nothing calls it in this version yet.
+pub(super) fn transition_effects(to: MessageStatus) -> Effects {
+    let (send_status, action) = match to {
+        MessageStatus::Committed => (Some(SendStatus::Pending.as_str()), "commit"),
+        MessageStatus::RolledBack => (None, "rollback"),
+        MessageStatus::VerifyFailed => (None, "verify_failed"),
+        MessageStatus::Prepared => (None, "reverify"),
+    };
+    Effects {
+        send_status,
+        action,
+    }
+}
+
+/// Kept under the column size, on a character boundary.
+pub(super) fn clip_error(e: &str) -> &str {
+    const MAX: usize = 2000;
+    if e.len() <= MAX {
+        return e;
+    }
+    let mut end = MAX;
+    while !e.is_char_boundary(end) {
+        end -= 1;
+    }
+    &e[..end]
+}
+
+/// One `audit_log` row. Each kind of change has its constructor, so both
+/// backends record the same event the same way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct AuditRow {
+    message_id: u64,
+    actor: String,
+    action: &'static str,
+    from_status: Option<&'static str>,
+    to_status: Option<&'static str>,
+    from_send_status: Option<&'static str>,
+    to_send_status: Option<&'static str>,
+    /// Clipped to the column size.
+    reason: String,
+}
+
+impl AuditRow {
+    /// A guarded status change (a decision, VERIFY_FAILED, re-verify).
+    pub(super) fn transition(t: &Transition) -> Self {
+        let effects = transition_effects(t.to);
+        Self {
+            message_id: t.id,
+            actor: t.actor.to_string(),
+            action: effects.action,
+            from_status: Some(t.from.as_str()),
+            to_status: Some(t.to.as_str()),
+            from_send_status: None,
+            to_send_status: effects.send_status,
+            reason: clip_error(&t.reason).to_string(),
+        }
+    }
+
+    /// The rollback of an unknown message, which created a tombstone: there
+    /// was no state before it.
+    pub(super) fn tombstone(message_id: u64, actor: &Actor, reason: &str) -> Self {
+        Self {
+            message_id,
+            actor: actor.to_string(),
+            action: transition_effects(MessageStatus::RolledBack).action,
+            from_status: None,
+            to_status: Some(MessageStatus::RolledBack.as_str()),
+            from_send_status: None,
+            to_send_status: None,
+            reason: clip_error(reason).to_string(),
+        }
+    }
+
+    /// A send given up (COMMITTED stays, PENDING → SEND_FAILED); the error is the reason.
+    pub(super) fn send_failed(message_id: u64, actor: &Actor, error: &str) -> Self {
+        let committed = Some(MessageStatus::Committed.as_str());
+        Self {
+            message_id,
+            actor: actor.to_string(),
+            action: "send_failed",
+            from_status: committed,
+            to_status: committed,
+            from_send_status: Some(SendStatus::Pending.as_str()),
+            to_send_status: Some(SendStatus::SendFailed.as_str()),
+            reason: clip_error(error).to_string(),
+        }
+    }
+}
+
+/// Binds what a prepare stores, in [`PREPARE_COLUMNS`] order up to
+/// `content_digest`; the status and the times are the backend's SQL.
+pub(super) fn bind_prepare<'q, D>(q: Query<'q, D>, m: &NewMessage) -> Query<'q, D>
+where
+    D: Dialect,
+    for<'a> &'a str: Bind<D>,
+    for<'a> &'a [u8]: Bind<D>,
+    String: Bind<D>,
+    Option<String>: Bind<D>,
+    Vec<u8>: Bind<D>,
+{
+    q.bind(m.biz_id.as_str())
+        .bind(m.message_key.as_str())
+        .bind(m.topic.as_str())
+        .bind(m.key.clone())
+        .bind(m.payload.as_slice())
+        .bind(serde_json::to_string(&m.headers).expect("string map serialises"))
+        .bind(m.digest())
+}
+
+/// Binds a registration in [`PRODUCER_COLUMNS`] order up to `signing_secret`.
+pub(super) fn bind_producer<'q, D>(q: Query<'q, D>, p: &ProducerRecord) -> Query<'q, D>
+where
+    D: Dialect,
+    for<'a> &'a str: Bind<D>,
+    for<'a> &'a [u8]: Bind<D>,
+    u32: Bind<D>,
+{
+    q.bind(p.biz_id.as_str())
+        .bind(p.verify_url.as_str())
+        .bind(p.verify_timeout_ms)
+        .bind(p.first_verify_after_ms)
+        .bind(p.max_verify_attempts)
+        .bind(p.token_hash.as_slice())
+        .bind(p.signing_secret.as_str())
+}
+
+/// Writes `rows` in one statement, stamped with the database clock.
+pub(super) async fn insert_audits<'c, D, E>(exec: E, rows: &[AuditRow]) -> StoreResult<()>
+where
+    D: Dialect,
+    E: Executor<'c, Database = D>,
+    String: Bind<D>,
+    &'static str: Bind<D>,
+    Option<&'static str>: Bind<D>,
+{
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut q = QueryBuilder::<D>::new(format!("INSERT INTO audit_log ({AUDIT_COLUMNS}) "));
+    q.push_values(rows, |mut b, r| {
+        b.push_bind(D::int(r.message_id))
+            .push_bind(r.actor.clone())
+            .push_bind(r.action)
+            .push_bind(r.from_status)
+            .push_bind(r.to_status)
+            .push_bind(r.from_send_status)
+            .push_bind(r.to_send_status)
+            .push_bind(r.reason.clone())
+            .push(D::NOW);
+    });
+    q.build().execute(exec).await?;
+    Ok(())
+}
+
+/// The cheapest statement that proves the database answers.
+pub(super) async fn ping<'c, D, E>(exec: E) -> StoreResult<()>
+where
+    D: Dialect,
+    E: Executor<'c, Database = D>,
+{
+    sqlx::query("SELECT 1").execute(exec).await?;
+    Ok(())
+}
+
+/// A message's audit rows, oldest first.
+pub(super) async fn audit_trail<'c, D, E>(exec: E, message_id: u64) -> StoreResult<Vec<AuditEntry>>
+where
+    D: Dialect,
+    E: Executor<'c, Database = D>,
+{
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT id, {AUDIT_COLUMNS} FROM audit_log WHERE message_id = ? ORDER BY id"
+    )))
+    .bind(D::int(message_id))
+    .fetch_all(exec)
+    .await?
+    .iter()
+    .map(audit_entry_from_row)
+    .collect()
+}
+
+/// The message holding (biz_id, message_key).
+pub(super) async fn find_message<'c, D, E>(
+    exec: E,
+    biz_id: &str,
+    message_key: &str,
+) -> StoreResult<Option<Message>>
+where
+    D: Dialect,
+    E: Executor<'c, Database = D>,
+    for<'a> &'a str: Bind<D>,
+{
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE biz_id = ? AND message_key = ?"
+    )))
+    .bind(biz_id)
+    .bind(message_key)
+    .fetch_optional(exec)
+    .await?
+    .as_ref()
+    .map(message_from_row)
+    .transpose()
+}
+
+/// The registration of `biz_id`.
+pub(super) async fn find_producer<'c, D, E>(exec: E, biz_id: &str) -> StoreResult<Option<Producer>>
+where
+    D: Dialect,
+    E: Executor<'c, Database = D>,
+    for<'a> &'a str: Bind<D>,
+{
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {PRODUCER_COLUMNS} FROM producers WHERE biz_id = ?"
+    )))
+    .bind(biz_id)
+    .fetch_optional(exec)
+    .await?
+    .as_ref()
+    .map(producer_from_row)
+    .transpose()
+}
+
+/// Deletes the registration of `biz_id`; false when there was none.
+pub(super) async fn delete_producer<'c, D, E>(exec: E, biz_id: &str) -> StoreResult<bool>
+where
+    D: Dialect,
+    E: Executor<'c, Database = D>,
+    for<'a> &'a str: Bind<D>,
+{
+    let done = sqlx::query("DELETE FROM producers WHERE biz_id = ?")
+        .bind(biz_id)
+        .execute(exec)
+        .await?;
+    Ok(D::rows_affected(&done) == 1)
+}
+
+/// Replaces the token hash of `biz_id`; false when there is no such producer.
+pub(super) async fn set_producer_token<'c, D, E>(
+    exec: E,
+    biz_id: &str,
+    token_hash: &[u8],
+) -> StoreResult<bool>
+where
+    D: Dialect,
+    E: Executor<'c, Database = D>,
+    for<'a> &'a str: Bind<D>,
+    for<'a> &'a [u8]: Bind<D>,
+{
+    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE producers SET token_hash = ?, updated_at = {} WHERE biz_id = ?",
+        D::NOW
+    )))
+    .bind(token_hash)
+    .bind(biz_id)
+    .execute(exec)
+    .await?;
+    Ok(D::rows_affected(&done) == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clip_error_keeps_short_errors_and_cuts_long_ones_on_a_character_boundary() {
+        assert_eq!(clip_error("short"), "short");
+        let long = "é".repeat(1500); // 3000 bytes, 2 per character
+        let clipped = clip_error(&long);
+        assert_eq!(clipped.len(), 2000);
+        assert!(long.starts_with(clipped));
+        let odd = format!("x{long}"); // byte 2000 falls inside a character
+        assert_eq!(clip_error(&odd).len(), 1999);
+    }
+}

@@ -1,0 +1,162 @@
+//! Batches (the producer API's group commit): a batch has exactly the
+//! outcomes its items would have had one by one.
+
+use std::time::Duration;
+
+use trustmsg::store::{
+    self, DecideOutcome, DecideRequest, DynStore, Inserted, Message, NewMessage, Target, Transition,
+};
+use trustmsg_verify_api::{MessageStatus, SendStatus};
+
+use crate::store::harness::*;
+
+pub(crate) async fn a_prepare_batch_creates_each_new_key_once_and_returns_the_rows_already_there(
+    s: &DynStore,
+) {
+    let s = s.as_ref();
+    let a = prepare(s, "batch-a", Due::Later).await;
+    let batch: Vec<NewMessage> = ["batch-b", "batch-a", "batch-c", "batch-b"]
+        .iter()
+        .map(|k| new_message(k, Duration::from_secs(30)))
+        .collect();
+    let results = s.insert_prepared_batch(&batch).await.unwrap();
+    let kinds: Vec<(&str, &str)> = results
+        .iter()
+        .map(|r| match r {
+            Inserted::Created(m) => ("created", m.message_key.as_str()),
+            Inserted::Existing(m) => ("existing", m.message_key.as_str()),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("created", "batch-b"),
+            ("existing", "batch-a"),
+            ("created", "batch-c"),
+            ("existing", "batch-b"),
+        ]
+    );
+    let row = |i: usize| match &results[i] {
+        Inserted::Created(m) | Inserted::Existing(m) => m.clone(),
+    };
+    assert_eq!(row(1), a, "the existing row comes back unchanged");
+    assert_eq!(row(0).id, row(3).id, "a key twice in one batch is one row");
+    assert_eq!(row(0).status, MessageStatus::Prepared);
+    assert_eq!(row(0).content_digest, Some(batch[0].digest()));
+    assert_eq!(
+        row(2).next_verify_at,
+        Some(row(2).created_at + chrono::Duration::seconds(30))
+    );
+    for key in ["batch-a", "batch-b", "batch-c"] {
+        assert!(s.find_message(BIZ, key).await.unwrap().is_some());
+    }
+}
+
+pub(crate) async fn a_transition_batch_applies_the_guards_that_hold_and_nothing_for_a_stale_one(
+    s: &DynStore,
+) {
+    let s = s.as_ref();
+    let rows = [
+        prepare(s, "tb-1", Due::Later).await,
+        prepare(s, "tb-2", Due::Later).await,
+        prepare(s, "tb-3", Due::Later).await,
+    ];
+    let commit = |m: &Message, version: u64| Transition {
+        id: m.id,
+        from: MessageStatus::Prepared,
+        version,
+        to: MessageStatus::Committed,
+        send_lease: Duration::from_secs(60),
+        verify_attempt: false,
+        error: None,
+        actor: producer(),
+        reason: "batched commit".into(),
+    };
+    let ts = [
+        commit(&rows[0], rows[0].version),
+        commit(&rows[1], rows[1].version + 7),
+        commit(&rows[2], rows[2].version),
+    ];
+    let results = s.transition_batch(&ts).await.unwrap();
+    assert_eq!(results.len(), 3);
+    for i in [0, 2] {
+        let m = results[i].as_ref().expect("guard held");
+        assert_eq!(m.id, rows[i].id);
+        assert_eq!(m.status, MessageStatus::Committed);
+        assert_eq!(m.send_status, Some(SendStatus::Pending));
+        assert_eq!(m.version, rows[i].version + 1);
+        assert_eq!(audit_lines(s, m.id).await.len(), 1);
+    }
+    assert!(results[1].is_none(), "a stale version matches nothing");
+    let untouched = s.find_message_by_id(rows[1].id).await.unwrap().unwrap();
+    assert_eq!(untouched, rows[1]);
+    assert!(audit_lines(s, rows[1].id).await.is_empty());
+}
+
+pub(crate) async fn a_decision_batch_has_the_outcomes_of_deciding_one_by_one(s: &DynStore) {
+    let s = s.as_ref();
+    prepare(s, "db-commit", Due::Later).await;
+    prepare(s, "db-rollback", Due::Later).await;
+    let committed = decided(decide_key(s, "db-committed", false, producer(), Duration::ZERO).await);
+    prepare(s, "db-committed2", Due::Later).await;
+    decide_key(
+        s,
+        "db-committed2",
+        true,
+        producer(),
+        Duration::from_secs(60),
+    )
+    .await;
+    let req = |key: &'static str, commit: bool| DecideRequest {
+        target: Target::Key {
+            biz_id: BIZ,
+            message_key: key,
+        },
+        commit,
+        actor: producer(),
+        reason: "batched".into(),
+        send_lease: Duration::from_secs(60),
+        verify_attempt: false,
+    };
+    let reqs = [
+        req("db-commit", true),
+        req("db-rollback", false),
+        req("db-committed", true),
+        req("db-committed2", false),
+        req("db-missing", true),
+        req("db-tombstone", false),
+        req("db-commit", true),
+    ];
+    let outcomes = store::decide_batch(s, &reqs).await.unwrap();
+    let names: Vec<String> = outcomes
+        .iter()
+        .map(|o| match o {
+            DecideOutcome::Decided(m) => format!("decided {}", m.status.as_str()),
+            DecideOutcome::AlreadyDecided(m) => format!("already {}", m.status.as_str()),
+            DecideOutcome::Conflict(m) => format!("conflict {}", m.status.as_str()),
+            DecideOutcome::NotFound => "not found".into(),
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "decided COMMITTED",
+            "decided ROLLED_BACK",
+            "conflict ROLLED_BACK",
+            "conflict COMMITTED",
+            "not found",
+            "decided ROLLED_BACK",
+            "already COMMITTED",
+        ]
+    );
+    assert_eq!(committed.status, MessageStatus::RolledBack);
+    assert!(s.find_message(BIZ, "db-missing").await.unwrap().is_none());
+    let tomb = s.find_message(BIZ, "db-tombstone").await.unwrap().unwrap();
+    assert!(tomb.tombstone);
+    let c = s.find_message(BIZ, "db-commit").await.unwrap().unwrap();
+    assert_eq!(
+        audit_lines(s, c.id).await.len(),
+        1,
+        "decided once, audited once"
+    );
+}

@@ -1,0 +1,353 @@
+//! What every conformance test stands on: the two backends, the state matrix
+//! and the helpers that arrange and inspect rows through the store's own
+//! operations.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use trustmsg::store::{
+    self, Actor, AuditEntry, DecideOutcome, DecideRequest, DynStore, Inserted, Message, NewMessage,
+    SentMark, Store, Target, Transition,
+};
+use trustmsg_verify_api::MessageStatus;
+
+use trustmsg_tests as common;
+pub(crate) const BIZ: &str = "shop";
+/// Far enough out that nothing arranged with it becomes due during a test.
+pub(crate) const LATER: Duration = Duration::from_secs(3600);
+/// An id no test ever creates.
+pub(crate) const UNKNOWN_ID: u64 = 987_654_321;
+
+/// A store under test and what keeps its database alive.
+pub(crate) struct Backend {
+    pub(crate) store: DynStore,
+    cleanup: Cleanup,
+}
+
+pub(crate) enum Cleanup {
+    MySql(common::TestDb),
+    Sqlite(tempfile::TempDir),
+}
+
+impl Backend {
+    pub(crate) async fn mysql() -> Self {
+        let db = common::TestDb::create().await;
+        let store = store::connect(&db.url).await.expect("connect to MariaDB");
+        store.migrate().await.expect("mysql migrations");
+        Self {
+            store,
+            cleanup: Cleanup::MySql(db),
+        }
+    }
+
+    pub(crate) async fn sqlite() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!(
+            "sqlite://{}?mode=rwc",
+            dir.path().join("trustmsg.db").display()
+        );
+        let store = store::connect(&url).await.expect("open sqlite file");
+        store.migrate().await.expect("sqlite migrations");
+        Self {
+            store,
+            cleanup: Cleanup::Sqlite(dir),
+        }
+    }
+
+    pub(crate) async fn finish(self) {
+        drop(self.store);
+        match self.cleanup {
+            Cleanup::MySql(db) => db.drop_db().await,
+            Cleanup::Sqlite(dir) => drop(dir),
+        }
+    }
+}
+
+/// Every state a (biz_id, message_key) can be in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum State {
+    Missing,
+    Prepared,
+    SendPending,
+    Sent,
+    SendFailed,
+    RolledBack,
+    Tombstone,
+    VerifyFailed,
+}
+
+pub(crate) const STATES: [State; 8] = [
+    State::Missing,
+    State::Prepared,
+    State::SendPending,
+    State::Sent,
+    State::SendFailed,
+    State::RolledBack,
+    State::Tombstone,
+    State::VerifyFailed,
+];
+
+/// Whether the arranged row's check-back / send is due now or only much later.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Due {
+    Now,
+    Later,
+}
+
+impl Due {
+    fn delay(self) -> Duration {
+        match self {
+            Due::Now => Duration::ZERO,
+            Due::Later => LATER,
+        }
+    }
+}
+
+pub(crate) fn new_message(key: &str, first_verify_after: Duration) -> NewMessage {
+    NewMessage {
+        biz_id: BIZ.into(),
+        message_key: key.into(),
+        topic: "orders".into(),
+        key: Some("order-1".into()),
+        payload: b"{\"amount\":42}".to_vec(),
+        headers: BTreeMap::from([("content-type".to_string(), "application/json".to_string())]),
+        first_verify_after,
+    }
+}
+
+pub(crate) fn key_of(state: State) -> String {
+    format!("key-{state:?}")
+}
+
+pub(crate) async fn prepare(s: &dyn Store, key: &str, due: Due) -> Message {
+    match s
+        .insert_prepared(&new_message(key, due.delay()))
+        .await
+        .unwrap()
+    {
+        Inserted::Created(m) => m,
+        other => panic!("prepare of {key} did not create a row: {other:?}"),
+    }
+}
+
+pub(crate) async fn decide_key(
+    s: &dyn Store,
+    key: &str,
+    commit: bool,
+    actor: Actor,
+    lease: Duration,
+) -> DecideOutcome {
+    store::decide(
+        s,
+        DecideRequest {
+            target: Target::Key {
+                biz_id: BIZ,
+                message_key: key,
+            },
+            commit,
+            actor,
+            reason: "decided by the test".into(),
+            send_lease: lease,
+            verify_attempt: false,
+        },
+    )
+    .await
+    .unwrap()
+}
+
+pub(crate) fn producer() -> Actor {
+    Actor::Producer(BIZ.into())
+}
+
+pub(crate) fn verify_failed(m: &Message) -> Transition {
+    Transition {
+        id: m.id,
+        from: MessageStatus::Prepared,
+        version: m.version,
+        to: MessageStatus::VerifyFailed,
+        send_lease: Duration::ZERO,
+        verify_attempt: true,
+        error: Some("check-back timed out".into()),
+        actor: Actor::Verifier,
+        reason: "attempt limit reached".into(),
+    }
+}
+
+pub(crate) fn decided(outcome: DecideOutcome) -> Message {
+    match outcome {
+        DecideOutcome::Decided(m) => m,
+        other => panic!("expected Decided, got {other:?}"),
+    }
+}
+
+/// Puts `key` into `state` through the store's own operations.
+pub(crate) async fn arrange_key(
+    s: &dyn Store,
+    key: &str,
+    state: State,
+    due: Due,
+) -> Option<Message> {
+    let lease = due.delay();
+    let m = match state {
+        State::Missing => return None,
+        State::Prepared => prepare(s, key, due).await,
+        State::SendPending => {
+            prepare(s, key, Due::Later).await;
+            decided(decide_key(s, key, true, producer(), lease).await)
+        }
+        State::Sent => {
+            prepare(s, key, Due::Later).await;
+            let m = decided(decide_key(s, key, true, producer(), LATER).await);
+            let mark = SentMark {
+                id: m.id,
+                version: m.version,
+                partition: 3,
+                offset: 42,
+            };
+            assert_eq!(s.mark_sent(&[mark]).await.unwrap(), 1);
+            s.find_message_by_id(m.id).await.unwrap().unwrap()
+        }
+        State::SendFailed => {
+            prepare(s, key, Due::Later).await;
+            let m = decided(decide_key(s, key, true, producer(), LATER).await);
+            s.mark_send_failed(m.id, m.version, "record too large", &Actor::Forwarder)
+                .await
+                .unwrap()
+                .expect("pending row fails")
+        }
+        State::RolledBack => {
+            prepare(s, key, Due::Later).await;
+            decided(decide_key(s, key, false, producer(), LATER).await)
+        }
+        State::Tombstone => decided(decide_key(s, key, false, producer(), LATER).await),
+        State::VerifyFailed => {
+            let m = prepare(s, key, due).await;
+            s.transition(&verify_failed(&m))
+                .await
+                .unwrap()
+                .expect("prepared row fails check-back")
+        }
+    };
+    Some(m)
+}
+
+pub(crate) async fn arrange(s: &dyn Store, state: State, due: Due) -> Option<Message> {
+    arrange_key(s, &key_of(state), state, due).await
+}
+
+pub(crate) fn id_of(m: &Option<Message>) -> u64 {
+    m.as_ref().map_or(UNKNOWN_ID, |m| m.id)
+}
+
+pub(crate) fn version_of(m: &Option<Message>) -> u64 {
+    m.as_ref().map_or(0, |m| m.version)
+}
+
+/// One audit row in a form that compares and prints well.
+pub(crate) fn line(e: &AuditEntry) -> String {
+    fn o(v: &Option<String>) -> &str {
+        v.as_deref().unwrap_or("-")
+    }
+    format!(
+        "{} {} {}=>{} send {}=>{}",
+        e.actor,
+        e.action,
+        o(&e.from_status),
+        o(&e.to_status),
+        o(&e.from_send_status),
+        o(&e.to_send_status)
+    )
+}
+
+pub(crate) async fn audit_lines(s: &dyn Store, id: u64) -> Vec<String> {
+    s.audit_trail(id).await.unwrap().iter().map(line).collect()
+}
+
+/// The row and its audit trail are exactly as before (or there is still no row).
+pub(crate) async fn assert_untouched(
+    s: &dyn Store,
+    state: State,
+    before: &Option<Message>,
+    audit: usize,
+) {
+    match before {
+        Some(m) => {
+            let now = s.find_message_by_id(m.id).await.unwrap();
+            assert_eq!(now.as_ref(), Some(m), "{state:?}: row changed");
+            assert_eq!(
+                s.audit_trail(m.id).await.unwrap().len(),
+                audit,
+                "{state:?}: audit rows added"
+            );
+        }
+        None => {
+            assert_eq!(
+                s.find_message(BIZ, &key_of(state)).await.unwrap(),
+                None,
+                "{state:?}: a row appeared"
+            );
+            assert_eq!(s.find_message_by_id(UNKNOWN_ID).await.unwrap(), None);
+        }
+    }
+}
+
+pub(crate) async fn audit_len(s: &dyn Store, m: &Option<Message>) -> usize {
+    match m {
+        Some(m) => s.audit_trail(m.id).await.unwrap().len(),
+        None => 0,
+    }
+}
+
+/// Polls `claim` until it returns something, for at most 10 s.
+pub(crate) async fn claim_eventually<F, Fut>(mut claim: F) -> Vec<Message>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Vec<Message>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = claim().await;
+        if !got.is_empty() {
+            return got;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the lease never ran out"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub(crate) fn is_whole_ms(t: DateTime<Utc>) -> bool {
+    t.timestamp_subsec_nanos() == t.timestamp_subsec_millis() * 1_000_000
+}
+
+/// A message-shaped placeholder for the missing state (only id/version are used).
+pub(crate) fn arrange_dummy() -> Message {
+    Message {
+        id: UNKNOWN_ID,
+        biz_id: BIZ.into(),
+        message_key: key_of(State::Missing),
+        topic: None,
+        key: None,
+        payload: Vec::new(),
+        headers: BTreeMap::new(),
+        content_digest: None,
+        status: MessageStatus::Prepared,
+        send_status: None,
+        tombstone: false,
+        version: 0,
+        verify_attempts: 0,
+        send_attempts: 0,
+        last_error: None,
+        next_verify_at: None,
+        next_send_at: None,
+        kafka_partition: None,
+        kafka_offset: None,
+        created_at: DateTime::UNIX_EPOCH,
+        updated_at: DateTime::UNIX_EPOCH,
+        decided_at: None,
+        sent_at: None,
+    }
+}

@@ -1,0 +1,108 @@
+//! Store conformance: one set of test functions, run against every backend.
+//!
+//! Each test is a plain `async fn(&DynStore)` in the module of its concern; the
+//! `conformance!` list below instantiates it once per backend (`mysql::…` on a
+//! fresh MariaDB database, `sqlite::…` on a fresh temp file), so both backends
+//! are held to the same state machine, the same claim/lease rules and the same
+//! clock rules (`docs/architecture.md`: States, Storage, Forwarder, Verifier).
+//!
+//! The state × operation matrix: states are missing, PREPARED, COMMITTED+PENDING,
+//! COMMITTED+SENT, COMMITTED+SEND_FAILED, ROLLED_BACK, tombstone and
+//! VERIFY_FAILED ([`harness::State`]); every operation test walks all of them,
+//! checks the outcome, the row, its version and the audit rows the operation
+//! added.
+
+mod batches;
+mod clock;
+mod decisions;
+mod harness;
+mod prepare;
+mod producers;
+mod sends;
+mod sqlite_only;
+mod verifies;
+
+/// Instantiates every listed test once per backend, as `mysql::<name>` and
+/// `sqlite::<name>`, whatever module the test function lives in.
+macro_rules! conformance {
+    ($($module:ident: [$($name:ident),* $(,)?]),* $(,)?) => {
+        /// Every conformance test on a fresh MariaDB database.
+        mod mysql {
+            $($(
+                #[tokio::test]
+                async fn $name() {
+                    let backend = crate::store::harness::Backend::mysql().await;
+                    crate::store::$module::$name(&backend.store).await;
+                    backend.finish().await;
+                }
+            )*)*
+        }
+
+        /// Every conformance test on a fresh SQLite file.
+        mod sqlite {
+            $($(
+                #[tokio::test]
+                async fn $name() {
+                    let backend = crate::store::harness::Backend::sqlite().await;
+                    crate::store::$module::$name(&backend.store).await;
+                    backend.finish().await;
+                }
+            )*)*
+        }
+    };
+}
+
+conformance! {
+    prepare: [
+        prepare_of_a_new_key_creates_a_prepared_row_due_after_the_first_check_delay,
+        prepare_again_with_the_same_content_returns_the_stored_row_unchanged_in_every_state,
+        prepare_again_with_different_content_returns_the_stored_row_with_another_digest_in_every_state,
+        message_keys_are_unique_byte_for_byte,
+    ],
+    decisions: [
+        commit_of_an_unknown_message_is_not_found_and_creates_nothing,
+        commit_of_a_prepared_message_commits_it_and_claims_it_for_sending,
+        commit_of_a_verify_failed_message_commits_it_and_audits_it,
+        commit_of_a_committed_message_is_an_idempotent_repeat_in_every_send_state,
+        commit_after_rollback_is_a_conflict,
+        rollback_of_an_unknown_message_leaves_an_audited_tombstone,
+        rollback_of_a_prepared_message_rolls_it_back_and_audits_it,
+        rollback_of_a_verify_failed_message_rolls_it_back_and_audits_it,
+        rollback_of_a_rolled_back_message_or_tombstone_is_an_idempotent_repeat,
+        rollback_after_commit_is_a_conflict_in_every_send_state,
+        decide_by_id_of_an_unknown_message_is_not_found_and_leaves_no_tombstone,
+        a_check_back_decision_by_id_counts_as_a_verify_attempt,
+        verify_failed_transition_applies_only_to_a_prepared_row,
+        reverify_transition_applies_only_to_a_verify_failed_row_and_makes_it_due_at_once,
+        a_transition_with_a_stale_version_matches_nothing,
+        racing_commit_and_rollback_decide_exactly_once,
+    ],
+    sends: [
+        claim_due_sends_takes_only_committed_pending_rows_that_are_due,
+        claim_due_sends_skips_claimed_rows_until_a_short_lease_runs_out,
+        claim_due_sends_takes_at_most_the_limit,
+        racing_claimers_never_take_the_same_row,
+        mark_sent_matches_only_the_claimed_version_of_a_pending_row,
+        mark_sent_with_a_stale_version_matches_nothing,
+        reschedule_send_applies_only_to_a_pending_row,
+        mark_send_failed_applies_only_to_a_pending_row_and_audits_it,
+    ],
+    verifies: [
+        claim_due_verifies_takes_only_prepared_rows_that_are_due,
+        claim_due_verifies_skips_claimed_rows_until_a_short_lease_runs_out,
+        reschedule_verify_applies_only_to_a_prepared_row,
+        release_verify_hands_a_claim_back_without_counting_an_attempt,
+    ],
+    batches: [
+        a_prepare_batch_creates_each_new_key_once_and_returns_the_rows_already_there,
+        a_transition_batch_applies_the_guards_that_hold_and_nothing_for_a_stale_one,
+        a_decision_batch_has_the_outcomes_of_deciding_one_by_one,
+    ],
+    producers: [
+        producers_can_be_created_found_updated_and_deleted,
+        set_producer_token_replaces_the_hash_of_an_existing_producer_only,
+    ],
+    clock: [
+        times_come_from_the_database_clock_in_utc_with_millisecond_precision,
+    ],
+}

@@ -1,0 +1,289 @@
+//! Sending (`docs/architecture.md`, Forwarder): claims with a lease, SENT with partition and offset,
+//! retries and SEND_FAILED, each guarded by the claim's version.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use trustmsg::store::{Actor, DynStore, SentMark};
+use trustmsg_verify_api::{MessageStatus, SendStatus};
+
+use crate::store::harness::*;
+
+pub(crate) async fn claim_due_sends_takes_only_committed_pending_rows_that_are_due(s: &DynStore) {
+    let s = s.as_ref();
+    let mut rows = Vec::new();
+    for state in STATES {
+        rows.push((state, arrange(s, state, Due::Now).await));
+    }
+    let not_due = arrange_key(s, "pending-later", State::SendPending, Due::Later).await;
+    rows.push((State::SendPending, not_due));
+    let mut audits = Vec::new();
+    for (_, m) in &rows {
+        audits.push(audit_len(s, m).await);
+    }
+    let due_id = id_of(&rows[2].1);
+    assert_eq!(rows[2].0, State::SendPending);
+
+    let lease = Duration::from_secs(120);
+    let t0 = s.now().await.unwrap();
+    let claimed = s.claim_due_sends(100, lease).await.unwrap();
+    let t1 = s.now().await.unwrap();
+    assert_eq!(
+        claimed.iter().map(|m| m.id).collect::<Vec<_>>(),
+        [due_id],
+        "only the due COMMITTED+PENDING row is claimed"
+    );
+    let m = &claimed[0];
+    let before = rows[2].1.as_ref().unwrap();
+    assert_eq!(m.version, before.version + 1);
+    let next = m.next_send_at.unwrap();
+    let lease = chrono::Duration::from_std(lease).unwrap();
+    assert!(
+        t0 + lease <= next && next <= t1 + lease,
+        "{next} vs {t0}..{t1}"
+    );
+    assert_eq!(
+        (m.status, m.send_status),
+        (MessageStatus::Committed, Some(SendStatus::Pending))
+    );
+    assert_eq!(s.find_message_by_id(m.id).await.unwrap().as_ref(), Some(m));
+    assert_eq!(
+        audit_lines(s, m.id).await.len(),
+        1,
+        "a claim is not audited"
+    );
+    for (i, (state, before)) in rows.iter().enumerate() {
+        if i != 2 {
+            assert_untouched(s, *state, before, audits[i]).await;
+        }
+    }
+}
+
+pub(crate) async fn claim_due_sends_skips_claimed_rows_until_a_short_lease_runs_out(s: &DynStore) {
+    let s = s.as_ref();
+    let before = arrange(s, State::SendPending, Due::Now).await.unwrap();
+    let lease = Duration::from_millis(300);
+    let first = s.claim_due_sends(10, lease).await.unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].version, before.version + 1);
+    assert!(
+        s.claim_due_sends(10, lease).await.unwrap().is_empty(),
+        "a claimed row is not claimed again within its lease"
+    );
+    let again = claim_eventually(|| async { s.claim_due_sends(10, LATER).await.unwrap() }).await;
+    let now = s.now().await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].id, before.id);
+    assert_eq!(again[0].version, before.version + 2);
+    assert!(
+        now >= first[0].next_send_at.unwrap(),
+        "reclaimed before the lease ran out"
+    );
+}
+
+pub(crate) async fn claim_due_sends_takes_at_most_the_limit(s: &DynStore) {
+    let s = s.as_ref();
+    for i in 0..3 {
+        arrange_key(s, &format!("batch-{i}"), State::SendPending, Due::Now).await;
+    }
+    let a = s.claim_due_sends(2, LATER).await.unwrap();
+    let b = s.claim_due_sends(2, LATER).await.unwrap();
+    let c = s.claim_due_sends(2, LATER).await.unwrap();
+    assert_eq!((a.len(), b.len(), c.len()), (2, 1, 0));
+    let ids: BTreeSet<u64> = a.iter().chain(&b).map(|m| m.id).collect();
+    assert_eq!(ids.len(), 3);
+}
+
+pub(crate) async fn racing_claimers_never_take_the_same_row(s: &DynStore) {
+    for i in 0..20 {
+        arrange_key(
+            s.as_ref(),
+            &format!("many-{i}"),
+            State::SendPending,
+            Due::Now,
+        )
+        .await;
+    }
+    let claim = || async { s.claim_due_sends(5, LATER).await.unwrap() };
+    let (a, b, c, d) = tokio::join!(claim(), claim(), claim(), claim());
+    let rest = s.claim_due_sends(100, LATER).await.unwrap();
+    let all: Vec<u64> = [a, b, c, d, rest].iter().flatten().map(|m| m.id).collect();
+    let distinct: BTreeSet<u64> = all.iter().copied().collect();
+    assert_eq!(
+        all.len(),
+        distinct.len(),
+        "a row was claimed twice: {all:?}"
+    );
+    assert_eq!(distinct.len(), 20);
+}
+
+pub(crate) async fn mark_sent_matches_only_the_claimed_version_of_a_pending_row(s: &DynStore) {
+    let s = s.as_ref();
+    for state in STATES {
+        let before = arrange(s, state, Due::Later).await;
+        let audit = audit_len(s, &before).await;
+        let mark = SentMark {
+            id: id_of(&before),
+            version: version_of(&before),
+            partition: 7,
+            offset: 1234,
+        };
+        let t0 = s.now().await.unwrap();
+        let matched = s.mark_sent(&[mark]).await.unwrap();
+        let t1 = s.now().await.unwrap();
+        if state != State::SendPending {
+            assert_eq!(matched, 0, "{state:?} must not become SENT");
+            assert_untouched(s, state, &before, audit).await;
+            continue;
+        }
+        assert_eq!(matched, 1);
+        let before = before.unwrap();
+        let m = s.find_message_by_id(before.id).await.unwrap().unwrap();
+        assert_eq!(m.status, MessageStatus::Committed);
+        assert_eq!(m.send_status, Some(SendStatus::Sent));
+        assert_eq!((m.kafka_partition, m.kafka_offset), (Some(7), Some(1234)));
+        assert_eq!(m.version, before.version + 1);
+        assert_eq!(m.send_attempts, before.send_attempts + 1);
+        assert_eq!(m.next_send_at, None, "a sent row is never due again");
+        let sent_at = m.sent_at.unwrap();
+        assert!(t0 <= sent_at && sent_at <= t1);
+        assert_eq!(m.updated_at, sent_at);
+        assert_eq!(
+            audit_lines(s, m.id).await.len(),
+            audit,
+            "SENT is not a decision: no audit row (same as every other send bookkeeping write)"
+        );
+    }
+}
+
+pub(crate) async fn mark_sent_with_a_stale_version_matches_nothing(s: &DynStore) {
+    let s = s.as_ref();
+    let a = arrange_key(s, "stale-a", State::SendPending, Due::Now)
+        .await
+        .unwrap();
+    let b = arrange_key(s, "stale-b", State::SendPending, Due::Later)
+        .await
+        .unwrap();
+    // Another instance re-claims `a` after our lease ran out: our version is stale.
+    let reclaimed = s.claim_due_sends(10, LATER).await.unwrap().pop().unwrap();
+    assert_eq!(reclaimed.id, a.id);
+    let stale = SentMark {
+        id: a.id,
+        version: a.version,
+        partition: 0,
+        offset: 1,
+    };
+    let fresh = SentMark {
+        id: b.id,
+        version: b.version,
+        partition: 0,
+        offset: 2,
+    };
+    assert_eq!(s.mark_sent(&[stale, fresh]).await.unwrap(), 1);
+    assert_eq!(
+        s.find_message_by_id(a.id).await.unwrap(),
+        Some(reclaimed.clone())
+    );
+    let b_now = s.find_message_by_id(b.id).await.unwrap().unwrap();
+    assert_eq!(b_now.send_status, Some(SendStatus::Sent));
+    assert_eq!(s.mark_sent(&[]).await.unwrap(), 0);
+    // The current claimer's mark still lands.
+    let current = SentMark {
+        version: reclaimed.version,
+        ..stale
+    };
+    assert_eq!(s.mark_sent(&[current]).await.unwrap(), 1);
+}
+
+pub(crate) async fn reschedule_send_applies_only_to_a_pending_row(s: &DynStore) {
+    let s = s.as_ref();
+    for state in STATES {
+        let before = arrange(s, state, Due::Later).await;
+        let audit = audit_len(s, &before).await;
+        let delay = Duration::from_millis(5_500);
+        let ok = s
+            .reschedule_send(id_of(&before), version_of(&before), "broker down", delay)
+            .await
+            .unwrap();
+        if state != State::SendPending {
+            assert!(!ok, "{state:?} must not be rescheduled for sending");
+            assert_untouched(s, state, &before, audit).await;
+            continue;
+        }
+        assert!(ok);
+        let before = before.unwrap();
+        let m = s.find_message_by_id(before.id).await.unwrap().unwrap();
+        assert_eq!(
+            (m.status, m.send_status),
+            (MessageStatus::Committed, Some(SendStatus::Pending))
+        );
+        assert_eq!(m.send_attempts, before.send_attempts + 1);
+        assert_eq!(m.last_error.as_deref(), Some("broker down"));
+        assert_eq!(m.version, before.version + 1);
+        assert_eq!(
+            m.next_send_at,
+            Some(m.updated_at + chrono::Duration::milliseconds(5_500))
+        );
+        assert_eq!(
+            audit_lines(s, m.id).await.len(),
+            audit,
+            "a retry is not audited"
+        );
+        // The version moved on: the same stale write now matches nothing.
+        assert!(!s
+            .reschedule_send(m.id, before.version, "broker down", delay)
+            .await
+            .unwrap());
+    }
+}
+
+pub(crate) async fn mark_send_failed_applies_only_to_a_pending_row_and_audits_it(s: &DynStore) {
+    let s = s.as_ref();
+    for state in STATES {
+        let before = arrange(s, state, Due::Later).await;
+        let audit = audit_len(s, &before).await;
+        let got = s
+            .mark_send_failed(
+                id_of(&before),
+                version_of(&before),
+                "topic authorization failed",
+                &Actor::Forwarder,
+            )
+            .await
+            .unwrap();
+        if state != State::SendPending {
+            assert_eq!(got, None, "{state:?} must not become SEND_FAILED");
+            assert_untouched(s, state, &before, audit).await;
+            continue;
+        }
+        let before = before.unwrap();
+        let m = got.expect("a pending row fails");
+        assert_eq!(
+            (m.status, m.send_status),
+            (MessageStatus::Committed, Some(SendStatus::SendFailed))
+        );
+        assert_eq!(m.send_attempts, before.send_attempts + 1);
+        assert_eq!(m.last_error.as_deref(), Some("topic authorization failed"));
+        assert_eq!(m.next_send_at, None, "a failed send is not due again");
+        assert_eq!(m.version, before.version + 1);
+        assert_eq!(s.find_message_by_id(m.id).await.unwrap(), Some(m.clone()));
+        assert_eq!(
+            audit_lines(s, m.id).await,
+            [
+                "producer:shop commit PREPARED=>COMMITTED send -=>PENDING",
+                "forwarder send_failed COMMITTED=>COMMITTED send PENDING=>SEND_FAILED",
+            ]
+        );
+        assert_eq!(
+            s.audit_trail(m.id).await.unwrap()[1].reason,
+            "topic authorization failed"
+        );
+        // A stale version (the row moved on) matches nothing.
+        assert_eq!(
+            s.mark_send_failed(m.id, before.version, "again", &Actor::Forwarder)
+                .await
+                .unwrap(),
+            None
+        );
+    }
+}
