@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use rand::Rng;
+use rand::RngExt;
 
 /// How far the jitter moves a delay, as a fraction of it.
 const JITTER: f64 = 0.2;
@@ -26,7 +26,7 @@ pub struct Backoff {
 impl Backoff {
     /// The delay after `failures` failed attempts (1 for the first), jittered.
     pub fn delay(&self, failures: u32) -> Duration {
-        self.delay_at(failures, rand::thread_rng().gen_range(-1.0..=1.0))
+        self.delay_at(failures, rand::rng().random_range(-1.0..=1.0))
     }
 
     /// [`Backoff::delay`] with the jitter drawn as `unit` in `[-1, 1]`:

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use rand::Rng;
+use rand::RngExt;
 use trustmsg_client::{barrier, check_router, Message, Producer};
 use trustmsg_tests::{eventually, Endpoint, ServiceProcess, TestDb};
 
@@ -72,10 +72,10 @@ async fn check_back_during_an_open_local_transaction_is_always_answered_right() 
             // committed or rolled back at random. The producer then "crashes":
             // it never tells trustmsg, so check-back alone decides.
             let (hold, commit) = {
-                let mut rng = rand::thread_rng();
+                let mut rng = rand::rng();
                 (
-                    Duration::from_millis(rng.gen_range(0..400)),
-                    rng.gen_bool(0.5),
+                    Duration::from_millis(rng.random_range(0..400)),
+                    rng.random_bool(0.5),
                 )
             };
             let mut tx = shop.begin().await.unwrap();

@@ -289,7 +289,7 @@ pub mod webhook {
 pub mod signature {
     use base64::engine::general_purpose::STANDARD;
     use base64::Engine;
-    use hmac::{Hmac, Mac};
+    use hmac::{Hmac, KeyInit, Mac};
     use sha2::Sha256;
     use subtle::ConstantTimeEq;
 

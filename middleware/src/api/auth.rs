@@ -12,7 +12,7 @@ use std::sync::Arc;
 use axum::http::HeaderMap;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use rand::RngCore;
+use rand::Rng;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -71,7 +71,7 @@ pub(crate) fn hash_token(token: &str) -> Vec<u8> {
 /// A fresh producer token for `biz_id`.
 pub(crate) fn new_producer_token(biz_id: &str) -> String {
     let mut secret = [0u8; 32];
-    rand::thread_rng().fill_bytes(&mut secret);
+    rand::rng().fill_bytes(&mut secret);
     format!(
         "tm_{}.{}",
         URL_SAFE_NO_PAD.encode(biz_id),

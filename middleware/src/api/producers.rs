@@ -11,7 +11,7 @@ use axum::routing::{post, put};
 use axum::Router;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use rand::RngCore;
+use rand::Rng;
 use trustmsg_verify_api::{webhook, ErrorBody, ProducerSettings, ProducerView};
 
 use super::auth::{hash_token, new_producer_token};
@@ -45,7 +45,7 @@ fn view(p: &Producer, token: Option<String>) -> ProducerView {
 
 fn new_signing_secret() -> String {
     let mut key = [0u8; 32];
-    rand::thread_rng().fill_bytes(&mut key);
+    rand::rng().fill_bytes(&mut key);
     format!("{}{}", webhook::SECRET_PREFIX, STANDARD.encode(key))
 }
 
