@@ -364,7 +364,10 @@ pub mod signature {
             .trim()
             .parse()
             .map_err(|_| SignatureError::BadTimestamp)?;
-        if (now_unix - ts).abs() > tolerance_secs {
+        // `abs_diff` cannot overflow: the timestamp is the sender's to choose,
+        // and `now - i64::MIN` would panic (or wrap into "fresh") in a producer's endpoint.
+        let fresh = u64::try_from(tolerance_secs).is_ok_and(|tol| now_unix.abs_diff(ts) <= tol);
+        if !fresh {
             return Err(SignatureError::Expired);
         }
         let expected = mac(&key(secret)?, id, ts, body);
@@ -446,6 +449,33 @@ mod tests {
         );
         assert_eq!(
             signature::verify(secret, id, "1614265330", body, &sig, 1614265330 + 301, 300),
+            Err(signature::SignatureError::Expired)
+        );
+    }
+
+    #[test]
+    fn timestamps_at_the_ends_of_i64_are_expired_not_an_overflow() {
+        let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        let body = b"{}";
+        for ts in [i64::MIN, i64::MIN + 1, i64::MAX, i64::MAX - 1] {
+            // Signed correctly, so only the timestamp can be what is refused.
+            let sig = signature::sign(secret, "msg_1", ts, body).unwrap();
+            for now in [0, 1_700_000_000, i64::MIN, i64::MAX] {
+                let verdict =
+                    signature::verify(secret, "msg_1", &ts.to_string(), body, &sig, now, 300);
+                // i128 holds every difference of two i64s: an independent oracle.
+                let expected = if (i128::from(now) - i128::from(ts)).abs() <= 300 {
+                    Ok(())
+                } else {
+                    Err(signature::SignatureError::Expired)
+                };
+                assert_eq!(verdict, expected, "timestamp {ts} at now {now}");
+            }
+        }
+        // A negative tolerance accepts nothing, as it always did.
+        let sig = signature::sign(secret, "msg_1", 5, body).unwrap();
+        assert_eq!(
+            signature::verify(secret, "msg_1", "5", body, &sig, 5, -1),
             Err(signature::SignatureError::Expired)
         );
     }

@@ -187,6 +187,21 @@ async fn a_correctly_signed_request_replayed_too_late_is_rejected_with_401() {
 }
 
 #[tokio::test]
+async fn timestamps_at_the_ends_of_i64_are_rejected_with_401_not_a_panic() {
+    let (url, calls) = endpoint().await;
+    let b = body("order-1", 1);
+    for ts in [i64::MIN, i64::MAX] {
+        let (status, answer) = post(&url, &signed(SECRET, "msg_1", ts, &b), b.clone()).await;
+        assert_eq!(status, 401, "timestamp {ts}: {answer}");
+        assert_eq!(answer["error"]["code"], "signature_expired");
+    }
+    assert_eq!(calls.get(), 0);
+    // The endpoint is still there and still answers.
+    let (status, _) = post(&url, &signed(SECRET, "msg_1", now(), &b), b).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
 async fn a_signed_body_that_is_not_a_check_request_is_400() {
     let (url, calls) = endpoint().await;
     let b = br#"{"hello":"world"}"#.to_vec();
