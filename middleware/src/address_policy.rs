@@ -6,8 +6,10 @@
 //! has ruled out. The rules:
 //!
 //! - only `http` and `https`, and no credentials in the URL;
-//! - IPv4-mapped IPv6 (`::ffff:a.b.c.d`) and NAT64 (`64:ff9b::a.b.c.d`) are
-//!   judged as the IPv4 address they carry;
+//! - IPv6 spellings of an IPv4 address — mapped (`::ffff:a.b.c.d`),
+//!   compatible (`::a.b.c.d`), 6to4 (`2002:aabb:ccdd::/16`) and NAT64
+//!   (`64:ff9b::a.b.c.d`) — are judged as the IPv4 address they carry, so an
+//!   IPv4 deny list and the built-in denials cover them;
 //! - always denied, whatever the operator lists: link-local (169.254.0.0/16,
 //!   fe80::/10, where cloud metadata services live), known metadata addresses,
 //!   unspecified (0.0.0.0/8, ::), multicast and broadcast;
@@ -182,24 +184,32 @@ impl Default for AddressPolicy {
     }
 }
 
-/// The IPv4 address an IPv6 address stands for, if it is IPv4-mapped
-/// (`::ffff:a.b.c.d`) or in the NAT64 well-known prefix (`64:ff9b::/96`);
-/// otherwise the address itself.
+/// The IPv4 address an IPv6 address stands for, if it carries one:
+/// IPv4-mapped (`::ffff:a.b.c.d`), IPv4-compatible (`::a.b.c.d`), 6to4
+/// (`2002:aabb:ccdd::/16`, the address in bits 16..48) or the NAT64 well-known
+/// prefix (`64:ff9b::/96`); otherwise the address itself. Each of these can
+/// reach the IPv4 host through a translator or tunnel, so an IPv4 rule must
+/// see it. `::` and `::1` keep their IPv6 meaning (unspecified, loopback).
 pub fn normalise(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => ip,
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return IpAddr::V4(v4);
-            }
-            let s = v6.segments();
-            if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
-                let [a, b] = s[6].to_be_bytes();
-                let [c, d] = s[7].to_be_bytes();
-                return IpAddr::V4(Ipv4Addr::new(a, b, c, d));
-            }
-            ip
-        }
+    let IpAddr::V6(v6) = ip else {
+        return ip;
+    };
+    let s = v6.segments();
+    let v4 = |hi: u16, lo: u16| {
+        let [a, b] = hi.to_be_bytes();
+        let [c, d] = lo.to_be_bytes();
+        IpAddr::V4(Ipv4Addr::new(a, b, c, d))
+    };
+    if let Some(mapped) = v6.to_ipv4_mapped() {
+        IpAddr::V4(mapped)
+    } else if s[..6] == [0; 6] && !(v6.is_unspecified() || v6.is_loopback()) {
+        v4(s[6], s[7])
+    } else if s[0] == 0x2002 {
+        v4(s[1], s[2])
+    } else if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        v4(s[6], s[7])
+    } else {
+        ip
     }
 }
 
@@ -466,6 +476,83 @@ mod tests {
             "::1".parse::<IpAddr>().unwrap()
         );
         assert!(policy().check_ip("::1".parse().unwrap()).is_ok());
+    }
+
+    /// Every IPv6 spelling of an IPv4 address that a deny list of 10.0.0.0/8
+    /// and the built-in metadata denial must see through.
+    const IPV4_AS_IPV6: [(&str, &str, &str); 4] = [
+        ("mapped", "::ffff:10.1.2.3", "::ffff:169.254.169.254"),
+        ("IPv4-compatible", "::10.1.2.3", "::169.254.169.254"),
+        ("6to4", "2002:a01:203::1", "2002:a9fe:a9fe::"),
+        ("NAT64", "64:ff9b::10.1.2.3", "64:ff9b::169.254.169.254"),
+    ];
+
+    #[test]
+    fn every_ipv6_spelling_of_an_ipv4_address_is_normalised_to_it() {
+        for (form, ten, metadata) in IPV4_AS_IPV6 {
+            assert_eq!(
+                normalise(ten.parse().unwrap()),
+                "10.1.2.3".parse::<IpAddr>().unwrap(),
+                "{form}: {ten}"
+            );
+            assert_eq!(
+                normalise(metadata.parse().unwrap()),
+                "169.254.169.254".parse::<IpAddr>().unwrap(),
+                "{form}: {metadata}"
+            );
+        }
+        // 6to4 carries the IPv4 address in bits 16..48 whatever follows it.
+        assert_eq!(
+            normalise("2002:c0a8:105:7:1:2:3:4".parse().unwrap()),
+            "192.168.1.5".parse::<IpAddr>().unwrap()
+        );
+    }
+
+    #[test]
+    fn an_ipv4_deny_list_covers_every_ipv6_spelling_of_the_address() {
+        let p = AddressPolicy::new(Vec::new(), vec!["10.0.0.0/8".parse().unwrap()]);
+        for (form, ten, _) in IPV4_AS_IPV6 {
+            let why = p
+                .check_ip(ten.parse().unwrap())
+                .expect_err(&format!("{form} {ten} was allowed"))
+                .to_string();
+            assert!(
+                why.contains("--verify-deny-cidr") && why.contains("10.1.2.3"),
+                "{form}: {why}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_builtin_metadata_denial_covers_every_ipv6_spelling() {
+        for (form, _, metadata) in IPV4_AS_IPV6 {
+            let why = policy()
+                .check_ip(metadata.parse().unwrap())
+                .expect_err(&format!("{form} {metadata} was allowed"))
+                .to_string();
+            assert!(why.contains("metadata"), "{form}: {why}");
+        }
+    }
+
+    #[test]
+    fn an_ipv4_allow_list_admits_its_addresses_in_every_ipv6_spelling() {
+        let p = AddressPolicy::new(vec!["10.0.0.0/8".parse().unwrap()], Vec::new());
+        for (form, ten, _) in IPV4_AS_IPV6 {
+            assert_eq!(p.check_ip(ten.parse().unwrap()), Ok(()), "{form}: {ten}");
+        }
+    }
+
+    #[test]
+    fn ipv6_loopback_and_unspecified_keep_their_ipv6_meaning() {
+        for ip in ["::1", "::"] {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert_eq!(normalise(ip), ip);
+        }
+        let why = policy()
+            .check_ip("::".parse().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(why.contains("unspecified (::)"), "{why}");
     }
 
     #[tokio::test]
