@@ -106,7 +106,8 @@ pub(crate) fn record_key(v: Option<&str>) -> Result<(), ApiError> {
     }
 }
 
-/// User headers: bounded count and size, non-empty names, none in the reserved namespace.
+/// User headers: bounded count and size, non-empty names, no control
+/// characters, none in the reserved namespace.
 pub(crate) fn headers(h: &BTreeMap<String, String>) -> Result<(), ApiError> {
     let bad = |why: String| Err(ApiError::invalid("invalid_headers", why));
     if h.len() > MAX_HEADERS {
@@ -120,6 +121,19 @@ pub(crate) fn headers(h: &BTreeMap<String, String>) -> Result<(), ApiError> {
         if name.is_empty() || name.len() > MAX_HEADER_NAME {
             return bad(format!(
                 "header names must be 1 to {MAX_HEADER_NAME} bytes long"
+            ));
+        }
+        // Headers are stored as JSON, where each control character is a
+        // six-byte escape: within the raw limit they could still overflow the
+        // column, and no header a consumer reads needs one.
+        if name.chars().any(char::is_control) {
+            return bad(format!(
+                "header name {name:?} contains a control character; names and values must be printable text"
+            ));
+        }
+        if value.chars().any(char::is_control) {
+            return bad(format!(
+                "the value of header {name:?} contains a control character; values must be printable text"
             ));
         }
         if name

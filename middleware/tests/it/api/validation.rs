@@ -87,6 +87,46 @@ async fn every_bad_prepare_is_refused_with_its_code_and_nothing_is_written() {
 }
 
 #[tokio::test]
+async fn header_values_with_control_characters_are_refused_naming_the_header() {
+    let app = TestApp::spawn(&[]).await;
+    let token = app.register("orders", "http://127.0.0.1:9/check").await;
+    // Within the raw 16 KiB limit, but six times that once JSON-escaped for storage.
+    let escapes_to_96k = "\u{1}".repeat(16_000);
+    for (name, value) in [
+        ("trace-id", "abc\u{0}def".to_string()),
+        ("note", "line one\nline two".to_string()),
+        ("blob", escapes_to_96k),
+        ("bell\u{7}", "v".to_string()),
+    ] {
+        let (s, err) = app
+            .post(
+                "/v1/messages/prepare",
+                Some(&token),
+                &with("headers", json!({ name: value })),
+            )
+            .await;
+        assert_eq!(s, 400, "{name:?}: {err}");
+        assert_eq!(err["error"]["code"], "invalid_headers", "{err}");
+        let message = err["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("{name:?}")),
+            "names the header: {message}"
+        );
+    }
+    assert_eq!(count_rows(&app).await, 0, "nothing half-written");
+    // Printable text in any script is still a header value.
+    let (s, err) = app
+        .post(
+            "/v1/messages/prepare",
+            Some(&token),
+            &with("headers", json!({"note": "déjà vu, 東京 ✓"})),
+        )
+        .await;
+    assert_eq!(s, 201, "{err}");
+    app.finish().await;
+}
+
+#[tokio::test]
 async fn bad_biz_id_and_malformed_json_are_refused() {
     let app = TestApp::spawn(&["--insecure-no-auth"]).await;
     let (s, err) = app
