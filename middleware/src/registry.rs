@@ -4,6 +4,9 @@
 //! live for the configured TTL; every change made through this instance
 //! (update, delete, token rotation) invalidates its entry at once, so the next
 //! lookup reads the database. Other instances see a change within the TTL.
+//! The cache is bounded by the bytes its entries weigh, not by their count;
+//! callers validate a biz_id before asking (the API refuses a token naming an
+//! invalid one), so lookups of made-up ids cannot fill it either.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +21,20 @@ use crate::store::{DynStore, Producer, StoreError};
 #[error("producer lookup failed: {0}")]
 pub struct LookupError(#[source] Arc<StoreError>);
 
+/// What the cache may hold, in (approximate) bytes. Bounding bytes rather
+/// than entries keeps the bound true whatever the keys and URLs weigh.
+const MAX_CACHE_BYTES: u64 = 32 * 1024 * 1024;
+
+/// An entry's approximate size in bytes: its key, the registration's
+/// variable-length fields, and a fixed allowance for the rest.
+fn weight(biz_id: &str, producer: &Option<Arc<Producer>>) -> u32 {
+    const FIXED: usize = 256;
+    let variable = producer.as_ref().map_or(0, |p| {
+        p.biz_id.len() + p.verify_url.len() + p.signing_secret.len() + p.token_hash.len()
+    });
+    u32::try_from(FIXED + biz_id.len() + variable).unwrap_or(u32::MAX)
+}
+
 /// Cached biz_id → registration lookups (misses are cached too).
 #[derive(Clone)]
 pub struct Registry {
@@ -31,7 +48,8 @@ impl Registry {
         Self {
             store,
             cache: Cache::builder()
-                .max_capacity(100_000)
+                .max_capacity(MAX_CACHE_BYTES)
+                .weigher(|k: &String, v| weight(k, v))
                 .time_to_live(ttl)
                 .build(),
         }

@@ -17,6 +17,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
+use super::validate::{self, MAX_BIZ_ID};
 use super::AppState;
 use crate::secret::Secret;
 use crate::store::Producer;
@@ -79,11 +80,21 @@ pub(crate) fn new_producer_token(biz_id: &str) -> String {
     )
 }
 
-/// The biz_id a producer token names, if it is well-formed.
+/// The biz_id a producer token names, if it is well-formed and a valid biz_id.
+///
+/// The biz_id is the caller's to choose, and it is looked up (and a miss
+/// cached) next: one that could never be registered is refused here, so a
+/// made-up token costs neither a query nor a cache entry.
 fn token_biz_id(token: &str) -> Option<String> {
     let rest = token.strip_prefix("tm_")?;
     let (biz, _) = rest.split_once('.')?;
-    String::from_utf8(URL_SAFE_NO_PAD.decode(biz).ok()?).ok()
+    // Base64 of the longest biz_id; anything longer is not worth decoding.
+    if biz.len() > MAX_BIZ_ID.div_ceil(3) * 4 {
+        return None;
+    }
+    let biz_id = String::from_utf8(URL_SAFE_NO_PAD.decode(biz).ok()?).ok()?;
+    validate::biz_id(&biz_id).ok()?;
+    Some(biz_id)
 }
 
 impl AppState {
@@ -160,5 +171,18 @@ mod tests {
         assert_eq!(token_biz_id(&a).as_deref(), Some("orders.v1"));
         assert_eq!(token_biz_id("tm_!!.x"), None);
         assert_eq!(token_biz_id("garbage"), None);
+    }
+
+    #[test]
+    fn a_token_naming_an_invalid_biz_id_names_none() {
+        let longest = "b".repeat(MAX_BIZ_ID);
+        assert_eq!(
+            token_biz_id(&new_producer_token(&longest)),
+            Some(longest.clone())
+        );
+        for bad in ["", "bad biz", "a/b", &"b".repeat(MAX_BIZ_ID + 1)] {
+            let token = format!("tm_{}.x", URL_SAFE_NO_PAD.encode(bad));
+            assert_eq!(token_biz_id(&token), None, "{bad:?}");
+        }
     }
 }

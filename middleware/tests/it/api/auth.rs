@@ -55,6 +55,48 @@ async fn a_producer_cannot_touch_another_producers_messages() {
     app.finish().await;
 }
 
+/// A well-formed producer token naming `biz_id`, with a made-up secret.
+fn token_naming(biz_id: &str) -> String {
+    use base64::Engine;
+    let biz = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(biz_id);
+    format!("tm_{biz}.forged")
+}
+
+#[tokio::test]
+async fn a_token_naming_an_invalid_biz_id_is_refused_without_asking_the_store() {
+    let app = TestApp::spawn(&[]).await;
+    let pool = app.db.pool().await;
+    // With the registry's table gone, any lookup that reaches the store fails.
+    sqlx::query("RENAME TABLE producers TO producers_away")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let (s, err) = app
+        .get("/v1/messages/ghost/o-1", Some(&token_naming("ghost")))
+        .await;
+    assert!(
+        s >= 500,
+        "a valid biz_id is looked up (and fails): {s} {err}"
+    );
+    for biz_id in [
+        "bad biz".to_string(),
+        "orders/../admin".to_string(),
+        "b".repeat(65),
+        "x".repeat(100_000),
+    ] {
+        let (s, err) = app
+            .get("/v1/messages/orders/o-1", Some(&token_naming(&biz_id)))
+            .await;
+        assert_eq!(s, 401, "{:.80}: {err}", biz_id);
+        assert_eq!(err["error"]["code"], "unauthorized");
+    }
+    sqlx::query("RENAME TABLE producers_away TO producers")
+        .execute(&pool)
+        .await
+        .unwrap();
+    app.finish().await;
+}
+
 #[tokio::test]
 async fn registry_endpoints_are_admin_only() {
     let app = TestApp::spawn(&[]).await;
