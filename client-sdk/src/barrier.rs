@@ -18,8 +18,12 @@
 //! and it cannot commit. The answer therefore always matches the business
 //! state. (This is the "2-phase message barrier" of DTM.)
 //!
-//! The table's SQL ships with the crate as [`MIGRATION`]
-//! (`client-sdk/migrations/0001_trustmsg_barrier.sql`).
+//! Keys are compared byte for byte (VARBINARY columns): `"A"` and `"A "` are
+//! two messages, and the marker of one must never answer for the other.
+//!
+//! The table's SQL ships with the crate as [`MIGRATION`] and
+//! [`EXACT_KEYS_MIGRATION`] (`client-sdk/migrations/`); [`create_table`]
+//! applies both.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -39,12 +43,23 @@ use crate::{Message, Producer};
 pub const TABLE: &str = "trustmsg_barrier";
 
 /// The SQL that creates the marker table (idempotent: `CREATE TABLE IF NOT EXISTS`).
-/// Copy it into your own migrations, or call [`create_table`].
+/// Copy it into your own migrations, followed by [`EXACT_KEYS_MIGRATION`], or
+/// call [`create_table`].
 ///
 /// ```
 /// assert!(trustmsg_client::barrier::MIGRATION.contains("PRIMARY KEY (biz_id, message_key)"));
 /// ```
 pub const MIGRATION: &str = include_str!("../migrations/0001_trustmsg_barrier.sql");
+
+/// The SQL that makes the key columns of a table made by [`MIGRATION`]
+/// compare byte for byte (VARBINARY). A new file rather than an edit of the
+/// first, so a table created by an earlier release is upgraded too.
+///
+/// ```
+/// assert!(trustmsg_client::barrier::EXACT_KEYS_MIGRATION.contains("VARBINARY(128)"));
+/// ```
+pub const EXACT_KEYS_MIGRATION: &str =
+    include_str!("../migrations/0002_trustmsg_barrier_exact_keys.sql");
 
 /// A boxed future borrowing the local transaction, as [`run_in_tx`] expects
 /// from its closure (`|conn| Box::pin(async move { ... })`).
@@ -129,7 +144,9 @@ impl<E> From<InsertError> for RunError<E> {
     }
 }
 
-/// Creates the marker table if it does not exist ([`MIGRATION`]).
+/// Creates the marker table if it does not exist ([`MIGRATION`]) and makes its
+/// keys compare byte for byte ([`EXACT_KEYS_MIGRATION`], applied only while a
+/// key column is not VARBINARY yet, so calling this at every start is cheap).
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), sqlx::Error> {
@@ -140,6 +157,16 @@ impl<E> From<InsertError> for RunError<E> {
 /// ```
 pub async fn create_table(pool: &MySqlPool) -> Result<(), sqlx::Error> {
     sqlx::raw_sql(MIGRATION).execute(pool).await?;
+    let padded_keys: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.COLUMNS \
+         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'trustmsg_barrier' \
+         AND COLUMN_NAME IN ('biz_id', 'message_key') AND DATA_TYPE <> 'varbinary'",
+    )
+    .fetch_one(pool)
+    .await?;
+    if padded_keys > 0 {
+        sqlx::raw_sql(EXACT_KEYS_MIGRATION).execute(pool).await?;
+    }
     Ok(())
 }
 

@@ -263,3 +263,53 @@ async fn purge_deletes_only_old_markers() {
     );
     db.drop_db().await;
 }
+
+#[tokio::test]
+async fn keys_that_differ_only_in_trailing_spaces_have_separate_markers() {
+    let (db, pool) = setup().await;
+    place_order(&pool, "A").await.unwrap();
+    // No local transaction ever ran for "A " or for biz_id "shop ": a commit
+    // answer would deliver a message with nothing behind it.
+    assert_eq!(
+        barrier::check(&pool, "shop", "A ").await.unwrap(),
+        Decision::Rollback
+    );
+    assert_eq!(
+        barrier::check(&pool, "shop ", "A").await.unwrap(),
+        Decision::Rollback
+    );
+    assert_eq!(
+        barrier::check(&pool, "shop", "A").await.unwrap(),
+        Decision::Commit
+    );
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn create_table_upgrades_a_table_made_by_the_first_migration_and_keeps_its_markers() {
+    let db = TestDb::create().await;
+    let pool = db.pool().await;
+    // The table as the first release created it (and as users copied it).
+    sqlx::raw_sql(barrier::MIGRATION)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    barrier::insert(&mut conn, "shop", "A").await.unwrap();
+    drop(conn);
+
+    barrier::create_table(&pool).await.unwrap();
+    barrier::create_table(&pool)
+        .await
+        .expect("create_table is idempotent");
+    assert_eq!(
+        barrier::check(&pool, "shop", "A").await.unwrap(),
+        Decision::Commit,
+        "the marker written before the upgrade is kept"
+    );
+    assert_eq!(
+        barrier::check(&pool, "shop", "A ").await.unwrap(),
+        Decision::Rollback
+    );
+    db.drop_db().await;
+}
