@@ -3,8 +3,8 @@
 //! A send resolves only on librdkafka's delivery report, so `Ok` means the
 //! record is in Kafka at the returned partition/offset and nothing less. Every
 //! error is classified for the caller:
-//! - [`SendError::PossiblyPersisted`]: the send timed out in flight or the
-//!   outcome is unknown. The record may or may not be in Kafka; retrying may
+//! - [`SendError::PossiblyPersisted`]: the send timed out in flight, its
+//!   delivery was cancelled, or the outcome is otherwise unknown. The record may or may not be in Kafka; retrying may
 //!   duplicate it, giving up may lose it, so it is retried and never failed.
 //! - [`SendError::Permanent`]: Kafka will never take this record as it is
 //!   (invalid topic, record too large, not authorised). Retrying cannot help.
@@ -229,6 +229,11 @@ impl KafkaSink {
 pub(crate) fn classify(e: &KafkaError) -> SendError {
     use RDKafkaErrorCode as C;
     let text = e.to_string();
+    // The delivery report never came because the producer went away after
+    // taking the record: it may be in Kafka.
+    if matches!(e, KafkaError::Canceled) {
+        return SendError::PossiblyPersisted(text);
+    }
     match e.rdkafka_error_code() {
         Some(
             C::InvalidTopic
@@ -281,6 +286,15 @@ mod tests {
             classify(&produce(RDKafkaErrorCode::MessageTimedOut)),
             SendError::PossiblyPersisted(_)
         ));
+    }
+
+    #[test]
+    fn a_delivery_cancelled_with_the_send_in_flight_is_possibly_persisted() {
+        // The delivery future is cancelled when the producer goes away with the
+        // record handed over: Kafka may have it.
+        let e = classify(&KafkaError::Canceled);
+        assert!(matches!(e, SendError::PossiblyPersisted(_)), "{e:?}");
+        assert!(!e.counts_as_attempt());
     }
 
     #[test]
