@@ -53,6 +53,13 @@ use crate::store::{
 };
 use client::{CheckClient, CheckFailure, Endpoint};
 
+/// The longest check-back timeout a producer may register
+/// (`verify_timeout_ms`). A claim must outlast the call it covers, so
+/// `--verify-lease` must be longer than this (start-up refuses otherwise):
+/// a call still running when its lease ran out would overlap a second
+/// check-back of the same message, and its failure would be lost.
+pub const MAX_VERIFY_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// The verifier's settings (from `--verify-*` and friends).
 #[derive(Debug, Clone)]
 pub struct VerifierConfig {
