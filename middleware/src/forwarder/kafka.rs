@@ -4,8 +4,9 @@
 //! record is in Kafka at the returned partition/offset and nothing less. Every
 //! error is classified for the caller:
 //! - [`SendError::PossiblyPersisted`]: the send timed out in flight, its
-//!   delivery was cancelled, or the outcome is otherwise unknown. The record may or may not be in Kafka; retrying may
-//!   duplicate it, giving up may lose it, so it is retried and never failed.
+//!   delivery was cancelled, or the outcome is otherwise unknown. The record
+//!   may or may not be in Kafka; retrying may duplicate it, giving up may lose
+//!   it, so it is retried and never failed.
 //! - [`SendError::Permanent`]: Kafka will never take this record as it is
 //!   (invalid topic, record too large, not authorised). Retrying cannot help.
 //! - [`SendError::Unreachable`]: no broker could be reached or librdkafka's
