@@ -27,7 +27,7 @@ use crate::coalesce::WriteSettings;
 use crate::forwarder::kafka::KafkaSettings;
 use crate::forwarder::ForwarderConfig;
 pub use crate::secret::Secret;
-use crate::verifier::VerifierConfig;
+use crate::verifier::{VerifierConfig, MAX_VERIFY_TIMEOUT};
 
 /// Any duration, `0s` included.
 fn duration(s: &str) -> Result<Duration, String> {
@@ -198,8 +198,10 @@ pub struct VerifierArgs {
     #[arg(long, env = "TRUSTMSG_VERIFY_BACKOFF_MAX", default_value = "5m", value_parser = positive_duration)]
     pub verify_backoff_max: Duration,
 
-    /// How long a claim on a PREPARED row for check-back lasts.
-    #[arg(long, env = "TRUSTMSG_VERIFY_LEASE", default_value = "2m", value_parser = positive_duration)]
+    /// How long a claim on a PREPARED row for check-back lasts; longer than
+    /// any check-back timeout (`--verify-timeout`, and the 2m a registration
+    /// may set).
+    #[arg(long, env = "TRUSTMSG_VERIFY_LEASE", default_value = "3m", value_parser = positive_duration)]
     pub verify_lease: Duration,
 
     /// How often the verifier looks for due check-backs.
@@ -380,6 +382,14 @@ impl ServeArgs {
             longer(
                 ("--verify-lease", v.verify_lease),
                 ("--verify-timeout", v.verify_timeout),
+                "a check-back call could outlive its claim and the message be checked twice",
+            )?;
+            longer(
+                ("--verify-lease", v.verify_lease),
+                (
+                    "the longest verify_timeout_ms a producer may register",
+                    MAX_VERIFY_TIMEOUT,
+                ),
                 "a check-back call could outlive its claim and the message be checked twice",
             )?;
             Some(VerifierConfig {
@@ -619,6 +629,27 @@ mod tests {
         );
         let no_verifier = parse(&["--verify-lease", "5s", "--no-verifier"]).unwrap();
         assert!(no_verifier.settings().is_ok());
+    }
+
+    #[test]
+    fn a_verify_lease_not_longer_than_the_longest_timeout_a_producer_may_register_is_refused() {
+        // A producer may register verify_timeout_ms up to 120 s, whatever
+        // --verify-timeout (the default) says: a 2 min lease would let a second
+        // check-back of the same message start while the first is running.
+        let why = refusal(&["--verify-lease", "2m", "--verify-timeout", "5s"]);
+        assert!(
+            why.contains("--verify-lease (2m) must be longer than")
+                && why.contains("verify_timeout_ms")
+                && why.contains("(2m)"),
+            "{why}"
+        );
+        let default = parse(&[]).unwrap().settings().unwrap();
+        let lease = default.verifier.expect("verifier on").lease;
+        assert!(lease > Duration::from_secs(120), "default lease {lease:?}");
+        assert!(parse(&["--verify-lease", "121s"])
+            .unwrap()
+            .settings()
+            .is_ok());
     }
 
     #[test]

@@ -3,13 +3,21 @@
 //! A send resolves only on librdkafka's delivery report, so `Ok` means the
 //! record is in Kafka at the returned partition/offset and nothing less. Every
 //! error is classified for the caller:
-//! - [`SendError::PossiblyPersisted`]: the send timed out in flight or the
-//!   outcome is unknown. The record may or may not be in Kafka; retrying may
-//!   duplicate it, giving up may lose it, so it is retried and never failed.
+//! - [`SendError::PossiblyPersisted`]: the send timed out in flight, its
+//!   delivery was cancelled, or the outcome is otherwise unknown. The record
+//!   may or may not be in Kafka; retrying may duplicate it, giving up may lose
+//!   it, so it is retried and never failed.
 //! - [`SendError::Permanent`]: Kafka will never take this record as it is
 //!   (invalid topic, record too large, not authorised). Retrying cannot help.
+//! - [`SendError::Unreachable`]: no broker could be reached or librdkafka's
+//!   local queue is full (it cannot drain): nothing was tried, so it is
+//!   retried after backoff without counting an attempt.
 //! - [`SendError::Transient`]: anything else; retried after backoff until the
 //!   attempt limit.
+//!
+//! Only errors Kafka answered count towards `--max-send-attempts`
+//! ([`SendError::counts_as_attempt`]): waiting out an outage must not use up
+//! the limit, or the first real error after it would fail the message.
 //!
 //! With idempotence on, librdkafka can enter a fatal state (e.g. after an
 //! out-of-order sequence) in which every send fails; the sink then builds a new
@@ -52,9 +60,21 @@ pub(crate) enum SendError {
     /// not); never counts towards the attempt limit.
     #[error("send timed out, possibly persisted: {0}")]
     PossiblyPersisted(String),
+    /// Kafka could not be reached; retry after backoff, never counts towards
+    /// the attempt limit.
+    #[error("Kafka unreachable: {0}")]
+    Unreachable(String),
     /// Kafka will never accept this record: stop and alert.
     #[error("permanent Kafka error: {0}")]
     Permanent(String),
+}
+
+impl SendError {
+    /// Whether this failure uses up one of the message's send attempts: only
+    /// an answer from Kafka does.
+    pub(crate) fn counts_as_attempt(&self) -> bool {
+        matches!(self, Self::Transient(_) | Self::Permanent(_))
+    }
 }
 
 /// What the forwarder needs to reach Kafka.
@@ -210,6 +230,11 @@ impl KafkaSink {
 pub(crate) fn classify(e: &KafkaError) -> SendError {
     use RDKafkaErrorCode as C;
     let text = e.to_string();
+    // The delivery report never came because the producer went away after
+    // taking the record: it may be in Kafka.
+    if matches!(e, KafkaError::Canceled) {
+        return SendError::PossiblyPersisted(text);
+    }
     match e.rdkafka_error_code() {
         Some(
             C::InvalidTopic
@@ -226,6 +251,9 @@ pub(crate) fn classify(e: &KafkaError) -> SendError {
         Some(C::MessageTimedOut | C::RequestTimedOut | C::OperationTimedOut | C::TimedOutQueue)
         | Some(C::Fatal | C::PurgeInflight | C::BrokerDestroy) => {
             SendError::PossiblyPersisted(text)
+        }
+        Some(C::AllBrokersDown | C::BrokerTransportFailure | C::Resolve | C::QueueFull) => {
+            SendError::Unreachable(text)
         }
         _ => SendError::Transient(text),
     }
@@ -262,18 +290,41 @@ mod tests {
     }
 
     #[test]
-    fn broker_trouble_is_transient() {
+    fn a_delivery_cancelled_with_the_send_in_flight_is_possibly_persisted() {
+        // The delivery future is cancelled when the producer goes away with the
+        // record handed over: Kafka may have it.
+        let e = classify(&KafkaError::Canceled);
+        assert!(matches!(e, SendError::PossiblyPersisted(_)), "{e:?}");
+        assert!(!e.counts_as_attempt());
+    }
+
+    #[test]
+    fn broker_trouble_is_transient_and_counts_as_an_attempt() {
         for code in [
             RDKafkaErrorCode::NotEnoughReplicas,
-            RDKafkaErrorCode::AllBrokersDown,
-            RDKafkaErrorCode::QueueFull,
             RDKafkaErrorCode::UnknownTopicOrPartition,
+            RDKafkaErrorCode::LeaderNotAvailable,
         ] {
-            assert!(
-                matches!(classify(&produce(code)), SendError::Transient(_)),
-                "{code:?}"
-            );
+            let e = classify(&produce(code));
+            assert!(matches!(e, SendError::Transient(_)), "{code:?}");
+            assert!(e.counts_as_attempt(), "{code:?}");
         }
+    }
+
+    #[test]
+    fn an_unreachable_cluster_is_retried_without_counting_an_attempt() {
+        for code in [
+            RDKafkaErrorCode::AllBrokersDown,
+            RDKafkaErrorCode::BrokerTransportFailure,
+            RDKafkaErrorCode::Resolve,
+            RDKafkaErrorCode::QueueFull,
+        ] {
+            let e = classify(&produce(code));
+            assert!(matches!(e, SendError::Unreachable(_)), "{code:?}");
+            assert!(!e.counts_as_attempt(), "{code:?}");
+        }
+        let timeout = classify(&produce(RDKafkaErrorCode::MessageTimedOut));
+        assert!(!timeout.counts_as_attempt());
     }
 
     #[test]

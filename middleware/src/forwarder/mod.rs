@@ -23,6 +23,10 @@
 //!   duplicate is acceptable and a loss is not; a permanent error, or a
 //!   transient one at the attempt limit, makes the row `SEND_FAILED` and fires
 //!   exactly one alert (only the writer whose guarded UPDATE won alerts).
+//! - **An outage uses up no attempts.** Only errors Kafka answered count
+//!   towards `--max-send-attempts`; timeouts and an unreachable cluster
+//!   reschedule the row (new due time, `last_error`) without counting, so a
+//!   message that waited out a long outage still gets its retries after it.
 //! - **Graceful shutdown.** On cancellation the worker stops claiming, lets
 //!   in-flight sends finish up to the grace period, writes their SENT marks and
 //!   leaves everything else to the lease.
@@ -281,10 +285,11 @@ impl Forwarder {
 
 impl Inner {
     async fn record_failure(&self, m: &Message, e: SendError) -> Outcome {
-        let attempts = m.send_attempts.saturating_add(1);
+        let counted = e.counts_as_attempt();
+        let attempts = m.send_attempts.saturating_add(u32::from(counted));
         let give_up = match &e {
             SendError::Permanent(_) => true,
-            SendError::PossiblyPersisted(_) => false,
+            SendError::PossiblyPersisted(_) | SendError::Unreachable(_) => false,
             SendError::Transient(_) => attempts >= self.cfg.max_send_attempts,
         };
         if !give_up {
@@ -297,11 +302,17 @@ impl Inner {
                 error = %e,
                 "send failed; will retry"
             );
-            return match self
-                .store
-                .reschedule_send(m.id, m.version, &e.to_string(), delay)
-                .await
-            {
+            let error = e.to_string();
+            let rescheduled = if counted {
+                self.store
+                    .reschedule_send(m.id, m.version, &error, delay)
+                    .await
+            } else {
+                self.store
+                    .postpone_send(m.id, m.version, &error, delay)
+                    .await
+            };
+            return match rescheduled {
                 Ok(true) => Outcome::Retrying,
                 Ok(false) => Outcome::Unrecorded,
                 Err(db) => {

@@ -141,6 +141,17 @@ pub trait Store: Send + Sync + 'static {
         error: &str,
         delay: Duration,
     ) -> StoreResult<bool>;
+    /// Schedules the next send after `delay` and records why, without counting
+    /// an attempt: Kafka gave no answer (unreachable, or the send timed out and
+    /// may be stored), and waiting out an outage must not use up the attempt
+    /// limit. Guarded like [`Store::reschedule_send`].
+    async fn postpone_send(
+        &self,
+        id: u64,
+        version: u64,
+        error: &str,
+        delay: Duration,
+    ) -> StoreResult<bool>;
     /// Gives up sending: SEND_FAILED with the error and an audit row.
     async fn mark_send_failed(
         &self,

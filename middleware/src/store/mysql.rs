@@ -501,19 +501,17 @@ impl Store for MySqlStore {
         error: &str,
         delay: Duration,
     ) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE messages SET send_attempts = send_attempts + 1, last_error = ?, \
-             next_send_at = UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, version = version + 1, \
-             updated_at = UTC_TIMESTAMP(3) \
-             WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING'",
-        )
-        .bind(clip_error(error))
-        .bind(micros(delay))
-        .bind(id)
-        .bind(version)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        self.retry_send_later(id, version, error, delay, 1).await
+    }
+
+    async fn postpone_send(
+        &self,
+        id: u64,
+        version: u64,
+        error: &str,
+        delay: Duration,
+    ) -> StoreResult<bool> {
+        self.retry_send_later(id, version, error, delay, 0).await
     }
 
     async fn mark_send_failed(
@@ -619,6 +617,32 @@ impl Store for MySqlStore {
 }
 
 impl MySqlStore {
+    /// Reschedules a pending send after `delay`, recording `error` and adding
+    /// `counted` (0 or 1) to its attempts.
+    async fn retry_send_later(
+        &self,
+        id: u64,
+        version: u64,
+        error: &str,
+        delay: Duration,
+        counted: u32,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE messages SET send_attempts = send_attempts + ?, last_error = ?, \
+             next_send_at = UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, version = version + 1, \
+             updated_at = UTC_TIMESTAMP(3) \
+             WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING'",
+        )
+        .bind(counted)
+        .bind(clip_error(error))
+        .bind(micros(delay))
+        .bind(id)
+        .bind(version)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// SELECT the due ids with SKIP LOCKED, push their due column out by the
     /// lease and bump versions, then read them back: all in one transaction, so
     /// the row locks keep other claimers off until the lease is written.

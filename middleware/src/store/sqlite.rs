@@ -325,18 +325,17 @@ impl Store for SqliteStore {
         error: &str,
         delay: Duration,
     ) -> StoreResult<bool> {
-        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE messages SET send_attempts = send_attempts + 1, last_error = ?, \
-             next_send_at = {NOW_MS} + ?, version = version + 1, updated_at = {NOW_MS} \
-             WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING'"
-        )))
-        .bind(clip_error(error))
-        .bind(millis(delay))
-        .bind(sql_int(id))
-        .bind(sql_int(version))
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        self.retry_send_later(id, version, error, delay, 1).await
+    }
+
+    async fn postpone_send(
+        &self,
+        id: u64,
+        version: u64,
+        error: &str,
+        delay: Duration,
+    ) -> StoreResult<bool> {
+        self.retry_send_later(id, version, error, delay, 0).await
     }
 
     async fn mark_send_failed(
@@ -435,6 +434,31 @@ impl Store for SqliteStore {
 }
 
 impl SqliteStore {
+    /// Reschedules a pending send after `delay`, recording `error` and adding
+    /// `counted` (0 or 1) to its attempts.
+    async fn retry_send_later(
+        &self,
+        id: u64,
+        version: u64,
+        error: &str,
+        delay: Duration,
+        counted: i64,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE messages SET send_attempts = send_attempts + ?, last_error = ?, \
+             next_send_at = {NOW_MS} + ?, version = version + 1, updated_at = {NOW_MS} \
+             WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING'"
+        )))
+        .bind(counted)
+        .bind(clip_error(error))
+        .bind(millis(delay))
+        .bind(sql_int(id))
+        .bind(sql_int(version))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// Selects the due ids and pushes their due column out by the lease in one
     /// statement: SQLite runs it under the database's single write lock, which is
     /// what SKIP LOCKED plus row locks give on MySQL.

@@ -1,11 +1,16 @@
 //! The verifier: check-back of PREPARED messages nobody decided.
 //!
-//! Every `--verify-interval` (or at once when the last round was full) the
-//! worker claims due rows (`status = PREPARED AND next_verify_at <= now`, by
+//! Every `--verify-interval` the worker claims due rows (`status = PREPARED AND next_verify_at <= now`, by
 //! the database clock) with `FOR UPDATE SKIP LOCKED`, pushing their
 //! `next_verify_at` out by `--verify-lease` and bumping `version`. Several
 //! instances therefore split the due rows instead of checking one twice, and a
 //! crashed instance's rows come back when the lease runs out.
+//!
+//! A round claims at most what the free call slots can take. When it got all
+//! it asked for (or there were no free slots), more may be due, so the next
+//! round starts at once, or as soon as a call frees a slot, instead of one
+//! interval later: a backlog is worked at the speed of the calls, not of the
+//! poll tick.
 //!
 //! Each claimed row gets one check-back call ([`client`]), within two bounds:
 //! `--verify-concurrency` calls in all and `--verify-concurrency-per-producer`
@@ -47,6 +52,13 @@ use crate::store::{
     self, Actor, DecideOutcome, DecideRequest, DynStore, Message, StoreResult, Target, Transition,
 };
 use client::{CheckClient, CheckFailure, Endpoint};
+
+/// The longest check-back timeout a producer may register
+/// (`verify_timeout_ms`). A claim must outlast the call it covers, so
+/// `--verify-lease` must be longer than this (start-up refuses otherwise):
+/// a call still running when its lease ran out would overlap a second
+/// check-back of the same message, and its failure would be lost.
+pub const MAX_VERIFY_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The verifier's settings (from `--verify-*` and friends).
 #[derive(Debug, Clone)]
@@ -93,8 +105,12 @@ pub enum Outcome {
 /// What one round did, for tests and logs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BatchReport {
+    /// Rows the round asked for (the free call slots, at most `batch`).
+    pub limit: usize,
     /// Rows claimed.
     pub claimed: usize,
+    /// Calls started (the other claimed rows were given back).
+    pub started: usize,
     /// Outcomes, one per claimed row.
     pub outcomes: Vec<Outcome>,
 }
@@ -103,6 +119,15 @@ impl BatchReport {
     /// How many rows came to `o`.
     pub fn count(&self, o: Outcome) -> usize {
         self.outcomes.iter().filter(|x| **x == o).count()
+    }
+
+    /// Whether more may be due than the round took: it could ask for nothing
+    /// (no free call slot), or it got all it asked for and started calls. A
+    /// round whose rows were all given back (their producers at their bound)
+    /// does not count, or a saturated producer's backlog would be claimed and
+    /// given back in a loop.
+    pub fn was_full(&self) -> bool {
+        self.limit == 0 || (self.claimed >= self.limit && self.started > 0)
     }
 }
 
@@ -183,6 +208,9 @@ impl Verifier {
         let mut calls = JoinSet::new();
         let mut tick = tokio::time::interval(cfg.interval);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        // Set when the last round was full: more may be due, so a freed call
+        // slot is a reason to claim again.
+        let mut backlog = false;
         loop {
             tokio::select! {
                 biased;
@@ -191,16 +219,26 @@ impl Verifier {
                     if let Err(e) = done {
                         tracing::error!(error = %e, "check-back task failed");
                     }
-                    continue;
+                    if !backlog {
+                        continue;
+                    }
                 }
                 _ = self.inner.wake.notified() => {}
                 _ = tick.tick() => {}
             }
             match self.start_batch(&mut calls).await {
-                // A full round suggests more is due: go again without waiting.
-                Ok(r) if r.claimed >= cfg.batch as usize => self.inner.wake.notify_one(),
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "claiming due check-backs failed; retrying"),
+                Ok(r) => {
+                    backlog = r.was_full();
+                    // Go again at once while slots are free; with none free,
+                    // the next finished call starts the round.
+                    if backlog && r.limit > 0 {
+                        self.inner.wake.notify_one();
+                    }
+                }
+                Err(e) => {
+                    backlog = false;
+                    tracing::warn!(error = %e, "claiming due check-backs failed; retrying");
+                }
             }
         }
         let in_flight = calls.len();
@@ -238,7 +276,10 @@ impl Verifier {
         let cfg = &self.inner.cfg;
         let free = self.inner.slots.available_permits();
         let limit = u32::try_from(free).unwrap_or(u32::MAX).min(cfg.batch);
-        let mut report = BatchReport::default();
+        let mut report = BatchReport {
+            limit: limit as usize,
+            ..BatchReport::default()
+        };
         if limit == 0 {
             return Ok(report);
         }
@@ -254,6 +295,7 @@ impl Verifier {
             match (producer, overall) {
                 (Ok(p), Ok(o)) => {
                     let inner = self.inner.clone();
+                    report.started += 1;
                     calls.spawn(async move {
                         let _slots = (p, o);
                         inner.check_one(m).await

@@ -71,4 +71,12 @@ fn a_lease_shorter_than_what_it_covers_is_refused_with_a_line_naming_both_flags(
         &["--verify-timeout", "10s", "--verify-lease", "10s"],
         &["--verify-lease (10s)", "--verify-timeout (10s)"],
     );
+    // A registration may ask for check-back calls of up to 2 min.
+    assert_refused(
+        &["--verify-lease", "2m"],
+        &[
+            "--verify-lease (2m)",
+            "verify_timeout_ms a producer may register (2m)",
+        ],
+    );
 }

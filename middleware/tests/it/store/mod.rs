@@ -85,6 +85,7 @@ conformance! {
         mark_sent_matches_only_the_claimed_version_of_a_pending_row,
         mark_sent_with_a_stale_version_matches_nothing,
         reschedule_send_applies_only_to_a_pending_row,
+        postpone_send_reschedules_only_a_pending_row_without_counting_an_attempt,
         mark_send_failed_applies_only_to_a_pending_row_and_audits_it,
     ],
     verifies: [

@@ -237,6 +237,53 @@ pub(crate) async fn reschedule_send_applies_only_to_a_pending_row(s: &DynStore) 
     }
 }
 
+pub(crate) async fn postpone_send_reschedules_only_a_pending_row_without_counting_an_attempt(
+    s: &DynStore,
+) {
+    let s = s.as_ref();
+    for state in STATES {
+        let before = arrange(s, state, Due::Later).await;
+        let audit = audit_len(s, &before).await;
+        let delay = Duration::from_millis(5_500);
+        let ok = s
+            .postpone_send(id_of(&before), version_of(&before), "timed out", delay)
+            .await
+            .unwrap();
+        if state != State::SendPending {
+            assert!(!ok, "{state:?} must not be rescheduled for sending");
+            assert_untouched(s, state, &before, audit).await;
+            continue;
+        }
+        assert!(ok);
+        let before = before.unwrap();
+        let m = s.find_message_by_id(before.id).await.unwrap().unwrap();
+        assert_eq!(
+            (m.status, m.send_status),
+            (MessageStatus::Committed, Some(SendStatus::Pending))
+        );
+        assert_eq!(m.send_attempts, before.send_attempts, "no attempt counted");
+        assert_eq!(m.last_error.as_deref(), Some("timed out"));
+        assert_eq!(m.version, before.version + 1);
+        assert_eq!(
+            m.next_send_at,
+            Some(m.updated_at + chrono::Duration::milliseconds(5_500))
+        );
+        assert_eq!(audit_lines(s, m.id).await.len(), audit, "not audited");
+        // Counted and uncounted retries add up on the same row.
+        assert!(s
+            .reschedule_send(m.id, m.version, "broker said no", delay)
+            .await
+            .unwrap());
+        let counted = s.find_message_by_id(m.id).await.unwrap().unwrap();
+        assert_eq!(counted.send_attempts, before.send_attempts + 1);
+        // The version moved on: the same stale write now matches nothing.
+        assert!(!s
+            .postpone_send(m.id, m.version, "timed out", delay)
+            .await
+            .unwrap());
+    }
+}
+
 pub(crate) async fn mark_send_failed_applies_only_to_a_pending_row_and_audits_it(s: &DynStore) {
     let s = s.as_ref();
     for state in STATES {

@@ -8,6 +8,7 @@ use serde_json::json;
 use trustmsg::address_policy::AddressPolicy;
 use trustmsg::verifier::Outcome;
 use trustmsg_tests::{eventually, CheckServer, TestApp};
+use trustmsg_verify_api::MessageStatus;
 
 use super::support::*;
 
@@ -88,4 +89,44 @@ async fn the_backoff_grows_after_each_attempt_that_decides_nothing() {
     assert!(delays.windows(2).all(|w| w[1] > w[0]), "{delays:?}");
     assert_eq!(server.attempts("o-1"), vec![1, 2, 3, 4]);
     app.finish().await;
+}
+
+#[tokio::test]
+async fn a_backlog_larger_than_the_call_slots_is_worked_off_well_within_one_interval() {
+    // Prepared while no verifier runs, so the whole backlog is due when the
+    // checking instance starts; its first round runs at start, the next tick
+    // only after 10 s.
+    let writer = TestApp::spawn(&["--no-verifier"]).await;
+    let server = CheckServer::start().await;
+    server.default_reply(trustmsg_tests::Reply::Decide("commit"));
+    let token = register(&writer, "orders", &server, json!({})).await;
+    const N: usize = 40;
+    let mut ids = Vec::new();
+    for i in 0..N {
+        ids.push(prepare(&writer, &token, "orders", &format!("o-{i}")).await);
+    }
+
+    let checker = TestApp::spawn_on(
+        writer.db.share(),
+        &[
+            "--verify-interval",
+            "10s",
+            "--verify-concurrency",
+            "4",
+            "--verify-concurrency-per-producer",
+            "4",
+            "--first-verify-after",
+            "0s",
+        ],
+    )
+    .await;
+    // Ten rounds of four calls that answer at once take far less than one
+    // interval; one round per interval would take 90 s.
+    eventually(5, "the whole backlog committed", async || {
+        all_have_status(&writer, &ids, MessageStatus::Committed).await
+    })
+    .await;
+    assert_eq!(server.per_key_calls().len(), N);
+    checker.app.stop().await.unwrap();
+    writer.finish().await;
 }
