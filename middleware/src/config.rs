@@ -21,10 +21,11 @@ use clap::{Args, Parser};
 
 use crate::address_policy::{AddressPolicy, StaticResolver, SystemResolver};
 use crate::api::auth::AuthConfig;
+use crate::api::validate::{MAX_BIZ_ID, MAX_MESSAGE_KEY};
 use crate::api::ProducerDefaults;
 use crate::backoff::Backoff;
 use crate::coalesce::WriteSettings;
-use crate::forwarder::kafka::KafkaSettings;
+use crate::forwarder::kafka::{record_size, KafkaSettings};
 use crate::forwarder::ForwarderConfig;
 pub use crate::secret::Secret;
 use crate::verifier::{VerifierConfig, MAX_VERIFY_TIMEOUT};
@@ -88,7 +89,9 @@ pub struct ServeArgs {
     pub auto_migrate: bool,
 
     /// Largest accepted message payload, in bytes (after base64 decoding).
-    #[arg(long, env = "TRUSTMSG_MAX_PAYLOAD_BYTES", default_value = "1048576", value_parser = at_least_one::<NonZeroUsize>)]
+    /// With the record's framing it must fit `--kafka-message-max-bytes`; the
+    /// default leaves room for the largest key and headers too.
+    #[arg(long, env = "TRUSTMSG_MAX_PAYLOAD_BYTES", default_value = "960000", value_parser = at_least_one::<NonZeroUsize>)]
     pub max_payload_bytes: NonZeroUsize,
 
     /// How long a producer registration is cached before it is read again.
@@ -137,6 +140,13 @@ pub struct ForwarderArgs {
         value_delimiter = ','
     )]
     pub kafka_config: Vec<String>,
+
+    /// librdkafka `message.max.bytes`: the largest Kafka record (payload, key,
+    /// headers and framing). Prepare refuses a message whose record would be
+    /// larger, so what is accepted can be sent; keep it within the topics'
+    /// `max.message.bytes` and the same on every instance.
+    #[arg(long, env = "TRUSTMSG_KAFKA_MESSAGE_MAX_BYTES", default_value = "1000000", value_parser = at_least_one::<NonZeroUsize>)]
+    pub kafka_message_max_bytes: NonZeroUsize,
 
     /// librdkafka `message.timeout.ms`: how long one send may stay in flight.
     #[arg(long, env = "TRUSTMSG_KAFKA_MESSAGE_TIMEOUT", default_value = "30s", value_parser = positive_duration)]
@@ -322,6 +332,8 @@ pub(crate) struct Settings {
     pub(crate) auth: AuthConfig,
     /// Largest payload in bytes after decoding.
     pub(crate) max_payload_bytes: usize,
+    /// Largest Kafka record (librdkafka's `message.max.bytes`).
+    pub(crate) max_record_bytes: usize,
     /// Fallbacks for producer registrations.
     pub(crate) producer_defaults: ProducerDefaults,
     /// How long a producer registration is cached.
@@ -375,6 +387,7 @@ impl ServeArgs {
         let f = &self.forwarder;
         let v = &self.verifier;
         let send_lease = f.send_lease;
+        self.check_record_limit()?;
         let forwarding = self.forwarding()?;
         let verifier = if v.no_verifier {
             None
@@ -416,6 +429,7 @@ impl ServeArgs {
                 insecure: self.insecure_no_auth,
             },
             max_payload_bytes: self.max_payload_bytes.get(),
+            max_record_bytes: f.kafka_message_max_bytes.get(),
             producer_defaults: ProducerDefaults {
                 first_verify_after: v.first_verify_after,
                 verify_timeout: v.verify_timeout,
@@ -432,6 +446,35 @@ impl ServeArgs {
             verifier,
             alert_webhook: self.alerts.alert_webhook.clone(),
         })
+    }
+
+    /// A payload of the limit must make a record Kafka takes, or prepare
+    /// would advertise a limit it can never honour; the range is librdkafka's.
+    fn check_record_limit(&self) -> Result<(), ConfigError> {
+        let limit = self.forwarder.kafka_message_max_bytes.get();
+        if limit > 1_000_000_000 {
+            return Err(ConfigError(format!(
+                "--kafka-message-max-bytes ({limit}) must be at most 1000000000 (librdkafka's limit)"
+            )));
+        }
+        let payload = self.max_payload_bytes.get();
+        let record = record_size(
+            None,
+            payload,
+            &Default::default(),
+            &"b".repeat(MAX_BIZ_ID),
+            &"k".repeat(MAX_MESSAGE_KEY),
+            None,
+        );
+        if record > limit {
+            return Err(ConfigError(format!(
+                "--max-payload-bytes ({payload}) does not fit --kafka-message-max-bytes ({limit}): \
+                 with trustmsg's own headers and the record framing its record is {record} bytes; \
+                 lower --max-payload-bytes to at most {} or raise --kafka-message-max-bytes",
+                payload - (record - limit)
+            )));
+        }
+        Ok(())
     }
 
     fn forwarding(&self) -> Result<Forwarding, ConfigError> {
@@ -456,9 +499,10 @@ impl ServeArgs {
         Ok(Forwarding::Kafka {
             kafka: KafkaSettings {
                 brokers,
-                extra: KafkaSettings::parse_extra(&f.kafka_config)
+                extra: KafkaSettings::parse_extra(&f.kafka_config, f.kafka_message_max_bytes.get())
                     .map_err(|e| ConfigError(e.to_string()))?,
                 message_timeout: f.kafka_message_timeout,
+                message_max_bytes: f.kafka_message_max_bytes.get(),
             },
             config: ForwarderConfig {
                 send_lease: f.send_lease,
@@ -650,6 +694,71 @@ mod tests {
             .unwrap()
             .settings()
             .is_ok());
+    }
+
+    #[test]
+    fn a_payload_limit_whose_record_would_not_fit_kafka_is_refused_naming_both_flags() {
+        let why = refusal(&["--max-payload-bytes", "1048576"]);
+        assert!(
+            why.contains(
+                "--max-payload-bytes (1048576) does not fit --kafka-message-max-bytes (1000000)"
+            ),
+            "{why}"
+        );
+        let fits = why
+            .split("at most ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .expect("the refusal names the largest payload that fits");
+        assert!(parse(&["--max-payload-bytes", fits])
+            .unwrap()
+            .settings()
+            .is_ok());
+        let next = (fits.parse::<usize>().unwrap() + 1).to_string();
+        assert!(parse(&["--max-payload-bytes", &next])
+            .unwrap()
+            .settings()
+            .is_err());
+        assert!(parse(&[
+            "--max-payload-bytes",
+            "1048576",
+            "--kafka-message-max-bytes",
+            "1100000"
+        ])
+        .unwrap()
+        .settings()
+        .is_ok());
+        // The defaults agree with each other.
+        let s = parse(&[]).unwrap().settings().unwrap();
+        assert_eq!(
+            (s.max_payload_bytes, s.max_record_bytes),
+            (960_000, 1_000_000)
+        );
+    }
+
+    #[test]
+    fn the_record_limit_reaches_librdkafka_and_a_disagreeing_override_is_refused() {
+        let s = parse(&[
+            "--kafka-brokers",
+            "k:9092",
+            "--kafka-message-max-bytes",
+            "2000000",
+        ])
+        .unwrap()
+        .settings()
+        .unwrap();
+        let Forwarding::Kafka { kafka, .. } = &s.forwarding else {
+            panic!("forwarding on: {:?}", s.forwarding);
+        };
+        assert_eq!(kafka.message_max_bytes, 2_000_000);
+        assert_eq!(s.max_record_bytes, 2_000_000);
+        let why = refusal(&[
+            "--kafka-brokers",
+            "k:9092",
+            "--kafka-config",
+            "message.max.bytes=2000000",
+        ]);
+        assert!(why.contains("--kafka-message-max-bytes (1000000)"), "{why}");
     }
 
     #[test]

@@ -91,6 +91,7 @@ impl Application {
             registry,
             auth: cfg.auth,
             max_payload_bytes: cfg.max_payload_bytes,
+            max_record_bytes: cfg.max_record_bytes,
             producer_defaults: cfg.producer_defaults,
             commits,
             address_policy,

@@ -40,7 +40,7 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
         (status = 403, description = "Token of another biz_id", body = ErrorBody),
         (status = 409, description = "Same key, different content; or rolled back before", body = ErrorBody),
-        (status = 413, description = "Payload over the limit", body = ErrorBody),
+        (status = 413, description = "Payload over the limit, or the Kafka record it makes (with key and headers) over the record limit", body = ErrorBody),
     ),
     security(("bearer" = [])))]
 pub(crate) async fn prepare(
@@ -53,7 +53,7 @@ pub(crate) async fn prepare(
         Some(p) => Some(p),
         None => state.producer(&req.biz_id).await?,
     };
-    let valid = validate::prepare(&req, state.max_payload_bytes)?;
+    let valid = validate::prepare(&req, state.max_payload_bytes, state.max_record_bytes)?;
     let first_verify_after = registered.map_or(state.producer_defaults.first_verify_after, |p| {
         Duration::from_millis(p.first_verify_after_ms.into())
     });

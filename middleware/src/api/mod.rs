@@ -12,7 +12,7 @@ mod health;
 mod messages;
 pub mod openapi;
 mod producers;
-mod validate;
+pub(crate) mod validate;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +51,8 @@ pub(crate) struct AppState {
     pub(crate) auth: auth::AuthConfig,
     /// Largest payload in bytes after decoding.
     pub(crate) max_payload_bytes: usize,
+    /// Largest Kafka record a prepare may make (librdkafka's `message.max.bytes`).
+    pub(crate) max_record_bytes: usize,
     /// Fallbacks for producer settings.
     pub(crate) producer_defaults: ProducerDefaults,
     /// Batches concurrent prepares and decisions into shared transactions.

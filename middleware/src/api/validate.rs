@@ -10,6 +10,7 @@ use base64::Engine;
 use trustmsg_verify_api::{kafka_headers, PayloadEncoding, PrepareRequest};
 
 use super::error::ApiError;
+use crate::forwarder::kafka::record_size;
 
 /// Longest biz_id.
 pub(crate) const MAX_BIZ_ID: usize = 64;
@@ -172,7 +173,7 @@ pub(crate) fn payload(
     };
     if bytes.len() > max_bytes {
         return Err(ApiError::TooLarge(format!(
-            "payload is {} bytes; the limit is {max_bytes} bytes",
+            "payload is {} bytes; the limit is {max_bytes} bytes (--max-payload-bytes)",
             bytes.len()
         )));
     }
@@ -188,8 +189,38 @@ pub(crate) struct ValidPrepare {
     pub(crate) headers: BTreeMap<String, String>,
 }
 
+/// The Kafka record the message will be must fit the producer's
+/// `message.max.bytes`, or the forwarder could never send what prepare accepted.
+pub(crate) fn record(
+    req: &PrepareRequest,
+    payload_len: usize,
+    headers: &BTreeMap<String, String>,
+    max_record: usize,
+) -> Result<(), ApiError> {
+    let size = record_size(
+        req.key.as_deref(),
+        payload_len,
+        headers,
+        &req.biz_id,
+        &req.message_key,
+        None,
+    );
+    if size > max_record {
+        return Err(ApiError::TooLarge(format!(
+            "the Kafka record would be {size} bytes (payload {payload_len}, plus key, headers \
+             and framing); the record limit is {max_record} bytes (--kafka-message-max-bytes): \
+             send a smaller payload, key or headers"
+        )));
+    }
+    Ok(())
+}
+
 /// Checks a whole prepare request.
-pub(crate) fn prepare(req: &PrepareRequest, max_payload: usize) -> Result<ValidPrepare, ApiError> {
+pub(crate) fn prepare(
+    req: &PrepareRequest,
+    max_payload: usize,
+    max_record: usize,
+) -> Result<ValidPrepare, ApiError> {
     biz_id(&req.biz_id)?;
     message_key(&req.message_key)?;
     topic(&req.topic)?;
@@ -201,6 +232,7 @@ pub(crate) fn prepare(req: &PrepareRequest, max_payload: usize) -> Result<ValidP
         req.payload_encoding.unwrap_or_default(),
         max_payload,
     )?;
+    record(req, payload.len(), &hdrs, max_record)?;
     Ok(ValidPrepare {
         payload,
         headers: hdrs,

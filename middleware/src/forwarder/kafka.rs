@@ -23,6 +23,7 @@
 //! out-of-order sequence) in which every send fails; the sink then builds a new
 //! producer so one bad episode does not fail every later message.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -45,6 +46,61 @@ const RESERVED_SETTINGS: &[&str] = &[
     "message.timeout.ms",
     "delivery.timeout.ms",
 ];
+
+/// librdkafka's name for the record size limit, which trustmsg sets from
+/// `--kafka-message-max-bytes` because prepare checks against the same number.
+const MESSAGE_MAX_BYTES: &str = "message.max.bytes";
+
+/// The framing librdkafka counts on top of key, value and headers when it
+/// checks a record against `message.max.bytes` (`RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD`:
+/// length, attributes, timestamp and offset deltas, key and value lengths and
+/// header count, each at its widest).
+const RECORD_OVERHEAD: usize = 36;
+
+/// The most digits a message id (a `u64`) has: at prepare the id is not known
+/// yet, so its header is counted at its longest.
+const MAX_MESSAGE_ID_DIGITS: usize = 20;
+
+/// Bytes of a zigzag varint of `n`, as Kafka encodes header lengths.
+fn varint_len(n: usize) -> usize {
+    let mut v = (n as u64) << 1;
+    let mut len = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        len += 1;
+    }
+    len
+}
+
+/// What one header adds to a record.
+fn header_len(name: usize, value: usize) -> usize {
+    varint_len(name) + name + varint_len(value) + value
+}
+
+/// The size librdkafka checks against `message.max.bytes` for the record
+/// [`KafkaSink::send`] builds from this message: the same arithmetic as
+/// librdkafka's `rd_kafka_msg_max_wire_size`, so a message whose size is at
+/// most the limit is never refused as too large. `message_id_len` is the
+/// length of the id header's value; `None` counts it at its longest.
+pub(crate) fn record_size(
+    key: Option<&str>,
+    payload_len: usize,
+    headers: &BTreeMap<String, String>,
+    biz_id: &str,
+    message_key: &str,
+    message_id_len: Option<usize>,
+) -> usize {
+    let user: usize = headers
+        .iter()
+        .map(|(k, v)| header_len(k.len(), v.len()))
+        .sum();
+    let own = header_len(
+        kafka_headers::MESSAGE_ID.len(),
+        message_id_len.unwrap_or(MAX_MESSAGE_ID_DIGITS),
+    ) + header_len(kafka_headers::BIZ_ID.len(), biz_id.len())
+        + header_len(kafka_headers::MESSAGE_KEY.len(), message_key.len());
+    RECORD_OVERHEAD + key.map_or(0, str::len) + payload_len + user + own
+}
 
 /// How long `send` waits for room in librdkafka's local queue before it
 /// reports a (transient) queue-full error.
@@ -86,12 +142,18 @@ pub(crate) struct KafkaSettings {
     pub(crate) extra: Vec<(String, String)>,
     /// `message.timeout.ms`: the longest a send stays in flight.
     pub(crate) message_timeout: Duration,
+    /// `message.max.bytes`: the largest record, as [`record_size`] counts it.
+    pub(crate) message_max_bytes: usize,
 }
 
 impl KafkaSettings {
-    /// Parses `--kafka-config` entries, refusing malformed ones and the
-    /// settings the forwarder owns.
-    pub(crate) fn parse_extra(entries: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    /// Parses `--kafka-config` entries, refusing malformed ones, the settings
+    /// the forwarder owns, and a `message.max.bytes` other than
+    /// `message_max_bytes` (prepare checks records against that one).
+    pub(crate) fn parse_extra(
+        entries: &[String],
+        message_max_bytes: usize,
+    ) -> anyhow::Result<Vec<(String, String)>> {
         entries
             .iter()
             .filter(|e| !e.trim().is_empty())
@@ -107,6 +169,14 @@ impl KafkaSettings {
                          --kafka-message-timeout for the others)"
                     );
                 }
+                if k == MESSAGE_MAX_BYTES && v.trim() != message_max_bytes.to_string() {
+                    anyhow::bail!(
+                        "--kafka-config {k}={} disagrees with --kafka-message-max-bytes \
+                         ({message_max_bytes}), which prepare checks records against: \
+                         set --kafka-message-max-bytes instead",
+                        v.trim()
+                    );
+                }
                 Ok((k.to_string(), v.trim().to_string()))
             })
             .collect()
@@ -120,6 +190,7 @@ impl KafkaSettings {
         c.set("bootstrap.servers", &self.brokers)
             .set("enable.idempotence", "true")
             .set("acks", "all")
+            .set(MESSAGE_MAX_BYTES, self.message_max_bytes.to_string())
             .set(
                 "message.timeout.ms",
                 self.message_timeout.as_millis().max(1).to_string(),
@@ -329,12 +400,100 @@ mod tests {
 
     #[test]
     fn reserved_settings_cannot_be_overridden() {
-        assert!(KafkaSettings::parse_extra(&["acks=1".into()]).is_err());
-        assert!(KafkaSettings::parse_extra(&["enable.idempotence=false".into()]).is_err());
-        assert!(KafkaSettings::parse_extra(&["linger.ms".into()]).is_err());
+        let parse = |e: &str| KafkaSettings::parse_extra(&[e.into()], 1_000_000);
+        assert!(parse("acks=1").is_err());
+        assert!(parse("enable.idempotence=false").is_err());
+        assert!(parse("linger.ms").is_err());
         assert_eq!(
-            KafkaSettings::parse_extra(&["linger.ms=5".into()]).unwrap(),
+            parse("linger.ms=5").unwrap(),
             vec![("linger.ms".to_string(), "5".to_string())]
+        );
+    }
+
+    #[test]
+    fn a_message_max_bytes_override_must_agree_with_the_flag() {
+        let why = KafkaSettings::parse_extra(&["message.max.bytes=2000000".into()], 1_000_000)
+            .unwrap_err()
+            .to_string();
+        assert!(why.contains("--kafka-message-max-bytes (1000000)"), "{why}");
+        assert!(
+            KafkaSettings::parse_extra(&["message.max.bytes=1000000".into()], 1_000_000).is_ok()
+        );
+    }
+
+    /// Whether librdkafka, limited to `limit` bytes, takes a record of this
+    /// shape into its queue (it checks the size there, before any broker).
+    fn librdkafka_takes(
+        limit: usize,
+        key: &str,
+        payload: &[u8],
+        headers: &BTreeMap<String, String>,
+    ) -> bool {
+        use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+        let producer: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", "127.0.0.1:9")
+            .set(MESSAGE_MAX_BYTES, limit.to_string())
+            .create()
+            .unwrap();
+        let mut hdrs = OwnedHeaders::new();
+        for (k, v) in headers {
+            hdrs = hdrs.insert(Header {
+                key: k,
+                value: Some(v.as_bytes()),
+            });
+        }
+        for (name, value) in [
+            (kafka_headers::MESSAGE_ID, "12345"),
+            (kafka_headers::BIZ_ID, "orders"),
+            (kafka_headers::MESSAGE_KEY, "o-1"),
+        ] {
+            hdrs = hdrs.insert(Header {
+                key: name,
+                value: Some(value.as_bytes()),
+            });
+        }
+        let record = BaseRecord::<str, [u8]>::to("t")
+            .key(key)
+            .payload(payload)
+            .headers(hdrs);
+        let taken = match producer.send(record) {
+            Ok(()) => true,
+            Err((e, _)) => {
+                assert_eq!(
+                    e.rdkafka_error_code(),
+                    Some(RDKafkaErrorCode::MessageSizeTooLarge),
+                    "{e}"
+                );
+                false
+            }
+        };
+        producer.purge(rdkafka::producer::PurgeConfig::default().queue());
+        taken
+    }
+
+    #[test]
+    fn record_size_is_the_size_librdkafka_checks_against_its_limit() {
+        let limit = 5_000;
+        let mut headers = BTreeMap::new();
+        headers.insert("content-type".to_string(), "application/json".to_string());
+        headers.insert("h".repeat(70), "v".repeat(300));
+        let key = "k".repeat(200);
+        let fixed = record_size(Some(&key), 0, &headers, "orders", "o-1", Some(5));
+        let fits = limit - fixed;
+        assert_eq!(
+            record_size(Some(&key), fits, &headers, "orders", "o-1", Some(5)),
+            limit
+        );
+        assert!(librdkafka_takes(limit, &key, &vec![b'x'; fits], &headers));
+        assert!(!librdkafka_takes(
+            limit,
+            &key,
+            &vec![b'x'; fits + 1],
+            &headers
+        ));
+        assert!(
+            record_size(Some(&key), fits, &headers, "orders", "o-1", None) > limit,
+            "an unknown id is counted at its longest"
         );
     }
 }

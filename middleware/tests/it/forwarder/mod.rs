@@ -5,6 +5,7 @@
 mod claims;
 mod delivery;
 mod faults;
+mod record_size;
 mod shutdown;
 
 use std::time::{Duration, Instant};
