@@ -94,6 +94,11 @@ pub struct ServeArgs {
     #[arg(long, env = "TRUSTMSG_MAX_PAYLOAD_BYTES", default_value = "960000", value_parser = at_least_one::<NonZeroUsize>)]
     pub max_payload_bytes: NonZeroUsize,
 
+    /// API requests served at once; more are answered 503 `overloaded` with
+    /// `Retry-After` instead of queueing (health and metrics are not counted).
+    #[arg(long, env = "TRUSTMSG_MAX_CONCURRENT_REQUESTS", default_value = "512", value_parser = at_least_one::<NonZeroUsize>)]
+    pub max_concurrent_requests: NonZeroUsize,
+
     /// How long a producer registration is cached before it is read again.
     /// Updates made through this instance are seen at once.
     #[arg(long, env = "TRUSTMSG_PRODUCER_CACHE_TTL", default_value = "30s", value_parser = duration)]
@@ -334,6 +339,8 @@ pub(crate) struct Settings {
     pub(crate) max_payload_bytes: usize,
     /// Largest Kafka record (librdkafka's `message.max.bytes`).
     pub(crate) max_record_bytes: usize,
+    /// API requests served at once.
+    pub(crate) max_concurrent_requests: usize,
     /// Fallbacks for producer registrations.
     pub(crate) producer_defaults: ProducerDefaults,
     /// How long a producer registration is cached.
@@ -430,6 +437,7 @@ impl ServeArgs {
             },
             max_payload_bytes: self.max_payload_bytes.get(),
             max_record_bytes: f.kafka_message_max_bytes.get(),
+            max_concurrent_requests: self.max_concurrent_requests.get(),
             producer_defaults: ProducerDefaults {
                 first_verify_after: v.first_verify_after,
                 verify_timeout: v.verify_timeout,
@@ -607,6 +615,7 @@ mod tests {
             "--write-workers",
             "--write-batch",
             "--max-payload-bytes",
+            "--max-concurrent-requests",
             "--sweep-batch",
             "--max-send-attempts",
             "--send-concurrency",

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
 
 use crate::alert::Alerter;
+use crate::api::load_shed::InFlight;
 use crate::api::{self, AppState};
 use crate::coalesce::Coalescer;
 use crate::config::{Forwarding, ServeArgs};
@@ -95,6 +96,7 @@ impl Application {
             producer_defaults: cfg.producer_defaults,
             commits,
             address_policy,
+            in_flight: InFlight::new(cfg.max_concurrent_requests),
         };
 
         let listener = TcpListener::bind(cfg.listen)

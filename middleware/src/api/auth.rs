@@ -5,11 +5,20 @@
 //! apart (403) from a bad token (401) without a reverse index. Only the SHA-256
 //! of a token is stored, and comparisons are constant-time. The admin token may
 //! act on any biz_id. With `--insecure-no-auth` nothing is checked.
+//!
+//! The token is checked from the request's head, by [`authenticate`] and
+//! [`admin_only`] layered on the routes, before any handler reads the body:
+//! a caller without a valid token costs no body buffering or parsing, however
+//! large a body it announces. Which biz_id a producer acts for is in the
+//! body, so that check ([`Authenticated::may_act_for`]) comes after.
 
 use axum::http::header::AUTHORIZATION;
 use std::sync::Arc;
 
+use axum::extract::{Request, State};
 use axum::http::HeaderMap;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use rand::Rng;
@@ -127,35 +136,78 @@ impl AppState {
         }
     }
 
-    /// Requires a caller allowed to act for `biz_id`: its own producer token or the admin token.
-    ///
-    /// A producer token yields the registration it was checked against, so
-    /// callers need not look it up again; the admin token yields None.
-    pub(crate) async fn require_producer(
-        &self,
-        headers: &HeaderMap,
-        biz_id: &str,
-    ) -> Result<Option<Arc<Producer>>, ApiError> {
+    /// Checks the token: the admin token, or a producer token that matches
+    /// its registration (401 otherwise).
+    async fn authenticated(&self, headers: &HeaderMap) -> Result<Authenticated, ApiError> {
         let (token_biz, token) = match self.caller(headers)? {
-            Caller::Admin => return Ok(None),
+            Caller::Admin => return Ok(Authenticated::Admin),
             Caller::Producer { biz_id, token } => (biz_id, token),
         };
-        let producer = self
-            .producer(&token_biz)
+        self.producer(&token_biz)
             .await?
             .filter(|p| ct_eq(&hash_token(&token), &p.token_hash))
-            .ok_or_else(|| ApiError::Unauthorized("unknown or revoked token".into()))?;
-        if token_biz != biz_id {
-            return Err(ApiError::Forbidden(format!(
-                "this token belongs to biz_id {token_biz:?} and cannot act for {biz_id:?}"
-            )));
-        }
-        Ok(Some(producer))
+            .map(Authenticated::Producer)
+            .ok_or_else(|| ApiError::Unauthorized("unknown or revoked token".into()))
     }
 
     /// The (cached) registration of `biz_id`.
     pub(crate) async fn producer(&self, biz_id: &str) -> Result<Option<Arc<Producer>>, ApiError> {
         Ok(self.registry.get(biz_id).await?)
+    }
+}
+
+/// Who a request's token proved to be; [`authenticate`] puts it in the
+/// request's extensions for the handlers.
+#[derive(Debug, Clone)]
+pub(crate) enum Authenticated {
+    /// The admin token (or any caller in insecure mode): may act for any biz_id.
+    Admin,
+    /// A producer token, with the registration it was checked against.
+    Producer(Arc<Producer>),
+}
+
+impl Authenticated {
+    /// Allows acting for `biz_id` to the admin and to that biz_id's own
+    /// producer (403 for another's). A producer yields its registration, so
+    /// handlers need not look it up again; the admin yields None.
+    pub(crate) fn may_act_for(&self, biz_id: &str) -> Result<Option<Arc<Producer>>, ApiError> {
+        match self {
+            Self::Admin => Ok(None),
+            Self::Producer(p) if p.biz_id == biz_id => Ok(Some(p.clone())),
+            Self::Producer(p) => Err(ApiError::Forbidden(format!(
+                "this token belongs to biz_id {:?} and cannot act for {biz_id:?}",
+                p.biz_id
+            ))),
+        }
+    }
+}
+
+/// Middleware for the producer API: refuses a request without a valid token
+/// (401) from its head alone, and hands the handlers an [`Authenticated`].
+pub(crate) async fn authenticate(
+    State(state): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    match state.authenticated(req.headers()).await {
+        Ok(who) => {
+            req.extensions_mut().insert(who);
+            next.run(req).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Middleware for the admin API: refuses anything but the admin token (401,
+/// or 403 for a producer token) from the request's head alone.
+pub(crate) async fn admin_only(
+    State(state): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Response {
+    match state.require_admin(req.headers()) {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
     }
 }
 

@@ -3,6 +3,7 @@
 //!
 //! 5xx causes are logged here and never sent to the client.
 
+use axum::http::header::RETRY_AFTER;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -50,6 +51,9 @@ pub(crate) enum ApiError {
         /// What it conflicts with.
         message: String,
     },
+    /// Too many requests in flight: 503 with `Retry-After`.
+    #[error("{0}")]
+    Overloaded(String),
     /// The store failed: 503 (500 for a row that cannot be read), cause logged.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -97,6 +101,7 @@ impl ApiError {
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::NotFound { code, .. } => (StatusCode::NOT_FOUND, code),
             Self::Conflict { code, .. } => (StatusCode::CONFLICT, code),
+            Self::Overloaded(_) => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
             // Retrying reads the same unreadable row: not a "retry later".
             Self::Store(StoreError::Corrupt(_)) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
             Self::Store(_) | Self::Registry(_) => {
@@ -132,6 +137,10 @@ impl IntoResponse for ApiError {
                 message,
             },
         };
+        if matches!(self, Self::Overloaded(_)) {
+            // A slot frees as soon as one request in flight is answered.
+            return (status, [(RETRY_AFTER, "1")], Json(body)).into_response();
+        }
         (status, Json(body)).into_response()
     }
 }

@@ -4,30 +4,44 @@
 use std::time::Duration;
 
 use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
+use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
+use axum::Extension;
 use axum::Router;
 use trustmsg_verify_api::{DecisionRequest, ErrorBody, MessageView, PrepareRequest};
 
+use super::auth::{self, Authenticated};
 use super::error::ApiError;
 use super::{validate, AppState, Json};
 use crate::store::{DecideOutcome, Inserted, NewMessage};
 
-/// Routes under `/v1/messages`.
+/// The most a commit or rollback body may be: two short strings, each at
+/// most a few hundred bytes even with every character JSON-escaped.
+pub(crate) const DECISION_BODY_LIMIT: usize = 8 * 1024;
+
+/// Routes under `/v1/messages`; the token is checked before any body is read.
 pub(crate) fn router(state: &AppState) -> Router<AppState> {
     // The body limit bounds what is buffered before validation: room for the
     // payload in its most expensive JSON form (every byte escaped as \u00XX)
     // plus the other fields. The decoded payload is then checked exactly.
-    let body_limit = state
+    let prepare_limit = state
         .max_payload_bytes
         .saturating_mul(6)
         .saturating_add(64 * 1024);
+    let decision_limit = DefaultBodyLimit::max(DECISION_BODY_LIMIT);
     Router::new()
-        .route("/v1/messages/prepare", post(prepare))
-        .route("/v1/messages/commit", post(commit))
-        .route("/v1/messages/rollback", post(rollback))
+        .route(
+            "/v1/messages/prepare",
+            post(prepare).layer(DefaultBodyLimit::max(prepare_limit)),
+        )
+        .route("/v1/messages/commit", post(commit).layer(decision_limit))
+        .route(
+            "/v1/messages/rollback",
+            post(rollback).layer(decision_limit),
+        )
         .route("/v1/messages/{biz_id}/{message_key}", get(get_message))
-        .layer(DefaultBodyLimit::max(body_limit))
+        .route_layer(from_fn_with_state(state.clone(), auth::authenticate))
 }
 
 /// Stores a PREPARED message.
@@ -45,11 +59,11 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
     security(("bearer" = [])))]
 pub(crate) async fn prepare(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Extension(who): Extension<Authenticated>,
     Json(req): Json<PrepareRequest>,
 ) -> Result<(StatusCode, axum::Json<MessageView>), ApiError> {
     validate::biz_id(&req.biz_id)?;
-    let registered = match state.require_producer(&headers, &req.biz_id).await? {
+    let registered = match who.may_act_for(&req.biz_id)? {
         Some(p) => Some(p),
         None => state.producer(&req.biz_id).await?,
     };
@@ -94,16 +108,17 @@ pub(crate) async fn prepare(
     request_body = DecisionRequest,
     responses(
         (status = 200, description = "Committed (or already was)", body = MessageView),
+        (status = 413, description = "Body over 8 KiB", body = ErrorBody),
         (status = 404, description = "Never prepared; nothing was created", body = ErrorBody),
         (status = 409, description = "Already rolled back", body = ErrorBody),
     ),
     security(("bearer" = [])))]
 pub(crate) async fn commit(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Extension(who): Extension<Authenticated>,
     Json(req): Json<DecisionRequest>,
 ) -> Result<axum::Json<MessageView>, ApiError> {
-    decide(state, headers, req, true).await
+    decide(state, &who, req, true).await
 }
 
 /// Rolls back a message; an unknown one leaves a tombstone.
@@ -111,26 +126,27 @@ pub(crate) async fn commit(
     request_body = DecisionRequest,
     responses(
         (status = 200, description = "Rolled back (or already was; or a tombstone now blocks a late prepare)", body = MessageView),
+        (status = 413, description = "Body over 8 KiB", body = ErrorBody),
         (status = 409, description = "Already committed", body = ErrorBody),
     ),
     security(("bearer" = [])))]
 pub(crate) async fn rollback(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Extension(who): Extension<Authenticated>,
     Json(req): Json<DecisionRequest>,
 ) -> Result<axum::Json<MessageView>, ApiError> {
-    decide(state, headers, req, false).await
+    decide(state, &who, req, false).await
 }
 
 async fn decide(
     state: AppState,
-    headers: HeaderMap,
+    who: &Authenticated,
     req: DecisionRequest,
     commit: bool,
 ) -> Result<axum::Json<MessageView>, ApiError> {
     validate::biz_id(&req.biz_id)?;
     validate::message_key(&req.message_key)?;
-    state.require_producer(&headers, &req.biz_id).await?;
+    who.may_act_for(&req.biz_id)?;
     let outcome = state
         .writes
         .decide(req.biz_id.clone(), req.message_key.clone(), commit)
@@ -177,12 +193,12 @@ async fn decide(
     security(("bearer" = [])))]
 pub(crate) async fn get_message(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Extension(who): Extension<Authenticated>,
     Path((biz_id, message_key)): Path<(String, String)>,
 ) -> Result<axum::Json<MessageView>, ApiError> {
     validate::biz_id(&biz_id)?;
     validate::message_key(&message_key)?;
-    state.require_producer(&headers, &biz_id).await?;
+    who.may_act_for(&biz_id)?;
     state
         .store
         .find_message(&biz_id, &message_key)

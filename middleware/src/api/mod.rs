@@ -3,12 +3,15 @@
 //! - [`messages`]: the producer API (prepare, commit, rollback, get);
 //! - [`producers`]: the producer registry (admin token);
 //! - [`health`]: `/healthz`, `/readyz`, `/metrics`, `/openapi.json`;
+//! - [`auth`]: tokens, checked before any body is read;
+//! - [`load_shed`]: the bound on requests in flight (503 beyond it);
 //! - [`openapi`]: the OpenAPI document of all of the above;
 //! - [`error`]: the one error type every handler returns, and its JSON body.
 
 pub(crate) mod auth;
 mod error;
 mod health;
+pub(crate) mod load_shed;
 mod messages;
 pub mod openapi;
 mod producers;
@@ -19,7 +22,7 @@ use std::time::Duration;
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Request};
-use axum::Router;
+use axum::{middleware, Router};
 use serde::de::DeserializeOwned;
 
 use crate::address_policy::AddressPolicy;
@@ -61,13 +64,19 @@ pub(crate) struct AppState {
     pub(crate) commits: Arc<dyn CommitListener>,
     /// Which check-back addresses are allowed (checked at registration).
     pub(crate) address_policy: Arc<AddressPolicy>,
+    /// Slots for API requests in flight (`--max-concurrent-requests`).
+    pub(crate) in_flight: load_shed::InFlight,
 }
 
 /// The whole API.
 pub(crate) fn router(state: AppState) -> Router {
-    Router::new()
+    let shed = middleware::from_fn_with_state(state.in_flight.clone(), load_shed::shed_load);
+    let api = Router::new()
         .merge(messages::router(&state))
-        .merge(producers::router())
+        .merge(producers::router(&state))
+        .route_layer(shed);
+    Router::new()
+        .merge(api)
         .merge(health::router())
         .with_state(state)
 }
@@ -100,7 +109,9 @@ fn json_rejection(r: JsonRejection) -> ApiError {
         JsonRejection::JsonDataError(e) => ApiError::invalid("invalid_body", e.body_text()),
         JsonRejection::JsonSyntaxError(e) => ApiError::invalid("invalid_json", e.body_text()),
         other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(
-            "request body is over the size limit; check --max-payload-bytes".into(),
+            "request body is over this endpoint's size limit (a prepare: 6 × --max-payload-bytes \
+             + 64 KiB; a commit or rollback: 8 KiB)"
+                .into(),
         ),
         other => ApiError::invalid("invalid_body", other.body_text()),
     }

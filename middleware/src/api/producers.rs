@@ -6,7 +6,8 @@
 //! secret is kept, because trustmsg signs every check-back call with it.
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
+use axum::middleware::from_fn_with_state;
 use axum::routing::{post, put};
 use axum::Router;
 use base64::engine::general_purpose::STANDARD;
@@ -14,20 +15,21 @@ use base64::Engine;
 use rand::Rng;
 use trustmsg_verify_api::{webhook, ErrorBody, ProducerSettings, ProducerView};
 
-use super::auth::{hash_token, new_producer_token};
+use super::auth::{self, hash_token, new_producer_token};
 use super::error::ApiError;
 use super::{validate, AppState, Json};
 use crate::store::{Producer, ProducerRecord};
 use crate::verifier::MAX_VERIFY_TIMEOUT;
 
-/// Routes under `/v1/producers`.
-pub(crate) fn router() -> Router<AppState> {
+/// Routes under `/v1/producers`, admin token only (checked before any body is read).
+pub(crate) fn router(state: &AppState) -> Router<AppState> {
     Router::new()
         .route(
             "/v1/producers/{biz_id}",
             put(put_producer).get(get_producer).delete(delete_producer),
         )
         .route("/v1/producers/{biz_id}/rotate-token", post(rotate_token))
+        .route_layer(from_fn_with_state(state.clone(), auth::admin_only))
 }
 
 fn view(p: &Producer, token: Option<String>) -> ProducerView {
@@ -79,11 +81,9 @@ fn check_range(name: &str, v: u32, min: u32, max: u32) -> Result<(), ApiError> {
     security(("admin" = [])))]
 pub(crate) async fn put_producer(
     State(state): State<AppState>,
-    headers: HeaderMap,
     Path(biz_id): Path<String>,
     Json(settings): Json<ProducerSettings>,
 ) -> Result<(StatusCode, axum::Json<ProducerView>), ApiError> {
-    state.require_admin(&headers)?;
     validate::biz_id(&biz_id)?;
     let url = url::Url::parse(&settings.verify_url).map_err(|e| {
         ApiError::invalid(
@@ -146,10 +146,8 @@ pub(crate) async fn put_producer(
     security(("admin" = [])))]
 pub(crate) async fn get_producer(
     State(state): State<AppState>,
-    headers: HeaderMap,
     Path(biz_id): Path<String>,
 ) -> Result<axum::Json<ProducerView>, ApiError> {
-    state.require_admin(&headers)?;
     validate::biz_id(&biz_id)?;
     let p = state
         .store
@@ -169,10 +167,8 @@ pub(crate) async fn get_producer(
     security(("admin" = [])))]
 pub(crate) async fn delete_producer(
     State(state): State<AppState>,
-    headers: HeaderMap,
     Path(biz_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    state.require_admin(&headers)?;
     validate::biz_id(&biz_id)?;
     let deleted = state.store.delete_producer(&biz_id).await?;
     state.registry.invalidate(&biz_id).await;
@@ -192,10 +188,8 @@ pub(crate) async fn delete_producer(
     security(("admin" = [])))]
 pub(crate) async fn rotate_token(
     State(state): State<AppState>,
-    headers: HeaderMap,
     Path(biz_id): Path<String>,
 ) -> Result<axum::Json<ProducerView>, ApiError> {
-    state.require_admin(&headers)?;
     validate::biz_id(&biz_id)?;
     let token = new_producer_token(&biz_id);
     if !state

@@ -3,6 +3,7 @@
 
 mod auth;
 mod concurrency;
+mod limits;
 mod messages;
 mod producers;
 mod sqlite;
