@@ -16,7 +16,15 @@
 //! - due-times are computed with the database clock, so instances with skewed
 //!   clocks agree on what is due;
 //! - claims (for sending or for check-back) push the due-time out by a lease, so
-//!   a crashed claimer's rows come back once the lease runs out.
+//!   a crashed claimer's rows come back once the lease runs out;
+//! - a claim reads its rows one by one: a row this version cannot read (a
+//!   value it does not know, headers that are not JSON: [`StoreError::Corrupt`])
+//!   is quarantined instead of failing the batch. Its due column is set to
+//!   NULL (no scan takes it again), `last_error` says `quarantined: unreadable
+//!   row: <why>`, an audit row with action `quarantine` is written, and the
+//!   claim reports it ([`Claimed::quarantined`]) so the worker alerts once.
+//!   Otherwise the same row would fail every claim that reaches it and stall
+//!   the forwarder or the verifier for every message behind it.
 
 mod decide;
 mod model;
@@ -32,8 +40,8 @@ use chrono::{DateTime, Utc};
 
 pub use decide::{decide, decide_batch, DecideOutcome, DecideRequest, Target};
 pub use model::{
-    Actor, AuditEntry, Inserted, Message, NewMessage, Producer, ProducerRecord, SentMark,
-    Transition,
+    Actor, AuditEntry, Claimed, Inserted, Message, NewMessage, Producer, ProducerRecord,
+    Quarantined, SentMark, Transition,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should
@@ -50,7 +58,8 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     /// A row holds a value this version cannot read (an unknown status, text
     /// that is not UTF-8, a number out of range, headers that are not JSON).
-    /// Retrying reads the same row: alert, a person must look at it.
+    /// Retrying reads the same row: alert, a person must look at it. (A
+    /// claim quarantines such a row and goes on with the others.)
     #[error("unreadable row: {0}")]
     Corrupt(String),
     /// A decision kept losing its guarded UPDATE to concurrent writers. Each
@@ -129,8 +138,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Claims up to `limit` committed rows whose send is due, pushing their
     /// `next_send_at` out by `lease` and bumping `version`. Rows another
-    /// instance is claiming right now are skipped, not waited for.
-    async fn claim_due_sends(&self, limit: u32, lease: Duration) -> StoreResult<Vec<Message>>;
+    /// instance is claiming right now are skipped, not waited for. A row it
+    /// cannot read is quarantined (see the module docs), not returned.
+    async fn claim_due_sends(&self, limit: u32, lease: Duration) -> StoreResult<Claimed>;
     /// Marks claimed rows SENT (guarded by the claim's version); returns how many matched.
     async fn mark_sent(&self, marks: &[SentMark]) -> StoreResult<u64>;
     /// Records a failed send attempt and schedules the next one after `delay`.
@@ -163,7 +173,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Claims up to `limit` PREPARED rows whose check-back is due, like
     /// [`Store::claim_due_sends`].
-    async fn claim_due_verifies(&self, limit: u32, lease: Duration) -> StoreResult<Vec<Message>>;
+    async fn claim_due_verifies(&self, limit: u32, lease: Duration) -> StoreResult<Claimed>;
     /// Records a check-back attempt that decided nothing and schedules the next.
     async fn reschedule_verify(
         &self,
