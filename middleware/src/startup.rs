@@ -94,6 +94,7 @@ impl Application {
             producer_defaults: cfg.producer_defaults,
             commits,
             address_policy,
+            request_timeout: cfg.request_timeout,
         };
 
         let listener = TcpListener::bind(cfg.listen)

@@ -71,6 +71,11 @@ pub enum StoreError {
     /// row's current state.
     #[error("row vanished: {0}")]
     Vanished(&'static str),
+    /// The database could not be reached, as found by a statement made for
+    /// several callers at once (each gets this copy of the cause). Transient:
+    /// retry later.
+    #[error("database unreachable: {0}")]
+    Unavailable(String),
     /// The write batcher has stopped because the service is shutting down.
     /// Retry against another instance (or this one once it is back).
     #[error("the write batcher stopped (shutting down)")]
@@ -79,6 +84,27 @@ pub enum StoreError {
     /// with its password redacted). Fix the configuration.
     #[error("unsupported --database-url {0:?}: use mysql://user:pass@host/db or sqlite://path.db")]
     UnsupportedUrl(String),
+}
+
+impl StoreError {
+    /// Whether the database could not be reached at all (no connection, a
+    /// connection lost, the pool's acquire timeout): every statement would
+    /// fail the same way for now, so retrying at once, or statement by
+    /// statement, only adds waiting.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            Self::Db(e) => matches!(
+                e,
+                sqlx::Error::Io(_)
+                    | sqlx::Error::Tls(_)
+                    | sqlx::Error::PoolTimedOut
+                    | sqlx::Error::PoolClosed
+                    | sqlx::Error::WorkerCrashed
+            ),
+            Self::Unavailable(_) => true,
+            _ => false,
+        }
+    }
 }
 
 /// Result of a store operation.
@@ -253,4 +279,22 @@ pub async fn create_database_if_missing(url: &str) -> StoreResult<()> {
         tracing::info!(url = %redact_url(url), "created database");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_errors_of_reaching_the_database_count_as_unreachable() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert!(StoreError::Db(sqlx::Error::Io(refused)).is_unreachable());
+        assert!(StoreError::Db(sqlx::Error::PoolTimedOut).is_unreachable());
+        assert!(StoreError::Unavailable("gone".into()).is_unreachable());
+        // A statement the database refused, or a row it returned, says
+        // nothing about the next statement: worth retrying one by one.
+        assert!(!StoreError::Db(sqlx::Error::RowNotFound).is_unreachable());
+        assert!(!StoreError::Corrupt("headers".into()).is_unreachable());
+        assert!(!StoreError::Contention("decide").is_unreachable());
+    }
 }

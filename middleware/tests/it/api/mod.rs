@@ -4,6 +4,7 @@
 mod auth;
 mod concurrency;
 mod messages;
+mod outage;
 mod producers;
 mod sqlite;
 mod validation;
