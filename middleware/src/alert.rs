@@ -1,4 +1,5 @@
-//! Alerts: a message needs a person (VERIFY_FAILED, SEND_FAILED).
+//! Alerts: a message needs a person (VERIFY_FAILED, SEND_FAILED, a row
+//! quarantined because it could not be read).
 //!
 //! An alert is a structured ERROR log line, a Prometheus counter
 //! (`trustmsg_alerts_total{kind}`) and, when `--alert-webhook` is set, a JSON
@@ -24,6 +25,8 @@ use backon::{ExponentialBuilder, Retryable};
 use serde::Serialize;
 use tokio::sync::Notify;
 
+use crate::store::Quarantined;
+
 /// Webhook deliveries waiting at most; beyond it the oldest is dropped.
 pub const ALERT_QUEUE: usize = 1024;
 
@@ -35,6 +38,10 @@ pub enum AlertKind {
     VerifyFailed,
     /// Kafka refused the message permanently or the attempt limit was reached.
     SendFailed,
+    /// A claim found the row due but could not read it (a value this version
+    /// does not know, headers that are not JSON) and set it aside: it is
+    /// neither sent nor checked until a person repairs it.
+    Quarantined,
 }
 
 impl AlertKind {
@@ -42,6 +49,7 @@ impl AlertKind {
         match self {
             Self::VerifyFailed => "verify_failed",
             Self::SendFailed => "send_failed",
+            Self::Quarantined => "quarantined",
         }
     }
 }
@@ -57,7 +65,8 @@ pub struct Alert {
     pub biz_id: String,
     /// The producer's message key.
     pub message_key: String,
-    /// Check-back attempts (verify_failed) or send attempts (send_failed).
+    /// Check-back attempts (verify_failed) or send attempts (send_failed);
+    /// 0 for a quarantined row, whose counters may be what is unreadable.
     pub attempts: u32,
     /// The last error.
     pub last_error: String,
@@ -154,6 +163,21 @@ impl Alerter {
             );
         }
         webhook.queue.ready.notify_one();
+    }
+
+    /// Fires one [`AlertKind::Quarantined`] alert per row a claim set aside.
+    /// A quarantined row is out of every scan, so no claim reports it twice.
+    pub fn quarantined(&self, rows: &[Quarantined]) {
+        for q in rows {
+            self.fire(Alert {
+                kind: AlertKind::Quarantined,
+                message_id: q.id,
+                biz_id: q.biz_id.clone(),
+                message_key: q.message_key.clone(),
+                attempts: 0,
+                last_error: q.reason.clone(),
+            });
+        }
     }
 
     /// Alerts dropped from the webhook queue so far.

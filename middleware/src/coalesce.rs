@@ -11,7 +11,15 @@
 //! Each job gets exactly the outcome it would have had alone (the store's
 //! batch operations fall back to one-by-one when a guard loses a race). If a
 //! batch fails as a whole, each job is retried alone so every caller gets its
-//! own result.
+//! own result — unless the database could not be reached at all: then every
+//! job of the batch gets that answer at once, since each retry would only
+//! wait out the same failure.
+//!
+//! A job whose caller has gone (its request was cut off at
+//! `--request-timeout`, or the client hung up) is skipped, not written: when
+//! the database is slow or away, the queue fills with such jobs, and writing
+//! them late would only delay the callers still waiting. Skipping is checked
+//! when a batch is taken and before each one-by-one retry.
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -134,7 +142,29 @@ async fn next_batch<T>(rx: &Mutex<mpsc::Receiver<T>>, max: usize) -> Option<Vec<
     Some(jobs)
 }
 
+/// Keeps the jobs whose caller still waits for the answer.
+fn still_wanted<T>(jobs: Vec<T>, is_closed: impl Fn(&T) -> bool) -> Vec<T> {
+    let before = jobs.len();
+    let wanted: Vec<T> = jobs.into_iter().filter(|j| !is_closed(j)).collect();
+    let skipped = before - wanted.len();
+    if skipped > 0 {
+        metrics::counter!("trustmsg_writes_abandoned_total").increment(skipped as u64);
+        tracing::debug!(skipped, "skipped writes whose callers have gone");
+    }
+    wanted
+}
+
+/// The answer for every job of a batch that failed because the database
+/// could not be reached.
+fn unreachable(e: &StoreError) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
 async fn write_prepares(store: &DynStore, jobs: Vec<PrepareJob>) {
+    let jobs = still_wanted(jobs, |j| j.reply.is_closed());
+    if jobs.is_empty() {
+        return;
+    }
     let batch: Vec<NewMessage> = jobs.iter().map(|j| j.message.clone()).collect();
     metrics::histogram!("trustmsg_prepare_batch_size").record(batch.len() as f64);
     match store.insert_prepared_batch(&batch).await {
@@ -143,9 +173,18 @@ async fn write_prepares(store: &DynStore, jobs: Vec<PrepareJob>) {
                 let _ = job.reply.send(Ok(result));
             }
         }
+        Err(e) if e.is_unreachable() => {
+            tracing::warn!(error = %e, size = jobs.len(), "batched prepare failed: database unreachable");
+            for job in jobs {
+                let _ = job.reply.send(Err(unreachable(&e)));
+            }
+        }
         Err(e) => {
             tracing::warn!(error = %e, size = jobs.len(), "batched prepare failed; writing one by one");
             for job in jobs {
+                if job.reply.is_closed() {
+                    continue;
+                }
                 let _ = job.reply.send(store.insert_prepared(&job.message).await);
             }
         }
@@ -170,6 +209,10 @@ fn request(job: &DecideJob, send_lease: Duration) -> DecideRequest<'_> {
 }
 
 async fn write_decisions(store: &DynStore, jobs: Vec<DecideJob>, send_lease: Duration) {
+    let jobs = still_wanted(jobs, |j| j.reply.is_closed());
+    if jobs.is_empty() {
+        return;
+    }
     metrics::histogram!("trustmsg_decide_batch_size").record(jobs.len() as f64);
     let reqs: Vec<DecideRequest<'_>> = jobs.iter().map(|j| request(j, send_lease)).collect();
     match store::decide_batch(store.as_ref(), &reqs).await {
@@ -179,10 +222,20 @@ async fn write_decisions(store: &DynStore, jobs: Vec<DecideJob>, send_lease: Dur
                 let _ = job.reply.send(Ok(outcome));
             }
         }
+        Err(e) if e.is_unreachable() => {
+            drop(reqs);
+            tracing::warn!(error = %e, size = jobs.len(), "batched decision failed: database unreachable");
+            for job in jobs {
+                let _ = job.reply.send(Err(unreachable(&e)));
+            }
+        }
         Err(e) => {
             drop(reqs);
             tracing::warn!(error = %e, size = jobs.len(), "batched decision failed; deciding one by one");
             for job in jobs {
+                if job.reply.is_closed() {
+                    continue;
+                }
                 let outcome = store::decide(store.as_ref(), request(&job, send_lease)).await;
                 let _ = job.reply.send(outcome);
             }

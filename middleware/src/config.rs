@@ -113,6 +113,14 @@ pub struct ServeArgs {
     #[arg(long, env = "TRUSTMSG_WRITE_BATCH", default_value = "128", value_parser = at_least_one::<NonZeroUsize>)]
     pub write_batch: NonZeroUsize,
 
+    /// Longest time an API request may take. Past it the request is answered
+    /// 503 `request_timeout` with `Retry-After`, whatever it was waiting for
+    /// (an unreachable or slow database, a full write queue): callers get an
+    /// answer they can act on instead of hanging. A write cut off this way may
+    /// still have been applied; prepare, commit and rollback are safe to repeat.
+    #[arg(long, env = "TRUSTMSG_REQUEST_TIMEOUT", default_value = "5s", value_parser = positive_duration)]
+    pub request_timeout: Duration,
+
     /// How long in-flight requests and sends may take to finish on shutdown.
     #[arg(long, env = "TRUSTMSG_SHUTDOWN_GRACE", default_value = "10s", value_parser = duration)]
     pub shutdown_grace: Duration,
@@ -347,6 +355,8 @@ pub(crate) struct Settings {
     pub(crate) producer_cache_ttl: Duration,
     /// Group commit of prepares and decisions.
     pub(crate) writes: WriteSettings,
+    /// Longest time an API request may take before it is answered 503.
+    pub(crate) request_timeout: Duration,
     /// Which check-back addresses may be dialled (registration and verifier).
     pub(crate) address_policy: AddressPolicy,
     /// Whether and how this instance sends to Kafka.
@@ -449,6 +459,7 @@ impl ServeArgs {
                 max_batch: self.write_batch,
                 send_lease,
             },
+            request_timeout: self.request_timeout,
             address_policy: address_policy(v),
             forwarding,
             verifier,
@@ -646,6 +657,7 @@ mod tests {
             "--send-backoff-max",
             "--verify-backoff-base",
             "--verify-backoff-max",
+            "--request-timeout",
         ] {
             let why = refusal(&[flag, "0s"]);
             assert!(
@@ -768,6 +780,17 @@ mod tests {
             "message.max.bytes=2000000",
         ]);
         assert!(why.contains("--kafka-message-max-bytes (1000000)"), "{why}");
+    }
+
+    #[test]
+    fn requests_are_answered_within_five_seconds_by_default() {
+        let s = parse(&[]).unwrap().settings().unwrap();
+        assert_eq!(s.request_timeout, Duration::from_secs(5));
+        let s = parse(&["--request-timeout", "750ms"])
+            .unwrap()
+            .settings()
+            .unwrap();
+        assert_eq!(s.request_timeout, Duration::from_millis(750));
     }
 
     #[test]

@@ -97,6 +97,7 @@ impl Application {
             commits,
             address_policy,
             in_flight: InFlight::new(cfg.max_concurrent_requests),
+            request_timeout: cfg.request_timeout,
         };
 
         let listener = TcpListener::bind(cfg.listen)

@@ -2,7 +2,8 @@
 //! tests need to run against the real thing, written once.
 //!
 //! - [`db`]: a fresh database per test ([`TestDb`]) on the MariaDB/MySQL server
-//!   at `TRUSTMSG_TEST_MYSQL_URL`, or a fresh SQLite file.
+//!   at `TRUSTMSG_TEST_MYSQL_URL`, or a fresh SQLite file; [`db_proxy`]: a
+//!   proxy to that server a test can cut for one service ([`DbProxy`]).
 //! - [`app`]: the real service booted in-process on port 0 ([`TestApp`]),
 //!   through the same entry points as the binary, and the HTTP calls tests make.
 //! - [`process`]: the real `trustmsg` binary as a child process, for tests that
@@ -26,6 +27,7 @@
 pub mod app;
 pub mod check_server;
 pub mod db;
+pub mod db_proxy;
 pub mod kafka;
 pub mod process;
 pub mod servers;
@@ -37,6 +39,7 @@ pub use app::{
 };
 pub use check_server::{CheckServer, Reply};
 pub use db::{mysql_server_url, TestDb};
+pub use db_proxy::DbProxy;
 pub use process::ServiceProcess;
 pub use servers::{serve, AlertSink, Canary, Counter, Endpoint};
 pub use trace::init_tracing;

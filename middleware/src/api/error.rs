@@ -1,16 +1,31 @@
 //! The API error type: every failure a handler can return, each mapped to an
 //! HTTP status and the JSON body `{"error": {"code", "message"}}`.
 //!
-//! 5xx causes are logged here and never sent to the client.
+//! 5xx causes are logged here and never sent to the client. Every 503 carries
+//! `Retry-After` ([`RETRY_AFTER_SECS`]): it means "nothing is wrong with the
+//! request; try again shortly".
 
-use axum::http::header::RETRY_AFTER;
-use axum::http::StatusCode;
+use std::time::Duration;
+
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use trustmsg_verify_api::{ErrorBody, ErrorDetail};
 
 use crate::registry::LookupError;
 use crate::store::StoreError;
+
+/// What every 503 tells the caller to wait before retrying, in seconds.
+pub(crate) const RETRY_AFTER_SECS: u64 = 1;
+
+/// Marks `res` as retryable later: sets `Retry-After` on a 503.
+pub(crate) fn with_retry_after(mut res: Response) -> Response {
+    if res.status() == StatusCode::SERVICE_UNAVAILABLE {
+        res.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+    }
+    res
+}
 
 /// An API failure.
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +75,9 @@ pub(crate) enum ApiError {
     /// Looking up a producer's registration failed in the store: 503, cause logged.
     #[error(transparent)]
     Registry(#[from] LookupError),
+    /// The request took longer than `--request-timeout`: 503.
+    #[error("no answer within --request-timeout ({})", humantime::format_duration(*.0))]
+    Timeout(Duration),
     /// Anything else: 500, cause logged.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
@@ -107,6 +125,7 @@ impl ApiError {
             Self::Store(_) | Self::Registry(_) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable")
             }
+            Self::Timeout(_) => (StatusCode::SERVICE_UNAVAILABLE, "request_timeout"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
@@ -129,6 +148,14 @@ impl IntoResponse for ApiError {
                 tracing::error!(error = ?e, "internal error while serving a request");
                 "internal error; retry later".to_string()
             }
+            Self::Timeout(_) => {
+                tracing::warn!(error = %self, "request cut off at its deadline");
+                format!(
+                    "{self}: the message store is slow or unavailable (or the request \
+                     body arrived too slowly); retry later (the request may or may not \
+                     have taken effect; prepare, commit and rollback are safe to repeat)"
+                )
+            }
             other => other.to_string(),
         };
         let body = ErrorBody {
@@ -137,10 +164,6 @@ impl IntoResponse for ApiError {
                 message,
             },
         };
-        if matches!(self, Self::Overloaded(_)) {
-            // A slot frees as soon as one request in flight is answered.
-            return (status, [(RETRY_AFTER, "1")], Json(body)).into_response();
-        }
-        (status, Json(body)).into_response()
+        with_retry_after((status, Json(body)).into_response())
     }
 }

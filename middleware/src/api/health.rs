@@ -2,11 +2,12 @@
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use utoipa::OpenApi;
 
+use super::error::with_retry_after;
 use super::AppState;
 use crate::metrics_setup;
 
@@ -22,12 +23,12 @@ pub(crate) fn router() -> Router<AppState> {
         )
 }
 
-async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+async fn readyz(State(state): State<AppState>) -> Response {
     match state.store.ping().await {
-        Ok(()) => (StatusCode::OK, "ready"),
+        Ok(()) => (StatusCode::OK, "ready").into_response(),
         Err(e) => {
             tracing::warn!(error = %e, "not ready: store unreachable");
-            (StatusCode::SERVICE_UNAVAILABLE, "store unreachable")
+            with_retry_after((StatusCode::SERVICE_UNAVAILABLE, "store unreachable").into_response())
         }
     }
 }

@@ -21,8 +21,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{FromRequest, Request};
-use axum::{middleware, Router};
+use axum::extract::{FromRequest, Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
 use serde::de::DeserializeOwned;
 
 use crate::address_policy::AddressPolicy;
@@ -66,11 +68,14 @@ pub(crate) struct AppState {
     pub(crate) address_policy: Arc<AddressPolicy>,
     /// Slots for API requests in flight (`--max-concurrent-requests`).
     pub(crate) in_flight: load_shed::InFlight,
+    /// Longest time a request may take before it is answered 503.
+    pub(crate) request_timeout: Duration,
 }
 
-/// The whole API.
+/// The whole API, every route under the request deadline.
 pub(crate) fn router(state: AppState) -> Router {
     let shed = middleware::from_fn_with_state(state.in_flight.clone(), load_shed::shed_load);
+    let deadline = middleware::from_fn_with_state(state.request_timeout, deadline);
     let api = Router::new()
         .merge(messages::router(&state))
         .merge(producers::router(&state))
@@ -78,7 +83,22 @@ pub(crate) fn router(state: AppState) -> Router {
     Router::new()
         .merge(api)
         .merge(health::router())
+        .layer(deadline)
         .with_state(state)
+}
+
+/// Answers 503 `request_timeout` (with `Retry-After`) when a request takes
+/// longer than `--request-timeout`, whatever it waits for: a database that
+/// does not answer (or answers only after the pool's acquire timeout and the
+/// write batcher's retries) must not hold a caller for longer than it can
+/// act on. Dropping the handler abandons its work: a write queued for the
+/// batcher is then skipped (its caller is gone), one already being written
+/// completes or fails on its own.
+async fn deadline(State(limit): State<Duration>, req: Request, next: Next) -> Response {
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(res) => res,
+        Err(_) => ApiError::Timeout(limit).into_response(),
+    }
 }
 
 /// `axum::Json` whose rejections are [`ApiError`]s with our error body.

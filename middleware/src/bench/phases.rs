@@ -207,7 +207,8 @@ pub(crate) async fn scan_cost(pool: &MySqlPool, db_url: &str, rows: u64) -> anyh
             let t = Instant::now();
             let claimed = store.claim_due_sends(256, Duration::from_secs(60)).await?;
             times.push(t.elapsed());
-            anyhow::ensure!(claimed.len() == 256, "claimed {} of 256", claimed.len());
+            let n = claimed.messages.len();
+            anyhow::ensure!(n == 256, "claimed {n} of 256");
         }
         anyhow::Ok(Percentiles::of(times).p50_ms)
     }

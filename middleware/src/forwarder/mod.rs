@@ -27,6 +27,9 @@
 //!   towards `--max-send-attempts`; timeouts and an unreachable cluster
 //!   reschedule the row (new due time, `last_error`) without counting, so a
 //!   message that waited out a long outage still gets its retries after it.
+//! - **An unreadable row stalls nothing.** A due row the store cannot read
+//!   is quarantined by the claim (see [`crate::store`]) and alerted once
+//!   (`quarantined`); the rest of the batch is sent as usual.
 //! - **Graceful shutdown.** On cancellation the worker stops claiming, lets
 //!   in-flight sends finish up to the grace period, writes their SENT marks and
 //!   leaves everything else to the lease.
@@ -252,23 +255,28 @@ impl Forwarder {
         if limit == 0 {
             return false;
         }
-        let rows = match self
+        let claimed = match self
             .inner
             .store
             .claim_due_sends(limit as u32, cfg.send_lease)
             .await
         {
-            Ok(rows) => rows,
+            Ok(claimed) => claimed,
             Err(e) => {
                 tracing::warn!(error = %e, "sweeper could not claim due sends; retrying next tick");
                 return false;
             }
         };
-        let full = rows.len() == limit;
-        if !rows.is_empty() {
-            tracing::debug!(claimed = rows.len(), "sweeper claimed due sends");
+        // Quarantined rows took part of the limit too: more may be due.
+        let full = claimed.taken() == limit;
+        self.inner.alerter.quarantined(&claimed.quarantined);
+        if !claimed.messages.is_empty() {
+            tracing::debug!(
+                claimed = claimed.messages.len(),
+                "sweeper claimed due sends"
+            );
         }
-        for m in rows {
+        for m in claimed.messages {
             let permit = permits
                 .clone()
                 .try_acquire_owned()

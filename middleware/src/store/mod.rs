@@ -16,7 +16,15 @@
 //! - due-times are computed with the database clock, so instances with skewed
 //!   clocks agree on what is due;
 //! - claims (for sending or for check-back) push the due-time out by a lease, so
-//!   a crashed claimer's rows come back once the lease runs out.
+//!   a crashed claimer's rows come back once the lease runs out;
+//! - a claim reads its rows one by one: a row this version cannot read (a
+//!   value it does not know, headers that are not JSON: [`StoreError::Corrupt`])
+//!   is quarantined instead of failing the batch. Its due column is set to
+//!   NULL (no scan takes it again), `last_error` says `quarantined: unreadable
+//!   row: <why>`, an audit row with action `quarantine` is written, and the
+//!   claim reports it ([`Claimed::quarantined`]) so the worker alerts once.
+//!   Otherwise the same row would fail every claim that reaches it and stall
+//!   the forwarder or the verifier for every message behind it.
 
 mod decide;
 mod model;
@@ -32,8 +40,8 @@ use chrono::{DateTime, Utc};
 
 pub use decide::{decide, decide_batch, DecideOutcome, DecideRequest, Target};
 pub use model::{
-    Actor, AuditEntry, Inserted, Message, NewMessage, Producer, ProducerRecord, SentMark,
-    Transition,
+    Actor, AuditEntry, Claimed, Inserted, Message, NewMessage, Producer, ProducerRecord,
+    Quarantined, SentMark, Transition,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should
@@ -50,7 +58,8 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     /// A row holds a value this version cannot read (an unknown status, text
     /// that is not UTF-8, a number out of range, headers that are not JSON).
-    /// Retrying reads the same row: alert, a person must look at it.
+    /// Retrying reads the same row: alert, a person must look at it. (A
+    /// claim quarantines such a row and goes on with the others.)
     #[error("unreadable row: {0}")]
     Corrupt(String),
     /// A decision kept losing its guarded UPDATE to concurrent writers. Each
@@ -62,6 +71,11 @@ pub enum StoreError {
     /// row's current state.
     #[error("row vanished: {0}")]
     Vanished(&'static str),
+    /// The database could not be reached, as found by a statement made for
+    /// several callers at once (each gets this copy of the cause). Transient:
+    /// retry later.
+    #[error("database unreachable: {0}")]
+    Unavailable(String),
     /// The write batcher has stopped because the service is shutting down.
     /// Retry against another instance (or this one once it is back).
     #[error("the write batcher stopped (shutting down)")]
@@ -70,6 +84,27 @@ pub enum StoreError {
     /// with its password redacted). Fix the configuration.
     #[error("unsupported --database-url {0:?}: use mysql://user:pass@host/db or sqlite://path.db")]
     UnsupportedUrl(String),
+}
+
+impl StoreError {
+    /// Whether the database could not be reached at all (no connection, a
+    /// connection lost, the pool's acquire timeout): every statement would
+    /// fail the same way for now, so retrying at once, or statement by
+    /// statement, only adds waiting.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            Self::Db(e) => matches!(
+                e,
+                sqlx::Error::Io(_)
+                    | sqlx::Error::Tls(_)
+                    | sqlx::Error::PoolTimedOut
+                    | sqlx::Error::PoolClosed
+                    | sqlx::Error::WorkerCrashed
+            ),
+            Self::Unavailable(_) => true,
+            _ => false,
+        }
+    }
 }
 
 /// Result of a store operation.
@@ -129,8 +164,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Claims up to `limit` committed rows whose send is due, pushing their
     /// `next_send_at` out by `lease` and bumping `version`. Rows another
-    /// instance is claiming right now are skipped, not waited for.
-    async fn claim_due_sends(&self, limit: u32, lease: Duration) -> StoreResult<Vec<Message>>;
+    /// instance is claiming right now are skipped, not waited for. A row it
+    /// cannot read is quarantined (see the module docs), not returned.
+    async fn claim_due_sends(&self, limit: u32, lease: Duration) -> StoreResult<Claimed>;
     /// Marks claimed rows SENT (guarded by the claim's version); returns how many matched.
     async fn mark_sent(&self, marks: &[SentMark]) -> StoreResult<u64>;
     /// Records a failed send attempt and schedules the next one after `delay`.
@@ -163,7 +199,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Claims up to `limit` PREPARED rows whose check-back is due, like
     /// [`Store::claim_due_sends`].
-    async fn claim_due_verifies(&self, limit: u32, lease: Duration) -> StoreResult<Vec<Message>>;
+    async fn claim_due_verifies(&self, limit: u32, lease: Duration) -> StoreResult<Claimed>;
     /// Records a check-back attempt that decided nothing and schedules the next.
     async fn reschedule_verify(
         &self,
@@ -243,4 +279,22 @@ pub async fn create_database_if_missing(url: &str) -> StoreResult<()> {
         tracing::info!(url = %redact_url(url), "created database");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_errors_of_reaching_the_database_count_as_unreachable() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert!(StoreError::Db(sqlx::Error::Io(refused)).is_unreachable());
+        assert!(StoreError::Db(sqlx::Error::PoolTimedOut).is_unreachable());
+        assert!(StoreError::Unavailable("gone".into()).is_unreachable());
+        // A statement the database refused, or a row it returned, says
+        // nothing about the next statement: worth retrying one by one.
+        assert!(!StoreError::Db(sqlx::Error::RowNotFound).is_unreachable());
+        assert!(!StoreError::Corrupt("headers".into()).is_unreachable());
+        assert!(!StoreError::Contention("decide").is_unreachable());
+    }
 }

@@ -178,6 +178,40 @@ pub struct Transition {
     pub reason: String,
 }
 
+/// What a claim took (`claim_due_sends`, `claim_due_verifies`): the rows it
+/// could read, and the rows it set aside because it could not.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Claimed {
+    /// The claimed rows, in id order; each carries the claim's version.
+    pub messages: Vec<Message>,
+    /// Rows the claim could not read, now quarantined: out of the scan that
+    /// found them, with the reason in `last_error` and an audit row. The
+    /// caller alerts once for each.
+    pub quarantined: Vec<Quarantined>,
+}
+
+impl Claimed {
+    /// Rows the claim took, readable or not: the number to compare with the
+    /// limit asked for.
+    pub fn taken(&self) -> usize {
+        self.messages.len() + self.quarantined.len()
+    }
+}
+
+/// A row a claim found due but could not read (an unknown value, headers
+/// that are not JSON, …), and set aside: its due column is NULL, so no scan
+/// takes it again until a person repairs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quarantined {
+    pub id: u64,
+    /// As far as it can be read (invalid UTF-8 replaced; empty if unreadable).
+    pub biz_id: String,
+    /// As far as it can be read, like `biz_id`.
+    pub message_key: String,
+    /// What is now in `last_error`: `quarantined: unreadable row: <why>`.
+    pub reason: String,
+}
+
 /// One audit row.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct AuditEntry {

@@ -13,12 +13,12 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlRow};
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
 
 use super::sql::{
-    self, clip_error, message_from_row, transition_effects, AuditRow, Dialect, SqlRow,
+    self, clip_error, message_from_row, transition_effects, AuditRow, ClaimKind, Dialect, SqlRow,
     MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
 };
 use super::{
-    Actor, AuditEntry, Inserted, Message, NewMessage, Producer, ProducerRecord, SentMark, Store,
-    StoreError, StoreResult, Transition,
+    Actor, AuditEntry, Claimed, Inserted, Message, NewMessage, Producer, ProducerRecord, SentMark,
+    Store, StoreError, StoreResult, Transition,
 };
 
 /// The MySQL/MariaDB store.
@@ -86,23 +86,35 @@ impl SqlRow for MySqlRow {
     }
 
     fn opt_bytes(&self, col: &str) -> StoreResult<Option<Vec<u8>>> {
-        Ok(self.try_get(col)?)
+        self.try_get(col).map_err(|e| sql::column_error(col, e))
     }
 
     fn opt_u64(&self, col: &str) -> StoreResult<Option<u64>> {
-        Ok(self.try_get(col)?)
+        self.try_get(col).map_err(|e| sql::column_error(col, e))
     }
 
     fn opt_i64(&self, col: &str) -> StoreResult<Option<i64>> {
-        Ok(self.try_get(col)?)
+        self.try_get(col).map_err(|e| sql::column_error(col, e))
     }
 
     fn opt_time(&self, col: &str) -> StoreResult<Option<DateTime<Utc>>> {
-        Ok(self.try_get(col)?)
+        self.try_get(col).map_err(|e| sql::column_error(col, e))
     }
 }
 
 async fn select_messages_by_ids<'e, E>(exec: E, ids: &[u64]) -> StoreResult<Vec<Message>>
+where
+    E: sqlx::Executor<'e, Database = MySql>,
+{
+    select_rows_by_ids(exec, ids)
+        .await?
+        .iter()
+        .map(message_from_row)
+        .collect()
+}
+
+/// The undecoded rows of `ids`, in id order.
+async fn select_rows_by_ids<'e, E>(exec: E, ids: &[u64]) -> StoreResult<Vec<MySqlRow>>
 where
     E: sqlx::Executor<'e, Database = MySql>,
 {
@@ -117,12 +129,7 @@ where
         sep.push_bind(*id);
     }
     q.push(") ORDER BY id");
-    q.build()
-        .fetch_all(exec)
-        .await?
-        .iter()
-        .map(message_from_row)
-        .collect()
+    Ok(q.build().fetch_all(exec).await?)
 }
 
 fn is_unique_violation(e: &sqlx::Error) -> bool {
@@ -438,12 +445,12 @@ impl Store for MySqlStore {
         sql::audit_trail(&self.pool, message_id).await
     }
 
-    async fn claim_due_sends(&self, limit: u32, lease: Duration) -> StoreResult<Vec<Message>> {
+    async fn claim_due_sends(&self, limit: u32, lease: Duration) -> StoreResult<Claimed> {
         self.claim_due(
             "SELECT id FROM messages WHERE next_send_at <= UTC_TIMESTAMP(3) \
              AND status = 'COMMITTED' AND send_status = 'PENDING' \
              ORDER BY next_send_at LIMIT ? FOR UPDATE SKIP LOCKED",
-            "next_send_at",
+            ClaimKind::Sends,
             limit,
             lease,
         )
@@ -541,11 +548,11 @@ impl Store for MySqlStore {
         Ok(row)
     }
 
-    async fn claim_due_verifies(&self, limit: u32, lease: Duration) -> StoreResult<Vec<Message>> {
+    async fn claim_due_verifies(&self, limit: u32, lease: Duration) -> StoreResult<Claimed> {
         self.claim_due(
             "SELECT id FROM messages WHERE next_verify_at <= UTC_TIMESTAMP(3) \
              AND status = 'PREPARED' ORDER BY next_verify_at LIMIT ? FOR UPDATE SKIP LOCKED",
-            "next_verify_at",
+            ClaimKind::Verifies,
             limit,
             lease,
         )
@@ -644,15 +651,16 @@ impl MySqlStore {
     }
 
     /// SELECT the due ids with SKIP LOCKED, push their due column out by the
-    /// lease and bump versions, then read them back: all in one transaction, so
-    /// the row locks keep other claimers off until the lease is written.
+    /// lease and bump versions, then read them back and quarantine the rows
+    /// that cannot be read: all in one transaction, so the row locks keep
+    /// other claimers off until the lease (or the quarantine) is written.
     async fn claim_due(
         &self,
         select_due: &'static str,
-        due_column: &str,
+        kind: ClaimKind,
         limit: u32,
         lease: Duration,
-    ) -> StoreResult<Vec<Message>> {
+    ) -> StoreResult<Claimed> {
         let mut tx = self.pool.begin().await?;
         let ids: Vec<u64> = sqlx::query_scalar(select_due)
             .bind(limit)
@@ -660,10 +668,11 @@ impl MySqlStore {
             .await?;
         if ids.is_empty() {
             tx.commit().await?;
-            return Ok(Vec::new());
+            return Ok(Claimed::default());
         }
         let mut q = QueryBuilder::<MySql>::new(format!(
-            "UPDATE messages SET {due_column} = UTC_TIMESTAMP(3) + INTERVAL "
+            "UPDATE messages SET {} = UTC_TIMESTAMP(3) + INTERVAL ",
+            kind.due_column()
         ));
         q.push_bind(micros(lease))
             .push(" MICROSECOND, version = version + 1 WHERE id IN (");
@@ -673,8 +682,17 @@ impl MySqlStore {
         }
         q.push(")");
         q.build().execute(&mut *tx).await?;
-        let rows = select_messages_by_ids(&mut *tx, &ids).await?;
+        let rows = select_rows_by_ids(&mut *tx, &ids).await?;
+        let (messages, unreadable) = sql::decode_claimed(&rows)?;
+        let quarantined = if unreadable.is_empty() {
+            Vec::new()
+        } else {
+            sql::quarantine::<MySql>(&mut tx, kind, unreadable).await?
+        };
         tx.commit().await?;
-        Ok(rows)
+        Ok(Claimed {
+            messages,
+            quarantined,
+        })
     }
 }

@@ -17,8 +17,8 @@ use sqlx::{Database, Encode, Executor, IntoArguments, QueryBuilder, Type};
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
 use super::{
-    Actor, AuditEntry, Message, NewMessage, Producer, ProducerRecord, StoreError, StoreResult,
-    Transition,
+    Actor, AuditEntry, Message, NewMessage, Producer, ProducerRecord, Quarantined, StoreError,
+    StoreResult, Transition,
 };
 
 /// The columns [`message_from_row`] reads, in table order.
@@ -112,6 +112,17 @@ pub(super) trait SqlRow {
     }
 }
 
+/// A failed column read. A value its type cannot hold (a date out of range, a
+/// number too big) is this row's fault, [`StoreError::Corrupt`], like any
+/// other unreadable value; anything else (no such column) is the database's
+/// or the code's, and fails the whole statement.
+pub(super) fn column_error(col: &str, e: sqlx::Error) -> StoreError {
+    match e {
+        sqlx::Error::ColumnDecode { source, .. } => StoreError::Corrupt(format!("{col}: {source}")),
+        e => StoreError::Db(e),
+    }
+}
+
 fn not_null<T>(col: &str, v: Option<T>) -> StoreResult<T> {
     v.ok_or_else(|| StoreError::Corrupt(format!("{col} is NULL")))
 }
@@ -153,6 +164,110 @@ pub(super) fn message_from_row(row: &impl SqlRow) -> StoreResult<Message> {
         decided_at: row.opt_time("decided_at")?,
         sent_at: row.opt_time("sent_at")?,
     })
+}
+
+/// Which due rows a claim takes; it says what a quarantine of one of them
+/// writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ClaimKind {
+    /// COMMITTED + PENDING rows, due by `next_send_at` (the forwarder).
+    Sends,
+    /// PREPARED rows, due by `next_verify_at` (the verifier).
+    Verifies,
+}
+
+impl ClaimKind {
+    /// The column that makes a row due.
+    pub(super) fn due_column(self) -> &'static str {
+        match self {
+            Self::Sends => "next_send_at",
+            Self::Verifies => "next_verify_at",
+        }
+    }
+
+    /// The state a row must be in to be taken, as SQL.
+    pub(super) fn state(self) -> &'static str {
+        match self {
+            Self::Sends => "status = 'COMMITTED' AND send_status = 'PENDING'",
+            Self::Verifies => "status = 'PREPARED'",
+        }
+    }
+}
+
+/// What `last_error` of a quarantined row starts with.
+pub(super) const QUARANTINED: &str = "quarantined: ";
+
+/// Decodes claimed rows one by one. A row that is [`StoreError::Corrupt`] is
+/// returned apart, with what can still be read of it (its id must be
+/// readable: without it the row cannot even be set aside, and the claim
+/// fails); any other error fails the claim.
+pub(super) fn decode_claimed<R: SqlRow>(
+    rows: &[R],
+) -> StoreResult<(Vec<Message>, Vec<Quarantined>)> {
+    let mut good = Vec::with_capacity(rows.len());
+    let mut bad = Vec::new();
+    for row in rows {
+        match message_from_row(row) {
+            Ok(m) => good.push(m),
+            Err(e @ StoreError::Corrupt(_)) => bad.push(Quarantined {
+                id: row.unsigned("id")?,
+                biz_id: lossy_text(row, "biz_id"),
+                message_key: lossy_text(row, "message_key"),
+                reason: clip_error(&format!("{QUARANTINED}{e}")).to_string(),
+            }),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((good, bad))
+}
+
+/// A text column of a row that is unreadable anyway: whatever can be shown.
+fn lossy_text(row: &impl SqlRow, col: &str) -> String {
+    match row.opt_bytes(col) {
+        Ok(Some(b)) => String::from_utf8_lossy(&b).into_owned(),
+        _ => row.opt_text(col).ok().flatten().unwrap_or_default(),
+    }
+}
+
+/// Sets aside claimed rows the claim could not read: their due column
+/// becomes NULL (so no scan takes them again), `last_error` the reason,
+/// `version` is bumped, and an audit row records it. Each UPDATE is guarded
+/// by the claim's state, so a row that changed meanwhile is left alone.
+/// Returns the rows quarantined by this call.
+pub(super) async fn quarantine<D>(
+    conn: &mut D::Connection,
+    kind: ClaimKind,
+    rows: Vec<Quarantined>,
+) -> StoreResult<Vec<Quarantined>>
+where
+    D: Dialect,
+    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
+    String: Bind<D>,
+    &'static str: Bind<D>,
+    Option<&'static str>: Bind<D>,
+{
+    let mut done = Vec::with_capacity(rows.len());
+    for q in rows {
+        let matched = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE messages SET {due} = NULL, last_error = ?, version = version + 1,              updated_at = {now} WHERE id = ? AND {state}",
+            due = kind.due_column(),
+            now = D::NOW,
+            state = kind.state(),
+        )))
+        .bind(q.reason.clone())
+        .bind(D::int(q.id))
+        .execute(&mut *conn)
+        .await?;
+        if D::rows_affected(&matched) == 1 {
+            done.push(q);
+        }
+    }
+    let audits: Vec<AuditRow> = done
+        .iter()
+        .map(|q| AuditRow::quarantine(q.id, kind, &q.reason))
+        .collect();
+    insert_audits(&mut *conn, &audits).await?;
+    Ok(done)
 }
 
 /// Decodes a row selected with [`PRODUCER_COLUMNS`].
@@ -265,6 +380,29 @@ impl AuditRow {
             to_status: Some(MessageStatus::RolledBack.as_str()),
             from_send_status: None,
             to_send_status: None,
+            reason: clip_error(reason).to_string(),
+        }
+    }
+
+    /// A claimed row set aside because it could not be read: the state stays,
+    /// the claimer (forwarder or verifier) is the actor, the reason says why.
+    pub(super) fn quarantine(message_id: u64, kind: ClaimKind, reason: &str) -> Self {
+        let (actor, status, send_status) = match kind {
+            ClaimKind::Sends => (
+                Actor::Forwarder,
+                MessageStatus::Committed,
+                Some(SendStatus::Pending.as_str()),
+            ),
+            ClaimKind::Verifies => (Actor::Verifier, MessageStatus::Prepared, None),
+        };
+        Self {
+            message_id,
+            actor: actor.to_string(),
+            action: "quarantine",
+            from_status: Some(status.as_str()),
+            to_status: Some(status.as_str()),
+            from_send_status: send_status,
+            to_send_status: send_status,
             reason: clip_error(reason).to_string(),
         }
     }
@@ -458,6 +596,23 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_its_type_cannot_hold_is_the_rows_fault_and_a_missing_column_is_not() {
+        let bad_value = sqlx::Error::ColumnDecode {
+            index: "\"created_at\"".into(),
+            source: "year 0 is out of range".into(),
+        };
+        assert!(matches!(
+            column_error("created_at", bad_value),
+            StoreError::Corrupt(why) if why == "created_at: year 0 is out of range"
+        ));
+        let missing = sqlx::Error::ColumnNotFound("created_at".into());
+        assert!(matches!(
+            column_error("created_at", missing),
+            StoreError::Db(_)
+        ));
+    }
 
     #[test]
     fn clip_error_keeps_short_errors_and_cuts_long_ones_on_a_character_boundary() {

@@ -29,12 +29,12 @@ use sqlx::sqlite::{
 use sqlx::{Row, Sqlite, SqlitePool};
 
 use super::sql::{
-    self, clip_error, message_from_row, producer_from_row, transition_effects, AuditRow, Dialect,
-    SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
+    self, clip_error, message_from_row, producer_from_row, transition_effects, AuditRow, ClaimKind,
+    Dialect, SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
 };
 use super::{
-    Actor, AuditEntry, Inserted, Message, NewMessage, Producer, ProducerRecord, SentMark, Store,
-    StoreError, StoreResult, Transition,
+    Actor, AuditEntry, Claimed, Inserted, Message, NewMessage, Producer, ProducerRecord, SentMark,
+    Store, StoreError, StoreResult, Transition,
 };
 
 /// The database clock as INTEGER ms since the epoch. `julianday('now')` holds
@@ -123,11 +123,11 @@ impl Dialect for Sqlite {
 
 impl SqlRow for SqliteRow {
     fn opt_text(&self, col: &str) -> StoreResult<Option<String>> {
-        Ok(self.try_get(col)?)
+        self.try_get(col).map_err(|e| sql::column_error(col, e))
     }
 
     fn opt_bytes(&self, col: &str) -> StoreResult<Option<Vec<u8>>> {
-        Ok(self.try_get(col)?)
+        self.try_get(col).map_err(|e| sql::column_error(col, e))
     }
 
     /// SQLite integers are signed.
@@ -141,7 +141,7 @@ impl SqlRow for SqliteRow {
     }
 
     fn opt_i64(&self, col: &str) -> StoreResult<Option<i64>> {
-        Ok(self.try_get(col)?)
+        self.try_get(col).map_err(|e| sql::column_error(col, e))
     }
 
     /// Times are INTEGER milliseconds since the epoch.
@@ -282,14 +282,8 @@ impl Store for SqliteStore {
         sql::audit_trail(&self.pool, message_id).await
     }
 
-    async fn claim_due_sends(&self, limit: u32, lease: Duration) -> StoreResult<Vec<Message>> {
-        self.claim_due(
-            "next_send_at",
-            "status = 'COMMITTED' AND send_status = 'PENDING'",
-            limit,
-            lease,
-        )
-        .await
+    async fn claim_due_sends(&self, limit: u32, lease: Duration) -> StoreResult<Claimed> {
+        self.claim_due(ClaimKind::Sends, limit, lease).await
     }
 
     async fn mark_sent(&self, marks: &[SentMark]) -> StoreResult<u64> {
@@ -365,9 +359,8 @@ impl Store for SqliteStore {
         Ok(Some(row))
     }
 
-    async fn claim_due_verifies(&self, limit: u32, lease: Duration) -> StoreResult<Vec<Message>> {
-        self.claim_due("next_verify_at", "status = 'PREPARED'", limit, lease)
-            .await
+    async fn claim_due_verifies(&self, limit: u32, lease: Duration) -> StoreResult<Claimed> {
+        self.claim_due(ClaimKind::Verifies, limit, lease).await
     }
 
     async fn reschedule_verify(
@@ -461,14 +454,16 @@ impl SqliteStore {
 
     /// Selects the due ids and pushes their due column out by the lease in one
     /// statement: SQLite runs it under the database's single write lock, which is
-    /// what SKIP LOCKED plus row locks give on MySQL.
+    /// what SKIP LOCKED plus row locks give on MySQL. Rows that cannot be read
+    /// are then quarantined in a second transaction; if that fails they keep
+    /// the claim's lease and the next claim after it tries again.
     async fn claim_due(
         &self,
-        due_column: &str,
-        state: &str,
+        kind: ClaimKind,
         limit: u32,
         lease: Duration,
-    ) -> StoreResult<Vec<Message>> {
+    ) -> StoreResult<Claimed> {
+        let (due_column, state) = (kind.due_column(), kind.state());
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE messages SET {due_column} = {NOW_MS} + ?1, version = version + 1 \
              WHERE id IN (SELECT id FROM messages WHERE {due_column} <= {NOW_MS} AND {state} \
@@ -479,13 +474,36 @@ impl SqliteStore {
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
-        let mut claimed = rows
-            .iter()
-            .map(message_from_row)
-            .collect::<StoreResult<Vec<_>>>()?;
+        let (mut messages, mut unreadable) = sql::decode_claimed(&rows)?;
         // RETURNING comes in no defined order; MySQL returns id order.
-        claimed.sort_by_key(|m| m.id);
-        Ok(claimed)
+        messages.sort_by_key(|m| m.id);
+        unreadable.sort_by_key(|q| q.id);
+        let quarantined = if unreadable.is_empty() {
+            Vec::new()
+        } else {
+            match self.quarantine(kind, unreadable).await {
+                Ok(done) => done,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not quarantine unreadable rows; they come back after the lease");
+                    Vec::new()
+                }
+            }
+        };
+        Ok(Claimed {
+            messages,
+            quarantined,
+        })
+    }
+
+    async fn quarantine(
+        &self,
+        kind: ClaimKind,
+        rows: Vec<super::Quarantined>,
+    ) -> StoreResult<Vec<super::Quarantined>> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let done = sql::quarantine::<Sqlite>(&mut tx, kind, rows).await?;
+        tx.commit().await?;
+        Ok(done)
     }
 }
 

@@ -28,6 +28,10 @@
 //! - at the producer's attempt limit: VERIFY_FAILED and one alert (only from
 //!   the instance whose guarded UPDATE won). Nothing is decided by default.
 //!
+//! A due row the store cannot read is quarantined by the claim (see
+//! [`crate::store`]) and alerted once (`quarantined`); it is never checked
+//! back, and the rest of the round goes ahead.
+//!
 //! Writes after a call are guarded by the claim's `version`, so a claimer whose
 //! lease ran out (and whose row someone else took) changes nothing.
 
@@ -109,6 +113,8 @@ pub struct BatchReport {
     pub limit: usize,
     /// Rows claimed.
     pub claimed: usize,
+    /// Rows the claim could not read and quarantined (one alert each).
+    pub quarantined: usize,
     /// Calls started (the other claimed rows were given back).
     pub started: usize,
     /// Outcomes, one per claimed row.
@@ -122,12 +128,15 @@ impl BatchReport {
     }
 
     /// Whether more may be due than the round took: it could ask for nothing
-    /// (no free call slot), or it got all it asked for and started calls. A
-    /// round whose rows were all given back (their producers at their bound)
-    /// does not count, or a saturated producer's backlog would be claimed and
-    /// given back in a loop.
+    /// (no free call slot), or it got all it asked for (quarantined rows
+    /// included) and made progress: started calls or set rows aside. A round
+    /// whose rows were all given back (their producers at their bound) does
+    /// not count, or a saturated producer's backlog would be claimed and given
+    /// back in a loop.
     pub fn was_full(&self) -> bool {
-        self.limit == 0 || (self.claimed >= self.limit && self.started > 0)
+        self.limit == 0
+            || (self.claimed + self.quarantined >= self.limit
+                && (self.started > 0 || self.quarantined > 0))
     }
 }
 
@@ -283,13 +292,15 @@ impl Verifier {
         if limit == 0 {
             return Ok(report);
         }
-        let rows = self
+        let claimed = self
             .inner
             .store
             .claim_due_verifies(limit, cfg.lease)
             .await?;
-        report.claimed = rows.len();
-        for m in rows {
+        report.claimed = claimed.messages.len();
+        report.quarantined = claimed.quarantined.len();
+        self.inner.alerter.quarantined(&claimed.quarantined);
+        for m in claimed.messages {
             let producer = self.producer_slots(&m.biz_id).try_acquire_owned();
             let overall = self.inner.slots.clone().try_acquire_owned();
             match (producer, overall) {
@@ -461,5 +472,31 @@ impl Inner {
             last_error: reason,
         });
         Ok(Outcome::VerifyFailed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round(limit: usize, claimed: usize, quarantined: usize, started: usize) -> BatchReport {
+        BatchReport {
+            limit,
+            claimed,
+            quarantined,
+            started,
+            outcomes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_round_filled_with_quarantined_rows_goes_again_but_one_all_given_back_does_not() {
+        assert!(
+            round(4, 0, 4, 0).was_full(),
+            "all set aside: progress, go on"
+        );
+        assert!(round(4, 2, 2, 2).was_full());
+        assert!(!round(4, 4, 0, 0).was_full(), "all given back: wait");
+        assert!(!round(4, 1, 2, 1).was_full(), "fewer than asked: caught up");
     }
 }

@@ -5,6 +5,7 @@ mod auth;
 mod concurrency;
 mod limits;
 mod messages;
+mod outage;
 mod producers;
 mod sqlite;
 mod validation;

@@ -21,7 +21,7 @@ async fn claim_when_due(app: &TestApp, id: u64, lease: Duration) -> Message {
     let start = Instant::now();
     loop {
         let claimed = app.store().claim_due_sends(100, lease).await.unwrap();
-        if let Some(m) = claimed.into_iter().find(|m| m.id == id) {
+        if let Some(m) = claimed.messages.into_iter().find(|m| m.id == id) {
             return m;
         }
         assert!(

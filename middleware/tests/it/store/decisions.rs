@@ -348,7 +348,7 @@ pub(crate) async fn reverify_transition_applies_only_to_a_verify_failed_row_and_
             s.audit_trail(m.id).await.unwrap()[1].reason,
             "producer fixed its check endpoint"
         );
-        let claimed = s.claim_due_verifies(10, LATER).await.unwrap();
+        let claimed = s.claim_due_verifies(10, LATER).await.unwrap().messages;
         assert_eq!(
             claimed.iter().map(|c| c.id).collect::<Vec<_>>(),
             [m.id],
@@ -370,6 +370,7 @@ pub(crate) async fn a_transition_with_a_stale_version_matches_nothing(s: &DynSto
         .claim_due_verifies(10, LATER)
         .await
         .unwrap()
+        .messages
         .pop()
         .unwrap();
     assert_eq!(claimed.version, before.version + 1);

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use trustmsg::store::{
-    self, Actor, AuditEntry, DecideOutcome, DecideRequest, DynStore, Inserted, Message, NewMessage,
-    SentMark, Store, Target, Transition,
+    self, Actor, AuditEntry, Claimed, DecideOutcome, DecideRequest, DynStore, Inserted, Message,
+    NewMessage, SentMark, Store, Target, Transition,
 };
 use trustmsg_verify_api::MessageStatus;
 
@@ -19,10 +19,27 @@ pub(crate) const LATER: Duration = Duration::from_secs(3600);
 /// An id no test ever creates.
 pub(crate) const UNKNOWN_ID: u64 = 987_654_321;
 
-/// A store under test and what keeps its database alive.
+/// A store under test and what keeps its database alive. It derefs to the
+/// store, so a conformance test takes `&DynStore`, or `&Backend` when it must
+/// also reach the database behind the store's back ([`Backend::raw_execute`]).
 pub(crate) struct Backend {
     pub(crate) store: DynStore,
+    raw: Raw,
     cleanup: Cleanup,
+}
+
+impl std::ops::Deref for Backend {
+    type Target = DynStore;
+
+    fn deref(&self) -> &DynStore {
+        &self.store
+    }
+}
+
+/// A second pool on the store's database, for what the store itself never writes.
+enum Raw {
+    MySql(sqlx::MySqlPool),
+    Sqlite(sqlx::SqlitePool),
 }
 
 pub(crate) enum Cleanup {
@@ -35,8 +52,12 @@ impl Backend {
         let db = common::TestDb::create().await;
         let store = store::connect(&db.url).await.expect("connect to MariaDB");
         store.migrate().await.expect("mysql migrations");
+        let raw = sqlx::MySqlPool::connect(&db.url)
+            .await
+            .expect("raw pool on MariaDB");
         Self {
             store,
+            raw: Raw::MySql(raw),
             cleanup: Cleanup::MySql(db),
         }
     }
@@ -49,13 +70,55 @@ impl Backend {
         );
         let store = store::connect(&url).await.expect("open sqlite file");
         store.migrate().await.expect("sqlite migrations");
+        let raw = sqlx::SqlitePool::connect(&url)
+            .await
+            .expect("raw pool on the sqlite file");
         Self {
             store,
+            raw: Raw::Sqlite(raw),
             cleanup: Cleanup::Sqlite(dir),
         }
     }
 
+    /// Runs `sql` (SQL both dialects read the same) with `id` bound to its one
+    /// `?`, straight on the database; returns the rows it matched.
+    pub(crate) async fn raw_execute(&self, sql: &str, id: u64) -> u64 {
+        let sql = sqlx::AssertSqlSafe(sql.to_string());
+        match &self.raw {
+            Raw::MySql(p) => sqlx::query(sql)
+                .bind(id)
+                .execute(p)
+                .await
+                .map(|done| done.rows_affected()),
+            Raw::Sqlite(p) => sqlx::query(sql)
+                .bind(i64::try_from(id).unwrap())
+                .execute(p)
+                .await
+                .map(|done| done.rows_affected()),
+        }
+        .unwrap_or_else(|e| panic!("raw SQL failed: {e}"))
+    }
+
+    /// The integer `sql` selects (one `?`, bound to `id`), straight from the database.
+    pub(crate) async fn raw_count(&self, sql: &str, id: u64) -> i64 {
+        let sql = sqlx::AssertSqlSafe(sql.to_string());
+        match &self.raw {
+            Raw::MySql(p) => sqlx::query_scalar(sql).bind(id).fetch_one(p).await,
+            Raw::Sqlite(p) => {
+                sqlx::query_scalar(sql)
+                    .bind(i64::try_from(id).unwrap())
+                    .fetch_one(p)
+                    .await
+            }
+        }
+        .unwrap_or_else(|e| panic!("raw SQL failed: {e}"))
+    }
+
     pub(crate) async fn finish(self) {
+        match &self.raw {
+            Raw::MySql(p) => p.close().await,
+            Raw::Sqlite(p) => p.close().await,
+        }
         drop(self.store);
         match self.cleanup {
             Cleanup::MySql(db) => db.drop_db().await,
@@ -299,16 +362,35 @@ pub(crate) async fn audit_len(s: &dyn Store, m: &Option<Message>) -> usize {
     }
 }
 
-/// Polls `claim` until it returns something, for at most 10 s.
-pub(crate) async fn claim_eventually<F, Fut>(mut claim: F) -> Vec<Message>
+/// What a claim returns: the claimed rows alone, or with the quarantined.
+pub(crate) trait ClaimResult {
+    /// Whether the claim took no row at all.
+    fn took_nothing(&self) -> bool;
+}
+
+impl ClaimResult for Vec<Message> {
+    fn took_nothing(&self) -> bool {
+        self.is_empty()
+    }
+}
+
+impl ClaimResult for Claimed {
+    fn took_nothing(&self) -> bool {
+        self.taken() == 0
+    }
+}
+
+/// Polls `claim` until it takes something, for at most 10 s.
+pub(crate) async fn claim_eventually<C, F, Fut>(mut claim: F) -> C
 where
+    C: ClaimResult,
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Vec<Message>>,
+    Fut: std::future::Future<Output = C>,
 {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         let got = claim().await;
-        if !got.is_empty() {
+        if !got.took_nothing() {
             return got;
         }
         assert!(

@@ -1,6 +1,7 @@
 //! Store conformance: one set of test functions, run against every backend.
 //!
-//! Each test is a plain `async fn(&DynStore)` in the module of its concern; the
+//! Each test is a plain `async fn(&DynStore)` (or `async fn(&Backend)` when it
+//! must write what the store never would) in the module of its concern; the
 //! `conformance!` list below instantiates it once per backend (`mysql::…` on a
 //! fresh MariaDB database, `sqlite::…` on a fresh temp file), so both backends
 //! are held to the same state machine, the same claim/lease rules and the same
@@ -18,6 +19,7 @@ mod decisions;
 mod harness;
 mod prepare;
 mod producers;
+mod quarantine;
 mod sends;
 mod sqlite_only;
 mod verifies;
@@ -32,7 +34,7 @@ macro_rules! conformance {
                 #[tokio::test]
                 async fn $name() {
                     let backend = crate::store::harness::Backend::mysql().await;
-                    crate::store::$module::$name(&backend.store).await;
+                    crate::store::$module::$name(&backend).await;
                     backend.finish().await;
                 }
             )*)*
@@ -44,7 +46,7 @@ macro_rules! conformance {
                 #[tokio::test]
                 async fn $name() {
                     let backend = crate::store::harness::Backend::sqlite().await;
-                    crate::store::$module::$name(&backend.store).await;
+                    crate::store::$module::$name(&backend).await;
                     backend.finish().await;
                 }
             )*)*
@@ -102,6 +104,10 @@ conformance! {
     producers: [
         producers_can_be_created_found_updated_and_deleted,
         set_producer_token_replaces_the_hash_of_an_existing_producer_only,
+    ],
+    quarantine: [
+        an_unreadable_row_is_quarantined_and_the_rest_of_its_send_claim_goes_ahead,
+        an_unreadable_row_is_quarantined_and_the_rest_of_its_verify_claim_goes_ahead,
     ],
     clock: [
         times_come_from_the_database_clock_in_utc_with_millisecond_precision,

@@ -26,7 +26,7 @@ pub(crate) async fn claim_due_sends_takes_only_committed_pending_rows_that_are_d
 
     let lease = Duration::from_secs(120);
     let t0 = s.now().await.unwrap();
-    let claimed = s.claim_due_sends(100, lease).await.unwrap();
+    let claimed = s.claim_due_sends(100, lease).await.unwrap().messages;
     let t1 = s.now().await.unwrap();
     assert_eq!(
         claimed.iter().map(|m| m.id).collect::<Vec<_>>(),
@@ -63,14 +63,19 @@ pub(crate) async fn claim_due_sends_skips_claimed_rows_until_a_short_lease_runs_
     let s = s.as_ref();
     let before = arrange(s, State::SendPending, Due::Now).await.unwrap();
     let lease = Duration::from_millis(300);
-    let first = s.claim_due_sends(10, lease).await.unwrap();
+    let first = s.claim_due_sends(10, lease).await.unwrap().messages;
     assert_eq!(first.len(), 1);
     assert_eq!(first[0].version, before.version + 1);
     assert!(
-        s.claim_due_sends(10, lease).await.unwrap().is_empty(),
+        s.claim_due_sends(10, lease)
+            .await
+            .unwrap()
+            .messages
+            .is_empty(),
         "a claimed row is not claimed again within its lease"
     );
-    let again = claim_eventually(|| async { s.claim_due_sends(10, LATER).await.unwrap() }).await;
+    let again =
+        claim_eventually(|| async { s.claim_due_sends(10, LATER).await.unwrap().messages }).await;
     let now = s.now().await.unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].id, before.id);
@@ -86,9 +91,9 @@ pub(crate) async fn claim_due_sends_takes_at_most_the_limit(s: &DynStore) {
     for i in 0..3 {
         arrange_key(s, &format!("batch-{i}"), State::SendPending, Due::Now).await;
     }
-    let a = s.claim_due_sends(2, LATER).await.unwrap();
-    let b = s.claim_due_sends(2, LATER).await.unwrap();
-    let c = s.claim_due_sends(2, LATER).await.unwrap();
+    let a = s.claim_due_sends(2, LATER).await.unwrap().messages;
+    let b = s.claim_due_sends(2, LATER).await.unwrap().messages;
+    let c = s.claim_due_sends(2, LATER).await.unwrap().messages;
     assert_eq!((a.len(), b.len(), c.len()), (2, 1, 0));
     let ids: BTreeSet<u64> = a.iter().chain(&b).map(|m| m.id).collect();
     assert_eq!(ids.len(), 3);
@@ -104,9 +109,9 @@ pub(crate) async fn racing_claimers_never_take_the_same_row(s: &DynStore) {
         )
         .await;
     }
-    let claim = || async { s.claim_due_sends(5, LATER).await.unwrap() };
+    let claim = || async { s.claim_due_sends(5, LATER).await.unwrap().messages };
     let (a, b, c, d) = tokio::join!(claim(), claim(), claim(), claim());
-    let rest = s.claim_due_sends(100, LATER).await.unwrap();
+    let rest = s.claim_due_sends(100, LATER).await.unwrap().messages;
     let all: Vec<u64> = [a, b, c, d, rest].iter().flatten().map(|m| m.id).collect();
     let distinct: BTreeSet<u64> = all.iter().copied().collect();
     assert_eq!(
@@ -165,7 +170,13 @@ pub(crate) async fn mark_sent_with_a_stale_version_matches_nothing(s: &DynStore)
         .await
         .unwrap();
     // Another instance re-claims `a` after our lease ran out: our version is stale.
-    let reclaimed = s.claim_due_sends(10, LATER).await.unwrap().pop().unwrap();
+    let reclaimed = s
+        .claim_due_sends(10, LATER)
+        .await
+        .unwrap()
+        .messages
+        .pop()
+        .unwrap();
     assert_eq!(reclaimed.id, a.id);
     let stale = SentMark {
         id: a.id,

@@ -25,7 +25,7 @@ pub(crate) async fn claim_due_verifies_takes_only_prepared_rows_that_are_due(s: 
 
     let lease = Duration::from_secs(45);
     let t0 = s.now().await.unwrap();
-    let claimed = s.claim_due_verifies(100, lease).await.unwrap();
+    let claimed = s.claim_due_verifies(100, lease).await.unwrap().messages;
     let t1 = s.now().await.unwrap();
     assert_eq!(
         claimed.iter().map(|m| m.id).collect::<Vec<_>>(),
@@ -60,13 +60,19 @@ pub(crate) async fn claim_due_verifies_skips_claimed_rows_until_a_short_lease_ru
     let s = s.as_ref();
     let before = arrange(s, State::Prepared, Due::Now).await.unwrap();
     let lease = Duration::from_millis(300);
-    let first = s.claim_due_verifies(10, lease).await.unwrap();
+    let first = s.claim_due_verifies(10, lease).await.unwrap().messages;
     assert_eq!(first.len(), 1);
     assert!(
-        s.claim_due_verifies(10, lease).await.unwrap().is_empty(),
+        s.claim_due_verifies(10, lease)
+            .await
+            .unwrap()
+            .messages
+            .is_empty(),
         "a claimed row is not claimed again within its lease"
     );
-    let again = claim_eventually(|| async { s.claim_due_verifies(10, LATER).await.unwrap() }).await;
+    let again =
+        claim_eventually(|| async { s.claim_due_verifies(10, LATER).await.unwrap().messages })
+            .await;
     let now = s.now().await.unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].id, before.id);

@@ -7,6 +7,7 @@ mod support;
 mod concurrency;
 mod decisions;
 mod garbage;
+mod quarantine;
 mod registry;
 mod ssrf;
 mod timing;

@@ -1,0 +1,129 @@
+//! Rows the code cannot read (`docs/architecture.md`, Unreadable rows): a
+//! claim decodes its rows one by one, so a row it cannot read is set aside
+//! (quarantined) and the rest of the batch is claimed as usual, instead of
+//! one bad row failing every claim that reaches it.
+
+use std::time::Duration;
+
+use trustmsg::store::{Message, Quarantined};
+
+use crate::store::harness::*;
+
+/// What makes a row unreadable here: headers that are not JSON.
+const CORRUPT: &str = "UPDATE messages SET headers = 'not json' WHERE id = ?";
+
+fn ids(rows: &[Message]) -> Vec<u64> {
+    rows.iter().map(|m| m.id).collect()
+}
+
+/// The claim set aside exactly the row `id`, saying what was wrong with it.
+fn assert_quarantined(quarantined: &[Quarantined], id: u64) {
+    assert_eq!(quarantined.len(), 1, "{quarantined:?}");
+    let q = &quarantined[0];
+    assert_eq!(
+        (q.id, q.biz_id.as_str(), q.message_key.as_str()),
+        (id, BIZ, "bad")
+    );
+    assert!(
+        q.reason
+            .starts_with("quarantined: unreadable row: headers: "),
+        "{}",
+        q.reason
+    );
+}
+
+pub(crate) async fn an_unreadable_row_is_quarantined_and_the_rest_of_its_send_claim_goes_ahead(
+    b: &Backend,
+) {
+    let s = b.store.as_ref();
+    let good_a = arrange_key(s, "good-a", State::SendPending, Due::Now)
+        .await
+        .unwrap();
+    let bad = arrange_key(s, "bad", State::SendPending, Due::Now)
+        .await
+        .unwrap();
+    let good_b = arrange_key(s, "good-b", State::SendPending, Due::Now)
+        .await
+        .unwrap();
+    assert_eq!(b.raw_execute(CORRUPT, bad.id).await, 1);
+
+    let short = Duration::from_millis(300);
+    let claimed = s
+        .claim_due_sends(10, short)
+        .await
+        .expect("one unreadable row does not fail the claim");
+    assert_eq!(ids(&claimed.messages), [good_a.id, good_b.id]);
+    assert_quarantined(&claimed.quarantined, bad.id);
+
+    // Once the short lease is over the good rows are due again; the
+    // quarantined one is not.
+    let again = claim_eventually(|| async { s.claim_due_sends(10, LATER).await.unwrap() }).await;
+    assert_eq!(ids(&again.messages), [good_a.id, good_b.id]);
+    assert_eq!(
+        again.quarantined,
+        [],
+        "a row is quarantined (and alerted) once"
+    );
+    assert_eq!(
+        b.raw_count(
+            "SELECT COUNT(*) FROM messages WHERE id = ? AND next_send_at IS NULL \
+             AND status = 'COMMITTED' AND send_status = 'PENDING' \
+             AND last_error LIKE 'quarantined: unreadable row: headers%'",
+            bad.id
+        )
+        .await,
+        1,
+        "the quarantined row is out of the send scan, with the reason in last_error"
+    );
+    assert_eq!(
+        audit_lines(s, bad.id).await.last().map(String::as_str),
+        Some("forwarder quarantine COMMITTED=>COMMITTED send PENDING=>PENDING")
+    );
+}
+
+pub(crate) async fn an_unreadable_row_is_quarantined_and_the_rest_of_its_verify_claim_goes_ahead(
+    b: &Backend,
+) {
+    let s = b.store.as_ref();
+    let good_a = arrange_key(s, "good-a", State::Prepared, Due::Now)
+        .await
+        .unwrap();
+    let bad = arrange_key(s, "bad", State::Prepared, Due::Now)
+        .await
+        .unwrap();
+    let good_b = arrange_key(s, "good-b", State::Prepared, Due::Now)
+        .await
+        .unwrap();
+    assert_eq!(b.raw_execute(CORRUPT, bad.id).await, 1);
+
+    let short = Duration::from_millis(300);
+    let claimed = s
+        .claim_due_verifies(10, short)
+        .await
+        .expect("one unreadable row does not fail the claim");
+    assert_eq!(ids(&claimed.messages), [good_a.id, good_b.id]);
+    assert_quarantined(&claimed.quarantined, bad.id);
+
+    let again = claim_eventually(|| async { s.claim_due_verifies(10, LATER).await.unwrap() }).await;
+    assert_eq!(ids(&again.messages), [good_a.id, good_b.id]);
+    assert_eq!(
+        again.quarantined,
+        [],
+        "a row is quarantined (and alerted) once"
+    );
+    assert_eq!(
+        b.raw_count(
+            "SELECT COUNT(*) FROM messages WHERE id = ? AND next_verify_at IS NULL \
+             AND status = 'PREPARED' \
+             AND last_error LIKE 'quarantined: unreadable row: headers%'",
+            bad.id
+        )
+        .await,
+        1,
+        "the quarantined row is out of the check-back scan, with the reason in last_error"
+    );
+    assert_eq!(
+        audit_lines(s, bad.id).await.last().map(String::as_str),
+        Some("verifier quarantine PREPARED=>PREPARED send -=>-")
+    );
+}
