@@ -1,5 +1,6 @@
 //! Alerts: a message needs a person (VERIFY_FAILED, SEND_FAILED, a row
-//! quarantined because it could not be read).
+//! quarantined because it could not be read, a message waiting far too long,
+//! found by the overdue watch).
 //!
 //! An alert is a structured ERROR log line, a Prometheus counter
 //! (`trustmsg_alerts_total{kind}`) and, when `--alert-webhook` is set, a JSON
@@ -42,6 +43,13 @@ pub enum AlertKind {
     /// does not know, headers that are not JSON) and set it aside: it is
     /// neither sent nor checked until a person repairs it.
     Quarantined,
+    /// A committed message is still not in Kafka long after its commit (its
+    /// sends keep timing out or finding the cluster away): nothing failed for
+    /// good, but a person should look (see `--alert-send-overdue-after`).
+    SendOverdue,
+    /// A message is still PREPARED long after its prepare (its check-back
+    /// keeps being put off): see `--alert-verify-overdue-after`.
+    VerifyOverdue,
 }
 
 impl AlertKind {
@@ -50,6 +58,8 @@ impl AlertKind {
             Self::VerifyFailed => "verify_failed",
             Self::SendFailed => "send_failed",
             Self::Quarantined => "quarantined",
+            Self::SendOverdue => "send_overdue",
+            Self::VerifyOverdue => "verify_overdue",
         }
     }
 }
@@ -65,8 +75,9 @@ pub struct Alert {
     pub biz_id: String,
     /// The producer's message key.
     pub message_key: String,
-    /// Check-back attempts (verify_failed) or send attempts (send_failed);
-    /// 0 for a quarantined row, whose counters may be what is unreadable.
+    /// Check-back attempts (verify_failed, verify_overdue) or send attempts
+    /// (send_failed, send_overdue); 0 for a quarantined row, whose counters
+    /// may be what is unreadable.
     pub attempts: u32,
     /// The last error.
     pub last_error: String,

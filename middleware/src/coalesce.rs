@@ -20,6 +20,16 @@
 //! the database is slow or away, the queue fills with such jobs, and writing
 //! them late would only delay the callers still waiting. Skipping is checked
 //! when a batch is taken and before each one-by-one retry.
+//!
+//! A store call of a batch is given up (its connection dropped) after twice
+//! `--request-timeout`. Without that, a connection that hangs without closing
+//! (a frozen server, a partition that drops packets) would hold the worker
+//! until TCP gives up, and every job queued behind it would wait with it.
+//! Twice, not once: by then the jobs queued behind it during the first
+//! timeout have been answered 503 and are skipped, not sent into the same
+//! hung database. A write given up that was already on the wire may still be
+//! applied; its caller got 503 and retries, and prepare and decisions are
+//! idempotent.
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -64,6 +74,8 @@ pub(crate) struct WriteSettings {
     pub(crate) max_batch: NonZeroUsize,
     /// The send claim a commit takes (see the forwarder).
     pub(crate) send_lease: Duration,
+    /// How long one store call of a batch may take (twice `--request-timeout`).
+    pub(crate) deadline: Duration,
 }
 
 impl Coalescer {
@@ -71,7 +83,7 @@ impl Coalescer {
     /// last `Coalescer` clone is dropped.
     pub(crate) fn start(store: DynStore, settings: WriteSettings) -> Self {
         let (workers, max_batch) = (settings.workers.get(), settings.max_batch.get());
-        let send_lease = settings.send_lease;
+        let (send_lease, deadline) = (settings.send_lease, settings.deadline);
         let queue = max_batch.saturating_mul(workers).saturating_mul(4);
         let (prepares, prepare_rx) = mpsc::channel::<PrepareJob>(queue);
         let (decisions, decide_rx) = mpsc::channel::<DecideJob>(queue);
@@ -81,13 +93,13 @@ impl Coalescer {
             let (s, rx) = (store.clone(), prepare_rx.clone());
             tokio::spawn(async move {
                 while let Some(jobs) = next_batch(&rx, max_batch).await {
-                    write_prepares(&s, jobs).await;
+                    write_prepares(&s, jobs, deadline).await;
                 }
             });
             let (s, rx) = (store.clone(), decide_rx.clone());
             tokio::spawn(async move {
                 while let Some(jobs) = next_batch(&rx, max_batch).await {
-                    write_decisions(&s, jobs, send_lease).await;
+                    write_decisions(&s, jobs, send_lease, deadline).await;
                 }
             });
         }
@@ -160,14 +172,39 @@ fn unreachable(e: &StoreError) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
 
-async fn write_prepares(store: &DynStore, jobs: Vec<PrepareJob>) {
-    let jobs = still_wanted(jobs, |j| j.reply.is_closed());
+/// `call`, or [`StoreError::Unavailable`] once `deadline` has passed (its
+/// connection is dropped; a write already on the wire may still be applied,
+/// and every write here is idempotent).
+async fn within<T>(
+    deadline: Duration,
+    call: impl std::future::Future<Output = StoreResult<T>>,
+) -> StoreResult<T> {
+    tokio::time::timeout(deadline, call)
+        .await
+        .unwrap_or_else(|_| {
+            Err(StoreError::Unavailable(format!(
+                "the database did not answer within {}",
+                humantime::format_duration(deadline)
+            )))
+        })
+}
+
+fn prepare_gone(j: &PrepareJob) -> bool {
+    j.reply.is_closed()
+}
+
+fn decision_gone(j: &DecideJob) -> bool {
+    j.reply.is_closed()
+}
+
+async fn write_prepares(store: &DynStore, jobs: Vec<PrepareJob>, deadline: Duration) {
+    let jobs = still_wanted(jobs, prepare_gone);
     if jobs.is_empty() {
         return;
     }
     let batch: Vec<NewMessage> = jobs.iter().map(|j| j.message.clone()).collect();
     metrics::histogram!("trustmsg_prepare_batch_size").record(batch.len() as f64);
-    match store.insert_prepared_batch(&batch).await {
+    match within(deadline, store.insert_prepared_batch(&batch)).await {
         Ok(results) => {
             for (job, result) in jobs.into_iter().zip(results) {
                 let _ = job.reply.send(Ok(result));
@@ -185,7 +222,8 @@ async fn write_prepares(store: &DynStore, jobs: Vec<PrepareJob>) {
                 if job.reply.is_closed() {
                     continue;
                 }
-                let _ = job.reply.send(store.insert_prepared(&job.message).await);
+                let inserted = within(deadline, store.insert_prepared(&job.message)).await;
+                let _ = job.reply.send(inserted);
             }
         }
     }
@@ -208,14 +246,19 @@ fn request(job: &DecideJob, send_lease: Duration) -> DecideRequest<'_> {
     }
 }
 
-async fn write_decisions(store: &DynStore, jobs: Vec<DecideJob>, send_lease: Duration) {
-    let jobs = still_wanted(jobs, |j| j.reply.is_closed());
+async fn write_decisions(
+    store: &DynStore,
+    jobs: Vec<DecideJob>,
+    send_lease: Duration,
+    deadline: Duration,
+) {
+    let jobs = still_wanted(jobs, decision_gone);
     if jobs.is_empty() {
         return;
     }
     metrics::histogram!("trustmsg_decide_batch_size").record(jobs.len() as f64);
     let reqs: Vec<DecideRequest<'_>> = jobs.iter().map(|j| request(j, send_lease)).collect();
-    match store::decide_batch(store.as_ref(), &reqs).await {
+    match within(deadline, store::decide_batch(store.as_ref(), &reqs)).await {
         Ok(outcomes) => {
             drop(reqs);
             for (job, outcome) in jobs.into_iter().zip(outcomes) {
@@ -236,7 +279,8 @@ async fn write_decisions(store: &DynStore, jobs: Vec<DecideJob>, send_lease: Dur
                 if job.reply.is_closed() {
                     continue;
                 }
-                let outcome = store::decide(store.as_ref(), request(&job, send_lease)).await;
+                let write = store::decide(store.as_ref(), request(&job, send_lease));
+                let outcome = within(deadline, write).await;
                 let _ = job.reply.send(outcome);
             }
         }

@@ -27,6 +27,7 @@ use crate::backoff::Backoff;
 use crate::coalesce::WriteSettings;
 use crate::forwarder::kafka::{record_size, KafkaSettings};
 use crate::forwarder::ForwarderConfig;
+use crate::overdue::OverdueSettings;
 pub use crate::secret::Secret;
 use crate::verifier::{VerifierConfig, MAX_VERIFY_TIMEOUT};
 
@@ -312,6 +313,17 @@ pub struct AlertArgs {
     /// URL that receives a JSON POST for every alert (VERIFY_FAILED, SEND_FAILED).
     #[arg(long, env = "TRUSTMSG_ALERT_WEBHOOK")]
     pub alert_webhook: Option<url::Url>,
+
+    /// Alert once for a committed message still not in Kafka this long after
+    /// its commit (its sends keep timing out or finding the cluster away,
+    /// which counts no attempt). 0 turns this alert off.
+    #[arg(long, env = "TRUSTMSG_ALERT_SEND_OVERDUE_AFTER", default_value = "15m", value_parser = duration)]
+    pub alert_send_overdue_after: Duration,
+
+    /// Alert once for a message still PREPARED this long after its prepare
+    /// (its check-back keeps being put off). 0 turns this alert off.
+    #[arg(long, env = "TRUSTMSG_ALERT_VERIFY_OVERDUE_AFTER", default_value = "2h", value_parser = duration)]
+    pub alert_verify_overdue_after: Duration,
 }
 
 impl ServeArgs {
@@ -365,6 +377,8 @@ pub(crate) struct Settings {
     pub(crate) verifier: Option<VerifierConfig>,
     /// Where alerts are POSTed, if anywhere.
     pub(crate) alert_webhook: Option<url::Url>,
+    /// When a waiting message is alerted as overdue.
+    pub(crate) overdue: OverdueSettings,
 }
 
 /// Whether this instance runs a forwarder.
@@ -458,12 +472,17 @@ impl ServeArgs {
                 workers: self.write_workers,
                 max_batch: self.write_batch,
                 send_lease,
+                deadline: self.request_timeout.saturating_mul(2),
             },
             request_timeout: self.request_timeout,
             address_policy: address_policy(v),
             forwarding,
             verifier,
             alert_webhook: self.alerts.alert_webhook.clone(),
+            overdue: OverdueSettings {
+                send_after: Some(self.alerts.alert_send_overdue_after).filter(|d| !d.is_zero()),
+                verify_after: Some(self.alerts.alert_verify_overdue_after).filter(|d| !d.is_zero()),
+            },
         })
     }
 

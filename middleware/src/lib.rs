@@ -17,6 +17,7 @@ mod coalesce;
 pub mod config;
 pub mod forwarder;
 mod metrics_setup;
+mod overdue;
 pub mod registry;
 mod secret;
 pub mod startup;

@@ -20,6 +20,7 @@ use crate::config::{Forwarding, ServeArgs};
 use crate::forwarder::kafka::KafkaSink;
 use crate::forwarder::{CommitListener, Forwarder, NoForwarder};
 use crate::metrics_setup;
+use crate::overdue;
 use crate::registry::Registry;
 use crate::store::{self, DynStore};
 use crate::verifier::Verifier;
@@ -86,6 +87,12 @@ impl Application {
             );
             workers.push(verifier.spawn(shutdown.clone()));
         }
+        workers.extend(overdue::spawn(
+            store.clone(),
+            alerter.clone(),
+            cfg.overdue,
+            shutdown.clone(),
+        ));
         let state = AppState {
             writes: Coalescer::start(store.clone(), cfg.writes),
             store: store.clone(),

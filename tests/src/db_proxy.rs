@@ -4,13 +4,19 @@
 //! close, new ones are dropped at once), [`DbProxy::hang`] a partition or a
 //! frozen server (nothing answers, nothing closes), [`DbProxy::restore`]
 //! brings it back. While hanging, bytes are held, not lost: connections that
-//! survive a hang carry on where they stopped.
+//! survive a hang carry on where they stopped. [`DbProxy::freeze_open`] is a
+//! server gone without a word while a new one took its address: the
+//! connections open until then never carry another byte and never close,
+//! new ones work.
 
 use std::net::SocketAddr;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
+
 use tokio::sync::watch;
 
 use crate::db::{mysql_server_url, TestDb};
@@ -28,6 +34,9 @@ enum Mode {
 pub struct DbProxy {
     addr: SocketAddr,
     mode: watch::Sender<Mode>,
+    /// Connections numbered below this are frozen for good.
+    frozen_below: watch::Sender<u64>,
+    accepted: Arc<AtomicU64>,
 }
 
 impl DbProxy {
@@ -42,13 +51,35 @@ impl DbProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (mode, _) = watch::channel(Mode::Pass);
-        let modes = mode.clone();
+        let (frozen_below, _) = watch::channel(0);
+        let accepted = Arc::new(AtomicU64::new(0));
+        let (modes, frozen, count) = (mode.clone(), frozen_below.clone(), accepted.clone());
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                tokio::spawn(relay(client, upstream.clone(), modes.subscribe()));
+                let n = count.fetch_add(1, Ordering::SeqCst);
+                let frozen = frozen.subscribe();
+                let relay = relay(client, upstream.clone(), modes.subscribe());
+                tokio::spawn(async move {
+                    let mut relay = std::pin::pin!(relay);
+                    // The freeze is set before traffic is restored, and
+                    // checked first: a frozen relay never moves another byte.
+                    tokio::select! {
+                        biased;
+                        _ = frozen_for_good(frozen, n) => {}
+                        _ = &mut relay => return,
+                    }
+                    // Frozen: the pinned relay (and so its sockets) lives on
+                    // in this task, open and silent, until the runtime ends.
+                    std::future::pending::<()>().await
+                });
             }
         });
-        Self { addr, mode }
+        Self {
+            addr,
+            mode,
+            frozen_below,
+            accepted,
+        }
     }
 
     /// `db`'s URL with the server's address replaced by the proxy's.
@@ -75,6 +106,19 @@ impl DbProxy {
     pub fn restore(&self) {
         self.mode.send_replace(Mode::Pass);
     }
+
+    /// Freezes every connection open now for good (what it holds is never
+    /// delivered, it never closes) and passes traffic: new connections work.
+    pub fn freeze_open(&self) {
+        self.frozen_below
+            .send_replace(self.accepted.load(Ordering::SeqCst));
+        self.restore();
+    }
+}
+
+/// Returns once connection `n` is frozen.
+async fn frozen_for_good(mut frozen_below: watch::Receiver<u64>, n: u64) {
+    let _ = frozen_below.wait_for(|below| n < *below).await;
 }
 
 /// Waits until traffic may pass: true, or false once refused.

@@ -40,8 +40,8 @@ use chrono::{DateTime, Utc};
 
 pub use decide::{decide, decide_batch, DecideOutcome, DecideRequest, Target};
 pub use model::{
-    Actor, AuditEntry, Claimed, Inserted, Message, NewMessage, Producer, ProducerRecord,
-    Quarantined, SentMark, Transition,
+    Actor, AuditEntry, Claimed, Inserted, Message, NewMessage, Overdue, Producer, ProducerRecord,
+    Quarantined, SentMark, Transition, Wait,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should
@@ -213,6 +213,19 @@ pub trait Store: Send + Sync + 'static {
     /// due again after `delay` (its producer was at its concurrency limit).
     /// False when the claim was stale (the row changed meanwhile).
     async fn release_verify(&self, id: u64, version: u64, delay: Duration) -> StoreResult<bool>;
+
+    /// Flags up to `limit` messages that have been waiting for `wait` longer
+    /// than `older_than` and were never flagged, and returns the ones this
+    /// call flagged. Each message is flagged once, by one caller, ever, so
+    /// alerting on what this returns alerts exactly once across instances.
+    /// Flagging changes neither the state nor the version: a claim in flight
+    /// on the row stays valid.
+    async fn flag_overdue(
+        &self,
+        wait: Wait,
+        older_than: Duration,
+        limit: u32,
+    ) -> StoreResult<Vec<Overdue>>;
 
     async fn upsert_producer(&self, p: &ProducerRecord) -> StoreResult<Producer>;
     async fn find_producer(&self, biz_id: &str) -> StoreResult<Option<Producer>>;

@@ -212,6 +212,29 @@ pub struct Quarantined {
     pub reason: String,
 }
 
+/// What an overdue message has been waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Its send to Kafka: COMMITTED, send still PENDING, counted from the commit.
+    Send,
+    /// A decision: PREPARED, counted from the prepare.
+    Decision,
+}
+
+/// A message [`crate::store::Store::flag_overdue`] flagged: it has waited
+/// longer than the threshold, and this call is the one that found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overdue {
+    pub id: u64,
+    pub biz_id: String,
+    pub message_key: String,
+    /// Send attempts ([`Wait::Send`]) or check-back attempts ([`Wait::Decision`]).
+    pub attempts: u32,
+    /// When the wait began: the commit, or the prepare (None if unreadable).
+    pub since: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
+}
+
 /// One audit row.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct AuditEntry {

@@ -17,8 +17,8 @@ use super::sql::{
     MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
 };
 use super::{
-    Actor, AuditEntry, Claimed, Inserted, Message, NewMessage, Producer, ProducerRecord, SentMark,
-    Store, StoreError, StoreResult, Transition,
+    Actor, AuditEntry, Claimed, Inserted, Message, NewMessage, Overdue, Producer, ProducerRecord,
+    SentMark, Store, StoreError, StoreResult, Transition, Wait,
 };
 
 /// The MySQL/MariaDB store.
@@ -71,6 +71,12 @@ impl Dialect for MySql {
 
     fn rows_affected(done: &sqlx::mysql::MySqlQueryResult) -> u64 {
         done.rows_affected()
+    }
+
+    const MINUS_SPAN: &'static str = " - INTERVAL ? MICROSECOND";
+
+    fn span(d: Duration) -> i64 {
+        micros(d)
     }
 }
 
@@ -591,6 +597,15 @@ impl Store for MySqlStore {
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn flag_overdue(
+        &self,
+        wait: Wait,
+        older_than: Duration,
+        limit: u32,
+    ) -> StoreResult<Vec<Overdue>> {
+        sql::flag_overdue(&self.pool, wait, older_than, limit).await
     }
 
     async fn upsert_producer(&self, p: &ProducerRecord) -> StoreResult<Producer> {

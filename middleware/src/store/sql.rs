@@ -17,8 +17,8 @@ use sqlx::{Database, Encode, Executor, IntoArguments, QueryBuilder, Type};
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
 use super::{
-    Actor, AuditEntry, Message, NewMessage, Producer, ProducerRecord, Quarantined, StoreError,
-    StoreResult, Transition,
+    Actor, AuditEntry, Message, NewMessage, Overdue, Producer, ProducerRecord, Quarantined,
+    StoreError, StoreResult, Transition, Wait,
 };
 
 /// The columns [`message_from_row`] reads, in table order.
@@ -55,6 +55,10 @@ pub(super) trait Dialect: Database<Row: SqlRow, Arguments: IntoArguments<Self>> 
     fn int(v: u64) -> Self::Int;
     /// How many rows a write matched.
     fn rows_affected(done: &Self::QueryResult) -> u64;
+    /// Appended to [`Dialect::NOW`]: the time one bound span ago.
+    const MINUS_SPAN: &'static str;
+    /// `d` as [`Dialect::MINUS_SPAN`] binds it.
+    fn span(d: std::time::Duration) -> i64;
 }
 
 /// A statement with its arguments, as [`sqlx::query`] makes it.
@@ -268,6 +272,64 @@ where
         .collect();
     insert_audits(&mut *conn, &audits).await?;
     Ok(done)
+}
+
+/// [`super::Store::flag_overdue`]: reads the candidates, then flags each with
+/// an UPDATE guarded by the flag and the state, so of several instances
+/// scanning at once exactly one flags (and alerts) each message. A
+/// quarantined row (its due column NULL) has had its alert already.
+pub(super) async fn flag_overdue<D>(
+    pool: &sqlx::Pool<D>,
+    wait: Wait,
+    older_than: std::time::Duration,
+    limit: u32,
+) -> StoreResult<Vec<Overdue>>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+    i64: Bind<D>,
+{
+    let (kind, since, attempts) = match wait {
+        Wait::Send => (ClaimKind::Sends, "decided_at", "send_attempts"),
+        Wait::Decision => (ClaimKind::Verifies, "created_at", "verify_attempts"),
+    };
+    let state = kind.state();
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT id, biz_id, message_key, {attempts} AS attempts, {since} AS since, last_error \
+         FROM messages WHERE {state} AND {due} IS NOT NULL AND overdue_alerted = 0 \
+         AND {since} < {now}{minus} ORDER BY id LIMIT ?",
+        due = kind.due_column(),
+        now = D::NOW,
+        minus = D::MINUS_SPAN,
+    )))
+    .bind(D::span(older_than))
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await?;
+    let mut flagged = Vec::new();
+    for row in &rows {
+        let id = row.unsigned("id")?;
+        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE messages SET overdue_alerted = 1 \
+             WHERE id = ? AND overdue_alerted = 0 AND {state}"
+        )))
+        .bind(D::int(id))
+        .execute(pool)
+        .await?;
+        if D::rows_affected(&done) == 1 {
+            // Read leniently: an alert about a row that is partly unreadable
+            // still names it.
+            flagged.push(Overdue {
+                id,
+                biz_id: lossy_text(row, "biz_id"),
+                message_key: lossy_text(row, "message_key"),
+                attempts: row.unsigned("attempts").unwrap_or(0),
+                since: row.opt_time("since").ok().flatten(),
+                last_error: row.opt_text("last_error").ok().flatten(),
+            });
+        }
+    }
+    Ok(flagged)
 }
 
 /// Decodes a row selected with [`PRODUCER_COLUMNS`].

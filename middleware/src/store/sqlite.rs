@@ -33,8 +33,8 @@ use super::sql::{
     Dialect, SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
 };
 use super::{
-    Actor, AuditEntry, Claimed, Inserted, Message, NewMessage, Producer, ProducerRecord, SentMark,
-    Store, StoreError, StoreResult, Transition,
+    Actor, AuditEntry, Claimed, Inserted, Message, NewMessage, Overdue, Producer, ProducerRecord,
+    SentMark, Store, StoreError, StoreResult, Transition, Wait,
 };
 
 /// The database clock as INTEGER ms since the epoch. `julianday('now')` holds
@@ -118,6 +118,12 @@ impl Dialect for Sqlite {
 
     fn rows_affected(done: &sqlx::sqlite::SqliteQueryResult) -> u64 {
         done.rows_affected()
+    }
+
+    const MINUS_SPAN: &'static str = " - ?";
+
+    fn span(d: Duration) -> i64 {
+        millis(d)
     }
 }
 
@@ -395,6 +401,15 @@ impl Store for SqliteStore {
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn flag_overdue(
+        &self,
+        wait: Wait,
+        older_than: Duration,
+        limit: u32,
+    ) -> StoreResult<Vec<Overdue>> {
+        sql::flag_overdue(&self.pool, wait, older_than, limit).await
     }
 
     async fn upsert_producer(&self, p: &ProducerRecord) -> StoreResult<Producer> {

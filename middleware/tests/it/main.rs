@@ -9,6 +9,7 @@
 //! - `bench`: `trustmsg bench` keeps its promises.
 //! - `cli`: `trustmsg serve` refuses bad flags before touching anything.
 //! - `openapi`: `docs/openapi.json` matches the code.
+//! - `overdue`: messages waiting far too long are alerted once.
 //! - `store`: the conformance suite, every store test on both backends.
 
 mod api;
@@ -16,5 +17,6 @@ mod bench;
 mod cli;
 mod forwarder;
 mod openapi;
+mod overdue;
 mod store;
 mod verifier;

@@ -207,3 +207,56 @@ async fn with_the_database_hanging_requests_answer_503_in_time_and_writes_whose_
     }
     app.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_stuck_on_a_connection_that_never_answers_frees_its_batcher_at_the_deadline() {
+    let proxy = DbProxy::start().await;
+    // One write batcher: if the stuck write held it, nothing would be written.
+    let app = spawn_behind(&proxy, &["--write-workers", "1"]).await;
+    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
+    let (status, view) = app
+        .post(
+            "/v1/messages/prepare",
+            Some(&token),
+            &prepare_body("shop", "before"),
+        )
+        .await;
+    assert_eq!(status, 201, "{view}");
+
+    // The batcher's write goes out on a connection that then never answers
+    // and never closes (the server vanished; a new one took its address).
+    proxy.hang();
+    let stuck = unavailable_in_time(
+        &app,
+        Method::POST,
+        "/v1/messages/prepare",
+        &token,
+        Some(prepare_body("shop", "stuck")),
+    );
+    let freeze = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        proxy.freeze_open();
+    };
+    let (code, ()) = tokio::join!(stuck, freeze);
+    assert!(
+        code == "store_unavailable" || code == "request_timeout",
+        "{code}"
+    );
+
+    // New connections work, so once the batcher has let go of the frozen one
+    // (twice --request-timeout) and the pool has dropped its other frozen
+    // connections (each at most one such deadline), prepares are written
+    // again; held for good, the batcher would never write another.
+    eventually(30, "a prepare on a new connection", async || {
+        let (status, _) = app
+            .post(
+                "/v1/messages/prepare",
+                Some(&token),
+                &prepare_body("shop", "after"),
+            )
+            .await;
+        status == 201 || status == 200
+    })
+    .await;
+    app.finish().await;
+}

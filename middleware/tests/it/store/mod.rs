@@ -17,6 +17,7 @@ mod batches;
 mod clock;
 mod decisions;
 mod harness;
+mod overdue;
 mod prepare;
 mod producers;
 mod quarantine;
@@ -108,6 +109,11 @@ conformance! {
     quarantine: [
         an_unreadable_row_is_quarantined_and_the_rest_of_its_send_claim_goes_ahead,
         an_unreadable_row_is_quarantined_and_the_rest_of_its_verify_claim_goes_ahead,
+    ],
+    overdue: [
+        flag_overdue_finds_each_pending_send_once_and_touches_nothing_else,
+        flag_overdue_finds_each_undecided_prepare_once_and_touches_nothing_else,
+        flag_overdue_takes_at_most_the_limit_and_the_rest_next_time,
     ],
     clock: [
         times_come_from_the_database_clock_in_utc_with_millisecond_precision,

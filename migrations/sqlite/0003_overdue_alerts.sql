@@ -1,0 +1,6 @@
+-- A message that waits far longer than it should (a send that keeps timing out, a check-back
+-- that keeps being put off) is alerted once: this flag records that the alert fired, so that
+-- every round of the watch alerts each such message exactly once. Setting it changes neither
+-- the state nor the version, so it never disturbs a claim in flight.
+ALTER TABLE messages
+    ADD COLUMN overdue_alerted INTEGER NOT NULL DEFAULT 0 CHECK (overdue_alerted IN (0, 1));
