@@ -204,7 +204,9 @@ impl Message {
 /// A trustmsg producer: its biz_id, its bearer token and the service's address.
 ///
 /// Cheap to clone (the HTTP connection pool is shared). Each call is retried
-/// per its [`RetryPolicy`] on network errors and 5xx, never on 4xx.
+/// per its [`RetryPolicy`] on network errors and 5xx, never on 4xx; a 5xx
+/// with `Retry-After: <seconds>` (trustmsg sends one with every 503) is not
+/// retried sooner than that (at most 60 s).
 ///
 /// ```no_run
 /// use trustmsg_client::{Message, Producer};
@@ -244,8 +246,26 @@ enum Attempt {
         status: Option<u16>,
         code: Option<String>,
         message: String,
+        /// The server's `Retry-After`, when it sent one (in seconds).
+        retry_after: Option<Duration>,
     },
     Final(Error),
+}
+
+/// The longest `Retry-After` honoured: a server (or a proxy in front of it)
+/// asking for more does not park the producer longer than this per retry.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// The delay before the next try: the policy's, but never sooner than the
+/// server asked (`Retry-After`, capped at [`MAX_RETRY_AFTER`]).
+fn next_delay(e: &Attempt, policy: Option<Duration>) -> Option<Duration> {
+    match e {
+        Attempt::Transient {
+            retry_after: Some(asked),
+            ..
+        } => policy.map(|d| d.max((*asked).min(MAX_RETRY_AFTER))),
+        _ => policy,
+    }
 }
 
 impl Producer {
@@ -438,6 +458,7 @@ impl Producer {
         })
         .retry(self.retry.backoff())
         .when(|e| matches!(e, Attempt::Transient { .. }))
+        .adjust(next_delay)
         .notify(|e, after| {
             if let Attempt::Transient { message, .. } = e {
                 tracing::warn!(%url, error = %message, retry_in = ?after, "trustmsg call failed; retrying");
@@ -450,6 +471,7 @@ impl Producer {
                 status,
                 code,
                 message,
+                ..
             } => Error::Unavailable {
                 attempts: attempts.load(Ordering::Relaxed),
                 status,
@@ -475,9 +497,16 @@ impl Producer {
             status: None,
             code: None,
             message: e.to_string(),
+            retry_after: None,
         };
         let res = req.send().await.map_err(transient)?;
         let status = res.status();
+        let retry_after = res
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
         // A body cut off mid-way is a network error like any other: retry.
         let bytes = res.bytes().await.map_err(transient)?;
         if status.is_success() {
@@ -498,6 +527,7 @@ impl Producer {
                 status: Some(status.as_u16()),
                 code,
                 message,
+                retry_after,
             })
         } else {
             Err(Attempt::Final(Error::from_status(

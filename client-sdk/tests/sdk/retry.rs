@@ -1,6 +1,9 @@
 //! Retries, against a local server that fails on purpose and counts requests.
 
-use axum::http::StatusCode;
+use std::time::{Duration, Instant};
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::IntoResponse;
 use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::{json, Value};
@@ -22,6 +25,15 @@ fn committed_view() -> Value {
 /// A commit endpoint that answers `fail_status` for the first `failures`
 /// requests and a committed view after that.
 async fn flaky(failures: u32, fail_status: StatusCode) -> (String, Counter) {
+    flaky_asking(failures, fail_status, None).await
+}
+
+/// [`flaky`], with `Retry-After: <retry_after>` on each failure when given.
+async fn flaky_asking(
+    failures: u32,
+    fail_status: StatusCode,
+    retry_after: Option<&'static str>,
+) -> (String, Counter) {
     let counter = Counter::default();
     let c = counter.clone();
     let app = Router::new().route(
@@ -30,17 +42,59 @@ async fn flaky(failures: u32, fail_status: StatusCode) -> (String, Counter) {
             let c = c.clone();
             async move {
                 if c.bump() <= failures {
-                    (
+                    let mut res = (
                         fail_status,
                         Json(json!({"error": {"code": "injected", "message": "injected failure"}})),
                     )
+                        .into_response();
+                    if let Some(after) = retry_after {
+                        res.headers_mut()
+                            .insert(header::RETRY_AFTER, HeaderValue::from_static(after));
+                    }
+                    res
                 } else {
-                    (StatusCode::OK, Json(committed_view()))
+                    (StatusCode::OK, Json(committed_view())).into_response()
                 }
             }
         }),
     );
     (format!("http://{}", serve(app).await), counter)
+}
+
+#[tokio::test]
+async fn a_503_with_retry_after_is_retried_no_sooner_than_the_server_asked() {
+    let (url, count) = flaky_asking(1, StatusCode::SERVICE_UNAVAILABLE, Some("1")).await;
+    // The policy alone would retry within 50 ms.
+    let p = Producer::new(&url, "shop", "t")
+        .unwrap()
+        .with_retry(fast_retry(3));
+    let start = Instant::now();
+    let view = p.commit("o-1").await.unwrap();
+    let took = start.elapsed();
+    assert_eq!(view.status, MessageStatus::Committed);
+    assert_eq!(count.get(), 2);
+    assert!(
+        took >= Duration::from_secs(1),
+        "retried after {took:?}, before the 1 s Retry-After"
+    );
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+#[tokio::test]
+async fn a_retry_after_that_is_not_seconds_leaves_the_policy_in_charge() {
+    let date = "Wed, 21 Oct 2015 07:28:00 GMT";
+    let (url, count) = flaky_asking(2, StatusCode::SERVICE_UNAVAILABLE, Some(date)).await;
+    let p = Producer::new(&url, "shop", "t")
+        .unwrap()
+        .with_retry(fast_retry(3));
+    let start = Instant::now();
+    p.commit("o-1").await.unwrap();
+    assert_eq!(count.get(), 3);
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
 }
 
 #[tokio::test]
