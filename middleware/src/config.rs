@@ -29,7 +29,7 @@ use crate::forwarder::kafka::{record_size, KafkaSettings};
 use crate::forwarder::ForwarderConfig;
 use crate::overdue::OverdueSettings;
 pub use crate::secret::Secret;
-use crate::verifier::{VerifierConfig, MAX_VERIFY_TIMEOUT};
+use crate::verifier::VerifierConfig;
 
 /// Any duration, `0s` included.
 fn duration(s: &str) -> Result<Duration, String> {
@@ -222,9 +222,14 @@ pub struct VerifierArgs {
     #[arg(long, env = "TRUSTMSG_VERIFY_BACKOFF_MAX", default_value = "5m", value_parser = positive_duration)]
     pub verify_backoff_max: Duration,
 
+    /// The longest check-back timeout a registration may set
+    /// (`verify_timeout_ms`), and so the longest one call may take.
+    #[arg(long, env = "TRUSTMSG_VERIFY_TIMEOUT_MAX", default_value = "2m", value_parser = positive_duration)]
+    pub verify_timeout_max: Duration,
+
     /// How long a claim on a PREPARED row for check-back lasts; longer than
-    /// any check-back timeout (`--verify-timeout`, and the 2m a registration
-    /// may set).
+    /// any check-back call (`--verify-timeout-max`), so a claim always
+    /// outlasts the call it covers.
     #[arg(long, env = "TRUSTMSG_VERIFY_LEASE", default_value = "3m", value_parser = positive_duration)]
     pub verify_lease: Duration,
 
@@ -419,27 +424,28 @@ impl ServeArgs {
         let v = &self.verifier;
         let send_lease = f.send_lease;
         self.check_record_limit()?;
+        if v.verify_timeout > v.verify_timeout_max {
+            return Err(ConfigError(format!(
+                "--verify-timeout ({}) must not be longer than --verify-timeout-max ({}): \
+                 the default a registration takes must be one it may set",
+                humantime::format_duration(v.verify_timeout),
+                humantime::format_duration(v.verify_timeout_max),
+            )));
+        }
         let forwarding = self.forwarding()?;
         let verifier = if v.no_verifier {
             None
         } else {
             longer(
                 ("--verify-lease", v.verify_lease),
-                ("--verify-timeout", v.verify_timeout),
-                "a check-back call could outlive its claim and the message be checked twice",
-            )?;
-            longer(
-                ("--verify-lease", v.verify_lease),
-                (
-                    "the longest verify_timeout_ms a producer may register",
-                    MAX_VERIFY_TIMEOUT,
-                ),
+                ("--verify-timeout-max", v.verify_timeout_max),
                 "a check-back call could outlive its claim and the message be checked twice",
             )?;
             Some(VerifierConfig {
                 interval: v.verify_interval,
                 batch: v.verify_batch.get(),
                 lease: v.verify_lease,
+                max_timeout: v.verify_timeout_max,
                 concurrency: v.verify_concurrency.get(),
                 concurrency_per_producer: v.verify_concurrency_per_producer.get(),
                 backoff: Backoff {
@@ -465,6 +471,7 @@ impl ServeArgs {
             producer_defaults: ProducerDefaults {
                 first_verify_after: v.first_verify_after,
                 verify_timeout: v.verify_timeout,
+                max_verify_timeout: v.verify_timeout_max,
                 max_verify_attempts: v.max_verify_attempts.get(),
             },
             producer_cache_ttl: self.producer_cache_ttl,
@@ -706,9 +713,16 @@ mod tests {
         let api_only = parse(&["--send-lease", "100ms"]).unwrap();
         assert!(api_only.settings().is_ok());
 
-        let why = refusal(&["--verify-lease", "5s", "--verify-timeout", "5s"]);
+        let why = refusal(&["--verify-lease", "5s", "--verify-timeout-max", "5s"]);
         assert!(
-            why.contains("--verify-lease (5s) must be longer than --verify-timeout (5s)"),
+            why.contains("--verify-lease (5s) must be longer than --verify-timeout-max (5s)"),
+            "{why}"
+        );
+        let why = refusal(&["--verify-timeout", "10s", "--verify-timeout-max", "5s"]);
+        assert!(
+            why.contains(
+                "--verify-timeout (10s) must not be longer than --verify-timeout-max (5s)"
+            ),
             "{why}"
         );
         let no_verifier = parse(&["--verify-lease", "5s", "--no-verifier"]).unwrap();
@@ -717,23 +731,44 @@ mod tests {
 
     #[test]
     fn a_verify_lease_not_longer_than_the_longest_timeout_a_producer_may_register_is_refused() {
-        // A producer may register verify_timeout_ms up to 120 s, whatever
-        // --verify-timeout (the default) says: a 2 min lease would let a second
-        // check-back of the same message start while the first is running.
+        // A producer may register verify_timeout_ms up to --verify-timeout-max
+        // (2m by default), whatever --verify-timeout (the default) says: a 2 min
+        // lease would let a second check-back of the same message start while
+        // the first is running.
         let why = refusal(&["--verify-lease", "2m", "--verify-timeout", "5s"]);
         assert!(
-            why.contains("--verify-lease (2m) must be longer than")
-                && why.contains("verify_timeout_ms")
-                && why.contains("(2m)"),
+            why.contains("--verify-lease (2m) must be longer than --verify-timeout-max (2m)"),
             "{why}"
         );
         let default = parse(&[]).unwrap().settings().unwrap();
-        let lease = default.verifier.expect("verifier on").lease;
-        assert!(lease > Duration::from_secs(120), "default lease {lease:?}");
+        let verifier = default.verifier.expect("verifier on");
+        assert!(
+            verifier.lease > verifier.max_timeout
+                && verifier.max_timeout == Duration::from_secs(120),
+            "default lease {:?}, max timeout {:?}",
+            verifier.lease,
+            verifier.max_timeout
+        );
         assert!(parse(&["--verify-lease", "121s"])
             .unwrap()
             .settings()
             .is_ok());
+        // A lower cap allows a short lease (tests, fault campaigns).
+        let short = parse(&[
+            "--verify-timeout",
+            "1s",
+            "--verify-timeout-max",
+            "2s",
+            "--verify-lease",
+            "3s",
+        ])
+        .unwrap()
+        .settings()
+        .unwrap();
+        assert_eq!(
+            short.producer_defaults.max_verify_timeout,
+            Duration::from_secs(2)
+        );
     }
 
     #[test]

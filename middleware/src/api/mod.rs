@@ -41,6 +41,8 @@ pub(crate) struct ProducerDefaults {
     pub(crate) first_verify_after: Duration,
     /// Timeout of one check-back call.
     pub(crate) verify_timeout: Duration,
+    /// The longest timeout a registration may set (`--verify-timeout-max`).
+    pub(crate) max_verify_timeout: Duration,
     /// Check-back attempts before VERIFY_FAILED.
     pub(crate) max_verify_attempts: u32,
 }

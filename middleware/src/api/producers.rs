@@ -19,7 +19,6 @@ use super::auth::{self, hash_token, new_producer_token};
 use super::error::ApiError;
 use super::{validate, AppState, Json};
 use crate::store::{Producer, ProducerRecord};
-use crate::verifier::MAX_VERIFY_TIMEOUT;
 
 /// Routes under `/v1/producers`, admin token only (checked before any body is read).
 pub(crate) fn router(state: &AppState) -> Router<AppState> {
@@ -108,7 +107,7 @@ pub(crate) async fn put_producer(
             .max_verify_attempts
             .unwrap_or(defaults.max_verify_attempts),
     );
-    let max_timeout_ms = u32::try_from(MAX_VERIFY_TIMEOUT.as_millis()).unwrap_or(u32::MAX);
+    let max_timeout_ms = millis(defaults.max_verify_timeout);
     check_range("verify_timeout_ms", record_settings.0, 10, max_timeout_ms)?;
     check_range("first_verify_after_ms", record_settings.1, 0, 86_400_000)?;
     check_range("max_verify_attempts", record_settings.2, 1, 10_000)?;

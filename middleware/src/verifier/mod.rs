@@ -57,13 +57,6 @@ use crate::store::{
 };
 use client::{CheckClient, CheckFailure, Endpoint};
 
-/// The longest check-back timeout a producer may register
-/// (`verify_timeout_ms`). A claim must outlast the call it covers, so
-/// `--verify-lease` must be longer than this (start-up refuses otherwise):
-/// a call still running when its lease ran out would overlap a second
-/// check-back of the same message, and its failure would be lost.
-pub const MAX_VERIFY_TIMEOUT: Duration = Duration::from_secs(120);
-
 /// The verifier's settings (from `--verify-*` and friends).
 #[derive(Debug, Clone)]
 pub struct VerifierConfig {
@@ -73,6 +66,10 @@ pub struct VerifierConfig {
     pub batch: u32,
     /// How long a claim lasts.
     pub lease: Duration,
+    /// The longest one call may take (`--verify-timeout-max`), whatever a
+    /// registration says: the lease is longer, so a claim always outlasts
+    /// its call.
+    pub max_timeout: Duration,
     /// Calls in flight in all.
     pub concurrency: usize,
     /// Calls in flight to one producer.
@@ -374,7 +371,10 @@ impl Inner {
                 let endpoint = Endpoint {
                     url: &p.verify_url,
                     secret: &p.signing_secret,
-                    timeout: Duration::from_millis(p.verify_timeout_ms.into()),
+                    // A registration made under a higher --verify-timeout-max
+                    // keeps its value; the call must still end within the lease.
+                    timeout: Duration::from_millis(p.verify_timeout_ms.into())
+                        .min(self.cfg.max_timeout),
                 };
                 (
                     self.client.check(endpoint, &req).await,

@@ -68,15 +68,23 @@ fn a_lease_shorter_than_what_it_covers_is_refused_with_a_line_naming_both_flags(
         &["--send-lease (20s)", "--kafka-message-timeout (30s)"],
     );
     assert_refused(
-        &["--verify-timeout", "10s", "--verify-lease", "10s"],
-        &["--verify-lease (10s)", "--verify-timeout (10s)"],
+        &[
+            "--verify-timeout-max",
+            "10s",
+            "--verify-lease",
+            "10s",
+            "--verify-timeout",
+            "5s",
+        ],
+        &["--verify-lease (10s)", "--verify-timeout-max (10s)"],
     );
-    // A registration may ask for check-back calls of up to 2 min.
+    // A registration may ask for check-back calls of up to 2 min by default.
     assert_refused(
         &["--verify-lease", "2m"],
-        &[
-            "--verify-lease (2m)",
-            "verify_timeout_ms a producer may register (2m)",
-        ],
+        &["--verify-lease (2m)", "--verify-timeout-max (2m)"],
+    );
+    assert_refused(
+        &["--verify-timeout", "3m"],
+        &["--verify-timeout (3m)", "--verify-timeout-max (2m)"],
     );
 }

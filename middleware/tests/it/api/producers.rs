@@ -136,3 +136,37 @@ async fn bad_registrations_are_refused_with_a_reason() {
     assert_eq!(s, 404, "nothing was written");
     app.finish().await;
 }
+
+#[tokio::test]
+async fn a_check_back_timeout_over_verify_timeout_max_is_refused_naming_the_limit() {
+    let app = TestApp::spawn_sqlite(&[
+        "--verify-timeout",
+        "1s",
+        "--verify-timeout-max",
+        "2s",
+        "--verify-lease",
+        "3s",
+    ])
+    .await;
+    let (status, body) = app
+        .put_producer(
+            "orders",
+            &json!({"verify_url": "http://127.0.0.1:9/c", "verify_timeout_ms": 2001}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "invalid_producer");
+    let msg = body["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("verify_timeout_ms must be between 10 and 2000 (got 2001)"),
+        "{msg}"
+    );
+    let (status, body) = app
+        .put_producer(
+            "orders",
+            &json!({"verify_url": "http://127.0.0.1:9/c", "verify_timeout_ms": 2000}),
+        )
+        .await;
+    assert_eq!(status, 201, "the limit itself is allowed: {body}");
+    app.finish().await;
+}

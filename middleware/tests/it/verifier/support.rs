@@ -84,6 +84,7 @@ pub(crate) fn stepped_config() -> VerifierConfig {
         interval: Duration::from_millis(20),
         batch: 64,
         lease: Duration::from_secs(60),
+        max_timeout: Duration::from_secs(30),
         concurrency: 64,
         concurrency_per_producer: 64,
         backoff: Backoff {
