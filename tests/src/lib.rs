@@ -3,7 +3,8 @@
 //!
 //! - [`db`]: a fresh database per test ([`TestDb`]) on the MariaDB/MySQL server
 //!   at `TRUSTMSG_TEST_MYSQL_URL`, or a fresh SQLite file; [`db_proxy`]: a
-//!   proxy to that server a test can cut for one service ([`DbProxy`]).
+//!   proxy to that server a test can cut for one service ([`DbProxy`]);
+//!   [`mariadb`]: a private MariaDB server a test may kill ([`PrivateMariaDb`]).
 //! - [`app`]: the real service booted in-process on port 0 ([`TestApp`]),
 //!   through the same entry points as the binary, and the HTTP calls tests make.
 //! - [`process`]: the real `trustmsg` binary as a child process, for tests that
@@ -29,6 +30,7 @@ pub mod check_server;
 pub mod db;
 pub mod db_proxy;
 pub mod kafka;
+pub mod mariadb;
 pub mod process;
 pub mod servers;
 pub mod trace;
@@ -40,6 +42,7 @@ pub use app::{
 pub use check_server::{CheckServer, Reply};
 pub use db::{mysql_server_url, TestDb};
 pub use db_proxy::DbProxy;
+pub use mariadb::PrivateMariaDb;
 pub use process::ServiceProcess;
 pub use servers::{serve, AlertSink, Canary, Counter, Endpoint};
 pub use trace::init_tracing;

@@ -42,6 +42,8 @@ pub struct ServiceProcess {
     pub addr: SocketAddr,
     args: Vec<String>,
     child: Option<Child>,
+    /// Where its output goes (appended to across restarts), if anywhere.
+    log: Option<PathBuf>,
 }
 
 impl ServiceProcess {
@@ -49,11 +51,23 @@ impl ServiceProcess {
     /// port with the given extra flags, and waits until it answers `/readyz`.
     /// Its log level is `TRUSTMSG_E2E_LOG` (default `warn`).
     pub async fn start(db: &TestDb, brokers: &str, extra: &[&str]) -> Self {
+        Self::start_logged(&db.url, brokers, extra, None).await
+    }
+
+    /// [`ServiceProcess::start`] over the database at `database_url`, with
+    /// its output (the log) appended to `log` when given (for tests that read what it
+    /// logged, across restarts).
+    pub async fn start_logged(
+        database_url: &str,
+        brokers: &str,
+        extra: &[&str],
+        log: Option<PathBuf>,
+    ) -> Self {
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let mut args: Vec<String> = [
             "serve",
             "--database-url",
-            &db.url,
+            database_url,
             "--listen",
             &addr.to_string(),
             "--admin-token",
@@ -70,6 +84,7 @@ impl ServiceProcess {
             addr,
             args,
             child: None,
+            log,
         };
         s.spawn().await;
         s
@@ -77,10 +92,24 @@ impl ServiceProcess {
 
     async fn spawn(&mut self) {
         let log = std::env::var("TRUSTMSG_E2E_LOG").unwrap_or_else(|_| "warn".into());
+        let (stdout, stderr) = match &self.log {
+            Some(path) => {
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .expect("open the service log");
+                let copy = file.try_clone().expect("clone the log handle");
+                (Stdio::from(file), Stdio::from(copy))
+            }
+            None => (Stdio::inherit(), Stdio::inherit()),
+        };
         let child = Command::new(binary())
             .args(&self.args)
             .env("TRUSTMSG_LOG", log)
             .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
             .spawn()
             .expect("spawn trustmsg");
         self.child = Some(child);
@@ -112,6 +141,27 @@ impl ServiceProcess {
             c.kill().expect("SIGKILL");
             c.wait().unwrap();
         }
+    }
+
+    /// SIGSTOP: the process is frozen mid-whatever (a GC pause, a VM
+    /// migration, a laptop lid): its leases run out while it holds them.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// SIGCONT after [`ServiceProcess::pause`]: it carries on where it was,
+    /// with claims that other instances may have taken over meanwhile.
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, which: &str) {
+        let pid = self.child.as_ref().expect("the service runs").id();
+        let status = Command::new("kill")
+            .args([which, &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {which} {pid}: {status}");
     }
 
     /// Kills it and starts the same command again (same port, same

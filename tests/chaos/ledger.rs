@@ -1,0 +1,230 @@
+//! What the producers did and were told (their side of the ledger), and
+//! the verdict once everything has settled.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::rig::Fault;
+
+/// What a producer's local transaction did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Local {
+    Committed,
+    RolledBack,
+}
+
+/// How a producer left a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fate {
+    /// Commit called and acknowledged (200, COMMITTED).
+    AckedCommit,
+    /// Rollback called and acknowledged (200, ROLLED_BACK).
+    AckedRollback,
+    /// The local transaction finished, but the producer never called
+    /// (crashed, in effect): check-back must find out which way.
+    NeverDecided(Local),
+    /// The producer whose check endpoint always fails: must end
+    /// VERIFY_FAILED with one alert, never in Kafka.
+    Unverifiable,
+}
+
+impl Fate {
+    /// Whether the message must reach Kafka.
+    pub(crate) fn must_deliver(self) -> bool {
+        matches!(
+            self,
+            Fate::AckedCommit | Fate::NeverDecided(Local::Committed)
+        )
+    }
+}
+
+/// The producers' records: per message key, its id, its local outcome (what
+/// the check endpoint answers) and its fate.
+#[derive(Debug, Default)]
+pub(crate) struct Ledger {
+    local: Mutex<HashMap<String, Local>>,
+    messages: Mutex<BTreeMap<String, (u64, Fate)>>,
+}
+
+impl Ledger {
+    /// The local transaction of `key` finished this way (before any call).
+    pub(crate) fn local_done(&self, key: &str, outcome: Local) {
+        self.local.lock().unwrap().insert(key.to_string(), outcome);
+    }
+
+    /// What the producer's check endpoint answers for `key`: None while its
+    /// local transaction has not finished.
+    pub(crate) fn local(&self, key: &str) -> Option<Local> {
+        self.local.lock().unwrap().get(key).copied()
+    }
+
+    /// `key` (message `id`) ended this way for its producer.
+    pub(crate) fn record(&self, key: &str, id: u64, fate: Fate) {
+        self.messages
+            .lock()
+            .unwrap()
+            .insert(key.to_string(), (id, fate));
+    }
+
+    /// Every message, by key.
+    pub(crate) fn messages(&self) -> BTreeMap<String, (u64, Fate)> {
+        self.messages.lock().unwrap().clone()
+    }
+}
+
+/// The verdict.
+#[derive(Debug, Default)]
+pub(crate) struct Report {
+    pub(crate) per_fault: BTreeMap<String, usize>,
+    pub(crate) prepared: usize,
+    pub(crate) acked_commits: usize,
+    pub(crate) acked_rollbacks: usize,
+    pub(crate) check_back_commits: usize,
+    pub(crate) check_back_rollbacks: usize,
+    pub(crate) unverifiable: usize,
+    pub(crate) delivered: usize,
+    pub(crate) records: usize,
+    pub(crate) lost: Vec<String>,
+    pub(crate) wrong: Vec<String>,
+    pub(crate) corrupted: Vec<String>,
+    pub(crate) undecided: Vec<String>,
+    pub(crate) duplicates: usize,
+    pub(crate) duplicates_by_fault: BTreeMap<String, usize>,
+    pub(crate) verify_failed: usize,
+    pub(crate) send_failed: usize,
+    pub(crate) alerts: usize,
+    pub(crate) alert_log_lines: usize,
+    pub(crate) alerts_wrong: Vec<String>,
+    pub(crate) settle: Duration,
+}
+
+impl Report {
+    pub(crate) fn count_fault(&mut self, fault: Fault) {
+        *self.per_fault.entry(format!("{fault:?}")).or_default() += 1;
+    }
+
+    fn rows(&self, cycles: usize, faults_took: Duration) -> Vec<(String, String)> {
+        let per_fault = self
+            .per_fault
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let dups = if self.duplicates_by_fault.is_empty() {
+            "none".to_string()
+        } else {
+            self.duplicates_by_fault
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        vec![
+            (
+                "fault cycles".into(),
+                format!("{cycles} in {faults_took:.0?}"),
+            ),
+            ("cycles per fault kind".into(), per_fault),
+            ("messages prepared".into(), self.prepared.to_string()),
+            (
+                "commits acknowledged".into(),
+                self.acked_commits.to_string(),
+            ),
+            (
+                "rollbacks acknowledged".into(),
+                self.acked_rollbacks.to_string(),
+            ),
+            (
+                "never decided by the producer: committed / rolled back by check-back".into(),
+                format!(
+                    "{} / {}",
+                    self.check_back_commits, self.check_back_rollbacks
+                ),
+            ),
+            (
+                "check endpoint never answers (must end VERIFY_FAILED)".into(),
+                self.unverifiable.to_string(),
+            ),
+            (
+                "must be delivered / delivered".into(),
+                format!(
+                    "{} / {}",
+                    self.acked_commits + self.check_back_commits,
+                    self.delivered
+                ),
+            ),
+            ("records consumed".into(), self.records.to_string()),
+            ("**lost**".into(), self.lost.len().to_string()),
+            (
+                "**wrong** (rolled back or never committed, yet consumed)".into(),
+                self.wrong.len().to_string(),
+            ),
+            (
+                "records whose payload or key differ".into(),
+                self.corrupted.len().to_string(),
+            ),
+            (
+                "messages left undecided or unsent".into(),
+                self.undecided.len().to_string(),
+            ),
+            (
+                "duplicates (records beyond the first)".into(),
+                self.duplicates.to_string(),
+            ),
+            ("duplicates by the fault of their window".into(), dups),
+            (
+                "VERIFY_FAILED / SEND_FAILED".into(),
+                format!("{} / {}", self.verify_failed, self.send_failed),
+            ),
+            (
+                "alerts at the webhook / ALERT log lines".into(),
+                format!("{} / {}", self.alerts, self.alert_log_lines),
+            ),
+            (
+                "messages without exactly one alert".into(),
+                self.alerts_wrong.len().to_string(),
+            ),
+            (
+                "time to settle after the last fault".into(),
+                format!("{:.1?}", self.settle),
+            ),
+        ]
+    }
+
+    pub(crate) fn markdown(&self, cycles: usize, faults_took: Duration) -> String {
+        let mut out = String::from("| figure | value |\n| --- | --- |\n");
+        for (k, v) in self.rows(cycles, faults_took) {
+            out.push_str(&format!("| {k} | {v} |\n"));
+        }
+        out
+    }
+
+    pub(crate) fn print(&self, cycles: usize, faults_took: Duration) {
+        eprintln!("\n{}", self.markdown(cycles, faults_took));
+        for (what, keys) in [
+            ("lost", &self.lost),
+            ("wrong", &self.wrong),
+            ("corrupted", &self.corrupted),
+            ("undecided", &self.undecided),
+            ("alerts", &self.alerts_wrong),
+        ] {
+            if !keys.is_empty() {
+                eprintln!("{what}: {:?}", &keys[..keys.len().min(20)]);
+            }
+        }
+    }
+
+    pub(crate) fn assert_holds(&self) {
+        assert!(self.lost.is_empty(), "lost: {:?}", self.lost);
+        assert!(self.wrong.is_empty(), "wrongly published: {:?}", self.wrong);
+        assert!(self.corrupted.is_empty(), "corrupted: {:?}", self.corrupted);
+        assert!(self.undecided.is_empty(), "undecided: {:?}", self.undecided);
+        assert!(
+            self.alerts_wrong.is_empty(),
+            "not exactly one alert: {:?}",
+            self.alerts_wrong
+        );
+        assert!(self.prepared > 0 && self.delivered > 0, "the load ran");
+    }
+}

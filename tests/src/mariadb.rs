@@ -1,0 +1,150 @@
+//! A MariaDB server of the test's own: `mariadb-install-db` into a temporary
+//! directory and `mariadbd` on a free port of 127.0.0.1, so a test can kill
+//! it with SIGKILL and start it again on the same data (InnoDB recovers what
+//! was committed) without touching the shared server every other test uses.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sqlx::mysql::MySqlPoolOptions;
+
+/// `name` from the PATH or the usual Debian places.
+fn program(name: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin".into(), "/usr/bin".into()])
+        .map(|dir| dir.join(name))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| {
+            panic!("{name} is not installed: a private MariaDB needs mariadb-server (.ci/run installs it)")
+        })
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A private `mariadbd`; killed (and its data deleted) when dropped.
+pub struct PrivateMariaDb {
+    dir: tempfile::TempDir,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl PrivateMariaDb {
+    /// Creates a data directory and starts the server on a free port;
+    /// returns once it accepts connections.
+    pub async fn start() -> Self {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let status = Command::new(program("mariadb-install-db"))
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", dir.path().join("data").display()))
+            .args([
+                "--auth-root-authentication-method=normal",
+                "--user=root",
+                "--skip-test-db",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("run mariadb-install-db");
+        assert!(status.success(), "mariadb-install-db failed: {status}");
+        let mut db = Self {
+            dir,
+            port: free_port(),
+            child: None,
+        };
+        db.spawn().await;
+        db
+    }
+
+    /// `mysql://root@127.0.0.1:<port>/<database>`.
+    pub fn url(&self, database: &str) -> String {
+        format!("mysql://root@127.0.0.1:{}/{database}", self.port)
+    }
+
+    /// The server's error log (what it said about crashes and recovery).
+    pub fn error_log(&self) -> PathBuf {
+        self.dir.path().join("error.log")
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    async fn spawn(&mut self) {
+        let child = Command::new(program("mariadbd"))
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", self.path("data")))
+            .arg(format!("--port={}", self.port))
+            .arg(format!("--socket={}", self.path("mysqld.sock")))
+            .arg(format!("--pid-file={}", self.path("mysqld.pid")))
+            .arg(format!("--log-error={}", self.path("error.log")))
+            .args([
+                "--bind-address=127.0.0.1",
+                "--user=root",
+                "--skip-name-resolve",
+                "--max-connections=1000",
+                "--innodb-buffer-pool-size=128M",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start mariadbd");
+        self.child = Some(child);
+        self.wait_ready(Path::new(&self.path("error.log"))).await;
+    }
+
+    async fn wait_ready(&mut self, log: &Path) {
+        let url = self.url("");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(pool) = MySqlPoolOptions::new()
+                .max_connections(1)
+                .acquire_timeout(Duration::from_secs(1))
+                .connect(&url)
+                .await
+            {
+                pool.close().await;
+                return;
+            }
+            if let Some(Ok(Some(exit))) = self.child.as_mut().map(Child::try_wait) {
+                let said = std::fs::read_to_string(log).unwrap_or_default();
+                panic!("mariadbd exited with {exit}:\n{said}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "mariadbd did not accept connections within 60 s"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// SIGKILL: nothing is flushed beyond what InnoDB already made durable.
+    pub fn kill_9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().expect("SIGKILL mariadbd");
+            c.wait().unwrap();
+        }
+    }
+
+    /// Starts the server again on the same data and port (after
+    /// [`PrivateMariaDb::kill_9`]); returns once it accepts connections.
+    pub async fn restart(&mut self) {
+        self.kill_9();
+        self.spawn().await;
+    }
+}
+
+impl Drop for PrivateMariaDb {
+    fn drop(&mut self) {
+        self.kill_9();
+    }
+}
