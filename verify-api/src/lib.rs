@@ -489,4 +489,59 @@ mod tests {
             serde_json::from_str::<CheckResponse>(r#"{"message_id":7,"decision":"yes"}"#).is_err()
         );
     }
+
+    mod signature_properties {
+        use super::super::signature::{sign, verify, SignatureError};
+        use proptest::prelude::*;
+
+        const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2000))]
+
+            /// Whatever a caller sends, verification answers and never panics;
+            /// it accepts only a header that carries the right signature of
+            /// this id, timestamp and body, with a fresh timestamp.
+            #[test]
+            fn verify_never_panics_and_accepts_only_a_fresh_matching_signature(
+                id in ".{0,40}",
+                ts in any::<i64>(),
+                ts_text in prop_oneof![Just(None), ".{0,24}".prop_map(Some)],
+                body in proptest::collection::vec(any::<u8>(), 0..256),
+                header in ".{0,200}",
+                now in any::<i64>(),
+                tolerance in prop_oneof![Just(300i64), any::<i64>()],
+            ) {
+                let timestamp = ts_text.unwrap_or_else(|| ts.to_string());
+                let result = verify(SECRET, &id, &timestamp, &body, &header, now, tolerance);
+                if result.is_ok() {
+                    let ts: i64 = timestamp.trim().parse().unwrap();
+                    let good = sign(SECRET, &id, ts, &body).unwrap();
+                    prop_assert!(header.split_whitespace().any(|s| s == good));
+                    prop_assert!(tolerance >= 0 && now.abs_diff(ts) <= tolerance as u64);
+                }
+            }
+
+            /// A signature made for one request verifies for it, and fails
+            /// for the same request with any single byte of the body changed.
+            #[test]
+            fn a_signature_verifies_its_own_request_and_no_altered_body(
+                id in "[a-zA-Z0-9_-]{1,40}",
+                ts in -4_000_000_000i64..4_000_000_000,
+                body in proptest::collection::vec(any::<u8>(), 1..256),
+                flip in any::<proptest::sample::Index>(),
+                bit in 0u8..8,
+            ) {
+                let header = sign(SECRET, &id, ts, &body).unwrap();
+                prop_assert_eq!(verify(SECRET, &id, &ts.to_string(), &body, &header, ts, 0), Ok(()));
+                let mut altered = body.clone();
+                let i = flip.index(altered.len());
+                altered[i] ^= 1 << bit;
+                prop_assert_eq!(
+                    verify(SECRET, &id, &ts.to_string(), &altered, &header, ts, 0),
+                    Err(SignatureError::Mismatch)
+                );
+            }
+        }
+    }
 }

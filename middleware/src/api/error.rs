@@ -58,6 +58,9 @@ pub(crate) enum ApiError {
         /// What was not found.
         message: String,
     },
+    /// The route exists, the method does not: 405.
+    #[error("{0}")]
+    MethodNotAllowed(String),
     /// The request contradicts what is stored: 409.
     #[error("{message}")]
     Conflict {
@@ -118,6 +121,7 @@ impl ApiError {
             Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::NotFound { code, .. } => (StatusCode::NOT_FOUND, code),
+            Self::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::Conflict { code, .. } => (StatusCode::CONFLICT, code),
             Self::Overloaded(_) => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
             // Retrying reads the same unreadable row: not a "retry later".

@@ -85,8 +85,29 @@ pub(crate) fn router(state: AppState) -> Router {
     Router::new()
         .merge(api)
         .merge(health::router())
+        .fallback(no_route)
+        .method_not_allowed_fallback(wrong_method)
         .layer(deadline)
         .with_state(state)
+}
+
+/// Every error has the JSON error body, an unknown route too.
+async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(
+        "no_such_route",
+        format!(
+            "no route {method} {}; the API is described at /openapi.json",
+            uri.path()
+        ),
+    )
+}
+
+/// A known route called with a method it does not take.
+async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::MethodNotAllowed(format!(
+        "{} does not take {method}; the API is described at /openapi.json",
+        uri.path()
+    ))
 }
 
 /// Answers 503 `request_timeout` (with `Retry-After`) when a request takes

@@ -270,10 +270,20 @@ async fn interpret(
             }
         }
     }
+    parse_answer(status, &body, message_id)
+}
+
+/// What a complete 2xx answer body decides: only JSON that echoes
+/// `message_id` with a known decision decides anything.
+fn parse_answer(
+    status: StatusCode,
+    body: &[u8],
+    message_id: u64,
+) -> Result<Decision, CheckFailure> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(CheckFailure::EmptyBody(status));
     }
-    let Ok(text) = std::str::from_utf8(&body) else {
+    let Ok(text) = std::str::from_utf8(body) else {
         return Err(CheckFailure::BadBody("answer is not valid UTF-8".into()));
     };
     let answer: CheckResponse = match serde_json::from_str(text) {
@@ -292,4 +302,109 @@ async fn interpret(
         });
     }
     Ok(answer.decision)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const ID: u64 = 4242;
+
+    /// A body and what it must decide (None: nothing).
+    fn answers() -> impl Strategy<Value = (Vec<u8>, Option<Decision>)> {
+        let decision = prop_oneof![
+            Just(Decision::Commit),
+            Just(Decision::Rollback),
+            Just(Decision::Unknown)
+        ];
+        let word = |d: Decision| match d {
+            Decision::Commit => "commit",
+            Decision::Rollback => "rollback",
+            Decision::Unknown => "unknown",
+        };
+        let ws = "[ \t\r\n]{0,3}";
+        let valid = (decision.clone(), ws, ws, any::<bool>(), any::<bool>()).prop_map(
+            move |(d, a, b, swap, extra)| {
+                let id = format!("\"message_id\":{a}{ID}");
+                let dec = format!("\"decision\":{b}\"{}\"", word(d));
+                let (x, y) = if swap { (dec, id) } else { (id, dec) };
+                let more = if extra {
+                    ",\"note\":[1,{\"a\":null}]"
+                } else {
+                    ""
+                };
+                (format!("{a}{{{x},{y}{more}}}{b}").into_bytes(), Some(d))
+            },
+        );
+        let wrong_id = (
+            decision.clone(),
+            any::<u64>().prop_filter("not the id", |i| *i != ID),
+        )
+            .prop_map(move |(d, id)| {
+                (
+                    format!("{{\"message_id\":{id},\"decision\":\"{}\"}}", word(d)).into_bytes(),
+                    None,
+                )
+            });
+        let bad_decision = prop_oneof![
+            Just("\"COMMIT\"".to_string()),
+            Just("\"Commit\"".to_string()),
+            Just("\"yes\"".to_string()),
+            Just("1".to_string()),
+            Just("true".to_string()),
+            Just("null".to_string()),
+            Just("[\"commit\"]".to_string()),
+            "\"[a-z]{0,10}\"".prop_filter("not a decision", |w| {
+                !["\"commit\"", "\"rollback\"", "\"unknown\""].contains(&w.as_str())
+            }),
+        ]
+        .prop_map(|d| {
+            (
+                format!("{{\"message_id\":{ID},\"decision\":{d}}}").into_bytes(),
+                None,
+            )
+        });
+        let bad_id = prop_oneof![
+            Just(format!("\"{ID}\"")),
+            Just(format!("{ID}.0")),
+            Just(format!("-{ID}")),
+            Just("18446744073709551616".to_string()),
+            Just("null".to_string()),
+        ]
+        .prop_map(|id| {
+            (
+                format!("{{\"message_id\":{id},\"decision\":\"commit\"}}").into_bytes(),
+                None,
+            )
+        });
+        let cut = (decision, 0usize..40).prop_map(move |(d, n)| {
+            let full = format!("{{\"message_id\":{ID},\"decision\":\"{}\"}}", word(d));
+            let n = n.min(full.len() - 1);
+            (full.as_bytes()[..n].to_vec(), None)
+        });
+        let wrapped = Just((
+            format!("[{{\"message_id\":{ID},\"decision\":\"commit\"}}]").into_bytes(),
+            None,
+        ));
+        let noise = proptest::collection::vec(any::<u8>(), 0..300).prop_map(|b| (b, None));
+        prop_oneof![3 => valid, 1 => wrong_id, 1 => bad_decision, 1 => bad_id, 1 => cut, 1 => wrapped, 2 => noise]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(5000))]
+
+        /// Whatever a producer's endpoint answers, the verifier neither
+        /// panics nor decides, unless the answer echoes the message id with
+        /// a known decision: then exactly that decision.
+        #[test]
+        fn only_an_answer_echoing_the_id_with_a_known_decision_decides((body, expected) in answers()) {
+            let got = parse_answer(StatusCode::OK, &body, ID);
+            match expected {
+                Some(d) => prop_assert_eq!(got, Ok(d)),
+                None => prop_assert!(got.is_err(), "{:?} decided {:?}", String::from_utf8_lossy(&body), got),
+            }
+        }
+    }
 }

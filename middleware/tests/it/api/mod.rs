@@ -3,6 +3,7 @@
 
 mod auth;
 mod concurrency;
+mod fuzz;
 mod limits;
 mod messages;
 mod outage;
