@@ -10,4 +10,5 @@ mod garbage;
 mod quarantine;
 mod registry;
 mod ssrf;
+mod ssrf_corpus;
 mod timing;
