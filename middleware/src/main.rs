@@ -5,6 +5,8 @@
 mod bench;
 mod cli;
 
+use std::io::IsTerminal;
+
 use anyhow::Context;
 use clap::{CommandFactory, Parser};
 use tokio_util::sync::CancellationToken;
@@ -30,7 +32,12 @@ async fn main() -> anyhow::Result<()> {
             .json()
             .init();
     } else {
-        tracing_subscriber::fmt().with_env_filter(filter).init();
+        // Colours only on a terminal: a log file or a journal gets plain text
+        // (escape codes there split `field=value` and break every grep).
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(std::io::stdout().is_terminal())
+            .init();
     }
 
     match cli.command {

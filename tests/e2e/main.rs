@@ -5,5 +5,6 @@
 mod harness;
 
 mod barrier_race;
+mod canary;
 mod five_classes;
 mod kill9;

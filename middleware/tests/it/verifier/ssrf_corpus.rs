@@ -149,7 +149,14 @@ async fn every_spelling_of_a_denied_address_is_refused_at_registration_at_call_t
         let expected: &[&str] = if *how == "redirect" {
             &["redirect (HTTP 307"]
         } else {
-            &["refused", "denied", "resolve", "credentials", "not a URL", "no address"]
+            &[
+                "refused",
+                "denied",
+                "resolve",
+                "credentials",
+                "not a URL",
+                "no address",
+            ]
         };
         assert!(
             expected.iter().any(|e| err.contains(e)),
