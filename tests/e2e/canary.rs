@@ -6,12 +6,11 @@
 //! rotation). Every line it logs is searched for each secret: 0 hits.
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use rand::RngExt;
 use serde_json::{json, Value};
 use trustmsg_client::{check_router, Decision, Message, Producer};
-use trustmsg_tests::process::binary;
+use trustmsg_tests::process::{binary, free_port, wait_ready};
 use trustmsg_tests::{eventually, AlertSink, Endpoint, TestDb};
 
 use crate::harness::{settings, statuses, Kafka, FAST_VERIFY};
@@ -43,11 +42,7 @@ async fn no_secret_reaches_the_log_at_debug_level() {
     let kafka = Kafka::start(&[TOPIC]);
     let alerts = AlertSink::start().await;
     let admin_token = format!("admin-{marker}");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let base = format!("http://127.0.0.1:{port}");
     let log_dir = tempfile::tempdir().unwrap();
     let log_path = log_dir.path().join("trustmsg.log");
@@ -79,12 +74,7 @@ async fn no_secret_reaches_the_log_at_debug_level() {
         .spawn()
         .expect("start trustmsg");
     let http = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !matches!(http.get(format!("{base}/readyz")).send().await, Ok(r) if r.status().is_success())
-    {
-        assert!(Instant::now() < deadline, "trustmsg did not become ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_ready(&base).await;
 
     // Producers: one answered by a real check endpoint, one that always fails.
     let endpoint = Endpoint::bind().await;

@@ -3,12 +3,13 @@
 //! it with SIGKILL and start it again on the same data (InnoDB recovers what
 //! was committed) without touching the shared server every other test uses.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sqlx::mysql::MySqlPoolOptions;
+
+use crate::process::free_port;
 
 /// `name` from the PATH or the usual Debian places.
 fn program(name: &str) -> PathBuf {
@@ -20,14 +21,6 @@ fn program(name: &str) -> PathBuf {
         .unwrap_or_else(|| {
             panic!("{name} is not installed: a private MariaDB needs mariadb-server (.ci/run installs it)")
         })
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A private `mariadbd`; killed (and its data deleted) when dropped.

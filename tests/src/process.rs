@@ -28,12 +28,28 @@ pub fn binary() -> PathBuf {
     path
 }
 
-fn free_port() -> u16 {
+/// A port of 127.0.0.1 free right now.
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// Waits until the service at `base_url` answers `/readyz` with 200 (30 s at most).
+pub async fn wait_ready(base_url: &str) {
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(r) = http.get(format!("{base_url}/readyz")).send().await {
+            if r.status().is_success() {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "trustmsg did not become ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// `trustmsg serve` as a child process; killed when dropped.
@@ -113,21 +129,7 @@ impl ServiceProcess {
             .spawn()
             .expect("spawn trustmsg");
         self.child = Some(child);
-        let http = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(r) = http
-                .get(format!("http://{}/readyz", self.addr))
-                .send()
-                .await
-            {
-                if r.status().is_success() {
-                    return;
-                }
-            }
-            assert!(Instant::now() < deadline, "trustmsg did not become ready");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_ready(&self.url()).await;
     }
 
     /// `http://<addr>`, what an SDK client takes.

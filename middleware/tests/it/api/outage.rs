@@ -27,6 +27,23 @@ async fn spawn_behind(proxy: &DbProxy, extra: &[&str]) -> TestApp {
     TestApp::spawn_on(via_proxy, &flags).await
 }
 
+/// The service behind `proxy` with one write batcher, a producer `shop`
+/// and one message `before` prepared while the database answered; returns
+/// the service and the producer's token.
+async fn one_batcher_with_a_message(proxy: &DbProxy) -> (TestApp, String) {
+    let app = spawn_behind(proxy, &["--write-workers", "1"]).await;
+    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
+    let (status, view) = app
+        .post(
+            "/v1/messages/prepare",
+            Some(&token),
+            &prepare_body("shop", "before"),
+        )
+        .await;
+    assert_eq!(status, 201, "{view}");
+    (app, token)
+}
+
 /// Sends one request and checks it is a 503 with `Retry-After`, answered in
 /// time; returns the error code.
 async fn unavailable_in_time(
@@ -141,16 +158,7 @@ async fn with_the_database_hanging_requests_answer_503_in_time_and_writes_whose_
 ) {
     let proxy = DbProxy::start().await;
     // One write batcher, so the prepares below queue behind the first.
-    let app = spawn_behind(&proxy, &["--write-workers", "1"]).await;
-    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
-    let (status, view) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(&token),
-            &prepare_body("shop", "before"),
-        )
-        .await;
-    assert_eq!(status, 201, "{view}");
+    let (app, token) = one_batcher_with_a_message(&proxy).await;
 
     proxy.hang();
     let first = {
@@ -212,16 +220,7 @@ async fn with_the_database_hanging_requests_answer_503_in_time_and_writes_whose_
 async fn a_write_stuck_on_a_connection_that_never_answers_frees_its_batcher_at_the_deadline() {
     let proxy = DbProxy::start().await;
     // One write batcher: if the stuck write held it, nothing would be written.
-    let app = spawn_behind(&proxy, &["--write-workers", "1"]).await;
-    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
-    let (status, view) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(&token),
-            &prepare_body("shop", "before"),
-        )
-        .await;
-    assert_eq!(status, 201, "{view}");
+    let (app, token) = one_batcher_with_a_message(&proxy).await;
 
     // The batcher's write goes out on a connection that then never answers
     // and never closes (the server vanished; a new one took its address).
