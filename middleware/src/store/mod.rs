@@ -37,11 +37,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use trustmsg_verify_api::MessageView;
 
 pub use decide::{decide, decide_batch, DecideOutcome, DecideRequest, Target};
 pub use model::{
-    Actor, AuditEntry, Claimed, Inserted, Message, NewMessage, Overdue, Producer, ProducerRecord,
-    Quarantined, SentMark, Transition, Wait,
+    Actor, AuditEntry, Claimed, Inserted, Message, MessageFilter, NewMessage, Overdue, Producer,
+    ProducerRecord, ProducerSummary, Quarantined, SentMark, Transition, Wait,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should
@@ -226,6 +227,22 @@ pub trait Store: Send + Sync + 'static {
         older_than: Duration,
         limit: u32,
     ) -> StoreResult<Vec<Overdue>>;
+
+    /// Up to `limit` messages matching `filter`, newest (highest id) first,
+    /// with ids below `before` when given (keyset pagination: rows inserted
+    /// meanwhile have higher ids, so a page boundary never skips or repeats
+    /// a row). The views are read without the payloads, which can be large.
+    async fn list_messages(
+        &self,
+        filter: &MessageFilter,
+        limit: u32,
+        before: Option<u64>,
+    ) -> StoreResult<Vec<MessageView>>;
+    /// Per producer with messages: counts by status and send status, and the
+    /// oldest waiting message of each kind.
+    async fn summary(&self) -> StoreResult<Vec<ProducerSummary>>;
+    /// Every registration, by biz_id.
+    async fn list_producers(&self) -> StoreResult<Vec<Producer>>;
 
     async fn upsert_producer(&self, p: &ProducerRecord) -> StoreResult<Producer>;
     async fn find_producer(&self, biz_id: &str) -> StoreResult<Option<Producer>>;

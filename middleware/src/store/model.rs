@@ -212,6 +212,33 @@ pub struct Quarantined {
     pub reason: String,
 }
 
+/// Which messages an operator lists; the fields that are set combine with AND.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MessageFilter {
+    pub status: Option<MessageStatus>,
+    pub send_status: Option<SendStatus>,
+    pub biz_id: Option<String>,
+    pub topic: Option<String>,
+    /// Created at or after.
+    pub created_after: Option<DateTime<Utc>>,
+    /// Created strictly before.
+    pub created_before: Option<DateTime<Utc>>,
+}
+
+/// One producer's messages at a glance.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProducerSummary {
+    pub biz_id: String,
+    /// Messages by status (`PREPARED`, …); states with none are absent.
+    pub by_status: BTreeMap<String, u64>,
+    /// Committed messages by send status (`PENDING`, …).
+    pub by_send_status: BTreeMap<String, u64>,
+    /// When the oldest message still PREPARED was prepared.
+    pub oldest_prepared_at: Option<DateTime<Utc>>,
+    /// When the oldest message whose send is still PENDING was committed.
+    pub oldest_pending_send_at: Option<DateTime<Utc>>,
+}
+
 /// What an overdue message has been waiting for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {

@@ -11,14 +11,15 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlRow};
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
+use trustmsg_verify_api::MessageView;
 
 use super::sql::{
     self, clip_error, message_from_row, transition_effects, AuditRow, ClaimKind, Dialect, SqlRow,
     MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
 };
 use super::{
-    Actor, AuditEntry, Claimed, Inserted, Message, NewMessage, Overdue, Producer, ProducerRecord,
-    SentMark, Store, StoreError, StoreResult, Transition, Wait,
+    Actor, AuditEntry, Claimed, Inserted, Message, MessageFilter, NewMessage, Overdue, Producer,
+    ProducerRecord, ProducerSummary, SentMark, Store, StoreError, StoreResult, Transition, Wait,
 };
 
 /// The MySQL/MariaDB store.
@@ -77,6 +78,12 @@ impl Dialect for MySql {
 
     fn span(d: Duration) -> i64 {
         micros(d)
+    }
+
+    type Time = DateTime<Utc>;
+
+    fn time(t: DateTime<Utc>) -> DateTime<Utc> {
+        t
     }
 }
 
@@ -606,6 +613,23 @@ impl Store for MySqlStore {
         limit: u32,
     ) -> StoreResult<Vec<Overdue>> {
         sql::flag_overdue(&self.pool, wait, older_than, limit).await
+    }
+
+    async fn list_messages(
+        &self,
+        filter: &MessageFilter,
+        limit: u32,
+        before: Option<u64>,
+    ) -> StoreResult<Vec<MessageView>> {
+        sql::list_messages(&self.pool, filter, limit, before).await
+    }
+
+    async fn summary(&self) -> StoreResult<Vec<ProducerSummary>> {
+        sql::summary(&self.pool).await
+    }
+
+    async fn list_producers(&self) -> StoreResult<Vec<Producer>> {
+        sql::list_producers(&self.pool).await
     }
 
     async fn upsert_producer(&self, p: &ProducerRecord) -> StoreResult<Producer> {

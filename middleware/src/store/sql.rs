@@ -17,9 +17,10 @@ use sqlx::{Database, Encode, Executor, IntoArguments, QueryBuilder, Type};
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
 use super::{
-    Actor, AuditEntry, Message, NewMessage, Overdue, Producer, ProducerRecord, Quarantined,
-    StoreError, StoreResult, Transition, Wait,
+    Actor, AuditEntry, Message, MessageFilter, NewMessage, Overdue, Producer, ProducerRecord,
+    ProducerSummary, Quarantined, StoreError, StoreResult, Transition, Wait,
 };
+use trustmsg_verify_api::MessageView;
 
 /// The columns [`message_from_row`] reads, in table order.
 pub(super) const MESSAGE_COLUMNS: &str = "id, biz_id, message_key, topic, record_key, payload, \
@@ -59,6 +60,10 @@ pub(super) trait Dialect: Database<Row: SqlRow, Arguments: IntoArguments<Self>> 
     const MINUS_SPAN: &'static str;
     /// `d` as [`Dialect::MINUS_SPAN`] binds it.
     fn span(d: std::time::Duration) -> i64;
+    /// How a time is bound, compared with stored times.
+    type Time: Bind<Self>;
+    /// `t` as this dialect binds it.
+    fn time(t: DateTime<Utc>) -> Self::Time;
 }
 
 /// A statement with its arguments, as [`sqlx::query`] makes it.
@@ -330,6 +335,121 @@ where
         }
     }
     Ok(flagged)
+}
+
+/// [`super::Store::list_messages`]: the filter's conditions, a keyset bound
+/// and `ORDER BY id DESC`, reading an empty payload and its length instead
+/// of the payload itself.
+pub(super) async fn list_messages<D>(
+    pool: &sqlx::Pool<D>,
+    f: &MessageFilter,
+    limit: u32,
+    before: Option<u64>,
+) -> StoreResult<Vec<MessageView>>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+    String: Bind<D>,
+    &'static str: Bind<D>,
+    i64: Bind<D>,
+{
+    let columns = MESSAGE_COLUMNS.replace("payload,", "X'' AS payload,");
+    let mut q = QueryBuilder::<D>::new(format!(
+        "SELECT {columns}, LENGTH(payload) AS payload_size FROM messages WHERE 1 = 1"
+    ));
+    if let Some(s) = f.status {
+        q.push(" AND status = ").push_bind(s.as_str());
+    }
+    if let Some(s) = f.send_status {
+        q.push(" AND send_status = ").push_bind(s.as_str());
+    }
+    if let Some(b) = &f.biz_id {
+        q.push(" AND biz_id = ").push_bind(b.clone());
+    }
+    if let Some(t) = &f.topic {
+        q.push(" AND topic = ").push_bind(t.clone());
+    }
+    if let Some(t) = f.created_after {
+        q.push(" AND created_at >= ").push_bind(D::time(t));
+    }
+    if let Some(t) = f.created_before {
+        q.push(" AND created_at < ").push_bind(D::time(t));
+    }
+    if let Some(id) = before {
+        q.push(" AND id < ").push_bind(D::int(id));
+    }
+    q.push(" ORDER BY id DESC LIMIT ")
+        .push_bind(i64::from(limit));
+    q.build()
+        .fetch_all(pool)
+        .await?
+        .iter()
+        .map(|row| {
+            let mut view = message_from_row(row)?.view();
+            let size = row.opt_i64("payload_size")?.unwrap_or(0);
+            view.payload_size = u64::try_from(size).unwrap_or(0);
+            Ok(view)
+        })
+        .collect()
+}
+
+/// [`super::Store::summary`]: one grouped scan.
+pub(super) async fn summary<D>(pool: &sqlx::Pool<D>) -> StoreResult<Vec<ProducerSummary>>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+{
+    let rows = sqlx::query(
+        "SELECT biz_id, status, send_status, COUNT(*) AS n, MIN(created_at) AS oldest_created, \
+         MIN(decided_at) AS oldest_decided FROM messages GROUP BY biz_id, status, send_status",
+    )
+    .fetch_all(pool)
+    .await?;
+    let older = |a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>| match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let mut by_biz: std::collections::BTreeMap<String, ProducerSummary> = Default::default();
+    for row in &rows {
+        let biz_id = row.text("biz_id")?;
+        let status = row.text("status")?;
+        let send = row.opt_text("send_status")?;
+        let n = u64::try_from(row.opt_i64("n")?.unwrap_or(0)).unwrap_or(0);
+        let s = by_biz
+            .entry(biz_id.clone())
+            .or_insert_with(|| ProducerSummary {
+                biz_id,
+                ..Default::default()
+            });
+        *s.by_status.entry(status.clone()).or_default() += n;
+        if let Some(send) = &send {
+            *s.by_send_status.entry(send.clone()).or_default() += n;
+        }
+        if status == "PREPARED" {
+            s.oldest_prepared_at = older(s.oldest_prepared_at, row.opt_time("oldest_created")?);
+        }
+        if status == "COMMITTED" && send.as_deref() == Some("PENDING") {
+            s.oldest_pending_send_at =
+                older(s.oldest_pending_send_at, row.opt_time("oldest_decided")?);
+        }
+    }
+    Ok(by_biz.into_values().collect())
+}
+
+/// [`super::Store::list_producers`].
+pub(super) async fn list_producers<D>(pool: &sqlx::Pool<D>) -> StoreResult<Vec<Producer>>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+{
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {PRODUCER_COLUMNS} FROM producers ORDER BY biz_id"
+    )))
+    .fetch_all(pool)
+    .await?
+    .iter()
+    .map(producer_from_row)
+    .collect()
 }
 
 /// Decodes a row selected with [`PRODUCER_COLUMNS`].

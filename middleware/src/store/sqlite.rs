@@ -27,14 +27,15 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
 use sqlx::{Row, Sqlite, SqlitePool};
+use trustmsg_verify_api::MessageView;
 
 use super::sql::{
     self, clip_error, message_from_row, producer_from_row, transition_effects, AuditRow, ClaimKind,
     Dialect, SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
 };
 use super::{
-    Actor, AuditEntry, Claimed, Inserted, Message, NewMessage, Overdue, Producer, ProducerRecord,
-    SentMark, Store, StoreError, StoreResult, Transition, Wait,
+    Actor, AuditEntry, Claimed, Inserted, Message, MessageFilter, NewMessage, Overdue, Producer,
+    ProducerRecord, ProducerSummary, SentMark, Store, StoreError, StoreResult, Transition, Wait,
 };
 
 /// The database clock as INTEGER ms since the epoch. `julianday('now')` holds
@@ -124,6 +125,12 @@ impl Dialect for Sqlite {
 
     fn span(d: Duration) -> i64 {
         millis(d)
+    }
+
+    type Time = i64;
+
+    fn time(t: DateTime<Utc>) -> i64 {
+        t.timestamp_millis()
     }
 }
 
@@ -410,6 +417,23 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> StoreResult<Vec<Overdue>> {
         sql::flag_overdue(&self.pool, wait, older_than, limit).await
+    }
+
+    async fn list_messages(
+        &self,
+        filter: &MessageFilter,
+        limit: u32,
+        before: Option<u64>,
+    ) -> StoreResult<Vec<MessageView>> {
+        sql::list_messages(&self.pool, filter, limit, before).await
+    }
+
+    async fn summary(&self) -> StoreResult<Vec<ProducerSummary>> {
+        sql::summary(&self.pool).await
+    }
+
+    async fn list_producers(&self) -> StoreResult<Vec<Producer>> {
+        sql::list_producers(&self.pool).await
     }
 
     async fn upsert_producer(&self, p: &ProducerRecord) -> StoreResult<Producer> {

@@ -17,6 +17,7 @@ mod batches;
 mod clock;
 mod decisions;
 mod harness;
+mod operators;
 mod overdue;
 mod prepare;
 mod producers;
@@ -114,6 +115,11 @@ conformance! {
         flag_overdue_finds_each_pending_send_once_and_touches_nothing_else,
         flag_overdue_finds_each_undecided_prepare_once_and_touches_nothing_else,
         flag_overdue_takes_at_most_the_limit_and_the_rest_next_time,
+    ],
+    operators: [
+        listed_messages_are_filtered_newest_first_and_paged_without_skips,
+        the_summary_counts_each_producers_states_and_names_its_oldest_waits,
+        every_registration_is_listed_by_biz_id,
     ],
     clock: [
         times_come_from_the_database_clock_in_utc_with_millisecond_precision,

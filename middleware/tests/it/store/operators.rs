@@ -1,0 +1,187 @@
+//! What operators read (`docs/architecture.md`, Operators): messages listed
+//! with filters newest first in keyset pages, the summary per producer, the
+//! registrations.
+
+use std::collections::BTreeMap;
+
+use trustmsg::store::{DynStore, MessageFilter};
+use trustmsg_verify_api::{MessageStatus, SendStatus};
+
+use crate::store::harness::*;
+use crate::store::producers::producer_record;
+
+/// Every state once (the tombstone and "missing" have no content or row).
+async fn arrange_all(s: &dyn trustmsg::store::Store) -> Vec<trustmsg::store::Message> {
+    let mut rows = Vec::new();
+    for state in STATES {
+        if let Some(m) = arrange(s, state, Due::Later).await {
+            rows.push(m);
+        }
+    }
+    rows
+}
+
+fn ids(views: &[trustmsg_verify_api::MessageView]) -> Vec<u64> {
+    views.iter().map(|v| v.id).collect()
+}
+
+pub(crate) async fn listed_messages_are_filtered_newest_first_and_paged_without_skips(
+    s: &DynStore,
+) {
+    let s = s.as_ref();
+    let rows = arrange_all(s).await;
+    let mut all: Vec<u64> = rows.iter().map(|m| m.id).collect();
+    all.sort_unstable_by(|a, b| b.cmp(a));
+
+    // Pages of 3, each below the last id seen, cover every row once.
+    let none = MessageFilter::default();
+    let mut seen = Vec::new();
+    let mut before = None;
+    loop {
+        let page = s.list_messages(&none, 3, before).await.unwrap();
+        assert!(page.len() <= 3);
+        if page.is_empty() {
+            break;
+        }
+        before = page.last().map(|v| v.id);
+        seen.extend(ids(&page));
+    }
+    assert_eq!(seen, all, "newest first, each row once");
+
+    // A row inserted while paging has a higher id: later pages do not see it.
+    let first = s.list_messages(&none, 2, None).await.unwrap();
+    let late = arrange_key(s, "late", State::Prepared, Due::Later)
+        .await
+        .unwrap();
+    let rest = s
+        .list_messages(&none, 100, first.last().map(|v| v.id))
+        .await
+        .unwrap();
+    assert!(!ids(&rest).contains(&late.id));
+    assert_eq!(ids(&first).len() + rest.len(), all.len());
+
+    let by = |f: MessageFilter| async move { ids(&s.list_messages(&f, 100, None).await.unwrap()) };
+    let prepared = by(MessageFilter {
+        status: Some(MessageStatus::Prepared),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(
+        prepared.len(),
+        2,
+        "the arranged PREPARED row and the late one"
+    );
+    assert!(prepared.contains(&late.id));
+    let sent = rows
+        .iter()
+        .find(|m| m.send_status == Some(SendStatus::Sent))
+        .unwrap();
+    assert_eq!(
+        by(MessageFilter {
+            status: Some(MessageStatus::Committed),
+            send_status: Some(SendStatus::Sent),
+            biz_id: Some(BIZ.into()),
+            topic: Some("orders".into()),
+            ..Default::default()
+        })
+        .await,
+        [sent.id]
+    );
+    assert_eq!(
+        by(MessageFilter {
+            biz_id: Some("someone-else".into()),
+            ..Default::default()
+        })
+        .await,
+        Vec::<u64>::new()
+    );
+    assert_eq!(
+        by(MessageFilter {
+            created_after: Some(late.created_at),
+            ..Default::default()
+        })
+        .await
+        .first(),
+        Some(&late.id)
+    );
+    assert!(!by(MessageFilter {
+        created_before: Some(late.created_at),
+        ..Default::default()
+    })
+    .await
+    .contains(&late.id));
+
+    // The views carry the payload's size, not the payload.
+    let view = s.list_messages(&none, 1, Some(sent.id + 1)).await.unwrap();
+    assert_eq!(view[0].id, sent.id);
+    assert_eq!(view[0].payload_size, sent.payload.len() as u64);
+    assert_eq!(view[0], {
+        let mut v = s.find_message_by_id(sent.id).await.unwrap().unwrap().view();
+        v.payload_size = sent.payload.len() as u64;
+        v
+    });
+}
+
+pub(crate) async fn the_summary_counts_each_producers_states_and_names_its_oldest_waits(
+    s: &DynStore,
+) {
+    let s = s.as_ref();
+    let rows = arrange_all(s).await;
+    let later = arrange_key(s, "prepared-later", State::Prepared, Due::Later)
+        .await
+        .unwrap();
+    let summary = s.summary().await.unwrap();
+    assert_eq!(summary.len(), 1, "{summary:?}");
+    let sum = &summary[0];
+    assert_eq!(sum.biz_id, BIZ);
+    let count = |st: MessageStatus| {
+        rows.iter()
+            .chain([&later])
+            .filter(|m| m.status == st)
+            .count() as u64
+    };
+    let expected: BTreeMap<String, u64> = [
+        MessageStatus::Prepared,
+        MessageStatus::Committed,
+        MessageStatus::RolledBack,
+        MessageStatus::VerifyFailed,
+    ]
+    .into_iter()
+    .map(|st| (st.as_str().to_string(), count(st)))
+    .collect();
+    assert_eq!(sum.by_status, expected);
+    assert_eq!(
+        sum.by_send_status,
+        BTreeMap::from([
+            ("PENDING".to_string(), 1),
+            ("SENT".to_string(), 1),
+            ("SEND_FAILED".to_string(), 1),
+        ])
+    );
+    let first_prepared = rows
+        .iter()
+        .find(|m| m.status == MessageStatus::Prepared)
+        .unwrap();
+    assert_eq!(sum.oldest_prepared_at, Some(first_prepared.created_at));
+    let pending = rows
+        .iter()
+        .find(|m| m.send_status == Some(SendStatus::Pending))
+        .unwrap();
+    assert_eq!(sum.oldest_pending_send_at, pending.decided_at);
+}
+
+pub(crate) async fn every_registration_is_listed_by_biz_id(s: &DynStore) {
+    let s = s.as_ref();
+    assert_eq!(s.list_producers().await.unwrap(), []);
+    for biz in ["zeta", "alpha", "mid"] {
+        s.upsert_producer(&producer_record(biz)).await.unwrap();
+    }
+    let listed: Vec<String> = s
+        .list_producers()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.biz_id)
+        .collect();
+    assert_eq!(listed, ["alpha", "mid", "zeta"]);
+}
