@@ -2,12 +2,14 @@
 //!
 //! - [`messages`]: the producer API (prepare, commit, rollback, get);
 //! - [`producers`]: the producer registry (admin token);
+//! - [`admin`]: what operators read (admin token): messages, one message, the summary;
 //! - [`health`]: `/healthz`, `/readyz`, `/metrics`, `/openapi.json`;
 //! - [`auth`]: tokens, checked before any body is read;
 //! - [`load_shed`]: the bound on requests in flight (503 beyond it);
 //! - [`openapi`]: the OpenAPI document of all of the above;
 //! - [`error`]: the one error type every handler returns, and its JSON body.
 
+mod admin;
 pub(crate) mod auth;
 mod error;
 mod health;
@@ -81,6 +83,7 @@ pub(crate) fn router(state: AppState) -> Router {
     let api = Router::new()
         .merge(messages::router(&state))
         .merge(producers::router(&state))
+        .merge(admin::router(&state))
         .route_layer(shed);
     Router::new()
         .merge(api)

@@ -17,13 +17,17 @@ use utoipa::{Modify, OpenApi};
         crate::api::producers::get_producer,
         crate::api::producers::delete_producer,
         crate::api::producers::rotate_token,
+        crate::api::producers::list_producers,
+        crate::api::admin::list_messages,
+        crate::api::admin::get_message,
+        crate::api::admin::summary,
     ),
     components(schemas(
         trustmsg_verify_api::CheckRequest,
         trustmsg_verify_api::CheckResponse,
     )),
     modifiers(&Security),
-    tags((name = "messages", description = "Producer API"), (name = "producers", description = "Producer registry (admin token)"))
+    tags((name = "messages", description = "Producer API"), (name = "producers", description = "Producer registry (admin token)"), (name = "admin", description = "What operators read (admin token)"))
 )]
 pub struct ApiDoc;
 

@@ -1,5 +1,5 @@
-//! The producer registry (admin token): `PUT/GET/DELETE /v1/producers/{biz_id}`
-//! and `POST /v1/producers/{biz_id}/rotate-token`.
+//! The producer registry (admin token): `PUT/GET/DELETE /v1/producers/{biz_id}`,
+//! `POST /v1/producers/{biz_id}/rotate-token` and `GET /v1/producers` (all).
 //!
 //! Creating a producer issues its bearer token and its check-back signing
 //! secret. The token is shown once (trustmsg keeps only its hash); the signing
@@ -8,7 +8,7 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::middleware::from_fn_with_state;
-use axum::routing::{post, put};
+use axum::routing::{get, post, put};
 use axum::Router;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
@@ -27,6 +27,7 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
             "/v1/producers/{biz_id}",
             put(put_producer).get(get_producer).delete(delete_producer),
         )
+        .route("/v1/producers", get(list_producers))
         .route("/v1/producers/{biz_id}/rotate-token", post(rotate_token))
         .route_layer(from_fn_with_state(state.clone(), auth::admin_only))
 }
@@ -154,6 +155,29 @@ pub(crate) async fn get_producer(
         .await?
         .ok_or_else(|| unknown(&biz_id))?;
     Ok(axum::Json(view(&p, None)))
+}
+
+/// Every registration, by biz_id (their tokens are never shown again).
+#[utoipa::path(get, path = "/v1/producers", tag = "producers",
+    responses(
+        (status = 200, description = "Every registration", body = ProducerList),
+        (status = 403, description = "Not the admin token", body = ErrorBody)
+    ),
+    security(("admin" = [])))]
+pub(crate) async fn list_producers(
+    State(state): State<AppState>,
+) -> Result<axum::Json<ProducerList>, ApiError> {
+    let items = state.store.list_producers().await?;
+    Ok(axum::Json(ProducerList {
+        items: items.iter().map(|p| view(p, None)).collect(),
+    }))
+}
+
+/// Every registration.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct ProducerList {
+    /// By biz_id.
+    items: Vec<ProducerView>,
 }
 
 /// Deletes a producer registration; its token stops working.

@@ -1,6 +1,7 @@
 //! API tests: the real service on port 0 over a fresh MariaDB database
 //! (and, in `sqlite`, a smoke test over a fresh SQLite file).
 
+mod admin;
 mod auth;
 mod concurrency;
 mod fuzz;
