@@ -2,6 +2,7 @@
 //!
 //! - [`messages`]: the producer API (prepare, commit, rollback, get);
 //! - [`producers`]: the producer registry (admin token);
+//! - [`console`]: the operator console at `/console` (static, over the admin API);
 //! - [`health`]: `/healthz`, `/readyz`, `/metrics`, `/openapi.json`;
 //! - [`auth`]: tokens, checked before any body is read;
 //! - [`load_shed`]: the bound on requests in flight (503 beyond it);
@@ -9,6 +10,7 @@
 //! - [`error`]: the one error type every handler returns, and its JSON body.
 
 pub(crate) mod auth;
+mod console;
 mod error;
 mod health;
 pub(crate) mod load_shed;
@@ -83,6 +85,7 @@ pub(crate) fn router(state: AppState) -> Router {
     Router::new()
         .merge(api)
         .merge(health::router())
+        .merge(console::router())
         .layer(deadline)
         .with_state(state)
 }
