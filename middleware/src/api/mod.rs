@@ -3,6 +3,7 @@
 //! - [`messages`]: the producer API (prepare, commit, rollback, get);
 //! - [`producers`]: the producer registry (admin token);
 //! - [`admin`]: what operators read (admin token): messages, one message, the summary;
+//! - [`console`]: the operator console at `/console` (static, over the admin API);
 //! - [`health`]: `/healthz`, `/readyz`, `/metrics`, `/openapi.json`;
 //! - [`auth`]: tokens, checked before any body is read;
 //! - [`load_shed`]: the bound on requests in flight (503 beyond it);
@@ -11,6 +12,7 @@
 
 mod admin;
 pub(crate) mod auth;
+mod console;
 mod error;
 mod health;
 pub(crate) mod load_shed;
@@ -88,6 +90,7 @@ pub(crate) fn router(state: AppState) -> Router {
     Router::new()
         .merge(api)
         .merge(health::router())
+        .merge(console::router())
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .layer(deadline)

@@ -1,0 +1,775 @@
+// trustmsg console: a small page over the admin API (docs/console.md).
+//
+// Everything a producer sent (payloads, headers, keys, errors) is put on the
+// page with textContent, never as HTML: the `h` helper below is the only way
+// this file builds elements, and it has no way to insert markup. The admin
+// token lives in sessionStorage only (gone when the tab closes).
+"use strict";
+
+const TOKEN_KEY = "trustmsg.admin_token";
+const OPERATOR_KEY = "trustmsg.operator";
+const PAGE_SIZE = 50;
+const PAYLOAD_PREVIEW = 4096;
+const REFRESH_MS = 5000;
+
+let refreshTimer = null;
+
+// ---------------------------------------------------------------- elements
+
+/** Builds an element; strings among the children become text nodes. */
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "class") el.className = v;
+    else if (v === true) el.setAttribute(k, "");
+    else el.setAttribute(k, String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function show(...nodes) {
+  const main = document.getElementById("main");
+  main.replaceChildren(...nodes);
+  main.focus({ preventScroll: true });
+}
+
+function banner(text, kind) {
+  const b = document.getElementById("banner");
+  if (!text) {
+    b.hidden = true;
+    b.replaceChildren();
+    return;
+  }
+  b.className = kind || "error";
+  b.replaceChildren(text);
+  b.hidden = false;
+}
+
+// ---------------------------------------------------------------- API
+
+class ApiFailure extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+function token() {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+async function api(method, path, body) {
+  const headers = { authorization: "Bearer " + token() };
+  const operator = sessionStorage.getItem(OPERATOR_KEY);
+  if (operator) headers["x-trustmsg-operator"] = operator;
+  if (body !== undefined) headers["content-type"] = "application/json";
+  let res;
+  try {
+    res = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      cache: "no-store",
+    });
+  } catch (e) {
+    throw new ApiFailure(0, "unreachable", "The trustmsg service could not be reached (" + e.message + ").");
+  }
+  let data = null;
+  try {
+    data = await res.json();
+  } catch (_) {
+    data = null;
+  }
+  if (!res.ok) {
+    const err = (data && data.error) || {};
+    throw new ApiFailure(res.status, err.code || "http_" + res.status, err.message || res.statusText || "request failed");
+  }
+  return data;
+}
+
+/** Shows a failure; a refused token sends the operator back to sign in. */
+function failed(e) {
+  if (e instanceof ApiFailure && (e.status === 401 || e.status === 403)) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    signIn("The admin token was refused: " + e.message);
+    return;
+  }
+  const prefix = e instanceof ApiFailure && e.status ? e.status + " " + e.code + ": " : "";
+  banner(prefix + e.message);
+}
+
+// ---------------------------------------------------------------- formats
+
+function age(ms) {
+  if (ms === null || ms === undefined) return "—";
+  let s = Math.max(0, Math.floor(ms / 1000));
+  const d = Math.floor(s / 86400);
+  s -= d * 86400;
+  const hr = Math.floor(s / 3600);
+  s -= hr * 3600;
+  const m = Math.floor(s / 60);
+  s -= m * 60;
+  if (d) return d + "d" + hr + "h";
+  if (hr) return hr + "h" + m + "m";
+  if (m) return m + "m" + s + "s";
+  return s + "s";
+}
+
+function since(iso) {
+  return iso ? age(Date.now() - Date.parse(iso)) : "—";
+}
+
+function when(iso) {
+  return iso ? new Date(iso).toISOString().replace("T", " ").replace("Z", " UTC") : "—";
+}
+
+function stateBadge(value) {
+  if (!value) return h("span", { class: "muted" }, "—");
+  const bad = value === "VERIFY_FAILED" || value === "SEND_FAILED";
+  return h("span", { class: "badge " + (bad ? "bad" : value.toLowerCase()) }, value);
+}
+
+function clip(text, n) {
+  if (!text) return "";
+  return text.length > n ? text.slice(0, n) + "…" : text;
+}
+
+function table(headings, rows, empty) {
+  if (!rows.length) return h("p", { class: "empty" }, empty);
+  return h(
+    "div",
+    { class: "scroll" },
+    h("table", {}, h("thead", {}, h("tr", {}, headings.map((t) => h("th", { scope: "col" }, t)))), h("tbody", {}, rows)),
+  );
+}
+
+function base64ToBytes(b64) {
+  const bin = atob(b64);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+function hex(bytes) {
+  const parts = [];
+  for (let i = 0; i < bytes.length; i += 16) {
+    const line = Array.from(bytes.slice(i, i + 16), (b) => b.toString(16).padStart(2, "0")).join(" ");
+    parts.push(i.toString(16).padStart(8, "0") + "  " + line);
+  }
+  return parts.join("\n");
+}
+
+// ---------------------------------------------------------------- routing
+
+function route() {
+  clearInterval(refreshTimer);
+  refreshTimer = null;
+  banner(null);
+  if (!token()) return signIn();
+  document.getElementById("nav").hidden = false;
+  const [path, query] = location.hash.replace(/^#/, "").split("?");
+  const params = new URLSearchParams(query || "");
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  for (const a of document.querySelectorAll("#nav a")) {
+    a.classList.toggle("current", a.dataset.page === (parts[0] || "overview"));
+  }
+  if (parts[0] === "messages" && parts[1]) return messagePage(parts[1]);
+  if (parts[0] === "messages") return messagesPage(params);
+  if (parts[0] === "producers" && parts[1] === "new") return producerForm(null);
+  if (parts[0] === "producers" && parts[1]) return producerForm(parts[1]);
+  if (parts[0] === "producers") return producersPage();
+  return overviewPage();
+}
+
+function go(hash) {
+  if (location.hash === hash) route();
+  else location.hash = hash;
+}
+
+// ---------------------------------------------------------------- sign in
+
+function signIn(problem) {
+  document.getElementById("nav").hidden = true;
+  banner(problem || null);
+  const tokenInput = h("input", { id: "token", type: "password", autocomplete: "off", required: true });
+  const operatorInput = h("input", {
+    id: "operator",
+    type: "text",
+    maxlength: 64,
+    value: sessionStorage.getItem(OPERATOR_KEY) || "",
+  });
+  const form = h(
+    "form",
+    {
+      class: "card narrow",
+      onsubmit: async (ev) => {
+        ev.preventDefault();
+        const t = tokenInput.value.trim();
+        if (!t) return banner("Enter the admin token.");
+        sessionStorage.setItem(TOKEN_KEY, t);
+        const op = operatorInput.value.trim();
+        if (op) sessionStorage.setItem(OPERATOR_KEY, op);
+        else sessionStorage.removeItem(OPERATOR_KEY);
+        try {
+          await api("GET", "/v1/admin/summary");
+        } catch (e) {
+          sessionStorage.removeItem(TOKEN_KEY);
+          if (e instanceof ApiFailure && (e.status === 401 || e.status === 403)) {
+            return signIn("That token was refused (" + e.status + "): " + e.message);
+          }
+          return signIn(e.message);
+        }
+        go("#/");
+      },
+    },
+    h("h1", {}, "Sign in"),
+    h("p", { class: "muted" }, "The admin token is kept for this browser tab only."),
+    h("label", { for: "token" }, "Admin token"),
+    tokenInput,
+    h("label", { for: "operator" }, "Your name (recorded in the audit trail; optional)"),
+    operatorInput,
+    h("button", { type: "submit", id: "sign-in" }, "Sign in"),
+  );
+  show(form);
+  tokenInput.focus();
+}
+
+// ---------------------------------------------------------------- overview
+
+async function overviewPage() {
+  const body = h("div", {}, h("p", { class: "muted" }, "Loading…"));
+  show(h("h1", {}, "Overview"), body);
+  const load = async () => {
+    let summary;
+    try {
+      summary = await api("GET", "/v1/admin/summary");
+    } catch (e) {
+      return failed(e);
+    }
+    banner(null);
+    const producers = summary.producers || summary.items || [];
+    const n = (m, k) => (m && m[k]) || 0;
+    const rows = producers.map((p) => {
+      const st = p.by_status || p.status || {};
+      const ss = p.by_send_status || p.send_status || {};
+      const cell = (v, bad, link) =>
+        h("td", { class: "num" + (bad && v ? " bad" : "") }, link && v ? h("a", { href: link }, String(v)) : String(v));
+      const q = (k, v) => "#/messages?biz_id=" + encodeURIComponent(p.biz_id) + "&" + k + "=" + v;
+      return h(
+        "tr",
+        {},
+        h("th", { scope: "row" }, h("a", { href: "#/messages?biz_id=" + encodeURIComponent(p.biz_id) }, p.biz_id)),
+        cell(n(st, "PREPARED"), false, q("status", "PREPARED")),
+        cell(n(st, "COMMITTED")),
+        cell(n(st, "ROLLED_BACK")),
+        cell(n(st, "VERIFY_FAILED"), true, q("status", "VERIFY_FAILED")),
+        cell(n(ss, "PENDING"), false, q("send_status", "PENDING")),
+        cell(n(ss, "SENT")),
+        cell(n(ss, "SEND_FAILED"), true, q("send_status", "SEND_FAILED")),
+        h("td", { class: "num" }, age(p.oldest_prepared_age_ms)),
+        h("td", { class: "num" }, age(p.oldest_pending_send_age_ms)),
+      );
+    });
+    body.replaceChildren(
+      table(
+        ["Producer", "Prepared", "Committed", "Rolled back", "Verify failed", "Pending send", "Sent", "Send failed", "Oldest prepared", "Oldest pending send"],
+        rows,
+        "No messages yet. Producers appear here once they prepare messages.",
+      ),
+      h("p", { class: "muted small" }, "Refreshes every 5 s · " + new Date().toLocaleTimeString()),
+    );
+  };
+  await load();
+  refreshTimer = setInterval(load, REFRESH_MS);
+}
+
+// ---------------------------------------------------------------- messages
+
+const FILTERS = ["status", "send_status", "biz_id", "topic", "created_after", "created_before"];
+const STATUSES = ["", "PREPARED", "COMMITTED", "ROLLED_BACK", "VERIFY_FAILED"];
+const SEND_STATUSES = ["", "PENDING", "SENT", "SEND_FAILED"];
+
+function filterOf(params) {
+  const f = {};
+  for (const k of FILTERS) if (params.get(k)) f[k] = params.get(k);
+  return f;
+}
+
+function query(filter, extra) {
+  const q = new URLSearchParams({ ...filter, ...(extra || {}) });
+  return q.toString();
+}
+
+function messageRows(items) {
+  return items.map((m) =>
+    h(
+      "tr",
+      { class: m.status === "VERIFY_FAILED" || m.send_status === "SEND_FAILED" ? "failed" : null },
+      h("td", { class: "num" }, h("a", { href: "#/messages/" + m.id }, String(m.id))),
+      h("td", {}, m.biz_id),
+      h("td", { class: "key" }, m.message_key),
+      h("td", {}, m.topic || "—"),
+      h("td", {}, stateBadge(m.status)),
+      h("td", {}, stateBadge(m.send_status)),
+      h("td", { class: "num" }, m.verify_attempts + " / " + m.send_attempts),
+      h("td", { class: "num" }, since(m.created_at)),
+      h("td", { class: "err" }, clip(m.last_error, 120)),
+    ),
+  );
+}
+
+const MESSAGE_HEADINGS = ["Id", "Producer", "Key", "Topic", "Status", "Send", "Attempts (check / send)", "Age", "Last error"];
+
+async function messagesPage(params) {
+  const filter = filterOf(params);
+  const cursor = params.get("cursor");
+  const select = (name, options) =>
+    h(
+      "select",
+      { id: "f-" + name, name },
+      options.map((o) => h("option", { value: o, selected: filter[name] === o }, o || "any")),
+    );
+  const input = (name, type, placeholder) =>
+    h("input", { id: "f-" + name, name, type, value: filter[name] || "", placeholder });
+  const form = h(
+    "form",
+    {
+      class: "filters",
+      onsubmit: (ev) => {
+        ev.preventDefault();
+        const f = {};
+        for (const k of FILTERS) {
+          const v = form.elements[k].value.trim();
+          if (v) f[k] = k.startsWith("created_") ? new Date(v).toISOString() : v;
+        }
+        go("#/messages?" + query(f));
+      },
+    },
+    h("label", {}, "Status ", select("status", STATUSES)),
+    h("label", {}, "Send status ", select("send_status", SEND_STATUSES)),
+    h("label", {}, "Producer ", input("biz_id", "text", "biz_id")),
+    h("label", {}, "Topic ", input("topic", "text", "topic")),
+    h("label", {}, "Created after ", input("created_after", "text", "2026-01-01T00:00:00Z")),
+    h("label", {}, "Created before ", input("created_before", "text", "2026-12-31T00:00:00Z")),
+    h("button", { type: "submit", id: "apply-filter" }, "Apply"),
+    h("a", { href: "#/messages", class: "button secondary" }, "Clear"),
+  );
+  const attention = h("section", {});
+  const list = h("section", {}, h("p", { class: "muted" }, "Loading…"));
+  const bulk = h("section", {});
+  show(h("h1", {}, "Messages"), form, attention, list, bulk);
+
+  // With no status filter, what needs a person comes first.
+  if (!filter.status && !filter.send_status && !cursor) {
+    try {
+      const base = { ...filter, limit: PAGE_SIZE };
+      const [vf, sf] = await Promise.all([
+        api("GET", "/v1/admin/messages?" + query(base, { status: "VERIFY_FAILED" })),
+        api("GET", "/v1/admin/messages?" + query(base, { send_status: "SEND_FAILED" })),
+      ]);
+      const failedItems = [...vf.items, ...sf.items].sort((a, b) => b.id - a.id);
+      if (failedItems.length) {
+        attention.replaceChildren(
+          h("h2", { class: "bad" }, "Needs attention (" + failedItems.length + (vf.next_cursor || sf.next_cursor ? "+" : "") + ")"),
+          table(MESSAGE_HEADINGS, messageRows(failedItems), ""),
+        );
+      }
+    } catch (e) {
+      return failed(e);
+    }
+  }
+
+  let page;
+  try {
+    page = await api("GET", "/v1/admin/messages?" + query(filter, cursor ? { limit: PAGE_SIZE, cursor } : { limit: PAGE_SIZE }));
+  } catch (e) {
+    return failed(e);
+  }
+  const nav = h(
+    "p",
+    { class: "pager" },
+    cursor ? h("a", { href: "#/messages?" + query(filter), class: "button secondary" }, "First page") : null,
+    page.next_cursor
+      ? h("a", { href: "#/messages?" + query(filter, { cursor: page.next_cursor }), class: "button", id: "next-page" }, "Next page")
+      : h("span", { class: "muted" }, "End of list"),
+  );
+  list.replaceChildren(
+    h("h2", {}, "All matching, newest first"),
+    table(MESSAGE_HEADINGS, messageRows(page.items), "No message matches these filters."),
+    nav,
+  );
+  bulk.replaceChildren(bulkActions(filter));
+}
+
+function bulkActions(filter) {
+  const reason = h("input", { id: "bulk-reason", type: "text", placeholder: "why (required)", required: true });
+  const out = h("div", { class: "result", role: "status" });
+  const run = (action) => async () => {
+    out.replaceChildren();
+    const why = reason.value.trim();
+    if (!why) return out.replaceChildren(h("p", { class: "bad" }, "A reason is required."));
+    let dry;
+    try {
+      dry = await api("POST", "/v1/admin/messages/" + action, { filter, reason: why, dry_run: true });
+    } catch (e) {
+      return out.replaceChildren(h("p", { class: "bad" }, e.message));
+    }
+    const verb = action === "reverify" ? "Re-verify" : "Redeliver";
+    if (!dry.matched) return out.replaceChildren(h("p", {}, "No message matches: nothing to " + verb.toLowerCase() + "."));
+    out.replaceChildren(
+      h("p", {}, "Dry run: " + dry.matched + " message(s) match."),
+      h(
+        "button",
+        {
+          type: "button",
+          id: "bulk-confirm",
+          class: "danger",
+          onclick: async () => {
+            try {
+              const done = await api("POST", "/v1/admin/messages/" + action, { filter, reason: why, dry_run: false });
+              out.replaceChildren(h("p", { class: "ok" }, verb + ": " + done.changed + " of " + done.matched + " changed."));
+            } catch (e) {
+              out.replaceChildren(h("p", { class: "bad" }, e.message));
+            }
+          },
+        },
+        "Confirm: " + verb.toLowerCase() + " " + dry.matched,
+      ),
+      h("button", { type: "button", class: "secondary", onclick: () => out.replaceChildren() }, "Cancel"),
+    );
+  };
+  return h(
+    "details",
+    { class: "card" },
+    h("summary", {}, "Bulk actions on every message matching these filters"),
+    h("p", { class: "muted" }, "Re-verify applies to VERIFY_FAILED messages, redeliver to SEND_FAILED ones; a dry run shows the count first."),
+    h("label", { for: "bulk-reason" }, "Reason"),
+    reason,
+    h("div", { class: "actions" },
+      h("button", { type: "button", id: "bulk-reverify", onclick: run("reverify") }, "Re-verify…"),
+      h("button", { type: "button", id: "bulk-redeliver", onclick: run("redeliver") }, "Redeliver…"),
+    ),
+    out,
+  );
+}
+
+// ---------------------------------------------------------------- one message
+
+function payloadView(d) {
+  const box = h("div", {});
+  if (d.payload_encoding === "base64") {
+    const bytes = base64ToBytes(d.payload || "");
+    let mode = "hex";
+    const pre = h("pre", { class: "payload", id: "payload" });
+    const render = () => {
+      const text = mode === "hex" ? hex(bytes) : d.payload;
+      pre.textContent = text;
+    };
+    render();
+    box.append(
+      h("p", { class: "muted" }, "Binary payload, " + bytes.length + " bytes. "),
+      h("button", { type: "button", class: "secondary", onclick: () => { mode = mode === "hex" ? "base64" : "hex"; render(); } }, "Hex / base64"),
+      pre,
+    );
+    return box;
+  }
+  const text = d.payload || "";
+  const pre = h("pre", { class: "payload", id: "payload" });
+  pre.textContent = text.length > PAYLOAD_PREVIEW ? text.slice(0, PAYLOAD_PREVIEW) : text;
+  box.append(pre);
+  if (text.length > PAYLOAD_PREVIEW) {
+    const more = h("button", { type: "button", class: "secondary", id: "show-all" }, "Show all " + text.length + " characters");
+    more.addEventListener("click", () => {
+      pre.textContent = text;
+      more.remove();
+    });
+    box.append(more);
+  }
+  return box;
+}
+
+function kv(pairs) {
+  return h("dl", { class: "kv" }, pairs.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+}
+
+async function messagePage(id) {
+  show(h("p", { class: "muted" }, "Loading…"));
+  let d;
+  try {
+    d = await api("GET", "/v1/admin/messages/" + encodeURIComponent(id));
+  } catch (e) {
+    if (e instanceof ApiFailure && e.status === 404) return show(h("h1", {}, "Message " + id), h("p", { class: "empty" }, "No such message."));
+    return failed(e);
+  }
+  const m = d.message;
+  const headers = Object.entries(d.headers || {});
+  const audit = (d.audit || []).map((a) =>
+    h(
+      "li",
+      {},
+      h("time", {}, when(a.at || a.created_at)),
+      " ",
+      h("strong", {}, a.action),
+      " by ",
+      a.actor,
+      ": ",
+      (a.from_status || "—") + " → " + (a.to_status || "—"),
+      a.from_send_status || a.to_send_status ? " (send " + (a.from_send_status || "—") + " → " + (a.to_send_status || "—") + ")" : "",
+      a.reason ? h("div", { class: "reason" }, a.reason) : null,
+    ),
+  );
+  const attempts = (d.check_attempts || []).map((c) =>
+    h(
+      "tr",
+      { class: c.outcome === "failed" ? "failed" : null },
+      h("td", { class: "num" }, String(c.attempt)),
+      h("td", {}, when(c.at)),
+      h("td", { class: "num" }, c.duration_ms + " ms"),
+      h("td", { class: "num" }, c.http_status === null || c.http_status === undefined ? "—" : String(c.http_status)),
+      h("td", {}, c.outcome),
+      h("td", { class: "err" }, c.error || ""),
+    ),
+  );
+  show(
+    h("p", {}, h("a", { href: "#/messages" }, "← Messages")),
+    h("h1", {}, "Message " + m.id),
+    h("div", { class: "state" }, stateBadge(m.status), " ", stateBadge(m.send_status)),
+    kv([
+      ["Producer", m.biz_id],
+      ["Message key", h("span", { class: "key" }, m.message_key)],
+      ["Topic", m.topic || "—"],
+      ["Record key", m.key === null || m.key === undefined ? "—" : m.key],
+      ["Check-back attempts", String(m.verify_attempts)],
+      ["Send attempts", String(m.send_attempts)],
+      ["Last error", m.last_error || "—"],
+      ["Kafka partition / offset", m.kafka_partition === null || m.kafka_partition === undefined ? "not sent yet" : m.kafka_partition + " / " + m.kafka_offset],
+      ["Created", when(m.created_at) + " (" + since(m.created_at) + " ago)"],
+      ["Decided", when(m.decided_at)],
+      ["Sent", when(m.sent_at)],
+    ]),
+    actions(m),
+    h("h2", {}, "Payload"),
+    payloadView(d),
+    h("h2", {}, "Headers"),
+    table(["Name", "Value"], headers.map(([k, v]) => h("tr", {}, h("td", { class: "key" }, k), h("td", {}, v))), "No headers."),
+    h("h2", {}, "Check-back attempts"),
+    table(["#", "At", "Took", "HTTP", "Outcome", "Error"], attempts, "No check-back call yet."),
+    h("h2", {}, "Audit trail"),
+    audit.length ? h("ol", { class: "timeline" }, audit) : h("p", { class: "empty" }, "Nothing recorded yet."),
+  );
+}
+
+function actions(m) {
+  const possible = [];
+  if (m.status === "PREPARED" || m.status === "VERIFY_FAILED") {
+    possible.push(["resolve-commit", "Commit", "resolve", { decision: "commit" }]);
+    possible.push(["resolve-rollback", "Roll back", "resolve", { decision: "rollback" }]);
+  }
+  if (m.status === "VERIFY_FAILED") possible.push(["reverify", "Re-verify", "reverify", {}]);
+  if (m.send_status === "SEND_FAILED") possible.push(["redeliver", "Redeliver", "redeliver", {}]);
+  if (!possible.length) return null;
+  const reason = h("textarea", { id: "reason", rows: 2, placeholder: "why (required, audited)", required: true });
+  const out = h("div", { class: "result", role: "status", id: "action-result" });
+  const buttons = possible.map(([id, label, path, extra]) =>
+    h(
+      "button",
+      {
+        type: "button",
+        id: "action-" + id,
+        onclick: () => {
+          const why = reason.value.trim();
+          if (!why) return out.replaceChildren(h("p", { class: "bad" }, "A reason is required."));
+          out.replaceChildren(
+            h("p", {}, label + " message " + m.id + " (" + m.biz_id + " / " + m.message_key + ")?"),
+            h(
+              "button",
+              {
+                type: "button",
+                id: "confirm",
+                class: "danger",
+                onclick: async () => {
+                  try {
+                    const view = await api("POST", "/v1/admin/messages/" + m.id + "/" + path, { ...extra, reason: why });
+                    const v = view.message || view;
+                    out.replaceChildren(h("p", { class: "ok" }, "Done: the message is now " + v.status + (v.send_status ? " / " + v.send_status : "") + "."));
+                    setTimeout(() => messagePage(String(m.id)), 1200);
+                  } catch (e) {
+                    const lost = e instanceof ApiFailure && e.status === 409;
+                    out.replaceChildren(h("p", { class: "bad" }, (lost ? "Not done, the message changed first: " : "Not done: ") + e.message));
+                  }
+                },
+              },
+              "Confirm",
+            ),
+            h("button", { type: "button", class: "secondary", onclick: () => out.replaceChildren() }, "Cancel"),
+          );
+        },
+      },
+      label + "…",
+    ),
+  );
+  return h("section", { class: "card" }, h("h2", {}, "Actions"), h("label", { for: "reason" }, "Reason"), reason, h("div", { class: "actions" }, buttons), out);
+}
+
+// ---------------------------------------------------------------- producers
+
+async function producersPage() {
+  show(h("h1", {}, "Producers"), h("p", { class: "muted" }, "Loading…"));
+  let list;
+  try {
+    list = await api("GET", "/v1/producers");
+  } catch (e) {
+    return failed(e);
+  }
+  const items = Array.isArray(list) ? list : list.items || list.producers || [];
+  const rows = items.map((p) =>
+    h(
+      "tr",
+      {},
+      h("th", { scope: "row" }, h("a", { href: "#/producers/" + encodeURIComponent(p.biz_id) }, p.biz_id)),
+      h("td", { class: "url" }, p.verify_url),
+      h("td", { class: "num" }, p.verify_timeout_ms + " ms"),
+      h("td", { class: "num" }, p.first_verify_after_ms + " ms"),
+      h("td", { class: "num" }, String(p.max_verify_attempts)),
+    ),
+  );
+  show(
+    h("h1", {}, "Producers"),
+    h("p", {}, h("a", { href: "#/producers/new", class: "button", id: "register" }, "Register a producer")),
+    table(["Producer", "Check-back URL", "Timeout", "First check after", "Max attempts"], rows, "No producer is registered yet."),
+  );
+}
+
+function secretBox(label, value, id) {
+  const code = h("code", { id }, value);
+  return h(
+    "div",
+    { class: "secret" },
+    h("p", {}, label),
+    code,
+    h("button", { type: "button", class: "secondary", onclick: () => navigator.clipboard && navigator.clipboard.writeText(value) }, "Copy"),
+  );
+}
+
+async function producerForm(bizId) {
+  let p = null;
+  if (bizId) {
+    try {
+      p = await api("GET", "/v1/producers/" + encodeURIComponent(bizId));
+    } catch (e) {
+      if (e instanceof ApiFailure && e.status === 404) return show(h("h1", {}, bizId), h("p", { class: "empty" }, "No such producer."));
+      return failed(e);
+    }
+  }
+  const field = (name, label, type, value, attrs) =>
+    [h("label", { for: "p-" + name }, label), h("input", { id: "p-" + name, name, type, value: value === undefined || value === null ? "" : value, ...(attrs || {}) })];
+  const out = h("div", { class: "result", role: "status", id: "producer-result" });
+  const form = h(
+    "form",
+    {
+      class: "card",
+      onsubmit: async (ev) => {
+        ev.preventDefault();
+        const el = form.elements;
+        const id = bizId || el.biz_id.value.trim();
+        if (!id) return out.replaceChildren(h("p", { class: "bad" }, "A producer id (biz_id) is required."));
+        const body = { verify_url: el.verify_url.value.trim() };
+        for (const k of ["verify_timeout_ms", "first_verify_after_ms", "max_verify_attempts"]) {
+          if (el[k].value.trim()) body[k] = Number(el[k].value);
+        }
+        try {
+          const saved = await api("PUT", "/v1/producers/" + encodeURIComponent(id), body);
+          out.replaceChildren(
+            h("p", { class: "ok" }, bizId ? "Saved." : "Registered " + id + "."),
+            saved.token ? secretBox("Its token, shown once: copy it now.", saved.token, "new-token") : null,
+          );
+        } catch (e) {
+          out.replaceChildren(h("p", { class: "bad" }, e.message));
+        }
+      },
+    },
+    h("h1", {}, bizId ? "Producer " + bizId : "Register a producer"),
+    bizId ? null : field("biz_id", "Producer id (biz_id)", "text", "", { required: true, maxlength: 64 }),
+    field("verify_url", "Check-back URL", "url", p && p.verify_url, { required: true }),
+    field("verify_timeout_ms", "Check-back timeout (ms)", "number", p && p.verify_timeout_ms, { min: 1 }),
+    field("first_verify_after_ms", "First check after (ms)", "number", p && p.first_verify_after_ms, { min: 0 }),
+    field("max_verify_attempts", "Max check-back attempts", "number", p && p.max_verify_attempts, { min: 1 }),
+    h("button", { type: "submit", id: "save-producer" }, bizId ? "Save" : "Register"),
+  );
+  const danger = bizId ? producerDanger(bizId, out) : null;
+  show(h("p", {}, h("a", { href: "#/producers" }, "← Producers")), form, danger, out);
+}
+
+function producerDanger(bizId, out) {
+  const confirmDelete = () =>
+    out.replaceChildren(
+      h("p", {}, "Delete the registration of " + bizId + "? Its token stops working and its messages are no longer checked back."),
+      h(
+        "button",
+        {
+          type: "button",
+          class: "danger",
+          id: "confirm",
+          onclick: async () => {
+            try {
+              await api("DELETE", "/v1/producers/" + encodeURIComponent(bizId));
+              go("#/producers");
+            } catch (e) {
+              out.replaceChildren(h("p", { class: "bad" }, e.message));
+            }
+          },
+        },
+        "Delete",
+      ),
+      h("button", { type: "button", class: "secondary", onclick: () => out.replaceChildren() }, "Cancel"),
+    );
+  const rotate = () =>
+    out.replaceChildren(
+      h("p", {}, "Issue a new token for " + bizId + "? The current one stops working at once."),
+      h(
+        "button",
+        {
+          type: "button",
+          class: "danger",
+          id: "confirm",
+          onclick: async () => {
+            try {
+              const r = await api("POST", "/v1/producers/" + encodeURIComponent(bizId) + "/rotate-token");
+              out.replaceChildren(secretBox("The new token, shown once: copy it now.", r.token, "new-token"));
+            } catch (e) {
+              out.replaceChildren(h("p", { class: "bad" }, e.message));
+            }
+          },
+        },
+        "Rotate",
+      ),
+      h("button", { type: "button", class: "secondary", onclick: () => out.replaceChildren() }, "Cancel"),
+    );
+  return h(
+    "section",
+    { class: "card" },
+    h("h2", {}, "Token and registration"),
+    h("div", { class: "actions" },
+      h("button", { type: "button", id: "rotate-token", onclick: rotate }, "Rotate token…"),
+      h("button", { type: "button", id: "delete-producer", class: "danger", onclick: confirmDelete }, "Delete…"),
+    ),
+  );
+}
+
+// ---------------------------------------------------------------- start
+
+window.addEventListener("hashchange", route);
+document.addEventListener("DOMContentLoaded", () => {
+  document.getElementById("sign-out").addEventListener("click", () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    go("#/");
+  });
+  route();
+});
