@@ -1,6 +1,10 @@
 //! What a person on call does in the console, in a real browser.
 
-use trustmsg_tests::TestApp;
+use serde_json::json;
+use trustmsg_tests::{
+    decision_body, eventually, prepare_body, TestApp, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL,
+};
+use trustmsg_verify_api::MessageStatus;
 
 use crate::harness::Browser;
 
@@ -31,4 +35,241 @@ async fn signing_in_while_the_service_is_unreachable_says_so_and_keeps_no_token(
         "a refused sign-in keeps no token ({url})"
     );
     browser.finish().await;
+}
+
+/// A service with one producer whose messages end in every state the read
+/// side shows: committed (PENDING: no Kafka here), rolled back, prepared,
+/// VERIFY_FAILED (its check endpoint does not answer); one payload is an
+/// XSS attempt. Returns the service and the id of that payload's message.
+async fn service_with_messages() -> (TestApp, u64) {
+    let app = TestApp::spawn_sqlite(&[
+        "--verify-interval",
+        "20ms",
+        "--verify-backoff-base",
+        "20ms",
+        "--verify-backoff-max",
+        "50ms",
+        "--verify-timeout",
+        "200ms",
+    ])
+    .await;
+    let (status, body) = app
+        .put_producer(
+            "shop",
+            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "first_verify_after_ms": 0,
+                    "max_verify_attempts": 1}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let token = body["token"].as_str().unwrap().to_string();
+    let (status, body) = app
+        .put_producer(
+            "billing",
+            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "first_verify_after_ms": 3_600_000}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let billing = body["token"].as_str().unwrap().to_string();
+    let mut xss = 0;
+    for (i, payload) in ["{\"amount\":1}", XSS, "{\"amount\":3}"].iter().enumerate() {
+        let (status, view) = app
+            .post(
+                "/v1/messages/prepare",
+                Some(&billing),
+                &json!({"biz_id": "billing", "message_key": format!("b-{i}"), "topic": "invoices",
+                        "payload": payload, "headers": {"x-note": XSS}}),
+            )
+            .await;
+        assert_eq!(status, 201, "{view}");
+        if i == 1 {
+            xss = view["id"].as_u64().unwrap();
+        }
+    }
+    for (key, path) in [
+        ("b-0", "/v1/messages/commit"),
+        ("b-2", "/v1/messages/rollback"),
+    ] {
+        let (status, _) = app
+            .post(path, Some(&billing), &decision_body("billing", key))
+            .await;
+        assert_eq!(status, 200);
+    }
+    let (status, view) = app
+        .post(
+            "/v1/messages/prepare",
+            Some(&token),
+            &prepare_body("shop", "lost"),
+        )
+        .await;
+    assert_eq!(status, 201, "{view}");
+    let lost = view["id"].as_u64().unwrap();
+    eventually(20, "the shop's message VERIFY_FAILED", async || {
+        app.store()
+            .find_message_by_id(lost)
+            .await
+            .unwrap()
+            .is_some_and(|m| m.status == MessageStatus::VerifyFailed)
+    })
+    .await;
+    (app, xss)
+}
+
+const XSS: &str =
+    "<img src=x onerror=\"document.title='pwned'\"><script>document.title='pwned'</script>";
+
+async fn signed_in(app: &TestApp, width: u32, height: u32) -> Browser {
+    let browser = Browser::start(width, height).await;
+    browser.client.goto(&app.url("/console")).await.unwrap();
+    browser.fill("#token", ADMIN_TOKEN).await;
+    browser.fill("#operator", "alice").await;
+    browser.click("#sign-in").await;
+    browser.until_text("Oldest pending send").await;
+    browser
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_token_is_refused_plainly_and_the_right_one_shows_the_overview() {
+    let (app, _) = service_with_messages().await;
+    let browser = Browser::start(1280, 900).await;
+    browser.client.goto(&app.url("/console")).await.unwrap();
+    browser.fill("#token", "not-the-admin-token").await;
+    browser.click("#sign-in").await;
+    let text = browser.until_text("That token was refused").await;
+    assert!(text.contains("401"), "{text}");
+    browser.fill("#token", ADMIN_TOKEN).await;
+    browser.click("#sign-in").await;
+    let overview = browser.until_text("Oldest pending send").await;
+    for producer in ["shop", "billing"] {
+        assert!(overview.contains(producer), "{overview}");
+    }
+    // The failed count is highlighted.
+    let bad = browser.element("td.bad").await.text().await.unwrap();
+    assert_eq!(bad, "1");
+    browser.finish().await;
+    app.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_failed_message_comes_first_and_a_hostile_payload_stays_text() {
+    let (app, xss) = service_with_messages().await;
+    let browser = signed_in(&app, 1280, 900).await;
+    browser
+        .client
+        .goto(&app.url("/console#/messages"))
+        .await
+        .unwrap();
+    let text = browser.until_text("Needs attention (1)").await;
+    assert!(text.contains("VERIFY_FAILED"), "{text}");
+    assert!(text.contains("All matching, newest first"), "{text}");
+
+    browser
+        .client
+        .goto(&app.url(&format!("/console#/messages/{xss}")))
+        .await
+        .unwrap();
+    browser.until_text(&format!("Message {xss}")).await;
+    let shown = browser.element("#payload").await.text().await.unwrap();
+    assert_eq!(shown, XSS, "the payload is shown as text, exactly");
+    let page = browser.page_text().await;
+    assert!(page.contains("x-note"), "{page}");
+    assert!(page.contains("Message key\nb-1"), "the facts are laid out: {page}");
+    assert!(!page.contains("[object"), "{page}");
+    let (title, images, scripts): (serde_json::Value, serde_json::Value, serde_json::Value) = (
+        browser
+            .client
+            .execute("return document.title", vec![])
+            .await
+            .unwrap(),
+        browser
+            .client
+            .execute(
+                "return document.querySelectorAll('main img').length",
+                vec![],
+            )
+            .await
+            .unwrap(),
+        browser
+            .client
+            .execute(
+                "return document.querySelectorAll('main script').length",
+                vec![],
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(title, "trustmsg console", "no injected script ran");
+    assert_eq!(
+        (images, scripts),
+        (json!(0), json!(0)),
+        "no injected element"
+    );
+    browser.finish().await;
+    app.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producers_are_listed_and_the_pages_fit_a_phone_screen() {
+    let (app, _) = service_with_messages().await;
+    let browser = signed_in(&app, 390, 844).await;
+    browser
+        .client
+        .goto(&app.url("/console#/producers"))
+        .await
+        .unwrap();
+    let text = browser.until_text("Register a producer").await;
+    assert!(text.contains("billing") && text.contains("shop"), "{text}");
+    let overflow: serde_json::Value = browser
+        .client
+        .execute(
+            "return document.documentElement.scrollWidth > window.innerWidth + 1",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        overflow,
+        json!(false),
+        "the page scrolls sideways on a phone"
+    );
+    browser.finish().await;
+    app.finish().await;
+}
+
+/// Takes a screenshot of each page into `$TRUSTMSG_CONSOLE_SCREENSHOTS`
+/// (`scripts/console-screenshots` runs it for `docs/console/`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a tool, run by scripts/console-screenshots"]
+async fn screenshots_of_every_page() {
+    let dir = std::path::PathBuf::from(
+        std::env::var("TRUSTMSG_CONSOLE_SCREENSHOTS").expect("TRUSTMSG_CONSOLE_SCREENSHOTS=dir"),
+    );
+    std::fs::create_dir_all(&dir).unwrap();
+    let (app, xss) = service_with_messages().await;
+    let browser = Browser::start(1280, 800).await;
+    browser.client.goto(&app.url("/console")).await.unwrap();
+    browser.element("#token").await;
+    browser.screenshot(&dir.join("sign-in.png")).await;
+    browser.fill("#token", ADMIN_TOKEN).await;
+    browser.click("#sign-in").await;
+    browser.until_text("Oldest pending send").await;
+    browser.screenshot(&dir.join("overview.png")).await;
+    for (page, wait, file) in [
+        ("#/messages", "All matching", "messages.png"),
+        (
+            &format!("#/messages/{xss}") as &str,
+            "Audit trail",
+            "message.png",
+        ),
+        ("#/producers", "Register a producer", "producers.png"),
+    ] {
+        browser
+            .client
+            .goto(&app.url(&format!("/console{page}")))
+            .await
+            .unwrap();
+        browser.until_text(wait).await;
+        browser.screenshot(&dir.join(file)).await;
+    }
+    browser.finish().await;
+    app.finish().await;
 }
