@@ -102,6 +102,7 @@ impl Application {
             max_record_bytes: cfg.max_record_bytes,
             producer_defaults: cfg.producer_defaults,
             commits,
+            send_lease: cfg.writes.send_lease,
             address_policy,
             in_flight: InFlight::new(cfg.max_concurrent_requests),
             request_timeout: cfg.request_timeout,

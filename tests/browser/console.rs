@@ -172,7 +172,10 @@ async fn the_failed_message_comes_first_and_a_hostile_payload_stays_text() {
     assert_eq!(shown, XSS, "the payload is shown as text, exactly");
     let page = browser.page_text().await;
     assert!(page.contains("x-note"), "{page}");
-    assert!(page.contains("Message key\nb-1"), "the facts are laid out: {page}");
+    assert!(
+        page.contains("Message key\nb-1"),
+        "the facts are laid out: {page}"
+    );
     assert!(!page.contains("[object"), "{page}");
     let (title, images, scripts): (serde_json::Value, serde_json::Value, serde_json::Value) = (
         browser

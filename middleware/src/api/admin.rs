@@ -1,27 +1,43 @@
-//! The operator API, read side (admin token; a producer token gets 403):
-//! `GET /v1/admin/messages` (filters, keyset pages, newest first),
+//! The operator API (admin token; a producer token gets 403).
+//!
+//! Reads: `GET /v1/admin/messages` (filters, keyset pages, newest first),
 //! `GET /v1/admin/messages/{id}` (the message with its payload, headers and
 //! audit trail) and `GET /v1/admin/summary` (per producer: counts by state,
-//! the oldest waiting message of each kind). Every parameter is checked and
-//! a bad one is a 400 that says what is accepted; nothing here writes.
+//! the oldest waiting message of each kind).
+//!
+//! Actions on one message, each with a required reason and audited with the
+//! operator's name (`x-trustmsg-operator`, else `admin`): `resolve` (commit
+//! or roll back a PREPARED or VERIFY_FAILED message), `reverify`
+//! (VERIFY_FAILED → PREPARED, checked again at once) and `redeliver`
+//! (SEND_FAILED → PENDING, sent again at once). Each is a guarded
+//! transition on the version the operator's request found: if anyone (the
+//! producer, check-back, another operator) changed the message first, the
+//! action changes nothing and answers 409 saying what the message is now.
+//!
+//! Every parameter is checked and a bad one is a 400 that says what is
+//! accepted.
 
 use std::collections::BTreeMap;
 
 use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
 use axum::middleware::from_fn_with_state;
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use trustmsg_verify_api::{ErrorBody, MessageStatus, MessageView, SendStatus};
 use utoipa::ToSchema;
 
 use super::auth;
 use super::error::ApiError;
-use super::AppState;
-use crate::store::{AuditEntry, MessageFilter, ProducerSummary};
+use super::{AppState, Json};
+use crate::store::{
+    self, Actor, AuditEntry, DecideOutcome, DecideRequest, Message, MessageFilter, ProducerSummary,
+    Target, Transition,
+};
 
 /// Rows in a page when `limit` is not given, and at most.
 const DEFAULT_LIMIT: u32 = 50;
@@ -43,6 +59,9 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
     Router::new()
         .route("/v1/admin/messages", get(list_messages))
         .route("/v1/admin/messages/{id}", get(get_message))
+        .route("/v1/admin/messages/{id}/resolve", post(resolve))
+        .route("/v1/admin/messages/{id}/reverify", post(reverify))
+        .route("/v1/admin/messages/{id}/redeliver", post(redeliver))
         .route("/v1/admin/summary", get(summary))
         .route_layer(from_fn_with_state(state.clone(), auth::admin_only))
 }
@@ -272,17 +291,8 @@ pub(crate) async fn get_message(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<axum::Json<MessageDetail>, ApiError> {
-    let id: u64 = id.parse().map_err(|_| {
-        ApiError::invalid(
-            "invalid_id",
-            format!("a message id is a whole number (got {id:?})"),
-        )
-    })?;
-    let m = state
-        .store
-        .find_message_by_id(id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("message_not_found", format!("no message {id}")))?;
+    let m = message(&state, &id).await?;
+    let id = m.id;
     let audit = state.store.audit_trail(id).await?;
     let (payload, payload_encoding) = match std::str::from_utf8(&m.payload) {
         Ok(text) => (text.to_string(), PayloadEncoding::Utf8),
@@ -295,6 +305,242 @@ pub(crate) async fn get_message(
         headers: m.headers,
         audit: audit.into_iter().map(AuditView::from).collect(),
     }))
+}
+
+/// The message `id` names (400 if it is not a number, 404 if there is none).
+async fn message(state: &AppState, id: &str) -> Result<Message, ApiError> {
+    let id: u64 = id.parse().map_err(|_| {
+        ApiError::invalid(
+            "invalid_id",
+            format!("a message id is a whole number (got {id:?})"),
+        )
+    })?;
+    state
+        .store
+        .find_message_by_id(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("message_not_found", format!("no message {id}")))
+}
+
+/// The longest operator name and reason kept.
+const MAX_OPERATOR: usize = 64;
+const MAX_REASON: usize = 1000;
+
+/// Who acts: the `x-trustmsg-operator` header, else `admin`.
+fn operator(headers: &HeaderMap) -> Result<Actor, ApiError> {
+    let Some(v) = headers.get("x-trustmsg-operator") else {
+        return Ok(Actor::Operator("admin".into()));
+    };
+    let name = v
+        .to_str()
+        .ok()
+        .map(str::trim)
+        .filter(|n| !n.is_empty() && n.len() <= MAX_OPERATOR && !n.chars().any(char::is_control))
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "invalid_operator",
+                format!(
+                    "x-trustmsg-operator must be a name of 1 to {MAX_OPERATOR} printable characters"
+                ),
+            )
+        })?;
+    Ok(Actor::Operator(name.to_string()))
+}
+
+fn reason_of(reason: Option<String>) -> Result<String, ApiError> {
+    let reason = reason.map(|r| r.trim().to_string()).unwrap_or_default();
+    if reason.is_empty() || reason.len() > MAX_REASON {
+        return Err(ApiError::invalid(
+            "invalid_reason",
+            format!(
+                "a reason is required (1 to {MAX_REASON} characters): it goes into the \
+                 message's audit trail"
+            ),
+        ));
+    }
+    Ok(reason)
+}
+
+/// The 409 of an action that found the message changed or in another state.
+fn not_now(m: &Message, action: &str, allowed: &str) -> ApiError {
+    let send = m
+        .send_status
+        .map(|s| format!(" / {}", s.as_str()))
+        .unwrap_or_default();
+    ApiError::conflict(
+        "wrong_state",
+        format!(
+            "message {} is {}{send}: {action} applies to {allowed} messages only; nothing changed",
+            m.id,
+            m.status.as_str()
+        ),
+    )
+}
+
+/// The latest state of a message an action lost a race on, for its 409.
+async fn lost_race(state: &AppState, id: u64, action: &str, allowed: &str) -> ApiError {
+    match state.store.find_message_by_id(id).await {
+        Ok(Some(now)) => not_now(&now, action, allowed),
+        Ok(None) => ApiError::not_found("message_not_found", format!("no message {id}")),
+        Err(e) => e.into(),
+    }
+}
+
+/// The decision an operator makes.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum OperatorDecision {
+    Commit,
+    Rollback,
+}
+
+/// `POST …/resolve`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub(crate) struct ResolveRequest {
+    decision: OperatorDecision,
+    /// Why; required, kept in the audit trail.
+    reason: Option<String>,
+}
+
+/// `POST …/reverify` and `…/redeliver`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub(crate) struct ActionRequest {
+    /// Why; required, kept in the audit trail.
+    reason: Option<String>,
+}
+
+/// Commits or rolls back a PREPARED or VERIFY_FAILED message.
+#[utoipa::path(post, path = "/v1/admin/messages/{id}/resolve", tag = "admin",
+    params(("id" = u64, Path, description = "trustmsg's message id"),
+        ("x-trustmsg-operator" = Option<String>, Header, description = "Who acts, for the audit trail (default admin)")),
+    request_body = ResolveRequest,
+    responses(
+        (status = 200, description = "Decided; a commit is being sent", body = MessageView),
+        (status = 400, description = "No reason, or a bad decision or operator name", body = ErrorBody),
+        (status = 404, description = "No such message", body = ErrorBody),
+        (status = 409, description = "The message is decided already (by someone else first)", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub(crate) async fn resolve(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Json(req): Json<ResolveRequest>,
+) -> Result<axum::Json<MessageView>, ApiError> {
+    let actor = operator(&headers)?;
+    let reason = reason_of(req.reason)?;
+    let m = message(&state, &id).await?;
+    const ALLOWED: &str = "PREPARED and VERIFY_FAILED";
+    if m.status.is_final() {
+        return Err(not_now(&m, "resolve", ALLOWED));
+    }
+    let commit = matches!(req.decision, OperatorDecision::Commit);
+    let outcome = store::decide(
+        state.store.as_ref(),
+        DecideRequest {
+            target: Target::Id(m.id),
+            commit,
+            actor: actor.clone(),
+            reason,
+            send_lease: state.send_lease,
+            verify_attempt: false,
+        },
+    )
+    .await?;
+    match outcome {
+        DecideOutcome::Decided(done) => {
+            tracing::info!(message_id = done.id, %actor, commit, "resolved by an operator");
+            let view = done.view();
+            if commit {
+                state.commits.committed(done);
+            }
+            Ok(axum::Json(view))
+        }
+        DecideOutcome::AlreadyDecided(now) | DecideOutcome::Conflict(now) => {
+            Err(not_now(&now, "resolve", ALLOWED))
+        }
+        DecideOutcome::NotFound => Err(ApiError::not_found(
+            "message_not_found",
+            format!("no message {}", m.id),
+        )),
+    }
+}
+
+/// VERIFY_FAILED → PREPARED: attempts back to 0, checked again at once.
+#[utoipa::path(post, path = "/v1/admin/messages/{id}/reverify", tag = "admin",
+    params(("id" = u64, Path, description = "trustmsg's message id"),
+        ("x-trustmsg-operator" = Option<String>, Header, description = "Who acts, for the audit trail (default admin)")),
+    request_body = ActionRequest,
+    responses(
+        (status = 200, description = "PREPARED again, due for check-back now", body = MessageView),
+        (status = 400, description = "No reason, or a bad operator name", body = ErrorBody),
+        (status = 404, description = "No such message", body = ErrorBody),
+        (status = 409, description = "The message is not VERIFY_FAILED (any more)", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub(crate) async fn reverify(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Json(req): Json<ActionRequest>,
+) -> Result<axum::Json<MessageView>, ApiError> {
+    let actor = operator(&headers)?;
+    let reason = reason_of(req.reason)?;
+    let m = message(&state, &id).await?;
+    const ALLOWED: &str = "VERIFY_FAILED";
+    if m.status != MessageStatus::VerifyFailed {
+        return Err(not_now(&m, "reverify", ALLOWED));
+    }
+    let t = Transition {
+        id: m.id,
+        from: MessageStatus::VerifyFailed,
+        version: m.version,
+        to: MessageStatus::Prepared,
+        send_lease: state.send_lease,
+        verify_attempt: false,
+        error: None,
+        actor,
+        reason,
+    };
+    match state.store.transition(&t).await? {
+        Some(done) => Ok(axum::Json(done.view())),
+        None => Err(lost_race(&state, m.id, "reverify", ALLOWED).await),
+    }
+}
+
+/// SEND_FAILED → PENDING: send attempts back to 0, sent again at once.
+#[utoipa::path(post, path = "/v1/admin/messages/{id}/redeliver", tag = "admin",
+    params(("id" = u64, Path, description = "trustmsg's message id"),
+        ("x-trustmsg-operator" = Option<String>, Header, description = "Who acts, for the audit trail (default admin)")),
+    request_body = ActionRequest,
+    responses(
+        (status = 200, description = "PENDING again, due for sending now", body = MessageView),
+        (status = 400, description = "No reason, or a bad operator name", body = ErrorBody),
+        (status = 404, description = "No such message", body = ErrorBody),
+        (status = 409, description = "The message's send is not SEND_FAILED (any more)", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub(crate) async fn redeliver(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Json(req): Json<ActionRequest>,
+) -> Result<axum::Json<MessageView>, ApiError> {
+    let actor = operator(&headers)?;
+    let reason = reason_of(req.reason)?;
+    let m = message(&state, &id).await?;
+    const ALLOWED: &str = "SEND_FAILED";
+    if m.send_status != Some(SendStatus::SendFailed) {
+        return Err(not_now(&m, "redeliver", ALLOWED));
+    }
+    match state
+        .store
+        .redeliver(m.id, m.version, &actor, &reason)
+        .await?
+    {
+        Some(done) => Ok(axum::Json(done.view())),
+        None => Err(lost_race(&state, m.id, "redeliver", ALLOWED).await),
+    }
 }
 
 fn summary_view(s: ProducerSummary, now: DateTime<Utc>) -> ProducerSummaryView {

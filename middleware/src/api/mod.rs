@@ -70,6 +70,8 @@ pub(crate) struct AppState {
     pub(crate) writes: Coalescer,
     /// Told about every commit so the forwarder sends at once.
     pub(crate) commits: Arc<dyn CommitListener>,
+    /// The send claim a commit takes (an operator's resolve too).
+    pub(crate) send_lease: Duration,
     /// Which check-back addresses are allowed (checked at registration).
     pub(crate) address_policy: Arc<AddressPolicy>,
     /// Slots for API requests in flight (`--max-concurrent-requests`).

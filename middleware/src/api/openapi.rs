@@ -21,6 +21,9 @@ use utoipa::{Modify, OpenApi};
         crate::api::admin::list_messages,
         crate::api::admin::get_message,
         crate::api::admin::summary,
+        crate::api::admin::resolve,
+        crate::api::admin::reverify,
+        crate::api::admin::redeliver,
     ),
     components(schemas(
         trustmsg_verify_api::CheckRequest,

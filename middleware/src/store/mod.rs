@@ -198,6 +198,17 @@ pub trait Store: Send + Sync + 'static {
         actor: &Actor,
     ) -> StoreResult<Option<Message>>;
 
+    /// An operator's redeliver: SEND_FAILED → PENDING, send attempts back to
+    /// 0, due at once, with an audit row; guarded by `version`. None when the
+    /// guard matched nothing (the row changed meanwhile, or is not SEND_FAILED).
+    async fn redeliver(
+        &self,
+        id: u64,
+        version: u64,
+        actor: &Actor,
+        reason: &str,
+    ) -> StoreResult<Option<Message>>;
+
     /// Claims up to `limit` PREPARED rows whose check-back is due, like
     /// [`Store::claim_due_sends`].
     async fn claim_due_verifies(&self, limit: u32, lease: Duration) -> StoreResult<Claimed>;

@@ -561,6 +561,32 @@ impl Store for MySqlStore {
         Ok(row)
     }
 
+    async fn redeliver(
+        &self,
+        id: u64,
+        version: u64,
+        actor: &Actor,
+        reason: &str,
+    ) -> StoreResult<Option<Message>> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query(
+            "UPDATE messages SET send_status = 'PENDING', send_attempts = 0, \
+             next_send_at = UTC_TIMESTAMP(3), version = version + 1, updated_at = UTC_TIMESTAMP(3) \
+             WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'SEND_FAILED'",
+        )
+        .bind(id)
+        .bind(version)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() != 1 {
+            return Ok(None);
+        }
+        sql::insert_audits(&mut *tx, &[AuditRow::redeliver(id, actor, reason)]).await?;
+        let row = select_messages_by_ids(&mut *tx, &[id]).await?.pop();
+        tx.commit().await?;
+        Ok(row)
+    }
+
     async fn claim_due_verifies(&self, limit: u32, lease: Duration) -> StoreResult<Claimed> {
         self.claim_due(
             "SELECT id FROM messages WHERE next_verify_at <= UTC_TIMESTAMP(3) \

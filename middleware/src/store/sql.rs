@@ -589,6 +589,21 @@ impl AuditRow {
         }
     }
 
+    /// An operator's redeliver (COMMITTED stays, SEND_FAILED → PENDING).
+    pub(super) fn redeliver(message_id: u64, actor: &Actor, reason: &str) -> Self {
+        let committed = Some(MessageStatus::Committed.as_str());
+        Self {
+            message_id,
+            actor: actor.to_string(),
+            action: "redeliver",
+            from_status: committed,
+            to_status: committed,
+            from_send_status: Some(SendStatus::SendFailed.as_str()),
+            to_send_status: Some(SendStatus::Pending.as_str()),
+            reason: clip_error(reason).to_string(),
+        }
+    }
+
     /// A send given up (COMMITTED stays, PENDING → SEND_FAILED); the error is the reason.
     pub(super) fn send_failed(message_id: u64, actor: &Actor, error: &str) -> Self {
         let committed = Some(MessageStatus::Committed.as_str());

@@ -372,6 +372,32 @@ impl Store for SqliteStore {
         Ok(Some(row))
     }
 
+    async fn redeliver(
+        &self,
+        id: u64,
+        version: u64,
+        actor: &Actor,
+        reason: &str,
+    ) -> StoreResult<Option<Message>> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE messages SET send_status = 'PENDING', send_attempts = 0, \
+             next_send_at = {NOW_MS}, version = version + 1, updated_at = {NOW_MS} \
+             WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'SEND_FAILED' \
+             RETURNING {MESSAGE_COLUMNS}"
+        )))
+        .bind(sql_int(id))
+        .bind(sql_int(version))
+        .fetch_all(&mut *tx)
+        .await?;
+        let Some(row) = first_message(&rows)? else {
+            return Ok(None);
+        };
+        sql::insert_audits(&mut *tx, &[AuditRow::redeliver(id, actor, reason)]).await?;
+        tx.commit().await?;
+        Ok(Some(row))
+    }
+
     async fn claim_due_verifies(&self, limit: u32, lease: Duration) -> StoreResult<Claimed> {
         self.claim_due(ClaimKind::Verifies, limit, lease).await
     }

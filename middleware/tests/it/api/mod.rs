@@ -2,6 +2,7 @@
 //! (and, in `sqlite`, a smoke test over a fresh SQLite file).
 
 mod admin;
+mod admin_actions;
 mod auth;
 mod concurrency;
 mod fuzz;

@@ -120,6 +120,7 @@ conformance! {
         listed_messages_are_filtered_newest_first_and_paged_without_skips,
         the_summary_counts_each_producers_states_and_names_its_oldest_waits,
         every_registration_is_listed_by_biz_id,
+        redeliver_applies_only_to_a_send_failed_row_and_makes_it_due_with_no_attempts,
     ],
     clock: [
         times_come_from_the_database_clock_in_utc_with_millisecond_precision,

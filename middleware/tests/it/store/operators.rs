@@ -185,3 +185,43 @@ pub(crate) async fn every_registration_is_listed_by_biz_id(s: &DynStore) {
         .collect();
     assert_eq!(listed, ["alpha", "mid", "zeta"]);
 }
+
+pub(crate) async fn redeliver_applies_only_to_a_send_failed_row_and_makes_it_due_with_no_attempts(
+    s: &DynStore,
+) {
+    let s = s.as_ref();
+    let operator = trustmsg::store::Actor::Operator("alice".into());
+    for state in STATES {
+        let Some(before) = arrange(s, state, Due::Later).await else {
+            continue;
+        };
+        let audits = audit_len(s, &Some(before.clone())).await;
+        let stale = s
+            .redeliver(before.id, before.version + 1, &operator, "topic created")
+            .await
+            .unwrap();
+        assert_eq!(stale, None, "{state:?}: a stale version matches nothing");
+        let done = s
+            .redeliver(before.id, before.version, &operator, "topic created")
+            .await
+            .unwrap();
+        if state != State::SendFailed {
+            assert_eq!(done, None, "{state:?}");
+            assert_untouched(s, state, &Some(before), audits).await;
+            continue;
+        }
+        let m = done.expect("a SEND_FAILED row is redelivered");
+        assert_eq!(m.send_status, Some(SendStatus::Pending));
+        assert_eq!((m.send_attempts, m.version), (0, before.version + 1));
+        assert_eq!(
+            audit_lines(s, m.id).await.last().map(String::as_str),
+            Some("operator:alice redeliver COMMITTED=>COMMITTED send SEND_FAILED=>PENDING")
+        );
+        let claimed = s.claim_due_sends(10, LATER).await.unwrap().messages;
+        assert_eq!(
+            claimed.iter().map(|c| c.id).collect::<Vec<_>>(),
+            [m.id],
+            "due at once"
+        );
+    }
+}

@@ -1,0 +1,332 @@
+//! The operator's actions: resolve, re-verify, redeliver. Each needs a
+//! reason and the admin token, is audited with the operator's name, and is
+//! a guarded transition: whoever changes the message first wins, the other
+//! gets 409 and changes nothing.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use trustmsg_tests::kafka::{MockKafka, RDKafkaApiKey, RDKafkaRespErr, TopicReader};
+use trustmsg_tests::{CheckServer, Reply, TestApp, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL};
+use trustmsg_verify_api::{MessageStatus, SendStatus};
+
+use crate::forwarder::{body, kafka_flags, prepare, prepare_and_commit, refs, wait_for_row};
+
+/// POSTs an admin action as operator `who`; returns status and body.
+async fn act(app: &TestApp, who: &str, id: u64, action: &str, body: Value) -> (u16, Value) {
+    let res = app
+        .http
+        .post(app.url(&format!("/v1/admin/messages/{id}/{action}")))
+        .bearer_auth(ADMIN_TOKEN)
+        .header("x-trustmsg-operator", who)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+/// Fast check-back: first check at once, one attempt, then VERIFY_FAILED.
+fn fast_verify(flags: &mut Vec<String>) {
+    flags.retain(|f| f != "--first-verify-after" && f != "1h");
+    flags.extend(
+        [
+            "--first-verify-after",
+            "0s",
+            "--verify-interval",
+            "20ms",
+            "--verify-backoff-base",
+            "20ms",
+            "--verify-backoff-max",
+            "50ms",
+        ]
+        .map(String::from),
+    );
+}
+
+async fn verify_failed(app: &TestApp, id: u64) {
+    wait_for_row(app, id, Duration::from_secs(20), "VERIFY_FAILED", |m| {
+        m.status == MessageStatus::VerifyFailed
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resolving_a_verify_failed_message_commits_it_and_kafka_gets_it_exactly_once() {
+    let kafka = MockKafka::start(1);
+    kafka.create_topic("orders", 1);
+    let mut flags = kafka_flags(kafka.bootstrap());
+    fast_verify(&mut flags);
+    let app = TestApp::spawn(&refs(&flags)).await;
+    let (status, reg) = app
+        .put_producer(
+            "shop",
+            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "max_verify_attempts": 1}),
+        )
+        .await;
+    assert_eq!(status, 201, "{reg}");
+    let token = reg["token"].as_str().unwrap().to_string();
+    let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
+    let id = prepare(&app, &token, body("shop", "stuck", "orders")).await;
+    verify_failed(&app, id).await;
+
+    // Refused: no reason, a bad decision, a producer's token, a bad name.
+    let (status, e) = act(&app, "alice", id, "resolve", json!({"decision": "commit"})).await;
+    assert_eq!(
+        (status, &e["error"]["code"]),
+        (400, &json!("invalid_reason")),
+        "{e}"
+    );
+    let (status, e) = act(
+        &app,
+        "alice",
+        id,
+        "resolve",
+        json!({"decision": "yes", "reason": "r"}),
+    )
+    .await;
+    assert_eq!(status, 400, "{e}");
+    let (status, e) = act(
+        &app,
+        &"x".repeat(65),
+        id,
+        "resolve",
+        json!({"decision": "commit", "reason": "r"}),
+    )
+    .await;
+    assert_eq!(
+        (status, &e["error"]["code"]),
+        (400, &json!("invalid_operator")),
+        "{e}"
+    );
+    let res = app
+        .http
+        .post(app.url(&format!("/v1/admin/messages/{id}/resolve")))
+        .bearer_auth(&token)
+        .json(&json!({"decision": "commit", "reason": "r"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 403);
+    assert_eq!(
+        app.store()
+            .find_message_by_id(id)
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
+        MessageStatus::VerifyFailed,
+        "nothing changed"
+    );
+
+    let (status, view) = act(
+        &app,
+        "alice",
+        id,
+        "resolve",
+        json!({"decision": "commit", "reason": "the order is in the shop's database"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view["status"], "COMMITTED");
+    reader
+        .read_until(Duration::from_secs(20), "the resolved record", |rs| {
+            rs.iter().any(|r| r.message_id == id)
+        })
+        .await;
+    wait_for_row(&app, id, Duration::from_secs(20), "SENT", |m| {
+        m.send_status == Some(SendStatus::Sent)
+    })
+    .await;
+    reader.read_for(Duration::from_secs(1)).await;
+    assert_eq!(reader.id_counts().get(&id), Some(&1), "exactly once");
+
+    let (status, e) = act(
+        &app,
+        "bob",
+        id,
+        "resolve",
+        json!({"decision": "rollback", "reason": "r"}),
+    )
+    .await;
+    assert_eq!(
+        (status, &e["error"]["code"]),
+        (409, &json!("wrong_state")),
+        "{e}"
+    );
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("COMMITTED"),
+        "{e}"
+    );
+    let trail = app.store().audit_trail(id).await.unwrap();
+    let commit = trail
+        .iter()
+        .find(|a| a.action == "commit")
+        .expect("audited");
+    assert_eq!(commit.actor, "operator:alice");
+    assert_eq!(commit.reason, "the order is in the shop's database");
+    assert_eq!(commit.from_status.as_deref(), Some("VERIFY_FAILED"));
+    app.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reverified_message_is_checked_again_and_the_new_answer_decides_it() {
+    let server = CheckServer::start().await;
+    let mut flags: Vec<String> = vec!["--first-verify-after".into(), "1h".into()];
+    fast_verify(&mut flags);
+    let app = TestApp::spawn(&refs(&flags)).await;
+    let (status, reg) = app
+        .put_producer("shop", &json!({"verify_url": server.url(), "max_verify_attempts": 2, "first_verify_after_ms": 0}))
+        .await;
+    assert_eq!(status, 201, "{reg}");
+    server.set_secret(reg["signing_secret"].as_str().unwrap());
+    server.default_reply(Reply::Decide("unknown"));
+    let token = reg["token"].as_str().unwrap().to_string();
+    let id = prepare(&app, &token, body("shop", "unsure", "orders")).await;
+    verify_failed(&app, id).await;
+    assert_eq!(server.calls("unsure"), 2);
+
+    let (status, e) = act(&app, "alice", id, "redeliver", json!({"reason": "r"})).await;
+    assert_eq!(
+        (status, &e["error"]["code"]),
+        (409, &json!("wrong_state")),
+        "{e}"
+    );
+    server.script("unsure", Reply::Decide("rollback"));
+    let (status, view) = act(
+        &app,
+        "alice",
+        id,
+        "reverify",
+        json!({"reason": "the shop fixed its endpoint"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(
+        (view["status"].clone(), view["verify_attempts"].clone()),
+        (json!("PREPARED"), json!(0))
+    );
+    wait_for_row(
+        &app,
+        id,
+        Duration::from_secs(20),
+        "rolled back by check-back",
+        |m| m.status == MessageStatus::RolledBack,
+    )
+    .await;
+    let lines: Vec<String> = app
+        .store()
+        .audit_trail(id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|a| format!("{} {}", a.actor, a.action))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "verifier verify_failed",
+            "operator:alice reverify",
+            "verifier rollback"
+        ]
+    );
+    app.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_failed_message_is_redelivered_once_the_cause_is_fixed() {
+    let kafka = MockKafka::start(1);
+    kafka.create_topic("orders", 1);
+    let app = TestApp::spawn(&refs(&kafka_flags(kafka.bootstrap()))).await;
+    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
+    let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
+    let warm = prepare_and_commit(&app, &token, body("shop", "warm", "orders")).await;
+    reader
+        .read_until(Duration::from_secs(20), "warm-up", |rs| {
+            rs.iter().any(|r| r.message_id == warm)
+        })
+        .await;
+    kafka.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED],
+    );
+    let id = prepare_and_commit(&app, &token, body("shop", "refused", "orders")).await;
+    wait_for_row(&app, id, Duration::from_secs(20), "SEND_FAILED", |m| {
+        m.send_status == Some(SendStatus::SendFailed)
+    })
+    .await;
+
+    // The ACL is fixed (no more injected errors): redeliver.
+    let (status, view) = act(
+        &app,
+        "alice",
+        id,
+        "redeliver",
+        json!({"reason": "ACL fixed"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(
+        (view["send_status"].clone(), view["send_attempts"].clone()),
+        (json!("PENDING"), json!(0))
+    );
+    wait_for_row(&app, id, Duration::from_secs(20), "SENT", |m| {
+        m.send_status == Some(SendStatus::Sent)
+    })
+    .await;
+    reader
+        .read_until(Duration::from_secs(20), "the redelivered record", |rs| {
+            rs.iter().any(|r| r.message_id == id)
+        })
+        .await;
+    let (status, e) = act(&app, "alice", id, "redeliver", json!({"reason": "again"})).await;
+    assert_eq!(status, 409, "{e}");
+    app.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolve_racing_the_producers_commit_has_exactly_one_winner() {
+    let app = TestApp::spawn(&["--no-verifier"]).await;
+    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
+    for round in 0..10 {
+        let key = format!("race-{round}");
+        let id = prepare(&app, &token, body("shop", &key, "orders")).await;
+        let operator = act(
+            &app,
+            "alice",
+            id,
+            "resolve",
+            json!({"decision": "rollback", "reason": "r"}),
+        );
+        let commit = json!({"biz_id": "shop", "message_key": key});
+        let producer = app.post("/v1/messages/commit", Some(&token), &commit);
+        let ((op_status, op), (pr_status, pr)) = tokio::join!(operator, producer);
+        let m = app.store().find_message_by_id(id).await.unwrap().unwrap();
+        let decisions: Vec<String> = app
+            .store()
+            .audit_trail(id)
+            .await
+            .unwrap()
+            .iter()
+            .map(|a| format!("{} {}", a.actor, a.action))
+            .collect();
+        match m.status {
+            MessageStatus::RolledBack => {
+                assert_eq!(op_status, 200, "{op}");
+                assert_eq!(pr_status, 409, "the producer lost: {pr}");
+                assert_eq!(decisions, ["operator:alice rollback"]);
+            }
+            MessageStatus::Committed => {
+                assert_eq!(pr_status, 200, "{pr}");
+                assert_eq!(op_status, 409, "the operator lost: {op}");
+                assert_eq!(decisions, ["producer:shop commit"]);
+            }
+            other => panic!("undecided after both: {other:?}"),
+        }
+    }
+    app.finish().await;
+}
