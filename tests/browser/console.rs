@@ -276,3 +276,59 @@ async fn screenshots_of_every_page() {
     browser.finish().await;
     app.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_resolves_a_failed_message_with_a_reason_and_sees_the_result() {
+    let (app, _) = service_with_messages().await;
+    let failed = app
+        .store()
+        .list_messages(
+            &trustmsg::store::MessageFilter {
+                status: Some(MessageStatus::VerifyFailed),
+                ..Default::default()
+            },
+            1,
+            None,
+        )
+        .await
+        .unwrap()[0]
+        .id;
+    let browser = signed_in(&app, 1280, 900).await;
+    browser
+        .client
+        .goto(&app.url(&format!("/console#/messages/{failed}")))
+        .await
+        .unwrap();
+    browser.until_text("Actions").await;
+    // No reason: refused on the page, nothing sent.
+    browser.click("#action-resolve-commit").await;
+    browser.until_text("A reason is required").await;
+    browser
+        .fill("#reason", "the order exists in the shop")
+        .await;
+    browser.click("#action-resolve-commit").await;
+    browser
+        .until_text(&format!("Commit message {failed}"))
+        .await;
+    browser.click("#confirm").await;
+    browser
+        .until_text("Done: the message is now COMMITTED")
+        .await;
+    let m = app
+        .store()
+        .find_message_by_id(failed)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(m.status, MessageStatus::Committed);
+    let trail = app.store().audit_trail(failed).await.unwrap();
+    let last = trail.last().unwrap();
+    assert_eq!(
+        (last.actor.as_str(), last.reason.as_str()),
+        ("operator:alice", "the order exists in the shop")
+    );
+    // The page reloads the message: the timeline shows the operator's commit.
+    browser.until_text("commit by operator:alice").await;
+    browser.finish().await;
+    app.finish().await;
+}
