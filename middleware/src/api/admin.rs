@@ -59,6 +59,8 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
     Router::new()
         .route("/v1/admin/messages", get(list_messages))
         .route("/v1/admin/messages/{id}", get(get_message))
+        .route("/v1/admin/messages/reverify", post(bulk_reverify))
+        .route("/v1/admin/messages/redeliver", post(bulk_redeliver))
         .route("/v1/admin/messages/{id}/resolve", post(resolve))
         .route("/v1/admin/messages/{id}/reverify", post(reverify))
         .route("/v1/admin/messages/{id}/redeliver", post(redeliver))
@@ -541,6 +543,173 @@ pub(crate) async fn redeliver(
         Some(done) => Ok(axum::Json(done.view())),
         None => Err(lost_race(&state, m.id, "redeliver", ALLOWED).await),
     }
+}
+
+/// `POST /v1/admin/messages/reverify` and `…/redeliver`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub(crate) struct BulkRequest {
+    /// The list's filters (`status`, `send_status`, `biz_id`, `topic`,
+    /// `created_after`, `created_before`), as strings.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    filter: BTreeMap<String, serde_json::Value>,
+    /// Why; required, kept in each message's audit trail.
+    reason: Option<String>,
+    /// Count only; change nothing.
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// What a bulk action did.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct BulkResult {
+    /// Messages the filter matched that the action applies to.
+    matched: u64,
+    /// Of those, the ones this call changed (0 on a dry run); the rest were
+    /// changed by someone else meanwhile and left as they are.
+    changed: u64,
+}
+
+/// The filter of a bulk request, checked like the list's.
+fn bulk_filter(req: &BulkRequest) -> Result<MessageFilter, ApiError> {
+    let mut params = BTreeMap::new();
+    for (k, v) in &req.filter {
+        if k == "limit" || k == "cursor" {
+            return Err(bad(format!(
+                "{k} is for the list; a bulk action takes every match"
+            )));
+        }
+        let v = v
+            .as_str()
+            .ok_or_else(|| bad(format!("filter.{k} must be a string")))?;
+        params.insert(k.clone(), v.to_string());
+    }
+    Ok(list_request(&params)?.0)
+}
+
+/// Every id `filter` matches, oldest first.
+async fn matching_ids(state: &AppState, filter: &MessageFilter) -> Result<Vec<u64>, ApiError> {
+    let mut ids = Vec::new();
+    let mut before = None;
+    loop {
+        let page = state.store.list_messages(filter, MAX_LIMIT, before).await?;
+        ids.extend(page.iter().map(|m| m.id));
+        if page.len() < MAX_LIMIT as usize {
+            break;
+        }
+        before = page.last().map(|m| m.id);
+    }
+    ids.reverse();
+    Ok(ids)
+}
+
+/// Re-verifies every VERIFY_FAILED message the filter matches.
+#[utoipa::path(post, path = "/v1/admin/messages/reverify", tag = "admin",
+    params(("x-trustmsg-operator" = Option<String>, Header, description = "Who acts, for the audit trail (default admin)")),
+    request_body = BulkRequest,
+    responses(
+        (status = 200, description = "How many matched and how many this call changed", body = BulkResult),
+        (status = 400, description = "No reason, or a bad filter or operator name", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub(crate) async fn bulk_reverify(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Json(req): Json<BulkRequest>,
+) -> Result<axum::Json<BulkResult>, ApiError> {
+    let actor = operator(&headers)?;
+    let reason = reason_of(req.reason.clone())?;
+    let mut filter = bulk_filter(&req)?;
+    if filter
+        .status
+        .is_some_and(|s| s != MessageStatus::VerifyFailed)
+    {
+        return Ok(axum::Json(BulkResult {
+            matched: 0,
+            changed: 0,
+        }));
+    }
+    filter.status = Some(MessageStatus::VerifyFailed);
+    let ids = matching_ids(&state, &filter).await?;
+    let mut changed = 0;
+    if !req.dry_run {
+        for id in &ids {
+            // Each row under its own guard: one decided meanwhile is left alone.
+            let Some(m) = state.store.find_message_by_id(*id).await? else {
+                continue;
+            };
+            if m.status != MessageStatus::VerifyFailed {
+                continue;
+            }
+            let t = Transition {
+                id: m.id,
+                from: MessageStatus::VerifyFailed,
+                version: m.version,
+                to: MessageStatus::Prepared,
+                send_lease: state.send_lease,
+                verify_attempt: false,
+                error: None,
+                actor: actor.clone(),
+                reason: reason.clone(),
+            };
+            changed += u64::from(state.store.transition(&t).await?.is_some());
+        }
+    }
+    Ok(axum::Json(BulkResult {
+        matched: ids.len() as u64,
+        changed,
+    }))
+}
+
+/// Redelivers every SEND_FAILED message the filter matches.
+#[utoipa::path(post, path = "/v1/admin/messages/redeliver", tag = "admin",
+    params(("x-trustmsg-operator" = Option<String>, Header, description = "Who acts, for the audit trail (default admin)")),
+    request_body = BulkRequest,
+    responses(
+        (status = 200, description = "How many matched and how many this call changed", body = BulkResult),
+        (status = 400, description = "No reason, or a bad filter or operator name", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub(crate) async fn bulk_redeliver(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Json(req): Json<BulkRequest>,
+) -> Result<axum::Json<BulkResult>, ApiError> {
+    let actor = operator(&headers)?;
+    let reason = reason_of(req.reason.clone())?;
+    let mut filter = bulk_filter(&req)?;
+    if filter
+        .send_status
+        .is_some_and(|s| s != SendStatus::SendFailed)
+        || filter.status.is_some_and(|s| s != MessageStatus::Committed)
+    {
+        return Ok(axum::Json(BulkResult {
+            matched: 0,
+            changed: 0,
+        }));
+    }
+    filter.send_status = Some(SendStatus::SendFailed);
+    let ids = matching_ids(&state, &filter).await?;
+    let mut changed = 0;
+    if !req.dry_run {
+        for id in &ids {
+            let Some(m) = state.store.find_message_by_id(*id).await? else {
+                continue;
+            };
+            if m.send_status != Some(SendStatus::SendFailed) {
+                continue;
+            }
+            let done = state
+                .store
+                .redeliver(m.id, m.version, &actor, &reason)
+                .await?;
+            changed += u64::from(done.is_some());
+        }
+    }
+    Ok(axum::Json(BulkResult {
+        matched: ids.len() as u64,
+        changed,
+    }))
 }
 
 fn summary_view(s: ProducerSummary, now: DateTime<Utc>) -> ProducerSummaryView {

@@ -24,6 +24,8 @@ use utoipa::{Modify, OpenApi};
         crate::api::admin::resolve,
         crate::api::admin::reverify,
         crate::api::admin::redeliver,
+        crate::api::admin::bulk_reverify,
+        crate::api::admin::bulk_redeliver,
     ),
     components(schemas(
         trustmsg_verify_api::CheckRequest,

@@ -330,3 +330,119 @@ async fn a_resolve_racing_the_producers_commit_has_exactly_one_winner() {
     }
     app.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_reverify_counts_first_on_a_dry_run_then_changes_only_what_the_filter_matches() {
+    // No verifier: a re-verified message is due at once, and nothing may
+    // check it back while the test looks.
+    let app = TestApp::spawn(&["--no-verifier"]).await;
+    let mut tokens = Vec::new();
+    for biz in ["shop", "billing"] {
+        let (status, reg) = app
+            .put_producer(biz, &json!({"verify_url": UNREACHABLE_VERIFY_URL, "max_verify_attempts": 1, "first_verify_after_ms": 3_600_000}))
+            .await;
+        assert_eq!(status, 201, "{reg}");
+        tokens.push(reg["token"].as_str().unwrap().to_string());
+    }
+    // VERIFY_FAILED through the store's own transition.
+    let mut failed = Vec::new();
+    for (biz, token, key) in [
+        ("shop", &tokens[0], "a"),
+        ("shop", &tokens[0], "b"),
+        ("billing", &tokens[1], "c"),
+    ] {
+        let id = prepare(&app, token, body(biz, key, "orders")).await;
+        let m = app.store().find_message_by_id(id).await.unwrap().unwrap();
+        let t = trustmsg::store::Transition {
+            id,
+            from: MessageStatus::Prepared,
+            version: m.version,
+            to: MessageStatus::VerifyFailed,
+            send_lease: Duration::from_secs(60),
+            verify_attempt: true,
+            error: Some("no answer".into()),
+            actor: trustmsg::store::Actor::Verifier,
+            reason: "test".into(),
+        };
+        app.store().transition(&t).await.unwrap().unwrap();
+        failed.push(id);
+    }
+    let bulk = |body: Value| {
+        let app = &app;
+        async move {
+            let res = app
+                .http
+                .post(app.url("/v1/admin/messages/reverify"))
+                .bearer_auth(ADMIN_TOKEN)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            (res.status().as_u16(), res.json::<Value>().await.unwrap())
+        }
+    };
+    for (bad, code) in [
+        (json!({"filter": {"biz_id": "shop"}}), "invalid_reason"),
+        (
+            json!({"filter": {"status": "GONE"}, "reason": "r"}),
+            "invalid_filter",
+        ),
+        (
+            json!({"filter": {"limit": "5"}, "reason": "r"}),
+            "invalid_filter",
+        ),
+        (
+            json!({"filter": {"biz_id": 7}, "reason": "r"}),
+            "invalid_filter",
+        ),
+    ] {
+        let (status, e) = bulk(bad.clone()).await;
+        assert_eq!(
+            (status, &e["error"]["code"]),
+            (400, &json!(code)),
+            "{bad}: {e}"
+        );
+    }
+    let (status, dry) =
+        bulk(json!({"filter": {"biz_id": "shop"}, "reason": "endpoint fixed", "dry_run": true}))
+            .await;
+    assert_eq!(status, 200, "{dry}");
+    assert_eq!(dry, json!({"matched": 2, "changed": 0}));
+    for id in &failed {
+        let m = app.store().find_message_by_id(*id).await.unwrap().unwrap();
+        assert_eq!(
+            m.status,
+            MessageStatus::VerifyFailed,
+            "a dry run changes nothing"
+        );
+    }
+    let (status, done) =
+        bulk(json!({"filter": {"biz_id": "shop"}, "reason": "endpoint fixed"})).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done, json!({"matched": 2, "changed": 2}));
+    let statuses: Vec<MessageStatus> = {
+        let mut v = Vec::new();
+        for id in &failed {
+            v.push(
+                app.store()
+                    .find_message_by_id(*id)
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .status,
+            );
+        }
+        v
+    };
+    assert_eq!(
+        statuses,
+        [
+            MessageStatus::Prepared,
+            MessageStatus::Prepared,
+            MessageStatus::VerifyFailed
+        ]
+    );
+    let (_, none) = bulk(json!({"filter": {"status": "PREPARED"}, "reason": "r"})).await;
+    assert_eq!(none, json!({"matched": 0, "changed": 0}));
+    app.finish().await;
+}
