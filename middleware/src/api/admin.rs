@@ -1,8 +1,8 @@
 //! The operator API (admin token; a producer token gets 403).
 //!
 //! Reads: `GET /v1/admin/messages` (filters, keyset pages, newest first),
-//! `GET /v1/admin/messages/{id}` (the message with its payload, headers and
-//! audit trail) and `GET /v1/admin/summary` (per producer: counts by state,
+//! `GET /v1/admin/messages/{id}` (the message with its payload, headers,
+//! audit trail and check-back calls) and `GET /v1/admin/summary` (per producer: counts by state,
 //! the oldest waiting message of each kind).
 //!
 //! Actions on one message, each with a required reason and audited with the
@@ -35,8 +35,8 @@ use super::auth;
 use super::error::ApiError;
 use super::{AppState, Json};
 use crate::store::{
-    self, Actor, AuditEntry, DecideOutcome, DecideRequest, Message, MessageFilter, ProducerSummary,
-    Target, Transition,
+    self, Actor, AuditEntry, CheckAttemptEntry, DecideOutcome, DecideRequest, Message,
+    MessageFilter, ProducerSummary, Target, Transition,
 };
 
 /// Rows in a page when `limit` is not given, and at most.
@@ -128,6 +128,8 @@ pub(crate) struct MessageDetail {
     headers: BTreeMap<String, String>,
     /// Oldest first.
     audit: Vec<AuditView>,
+    /// Every check-back call (the newest 50), oldest first.
+    check_attempts: Vec<CheckAttemptEntry>,
 }
 
 /// One producer's messages at a glance.
@@ -296,6 +298,7 @@ pub(crate) async fn get_message(
     let m = message(&state, &id).await?;
     let id = m.id;
     let audit = state.store.audit_trail(id).await?;
+    let check_attempts = state.store.check_attempts(id).await?;
     let (payload, payload_encoding) = match std::str::from_utf8(&m.payload) {
         Ok(text) => (text.to_string(), PayloadEncoding::Utf8),
         Err(_) => (STANDARD.encode(&m.payload), PayloadEncoding::Base64),
@@ -306,6 +309,7 @@ pub(crate) async fn get_message(
         payload_encoding,
         headers: m.headers,
         audit: audit.into_iter().map(AuditView::from).collect(),
+        check_attempts,
     }))
 }
 

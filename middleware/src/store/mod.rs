@@ -41,8 +41,9 @@ use trustmsg_verify_api::MessageView;
 
 pub use decide::{decide, decide_batch, DecideOutcome, DecideRequest, Target};
 pub use model::{
-    Actor, AuditEntry, Claimed, Inserted, Message, MessageFilter, NewMessage, Overdue, Producer,
-    ProducerRecord, ProducerSummary, Quarantined, SentMark, Transition, Wait,
+    Actor, AuditEntry, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message, MessageFilter,
+    NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, Quarantined, SentMark,
+    Transition, Wait,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should
@@ -107,6 +108,9 @@ impl StoreError {
         }
     }
 }
+
+/// Check-back calls kept per message (the newest).
+pub const CHECK_ATTEMPTS_KEPT: u32 = 50;
 
 /// Result of a store operation.
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -254,6 +258,11 @@ pub trait Store: Send + Sync + 'static {
     async fn summary(&self) -> StoreResult<Vec<ProducerSummary>>;
     /// Every registration, by biz_id.
     async fn list_producers(&self) -> StoreResult<Vec<Producer>>;
+    /// Records one check-back call, keeping the newest
+    /// [`CHECK_ATTEMPTS_KEPT`] of its message.
+    async fn record_check_attempt(&self, a: &CheckAttempt) -> StoreResult<()>;
+    /// A message's recorded check-back calls, oldest first.
+    async fn check_attempts(&self, message_id: u64) -> StoreResult<Vec<CheckAttemptEntry>>;
 
     async fn upsert_producer(&self, p: &ProducerRecord) -> StoreResult<Producer>;
     async fn find_producer(&self, biz_id: &str) -> StoreResult<Option<Producer>>;

@@ -212,6 +212,32 @@ pub struct Quarantined {
     pub reason: String,
 }
 
+/// One check-back call, as the verifier records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckAttempt {
+    pub message_id: u64,
+    /// 1 for the first call of the message.
+    pub attempt: u32,
+    pub duration_ms: u32,
+    /// None when no answer came (refused, timed out, denied address).
+    pub http_status: Option<u16>,
+    /// `commit`, `rollback`, `unknown` or `failed`.
+    pub outcome: &'static str,
+    /// A short reason when the call decided nothing.
+    pub error: Option<String>,
+}
+
+/// A recorded check-back call.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct CheckAttemptEntry {
+    pub attempt: u32,
+    pub at: DateTime<Utc>,
+    pub duration_ms: u32,
+    pub http_status: Option<u16>,
+    pub outcome: String,
+    pub error: Option<String>,
+}
+
 /// Which messages an operator lists; the fields that are set combine with AND.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MessageFilter {

@@ -17,8 +17,9 @@ use sqlx::{Database, Encode, Executor, IntoArguments, QueryBuilder, Type};
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
 use super::{
-    Actor, AuditEntry, Message, MessageFilter, NewMessage, Overdue, Producer, ProducerRecord,
-    ProducerSummary, Quarantined, StoreError, StoreResult, Transition, Wait,
+    Actor, AuditEntry, CheckAttempt, CheckAttemptEntry, Message, MessageFilter, NewMessage,
+    Overdue, Producer, ProducerRecord, ProducerSummary, Quarantined, StoreError, StoreResult,
+    Transition, Wait, CHECK_ATTEMPTS_KEPT,
 };
 use trustmsg_verify_api::MessageView;
 
@@ -436,6 +437,75 @@ where
     Ok(by_biz.into_values().collect())
 }
 
+/// [`super::Store::record_check_attempt`]: one INSERT, and past the bound
+/// one DELETE of the oldest.
+pub(super) async fn record_check_attempt<D>(
+    pool: &sqlx::Pool<D>,
+    a: &CheckAttempt,
+) -> StoreResult<()>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+    i64: Bind<D>,
+    Option<i64>: Bind<D>,
+    &'static str: Bind<D>,
+    Option<String>: Bind<D>,
+{
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO check_attempts (message_id, attempt, at, duration_ms, http_status, outcome, error) \
+         VALUES (?, ?, {}, ?, ?, ?, ?)",
+        D::NOW
+    )))
+    .bind(D::int(a.message_id))
+    .bind(i64::from(a.attempt))
+    .bind(i64::from(a.duration_ms))
+    .bind(a.http_status.map(i64::from))
+    .bind(a.outcome)
+    .bind(a.error.as_deref().map(|e| clip_to(e, 500).to_string()))
+    .execute(pool)
+    .await?;
+    if a.attempt > CHECK_ATTEMPTS_KEPT {
+        sqlx::query("DELETE FROM check_attempts WHERE message_id = ? AND attempt <= ?")
+            .bind(D::int(a.message_id))
+            .bind(i64::from(a.attempt - CHECK_ATTEMPTS_KEPT))
+            .execute(pool)
+            .await?;
+    }
+    Ok(())
+}
+
+/// [`super::Store::check_attempts`].
+pub(super) async fn check_attempts<D>(
+    pool: &sqlx::Pool<D>,
+    message_id: u64,
+) -> StoreResult<Vec<CheckAttemptEntry>>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+{
+    sqlx::query(
+        "SELECT attempt, at, duration_ms, http_status, outcome, error FROM check_attempts \
+         WHERE message_id = ? ORDER BY id",
+    )
+    .bind(D::int(message_id))
+    .fetch_all(pool)
+    .await?
+    .iter()
+    .map(|row| {
+        Ok(CheckAttemptEntry {
+            attempt: row.unsigned("attempt")?,
+            at: row.time("at")?,
+            duration_ms: row.unsigned("duration_ms")?,
+            http_status: row
+                .opt_i64("http_status")?
+                .and_then(|s| u16::try_from(s).ok()),
+            outcome: row.text("outcome")?,
+            error: row.opt_text("error")?,
+        })
+    })
+    .collect()
+}
+
 /// [`super::Store::list_producers`].
 pub(super) async fn list_producers<D>(pool: &sqlx::Pool<D>) -> StoreResult<Vec<Producer>>
 where
@@ -509,11 +579,15 @@ pub(super) fn transition_effects(to: MessageStatus) -> Effects {
 
 /// Kept under the column size, on a character boundary.
 pub(super) fn clip_error(e: &str) -> &str {
-    const MAX: usize = 2000;
-    if e.len() <= MAX {
+    clip_to(e, 2000)
+}
+
+/// At most `max` bytes of `e`, cut on a character boundary.
+fn clip_to(e: &str, max: usize) -> &str {
+    if e.len() <= max {
         return e;
     }
-    let mut end = MAX;
+    let mut end = max;
     while !e.is_char_boundary(end) {
         end -= 1;
     }

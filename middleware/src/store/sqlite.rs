@@ -34,8 +34,9 @@ use super::sql::{
     Dialect, SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
 };
 use super::{
-    Actor, AuditEntry, Claimed, Inserted, Message, MessageFilter, NewMessage, Overdue, Producer,
-    ProducerRecord, ProducerSummary, SentMark, Store, StoreError, StoreResult, Transition, Wait,
+    Actor, AuditEntry, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message, MessageFilter,
+    NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, SentMark, Store, StoreError,
+    StoreResult, Transition, Wait,
 };
 
 /// The database clock as INTEGER ms since the epoch. `julianday('now')` holds
@@ -460,6 +461,14 @@ impl Store for SqliteStore {
 
     async fn list_producers(&self) -> StoreResult<Vec<Producer>> {
         sql::list_producers(&self.pool).await
+    }
+
+    async fn record_check_attempt(&self, a: &CheckAttempt) -> StoreResult<()> {
+        sql::record_check_attempt(&self.pool, a).await
+    }
+
+    async fn check_attempts(&self, message_id: u64) -> StoreResult<Vec<CheckAttemptEntry>> {
+        sql::check_attempts(&self.pool, message_id).await
     }
 
     async fn upsert_producer(&self, p: &ProducerRecord) -> StoreResult<Producer> {

@@ -141,12 +141,25 @@ impl CheckClient {
         Self { http, policy }
     }
 
-    /// POSTs the signed check-back request and returns the producer's decision.
+    /// POSTs the signed check-back request and returns the producer's
+    /// decision, with the HTTP status of its answer when one came.
     pub(crate) async fn check(
         &self,
         endpoint: Endpoint<'_>,
         req: &CheckRequest,
-    ) -> Result<Decision, CheckFailure> {
+    ) -> (Option<StatusCode>, Result<Decision, CheckFailure>) {
+        match self.call(endpoint, req).await {
+            Ok((status, answer)) => (Some(status), answer),
+            Err(failure) => (None, Err(failure)),
+        }
+    }
+
+    /// The call: Err when no answer came, else the status and what it decides.
+    async fn call(
+        &self,
+        endpoint: Endpoint<'_>,
+        req: &CheckRequest,
+    ) -> Result<(StatusCode, Result<Decision, CheckFailure>), CheckFailure> {
         let url = url::Url::parse(endpoint.url).map_err(|e| CheckFailure::BadUrl {
             url: endpoint.url.to_string(),
             error: e.to_string(),
@@ -178,7 +191,11 @@ impl CheckClient {
                 .send()
                 .await
                 .map_err(|e| describe(&e, endpoint.timeout))?;
-            interpret(resp, req.message_id, endpoint.timeout).await
+            let status = resp.status();
+            Ok((
+                status,
+                interpret(resp, req.message_id, endpoint.timeout).await,
+            ))
         };
         // reqwest's timeout covers the body too; this one also bounds our own reads.
         match tokio::time::timeout(endpoint.timeout, call).await {

@@ -53,7 +53,8 @@ use crate::backoff::Backoff;
 use crate::forwarder::CommitListener;
 use crate::registry::Registry;
 use crate::store::{
-    self, Actor, DecideOutcome, DecideRequest, DynStore, Message, StoreResult, Target, Transition,
+    self, Actor, CheckAttempt, DecideOutcome, DecideRequest, DynStore, Message, StoreResult,
+    Target, Transition,
 };
 use client::{CheckClient, CheckFailure, Endpoint};
 
@@ -355,9 +356,10 @@ impl Inner {
     async fn try_check_one(&self, m: &Message) -> anyhow::Result<Outcome> {
         let attempt = m.verify_attempts.saturating_add(1);
         let producer = self.registry.get(&m.biz_id).await?;
-        let (answer, max_attempts) = match producer {
+        let started = std::time::Instant::now();
+        let ((status, answer), max_attempts) = match producer {
             None => (
-                Err(CheckFailure::NotRegistered(m.biz_id.clone())),
+                (None, Err(CheckFailure::NotRegistered(m.biz_id.clone()))),
                 self.cfg.default_max_attempts,
             ),
             Some(p) => {
@@ -382,6 +384,8 @@ impl Inner {
                 )
             }
         };
+        self.record(m, attempt, started.elapsed(), status, &answer)
+            .await;
         let why = match answer {
             Ok(Decision::Commit) => return self.decide(m, true, attempt).await,
             Ok(Decision::Rollback) => return self.decide(m, false, attempt).await,
@@ -405,6 +409,36 @@ impl Inner {
                 Outcome::Lost
             },
         )
+    }
+
+    /// Records the call for operators. Every call is recorded, whether or
+    /// not its outcome can still be applied (a stale claim); a failure to
+    /// record is logged and does not stop the check-back.
+    async fn record(
+        &self,
+        m: &Message,
+        attempt: u32,
+        took: Duration,
+        status: Option<reqwest::StatusCode>,
+        answer: &Result<Decision, CheckFailure>,
+    ) {
+        let (outcome, error) = match answer {
+            Ok(Decision::Commit) => ("commit", None),
+            Ok(Decision::Rollback) => ("rollback", None),
+            Ok(Decision::Unknown) => ("unknown", None),
+            Err(failure) => ("failed", Some(failure.to_string())),
+        };
+        let a = CheckAttempt {
+            message_id: m.id,
+            attempt,
+            duration_ms: u32::try_from(took.as_millis()).unwrap_or(u32::MAX),
+            http_status: status.map(|s| s.as_u16()),
+            outcome,
+            error,
+        };
+        if let Err(e) = self.store.record_check_attempt(&a).await {
+            tracing::warn!(message_id = m.id, attempt, error = %e, "could not record the check-back call");
+        }
     }
 
     async fn decide(&self, m: &Message, commit: bool, attempt: u32) -> anyhow::Result<Outcome> {

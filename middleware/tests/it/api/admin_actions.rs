@@ -446,3 +446,92 @@ async fn bulk_reverify_counts_first_on_a_dry_run_then_changes_only_what_the_filt
     assert_eq!(none, json!({"matched": 0, "changed": 0}));
     app.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verify_failed_message_shows_each_check_back_call_with_its_status_and_error() {
+    // An endpoint that answers 500, then garbage, then "unknown".
+    let calls = trustmsg_tests::Counter::default();
+    let seen = calls.clone();
+    let endpoint = trustmsg_tests::serve(axum::Router::new().route(
+        "/check",
+        axum::routing::post(move |axum::Json(req): axum::Json<Value>| {
+            let n = seen.bump();
+            async move {
+                use axum::response::IntoResponse;
+                match n {
+                    1 => (axum::http::StatusCode::INTERNAL_SERVER_ERROR, "boom").into_response(),
+                    2 => (axum::http::StatusCode::OK, "not json").into_response(),
+                    _ => {
+                        axum::Json(json!({"message_id": req["message_id"], "decision": "unknown"}))
+                            .into_response()
+                    }
+                }
+            }
+        }),
+    ))
+    .await;
+    let mut flags: Vec<String> = vec!["--first-verify-after".into(), "1h".into()];
+    fast_verify(&mut flags);
+    let app = TestApp::spawn(&refs(&flags)).await;
+    let mut ids = Vec::new();
+    for (biz, url, attempts) in [
+        ("shop", format!("http://{endpoint}/check"), 3),
+        ("gone", UNREACHABLE_VERIFY_URL.to_string(), 1),
+    ] {
+        let (status, reg) = app
+            .put_producer(biz, &json!({"verify_url": url, "max_verify_attempts": attempts, "first_verify_after_ms": 0}))
+            .await;
+        assert_eq!(status, 201, "{reg}");
+        let token = reg["token"].as_str().unwrap().to_string();
+        let id = prepare(&app, &token, body(biz, "k", "orders")).await;
+        verify_failed(&app, id).await;
+        ids.push(id);
+    }
+    let (status, d) = app
+        .get(&format!("/v1/admin/messages/{}", ids[0]), Some(ADMIN_TOKEN))
+        .await;
+    assert_eq!(status, 200, "{d}");
+    let attempts = d["check_attempts"].as_array().unwrap();
+    let summary: Vec<(u64, Value, String)> = attempts
+        .iter()
+        .map(|a| {
+            (
+                a["attempt"].as_u64().unwrap(),
+                a["http_status"].clone(),
+                a["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (1, json!(500), "failed".to_string()),
+            (2, json!(200), "failed".to_string()),
+            (3, json!(200), "unknown".to_string()),
+        ]
+    );
+    assert!(
+        attempts[0]["error"].as_str().unwrap().contains("HTTP 500"),
+        "{d}"
+    );
+    assert!(
+        attempts[1]["error"].as_str().unwrap().contains("not json"),
+        "{d}"
+    );
+    assert_eq!(attempts[2]["error"], Value::Null);
+    assert!(attempts
+        .iter()
+        .all(|a| a["duration_ms"].is_u64() && a["at"].is_string()));
+
+    let (_, d) = app
+        .get(&format!("/v1/admin/messages/{}", ids[1]), Some(ADMIN_TOKEN))
+        .await;
+    let a = &d["check_attempts"][0];
+    assert_eq!(
+        (a["http_status"].clone(), a["outcome"].clone()),
+        (Value::Null, json!("failed"))
+    );
+    assert!(a["error"].as_str().unwrap().contains("connect"), "{d}");
+    assert_eq!(calls.get(), 3);
+    app.finish().await;
+}

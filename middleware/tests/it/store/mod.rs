@@ -121,6 +121,7 @@ conformance! {
         the_summary_counts_each_producers_states_and_names_its_oldest_waits,
         every_registration_is_listed_by_biz_id,
         redeliver_applies_only_to_a_send_failed_row_and_makes_it_due_with_no_attempts,
+        check_attempts_are_kept_oldest_first_up_to_the_newest_fifty,
     ],
     clock: [
         times_come_from_the_database_clock_in_utc_with_millisecond_precision,

@@ -225,3 +225,57 @@ pub(crate) async fn redeliver_applies_only_to_a_send_failed_row_and_makes_it_due
         );
     }
 }
+
+pub(crate) async fn check_attempts_are_kept_oldest_first_up_to_the_newest_fifty(s: &DynStore) {
+    use trustmsg::store::CheckAttempt;
+    let s = s.as_ref();
+    let a = arrange_key(s, "a", State::Prepared, Due::Later)
+        .await
+        .unwrap();
+    let b = arrange_key(s, "b", State::Prepared, Due::Later)
+        .await
+        .unwrap();
+    let call = |id: u64, attempt: u32| CheckAttempt {
+        message_id: id,
+        attempt,
+        duration_ms: attempt * 10,
+        http_status: attempt.is_multiple_of(2).then_some(500),
+        outcome: if attempt.is_multiple_of(2) {
+            "failed"
+        } else {
+            "unknown"
+        },
+        error: attempt.is_multiple_of(2).then(|| format!("HTTP 500 #{attempt}")),
+    };
+    s.record_check_attempt(&call(b.id, 1)).await.unwrap();
+    for attempt in 1..=55 {
+        s.record_check_attempt(&call(a.id, attempt)).await.unwrap();
+    }
+    let kept = s.check_attempts(a.id).await.unwrap();
+    assert_eq!(
+        kept.iter().map(|e| e.attempt).collect::<Vec<_>>(),
+        (6..=55).collect::<Vec<_>>(),
+        "the newest 50, oldest first"
+    );
+    let e = &kept[0];
+    assert_eq!(
+        (
+            e.duration_ms,
+            e.http_status,
+            e.outcome.as_str(),
+            e.error.as_deref()
+        ),
+        (60, Some(500), "failed", Some("HTTP 500 #6"))
+    );
+    assert_eq!(
+        (kept[1].http_status, kept[1].error.as_deref()),
+        (None, None)
+    );
+    assert!(kept.windows(2).all(|w| w[0].at <= w[1].at));
+    assert_eq!(
+        s.check_attempts(b.id).await.unwrap().len(),
+        1,
+        "another message's calls stay"
+    );
+    assert_eq!(s.check_attempts(UNKNOWN_ID).await.unwrap(), []);
+}
