@@ -122,6 +122,10 @@ pub struct ServeArgs {
     #[arg(long, env = "TRUSTMSG_REQUEST_TIMEOUT", default_value = "5s", value_parser = positive_duration)]
     pub request_timeout: Duration,
 
+    /// How often the backlog gauges of `/metrics` are read from the database.
+    #[arg(long, env = "TRUSTMSG_BACKLOG_INTERVAL", default_value = "15s", value_parser = positive_duration)]
+    pub backlog_interval: Duration,
+
     /// How long in-flight requests and sends may take to finish on shutdown.
     #[arg(long, env = "TRUSTMSG_SHUTDOWN_GRACE", default_value = "10s", value_parser = duration)]
     pub shutdown_grace: Duration,
@@ -384,6 +388,8 @@ pub(crate) struct Settings {
     pub(crate) alert_webhook: Option<url::Url>,
     /// When a waiting message is alerted as overdue.
     pub(crate) overdue: OverdueSettings,
+    /// How often the backlog gauges are refreshed.
+    pub(crate) backlog_interval: Duration,
 }
 
 /// Whether this instance runs a forwarder.
@@ -486,6 +492,7 @@ impl ServeArgs {
             forwarding,
             verifier,
             alert_webhook: self.alerts.alert_webhook.clone(),
+            backlog_interval: self.backlog_interval,
             overdue: OverdueSettings {
                 send_after: Some(self.alerts.alert_send_overdue_after).filter(|d| !d.is_zero()),
                 verify_after: Some(self.alerts.alert_verify_overdue_after).filter(|d| !d.is_zero()),

@@ -12,10 +12,12 @@
 pub mod address_policy;
 pub mod alert;
 pub mod api;
+mod backlog;
 pub mod backoff;
 mod coalesce;
 pub mod config;
 pub mod forwarder;
+mod liveness;
 mod metrics_setup;
 mod overdue;
 pub mod registry;

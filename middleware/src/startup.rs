@@ -15,10 +15,12 @@ use tower_http::trace::TraceLayer;
 use crate::alert::Alerter;
 use crate::api::load_shed::InFlight;
 use crate::api::{self, AppState};
+use crate::backlog;
 use crate::coalesce::Coalescer;
 use crate::config::{Forwarding, ServeArgs};
 use crate::forwarder::kafka::KafkaSink;
 use crate::forwarder::{CommitListener, Forwarder, NoForwarder};
+use crate::liveness::Liveness;
 use crate::metrics_setup;
 use crate::overdue;
 use crate::registry::Registry;
@@ -62,6 +64,7 @@ impl Application {
         let address_policy = Arc::new(cfg.address_policy);
         let shutdown = CancellationToken::new();
         let mut workers = Vec::new();
+        let liveness = Liveness::default();
         let alerter = Alerter::new(cfg.alert_webhook);
         let commits: Arc<dyn CommitListener> = match cfg.forwarding {
             Forwarding::Off { why } => {
@@ -72,7 +75,7 @@ impl Application {
                 let sink = KafkaSink::new(kafka)?;
                 let forwarder = Forwarder::new(store.clone(), sink, config, alerter.clone());
                 let (handle, task) = forwarder.spawn(shutdown.clone());
-                workers.push(task);
+                workers.push(liveness.watch("forwarder", task, shutdown.clone()));
                 Arc::new(handle)
             }
         };
@@ -85,14 +88,19 @@ impl Application {
                 commits.clone(),
                 verifier,
             );
-            workers.push(verifier.spawn(shutdown.clone()));
+            let task = verifier.spawn(shutdown.clone());
+            workers.push(liveness.watch("verifier", task, shutdown.clone()));
         }
-        workers.extend(overdue::spawn(
+        if let Some(task) = overdue::spawn(
             store.clone(),
             alerter.clone(),
             cfg.overdue,
             shutdown.clone(),
-        ));
+        ) {
+            workers.push(liveness.watch("overdue watch", task, shutdown.clone()));
+        }
+        let task = backlog::spawn(store.clone(), cfg.backlog_interval, shutdown.clone());
+        workers.push(liveness.watch("backlog", task, shutdown.clone()));
         let state = AppState {
             writes: Coalescer::start(store.clone(), cfg.writes),
             store: store.clone(),
@@ -106,6 +114,7 @@ impl Application {
             address_policy,
             in_flight: InFlight::new(cfg.max_concurrent_requests),
             request_timeout: cfg.request_timeout,
+            liveness,
         };
 
         let listener = TcpListener::bind(cfg.listen)

@@ -4,6 +4,7 @@
 
 mod harness;
 
+mod backlog;
 mod barrier_race;
 mod canary;
 mod five_classes;

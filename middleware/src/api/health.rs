@@ -24,6 +24,16 @@ pub(crate) fn router() -> Router<AppState> {
 }
 
 async fn readyz(State(state): State<AppState>) -> Response {
+    let dead = state.liveness.dead();
+    if !dead.is_empty() {
+        return with_retry_after(
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("not ready: worker stopped: {}", dead.join(", ")),
+            )
+                .into_response(),
+        );
+    }
     match state.store.ping().await {
         Ok(()) => (StatusCode::OK, "ready").into_response(),
         Err(e) => {

@@ -78,6 +78,8 @@ pub(crate) struct AppState {
     pub(crate) in_flight: load_shed::InFlight,
     /// Longest time a request may take before it is answered 503.
     pub(crate) request_timeout: Duration,
+    /// Which background workers stopped (`/readyz` fails then).
+    pub(crate) liveness: crate::liveness::Liveness,
 }
 
 /// The whole API, every route under the request deadline.

@@ -41,9 +41,9 @@ use trustmsg_verify_api::MessageView;
 
 pub use decide::{decide, decide_batch, DecideOutcome, DecideRequest, Target};
 pub use model::{
-    Actor, AuditEntry, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message, MessageFilter,
-    NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, Quarantined, SentMark,
-    Transition, Wait,
+    Actor, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message,
+    MessageFilter, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, Quarantined,
+    SentMark, Transition, Wait,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should
@@ -258,6 +258,9 @@ pub trait Store: Send + Sync + 'static {
     async fn summary(&self) -> StoreResult<Vec<ProducerSummary>>;
     /// Every registration, by biz_id.
     async fn list_producers(&self) -> StoreResult<Vec<Producer>>;
+    /// The waiting messages in one grouped query over the status index's
+    /// waiting ranges (never the whole table).
+    async fn backlog(&self) -> StoreResult<Backlog>;
     /// Records one check-back call, keeping the newest
     /// [`CHECK_ATTEMPTS_KEPT`] of its message.
     async fn record_check_attempt(&self, a: &CheckAttempt) -> StoreResult<()>;

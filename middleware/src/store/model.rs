@@ -212,6 +212,20 @@ pub struct Quarantined {
     pub reason: String,
 }
 
+/// The messages that wait for something, for `/metrics`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Backlog {
+    /// `(status, send_status, count)` for PREPARED, VERIFY_FAILED, and
+    /// COMMITTED with PENDING or SEND_FAILED; states with none are absent.
+    pub counts: Vec<(String, Option<String>, u64)>,
+    /// When the oldest PREPARED message was prepared.
+    pub oldest_prepared_at: Option<DateTime<Utc>>,
+    /// When the oldest message whose send is PENDING was committed.
+    pub oldest_pending_send_at: Option<DateTime<Utc>>,
+    /// The database clock when this was read.
+    pub at: DateTime<Utc>,
+}
+
 /// One check-back call, as the verifier records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckAttempt {

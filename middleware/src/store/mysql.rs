@@ -18,9 +18,9 @@ use super::sql::{
     MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
 };
 use super::{
-    Actor, AuditEntry, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message, MessageFilter,
-    NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, SentMark, Store, StoreError,
-    StoreResult, Transition, Wait,
+    Actor, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message,
+    MessageFilter, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, SentMark, Store,
+    StoreError, StoreResult, Transition, Wait,
 };
 
 /// The MySQL/MariaDB store.
@@ -657,6 +657,10 @@ impl Store for MySqlStore {
 
     async fn list_producers(&self) -> StoreResult<Vec<Producer>> {
         sql::list_producers(&self.pool).await
+    }
+
+    async fn backlog(&self) -> StoreResult<Backlog> {
+        sql::backlog(&self.pool).await
     }
 
     async fn record_check_attempt(&self, a: &CheckAttempt) -> StoreResult<()> {

@@ -17,9 +17,9 @@ use sqlx::{Database, Encode, Executor, IntoArguments, QueryBuilder, Type};
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
 use super::{
-    Actor, AuditEntry, CheckAttempt, CheckAttemptEntry, Message, MessageFilter, NewMessage,
-    Overdue, Producer, ProducerRecord, ProducerSummary, Quarantined, StoreError, StoreResult,
-    Transition, Wait, CHECK_ATTEMPTS_KEPT,
+    Actor, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Message, MessageFilter,
+    NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, Quarantined, StoreError,
+    StoreResult, Transition, Wait, CHECK_ATTEMPTS_KEPT,
 };
 use trustmsg_verify_api::MessageView;
 
@@ -504,6 +504,47 @@ where
         })
     })
     .collect()
+}
+
+/// [`super::Store::backlog`].
+pub(super) async fn backlog<D>(pool: &sqlx::Pool<D>) -> StoreResult<Backlog>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+{
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT status, send_status, COUNT(*) AS n, MIN(created_at) AS oldest_created, \
+         MIN(decided_at) AS oldest_decided, {} AS now FROM messages \
+         WHERE status IN ('PREPARED', 'VERIFY_FAILED') \
+         OR (status = 'COMMITTED' AND send_status IN ('PENDING', 'SEND_FAILED')) \
+         GROUP BY status, send_status",
+        D::NOW
+    )))
+    .fetch_all(pool)
+    .await?;
+    let mut b = Backlog::default();
+    for row in &rows {
+        let status = row.text("status")?;
+        let send = row.opt_text("send_status")?;
+        let n = u64::try_from(row.opt_i64("n")?.unwrap_or(0)).unwrap_or(0);
+        if status == "PREPARED" {
+            b.oldest_prepared_at = row.opt_time("oldest_created")?;
+        }
+        if send.as_deref() == Some("PENDING") {
+            b.oldest_pending_send_at = row.opt_time("oldest_decided")?;
+        }
+        b.counts.push((status, send, n));
+    }
+    b.at = match rows.first() {
+        Some(row) => row.time("now")?,
+        None => {
+            let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {} AS now", D::NOW)))
+                .fetch_one(pool)
+                .await?;
+            row.time("now")?
+        }
+    };
+    Ok(b)
 }
 
 /// [`super::Store::list_producers`].

@@ -34,9 +34,9 @@ use super::sql::{
     Dialect, SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
 };
 use super::{
-    Actor, AuditEntry, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message, MessageFilter,
-    NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, SentMark, Store, StoreError,
-    StoreResult, Transition, Wait,
+    Actor, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message,
+    MessageFilter, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, SentMark, Store,
+    StoreError, StoreResult, Transition, Wait,
 };
 
 /// The database clock as INTEGER ms since the epoch. `julianday('now')` holds
@@ -461,6 +461,10 @@ impl Store for SqliteStore {
 
     async fn list_producers(&self) -> StoreResult<Vec<Producer>> {
         sql::list_producers(&self.pool).await
+    }
+
+    async fn backlog(&self) -> StoreResult<Backlog> {
+        sql::backlog(&self.pool).await
     }
 
     async fn record_check_attempt(&self, a: &CheckAttempt) -> StoreResult<()> {

@@ -245,7 +245,9 @@ pub(crate) async fn check_attempts_are_kept_oldest_first_up_to_the_newest_fifty(
         } else {
             "unknown"
         },
-        error: attempt.is_multiple_of(2).then(|| format!("HTTP 500 #{attempt}")),
+        error: attempt
+            .is_multiple_of(2)
+            .then(|| format!("HTTP 500 #{attempt}")),
     };
     s.record_check_attempt(&call(b.id, 1)).await.unwrap();
     for attempt in 1..=55 {

@@ -1,0 +1,108 @@
+//! The backlog in `/metrics` (the real binary, so its metrics are its own):
+//! waiting messages by state and the age of the oldest, refreshed on
+//! `--backlog-interval`.
+
+use std::time::Duration;
+
+use trustmsg_client::{Message, Producer};
+use trustmsg_tests::{eventually, ServiceProcess, TestDb, UNREACHABLE_VERIFY_URL};
+
+use crate::harness::{settings, Kafka};
+
+const TOPIC: &str = "e2e-backlog";
+
+/// The value of the sample whose line starts with `series`.
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backlog_gauges_count_waiting_messages_and_age_the_oldest() {
+    let db = TestDb::create().await;
+    let kafka = Kafka::start(&[TOPIC]);
+    let service = ServiceProcess::start(
+        &db,
+        kafka.mock.bootstrap(),
+        &[
+            "--backlog-interval",
+            "200ms",
+            "--kafka-message-timeout",
+            "1s",
+            "--send-lease",
+            "2s",
+        ],
+    )
+    .await;
+    let (token, _) = service
+        .register("shop", settings(UNREACHABLE_VERIFY_URL, 3_600_000, 5))
+        .await;
+    let producer = Producer::new(&service.url(), "shop", token).unwrap();
+    kafka.mock.brokers_down();
+    for key in ["old", "new", "stuck"] {
+        producer
+            .prepare(&Message::new(key, TOPIC, "p"))
+            .await
+            .unwrap();
+        if key == "old" {
+            tokio::time::sleep(Duration::from_millis(1200)).await;
+        }
+    }
+    producer.commit("stuck").await.unwrap();
+
+    let http = reqwest::Client::new();
+    let url = format!("{}/metrics", service.url());
+    let read = || {
+        let (http, url) = (http.clone(), url.clone());
+        async move { http.get(url).send().await.unwrap().text().await.unwrap() }
+    };
+    eventually(20, "the backlog gauges", async || {
+        let m = read().await;
+        sample(
+            &m,
+            "trustmsg_backlog_messages{status=\"PREPARED\",send_status=\"\"}",
+        ) == Some(2.0)
+            && sample(
+                &m,
+                "trustmsg_backlog_messages{status=\"COMMITTED\",send_status=\"PENDING\"}",
+            ) == Some(1.0)
+    })
+    .await;
+    let m = read().await;
+    let oldest = sample(&m, "trustmsg_backlog_oldest_prepared_seconds").unwrap();
+    assert!(
+        oldest >= 1.2,
+        "the oldest prepare waited 1.2 s at least: {oldest}"
+    );
+    let pending = sample(&m, "trustmsg_backlog_oldest_pending_send_seconds").unwrap();
+    assert!(pending < oldest, "{pending} vs {oldest}");
+    assert_eq!(
+        sample(
+            &m,
+            "trustmsg_backlog_messages{status=\"VERIFY_FAILED\",send_status=\"\"}"
+        ),
+        Some(0.0)
+    );
+
+    // Kafka back: the send goes out and the gauge follows.
+    kafka.mock.brokers_up();
+    eventually(30, "no pending send", async || {
+        sample(
+            &read().await,
+            "trustmsg_backlog_messages{status=\"COMMITTED\",send_status=\"PENDING\"}",
+        ) == Some(0.0)
+    })
+    .await;
+    assert_eq!(
+        sample(
+            &read().await,
+            "trustmsg_backlog_oldest_pending_send_seconds"
+        ),
+        Some(0.0)
+    );
+    drop(service);
+    db.drop_db().await;
+}
