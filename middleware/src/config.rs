@@ -122,6 +122,11 @@ pub struct ServeArgs {
     #[arg(long, env = "TRUSTMSG_REQUEST_TIMEOUT", default_value = "5s", value_parser = positive_duration)]
     pub request_timeout: Duration,
 
+    /// Delete SENT and ROLLED_BACK messages (with their audit and check-back
+    /// history) unchanged for longer than this, e.g. `7d`. 0 keeps everything.
+    #[arg(long, env = "TRUSTMSG_RETENTION", default_value = "0s", value_parser = duration)]
+    pub retention: Duration,
+
     /// How often the backlog gauges of `/metrics` are read from the database.
     #[arg(long, env = "TRUSTMSG_BACKLOG_INTERVAL", default_value = "15s", value_parser = positive_duration)]
     pub backlog_interval: Duration,
@@ -390,6 +395,8 @@ pub(crate) struct Settings {
     pub(crate) overdue: OverdueSettings,
     /// How often the backlog gauges are refreshed.
     pub(crate) backlog_interval: Duration,
+    /// How long finished messages are kept; None: forever.
+    pub(crate) retention: Option<Duration>,
 }
 
 /// Whether this instance runs a forwarder.
@@ -493,6 +500,7 @@ impl ServeArgs {
             verifier,
             alert_webhook: self.alerts.alert_webhook.clone(),
             backlog_interval: self.backlog_interval,
+            retention: Some(self.retention).filter(|d| !d.is_zero()),
             overdue: OverdueSettings {
                 send_after: Some(self.alerts.alert_send_overdue_after).filter(|d| !d.is_zero()),
                 verify_after: Some(self.alerts.alert_verify_overdue_after).filter(|d| !d.is_zero()),

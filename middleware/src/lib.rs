@@ -21,6 +21,7 @@ mod liveness;
 mod metrics_setup;
 mod overdue;
 pub mod registry;
+mod retention;
 mod secret;
 pub mod startup;
 pub mod store;

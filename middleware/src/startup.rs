@@ -24,6 +24,7 @@ use crate::liveness::Liveness;
 use crate::metrics_setup;
 use crate::overdue;
 use crate::registry::Registry;
+use crate::retention;
 use crate::store::{self, DynStore};
 use crate::verifier::Verifier;
 
@@ -98,6 +99,9 @@ impl Application {
             shutdown.clone(),
         ) {
             workers.push(liveness.watch("overdue watch", task, shutdown.clone()));
+        }
+        if let Some(task) = retention::spawn(store.clone(), cfg.retention, shutdown.clone()) {
+            workers.push(liveness.watch("retention", task, shutdown.clone()));
         }
         let task = backlog::spawn(store.clone(), cfg.backlog_interval, shutdown.clone());
         workers.push(liveness.watch("backlog", task, shutdown.clone()));

@@ -106,3 +106,63 @@ async fn the_backlog_gauges_count_waiting_messages_and_age_the_oldest() {
     drop(service);
     db.drop_db().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_deletes_finished_messages_past_the_window_and_counts_them() {
+    let db = TestDb::create().await;
+    let kafka = Kafka::start(&[TOPIC]);
+    let service = ServiceProcess::start(&db, kafka.mock.bootstrap(), &["--retention", "1s"]).await;
+    let (token, _) = service
+        .register("shop", settings(UNREACHABLE_VERIFY_URL, 3_600_000, 5))
+        .await;
+    let producer = Producer::new(&service.url(), "shop", token).unwrap();
+    let done = producer
+        .prepare(&Message::new("done", TOPIC, "p"))
+        .await
+        .unwrap();
+    producer.rollback("done").await.unwrap();
+    let waiting = producer
+        .prepare(&Message::new("waiting", TOPIC, "p"))
+        .await
+        .unwrap();
+
+    let pool = db.pool().await;
+    let exists = |id: u64| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM messages WHERE id = ?")
+                .bind(id)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+                == 1
+        }
+    };
+    eventually(20, "the rolled-back message deleted", async || {
+        !exists(done.id).await
+    })
+    .await;
+    assert!(
+        exists(waiting.id).await,
+        "a PREPARED message is never deleted"
+    );
+    let audit: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit_log WHERE message_id = ?")
+        .bind(done.id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(audit, 0, "its audit rows went with it");
+    let metrics = reqwest::get(format!("{}/metrics", service.url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        sample(&metrics, "trustmsg_retention_deleted_total"),
+        Some(1.0)
+    );
+    pool.close().await;
+    drop(service);
+    db.drop_db().await;
+}

@@ -258,6 +258,12 @@ pub trait Store: Send + Sync + 'static {
     async fn summary(&self) -> StoreResult<Vec<ProducerSummary>>;
     /// Every registration, by biz_id.
     async fn list_producers(&self) -> StoreResult<Vec<Producer>>;
+    /// Retention: deletes up to `limit` messages that are SENT or
+    /// ROLLED_BACK and unchanged for longer than `older_than`, with their
+    /// audit and check-attempt rows, in one short transaction; returns how
+    /// many messages it deleted. Never touches PREPARED, VERIFY_FAILED,
+    /// PENDING or SEND_FAILED rows.
+    async fn purge_finished(&self, older_than: Duration, limit: u32) -> StoreResult<u64>;
     /// The waiting messages in one grouped query over the status index's
     /// waiting ranges (never the whole table).
     async fn backlog(&self) -> StoreResult<Backlog>;

@@ -506,6 +506,56 @@ where
     .collect()
 }
 
+/// What retention may delete, as SQL: finished rows only.
+const FINISHED: &str =
+    "((status = 'COMMITTED' AND send_status = 'SENT') OR status = 'ROLLED_BACK')";
+
+/// [`super::Store::purge_finished`], given a transaction on the backend.
+pub(super) async fn purge_finished<D>(
+    conn: &mut D::Connection,
+    older_than: std::time::Duration,
+    limit: u32,
+) -> StoreResult<u64>
+where
+    D: Dialect,
+    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
+    i64: Bind<D>,
+{
+    let ids: Vec<u64> = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT id FROM messages WHERE {FINISHED} AND updated_at < {}{} ORDER BY id LIMIT ?",
+        D::NOW,
+        D::MINUS_SPAN
+    )))
+    .bind(D::span(older_than))
+    .bind(i64::from(limit))
+    .fetch_all(&mut *conn)
+    .await?
+    .iter()
+    .map(|row| row.unsigned("id"))
+    .collect::<StoreResult<_>>()?;
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let list = ids
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    for table in ["audit_log", "check_attempts"] {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM {table} WHERE message_id IN ({list})"
+        )))
+        .execute(&mut *conn)
+        .await?;
+    }
+    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DELETE FROM messages WHERE id IN ({list}) AND {FINISHED}"
+    )))
+    .execute(&mut *conn)
+    .await?;
+    Ok(D::rows_affected(&done))
+}
+
 /// [`super::Store::backlog`].
 pub(super) async fn backlog<D>(pool: &sqlx::Pool<D>) -> StoreResult<Backlog>
 where

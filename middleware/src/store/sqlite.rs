@@ -463,6 +463,13 @@ impl Store for SqliteStore {
         sql::list_producers(&self.pool).await
     }
 
+    async fn purge_finished(&self, older_than: Duration, limit: u32) -> StoreResult<u64> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let n = sql::purge_finished::<Sqlite>(&mut tx, older_than, limit).await?;
+        tx.commit().await?;
+        Ok(n)
+    }
+
     async fn backlog(&self) -> StoreResult<Backlog> {
         sql::backlog(&self.pool).await
     }

@@ -122,6 +122,7 @@ conformance! {
         every_registration_is_listed_by_biz_id,
         redeliver_applies_only_to_a_send_failed_row_and_makes_it_due_with_no_attempts,
         check_attempts_are_kept_oldest_first_up_to_the_newest_fifty,
+        retention_deletes_only_finished_messages_with_their_history,
     ],
     clock: [
         times_come_from_the_database_clock_in_utc_with_millisecond_precision,

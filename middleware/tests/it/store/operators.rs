@@ -281,3 +281,56 @@ pub(crate) async fn check_attempts_are_kept_oldest_first_up_to_the_newest_fifty(
     );
     assert_eq!(s.check_attempts(UNKNOWN_ID).await.unwrap(), []);
 }
+
+pub(crate) async fn retention_deletes_only_finished_messages_with_their_history(b: &Backend) {
+    use trustmsg::store::CheckAttempt;
+    let s = b.store.as_ref();
+    let mut rows = Vec::new();
+    for state in STATES {
+        rows.push((state, arrange(s, state, Due::Later).await));
+    }
+    for (_, m) in &rows {
+        if let Some(m) = m {
+            s.record_check_attempt(&CheckAttempt {
+                message_id: m.id,
+                attempt: 1,
+                duration_ms: 1,
+                http_status: None,
+                outcome: "failed",
+                error: None,
+            })
+            .await
+            .unwrap();
+        }
+    }
+    // Nothing is old enough yet.
+    assert_eq!(s.purge_finished(LATER, 100).await.unwrap(), 0);
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let window = std::time::Duration::from_millis(10);
+    assert_eq!(
+        s.purge_finished(window, 2).await.unwrap(),
+        2,
+        "at most the batch"
+    );
+    assert_eq!(s.purge_finished(window, 100).await.unwrap(), 1, "the rest");
+    assert_eq!(s.purge_finished(window, 100).await.unwrap(), 0);
+    for (state, m) in &rows {
+        let Some(m) = m else { continue };
+        let gone = matches!(state, State::Sent | State::RolledBack | State::Tombstone);
+        let row = s.find_message_by_id(m.id).await.unwrap();
+        assert_eq!(row.is_none(), gone, "{state:?}");
+        let history =
+            s.audit_trail(m.id).await.unwrap().len() + s.check_attempts(m.id).await.unwrap().len();
+        assert_eq!(
+            history == 0,
+            gone,
+            "{state:?}: its audit and check-back rows go with it"
+        );
+    }
+    assert_eq!(
+        b.raw_count("SELECT COUNT(*) FROM messages WHERE id > ?", 0)
+            .await,
+        4,
+        "PREPARED, PENDING, SEND_FAILED and VERIFY_FAILED are kept"
+    );
+}

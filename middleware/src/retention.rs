@@ -1,0 +1,61 @@
+//! Retention (`--retention`, off when 0): finished messages — SENT, or
+//! ROLLED_BACK (tombstones included) — unchanged for longer than the window
+//! are deleted with their audit and check-attempt rows. Nothing an operator
+//! may still need (PREPARED, VERIFY_FAILED, PENDING, SEND_FAILED) is ever
+//! deleted.
+//!
+//! Deletion goes in batches of [`BATCH`] messages, each in its own short
+//! transaction, with a pause between batches, so a large first clean-up
+//! never holds locks for long nor starves the API. Every instance may run
+//! it; two deleting the same rows at once only find less to delete.
+//! Deletions are counted in `trustmsg_retention_deleted_total`.
+
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::store::DynStore;
+
+/// Messages deleted per transaction.
+const BATCH: u32 = 500;
+/// The pause between two batches of one round.
+const PAUSE: Duration = Duration::from_millis(50);
+
+/// Starts retention when `window` is set; it ends on `cancel`.
+pub(crate) fn spawn(
+    store: DynStore,
+    window: Option<Duration>,
+    cancel: CancellationToken,
+) -> Option<JoinHandle<()>> {
+    let window = window?;
+    let every = (window / 10).clamp(Duration::from_secs(1), Duration::from_secs(300));
+    Some(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            while !cancel.is_cancelled() {
+                match store.purge_finished(window, BATCH).await {
+                    Ok(n) => {
+                        metrics::counter!("trustmsg_retention_deleted_total").increment(n);
+                        if n > 0 {
+                            tracing::debug!(deleted = n, "retention deleted finished messages");
+                        }
+                        if n < u64::from(BATCH) {
+                            break;
+                        }
+                        tokio::time::sleep(PAUSE).await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "retention could not delete; trying again next round");
+                        break;
+                    }
+                }
+            }
+        }
+    }))
+}
