@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 use trustmsg::config::{DatabaseArgs, ServeArgs};
 
+use crate::admin_cli::AdminArgs;
 use crate::bench::BenchArgs;
 
 /// trustmsg: reliable messages to Kafka with prepare/commit and check-back.
@@ -24,4 +25,6 @@ pub(crate) enum Command {
     Migrate(DatabaseArgs),
     /// Measure throughput and latency next to the database's own ceiling.
     Bench(Box<BenchArgs>),
+    /// Operate a running service: messages, producers, summary.
+    Admin(Box<AdminArgs>),
 }

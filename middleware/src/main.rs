@@ -2,6 +2,7 @@
 //! The benchmark lives here rather than in the library: it is a tool that
 //! drives the service, not part of it.
 
+mod admin_cli;
 mod bench;
 mod cli;
 
@@ -21,7 +22,7 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     // The bench prints a report; the service it runs in-process should only speak up when worried.
     let default_level = match cli.command {
-        Command::Bench(_) => "warn",
+        Command::Bench(_) | Command::Admin(_) => "warn",
         _ => "info",
     };
     let filter =
@@ -53,6 +54,13 @@ async fn main() -> anyhow::Result<()> {
             app.run_until_stopped().await
         }
         Command::Bench(args) => bench::run(*args).await.map(|_| ()),
+        Command::Admin(args) => {
+            if let Err(e) = admin_cli::run(*args).await {
+                eprintln!("error: {e:#}");
+                std::process::exit(1);
+            }
+            Ok(())
+        }
         Command::Migrate(db) => {
             let url = db.database_url.expose();
             store::create_database_if_missing(url)

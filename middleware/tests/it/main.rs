@@ -8,10 +8,12 @@
 //! - `verifier`: check-back decisions, garbage answers, timing, SSRF guard.
 //! - `bench`: `trustmsg bench` keeps its promises.
 //! - `cli`: `trustmsg serve` refuses bad flags before touching anything.
+//! - `admin_cli`: `trustmsg admin` against a running service.
 //! - `openapi`: `docs/openapi.json` matches the code.
 //! - `overdue`: messages waiting far too long are alerted once.
 //! - `store`: the conformance suite, every store test on both backends.
 
+mod admin_cli;
 mod api;
 mod bench;
 mod cli;

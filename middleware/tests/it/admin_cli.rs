@@ -1,0 +1,246 @@
+//! `trustmsg admin`, the real binary against a running service: readable
+//! tables, `--json` for scripts, and a non-zero exit with the server's
+//! message on any error.
+
+use std::process::Output;
+
+use serde_json::{json, Value};
+use trustmsg_tests::{prepare_body, TestApp, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL};
+
+/// Runs `trustmsg admin --url <app> --admin-token <token> <args…>`.
+async fn admin(app: &TestApp, token: &str, args: &[&str]) -> Output {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_trustmsg"));
+    cmd.args([
+        "admin",
+        "--url",
+        &app.base_url(),
+        "--admin-token",
+        token,
+        "--operator",
+        "cli-op",
+    ])
+    .args(args)
+    .env_remove("TRUSTMSG_LOG");
+    cmd.output().await.unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_finds_reads_and_resolves_a_failed_message_from_the_terminal() {
+    let app = TestApp::spawn(&[
+        "--first-verify-after",
+        "0s",
+        "--verify-interval",
+        "20ms",
+        "--verify-backoff-base",
+        "20ms",
+    ])
+    .await;
+    let (status, reg) = app
+        .put_producer(
+            "shop",
+            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "max_verify_attempts": 1}),
+        )
+        .await;
+    assert_eq!(status, 201, "{reg}");
+    let token = reg["token"].as_str().unwrap().to_string();
+    let (status, view) = app
+        .post(
+            "/v1/messages/prepare",
+            Some(&token),
+            &prepare_body("shop", "lost-order"),
+        )
+        .await;
+    assert_eq!(status, 201, "{view}");
+    let id = view["id"].as_u64().unwrap();
+    trustmsg_tests::eventually(20, "VERIFY_FAILED", async || {
+        app.store()
+            .find_message_by_id(id)
+            .await
+            .unwrap()
+            .unwrap()
+            .status
+            == trustmsg_verify_api::MessageStatus::VerifyFailed
+    })
+    .await;
+
+    let out = admin(&app, ADMIN_TOKEN, &["summary"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = stdout(&out);
+    assert!(
+        table.contains("producer") && table.contains("verify failed"),
+        "{table}"
+    );
+    let row = table
+        .lines()
+        .find(|l| l.contains("shop"))
+        .expect("a row for shop");
+    let cells: Vec<&str> = row
+        .split('|')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(&cells[..5], ["shop", "0", "0", "0", "1"], "{table}");
+
+    let out = admin(
+        &app,
+        ADMIN_TOKEN,
+        &["messages", "list", "--status", "VERIFY_FAILED"],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let list = stdout(&out);
+    assert!(
+        list.contains("lost-order") && list.contains("VERIFY_FAILED"),
+        "{list}"
+    );
+
+    let out = admin(
+        &app,
+        ADMIN_TOKEN,
+        &["--json", "messages", "show", &id.to_string()],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let detail: Value = serde_json::from_slice(&out.stdout).expect("--json prints JSON");
+    assert_eq!(detail["message"]["status"], "VERIFY_FAILED");
+    assert_eq!(detail["check_attempts"][0]["outcome"], "failed");
+
+    let out = admin(&app, ADMIN_TOKEN, &["messages", "show", &id.to_string()]).await;
+    let shown = stdout(&out);
+    assert!(
+        shown.contains("{\"amount\":42}") && shown.contains("check-back calls"),
+        "{shown}"
+    );
+
+    let out = admin(
+        &app,
+        ADMIN_TOKEN,
+        &[
+            "messages",
+            "resolve",
+            &id.to_string(),
+            "--decision",
+            "commit",
+            "--reason",
+            "found the order",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("COMMITTED"), "{}", stdout(&out));
+    let trail = app.store().audit_trail(id).await.unwrap();
+    let last = trail.last().unwrap();
+    assert_eq!(
+        (last.actor.as_str(), last.reason.as_str()),
+        ("operator:cli-op", "found the order")
+    );
+
+    // Errors: the server's code and message, exit 1.
+    let out = admin(
+        &app,
+        ADMIN_TOKEN,
+        &[
+            "messages",
+            "resolve",
+            &id.to_string(),
+            "--decision",
+            "rollback",
+            "--reason",
+            "r",
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("409 wrong_state"), "{}", stderr(&out));
+    let out = admin(&app, "wrong-token", &["summary"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("401 unauthorized"),
+        "{}",
+        stderr(&out)
+    );
+    let out = admin(&app, ADMIN_TOKEN, &["messages", "list", "--limit", "501"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("invalid_limit"), "{}", stderr(&out));
+    app.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producers_are_registered_listed_rotated_and_deleted_from_the_terminal() {
+    let app = TestApp::spawn_sqlite(&["--no-verifier"]).await;
+    let out = admin(
+        &app,
+        ADMIN_TOKEN,
+        &[
+            "producers",
+            "put",
+            "billing",
+            "--verify-url",
+            "http://127.0.0.1:9/check",
+            "--max-verify-attempts",
+            "7",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let put = stdout(&out);
+    assert!(put.contains("token") && put.contains("shown once"), "{put}");
+
+    let out = admin(&app, ADMIN_TOKEN, &["producers", "list"]).await;
+    let list = stdout(&out);
+    assert!(
+        list.contains("billing") && list.contains("http://127.0.0.1:9/check"),
+        "{list}"
+    );
+
+    let out = admin(
+        &app,
+        ADMIN_TOKEN,
+        &["--json", "producers", "rotate-token", "billing"],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rotated: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(rotated["token"].as_str().unwrap().starts_with("tm_"));
+
+    let out = admin(&app, ADMIN_TOKEN, &["producers", "delete", "billing"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = admin(&app, ADMIN_TOKEN, &["producers", "show", "billing"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("404 producer_not_found"),
+        "{}",
+        stderr(&out)
+    );
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_service_is_an_error_that_says_where_it_looked() {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_trustmsg"))
+        .args([
+            "admin",
+            "--url",
+            "http://127.0.0.1:9",
+            "--admin-token",
+            "t",
+            "summary",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("cannot reach trustmsg at http://127.0.0.1:9"),
+        "{}",
+        stderr(&out)
+    );
+}
