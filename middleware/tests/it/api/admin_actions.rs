@@ -238,7 +238,7 @@ async fn a_reverified_message_is_checked_again_and_the_new_answer_decides_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_send_failed_message_is_redelivered_once_the_cause_is_fixed() {
+async fn send_failed_messages_are_redelivered_one_or_in_bulk_once_the_cause_is_fixed() {
     let kafka = MockKafka::start(1);
     kafka.create_topic("orders", 1);
     let app = TestApp::spawn(&refs(&kafka_flags(kafka.bootstrap()))).await;
@@ -285,6 +285,51 @@ async fn a_send_failed_message_is_redelivered_once_the_cause_is_fixed() {
         .await;
     let (status, e) = act(&app, "alice", id, "redeliver", json!({"reason": "again"})).await;
     assert_eq!(status, 409, "{e}");
+
+    // In bulk: two more refused sends, a dry run counts them, the real run
+    // redelivers both.
+    let mut refused = Vec::new();
+    for key in ["refused-2", "refused-3"] {
+        // One refusal per message: a produce request may carry both.
+        kafka.request_errors(
+            RDKafkaApiKey::Produce,
+            &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED],
+        );
+        let id = prepare_and_commit(&app, &token, body("shop", key, "orders")).await;
+        wait_for_row(&app, id, Duration::from_secs(20), "SEND_FAILED", |m| {
+            m.send_status == Some(SendStatus::SendFailed)
+        })
+        .await;
+        refused.push(id);
+    }
+    let bulk = |dry_run: bool| {
+        let app = &app;
+        async move {
+            let res = app
+                .http
+                .post(app.url("/v1/admin/messages/redeliver"))
+                .bearer_auth(ADMIN_TOKEN)
+                .json(&json!({"filter": {"biz_id": "shop"}, "reason": "ACL fixed", "dry_run": dry_run}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 200);
+            res.json::<Value>().await.unwrap()
+        }
+    };
+    assert_eq!(bulk(true).await, json!({"matched": 2, "changed": 0}));
+    assert_eq!(bulk(false).await, json!({"matched": 2, "changed": 2}));
+    for id in refused {
+        let trail = app.store().audit_trail(id).await.unwrap();
+        let redeliver = trail
+            .iter()
+            .find(|a| a.action == "redeliver")
+            .expect("audited");
+        assert_eq!(
+            (redeliver.actor.as_str(), redeliver.reason.as_str()),
+            ("operator:admin", "ACL fixed")
+        );
+    }
     app.finish().await;
 }
 
