@@ -490,28 +490,7 @@ pub(crate) async fn reverify(
     headers: HeaderMap,
     Json(req): Json<ActionRequest>,
 ) -> Result<axum::Json<MessageView>, ApiError> {
-    let actor = operator(&headers)?;
-    let reason = reason_of(req.reason)?;
-    let m = message(&state, &id).await?;
-    const ALLOWED: &str = "VERIFY_FAILED";
-    if m.status != MessageStatus::VerifyFailed {
-        return Err(not_now(&m, "reverify", ALLOWED));
-    }
-    let t = Transition {
-        id: m.id,
-        from: MessageStatus::VerifyFailed,
-        version: m.version,
-        to: MessageStatus::Prepared,
-        send_lease: state.send_lease,
-        verify_attempt: false,
-        error: None,
-        actor,
-        reason,
-    };
-    match state.store.transition(&t).await? {
-        Some(done) => Ok(axum::Json(done.view())),
-        None => Err(lost_race(&state, m.id, "reverify", ALLOWED).await),
-    }
+    act_on_one(&state, &id, &headers, req, Repair::Reverify).await
 }
 
 /// SEND_FAILED → PENDING: send attempts back to 0, sent again at once.
@@ -532,21 +511,148 @@ pub(crate) async fn redeliver(
     headers: HeaderMap,
     Json(req): Json<ActionRequest>,
 ) -> Result<axum::Json<MessageView>, ApiError> {
-    let actor = operator(&headers)?;
+    act_on_one(&state, &id, &headers, req, Repair::Redeliver).await
+}
+
+/// What re-verify and redeliver have in common: a failed message put back
+/// in the queue it failed out of, under the guard of the version read.
+#[derive(Debug, Clone, Copy)]
+enum Repair {
+    /// VERIFY_FAILED → PREPARED.
+    Reverify,
+    /// SEND_FAILED → PENDING.
+    Redeliver,
+}
+
+impl Repair {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Reverify => "reverify",
+            Self::Redeliver => "redeliver",
+        }
+    }
+
+    /// The state it applies to, for messages.
+    fn allowed(self) -> &'static str {
+        match self {
+            Self::Reverify => "VERIFY_FAILED",
+            Self::Redeliver => "SEND_FAILED",
+        }
+    }
+
+    fn applies_to(self, m: &Message) -> bool {
+        match self {
+            Self::Reverify => m.status == MessageStatus::VerifyFailed,
+            Self::Redeliver => m.send_status == Some(SendStatus::SendFailed),
+        }
+    }
+
+    /// Narrows `filter` to the state it applies to; false when the filter
+    /// already excludes that state.
+    fn narrow(self, filter: &mut MessageFilter) -> bool {
+        match self {
+            Self::Reverify => {
+                let ok = filter
+                    .status
+                    .is_none_or(|s| s == MessageStatus::VerifyFailed);
+                filter.status = Some(MessageStatus::VerifyFailed);
+                ok
+            }
+            Self::Redeliver => {
+                let ok = filter
+                    .send_status
+                    .is_none_or(|s| s == SendStatus::SendFailed)
+                    && filter.status.is_none_or(|s| s == MessageStatus::Committed);
+                filter.send_status = Some(SendStatus::SendFailed);
+                ok
+            }
+        }
+    }
+
+    /// The guarded change; None when `m` changed meanwhile.
+    async fn apply(
+        self,
+        state: &AppState,
+        m: &Message,
+        actor: &Actor,
+        reason: &str,
+    ) -> Result<Option<Message>, ApiError> {
+        Ok(match self {
+            Self::Reverify => {
+                let t = Transition {
+                    id: m.id,
+                    from: MessageStatus::VerifyFailed,
+                    version: m.version,
+                    to: MessageStatus::Prepared,
+                    send_lease: state.send_lease,
+                    verify_attempt: false,
+                    error: None,
+                    actor: actor.clone(),
+                    reason: reason.to_string(),
+                };
+                state.store.transition(&t).await?
+            }
+            Self::Redeliver => {
+                state
+                    .store
+                    .redeliver(m.id, m.version, actor, reason)
+                    .await?
+            }
+        })
+    }
+}
+
+async fn act_on_one(
+    state: &AppState,
+    id: &str,
+    headers: &HeaderMap,
+    req: ActionRequest,
+    repair: Repair,
+) -> Result<axum::Json<MessageView>, ApiError> {
+    let actor = operator(headers)?;
     let reason = reason_of(req.reason)?;
-    let m = message(&state, &id).await?;
-    const ALLOWED: &str = "SEND_FAILED";
-    if m.send_status != Some(SendStatus::SendFailed) {
-        return Err(not_now(&m, "redeliver", ALLOWED));
+    let m = message(state, id).await?;
+    if !repair.applies_to(&m) {
+        return Err(not_now(&m, repair.name(), repair.allowed()));
     }
-    match state
-        .store
-        .redeliver(m.id, m.version, &actor, &reason)
-        .await?
-    {
+    match repair.apply(state, &m, &actor, &reason).await? {
         Some(done) => Ok(axum::Json(done.view())),
-        None => Err(lost_race(&state, m.id, "redeliver", ALLOWED).await),
+        None => Err(lost_race(state, m.id, repair.name(), repair.allowed()).await),
     }
+}
+
+async fn act_in_bulk(
+    state: &AppState,
+    headers: &HeaderMap,
+    req: BulkRequest,
+    repair: Repair,
+) -> Result<axum::Json<BulkResult>, ApiError> {
+    let actor = operator(headers)?;
+    let reason = reason_of(req.reason.clone())?;
+    let mut filter = bulk_filter(&req)?;
+    if !repair.narrow(&mut filter) {
+        return Ok(axum::Json(BulkResult {
+            matched: 0,
+            changed: 0,
+        }));
+    }
+    let ids = matching_ids(state, &filter).await?;
+    let mut changed = 0;
+    if !req.dry_run {
+        for id in &ids {
+            // Each row under its own guard: one changed meanwhile is left alone.
+            let Some(m) = state.store.find_message_by_id(*id).await? else {
+                continue;
+            };
+            if repair.applies_to(&m) {
+                changed += u64::from(repair.apply(state, &m, &actor, &reason).await?.is_some());
+            }
+        }
+    }
+    Ok(axum::Json(BulkResult {
+        matched: ids.len() as u64,
+        changed,
+    }))
 }
 
 /// `POST /v1/admin/messages/reverify` and `…/redeliver`.
@@ -621,48 +727,7 @@ pub(crate) async fn bulk_reverify(
     headers: HeaderMap,
     Json(req): Json<BulkRequest>,
 ) -> Result<axum::Json<BulkResult>, ApiError> {
-    let actor = operator(&headers)?;
-    let reason = reason_of(req.reason.clone())?;
-    let mut filter = bulk_filter(&req)?;
-    if filter
-        .status
-        .is_some_and(|s| s != MessageStatus::VerifyFailed)
-    {
-        return Ok(axum::Json(BulkResult {
-            matched: 0,
-            changed: 0,
-        }));
-    }
-    filter.status = Some(MessageStatus::VerifyFailed);
-    let ids = matching_ids(&state, &filter).await?;
-    let mut changed = 0;
-    if !req.dry_run {
-        for id in &ids {
-            // Each row under its own guard: one decided meanwhile is left alone.
-            let Some(m) = state.store.find_message_by_id(*id).await? else {
-                continue;
-            };
-            if m.status != MessageStatus::VerifyFailed {
-                continue;
-            }
-            let t = Transition {
-                id: m.id,
-                from: MessageStatus::VerifyFailed,
-                version: m.version,
-                to: MessageStatus::Prepared,
-                send_lease: state.send_lease,
-                verify_attempt: false,
-                error: None,
-                actor: actor.clone(),
-                reason: reason.clone(),
-            };
-            changed += u64::from(state.store.transition(&t).await?.is_some());
-        }
-    }
-    Ok(axum::Json(BulkResult {
-        matched: ids.len() as u64,
-        changed,
-    }))
+    act_in_bulk(&state, &headers, req, Repair::Reverify).await
 }
 
 /// Redelivers every SEND_FAILED message the filter matches.
@@ -679,41 +744,7 @@ pub(crate) async fn bulk_redeliver(
     headers: HeaderMap,
     Json(req): Json<BulkRequest>,
 ) -> Result<axum::Json<BulkResult>, ApiError> {
-    let actor = operator(&headers)?;
-    let reason = reason_of(req.reason.clone())?;
-    let mut filter = bulk_filter(&req)?;
-    if filter
-        .send_status
-        .is_some_and(|s| s != SendStatus::SendFailed)
-        || filter.status.is_some_and(|s| s != MessageStatus::Committed)
-    {
-        return Ok(axum::Json(BulkResult {
-            matched: 0,
-            changed: 0,
-        }));
-    }
-    filter.send_status = Some(SendStatus::SendFailed);
-    let ids = matching_ids(&state, &filter).await?;
-    let mut changed = 0;
-    if !req.dry_run {
-        for id in &ids {
-            let Some(m) = state.store.find_message_by_id(*id).await? else {
-                continue;
-            };
-            if m.send_status != Some(SendStatus::SendFailed) {
-                continue;
-            }
-            let done = state
-                .store
-                .redeliver(m.id, m.version, &actor, &reason)
-                .await?;
-            changed += u64::from(done.is_some());
-        }
-    }
-    Ok(axum::Json(BulkResult {
-        matched: ids.len() as u64,
-        changed,
-    }))
+    act_in_bulk(&state, &headers, req, Repair::Redeliver).await
 }
 
 fn summary_view(s: ProducerSummary, now: DateTime<Utc>) -> ProducerSummaryView {
