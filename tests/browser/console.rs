@@ -1,10 +1,11 @@
 //! What a person on call does in the console, in a real browser.
 
 use serde_json::json;
+use trustmsg_tests::kafka::{MockKafka, RDKafkaApiKey, RDKafkaRespErr};
 use trustmsg_tests::{
     decision_body, eventually, prepare_body, TestApp, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL,
 };
-use trustmsg_verify_api::MessageStatus;
+use trustmsg_verify_api::{MessageStatus, SendStatus};
 
 use crate::harness::Browser;
 
@@ -239,7 +240,8 @@ async fn producers_are_listed_and_the_pages_fit_a_phone_screen() {
 }
 
 /// Takes a screenshot of each page into `$TRUSTMSG_CONSOLE_SCREENSHOTS`
-/// (`scripts/console-screenshots` runs it for `docs/console/`).
+/// (`scripts/console-screenshots` runs it for `docs/console/`), over three
+/// producers and a few hundred messages in every state.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a tool, run by scripts/console-screenshots"]
 async fn screenshots_of_every_page() {
@@ -247,7 +249,72 @@ async fn screenshots_of_every_page() {
         std::env::var("TRUSTMSG_CONSOLE_SCREENSHOTS").expect("TRUSTMSG_CONSOLE_SCREENSHOTS=dir"),
     );
     std::fs::create_dir_all(&dir).unwrap();
-    let (app, xss) = service_with_messages().await;
+    let (app, kafka, shop) = service_with_kafka().await;
+    let mut tokens = vec![("shop", shop)];
+    for biz in ["billing", "payments"] {
+        let (status, body) = app
+            .put_producer(
+                biz,
+                &json!({"verify_url": UNREACHABLE_VERIFY_URL, "first_verify_after_ms": 3_600_000}),
+            )
+            .await;
+        assert_eq!(status, 201, "{body}");
+        tokens.push((biz, body["token"].as_str().unwrap().to_string()));
+    }
+    for (biz, token) in &tokens {
+        for i in 0..100 {
+            let key = format!("{biz}-{i:03}");
+            let body = json!({"biz_id": biz, "message_key": key, "topic": "orders",
+                              "key": format!("customer-{}", i % 17),
+                              "payload": format!("{{\"order\":{i},\"total\":{}}}", i * 7),
+                              "headers": {"content-type": "application/json"}});
+            let (status, view) = app.post("/v1/messages/prepare", Some(token), &body).await;
+            assert_eq!(status, 201, "{view}");
+            let decision = match i % 5 {
+                0 | 1 => Some("/v1/messages/commit"),
+                2 => Some("/v1/messages/rollback"),
+                _ => None,
+            };
+            if i == 50 {
+                kafka.request_errors(
+                    RDKafkaApiKey::Produce,
+                    &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE],
+                );
+            }
+            if let Some(path) = decision {
+                app.post(path, Some(token), &decision_body(biz, &key)).await;
+            }
+        }
+    }
+    eventually(30, "every send done (SENT or SEND_FAILED)", async || {
+        app.store()
+            .list_messages(
+                &trustmsg::store::MessageFilter {
+                    send_status: Some(SendStatus::Pending),
+                    ..Default::default()
+                },
+                1,
+                None,
+            )
+            .await
+            .unwrap()
+            .is_empty()
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let failed = app
+        .store()
+        .list_messages(
+            &trustmsg::store::MessageFilter {
+                status: Some(MessageStatus::VerifyFailed),
+                ..Default::default()
+            },
+            1,
+            None,
+        )
+        .await
+        .unwrap()[0]
+        .id;
     let browser = Browser::start(1280, 800).await;
     browser.client.goto(&app.url("/console")).await.unwrap();
     browser.element("#token").await;
@@ -259,8 +326,8 @@ async fn screenshots_of_every_page() {
     for (page, wait, file) in [
         ("#/messages", "All matching", "messages.png"),
         (
-            &format!("#/messages/{xss}") as &str,
-            "Audit trail",
+            &format!("#/messages/{failed}") as &str,
+            "Check-back attempts",
             "message.png",
         ),
         ("#/producers", "Register a producer", "producers.png"),
@@ -272,6 +339,119 @@ async fn screenshots_of_every_page() {
             .unwrap();
         browser.until_text(wait).await;
         browser.screenshot(&dir.join(file)).await;
+    }
+    browser.finish().await;
+    app.finish().await;
+}
+
+/// A service forwarding to a Kafka mock cluster (topic `orders`), with a
+/// producer `shop` never checked back; returns it, the cluster and the token.
+async fn service_with_kafka() -> (TestApp, MockKafka, String) {
+    let kafka = MockKafka::start(1);
+    kafka.create_topic("orders", 1);
+    let app = TestApp::spawn_sqlite(&[
+        "--kafka-brokers",
+        kafka.bootstrap(),
+        "--kafka-message-timeout",
+        "2s",
+        "--send-lease",
+        "6s",
+        "--sweep-interval",
+        "200ms",
+        "--verify-interval",
+        "20ms",
+        "--verify-backoff-base",
+        "20ms",
+    ])
+    .await;
+    let (status, body) = app
+        .put_producer(
+            "shop",
+            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "first_verify_after_ms": 0,
+                    "max_verify_attempts": 1}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let token = body["token"].as_str().unwrap().to_string();
+    (app, kafka, token)
+}
+
+async fn until_send_status(app: &TestApp, id: u64, want: SendStatus) {
+    eventually(20, &format!("message {id} {want:?}"), async || {
+        app.store()
+            .find_message_by_id(id)
+            .await
+            .unwrap()
+            .is_some_and(|m| m.send_status == Some(want))
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolved_commit_is_seen_sent_and_a_send_failed_message_is_redelivered_from_the_console()
+{
+    let (app, kafka, token) = service_with_kafka().await;
+    // One message check-back gives up on, one Kafka refuses.
+    let (_, view) = app
+        .post(
+            "/v1/messages/prepare",
+            Some(&token),
+            &prepare_body("shop", "unsure"),
+        )
+        .await;
+    let unsure = view["id"].as_u64().unwrap();
+    eventually(20, "VERIFY_FAILED", async || {
+        app.store()
+            .find_message_by_id(unsure)
+            .await
+            .unwrap()
+            .is_some_and(|m| m.status == MessageStatus::VerifyFailed)
+    })
+    .await;
+    kafka.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED],
+    );
+    let (_, view) = app
+        .post(
+            "/v1/messages/prepare",
+            Some(&token),
+            &prepare_body("shop", "refused"),
+        )
+        .await;
+    let refused = view["id"].as_u64().unwrap();
+    app.post(
+        "/v1/messages/commit",
+        Some(&token),
+        &decision_body("shop", "refused"),
+    )
+    .await;
+    until_send_status(&app, refused, SendStatus::SendFailed).await;
+
+    let browser = signed_in(&app, 1280, 900).await;
+    for (id, button, reason) in [
+        (unsure, "#action-resolve-commit", "the order exists"),
+        (refused, "#action-redeliver", "ACL fixed"),
+    ] {
+        browser
+            .client
+            .goto(&app.url(&format!("/console#/messages/{id}")))
+            .await
+            .unwrap();
+        browser.until_text("Actions").await;
+        browser.fill("#reason", reason).await;
+        browser.click(button).await;
+        browser.click("#confirm").await;
+        browser
+            .until_text("Done: the message is now COMMITTED / PENDING")
+            .await;
+        until_send_status(&app, id, SendStatus::Sent).await;
+        // The page reloads itself after an action; once more to be sure it
+        // shows the send as Kafka acknowledged it.
+        browser.client.refresh().await.unwrap();
+        let text = browser.until_text("Kafka partition / offset").await;
+        assert!(text.contains("SENT"), "{text}");
+        assert!(!text.contains("not sent yet"), "{text}");
     }
     browser.finish().await;
     app.finish().await;
@@ -300,6 +480,12 @@ async fn an_operator_resolves_a_failed_message_with_a_reason_and_sees_the_result
         .await
         .unwrap();
     browser.until_text("Actions").await;
+    // The check-back call that failed, in the attempts table.
+    let attempt = browser.element("tr.failed").await.text().await.unwrap();
+    assert!(
+        attempt.contains("failed") && attempt.contains("cannot connect"),
+        "{attempt}"
+    );
     // No reason: refused on the page, nothing sent.
     browser.click("#action-resolve-commit").await;
     browser.until_text("A reason is required").await;
