@@ -518,3 +518,56 @@ async fn an_operator_resolves_a_failed_message_with_a_reason_and_sees_the_result
     browser.finish().await;
     app.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producer_is_registered_its_token_rotated_and_deleted_from_the_console() {
+    let (app, _) = service_with_messages().await;
+    let browser = signed_in(&app, 1280, 900).await;
+    browser
+        .client
+        .goto(&app.url("/console#/producers/new"))
+        .await
+        .unwrap();
+    browser.fill("#p-biz_id", "payments").await;
+    browser
+        .fill("#p-verify_url", "http://127.0.0.1:9/check")
+        .await;
+    browser.fill("#p-max_verify_attempts", "4").await;
+    browser.click("#save-producer").await;
+    browser.until_text("Registered payments").await;
+    let first = browser.element("#new-token").await.text().await.unwrap();
+    assert!(first.starts_with("tm_"), "the token is shown once: {first}");
+    let stored = app
+        .store()
+        .find_producer("payments")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.max_verify_attempts, 4);
+
+    browser
+        .client
+        .goto(&app.url("/console#/producers/payments"))
+        .await
+        .unwrap();
+    browser.until_text("Token and registration").await;
+    browser.click("#rotate-token").await;
+    browser.until_text("stops working at once").await;
+    browser.click("#confirm").await;
+    let rotated = browser.element("#new-token").await.text().await.unwrap();
+    assert!(rotated.starts_with("tm_") && rotated != first, "{rotated}");
+    // The old token no longer works, the new one does.
+    let (old, _) = app.get("/v1/messages/payments/k", Some(&first)).await;
+    let (new, _) = app.get("/v1/messages/payments/k", Some(&rotated)).await;
+    assert_eq!((old, new), (401, 404));
+
+    browser.click("#delete-producer").await;
+    browser
+        .until_text("Delete the registration of payments?")
+        .await;
+    browser.click("#confirm").await;
+    browser.until_text("Register a producer").await;
+    assert_eq!(app.store().find_producer("payments").await.unwrap(), None);
+    browser.finish().await;
+    app.finish().await;
+}
