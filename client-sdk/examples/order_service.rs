@@ -5,30 +5,42 @@
 //! commit. If the commit call is lost, trustmsg calls this service's check
 //! endpoint, which answers from the barrier, exactly.
 //!
-//! # Running it against a local trustmsg
+//! # Running it against `trustmsg dev`
+//!
+//! Dev mode registers this service as its demo producer (`order-service`,
+//! check endpoint `http://127.0.0.1:3000/trustmsg/check`) and writes the
+//! credentials to `trustmsg-dev/env`. The order database is this service's
+//! own, on MariaDB/MySQL.
 //!
 //! ```text
-//! # 1. trustmsg itself (its own database), with an admin token:
-//! mysql -uroot -h127.0.0.1 -e 'CREATE DATABASE IF NOT EXISTS trustmsg; CREATE DATABASE IF NOT EXISTS order_service'
-//! cargo run -p trustmsg -- serve --database-url mysql://root@127.0.0.1:3306/trustmsg \
-//!     --admin-token admin --auto-migrate            # add --kafka-brokers host:9092 to publish
+//! # 1. trustmsg, in one terminal:
+//! cargo run --release -p trustmsg -- dev
 //!
-//! # 2. register this producer; note "token" and "signing_secret" in the answer:
-//! curl -s -X PUT http://127.0.0.1:8080/v1/producers/order-service \
-//!     -H 'authorization: Bearer admin' -H 'content-type: application/json' \
-//!     -d '{"verify_url":"http://127.0.0.1:3000/trustmsg/check"}'
+//! # 2. this service, in another (same directory):
+//! mysql -uroot -h127.0.0.1 -e 'CREATE DATABASE IF NOT EXISTS order_service'
+//! . trustmsg-dev/env
+//! cargo run --release -p trustmsg-client --example order_service -- \
+//!     --token "$TRUSTMSG_DEMO_TOKEN" --signing-secret "$TRUSTMSG_DEMO_SIGNING_SECRET"
 //!
-//! # 3. this service:
-//! ORDER_SERVICE_TOKEN=<token> ORDER_SERVICE_SIGNING_SECRET=<signing_secret> \
-//!     cargo run -p trustmsg-client --example order_service
+//! # 3. what reaches Kafka, in a third:
+//! . trustmsg-dev/env
+//! cargo run --release -p trustmsg -- tail --brokers "$TRUSTMSG_BROKERS" --topic orders --from-beginning
 //!
-//! # 4. place orders (the second one fails locally and rolls its message back):
+//! # 4. place orders: committed; failed locally (rolled back); and one whose
+//! #    commit call is lost, which trustmsg settles by check-back a few seconds later:
 //! curl -s -X POST http://127.0.0.1:3000/orders -H 'content-type: application/json' \
 //!     -d '{"order_id":"A-1001","customer":"alice","amount_cents":1250}'
 //! curl -s -X POST http://127.0.0.1:3000/orders -H 'content-type: application/json' \
 //!     -d '{"order_id":"A-1002","customer":"bob","amount_cents":990,"fail":true}'
-//! curl -s http://127.0.0.1:3000/orders/A-1001
+//! curl -s -X POST http://127.0.0.1:3000/orders -H 'content-type: application/json' \
+//!     -d '{"order_id":"A-1003","customer":"carol","amount_cents":4200,"lose_commit":true}'
+//! curl -s http://127.0.0.1:3000/orders/A-1003
 //! ```
+//!
+//! Against `trustmsg serve`, register the producer first with the admin
+//! token (`PUT /v1/producers/order-service` with
+//! `{"verify_url":"http://127.0.0.1:3000/trustmsg/check"}`) and pass the
+//! `token` and `signing_secret` of the answer the same way.
 //!
 //! # Flags (each also an environment variable)
 //!
@@ -52,7 +64,7 @@ use clap::Parser;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use sqlx::MySqlPool;
-use trustmsg_client::barrier::{self, RunError};
+use trustmsg_client::barrier::{self, BoxFuture, RunError};
 use trustmsg_client::{check_router, Error, Message, Producer, TxOutcome};
 
 /// An order service publishing through trustmsg.
@@ -100,6 +112,10 @@ struct NewOrder {
     /// Makes the local transaction fail after writing the order, to show a rollback.
     #[serde(default)]
     fail: bool,
+    /// Stores the order but never calls commit, as if this service crashed
+    /// right after its local transaction: trustmsg asks the check endpoint.
+    #[serde(default)]
+    lose_commit: bool,
 }
 
 #[tokio::main]
@@ -176,23 +192,11 @@ async fn place_order(
         order.amount_cents,
         order.fail,
     );
-    let outcome = barrier::transaction(&st.producer, &st.pool, message, move |conn| {
-        Box::pin(async move {
-            sqlx::query("INSERT INTO orders (id, customer, amount_cents) VALUES (?, ?, ?)")
-                .bind(&id)
-                .bind(&customer)
-                .bind(amount)
-                .execute(&mut *conn)
-                .await?;
-            if fail {
-                return Err(sqlx::Error::Protocol(
-                    "payment declined (requested with \"fail\": true)".into(),
-                ));
-            }
-            Ok(id)
-        })
-    })
-    .await;
+    let work = insert_order(id, customer, amount, fail);
+    if order.lose_commit {
+        return place_order_and_lose_the_commit(&st, message, work).await;
+    }
+    let outcome = barrier::transaction(&st.producer, &st.pool, message, work).await;
 
     match outcome {
         Ok(TxOutcome::Committed { value, message }) => (
@@ -234,6 +238,66 @@ async fn place_order(
             StatusCode::BAD_GATEWAY,
             Json(
                 json!({"order_id": order.order_id, "message": "trustmsg refused or unreachable; nothing was written", "detail": e.to_string()}),
+            ),
+        ),
+    }
+}
+
+/// The order's local work: insert it, then fail if asked to.
+fn insert_order(
+    id: String,
+    customer: String,
+    amount: i64,
+    fail: bool,
+) -> impl for<'c> FnOnce(&'c mut sqlx::MySqlConnection) -> BoxFuture<'c, Result<String, sqlx::Error>>
+{
+    move |conn| {
+        Box::pin(async move {
+            sqlx::query("INSERT INTO orders (id, customer, amount_cents) VALUES (?, ?, ?)")
+                .bind(&id)
+                .bind(&customer)
+                .bind(amount)
+                .execute(&mut *conn)
+                .await?;
+            if fail {
+                return Err(sqlx::Error::Protocol(
+                    "payment declined (requested with \"fail\": true)".into(),
+                ));
+            }
+            Ok(id)
+        })
+    }
+}
+
+/// Prepare, then the local transaction with its barrier marker, and no
+/// commit call: what a crash at that moment leaves. trustmsg's check-back
+/// finds the marker and commits the message.
+async fn place_order_and_lose_the_commit<F>(
+    st: &AppState,
+    message: Message,
+    work: F,
+) -> (StatusCode, Json<Value>)
+where
+    F: for<'c> FnOnce(&'c mut sqlx::MySqlConnection) -> BoxFuture<'c, Result<String, sqlx::Error>>,
+{
+    let key = message.message_key().to_string();
+    if let Err(e) = st.producer.prepare(&message).await {
+        return (
+            StatusCode::BAD_GATEWAY,
+            Json(json!({"order_id": key, "message": "prepare failed", "detail": e.to_string()})),
+        );
+    }
+    match barrier::run_in_tx(&st.pool, st.producer.biz_id(), &key, work).await {
+        Ok(id) => (
+            StatusCode::ACCEPTED,
+            Json(
+                json!({"order_id": id, "message": "order stored, commit call skipped: trustmsg will ask /trustmsg/check"}),
+            ),
+        ),
+        Err(e) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(
+                json!({"order_id": key, "message": "order not placed; check-back will roll the message back", "detail": e.to_string()}),
             ),
         ),
     }

@@ -6,6 +6,8 @@ use trustmsg::config::{DatabaseArgs, ServeArgs};
 
 use crate::admin_cli::AdminArgs;
 use crate::bench::BenchArgs;
+use crate::dev::DevArgs;
+use crate::tail::TailArgs;
 
 /// trustmsg: reliable messages to Kafka with prepare/commit and check-back.
 #[derive(Debug, Parser)]
@@ -27,4 +29,9 @@ pub(crate) enum Command {
     Bench(Box<BenchArgs>),
     /// Operate a running service: messages, producers, summary.
     Admin(Box<AdminArgs>),
+    /// Run everything on this machine with nothing installed: SQLite, an
+    /// in-process Kafka broker, the console and a demo producer.
+    Dev(Box<DevArgs>),
+    /// Print the records of a Kafka topic as they arrive.
+    Tail(Box<TailArgs>),
 }

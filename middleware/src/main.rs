@@ -5,6 +5,8 @@
 mod admin_cli;
 mod bench;
 mod cli;
+mod dev;
+mod tail;
 
 use std::io::IsTerminal;
 
@@ -22,7 +24,7 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     // The bench prints a report; the service it runs in-process should only speak up when worried.
     let default_level = match cli.command {
-        Command::Bench(_) | Command::Admin(_) => "warn",
+        Command::Bench(_) | Command::Admin(_) | Command::Tail(_) => "warn",
         _ => "info",
     };
     let filter =
@@ -54,6 +56,12 @@ async fn main() -> anyhow::Result<()> {
             app.run_until_stopped().await
         }
         Command::Bench(args) => bench::run(*args).await.map(|_| ()),
+        Command::Dev(args) => {
+            let stop = CancellationToken::new();
+            stop_on_signal(stop.clone());
+            dev::run(*args, stop).await
+        }
+        Command::Tail(args) => tail::run(*args).await,
         Command::Admin(args) => {
             if let Err(e) = admin_cli::run(*args).await {
                 eprintln!("error: {e:#}");

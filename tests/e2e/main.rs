@@ -7,5 +7,7 @@ mod harness;
 mod backlog;
 mod barrier_race;
 mod canary;
+mod dev;
 mod five_classes;
 mod kill9;
+mod tail;

@@ -1,0 +1,547 @@
+//! `trustmsg dev`: the whole loop on one machine with nothing installed.
+//!
+//! - the store is SQLite in `<data>/trustmsg.db`, migrated at start;
+//! - Kafka is librdkafka's mock cluster, in this process, reached through a
+//!   fixed bootstrap address (`--kafka-listen`, default `127.0.0.1:9092`);
+//!   topics are created the first time a producer writes to them;
+//! - the admin API and the console are on, with an admin token, and a demo
+//!   producer is registered with short check-back delays;
+//! - the tokens and the signing secret are kept in `<data>/env` (a shell file
+//!   to source), so a restart keeps them; `--reset` starts clean.
+//!
+//! It is `trustmsg serve` with these settings: every message goes through the
+//! same code as in production.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use rand::Rng;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+use trustmsg::config::ServeArgs;
+use trustmsg::startup::Application;
+use trustmsg_kafka_mock::MockKafka;
+
+/// The database file inside `--data`.
+const DB_FILE: &str = "trustmsg.db";
+/// The credentials file inside `--data`.
+const ENV_FILE: &str = "env";
+
+/// `trustmsg dev` flags.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DevArgs {
+    /// Directory for the SQLite database and the dev credentials (`env`).
+    #[arg(long, env = "TRUSTMSG_DEV_DATA", default_value = "trustmsg-dev")]
+    pub(crate) data: PathBuf,
+
+    /// Delete the database and credentials in `--data` first.
+    #[arg(long)]
+    pub(crate) reset: bool,
+
+    /// Where the HTTP API and the console listen.
+    #[arg(long, env = "TRUSTMSG_LISTEN", default_value = "127.0.0.1:8080")]
+    pub(crate) listen: SocketAddr,
+
+    /// The in-process Kafka broker's bootstrap address.
+    #[arg(
+        long,
+        env = "TRUSTMSG_DEV_KAFKA_LISTEN",
+        default_value = "127.0.0.1:9092"
+    )]
+    pub(crate) kafka_listen: SocketAddr,
+
+    /// The demo producer's biz_id.
+    #[arg(long, default_value = "order-service")]
+    pub(crate) demo_biz_id: String,
+
+    /// The demo producer's check endpoint (the SDK example's by default).
+    #[arg(long, default_value = "http://127.0.0.1:3000/trustmsg/check")]
+    pub(crate) demo_verify_url: String,
+
+    /// More `trustmsg serve` flags, after `--`; they replace dev's own.
+    #[arg(last = true)]
+    pub(crate) serve_args: Vec<String>,
+}
+
+/// The serve flags dev mode sets, each replaceable after `--`. Short delays so
+/// that a check-back can be watched: first after 5 s, then every 2–10 s.
+const DEV_SERVE_FLAGS: &[(&str, &str)] = &[
+    ("--first-verify-after", "5s"),
+    ("--verify-timeout", "3s"),
+    ("--max-verify-attempts", "5"),
+    ("--verify-backoff-base", "2s"),
+    ("--verify-backoff-max", "10s"),
+    ("--send-backoff-base", "1s"),
+    ("--send-backoff-max", "10s"),
+    ("--kafka-message-timeout", "10s"),
+    ("--backlog-interval", "5s"),
+    ("--shutdown-grace", "2s"),
+];
+
+/// What a dev instance prints and keeps in `<data>/env`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Credentials {
+    admin_token: String,
+    demo_token: Option<String>,
+}
+
+/// Runs dev mode until SIGINT/SIGTERM cancels `stop`.
+pub(crate) async fn run(args: DevArgs, stop: CancellationToken) -> anyhow::Result<()> {
+    let data = &args.data;
+    if args.reset {
+        reset(data)?;
+    }
+    std::fs::create_dir_all(data)
+        .with_context(|| format!("creating the data directory {}", data.display()))?;
+    let saved = read_credentials(&data.join(ENV_FILE))?;
+    let admin_token = saved
+        .as_ref()
+        .map(|c| c.admin_token.clone())
+        .unwrap_or_else(|| random_token("tm_admin_"));
+
+    let broker = KafkaForDev::start(args.kafka_listen, stop.clone()).await?;
+    let serve = serve_args(&args, &admin_token, broker.internal_bootstrap())?;
+    let app = Application::build(serve)
+        .await
+        .context("starting the service")?;
+    let base = format!("http://{}", app.address());
+    let shutdown = app.shutdown_token();
+    let stop_app = stop.clone();
+    tokio::spawn(async move {
+        stop_app.cancelled().await;
+        shutdown.cancel();
+    });
+    let store = app.store().clone();
+    let running = tokio::spawn(app.run_until_stopped());
+
+    let demo = register_demo(&args, &base, &admin_token, saved.as_ref(), &store).await?;
+    let creds = Credentials {
+        admin_token,
+        demo_token: Some(demo.token.clone()),
+    };
+    write_credentials(&data.join(ENV_FILE), &base, broker.bootstrap, &creds, &demo)?;
+    println!(
+        "{}",
+        banner(
+            &args,
+            &base,
+            broker.bootstrap,
+            &creds.admin_token,
+            &demo,
+            &this_binary()
+        )
+    );
+
+    let result = running.await.context("the service task")?;
+    drop(broker);
+    result
+}
+
+/// Deletes the dev database (with its WAL files) and the credentials.
+fn reset(data: &Path) -> anyhow::Result<()> {
+    for name in [
+        DB_FILE.to_string(),
+        format!("{DB_FILE}-wal"),
+        format!("{DB_FILE}-shm"),
+        ENV_FILE.to_string(),
+    ] {
+        let path = data.join(name);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("deleting {}", path.display())),
+        }
+    }
+    Ok(())
+}
+
+/// `prefix` and 32 random bytes, URL-safe.
+fn random_token(prefix: &str) -> String {
+    let mut secret = [0u8; 32];
+    rand::rng().fill_bytes(&mut secret);
+    format!("{prefix}{}", URL_SAFE_NO_PAD.encode(secret))
+}
+
+/// The serve flags of a dev instance: dev's own, except those the user gave after `--`.
+fn serve_args(args: &DevArgs, admin_token: &str, brokers: &str) -> anyhow::Result<ServeArgs> {
+    let given = |flag: &str| {
+        args.serve_args
+            .iter()
+            .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+    };
+    for fixed in [
+        "--database-url",
+        "--listen",
+        "--admin-token",
+        "--kafka-brokers",
+    ] {
+        if given(fixed) {
+            bail!("{fixed} is set by dev mode (use --data, --listen or --kafka-listen); use `trustmsg serve` to choose it");
+        }
+    }
+    let db = args.data.join(DB_FILE);
+    let mut argv = vec![
+        "--database-url".to_string(),
+        format!("sqlite://{}", db.display()),
+        "--auto-migrate".into(),
+        "--listen".into(),
+        args.listen.to_string(),
+        "--admin-token".into(),
+        admin_token.into(),
+        "--kafka-brokers".into(),
+        brokers.into(),
+    ];
+    for (flag, value) in DEV_SERVE_FLAGS {
+        if !given(flag) {
+            argv.extend([flag.to_string(), value.to_string()]);
+        }
+    }
+    argv.extend(args.serve_args.iter().cloned());
+    let serve = ServeArgs::from_args(argv).map_err(|e| anyhow::anyhow!("{e}"))?;
+    serve.validate()?;
+    Ok(serve)
+}
+
+/// The demo producer as registered: its token (shown once at creation, kept
+/// in `<data>/env`) and its signing secret.
+#[derive(Debug)]
+struct Demo {
+    biz_id: String,
+    token: String,
+    signing_secret: String,
+    verify_url: String,
+}
+
+/// Registers (or updates) the demo producer through the admin API, as an
+/// operator would. A saved token is kept when it still matches; otherwise
+/// (no saved token, or rotated meanwhile) a new one is issued.
+async fn register_demo(
+    args: &DevArgs,
+    base: &str,
+    admin_token: &str,
+    saved: Option<&Credentials>,
+    store: &trustmsg::store::DynStore,
+) -> anyhow::Result<Demo> {
+    let http = reqwest::Client::new();
+    let biz_id = &args.demo_biz_id;
+    let url = format!("{base}/v1/producers/{biz_id}");
+    let answer = http
+        .put(&url)
+        .bearer_auth(admin_token)
+        .json(&json!({
+            "verify_url": args.demo_verify_url,
+            "first_verify_after_ms": 5000,
+            "verify_timeout_ms": 3000,
+            "max_verify_attempts": 5,
+        }))
+        .send()
+        .await
+        .context("registering the demo producer")?;
+    let status = answer.status();
+    let mut view: Value = answer.json().await.context("reading the registration")?;
+    if !status.is_success() {
+        bail!("registering the demo producer {biz_id}: {status} {view}");
+    }
+    let mut token = view["token"].as_str().map(str::to_string);
+    if token.is_none() {
+        let stored = store
+            .find_producer(biz_id)
+            .await
+            .context("reading the demo producer")?;
+        let still_valid = |t: &&String| {
+            stored
+                .as_ref()
+                .is_some_and(|p| p.token_hash == Sha256::digest(t.as_bytes()).to_vec())
+        };
+        token = saved
+            .and_then(|c| c.demo_token.as_ref())
+            .filter(still_valid)
+            .cloned();
+    }
+    let token = match token {
+        Some(t) => t,
+        None => {
+            view = http
+                .post(format!("{url}/rotate-token"))
+                .bearer_auth(admin_token)
+                .send()
+                .await
+                .context("issuing the demo producer's token")?
+                .error_for_status()?
+                .json()
+                .await?;
+            view["token"]
+                .as_str()
+                .context("the rotate-token answer has no token")?
+                .to_string()
+        }
+    };
+    Ok(Demo {
+        biz_id: biz_id.clone(),
+        token,
+        signing_secret: view["signing_secret"]
+            .as_str()
+            .context("the registration has no signing_secret")?
+            .to_string(),
+        verify_url: args.demo_verify_url.clone(),
+    })
+}
+
+/// Reads `<data>/env` as written by [`write_credentials`]; None when absent.
+fn read_credentials(path: &Path) -> anyhow::Result<Option<Credentials>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let value = |key: &str| {
+        text.lines()
+            .filter_map(|l| l.trim().strip_prefix("export "))
+            .filter_map(|l| l.split_once('='))
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.trim_matches('\'').to_string())
+    };
+    Ok(
+        value("TRUSTMSG_ADMIN_TOKEN").map(|admin_token| Credentials {
+            admin_token,
+            demo_token: value("TRUSTMSG_DEMO_TOKEN"),
+        }),
+    )
+}
+
+/// Writes `<data>/env`: shell exports for `trustmsg admin`, curl and the SDK
+/// example. Readable by its owner only.
+fn write_credentials(
+    path: &Path,
+    base: &str,
+    bootstrap: SocketAddr,
+    creds: &Credentials,
+    demo: &Demo,
+) -> anyhow::Result<()> {
+    let text = format!(
+        "# trustmsg dev: what this instance runs with. Load it with `. {path}`.\n\
+         export TRUSTMSG_URL='{base}'\n\
+         export TRUSTMSG_ADMIN_TOKEN='{admin}'\n\
+         export TRUSTMSG_BROKERS='{bootstrap}'\n\
+         export TRUSTMSG_DEMO_BIZ_ID='{biz}'\n\
+         export TRUSTMSG_DEMO_TOKEN='{token}'\n\
+         export TRUSTMSG_DEMO_SIGNING_SECRET='{secret}'\n",
+        path = path.display(),
+        admin = creds.admin_token,
+        biz = demo.biz_id,
+        token = demo.token,
+        secret = demo.signing_secret,
+    );
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    use std::io::Write;
+    options
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// What is running where, and what to try next.
+fn banner(
+    args: &DevArgs,
+    base: &str,
+    bootstrap: SocketAddr,
+    admin: &str,
+    demo: &Demo,
+    exe: &str,
+) -> String {
+    let env = args.data.join(ENV_FILE);
+    let db = args.data.join(DB_FILE);
+    let key = "order-1";
+    let rows = [
+        ("API", base.to_string()),
+        (
+            "console",
+            format!("{base}/console  (sign in with the admin token)"),
+        ),
+        (
+            "Kafka",
+            format!("{bootstrap}  (bootstrap; records kept in memory)"),
+        ),
+        (
+            "database",
+            format!("{}  (SQLite; --reset starts clean)", db.display()),
+        ),
+        ("admin token", admin.to_string()),
+        ("producer", format!("{}  token {}", demo.biz_id, demo.token)),
+        (
+            "check-back",
+            format!("{}  (first after 5 s)", demo.verify_url),
+        ),
+        (
+            "all of it",
+            format!("{}  (`. {}` exports it)", env.display(), env.display()),
+        ),
+    ];
+    let table: String = rows
+        .iter()
+        .map(|(label, value)| format!("  {label:<12} {value}\n"))
+        .collect();
+    format!(
+        r#"
+trustmsg dev is running (Ctrl-C stops it)
+
+{table}
+Try it, in another terminal:
+
+  . {env}
+  {exe} tail --brokers $TRUSTMSG_BROKERS --topic orders --from-beginning &
+  curl -s $TRUSTMSG_URL/v1/messages/prepare -H "authorization: Bearer $TRUSTMSG_DEMO_TOKEN" \
+    -H 'content-type: application/json' \
+    -d '{{"biz_id":"{biz}","message_key":"{key}","topic":"orders","key":"42","payload":"{{\"total\":42}}"}}'
+  curl -s $TRUSTMSG_URL/v1/messages/commit -H "authorization: Bearer $TRUSTMSG_DEMO_TOKEN" \
+    -H 'content-type: application/json' -d '{{"biz_id":"{biz}","message_key":"{key}"}}'
+
+A prepare left without commit or rollback is checked back after 5 s at the
+producer's check endpoint; `{exe} admin messages list` shows where it is.
+"#,
+        biz = demo.biz_id,
+        env = env.display(),
+    )
+}
+
+/// This binary's path as the user can type it: relative when under the
+/// working directory (`target/release/trustmsg`).
+fn this_binary() -> String {
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("trustmsg"));
+    std::env::current_dir()
+        .ok()
+        .and_then(|cwd| exe.strip_prefix(cwd).ok().map(Path::to_path_buf))
+        .unwrap_or(exe)
+        .display()
+        .to_string()
+}
+
+/// librdkafka's mock cluster behind a fixed address. The cluster binds an
+/// ephemeral port of its own; a TCP relay on `--kafka-listen` carries the
+/// bootstrap connection to it, and clients then follow the broker address
+/// the cluster advertises in its metadata (also on 127.0.0.1).
+struct KafkaForDev {
+    mock: MockKafka,
+    bootstrap: SocketAddr,
+}
+
+impl KafkaForDev {
+    async fn start(listen: SocketAddr, stop: CancellationToken) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind(listen).await.with_context(|| {
+            format!(
+                "the dev Kafka broker cannot listen on {listen} (is a Kafka already running \
+                 there?); choose another address with --kafka-listen"
+            )
+        })?;
+        let bootstrap = listener.local_addr()?;
+        let mock = tokio::task::spawn_blocking(|| MockKafka::start(1))
+            .await
+            .context("starting the in-process Kafka broker")?;
+        let target = mock.bootstrap().to_string();
+        tokio::spawn(relay(listener, target, stop));
+        Ok(Self { mock, bootstrap })
+    }
+
+    /// The cluster's own address, for this process's forwarder.
+    fn internal_bootstrap(&self) -> &str {
+        self.mock.bootstrap()
+    }
+}
+
+/// Carries each connection accepted on `listener` to `target`, both ways.
+async fn relay(listener: TcpListener, target: String, stop: CancellationToken) {
+    loop {
+        let (mut client, _) = tokio::select! {
+            _ = stop.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "dev Kafka relay: accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let target = target.clone();
+        tokio::spawn(async move {
+            match TcpStream::connect(&target).await {
+                Ok(mut broker) => {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut broker).await;
+                }
+                Err(e) => tracing::warn!(error = %e, "dev Kafka relay: broker unreachable"),
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dev(extra: &[&str]) -> DevArgs {
+        DevArgs {
+            data: PathBuf::from("some/dir"),
+            reset: false,
+            listen: "127.0.0.1:8080".parse().unwrap(),
+            kafka_listen: "127.0.0.1:9092".parse().unwrap(),
+            demo_biz_id: "order-service".into(),
+            demo_verify_url: "http://127.0.0.1:3000/trustmsg/check".into(),
+            serve_args: extra.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn serve_flags_after_the_double_dash_replace_dev_defaults() {
+        let serve = serve_args(
+            &dev(&["--first-verify-after=1s", "--max-verify-attempts", "9"]),
+            "t",
+            "127.0.0.1:1",
+        )
+        .unwrap();
+        assert_eq!(serve.verifier.first_verify_after, Duration::from_secs(1));
+        assert_eq!(serve.verifier.max_verify_attempts.get(), 9);
+        assert_eq!(serve.verifier.verify_backoff_base, Duration::from_secs(2));
+        assert_eq!(
+            serve.database.database_url.expose(),
+            "sqlite://some/dir/trustmsg.db"
+        );
+    }
+
+    #[test]
+    fn the_flags_dev_mode_owns_are_refused_after_the_double_dash() {
+        let err = serve_args(&dev(&["--listen", "0.0.0.0:1"]), "t", "b").unwrap_err();
+        assert!(
+            err.to_string().contains("--listen is set by dev mode"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn credentials_survive_a_write_and_a_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(ENV_FILE);
+        let creds = Credentials {
+            admin_token: "tm_admin_x".into(),
+            demo_token: Some("tm_b3Jk.y".into()),
+        };
+        let demo = Demo {
+            biz_id: "order-service".into(),
+            token: "tm_b3Jk.y".into(),
+            signing_secret: "whsec_z".into(),
+            verify_url: "http://127.0.0.1:3000/c".into(),
+        };
+        let addr = "127.0.0.1:9092".parse().unwrap();
+        write_credentials(&path, "http://127.0.0.1:8080", addr, &creds, &demo).unwrap();
+        assert_eq!(read_credentials(&path).unwrap(), Some(creds));
+        assert_eq!(read_credentials(&dir.path().join("none")).unwrap(), None);
+    }
+}

@@ -1,0 +1,207 @@
+//! `trustmsg dev` as a newcomer runs it: the real binary in an empty
+//! directory, no database server and no Kafka, driven through what its banner
+//! prints (API address, Kafka bootstrap, demo token) and the credentials file.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use trustmsg_client::{Error, Message, MessageStatus, Producer};
+use trustmsg_tests::kafka::TopicReader;
+use trustmsg_tests::process::{binary, free_port};
+use trustmsg_tests::{CheckServer, Reply};
+
+/// A `trustmsg dev` child process; killed when dropped.
+struct Dev {
+    child: Child,
+    /// The banner's `label value` lines, by label.
+    banner: HashMap<String, String>,
+}
+
+impl Dev {
+    /// Starts `trustmsg dev` in `dir` with `args` and reads its banner.
+    fn start(dir: &Path, args: &[String]) -> Self {
+        let mut child = Command::new(binary())
+            .arg("dev")
+            .args(args)
+            .current_dir(dir)
+            .env("TRUSTMSG_LOG", "warn")
+            .env_remove("TRUSTMSG_DATABASE_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn trustmsg dev");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                println!("dev| {line}");
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut banner = HashMap::new();
+        loop {
+            let line = rx
+                .recv_timeout(Duration::from_secs(60))
+                .expect("trustmsg dev printed its banner within 60 s");
+            if line.starts_with("Try it") {
+                break;
+            }
+            // "  label   value …": the label is one or two words, then 2+ spaces.
+            if let Some((label, value)) = line.trim_start().split_once("  ") {
+                banner.insert(label.trim().to_string(), value.trim().to_string());
+            }
+        }
+        Self { child, banner }
+    }
+
+    /// The first word printed after `label`.
+    fn printed(&self, label: &str) -> String {
+        let line = self
+            .banner
+            .get(label)
+            .unwrap_or_else(|| panic!("no {label:?} in the banner: {:?}", self.banner));
+        line.split_whitespace().next().unwrap().to_string()
+    }
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `KEY` from the `export KEY='value'` lines of the credentials file.
+fn exported(env_file: &Path, key: &str) -> String {
+    let text = std::fs::read_to_string(env_file).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("export {key}=")))
+        .unwrap_or_else(|| panic!("{key} in {text}"))
+        .trim_matches('\'')
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_mode_in_an_empty_directory_runs_the_whole_loop_with_check_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = CheckServer::start().await;
+    let (api_port, kafka_port) = (free_port(), free_port());
+    let dev = Dev::start(
+        dir.path(),
+        &[
+            format!("--listen=127.0.0.1:{api_port}"),
+            format!("--kafka-listen=127.0.0.1:{kafka_port}"),
+            format!("--demo-verify-url={}", check.url()),
+        ],
+    );
+
+    let api = dev.printed("API");
+    let brokers = dev.printed("Kafka");
+    assert_eq!(api, format!("http://127.0.0.1:{api_port}"));
+    assert_eq!(
+        brokers,
+        format!("127.0.0.1:{kafka_port}"),
+        "the fixed address"
+    );
+    let producer_line = &dev.banner["producer"];
+    let words: Vec<&str> = producer_line.split_whitespace().collect();
+    assert_eq!(words[0], "order-service", "{producer_line}");
+    assert_eq!(words[1], "token", "{producer_line}");
+    let token = words[2].to_string();
+    let env_file = dir.path().join("trustmsg-dev/env");
+    assert_eq!(exported(&env_file, "TRUSTMSG_DEMO_TOKEN"), token);
+    check.set_secret(&exported(&env_file, "TRUSTMSG_DEMO_SIGNING_SECRET"));
+    assert!(dir.path().join("trustmsg-dev/trustmsg.db").exists());
+
+    // prepare → commit → the record, from the printed bootstrap address.
+    let producer = Producer::new(&api, "order-service", token).unwrap();
+    let committed = producer
+        .prepare(&Message::new("order-1", "orders", r#"{"total":42}"#).key("42"))
+        .await
+        .unwrap();
+    producer.commit("order-1").await.unwrap();
+    let mut reader = TopicReader::new(&brokers, "orders");
+    reader
+        .read_until(Duration::from_secs(30), "the committed record", |r| {
+            r.iter().any(|r| r.message_id == committed.id)
+        })
+        .await;
+    let record = reader
+        .records
+        .iter()
+        .find(|r| r.message_id == committed.id)
+        .unwrap();
+    assert_eq!(record.payload.as_deref(), Some(&br#"{"total":42}"#[..]));
+    assert_eq!(record.key.as_deref(), Some(&b"42"[..]));
+
+    // A prepare nobody decides is checked back at the demo producer's local
+    // endpoint (first after 5 s in dev mode), which says commit.
+    check.script("order-2", Reply::Decide("commit"));
+    let hanging = producer
+        .prepare(&Message::new("order-2", "orders", "left hanging"))
+        .await
+        .unwrap();
+    reader
+        .read_until(
+            Duration::from_secs(40),
+            "the record decided by check-back",
+            |r| r.iter().any(|r| r.message_id == hanging.id),
+        )
+        .await;
+    assert!(check.calls("order-2") >= 1);
+    assert_eq!(check.bad_signatures(), 0, "signed with the printed secret");
+    assert_eq!(reader.id_counts()[&committed.id], 1);
+    drop(dev);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_keeps_the_messages_and_tokens_and_reset_starts_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports = [
+        format!("--listen=127.0.0.1:{}", free_port()),
+        format!("--kafka-listen=127.0.0.1:{}", free_port()),
+    ];
+    let first = Dev::start(dir.path(), &ports);
+    let api = first.printed("API");
+    let admin = first.printed("admin token");
+    let demo = first.banner["producer"].clone();
+    let token = demo.split_whitespace().nth(2).unwrap().to_string();
+    let producer = Producer::new(&api, "order-service", token.clone()).unwrap();
+    producer
+        .prepare(&Message::new("kept", "orders", "p"))
+        .await
+        .unwrap();
+    drop(first);
+
+    let second = Dev::start(dir.path(), &ports);
+    assert_eq!(second.printed("admin token"), admin);
+    assert_eq!(second.banner["producer"], demo, "same demo token");
+    let producer = Producer::new(&api, "order-service", token.clone()).unwrap();
+    let view = producer.commit("kept").await.unwrap();
+    assert_eq!(view.status, MessageStatus::Committed);
+    drop(second);
+
+    let mut args = ports.to_vec();
+    args.push("--reset".into());
+    let third = Dev::start(dir.path(), &args);
+    assert_ne!(third.printed("admin token"), admin);
+    assert_ne!(third.banner["producer"], demo);
+    let fresh = third.banner["producer"]
+        .split_whitespace()
+        .nth(2)
+        .unwrap()
+        .to_string();
+    let producer = Producer::new(&api, "order-service", fresh).unwrap();
+    let err = producer.commit("kept").await.unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    let stale = Producer::new(&api, "order-service", token).unwrap();
+    assert!(stale.commit("kept").await.is_err(), "the old token is gone");
+}
