@@ -1,4 +1,4 @@
-//! Kafka without a broker to install, for `trustmsg bench` and the tests: an
+//! Kafka without a broker to install, for `trustmsg dev`, `trustmsg bench` and the tests: an
 //! in-process librdkafka mock cluster (it speaks the Kafka protocol over TCP to
 //! librdkafka clients) with the fault injection the tests use, and one consumer.
 //!
