@@ -291,6 +291,9 @@ impl Producer {
                 "{base_url}: not an http(s) base URL"
             )));
         }
+        // rustls with ring (the workspace's Cargo.toml says why); an
+        // application that installed another provider keeps it.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
             .connect_timeout(Duration::from_secs(5))

@@ -137,6 +137,7 @@ impl Alerter {
     /// delivery task, so it must then be called within a Tokio runtime.
     pub fn new(webhook: Option<url::Url>) -> Self {
         let webhook = webhook.map(|url| {
+            crate::tls::install_crypto_provider();
             let http = reqwest::Client::builder()
                 .timeout(Duration::from_secs(5))
                 .redirect(reqwest::redirect::Policy::none())

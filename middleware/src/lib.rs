@@ -7,7 +7,8 @@
 //! - [`store`]: the storage trait and its MySQL and SQLite backends;
 //! - [`forwarder`]: committed messages to Kafka;
 //! - [`verifier`]: check-back of undecided messages;
-//! - [`startup`]: wiring, shared by `main` and the tests.
+//! - [`startup`]: wiring, shared by `main` and the tests;
+//! - [`tls`]: the crypto provider of outgoing HTTPS.
 
 pub mod address_policy;
 pub mod alert;
@@ -25,4 +26,5 @@ mod retention;
 mod secret;
 pub mod startup;
 pub mod store;
+pub mod tls;
 pub mod verifier;

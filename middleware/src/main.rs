@@ -22,6 +22,7 @@ use cli::{Cli, Command};
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    trustmsg::tls::install_crypto_provider();
     // The bench prints a report; the service it runs in-process should only speak up when worried.
     let default_level = match cli.command {
         Command::Bench(_) | Command::Admin(_) | Command::Tail(_) => "warn",

@@ -130,6 +130,7 @@ impl std::fmt::Debug for CheckClient {
 impl CheckClient {
     /// A client that dials only what `policy` allows.
     pub(crate) fn new(policy: Arc<AddressPolicy>) -> Self {
+        crate::tls::install_crypto_provider();
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             // A proxy would dial on our behalf, past the resolver's check.
