@@ -194,6 +194,26 @@ pub(crate) async fn load_result(
     })
 }
 
+/// One producer, `n` prepare + commit pairs one after the other: the latency
+/// of the pair with nothing else going on. Waits for the records too, so the
+/// next phase starts with an empty pipeline.
+pub(crate) async fn one_at_a_time(
+    client: &Client,
+    token: &str,
+    consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
+    n: usize,
+) -> anyhow::Result<Percentiles> {
+    let mut pairs = Vec::with_capacity(n);
+    let mut committed_at = HashMap::with_capacity(n);
+    for i in 0..n {
+        let (p, c, id, at) = client.prepare_commit(token, &format!("one-{i}")).await?;
+        pairs.push(p + c);
+        committed_at.insert(id, at);
+    }
+    await_consumed(consumed, &committed_at, Duration::from_secs(60)).await?;
+    Ok(Percentiles::of(pairs))
+}
+
 pub(crate) async fn open_loop(
     client: &Client,
     token: &str,

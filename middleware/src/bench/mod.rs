@@ -29,13 +29,15 @@ use trustmsg::startup::Application;
 use trustmsg_kafka_mock as kafka;
 
 mod args;
+mod cost;
 mod load;
 mod phases;
 mod report;
 
 pub(crate) use args::BenchArgs;
 use args::Sizes;
-use load::{lifecycle, open_loop, Client};
+use cost::{CpuClock, DbCost, DbCounters};
+use load::{lifecycle, one_at_a_time, open_loop, Client};
 use phases::{ceiling, drain, scan_cost, verifier, CheckEndpoint};
 use report::{print_report, Report};
 
@@ -105,7 +107,9 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
         "bench: ceiling ({} writers, {:?})",
         args.concurrency, sizes.duration
     );
+    let clock = CpuClock::start();
     report.ceiling_per_s = ceiling(&pool, args.concurrency, sizes.duration).await?;
+    report.cpu.insert("ceiling", clock.stop());
 
     let mock = match &args.kafka_brokers {
         Some(_) => None,
@@ -173,6 +177,8 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
         "bench: lifecycle ({} producers, {:?})",
         args.concurrency, sizes.duration
     );
+    let clock = CpuClock::start();
+    let before = DbCounters::read(&pool).await?;
     report.lifecycle = lifecycle(
         &client,
         &producer_token,
@@ -182,6 +188,12 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
         sizes.duration,
     )
     .await?;
+    report.lifecycle_db = DbCost::between(
+        &before,
+        &DbCounters::read(&pool).await?,
+        report.lifecycle.messages,
+    );
+    report.cpu.insert("lifecycle", clock.stop());
     report.ratio = if report.ceiling_per_s > 0.0 {
         report.lifecycle.throughput_per_s / report.ceiling_per_s
     } else {
@@ -198,6 +210,8 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
         sizes.duration,
     )
     .await?;
+    eprintln!("bench: one producer, one message at a time");
+    report.one_at_a_time = one_at_a_time(&client, &producer_token, &mut consumed, 200).await?;
     stop_consumer.set();
 
     if service.is_some() {
@@ -206,13 +220,18 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
             .register("bench-verify", &checker.url, 0)
             .await
             .context("registering the verifier producer")?;
+        let clock = CpuClock::start();
         report.verifier_per_s = Some(verifier(&pool, sizes.verifier_rows).await?);
+        report.cpu.insert("verifier", clock.stop());
 
         eprintln!("bench: drain ({} rows)", sizes.drain_rows);
         let (mut drained, stop_drain) = kafka::consume(&brokers, DRAIN_TOPIC)?;
+        let clock = CpuClock::start();
         report.drain_per_s = Some(drain(&pool, &mut drained, sizes.drain_rows).await?);
+        report.cpu.insert("drain", clock.stop());
         stop_drain.set();
     }
+    report.peak_rss_mib = cost::peak_rss_mib();
     if let Some(app) = service {
         app.stop().await?;
     }

@@ -1,8 +1,11 @@
 //! What a run measured: the JSON report and the printed table.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Serialize;
+
+use super::cost::{DbCost, PhaseCpu};
 
 /// Latency percentiles in milliseconds.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -77,6 +80,15 @@ pub(crate) struct Report {
     pub(crate) drain_per_s: Option<f64>,
     /// Claim query median time in ms per table size.
     pub(crate) scan_ms: Vec<(u64, f64)>,
+    /// The database's statements and fsyncs per message in the lifecycle phase.
+    pub(crate) lifecycle_db: DbCost,
+    /// One producer, one prepare + commit at a time: latency of the pair.
+    pub(crate) one_at_a_time: Percentiles,
+    /// Cores used per phase, by process.
+    pub(crate) cpu: BTreeMap<&'static str, PhaseCpu>,
+    /// Peak resident memory of the bench process (the service runs in it),
+    /// MiB, read after the drain.
+    pub(crate) peak_rss_mib: Option<f64>,
 }
 
 pub(crate) fn print_report(r: &Report) {
@@ -97,6 +109,19 @@ pub(crate) fn print_report(r: &Report) {
         r.ceiling_per_s
     );
     row("lifecycle", &r.lifecycle);
+    let db = &r.lifecycle_db;
+    println!(
+        "  database per message: {:.2} statements ({}), {:.2} redo log fsyncs, {:.2} data fsyncs",
+        db.statements_per_msg,
+        db.by_kind
+            .iter()
+            .filter(|(_, v)| **v > 0.005)
+            .map(|(k, v)| format!("{v:.2} {k}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        db.log_fsyncs_per_msg,
+        db.data_fsyncs_per_msg,
+    );
     row(&format!("open@{:.0}", r.open_loop_rate_per_s), &r.open_loop);
     match r.verifier_per_s {
         Some(v) => println!("verifier   {v:>9.0} check-backs resolved/s"),
@@ -105,6 +130,23 @@ pub(crate) fn print_report(r: &Report) {
     match r.drain_per_s {
         Some(v) => println!("drain      {v:>9.0} msg/s"),
         None => println!("drain      skipped"),
+    }
+    let one = &r.one_at_a_time;
+    println!(
+        "one at a time: prepare+commit p50/p99 {:.2}/{:.2} ms (n={})",
+        one.p50_ms, one.p99_ms, one.count
+    );
+    for (phase, cpu) in &r.cpu {
+        let db = cpu
+            .database_cores
+            .map_or("-".to_string(), |c| format!("{c:.2}"));
+        println!(
+            "cpu {phase:<10} cores used: database {db}, bench process (service, load, broker) {:.2}",
+            cpu.bench_process_cores
+        );
+    }
+    if let Some(mib) = r.peak_rss_mib {
+        println!("peak RSS of the bench process (service in-process): {mib:.0} MiB");
     }
     for (rows, ms) in &r.scan_ms {
         println!("scan       {rows:>9} rows: claim of 256 due rows p50 {ms:.2} ms");
