@@ -27,6 +27,9 @@ use super::{
 #[derive(Debug, Clone)]
 pub struct MySqlStore {
     pool: MySqlPool,
+    /// The server takes `INSERT … RETURNING` (MariaDB ≥ 10.5; MySQL does
+    /// not): a prepare then needs no read-back.
+    returning: bool,
 }
 
 impl MySqlStore {
@@ -50,13 +53,103 @@ impl MySqlStore {
             })
             .connect_with(opts)
             .await?;
-        Ok(Self { pool })
+        let version: String = sqlx::query_scalar("SELECT CAST(VERSION() AS CHAR)")
+            .fetch_one(&pool)
+            .await?;
+        Ok(Self {
+            pool,
+            returning: takes_insert_returning(&version),
+        })
+    }
+
+    /// The same store without `INSERT … RETURNING`, as on MySQL (for tests
+    /// that hold both paths to the same outcomes on one server).
+    pub fn without_insert_returning(self) -> Self {
+        Self {
+            returning: false,
+            ..self
+        }
+    }
+
+    /// The fast path of a prepare on a server with `INSERT … RETURNING`: one
+    /// statement (autocommit, so all rows or none) creates every row of the
+    /// batch and returns them. None when it does not apply: no RETURNING, a
+    /// key twice in the batch, or a key that exists already (a producer's
+    /// retry), which the caller then sorts out with a read first.
+    async fn insert_all_returning(
+        &self,
+        batch: &[NewMessage],
+        keys: &[(&str, &str)],
+    ) -> StoreResult<Option<Vec<Inserted>>> {
+        let distinct: HashSet<&(&str, &str)> = keys.iter().collect();
+        if !self.returning || distinct.len() != keys.len() {
+            return Ok(None);
+        }
+        let creates: Vec<&NewMessage> = batch.iter().collect();
+        let mut q = insert_prepared_rows(&creates);
+        q.push(format!(" RETURNING {MESSAGE_COLUMNS}"));
+        let rows = match q.build().fetch_all(&self.pool).await {
+            Ok(rows) => rows,
+            Err(e) if is_unique_violation(&e) || is_lock_conflict(&e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let mut by_key: HashMap<(String, String), Message> = HashMap::new();
+        for row in &rows {
+            let m = message_from_row(row)?;
+            by_key.insert((m.biz_id.clone(), m.message_key.clone()), m);
+        }
+        keys.iter()
+            .map(|(b, k)| {
+                by_key
+                    .remove(&(b.to_string(), k.to_string()))
+                    .map(Inserted::Created)
+                    .ok_or(StoreError::Vanished("a row INSERT … RETURNING wrote"))
+            })
+            .collect::<StoreResult<Vec<_>>>()
+            .map(Some)
     }
 
     /// The underlying pool.
     pub fn pool(&self) -> &MySqlPool {
         &self.pool
     }
+}
+
+/// Whether a server of this `VERSION()` takes `INSERT … RETURNING`: MariaDB
+/// from 10.5 on (`10.11.19-MariaDB-…`); MySQL never.
+fn takes_insert_returning(version: &str) -> bool {
+    if !version.contains("MariaDB") {
+        return false;
+    }
+    let mut parts = version
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (10, 5)
+}
+
+/// `INSERT INTO messages … VALUES (…), (…)` for `creates`, without a terminator.
+fn insert_prepared_rows(creates: &[&NewMessage]) -> QueryBuilder<MySql> {
+    let mut q = QueryBuilder::<MySql>::new(
+        "INSERT INTO messages (biz_id, message_key, topic, record_key, payload, headers, \
+         content_digest, status, next_verify_at, created_at, updated_at) ",
+    );
+    q.push_values(creates, |mut b, m| {
+        b.push_bind(m.biz_id.clone())
+            .push_bind(m.message_key.clone())
+            .push_bind(m.topic.clone())
+            .push_bind(m.key.clone())
+            .push_bind(m.payload.clone())
+            .push_bind(serde_json::to_string(&m.headers).expect("string map serialises"))
+            .push_bind(m.digest())
+            .push("'PREPARED'")
+            .push("UTC_TIMESTAMP(3) + INTERVAL ")
+            .push_bind_unseparated(micros(m.first_verify_after))
+            .push_unseparated(" MICROSECOND")
+            .push("UTC_TIMESTAMP(3)")
+            .push("UTC_TIMESTAMP(3)");
+    });
+    q
 }
 
 fn micros(d: Duration) -> i64 {
@@ -241,16 +334,27 @@ impl Store for MySqlStore {
     }
 
     async fn insert_prepared(&self, m: &NewMessage) -> StoreResult<Inserted> {
+        // With RETURNING the new row comes back with the INSERT; without, it
+        // is read back by its id.
+        let returning = if self.returning {
+            format!(" RETURNING {MESSAGE_COLUMNS}")
+        } else {
+            String::new()
+        };
         let insert = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO messages ({PREPARE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 'PREPARED', \
-             UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))"
+             UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3)){returning}"
         )));
-        let res = sql::bind_prepare(insert, m)
-            .bind(micros(m.first_verify_after))
-            .execute(&self.pool)
-            .await;
+        let insert = sql::bind_prepare(insert, m).bind(micros(m.first_verify_after));
+        // Ok(row): RETURNING gave the new row; Err(done): read it back.
+        let res = if self.returning {
+            insert.fetch_one(&self.pool).await.map(Ok)
+        } else {
+            insert.execute(&self.pool).await.map(Err)
+        };
         match res {
-            Ok(done) => {
+            Ok(Ok(row)) => Ok(Inserted::Created(message_from_row(&row)?)),
+            Ok(Err(done)) => {
                 let row = self
                     .find_message_by_id(done.last_insert_id())
                     .await?
@@ -333,6 +437,9 @@ impl Store for MySqlStore {
             .iter()
             .map(|m| (m.biz_id.as_str(), m.message_key.as_str()))
             .collect();
+        if let Some(created) = self.insert_all_returning(batch, &keys).await? {
+            return Ok(created);
+        }
         let mut tx = self.pool.begin().await?;
         let existing = select_messages_by_keys(&mut *tx, &keys).await?;
         let mut seen: HashSet<(&str, &str)> = existing
@@ -345,25 +452,7 @@ impl Store for MySqlStore {
             .filter(|m| seen.insert((m.biz_id.as_str(), m.message_key.as_str())))
             .collect();
         if !creates.is_empty() {
-            let mut q = QueryBuilder::<MySql>::new(
-                "INSERT INTO messages (biz_id, message_key, topic, record_key, payload, headers, \
-                 content_digest, status, next_verify_at, created_at, updated_at) ",
-            );
-            q.push_values(&creates, |mut b, m| {
-                b.push_bind(&m.biz_id)
-                    .push_bind(&m.message_key)
-                    .push_bind(&m.topic)
-                    .push_bind(&m.key)
-                    .push_bind(&m.payload)
-                    .push_bind(serde_json::to_string(&m.headers).expect("string map serialises"))
-                    .push_bind(m.digest())
-                    .push("'PREPARED'")
-                    .push("UTC_TIMESTAMP(3) + INTERVAL ")
-                    .push_bind_unseparated(micros(m.first_verify_after))
-                    .push_unseparated(" MICROSECOND")
-                    .push("UTC_TIMESTAMP(3)")
-                    .push("UTC_TIMESTAMP(3)");
-            });
+            let mut q = insert_prepared_rows(&creates);
             match q.build().execute(&mut *tx).await {
                 Ok(_) => {}
                 // Another instance inserted one of the keys since our read, or
@@ -779,5 +868,20 @@ impl MySqlStore {
             messages,
             quarantined,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::takes_insert_returning;
+
+    #[test]
+    fn insert_returning_is_used_on_mariadb_from_10_5_only() {
+        assert!(takes_insert_returning("10.11.19-MariaDB-0+deb12u1"));
+        assert!(takes_insert_returning("11.4.2-MariaDB"));
+        assert!(takes_insert_returning("10.5.0-MariaDB-log"));
+        assert!(!takes_insert_returning("10.4.34-MariaDB"));
+        assert!(!takes_insert_returning("8.0.36"));
+        assert!(!takes_insert_returning("8.4.0-0ubuntu0.24.04.1"));
     }
 }

@@ -52,6 +52,44 @@ pub(crate) async fn a_prepare_batch_creates_each_new_key_once_and_returns_the_ro
     }
 }
 
+pub(crate) async fn a_prepare_batch_of_new_keys_returns_each_row_as_stored_in_request_order(
+    s: &DynStore,
+) {
+    let s = s.as_ref();
+    let keys = ["new-c", "new-a", "new-b"];
+    let batch: Vec<NewMessage> = keys
+        .iter()
+        .map(|k| new_message(k, Duration::from_secs(30)))
+        .collect();
+    let results = s.insert_prepared_batch(&batch).await.unwrap();
+    assert_eq!(results.len(), 3);
+    for (key, result) in keys.iter().zip(&results) {
+        let Inserted::Created(m) = result else {
+            panic!("{key} was new: {result:?}")
+        };
+        assert_eq!(m.message_key, *key);
+        let stored = s.find_message(BIZ, key).await.unwrap().unwrap();
+        assert_eq!(
+            *m, stored,
+            "the returned row is the stored row, field by field"
+        );
+        assert_eq!(m.status, MessageStatus::Prepared);
+        assert_eq!(m.version, stored.version);
+        assert_eq!(
+            m.next_verify_at,
+            Some(m.created_at + chrono::Duration::seconds(30))
+        );
+    }
+    let single = s
+        .insert_prepared(&new_message("new-d", Duration::from_secs(30)))
+        .await
+        .unwrap();
+    let Inserted::Created(m) = single else {
+        panic!("new-d was new: {single:?}")
+    };
+    assert_eq!(m, s.find_message(BIZ, "new-d").await.unwrap().unwrap());
+}
+
 pub(crate) async fn a_transition_batch_applies_the_guards_that_hold_and_nothing_for_a_stale_one(
     s: &DynStore,
 ) {

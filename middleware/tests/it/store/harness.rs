@@ -51,6 +51,20 @@ impl Backend {
     pub(crate) async fn mysql() -> Self {
         let db = common::TestDb::create().await;
         let store = store::connect(&db.url).await.expect("connect to MariaDB");
+        Self::mysql_with(db, store).await
+    }
+
+    /// MariaDB without `INSERT … RETURNING`, the way a MySQL server is used.
+    pub(crate) async fn mysql_without_returning() -> Self {
+        let db = common::TestDb::create().await;
+        let store = store::mysql::MySqlStore::connect(&db.url)
+            .await
+            .expect("connect to MariaDB")
+            .without_insert_returning();
+        Self::mysql_with(db, std::sync::Arc::new(store)).await
+    }
+
+    async fn mysql_with(db: common::TestDb, store: DynStore) -> Self {
         store.migrate().await.expect("mysql migrations");
         let raw = sqlx::MySqlPool::connect(&db.url)
             .await

@@ -100,6 +100,7 @@ conformance! {
     ],
     batches: [
         a_prepare_batch_creates_each_new_key_once_and_returns_the_rows_already_there,
+        a_prepare_batch_of_new_keys_returns_each_row_as_stored_in_request_order,
         a_transition_batch_applies_the_guards_that_hold_and_nothing_for_a_stale_one,
         a_decision_batch_has_the_outcomes_of_deciding_one_by_one,
     ],
@@ -127,4 +128,32 @@ conformance! {
     clock: [
         times_come_from_the_database_clock_in_utc_with_millisecond_precision,
     ],
+}
+
+/// The prepare tests again on MariaDB used without `INSERT … RETURNING`, as
+/// on MySQL: the read-back path must give the same rows.
+mod mysql_without_returning {
+    macro_rules! without_returning {
+        ($($module:ident: [$($name:ident),* $(,)?]),* $(,)?) => {$($(
+            #[tokio::test]
+            async fn $name() {
+                let backend = crate::store::harness::Backend::mysql_without_returning().await;
+                crate::store::$module::$name(&backend).await;
+                backend.finish().await;
+            }
+        )*)*};
+    }
+
+    without_returning! {
+        prepare: [
+            prepare_of_a_new_key_creates_a_prepared_row_due_after_the_first_check_delay,
+            prepare_again_with_the_same_content_returns_the_stored_row_unchanged_in_every_state,
+            prepare_again_with_different_content_returns_the_stored_row_with_another_digest_in_every_state,
+            message_keys_are_unique_byte_for_byte,
+        ],
+        batches: [
+            a_prepare_batch_creates_each_new_key_once_and_returns_the_rows_already_there,
+            a_prepare_batch_of_new_keys_returns_each_row_as_stored_in_request_order,
+        ],
+    }
 }
