@@ -107,7 +107,9 @@ pub struct ServeArgs {
 
     /// Concurrent write batches (prepares, and decisions, each): requests that
     /// arrive while these are busy are written together in the next batch.
-    #[arg(long, env = "TRUSTMSG_WRITE_WORKERS", default_value = "2", value_parser = at_least_one::<NonZeroUsize>)]
+    /// More overlap the database's fsyncs; fewer make fuller batches (fewer
+    /// statements per message). See docs/performance.md.
+    #[arg(long, env = "TRUSTMSG_WRITE_WORKERS", default_value = "4", value_parser = at_least_one::<NonZeroUsize>)]
     pub write_workers: NonZeroUsize,
 
     /// Most prepares (or decisions) written in one transaction.
