@@ -107,9 +107,12 @@ pub(crate) async fn run(args: DevArgs, stop: CancellationToken) -> anyhow::Resul
 
     let broker = KafkaForDev::start(args.kafka_listen, stop.clone()).await?;
     let serve = serve_args(&args, &admin_token, broker.internal_bootstrap())?;
-    let app = Application::build(serve)
-        .await
-        .context("starting the service")?;
+    let app = Application::build(serve).await.with_context(|| {
+        format!(
+            "starting the service on {} (--listen chooses another address)",
+            args.listen
+        )
+    })?;
     let base = format!("http://{}", app.address());
     let shutdown = app.shutdown_token();
     let stop_app = stop.clone();

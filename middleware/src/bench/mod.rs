@@ -151,14 +151,25 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
                 "--auto-migrate",
                 "--kafka-brokers",
                 &brokers,
-                "--sweep-interval",
-                "100ms",
-                "--verify-interval",
-                "100ms",
             ]
             .iter()
             .map(|s| s.to_string())
             .collect();
+            // The bench's own settings, unless --serve-arg gives them (clap
+            // refuses a flag given twice).
+            let given = |flag: &str| {
+                args.serve_args
+                    .iter()
+                    .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+            };
+            for (flag, value) in [
+                ("--sweep-interval", "100ms"),
+                ("--verify-interval", "100ms"),
+            ] {
+                if !given(flag) {
+                    flags.extend([flag.to_string(), value.to_string()]);
+                }
+            }
             flags.extend(args.serve_args.iter().cloned());
             eprintln!("bench: service flags {:?}", &flags[8..]);
             let app = Application::build(ServeArgs::from_args(flags)?).await?;

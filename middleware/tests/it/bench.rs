@@ -27,6 +27,8 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
             "1000",
             "--json",
             json.path().to_str().unwrap(),
+            // A flag the bench sets itself too: the user's value replaces it.
+            "--serve-arg=--sweep-interval=200ms",
         ])
         .env("TRUSTMSG_LOG", "error")
         .output()
@@ -58,6 +60,28 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
     assert!(report["drain_per_s"].as_f64().unwrap() > 0.0);
     assert_eq!(report["scan_ms"].as_array().unwrap().len(), 1);
     assert!((report["ratio"].as_f64().unwrap() - ratio).abs() < 0.01);
+    // What the phases cost: the server's counters (other tests share the
+    // server, so only "some"), this machine's CPU and memory.
+    let db = &report["lifecycle_db"];
+    assert!(db["statements_per_msg"].as_f64().unwrap() > 0.0, "{db}");
+    assert!(db["by_kind"]["insert"].as_f64().unwrap() > 0.0, "{db}");
+    assert_eq!(report["one_at_a_time"]["count"].as_u64(), Some(200));
+    assert!(report["one_at_a_time"]["p50_ms"].as_f64().unwrap() > 0.0);
+    for phase in ["ceiling", "lifecycle", "verifier", "drain"] {
+        let cpu = &report["cpu"][phase];
+        assert!(
+            cpu["bench_process_cores"].as_f64().unwrap() > 0.0,
+            "{phase}: {cpu}"
+        );
+        // Null only when the server does not run on this machine.
+        let db_cores = &cpu["database_cores"];
+        assert!(
+            db_cores.is_null() || db_cores.as_f64().unwrap() >= 0.0,
+            "{phase}: {cpu}"
+        );
+    }
+    assert!(report["peak_rss_mib"].as_f64().unwrap() > 1.0);
+    assert!(stdout.contains("database per message:"), "{stdout}");
 
     let admin = sqlx::MySqlPool::connect(&mysql_server_url()).await.unwrap();
     let left: Vec<String> = sqlx::query_scalar(
