@@ -21,12 +21,16 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use rand::Rng;
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
+use trustmsg::api::hash_token;
 use trustmsg::config::ServeArgs;
 use trustmsg::startup::Application;
 use trustmsg_kafka_mock::MockKafka;
+
+/// The first check-back after a prepare, for the demo producer and as the
+/// dev default for others (`--first-verify-after`).
+const FIRST_CHECK_SECS: u64 = 5;
 
 /// The database file inside `--data`.
 const DB_FILE: &str = "trustmsg.db";
@@ -70,9 +74,9 @@ pub(crate) struct DevArgs {
 }
 
 /// The serve flags dev mode sets, each replaceable after `--`. Short delays so
-/// that a check-back can be watched: first after 5 s, then every 2–10 s.
+/// that a check-back can be watched: every 2–10 s after the first
+/// (`FIRST_CHECK_SECS`, set separately).
 const DEV_SERVE_FLAGS: &[(&str, &str)] = &[
-    ("--first-verify-after", "5s"),
     ("--verify-timeout", "3s"),
     ("--max-verify-attempts", "5"),
     ("--verify-backoff-base", "2s"),
@@ -173,11 +177,7 @@ fn random_token(prefix: &str) -> String {
 
 /// The serve flags of a dev instance: dev's own, except those the user gave after `--`.
 fn serve_args(args: &DevArgs, admin_token: &str, brokers: &str) -> anyhow::Result<ServeArgs> {
-    let given = |flag: &str| {
-        args.serve_args
-            .iter()
-            .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
-    };
+    let given = |flag: &str| crate::cli::names_flag(&args.serve_args, flag);
     for fixed in [
         "--database-url",
         "--listen",
@@ -200,7 +200,12 @@ fn serve_args(args: &DevArgs, admin_token: &str, brokers: &str) -> anyhow::Resul
         "--kafka-brokers".into(),
         brokers.into(),
     ];
-    for (flag, value) in DEV_SERVE_FLAGS {
+    let first_check = format!("{FIRST_CHECK_SECS}s");
+    let defaults = DEV_SERVE_FLAGS
+        .iter()
+        .copied()
+        .chain([("--first-verify-after", first_check.as_str())]);
+    for (flag, value) in defaults {
         if !given(flag) {
             argv.extend([flag.to_string(), value.to_string()]);
         }
@@ -239,7 +244,7 @@ async fn register_demo(
         .bearer_auth(admin_token)
         .json(&json!({
             "verify_url": args.demo_verify_url,
-            "first_verify_after_ms": 5000,
+            "first_verify_after_ms": FIRST_CHECK_SECS * 1000,
             "verify_timeout_ms": 3000,
             "max_verify_attempts": 5,
         }))
@@ -260,7 +265,7 @@ async fn register_demo(
         let still_valid = |t: &&String| {
             stored
                 .as_ref()
-                .is_some_and(|p| p.token_hash == Sha256::digest(t.as_bytes()).to_vec())
+                .is_some_and(|p| p.token_hash == hash_token(t))
         };
         token = saved
             .and_then(|c| c.demo_token.as_ref())
@@ -382,7 +387,7 @@ fn banner(
         ("producer", format!("{}  token {}", demo.biz_id, demo.token)),
         (
             "check-back",
-            format!("{}  (first after 5 s)", demo.verify_url),
+            format!("{}  (first after {FIRST_CHECK_SECS} s)", demo.verify_url),
         ),
         (
             "all of it",
@@ -408,7 +413,7 @@ Try it, in another terminal:
   curl -s $TRUSTMSG_URL/v1/messages/commit -H "authorization: Bearer $TRUSTMSG_DEMO_TOKEN" \
     -H 'content-type: application/json' -d '{{"biz_id":"{biz}","message_key":"{key}"}}'
 
-A prepare left without commit or rollback is checked back after 5 s at the
+A prepare left without commit or rollback is checked back after {FIRST_CHECK_SECS} s at the
 producer's check endpoint; `{exe} admin messages list` shows where it is.
 "#,
         biz = demo.biz_id,

@@ -74,7 +74,7 @@ fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// SHA-256 of a token, as stored.
-pub(crate) fn hash_token(token: &str) -> Vec<u8> {
+pub fn hash_token(token: &str) -> Vec<u8> {
     Sha256::digest(token.as_bytes()).to_vec()
 }
 

@@ -21,6 +21,9 @@ pub mod openapi;
 mod producers;
 pub(crate) mod validate;
 
+/// How a producer token is stored (its SHA-256), for tools that check one.
+pub use auth::hash_token;
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -155,13 +155,8 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
             .iter()
             .map(|s| s.to_string())
             .collect();
-            // The bench's own settings, unless --serve-arg gives them (clap
-            // refuses a flag given twice).
-            let given = |flag: &str| {
-                args.serve_args
-                    .iter()
-                    .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
-            };
+            // The bench's own settings, unless --serve-arg gives them.
+            let given = |flag: &str| crate::cli::names_flag(&args.serve_args, flag);
             for (flag, value) in [
                 ("--sweep-interval", "100ms"),
                 ("--verify-interval", "100ms"),
