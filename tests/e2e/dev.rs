@@ -121,6 +121,28 @@ async fn dev_mode_in_an_empty_directory_runs_the_whole_loop_with_check_back() {
     check.set_secret(&exported(&env_file, "TRUSTMSG_DEMO_SIGNING_SECRET"));
     assert!(dir.path().join("trustmsg-dev/trustmsg.db").exists());
 
+    // The console and the admin API, with the printed admin token.
+    let http = reqwest::Client::new();
+    let console = http.get(format!("{api}/console")).send().await.unwrap();
+    assert_eq!(console.status(), 200);
+    let admin = dev.printed("admin token");
+    assert_eq!(exported(&env_file, "TRUSTMSG_ADMIN_TOKEN"), admin);
+    let producers: serde_json::Value = http
+        .get(format!("{api}/v1/producers"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        producers.to_string().contains(&check.url()),
+        "the demo producer calls the local check endpoint: {producers}"
+    );
+
     // prepare → commit → the record, from the printed bootstrap address.
     let producer = Producer::new(&api, "order-service", token).unwrap();
     let committed = producer
