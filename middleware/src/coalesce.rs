@@ -141,7 +141,7 @@ impl Coalescer {
 }
 
 /// Waits for one job, then takes whatever else is queued, up to `max`.
-async fn next_batch<T>(rx: &Mutex<mpsc::Receiver<T>>, max: usize) -> Option<Vec<T>> {
+pub(crate) async fn next_batch<T>(rx: &Mutex<mpsc::Receiver<T>>, max: usize) -> Option<Vec<T>> {
     let mut rx = rx.lock().await;
     let first = rx.recv().await?;
     let mut jobs = vec![first];

@@ -256,11 +256,14 @@ pub struct VerifierArgs {
     #[arg(long, env = "TRUSTMSG_VERIFY_CONCURRENCY", default_value = "64", value_parser = at_least_one::<NonZeroUsize>)]
     pub verify_concurrency: NonZeroUsize,
 
-    /// Check-back calls in flight at once to one producer.
+    /// Check-back calls in flight at once to one producer, at most. Each
+    /// producer starts at 8 (or this, when lower); its limit grows while its
+    /// endpoint answers in under half its timeout and halves on timeouts,
+    /// failed connections, 429 and 5xx.
     #[arg(
         long,
         env = "TRUSTMSG_VERIFY_CONCURRENCY_PER_PRODUCER",
-        default_value = "8",
+        default_value = "64",
         value_parser = at_least_one::<NonZeroUsize>
     )]
     pub verify_concurrency_per_producer: NonZeroUsize,

@@ -225,10 +225,11 @@ pub trait Store: Send + Sync + 'static {
         delay: Duration,
     ) -> StoreResult<bool>;
 
-    /// Gives a check-back claim back without counting an attempt: the row is
-    /// due again after `delay` (its producer was at its concurrency limit).
-    /// False when the claim was stale (the row changed meanwhile).
-    async fn release_verify(&self, id: u64, version: u64, delay: Duration) -> StoreResult<bool>;
+    /// Gives check-back claims back without counting an attempt: each row,
+    /// named by its claim's `(id, version)`, is due again after `delay` (its
+    /// producer was at its concurrency limit). Returns how many matched; a
+    /// stale claim (the row changed meanwhile) matches nothing.
+    async fn release_verifies(&self, claims: &[(u64, u64)], delay: Duration) -> StoreResult<u64>;
 
     /// Flags up to `limit` messages that have been waiting for `wait` longer
     /// than `older_than` and were never flagged, and returns the ones this
@@ -267,9 +268,9 @@ pub trait Store: Send + Sync + 'static {
     /// The waiting messages in one grouped query over the status index's
     /// waiting ranges (never the whole table).
     async fn backlog(&self) -> StoreResult<Backlog>;
-    /// Records one check-back call, keeping the newest
-    /// [`CHECK_ATTEMPTS_KEPT`] of its message.
-    async fn record_check_attempt(&self, a: &CheckAttempt) -> StoreResult<()>;
+    /// Records check-back calls (of any messages, one statement for the
+    /// lot), keeping the newest [`CHECK_ATTEMPTS_KEPT`] of each message.
+    async fn record_check_attempts(&self, calls: &[CheckAttempt]) -> StoreResult<()>;
     /// A message's recorded check-back calls, oldest first.
     async fn check_attempts(&self, message_id: u64) -> StoreResult<Vec<CheckAttemptEntry>>;
 

@@ -709,17 +709,26 @@ impl Store for MySqlStore {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn release_verify(&self, id: u64, version: u64, delay: Duration) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE messages SET next_verify_at = UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, \
-             version = version + 1 WHERE id = ? AND version = ? AND status = 'PREPARED'",
-        )
-        .bind(micros(delay))
-        .bind(id)
-        .bind(version)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+    async fn release_verifies(&self, claims: &[(u64, u64)], delay: Duration) -> StoreResult<u64> {
+        if claims.is_empty() {
+            return Ok(0);
+        }
+        let mut q = QueryBuilder::<MySql>::new(
+            "UPDATE messages SET next_verify_at = UTC_TIMESTAMP(3) + INTERVAL ",
+        );
+        q.push_bind(micros(delay)).push(
+            " MICROSECOND, version = version + 1 WHERE status = 'PREPARED' AND (id, version) IN (",
+        );
+        let mut sep = q.separated(", ");
+        for (id, version) in claims {
+            sep.push("(")
+                .push_bind_unseparated(*id)
+                .push_unseparated(", ")
+                .push_bind_unseparated(*version)
+                .push_unseparated(")");
+        }
+        q.push(")");
+        Ok(q.build().execute(&self.pool).await?.rows_affected())
     }
 
     async fn flag_overdue(
@@ -759,8 +768,8 @@ impl Store for MySqlStore {
         sql::backlog(&self.pool).await
     }
 
-    async fn record_check_attempt(&self, a: &CheckAttempt) -> StoreResult<()> {
-        sql::record_check_attempt(&self.pool, a).await
+    async fn record_check_attempts(&self, calls: &[CheckAttempt]) -> StoreResult<()> {
+        sql::record_check_attempts(&self.pool, calls).await
     }
 
     async fn check_attempts(&self, message_id: u64) -> StoreResult<Vec<CheckAttemptEntry>> {

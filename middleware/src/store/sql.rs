@@ -437,11 +437,11 @@ where
     Ok(by_biz.into_values().collect())
 }
 
-/// [`super::Store::record_check_attempt`]: one INSERT, and past the bound
-/// one DELETE of the oldest.
-pub(super) async fn record_check_attempt<D>(
+/// [`super::Store::record_check_attempts`]: one multi-row INSERT, and for
+/// the calls past the bound one DELETE of their messages' oldest.
+pub(super) async fn record_check_attempts<D>(
     pool: &sqlx::Pool<D>,
-    a: &CheckAttempt,
+    calls: &[CheckAttempt],
 ) -> StoreResult<()>
 where
     D: Dialect,
@@ -451,25 +451,37 @@ where
     &'static str: Bind<D>,
     Option<String>: Bind<D>,
 {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO check_attempts (message_id, attempt, at, duration_ms, http_status, outcome, error) \
-         VALUES (?, ?, {}, ?, ?, ?, ?)",
-        D::NOW
-    )))
-    .bind(D::int(a.message_id))
-    .bind(i64::from(a.attempt))
-    .bind(i64::from(a.duration_ms))
-    .bind(a.http_status.map(i64::from))
-    .bind(a.outcome)
-    .bind(a.error.as_deref().map(|e| clip_to(e, 500).to_string()))
-    .execute(pool)
-    .await?;
-    if a.attempt > CHECK_ATTEMPTS_KEPT {
-        sqlx::query("DELETE FROM check_attempts WHERE message_id = ? AND attempt <= ?")
-            .bind(D::int(a.message_id))
-            .bind(i64::from(a.attempt - CHECK_ATTEMPTS_KEPT))
-            .execute(pool)
-            .await?;
+    if calls.is_empty() {
+        return Ok(());
+    }
+    let mut q = QueryBuilder::<D>::new(
+        "INSERT INTO check_attempts (message_id, attempt, at, duration_ms, http_status, outcome, error) ",
+    );
+    q.push_values(calls, |mut b, a| {
+        b.push_bind(D::int(a.message_id))
+            .push_bind(i64::from(a.attempt))
+            .push(D::NOW)
+            .push_bind(i64::from(a.duration_ms))
+            .push_bind(a.http_status.map(i64::from))
+            .push_bind(a.outcome)
+            .push_bind(a.error.as_deref().map(|e| clip_to(e, 500).to_string()));
+    });
+    q.build().execute(pool).await?;
+    let old: Vec<&CheckAttempt> = calls
+        .iter()
+        .filter(|a| a.attempt > CHECK_ATTEMPTS_KEPT)
+        .collect();
+    if !old.is_empty() {
+        let mut q = QueryBuilder::<D>::new("DELETE FROM check_attempts WHERE ");
+        let mut sep = q.separated(" OR ");
+        for a in old {
+            sep.push("(message_id = ")
+                .push_bind_unseparated(D::int(a.message_id))
+                .push_unseparated(" AND attempt <= ")
+                .push_bind_unseparated(i64::from(a.attempt - CHECK_ATTEMPTS_KEPT))
+                .push_unseparated(")");
+        }
+        q.build().execute(pool).await?;
     }
     Ok(())
 }

@@ -424,17 +424,27 @@ impl Store for SqliteStore {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn release_verify(&self, id: u64, version: u64, delay: Duration) -> StoreResult<bool> {
-        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE messages SET next_verify_at = {NOW_MS} + ?, version = version + 1 \
-             WHERE id = ? AND version = ? AND status = 'PREPARED'"
-        )))
-        .bind(millis(delay))
-        .bind(sql_int(id))
-        .bind(sql_int(version))
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+    async fn release_verifies(&self, claims: &[(u64, u64)], delay: Duration) -> StoreResult<u64> {
+        if claims.is_empty() {
+            return Ok(0);
+        }
+        // One transaction for the batch: one fsync, and the write lock is taken once.
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut matched = 0;
+        for (id, version) in claims {
+            matched += sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE messages SET next_verify_at = {NOW_MS} + ?, version = version + 1 \
+                 WHERE id = ? AND version = ? AND status = 'PREPARED'"
+            )))
+            .bind(millis(delay))
+            .bind(sql_int(*id))
+            .bind(sql_int(*version))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        }
+        tx.commit().await?;
+        Ok(matched)
     }
 
     async fn flag_overdue(
@@ -474,8 +484,8 @@ impl Store for SqliteStore {
         sql::backlog(&self.pool).await
     }
 
-    async fn record_check_attempt(&self, a: &CheckAttempt) -> StoreResult<()> {
-        sql::record_check_attempt(&self.pool, a).await
+    async fn record_check_attempts(&self, calls: &[CheckAttempt]) -> StoreResult<()> {
+        sql::record_check_attempts(&self.pool, calls).await
     }
 
     async fn check_attempts(&self, message_id: u64) -> StoreResult<Vec<CheckAttemptEntry>> {

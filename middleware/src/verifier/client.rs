@@ -25,6 +25,7 @@ use trustmsg_verify_api::{signature, CheckRequest, CheckResponse, Decision};
 
 use reqwest::StatusCode;
 
+use super::limit::Load;
 use crate::address_policy::{AddressPolicy, Refusal};
 
 /// Why a check-back call decided nothing. The text goes to `last_error`, so
@@ -84,6 +85,22 @@ pub(crate) enum CheckFailure {
         /// The id asked about.
         expected: u64,
     },
+}
+
+impl CheckFailure {
+    /// What the failure says about the endpoint's load: a timeout, a failed
+    /// connection, 429 or a 5xx mean back off; the rest say nothing.
+    pub(crate) fn load(&self) -> Load {
+        match self {
+            CheckFailure::Timeout(_) | CheckFailure::Transport(_) => Load::Overloaded,
+            CheckFailure::Status(s)
+                if *s == StatusCode::TOO_MANY_REQUESTS || s.is_server_error() =>
+            {
+                Load::Overloaded
+            }
+            _ => Load::Unknown,
+        }
+    }
 }
 
 /// Where and how to call one producer.

@@ -96,7 +96,7 @@ conformance! {
         claim_due_verifies_takes_only_prepared_rows_that_are_due,
         claim_due_verifies_skips_claimed_rows_until_a_short_lease_runs_out,
         reschedule_verify_applies_only_to_a_prepared_row,
-        release_verify_hands_a_claim_back_without_counting_an_attempt,
+        release_verifies_hands_claims_back_without_counting_an_attempt,
     ],
     batches: [
         a_prepare_batch_creates_each_new_key_once_and_returns_the_rows_already_there,

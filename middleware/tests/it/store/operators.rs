@@ -235,6 +235,9 @@ pub(crate) async fn check_attempts_are_kept_oldest_first_up_to_the_newest_fifty(
     let b = arrange_key(s, "b", State::Prepared, Due::Later)
         .await
         .unwrap();
+    let c = arrange_key(s, "c", State::Prepared, Due::Later)
+        .await
+        .unwrap();
     let call = |id: u64, attempt: u32| CheckAttempt {
         message_id: id,
         attempt,
@@ -249,10 +252,20 @@ pub(crate) async fn check_attempts_are_kept_oldest_first_up_to_the_newest_fifty(
             .is_multiple_of(2)
             .then(|| format!("HTTP 500 #{attempt}")),
     };
-    s.record_check_attempt(&call(b.id, 1)).await.unwrap();
-    for attempt in 1..=55 {
-        s.record_check_attempt(&call(a.id, attempt)).await.unwrap();
+    s.record_check_attempts(&[call(b.id, 1)]).await.unwrap();
+    // One at a time, then in batches that cross the bound in one call and
+    // mix messages.
+    for attempt in 1..=45 {
+        s.record_check_attempts(&[call(a.id, attempt)])
+            .await
+            .unwrap();
     }
+    s.record_check_attempts(&[call(a.id, 46), call(a.id, 47), call(c.id, 1)])
+        .await
+        .unwrap();
+    let batch: Vec<_> = (48..=55).map(|n| call(a.id, n)).collect();
+    s.record_check_attempts(&batch).await.unwrap();
+    assert_eq!(s.record_check_attempts(&[]).await.unwrap(), ());
     let kept = s.check_attempts(a.id).await.unwrap();
     assert_eq!(
         kept.iter().map(|e| e.attempt).collect::<Vec<_>>(),
@@ -279,6 +292,11 @@ pub(crate) async fn check_attempts_are_kept_oldest_first_up_to_the_newest_fifty(
         1,
         "another message's calls stay"
     );
+    assert_eq!(
+        s.check_attempts(c.id).await.unwrap().len(),
+        1,
+        "a call recorded in the same batch as another message's"
+    );
     assert_eq!(s.check_attempts(UNKNOWN_ID).await.unwrap(), []);
 }
 
@@ -291,14 +309,14 @@ pub(crate) async fn retention_deletes_only_finished_messages_with_their_history(
     }
     for (_, m) in &rows {
         if let Some(m) = m {
-            s.record_check_attempt(&CheckAttempt {
+            s.record_check_attempts(&[CheckAttempt {
                 message_id: m.id,
                 attempt: 1,
                 duration_ms: 1,
                 http_status: None,
                 outcome: "failed",
                 error: None,
-            })
+            }])
             .await
             .unwrap();
         }

@@ -122,38 +122,77 @@ pub(crate) async fn reschedule_verify_applies_only_to_a_prepared_row(s: &DynStor
     }
 }
 
-pub(crate) async fn release_verify_hands_a_claim_back_without_counting_an_attempt(s: &DynStore) {
+pub(crate) async fn release_verifies_hands_claims_back_without_counting_an_attempt(s: &DynStore) {
     let s = s.as_ref();
+    let delay = Duration::from_millis(1_500);
+    // One row in each state, given back in one call: only the PREPARED one
+    // matches.
+    let mut rows = Vec::new();
     for state in STATES {
         let before = arrange(s, state, Due::Later).await;
         let audit = audit_len(s, &before).await;
-        let delay = Duration::from_millis(1_500);
-        let ok = s
-            .release_verify(id_of(&before), version_of(&before), delay)
-            .await
-            .unwrap();
-        if state != State::Prepared {
-            assert!(!ok, "{state:?} must not be released for check-back");
-            assert_untouched(s, state, &before, audit).await;
-            continue;
-        }
-        assert!(ok);
-        let before = before.unwrap();
-        let m = s.find_message_by_id(before.id).await.unwrap().unwrap();
-        assert_eq!(m.status, MessageStatus::Prepared);
-        assert_eq!(m.verify_attempts, before.verify_attempts, "not an attempt");
-        assert_eq!(m.last_error, before.last_error);
-        assert_eq!(m.version, before.version + 1);
-        let now = s.now().await.unwrap();
-        let due = m.next_verify_at.unwrap();
-        assert!(
-            due > now + chrono::Duration::milliseconds(1_000)
-                && due <= now + chrono::Duration::milliseconds(1_500),
-            "due {due} vs now {now}"
-        );
-        assert!(
-            !s.release_verify(m.id, before.version, delay).await.unwrap(),
-            "a stale claim matches nothing"
-        );
+        rows.push((state, before, audit));
     }
+    let claims: Vec<(u64, u64)> = rows
+        .iter()
+        .map(|(_, m, _)| (id_of(m), version_of(m)))
+        .collect();
+    assert_eq!(s.release_verifies(&claims, delay).await.unwrap(), 1);
+    for (state, before, audit) in &rows {
+        if *state != State::Prepared {
+            assert_untouched(s, *state, before, *audit).await;
+        }
+    }
+    let (_, before, _) = rows
+        .iter()
+        .find(|(st, _, _)| *st == State::Prepared)
+        .unwrap();
+    let before = before.as_ref().unwrap();
+    assert_released(s, before, delay).await;
+
+    // A batch of PREPARED rows, one of them with a stale claim: the others are
+    // given back, the stale one is left as it is.
+    let mut batch = Vec::new();
+    for i in 0..5 {
+        batch.push(prepare(s, &format!("release-{i}"), Due::Later).await);
+    }
+    let stale = batch[2].clone();
+    let mut claims: Vec<(u64, u64)> = batch.iter().map(|m| (m.id, m.version)).collect();
+    claims[2].1 = stale.version + 7;
+    assert_eq!(s.release_verifies(&claims, delay).await.unwrap(), 4);
+    for (i, m) in batch.iter().enumerate() {
+        if i == 2 {
+            let now = s.find_message_by_id(stale.id).await.unwrap().unwrap();
+            assert_eq!(now, stale, "a stale claim matches nothing");
+        } else {
+            assert_released(s, m, delay).await;
+        }
+    }
+    assert_eq!(
+        s.release_verifies(&claims, delay).await.unwrap(),
+        0,
+        "claims given back once are stale"
+    );
+    assert_eq!(s.release_verifies(&[], delay).await.unwrap(), 0);
+}
+
+/// `before` was given back: same attempts and error, version bumped, due
+/// within `delay` from now.
+async fn assert_released(
+    s: &dyn trustmsg::store::Store,
+    before: &trustmsg::store::Message,
+    delay: Duration,
+) {
+    let m = s.find_message_by_id(before.id).await.unwrap().unwrap();
+    assert_eq!(m.status, MessageStatus::Prepared);
+    assert_eq!(m.verify_attempts, before.verify_attempts, "not an attempt");
+    assert_eq!(m.last_error, before.last_error);
+    assert_eq!(m.version, before.version + 1);
+    let now = s.now().await.unwrap();
+    let due = m.next_verify_at.unwrap();
+    let delay = chrono::Duration::from_std(delay).unwrap();
+    assert!(
+        due > now + delay - chrono::Duration::milliseconds(500) && due <= now + delay,
+        "due {due} vs now {now}"
+    );
 }

@@ -96,3 +96,65 @@ async fn a_slow_producer_is_held_to_its_share_and_cannot_starve_the_others() {
     assert!(slow.max_in_flight() <= 2, "{}", slow.max_in_flight());
     app.finish().await;
 }
+
+/// Prepares `n` messages for `biz_id` and returns their ids.
+async fn prepare_many(app: &TestApp, token: &str, biz_id: &str, n: usize) -> Vec<u64> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        ids.push(prepare(app, token, biz_id, &format!("{biz_id}-{i}")).await);
+    }
+    ids
+}
+
+#[tokio::test]
+async fn a_producer_answering_quickly_gets_more_calls_and_a_slow_one_does_not() {
+    let app = TestApp::spawn(&[
+        "--verify-interval",
+        "20ms",
+        "--verify-concurrency",
+        "64",
+        "--verify-concurrency-per-producer",
+        "24",
+        "--first-verify-after",
+        "0s",
+        "--verify-backoff-base",
+        "1h",
+    ])
+    .await;
+    // Answers in 20 ms, well within its 5 s timeout: its limit grows from 8.
+    let fast = CheckServer::start().await;
+    fast.default_reply(Reply::SlowUnknown(Duration::from_millis(20)));
+    // Answers commit in 120 ms, more than half its 200 ms timeout: a sign of
+    // overload, so its limit halves from 8 instead of growing.
+    let slow = CheckServer::start().await;
+    slow.default_reply(Reply::Hang(Duration::from_millis(120)));
+    let fast_token = register(&app, "fast", &fast, json!({"verify_timeout_ms": 5000})).await;
+    let slow_token = register(&app, "slow", &slow, json!({"verify_timeout_ms": 200})).await;
+    let fast_ids = prepare_many(&app, &fast_token, "fast", 200).await;
+    let slow_ids = prepare_many(&app, &slow_token, "slow", 40).await;
+
+    eventually(30, "every message checked once", async || {
+        fast.per_key_calls().len() == fast_ids.len() && slow.per_key_calls().len() == slow_ids.len()
+    })
+    .await;
+    assert!(
+        fast.max_in_flight() > 8 && fast.max_in_flight() <= 24,
+        "the quick producer's calls in flight: {}",
+        fast.max_in_flight()
+    );
+    assert!(
+        slow.max_in_flight() <= 8,
+        "the slow producer's calls in flight: {}",
+        slow.max_in_flight()
+    );
+    for id in &fast_ids {
+        let m = message(&app, *id).await;
+        assert_eq!(m.status, MessageStatus::Prepared);
+        assert_eq!(m.verify_attempts, 1, "checked once, then backed off");
+    }
+    eventually(10, "the slow producer's messages committed", async || {
+        all_have_status(&app, &slow_ids, MessageStatus::Committed).await
+    })
+    .await;
+    app.finish().await;
+}

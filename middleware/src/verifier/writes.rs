@@ -1,0 +1,124 @@
+//! The verifier's writes after its calls, in batches: the call records and
+//! the decisions of calls that finish while the store is busy are written
+//! together, a multi-row INSERT for the records and one guarded UPDATE plus
+//! one audit INSERT for the decisions, instead of a transaction each. A write
+//! never waits for company: a worker takes the first job as soon as it
+//! arrives, plus whatever else is queued.
+//!
+//! Each call still gets its own answer: [`Store::transition_batch`] falls
+//! back to one by one when a guard lost a race, and a batch that fails as a
+//! whole is retried one transition at a time.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot, Mutex};
+use trustmsg_verify_api::MessageStatus;
+
+use crate::coalesce::next_batch;
+use crate::store::{CheckAttempt, DynStore, Message, Store, StoreError, StoreResult, Transition};
+
+/// Batches written at once, for each kind of write.
+const WORKERS: usize = 4;
+
+struct Job<T, R> {
+    write: T,
+    reply: oneshot::Sender<R>,
+}
+
+type RecordJob = Job<CheckAttempt, Result<(), String>>;
+type DecideJob = Job<Transition, StoreResult<Option<Message>>>;
+
+/// Hands the verifier's writes to the batching workers; they end when this
+/// is dropped.
+pub(crate) struct Writes {
+    records: mpsc::Sender<RecordJob>,
+    decisions: mpsc::Sender<DecideJob>,
+}
+
+impl Writes {
+    /// Starts the workers; a batch holds at most `max_batch` writes.
+    pub(crate) fn start(store: DynStore, max_batch: usize) -> Self {
+        let max_batch = max_batch.max(1);
+        let (records, record_rx) = mpsc::channel::<RecordJob>(max_batch * WORKERS);
+        let (decisions, decide_rx) = mpsc::channel::<DecideJob>(max_batch * WORKERS);
+        let (record_rx, decide_rx) = (
+            Arc::new(Mutex::new(record_rx)),
+            Arc::new(Mutex::new(decide_rx)),
+        );
+        for _ in 0..WORKERS {
+            let (s, rx) = (store.clone(), record_rx.clone());
+            tokio::spawn(async move {
+                while let Some(jobs) = next_batch(&rx, max_batch).await {
+                    write_records(s.as_ref(), jobs).await;
+                }
+            });
+            let (s, rx) = (store.clone(), decide_rx.clone());
+            tokio::spawn(async move {
+                while let Some(jobs) = next_batch(&rx, max_batch).await {
+                    write_decisions(s.as_ref(), jobs).await;
+                }
+            });
+        }
+        Self { records, decisions }
+    }
+
+    /// [`Store::record_check_attempts`] for one call, batched with others.
+    pub(crate) async fn record(&self, call: CheckAttempt) -> Result<(), String> {
+        let (reply, rx) = oneshot::channel();
+        self.records
+            .send(Job { write: call, reply })
+            .await
+            .map_err(|_| "the verifier is stopping".to_string())?;
+        rx.await
+            .unwrap_or_else(|_| Err("the verifier is stopping".to_string()))
+    }
+
+    /// [`Store::transition`], batched with others.
+    pub(crate) async fn transition(&self, t: Transition) -> StoreResult<Option<Message>> {
+        let (reply, rx) = oneshot::channel();
+        self.decisions
+            .send(Job { write: t, reply })
+            .await
+            .map_err(|_| StoreError::ShuttingDown)?;
+        rx.await.map_err(|_| StoreError::ShuttingDown)?
+    }
+}
+
+async fn write_records(store: &dyn Store, jobs: Vec<RecordJob>) {
+    let calls: Vec<CheckAttempt> = jobs.iter().map(|j| j.write.clone()).collect();
+    metrics::histogram!("trustmsg_verify_record_batch_size").record(calls.len() as f64);
+    let result = store
+        .record_check_attempts(&calls)
+        .await
+        .map_err(|e| e.to_string());
+    for job in jobs {
+        let _ = job.reply.send(result.clone());
+    }
+}
+
+async fn write_decisions(store: &dyn Store, jobs: Vec<DecideJob>) {
+    metrics::histogram!("trustmsg_verify_decide_batch_size").record(jobs.len() as f64);
+    // One batch per target state: a batched UPDATE sets the same columns.
+    let (commits, rollbacks): (Vec<DecideJob>, Vec<DecideJob>) = jobs
+        .into_iter()
+        .partition(|j| j.write.to == MessageStatus::Committed);
+    for group in [commits, rollbacks] {
+        if group.is_empty() {
+            continue;
+        }
+        let ts: Vec<Transition> = group.iter().map(|j| j.write.clone()).collect();
+        match store.transition_batch(&ts).await {
+            Ok(rows) => {
+                for (job, row) in group.into_iter().zip(rows) {
+                    let _ = job.reply.send(Ok(row));
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, size = group.len(), "batched check-back decisions failed; writing one by one");
+                for job in group {
+                    let _ = job.reply.send(store.transition(&job.write).await);
+                }
+            }
+        }
+    }
+}
