@@ -253,7 +253,7 @@ pub struct VerifierArgs {
     pub verify_batch: NonZeroU32,
 
     /// Check-back calls in flight at once, in all.
-    #[arg(long, env = "TRUSTMSG_VERIFY_CONCURRENCY", default_value = "64", value_parser = at_least_one::<NonZeroUsize>)]
+    #[arg(long, env = "TRUSTMSG_VERIFY_CONCURRENCY", default_value = "256", value_parser = at_least_one::<NonZeroUsize>)]
     pub verify_concurrency: NonZeroUsize,
 
     /// Check-back calls in flight at once to one producer, at most. Each
@@ -263,7 +263,7 @@ pub struct VerifierArgs {
     #[arg(
         long,
         env = "TRUSTMSG_VERIFY_CONCURRENCY_PER_PRODUCER",
-        default_value = "64",
+        default_value = "256",
         value_parser = at_least_one::<NonZeroUsize>
     )]
     pub verify_concurrency_per_producer: NonZeroUsize,

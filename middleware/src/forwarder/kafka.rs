@@ -184,6 +184,11 @@ impl KafkaSettings {
 
     fn client_config(&self) -> ClientConfig {
         let mut c = ClientConfig::new();
+        // librdkafka waits 5 ms for company before sending a batch; 1 ms cuts
+        // commit → Kafka by about 3.5 ms at p50 (docs/performance.md), and
+        // under load batches still fill while requests are in flight.
+        // --kafka-config may set another value.
+        c.set("linger.ms", "1");
         for (k, v) in &self.extra {
             c.set(k, v);
         }
