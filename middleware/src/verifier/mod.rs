@@ -68,7 +68,7 @@ use crate::registry::Registry;
 use crate::store::{Actor, CheckAttempt, DynStore, Message, StoreResult, Transition};
 use client::{CheckClient, CheckFailure, Endpoint};
 use limit::{Load, Permit, ProducerLimits};
-use writes::Writes;
+use writes::{Reschedule, Writes};
 
 /// Check-back calls a producer gets at once before its endpoint has shown how
 /// fast it answers.
@@ -596,17 +596,17 @@ impl Inner {
             return self.give_up(m, attempt, reason).await;
         }
         let delay = self.cfg.backoff.delay(attempt);
-        Ok(
-            if self
-                .store
-                .reschedule_verify(m.id, m.version, &reason, delay)
-                .await?
-            {
-                Outcome::Rescheduled
-            } else {
-                Outcome::Lost
-            },
-        )
+        let again = Reschedule {
+            id: m.id,
+            version: m.version,
+            error: reason,
+            delay,
+        };
+        Ok(if self.writes.reschedule(again).await? {
+            Outcome::Rescheduled
+        } else {
+            Outcome::Lost
+        })
     }
 
     /// Records the call for operators. Every call is recorded, whether or

@@ -5,11 +5,17 @@
 //! never waits for company: a worker takes the first job as soon as it
 //! arrives, plus whatever else is queued.
 //!
+//! Reschedules (an answer that decided nothing) differ row by row and are
+//! written one by one, but by the same few workers: a storm of undecided
+//! answers holds at most [`WORKERS`] database connections, not one per call
+//! in flight, and leaves the rest of the pool to the API.
+//!
 //! Each call still gets its own answer: [`Store::transition_batch`] falls
 //! back to one by one when a guard lost a race, and a batch that fails as a
 //! whole is retried one transition at a time.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, Mutex};
 use trustmsg_verify_api::MessageStatus;
@@ -27,12 +33,22 @@ struct Job<T, R> {
 
 type RecordJob = Job<CheckAttempt, Result<(), String>>;
 type DecideJob = Job<Transition, StoreResult<Option<Message>>>;
+type RescheduleJob = Job<Reschedule, StoreResult<bool>>;
+
+/// [`Store::reschedule_verify`]'s arguments.
+pub(crate) struct Reschedule {
+    pub(crate) id: u64,
+    pub(crate) version: u64,
+    pub(crate) error: String,
+    pub(crate) delay: Duration,
+}
 
 /// Hands the verifier's writes to the batching workers; they end when this
 /// is dropped.
 pub(crate) struct Writes {
     records: mpsc::Sender<RecordJob>,
     decisions: mpsc::Sender<DecideJob>,
+    reschedules: mpsc::Sender<RescheduleJob>,
 }
 
 impl Writes {
@@ -41,10 +57,12 @@ impl Writes {
         let max_batch = max_batch.max(1);
         let (records, record_rx) = mpsc::channel::<RecordJob>(max_batch * WORKERS);
         let (decisions, decide_rx) = mpsc::channel::<DecideJob>(max_batch * WORKERS);
+        let (reschedules, reschedule_rx) = mpsc::channel::<RescheduleJob>(max_batch * WORKERS);
         let (record_rx, decide_rx) = (
             Arc::new(Mutex::new(record_rx)),
             Arc::new(Mutex::new(decide_rx)),
         );
+        let reschedule_rx = Arc::new(Mutex::new(reschedule_rx));
         for _ in 0..WORKERS {
             let (s, rx) = (store.clone(), record_rx.clone());
             tokio::spawn(async move {
@@ -58,8 +76,24 @@ impl Writes {
                     write_decisions(s.as_ref(), jobs).await;
                 }
             });
+            let (s, rx) = (store.clone(), reschedule_rx.clone());
+            tokio::spawn(async move {
+                while let Some(jobs) = next_batch(&rx, max_batch).await {
+                    for job in jobs {
+                        let r = &job.write;
+                        let done = s
+                            .reschedule_verify(r.id, r.version, &r.error, r.delay)
+                            .await;
+                        let _ = job.reply.send(done);
+                    }
+                }
+            });
         }
-        Self { records, decisions }
+        Self {
+            records,
+            decisions,
+            reschedules,
+        }
     }
 
     /// [`Store::record_check_attempts`] for one call, batched with others.
@@ -71,6 +105,16 @@ impl Writes {
             .map_err(|_| "the verifier is stopping".to_string())?;
         rx.await
             .unwrap_or_else(|_| Err("the verifier is stopping".to_string()))
+    }
+
+    /// [`Store::reschedule_verify`], by one of the workers.
+    pub(crate) async fn reschedule(&self, r: Reschedule) -> StoreResult<bool> {
+        let (reply, rx) = oneshot::channel();
+        self.reschedules
+            .send(Job { write: r, reply })
+            .await
+            .map_err(|_| StoreError::ShuttingDown)?;
+        rx.await.map_err(|_| StoreError::ShuttingDown)?
     }
 
     /// [`Store::transition`], batched with others.
