@@ -467,19 +467,18 @@ impl Queue {
     }
 
     fn push(&mut self, m: Message, claimed_at: Instant) {
-        self.len += 1;
-        self.rows
-            .entry(m.biz_id.clone())
-            .or_default()
-            .push_back((m, claimed_at));
+        self.add_one(&m).push_back((m, claimed_at));
     }
 
+    /// Puts back a row just popped: it keeps its place at the head.
     fn push_front(&mut self, m: Message, claimed_at: Instant) {
+        self.add_one(&m).push_front((m, claimed_at));
+    }
+
+    /// Counts one more row and returns its producer's queue.
+    fn add_one(&mut self, m: &Message) -> &mut VecDeque<(Message, Instant)> {
         self.len += 1;
-        self.rows
-            .entry(m.biz_id.clone())
-            .or_default()
-            .push_front((m, claimed_at));
+        self.rows.entry(m.biz_id.clone()).or_default()
     }
 
     fn pop(&mut self, biz_id: &str) -> Option<(Message, Instant)> {

@@ -98,34 +98,32 @@ impl Writes {
 
     /// [`Store::record_check_attempts`] for one call, batched with others.
     pub(crate) async fn record(&self, call: CheckAttempt) -> Result<(), String> {
-        let (reply, rx) = oneshot::channel();
-        self.records
-            .send(Job { write: call, reply })
+        submit(&self.records, call)
             .await
-            .map_err(|_| "the verifier is stopping".to_string())?;
-        rx.await
-            .unwrap_or_else(|_| Err("the verifier is stopping".to_string()))
+            .unwrap_or_else(|| Err("the verifier is stopping".to_string()))
     }
 
     /// [`Store::reschedule_verify`], by one of the workers.
     pub(crate) async fn reschedule(&self, r: Reschedule) -> StoreResult<bool> {
-        let (reply, rx) = oneshot::channel();
-        self.reschedules
-            .send(Job { write: r, reply })
+        submit(&self.reschedules, r)
             .await
-            .map_err(|_| StoreError::ShuttingDown)?;
-        rx.await.map_err(|_| StoreError::ShuttingDown)?
+            .unwrap_or(Err(StoreError::ShuttingDown))
     }
 
     /// [`Store::transition`], batched with others.
     pub(crate) async fn transition(&self, t: Transition) -> StoreResult<Option<Message>> {
-        let (reply, rx) = oneshot::channel();
-        self.decisions
-            .send(Job { write: t, reply })
+        submit(&self.decisions, t)
             .await
-            .map_err(|_| StoreError::ShuttingDown)?;
-        rx.await.map_err(|_| StoreError::ShuttingDown)?
+            .unwrap_or(Err(StoreError::ShuttingDown))
     }
+}
+
+/// Queues `write` for the workers and waits for its answer; None once they
+/// have stopped.
+async fn submit<T, R>(queue: &mpsc::Sender<Job<T, R>>, write: T) -> Option<R> {
+    let (reply, rx) = oneshot::channel();
+    queue.send(Job { write, reply }).await.ok()?;
+    rx.await.ok()
 }
 
 async fn write_records(store: &dyn Store, jobs: Vec<RecordJob>) {
