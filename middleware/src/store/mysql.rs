@@ -549,58 +549,47 @@ impl Store for MySqlStore {
     }
 
     async fn claim_due_sends(&self, limit: u32, lease: Duration) -> StoreResult<Claimed> {
-        self.claim_due(
-            "SELECT id FROM messages WHERE next_send_at <= UTC_TIMESTAMP(3) \
-             AND status = 'COMMITTED' AND send_status = 'PENDING' \
-             ORDER BY next_send_at LIMIT ? FOR UPDATE SKIP LOCKED",
-            ClaimKind::Sends,
-            limit,
-            lease,
-        )
-        .await
+        self.claim_due(ClaimKind::Sends, limit, lease).await
     }
 
     async fn mark_sent(&self, marks: &[SentMark]) -> StoreResult<u64> {
         if marks.is_empty() {
             return Ok(0);
         }
-        // One statement for the whole batch: CASE picks each row's partition and
-        // offset, and the (id, version) list is the guard. The CASE matches the
-        // version too: a batch may hold a stale owner's mark for the same id, and
-        // the partition/offset written must be the winning claim's.
-        let mut q = QueryBuilder::<MySql>::new("UPDATE messages SET send_status = 'SENT', next_send_at = NULL, sent_at = UTC_TIMESTAMP(3), updated_at = UTC_TIMESTAMP(3), send_attempts = send_attempts + 1, kafka_partition = CASE");
-        for m in marks {
-            q.push(" WHEN id = ")
-                .push_bind(m.id)
-                .push(" AND version = ")
-                .push_bind(m.version)
-                .push(" THEN ")
-                .push_bind(m.partition);
+        // One statement for the whole batch: the marks become a derived table
+        // joined on (id, version), the claim's guard, so each row takes the
+        // partition and offset of its own claim's mark (a batch may also hold
+        // a stale owner's mark for the same id, which joins nothing). A join
+        // costs one primary-key lookup per mark, where a CASE per column
+        // compared every row with every mark.
+        let mut q = QueryBuilder::<MySql>::new("UPDATE messages m JOIN (");
+        for (i, mark) in marks.iter().enumerate() {
+            q.push(if i == 0 {
+                "SELECT "
+            } else {
+                " UNION ALL SELECT "
+            })
+            .push_bind(mark.id)
+            .push(if i == 0 { " AS id, " } else { ", " })
+            .push_bind(mark.version)
+            .push(if i == 0 { " AS version, " } else { ", " })
+            .push_bind(mark.partition)
+            .push(if i == 0 {
+                " AS kafka_partition, "
+            } else {
+                ", "
+            })
+            .push_bind(mark.offset)
+            .push(if i == 0 { " AS kafka_offset" } else { "" });
         }
-        q.push(" END, kafka_offset = CASE");
-        for m in marks {
-            q.push(" WHEN id = ")
-                .push_bind(m.id)
-                .push(" AND version = ")
-                .push_bind(m.version)
-                .push(" THEN ")
-                .push_bind(m.offset);
-        }
-        // MySQL applies SET assignments left to right, so the version bump comes
-        // after the CASEs that read the claim's version.
         q.push(
-            " END, version = version + 1 \
-             WHERE status = 'COMMITTED' AND send_status = 'PENDING' AND (id, version) IN (",
+            ") s ON m.id = s.id AND m.version = s.version \
+             SET m.send_status = 'SENT', m.next_send_at = NULL, m.sent_at = UTC_TIMESTAMP(3), \
+             m.updated_at = UTC_TIMESTAMP(3), m.send_attempts = m.send_attempts + 1, \
+             m.kafka_partition = s.kafka_partition, m.kafka_offset = s.kafka_offset, \
+             m.version = m.version + 1 \
+             WHERE m.status = 'COMMITTED' AND m.send_status = 'PENDING'",
         );
-        let mut sep = q.separated(", ");
-        for m in marks {
-            sep.push("(")
-                .push_bind_unseparated(m.id)
-                .push_unseparated(", ")
-                .push_bind_unseparated(m.version)
-                .push_unseparated(")");
-        }
-        q.push(")");
         Ok(q.build().execute(&self.pool).await?.rows_affected())
     }
 
@@ -678,14 +667,7 @@ impl Store for MySqlStore {
     }
 
     async fn claim_due_verifies(&self, limit: u32, lease: Duration) -> StoreResult<Claimed> {
-        self.claim_due(
-            "SELECT id FROM messages WHERE next_verify_at <= UTC_TIMESTAMP(3) \
-             AND status = 'PREPARED' ORDER BY next_verify_at LIMIT ? FOR UPDATE SKIP LOCKED",
-            ClaimKind::Verifies,
-            limit,
-            lease,
-        )
-        .await
+        self.claim_due(ClaimKind::Verifies, limit, lease).await
     }
 
     async fn reschedule_verify(
@@ -833,40 +815,51 @@ impl MySqlStore {
         Ok(done.rows_affected() == 1)
     }
 
-    /// SELECT the due ids with SKIP LOCKED, push their due column out by the
-    /// lease and bump versions, then read them back and quarantine the rows
-    /// that cannot be read: all in one transaction, so the row locks keep
-    /// other claimers off until the lease (or the quarantine) is written.
+    /// SELECT the due rows with SKIP LOCKED (and the database clock), push
+    /// their due column out by the lease and bump versions, then quarantine
+    /// the rows that cannot be read: all in one transaction, so the row locks
+    /// keep other claimers off until the lease (or the quarantine) is written.
+    /// The claimed messages are the selected rows with the UPDATE's two
+    /// changes applied here, so nothing is read twice.
     async fn claim_due(
         &self,
-        select_due: &'static str,
         kind: ClaimKind,
         limit: u32,
         lease: Duration,
     ) -> StoreResult<Claimed> {
+        let due = kind.due_column();
         let mut tx = self.pool.begin().await?;
-        let ids: Vec<u64> = sqlx::query_scalar(select_due)
-            .bind(limit)
-            .fetch_all(&mut *tx)
-            .await?;
-        if ids.is_empty() {
+        let rows: Vec<MySqlRow> = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {MESSAGE_COLUMNS}, UTC_TIMESTAMP(3) AS claimed_at FROM messages \
+             WHERE {due} <= UTC_TIMESTAMP(3) AND {state} \
+             ORDER BY {due} LIMIT ? FOR UPDATE SKIP LOCKED",
+            state = kind.state(),
+        )))
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?;
+        let Some(first) = rows.first() else {
             tx.commit().await?;
             return Ok(Claimed::default());
-        }
-        let mut q = QueryBuilder::<MySql>::new(format!(
-            "UPDATE messages SET {} = UTC_TIMESTAMP(3) + INTERVAL ",
-            kind.due_column()
-        ));
-        q.push_bind(micros(lease))
-            .push(" MICROSECOND, version = version + 1 WHERE id IN (");
+        };
+        let until = lease_end(first.try_get("claimed_at")?, lease);
+        let mut q = QueryBuilder::<MySql>::new(format!("UPDATE messages SET {due} = "));
+        q.push_bind(until)
+            .push(", version = version + 1 WHERE id IN (");
         let mut sep = q.separated(", ");
-        for id in &ids {
-            sep.push_bind(*id);
+        for row in &rows {
+            sep.push_bind(row.unsigned::<u64>("id")?);
         }
         q.push(")");
         q.build().execute(&mut *tx).await?;
-        let rows = select_rows_by_ids(&mut *tx, &ids).await?;
-        let (messages, unreadable) = sql::decode_claimed(&rows)?;
+        let (mut messages, unreadable) = sql::decode_claimed(&rows)?;
+        for m in &mut messages {
+            m.version += 1;
+            match kind {
+                ClaimKind::Sends => m.next_send_at = Some(until),
+                ClaimKind::Verifies => m.next_verify_at = Some(until),
+            }
+        }
         let quarantined = if unreadable.is_empty() {
             Vec::new()
         } else {
@@ -878,6 +871,22 @@ impl MySqlStore {
             quarantined,
         })
     }
+}
+
+/// When a claim taken at `claimed_at` (the database clock) runs out, to the
+/// millisecond `DATETIME(3)` stores, so the claimed message and its row agree.
+/// A lease past the calendar ends at its last millisecond.
+fn lease_end(claimed_at: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
+    // DATETIME's last value, 9999-12-31 23:59:59.999.
+    let last = chrono::NaiveDate::from_ymd_opt(9999, 12, 31)
+        .and_then(|d| d.and_hms_milli_opt(23, 59, 59, 999))
+        .expect("a valid date")
+        .and_utc();
+    i64::try_from(lease.as_millis())
+        .ok()
+        .and_then(chrono::TimeDelta::try_milliseconds)
+        .and_then(|d| claimed_at.checked_add_signed(d))
+        .map_or(last, |t| t.min(last))
 }
 
 #[cfg(test)]

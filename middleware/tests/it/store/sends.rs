@@ -198,12 +198,21 @@ pub(crate) async fn mark_sent_with_a_stale_version_matches_nothing(s: &DynStore)
     let b_now = s.find_message_by_id(b.id).await.unwrap().unwrap();
     assert_eq!(b_now.send_status, Some(SendStatus::Sent));
     assert_eq!(s.mark_sent(&[]).await.unwrap(), 0);
-    // The current claimer's mark still lands.
+    // The current claimer's mark still lands, with its own partition and
+    // offset, even beside the stale owner's mark for the same row.
     let current = SentMark {
         version: reclaimed.version,
+        partition: 2,
+        offset: 7,
         ..stale
     };
-    assert_eq!(s.mark_sent(&[current]).await.unwrap(), 1);
+    assert_eq!(s.mark_sent(&[stale, current, stale]).await.unwrap(), 1);
+    let a_now = s.find_message_by_id(a.id).await.unwrap().unwrap();
+    assert_eq!(
+        (a_now.send_status, a_now.kafka_partition, a_now.kafka_offset),
+        (Some(SendStatus::Sent), Some(2), Some(7))
+    );
+    assert_eq!(a_now.version, reclaimed.version + 1);
 }
 
 pub(crate) async fn reschedule_send_applies_only_to_a_pending_row(s: &DynStore) {
