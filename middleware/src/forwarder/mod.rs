@@ -368,16 +368,26 @@ impl Inner {
     }
 }
 
-/// Writes SENT marks in batches: whatever arrived while the previous UPDATE
-/// ran goes into the next one.
+/// How long the first SENT mark of a batch waits for others. A mark is off
+/// every caller's path (the record is in Kafka, the row keeps its claim
+/// meanwhile), so waiting costs nothing but the moment the row shows SENT,
+/// and it saves a statement and an fsync per message under steady load.
+const MARK_LINGER: Duration = Duration::from_millis(20);
+
+/// Writes SENT marks in batches: everything that arrives within
+/// [`MARK_LINGER`] of a batch's first mark, up to `max_batch`, goes in one
+/// UPDATE.
 async fn write_marks(store: DynStore, mut rx: mpsc::Receiver<SentMark>, max_batch: usize) {
     let mut batch = Vec::with_capacity(max_batch);
     while let Some(mark) = rx.recv().await {
         batch.push(mark);
+        let deadline = tokio::time::Instant::now() + MARK_LINGER;
         while batch.len() < max_batch {
-            match rx.try_recv() {
-                Ok(m) => batch.push(m),
-                Err(_) => break,
+            let room = max_batch - batch.len();
+            match tokio::time::timeout_at(deadline, rx.recv_many(&mut batch, room)).await {
+                Ok(n) if n > 0 => {}
+                // Closed (shutdown) or the linger is over: write what there is.
+                _ => break,
             }
         }
         let write = || async { store.mark_sent(&batch).await };
