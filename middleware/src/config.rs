@@ -109,7 +109,7 @@ pub struct ServeArgs {
     /// arrive while these are busy are written together in the next batch.
     /// More overlap the database's fsyncs; fewer make fuller batches (fewer
     /// statements per message). See docs/performance.md.
-    #[arg(long, env = "TRUSTMSG_WRITE_WORKERS", default_value = "4", value_parser = at_least_one::<NonZeroUsize>)]
+    #[arg(long, env = "TRUSTMSG_WRITE_WORKERS", default_value = "2", value_parser = at_least_one::<NonZeroUsize>)]
     pub write_workers: NonZeroUsize,
 
     /// Most prepares (or decisions) written in one transaction.
