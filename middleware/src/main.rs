@@ -19,6 +19,12 @@ use trustmsg::store;
 
 use cli::{Cli, Command};
 
+/// mimalloc rather than glibc's malloc: under the bench's load glibc's
+/// allocator took about an eighth of the process's CPU (`perf`, see
+/// docs/performance.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
