@@ -14,7 +14,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::alert::Alerter;
 use crate::api::load_shed::InFlight;
-use crate::api::{self, AppState};
+use crate::api::{self, AppState, Shared};
 use crate::backlog;
 use crate::coalesce::Coalescer;
 use crate::config::{Forwarding, ServeArgs};
@@ -105,7 +105,7 @@ impl Application {
         }
         let task = backlog::spawn(store.clone(), cfg.backlog_interval, shutdown.clone());
         workers.push(liveness.watch("backlog", task, shutdown.clone()));
-        let state = AppState {
+        let state = AppState::new(Shared {
             writes: Coalescer::start(store.clone(), cfg.writes),
             store: store.clone(),
             registry,
@@ -119,7 +119,7 @@ impl Application {
             in_flight: InFlight::new(cfg.max_concurrent_requests),
             request_timeout: cfg.request_timeout,
             liveness,
-        };
+        });
 
         let listener = TcpListener::bind(cfg.listen)
             .await

@@ -54,9 +54,27 @@ pub(crate) struct ProducerDefaults {
     pub(crate) max_verify_attempts: u32,
 }
 
-/// Everything a handler needs; cheap to clone.
+/// Everything a handler needs; one pointer to clone (axum clones the state
+/// for every request and every layer that extracts it).
 #[derive(Clone)]
-pub(crate) struct AppState {
+pub(crate) struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub(crate) fn new(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What [`AppState`] shares.
+pub(crate) struct Shared {
     /// The message store.
     pub(crate) store: DynStore,
     /// Producer registrations (cached).
