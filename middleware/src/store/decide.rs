@@ -176,23 +176,25 @@ pub async fn decide_batch(
                 outcomes[i] = Some(DecideOutcome::Conflict((*m).clone()))
             }
             Some(m) => {
-                transitions.push(req.transition_of(m, to));
+                transitions.push((req.transition_of(m, to), *m));
                 transition_of.push(i);
             }
         }
     }
     // One batched UPDATE per target status (commits, rollbacks).
     for to in [MessageStatus::Committed, MessageStatus::RolledBack] {
-        let (group, index): (Vec<Transition>, Vec<usize>) = transitions
+        let (group, index): (Vec<(Transition, &Message)>, Vec<usize>) = transitions
             .iter()
             .zip(&transition_of)
-            .filter(|(t, _)| t.to == to)
+            .filter(|((t, _), _)| t.to == to)
             .map(|(t, i)| (t.clone(), *i))
             .unzip();
         if group.is_empty() {
             continue;
         }
-        for (result, i) in store.transition_batch(&group).await?.into_iter().zip(index) {
+        let (group, seen): (Vec<Transition>, Vec<&Message>) = group.into_iter().unzip();
+        let results = store.transition_batch_seen(&group, &seen).await?;
+        for (result, i) in results.into_iter().zip(index) {
             outcomes[i] = result.map(DecideOutcome::Decided);
         }
     }

@@ -165,6 +165,20 @@ pub trait Store: Send + Sync + 'static {
     async fn transition_batch(&self, ts: &[Transition]) -> StoreResult<Vec<Option<Message>>> {
         transition_each(self, ts).await
     }
+
+    /// [`Store::transition_batch`] for rows the caller has just read: `seen[i]`
+    /// is the row `ts[i]` was made from, as it was at `ts[i].version`. A
+    /// backend may apply each change to the row it was given instead of
+    /// reading the row back; the results are the same. The default ignores
+    /// `seen`.
+    async fn transition_batch_seen(
+        &self,
+        ts: &[Transition],
+        seen: &[&Message],
+    ) -> StoreResult<Vec<Option<Message>>> {
+        let _ = seen;
+        self.transition_batch(ts).await
+    }
     async fn audit_trail(&self, message_id: u64) -> StoreResult<Vec<AuditEntry>>;
 
     /// Claims up to `limit` committed rows whose send is due, pushing their

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlRow};
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
-use trustmsg_verify_api::MessageView;
+use trustmsg_verify_api::{MessageStatus, MessageView, SendStatus};
 
 use super::sql::{
     self, clip_error, message_from_row, transition_effects, AuditRow, ClaimKind, Dialect, SqlRow,
@@ -243,8 +243,18 @@ fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
 }
 
-/// `UPDATE messages SET …` for a transition like `t` (the caller adds the guard).
-fn transition_update(t: &Transition) -> QueryBuilder<MySql> {
+/// `UPDATE messages SET …` for a transition like `t` (the caller adds the
+/// guard). The times are the database clock at the statement, or `at` (a
+/// database clock reading the caller took) when given.
+fn transition_update(t: &Transition, at: Option<DateTime<Utc>>) -> QueryBuilder<MySql> {
+    let push_now = |q: &mut QueryBuilder<MySql>| match at {
+        Some(now) => {
+            q.push_bind(now);
+        }
+        None => {
+            q.push("UTC_TIMESTAMP(3)");
+        }
+    };
     let send_status = transition_effects(t.to).send_status;
     let to = t.to.as_str();
     let mut q = QueryBuilder::<MySql>::new("UPDATE messages SET status = ");
@@ -259,17 +269,57 @@ fn transition_update(t: &Transition) -> QueryBuilder<MySql> {
         .push_bind(t.error.as_deref().map(clip_error).map(str::to_string))
         .push(", last_error), next_verify_at = IF(")
         .push_bind(to)
-        .push(" = 'PREPARED', UTC_TIMESTAMP(3), NULL), next_send_at = IF(")
+        .push(" = 'PREPARED', ");
+    push_now(&mut q);
+    q.push(", NULL), next_send_at = IF(").push_bind(to);
+    match at {
+        Some(now) => {
+            q.push(" = 'COMMITTED', ")
+                .push_bind(lease_end(now, t.send_lease))
+                .push(", NULL)");
+        }
+        None => {
+            q.push(" = 'COMMITTED', UTC_TIMESTAMP(3) + INTERVAL ")
+                .push_bind(micros(t.send_lease))
+                .push(" MICROSECOND, NULL)");
+        }
+    }
+    q.push(", decided_at = IF(")
         .push_bind(to)
-        .push(" = 'COMMITTED', UTC_TIMESTAMP(3) + INTERVAL ")
-        .push_bind(micros(t.send_lease))
-        .push(" MICROSECOND, NULL), decided_at = IF(")
-        .push_bind(to)
-        .push(
-            " IN ('COMMITTED', 'ROLLED_BACK', 'VERIFY_FAILED'), UTC_TIMESTAMP(3), decided_at), \
-             updated_at = UTC_TIMESTAMP(3)",
-        );
+        .push(" IN ('COMMITTED', 'ROLLED_BACK', 'VERIFY_FAILED'), ");
+    push_now(&mut q);
+    q.push(", decided_at), updated_at = ");
+    push_now(&mut q);
     q
+}
+
+/// What [`transition_update`] with the clock `now` makes of `seen`, the row
+/// as it was at the transition's guard.
+fn transitioned(seen: &Message, t: &Transition, now: DateTime<Utc>) -> Message {
+    let mut m = seen.clone();
+    m.status = t.to;
+    m.send_status = transition_effects(t.to)
+        .send_status
+        .map(|_| SendStatus::Pending);
+    m.version += 1;
+    m.verify_attempts = if t.to == MessageStatus::Prepared {
+        0
+    } else {
+        m.verify_attempts + u32::from(t.verify_attempt)
+    };
+    if let Some(e) = &t.error {
+        m.last_error = Some(clip_error(e).to_string());
+    }
+    m.next_verify_at = (t.to == MessageStatus::Prepared).then_some(now);
+    m.next_send_at = (t.to == MessageStatus::Committed).then(|| lease_end(now, t.send_lease));
+    if matches!(
+        t.to,
+        MessageStatus::Committed | MessageStatus::RolledBack | MessageStatus::VerifyFailed
+    ) {
+        m.decided_at = Some(now);
+    }
+    m.updated_at = now;
+    m
 }
 
 /// The rows holding these keys, grouped per biz_id so each group is a range
@@ -410,7 +460,7 @@ impl Store for MySqlStore {
 
     async fn transition(&self, t: &Transition) -> StoreResult<Option<Message>> {
         let mut tx = self.pool.begin().await?;
-        let mut q = transition_update(t);
+        let mut q = transition_update(t, None);
         q.push(" WHERE id = ")
             .push_bind(t.id)
             .push(" AND status = ")
@@ -499,49 +549,18 @@ impl Store for MySqlStore {
     }
 
     async fn transition_batch(&self, ts: &[Transition]) -> StoreResult<Vec<Option<Message>>> {
-        let uniform = ts.windows(2).all(|w| {
-            (w[0].to, w[0].send_lease, w[0].verify_attempt, &w[0].error)
-                == (w[1].to, w[1].send_lease, w[1].verify_attempt, &w[1].error)
-        });
-        let distinct: HashSet<u64> = ts.iter().map(|t| t.id).collect();
-        if ts.len() < 2 || !uniform || distinct.len() != ts.len() {
-            return super::transition_each(self, ts).await;
-        }
-        let mut tx = self.pool.begin().await?;
-        let mut q = transition_update(&ts[0]);
-        q.push(" WHERE (id, status, version) IN (");
-        let mut sep = q.separated(", ");
-        for t in ts {
-            sep.push("(")
-                .push_bind_unseparated(t.id)
-                .push_unseparated(", ")
-                .push_bind_unseparated(t.from.as_str())
-                .push_unseparated(", ")
-                .push_bind_unseparated(t.version)
-                .push_unseparated(")");
-        }
-        q.push(")");
-        match q.build().execute(&mut *tx).await {
-            Ok(done) if done.rows_affected() == ts.len() as u64 => {}
-            // Some guard lost a race: which one is unknown from the count, so
-            // undo and let each transition find out for itself.
-            Ok(_) => {
-                tx.rollback().await?;
-                return super::transition_each(self, ts).await;
-            }
-            Err(e) if is_lock_conflict(&e) => {
-                drop(tx);
-                return super::transition_each(self, ts).await;
-            }
-            Err(e) => return Err(e.into()),
-        }
-        let audits: Vec<AuditRow> = ts.iter().map(AuditRow::transition).collect();
-        sql::insert_audits(&mut *tx, &audits).await?;
-        let ids: Vec<u64> = ts.iter().map(|t| t.id).collect();
-        let rows = select_messages_by_ids(&mut *tx, &ids).await?;
-        tx.commit().await?;
-        let by_id: HashMap<u64, Message> = rows.into_iter().map(|m| (m.id, m)).collect();
-        Ok(ts.iter().map(|t| by_id.get(&t.id).cloned()).collect())
+        self.transition_together(ts, None).await
+    }
+
+    async fn transition_batch_seen(
+        &self,
+        ts: &[Transition],
+        seen: &[&Message],
+    ) -> StoreResult<Vec<Option<Message>>> {
+        // The audit INSERT's RETURNING reads the clock the UPDATE then binds;
+        // without RETURNING (MySQL) the rows are read back as usual.
+        let seen = (self.returning && seen.len() == ts.len()).then_some(seen);
+        self.transition_together(ts, seen).await
     }
 
     async fn audit_trail(&self, message_id: u64) -> StoreResult<Vec<AuditEntry>> {
@@ -813,6 +832,82 @@ impl MySqlStore {
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    /// [`Store::transition_batch`] in one transaction when the batch is
+    /// uniform (one by one otherwise, or when a guard lost its race). With
+    /// `seen` (the rows as read at the guards), the audit rows go first and
+    /// their `RETURNING created_at` is the clock the UPDATE binds, so the
+    /// results are computed from `seen` instead of read back: one statement
+    /// fewer.
+    async fn transition_together(
+        &self,
+        ts: &[Transition],
+        seen: Option<&[&Message]>,
+    ) -> StoreResult<Vec<Option<Message>>> {
+        let uniform = ts.windows(2).all(|w| {
+            (w[0].to, w[0].send_lease, w[0].verify_attempt, &w[0].error)
+                == (w[1].to, w[1].send_lease, w[1].verify_attempt, &w[1].error)
+        });
+        let distinct: HashSet<u64> = ts.iter().map(|t| t.id).collect();
+        if ts.len() < 2 || !uniform || distinct.len() != ts.len() {
+            return super::transition_each(self, ts).await;
+        }
+        let audits: Vec<AuditRow> = ts.iter().map(AuditRow::transition).collect();
+        let mut tx = self.pool.begin().await?;
+        let now = match seen {
+            Some(_) => {
+                let mut q = sql::audit_insert::<MySql>(&audits);
+                q.push(" RETURNING created_at");
+                let rows = q.build().fetch_all(&mut *tx).await?;
+                let first = rows.first().ok_or(StoreError::Vanished(
+                    "the audit rows of a decision batch returned nothing",
+                ))?;
+                Some(first.try_get::<DateTime<Utc>, _>("created_at")?)
+            }
+            None => None,
+        };
+        let mut q = transition_update(&ts[0], now);
+        q.push(" WHERE (id, status, version) IN (");
+        let mut sep = q.separated(", ");
+        for t in ts {
+            sep.push("(")
+                .push_bind_unseparated(t.id)
+                .push_unseparated(", ")
+                .push_bind_unseparated(t.from.as_str())
+                .push_unseparated(", ")
+                .push_bind_unseparated(t.version)
+                .push_unseparated(")");
+        }
+        q.push(")");
+        match q.build().execute(&mut *tx).await {
+            Ok(done) if done.rows_affected() == ts.len() as u64 => {}
+            // Some guard lost a race: which one is unknown from the count, so
+            // undo and let each transition find out for itself.
+            Ok(_) => {
+                tx.rollback().await?;
+                return super::transition_each(self, ts).await;
+            }
+            Err(e) if is_lock_conflict(&e) => {
+                drop(tx);
+                return super::transition_each(self, ts).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        if let (Some(seen), Some(now)) = (seen, now) {
+            tx.commit().await?;
+            return Ok(seen
+                .iter()
+                .zip(ts)
+                .map(|(m, t)| Some(transitioned(m, t, now)))
+                .collect());
+        }
+        sql::insert_audits(&mut *tx, &audits).await?;
+        let ids: Vec<u64> = ts.iter().map(|t| t.id).collect();
+        let rows = select_messages_by_ids(&mut *tx, &ids).await?;
+        tx.commit().await?;
+        let by_id: HashMap<u64, Message> = rows.into_iter().map(|m| (m.id, m)).collect();
+        Ok(ts.iter().map(|t| by_id.get(&t.id).cloned()).collect())
     }
 
     /// SELECT the due rows with SKIP LOCKED (and the database clock), push

@@ -846,6 +846,18 @@ where
     if rows.is_empty() {
         return Ok(());
     }
+    audit_insert::<D>(rows).build().execute(exec).await?;
+    Ok(())
+}
+
+/// The multi-row INSERT of `rows` (not empty), each stamped with the clock.
+pub(super) fn audit_insert<D>(rows: &[AuditRow]) -> QueryBuilder<D>
+where
+    D: Dialect,
+    String: Bind<D>,
+    &'static str: Bind<D>,
+    Option<&'static str>: Bind<D>,
+{
     let mut q = QueryBuilder::<D>::new(format!("INSERT INTO audit_log ({AUDIT_COLUMNS}) "));
     q.push_values(rows, |mut b, r| {
         b.push_bind(D::int(r.message_id))
@@ -858,8 +870,7 @@ where
             .push_bind(r.reason.clone())
             .push(D::NOW);
     });
-    q.build().execute(exec).await?;
-    Ok(())
+    q
 }
 
 /// The cheapest statement that proves the database answers.

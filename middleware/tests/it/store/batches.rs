@@ -131,6 +131,61 @@ pub(crate) async fn a_transition_batch_applies_the_guards_that_hold_and_nothing_
     assert!(audit_lines(s, rows[1].id).await.is_empty());
 }
 
+pub(crate) async fn a_transition_batch_of_rows_just_read_returns_each_row_as_stored(s: &DynStore) {
+    let s = s.as_ref();
+    let mut rows = Vec::new();
+    for i in 0..6 {
+        rows.push(prepare(s, &format!("seen-{i}"), Due::Now).await);
+    }
+    let to = |m: &Message, version: u64, to: MessageStatus| Transition {
+        id: m.id,
+        from: MessageStatus::Prepared,
+        version,
+        to,
+        send_lease: Duration::from_millis(61_234),
+        verify_attempt: to == MessageStatus::VerifyFailed,
+        error: (to == MessageStatus::VerifyFailed).then(|| "no answer".to_string()),
+        actor: producer(),
+        reason: "batched".into(),
+    };
+    // Commits (a lease), VERIFY_FAILED (an error and an attempt), and a batch
+    // where one guard is stale (every transition then finds out alone).
+    let batches = [
+        vec![
+            to(&rows[0], rows[0].version, MessageStatus::Committed),
+            to(&rows[1], rows[1].version, MessageStatus::Committed),
+        ],
+        vec![
+            to(&rows[2], rows[2].version, MessageStatus::VerifyFailed),
+            to(&rows[3], rows[3].version, MessageStatus::VerifyFailed),
+        ],
+        vec![
+            to(&rows[4], rows[4].version, MessageStatus::RolledBack),
+            to(&rows[5], rows[5].version + 1, MessageStatus::RolledBack),
+        ],
+    ];
+    for (b, ts) in batches.iter().enumerate() {
+        let seen: Vec<&Message> = rows[b * 2..b * 2 + 2].iter().collect();
+        let results = s.transition_batch_seen(ts, &seen).await.unwrap();
+        assert_eq!(results.len(), 2);
+        for (t, result) in ts.iter().zip(&results) {
+            let stored = s.find_message_by_id(t.id).await.unwrap().unwrap();
+            match result {
+                Some(m) => {
+                    assert_eq!(m, &stored, "the result is the row as stored");
+                    assert_eq!(m.status, t.to);
+                    assert_eq!(audit_lines(s, m.id).await.len(), 1);
+                }
+                None => {
+                    assert_eq!(&stored, seen[1], "a stale guard changes nothing");
+                    assert!(audit_lines(s, t.id).await.is_empty());
+                }
+            }
+        }
+        assert_eq!(results[1].is_none(), b == 2);
+    }
+}
+
 pub(crate) async fn a_decision_batch_has_the_outcomes_of_deciding_one_by_one(s: &DynStore) {
     let s = s.as_ref();
     prepare(s, "db-commit", Due::Later).await;

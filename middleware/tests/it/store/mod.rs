@@ -102,6 +102,7 @@ conformance! {
         a_prepare_batch_creates_each_new_key_once_and_returns_the_rows_already_there,
         a_prepare_batch_of_new_keys_returns_each_row_as_stored_in_request_order,
         a_transition_batch_applies_the_guards_that_hold_and_nothing_for_a_stale_one,
+        a_transition_batch_of_rows_just_read_returns_each_row_as_stored,
         a_decision_batch_has_the_outcomes_of_deciding_one_by_one,
     ],
     producers: [
@@ -130,8 +131,8 @@ conformance! {
     ],
 }
 
-/// The prepare tests again on MariaDB used without `INSERT … RETURNING`, as
-/// on MySQL: the read-back path must give the same rows.
+/// The prepare and batch tests again on MariaDB used without `INSERT …
+/// RETURNING`, as on MySQL: the read-back paths must give the same rows.
 mod mysql_without_returning {
     macro_rules! without_returning {
         ($($module:ident: [$($name:ident),* $(,)?]),* $(,)?) => {$($(
@@ -154,6 +155,8 @@ mod mysql_without_returning {
         batches: [
             a_prepare_batch_creates_each_new_key_once_and_returns_the_rows_already_there,
             a_prepare_batch_of_new_keys_returns_each_row_as_stored_in_request_order,
+            a_transition_batch_of_rows_just_read_returns_each_row_as_stored,
+            a_decision_batch_has_the_outcomes_of_deciding_one_by_one,
         ],
     }
 }
