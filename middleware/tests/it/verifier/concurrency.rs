@@ -1,5 +1,6 @@
 //! Several instances and several producers at once.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde_json::json;
@@ -157,4 +158,85 @@ async fn a_producer_answering_quickly_gets_more_calls_and_a_slow_one_does_not() 
     })
     .await;
     app.finish().await;
+}
+
+#[tokio::test]
+async fn rows_beyond_a_producers_limit_wait_in_its_queue_and_go_back_at_shutdown() {
+    let app = TestApp::spawn(&[
+        "--verify-interval",
+        "20ms",
+        "--verify-concurrency",
+        "8",
+        "--verify-concurrency-per-producer",
+        "1",
+        "--first-verify-after",
+        "0s",
+        "--verify-lease",
+        "1h",
+        "--shutdown-grace",
+        "200ms",
+    ])
+    .await;
+    // Holds its one call until the end: the producer stays at its limit.
+    let server = CheckServer::start().await;
+    server.default_reply(Reply::GatedCommit);
+    let token = register(&app, "held", &server, json!({"verify_timeout_ms": 60000})).await;
+    let ids = prepare_many(&app, &token, "held", 4).await;
+    eventually(15, "the first check-back call", async || {
+        server.per_key_calls().len() == 1
+    })
+    .await;
+    let called = message_id_of(&app, &ids, server.per_key_calls().keys().next().unwrap()).await;
+
+    // The rows under a claim (a due time past half the lease) other than the
+    // called one, with the claim's version.
+    let held = async || {
+        let soon = app.store().now().await.unwrap() + chrono::Duration::minutes(30);
+        let mut held = BTreeSet::new();
+        for id in ids.iter().filter(|id| **id != called) {
+            let m = message(&app, *id).await;
+            if m.next_verify_at.is_some_and(|t| t > soon) {
+                held.insert((m.id, m.version));
+            }
+        }
+        held
+    };
+    // A row given back is claimed again next round (a new version); the
+    // queued row keeps its one claim, round after round.
+    let before = held().await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let after = held().await;
+    let queued: Vec<_> = before.intersection(&after).collect();
+    assert_eq!(
+        queued.len(),
+        1,
+        "exactly one row (the producer's limit) waits in the queue: {before:?} then {after:?}"
+    );
+    let (queued_id, queued_version) = *queued[0];
+    assert_eq!(server.per_key_calls().len(), 1, "no call beyond the limit");
+
+    let store = app.store().clone();
+    app.app.stop().await.expect("clean shutdown");
+    let now = store.now().await.unwrap();
+    let m = store.find_message_by_id(queued_id).await.unwrap().unwrap();
+    assert!(
+        m.next_verify_at
+            .is_some_and(|t| t <= now + chrono::Duration::seconds(1)),
+        "the queued row was given back at shutdown, due again at once: {m:?}"
+    );
+    assert_eq!(m.version, queued_version + 1);
+    assert_eq!(m.verify_attempts, 0, "a row given back was not checked");
+    assert_eq!(m.status, MessageStatus::Prepared);
+    server.open_gate();
+    app.db.drop_db().await;
+}
+
+/// The id among `ids` of the message with `key`.
+async fn message_id_of(app: &TestApp, ids: &[u64], key: &str) -> u64 {
+    for id in ids {
+        if message(app, *id).await.message_key == key {
+            return *id;
+        }
+    }
+    panic!("no message with key {key}")
 }
