@@ -202,7 +202,13 @@ async fn rows_beyond_a_producers_limit_wait_in_its_queue_and_go_back_at_shutdown
         held
     };
     // A row given back is claimed again next round (a new version); the
-    // queued row keeps its one claim, round after round.
+    // queued row keeps its one claim, round after round. The claim that
+    // queues a row also holds (for a moment) whatever it then gives back, so
+    // once any row is held the queued one is.
+    eventually(15, "a claimed row besides the called one", async || {
+        !held().await.is_empty()
+    })
+    .await;
     let before = held().await;
     tokio::time::sleep(Duration::from_millis(400)).await;
     let after = held().await;
