@@ -69,10 +69,13 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
     assert!(report["one_at_a_time"]["p50_ms"].as_f64().unwrap() > 0.0);
     for phase in ["ceiling", "lifecycle", "verifier", "drain"] {
         let cpu = &report["cpu"][phase];
-        assert!(
-            cpu["bench_process_cores"].as_f64().unwrap() > 0.0,
-            "{phase}: {cpu}"
-        );
+        // CPU time comes in 10 ms ticks: the 1 s phases always show some,
+        // the tiny verifier and drain here (20 and 50 rows) may show none.
+        let process = cpu["bench_process_cores"].as_f64().unwrap();
+        match phase {
+            "ceiling" | "lifecycle" => assert!(process > 0.0, "{phase}: {cpu}"),
+            _ => assert!(process >= 0.0, "{phase}: {cpu}"),
+        }
         // Null only when the server does not run on this machine.
         let db_cores = &cpu["database_cores"];
         assert!(
