@@ -855,19 +855,20 @@ impl MySqlStore {
         }
         let audits: Vec<AuditRow> = ts.iter().map(AuditRow::transition).collect();
         let mut tx = self.pool.begin().await?;
-        let now = match seen {
-            Some(_) => {
+        // The clock the UPDATE binds, with the rows it applies to.
+        let applied = match seen {
+            Some(seen) => {
                 let mut q = sql::audit_insert::<MySql>(&audits);
                 q.push(" RETURNING created_at");
                 let rows = q.build().fetch_all(&mut *tx).await?;
                 let first = rows.first().ok_or(StoreError::Vanished(
                     "the audit rows of a decision batch returned nothing",
                 ))?;
-                Some(first.try_get::<DateTime<Utc>, _>("created_at")?)
+                Some((seen, first.try_get::<DateTime<Utc>, _>("created_at")?))
             }
             None => None,
         };
-        let mut q = transition_update(&ts[0], now);
+        let mut q = transition_update(&ts[0], applied.map(|(_, now)| now));
         q.push(" WHERE (id, status, version) IN (");
         let mut sep = q.separated(", ");
         for t in ts {
@@ -894,7 +895,7 @@ impl MySqlStore {
             }
             Err(e) => return Err(e.into()),
         }
-        if let (Some(seen), Some(now)) = (seen, now) {
+        if let Some((seen, now)) = applied {
             tx.commit().await?;
             return Ok(seen
                 .iter()

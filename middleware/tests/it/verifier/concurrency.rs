@@ -186,7 +186,14 @@ async fn rows_beyond_a_producers_limit_wait_in_its_queue_and_go_back_at_shutdown
         server.per_key_calls().len() == 1
     })
     .await;
-    let called = message_id_of(&app, &ids, server.per_key_calls().keys().next().unwrap()).await;
+    let called_key = server.per_key_calls().into_keys().next().unwrap();
+    let called = app
+        .store()
+        .find_message("held", &called_key)
+        .await
+        .unwrap()
+        .expect("the called message exists")
+        .id;
 
     // The rows under a claim (a due time past half the lease) other than the
     // called one, with the claim's version.
@@ -235,14 +242,4 @@ async fn rows_beyond_a_producers_limit_wait_in_its_queue_and_go_back_at_shutdown
     assert_eq!(m.status, MessageStatus::Prepared);
     server.open_gate();
     app.db.drop_db().await;
-}
-
-/// The id among `ids` of the message with `key`.
-async fn message_id_of(app: &TestApp, ids: &[u64], key: &str) -> u64 {
-    for id in ids {
-        if message(app, *id).await.message_key == key {
-            return *id;
-        }
-    }
-    panic!("no message with key {key}")
 }
