@@ -205,26 +205,40 @@ struct Shared {
     unlabelled: AtomicU64,
 }
 
+/// How long a fetch may wait for records. librdkafka's mock broker holds a
+/// fetch that finds nothing for this whole time and does not answer early when
+/// a record arrives, so a record waits up to this long to be read.
+const FETCH_WAIT: &str = "5";
+
+/// [`FETCH_WAIT`] of a consumer that measures latency: a record is read within
+/// about a millisecond of reaching the mock broker, for a fetch per
+/// millisecond while there is nothing to read (a real broker answers a waiting
+/// fetch as soon as a record arrives, so this only takes the mock's delay out
+/// of the measurement).
+const EAGER_FETCH_WAIT: &str = "1";
+
 /// Reads every partition of `topic` from the beginning on a thread and sends
 /// each record that carries a message id; stops when the receiver is dropped
-/// or `stop` is set. Waits up to 30 s for the topic to exist.
+/// or `stop` is set. Waits up to 30 s for the topic to exist. Fetches eagerly
+/// (see [`EAGER_FETCH_WAIT`]): meant for measuring latency.
 pub fn consume(
     bootstrap: &str,
     topic: &str,
 ) -> anyhow::Result<(UnboundedReceiver<Consumed>, StopFlag)> {
-    let (rx, shared) = spawn_consumer(bootstrap, topic)?;
+    let (rx, shared) = spawn_consumer(bootstrap, topic, EAGER_FETCH_WAIT)?;
     Ok((rx, StopFlag(shared)))
 }
 
 fn spawn_consumer(
     bootstrap: &str,
     topic: &str,
+    fetch_wait_ms: &str,
 ) -> anyhow::Result<(UnboundedReceiver<Consumed>, Arc<Shared>)> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "trustmsg-bench")
         .set("enable.auto.commit", "false")
-        .set("fetch.wait.max.ms", "5")
+        .set("fetch.wait.max.ms", fetch_wait_ms)
         .create()?;
     let deadline = Instant::now() + Duration::from_secs(30);
     let partitions = loop {
@@ -326,7 +340,7 @@ impl TopicReader {
     /// Starts reading `topic` (which must exist within 30 s) on the cluster at
     /// `bootstrap`.
     pub fn new(bootstrap: &str, topic: &str) -> Self {
-        let (rx, shared) = spawn_consumer(bootstrap, topic)
+        let (rx, shared) = spawn_consumer(bootstrap, topic, FETCH_WAIT)
             .unwrap_or_else(|e| panic!("consumer for {topic}: {e:#}"));
         Self {
             topic: topic.to_string(),
