@@ -30,17 +30,53 @@
 //! hung database. A write given up that was already on the wire may still be
 //! applied; its caller got 503 and retries, and prepare and decisions are
 //! idempotent.
+//!
+//! Rows this instance just prepared are kept for a while (bounded by bytes,
+//! `--prepared-cache-mib`), so that their commit or rollback, which usually
+//! comes to the same instance within milliseconds, skips the read of the row:
+//! the guarded UPDATE checks the row's version anyway, and a row that changed
+//! meanwhile (the verifier claimed it, another instance decided it) loses
+//! that guard and is decided the slow way, by reading it.
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
+use moka::future::Cache;
 use tokio::sync::{mpsc, oneshot, Mutex};
+use trustmsg_verify_api::MessageStatus;
 
 use crate::store::{
-    self, Actor, DecideOutcome, DecideRequest, DynStore, Inserted, NewMessage, StoreError,
+    self, Actor, DecideOutcome, DecideRequest, DynStore, Inserted, Message, NewMessage, StoreError,
     StoreResult, Target,
 };
+
+/// Rows this instance prepared and nobody has decided yet, by (biz_id, key).
+type PreparedRows = Cache<(String, String), Arc<Message>>;
+
+/// How long a prepared row is kept for its decision. A producer decides
+/// within milliseconds or it crashed (and the verifier takes over).
+const PREPARED_ROW_TTL: Duration = Duration::from_secs(60);
+
+fn prepared_rows(max_bytes: u64) -> Option<PreparedRows> {
+    (max_bytes > 0).then(|| {
+        Cache::builder()
+            .max_capacity(max_bytes)
+            // What a row holds in memory, roughly: its bytes and the struct.
+            .weigher(|(biz_id, key): &(String, String), m: &Arc<Message>| {
+                let headers: usize = m.headers.iter().map(|(k, v)| k.len() + v.len()).sum();
+                let bytes = 2 * (biz_id.len() + key.len())
+                    + m.payload.len()
+                    + headers
+                    + m.topic.as_ref().map_or(0, String::len)
+                    + m.key.as_ref().map_or(0, String::len)
+                    + std::mem::size_of::<Message>();
+                u32::try_from(bytes).unwrap_or(u32::MAX)
+            })
+            .time_to_live(PREPARED_ROW_TTL)
+            .build()
+    })
+}
 
 struct PrepareJob {
     message: NewMessage,
@@ -76,6 +112,8 @@ pub(crate) struct WriteSettings {
     pub(crate) send_lease: Duration,
     /// How long one store call of a batch may take (twice `--request-timeout`).
     pub(crate) deadline: Duration,
+    /// Bytes of just-prepared rows kept for their decision (0: none).
+    pub(crate) prepared_cache_bytes: u64,
 }
 
 impl Coalescer {
@@ -89,17 +127,18 @@ impl Coalescer {
         let (decisions, decide_rx) = mpsc::channel::<DecideJob>(queue);
         let prepare_rx = Arc::new(Mutex::new(prepare_rx));
         let decide_rx = Arc::new(Mutex::new(decide_rx));
+        let rows = prepared_rows(settings.prepared_cache_bytes);
         for _ in 0..workers {
-            let (s, rx) = (store.clone(), prepare_rx.clone());
+            let (s, rx, r) = (store.clone(), prepare_rx.clone(), rows.clone());
             tokio::spawn(async move {
                 while let Some(jobs) = next_batch(&rx, max_batch).await {
-                    write_prepares(&s, jobs, deadline).await;
+                    write_prepares(&s, jobs, deadline, r.as_ref()).await;
                 }
             });
-            let (s, rx) = (store.clone(), decide_rx.clone());
+            let (s, rx, r) = (store.clone(), decide_rx.clone(), rows.clone());
             tokio::spawn(async move {
                 while let Some(jobs) = next_batch(&rx, max_batch).await {
-                    write_decisions(&s, jobs, send_lease, deadline).await;
+                    write_decisions(&s, jobs, send_lease, deadline, r.as_ref()).await;
                 }
             });
         }
@@ -197,7 +236,12 @@ fn decision_gone(j: &DecideJob) -> bool {
     j.reply.is_closed()
 }
 
-async fn write_prepares(store: &DynStore, jobs: Vec<PrepareJob>, deadline: Duration) {
+async fn write_prepares(
+    store: &DynStore,
+    jobs: Vec<PrepareJob>,
+    deadline: Duration,
+    rows: Option<&PreparedRows>,
+) {
     let jobs = still_wanted(jobs, prepare_gone);
     if jobs.is_empty() {
         return;
@@ -207,6 +251,12 @@ async fn write_prepares(store: &DynStore, jobs: Vec<PrepareJob>, deadline: Durat
     match within(deadline, store.insert_prepared_batch(&batch)).await {
         Ok(results) => {
             for (job, result) in jobs.into_iter().zip(results) {
+                if let (Some(rows), Inserted::Created(m)) = (rows, &result) {
+                    if m.status == MessageStatus::Prepared {
+                        let key = (m.biz_id.clone(), m.message_key.clone());
+                        rows.insert(key, Arc::new(m.clone())).await;
+                    }
+                }
                 let _ = job.reply.send(Ok(result));
             }
         }
@@ -251,6 +301,7 @@ async fn write_decisions(
     jobs: Vec<DecideJob>,
     send_lease: Duration,
     deadline: Duration,
+    rows: Option<&PreparedRows>,
 ) {
     let jobs = still_wanted(jobs, decision_gone);
     if jobs.is_empty() {
@@ -258,7 +309,25 @@ async fn write_decisions(
     }
     metrics::histogram!("trustmsg_decide_batch_size").record(jobs.len() as f64);
     let reqs: Vec<DecideRequest<'_>> = jobs.iter().map(|j| request(j, send_lease)).collect();
-    match within(deadline, store::decide_batch(store.as_ref(), &reqs)).await {
+    // Taken out, not just read: whatever the outcome, the row is no longer
+    // one this instance just prepared.
+    let mut known = Vec::with_capacity(jobs.len());
+    for j in &jobs {
+        known.push(match rows {
+            Some(rows) => {
+                rows.remove(&(j.biz_id.clone(), j.message_key.clone()))
+                    .await
+            }
+            None => None,
+        });
+    }
+    let known_rows: Vec<Option<&Message>> = known.iter().map(Option::as_deref).collect();
+    match within(
+        deadline,
+        store::decide_batch_known(store.as_ref(), &reqs, &known_rows),
+    )
+    .await
+    {
         Ok(outcomes) => {
             drop(reqs);
             for (job, outcome) in jobs.into_iter().zip(outcomes) {

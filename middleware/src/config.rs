@@ -116,6 +116,11 @@ pub struct ServeArgs {
     #[arg(long, env = "TRUSTMSG_WRITE_BATCH", default_value = "128", value_parser = at_least_one::<NonZeroUsize>)]
     pub write_batch: NonZeroUsize,
 
+    /// MiB of just-prepared rows this instance keeps for their commit or
+    /// rollback, which then skips reading the row (0: keep none, always read).
+    #[arg(long, env = "TRUSTMSG_PREPARED_CACHE_MIB", default_value = "32")]
+    pub prepared_cache_mib: u64,
+
     /// Longest time an API request may take. Past it the request is answered
     /// 503 `request_timeout` with `Retry-After`, whatever it was waiting for
     /// (an unreachable or slow database, a full write queue): callers get an
@@ -498,6 +503,7 @@ impl ServeArgs {
                 max_batch: self.write_batch,
                 send_lease,
                 deadline: self.request_timeout.saturating_mul(2),
+                prepared_cache_bytes: self.prepared_cache_mib.saturating_mul(1 << 20),
             },
             request_timeout: self.request_timeout,
             address_policy: address_policy(v),

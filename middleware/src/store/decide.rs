@@ -131,6 +131,25 @@ pub async fn decide_batch(
     store: &dyn Store,
     reqs: &[DecideRequest<'_>],
 ) -> StoreResult<Vec<DecideOutcome>> {
+    decide_batch_known(store, reqs, &vec![None; reqs.len()]).await
+}
+
+/// [`decide_batch`] where the caller already holds some of the rows:
+/// `known[i]`, if given, is the row of `reqs[i]` as it was stored at its
+/// version (say, just written by this instance's prepare), and is not read
+/// again. A known row that has changed since loses its version guard, and
+/// that request is decided by the plain [`decide`], which reads the row: the
+/// outcomes are the same as with every row read.
+pub async fn decide_batch_known(
+    store: &dyn Store,
+    reqs: &[DecideRequest<'_>],
+    known: &[Option<&Message>],
+) -> StoreResult<Vec<DecideOutcome>> {
+    assert_eq!(
+        reqs.len(),
+        known.len(),
+        "one known row (or None) per request"
+    );
     let keys: Vec<(&str, &str)> = reqs
         .iter()
         .filter_map(|r| match r.target {
@@ -148,9 +167,20 @@ pub async fn decide_batch(
         }
         return Ok(out);
     }
-    let rows = store.find_messages(&keys).await?;
+    let unknown: Vec<(&str, &str)> = keys
+        .iter()
+        .zip(known)
+        .filter(|(_, k)| k.is_none())
+        .map(|(key, _)| *key)
+        .collect();
+    let rows = if unknown.is_empty() {
+        Vec::new()
+    } else {
+        store.find_messages(&unknown).await?
+    };
     let by_key: HashMap<(&str, &str), &Message> = rows
         .iter()
+        .chain(known.iter().flatten().copied())
         .map(|m| ((m.biz_id.as_str(), m.message_key.as_str()), m))
         .collect();
     let mut outcomes: Vec<Option<DecideOutcome>> = vec![None; reqs.len()];

@@ -39,7 +39,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use trustmsg_verify_api::MessageView;
 
-pub use decide::{decide, decide_batch, DecideOutcome, DecideRequest, Target};
+pub use decide::{decide, decide_batch, decide_batch_known, DecideOutcome, DecideRequest, Target};
 pub use model::{
     Actor, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message,
     MessageFilter, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, Quarantined,

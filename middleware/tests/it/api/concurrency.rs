@@ -77,3 +77,49 @@ async fn fifty_commit_versus_rollback_races_each_have_exactly_one_winner() {
     }
     app.finish().await;
 }
+
+/// An instance keeps the rows it prepared for their decision; when the
+/// decision came through another instance first, the kept row is stale and
+/// the late decision must still be answered from the row as stored.
+#[tokio::test]
+async fn a_decision_on_the_preparing_instance_after_another_decided_is_answered_from_the_stored_row(
+) {
+    let first = TestApp::spawn(&[]).await;
+    let second = TestApp::spawn_on(first.db.share(), &[]).await;
+    let token = first.register("orders", "http://127.0.0.1:9/check").await;
+    let (s, prepared) = first
+        .post(
+            "/v1/messages/prepare",
+            Some(&token),
+            &prepare_body("orders", "elsewhere"),
+        )
+        .await;
+    assert_eq!(s, 201, "{prepared}");
+    let body = decision_body("orders", "elsewhere");
+    let (s, committed) = second
+        .post("/v1/messages/commit", Some(&token), &body)
+        .await;
+    assert_eq!(s, 200, "{committed}");
+    assert_eq!(committed["status"], "COMMITTED");
+    // The first instance still holds the row as prepared: its commit is a
+    // repeat of the decision, and a rollback after it a conflict.
+    let (s, again) = first.post("/v1/messages/commit", Some(&token), &body).await;
+    assert_eq!(s, 200, "{again}");
+    assert_eq!(again["status"], "COMMITTED");
+    assert_eq!(
+        again["version"], committed["version"],
+        "{again} vs {committed}"
+    );
+    let (s, rollback) = first
+        .post("/v1/messages/rollback", Some(&token), &body)
+        .await;
+    assert_eq!(s, 409, "{rollback}");
+    let trail = first
+        .store()
+        .audit_trail(prepared["id"].as_u64().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(trail.len(), 1, "one transition audited: {trail:?}");
+    second.finish().await;
+    first.finish().await;
+}

@@ -253,3 +253,82 @@ pub(crate) async fn a_decision_batch_has_the_outcomes_of_deciding_one_by_one(s: 
         "decided once, audited once"
     );
 }
+
+/// Rows the caller already holds (its own prepares) are not read again, and a
+/// held row that changed since (claimed by the verifier, decided elsewhere)
+/// gets the outcome it would have had if read: its stale version loses the
+/// guard and the request is decided by reading the row.
+pub(crate) async fn a_decision_batch_with_rows_held_has_the_outcomes_of_reading_them(s: &DynStore) {
+    let s = s.as_ref();
+    let fresh = prepare(s, "held-fresh", Due::Later).await;
+    let claimed = prepare(s, "held-claimed", Due::Now).await;
+    let elsewhere = prepare(s, "held-decided", Due::Later).await;
+    let unheld = prepare(s, "held-none", Due::Later).await;
+    // Changed behind the holder's back: a verifier claim bumps the version,
+    // and another instance's commit decides the row.
+    let claim = s
+        .claim_due_verifies(10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(
+        claim.messages.iter().map(|m| m.id).collect::<Vec<_>>(),
+        [claimed.id]
+    );
+    decided(decide_key(s, "held-decided", true, producer(), Duration::ZERO).await);
+    let req = |key: &'static str, commit: bool| DecideRequest {
+        target: Target::Key {
+            biz_id: BIZ,
+            message_key: key,
+        },
+        commit,
+        actor: producer(),
+        reason: "batched".into(),
+        send_lease: Duration::from_secs(60),
+        verify_attempt: false,
+    };
+    let reqs = [
+        req("held-fresh", true),
+        req("held-claimed", true),
+        req("held-decided", false),
+        req("held-none", false),
+    ];
+    let known = [Some(&fresh), Some(&claimed), Some(&elsewhere), None];
+    let outcomes = store::decide_batch_known(s, &reqs, &known).await.unwrap();
+    for (i, (outcome, want)) in outcomes
+        .iter()
+        .zip([
+            "decided COMMITTED",
+            "decided COMMITTED",
+            "conflict COMMITTED",
+            "decided ROLLED_BACK",
+        ])
+        .enumerate()
+    {
+        let (name, row) = match outcome {
+            DecideOutcome::Decided(m) => (format!("decided {}", m.status.as_str()), m),
+            DecideOutcome::AlreadyDecided(m) => (format!("already {}", m.status.as_str()), m),
+            DecideOutcome::Conflict(m) => (format!("conflict {}", m.status.as_str()), m),
+            DecideOutcome::NotFound => panic!("request {i} found no row"),
+        };
+        assert_eq!(name, want, "request {i}");
+        let stored = s.find_message_by_id(row.id).await.unwrap().unwrap();
+        assert_eq!(
+            row, &stored,
+            "request {i}: the outcome carries the row as stored"
+        );
+        assert_eq!(
+            audit_lines(s, row.id).await.len(),
+            1,
+            "request {i}: decided once, audited once"
+        );
+    }
+    let claimed_now = s.find_message_by_id(claimed.id).await.unwrap().unwrap();
+    assert_eq!(
+        claimed_now.version,
+        claimed.version + 2,
+        "the claim's version, then the commit's"
+    );
+    assert_eq!(claimed_now.send_status, Some(SendStatus::Pending));
+    let unheld_now = s.find_message_by_id(unheld.id).await.unwrap().unwrap();
+    assert_eq!(unheld_now.version, unheld.version + 1);
+}

@@ -104,6 +104,7 @@ conformance! {
         a_transition_batch_applies_the_guards_that_hold_and_nothing_for_a_stale_one,
         a_transition_batch_of_rows_just_read_returns_each_row_as_stored,
         a_decision_batch_has_the_outcomes_of_deciding_one_by_one,
+        a_decision_batch_with_rows_held_has_the_outcomes_of_reading_them,
     ],
     producers: [
         producers_can_be_created_found_updated_and_deleted,
@@ -157,6 +158,7 @@ mod mysql_without_returning {
             a_prepare_batch_of_new_keys_returns_each_row_as_stored_in_request_order,
             a_transition_batch_of_rows_just_read_returns_each_row_as_stored,
             a_decision_batch_has_the_outcomes_of_deciding_one_by_one,
+            a_decision_batch_with_rows_held_has_the_outcomes_of_reading_them,
         ],
     }
 }
