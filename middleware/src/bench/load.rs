@@ -141,18 +141,20 @@ impl Client {
 pub(crate) struct Samples {
     prepare: Vec<Duration>,
     commit: Vec<Duration>,
+    /// When each message's commit call started.
     committed_at: HashMap<u64, Instant>,
+    /// When each message's commit call was answered.
+    answered_at: HashMap<u64, Instant>,
 }
 
-/// Waits until every committed message was consumed; returns commit→Kafka
-/// latencies and the instant the last one arrived.
+/// Waits until every committed message was consumed; returns when each was
+/// first read and the instant the last one arrived.
 pub(crate) async fn await_consumed(
     consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
     committed_at: &HashMap<u64, Instant>,
     timeout: Duration,
-) -> anyhow::Result<(Vec<Duration>, Instant)> {
-    let mut latencies = Vec::with_capacity(committed_at.len());
-    let mut seen = std::collections::HashSet::new();
+) -> anyhow::Result<(HashMap<u64, Instant>, Instant)> {
+    let mut seen = HashMap::with_capacity(committed_at.len());
     let mut last = Instant::now();
     let deadline = tokio::time::Instant::now() + timeout;
     while seen.len() < committed_at.len() {
@@ -166,14 +168,12 @@ pub(crate) async fn await_consumed(
                 )
             })?
             .context("consumer stopped")?;
-        if let Some(start) = committed_at.get(&c.message_id) {
-            if seen.insert(c.message_id) {
-                latencies.push(c.at.saturating_duration_since(*start));
-                last = c.at;
-            }
+        if committed_at.contains_key(&c.message_id) && !seen.contains_key(&c.message_id) {
+            seen.insert(c.message_id, c.at);
+            last = c.at;
         }
     }
-    Ok((latencies, last))
+    Ok((seen, last))
 }
 
 pub(crate) async fn lifecycle(
@@ -199,6 +199,7 @@ pub(crate) async fn lifecycle(
                 s.prepare.push(p);
                 s.commit.push(c);
                 s.committed_at.insert(id, at);
+                s.answered_at.insert(id, at + c);
                 i += 1;
             }
             anyhow::Ok(())
@@ -225,8 +226,14 @@ pub(crate) async fn load_result(
     consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
     start: Instant,
 ) -> anyhow::Result<LoadResult> {
-    let (to_kafka, last) =
+    let (read_at, last) =
         await_consumed(consumed, &samples.committed_at, Duration::from_secs(120)).await?;
+    let since = |from: &HashMap<u64, Instant>| -> Vec<Duration> {
+        from.iter()
+            .map(|(id, t)| read_at[id].saturating_duration_since(*t))
+            .collect()
+    };
+    let (to_kafka, answer_to_kafka) = (since(&samples.committed_at), since(&samples.answered_at));
     let n = samples.committed_at.len();
     Ok(LoadResult {
         throughput_per_s: n as f64 / last.duration_since(start).as_secs_f64(),
@@ -234,6 +241,7 @@ pub(crate) async fn load_result(
         prepare: Percentiles::of(samples.prepare),
         commit: Percentiles::of(samples.commit),
         commit_to_kafka: Percentiles::of(to_kafka),
+        answer_to_kafka: Percentiles::of(answer_to_kafka),
     })
 }
 
@@ -287,6 +295,7 @@ pub(crate) async fn open_loop(
             s.prepare.push(queued + p);
             s.commit.push(c);
             s.committed_at.insert(id, intended + queued + p);
+            s.answered_at.insert(id, intended + queued + p + c);
             anyhow::Ok(())
         }));
         i += 1;

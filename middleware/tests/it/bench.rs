@@ -83,6 +83,15 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
             "{phase}: {cpu}"
         );
     }
+    // commit→Kafka in stages: what follows the commit's answer is a part of it.
+    for phase in ["lifecycle", "open_loop"] {
+        let l = &report[phase];
+        let after = l["answer_to_kafka"]["p50_ms"].as_f64().unwrap();
+        let whole = l["commit_to_kafka"]["p50_ms"].as_f64().unwrap();
+        assert!(after > 0.0 && after < whole, "{phase}: {l}");
+        assert_eq!(l["answer_to_kafka"]["count"], l["messages"], "{phase}: {l}");
+    }
+    assert!(stdout.contains("then answer→consumed"), "{stdout}");
     assert!(report["peak_rss_mib"].as_f64().unwrap() > 1.0);
     assert!(stdout.contains("database per message:"), "{stdout}");
 
