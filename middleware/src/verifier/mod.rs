@@ -657,7 +657,7 @@ impl Inner {
             actor: Actor::Verifier,
             reason: format!("check-back {attempt}: producer answered {word}"),
         };
-        let Some(row) = self.writes.transition(t).await? else {
+        let Some(row) = self.writes.transition(t, m).await? else {
             if let Some(now) = self.store.find_message_by_id(m.id).await? {
                 if now.status.is_final() && now.status != to {
                     tracing::warn!(

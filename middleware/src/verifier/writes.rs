@@ -32,7 +32,9 @@ struct Job<T, R> {
 }
 
 type RecordJob = Job<CheckAttempt, Result<(), String>>;
-type DecideJob = Job<Transition, StoreResult<Option<Message>>>;
+/// A decision and the claimed row it is decided from (as stored at the
+/// claim's version).
+type DecideJob = Job<(Transition, Message), StoreResult<Option<Message>>>;
 type RescheduleJob = Job<Reschedule, StoreResult<bool>>;
 
 /// [`Store::reschedule_verify`]'s arguments.
@@ -110,9 +112,13 @@ impl Writes {
             .unwrap_or(Err(StoreError::ShuttingDown))
     }
 
-    /// [`Store::transition`], batched with others.
-    pub(crate) async fn transition(&self, t: Transition) -> StoreResult<Option<Message>> {
-        submit(&self.decisions, t)
+    /// [`Store::transition`] of the claimed row `seen`, batched with others.
+    pub(crate) async fn transition(
+        &self,
+        t: Transition,
+        seen: &Message,
+    ) -> StoreResult<Option<Message>> {
+        submit(&self.decisions, (t, seen.clone()))
             .await
             .unwrap_or(Err(StoreError::ShuttingDown))
     }
@@ -143,13 +149,16 @@ async fn write_decisions(store: &dyn Store, jobs: Vec<DecideJob>) {
     // One batch per target state: a batched UPDATE sets the same columns.
     let (commits, rollbacks): (Vec<DecideJob>, Vec<DecideJob>) = jobs
         .into_iter()
-        .partition(|j| j.write.to == MessageStatus::Committed);
+        .partition(|j| j.write.0.to == MessageStatus::Committed);
     for group in [commits, rollbacks] {
         if group.is_empty() {
             continue;
         }
-        let ts: Vec<Transition> = group.iter().map(|j| j.write.clone()).collect();
-        match store.transition_batch(&ts).await {
+        // The claimed rows are what the store would read back; with them it
+        // can skip that read (see `Store::transition_batch_seen`).
+        let ts: Vec<Transition> = group.iter().map(|j| j.write.0.clone()).collect();
+        let seen: Vec<&Message> = group.iter().map(|j| &j.write.1).collect();
+        match store.transition_batch_seen(&ts, &seen).await {
             Ok(rows) => {
                 for (job, row) in group.into_iter().zip(rows) {
                     let _ = job.reply.send(Ok(row));
@@ -158,7 +167,7 @@ async fn write_decisions(store: &dyn Store, jobs: Vec<DecideJob>) {
             Err(e) => {
                 tracing::warn!(error = %e, size = group.len(), "batched check-back decisions failed; writing one by one");
                 for job in group {
-                    let _ = job.reply.send(store.transition(&job.write).await);
+                    let _ = job.reply.send(store.transition(&job.write.0).await);
                 }
             }
         }

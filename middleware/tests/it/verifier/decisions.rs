@@ -39,7 +39,9 @@ async fn a_commit_answer_commits_and_enters_the_forwarder_fast_path() {
     assert_eq!(m.verify_attempts, 1);
     let handed = listener.committed.lock().unwrap().clone();
     assert_eq!(handed.len(), 1, "the forwarder is told at once");
-    assert_eq!((handed[0].id, handed[0].version), (id, m.version));
+    // Built from the claimed row without reading it back: it must be the
+    // row as stored, since the forwarder sends and marks exactly that.
+    assert_eq!(handed[0], m, "the row handed over is the row as stored");
     let audit = app.store().audit_trail(id).await.unwrap();
     let last = audit.last().unwrap();
     assert_eq!(
@@ -52,6 +54,40 @@ async fn a_commit_answer_commits_and_enters_the_forwarder_fast_path() {
     // Decided: never checked again.
     let again = verifier.process_batch().await.unwrap();
     assert_eq!(again.claimed, 0);
+    app.finish().await;
+}
+
+/// Check-back commits that come back together are written as one batch,
+/// whose rows are built from the claimed rows instead of read back: each row
+/// handed to the forwarder must still be the row as stored.
+#[tokio::test]
+async fn commits_decided_together_hand_the_forwarder_each_row_as_stored() {
+    let app = TestApp::spawn(&["--no-verifier"]).await;
+    let server = CheckServer::start().await;
+    let token = register(&app, "orders", &server, json!({})).await;
+    let mut ids = Vec::new();
+    for i in 0..16 {
+        let key = format!("t-{i}");
+        server.script(&key, Reply::Decide("commit"));
+        ids.push(prepare(&app, &token, "orders", &key).await);
+    }
+    let listener = Arc::new(RecordingListener::default());
+    let verifier = stepped_verifier(
+        &app,
+        AddressPolicy::default(),
+        listener.clone(),
+        stepped_config(),
+    );
+    let report = verifier.process_batch().await.unwrap();
+    assert_eq!(report.outcomes, vec![Outcome::Committed; 16]);
+    let mut handed = listener.committed.lock().unwrap().clone();
+    handed.sort_by_key(|m| m.id);
+    assert_eq!(handed.len(), 16, "each commit is handed over once");
+    for (row, id) in handed.iter().zip(&ids) {
+        let stored = message(&app, *id).await;
+        assert_eq!(row, &stored, "the row handed over is the row as stored");
+        assert_eq!(stored.verify_attempts, 1);
+    }
     app.finish().await;
 }
 
