@@ -44,7 +44,6 @@ use std::time::Duration;
 
 use moka::future::Cache;
 use tokio::sync::{mpsc, oneshot, Mutex};
-use trustmsg_verify_api::MessageStatus;
 
 use crate::store::{
     self, Actor, DecideOutcome, DecideRequest, DynStore, Inserted, Message, NewMessage, StoreError,
@@ -251,11 +250,11 @@ async fn write_prepares(
     match within(deadline, store.insert_prepared_batch(&batch)).await {
         Ok(results) => {
             for (job, result) in jobs.into_iter().zip(results) {
+                // A created row is a PREPARED one; a row that was already
+                // there may be decided, and is read when its decision comes.
                 if let (Some(rows), Inserted::Created(m)) = (rows, &result) {
-                    if m.status == MessageStatus::Prepared {
-                        let key = (m.biz_id.clone(), m.message_key.clone());
-                        rows.insert(key, Arc::new(m.clone())).await;
-                    }
+                    let key = (m.biz_id.clone(), m.message_key.clone());
+                    rows.insert(key, Arc::new(m.clone())).await;
                 }
                 let _ = job.reply.send(Ok(result));
             }

@@ -200,25 +200,14 @@ pub(crate) async fn a_decision_batch_has_the_outcomes_of_deciding_one_by_one(s: 
         Duration::from_secs(60),
     )
     .await;
-    let req = |key: &'static str, commit: bool| DecideRequest {
-        target: Target::Key {
-            biz_id: BIZ,
-            message_key: key,
-        },
-        commit,
-        actor: producer(),
-        reason: "batched".into(),
-        send_lease: Duration::from_secs(60),
-        verify_attempt: false,
-    };
     let reqs = [
-        req("db-commit", true),
-        req("db-rollback", false),
-        req("db-committed", true),
-        req("db-committed2", false),
-        req("db-missing", true),
-        req("db-tombstone", false),
-        req("db-commit", true),
+        batched("db-commit", true),
+        batched("db-rollback", false),
+        batched("db-committed", true),
+        batched("db-committed2", false),
+        batched("db-missing", true),
+        batched("db-tombstone", false),
+        batched("db-commit", true),
     ];
     let outcomes = store::decide_batch(s, &reqs).await.unwrap();
     let names: Vec<String> = outcomes
@@ -275,22 +264,11 @@ pub(crate) async fn a_decision_batch_with_rows_held_has_the_outcomes_of_reading_
         [claimed.id]
     );
     decided(decide_key(s, "held-decided", true, producer(), Duration::ZERO).await);
-    let req = |key: &'static str, commit: bool| DecideRequest {
-        target: Target::Key {
-            biz_id: BIZ,
-            message_key: key,
-        },
-        commit,
-        actor: producer(),
-        reason: "batched".into(),
-        send_lease: Duration::from_secs(60),
-        verify_attempt: false,
-    };
     let reqs = [
-        req("held-fresh", true),
-        req("held-claimed", true),
-        req("held-decided", false),
-        req("held-none", false),
+        batched("held-fresh", true),
+        batched("held-claimed", true),
+        batched("held-decided", false),
+        batched("held-none", false),
     ];
     let known = [Some(&fresh), Some(&claimed), Some(&elsewhere), None];
     let outcomes = store::decide_batch_known(s, &reqs, &known).await.unwrap();
@@ -331,4 +309,19 @@ pub(crate) async fn a_decision_batch_with_rows_held_has_the_outcomes_of_reading_
     assert_eq!(claimed_now.send_status, Some(SendStatus::Pending));
     let unheld_now = s.find_message_by_id(unheld.id).await.unwrap().unwrap();
     assert_eq!(unheld_now.version, unheld.version + 1);
+}
+
+/// A producer's decision on `key`, as the API's batcher makes it.
+fn batched(key: &'static str, commit: bool) -> DecideRequest<'static> {
+    DecideRequest {
+        target: Target::Key {
+            biz_id: BIZ,
+            message_key: key,
+        },
+        commit,
+        actor: producer(),
+        reason: "batched".into(),
+        send_lease: Duration::from_secs(60),
+        verify_attempt: false,
+    }
 }
