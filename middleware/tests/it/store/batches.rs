@@ -134,7 +134,7 @@ pub(crate) async fn a_transition_batch_applies_the_guards_that_hold_and_nothing_
 pub(crate) async fn a_transition_batch_of_rows_just_read_returns_each_row_as_stored(s: &DynStore) {
     let s = s.as_ref();
     let mut rows = Vec::new();
-    for i in 0..6 {
+    for i in 0..8 {
         rows.push(prepare(s, &format!("seen-{i}"), Due::Now).await);
     }
     let to = |m: &Message, version: u64, to: MessageStatus| Transition {
@@ -148,28 +148,54 @@ pub(crate) async fn a_transition_batch_of_rows_just_read_returns_each_row_as_sto
         actor: producer(),
         reason: "batched".into(),
     };
-    // Commits (a lease), VERIFY_FAILED (an error and an attempt), and a batch
-    // where one guard is stale (every transition then finds out alone).
+    // Commits (a lease), VERIFY_FAILED (an error and an attempt), a batch
+    // where one guard is stale (every transition then finds out alone), and
+    // lone transitions, fresh and stale (a quiet service decides one at a
+    // time). Each batch: the index of its first row, its transitions, and
+    // which of them find a stale guard.
     let batches = [
-        vec![
-            to(&rows[0], rows[0].version, MessageStatus::Committed),
-            to(&rows[1], rows[1].version, MessageStatus::Committed),
-        ],
-        vec![
-            to(&rows[2], rows[2].version, MessageStatus::VerifyFailed),
-            to(&rows[3], rows[3].version, MessageStatus::VerifyFailed),
-        ],
-        vec![
-            to(&rows[4], rows[4].version, MessageStatus::RolledBack),
-            to(&rows[5], rows[5].version + 1, MessageStatus::RolledBack),
-        ],
+        (
+            0,
+            vec![
+                to(&rows[0], rows[0].version, MessageStatus::Committed),
+                to(&rows[1], rows[1].version, MessageStatus::Committed),
+            ],
+            [false, false].as_slice(),
+        ),
+        (
+            2,
+            vec![
+                to(&rows[2], rows[2].version, MessageStatus::VerifyFailed),
+                to(&rows[3], rows[3].version, MessageStatus::VerifyFailed),
+            ],
+            &[false, false],
+        ),
+        (
+            4,
+            vec![
+                to(&rows[4], rows[4].version, MessageStatus::RolledBack),
+                to(&rows[5], rows[5].version + 1, MessageStatus::RolledBack),
+            ],
+            &[false, true],
+        ),
+        (
+            6,
+            vec![to(&rows[6], rows[6].version, MessageStatus::Committed)],
+            &[false],
+        ),
+        (
+            7,
+            vec![to(&rows[7], rows[7].version + 1, MessageStatus::Committed)],
+            &[true],
+        ),
     ];
-    for (b, ts) in batches.iter().enumerate() {
-        let seen: Vec<&Message> = rows[b * 2..b * 2 + 2].iter().collect();
+    for (first, ts, stale) in &batches {
+        let seen: Vec<&Message> = rows[*first..first + ts.len()].iter().collect();
         let results = s.transition_batch_seen(ts, &seen).await.unwrap();
-        assert_eq!(results.len(), 2);
-        for (t, result) in ts.iter().zip(&results) {
+        assert_eq!(results.len(), ts.len());
+        for (i, (t, result)) in ts.iter().zip(&results).enumerate() {
             let stored = s.find_message_by_id(t.id).await.unwrap().unwrap();
+            assert_eq!(result.is_none(), stale[i], "transition of row {}", t.id);
             match result {
                 Some(m) => {
                     assert_eq!(m, &stored, "the result is the row as stored");
@@ -177,12 +203,11 @@ pub(crate) async fn a_transition_batch_of_rows_just_read_returns_each_row_as_sto
                     assert_eq!(audit_lines(s, m.id).await.len(), 1);
                 }
                 None => {
-                    assert_eq!(&stored, seen[1], "a stale guard changes nothing");
+                    assert_eq!(&stored, seen[i], "a stale guard changes nothing");
                     assert!(audit_lines(s, t.id).await.is_empty());
                 }
             }
         }
-        assert_eq!(results[1].is_none(), b == 2);
     }
 }
 
