@@ -184,11 +184,14 @@ impl KafkaSettings {
 
     fn client_config(&self) -> ClientConfig {
         let mut c = ClientConfig::new();
-        // librdkafka waits 5 ms for company before sending a batch; 1 ms cuts
-        // commit → Kafka by about 3.5 ms at p50 (docs/performance.md), and
-        // under load batches still fill while requests are in flight.
-        // --kafka-config may set another value.
-        c.set("linger.ms", "1");
+        // librdkafka waits 5 ms for company before sending a batch. None at
+        // all: a commit's record leaves at once, and under load batches still
+        // fill while earlier requests are in flight (up to five with
+        // idempotence). Against 1 ms it cut the time from a commit's answer to
+        // the record being read by about 1 ms at p50, at no cost in
+        // throughput or CPU (docs/performance.md). --kafka-config may set
+        // another value.
+        c.set("linger.ms", "0");
         for (k, v) in &self.extra {
             c.set(k, v);
         }
