@@ -173,3 +173,65 @@ async fn a_commit_reaches_kafka_without_waiting_for_a_sweep() {
     assert_eq!(reader.records.len(), 5);
     app.finish().await;
 }
+
+/// A commit hands the forwarder the row its instance kept from the prepare,
+/// or, when the cache is off or had no room left for it, the row as read:
+/// the record in Kafka and the stored row are the same either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_reach_kafka_byte_for_byte_whether_their_prepared_row_was_kept_or_not() {
+    // Kept (the default 32 MiB), partly kept (1 MiB: twelve rows of 150 kB do
+    // not fit), and never kept (0).
+    for cache_mib in ["32", "1", "0"] {
+        let kafka = MockKafka::start(1);
+        kafka.create_topic("orders", 2);
+        let mut flags = kafka_flags(kafka.bootstrap());
+        flags.extend(["--prepared-cache-mib".into(), cache_mib.into()]);
+        let app = TestApp::spawn(&refs(&flags)).await;
+        let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
+        // Every row is prepared before the first commit, so a small cache
+        // has had to drop some by the time their decisions come.
+        let mut expected = BTreeMap::new();
+        for i in 0..12 {
+            let key = format!("big-{i}");
+            let mut b = body("shop", &key, "orders");
+            b["payload"] = json!(format!("{i:02}|").repeat(37_500));
+            let payload = b["payload"].as_str().unwrap().as_bytes().to_vec();
+            expected.insert(prepare(&app, &token, b).await, (key, payload));
+        }
+        for (key, _) in expected.values() {
+            decide(&app, &token, "shop", key, true).await;
+        }
+        let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
+        let want: BTreeSet<u64> = expected.keys().copied().collect();
+        reader
+            .read_until(Duration::from_secs(30), "every committed message", |rs| {
+                rs.iter().map(|r| r.message_id).collect::<BTreeSet<_>>() == want
+            })
+            .await;
+        assert_eq!(
+            reader.records.len(),
+            expected.len(),
+            "cache {cache_mib} MiB"
+        );
+        for r in &reader.records {
+            let (key, payload) = &expected[&r.message_id];
+            assert_eq!(
+                r.payload.as_deref(),
+                Some(payload.as_slice()),
+                "{key}, cache {cache_mib} MiB"
+            );
+            assert_eq!(r.key.as_deref(), Some(format!("k-{key}").as_bytes()));
+            let row = wait_for_row(&app, r.message_id, Duration::from_secs(10), "SENT", |m| {
+                m.send_status == Some(SendStatus::Sent)
+            })
+            .await;
+            assert_eq!(
+                (row.kafka_partition, row.kafka_offset),
+                (Some(r.partition), Some(r.offset))
+            );
+            let trail = app.store().audit_trail(r.message_id).await.unwrap();
+            assert_eq!(trail.len(), 1, "{key}: one commit audited: {trail:?}");
+        }
+        app.finish().await;
+    }
+}
