@@ -243,3 +243,87 @@ async fn rows_beyond_a_producers_limit_wait_in_its_queue_and_go_back_at_shutdown
     server.open_gate();
     app.db.drop_db().await;
 }
+
+/// A row queued for its producer's slot keeps its claim while it waits; once
+/// that claim could no longer outlast a call (the lease less the longest
+/// timeout a producer may register, less a margin), the row is given back
+/// and claimed anew before it is called, never called on the old claim.
+#[tokio::test]
+async fn a_queued_row_whose_claim_grew_too_old_is_given_back_and_claimed_anew_before_its_call() {
+    // A call may start up to 0.5 s after its claim: 4.5 s lease, 3 s longest
+    // timeout, 1 s margin.
+    let app = TestApp::spawn(&[
+        "--verify-interval",
+        "20ms",
+        "--verify-concurrency",
+        "8",
+        "--verify-concurrency-per-producer",
+        "1",
+        "--first-verify-after",
+        "0s",
+        "--verify-lease",
+        "4500ms",
+        "--verify-timeout-max",
+        "3s",
+        "--verify-timeout",
+        "3s",
+    ])
+    .await;
+    let server = CheckServer::start().await;
+    server.default_reply(Reply::GatedCommit);
+    let token = register(&app, "held", &server, json!({"verify_timeout_ms": 3000})).await;
+    let ids = prepare_many(&app, &token, "held", 2).await;
+    eventually(15, "the first check-back call", async || {
+        server.per_key_calls().len() == 1
+    })
+    .await;
+    let called_key = server.per_key_calls().into_keys().next().unwrap();
+    let called = app
+        .store()
+        .find_message("held", &called_key)
+        .await
+        .unwrap()
+        .expect("the called message exists")
+        .id;
+    let queued = *ids.iter().find(|id| **id != called).unwrap();
+    // The other row waits in the queue under a claim (due far ahead).
+    let mut claim = None;
+    eventually(15, "the other row claimed and queued", async || {
+        let soon = app.store().now().await.unwrap() + chrono::Duration::seconds(2);
+        let m = message(&app, queued).await;
+        claim = m
+            .next_verify_at
+            .is_some_and(|t| t > soon)
+            .then_some(m.version);
+        claim.is_some()
+    })
+    .await;
+    let queued_version = claim.unwrap();
+    // Past the half second a queued claim is good for, the call ends.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(
+        message(&app, queued).await.version,
+        queued_version,
+        "still queued"
+    );
+    server.open_gate();
+
+    eventually(15, "both rows committed", async || {
+        all_have_status(&app, &ids, MessageStatus::Committed).await
+    })
+    .await;
+    let m = message(&app, queued).await;
+    assert_eq!(
+        m.version,
+        queued_version + 3,
+        "given back (+1), claimed anew (+1), then committed (+1), not committed on the old claim: {m:?}"
+    );
+    assert_eq!(m.verify_attempts, 1, "called once: {m:?}");
+    let calls = server.per_key_calls();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert!(
+        calls.values().all(|n| *n == 1),
+        "each row called once: {calls:?}"
+    );
+    app.finish().await;
+}
