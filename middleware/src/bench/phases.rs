@@ -14,15 +14,40 @@ use super::load::await_consumed;
 use super::report::Percentiles;
 use super::*;
 
+/// Waits (at most 30 s) until InnoDB has purged what earlier phases left
+/// behind, so that work is not charged to the next phase. Purge runs in the
+/// background after many small transactions and can take a core for a while.
+pub(crate) async fn settle(pool: &MySqlPool) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        // MySQL 8 and MariaDB both keep this metric, enabled by default (a
+        // disabled one reads 0: no wait).
+        let history: Option<i64> = sqlx::query_scalar(
+            "SELECT CAST(COUNT AS SIGNED) FROM information_schema.INNODB_METRICS \
+             WHERE NAME = 'trx_rseg_history_len'",
+        )
+        .fetch_optional(pool)
+        .await?;
+        match history {
+            Some(n) if n > 1000 && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            _ => return Ok(()),
+        }
+    }
+}
+
 /// The database's own ceiling: INSERT of a message-shaped row then UPDATE of its
-/// status, autocommit, from `concurrency` writers for `duration`.
+/// status, autocommit, from `concurrency` writers for `duration`. `round`
+/// tells the rounds apart (their keys), so the ceiling can be taken again.
 pub(crate) async fn ceiling(
     pool: &MySqlPool,
     concurrency: usize,
     duration: Duration,
+    round: usize,
 ) -> anyhow::Result<f64> {
     sqlx::query(
-        "CREATE TABLE bench_ceiling (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, \
+        "CREATE TABLE IF NOT EXISTS bench_ceiling (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, \
          biz_id VARCHAR(64) NOT NULL, message_key VARCHAR(128) NOT NULL, topic VARCHAR(249), \
          payload LONGBLOB NOT NULL, status VARCHAR(16) NOT NULL, version BIGINT UNSIGNED NOT NULL DEFAULT 0, \
          created_at DATETIME(3) NOT NULL, updated_at DATETIME(3) NOT NULL, \
@@ -43,7 +68,7 @@ pub(crate) async fn ceiling(
                     "INSERT INTO bench_ceiling (biz_id, message_key, topic, payload, status, created_at, updated_at) \
                      VALUES ('bench', ?, 'bench', ?, 'PREPARED', UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))",
                 )
-                .bind(format!("c{w}-{n}"))
+                .bind(format!("c{round}-{w}-{n}"))
                 .bind(&payload)
                 .execute(&pool)
                 .await?

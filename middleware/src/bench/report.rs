@@ -68,8 +68,11 @@ pub(crate) struct Report {
     pub(crate) durability: serde_json::Value,
     /// Concurrency used.
     pub(crate) concurrency: usize,
-    /// Ceiling: INSERT + UPDATE pairs per second straight through sqlx.
+    /// Ceiling: INSERT + UPDATE pairs per second straight through sqlx, the
+    /// mean of the rounds in `ceilings_per_s`.
     pub(crate) ceiling_per_s: f64,
+    /// The ceiling taken before and right after the lifecycle.
+    pub(crate) ceilings_per_s: Vec<f64>,
     /// The lifecycle phase.
     pub(crate) lifecycle: LoadResult,
     /// lifecycle throughput ÷ ceiling.
@@ -113,9 +116,11 @@ pub(crate) fn print_report(r: &Report) {
     };
     println!("durability {}", r.durability);
     println!("concurrency {}", r.concurrency);
+    let rounds: Vec<String> = r.ceilings_per_s.iter().map(|c| format!("{c:.0}")).collect();
     println!(
-        "ceiling    {:>9.0} insert+update/s (sqlx, autocommit)",
-        r.ceiling_per_s
+        "ceiling    {:>9.0} insert+update/s (sqlx, autocommit; mean of {} before and after the lifecycle)",
+        r.ceiling_per_s,
+        rounds.join(" and ")
     );
     row("lifecycle", &r.lifecycle);
     let db = &r.lifecycle_db;

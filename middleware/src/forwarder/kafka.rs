@@ -184,14 +184,15 @@ impl KafkaSettings {
 
     fn client_config(&self) -> ClientConfig {
         let mut c = ClientConfig::new();
-        // librdkafka waits 5 ms for company before sending a batch. None at
-        // all: a commit's record leaves at once, and under load batches still
-        // fill while earlier requests are in flight (up to five with
-        // idempotence). Against 1 ms it cut the time from a commit's answer to
-        // the record being read by about 1 ms at p50, at no cost in
-        // throughput or CPU (docs/performance.md). --kafka-config may set
-        // another value.
-        c.set("linger.ms", "0");
+        // librdkafka waits 5 ms for company before sending a batch; 1 ms cuts
+        // commit → Kafka by about 3.5 ms at p50 (docs/performance.md), and
+        // under load batches still fill while requests are in flight. 0 cut
+        // another millisecond at p50 in quick runs, but in full runs the
+        // open loop's time from answer to consumer grew to 5-6.5 ms p50 and
+        // 23-28 ms p99 (likely the mock broker, which walks every batch of
+        // a partition to find an offset: more, smaller batches slow each
+        // fetch). --kafka-config may set another value.
+        c.set("linger.ms", "1");
         for (k, v) in &self.extra {
             c.set(k, v);
         }

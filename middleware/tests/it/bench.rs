@@ -54,6 +54,23 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(json.path()).unwrap()).unwrap();
     assert!(report["ceiling_per_s"].as_f64().unwrap() > 0.0);
+    // The ceiling is taken before and after the lifecycle; the ratio divides
+    // by their mean.
+    let rounds: Vec<f64> = report["ceilings_per_s"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_f64().unwrap())
+        .collect();
+    assert_eq!(rounds.len(), 2, "{rounds:?}");
+    assert!(rounds.iter().all(|c| *c > 0.0), "{rounds:?}");
+    let mean = (rounds[0] + rounds[1]) / 2.0;
+    assert!((report["ceiling_per_s"].as_f64().unwrap() - mean).abs() < 1e-6);
+    assert!(
+        report["cpu"]["ceiling_after"].is_object(),
+        "{}",
+        report["cpu"]
+    );
     assert!(report["lifecycle"]["messages"].as_u64().unwrap() > 0);
     assert!(report["open_loop"]["messages"].as_u64().unwrap() > 0);
     assert!(report["verifier_per_s"].as_f64().unwrap() > 0.0);
