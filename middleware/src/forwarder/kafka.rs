@@ -188,10 +188,11 @@ impl KafkaSettings {
         // commit → Kafka by about 3.5 ms at p50 (docs/performance.md), and
         // under load batches still fill while requests are in flight. 0 cut
         // another millisecond at p50 in quick runs, but in full runs the
-        // open loop's time from answer to consumer grew to 5-6.5 ms p50 and
-        // 23-28 ms p99 (likely the mock broker, which walks every batch of
-        // a partition to find an offset: more, smaller batches slow each
-        // fetch). --kafka-config may set another value.
+        // open loop's time from answer to consumer was 5.2-6.5 ms p50 and
+        // 23-28 ms p99, against 3.7-4.5 and 13-27 ms with 1 ms (likely the
+        // mock broker, which walks every batch of a partition to find an
+        // offset: more, smaller batches slow each fetch). --kafka-config may
+        // set another value.
         c.set("linger.ms", "1");
         for (k, v) in &self.extra {
             c.set(k, v);
