@@ -160,40 +160,51 @@ async fn a_producer_answering_quickly_gets_more_calls_and_a_slow_one_does_not() 
     app.finish().await;
 }
 
+/// Flags for a service whose verifier makes one call at a time per producer,
+/// with rows due at once.
+const ONE_CALL_PER_PRODUCER: &[&str] = &[
+    "--verify-interval",
+    "20ms",
+    "--verify-concurrency",
+    "8",
+    "--verify-concurrency-per-producer",
+    "1",
+    "--first-verify-after",
+    "0s",
+];
+
+/// Waits for the first check-back call of `biz_id` (held open by a gated
+/// server) and returns the id of the message it asks about.
+async fn first_held_call(app: &TestApp, server: &CheckServer, biz_id: &str) -> u64 {
+    eventually(15, "the first check-back call", async || {
+        server.per_key_calls().len() == 1
+    })
+    .await;
+    let called_key = server.per_key_calls().into_keys().next().unwrap();
+    app.store()
+        .find_message(biz_id, &called_key)
+        .await
+        .unwrap()
+        .expect("the called message exists")
+        .id
+}
+
 #[tokio::test]
 async fn rows_beyond_a_producers_limit_wait_in_its_queue_and_go_back_at_shutdown() {
-    let app = TestApp::spawn(&[
-        "--verify-interval",
-        "20ms",
-        "--verify-concurrency",
-        "8",
-        "--verify-concurrency-per-producer",
-        "1",
-        "--first-verify-after",
-        "0s",
-        "--verify-lease",
-        "1h",
-        "--shutdown-grace",
-        "200ms",
-    ])
+    let app = TestApp::spawn(
+        &[
+            ONE_CALL_PER_PRODUCER,
+            &["--verify-lease", "1h", "--shutdown-grace", "200ms"],
+        ]
+        .concat(),
+    )
     .await;
     // Holds its one call until the end: the producer stays at its limit.
     let server = CheckServer::start().await;
     server.default_reply(Reply::GatedCommit);
     let token = register(&app, "held", &server, json!({"verify_timeout_ms": 60000})).await;
     let ids = prepare_many(&app, &token, "held", 4).await;
-    eventually(15, "the first check-back call", async || {
-        server.per_key_calls().len() == 1
-    })
-    .await;
-    let called_key = server.per_key_calls().into_keys().next().unwrap();
-    let called = app
-        .store()
-        .find_message("held", &called_key)
-        .await
-        .unwrap()
-        .expect("the called message exists")
-        .id;
+    let called = first_held_call(&app, &server, "held").await;
 
     // The rows under a claim (a due time past half the lease) other than the
     // called one, with the claim's version.
@@ -252,39 +263,26 @@ async fn rows_beyond_a_producers_limit_wait_in_its_queue_and_go_back_at_shutdown
 async fn a_queued_row_whose_claim_grew_too_old_is_given_back_and_claimed_anew_before_its_call() {
     // A call may start up to 0.5 s after its claim: 4.5 s lease, 3 s longest
     // timeout, 1 s margin.
-    let app = TestApp::spawn(&[
-        "--verify-interval",
-        "20ms",
-        "--verify-concurrency",
-        "8",
-        "--verify-concurrency-per-producer",
-        "1",
-        "--first-verify-after",
-        "0s",
-        "--verify-lease",
-        "4500ms",
-        "--verify-timeout-max",
-        "3s",
-        "--verify-timeout",
-        "3s",
-    ])
+    let app = TestApp::spawn(
+        &[
+            ONE_CALL_PER_PRODUCER,
+            &[
+                "--verify-lease",
+                "4500ms",
+                "--verify-timeout-max",
+                "3s",
+                "--verify-timeout",
+                "3s",
+            ],
+        ]
+        .concat(),
+    )
     .await;
     let server = CheckServer::start().await;
     server.default_reply(Reply::GatedCommit);
     let token = register(&app, "held", &server, json!({"verify_timeout_ms": 3000})).await;
     let ids = prepare_many(&app, &token, "held", 2).await;
-    eventually(15, "the first check-back call", async || {
-        server.per_key_calls().len() == 1
-    })
-    .await;
-    let called_key = server.per_key_calls().into_keys().next().unwrap();
-    let called = app
-        .store()
-        .find_message("held", &called_key)
-        .await
-        .unwrap()
-        .expect("the called message exists")
-        .id;
+    let called = first_held_call(&app, &server, "held").await;
     let queued = *ids.iter().find(|id| **id != called).unwrap();
     // The other row waits in the queue under a claim (due far ahead).
     let mut claim = None;

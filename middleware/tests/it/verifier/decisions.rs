@@ -18,13 +18,7 @@ async fn a_commit_answer_commits_and_enters_the_forwarder_fast_path() {
     // Scripted before prepare: with no first-check delay the call may come at once.
     server.script("o-1", Reply::Decide("commit"));
     let id = prepare(&app, &token, "orders", "o-1").await;
-    let listener = Arc::new(RecordingListener::default());
-    let verifier = stepped_verifier(
-        &app,
-        AddressPolicy::default(),
-        listener.clone(),
-        stepped_config(),
-    );
+    let (verifier, listener) = recording_verifier(&app);
 
     let report = verifier.process_batch().await.unwrap();
     assert_eq!(report.outcomes, vec![Outcome::Committed]);
@@ -71,13 +65,7 @@ async fn commits_decided_together_hand_the_forwarder_each_row_as_stored() {
         server.script(&key, Reply::Decide("commit"));
         ids.push(prepare(&app, &token, "orders", &key).await);
     }
-    let listener = Arc::new(RecordingListener::default());
-    let verifier = stepped_verifier(
-        &app,
-        AddressPolicy::default(),
-        listener.clone(),
-        stepped_config(),
-    );
+    let (verifier, listener) = recording_verifier(&app);
     let report = verifier.process_batch().await.unwrap();
     assert_eq!(report.outcomes, vec![Outcome::Committed; 16]);
     let mut handed = listener.committed.lock().unwrap().clone();

@@ -1,11 +1,9 @@
 //! Garbage answers never decide anything: each is a failed attempt with its
 //! reason stored, and the message stays PREPARED.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use trustmsg::address_policy::AddressPolicy;
 use trustmsg::verifier::Outcome;
 use trustmsg_tests::{CheckServer, Reply, TestApp};
 use trustmsg_verify_api::MessageStatus;
@@ -46,12 +44,7 @@ async fn garbage_answers_never_decide_and_each_leaves_a_stored_reason() {
         server.script(key, reply.clone());
         ids.push(prepare(&app, &token, "orders", key).await);
     }
-    let verifier = stepped_verifier(
-        &app,
-        AddressPolicy::default(),
-        Arc::new(RecordingListener::default()),
-        stepped_config(),
-    );
+    let (verifier, _) = recording_verifier(&app);
 
     let report = verifier.process_batch().await.unwrap();
     assert_eq!(report.claimed, cases.len());
@@ -97,12 +90,7 @@ async fn an_unregistered_producer_counts_as_a_failed_attempt() {
         .map(|r| (r.status().as_u16(), ()))
         .unwrap();
     assert_eq!(status, 204);
-    let verifier = stepped_verifier(
-        &app,
-        AddressPolicy::default(),
-        Arc::new(RecordingListener::default()),
-        stepped_config(),
-    );
+    let (verifier, _) = recording_verifier(&app);
     let report = verifier.process_batch().await.unwrap();
     assert_eq!(report.outcomes, vec![Outcome::Rescheduled]);
     let m = message(&app, id).await;

@@ -114,6 +114,19 @@ pub(crate) fn stepped_verifier(
     )
 }
 
+/// A stepped verifier with the default address policy and
+/// [`stepped_config`], and the listener that records what it commits.
+pub(crate) fn recording_verifier(app: &TestApp) -> (Verifier, Arc<RecordingListener>) {
+    let listener = Arc::new(RecordingListener::default());
+    let verifier = stepped_verifier(
+        app,
+        AddressPolicy::default(),
+        listener.clone(),
+        stepped_config(),
+    );
+    (verifier, listener)
+}
+
 /// Flags for a service whose own verifier runs fast.
 pub(crate) const FAST: &[&str] = &[
     "--verify-interval",

@@ -1,11 +1,9 @@
 //! When checks happen: never before the first-check delay (by the database
 //! clock), and further apart after each attempt that decided nothing.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use trustmsg::address_policy::AddressPolicy;
 use trustmsg::verifier::Outcome;
 use trustmsg_tests::{eventually, CheckServer, TestApp};
 use trustmsg_verify_api::MessageStatus;
@@ -24,12 +22,7 @@ async fn no_check_happens_before_the_first_check_delay_by_the_database_clock() {
     )
     .await;
     let id = prepare(&app, &token, "orders", "o-1").await;
-    let verifier = stepped_verifier(
-        &app,
-        AddressPolicy::default(),
-        Arc::new(RecordingListener::default()),
-        stepped_config(),
-    );
+    let (verifier, _) = recording_verifier(&app);
     let created = message(&app, id).await.created_at;
     let due = created + chrono::Duration::milliseconds(2000);
     assert_eq!(message(&app, id).await.next_verify_at, Some(due));
@@ -62,12 +55,8 @@ async fn the_backoff_grows_after_each_attempt_that_decides_nothing() {
     let server = CheckServer::start().await;
     let token = register(&app, "orders", &server, json!({"max_verify_attempts": 10})).await;
     let id = prepare(&app, &token, "orders", "o-1").await;
-    let verifier = stepped_verifier(
-        &app,
-        AddressPolicy::default(),
-        Arc::new(RecordingListener::default()),
-        stepped_config(), // base 100 ms, doubling
-    );
+    // stepped_config: a backoff base of 100 ms, doubling.
+    let (verifier, _) = recording_verifier(&app);
 
     let mut delays = Vec::new();
     for attempt in 1..=4u32 {
