@@ -190,8 +190,11 @@ pub struct ForwarderArgs {
     #[arg(long, env = "TRUSTMSG_SWEEP_INTERVAL", default_value = "1s", value_parser = positive_duration)]
     pub sweep_interval: Duration,
 
-    /// Rows claimed per sweep.
-    #[arg(long, env = "TRUSTMSG_SWEEP_BATCH", default_value = "256", value_parser = at_least_one::<NonZeroU32>)]
+    /// Rows claimed per sweep, at most the free send slots; also the most SENT
+    /// marks written in one statement. Larger claims drain a backlog faster
+    /// (fewer claim transactions and mark statements per row; see
+    /// docs/performance.md).
+    #[arg(long, env = "TRUSTMSG_SWEEP_BATCH", default_value = "1024", value_parser = at_least_one::<NonZeroU32>)]
     pub sweep_batch: NonZeroU32,
 
     /// First retry delay after a transient send error (doubles each time).

@@ -249,7 +249,8 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
         eprintln!("bench: drain ({} rows)", sizes.drain_rows);
         let (mut drained, stop_drain) = kafka::consume(&brokers, DRAIN_TOPIC)?;
         let clock = CpuClock::start();
-        report.drain_per_s = Some(drain(&pool, &mut drained, sizes.drain_rows).await?);
+        let (rate, db) = drain(&pool, &mut drained, sizes.drain_rows).await?;
+        (report.drain_per_s, report.drain_db) = (Some(rate), Some(db));
         report.cpu.insert("drain", clock.stop());
         stop_drain.set();
     }

@@ -167,12 +167,13 @@ pub(crate) async fn verifier(pool: &MySqlPool, rows: u64) -> anyhow::Result<f64>
     Ok(rows as f64 / start.elapsed().as_secs_f64())
 }
 
-/// Committed rows released at once; the sweeper drains them to Kafka.
+/// Committed rows released at once; the sweeper drains them to Kafka. The
+/// rate, and the database's statements per drained row from the release on.
 pub(crate) async fn drain(
     pool: &MySqlPool,
     consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
     rows: u64,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<(f64, DbCost)> {
     insert_rows(
         pool,
         "bench-drain",
@@ -185,6 +186,7 @@ pub(crate) async fn drain(
     let ids: Vec<u64> = sqlx::query_scalar("SELECT id FROM messages WHERE biz_id = 'bench-drain'")
         .fetch_all(pool)
         .await?;
+    let before = DbCounters::read(pool).await?;
     // The clock starts when the release commits: that is when the rows become due.
     sqlx::query("UPDATE messages SET next_send_at = UTC_TIMESTAMP(3) WHERE biz_id = 'bench-drain'")
         .execute(pool)
@@ -198,7 +200,8 @@ pub(crate) async fn drain(
         rows as i64,
     )
     .await?;
-    Ok(rows as f64 / last.duration_since(start).as_secs_f64())
+    let cost = DbCost::between(&before, &DbCounters::read(pool).await?, rows as usize);
+    Ok((rows as f64 / last.duration_since(start).as_secs_f64(), cost))
 }
 
 /// Median time of the forwarder's claim (256 due rows) with `rows` finished

@@ -89,6 +89,8 @@ pub(crate) struct Report {
     pub(crate) scan_ms: Vec<(u64, f64)>,
     /// The database's statements and fsyncs per message in the lifecycle phase.
     pub(crate) lifecycle_db: DbCost,
+    /// The same for the drain, per drained message (None when skipped).
+    pub(crate) drain_db: Option<DbCost>,
     /// One producer, one prepare + commit at a time: latency of the pair.
     pub(crate) one_at_a_time: Percentiles,
     /// Cores used per phase, by process.
@@ -123,19 +125,7 @@ pub(crate) fn print_report(r: &Report) {
         rounds.join(" and ")
     );
     row("lifecycle", &r.lifecycle);
-    let db = &r.lifecycle_db;
-    println!(
-        "  database per message: {:.2} statements ({}), {:.2} redo log fsyncs, {:.2} data fsyncs",
-        db.statements_per_msg,
-        db.by_kind
-            .iter()
-            .filter(|(_, v)| **v > 0.005)
-            .map(|(k, v)| format!("{v:.2} {k}"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        db.log_fsyncs_per_msg,
-        db.data_fsyncs_per_msg,
-    );
+    print_db_cost(&r.lifecycle_db);
     row(&format!("open@{:.0}", r.open_loop_rate_per_s), &r.open_loop);
     match r.verifier_per_s {
         Some(v) => println!("verifier   {v:>9.0} check-backs resolved/s"),
@@ -144,6 +134,9 @@ pub(crate) fn print_report(r: &Report) {
     match r.drain_per_s {
         Some(v) => println!("drain      {v:>9.0} msg/s"),
         None => println!("drain      skipped"),
+    }
+    if let Some(db) = &r.drain_db {
+        print_db_cost(db);
     }
     let one = &r.one_at_a_time;
     println!(
@@ -165,4 +158,19 @@ pub(crate) fn print_report(r: &Report) {
     for (rows, ms) in &r.scan_ms {
         println!("scan       {rows:>9} rows: claim of 256 due rows p50 {ms:.2} ms");
     }
+}
+
+fn print_db_cost(db: &DbCost) {
+    println!(
+        "  database per message: {:.2} statements ({}), {:.2} redo log fsyncs, {:.2} data fsyncs",
+        db.statements_per_msg,
+        db.by_kind
+            .iter()
+            .filter(|(_, v)| **v > 0.005)
+            .map(|(k, v)| format!("{v:.2} {k}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        db.log_fsyncs_per_msg,
+        db.data_fsyncs_per_msg,
+    );
 }
