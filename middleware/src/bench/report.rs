@@ -125,7 +125,7 @@ pub(crate) fn print_report(r: &Report) {
         rounds.join(" and ")
     );
     row("lifecycle", &r.lifecycle);
-    print_db_cost(&r.lifecycle_db);
+    print_db_cost(&r.lifecycle_db, 1.0, "message");
     row(&format!("open@{:.0}", r.open_loop_rate_per_s), &r.open_loop);
     match r.verifier_per_s {
         Some(v) => println!("verifier   {v:>9.0} check-backs resolved/s"),
@@ -136,7 +136,8 @@ pub(crate) fn print_report(r: &Report) {
         None => println!("drain      skipped"),
     }
     if let Some(db) = &r.drain_db {
-        print_db_cost(db);
+        // A claim or a mark covers up to --sweep-batch rows: per thousand.
+        print_db_cost(db, 1000.0, "1,000 rows");
     }
     let one = &r.one_at_a_time;
     println!(
@@ -160,17 +161,19 @@ pub(crate) fn print_report(r: &Report) {
     }
 }
 
-fn print_db_cost(db: &DbCost) {
+/// `db`'s figures times `scale`, "per `unit`".
+fn print_db_cost(db: &DbCost, scale: f64, unit: &str) {
     println!(
-        "  database per message: {:.2} statements ({}), {:.2} redo log fsyncs, {:.2} data fsyncs",
-        db.statements_per_msg,
+        "  database per {unit}: {:.2} statements ({}), {:.2} redo log fsyncs, {:.2} data fsyncs",
+        db.statements_per_msg * scale,
         db.by_kind
             .iter()
-            .filter(|(_, v)| **v > 0.005)
+            .map(|(k, v)| (k, v * scale))
+            .filter(|(_, v)| *v > 0.005)
             .map(|(k, v)| format!("{v:.2} {k}"))
             .collect::<Vec<_>>()
             .join(", "),
-        db.log_fsyncs_per_msg,
-        db.data_fsyncs_per_msg,
+        db.log_fsyncs_per_msg * scale,
+        db.data_fsyncs_per_msg * scale,
     );
 }
