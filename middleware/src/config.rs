@@ -193,7 +193,8 @@ pub struct ForwarderArgs {
     /// Rows claimed per sweep, at most the free send slots; also the most SENT
     /// marks written in one statement. Larger claims drain a backlog faster
     /// (fewer claim transactions and mark statements per row; see
-    /// docs/performance.md).
+    /// docs/performance.md). A claim reads its rows whole: with payloads near
+    /// --max-payload-bytes, a smaller batch bounds the memory one claim takes.
     #[arg(long, env = "TRUSTMSG_SWEEP_BATCH", default_value = "1024", value_parser = at_least_one::<NonZeroU32>)]
     pub sweep_batch: NonZeroU32,
 
