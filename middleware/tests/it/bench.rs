@@ -109,11 +109,17 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
         );
     }
     // commit→Kafka in stages: what follows the commit's answer is a part of it.
+    // It may be zero: on a loaded machine the consumer can read a record
+    // before the load generator has read its commit's answer (the stage is
+    // then counted as 0, not negative).
     for phase in ["lifecycle", "open_loop"] {
         let l = &report[phase];
         let after = l["answer_to_kafka"]["p50_ms"].as_f64().unwrap();
         let whole = l["commit_to_kafka"]["p50_ms"].as_f64().unwrap();
-        assert!(after > 0.0 && after < whole, "{phase}: {l}");
+        assert!(
+            whole > 0.0 && (0.0..=whole).contains(&after),
+            "{phase}: {l}"
+        );
         assert_eq!(l["answer_to_kafka"]["count"], l["messages"], "{phase}: {l}");
     }
     assert!(stdout.contains("then answer→consumed"), "{stdout}");
