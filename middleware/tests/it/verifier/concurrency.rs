@@ -173,38 +173,51 @@ const ONE_CALL_PER_PRODUCER: &[&str] = &[
     "0s",
 ];
 
-/// Waits for the first check-back call of `biz_id` (held open by a gated
-/// server) and returns the id of the message it asks about.
-async fn first_held_call(app: &TestApp, server: &CheckServer, biz_id: &str) -> u64 {
+/// A service started with [`ONE_CALL_PER_PRODUCER`] and `flags`, and a
+/// producer "held" (check-back timeout `timeout_ms`) whose gated endpoint
+/// holds every call open, with `n` messages prepared. Returns once the first
+/// call is held: the service, the endpoint, the message ids and the id of
+/// the message that call asks about.
+async fn held_producer(
+    flags: &[&str],
+    timeout_ms: u64,
+    n: usize,
+) -> (TestApp, CheckServer, Vec<u64>, u64) {
+    let app = TestApp::spawn(&[ONE_CALL_PER_PRODUCER, flags].concat()).await;
+    let server = CheckServer::start().await;
+    server.default_reply(Reply::GatedCommit);
+    let token = register(
+        &app,
+        "held",
+        &server,
+        json!({"verify_timeout_ms": timeout_ms}),
+    )
+    .await;
+    let ids = prepare_many(&app, &token, "held", n).await;
     eventually(15, "the first check-back call", async || {
         server.per_key_calls().len() == 1
     })
     .await;
     let called_key = server.per_key_calls().into_keys().next().unwrap();
-    app.store()
-        .find_message(biz_id, &called_key)
+    let called = app
+        .store()
+        .find_message("held", &called_key)
         .await
         .unwrap()
         .expect("the called message exists")
-        .id
+        .id;
+    (app, server, ids, called)
 }
 
 #[tokio::test]
 async fn rows_beyond_a_producers_limit_wait_in_its_queue_and_go_back_at_shutdown() {
-    let app = TestApp::spawn(
-        &[
-            ONE_CALL_PER_PRODUCER,
-            &["--verify-lease", "1h", "--shutdown-grace", "200ms"],
-        ]
-        .concat(),
+    // Holds its one call until the end: the producer stays at its limit.
+    let (app, server, ids, called) = held_producer(
+        &["--verify-lease", "1h", "--shutdown-grace", "200ms"],
+        60_000,
+        4,
     )
     .await;
-    // Holds its one call until the end: the producer stays at its limit.
-    let server = CheckServer::start().await;
-    server.default_reply(Reply::GatedCommit);
-    let token = register(&app, "held", &server, json!({"verify_timeout_ms": 60000})).await;
-    let ids = prepare_many(&app, &token, "held", 4).await;
-    let called = first_held_call(&app, &server, "held").await;
 
     // The rows under a claim (a due time past half the lease) other than the
     // called one, with the claim's version.
@@ -263,26 +276,19 @@ async fn rows_beyond_a_producers_limit_wait_in_its_queue_and_go_back_at_shutdown
 async fn a_queued_row_whose_claim_grew_too_old_is_given_back_and_claimed_anew_before_its_call() {
     // A call may start up to 0.5 s after its claim: 4.5 s lease, 3 s longest
     // timeout, 1 s margin.
-    let app = TestApp::spawn(
+    let (app, server, ids, called) = held_producer(
         &[
-            ONE_CALL_PER_PRODUCER,
-            &[
-                "--verify-lease",
-                "4500ms",
-                "--verify-timeout-max",
-                "3s",
-                "--verify-timeout",
-                "3s",
-            ],
-        ]
-        .concat(),
+            "--verify-lease",
+            "4500ms",
+            "--verify-timeout-max",
+            "3s",
+            "--verify-timeout",
+            "3s",
+        ],
+        3000,
+        2,
     )
     .await;
-    let server = CheckServer::start().await;
-    server.default_reply(Reply::GatedCommit);
-    let token = register(&app, "held", &server, json!({"verify_timeout_ms": 3000})).await;
-    let ids = prepare_many(&app, &token, "held", 2).await;
-    let called = first_held_call(&app, &server, "held").await;
     let queued = *ids.iter().find(|id| **id != called).unwrap();
     // The other row waits in the queue under a claim (due far ahead).
     let mut claim = None;
