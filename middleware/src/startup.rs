@@ -28,6 +28,24 @@ use crate::retention;
 use crate::store::{self, DynStore};
 use crate::verifier::Verifier;
 
+/// Connects to the database at `url`; with `migrate`, first creates the
+/// database if it is missing and then applies the migrations (`serve
+/// --auto-migrate` and `trustmsg migrate`).
+pub async fn open_store(url: &str, migrate: bool) -> anyhow::Result<DynStore> {
+    if migrate {
+        store::create_database_if_missing(url)
+            .await
+            .context("creating the database")?;
+    }
+    let store = store::connect(url)
+        .await
+        .with_context(|| format!("connecting to {}", store::redact_url(url)))?;
+    if migrate {
+        store.migrate().await.context("applying migrations")?;
+    }
+    Ok(store)
+}
+
 /// A running trustmsg service.
 pub struct Application {
     addr: SocketAddr,
@@ -49,18 +67,7 @@ impl Application {
                  Never run this way outside local development. !!!"
             );
         }
-        let url = cfg.database_url.expose();
-        if cfg.auto_migrate {
-            store::create_database_if_missing(url)
-                .await
-                .context("creating the database")?;
-        }
-        let store = store::connect(url)
-            .await
-            .with_context(|| format!("connecting to {}", store::redact_url(url)))?;
-        if cfg.auto_migrate {
-            store.migrate().await.context("applying migrations")?;
-        }
+        let store = open_store(cfg.database_url.expose(), cfg.auto_migrate).await?;
         let registry = Registry::new(store.clone(), cfg.producer_cache_ttl);
         let address_policy = Arc::new(cfg.address_policy);
         let shutdown = CancellationToken::new();

@@ -29,11 +29,14 @@ use trustmsg::config::{Secret, ServeArgs};
 use trustmsg::startup::Application;
 use trustmsg_kafka_mock as kafka;
 
+use crate::serve_flags::ServeFlags;
+
 mod args;
 mod cost;
 mod load;
 mod phases;
 mod report;
+mod wait;
 
 pub(crate) use args::BenchArgs;
 use args::Sizes;
@@ -144,32 +147,24 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
             )
         }
         None => {
-            let mut flags: Vec<String> = [
-                "--database-url",
-                db_url,
-                "--listen",
-                "127.0.0.1:0",
-                "--admin-token",
-                admin_token.expose(),
-                "--auto-migrate",
-                "--kafka-brokers",
-                &brokers,
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-            // The bench's own settings, unless --serve-arg gives them.
-            let given = |flag: &str| crate::cli::names_flag(&args.serve_args, flag);
-            for (flag, value) in [
-                ("--sweep-interval", "100ms"),
-                ("--verify-interval", "100ms"),
-            ] {
-                if !given(flag) {
-                    flags.extend([flag.to_string(), value.to_string()]);
-                }
-            }
-            flags.extend(args.serve_args.iter().cloned());
-            eprintln!("bench: service flags {:?}", &flags[8..]);
+            let (flags, fixed) = ServeFlags::new(&args.serve_args)
+                .fixed(&[
+                    ("--database-url", Some(db_url)),
+                    ("--listen", Some("127.0.0.1:0")),
+                    ("--admin-token", Some(admin_token.expose())),
+                    ("--auto-migrate", None),
+                    ("--kafka-brokers", Some(brokers.as_str())),
+                ])
+                .map_err(|fixed| {
+                    anyhow::anyhow!("{fixed} is set by the bench; leave it out of --serve-arg")
+                })?
+                // The bench's own settings, unless --serve-arg gives them.
+                .defaults([
+                    ("--sweep-interval", "100ms"),
+                    ("--verify-interval", "100ms"),
+                ])
+                .build();
+            eprintln!("bench: service flags {:?}", &flags[fixed..]);
             let app = Application::build(ServeArgs::from_args(flags)?).await?;
             let base = format!("http://{}", app.address());
             (Some(app), base, admin_token)

@@ -18,17 +18,6 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
-/// Whether `args` (flags passed on to `serve`) name `flag`, as `--flag value`
-/// or `--flag=value`. `dev` and `bench` set serve flags of their own and
-/// leave out those the user gives (clap refuses a flag given twice).
-pub(crate) fn names_flag(args: &[String], flag: &str) -> bool {
-    args.iter().any(|a| {
-        a == flag
-            || a.strip_prefix(flag)
-                .is_some_and(|rest| rest.starts_with('='))
-    })
-}
-
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
@@ -45,18 +34,4 @@ pub(crate) enum Command {
     Dev(Box<DevArgs>),
     /// Print the records of a Kafka topic as they arrive.
     Tail(Box<TailArgs>),
-}
-
-#[cfg(test)]
-mod tests {
-    use super::names_flag;
-
-    #[test]
-    fn a_flag_is_named_with_a_separate_value_or_after_an_equals_sign_only() {
-        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert!(names_flag(&args(&["--listen", "x"]), "--listen"));
-        assert!(names_flag(&args(&["--listen=x"]), "--listen"));
-        assert!(!names_flag(&args(&["--listen-backlog=9"]), "--listen"));
-        assert!(!names_flag(&args(&["x", "--listenx"]), "--listen"));
-    }
 }

@@ -10,8 +10,8 @@ use trustmsg::store::mysql::MySqlStore;
 use trustmsg::store::Store;
 use trustmsg_kafka_mock as kafka;
 
-use super::load::await_consumed;
 use super::report::Percentiles;
+use super::wait::{await_consumed, wait_until};
 use super::*;
 
 /// Waits (at most 30 s) until InnoDB has purged what earlier phases left
@@ -90,26 +90,6 @@ pub(crate) async fn ceiling(
         total += w??;
     }
     Ok(total as f64 / start.elapsed().as_secs_f64())
-}
-
-/// Polls until `count_sql` returns `expected`.
-pub(crate) async fn wait_until(
-    pool: &MySqlPool,
-    count_sql: &'static str,
-    expected: i64,
-) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        let n: i64 = sqlx::query_scalar(count_sql).fetch_one(pool).await?;
-        if n == expected {
-            return Ok(());
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "{count_sql} stuck at {n}, want {expected}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Inserts `rows` message rows of `biz_id` in `status`, not yet due.

@@ -28,6 +28,8 @@ use trustmsg::config::ServeArgs;
 use trustmsg::startup::Application;
 use trustmsg_kafka_mock::MockKafka;
 
+use crate::serve_flags::ServeFlags;
+
 /// The first check-back after a prepare, for the demo producer and as the
 /// dev default for others (`--first-verify-after`).
 const FIRST_CHECK_SECS: u64 = 5;
@@ -177,40 +179,25 @@ fn random_token(prefix: &str) -> String {
 
 /// The serve flags of a dev instance: dev's own, except those the user gave after `--`.
 fn serve_args(args: &DevArgs, admin_token: &str, brokers: &str) -> anyhow::Result<ServeArgs> {
-    let given = |flag: &str| crate::cli::names_flag(&args.serve_args, flag);
-    for fixed in [
-        "--database-url",
-        "--listen",
-        "--admin-token",
-        "--kafka-brokers",
-    ] {
-        if given(fixed) {
-            bail!("{fixed} is set by dev mode (use --data, --listen or --kafka-listen); use `trustmsg serve` to choose it");
-        }
-    }
-    let db = args.data.join(DB_FILE);
-    let mut argv = vec![
-        "--database-url".to_string(),
-        format!("sqlite://{}", db.display()),
-        "--auto-migrate".into(),
-        "--listen".into(),
-        args.listen.to_string(),
-        "--admin-token".into(),
-        admin_token.into(),
-        "--kafka-brokers".into(),
-        brokers.into(),
-    ];
+    let db = format!("sqlite://{}", args.data.join(DB_FILE).display());
+    let listen = args.listen.to_string();
     let first_check = format!("{FIRST_CHECK_SECS}s");
-    let defaults = DEV_SERVE_FLAGS
-        .iter()
-        .copied()
-        .chain([("--first-verify-after", first_check.as_str())]);
-    for (flag, value) in defaults {
-        if !given(flag) {
-            argv.extend([flag.to_string(), value.to_string()]);
-        }
-    }
-    argv.extend(args.serve_args.iter().cloned());
+    let (argv, _) = ServeFlags::new(&args.serve_args)
+        .fixed(&[
+            ("--database-url", Some(db.as_str())),
+            ("--auto-migrate", None),
+            ("--listen", Some(listen.as_str())),
+            ("--admin-token", Some(admin_token)),
+            ("--kafka-brokers", Some(brokers)),
+        ])
+        .map_err(|fixed| anyhow::anyhow!("{fixed} is set by dev mode (use --data, --listen or --kafka-listen); use `trustmsg serve` to choose it"))?
+        .defaults(
+            DEV_SERVE_FLAGS
+                .iter()
+                .copied()
+                .chain([("--first-verify-after", first_check.as_str())]),
+        )
+        .build();
     let serve = ServeArgs::from_args(argv).map_err(|e| anyhow::anyhow!("{e}"))?;
     serve.validate()?;
     Ok(serve)

@@ -12,8 +12,8 @@ use sqlx::MySqlPool;
 use tokio::sync::Mutex;
 use trustmsg_kafka_mock as kafka;
 
-use super::phases::wait_until;
 use super::report::{LoadResult, Percentiles};
+use super::wait::{await_consumed, wait_until};
 use super::*;
 
 /// A tiny HTTP client for the producer and registry API. The hot calls'
@@ -145,35 +145,6 @@ pub(crate) struct Samples {
     committed_at: HashMap<u64, Instant>,
     /// When each message's commit call was answered.
     answered_at: HashMap<u64, Instant>,
-}
-
-/// Waits until every committed message was consumed; returns when each was
-/// first read and the instant the last one arrived.
-pub(crate) async fn await_consumed(
-    consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
-    committed_at: &HashMap<u64, Instant>,
-    timeout: Duration,
-) -> anyhow::Result<(HashMap<u64, Instant>, Instant)> {
-    let mut seen = HashMap::with_capacity(committed_at.len());
-    let mut last = Instant::now();
-    let deadline = tokio::time::Instant::now() + timeout;
-    while seen.len() < committed_at.len() {
-        let c = tokio::time::timeout_at(deadline, consumed.recv())
-            .await
-            .map_err(|_| {
-                anyhow::anyhow!(
-                    "only {} of {} committed messages reached Kafka in {timeout:?}",
-                    seen.len(),
-                    committed_at.len()
-                )
-            })?
-            .context("consumer stopped")?;
-        if committed_at.contains_key(&c.message_id) && !seen.contains_key(&c.message_id) {
-            seen.insert(c.message_id, c.at);
-            last = c.at;
-        }
-    }
-    Ok((seen, last))
 }
 
 pub(crate) async fn lifecycle(

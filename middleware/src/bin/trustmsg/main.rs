@@ -6,16 +6,15 @@ mod admin_cli;
 mod bench;
 mod cli;
 mod dev;
+mod serve_flags;
 mod tail;
 
 use std::io::IsTerminal;
 
-use anyhow::Context;
 use clap::{CommandFactory, Parser};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
-use trustmsg::startup::Application;
-use trustmsg::store;
+use trustmsg::startup::{self, Application};
 
 use cli::{Cli, Command};
 
@@ -77,14 +76,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Migrate(db) => {
-            let url = db.database_url.expose();
-            store::create_database_if_missing(url)
-                .await
-                .context("creating the database")?;
-            let store = store::connect(url)
-                .await
-                .with_context(|| format!("connecting to {}", store::redact_url(url)))?;
-            store.migrate().await.context("applying migrations")?;
+            startup::open_store(db.database_url.expose(), true).await?;
             tracing::info!("migrations applied");
             Ok(())
         }

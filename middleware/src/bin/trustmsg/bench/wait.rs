@@ -1,0 +1,58 @@
+//! Waiting for what a phase set going: rows reaching a count, committed
+//! messages reaching Kafka. Both give up with a message after a deadline.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use sqlx::MySqlPool;
+use trustmsg_kafka_mock as kafka;
+
+/// Polls until `count_sql` returns `expected`.
+pub(crate) async fn wait_until(
+    pool: &MySqlPool,
+    count_sql: &'static str,
+    expected: i64,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let n: i64 = sqlx::query_scalar(count_sql).fetch_one(pool).await?;
+        if n == expected {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{count_sql} stuck at {n}, want {expected}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until every committed message was consumed; returns when each was
+/// first read and the instant the last one arrived.
+pub(crate) async fn await_consumed(
+    consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
+    committed_at: &HashMap<u64, Instant>,
+    timeout: Duration,
+) -> anyhow::Result<(HashMap<u64, Instant>, Instant)> {
+    let mut seen = HashMap::with_capacity(committed_at.len());
+    let mut last = Instant::now();
+    let deadline = tokio::time::Instant::now() + timeout;
+    while seen.len() < committed_at.len() {
+        let c = tokio::time::timeout_at(deadline, consumed.recv())
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "only {} of {} committed messages reached Kafka in {timeout:?}",
+                    seen.len(),
+                    committed_at.len()
+                )
+            })?
+            .context("consumer stopped")?;
+        if committed_at.contains_key(&c.message_id) && !seen.contains_key(&c.message_id) {
+            seen.insert(c.message_id, c.at);
+            last = c.at;
+        }
+    }
+    Ok((seen, last))
+}
