@@ -18,6 +18,7 @@ pub mod backoff;
 mod coalesce;
 pub mod config;
 pub mod forwarder;
+pub mod handoff;
 mod liveness;
 mod metrics_setup;
 mod overdue;

@@ -63,7 +63,7 @@ use trustmsg_verify_api::{CheckRequest, Decision, MessageStatus};
 use crate::address_policy::AddressPolicy;
 use crate::alert::{Alert, AlertKind, Alerter};
 use crate::backoff::Backoff;
-use crate::forwarder::CommitListener;
+use crate::handoff::CommitListener;
 use crate::registry::Registry;
 use crate::store::{Actor, CheckAttempt, DynStore, Message, StoreResult, Transition};
 use client::{CheckClient, CheckFailure, Endpoint};
