@@ -15,6 +15,7 @@ pub mod alert;
 pub mod api;
 mod backlog;
 pub mod backoff;
+mod batcher;
 mod coalesce;
 pub mod config;
 pub mod forwarder;
