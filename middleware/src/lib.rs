@@ -23,6 +23,7 @@ pub mod handoff;
 mod liveness;
 mod metrics_setup;
 mod overdue;
+mod periodic;
 pub mod registry;
 mod retention;
 mod secret;
