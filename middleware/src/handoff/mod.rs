@@ -4,7 +4,7 @@
 //!
 //! - [`commits`]: a commit made by the API or the verifier, told to whoever
 //!   sends it (the forwarder's fast path, or nobody);
-//! - [`record`]: the size of the Kafka record a message becomes, which the
+//! - `record`: the size of the Kafka record a message becomes, which the
 //!   API checks at prepare against the limit the forwarder's producer sets.
 
 pub mod commits;
