@@ -17,6 +17,7 @@ use chrono::{DateTime, Utc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::periodic;
 use crate::store::{Backlog, DynStore};
 
 /// The waiting states, as (status, send_status) labels.
@@ -33,14 +34,9 @@ pub(crate) fn spawn(
     interval: Duration,
     cancel: CancellationToken,
 ) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = tick.tick() => {}
-            }
+    periodic::spawn(interval, cancel, move || {
+        let store = store.clone();
+        async move {
             match store.backlog().await {
                 Ok(b) => publish(&b),
                 Err(e) => tracing::warn!(error = %e, "could not read the backlog for /metrics"),

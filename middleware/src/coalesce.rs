@@ -21,6 +21,9 @@
 //! them late would only delay the callers still waiting. Skipping is checked
 //! when a batch is taken and before each one-by-one retry.
 //!
+//! The queues, the workers and the batch collection are [`crate::batcher`]'s;
+//! this module says what a batch of prepares or decisions writes.
+//!
 //! A store call of a batch is given up (its connection dropped) after twice
 //! `--request-timeout`. Without that, a connection that hangs without closing
 //! (a frozen server, a partition that drops packets) would hold the worker
@@ -43,8 +46,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use moka::future::Cache;
-use tokio::sync::{mpsc, oneshot, Mutex};
 
+use crate::batcher::{skip_abandoned, BatchWrite, Batcher, Job};
 use crate::store::{
     self, Actor, DecideOutcome, DecideRequest, DynStore, Inserted, Message, NewMessage, StoreError,
     StoreResult, Target,
@@ -77,23 +80,21 @@ fn prepared_rows(max_bytes: u64) -> Option<PreparedRows> {
     })
 }
 
-struct PrepareJob {
-    message: NewMessage,
-    reply: oneshot::Sender<StoreResult<Inserted>>,
-}
-
-struct DecideJob {
+/// A producer's commit or rollback of one message.
+struct Decision {
     biz_id: String,
     message_key: String,
     commit: bool,
-    reply: oneshot::Sender<StoreResult<DecideOutcome>>,
 }
+
+type PrepareJob = Job<NewMessage, StoreResult<Inserted>>;
+type DecideJob = Job<Decision, StoreResult<DecideOutcome>>;
 
 /// Hands prepares and producer decisions to the batching workers.
 #[derive(Clone)]
 pub(crate) struct Coalescer {
-    prepares: mpsc::Sender<PrepareJob>,
-    decisions: mpsc::Sender<DecideJob>,
+    prepares: Batcher<NewMessage, StoreResult<Inserted>>,
+    decisions: Batcher<Decision, StoreResult<DecideOutcome>>,
 }
 
 fn gone() -> StoreError {
@@ -120,41 +121,28 @@ impl Coalescer {
     /// last `Coalescer` clone is dropped.
     pub(crate) fn start(store: DynStore, settings: WriteSettings) -> Self {
         let (workers, max_batch) = (settings.workers.get(), settings.max_batch.get());
-        let (send_lease, deadline) = (settings.send_lease, settings.deadline);
         let queue = max_batch.saturating_mul(workers).saturating_mul(4);
-        let (prepares, prepare_rx) = mpsc::channel::<PrepareJob>(queue);
-        let (decisions, decide_rx) = mpsc::channel::<DecideJob>(queue);
-        let prepare_rx = Arc::new(Mutex::new(prepare_rx));
-        let decide_rx = Arc::new(Mutex::new(decide_rx));
         let rows = prepared_rows(settings.prepared_cache_bytes);
-        for _ in 0..workers {
-            let (s, rx, r) = (store.clone(), prepare_rx.clone(), rows.clone());
-            tokio::spawn(async move {
-                while let Some(jobs) = next_batch(&rx, max_batch).await {
-                    write_prepares(&s, jobs, deadline, r.as_ref()).await;
-                }
-            });
-            let (s, rx, r) = (store.clone(), decide_rx.clone(), rows.clone());
-            tokio::spawn(async move {
-                while let Some(jobs) = next_batch(&rx, max_batch).await {
-                    write_decisions(&s, jobs, send_lease, deadline, r.as_ref()).await;
-                }
-            });
-        }
+        let prepares = WritePrepares {
+            store: store.clone(),
+            deadline: settings.deadline,
+            rows: rows.clone(),
+        };
+        let decisions = WriteDecisions {
+            store,
+            send_lease: settings.send_lease,
+            deadline: settings.deadline,
+            rows,
+        };
         Self {
-            prepares,
-            decisions,
+            prepares: Batcher::start(prepares, workers, max_batch, queue),
+            decisions: Batcher::start(decisions, workers, max_batch, queue),
         }
     }
 
     /// [`crate::store::Store::insert_prepared`], batched with concurrent calls.
     pub(crate) async fn prepare(&self, message: NewMessage) -> StoreResult<Inserted> {
-        let (reply, rx) = oneshot::channel();
-        self.prepares
-            .send(PrepareJob { message, reply })
-            .await
-            .map_err(|_| gone())?;
-        rx.await.map_err(|_| gone())?
+        self.prepares.submit(message).await.ok_or_else(gone)?
     }
 
     /// A producer's commit or rollback ([`store::decide`]), batched with concurrent calls.
@@ -164,44 +152,13 @@ impl Coalescer {
         message_key: String,
         commit: bool,
     ) -> StoreResult<DecideOutcome> {
-        let (reply, rx) = oneshot::channel();
-        self.decisions
-            .send(DecideJob {
-                biz_id,
-                message_key,
-                commit,
-                reply,
-            })
-            .await
-            .map_err(|_| gone())?;
-        rx.await.map_err(|_| gone())?
+        let decision = Decision {
+            biz_id,
+            message_key,
+            commit,
+        };
+        self.decisions.submit(decision).await.ok_or_else(gone)?
     }
-}
-
-/// Waits for one job, then takes whatever else is queued, up to `max`.
-pub(crate) async fn next_batch<T>(rx: &Mutex<mpsc::Receiver<T>>, max: usize) -> Option<Vec<T>> {
-    let mut rx = rx.lock().await;
-    let first = rx.recv().await?;
-    let mut jobs = vec![first];
-    while jobs.len() < max {
-        match rx.try_recv() {
-            Ok(j) => jobs.push(j),
-            Err(_) => break,
-        }
-    }
-    Some(jobs)
-}
-
-/// Keeps the jobs whose caller still waits for the answer.
-fn still_wanted<T>(jobs: Vec<T>, is_closed: impl Fn(&T) -> bool) -> Vec<T> {
-    let before = jobs.len();
-    let wanted: Vec<T> = jobs.into_iter().filter(|j| !is_closed(j)).collect();
-    let skipped = before - wanted.len();
-    if skipped > 0 {
-        metrics::counter!("trustmsg_writes_abandoned_total").increment(skipped as u64);
-        tracing::debug!(skipped, "skipped writes whose callers have gone");
-    }
-    wanted
 }
 
 /// The answer for every job of a batch that failed because the database
@@ -227,129 +184,132 @@ async fn within<T>(
         })
 }
 
-fn prepare_gone(j: &PrepareJob) -> bool {
-    j.reply.is_closed()
-}
-
-fn decision_gone(j: &DecideJob) -> bool {
-    j.reply.is_closed()
-}
-
-async fn write_prepares(
-    store: &DynStore,
-    jobs: Vec<PrepareJob>,
+/// Writes prepares: one multi-row INSERT per batch.
+struct WritePrepares {
+    store: DynStore,
     deadline: Duration,
-    rows: Option<&PreparedRows>,
-) {
-    let jobs = still_wanted(jobs, prepare_gone);
-    if jobs.is_empty() {
-        return;
-    }
-    let batch: Vec<NewMessage> = jobs.iter().map(|j| j.message.clone()).collect();
-    metrics::histogram!("trustmsg_prepare_batch_size").record(batch.len() as f64);
-    match within(deadline, store.insert_prepared_batch(&batch)).await {
-        Ok(results) => {
-            for (job, result) in jobs.into_iter().zip(results) {
-                // A created row is a PREPARED one; a row that was already
-                // there may be decided, and is read when its decision comes.
-                if let (Some(rows), Inserted::Created(m)) = (rows, &result) {
-                    let key = (m.biz_id.clone(), m.message_key.clone());
-                    rows.insert(key, Arc::new(m.clone())).await;
-                }
-                let _ = job.reply.send(Ok(result));
-            }
+    rows: Option<PreparedRows>,
+}
+
+impl BatchWrite<NewMessage, StoreResult<Inserted>> for WritePrepares {
+    async fn write(&self, jobs: &mut Vec<PrepareJob>) {
+        let (store, deadline) = (&self.store, self.deadline);
+        skip_abandoned(jobs);
+        if jobs.is_empty() {
+            return;
         }
-        Err(e) if e.is_unreachable() => {
-            tracing::warn!(error = %e, size = jobs.len(), "batched prepare failed: database unreachable");
-            for job in jobs {
-                let _ = job.reply.send(Err(unreachable(&e)));
-            }
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, size = jobs.len(), "batched prepare failed; writing one by one");
-            for job in jobs {
-                if job.reply.is_closed() {
-                    continue;
+        let batch: Vec<NewMessage> = jobs.iter().map(|j| j.input.clone()).collect();
+        metrics::histogram!("trustmsg_prepare_batch_size").record(batch.len() as f64);
+        match within(deadline, store.insert_prepared_batch(&batch)).await {
+            Ok(results) => {
+                for (job, result) in jobs.drain(..).zip(results) {
+                    // A created row is a PREPARED one; a row that was already
+                    // there may be decided, and is read when its decision comes.
+                    if let (Some(rows), Inserted::Created(m)) = (&self.rows, &result) {
+                        let key = (m.biz_id.clone(), m.message_key.clone());
+                        rows.insert(key, Arc::new(m.clone())).await;
+                    }
+                    job.answer(Ok(result));
                 }
-                let inserted = within(deadline, store.insert_prepared(&job.message)).await;
-                let _ = job.reply.send(inserted);
+            }
+            Err(e) if e.is_unreachable() => {
+                tracing::warn!(error = %e, size = jobs.len(), "batched prepare failed: database unreachable");
+                for job in jobs.drain(..) {
+                    job.answer(Err(unreachable(&e)));
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, size = jobs.len(), "batched prepare failed; writing one by one");
+                for job in jobs.drain(..) {
+                    if job.is_abandoned() {
+                        continue;
+                    }
+                    let inserted = within(deadline, store.insert_prepared(&job.input)).await;
+                    job.answer(inserted);
+                }
             }
         }
     }
 }
 
-fn request(job: &DecideJob, send_lease: Duration) -> DecideRequest<'_> {
+fn request(d: &Decision, send_lease: Duration) -> DecideRequest<'_> {
     DecideRequest {
         target: Target::Key {
-            biz_id: &job.biz_id,
-            message_key: &job.message_key,
+            biz_id: &d.biz_id,
+            message_key: &d.message_key,
         },
-        commit: job.commit,
-        actor: Actor::Producer(job.biz_id.clone()),
+        commit: d.commit,
+        actor: Actor::Producer(d.biz_id.clone()),
         reason: format!(
             "{} by producer",
-            if job.commit { "commit" } else { "rollback" }
+            if d.commit { "commit" } else { "rollback" }
         ),
         send_lease,
         verify_attempt: false,
     }
 }
 
-async fn write_decisions(
-    store: &DynStore,
-    jobs: Vec<DecideJob>,
+/// Writes decisions: one guarded UPDATE plus one audit INSERT per batch.
+struct WriteDecisions {
+    store: DynStore,
     send_lease: Duration,
     deadline: Duration,
-    rows: Option<&PreparedRows>,
-) {
-    let jobs = still_wanted(jobs, decision_gone);
-    if jobs.is_empty() {
-        return;
-    }
-    metrics::histogram!("trustmsg_decide_batch_size").record(jobs.len() as f64);
-    let reqs: Vec<DecideRequest<'_>> = jobs.iter().map(|j| request(j, send_lease)).collect();
-    // Taken out, not just read: whatever the outcome, the row is no longer
-    // one this instance just prepared.
-    let mut known = Vec::with_capacity(jobs.len());
-    for j in &jobs {
-        known.push(match rows {
-            Some(rows) => {
-                rows.remove(&(j.biz_id.clone(), j.message_key.clone()))
-                    .await
-            }
-            None => None,
-        });
-    }
-    let known_rows: Vec<Option<&Message>> = known.iter().map(Option::as_deref).collect();
-    match within(
-        deadline,
-        store::decide_batch_known(store.as_ref(), &reqs, &known_rows),
-    )
-    .await
-    {
-        Ok(outcomes) => {
-            drop(reqs);
-            for (job, outcome) in jobs.into_iter().zip(outcomes) {
-                let _ = job.reply.send(Ok(outcome));
-            }
+    rows: Option<PreparedRows>,
+}
+
+impl BatchWrite<Decision, StoreResult<DecideOutcome>> for WriteDecisions {
+    async fn write(&self, jobs: &mut Vec<DecideJob>) {
+        let (store, send_lease, deadline) = (&self.store, self.send_lease, self.deadline);
+        skip_abandoned(jobs);
+        if jobs.is_empty() {
+            return;
         }
-        Err(e) if e.is_unreachable() => {
-            drop(reqs);
-            tracing::warn!(error = %e, size = jobs.len(), "batched decision failed: database unreachable");
-            for job in jobs {
-                let _ = job.reply.send(Err(unreachable(&e)));
-            }
-        }
-        Err(e) => {
-            drop(reqs);
-            tracing::warn!(error = %e, size = jobs.len(), "batched decision failed; deciding one by one");
-            for job in jobs {
-                if job.reply.is_closed() {
-                    continue;
+        metrics::histogram!("trustmsg_decide_batch_size").record(jobs.len() as f64);
+        let reqs: Vec<DecideRequest<'_>> =
+            jobs.iter().map(|j| request(&j.input, send_lease)).collect();
+        // Taken out, not just read: whatever the outcome, the row is no longer
+        // one this instance just prepared.
+        let mut known = Vec::with_capacity(jobs.len());
+        for j in jobs.iter() {
+            known.push(match &self.rows {
+                Some(rows) => {
+                    rows.remove(&(j.input.biz_id.clone(), j.input.message_key.clone()))
+                        .await
                 }
-                let write = store::decide(store.as_ref(), request(&job, send_lease));
-                let outcome = within(deadline, write).await;
-                let _ = job.reply.send(outcome);
+                None => None,
+            });
+        }
+        let known_rows: Vec<Option<&Message>> = known.iter().map(Option::as_deref).collect();
+        match within(
+            deadline,
+            store::decide_batch_known(store.as_ref(), &reqs, &known_rows),
+        )
+        .await
+        {
+            Ok(outcomes) => {
+                drop(reqs);
+                for (job, outcome) in jobs.drain(..).zip(outcomes) {
+                    job.answer(Ok(outcome));
+                }
+            }
+            Err(e) if e.is_unreachable() => {
+                drop(reqs);
+                tracing::warn!(error = %e, size = jobs.len(), "batched decision failed: database unreachable");
+                for job in jobs.drain(..) {
+                    job.answer(Err(unreachable(&e)));
+                }
+            }
+            Err(e) => {
+                drop(reqs);
+                tracing::warn!(error = %e, size = jobs.len(), "batched decision failed; deciding one by one");
+                for job in jobs.drain(..) {
+                    if job.is_abandoned() {
+                        continue;
+                    }
+                    let write = store::decide(store.as_ref(), request(&job.input, send_lease));
+                    let outcome = within(deadline, write).await;
+                    job.answer(outcome);
+                }
             }
         }
     }

@@ -24,6 +24,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::alert::{Alert, AlertKind, Alerter};
+use crate::periodic;
 use crate::store::{DynStore, Overdue, Wait};
 
 /// Messages flagged per kind of wait and round; more wait for the next round.
@@ -59,14 +60,9 @@ pub(crate) fn spawn(
     cancel: CancellationToken,
 ) -> Option<JoinHandle<()>> {
     let interval = settings.interval()?;
-    Some(tokio::spawn(async move {
-        let mut tick = tokio::time::interval(interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = tick.tick() => {}
-            }
+    Some(periodic::spawn(interval, cancel, move || {
+        let (store, alerter) = (store.clone(), alerter.clone());
+        async move {
             for (wait, after) in [
                 (Wait::Send, settings.send_after),
                 (Wait::Decision, settings.verify_after),

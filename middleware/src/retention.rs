@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::periodic;
 use crate::store::DynStore;
 
 /// Messages deleted per transaction.
@@ -30,32 +31,31 @@ pub(crate) fn spawn(
 ) -> Option<JoinHandle<()>> {
     let window = window?;
     let every = (window / 10).clamp(Duration::from_secs(1), Duration::from_secs(300));
-    Some(tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = tick.tick() => {}
-            }
-            while !cancel.is_cancelled() {
-                match store.purge_finished(window, BATCH).await {
-                    Ok(n) => {
-                        metrics::counter!("trustmsg_retention_deleted_total").increment(n);
-                        if n > 0 {
-                            tracing::debug!(deleted = n, "retention deleted finished messages");
-                        }
-                        if n < u64::from(BATCH) {
-                            break;
-                        }
-                        tokio::time::sleep(PAUSE).await;
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "retention could not delete; trying again next round");
-                        break;
-                    }
+    Some(periodic::spawn(every, cancel.clone(), move || {
+        let (store, cancel) = (store.clone(), cancel.clone());
+        async move { purge(&store, window, &cancel).await }
+    }))
+}
+
+/// One round: batch after batch until less than a batch was left, an error,
+/// or shutdown.
+async fn purge(store: &DynStore, window: Duration, cancel: &CancellationToken) {
+    while !cancel.is_cancelled() {
+        match store.purge_finished(window, BATCH).await {
+            Ok(n) => {
+                metrics::counter!("trustmsg_retention_deleted_total").increment(n);
+                if n > 0 {
+                    tracing::debug!(deleted = n, "retention deleted finished messages");
                 }
+                if n < u64::from(BATCH) {
+                    break;
+                }
+                tokio::time::sleep(PAUSE).await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "retention could not delete; trying again next round");
+                break;
             }
         }
-    }))
+    }
 }

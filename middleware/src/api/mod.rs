@@ -36,7 +36,7 @@ use serde::de::DeserializeOwned;
 
 use crate::address_policy::AddressPolicy;
 use crate::coalesce::Coalescer;
-use crate::forwarder::CommitListener;
+use crate::handoff::CommitListener;
 use crate::registry::Registry;
 use crate::store::DynStore;
 use error::ApiError;

@@ -10,7 +10,7 @@ use base64::Engine;
 use trustmsg_verify_api::{kafka_headers, PayloadEncoding, PrepareRequest};
 
 use super::error::ApiError;
-use crate::forwarder::kafka::record_size;
+use crate::handoff::record::record_size;
 
 /// Longest biz_id.
 pub(crate) const MAX_BIZ_ID: usize = 64;

@@ -23,7 +23,6 @@
 //! out-of-order sequence) in which every send fails; the sink then builds a new
 //! producer so one bad episode does not fail every later message.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -50,57 +49,6 @@ const RESERVED_SETTINGS: &[&str] = &[
 /// librdkafka's name for the record size limit, which trustmsg sets from
 /// `--kafka-message-max-bytes` because prepare checks against the same number.
 const MESSAGE_MAX_BYTES: &str = "message.max.bytes";
-
-/// The framing librdkafka counts on top of key, value and headers when it
-/// checks a record against `message.max.bytes` (`RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD`:
-/// length, attributes, timestamp and offset deltas, key and value lengths and
-/// header count, each at its widest).
-const RECORD_OVERHEAD: usize = 36;
-
-/// The most digits a message id (a `u64`) has: at prepare the id is not known
-/// yet, so its header is counted at its longest.
-const MAX_MESSAGE_ID_DIGITS: usize = 20;
-
-/// Bytes of a zigzag varint of `n`, as Kafka encodes header lengths.
-fn varint_len(n: usize) -> usize {
-    let mut v = (n as u64) << 1;
-    let mut len = 1;
-    while v >= 0x80 {
-        v >>= 7;
-        len += 1;
-    }
-    len
-}
-
-/// What one header adds to a record.
-fn header_len(name: usize, value: usize) -> usize {
-    varint_len(name) + name + varint_len(value) + value
-}
-
-/// The size librdkafka checks against `message.max.bytes` for the record
-/// [`KafkaSink::send`] builds from this message: the same arithmetic as
-/// librdkafka's `rd_kafka_msg_max_wire_size`, so a message whose size is at
-/// most the limit is never refused as too large. `message_id_len` is the
-/// length of the id header's value; `None` counts it at its longest.
-pub(crate) fn record_size(
-    key: Option<&str>,
-    payload_len: usize,
-    headers: &BTreeMap<String, String>,
-    biz_id: &str,
-    message_key: &str,
-    message_id_len: Option<usize>,
-) -> usize {
-    let user: usize = headers
-        .iter()
-        .map(|(k, v)| header_len(k.len(), v.len()))
-        .sum();
-    let own = header_len(
-        kafka_headers::MESSAGE_ID.len(),
-        message_id_len.unwrap_or(MAX_MESSAGE_ID_DIGITS),
-    ) + header_len(kafka_headers::BIZ_ID.len(), biz_id.len())
-        + header_len(kafka_headers::MESSAGE_KEY.len(), message_key.len());
-    RECORD_OVERHEAD + key.map_or(0, str::len) + payload_len + user + own
-}
 
 /// How long `send` waits for room in librdkafka's local queue before it
 /// reports a (transient) queue-full error.
@@ -142,7 +90,7 @@ pub(crate) struct KafkaSettings {
     pub(crate) extra: Vec<(String, String)>,
     /// `message.timeout.ms`: the longest a send stays in flight.
     pub(crate) message_timeout: Duration,
-    /// `message.max.bytes`: the largest record, as [`record_size`] counts it.
+    /// `message.max.bytes`: the largest record, as [`crate::handoff::record::record_size`] counts it.
     pub(crate) message_max_bytes: usize,
 }
 
@@ -343,6 +291,9 @@ pub(crate) fn classify(e: &KafkaError) -> SendError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
+
+    use crate::handoff::record::record_size;
 
     fn produce(code: RDKafkaErrorCode) -> KafkaError {
         KafkaError::MessageProduction(code)

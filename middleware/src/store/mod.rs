@@ -5,7 +5,7 @@
 //! per statement (or per short transaction); the decision logic that combines
 //! them lives once, in [`decide()`], so both backends behave the same. What the
 //! two SQL backends share (column lists, what each transition sets, audit rows,
-//! row decoding) lives once too, in `sql.rs`; a backend file holds only its
+//! row decoding) lives once too, in `sql/`; a backend file holds only its
 //! dialect: its SQL text, its locking and its clock expression.
 //!
 //! Guarantees every backend gives:

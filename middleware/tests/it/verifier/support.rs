@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use trustmsg::address_policy::AddressPolicy;
 use trustmsg::alert::Alerter;
 use trustmsg::backoff::Backoff;
-use trustmsg::forwarder::CommitListener;
+use trustmsg::handoff::CommitListener;
 use trustmsg::registry::Registry;
 use trustmsg::store::Message;
 use trustmsg::verifier::{Verifier, VerifierConfig};

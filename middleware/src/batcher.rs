@@ -1,0 +1,164 @@
+//! Group commit, written once: callers queue jobs, each with its own reply,
+//! and a few workers write whatever is queued as one batch.
+//!
+//! A job never waits for company: a worker takes the first job as soon as it
+//! arrives, plus whatever else is already queued, up to `max_batch` (tokio's
+//! `recv_many` does the collecting), so an idle queue answers with no added
+//! delay and a busy one batches more. The workers share one receiver: the
+//! one holding it waits for the next batch while the others write theirs, so
+//! at most `workers` batches are written at once and a storm of jobs holds
+//! at most that many database connections.
+//!
+//! What a batch does (one statement, a fallback one by one, which jobs to
+//! skip) is its [`BatchWrite`]'s business; each job is answered through
+//! [`Job::answer`]. A job dropped unanswered, or queued after the workers
+//! stopped, tells its caller the batcher is gone ([`Batcher::submit`] returns
+//! `None`). The workers end when the last [`Batcher`] clone is dropped.
+//!
+//! Used by the API's prepares and decisions ([`crate::coalesce`]) and the
+//! verifier's call records, decisions and reschedules.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot, Mutex};
+
+/// One queued write and where its answer goes.
+pub(crate) struct Job<T, R> {
+    /// What the caller asked to write.
+    pub(crate) input: T,
+    reply: oneshot::Sender<R>,
+}
+
+impl<T, R> Job<T, R> {
+    /// Gives the caller its answer (dropped if the caller has gone).
+    pub(crate) fn answer(self, answer: R) {
+        let _ = self.reply.send(answer);
+    }
+
+    /// Whether the caller has gone (its request was cut off, or it was
+    /// dropped): its answer would go nowhere.
+    pub(crate) fn is_abandoned(&self) -> bool {
+        self.reply.is_closed()
+    }
+}
+
+/// How one kind of job is written, a batch at a time.
+pub(crate) trait BatchWrite<T, R>: Send + Sync + 'static {
+    /// Writes `jobs` (at least one) and answers each. Whatever is left in
+    /// `jobs` afterwards is dropped unanswered.
+    fn write(&self, jobs: &mut Vec<Job<T, R>>) -> impl Future<Output = ()> + Send;
+}
+
+/// The queue in front of a batch writer's workers; cheap to clone.
+pub(crate) struct Batcher<T, R> {
+    queue: mpsc::Sender<Job<T, R>>,
+}
+
+impl<T, R> Clone for Batcher<T, R> {
+    fn clone(&self) -> Self {
+        Self {
+            queue: self.queue.clone(),
+        }
+    }
+}
+
+impl<T: Send + 'static, R: Send + 'static> Batcher<T, R> {
+    /// Starts `workers` workers writing through `write`, at most `max_batch`
+    /// jobs at a time. Beyond `queue` waiting jobs a caller waits for room.
+    pub(crate) fn start(
+        write: impl BatchWrite<T, R>,
+        workers: usize,
+        max_batch: usize,
+        queue: usize,
+    ) -> Self {
+        let (tx, rx) = mpsc::channel(queue.max(1));
+        let rx = Arc::new(Mutex::new(rx));
+        let write = Arc::new(write);
+        let max_batch = max_batch.max(1);
+        for _ in 0..workers.max(1) {
+            let (rx, write) = (rx.clone(), write.clone());
+            tokio::spawn(async move {
+                // Kept from batch to batch: its room is allocated once.
+                let mut jobs = Vec::new();
+                while next_batch(&rx, &mut jobs, max_batch).await {
+                    write.write(&mut jobs).await;
+                    jobs.clear();
+                }
+            });
+        }
+        Self { queue: tx }
+    }
+
+    /// Queues `input` and waits for its answer; `None` once the workers have
+    /// stopped.
+    pub(crate) async fn submit(&self, input: T) -> Option<R> {
+        let (reply, answer) = oneshot::channel();
+        self.queue.send(Job { input, reply }).await.ok()?;
+        answer.await.ok()
+    }
+}
+
+/// Waits for one job, then takes whatever else is queued, up to `max`;
+/// false once every sender is gone and the queue is empty.
+async fn next_batch<T>(rx: &Mutex<mpsc::Receiver<T>>, jobs: &mut Vec<T>, max: usize) -> bool {
+    rx.lock().await.recv_many(jobs, max).await > 0
+}
+
+/// Drops the jobs whose caller has gone, counting them in
+/// `trustmsg_writes_abandoned_total`: when the database is slow or away the
+/// queue fills with such jobs, and writing them late would only delay the
+/// callers still waiting.
+pub(crate) fn skip_abandoned<T, R>(jobs: &mut Vec<Job<T, R>>) {
+    let before = jobs.len();
+    jobs.retain(|j| !j.is_abandoned());
+    let skipped = before - jobs.len();
+    if skipped > 0 {
+        metrics::counter!("trustmsg_writes_abandoned_total").increment(skipped as u64);
+        tracing::debug!(skipped, "skipped writes whose callers have gone");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// Answers each job with the size of the batch it came in.
+    struct BatchSizes(Arc<AtomicUsize>);
+
+    impl BatchWrite<u32, usize> for BatchSizes {
+        async fn write(&self, jobs: &mut Vec<Job<u32, usize>>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            let n = jobs.len();
+            for job in jobs.drain(..) {
+                job.answer(n);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_lone_job_is_written_at_once_and_queued_ones_go_together_up_to_the_limit() {
+        let batches = Arc::new(AtomicUsize::new(0));
+        let b = Batcher::start(BatchSizes(batches.clone()), 1, 3, 16);
+        assert_eq!(b.submit(1).await, Some(1), "no waiting for company");
+        // Seven at once on a current-thread runtime: all are queued before
+        // the worker runs, so it takes them three, three and one.
+        let answers = futures::future::join_all((0..7).map(|i| b.submit(i))).await;
+        let mut sizes: Vec<usize> = answers.into_iter().map(Option::unwrap).collect();
+        sizes.sort_unstable();
+        assert_eq!(sizes, [1, 3, 3, 3, 3, 3, 3]);
+        assert_eq!(batches.load(Ordering::SeqCst), 4);
+    }
+
+    #[tokio::test]
+    async fn a_job_left_unanswered_tells_its_caller_the_batcher_is_gone() {
+        struct Forgets;
+        impl BatchWrite<u32, u32> for Forgets {
+            async fn write(&self, _jobs: &mut Vec<Job<u32, u32>>) {}
+        }
+        let b = Batcher::start(Forgets, 2, 8, 8);
+        assert_eq!(b.submit(1).await, None);
+    }
+}

@@ -1,0 +1,190 @@
+//! The audit log: one row per change, each kind of change with its own
+//! constructor so both backends record the same event the same way; its
+//! multi-row INSERT, stamped with the database clock; and a message's trail.
+
+use sqlx::{Executor, QueryBuilder};
+use trustmsg_verify_api::{MessageStatus, SendStatus};
+
+use super::claim::ClaimKind;
+use super::effects::{clip_error, transition_effects};
+use super::row::SqlRow;
+use super::{Bind, Dialect};
+use crate::store::{Actor, AuditEntry, StoreResult, Transition};
+
+/// The columns an [`AuditRow`] writes (the last, `created_at`, is the clock).
+const AUDIT_COLUMNS: &str = "message_id, actor, action, from_status, to_status, \
+    from_send_status, to_send_status, reason, created_at";
+
+/// One `audit_log` row. Each kind of change has its constructor, so both
+/// backends record the same event the same way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(in crate::store) struct AuditRow {
+    message_id: u64,
+    actor: String,
+    action: &'static str,
+    from_status: Option<&'static str>,
+    to_status: Option<&'static str>,
+    from_send_status: Option<&'static str>,
+    to_send_status: Option<&'static str>,
+    /// Clipped to the column size.
+    reason: String,
+}
+
+impl AuditRow {
+    /// A guarded status change (a decision, VERIFY_FAILED, re-verify).
+    pub(in crate::store) fn transition(t: &Transition) -> Self {
+        let effects = transition_effects(t.to);
+        Self {
+            message_id: t.id,
+            actor: t.actor.to_string(),
+            action: effects.action,
+            from_status: Some(t.from.as_str()),
+            to_status: Some(t.to.as_str()),
+            from_send_status: None,
+            to_send_status: effects.send_status,
+            reason: clip_error(&t.reason).to_string(),
+        }
+    }
+
+    /// The rollback of an unknown message, which created a tombstone: there
+    /// was no state before it.
+    pub(in crate::store) fn tombstone(message_id: u64, actor: &Actor, reason: &str) -> Self {
+        Self {
+            message_id,
+            actor: actor.to_string(),
+            action: transition_effects(MessageStatus::RolledBack).action,
+            from_status: None,
+            to_status: Some(MessageStatus::RolledBack.as_str()),
+            from_send_status: None,
+            to_send_status: None,
+            reason: clip_error(reason).to_string(),
+        }
+    }
+
+    /// A claimed row set aside because it could not be read: the state stays,
+    /// the claimer (forwarder or verifier) is the actor, the reason says why.
+    pub(in crate::store) fn quarantine(message_id: u64, kind: ClaimKind, reason: &str) -> Self {
+        let (actor, status, send_status) = match kind {
+            ClaimKind::Sends => (
+                Actor::Forwarder,
+                MessageStatus::Committed,
+                Some(SendStatus::Pending.as_str()),
+            ),
+            ClaimKind::Verifies => (Actor::Verifier, MessageStatus::Prepared, None),
+        };
+        Self {
+            message_id,
+            actor: actor.to_string(),
+            action: "quarantine",
+            from_status: Some(status.as_str()),
+            to_status: Some(status.as_str()),
+            from_send_status: send_status,
+            to_send_status: send_status,
+            reason: clip_error(reason).to_string(),
+        }
+    }
+
+    /// An operator's redeliver (COMMITTED stays, SEND_FAILED → PENDING).
+    pub(in crate::store) fn redeliver(message_id: u64, actor: &Actor, reason: &str) -> Self {
+        let committed = Some(MessageStatus::Committed.as_str());
+        Self {
+            message_id,
+            actor: actor.to_string(),
+            action: "redeliver",
+            from_status: committed,
+            to_status: committed,
+            from_send_status: Some(SendStatus::SendFailed.as_str()),
+            to_send_status: Some(SendStatus::Pending.as_str()),
+            reason: clip_error(reason).to_string(),
+        }
+    }
+
+    /// A send given up (COMMITTED stays, PENDING → SEND_FAILED); the error is the reason.
+    pub(in crate::store) fn send_failed(message_id: u64, actor: &Actor, error: &str) -> Self {
+        let committed = Some(MessageStatus::Committed.as_str());
+        Self {
+            message_id,
+            actor: actor.to_string(),
+            action: "send_failed",
+            from_status: committed,
+            to_status: committed,
+            from_send_status: Some(SendStatus::Pending.as_str()),
+            to_send_status: Some(SendStatus::SendFailed.as_str()),
+            reason: clip_error(error).to_string(),
+        }
+    }
+}
+
+/// Writes `rows` in one statement, stamped with the database clock.
+pub(in crate::store) async fn insert_audits<'c, D, E>(exec: E, rows: &[AuditRow]) -> StoreResult<()>
+where
+    D: Dialect,
+    E: Executor<'c, Database = D>,
+    String: Bind<D>,
+    &'static str: Bind<D>,
+    Option<&'static str>: Bind<D>,
+{
+    if rows.is_empty() {
+        return Ok(());
+    }
+    audit_insert::<D>(rows).build().execute(exec).await?;
+    Ok(())
+}
+
+/// The multi-row INSERT of `rows` (not empty), each stamped with the clock.
+pub(in crate::store) fn audit_insert<D>(rows: &[AuditRow]) -> QueryBuilder<D>
+where
+    D: Dialect,
+    String: Bind<D>,
+    &'static str: Bind<D>,
+    Option<&'static str>: Bind<D>,
+{
+    let mut q = QueryBuilder::<D>::new(format!("INSERT INTO audit_log ({AUDIT_COLUMNS}) "));
+    q.push_values(rows, |mut b, r| {
+        b.push_bind(D::int(r.message_id))
+            .push_bind(r.actor.clone())
+            .push_bind(r.action)
+            .push_bind(r.from_status)
+            .push_bind(r.to_status)
+            .push_bind(r.from_send_status)
+            .push_bind(r.to_send_status)
+            .push_bind(r.reason.clone())
+            .push(D::NOW);
+    });
+    q
+}
+
+/// A message's audit rows, oldest first.
+pub(in crate::store) async fn audit_trail<'c, D, E>(
+    exec: E,
+    message_id: u64,
+) -> StoreResult<Vec<AuditEntry>>
+where
+    D: Dialect,
+    E: Executor<'c, Database = D>,
+{
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT id, {AUDIT_COLUMNS} FROM audit_log WHERE message_id = ? ORDER BY id"
+    )))
+    .bind(D::int(message_id))
+    .fetch_all(exec)
+    .await?
+    .iter()
+    .map(audit_entry_from_row)
+    .collect()
+}
+
+fn audit_entry_from_row(row: &impl SqlRow) -> StoreResult<AuditEntry> {
+    Ok(AuditEntry {
+        id: row.unsigned("id")?,
+        message_id: row.unsigned("message_id")?,
+        actor: row.text("actor")?,
+        action: row.text("action")?,
+        from_status: row.opt_text("from_status")?,
+        to_status: row.opt_text("to_status")?,
+        from_send_status: row.opt_text("from_send_status")?,
+        to_send_status: row.opt_text("to_send_status")?,
+        reason: row.text("reason")?,
+        created_at: row.time("created_at")?,
+    })
+}

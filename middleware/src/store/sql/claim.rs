@@ -1,0 +1,107 @@
+//! Claimed rows: which rows a claim takes, decoding them one by one, and
+//! setting aside (quarantining) those this version cannot read, so that one
+//! bad row never fails every claim that reaches it.
+
+use sqlx::Executor;
+
+use super::audit::{insert_audits, AuditRow};
+use super::effects::clip_error;
+use super::row::{lossy_text, message_from_row, SqlRow};
+use super::{Bind, Dialect};
+use crate::store::{Message, Quarantined, StoreError, StoreResult};
+
+/// Which due rows a claim takes; it says what a quarantine of one of them
+/// writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::store) enum ClaimKind {
+    /// COMMITTED + PENDING rows, due by `next_send_at` (the forwarder).
+    Sends,
+    /// PREPARED rows, due by `next_verify_at` (the verifier).
+    Verifies,
+}
+
+impl ClaimKind {
+    /// The column that makes a row due.
+    pub(in crate::store) fn due_column(self) -> &'static str {
+        match self {
+            Self::Sends => "next_send_at",
+            Self::Verifies => "next_verify_at",
+        }
+    }
+
+    /// The state a row must be in to be taken, as SQL.
+    pub(in crate::store) fn state(self) -> &'static str {
+        match self {
+            Self::Sends => "status = 'COMMITTED' AND send_status = 'PENDING'",
+            Self::Verifies => "status = 'PREPARED'",
+        }
+    }
+}
+
+/// What `last_error` of a quarantined row starts with.
+pub(in crate::store) const QUARANTINED: &str = "quarantined: ";
+
+/// Decodes claimed rows one by one. A row that is [`StoreError::Corrupt`] is
+/// returned apart, with what can still be read of it (its id must be
+/// readable: without it the row cannot even be set aside, and the claim
+/// fails); any other error fails the claim.
+pub(in crate::store) fn decode_claimed<R: SqlRow>(
+    rows: &[R],
+) -> StoreResult<(Vec<Message>, Vec<Quarantined>)> {
+    let mut good = Vec::with_capacity(rows.len());
+    let mut bad = Vec::new();
+    for row in rows {
+        match message_from_row(row) {
+            Ok(m) => good.push(m),
+            Err(e @ StoreError::Corrupt(_)) => bad.push(Quarantined {
+                id: row.unsigned("id")?,
+                biz_id: lossy_text(row, "biz_id"),
+                message_key: lossy_text(row, "message_key"),
+                reason: clip_error(&format!("{QUARANTINED}{e}")).to_string(),
+            }),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((good, bad))
+}
+
+/// Sets aside claimed rows the claim could not read: their due column
+/// becomes NULL (so no scan takes them again), `last_error` the reason,
+/// `version` is bumped, and an audit row records it. Each UPDATE is guarded
+/// by the claim's state, so a row that changed meanwhile is left alone.
+/// Returns the rows quarantined by this call.
+pub(in crate::store) async fn quarantine<D>(
+    conn: &mut D::Connection,
+    kind: ClaimKind,
+    rows: Vec<Quarantined>,
+) -> StoreResult<Vec<Quarantined>>
+where
+    D: Dialect,
+    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
+    String: Bind<D>,
+    &'static str: Bind<D>,
+    Option<&'static str>: Bind<D>,
+{
+    let mut done = Vec::with_capacity(rows.len());
+    for q in rows {
+        let matched = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE messages SET {due} = NULL, last_error = ?, version = version + 1,              updated_at = {now} WHERE id = ? AND {state}",
+            due = kind.due_column(),
+            now = D::NOW,
+            state = kind.state(),
+        )))
+        .bind(q.reason.clone())
+        .bind(D::int(q.id))
+        .execute(&mut *conn)
+        .await?;
+        if D::rows_affected(&matched) == 1 {
+            done.push(q);
+        }
+    }
+    let audits: Vec<AuditRow> = done
+        .iter()
+        .map(|q| AuditRow::quarantine(q.id, kind, &q.reason))
+        .collect();
+    insert_audits(&mut *conn, &audits).await?;
+    Ok(done)
+}

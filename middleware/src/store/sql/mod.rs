@@ -1,0 +1,76 @@
+//! The core both SQL backends share, so that what a row holds, what a
+//! transition sets and what the audit log records are each written once.
+//!
+//! Everything here is dialect-free: the column lists, the effects of each
+//! transition, the audit row of each kind of change, error clipping, row
+//! decoding, and the statements whose SQL is the same on MySQL and SQLite.
+//! Where the dialects differ, a backend says so through two small traits:
+//! [`SqlRow`] (how a column is read: MySQL text columns are binary and read as
+//! bytes checked as UTF-8, times are `DATETIME(3)` and counters unsigned;
+//! SQLite times are INTEGER milliseconds and every integer is an i64) and
+//! [`Dialect`] (the clock expression, how an id is bound, how many rows a
+//! write matched). Everything else that is a dialect (SQL text, locking,
+//! due-time arithmetic) stays in the backend's own file.
+//!
+//! One file per job: [`row`] what a row holds (the column lists, decoding a
+//! row, binding a prepare or a registration); [`claim`] decoding claimed
+//! rows one by one and quarantining the unreadable; [`audit`] the audit row
+//! of each kind of change, its INSERT and its read-back; [`effects`] what a
+//! transition sets and errors clipped to their column; [`statements`] the
+//! statements whose SQL is the same on both backends. This file holds
+//! [`Dialect`] and what it builds on ([`Bind`], [`Query`]).
+
+mod audit;
+mod claim;
+mod effects;
+mod row;
+mod statements;
+
+use chrono::{DateTime, Utc};
+use sqlx::{Database, Encode, IntoArguments, Type};
+
+pub(super) use audit::{audit_insert, audit_trail, insert_audits, AuditRow};
+pub(super) use claim::{decode_claimed, quarantine, ClaimKind};
+pub(super) use effects::{clip_error, transition_effects};
+pub(super) use row::{
+    bind_prepare, bind_producer, column_error, message_from_row, producer_from_row, SqlRow,
+    MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
+};
+pub(super) use statements::{
+    backlog, check_attempts, delete_producer, find_message, find_producer, flag_overdue,
+    list_messages, list_producers, ping, purge_finished, record_check_attempts, set_producer_token,
+    summary,
+};
+
+/// A value both backends can bind.
+pub(in crate::store) trait Bind<D: Database>:
+    for<'q> Encode<'q, D> + Type<D> + Send
+{
+}
+
+impl<D: Database, T: for<'q> Encode<'q, D> + Type<D> + Send> Bind<D> for T {}
+
+/// What a shared statement needs to know about its backend's dialect.
+pub(in crate::store) trait Dialect:
+    Database<Row: SqlRow, Arguments: IntoArguments<Self>>
+{
+    /// The database clock as an SQL expression of the type times are stored as.
+    const NOW: &'static str;
+    /// How an id or version is bound.
+    type Int: Bind<Self>;
+    /// `v` as this dialect binds it.
+    fn int(v: u64) -> Self::Int;
+    /// How many rows a write matched.
+    fn rows_affected(done: &Self::QueryResult) -> u64;
+    /// Appended to [`Dialect::NOW`]: the time one bound span ago.
+    const MINUS_SPAN: &'static str;
+    /// `d` as [`Dialect::MINUS_SPAN`] binds it.
+    fn span(d: std::time::Duration) -> i64;
+    /// How a time is bound, compared with stored times.
+    type Time: Bind<Self>;
+    /// `t` as this dialect binds it.
+    fn time(t: DateTime<Utc>) -> Self::Time;
+}
+
+/// A statement with its arguments, as [`sqlx::query`] makes it.
+pub(in crate::store) type Query<'q, D> = sqlx::query::Query<'q, D, <D as Database>::Arguments>;

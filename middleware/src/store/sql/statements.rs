@@ -1,0 +1,453 @@
+//! The statements whose SQL is the same on MySQL and SQLite, one function
+//! each, named for its effect; a backend's `Store` method calls them with
+//! its pool or transaction.
+
+use chrono::{DateTime, Utc};
+use sqlx::{Executor, QueryBuilder};
+use trustmsg_verify_api::MessageView;
+
+use super::claim::ClaimKind;
+use super::effects::clip_to;
+use super::row::{lossy_text, message_from_row, producer_from_row, SqlRow};
+use super::row::{MESSAGE_COLUMNS, PRODUCER_COLUMNS};
+use super::{Bind, Dialect};
+use crate::store::{
+    Backlog, CheckAttempt, CheckAttemptEntry, Message, MessageFilter, Overdue, Producer,
+    ProducerSummary, StoreResult, Wait, CHECK_ATTEMPTS_KEPT,
+};
+
+/// [`crate::store::Store::flag_overdue`]: reads the candidates, then flags each with
+/// an UPDATE guarded by the flag and the state, so of several instances
+/// scanning at once exactly one flags (and alerts) each message. A
+/// quarantined row (its due column NULL) has had its alert already.
+pub(in crate::store) async fn flag_overdue<D>(
+    pool: &sqlx::Pool<D>,
+    wait: Wait,
+    older_than: std::time::Duration,
+    limit: u32,
+) -> StoreResult<Vec<Overdue>>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+    i64: Bind<D>,
+{
+    let (kind, since, attempts) = match wait {
+        Wait::Send => (ClaimKind::Sends, "decided_at", "send_attempts"),
+        Wait::Decision => (ClaimKind::Verifies, "created_at", "verify_attempts"),
+    };
+    let state = kind.state();
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT id, biz_id, message_key, {attempts} AS attempts, {since} AS since, last_error \
+         FROM messages WHERE {state} AND {due} IS NOT NULL AND overdue_alerted = 0 \
+         AND {since} < {now}{minus} ORDER BY id LIMIT ?",
+        due = kind.due_column(),
+        now = D::NOW,
+        minus = D::MINUS_SPAN,
+    )))
+    .bind(D::span(older_than))
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await?;
+    let mut flagged = Vec::new();
+    for row in &rows {
+        let id = row.unsigned("id")?;
+        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE messages SET overdue_alerted = 1 \
+             WHERE id = ? AND overdue_alerted = 0 AND {state}"
+        )))
+        .bind(D::int(id))
+        .execute(pool)
+        .await?;
+        if D::rows_affected(&done) == 1 {
+            // Read leniently: an alert about a row that is partly unreadable
+            // still names it.
+            flagged.push(Overdue {
+                id,
+                biz_id: lossy_text(row, "biz_id"),
+                message_key: lossy_text(row, "message_key"),
+                attempts: row.unsigned("attempts").unwrap_or(0),
+                since: row.opt_time("since").ok().flatten(),
+                last_error: row.opt_text("last_error").ok().flatten(),
+            });
+        }
+    }
+    Ok(flagged)
+}
+
+/// [`crate::store::Store::list_messages`]: the filter's conditions, a keyset bound
+/// and `ORDER BY id DESC`, reading an empty payload and its length instead
+/// of the payload itself.
+pub(in crate::store) async fn list_messages<D>(
+    pool: &sqlx::Pool<D>,
+    f: &MessageFilter,
+    limit: u32,
+    before: Option<u64>,
+) -> StoreResult<Vec<MessageView>>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+    String: Bind<D>,
+    &'static str: Bind<D>,
+    i64: Bind<D>,
+{
+    let columns = MESSAGE_COLUMNS.replace("payload,", "X'' AS payload,");
+    let mut q = QueryBuilder::<D>::new(format!(
+        "SELECT {columns}, LENGTH(payload) AS payload_size FROM messages WHERE 1 = 1"
+    ));
+    if let Some(s) = f.status {
+        q.push(" AND status = ").push_bind(s.as_str());
+    }
+    if let Some(s) = f.send_status {
+        q.push(" AND send_status = ").push_bind(s.as_str());
+    }
+    if let Some(b) = &f.biz_id {
+        q.push(" AND biz_id = ").push_bind(b.clone());
+    }
+    if let Some(t) = &f.topic {
+        q.push(" AND topic = ").push_bind(t.clone());
+    }
+    if let Some(t) = f.created_after {
+        q.push(" AND created_at >= ").push_bind(D::time(t));
+    }
+    if let Some(t) = f.created_before {
+        q.push(" AND created_at < ").push_bind(D::time(t));
+    }
+    if let Some(id) = before {
+        q.push(" AND id < ").push_bind(D::int(id));
+    }
+    q.push(" ORDER BY id DESC LIMIT ")
+        .push_bind(i64::from(limit));
+    q.build()
+        .fetch_all(pool)
+        .await?
+        .iter()
+        .map(|row| {
+            let mut view = message_from_row(row)?.view();
+            let size = row.opt_i64("payload_size")?.unwrap_or(0);
+            view.payload_size = u64::try_from(size).unwrap_or(0);
+            Ok(view)
+        })
+        .collect()
+}
+
+/// [`crate::store::Store::summary`]: one grouped scan.
+pub(in crate::store) async fn summary<D>(pool: &sqlx::Pool<D>) -> StoreResult<Vec<ProducerSummary>>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+{
+    let rows = sqlx::query(
+        "SELECT biz_id, status, send_status, COUNT(*) AS n, MIN(created_at) AS oldest_created, \
+         MIN(decided_at) AS oldest_decided FROM messages GROUP BY biz_id, status, send_status",
+    )
+    .fetch_all(pool)
+    .await?;
+    let older = |a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>| match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let mut by_biz: std::collections::BTreeMap<String, ProducerSummary> = Default::default();
+    for row in &rows {
+        let biz_id = row.text("biz_id")?;
+        let status = row.text("status")?;
+        let send = row.opt_text("send_status")?;
+        let n = u64::try_from(row.opt_i64("n")?.unwrap_or(0)).unwrap_or(0);
+        let s = by_biz
+            .entry(biz_id.clone())
+            .or_insert_with(|| ProducerSummary {
+                biz_id,
+                ..Default::default()
+            });
+        *s.by_status.entry(status.clone()).or_default() += n;
+        if let Some(send) = &send {
+            *s.by_send_status.entry(send.clone()).or_default() += n;
+        }
+        if status == "PREPARED" {
+            s.oldest_prepared_at = older(s.oldest_prepared_at, row.opt_time("oldest_created")?);
+        }
+        if status == "COMMITTED" && send.as_deref() == Some("PENDING") {
+            s.oldest_pending_send_at =
+                older(s.oldest_pending_send_at, row.opt_time("oldest_decided")?);
+        }
+    }
+    Ok(by_biz.into_values().collect())
+}
+
+/// [`crate::store::Store::record_check_attempts`]: one multi-row INSERT, and for
+/// the calls past the bound one DELETE of their messages' oldest.
+pub(in crate::store) async fn record_check_attempts<D>(
+    pool: &sqlx::Pool<D>,
+    calls: &[CheckAttempt],
+) -> StoreResult<()>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+    i64: Bind<D>,
+    Option<i64>: Bind<D>,
+    &'static str: Bind<D>,
+    Option<String>: Bind<D>,
+{
+    if calls.is_empty() {
+        return Ok(());
+    }
+    let mut q = QueryBuilder::<D>::new(
+        "INSERT INTO check_attempts (message_id, attempt, at, duration_ms, http_status, outcome, error) ",
+    );
+    q.push_values(calls, |mut b, a| {
+        b.push_bind(D::int(a.message_id))
+            .push_bind(i64::from(a.attempt))
+            .push(D::NOW)
+            .push_bind(i64::from(a.duration_ms))
+            .push_bind(a.http_status.map(i64::from))
+            .push_bind(a.outcome)
+            .push_bind(a.error.as_deref().map(|e| clip_to(e, 500).to_string()));
+    });
+    q.build().execute(pool).await?;
+    let old: Vec<&CheckAttempt> = calls
+        .iter()
+        .filter(|a| a.attempt > CHECK_ATTEMPTS_KEPT)
+        .collect();
+    if !old.is_empty() {
+        let mut q = QueryBuilder::<D>::new("DELETE FROM check_attempts WHERE ");
+        let mut sep = q.separated(" OR ");
+        for a in old {
+            sep.push("(message_id = ")
+                .push_bind_unseparated(D::int(a.message_id))
+                .push_unseparated(" AND attempt <= ")
+                .push_bind_unseparated(i64::from(a.attempt - CHECK_ATTEMPTS_KEPT))
+                .push_unseparated(")");
+        }
+        q.build().execute(pool).await?;
+    }
+    Ok(())
+}
+
+/// [`crate::store::Store::check_attempts`].
+pub(in crate::store) async fn check_attempts<D>(
+    pool: &sqlx::Pool<D>,
+    message_id: u64,
+) -> StoreResult<Vec<CheckAttemptEntry>>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+{
+    sqlx::query(
+        "SELECT attempt, at, duration_ms, http_status, outcome, error FROM check_attempts \
+         WHERE message_id = ? ORDER BY id",
+    )
+    .bind(D::int(message_id))
+    .fetch_all(pool)
+    .await?
+    .iter()
+    .map(|row| {
+        Ok(CheckAttemptEntry {
+            attempt: row.unsigned("attempt")?,
+            at: row.time("at")?,
+            duration_ms: row.unsigned("duration_ms")?,
+            http_status: row
+                .opt_i64("http_status")?
+                .and_then(|s| u16::try_from(s).ok()),
+            outcome: row.text("outcome")?,
+            error: row.opt_text("error")?,
+        })
+    })
+    .collect()
+}
+
+/// What retention may delete, as SQL: finished rows only.
+const FINISHED: &str =
+    "((status = 'COMMITTED' AND send_status = 'SENT') OR status = 'ROLLED_BACK')";
+
+/// [`crate::store::Store::purge_finished`], given a transaction on the backend.
+pub(in crate::store) async fn purge_finished<D>(
+    conn: &mut D::Connection,
+    older_than: std::time::Duration,
+    limit: u32,
+) -> StoreResult<u64>
+where
+    D: Dialect,
+    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
+    i64: Bind<D>,
+{
+    let ids: Vec<u64> = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT id FROM messages WHERE {FINISHED} AND updated_at < {}{} ORDER BY id LIMIT ?",
+        D::NOW,
+        D::MINUS_SPAN
+    )))
+    .bind(D::span(older_than))
+    .bind(i64::from(limit))
+    .fetch_all(&mut *conn)
+    .await?
+    .iter()
+    .map(|row| row.unsigned("id"))
+    .collect::<StoreResult<_>>()?;
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let list = ids
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    for table in ["audit_log", "check_attempts"] {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM {table} WHERE message_id IN ({list})"
+        )))
+        .execute(&mut *conn)
+        .await?;
+    }
+    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DELETE FROM messages WHERE id IN ({list}) AND {FINISHED}"
+    )))
+    .execute(&mut *conn)
+    .await?;
+    Ok(D::rows_affected(&done))
+}
+
+/// [`crate::store::Store::backlog`].
+pub(in crate::store) async fn backlog<D>(pool: &sqlx::Pool<D>) -> StoreResult<Backlog>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+{
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT status, send_status, COUNT(*) AS n, MIN(created_at) AS oldest_created, \
+         MIN(decided_at) AS oldest_decided, {} AS now FROM messages \
+         WHERE status IN ('PREPARED', 'VERIFY_FAILED') \
+         OR (status = 'COMMITTED' AND send_status IN ('PENDING', 'SEND_FAILED')) \
+         GROUP BY status, send_status",
+        D::NOW
+    )))
+    .fetch_all(pool)
+    .await?;
+    let mut b = Backlog::default();
+    for row in &rows {
+        let status = row.text("status")?;
+        let send = row.opt_text("send_status")?;
+        let n = u64::try_from(row.opt_i64("n")?.unwrap_or(0)).unwrap_or(0);
+        if status == "PREPARED" {
+            b.oldest_prepared_at = row.opt_time("oldest_created")?;
+        }
+        if send.as_deref() == Some("PENDING") {
+            b.oldest_pending_send_at = row.opt_time("oldest_decided")?;
+        }
+        b.counts.push((status, send, n));
+    }
+    b.at = match rows.first() {
+        Some(row) => row.time("now")?,
+        None => {
+            let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {} AS now", D::NOW)))
+                .fetch_one(pool)
+                .await?;
+            row.time("now")?
+        }
+    };
+    Ok(b)
+}
+
+/// [`crate::store::Store::list_producers`].
+pub(in crate::store) async fn list_producers<D>(pool: &sqlx::Pool<D>) -> StoreResult<Vec<Producer>>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+{
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {PRODUCER_COLUMNS} FROM producers ORDER BY biz_id"
+    )))
+    .fetch_all(pool)
+    .await?
+    .iter()
+    .map(producer_from_row)
+    .collect()
+}
+
+/// The cheapest statement that proves the database answers.
+pub(in crate::store) async fn ping<'c, D, E>(exec: E) -> StoreResult<()>
+where
+    D: Dialect,
+    E: Executor<'c, Database = D>,
+{
+    sqlx::query("SELECT 1").execute(exec).await?;
+    Ok(())
+}
+
+/// The message holding (biz_id, message_key).
+pub(in crate::store) async fn find_message<'c, D, E>(
+    exec: E,
+    biz_id: &str,
+    message_key: &str,
+) -> StoreResult<Option<Message>>
+where
+    D: Dialect,
+    E: Executor<'c, Database = D>,
+    for<'a> &'a str: Bind<D>,
+{
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE biz_id = ? AND message_key = ?"
+    )))
+    .bind(biz_id)
+    .bind(message_key)
+    .fetch_optional(exec)
+    .await?
+    .as_ref()
+    .map(message_from_row)
+    .transpose()
+}
+
+/// The registration of `biz_id`.
+pub(in crate::store) async fn find_producer<'c, D, E>(
+    exec: E,
+    biz_id: &str,
+) -> StoreResult<Option<Producer>>
+where
+    D: Dialect,
+    E: Executor<'c, Database = D>,
+    for<'a> &'a str: Bind<D>,
+{
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {PRODUCER_COLUMNS} FROM producers WHERE biz_id = ?"
+    )))
+    .bind(biz_id)
+    .fetch_optional(exec)
+    .await?
+    .as_ref()
+    .map(producer_from_row)
+    .transpose()
+}
+
+/// Deletes the registration of `biz_id`; false when there was none.
+pub(in crate::store) async fn delete_producer<'c, D, E>(exec: E, biz_id: &str) -> StoreResult<bool>
+where
+    D: Dialect,
+    E: Executor<'c, Database = D>,
+    for<'a> &'a str: Bind<D>,
+{
+    let done = sqlx::query("DELETE FROM producers WHERE biz_id = ?")
+        .bind(biz_id)
+        .execute(exec)
+        .await?;
+    Ok(D::rows_affected(&done) == 1)
+}
+
+/// Replaces the token hash of `biz_id`; false when there is no such producer.
+pub(in crate::store) async fn set_producer_token<'c, D, E>(
+    exec: E,
+    biz_id: &str,
+    token_hash: &[u8],
+) -> StoreResult<bool>
+where
+    D: Dialect,
+    E: Executor<'c, Database = D>,
+    for<'a> &'a str: Bind<D>,
+    for<'a> &'a [u8]: Bind<D>,
+{
+    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE producers SET token_hash = ?, updated_at = {} WHERE biz_id = ?",
+        D::NOW
+    )))
+    .bind(token_hash)
+    .bind(biz_id)
+    .execute(exec)
+    .await?;
+    Ok(D::rows_affected(&done) == 1)
+}

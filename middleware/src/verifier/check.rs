@@ -1,0 +1,220 @@
+//! One check-back call and what its answer does to the row: the call, its
+//! record for operators, and the decision, reschedule or VERIFY_FAILED it
+//! leads to, each guarded by the claim's version.
+
+use std::time::Duration;
+
+use trustmsg_verify_api::{CheckRequest, Decision, MessageStatus};
+
+use super::client::{CheckFailure, Endpoint};
+use super::limit::{Load, Permit};
+use super::writes::Reschedule;
+use super::{Inner, Outcome};
+use crate::alert::{Alert, AlertKind};
+use crate::store::{Actor, CheckAttempt, Message, Transition};
+
+impl Inner {
+    /// Calls the producer about `m` and applies the answer; the outcome is
+    /// counted in `trustmsg_verify_checks_total`.
+    pub(super) async fn check_one(&self, m: Message, permit: Permit) -> Outcome {
+        let outcome = match self.try_check_one(&m, &permit).await {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::warn!(message_id = m.id, biz_id = %m.biz_id, error = %e,
+                    "check-back bookkeeping failed; the row comes back after its lease");
+                Outcome::Error
+            }
+        };
+        let label = match outcome {
+            Outcome::Committed => "committed",
+            Outcome::RolledBack => "rolled_back",
+            Outcome::Rescheduled => "rescheduled",
+            Outcome::VerifyFailed => "verify_failed",
+            Outcome::Released => "released",
+            Outcome::Lost => "lost",
+            Outcome::Error => "error",
+        };
+        metrics::counter!("trustmsg_verify_checks_total", "outcome" => label).increment(1);
+        outcome
+    }
+
+    async fn try_check_one(&self, m: &Message, permit: &Permit) -> anyhow::Result<Outcome> {
+        let attempt = m.verify_attempts.saturating_add(1);
+        let producer = self.registry.get(&m.biz_id).await?;
+        let started = std::time::Instant::now();
+        let ((status, answer), max_attempts, timeout) = match producer {
+            None => (
+                (None, Err(CheckFailure::NotRegistered(m.biz_id.clone()))),
+                self.cfg.default_max_attempts,
+                self.cfg.max_timeout,
+            ),
+            Some(p) => {
+                let req = CheckRequest {
+                    biz_id: m.biz_id.clone(),
+                    message_key: m.message_key.clone(),
+                    message_id: m.id,
+                    attempt,
+                    prepared_at: m.created_at,
+                };
+                let endpoint = Endpoint {
+                    url: &p.verify_url,
+                    secret: &p.signing_secret,
+                    // A registration made under a higher --verify-timeout-max
+                    // keeps its value; the call must still end within the lease.
+                    timeout: Duration::from_millis(p.verify_timeout_ms.into())
+                        .min(self.cfg.max_timeout),
+                };
+                (
+                    self.client.check(endpoint, &req).await,
+                    p.max_verify_attempts.max(1),
+                    endpoint.timeout,
+                )
+            }
+        };
+        let took = started.elapsed();
+        permit.observe(match &answer {
+            Ok(_) => Load::of_answer(took, timeout),
+            Err(failure) => failure.load(),
+        });
+        // The record and the outcome are written at the same time (each in
+        // its own batch): a check waits for one round trip, not two.
+        let record = self.record(m, attempt, took, status, &answer);
+        let apply = self.apply(m, attempt, max_attempts, &answer);
+        let ((), outcome) = tokio::join!(record, apply);
+        outcome
+    }
+
+    /// What the answer (or failure) does to the row.
+    async fn apply(
+        &self,
+        m: &Message,
+        attempt: u32,
+        max_attempts: u32,
+        answer: &Result<Decision, CheckFailure>,
+    ) -> anyhow::Result<Outcome> {
+        let why = match answer {
+            Ok(Decision::Commit) => return self.decide(m, true, attempt).await,
+            Ok(Decision::Rollback) => return self.decide(m, false, attempt).await,
+            Ok(Decision::Unknown) => "producer answered unknown".to_string(),
+            Err(failure) => failure.to_string(),
+        };
+        let reason = format!("check-back {attempt}/{max_attempts}: {why}");
+        tracing::debug!(message_id = m.id, biz_id = %m.biz_id, %reason, "check-back decided nothing");
+        if attempt >= max_attempts {
+            return self.give_up(m, attempt, reason).await;
+        }
+        let delay = self.cfg.backoff.delay(attempt);
+        let again = Reschedule {
+            id: m.id,
+            version: m.version,
+            error: reason,
+            delay,
+        };
+        Ok(if self.writes.reschedule(again).await? {
+            Outcome::Rescheduled
+        } else {
+            Outcome::Lost
+        })
+    }
+
+    /// Records the call for operators. Every call is recorded, whether or
+    /// not its outcome can still be applied (a stale claim); a failure to
+    /// record is logged and does not stop the check-back.
+    async fn record(
+        &self,
+        m: &Message,
+        attempt: u32,
+        took: Duration,
+        status: Option<reqwest::StatusCode>,
+        answer: &Result<Decision, CheckFailure>,
+    ) {
+        let (outcome, error) = match answer {
+            Ok(Decision::Commit) => ("commit", None),
+            Ok(Decision::Rollback) => ("rollback", None),
+            Ok(Decision::Unknown) => ("unknown", None),
+            Err(failure) => ("failed", Some(failure.to_string())),
+        };
+        let a = CheckAttempt {
+            message_id: m.id,
+            attempt,
+            duration_ms: u32::try_from(took.as_millis()).unwrap_or(u32::MAX),
+            http_status: status.map(|s| s.as_u16()),
+            outcome,
+            error,
+        };
+        if let Err(e) = self.writes.record(a).await {
+            tracing::warn!(message_id = m.id, attempt, error = %e, "could not record the check-back call");
+        }
+    }
+
+    /// Applies the producer's answer, guarded by the claim: a claimer whose
+    /// lease ran out (and whose row someone else took) changes nothing.
+    async fn decide(&self, m: &Message, commit: bool, attempt: u32) -> anyhow::Result<Outcome> {
+        let (word, to) = if commit {
+            ("commit", MessageStatus::Committed)
+        } else {
+            ("rollback", MessageStatus::RolledBack)
+        };
+        let t = Transition {
+            id: m.id,
+            from: MessageStatus::Prepared,
+            version: m.version,
+            to,
+            send_lease: self.cfg.send_lease,
+            verify_attempt: true,
+            error: None,
+            actor: Actor::Verifier,
+            reason: format!("check-back {attempt}: producer answered {word}"),
+        };
+        let Some(row) = self.writes.transition(t, m).await? else {
+            if let Some(now) = self.store.find_message_by_id(m.id).await? {
+                if now.status.is_final() && now.status != to {
+                    tracing::warn!(
+                        message_id = m.id,
+                        biz_id = %m.biz_id,
+                        answered = word,
+                        status = now.status.as_str(),
+                        "check-back answer contradicts the message's final decision; kept the decision"
+                    );
+                }
+            }
+            return Ok(Outcome::Lost);
+        };
+        tracing::info!(message_id = m.id, biz_id = %m.biz_id, decision = word, attempt, "check-back decided");
+        Ok(if commit {
+            self.commits.committed(row);
+            Outcome::Committed
+        } else {
+            Outcome::RolledBack
+        })
+    }
+
+    async fn give_up(&self, m: &Message, attempt: u32, reason: String) -> anyhow::Result<Outcome> {
+        let t = Transition {
+            id: m.id,
+            from: MessageStatus::Prepared,
+            version: m.version,
+            to: MessageStatus::VerifyFailed,
+            send_lease: Duration::ZERO,
+            verify_attempt: true,
+            error: Some(reason.clone()),
+            actor: Actor::Verifier,
+            reason: format!(
+                "no decision after {attempt} check-backs; an operator must decide ({reason})"
+            ),
+        };
+        let Some(row) = self.store.transition(&t).await? else {
+            return Ok(Outcome::Lost);
+        };
+        // Only the caller whose guarded UPDATE won gets here: one alert per failure.
+        self.alerter.fire(Alert {
+            kind: AlertKind::VerifyFailed,
+            message_id: row.id,
+            biz_id: row.biz_id.clone(),
+            message_key: row.message_key.clone(),
+            attempts: row.verify_attempts,
+            last_error: reason,
+        });
+        Ok(Outcome::VerifyFailed)
+    }
+}

@@ -1,0 +1,328 @@
+//! The verifier's loop: a round claims what the free call slots can take,
+//! starts a call per row or queues it for its producer, and gives back the
+//! rest; finished calls start queued rows and, when more is due, the next
+//! round. On shutdown the queue is given back and calls in flight get the
+//! grace period.
+
+use std::time::{Duration, Instant};
+
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::MissedTickBehavior;
+use tokio_util::sync::CancellationToken;
+
+use super::{Outcome, Verifier};
+use crate::store::{Message, StoreResult};
+
+/// What one round did, for tests and logs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchReport {
+    /// Rows the round asked for (the free call slots, at most `batch`).
+    pub limit: usize,
+    /// Rows claimed.
+    pub claimed: usize,
+    /// Rows the claim could not read and quarantined (one alert each).
+    pub quarantined: usize,
+    /// Calls started at once.
+    pub started: usize,
+    /// Rows queued for their producer's next free call slot (the other
+    /// claimed rows were given back).
+    pub queued: usize,
+    /// Outcomes, one per claimed row.
+    pub outcomes: Vec<Outcome>,
+}
+
+impl BatchReport {
+    /// How many rows came to `o`.
+    pub fn count(&self, o: Outcome) -> usize {
+        self.outcomes.iter().filter(|x| **x == o).count()
+    }
+
+    /// Whether more may be due than the round took: it could ask for nothing
+    /// (no free call slot), or it got all it asked for (quarantined rows
+    /// included).
+    pub fn was_full(&self) -> bool {
+        self.limit == 0 || self.claimed + self.quarantined >= self.limit
+    }
+}
+
+impl Verifier {
+    /// One round, waiting for every call it started: claim due rows, check
+    /// each, write the outcomes. Tests step the verifier with this.
+    pub async fn process_batch(&self) -> StoreResult<BatchReport> {
+        let mut calls = JoinSet::new();
+        let mut report = self.start_batch(&mut calls).await?;
+        while let Some(done) = calls.join_next().await {
+            report.outcomes.push(done.unwrap_or(Outcome::Error));
+            let queued = self.start_queued(&mut calls).await;
+            report.outcomes.extend(queued.released);
+        }
+        Ok(report)
+    }
+
+    /// Runs rounds until `shutdown`, then lets in-flight calls finish within
+    /// the grace period (rows of calls cut off come back after their lease).
+    pub fn spawn(self, shutdown: CancellationToken) -> JoinHandle<()> {
+        tokio::spawn(self.run(shutdown))
+    }
+
+    async fn run(self, shutdown: CancellationToken) {
+        let cfg = &self.inner.cfg;
+        tracing::info!(
+            interval = ?cfg.interval,
+            batch = cfg.batch,
+            concurrency = cfg.concurrency,
+            per_producer = cfg.concurrency_per_producer,
+            "verifier started"
+        );
+        let mut calls = JoinSet::new();
+        let mut tick = tokio::time::interval(cfg.interval);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        // What the last round found: `more` when it got all it asked for
+        // (more may be due), `stuck` when it could neither start nor queue
+        // any of it (their producers are at their limit with full queues).
+        let (mut more, mut stuck) = (false, false);
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                Some(done) = calls.join_next(), if !calls.is_empty() => {
+                    if let Err(e) = done {
+                        tracing::error!(error = %e, "check-back task failed");
+                    }
+                    let moved = self.start_queued(&mut calls).await.started > 0;
+                    // A finished call claims again only when that is worth a
+                    // claim: more is due, the last round was not stuck or a
+                    // queue moved since, and enough slots are free.
+                    if !(more && (!stuck || moved) && self.room() >= self.min_claim()) {
+                        continue;
+                    }
+                }
+                _ = self.inner.wake.notified() => {}
+                _ = tick.tick() => {}
+            }
+            match self.start_batch(&mut calls).await {
+                Ok(r) => {
+                    more = r.was_full();
+                    stuck = r.started + r.queued + r.quarantined == 0 && r.limit > 0;
+                    // Go again at once while slots are free; with none free,
+                    // the next finished call starts the round.
+                    if more && !stuck && r.limit > 0 {
+                        self.inner.wake.notify_one();
+                    }
+                }
+                Err(e) => {
+                    more = false;
+                    tracing::warn!(error = %e, "claiming due check-backs failed; retrying");
+                }
+            }
+        }
+        let queued = self.inner.lock_queue().take_all();
+        if !queued.is_empty() {
+            self.give_back(&queued).await;
+        }
+        let in_flight = calls.len();
+        if in_flight > 0 {
+            tracing::info!(in_flight, "verifier draining in-flight check-backs");
+            let drained = tokio::time::timeout(cfg.shutdown_grace, async {
+                while calls.join_next().await.is_some() {}
+            })
+            .await;
+            if drained.is_err() {
+                tracing::warn!(
+                    left = calls.len(),
+                    "check-backs still running after the grace period were cut off; \
+                     their rows come back when the lease runs out"
+                );
+                calls.abort_all();
+            }
+        }
+        tracing::info!("verifier stopped");
+    }
+
+    /// Claims what the free call slots can take (less the rows already
+    /// queued) and starts a call per row, or queues it for its producer.
+    async fn start_batch(&self, calls: &mut JoinSet<Outcome>) -> StoreResult<BatchReport> {
+        let cfg = &self.inner.cfg;
+        let limit = u32::try_from(self.room())
+            .unwrap_or(u32::MAX)
+            .min(cfg.batch);
+        let mut report = BatchReport {
+            limit: limit as usize,
+            ..BatchReport::default()
+        };
+        if limit == 0 {
+            return Ok(report);
+        }
+        let claimed = self
+            .inner
+            .store
+            .claim_due_verifies(limit, cfg.lease)
+            .await?;
+        let claimed_at = Instant::now();
+        report.claimed = claimed.messages.len();
+        report.quarantined = claimed.quarantined.len();
+        self.inner.alerter.quarantined(&claimed.quarantined);
+        let mut give_back = Vec::new();
+        for m in claimed.messages {
+            let Some(m) = self.try_start(m, calls) else {
+                report.started += 1;
+                continue;
+            };
+            let room = self.inner.limits.limit(&m.biz_id);
+            let mut queue = self.inner.lock_queue();
+            if queue.waiting(&m.biz_id) < room {
+                queue.push(m, claimed_at);
+                report.queued += 1;
+            } else {
+                give_back.push(m);
+            }
+        }
+        let released = self.give_back(&give_back).await;
+        report.outcomes.extend(released);
+        tracing::debug!(
+            limit = report.limit,
+            claimed = report.claimed,
+            started = report.started,
+            queued = report.queued,
+            given_back = give_back.len(),
+            "check-back round"
+        );
+        Ok(report)
+    }
+
+    /// Starts the call for `m` if its producer and the verifier have a free
+    /// slot; otherwise hands `m` back.
+    fn try_start(&self, m: Message, calls: &mut JoinSet<Outcome>) -> Option<Message> {
+        let Some(producer) = self.inner.limits.try_acquire(&m.biz_id) else {
+            return Some(m);
+        };
+        let Ok(overall) = self.inner.slots.clone().try_acquire_owned() else {
+            return Some(m);
+        };
+        let inner = self.inner.clone();
+        calls.spawn(async move {
+            let _slot = overall;
+            inner.check_one(m, producer).await
+        });
+        None
+    }
+
+    /// Call slots free for new claims: the free ones less the rows queued.
+    fn room(&self) -> usize {
+        self.inner
+            .slots
+            .available_permits()
+            .saturating_sub(self.inner.lock_queue().len)
+    }
+
+    /// The fewest rows a round started by a finished call asks for: an
+    /// eighth of the call slots, so a busy verifier claims in batches rather
+    /// than a row per finished call.
+    fn min_claim(&self) -> usize {
+        let cfg = &self.inner.cfg;
+        (cfg.concurrency / 8).clamp(1, cfg.batch.max(1) as usize)
+    }
+
+    /// Starts the queued rows whose producers have a free slot now, and gives
+    /// back those whose claim could no longer outlast a call.
+    async fn start_queued(&self, calls: &mut JoinSet<Outcome>) -> FromQueue {
+        let cfg = &self.inner.cfg;
+        let mut started = 0;
+        let mut expired = Vec::new();
+        // A call started later than this after its claim could outlive it.
+        let usable = cfg
+            .lease
+            .saturating_sub(cfg.max_timeout.saturating_add(QUEUE_MARGIN));
+        {
+            let mut queue = self.inner.lock_queue();
+            let producers: Vec<String> = queue.rows.keys().cloned().collect();
+            for biz_id in producers {
+                while let Some((m, claimed_at)) = queue.pop(&biz_id) {
+                    if claimed_at.elapsed() > usable {
+                        expired.push(m);
+                        continue;
+                    }
+                    match self.try_start(m, calls) {
+                        None => started += 1,
+                        Some(m) => {
+                            queue.push_front(m, claimed_at);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        FromQueue {
+            started,
+            released: self.give_back(&expired).await,
+        }
+    }
+
+    /// Gives claimed rows back in one statement; one outcome per row.
+    async fn give_back(&self, rows: &[Message]) -> Vec<Outcome> {
+        if rows.is_empty() {
+            return Vec::new();
+        }
+        let claims: Vec<(u64, u64)> = rows.iter().map(|m| (m.id, m.version)).collect();
+        let given_back = self
+            .inner
+            .store
+            .release_verifies(&claims, self.inner.cfg.interval)
+            .await;
+        let outcome = match given_back {
+            Ok(_) => Outcome::Released,
+            Err(e) => {
+                tracing::warn!(rows = rows.len(), error = %e,
+                    "giving back check-back claims failed; they come back after their lease");
+                Outcome::Error
+            }
+        };
+        vec![outcome; rows.len()]
+    }
+}
+
+/// What [`Verifier::start_queued`] did.
+struct FromQueue {
+    /// Calls started.
+    started: usize,
+    /// One outcome per row given back because its claim ran too short.
+    released: Vec<Outcome>,
+}
+
+/// How much longer than a call a queued row's claim must still last for the
+/// call to start.
+const QUEUE_MARGIN: Duration = Duration::from_secs(1);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round(limit: usize, claimed: usize, quarantined: usize, started: usize) -> BatchReport {
+        BatchReport {
+            limit,
+            claimed,
+            quarantined,
+            started,
+            queued: 0,
+            outcomes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_round_that_got_all_it_asked_for_may_have_left_more_due() {
+        assert!(
+            round(4, 0, 4, 0).was_full(),
+            "all set aside: more may be due"
+        );
+        assert!(round(4, 2, 2, 2).was_full());
+        assert!(
+            round(4, 4, 0, 0).was_full(),
+            "all given back: more is due too"
+        );
+        assert!(!round(4, 1, 2, 1).was_full(), "fewer than asked: caught up");
+        assert!(
+            round(0, 0, 0, 0).was_full(),
+            "no free slot: unknown, so maybe"
+        );
+    }
+}
