@@ -1,17 +1,20 @@
 #![warn(missing_docs)]
-//! Wire types shared by the trustmsg middleware and its producer SDK.
+//! Wire types shared by the trustmsg middleware, its producer SDK and its
+//! operator tools.
 //!
 //! Everything here is plain data with serde derives and no I/O, so the SDK can
 //! depend on it without pulling in the service. Field and enum spellings are the
-//! JSON contract of the producer API and of check-back (`docs/openapi.json`,
-//! `docs/check-back.md`): renaming anything here is a breaking change for every
-//! producer.
+//! JSON contract of the producer API, of the operator API ([`admin`]) and of
+//! check-back (`docs/openapi.json`, `docs/check-back.md`): renaming anything
+//! here is a breaking change for every producer and operator tool.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+
+pub mod admin;
 
 /// The decision state of a message (`status` in the message view).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
@@ -88,7 +91,8 @@ impl SendStatus {
     }
 }
 
-/// How `payload` in a prepare request is encoded.
+/// How a payload string is encoded: in a prepare request, and in an
+/// operator's view of a message (`admin::MessageDetail`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PayloadEncoding {
@@ -228,6 +232,13 @@ pub struct ProducerView {
     pub created_at: DateTime<Utc>,
     /// When it last changed.
     pub updated_at: DateTime<Utc>,
+}
+
+/// Every registration (`GET /v1/producers`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ProducerList {
+    /// By biz_id.
+    pub items: Vec<ProducerView>,
 }
 
 /// The body trustmsg POSTs to a producer's `verify_url` (check-back).

@@ -13,7 +13,7 @@ use axum::Router;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use rand::Rng;
-use trustmsg_verify_api::{webhook, ErrorBody, ProducerSettings, ProducerView};
+use trustmsg_verify_api::{webhook, ErrorBody, ProducerList, ProducerSettings, ProducerView};
 
 use super::auth::{self, hash_token, new_producer_token};
 use super::error::ApiError;
@@ -171,13 +171,6 @@ pub(crate) async fn list_producers(
     Ok(axum::Json(ProducerList {
         items: items.iter().map(|p| view(p, None)).collect(),
     }))
-}
-
-/// Every registration.
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-pub(crate) struct ProducerList {
-    /// By biz_id.
-    items: Vec<ProducerView>,
 }
 
 /// Deletes a producer registration; its token stops working.
