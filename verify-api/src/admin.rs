@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::openapi::schema::{AnyOfBuilder, ObjectBuilder, Type};
+use utoipa::openapi::{KnownFormat, Object, Schema, SchemaFormat};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::{MessageView, PayloadEncoding};
 
@@ -118,14 +120,28 @@ pub enum OperatorDecision {
 pub struct ResolveRequest {
     /// Commit or roll back.
     pub decision: OperatorDecision,
-    /// Why; required (1 to 1000 bytes, not only spaces), kept in the audit trail.
+    /// Why; required (1 to 1000 bytes, not only white space), kept in the audit trail.
+    #[schema(
+        value_type = String,
+        required = true,
+        min_length = 1,
+        max_length = 1000,
+        pattern = "[^\\t-\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"
+    )]
     pub reason: Option<String>,
 }
 
 /// `POST /v1/admin/messages/{id}/reverify` and `…/redeliver`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ActionRequest {
-    /// Why; required (1 to 1000 bytes, not only spaces), kept in the audit trail.
+    /// Why; required (1 to 1000 bytes, not only white space), kept in the audit trail.
+    #[schema(
+        value_type = String,
+        required = true,
+        min_length = 1,
+        max_length = 1000,
+        pattern = "[^\\t-\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"
+    )]
     pub reason: Option<String>,
 }
 
@@ -134,11 +150,20 @@ pub struct ActionRequest {
 pub struct BulkRequest {
     /// The list's filters (`status`, `send_status`, `biz_id`, `topic`,
     /// `created_after`, `created_before`), as strings. A value of another
-    /// type is refused with `invalid_filter`, as an unknown name is.
+    /// type is refused with `invalid_filter`, as an unknown name is (and
+    /// `limit` and `cursor`: a bulk action takes every match).
     #[serde(default)]
-    #[schema(value_type = Object)]
+    #[schema(schema_with = bulk_filter)]
     pub filter: BTreeMap<String, serde_json::Value>,
-    /// Why; required (1 to 1000 bytes, not only spaces), kept in each message's audit trail.
+    /// Why; required (1 to 1000 bytes, not only white space), kept in each
+    /// message's audit trail.
+    #[schema(
+        value_type = String,
+        required = true,
+        min_length = 1,
+        max_length = 1000,
+        pattern = "[^\\t-\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"
+    )]
     pub reason: Option<String>,
     /// Count only; change nothing.
     #[serde(default)]
@@ -153,4 +178,88 @@ pub struct BulkResult {
     /// Of those, the ones this call changed (0 on a dry run); the rest were
     /// changed by someone else meanwhile and left as they are.
     pub changed: u64,
+}
+
+/// The query of `GET /v1/admin/messages`: every filter given combines with
+/// AND; an empty value is no filter. Any other parameter is refused (400).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// PREPARED, COMMITTED, ROLLED_BACK or VERIFY_FAILED.
+    #[param(schema_with = status_filter)]
+    pub status: Option<String>,
+    /// PENDING, SENT or SEND_FAILED.
+    #[param(schema_with = send_status_filter)]
+    pub send_status: Option<String>,
+    /// One producer's messages.
+    pub biz_id: Option<String>,
+    /// One topic's messages.
+    pub topic: Option<String>,
+    /// RFC 3339; created at or after.
+    #[param(schema_with = time_filter)]
+    pub created_after: Option<String>,
+    /// RFC 3339; created before.
+    #[param(schema_with = time_filter)]
+    pub created_before: Option<String>,
+    /// Rows per page, 1 to 500 (default 50).
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<u32>,
+    /// The previous page's `next_cursor`, unchanged (400 for any other).
+    /// Treat it as opaque: the pattern only says which strings can be one
+    /// (empty: the first page).
+    #[param(
+        pattern = "^(?:djE6(?:(?:(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk][w-z0-5]){0,6}(?:M[AQgw]|N[AQgw]|O[AQ])|(?:(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk][w-z0-5]){0,5}(?:(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk][w-z0-5]|(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk])))?$"
+    )]
+    pub cursor: Option<String>,
+}
+
+/// A string that is one of `words`, or empty (no filter).
+fn one_of_or_empty(words: &[&str]) -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(std::iter::once("").chain(words.iter().copied())))
+        .build()
+}
+
+fn status_filter() -> Object {
+    one_of_or_empty(&["PREPARED", "COMMITTED", "ROLLED_BACK", "VERIFY_FAILED"])
+}
+
+fn send_status_filter() -> Object {
+    one_of_or_empty(&["PENDING", "SENT", "SEND_FAILED"])
+}
+
+/// An RFC 3339 time, or empty (no filter).
+fn time_filter() -> Schema {
+    Schema::AnyOf(
+        AnyOfBuilder::new()
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime))),
+            )
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .max_length(Some(0)),
+            )
+            .build(),
+    )
+}
+
+/// The filters of a bulk action: the list's, without `limit` and `cursor`.
+fn bulk_filter() -> Object {
+    let string = || ObjectBuilder::new().schema_type(Type::String).build();
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property("status", status_filter())
+        .property("send_status", send_status_filter())
+        .property("biz_id", string())
+        .property("topic", string())
+        .property("created_after", time_filter())
+        .property("created_before", time_filter())
+        .additional_properties(Some(
+            utoipa::openapi::schema::AdditionalProperties::FreeForm(false),
+        ))
+        .build()
 }

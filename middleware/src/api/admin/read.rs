@@ -11,7 +11,8 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
 use chrono::{DateTime, Utc};
 use trustmsg_verify_api::admin::{
-    AuditView, CheckAttemptView, MessageDetail, MessagePage, ProducerSummaryView, Summary,
+    AuditView, CheckAttemptView, ListQuery, MessageDetail, MessagePage, ProducerSummaryView,
+    Summary,
 };
 use trustmsg_verify_api::{ErrorBody, PayloadEncoding};
 
@@ -92,16 +93,7 @@ fn list_request(
 
 /// Lists messages, newest first, a page at a time.
 #[utoipa::path(get, path = "/v1/admin/messages", tag = "admin",
-    params(
-        ("status" = Option<String>, Query, description = "PREPARED, COMMITTED, ROLLED_BACK or VERIFY_FAILED"),
-        ("send_status" = Option<String>, Query, description = "PENDING, SENT or SEND_FAILED"),
-        ("biz_id" = Option<String>, Query, description = "One producer's messages"),
-        ("topic" = Option<String>, Query, description = "One topic's messages"),
-        ("created_after" = Option<String>, Query, description = "RFC 3339; created at or after"),
-        ("created_before" = Option<String>, Query, description = "RFC 3339; created before"),
-        ("limit" = Option<u32>, Query, description = "Rows per page, 1 to 500 (default 50)"),
-        ("cursor" = Option<String>, Query, description = "The previous page's next_cursor"),
-    ),
+    params(ListQuery),
     responses(
         (status = 200, description = "A page of messages", body = MessagePage),
         (status = 400, description = "A parameter is not one the list takes, or its value is not", body = ErrorBody),
@@ -122,7 +114,7 @@ pub(crate) async fn list_messages(
 
 /// One message with its payload, headers and audit trail.
 #[utoipa::path(get, path = "/v1/admin/messages/{id}", tag = "admin",
-    params(("id" = u64, Path, description = "trustmsg's message id")),
+    params(("id" = u64, Path, description = "trustmsg's message id", minimum = 0, maximum = 9223372036854775807_f64)),
     responses(
         (status = 200, description = "The message", body = MessageDetail),
         (status = 400, description = "The id is not a number", body = ErrorBody),
