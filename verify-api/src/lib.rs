@@ -1,17 +1,20 @@
 #![warn(missing_docs)]
-//! Wire types shared by the trustmsg middleware and its producer SDK.
+//! Wire types shared by the trustmsg middleware, its producer SDK and its
+//! operator tools.
 //!
 //! Everything here is plain data with serde derives and no I/O, so the SDK can
 //! depend on it without pulling in the service. Field and enum spellings are the
-//! JSON contract of the producer API and of check-back (`docs/openapi.json`,
-//! `docs/check-back.md`): renaming anything here is a breaking change for every
-//! producer.
+//! JSON contract of the producer API, of the operator API ([`admin`]) and of
+//! check-back (`docs/openapi.json`, `docs/check-back.md`): renaming anything
+//! here is a breaking change for every producer and operator tool.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+
+pub mod admin;
 
 /// The decision state of a message (`status` in the message view).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
@@ -88,7 +91,8 @@ impl SendStatus {
     }
 }
 
-/// How `payload` in a prepare request is encoded.
+/// How a payload string is encoded: in a prepare request, and in an
+/// operator's view of a message (`admin::MessageDetail`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PayloadEncoding {
@@ -102,22 +106,45 @@ pub enum PayloadEncoding {
 /// `POST /v1/messages/prepare`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct PrepareRequest {
-    /// The producer's id (its registration in trustmsg).
+    /// The producer's id (its registration in trustmsg): 1 to 64 of
+    /// `A-Z a-z 0-9 . _ -`.
+    #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9._-]{1,64}$")]
     pub biz_id: String,
-    /// The producer's unique key for this message, e.g. an order id.
+    /// The producer's unique key for this message, e.g. an order id: 1 to 128
+    /// bytes of UTF-8 (as many ASCII characters, fewer wider ones), no control
+    /// characters.
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+    )]
     pub message_key: String,
-    /// The Kafka topic the message goes to once committed.
+    /// The Kafka topic the message goes to once committed: 1 to 249 of
+    /// `A-Z a-z 0-9 . _ -`, not `.` or `..` (Kafka's rules).
+    #[schema(
+        min_length = 1,
+        max_length = 249,
+        pattern = "^(?!\\.\\.?$)[A-Za-z0-9._-]{1,249}$"
+    )]
     pub topic: String,
-    /// The Kafka record key; absent means Kafka's default partitioner.
+    /// The Kafka record key, at most 1024 bytes of UTF-8; absent means Kafka's
+    /// default partitioner.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 1024)]
     pub key: Option<String>,
-    /// The record value, encoded as `payload_encoding` says.
+    /// The record value, encoded as `payload_encoding` says: with `base64`,
+    /// standard base64 with padding. At most `--max-payload-bytes` once
+    /// decoded (default 960000), and the record it makes (with key, headers
+    /// and framing) at most `--kafka-message-max-bytes`: 413 beyond.
     pub payload: String,
     /// `utf8` (default) or `base64`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload_encoding: Option<PayloadEncoding>,
-    /// Extra Kafka record headers.
+    /// Extra Kafka record headers: at most 64; names of 1 to 256 bytes not
+    /// starting with `trustmsg-` (any case; trustmsg sets those); no control
+    /// characters in names or values; names and values 16 KiB in all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = schemas::record_headers)]
     pub headers: Option<BTreeMap<String, String>>,
 }
 
@@ -125,8 +152,14 @@ pub struct PrepareRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct DecisionRequest {
     /// The producer's id.
+    #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9._-]{1,64}$")]
     pub biz_id: String,
     /// The message's key as given to prepare.
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+    )]
     pub message_key: String,
 }
 
@@ -192,16 +225,23 @@ pub struct ErrorDetail {
 /// `PUT /v1/producers/{biz_id}`: create or update a producer registration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ProducerSettings {
-    /// The producer's check-back endpoint (http or https).
+    /// The producer's check-back endpoint: an absolute http or https URL
+    /// without user name or password, whose host is an address (or resolves
+    /// now to addresses) the service's check-back address policy allows.
+    #[schema(pattern = "^[Hh][Tt][Tt][Pp][Ss]?://[^@/?#]+([/?#].*)?$")]
     pub verify_url: String,
-    /// Timeout of one check-back call in milliseconds.
+    /// Timeout of one check-back call in milliseconds: at least 10, at most
+    /// the service's `--verify-timeout-max` (default 2 minutes, 120000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 10, maximum = 120000)]
     pub verify_timeout_ms: Option<u32>,
-    /// Delay after prepare before the first check-back, in milliseconds.
+    /// Delay after prepare before the first check-back, in milliseconds (at most a day).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 86400000)]
     pub first_verify_after_ms: Option<u32>,
     /// Check-back attempts before the message goes to VERIFY_FAILED.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 10000)]
     pub max_verify_attempts: Option<u32>,
 }
 
@@ -228,6 +268,13 @@ pub struct ProducerView {
     pub created_at: DateTime<Utc>,
     /// When it last changed.
     pub updated_at: DateTime<Utc>,
+}
+
+/// Every registration (`GET /v1/producers`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ProducerList {
+    /// By biz_id.
+    pub items: Vec<ProducerView>,
 }
 
 /// The body trustmsg POSTs to a producer's `verify_url` (check-back).
@@ -264,6 +311,44 @@ pub struct CheckResponse {
     pub message_id: u64,
     /// The decision.
     pub decision: Decision,
+}
+
+/// Schemas of fields whose rules the derive cannot state.
+mod schemas {
+    use utoipa::openapi::schema::{AdditionalProperties, Object, ObjectBuilder, Type};
+    use utoipa::openapi::Schema;
+
+    /// No control characters (Unicode Cc, as Rust's `char::is_control`).
+    pub(crate) const NO_CONTROL: &str = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$";
+
+    /// A prepare's `headers`.
+    pub(crate) fn record_headers() -> Object {
+        ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::SchemaType::from_iter([
+                Type::Object,
+                Type::Null,
+            ]))
+            .max_properties(Some(64))
+            .property_names(Some(Schema::Object(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .min_length(Some(1))
+                    .max_length(Some(256))
+                    .pattern(Some(
+                        "^(?![Tt][Rr][Uu][Ss][Tt][Mm][Ss][Gg]-)[^\\u0000-\\u001F\\u007F-\\u009F]+$",
+                    ))
+                    .build(),
+            )))
+            .additional_properties(Some(AdditionalProperties::RefOr(
+                utoipa::openapi::RefOr::T(Schema::Object(
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .pattern(Some(NO_CONTROL))
+                        .build(),
+                )),
+            )))
+            .build()
+    }
 }
 
 /// Standard Webhooks header names used to sign check-back calls.

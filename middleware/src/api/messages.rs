@@ -185,7 +185,7 @@ async fn decide(
 
 /// One message.
 #[utoipa::path(get, path = "/v1/messages/{biz_id}/{message_key}", tag = "messages",
-    params(("biz_id" = String, Path), ("message_key" = String, Path)),
+    params(("biz_id" = String, Path, description = "The producer's id: 1 to 64 of A-Z a-z 0-9 . _ -", min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9._-]{1,64}$"), ("message_key" = String, Path, description = "The message's key: 1 to 128 bytes of UTF-8, no control characters", min_length = 1, max_length = 128, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$")),
     responses(
         (status = 200, description = "The message", body = MessageView),
         (status = 404, description = "No such message", body = ErrorBody),

@@ -2,7 +2,8 @@
 //!
 //! - [`messages`]: the producer API (prepare, commit, rollback, get);
 //! - [`producers`]: the producer registry (admin token);
-//! - [`admin`]: what operators read (admin token): messages, one message, the summary;
+//! - [`admin`]: the operator API (admin token): what operators read (messages,
+//!   one message, the summary) and what they change (resolve, re-verify, redeliver);
 //! - [`console`]: the operator console at `/console` (static, over the admin API);
 //! - [`health`]: `/healthz`, `/readyz`, `/metrics`, `/openapi.json`;
 //! - [`auth`]: tokens, checked before any body is read;

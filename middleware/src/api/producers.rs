@@ -13,7 +13,7 @@ use axum::Router;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use rand::Rng;
-use trustmsg_verify_api::{webhook, ErrorBody, ProducerSettings, ProducerView};
+use trustmsg_verify_api::{webhook, ErrorBody, ProducerList, ProducerSettings, ProducerView};
 
 use super::auth::{self, hash_token, new_producer_token};
 use super::error::ApiError;
@@ -69,7 +69,7 @@ fn check_range(name: &str, v: u32, min: u32, max: u32) -> Result<(), ApiError> {
 
 /// Creates or updates a producer registration.
 #[utoipa::path(put, path = "/v1/producers/{biz_id}", tag = "producers",
-    params(("biz_id" = String, Path)),
+    params(("biz_id" = String, Path, description = "The producer's id: 1 to 64 of A-Z a-z 0-9 . _ -", min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9._-]{1,64}$")),
     request_body = ProducerSettings,
     responses(
         (status = 201, description = "Created; the response carries the token (shown once)", body = ProducerView),
@@ -138,7 +138,7 @@ pub(crate) async fn put_producer(
 
 /// Shows a producer registration (never its token).
 #[utoipa::path(get, path = "/v1/producers/{biz_id}", tag = "producers",
-    params(("biz_id" = String, Path)),
+    params(("biz_id" = String, Path, description = "The producer's id: 1 to 64 of A-Z a-z 0-9 . _ -", min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9._-]{1,64}$")),
     responses(
         (status = 200, description = "The registration", body = ProducerView),
         (status = 404, description = "No such producer", body = ErrorBody)
@@ -173,16 +173,9 @@ pub(crate) async fn list_producers(
     }))
 }
 
-/// Every registration.
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-pub(crate) struct ProducerList {
-    /// By biz_id.
-    items: Vec<ProducerView>,
-}
-
 /// Deletes a producer registration; its token stops working.
 #[utoipa::path(delete, path = "/v1/producers/{biz_id}", tag = "producers",
-    params(("biz_id" = String, Path)),
+    params(("biz_id" = String, Path, description = "The producer's id: 1 to 64 of A-Z a-z 0-9 . _ -", min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9._-]{1,64}$")),
     responses(
         (status = 204, description = "Deleted"),
         (status = 404, description = "No such producer", body = ErrorBody)
@@ -205,7 +198,7 @@ pub(crate) async fn delete_producer(
 
 /// Issues a new bearer token; the old one stops working.
 #[utoipa::path(post, path = "/v1/producers/{biz_id}/rotate-token", tag = "producers",
-    params(("biz_id" = String, Path)),
+    params(("biz_id" = String, Path, description = "The producer's id: 1 to 64 of A-Z a-z 0-9 . _ -", min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9._-]{1,64}$")),
     responses((status = 200, description = "The response carries the new token", body = ProducerView),
         (status = 404, description = "No such producer", body = ErrorBody)),
     security(("admin" = [])))]

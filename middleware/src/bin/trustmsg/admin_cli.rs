@@ -1,15 +1,27 @@
 //! `trustmsg admin …`: the operator API from a terminal. Tables by default
-//! (aligned columns, ages like `3m12s`), `--json` for scripts (the server's
-//! JSON as it came). Any error exits non-zero with the server's code and
+//! (aligned columns, ages like `3m12s`) made from the answers' typed views
+//! (`trustmsg_verify_api`), `--json` for scripts (the server's JSON as it
+//! came). Any error exits non-zero with the server's code and
 //! message on stderr.
 
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
 use anyhow::{bail, Context};
+use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand, ValueEnum};
 use comfy_table::Table;
 use reqwest::Method;
+use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
+use trustmsg_verify_api::admin::{
+    ActionRequest, MessageDetail, MessagePage, OperatorDecision, ResolveRequest, Summary,
+};
+use trustmsg_verify_api::{
+    ErrorBody, MessageStatus, MessageView, PayloadEncoding, ProducerList, ProducerSettings,
+    ProducerView, SendStatus,
+};
 
 /// Where the service is and who asks.
 #[derive(Debug, Args)]
@@ -126,11 +138,11 @@ enum ProducersCommand {
 pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<()> {
     let client = Client::new(&args)?;
     let json_out = args.json;
-    let (value, render): (Value, fn(&Value) -> String) = match args.command {
-        AdminCommand::Summary => (
-            client.call(Method::GET, "/v1/admin/summary", None).await?,
-            summary_table,
-        ),
+    let (value, text): (Value, String) = match args.command {
+        AdminCommand::Summary => client
+            .call(Method::GET, "/v1/admin/summary", None)
+            .await?
+            .render(summary_table)?,
         AdminCommand::Messages(MessagesCommand::List {
             status,
             send_status,
@@ -155,65 +167,64 @@ pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<()> {
             .filter_map(|(k, v)| v.map(|v| (k, v)))
             .collect();
             let path = format!("/v1/admin/messages?{}", serde_urlencoded(&query));
-            (client.call(Method::GET, &path, None).await?, messages_table)
-        }
-        AdminCommand::Messages(MessagesCommand::Show { id }) => (
             client
-                .call(Method::GET, &format!("/v1/admin/messages/{id}"), None)
-                .await?,
-            message_detail,
-        ),
+                .call(Method::GET, &path, None)
+                .await?
+                .render(messages_table)?
+        }
+        AdminCommand::Messages(MessagesCommand::Show { id }) => client
+            .call(Method::GET, &format!("/v1/admin/messages/{id}"), None)
+            .await?
+            .render(message_detail)?,
         AdminCommand::Messages(MessagesCommand::Resolve {
             id,
             decision,
             reason,
         }) => {
-            let decision = match decision {
-                DecisionArg::Commit => "commit",
-                DecisionArg::Rollback => "rollback",
+            let body = ResolveRequest {
+                decision: match decision {
+                    DecisionArg::Commit => OperatorDecision::Commit,
+                    DecisionArg::Rollback => OperatorDecision::Rollback,
+                },
+                reason: Some(reason),
             };
-            let body = json!({"decision": decision, "reason": reason});
-            (
-                client
-                    .call(
-                        Method::POST,
-                        &format!("/v1/admin/messages/{id}/resolve"),
-                        Some(body),
-                    )
-                    .await?,
-                view_line,
-            )
+            client
+                .call(
+                    Method::POST,
+                    &format!("/v1/admin/messages/{id}/resolve"),
+                    Some(serde_json::to_value(body)?),
+                )
+                .await?
+                .render(view_line)?
         }
-        AdminCommand::Messages(MessagesCommand::Reverify { id, reason }) => (
-            client
-                .call(
-                    Method::POST,
-                    &format!("/v1/admin/messages/{id}/reverify"),
-                    Some(json!({"reason": reason})),
-                )
-                .await?,
-            view_line,
-        ),
-        AdminCommand::Messages(MessagesCommand::Redeliver { id, reason }) => (
-            client
-                .call(
-                    Method::POST,
-                    &format!("/v1/admin/messages/{id}/redeliver"),
-                    Some(json!({"reason": reason})),
-                )
-                .await?,
-            view_line,
-        ),
-        AdminCommand::Producers(ProducersCommand::List) => (
-            client.call(Method::GET, "/v1/producers", None).await?,
-            producers_table,
-        ),
-        AdminCommand::Producers(ProducersCommand::Show { biz_id }) => (
-            client
-                .call(Method::GET, &format!("/v1/producers/{biz_id}"), None)
-                .await?,
-            producer_detail,
-        ),
+        AdminCommand::Messages(MessagesCommand::Reverify { id, reason }) => client
+            .call(
+                Method::POST,
+                &format!("/v1/admin/messages/{id}/reverify"),
+                Some(serde_json::to_value(ActionRequest {
+                    reason: Some(reason),
+                })?),
+            )
+            .await?
+            .render(view_line)?,
+        AdminCommand::Messages(MessagesCommand::Redeliver { id, reason }) => client
+            .call(
+                Method::POST,
+                &format!("/v1/admin/messages/{id}/redeliver"),
+                Some(serde_json::to_value(ActionRequest {
+                    reason: Some(reason),
+                })?),
+            )
+            .await?
+            .render(view_line)?,
+        AdminCommand::Producers(ProducersCommand::List) => client
+            .call(Method::GET, "/v1/producers", None)
+            .await?
+            .render(producers_table)?,
+        AdminCommand::Producers(ProducersCommand::Show { biz_id }) => client
+            .call(Method::GET, &format!("/v1/producers/{biz_id}"), None)
+            .await?
+            .render(producer_detail)?,
         AdminCommand::Producers(ProducersCommand::Put {
             biz_id,
             verify_url,
@@ -221,46 +232,41 @@ pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<()> {
             first_verify_after_ms,
             max_verify_attempts,
         }) => {
-            let mut body = json!({"verify_url": verify_url});
-            for (k, v) in [
-                ("verify_timeout_ms", verify_timeout_ms),
-                ("first_verify_after_ms", first_verify_after_ms),
-                ("max_verify_attempts", max_verify_attempts),
-            ] {
-                if let Some(v) = v {
-                    body[k] = json!(v);
-                }
-            }
-            (
-                client
-                    .call(Method::PUT, &format!("/v1/producers/{biz_id}"), Some(body))
-                    .await?,
-                producer_detail,
-            )
-        }
-        AdminCommand::Producers(ProducersCommand::RotateToken { biz_id }) => (
+            let body = ProducerSettings {
+                verify_url,
+                verify_timeout_ms,
+                first_verify_after_ms,
+                max_verify_attempts,
+            };
             client
                 .call(
-                    Method::POST,
-                    &format!("/v1/producers/{biz_id}/rotate-token"),
-                    None,
+                    Method::PUT,
+                    &format!("/v1/producers/{biz_id}"),
+                    Some(serde_json::to_value(body)?),
                 )
-                .await?,
-            producer_detail,
-        ),
+                .await?
+                .render(producer_detail)?
+        }
+        AdminCommand::Producers(ProducersCommand::RotateToken { biz_id }) => client
+            .call(
+                Method::POST,
+                &format!("/v1/producers/{biz_id}/rotate-token"),
+                None,
+            )
+            .await?
+            .render(producer_detail)?,
         AdminCommand::Producers(ProducersCommand::Delete { biz_id }) => {
             client
                 .call(Method::DELETE, &format!("/v1/producers/{biz_id}"), None)
                 .await?;
-            (json!({"deleted": biz_id}), |v| {
-                format!("deleted {}", text(&v["deleted"]))
-            })
+            let text = format!("deleted {biz_id}");
+            (json!({ "deleted": biz_id }), text)
         }
     };
     if json_out {
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        println!("{}", render(&value));
+        println!("{text}");
     }
     Ok(())
 }
@@ -281,6 +287,28 @@ struct Client {
     operator: Option<String>,
 }
 
+/// A successful answer's body, as it came.
+struct Answer(bytes::Bytes);
+
+impl Answer {
+    /// The answer as JSON (for `--json`, unchanged) and as the table `render`
+    /// makes of its typed view; an answer that is not a `T` is an error that
+    /// says so, never a table of blanks.
+    fn render<T: DeserializeOwned>(
+        self,
+        render: fn(&T) -> String,
+    ) -> anyhow::Result<(Value, String)> {
+        let json: Value = serde_json::from_slice(&self.0).context("the answer is not JSON")?;
+        let typed: T = serde_json::from_slice(&self.0).with_context(|| {
+            format!(
+                "the answer is not the {} this trustmsg admin expects (is the server another version?)",
+                std::any::type_name::<T>().rsplit("::").next().unwrap_or("type")
+            )
+        })?;
+        Ok((json, render(&typed)))
+    }
+}
+
 impl Client {
     fn new(args: &AdminArgs) -> anyhow::Result<Self> {
         let http = reqwest::Client::builder()
@@ -295,7 +323,12 @@ impl Client {
         })
     }
 
-    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<Answer> {
         let url = format!("{}{path}", self.base);
         let mut req = self.http.request(method, &url).bearer_auth(&self.token);
         if let Some(op) = &self.operator {
@@ -311,30 +344,28 @@ impl Client {
         let status = res.status();
         let bytes = res.bytes().await.context("reading the answer")?;
         if status.is_success() {
-            if bytes.is_empty() {
-                return Ok(Value::Null);
-            }
-            return serde_json::from_slice(&bytes).context("the answer is not JSON");
+            return Ok(Answer(bytes));
         }
-        match serde_json::from_slice::<Value>(&bytes) {
-            Ok(v) if v["error"]["code"].is_string() => bail!(
-                "{} {}: {}",
-                status.as_u16(),
-                text(&v["error"]["code"]),
-                text(&v["error"]["message"])
-            ),
+        match serde_json::from_slice::<ErrorBody>(&bytes) {
+            Ok(e) => bail!("{} {}: {}", status.as_u16(), e.error.code, e.error.message),
             _ => bail!("{status}: {}", String::from_utf8_lossy(&bytes)),
         }
     }
 }
 
-/// A JSON value as a cell: strings bare, null as `-`.
-fn text(v: &Value) -> String {
-    match v {
-        Value::Null => "-".into(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
+/// An optional value as a cell: `-` when absent.
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".into(), |v| v.to_string())
+}
+
+/// A status or send status as a cell.
+fn status_cell(s: Option<&str>) -> String {
+    s.unwrap_or("-").to_string()
+}
+
+/// A time as the server wrote it (RFC 3339, UTC).
+fn time(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
 }
 
 /// Milliseconds as `3m12s`, `2h5m`, `4d3h`.
@@ -358,11 +389,11 @@ fn table(header: &[&str]) -> Table {
     t
 }
 
-fn age_cell(v: &Value) -> String {
-    v.as_u64().map_or_else(|| "-".into(), age)
+fn age_cell(ms: Option<u64>) -> String {
+    ms.map_or_else(|| "-".into(), age)
 }
 
-fn summary_table(v: &Value) -> String {
+fn summary_table(v: &Summary) -> String {
     let mut t = table(&[
         "producer",
         "prepared",
@@ -375,31 +406,29 @@ fn summary_table(v: &Value) -> String {
         "oldest prepared",
         "oldest pending",
     ]);
-    let producers = v["producers"].as_array().cloned().unwrap_or_default();
-    for p in &producers {
-        let n = |m: &str, k: &str| p[m][k].as_u64().unwrap_or(0).to_string();
+    for p in &v.producers {
+        let n = |m: &BTreeMap<String, u64>, k: &str| m.get(k).copied().unwrap_or(0).to_string();
         t.add_row(vec![
-            text(&p["biz_id"]),
-            n("by_status", "PREPARED"),
-            n("by_status", "COMMITTED"),
-            n("by_status", "ROLLED_BACK"),
-            n("by_status", "VERIFY_FAILED"),
-            n("by_send_status", "PENDING"),
-            n("by_send_status", "SENT"),
-            n("by_send_status", "SEND_FAILED"),
-            age_cell(&p["oldest_prepared_age_ms"]),
-            age_cell(&p["oldest_pending_send_age_ms"]),
+            p.biz_id.clone(),
+            n(&p.by_status, MessageStatus::Prepared.as_str()),
+            n(&p.by_status, MessageStatus::Committed.as_str()),
+            n(&p.by_status, MessageStatus::RolledBack.as_str()),
+            n(&p.by_status, MessageStatus::VerifyFailed.as_str()),
+            n(&p.by_send_status, SendStatus::Pending.as_str()),
+            n(&p.by_send_status, SendStatus::Sent.as_str()),
+            n(&p.by_send_status, SendStatus::SendFailed.as_str()),
+            age_cell(p.oldest_prepared_age_ms),
+            age_cell(p.oldest_pending_send_age_ms),
         ]);
     }
-    if producers.is_empty() {
+    if v.producers.is_empty() {
         return "no messages yet".into();
     }
     t.to_string()
 }
 
-fn messages_table(v: &Value) -> String {
-    let items = v["items"].as_array().cloned().unwrap_or_default();
-    if items.is_empty() {
+fn messages_table(v: &MessagePage) -> String {
+    if v.items.is_empty() {
         return "no message matches".into();
     }
     let mut t = table(&[
@@ -413,8 +442,8 @@ fn messages_table(v: &Value) -> String {
         "created",
         "last error",
     ]);
-    for m in &items {
-        let mut err = text(&m["last_error"]);
+    for m in &v.items {
+        let mut err = opt(m.last_error.as_deref());
         if err.len() > 60 {
             let mut end = 60;
             while !err.is_char_boundary(end) {
@@ -424,93 +453,89 @@ fn messages_table(v: &Value) -> String {
             err.push('…');
         }
         t.add_row(vec![
-            text(&m["id"]),
-            text(&m["biz_id"]),
-            text(&m["message_key"]),
-            text(&m["topic"]),
-            text(&m["status"]),
-            text(&m["send_status"]),
-            format!(
-                "{}/{}",
-                text(&m["verify_attempts"]),
-                text(&m["send_attempts"])
-            ),
-            text(&m["created_at"]),
+            m.id.to_string(),
+            m.biz_id.clone(),
+            m.message_key.clone(),
+            opt(m.topic.as_deref()),
+            m.status.as_str().to_string(),
+            status_cell(m.send_status.map(SendStatus::as_str)),
+            format!("{}/{}", m.verify_attempts, m.send_attempts),
+            time(&m.created_at),
             err,
         ]);
     }
-    match v["next_cursor"].as_str() {
+    match &v.next_cursor {
         Some(c) => format!("{t}\nmore: --cursor {c}"),
         None => t.to_string(),
     }
 }
 
-fn view_line(m: &Value) -> String {
+fn view_line(m: &MessageView) -> String {
     format!(
         "message {}: {} / {} ({} {})",
-        text(&m["id"]),
-        text(&m["status"]),
-        text(&m["send_status"]),
-        text(&m["biz_id"]),
-        text(&m["message_key"])
+        m.id,
+        m.status.as_str(),
+        status_cell(m.send_status.map(SendStatus::as_str)),
+        m.biz_id,
+        m.message_key
     )
 }
 
-fn message_detail(d: &Value) -> String {
-    let m = &d["message"];
+fn message_detail(d: &MessageDetail) -> String {
+    let m = &d.message;
     let mut out = vec![view_line(m)];
-    for (k, f) in [
-        ("topic", "topic"),
-        ("key", "key"),
-        ("check-back attempts", "verify_attempts"),
-        ("send attempts", "send_attempts"),
-        ("last error", "last_error"),
-        ("created", "created_at"),
-        ("decided", "decided_at"),
-        ("sent", "sent_at"),
-        ("partition", "kafka_partition"),
-        ("offset", "kafka_offset"),
+    for (k, v) in [
+        ("topic", opt(m.topic.as_deref())),
+        ("key", opt(m.key.as_deref())),
+        ("check-back attempts", m.verify_attempts.to_string()),
+        ("send attempts", m.send_attempts.to_string()),
+        ("last error", opt(m.last_error.as_deref())),
+        ("created", time(&m.created_at)),
+        ("decided", opt(m.decided_at.as_ref().map(time))),
+        ("sent", opt(m.sent_at.as_ref().map(time))),
+        ("partition", opt(m.kafka_partition)),
+        ("offset", opt(m.kafka_offset)),
     ] {
-        out.push(format!("{k:>20}: {}", text(&m[f])));
+        out.push(format!("{k:>20}: {v}"));
     }
-    out.push(format!(
-        "{:>20}: ({}) {}",
-        "payload",
-        text(&d["payload_encoding"]),
-        text(&d["payload"])
-    ));
-    if let Some(h) = d["headers"].as_object() {
-        for (k, v) in h {
-            out.push(format!("{:>20}: {k}: {}", "header", text(v)));
-        }
+    let encoding = match d.payload_encoding {
+        PayloadEncoding::Utf8 => "utf8",
+        PayloadEncoding::Base64 => "base64",
+    };
+    out.push(format!("{:>20}: ({encoding}) {}", "payload", d.payload));
+    for (k, v) in &d.headers {
+        out.push(format!("{:>20}: {k}: {v}", "header"));
     }
     let mut audit = table(&["at", "actor", "action", "status", "send", "reason"]);
-    for a in d["audit"].as_array().cloned().unwrap_or_default() {
+    for a in &d.audit {
         audit.add_row(vec![
-            text(&a["at"]),
-            text(&a["actor"]),
-            text(&a["action"]),
-            format!("{} → {}", text(&a["from_status"]), text(&a["to_status"])),
+            time(&a.at),
+            a.actor.clone(),
+            a.action.clone(),
             format!(
                 "{} → {}",
-                text(&a["from_send_status"]),
-                text(&a["to_send_status"])
+                opt(a.from_status.as_deref()),
+                opt(a.to_status.as_deref())
             ),
-            text(&a["reason"]),
+            format!(
+                "{} → {}",
+                opt(a.from_send_status.as_deref()),
+                opt(a.to_send_status.as_deref())
+            ),
+            a.reason.clone(),
         ]);
     }
     out.push(format!("audit trail:\n{audit}"));
-    let calls = d["check_attempts"].as_array().cloned().unwrap_or_default();
-    if !calls.is_empty() {
+    if !d.check_attempts.is_empty() {
         let mut t = table(&["#", "at", "took", "http", "outcome", "error"]);
-        for c in &calls {
+        for c in &d.check_attempts {
             t.add_row(vec![
-                text(&c["attempt"]),
-                text(&c["at"]),
-                format!("{} ms", text(&c["duration_ms"])),
-                text(&c["http_status"]),
-                text(&c["outcome"]),
-                text(&c["error"]),
+                c.attempt.to_string(),
+                time(&c.at),
+                format!("{} ms", c.duration_ms),
+                opt(c.http_status),
+                c.outcome.clone(),
+                opt(c.error.as_deref()),
             ]);
         }
         out.push(format!("check-back calls:\n{t}"));
@@ -518,9 +543,8 @@ fn message_detail(d: &Value) -> String {
     out.join("\n")
 }
 
-fn producers_table(v: &Value) -> String {
-    let items = v["items"].as_array().cloned().unwrap_or_default();
-    if items.is_empty() {
+fn producers_table(v: &ProducerList) -> String {
+    if v.items.is_empty() {
         return "no producer is registered".into();
     }
     let mut t = table(&[
@@ -530,30 +554,30 @@ fn producers_table(v: &Value) -> String {
         "first check",
         "max attempts",
     ]);
-    for p in &items {
+    for p in &v.items {
         t.add_row(vec![
-            text(&p["biz_id"]),
-            text(&p["verify_url"]),
-            format!("{} ms", text(&p["verify_timeout_ms"])),
-            format!("{} ms", text(&p["first_verify_after_ms"])),
-            text(&p["max_verify_attempts"]),
+            p.biz_id.clone(),
+            p.verify_url.clone(),
+            format!("{} ms", p.verify_timeout_ms),
+            format!("{} ms", p.first_verify_after_ms),
+            p.max_verify_attempts.to_string(),
         ]);
     }
     t.to_string()
 }
 
-fn producer_detail(p: &Value) -> String {
-    let mut out = vec![format!("producer {}", text(&p["biz_id"]))];
-    for (k, f) in [
-        ("check-back url", "verify_url"),
-        ("timeout ms", "verify_timeout_ms"),
-        ("first check ms", "first_verify_after_ms"),
-        ("max attempts", "max_verify_attempts"),
-        ("signing secret", "signing_secret"),
+fn producer_detail(p: &ProducerView) -> String {
+    let mut out = vec![format!("producer {}", p.biz_id)];
+    for (k, v) in [
+        ("check-back url", p.verify_url.clone()),
+        ("timeout ms", p.verify_timeout_ms.to_string()),
+        ("first check ms", p.first_verify_after_ms.to_string()),
+        ("max attempts", p.max_verify_attempts.to_string()),
+        ("signing secret", p.signing_secret.clone()),
     ] {
-        out.push(format!("{k:>16}: {}", text(&p[f])));
+        out.push(format!("{k:>16}: {v}"));
     }
-    if let Some(token) = p["token"].as_str() {
+    if let Some(token) = &p.token {
         out.push(format!(
             "{:>16}: {token}   (shown once: store it now)",
             "token"

@@ -20,19 +20,21 @@ use anyhow::{bail, Context};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use rand::Rng;
-use serde_json::{json, Value};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use trustmsg::api::hash_token;
 use trustmsg::config::ServeArgs;
 use trustmsg::startup::Application;
 use trustmsg_kafka_mock::MockKafka;
+use trustmsg_verify_api::{ProducerSettings, ProducerView};
 
 use crate::serve_flags::ServeFlags;
 
 /// The first check-back after a prepare, for the demo producer and as the
 /// dev default for others (`--first-verify-after`).
 const FIRST_CHECK_SECS: u64 = 5;
+/// The same, as the registration takes it.
+const FIRST_CHECK_MS: u32 = FIRST_CHECK_SECS as u32 * 1000;
 
 /// The database file inside `--data`.
 const DB_FILE: &str = "trustmsg.db";
@@ -229,21 +231,26 @@ async fn register_demo(
     let answer = http
         .put(&url)
         .bearer_auth(admin_token)
-        .json(&json!({
-            "verify_url": args.demo_verify_url,
-            "first_verify_after_ms": FIRST_CHECK_SECS * 1000,
-            "verify_timeout_ms": 3000,
-            "max_verify_attempts": 5,
-        }))
+        .json(&ProducerSettings {
+            verify_url: args.demo_verify_url.clone(),
+            first_verify_after_ms: Some(FIRST_CHECK_MS),
+            verify_timeout_ms: Some(3000),
+            max_verify_attempts: Some(5),
+        })
         .send()
         .await
         .context("registering the demo producer")?;
     let status = answer.status();
-    let mut view: Value = answer.json().await.context("reading the registration")?;
+    let body = answer.bytes().await.context("reading the registration")?;
     if !status.is_success() {
-        bail!("registering the demo producer {biz_id}: {status} {view}");
+        bail!(
+            "registering the demo producer {biz_id}: {status} {}",
+            String::from_utf8_lossy(&body)
+        );
     }
-    let mut token = view["token"].as_str().map(str::to_string);
+    let mut view: ProducerView =
+        serde_json::from_slice(&body).context("reading the registration")?;
+    let mut token = view.token.take();
     if token.is_none() {
         let stored = store
             .find_producer(biz_id)
@@ -270,20 +277,17 @@ async fn register_demo(
                 .context("issuing the demo producer's token")?
                 .error_for_status()?
                 .json()
-                .await?;
-            view["token"]
-                .as_str()
+                .await
+                .context("reading the rotate-token answer")?;
+            view.token
+                .take()
                 .context("the rotate-token answer has no token")?
-                .to_string()
         }
     };
     Ok(Demo {
         biz_id: biz_id.clone(),
         token,
-        signing_secret: view["signing_secret"]
-            .as_str()
-            .context("the registration has no signing_secret")?
-            .to_string(),
+        signing_secret: view.signing_secret,
         verify_url: args.demo_verify_url.clone(),
     })
 }

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use serde_json::json;
 use sqlx::MySqlPool;
 use tokio::sync::Mutex;
 use trustmsg_kafka_mock as kafka;
+use trustmsg_verify_api::{ProducerSettings, ProducerView};
 
 use super::report::{LoadResult, Percentiles};
 use super::wait::{await_consumed, wait_until};
@@ -81,16 +81,25 @@ impl Client {
             .http
             .put(format!("{}/v1/producers/{biz_id}", self.base))
             .bearer_auth(&self.admin_token)
-            .json(&json!({"verify_url": verify_url, "first_verify_after_ms": first_verify_ms}))
+            .json(&ProducerSettings {
+                verify_url: verify_url.to_string(),
+                first_verify_after_ms: Some(first_verify_ms),
+                verify_timeout_ms: None,
+                max_verify_attempts: None,
+            })
             .send()
             .await?;
         let status = res.status();
-        let body: serde_json::Value = res.json().await?;
-        anyhow::ensure!(status.is_success(), "register {biz_id}: {status} {body}");
-        Ok(body["token"]
-            .as_str()
-            .unwrap_or(&self.admin_token)
-            .to_string())
+        let body = res.bytes().await?;
+        anyhow::ensure!(
+            status.is_success(),
+            "register {biz_id}: {status} {}",
+            String::from_utf8_lossy(&body)
+        );
+        // An existing registration keeps its token, which the answer does not show.
+        let view: ProducerView =
+            serde_json::from_slice(&body).context("the registration answer")?;
+        Ok(view.token.unwrap_or_else(|| self.admin_token.clone()))
     }
 
     /// prepare + commit of one message; returns (prepare, commit) latency, the

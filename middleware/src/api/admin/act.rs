@@ -1,0 +1,398 @@
+//! What operators change, each with a required reason and audited with the
+//! operator's name (`x-trustmsg-operator`, else `admin`): `resolve` (commit
+//! or roll back a PREPARED or VERIFY_FAILED message), `reverify`
+//! (VERIFY_FAILED → PREPARED, checked again at once) and `redeliver`
+//! (SEND_FAILED → PENDING, sent again at once), on one message or in bulk on
+//! every message a filter matches. Each is a guarded transition on the
+//! version the operator's request found: if anyone (the producer,
+//! check-back, another operator) changed the message first, the action
+//! changes nothing and answers 409 saying what the message is now (in bulk:
+//! that message is left alone and not counted as changed).
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use trustmsg_verify_api::admin::{
+    ActionRequest, BulkRequest, BulkResult, OperatorDecision, ResolveRequest,
+};
+use trustmsg_verify_api::{ErrorBody, MessageStatus, MessageView, SendStatus};
+
+use super::read::MAX_LIMIT;
+use super::{bad, filter_of, message};
+use crate::api::error::ApiError;
+use crate::api::{AppState, Json};
+use crate::store::{
+    self, Actor, DecideOutcome, DecideRequest, Message, MessageFilter, Target, Transition,
+};
+
+/// The longest operator name and reason kept.
+const MAX_OPERATOR: usize = 64;
+const MAX_REASON: usize = 1000;
+
+/// Who acts: the `x-trustmsg-operator` header, else `admin`.
+fn operator(headers: &HeaderMap) -> Result<Actor, ApiError> {
+    let Some(v) = headers.get("x-trustmsg-operator") else {
+        return Ok(Actor::Operator("admin".into()));
+    };
+    let name = v
+        .to_str()
+        .ok()
+        .map(str::trim)
+        .filter(|n| !n.is_empty() && n.len() <= MAX_OPERATOR && !n.chars().any(char::is_control))
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "invalid_operator",
+                format!(
+                    "x-trustmsg-operator must be a name of 1 to {MAX_OPERATOR} printable characters"
+                ),
+            )
+        })?;
+    Ok(Actor::Operator(name.to_string()))
+}
+
+fn reason_of(reason: Option<String>) -> Result<String, ApiError> {
+    let reason = reason.map(|r| r.trim().to_string()).unwrap_or_default();
+    if reason.is_empty() || reason.len() > MAX_REASON {
+        return Err(ApiError::invalid(
+            "invalid_reason",
+            format!(
+                "a reason is required (1 to {MAX_REASON} characters): it goes into the \
+                 message's audit trail"
+            ),
+        ));
+    }
+    Ok(reason)
+}
+
+/// The 409 of an action that found the message changed or in another state.
+fn not_now(m: &Message, action: &str, allowed: &str) -> ApiError {
+    let send = m
+        .send_status
+        .map(|s| format!(" / {}", s.as_str()))
+        .unwrap_or_default();
+    ApiError::conflict(
+        "wrong_state",
+        format!(
+            "message {} is {}{send}: {action} applies to {allowed} messages only; nothing changed",
+            m.id,
+            m.status.as_str()
+        ),
+    )
+}
+
+/// The latest state of a message an action lost a race on, for its 409.
+async fn lost_race(state: &AppState, id: u64, action: &str, allowed: &str) -> ApiError {
+    match state.store.find_message_by_id(id).await {
+        Ok(Some(now)) => not_now(&now, action, allowed),
+        Ok(None) => ApiError::not_found("message_not_found", format!("no message {id}")),
+        Err(e) => e.into(),
+    }
+}
+
+/// Commits or rolls back a PREPARED or VERIFY_FAILED message.
+#[utoipa::path(post, path = "/v1/admin/messages/{id}/resolve", tag = "admin",
+    params(("id" = u64, Path, description = "trustmsg's message id", minimum = 0, maximum = 9223372036854775807_f64),
+        ("x-trustmsg-operator" = Option<String>, Header, description = "Who acts, for the audit trail (default admin): 1 to 64 printable ASCII characters", min_length = 1, max_length = 64, pattern = "^[!-~]([ -~]{0,62}[!-~])?$")),
+    request_body = ResolveRequest,
+    responses(
+        (status = 200, description = "Decided; a commit is being sent", body = MessageView),
+        (status = 400, description = "No reason, or a bad decision or operator name", body = ErrorBody),
+        (status = 404, description = "No such message", body = ErrorBody),
+        (status = 409, description = "The message is decided already (by someone else first)", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub(crate) async fn resolve(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Json(req): Json<ResolveRequest>,
+) -> Result<axum::Json<MessageView>, ApiError> {
+    let actor = operator(&headers)?;
+    let reason = reason_of(req.reason)?;
+    let m = message(&state, &id).await?;
+    const ALLOWED: &str = "PREPARED and VERIFY_FAILED";
+    if m.status.is_final() {
+        return Err(not_now(&m, "resolve", ALLOWED));
+    }
+    let commit = matches!(req.decision, OperatorDecision::Commit);
+    let outcome = store::decide(
+        state.store.as_ref(),
+        DecideRequest {
+            target: Target::Id(m.id),
+            commit,
+            actor: actor.clone(),
+            reason,
+            send_lease: state.send_lease,
+            verify_attempt: false,
+        },
+    )
+    .await?;
+    match outcome {
+        DecideOutcome::Decided(done) => {
+            tracing::info!(message_id = done.id, %actor, commit, "resolved by an operator");
+            let view = done.view();
+            if commit {
+                state.commits.committed(done);
+            }
+            Ok(axum::Json(view))
+        }
+        DecideOutcome::AlreadyDecided(now) | DecideOutcome::Conflict(now) => {
+            Err(not_now(&now, "resolve", ALLOWED))
+        }
+        DecideOutcome::NotFound => Err(ApiError::not_found(
+            "message_not_found",
+            format!("no message {}", m.id),
+        )),
+    }
+}
+
+/// VERIFY_FAILED → PREPARED: attempts back to 0, checked again at once.
+#[utoipa::path(post, path = "/v1/admin/messages/{id}/reverify", tag = "admin",
+    params(("id" = u64, Path, description = "trustmsg's message id", minimum = 0, maximum = 9223372036854775807_f64),
+        ("x-trustmsg-operator" = Option<String>, Header, description = "Who acts, for the audit trail (default admin): 1 to 64 printable ASCII characters", min_length = 1, max_length = 64, pattern = "^[!-~]([ -~]{0,62}[!-~])?$")),
+    request_body = ActionRequest,
+    responses(
+        (status = 200, description = "PREPARED again, due for check-back now", body = MessageView),
+        (status = 400, description = "No reason, or a bad operator name", body = ErrorBody),
+        (status = 404, description = "No such message", body = ErrorBody),
+        (status = 409, description = "The message is not VERIFY_FAILED (any more)", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub(crate) async fn reverify(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Json(req): Json<ActionRequest>,
+) -> Result<axum::Json<MessageView>, ApiError> {
+    act_on_one(&state, &id, &headers, req, Repair::Reverify).await
+}
+
+/// SEND_FAILED → PENDING: send attempts back to 0, sent again at once.
+#[utoipa::path(post, path = "/v1/admin/messages/{id}/redeliver", tag = "admin",
+    params(("id" = u64, Path, description = "trustmsg's message id", minimum = 0, maximum = 9223372036854775807_f64),
+        ("x-trustmsg-operator" = Option<String>, Header, description = "Who acts, for the audit trail (default admin): 1 to 64 printable ASCII characters", min_length = 1, max_length = 64, pattern = "^[!-~]([ -~]{0,62}[!-~])?$")),
+    request_body = ActionRequest,
+    responses(
+        (status = 200, description = "PENDING again, due for sending now", body = MessageView),
+        (status = 400, description = "No reason, or a bad operator name", body = ErrorBody),
+        (status = 404, description = "No such message", body = ErrorBody),
+        (status = 409, description = "The message's send is not SEND_FAILED (any more)", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub(crate) async fn redeliver(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Json(req): Json<ActionRequest>,
+) -> Result<axum::Json<MessageView>, ApiError> {
+    act_on_one(&state, &id, &headers, req, Repair::Redeliver).await
+}
+
+/// What re-verify and redeliver have in common: a failed message put back
+/// in the queue it failed out of, under the guard of the version read.
+#[derive(Debug, Clone, Copy)]
+enum Repair {
+    /// VERIFY_FAILED → PREPARED.
+    Reverify,
+    /// SEND_FAILED → PENDING.
+    Redeliver,
+}
+
+impl Repair {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Reverify => "reverify",
+            Self::Redeliver => "redeliver",
+        }
+    }
+
+    /// The state it applies to, for messages.
+    fn allowed(self) -> &'static str {
+        match self {
+            Self::Reverify => "VERIFY_FAILED",
+            Self::Redeliver => "SEND_FAILED",
+        }
+    }
+
+    fn applies_to(self, m: &Message) -> bool {
+        match self {
+            Self::Reverify => m.status == MessageStatus::VerifyFailed,
+            Self::Redeliver => m.send_status == Some(SendStatus::SendFailed),
+        }
+    }
+
+    /// Narrows `filter` to the state it applies to; false when the filter
+    /// already excludes that state.
+    fn narrow(self, filter: &mut MessageFilter) -> bool {
+        match self {
+            Self::Reverify => {
+                let ok = filter
+                    .status
+                    .is_none_or(|s| s == MessageStatus::VerifyFailed);
+                filter.status = Some(MessageStatus::VerifyFailed);
+                ok
+            }
+            Self::Redeliver => {
+                let ok = filter
+                    .send_status
+                    .is_none_or(|s| s == SendStatus::SendFailed)
+                    && filter.status.is_none_or(|s| s == MessageStatus::Committed);
+                filter.send_status = Some(SendStatus::SendFailed);
+                ok
+            }
+        }
+    }
+
+    /// The guarded change; None when `m` changed meanwhile.
+    async fn apply(
+        self,
+        state: &AppState,
+        m: &Message,
+        actor: &Actor,
+        reason: &str,
+    ) -> Result<Option<Message>, ApiError> {
+        Ok(match self {
+            Self::Reverify => {
+                let t = Transition {
+                    id: m.id,
+                    from: MessageStatus::VerifyFailed,
+                    version: m.version,
+                    to: MessageStatus::Prepared,
+                    send_lease: state.send_lease,
+                    verify_attempt: false,
+                    error: None,
+                    actor: actor.clone(),
+                    reason: reason.to_string(),
+                };
+                state.store.transition(&t).await?
+            }
+            Self::Redeliver => {
+                state
+                    .store
+                    .redeliver(m.id, m.version, actor, reason)
+                    .await?
+            }
+        })
+    }
+}
+
+async fn act_on_one(
+    state: &AppState,
+    id: &str,
+    headers: &HeaderMap,
+    req: ActionRequest,
+    repair: Repair,
+) -> Result<axum::Json<MessageView>, ApiError> {
+    let actor = operator(headers)?;
+    let reason = reason_of(req.reason)?;
+    let m = message(state, id).await?;
+    if !repair.applies_to(&m) {
+        return Err(not_now(&m, repair.name(), repair.allowed()));
+    }
+    match repair.apply(state, &m, &actor, &reason).await? {
+        Some(done) => Ok(axum::Json(done.view())),
+        None => Err(lost_race(state, m.id, repair.name(), repair.allowed()).await),
+    }
+}
+
+async fn act_in_bulk(
+    state: &AppState,
+    headers: &HeaderMap,
+    req: BulkRequest,
+    repair: Repair,
+) -> Result<axum::Json<BulkResult>, ApiError> {
+    let actor = operator(headers)?;
+    let reason = reason_of(req.reason.clone())?;
+    let mut filter = bulk_filter(&req)?;
+    if !repair.narrow(&mut filter) {
+        return Ok(axum::Json(BulkResult {
+            matched: 0,
+            changed: 0,
+        }));
+    }
+    let ids = matching_ids(state, &filter).await?;
+    let mut changed = 0;
+    if !req.dry_run {
+        for id in &ids {
+            // Each row under its own guard: one changed meanwhile is left alone.
+            let Some(m) = state.store.find_message_by_id(*id).await? else {
+                continue;
+            };
+            if repair.applies_to(&m) {
+                changed += u64::from(repair.apply(state, &m, &actor, &reason).await?.is_some());
+            }
+        }
+    }
+    Ok(axum::Json(BulkResult {
+        matched: ids.len() as u64,
+        changed,
+    }))
+}
+
+/// The filter of a bulk request, checked like the list's.
+fn bulk_filter(req: &BulkRequest) -> Result<MessageFilter, ApiError> {
+    let mut params = BTreeMap::new();
+    for (k, v) in &req.filter {
+        if k == "limit" || k == "cursor" {
+            return Err(bad(format!(
+                "{k} is for the list; a bulk action takes every match"
+            )));
+        }
+        let v = v
+            .as_str()
+            .ok_or_else(|| bad(format!("filter.{k} must be a string")))?;
+        params.insert(k.clone(), v.to_string());
+    }
+    filter_of(&params)
+}
+
+/// Every id `filter` matches, oldest first.
+async fn matching_ids(state: &AppState, filter: &MessageFilter) -> Result<Vec<u64>, ApiError> {
+    let mut ids = Vec::new();
+    let mut before = None;
+    loop {
+        let page = state.store.list_messages(filter, MAX_LIMIT, before).await?;
+        ids.extend(page.iter().map(|m| m.id));
+        if page.len() < MAX_LIMIT as usize {
+            break;
+        }
+        before = page.last().map(|m| m.id);
+    }
+    ids.reverse();
+    Ok(ids)
+}
+
+/// Re-verifies every VERIFY_FAILED message the filter matches.
+#[utoipa::path(post, path = "/v1/admin/messages/reverify", tag = "admin",
+    params(("x-trustmsg-operator" = Option<String>, Header, description = "Who acts, for the audit trail (default admin): 1 to 64 printable ASCII characters", min_length = 1, max_length = 64, pattern = "^[!-~]([ -~]{0,62}[!-~])?$")),
+    request_body = BulkRequest,
+    responses(
+        (status = 200, description = "How many matched and how many this call changed", body = BulkResult),
+        (status = 400, description = "No reason, or a bad filter or operator name", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub(crate) async fn bulk_reverify(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Json(req): Json<BulkRequest>,
+) -> Result<axum::Json<BulkResult>, ApiError> {
+    act_in_bulk(&state, &headers, req, Repair::Reverify).await
+}
+
+/// Redelivers every SEND_FAILED message the filter matches.
+#[utoipa::path(post, path = "/v1/admin/messages/redeliver", tag = "admin",
+    params(("x-trustmsg-operator" = Option<String>, Header, description = "Who acts, for the audit trail (default admin): 1 to 64 printable ASCII characters", min_length = 1, max_length = 64, pattern = "^[!-~]([ -~]{0,62}[!-~])?$")),
+    request_body = BulkRequest,
+    responses(
+        (status = 200, description = "How many matched and how many this call changed", body = BulkResult),
+        (status = 400, description = "No reason, or a bad filter or operator name", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub(crate) async fn bulk_redeliver(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Json(req): Json<BulkRequest>,
+) -> Result<axum::Json<BulkResult>, ApiError> {
+    act_in_bulk(&state, &headers, req, Repair::Redeliver).await
+}

@@ -1,0 +1,200 @@
+//! What operators read: `GET /v1/admin/messages` (filters, keyset pages,
+//! newest first), `GET /v1/admin/messages/{id}` (the message with its
+//! payload, headers, audit trail and check-back calls) and
+//! `GET /v1/admin/summary` (per producer: counts by state, the oldest waiting
+//! message of each kind). Nothing here changes anything.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, Query, State};
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine;
+use chrono::{DateTime, Utc};
+use trustmsg_verify_api::admin::{
+    AuditView, CheckAttemptView, ListQuery, MessageDetail, MessagePage, ProducerSummaryView,
+    Summary,
+};
+use trustmsg_verify_api::{ErrorBody, PayloadEncoding};
+
+use super::{filter_of, message, param};
+use crate::api::error::ApiError;
+use crate::api::AppState;
+use crate::store::{AuditEntry, CheckAttemptEntry, MessageFilter, ProducerSummary};
+
+/// Rows in a page when `limit` is not given, and at most.
+const DEFAULT_LIMIT: u32 = 50;
+pub(super) const MAX_LIMIT: u32 = 500;
+
+fn audit_view(e: AuditEntry) -> AuditView {
+    AuditView {
+        at: e.created_at,
+        actor: e.actor,
+        action: e.action,
+        from_status: e.from_status,
+        to_status: e.to_status,
+        from_send_status: e.from_send_status,
+        to_send_status: e.to_send_status,
+        reason: e.reason,
+    }
+}
+
+fn check_attempt_view(c: CheckAttemptEntry) -> CheckAttemptView {
+    CheckAttemptView {
+        attempt: c.attempt,
+        at: c.at,
+        duration_ms: c.duration_ms,
+        http_status: c.http_status,
+        outcome: c.outcome,
+        error: c.error,
+    }
+}
+
+/// A cursor is the last id of a page, wrapped so clients treat it as opaque.
+fn cursor_of(id: u64) -> String {
+    URL_SAFE_NO_PAD.encode(format!("v1:{id}"))
+}
+
+fn cursor_id(cursor: &str) -> Result<u64, ApiError> {
+    URL_SAFE_NO_PAD
+        .decode(cursor)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|s| s.strip_prefix("v1:").and_then(|id| id.parse().ok()))
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "invalid_cursor",
+                "cursor is not one this API issued: pass the next_cursor of the previous page \
+                 unchanged, or leave it out for the first page",
+            )
+        })
+}
+
+/// The filter, page size and position a list request asks for.
+fn list_request(
+    params: &BTreeMap<String, String>,
+) -> Result<(MessageFilter, u32, Option<u64>), ApiError> {
+    let filter = filter_of(params)?;
+    let limit = match param(params, "limit") {
+        None => DEFAULT_LIMIT,
+        Some(v) => v
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=MAX_LIMIT).contains(n))
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    "invalid_limit",
+                    format!("limit must be a whole number from 1 to {MAX_LIMIT} (got {v:?})"),
+                )
+            })?,
+    };
+    let before = param(params, "cursor").map(cursor_id).transpose()?;
+    Ok((filter, limit, before))
+}
+
+/// Lists messages, newest first, a page at a time.
+#[utoipa::path(get, path = "/v1/admin/messages", tag = "admin",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "A page of messages", body = MessagePage),
+        (status = 400, description = "A parameter is not one the list takes, or its value is not", body = ErrorBody),
+        (status = 403, description = "Not the admin token", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub(crate) async fn list_messages(
+    State(state): State<AppState>,
+    Query(params): Query<BTreeMap<String, String>>,
+) -> Result<axum::Json<MessagePage>, ApiError> {
+    let (filter, limit, before) = list_request(&params)?;
+    let items = state.store.list_messages(&filter, limit, before).await?;
+    let next_cursor = (items.len() == limit as usize)
+        .then(|| items.last().map(|m| cursor_of(m.id)))
+        .flatten();
+    Ok(axum::Json(MessagePage { items, next_cursor }))
+}
+
+/// One message with its payload, headers and audit trail.
+#[utoipa::path(get, path = "/v1/admin/messages/{id}", tag = "admin",
+    params(("id" = u64, Path, description = "trustmsg's message id", minimum = 0, maximum = 9223372036854775807_f64)),
+    responses(
+        (status = 200, description = "The message", body = MessageDetail),
+        (status = 400, description = "The id is not a number", body = ErrorBody),
+        (status = 403, description = "Not the admin token", body = ErrorBody),
+        (status = 404, description = "No such message", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub(crate) async fn get_message(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<axum::Json<MessageDetail>, ApiError> {
+    let m = message(&state, &id).await?;
+    let id = m.id;
+    let audit = state.store.audit_trail(id).await?;
+    let check_attempts = state.store.check_attempts(id).await?;
+    let (payload, payload_encoding) = match std::str::from_utf8(&m.payload) {
+        Ok(text) => (text.to_string(), PayloadEncoding::Utf8),
+        Err(_) => (STANDARD.encode(&m.payload), PayloadEncoding::Base64),
+    };
+    Ok(axum::Json(MessageDetail {
+        message: m.view(),
+        payload,
+        payload_encoding,
+        headers: m.headers,
+        audit: audit.into_iter().map(audit_view).collect(),
+        check_attempts: check_attempts.into_iter().map(check_attempt_view).collect(),
+    }))
+}
+
+fn summary_view(s: ProducerSummary, now: DateTime<Utc>) -> ProducerSummaryView {
+    let age = |t: Option<DateTime<Utc>>| {
+        t.map(|t| u64::try_from((now - t).num_milliseconds()).unwrap_or(0))
+    };
+    ProducerSummaryView {
+        oldest_prepared_age_ms: age(s.oldest_prepared_at),
+        oldest_pending_send_age_ms: age(s.oldest_pending_send_at),
+        biz_id: s.biz_id,
+        by_status: s.by_status,
+        by_send_status: s.by_send_status,
+        oldest_prepared_at: s.oldest_prepared_at,
+        oldest_pending_send_at: s.oldest_pending_send_at,
+    }
+}
+
+/// Per producer: counts by state, and how long the oldest waiting messages have waited.
+#[utoipa::path(get, path = "/v1/admin/summary", tag = "admin",
+    responses(
+        (status = 200, description = "Every producer with messages", body = Summary),
+        (status = 403, description = "Not the admin token", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub(crate) async fn summary(
+    State(state): State<AppState>,
+) -> Result<axum::Json<Summary>, ApiError> {
+    let now = state.store.now().await?;
+    let producers = state
+        .store
+        .summary()
+        .await?
+        .into_iter()
+        .map(|s| summary_view(s, now))
+        .collect();
+    Ok(axum::Json(Summary { producers, at: now }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_round_trips_and_anything_else_is_refused() {
+        assert_eq!(cursor_id(&cursor_of(42)).unwrap(), 42);
+        for bad in [
+            "42",
+            "djE6",
+            "djE6eA",
+            "!!",
+            &URL_SAFE_NO_PAD.encode("v2:42"),
+        ] {
+            assert!(cursor_id(bad).is_err(), "{bad}");
+        }
+    }
+}

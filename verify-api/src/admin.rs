@@ -1,0 +1,265 @@
+//! Wire types of the operator API (`/v1/admin/…`, admin token): what the
+//! service answers and what an operator sends. The service serializes and
+//! deserializes these; `trustmsg admin` and `trustmsg dev` read them, so a
+//! renamed field breaks the build instead of printing a silent `-`.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::openapi::schema::{AnyOfBuilder, ObjectBuilder, Type};
+use utoipa::openapi::{KnownFormat, Object, Schema, SchemaFormat};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::{MessageView, PayloadEncoding};
+
+/// One page of messages (`GET /v1/admin/messages`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct MessagePage {
+    /// Newest first.
+    pub items: Vec<MessageView>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// One change in a message's life.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AuditView {
+    /// When (database clock).
+    pub at: DateTime<Utc>,
+    /// `producer:<biz_id>`, `verifier`, `forwarder`, `admin` or an operator's name.
+    pub actor: String,
+    /// `commit`, `rollback`, `verify_failed`, `send_failed`, `reverify`, `quarantine`, …
+    pub action: String,
+    /// The status before, if it changed.
+    pub from_status: Option<String>,
+    /// The status after, if it changed.
+    pub to_status: Option<String>,
+    /// The send status before, if it changed.
+    pub from_send_status: Option<String>,
+    /// The send status after, if it changed.
+    pub to_send_status: Option<String>,
+    /// Why, as the actor said.
+    pub reason: String,
+}
+
+/// One check-back call, as the verifier recorded it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CheckAttemptView {
+    /// 1 for the first call of the message.
+    pub attempt: u32,
+    /// When the call was made.
+    pub at: DateTime<Utc>,
+    /// How long it took, in milliseconds.
+    pub duration_ms: u32,
+    /// The answer's HTTP status; null when no answer came (refused, timed out, denied address).
+    pub http_status: Option<u16>,
+    /// `commit`, `rollback`, `unknown` or `failed`.
+    pub outcome: String,
+    /// A short reason when the call decided nothing.
+    pub error: Option<String>,
+}
+
+/// One message in full (`GET /v1/admin/messages/{id}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct MessageDetail {
+    /// The message.
+    pub message: MessageView,
+    /// The record value: text, or base64 when it is not UTF-8.
+    pub payload: String,
+    /// How `payload` is written: `utf8` (as is) or `base64` (standard, of bytes that are not UTF-8).
+    pub payload_encoding: PayloadEncoding,
+    /// The user's record headers.
+    pub headers: BTreeMap<String, String>,
+    /// Oldest first.
+    pub audit: Vec<AuditView>,
+    /// Every check-back call (the newest 50), oldest first.
+    pub check_attempts: Vec<CheckAttemptView>,
+}
+
+/// One producer's messages at a glance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ProducerSummaryView {
+    /// The producer's id.
+    pub biz_id: String,
+    /// Messages by status; states with none are absent.
+    pub by_status: BTreeMap<String, u64>,
+    /// Committed messages by send status.
+    pub by_send_status: BTreeMap<String, u64>,
+    /// When the oldest message still PREPARED was prepared.
+    pub oldest_prepared_at: Option<DateTime<Utc>>,
+    /// Its age by the database clock, in milliseconds.
+    pub oldest_prepared_age_ms: Option<u64>,
+    /// When the oldest message whose send is still PENDING was committed.
+    pub oldest_pending_send_at: Option<DateTime<Utc>>,
+    /// Its age by the database clock, in milliseconds.
+    pub oldest_pending_send_age_ms: Option<u64>,
+}
+
+/// Every producer with messages (`GET /v1/admin/summary`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Summary {
+    /// By biz_id.
+    pub producers: Vec<ProducerSummaryView>,
+    /// The database clock the ages were measured with.
+    pub at: DateTime<Utc>,
+}
+
+/// The decision an operator makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OperatorDecision {
+    /// Deliver the message.
+    Commit,
+    /// Drop the message.
+    Rollback,
+}
+
+/// `POST /v1/admin/messages/{id}/resolve`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ResolveRequest {
+    /// Commit or roll back.
+    pub decision: OperatorDecision,
+    /// Why; required (1 to 1000 bytes, not only white space), kept in the audit trail.
+    #[schema(
+        value_type = String,
+        required = true,
+        min_length = 1,
+        max_length = 1000,
+        pattern = "[^\\t-\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"
+    )]
+    pub reason: Option<String>,
+}
+
+/// `POST /v1/admin/messages/{id}/reverify` and `…/redeliver`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ActionRequest {
+    /// Why; required (1 to 1000 bytes, not only white space), kept in the audit trail.
+    #[schema(
+        value_type = String,
+        required = true,
+        min_length = 1,
+        max_length = 1000,
+        pattern = "[^\\t-\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"
+    )]
+    pub reason: Option<String>,
+}
+
+/// `POST /v1/admin/messages/reverify` and `…/redeliver`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+pub struct BulkRequest {
+    /// The list's filters (`status`, `send_status`, `biz_id`, `topic`,
+    /// `created_after`, `created_before`), as strings. A value of another
+    /// type is refused with `invalid_filter`, as an unknown name is (and
+    /// `limit` and `cursor`: a bulk action takes every match).
+    #[serde(default)]
+    #[schema(schema_with = bulk_filter)]
+    pub filter: BTreeMap<String, serde_json::Value>,
+    /// Why; required (1 to 1000 bytes, not only white space), kept in each
+    /// message's audit trail.
+    #[schema(
+        value_type = String,
+        required = true,
+        min_length = 1,
+        max_length = 1000,
+        pattern = "[^\\t-\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"
+    )]
+    pub reason: Option<String>,
+    /// Count only; change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// What a bulk action did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct BulkResult {
+    /// Messages the filter matched that the action applies to.
+    pub matched: u64,
+    /// Of those, the ones this call changed (0 on a dry run); the rest were
+    /// changed by someone else meanwhile and left as they are.
+    pub changed: u64,
+}
+
+/// The query of `GET /v1/admin/messages`: every filter given combines with
+/// AND; an empty value is no filter. Any other parameter is refused (400).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// PREPARED, COMMITTED, ROLLED_BACK or VERIFY_FAILED.
+    #[param(schema_with = status_filter)]
+    pub status: Option<String>,
+    /// PENDING, SENT or SEND_FAILED.
+    #[param(schema_with = send_status_filter)]
+    pub send_status: Option<String>,
+    /// One producer's messages.
+    pub biz_id: Option<String>,
+    /// One topic's messages.
+    pub topic: Option<String>,
+    /// RFC 3339; created at or after.
+    #[param(schema_with = time_filter)]
+    pub created_after: Option<String>,
+    /// RFC 3339; created before.
+    #[param(schema_with = time_filter)]
+    pub created_before: Option<String>,
+    /// Rows per page, 1 to 500 (default 50).
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<u32>,
+    /// The previous page's `next_cursor`, unchanged (400 for any other).
+    /// Treat it as opaque: the pattern only says which strings can be one
+    /// (empty: the first page).
+    #[param(
+        pattern = "^(?:djE6(?:(?:(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk][w-z0-5]){0,6}(?:M[AQgw]|N[AQgw]|O[AQ])|(?:(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk][w-z0-5]){0,5}(?:(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk][w-z0-5]|(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk])))?$"
+    )]
+    pub cursor: Option<String>,
+}
+
+/// A string that is one of `words`, or empty (no filter).
+fn one_of_or_empty(words: &[&str]) -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(std::iter::once("").chain(words.iter().copied())))
+        .build()
+}
+
+fn status_filter() -> Object {
+    one_of_or_empty(&["PREPARED", "COMMITTED", "ROLLED_BACK", "VERIFY_FAILED"])
+}
+
+fn send_status_filter() -> Object {
+    one_of_or_empty(&["PENDING", "SENT", "SEND_FAILED"])
+}
+
+/// An RFC 3339 time, or empty (no filter).
+fn time_filter() -> Schema {
+    Schema::AnyOf(
+        AnyOfBuilder::new()
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime))),
+            )
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .max_length(Some(0)),
+            )
+            .build(),
+    )
+}
+
+/// The filters of a bulk action: the list's, without `limit` and `cursor`.
+fn bulk_filter() -> Object {
+    let string = || ObjectBuilder::new().schema_type(Type::String).build();
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property("status", status_filter())
+        .property("send_status", send_status_filter())
+        .property("biz_id", string())
+        .property("topic", string())
+        .property("created_after", time_filter())
+        .property("created_before", time_filter())
+        .additional_properties(Some(
+            utoipa::openapi::schema::AdditionalProperties::FreeForm(false),
+        ))
+        .build()
+}
