@@ -5,7 +5,6 @@
 use sqlx::{Executor, QueryBuilder};
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
-use super::claim::ClaimKind;
 use super::effects::{clip_error, transition_effects};
 use super::row::SqlRow;
 use super::{Bind, Dialect};
@@ -61,20 +60,20 @@ impl AuditRow {
         }
     }
 
-    /// A claimed row set aside because it could not be read: the state stays,
-    /// the claimer (forwarder or verifier) is the actor, the reason says why.
-    pub(in crate::store) fn quarantine(message_id: u64, kind: ClaimKind, reason: &str) -> Self {
-        let (actor, status, send_status) = match kind {
-            ClaimKind::Sends => (
-                Actor::Forwarder,
-                MessageStatus::Committed,
-                Some(SendStatus::Pending.as_str()),
-            ),
-            ClaimKind::Verifies => (Actor::Verifier, MessageStatus::Prepared, None),
-        };
+    /// A claimed row set aside because it could not be read: its state
+    /// (`status`, `send_status`) stays, the claimer (forwarder or verifier)
+    /// is the actor, the reason says why.
+    pub(in crate::store) fn quarantine(
+        message_id: u64,
+        claimer: Actor,
+        status: MessageStatus,
+        send_status: Option<SendStatus>,
+        reason: &str,
+    ) -> Self {
+        let send_status = send_status.map(SendStatus::as_str);
         Self {
             message_id,
-            actor: actor.to_string(),
+            actor: claimer.to_string(),
             action: "quarantine",
             from_status: Some(status.as_str()),
             to_status: Some(status.as_str()),

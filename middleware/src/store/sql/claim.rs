@@ -3,12 +3,13 @@
 //! bad row never fails every claim that reaches it.
 
 use sqlx::Executor;
+use trustmsg_verify_api::{MessageStatus, SendStatus};
 
 use super::audit::{insert_audits, AuditRow};
 use super::effects::clip_error;
 use super::row::{lossy_text, message_from_row, SqlRow};
 use super::{Bind, Dialect};
-use crate::store::{Message, Quarantined, StoreError, StoreResult};
+use crate::store::{Actor, Message, Quarantined, StoreError, StoreResult};
 
 /// Which due rows a claim takes; it says what a quarantine of one of them
 /// writes.
@@ -26,6 +27,18 @@ impl ClaimKind {
         match self {
             Self::Sends => "next_send_at",
             Self::Verifies => "next_verify_at",
+        }
+    }
+
+    /// Who claims such rows, and the state they are claimed in.
+    fn claimer(self) -> (Actor, MessageStatus, Option<SendStatus>) {
+        match self {
+            Self::Sends => (
+                Actor::Forwarder,
+                MessageStatus::Committed,
+                Some(SendStatus::Pending),
+            ),
+            Self::Verifies => (Actor::Verifier, MessageStatus::Prepared, None),
         }
     }
 
@@ -100,7 +113,10 @@ where
     }
     let audits: Vec<AuditRow> = done
         .iter()
-        .map(|q| AuditRow::quarantine(q.id, kind, &q.reason))
+        .map(|q| {
+            let (claimer, status, send_status) = kind.claimer();
+            AuditRow::quarantine(q.id, claimer, status, send_status, &q.reason)
+        })
         .collect();
     insert_audits(&mut *conn, &audits).await?;
     Ok(done)
