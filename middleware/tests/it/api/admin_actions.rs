@@ -348,7 +348,7 @@ async fn a_resolve_racing_the_producers_commit_has_exactly_one_winner() {
             json!({"decision": "rollback", "reason": "r"}),
         );
         let commit = json!({"biz_id": "shop", "message_key": key});
-        let producer = app.post("/v1/messages/commit", Some(&token), &commit);
+        let producer = app.commit(Some(&token), &commit);
         let ((op_status, op), (pr_status, pr)) = tokio::join!(operator, producer);
         let m = app.store().find_message_by_id(id).await.unwrap().unwrap();
         let decisions: Vec<String> = app

@@ -90,11 +90,7 @@ async fn commit_and_rollback_bodies_over_8_kib_are_refused_and_change_nothing() 
     let app = TestApp::spawn(&[]).await;
     let token = app.register("orders", VERIFY).await;
     let (s, _) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(&token),
-            &prepare_body("orders", "o-1"),
-        )
+        .prepare(Some(&token), &prepare_body("orders", "o-1"))
         .await;
     assert_eq!(s, 201);
     for path in ["/v1/messages/commit", "/v1/messages/rollback"] {
@@ -107,11 +103,7 @@ async fn commit_and_rollback_bodies_over_8_kib_are_refused_and_change_nothing() 
     let (_, view) = app.get("/v1/messages/orders/o-1", Some(&token)).await;
     assert_eq!(view["status"], "PREPARED", "nothing was decided: {view}");
     let (s, view) = app
-        .post(
-            "/v1/messages/commit",
-            Some(&token),
-            &decision_body("orders", "o-1"),
-        )
+        .commit(Some(&token), &decision_body("orders", "o-1"))
         .await;
     assert_eq!((s, view["status"].as_str()), (200, Some("COMMITTED")));
     app.finish().await;
