@@ -115,7 +115,7 @@ async fn requests_over_the_concurrency_limit_are_shed_with_503_and_our_error_bod
     let token = app.register("orders", VERIFY).await;
     // An authenticated prepare whose body is still coming holds the one slot.
     let held = start_post(app.addr, "/v1/messages/prepare", Some(&token), 1000, "{").await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Polled below until the slot is taken (404 until then).
     let deadline = Instant::now() + Duration::from_secs(5);
     let shed = loop {
         let res = app
