@@ -74,8 +74,7 @@ async fn service_with_messages() -> (TestApp, u64) {
     let mut xss = 0;
     for (i, payload) in ["{\"amount\":1}", XSS, "{\"amount\":3}"].iter().enumerate() {
         let (status, view) = app
-            .post(
-                "/v1/messages/prepare",
+            .prepare(
                 Some(&billing),
                 &json!({"biz_id": "billing", "message_key": format!("b-{i}"), "topic": "invoices",
                         "payload": payload, "headers": {"x-note": XSS}}),
@@ -86,21 +85,16 @@ async fn service_with_messages() -> (TestApp, u64) {
             xss = view["id"].as_u64().unwrap();
         }
     }
-    for (key, path) in [
-        ("b-0", "/v1/messages/commit"),
-        ("b-2", "/v1/messages/rollback"),
-    ] {
-        let (status, _) = app
-            .post(path, Some(&billing), &decision_body("billing", key))
-            .await;
-        assert_eq!(status, 200);
-    }
+    let (status, _) = app
+        .commit(Some(&billing), &decision_body("billing", "b-0"))
+        .await;
+    assert_eq!(status, 200);
+    let (status, _) = app
+        .rollback(Some(&billing), &decision_body("billing", "b-2"))
+        .await;
+    assert_eq!(status, 200);
     let (status, view) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(&token),
-            &prepare_body("shop", "lost"),
-        )
+        .prepare(Some(&token), &prepare_body("shop", "lost"))
         .await;
     assert_eq!(status, 201, "{view}");
     let lost = view["id"].as_u64().unwrap();
@@ -268,21 +262,23 @@ async fn screenshots_of_every_page() {
                               "key": format!("customer-{}", i % 17),
                               "payload": format!("{{\"order\":{i},\"total\":{}}}", i * 7),
                               "headers": {"content-type": "application/json"}});
-            let (status, view) = app.post("/v1/messages/prepare", Some(token), &body).await;
+            let (status, view) = app.prepare(Some(token), &body).await;
             assert_eq!(status, 201, "{view}");
-            let decision = match i % 5 {
-                0 | 1 => Some("/v1/messages/commit"),
-                2 => Some("/v1/messages/rollback"),
-                _ => None,
-            };
+            let decision = decision_body(biz, &key);
             if i == 50 {
                 kafka.request_errors(
                     RDKafkaApiKey::Produce,
                     &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE],
                 );
             }
-            if let Some(path) = decision {
-                app.post(path, Some(token), &decision_body(biz, &key)).await;
+            match i % 5 {
+                0 | 1 => {
+                    app.commit(Some(token), &decision).await;
+                }
+                2 => {
+                    app.rollback(Some(token), &decision).await;
+                }
+                _ => {}
             }
         }
     }
@@ -393,11 +389,7 @@ async fn a_resolved_commit_is_seen_sent_and_a_send_failed_message_is_redelivered
     let (app, kafka, token) = service_with_kafka().await;
     // One message check-back gives up on, one Kafka refuses.
     let (_, view) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(&token),
-            &prepare_body("shop", "unsure"),
-        )
+        .prepare(Some(&token), &prepare_body("shop", "unsure"))
         .await;
     let unsure = view["id"].as_u64().unwrap();
     eventually(20, "VERIFY_FAILED", async || {
@@ -413,19 +405,11 @@ async fn a_resolved_commit_is_seen_sent_and_a_send_failed_message_is_redelivered
         &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED],
     );
     let (_, view) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(&token),
-            &prepare_body("shop", "refused"),
-        )
+        .prepare(Some(&token), &prepare_body("shop", "refused"))
         .await;
     let refused = view["id"].as_u64().unwrap();
-    app.post(
-        "/v1/messages/commit",
-        Some(&token),
-        &decision_body("shop", "refused"),
-    )
-    .await;
+    app.commit(Some(&token), &decision_body("shop", "refused"))
+        .await;
     until_send_status(&app, refused, SendStatus::SendFailed).await;
 
     let browser = signed_in(&app, 1280, 900).await;

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::rig::Fault;
 
@@ -40,11 +40,14 @@ impl Fate {
 }
 
 /// The producers' records: per message key, its id, its local outcome (what
-/// the check endpoint answers) and its fate.
+/// the check endpoint answers) and its fate; when the producer was told its
+/// decision, and when check-back first had an answer.
 #[derive(Debug, Default)]
 pub(crate) struct Ledger {
     local: Mutex<HashMap<String, Local>>,
     messages: Mutex<BTreeMap<String, (u64, Fate)>>,
+    acked: Mutex<HashMap<String, Instant>>,
+    checked: Mutex<HashMap<String, Instant>>,
 }
 
 impl Ledger {
@@ -54,17 +57,43 @@ impl Ledger {
     }
 
     /// What the producer's check endpoint answers for `key`: None while its
-    /// local transaction has not finished.
-    pub(crate) fn local(&self, key: &str) -> Option<Local> {
-        self.local.lock().unwrap().get(key).copied()
+    /// local transaction has not finished. The first answer's time is kept.
+    pub(crate) fn answer_check(&self, key: &str) -> Option<Local> {
+        let local = self.local.lock().unwrap().get(key).copied();
+        if local.is_some() {
+            self.checked
+                .lock()
+                .unwrap()
+                .entry(key.to_string())
+                .or_insert_with(Instant::now);
+        }
+        local
     }
 
-    /// `key` (message `id`) ended this way for its producer.
+    /// `key` (message `id`) ended this way for its producer; for an
+    /// acknowledged decision, the producer was told it now.
     pub(crate) fn record(&self, key: &str, id: u64, fate: Fate) {
+        if matches!(fate, Fate::AckedCommit | Fate::AckedRollback) {
+            self.acked
+                .lock()
+                .unwrap()
+                .insert(key.to_string(), Instant::now());
+        }
         self.messages
             .lock()
             .unwrap()
             .insert(key.to_string(), (id, fate));
+    }
+
+    /// Whether check-back had an answer for `key` before its producer was
+    /// told its decision: only then may check-back have decided an
+    /// acknowledged message (it came first, and the producer's call found
+    /// the decision made). Check-back deciding after the acknowledgement
+    /// means the acknowledged decision was lost.
+    pub(crate) fn checked_before_ack(&self, key: &str) -> bool {
+        let checked = self.checked.lock().unwrap().get(key).copied();
+        let acked = self.acked.lock().unwrap().get(key).copied();
+        matches!((checked, acked), (Some(c), Some(a)) if c < a)
     }
 
     /// Every message, by key.
@@ -81,6 +110,13 @@ pub(crate) struct Report {
     pub(crate) acked_commits: usize,
     pub(crate) acked_rollbacks: usize,
     pub(crate) check_back_commits: usize,
+    /// Acknowledged decisions check-back made first (it asked before the
+    /// producer's call was answered).
+    pub(crate) check_back_first: usize,
+    /// Acknowledged decisions on record as check-back's (or anyone's but
+    /// the producer's) although it asked only after the acknowledgement:
+    /// the producer's decision was lost.
+    pub(crate) not_own: Vec<String>,
     pub(crate) check_back_rollbacks: usize,
     pub(crate) unverifiable: usize,
     pub(crate) delivered: usize,
@@ -141,6 +177,14 @@ impl Report {
                     "{} / {}",
                     self.check_back_commits, self.check_back_rollbacks
                 ),
+            ),
+            (
+                "acknowledged decisions check-back made first (asked before the answer)".into(),
+                self.check_back_first.to_string(),
+            ),
+            (
+                "**acknowledged, yet re-decided by check-back afterwards**".into(),
+                self.not_own.len().to_string(),
             ),
             (
                 "check endpoint never answers (must end VERIFY_FAILED)".into(),
@@ -207,6 +251,7 @@ impl Report {
             ("wrong", &self.wrong),
             ("corrupted", &self.corrupted),
             ("undecided", &self.undecided),
+            ("not the producer's own decision", &self.not_own),
             ("alerts", &self.alerts_wrong),
         ] {
             if !keys.is_empty() {
@@ -220,6 +265,11 @@ impl Report {
         assert!(self.wrong.is_empty(), "wrongly published: {:?}", self.wrong);
         assert!(self.corrupted.is_empty(), "corrupted: {:?}", self.corrupted);
         assert!(self.undecided.is_empty(), "undecided: {:?}", self.undecided);
+        assert!(
+            self.not_own.is_empty(),
+            "acknowledged, yet not on record as the producer's decision: {:?}",
+            self.not_own
+        );
         assert!(
             self.alerts_wrong.is_empty(),
             "not exactly one alert: {:?}",

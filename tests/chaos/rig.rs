@@ -21,7 +21,7 @@ use trustmsg_client::{
     check_router, CheckRequest, Decision, Error, Message, MessageView, Producer,
 };
 use trustmsg_tests::kafka::{Consumed, MockKafka, TopicReader};
-use trustmsg_tests::{fast_retry, AlertSink, Endpoint, PrivateMariaDb, ServiceProcess};
+use trustmsg_tests::{deciders, fast_retry, AlertSink, Endpoint, PrivateMariaDb, ServiceProcess};
 
 use crate::ledger::{Fate, Ledger, Local, Report};
 
@@ -156,7 +156,10 @@ impl Rig {
         let answer = check_router(shop_secret, move |req: CheckRequest| {
             let state = state.clone();
             async move {
-                let local = state.ledger.get().and_then(|l| l.local(&req.message_key));
+                let local = state
+                    .ledger
+                    .get()
+                    .and_then(|l| l.answer_check(&req.message_key));
                 Ok::<_, std::convert::Infallible>(match local {
                     Some(Local::Committed) => Decision::Commit,
                     Some(Local::RolledBack) => Decision::Rollback,
@@ -341,6 +344,7 @@ impl Rig {
             .into_iter()
             .map(|(k, id, st, ss)| (String::from_utf8(k).unwrap(), (id, st, ss)))
             .collect();
+        let decided_by = deciders(&pool, SHOP).await;
         pool.close().await;
 
         let mut report = Report::default();
@@ -364,6 +368,16 @@ impl Rig {
                 Fate::NeverDecided(Local::Committed) => report.check_back_commits += 1,
                 Fate::NeverDecided(Local::RolledBack) => report.check_back_rollbacks += 1,
                 Fate::Unverifiable => report.unverifiable += 1,
+            }
+            if matches!(fate, Fate::AckedCommit | Fate::AckedRollback) {
+                let actors = decided_by.get(id).map_or(&[][..], Vec::as_slice);
+                let own = actors == [format!("producer:{SHOP}")];
+                let first = actors == ["verifier"] && ledger.checked_before_ack(key);
+                if first {
+                    report.check_back_first += 1;
+                } else if !own {
+                    report.not_own.push(format!("{key}: decided by {actors:?}"));
+                }
             }
             let got = by_id.get(id).map_or(&[][..], Vec::as_slice);
             if fate.must_deliver() {

@@ -5,10 +5,9 @@ use std::collections::HashMap;
 
 use futures::StreamExt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use trustmsg_client::{check_router, Decision, Message, Producer};
-use trustmsg_tests::{eventually, AlertSink, Endpoint, ServiceProcess, TestDb};
+use trustmsg_tests::{eventually, within, AlertSink, Endpoint, ServiceProcess, TestDb};
 use trustmsg_verify_api::kafka_headers;
 
 use crate::harness::{settings, statuses, Kafka, FAST_VERIFY};
@@ -132,8 +131,15 @@ async fn five_classes_end_as_decided_and_the_ledger_balances() {
         alerts.per_message().len() == N / 5
     })
     .await;
-    // Anything wrong would have had time to show up.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Every message that must reach Kafka read back (what is still missing
+    // after 20 s is reported below).
+    within(20, async || {
+        let deliveries = kafka.deliveries();
+        (0..N)
+            .filter(|i| matches!(class_of(*i), Class::CommitNow | Class::CommitOnCheck))
+            .all(|i| deliveries.contains_key(&ids[&format!("order-{i}")]))
+    })
+    .await;
 
     // The ledger.
     let st = statuses(&pool, "shop").await;

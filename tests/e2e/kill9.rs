@@ -1,14 +1,17 @@
 //! kill -9 of the service in the middle of a stream of commits: after a restart
-//! the ledger still shows zero lost and zero wrong publishes.
+//! the ledger still shows zero lost and zero wrong publishes, and every
+//! decision acknowledged before the kill is on record as the producer's own
+//! (check-back answers from the producer's intent, so a commit the kill lost
+//! and check-back then re-decided would otherwise pass unseen).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use trustmsg_client::{check_router, Decision, Error, Message, MessageView, Producer};
-use trustmsg_tests::{eventually, Endpoint, ServiceProcess, TestDb};
+use trustmsg_tests::{deciders, eventually, within, Endpoint, ServiceProcess, TestDb};
 
 use crate::harness::{settings, statuses, Kafka, FAST_VERIFY};
 
@@ -19,16 +22,21 @@ fn commits(i: usize) -> bool {
     !i.is_multiple_of(5)
 }
 
-/// Retries a call until the service answers (it is down for a while).
+/// Retries a call until the service answers (it is down for a while), for
+/// at most 120 s.
 async fn until_answered<F, Fut>(mut call: F) -> MessageView
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<MessageView, Error>>,
 {
+    let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         match call().await {
             Ok(v) => return v,
-            Err(e) if e.is_unavailable() => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(e) if e.is_unavailable() => {
+                assert!(Instant::now() < deadline, "no answer for 120 s: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
             Err(e) => panic!("unexpected answer: {e}"),
         }
     }
@@ -70,8 +78,9 @@ async fn kill_9_mid_stream_loses_nothing_and_publishes_nothing_wrong() {
                     } else {
                         until_answered(|| producer.rollback(&key)).await;
                     }
+                    let acked = Instant::now();
                     decided.fetch_add(1, Ordering::Relaxed);
-                    (key, view.id)
+                    (key, (view.id, acked))
                 }
             });
             futures::stream::iter(work)
@@ -86,12 +95,18 @@ async fn kill_9_mid_stream_loses_nothing_and_publishes_nothing_wrong() {
         decided.load(Ordering::Relaxed) >= N / 3
     })
     .await;
+    let killed_at = Instant::now();
     service.kill_9();
     let at_kill = decided.load(Ordering::Relaxed);
+    // Down for a while (the scenario, not a wait for something).
     tokio::time::sleep(Duration::from_millis(1500)).await;
     service.restart().await;
-    let ids: HashMap<String, u64> = stream.await.unwrap().into_iter().collect();
+    let answers: HashMap<String, (u64, Instant)> = stream.await.unwrap().into_iter().collect();
     assert!(at_kill < N, "the kill happened mid-stream");
+    let ids: HashMap<String, u64> = answers
+        .iter()
+        .map(|(k, (id, _))| (k.clone(), *id))
+        .collect();
 
     let pool = db.pool().await;
     let want_sent = (0..N).filter(|i| commits(*i)).count();
@@ -104,7 +119,15 @@ async fn kill_9_mid_stream_loses_nothing_and_publishes_nothing_wrong() {
             == want_sent
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Every committed message read back from Kafka (what is still missing
+    // after 30 s is reported as lost below).
+    within(30, async || {
+        let deliveries = kafka.deliveries();
+        ids.iter()
+            .filter(|(k, _)| commits(k.trim_start_matches("k-").parse().unwrap()))
+            .all(|(_, id)| deliveries.contains_key(id))
+    })
+    .await;
 
     let st = statuses(&pool, "shop").await;
     let deliveries = kafka.deliveries();
@@ -137,6 +160,31 @@ async fn kill_9_mid_stream_loses_nothing_and_publishes_nothing_wrong() {
     }
     assert!(lost.is_empty(), "lost: {lost:?}");
     assert!(wrong.is_empty(), "wrongly published: {wrong:?}");
+
+    // What the producer was told before the kill is its own decision on
+    // record, never check-back's (a lost commit re-decided by check-back
+    // would have the verifier as its actor).
+    let by = deciders(&pool, "shop").await;
+    let before_kill: Vec<&String> = answers
+        .iter()
+        .filter(|(_, (_, acked))| *acked < killed_at)
+        .map(|(k, _)| k)
+        .collect();
+    assert!(
+        !before_kill.is_empty(),
+        "decisions acknowledged before the kill"
+    );
+    let not_own: Vec<String> = before_kill
+        .iter()
+        .filter_map(|k| {
+            let actors = by.get(&ids[*k]).cloned().unwrap_or_default();
+            (actors != ["producer:shop"]).then(|| format!("{k}: {actors:?}"))
+        })
+        .collect();
+    assert!(
+        not_own.is_empty(),
+        "acknowledged before the kill, yet not decided by the producer's call: {not_own:?}"
+    );
     drop(service);
     db.drop_db().await;
 }

@@ -126,6 +126,22 @@ impl TestApp {
         answer(req).await
     }
 
+    /// `POST /v1/messages/prepare` with this token (if given) and body;
+    /// returns status and body.
+    pub async fn prepare(&self, token: Option<&str>, body: &Value) -> (u16, Value) {
+        self.post("/v1/messages/prepare", token, body).await
+    }
+
+    /// `POST /v1/messages/commit`; returns status and body.
+    pub async fn commit(&self, token: Option<&str>, body: &Value) -> (u16, Value) {
+        self.post("/v1/messages/commit", token, body).await
+    }
+
+    /// `POST /v1/messages/rollback`; returns status and body.
+    pub async fn rollback(&self, token: Option<&str>, body: &Value) -> (u16, Value) {
+        self.post("/v1/messages/rollback", token, body).await
+    }
+
     /// GETs, with a bearer token if given; returns status and body.
     pub async fn get(&self, path: &str, token: Option<&str>) -> (u16, Value) {
         let mut req = self.http.get(self.url(path));

@@ -5,6 +5,7 @@
 //! whole tables. A passing test drops its database ([`TestDb::drop_db`]); a
 //! failing one leaves it behind (`tm_test_…`) for a look at the rows.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -117,6 +118,30 @@ impl TestDb {
         .await;
         admin.close().await;
     }
+}
+
+/// Who decided each message of `biz_id`: message id → the actors of its
+/// `commit` and `rollback` audit rows, oldest first (`producer:<biz_id>`
+/// when the producer's own call decided, `verifier` when check-back did).
+/// A message decided once has exactly one.
+pub async fn deciders(pool: &MySqlPool, biz_id: &str) -> HashMap<u64, Vec<String>> {
+    let rows: Vec<(u64, Vec<u8>)> = sqlx::query_as(
+        "SELECT a.message_id, a.actor FROM audit_log a \
+         JOIN messages m ON m.id = a.message_id \
+         WHERE m.biz_id = ? AND a.action IN ('commit', 'rollback') ORDER BY a.id",
+    )
+    .bind(biz_id)
+    .fetch_all(pool)
+    .await
+    .expect("read the audit log");
+    let mut by_id: HashMap<u64, Vec<String>> = HashMap::new();
+    for (id, actor) in rows {
+        by_id
+            .entry(id)
+            .or_default()
+            .push(String::from_utf8(actor).expect("a UTF-8 actor"));
+    }
+    by_id
 }
 
 async fn admin_pool() -> MySqlPool {

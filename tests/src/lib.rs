@@ -40,10 +40,10 @@ pub use app::{
     decision_body, fast_retry, prepare_body, TestApp, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL,
 };
 pub use check_server::{CheckServer, Reply};
-pub use db::{mysql_server_url, TestDb};
+pub use db::{deciders, mysql_server_url, TestDb};
 pub use db_proxy::DbProxy;
 pub use mariadb::PrivateMariaDb;
 pub use process::ServiceProcess;
 pub use servers::{serve, AlertSink, Canary, Counter, Endpoint};
 pub use trace::init_tracing;
-pub use wait::eventually;
+pub use wait::{eventually, within};

@@ -15,3 +15,19 @@ pub async fn eventually(secs: u64, what: &str, mut cond: impl AsyncFnMut() -> bo
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Evaluates `cond` every 20 ms until it holds or `secs` seconds have
+/// passed; returns whether it held, for a test that reports what was missing
+/// itself (the lost messages, say) rather than only that time ran out.
+pub async fn within(secs: u64, mut cond: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if cond().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

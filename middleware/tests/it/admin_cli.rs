@@ -52,11 +52,7 @@ async fn an_operator_finds_reads_and_resolves_a_failed_message_from_the_terminal
     assert_eq!(status, 201, "{reg}");
     let token = reg["token"].as_str().unwrap().to_string();
     let (status, view) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(&token),
-            &prepare_body("shop", "lost-order"),
-        )
+        .prepare(Some(&token), &prepare_body("shop", "lost-order"))
         .await;
     assert_eq!(status, 201, "{view}");
     let id = view["id"].as_u64().unwrap();

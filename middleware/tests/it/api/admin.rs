@@ -8,21 +8,13 @@ use serde_json::{json, Value};
 use trustmsg_tests::{decision_body, prepare_body, TestApp, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL};
 
 async fn prepared(app: &TestApp, token: &str, key: &str) -> u64 {
-    let (status, view) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(token),
-            &prepare_body("shop", key),
-        )
-        .await;
+    let (status, view) = app.prepare(Some(token), &prepare_body("shop", key)).await;
     assert_eq!(status, 201, "{view}");
     view["id"].as_u64().unwrap()
 }
 
-async fn decide(app: &TestApp, token: &str, key: &str, path: &str) {
-    let (status, view) = app
-        .post(path, Some(token), &decision_body("shop", key))
-        .await;
+async fn commit(app: &TestApp, token: &str, key: &str) {
+    let (status, view) = app.commit(Some(token), &decision_body("shop", key)).await;
     assert_eq!(status, 200, "{view}");
 }
 
@@ -48,9 +40,12 @@ async fn messages_are_listed_newest_first_in_pages_that_inserts_do_not_disturb()
         all.push(prepared(&app, &token, &format!("k-{i}")).await);
     }
     for i in 0..3 {
-        decide(&app, &token, &format!("k-{i}"), "/v1/messages/commit").await;
+        commit(&app, &token, &format!("k-{i}")).await;
     }
-    decide(&app, &token, "k-3", "/v1/messages/rollback").await;
+    let (status, view) = app
+        .rollback(Some(&token), &decision_body("shop", "k-3"))
+        .await;
+    assert_eq!(status, 200, "{view}");
     all.reverse();
 
     // Page 1, then two new messages, then the rest by cursor.
@@ -158,10 +153,9 @@ async fn one_message_shows_its_payload_headers_and_audit_trail() {
     let app = TestApp::spawn(&["--no-verifier"]).await;
     let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
     let text = prepared(&app, &token, "text").await;
-    decide(&app, &token, "text", "/v1/messages/commit").await;
+    commit(&app, &token, "text").await;
     let (status, view) = app
-        .post(
-            "/v1/messages/prepare",
+        .prepare(
             Some(&token),
             &json!({"biz_id": "shop", "message_key": "bin", "topic": "orders",
                     "payload": "AP/+", "payload_encoding": "base64"}),
@@ -212,7 +206,7 @@ async fn the_summary_counts_each_producers_states_and_how_long_the_oldest_have_w
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     prepared(&app, &token, "new").await;
     prepared(&app, &token, "sent").await;
-    decide(&app, &token, "sent", "/v1/messages/commit").await;
+    commit(&app, &token, "sent").await;
 
     let (status, s) = admin_get(&app, "/v1/admin/summary").await;
     assert_eq!(status, 200, "{s}");

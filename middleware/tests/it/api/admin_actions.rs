@@ -286,21 +286,43 @@ async fn send_failed_messages_are_redelivered_one_or_in_bulk_once_the_cause_is_f
     let (status, e) = act(&app, "alice", id, "redeliver", json!({"reason": "again"})).await;
     assert_eq!(status, 409, "{e}");
 
-    // In bulk: two more refused sends, a dry run counts them, the real run
-    // redelivers both.
+    // In bulk: two more refused sends of shop and one of another producer,
+    // a dry run counts shop's, the real run redelivers both and leaves
+    // every row the filter does not match as it was.
+    let other = app.register("other", UNREACHABLE_VERIFY_URL).await;
     let mut refused = Vec::new();
-    for key in ["refused-2", "refused-3"] {
+    for (biz, token, key) in [
+        ("shop", &token, "refused-2"),
+        ("shop", &token, "refused-3"),
+        ("other", &other, "refused-elsewhere"),
+    ] {
         // One refusal per message: a produce request may carry both.
         kafka.request_errors(
             RDKafkaApiKey::Produce,
             &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED],
         );
-        let id = prepare_and_commit(&app, &token, body("shop", key, "orders")).await;
+        let id = prepare_and_commit(&app, token, body(biz, key, "orders")).await;
         wait_for_row(&app, id, Duration::from_secs(20), "SEND_FAILED", |m| {
             m.send_status == Some(SendStatus::SendFailed)
         })
         .await;
         refused.push(id);
+    }
+    let elsewhere = refused.pop().unwrap();
+    let row = async |id: u64| app.store().find_message_by_id(id).await.unwrap().unwrap();
+    let trail = async |id: u64| app.store().audit_trail(id).await.unwrap();
+    // Not matched: another producer's SEND_FAILED row, shop's SENT rows.
+    let untouched = [elsewhere, warm, id];
+    let mut before = Vec::new();
+    for id in untouched {
+        assert_ne!(row(id).await.send_status, Some(SendStatus::Pending));
+        before.push((row(id).await, trail(id).await));
+    }
+    let mut changed = Vec::new();
+    for id in &refused {
+        let m = row(*id).await;
+        assert_eq!(m.send_status, Some(SendStatus::SendFailed), "{m:?}");
+        changed.push(m);
     }
     let bulk = |dry_run: bool| {
         let app = &app;
@@ -319,6 +341,29 @@ async fn send_failed_messages_are_redelivered_one_or_in_bulk_once_the_cause_is_f
     };
     assert_eq!(bulk(true).await, json!({"matched": 2, "changed": 0}));
     assert_eq!(bulk(false).await, json!({"matched": 2, "changed": 2}));
+    // Each matched row moved on (its version), SEND_FAILED → PENDING by
+    // the operator; whether the forwarder has sent it again yet is its own
+    // time.
+    for was in changed {
+        let m = row(was.id).await;
+        assert_eq!(m.status, MessageStatus::Committed, "{m:?}");
+        assert!(m.version > was.version, "changed: {was:?} → {m:?}");
+        let redelivered = trail(was.id)
+            .await
+            .into_iter()
+            .filter(|a| a.action == "redeliver")
+            .map(|a| (a.from_send_status, a.to_send_status))
+            .collect::<Vec<_>>();
+        assert_eq!(
+            redelivered,
+            [(Some("SEND_FAILED".to_string()), Some("PENDING".to_string()))],
+            "{m:?}"
+        );
+    }
+    for (id, (was, audited)) in untouched.into_iter().zip(before) {
+        assert_eq!(row(id).await, was, "a row the filter does not match");
+        assert_eq!(trail(id).await, audited, "a row the filter does not match");
+    }
     for id in refused {
         let trail = app.store().audit_trail(id).await.unwrap();
         let redeliver = trail
@@ -348,7 +393,7 @@ async fn a_resolve_racing_the_producers_commit_has_exactly_one_winner() {
             json!({"decision": "rollback", "reason": "r"}),
         );
         let commit = json!({"biz_id": "shop", "message_key": key});
-        let producer = app.post("/v1/messages/commit", Some(&token), &commit);
+        let producer = app.commit(Some(&token), &commit);
         let ((op_status, op), (pr_status, pr)) = tokio::join!(operator, producer);
         let m = app.store().find_message_by_id(id).await.unwrap().unwrap();
         let decisions: Vec<String> = app

@@ -8,17 +8,11 @@ const VERIFY: &str = "http://127.0.0.1:9/check";
 async fn producer_endpoints_need_a_token() {
     let app = TestApp::spawn(&[]).await;
     app.register("orders", VERIFY).await;
-    let (s, err) = app
-        .post("/v1/messages/prepare", None, &prepare_body("orders", "o-1"))
-        .await;
+    let (s, err) = app.prepare(None, &prepare_body("orders", "o-1")).await;
     assert_eq!(s, 401);
     assert_eq!(err["error"]["code"], "unauthorized");
     let (s, _) = app
-        .post(
-            "/v1/messages/commit",
-            Some("tm_b3JkZXJz.forged"),
-            &decision_body("orders", "o-1"),
-        )
+        .commit(Some("tm_b3JkZXJz.forged"), &decision_body("orders", "o-1"))
         .await;
     assert_eq!(s, 401, "a forged token for the right biz_id");
     let (s, _) = app.get("/v1/messages/orders/o-1", Some("nonsense")).await;
@@ -32,11 +26,7 @@ async fn a_producer_cannot_touch_another_producers_messages() {
     let orders = app.register("orders", VERIFY).await;
     let billing = app.register("billing", VERIFY).await;
     let (s, _) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(&orders),
-            &prepare_body("orders", "o-1"),
-        )
+        .prepare(Some(&orders), &prepare_body("orders", "o-1"))
         .await;
     assert_eq!(s, 201);
     for (path, body) in [
@@ -141,11 +131,7 @@ async fn rotating_a_token_revokes_the_old_one_at_once() {
     let app = TestApp::spawn(&[]).await;
     let old = app.register("orders", VERIFY).await;
     let (s, _) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(&old),
-            &prepare_body("orders", "o-1"),
-        )
+        .prepare(Some(&old), &prepare_body("orders", "o-1"))
         .await;
     assert_eq!(s, 201);
     let (s, rotated) = app
@@ -159,19 +145,11 @@ async fn rotating_a_token_revokes_the_old_one_at_once() {
     let new = rotated["token"].as_str().unwrap().to_string();
     assert_ne!(new, old);
     let (s, _) = app
-        .post(
-            "/v1/messages/commit",
-            Some(&old),
-            &decision_body("orders", "o-1"),
-        )
+        .commit(Some(&old), &decision_body("orders", "o-1"))
         .await;
     assert_eq!(s, 401, "the old token is refused right after rotation");
     let (s, _) = app
-        .post(
-            "/v1/messages/commit",
-            Some(&new),
-            &decision_body("orders", "o-1"),
-        )
+        .commit(Some(&new), &decision_body("orders", "o-1"))
         .await;
     assert_eq!(s, 200);
     app.finish().await;
@@ -180,13 +158,9 @@ async fn rotating_a_token_revokes_the_old_one_at_once() {
 #[tokio::test]
 async fn insecure_mode_accepts_requests_without_tokens() {
     let app = TestApp::spawn(&["--insecure-no-auth"]).await;
-    let (s, v) = app
-        .post("/v1/messages/prepare", None, &prepare_body("anyone", "o-1"))
-        .await;
+    let (s, v) = app.prepare(None, &prepare_body("anyone", "o-1")).await;
     assert_eq!(s, 201, "{v}");
-    let (s, _) = app
-        .post("/v1/messages/commit", None, &decision_body("anyone", "o-1"))
-        .await;
+    let (s, _) = app.commit(None, &decision_body("anyone", "o-1")).await;
     assert_eq!(s, 200);
     app.finish().await;
 }

@@ -8,8 +8,7 @@ async fn fifty_parallel_identical_prepares_make_exactly_one_row() {
     let app = TestApp::spawn(&[]).await;
     let token = app.register("orders", "http://127.0.0.1:9/check").await;
     let body = prepare_body("orders", "same");
-    let results =
-        join_all((0..50).map(|_| app.post("/v1/messages/prepare", Some(&token), &body))).await;
+    let results = join_all((0..50).map(|_| app.prepare(Some(&token), &body))).await;
     let mut statuses: HashMap<u16, usize> = HashMap::new();
     let ids: std::collections::HashSet<u64> = results
         .iter()
@@ -36,11 +35,7 @@ async fn fifty_commit_versus_rollback_races_each_have_exactly_one_winner() {
     let token = app.register("orders", "http://127.0.0.1:9/check").await;
     for i in 0..50 {
         let (s, _) = app
-            .post(
-                "/v1/messages/prepare",
-                Some(&token),
-                &prepare_body("orders", &format!("r-{i}")),
-            )
+            .prepare(Some(&token), &prepare_body("orders", &format!("r-{i}")))
             .await;
         assert_eq!(s, 201);
     }
@@ -51,8 +46,8 @@ async fn fifty_commit_versus_rollback_races_each_have_exactly_one_winner() {
         async move {
             let body = decision_body("orders", &key);
             let (commit, rollback) = tokio::join!(
-                app.post("/v1/messages/commit", Some(token), &body),
-                app.post("/v1/messages/rollback", Some(token), &body)
+                app.commit(Some(token), &body),
+                app.rollback(Some(token), &body)
             );
             (key, commit.0, rollback.0)
         }
@@ -88,31 +83,23 @@ async fn a_decision_on_the_preparing_instance_after_another_decided_is_answered_
     let second = TestApp::spawn_on(first.db.share(), &[]).await;
     let token = first.register("orders", "http://127.0.0.1:9/check").await;
     let (s, prepared) = first
-        .post(
-            "/v1/messages/prepare",
-            Some(&token),
-            &prepare_body("orders", "elsewhere"),
-        )
+        .prepare(Some(&token), &prepare_body("orders", "elsewhere"))
         .await;
     assert_eq!(s, 201, "{prepared}");
     let body = decision_body("orders", "elsewhere");
-    let (s, committed) = second
-        .post("/v1/messages/commit", Some(&token), &body)
-        .await;
+    let (s, committed) = second.commit(Some(&token), &body).await;
     assert_eq!(s, 200, "{committed}");
     assert_eq!(committed["status"], "COMMITTED");
     // The first instance still holds the row as prepared: its commit is a
     // repeat of the decision, and a rollback after it a conflict.
-    let (s, again) = first.post("/v1/messages/commit", Some(&token), &body).await;
+    let (s, again) = first.commit(Some(&token), &body).await;
     assert_eq!(s, 200, "{again}");
     assert_eq!(again["status"], "COMMITTED");
     assert_eq!(
         again["version"], committed["version"],
         "{again} vs {committed}"
     );
-    let (s, rollback) = first
-        .post("/v1/messages/rollback", Some(&token), &body)
-        .await;
+    let (s, rollback) = first.rollback(Some(&token), &body).await;
     assert_eq!(s, 409, "{rollback}");
     let trail = first
         .store()

@@ -4,6 +4,10 @@
 //! is `{"error": {"code", "message"}}`, never a 5xx or a dropped connection,
 //! and a refused prepare must leave no row behind. `PROPTEST_CASES` raises
 //! the number of cases (default 3,000).
+//!
+//! The admin token's producer actions (rotate, delete, re-create) target
+//! another producer than the one whose token the cases carry, so that token
+//! stays valid through the run: a case with it is never answered 401.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -13,7 +17,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use reqwest::Method;
 use serde_json::Value;
-use trustmsg_tests::{TestApp, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL};
+use trustmsg_tests::{prepare_body, TestApp, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL};
 
 /// One generated request.
 #[derive(Debug, Clone)]
@@ -118,6 +122,21 @@ fn segment() -> impl Strategy<Value = String> {
     ]
 }
 
+/// A producer path segment: never `shop`, whose token the cases carry (an
+/// admin rotate or delete of it would leave every later case a 401), but
+/// often `other`, a registered producer the admin actions may change.
+fn producer_segment() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(OTHER.to_string()),
+        ".{0,80}"
+            .prop_map(|s| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>())
+            .prop_filter("not the producer under test", |s| s != SHOP),
+    ]
+}
+
+const SHOP: &str = "shop";
+const OTHER: &str = "other";
+
 fn requests() -> impl Strategy<Value = Req> {
     let method = proptest::sample::select(vec![
         Method::GET,
@@ -134,8 +153,8 @@ fn requests() -> impl Strategy<Value = Req> {
         ])
         .prop_map(String::from),
         1 => (segment(), segment()).prop_map(|(a, b)| format!("/v1/messages/{a}/{b}")),
-        1 => segment().prop_map(|a| format!("/v1/producers/{a}")),
-        1 => segment().prop_map(|a| format!("/v1/producers/{a}/rotate-token")),
+        1 => producer_segment().prop_map(|a| format!("/v1/producers/{a}")),
+        1 => producer_segment().prop_map(|a| format!("/v1/producers/{a}/rotate-token")),
         1 => segment().prop_map(|a| format!("/{a}")),
     ];
     let auth = prop_oneof![
@@ -210,6 +229,13 @@ async fn check(app: &TestApp, token: &str, req: &Req) -> Result<u16, TestCaseErr
         "{status} for {req:?}: {}",
         String::from_utf8_lossy(&bytes)
     );
+    // The producer's token is valid for the whole run: it may be refused a
+    // resource (403), never unknown (401).
+    prop_assert!(
+        !(matches!(req.auth, Auth::Producer) && status == 401),
+        "the producer token was refused as unknown for {req:?}: {}",
+        String::from_utf8_lossy(&bytes)
+    );
     if status >= 400 {
         let body: Value = serde_json::from_slice(&bytes).map_err(|e| {
             TestCaseError::fail(format!(
@@ -234,7 +260,8 @@ fn arbitrary_requests_get_a_4xx_with_an_error_body_never_a_5xx_and_write_nothing
         .unwrap();
     let (app, token) = rt.block_on(async {
         let app = TestApp::spawn(&["--no-verifier"]).await;
-        let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
+        let token = app.register(SHOP, UNREACHABLE_VERIFY_URL).await;
+        app.register(OTHER, UNREACHABLE_VERIFY_URL).await;
         (app, token)
     });
     let cases = std::env::var("PROPTEST_CASES")
@@ -279,5 +306,11 @@ fn arbitrary_requests_get_a_4xx_with_an_error_body_never_a_5xx_and_write_nothing
         })
         .unwrap_or_else(|e| panic!("{e}"));
     eprintln!("{cases} arbitrary requests, none answered 5xx");
-    rt.block_on(app.finish());
+    rt.block_on(async {
+        let (status, view) = app
+            .prepare(Some(&token), &prepare_body(SHOP, "after-the-run"))
+            .await;
+        assert_eq!(status, 201, "the producer token still works: {view}");
+        app.finish().await
+    });
 }

@@ -90,11 +90,7 @@ async fn commit_and_rollback_bodies_over_8_kib_are_refused_and_change_nothing() 
     let app = TestApp::spawn(&[]).await;
     let token = app.register("orders", VERIFY).await;
     let (s, _) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(&token),
-            &prepare_body("orders", "o-1"),
-        )
+        .prepare(Some(&token), &prepare_body("orders", "o-1"))
         .await;
     assert_eq!(s, 201);
     for path in ["/v1/messages/commit", "/v1/messages/rollback"] {
@@ -107,11 +103,7 @@ async fn commit_and_rollback_bodies_over_8_kib_are_refused_and_change_nothing() 
     let (_, view) = app.get("/v1/messages/orders/o-1", Some(&token)).await;
     assert_eq!(view["status"], "PREPARED", "nothing was decided: {view}");
     let (s, view) = app
-        .post(
-            "/v1/messages/commit",
-            Some(&token),
-            &decision_body("orders", "o-1"),
-        )
+        .commit(Some(&token), &decision_body("orders", "o-1"))
         .await;
     assert_eq!((s, view["status"].as_str()), (200, Some("COMMITTED")));
     app.finish().await;
@@ -123,7 +115,7 @@ async fn requests_over_the_concurrency_limit_are_shed_with_503_and_our_error_bod
     let token = app.register("orders", VERIFY).await;
     // An authenticated prepare whose body is still coming holds the one slot.
     let held = start_post(app.addr, "/v1/messages/prepare", Some(&token), 1000, "{").await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Polled below until the slot is taken (404 until then).
     let deadline = Instant::now() + Duration::from_secs(5);
     let shed = loop {
         let res = app

@@ -14,11 +14,7 @@ async fn prepare_then_commit_is_committed_and_claimed_for_sending() {
     let token = app.register("orders", VERIFY).await;
 
     let (status, view) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(&token),
-            &prepare_body("orders", "o-1"),
-        )
+        .prepare(Some(&token), &prepare_body("orders", "o-1"))
         .await;
     assert_eq!(status, 201, "{view}");
     assert_eq!(view["status"], "PREPARED");
@@ -29,11 +25,7 @@ async fn prepare_then_commit_is_committed_and_claimed_for_sending() {
     let id = view["id"].as_u64().unwrap();
 
     let (status, view) = app
-        .post(
-            "/v1/messages/commit",
-            Some(&token),
-            &decision_body("orders", "o-1"),
-        )
+        .commit(Some(&token), &decision_body("orders", "o-1"))
         .await;
     assert_eq!(status, 200, "{view}");
     assert_eq!(view["status"], "COMMITTED");
@@ -61,18 +53,10 @@ async fn repeated_identical_prepare_is_idempotent() {
     let app = TestApp::spawn(&[]).await;
     let token = app.register("orders", VERIFY).await;
     let (s1, v1) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(&token),
-            &prepare_body("orders", "o-1"),
-        )
+        .prepare(Some(&token), &prepare_body("orders", "o-1"))
         .await;
     let (s2, v2) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(&token),
-            &prepare_body("orders", "o-1"),
-        )
+        .prepare(Some(&token), &prepare_body("orders", "o-1"))
         .await;
     assert_eq!((s1, s2), (201, 200));
     assert_eq!(v1, v2);
@@ -83,12 +67,8 @@ async fn repeated_identical_prepare_is_idempotent() {
 async fn prepare_with_different_content_is_a_conflict() {
     let app = TestApp::spawn(&[]).await;
     let token = app.register("orders", VERIFY).await;
-    app.post(
-        "/v1/messages/prepare",
-        Some(&token),
-        &prepare_body("orders", "o-1"),
-    )
-    .await;
+    app.prepare(Some(&token), &prepare_body("orders", "o-1"))
+        .await;
     for change in [
         json!({"payload": "other"}),
         json!({"topic": "other"}),
@@ -99,7 +79,7 @@ async fn prepare_with_different_content_is_a_conflict() {
         for (k, v) in change.as_object().unwrap() {
             body[k] = v.clone();
         }
-        let (status, err) = app.post("/v1/messages/prepare", Some(&token), &body).await;
+        let (status, err) = app.prepare(Some(&token), &body).await;
         assert_eq!(status, 409, "{change}: {err}");
         assert_eq!(err["error"]["code"], "prepare_conflict");
     }
@@ -110,26 +90,14 @@ async fn prepare_with_different_content_is_a_conflict() {
 async fn commit_after_rollback_is_a_conflict() {
     let app = TestApp::spawn(&[]).await;
     let token = app.register("orders", VERIFY).await;
-    app.post(
-        "/v1/messages/prepare",
-        Some(&token),
-        &prepare_body("orders", "o-1"),
-    )
-    .await;
+    app.prepare(Some(&token), &prepare_body("orders", "o-1"))
+        .await;
     let (s, v) = app
-        .post(
-            "/v1/messages/rollback",
-            Some(&token),
-            &decision_body("orders", "o-1"),
-        )
+        .rollback(Some(&token), &decision_body("orders", "o-1"))
         .await;
     assert_eq!((s, v["status"].as_str()), (200, Some("ROLLED_BACK")));
     let (s, err) = app
-        .post(
-            "/v1/messages/commit",
-            Some(&token),
-            &decision_body("orders", "o-1"),
-        )
+        .commit(Some(&token), &decision_body("orders", "o-1"))
         .await;
     assert_eq!(s, 409);
     assert_eq!(err["error"]["code"], "already_rolled_back");
@@ -143,25 +111,13 @@ async fn commit_after_rollback_is_a_conflict() {
 async fn rollback_after_commit_is_a_conflict_and_repeats_are_idempotent() {
     let app = TestApp::spawn(&[]).await;
     let token = app.register("orders", VERIFY).await;
-    app.post(
-        "/v1/messages/prepare",
-        Some(&token),
-        &prepare_body("orders", "o-1"),
-    )
-    .await;
+    app.prepare(Some(&token), &prepare_body("orders", "o-1"))
+        .await;
     let (s1, v1) = app
-        .post(
-            "/v1/messages/commit",
-            Some(&token),
-            &decision_body("orders", "o-1"),
-        )
+        .commit(Some(&token), &decision_body("orders", "o-1"))
         .await;
     let (s2, v2) = app
-        .post(
-            "/v1/messages/commit",
-            Some(&token),
-            &decision_body("orders", "o-1"),
-        )
+        .commit(Some(&token), &decision_body("orders", "o-1"))
         .await;
     assert_eq!((s1, s2), (200, 200));
     assert_eq!(
@@ -169,11 +125,7 @@ async fn rollback_after_commit_is_a_conflict_and_repeats_are_idempotent() {
         "a repeat changes nothing"
     );
     let (s, err) = app
-        .post(
-            "/v1/messages/rollback",
-            Some(&token),
-            &decision_body("orders", "o-1"),
-        )
+        .rollback(Some(&token), &decision_body("orders", "o-1"))
         .await;
     assert_eq!(s, 409);
     assert_eq!(err["error"]["code"], "already_committed");
@@ -186,11 +138,7 @@ async fn commit_of_an_unknown_message_is_404_and_creates_nothing() {
     let app = TestApp::spawn(&[]).await;
     let token = app.register("orders", VERIFY).await;
     let (s, err) = app
-        .post(
-            "/v1/messages/commit",
-            Some(&token),
-            &decision_body("orders", "nope"),
-        )
+        .commit(Some(&token), &decision_body("orders", "nope"))
         .await;
     assert_eq!(s, 404);
     assert_eq!(err["error"]["code"], "message_not_found");
@@ -210,21 +158,13 @@ async fn rollback_of_an_unknown_message_leaves_a_tombstone_that_refuses_a_late_p
     let app = TestApp::spawn(&[]).await;
     let token = app.register("orders", VERIFY).await;
     let (s, v) = app
-        .post(
-            "/v1/messages/rollback",
-            Some(&token),
-            &decision_body("orders", "late"),
-        )
+        .rollback(Some(&token), &decision_body("orders", "late"))
         .await;
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["status"], "ROLLED_BACK");
     assert_eq!(v["topic"], Value::Null);
     let (s, err) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(&token),
-            &prepare_body("orders", "late"),
-        )
+        .prepare(Some(&token), &prepare_body("orders", "late"))
         .await;
     assert_eq!(s, 409);
     assert_eq!(err["error"]["code"], "rolled_back");
@@ -232,11 +172,7 @@ async fn rollback_of_an_unknown_message_leaves_a_tombstone_that_refuses_a_late_p
     let (_, got) = app.get("/v1/messages/orders/late", Some(&token)).await;
     assert_eq!(got["next_verify_at"], Value::Null);
     let (s, _) = app
-        .post(
-            "/v1/messages/rollback",
-            Some(&token),
-            &decision_body("orders", "late"),
-        )
+        .rollback(Some(&token), &decision_body("orders", "late"))
         .await;
     assert_eq!(s, 200, "repeating the rollback is fine");
     app.finish().await;
@@ -249,7 +185,7 @@ async fn base64_payloads_are_stored_as_their_bytes() {
     let mut body = prepare_body("orders", "bin");
     body["payload"] = json!("AP8BAg==");
     body["payload_encoding"] = json!("base64");
-    let (s, v) = app.post("/v1/messages/prepare", Some(&token), &body).await;
+    let (s, v) = app.prepare(Some(&token), &body).await;
     assert_eq!(s, 201, "{v}");
     let m = app
         .store()
@@ -273,11 +209,7 @@ async fn prepare_schedules_the_first_check_back_after_the_producers_delay() {
         .await
         .unwrap();
     let (_, v) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(&token),
-            &prepare_body("orders", "o-1"),
-        )
+        .prepare(Some(&token), &prepare_body("orders", "o-1"))
         .await;
     let created = chrono::DateTime::parse_from_rfc3339(v["created_at"].as_str().unwrap()).unwrap();
     let due = chrono::DateTime::parse_from_rfc3339(v["next_verify_at"].as_str().unwrap()).unwrap();

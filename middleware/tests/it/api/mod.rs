@@ -5,6 +5,7 @@ mod admin;
 mod admin_actions;
 mod auth;
 mod concurrency;
+mod console;
 mod fuzz;
 mod limits;
 mod messages;

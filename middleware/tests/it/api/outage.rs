@@ -34,11 +34,7 @@ async fn one_batcher_with_a_message(proxy: &DbProxy) -> (TestApp, String) {
     let app = spawn_behind(proxy, &["--write-workers", "1"]).await;
     let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
     let (status, view) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(&token),
-            &prepare_body("shop", "before"),
-        )
+        .prepare(Some(&token), &prepare_body("shop", "before"))
         .await;
     assert_eq!(status, 201, "{view}");
     (app, token)
@@ -100,11 +96,7 @@ async fn with_the_database_refusing_connections_every_request_answers_503_with_r
     // check has to ask the database.
     let cold = app.register("cold", UNREACHABLE_VERIFY_URL).await;
     let (status, view) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(&token),
-            &prepare_body("shop", "before"),
-        )
+        .prepare(Some(&token), &prepare_body("shop", "before"))
         .await;
     assert_eq!(status, 201, "{view}");
 
@@ -141,13 +133,10 @@ async fn with_the_database_refusing_connections_every_request_answers_503_with_r
 
     proxy.restore();
     eventually(20, "a commit once the database is back", async || {
-        app.post(
-            "/v1/messages/commit",
-            Some(&token),
-            &decision_body("shop", "before"),
-        )
-        .await
-        .0 == 200
+        app.commit(Some(&token), &decision_body("shop", "before"))
+            .await
+            .0
+            == 200
     })
     .await;
     app.finish().await;
@@ -197,11 +186,7 @@ async fn with_the_database_hanging_requests_answer_503_in_time_and_writes_whose_
     // prepare queued before it has been written or skipped.
     eventually(30, "a prepare once the database is back", async || {
         let (status, _) = app
-            .post(
-                "/v1/messages/prepare",
-                Some(&token),
-                &prepare_body("shop", "after"),
-            )
+            .prepare(Some(&token), &prepare_body("shop", "after"))
             .await;
         status == 201 || status == 200
     })
@@ -248,11 +233,7 @@ async fn a_write_stuck_on_a_connection_that_never_answers_frees_its_batcher_at_t
     // again; held for good, the batcher would never write another.
     eventually(30, "a prepare on a new connection", async || {
         let (status, _) = app
-            .post(
-                "/v1/messages/prepare",
-                Some(&token),
-                &prepare_body("shop", "after"),
-            )
+            .prepare(Some(&token), &prepare_body("shop", "after"))
             .await;
         status == 201 || status == 200
     })

@@ -49,11 +49,7 @@ async fn register_shows_token_once_then_update_keeps_it() {
     // The original token still works after the update.
     let token = created["token"].as_str().unwrap();
     let (s, _) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(token),
-            &trustmsg_tests::prepare_body("orders", "k"),
-        )
+        .prepare(Some(token), &trustmsg_tests::prepare_body("orders", "k"))
         .await;
     assert_eq!(s, 201);
     app.finish().await;
@@ -74,11 +70,7 @@ async fn deleting_a_producer_revokes_its_token() {
     let (s, _) = app.get("/v1/producers/orders", Some(ADMIN_TOKEN)).await;
     assert_eq!(s, 404);
     let (s, _) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(&token),
-            &trustmsg_tests::prepare_body("orders", "k"),
-        )
+        .prepare(Some(&token), &trustmsg_tests::prepare_body("orders", "k"))
         .await;
     assert_eq!(s, 401);
     let res = app

@@ -11,10 +11,10 @@ async fn the_message_life_cycle_works_over_sqlite() {
     let token = app.register("orders", "http://127.0.0.1:9/check").await;
 
     let body = prepare_body("orders", "o-1");
-    let (status, first) = app.post("/v1/messages/prepare", Some(&token), &body).await;
+    let (status, first) = app.prepare(Some(&token), &body).await;
     assert_eq!(status, 201, "{first}");
     assert_eq!(first["status"], "PREPARED");
-    let (status, again) = app.post("/v1/messages/prepare", Some(&token), &body).await;
+    let (status, again) = app.prepare(Some(&token), &body).await;
     assert_eq!(
         (status, &again),
         (200, &first),
@@ -22,37 +22,23 @@ async fn the_message_life_cycle_works_over_sqlite() {
     );
     let mut changed = body.clone();
     changed["payload"] = Value::from("{\"amount\":43}");
-    let (status, err) = app
-        .post("/v1/messages/prepare", Some(&token), &changed)
-        .await;
+    let (status, err) = app.prepare(Some(&token), &changed).await;
     assert_eq!(status, 409, "{err}");
 
     let decision = decision_body("orders", "o-1");
-    let (status, view) = app
-        .post("/v1/messages/commit", Some(&token), &decision)
-        .await;
+    let (status, view) = app.commit(Some(&token), &decision).await;
     assert_eq!(status, 200, "{view}");
     assert_eq!(view["status"], "COMMITTED");
     assert_eq!(view["send_status"], "PENDING");
-    let (status, err) = app
-        .post("/v1/messages/rollback", Some(&token), &decision)
-        .await;
+    let (status, err) = app.rollback(Some(&token), &decision).await;
     assert_eq!(status, 409, "{err}");
 
     let (status, view) = app
-        .post(
-            "/v1/messages/commit",
-            Some(&token),
-            &decision_body("orders", "never-prepared"),
-        )
+        .commit(Some(&token), &decision_body("orders", "never-prepared"))
         .await;
     assert_eq!(status, 404, "{view}");
     let (status, view) = app
-        .post(
-            "/v1/messages/rollback",
-            Some(&token),
-            &decision_body("orders", "never-prepared"),
-        )
+        .rollback(Some(&token), &decision_body("orders", "never-prepared"))
         .await;
     assert_eq!(status, 200, "{view}");
     assert_eq!(view["status"], "ROLLED_BACK");

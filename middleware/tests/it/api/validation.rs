@@ -74,7 +74,7 @@ async fn every_bad_prepare_is_refused_with_its_code_and_nothing_is_written() {
         ),
     ];
     for (body, status, code) in cases {
-        let (s, err) = app.post("/v1/messages/prepare", Some(&token), &body).await;
+        let (s, err) = app.prepare(Some(&token), &body).await;
         assert_eq!(s, status, "{body:.200}: {err}");
         assert_eq!(err["error"]["code"], code, "{err}");
         assert!(
@@ -99,11 +99,7 @@ async fn header_values_with_control_characters_are_refused_naming_the_header() {
         ("bell\u{7}", "v".to_string()),
     ] {
         let (s, err) = app
-            .post(
-                "/v1/messages/prepare",
-                Some(&token),
-                &with("headers", json!({ name: value })),
-            )
+            .prepare(Some(&token), &with("headers", json!({ name: value })))
             .await;
         assert_eq!(s, 400, "{name:?}: {err}");
         assert_eq!(err["error"]["code"], "invalid_headers", "{err}");
@@ -116,8 +112,7 @@ async fn header_values_with_control_characters_are_refused_naming_the_header() {
     assert_eq!(count_rows(&app).await, 0, "nothing half-written");
     // Printable text in any script is still a header value.
     let (s, err) = app
-        .post(
-            "/v1/messages/prepare",
+        .prepare(
             Some(&token),
             &with("headers", json!({"note": "déjà vu, 東京 ✓"})),
         )
@@ -129,23 +124,13 @@ async fn header_values_with_control_characters_are_refused_naming_the_header() {
 #[tokio::test]
 async fn bad_biz_id_and_malformed_json_are_refused() {
     let app = TestApp::spawn(&["--insecure-no-auth"]).await;
-    let (s, err) = app
-        .post(
-            "/v1/messages/prepare",
-            None,
-            &prepare_body("bad biz", "o-1"),
-        )
-        .await;
+    let (s, err) = app.prepare(None, &prepare_body("bad biz", "o-1")).await;
     assert_eq!(
         (s, err["error"]["code"].as_str()),
         (400, Some("invalid_biz_id"))
     );
     let (s, err) = app
-        .post(
-            "/v1/messages/prepare",
-            None,
-            &prepare_body(&"b".repeat(65), "o-1"),
-        )
+        .prepare(None, &prepare_body(&"b".repeat(65), "o-1"))
         .await;
     assert_eq!(
         (s, err["error"]["code"].as_str()),
@@ -181,7 +166,7 @@ async fn an_oversized_body_is_refused_before_it_is_buffered_whole() {
     let app = TestApp::spawn(&["--insecure-no-auth", "--max-payload-bytes", "1000"]).await;
     // Far over the body limit (6 × payload limit + 64 KiB).
     let body = with("payload", json!("x".repeat(2 * 1024 * 1024)));
-    let (s, err) = app.post("/v1/messages/prepare", None, &body).await;
+    let (s, err) = app.prepare(None, &body).await;
     assert_eq!(s, 413);
     assert_eq!(err["error"]["code"], "payload_too_large");
     assert_eq!(count_rows(&app).await, 0);

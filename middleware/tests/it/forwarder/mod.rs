@@ -52,25 +52,19 @@ pub(crate) fn refs(v: &[String]) -> Vec<&str> {
 
 /// Prepares and commits (or only prepares, or rolls back) one message; returns its id.
 pub(crate) async fn prepare(app: &TestApp, token: &str, body: Value) -> u64 {
-    let (status, view) = app.post("/v1/messages/prepare", Some(token), &body).await;
+    let (status, view) = app.prepare(Some(token), &body).await;
     assert_eq!(status, 201, "prepare: {view}");
     view["id"].as_u64().unwrap()
 }
 
 pub(crate) async fn decide(app: &TestApp, token: &str, biz_id: &str, key: &str, commit: bool) {
-    let path = if commit {
-        "/v1/messages/commit"
+    let body = json!({"biz_id": biz_id, "message_key": key});
+    let (status, view) = if commit {
+        app.commit(Some(token), &body).await
     } else {
-        "/v1/messages/rollback"
+        app.rollback(Some(token), &body).await
     };
-    let (status, view) = app
-        .post(
-            path,
-            Some(token),
-            &json!({"biz_id": biz_id, "message_key": key}),
-        )
-        .await;
-    assert_eq!(status, 200, "{path}: {view}");
+    assert_eq!(status, 200, "commit {commit}: {view}");
 }
 
 pub(crate) async fn prepare_and_commit(app: &TestApp, token: &str, body: Value) -> u64 {

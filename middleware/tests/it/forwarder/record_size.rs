@@ -42,8 +42,7 @@ async fn a_payload_of_1_010_000_bytes_is_refused_at_prepare_instead_of_failing_t
     let app = TestApp::spawn(&refs(&kafka_flags(kafka.bootstrap()))).await;
     let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
     let (s, err) = app
-        .post(
-            "/v1/messages/prepare",
+        .prepare(
             Some(&token),
             &big_body("too-big", 1_010_000, None, &json!({})),
         )
@@ -80,7 +79,7 @@ async fn the_largest_payload_prepare_accepts_with_key_and_headers_is_delivered_w
         let b = big_body(&format!("probe-{probe:03}"), len, Some(&key), &headers);
         let (app, token) = (&app, &token);
         async move {
-            let (s, v) = app.post("/v1/messages/prepare", Some(token), &b).await;
+            let (s, v) = app.prepare(Some(token), &b).await;
             assert!(s == 201 || s == 413, "{s}: {v}");
             (s == 201, b, v)
         }
@@ -147,17 +146,12 @@ async fn key_and_headers_that_push_a_payload_over_the_record_limit_are_refused()
     let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
     let payload = 990_000;
     let (s, v) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(&token),
-            &big_body("alone", payload, None, &json!({})),
-        )
+        .prepare(Some(&token), &big_body("alone", payload, None, &json!({})))
         .await;
     assert_eq!(s, 201, "the payload alone fits: {v}");
     let heavy = json!({"a": "v".repeat(8000), "b": "w".repeat(8000)});
     let (s, err) = app
-        .post(
-            "/v1/messages/prepare",
+        .prepare(
             Some(&token),
             &big_body("heavy", payload, Some(&"k".repeat(1024)), &heavy),
         )

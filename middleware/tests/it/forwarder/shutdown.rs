@@ -14,11 +14,18 @@ use super::{body, kafka_flags, prepare_and_commit, refs, wait_for_row};
 async fn a_restart_mid_stream_loses_nothing_and_every_sent_row_matches_its_record() {
     let kafka = MockKafka::start(1);
     kafka.create_topic("orders", 2);
-    // Slow acknowledgements, so sends are in flight when the stop comes.
-    kafka.round_trip(Duration::from_millis(300));
     let flags = kafka_flags(kafka.bootstrap());
     let first = TestApp::spawn(&refs(&flags)).await;
     let token = first.register("shop", UNREACHABLE_VERIFY_URL).await;
+    // Warm up first (connection and metadata at full speed), so the stream
+    // below has sends finishing and sends in flight when the stop comes.
+    let warm = prepare_and_commit(&first, &token, body("shop", "warm-up", "orders")).await;
+    wait_for_row(&first, warm, Duration::from_secs(20), "SENT", |m| {
+        m.send_status == Some(SendStatus::Sent)
+    })
+    .await;
+    // Slow acknowledgements, so sends are in flight when the stop comes.
+    kafka.round_trip(Duration::from_millis(300));
     let mut ids = BTreeSet::new();
     for i in 0..30 {
         ids.insert(
@@ -30,9 +37,30 @@ async fn a_restart_mid_stream_loses_nothing_and_every_sent_row_matches_its_recor
     // Stop while the last commits' sends may still be in flight.
     first.app.stop().await.expect("clean shutdown");
 
-    // Everything that reached Kafka was marked SENT before the stop returned.
+    // Everything that reached Kafka was marked SENT before the stop returned,
+    // and every row marked SENT is in Kafka: read until those are all in,
+    // then check every record read. The stop drains the sends in flight, so
+    // some rows are SENT.
+    let mut sent = BTreeSet::new();
+    for id in &ids {
+        let row = store.find_message_by_id(*id).await.unwrap().unwrap();
+        if row.send_status == Some(SendStatus::Sent) {
+            sent.insert(*id);
+        }
+    }
+    assert!(!sent.is_empty(), "no send finished before the stop");
     let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
-    reader.read_for(Duration::from_secs(2)).await;
+    reader
+        .read_until(
+            Duration::from_secs(20),
+            "the records of the SENT rows",
+            |rs| {
+                let read: BTreeSet<u64> = rs.iter().map(|r| r.message_id).collect();
+                sent.is_subset(&read)
+            },
+        )
+        .await;
+    assert!(reader.records.len() >= sent.len(), "{:?}", reader.records);
     for r in &reader.records {
         let row = store
             .find_message_by_id(r.message_id)
@@ -47,6 +75,7 @@ async fn a_restart_mid_stream_loses_nothing_and_every_sent_row_matches_its_recor
     }
 
     // Whatever was not sent is still PENDING and claimed; the next instance sends it.
+    ids.insert(warm);
     let second = TestApp::spawn_on(db, &refs(&flags)).await;
     reader
         .read_until(Duration::from_secs(60), "every committed message", |rs| {
@@ -83,7 +112,11 @@ async fn stopping_waits_for_sends_in_flight_and_marks_them_sent() {
             prepare_and_commit(&app, &token, body("shop", &format!("slow-{i}"), "orders")).await,
         );
     }
-    // Let the sends start, then stop while they wait for their acknowledgements.
+    // Let the sends start, then stop while they wait for their
+    // acknowledgements. (A pause in the scenario: nothing outside the
+    // forwarder tells that a send is in flight; 300 ms is well inside the
+    // 1.5 s acknowledgement, and a stop before the sends began would leave
+    // the rows PENDING and fail below.)
     tokio::time::sleep(Duration::from_millis(300)).await;
     let db = app.db.share();
     let store = app.store().clone();

@@ -98,11 +98,7 @@ async fn a_rollback_answer_rolls_back_through_the_running_service() {
     assert_eq!(server.bad_signatures(), 0);
     // A late commit of a rolled-back message is a conflict, never a change.
     let (status, _) = app
-        .post(
-            "/v1/messages/commit",
-            Some(&token),
-            &decision_body("orders", "o-2"),
-        )
+        .commit(Some(&token), &decision_body("orders", "o-2"))
         .await;
     assert_eq!(status, 409);
     app.finish().await;
@@ -143,11 +139,7 @@ async fn unknown_forever_ends_in_verify_failed_after_exactly_max_attempts_with_o
 
     // A late producer commit is accepted and audited.
     let (status, view) = app
-        .post(
-            "/v1/messages/commit",
-            Some(&token),
-            &decision_body("orders", "o-3"),
-        )
+        .commit(Some(&token), &decision_body("orders", "o-3"))
         .await;
     assert_eq!(status, 200, "{view}");
     assert_eq!(view["status"], "COMMITTED");

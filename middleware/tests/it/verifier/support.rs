@@ -48,13 +48,7 @@ pub(crate) async fn register(
 
 /// Prepares a message and returns its id.
 pub(crate) async fn prepare(app: &TestApp, token: &str, biz_id: &str, key: &str) -> u64 {
-    let (status, body) = app
-        .post(
-            "/v1/messages/prepare",
-            Some(token),
-            &prepare_body(biz_id, key),
-        )
-        .await;
+    let (status, body) = app.prepare(Some(token), &prepare_body(biz_id, key)).await;
     assert_eq!(status, 201, "prepare {key}: {body}");
     body["id"].as_u64().unwrap()
 }
