@@ -71,6 +71,7 @@ pub(crate) fn spawn(
                     look(&store, &alerter, wait, after).await;
                 }
             }
+            metrics::counter!("trustmsg_overdue_rounds_total").increment(1);
         }
     }))
 }

@@ -142,6 +142,41 @@ impl TestApp {
         self.post("/v1/messages/rollback", token, body).await
     }
 
+    /// A counter of `/metrics`, summed over its labels; 0 before it first
+    /// counts. The recorder is one per process, so services a test runs in
+    /// one process add up.
+    pub async fn counter(&self, name: &str) -> u64 {
+        let text = self
+            .http
+            .get(format!("http://{}/metrics", self.addr))
+            .send()
+            .await
+            .expect("GET /metrics")
+            .text()
+            .await
+            .expect("the metrics text");
+        text.lines()
+            .filter(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    }
+
+    /// Waits (at most 20 s) until the worker behind the round counter `name`
+    /// (`trustmsg_verify_rounds_total`, `trustmsg_overdue_rounds_total`) has
+    /// run `rounds` more rounds from now: for a test that shows nothing more
+    /// happens, after the workers had their chances rather than after a
+    /// guessed time.
+    pub async fn after_rounds(&self, name: &str, rounds: u64) {
+        let start = self.counter(name).await;
+        crate::wait::eventually(20, &format!("{rounds} more rounds of {name}"), async || {
+            self.counter(name).await >= start + rounds
+        })
+        .await;
+    }
+
     /// GETs, with a bearer token if given; returns status and body.
     pub async fn get(&self, path: &str, token: Option<&str>) -> (u16, Value) {
         let mut req = self.http.get(self.url(path));

@@ -43,7 +43,7 @@ async fn a_send_held_up_by_an_outage_and_an_undecided_prepare_are_each_alerted_o
     })
     .await;
     // Several more rounds of both instances' watches.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    first.after_rounds("trustmsg_overdue_rounds_total", 6).await;
 
     let mut got = alerts.alerts();
     assert_eq!(got.len(), 2, "exactly one alert per message: {got:?}");

@@ -37,8 +37,9 @@ async fn two_instances_on_one_database_never_check_a_message_twice_in_one_round(
         server.per_key_calls().len() == N
     })
     .await;
-    // Both instances keep polling; nothing is due again for an hour.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Both instances keep polling (about five rounds each); nothing is due
+    // again for an hour.
+    first.after_rounds("trustmsg_verify_rounds_total", 10).await;
     let calls = server.per_key_calls();
     let twice: Vec<_> = calls.iter().filter(|(_, n)| **n != 1).collect();
     assert!(twice.is_empty(), "checked more than once: {twice:?}");
@@ -241,7 +242,7 @@ async fn rows_beyond_a_producers_limit_wait_in_its_queue_and_go_back_at_shutdown
     })
     .await;
     let before = held().await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    app.after_rounds("trustmsg_verify_rounds_total", 5).await;
     let after = held().await;
     let queued: Vec<_> = before.intersection(&after).collect();
     assert_eq!(

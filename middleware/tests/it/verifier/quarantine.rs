@@ -2,8 +2,6 @@
 //! verifier: one alert, no check-back for it, and every other message is
 //! still checked (before, one such row failed every claim that reached it).
 
-use std::time::Duration;
-
 use serde_json::json;
 use trustmsg_tests::{eventually, AlertSink, CheckServer, Reply, TestApp};
 use trustmsg_verify_api::MessageStatus;
@@ -50,8 +48,8 @@ async fn an_unreadable_prepared_row_gets_one_alert_and_the_other_messages_are_st
         !sink.alerts().is_empty()
     })
     .await;
-    // Many verifier rounds later (--verify-interval 20ms) nothing more has happened.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Many verifier rounds later nothing more has happened.
+    app.after_rounds("trustmsg_verify_rounds_total", 10).await;
 
     let alerts = sink.alerts();
     assert_eq!(alerts.len(), 1, "exactly one alert: {alerts:?}");
