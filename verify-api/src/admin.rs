@@ -180,6 +180,21 @@ pub struct BulkResult {
     pub changed: u64,
 }
 
+/// The header that names who acts, on every operator action.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct OperatorHeader {
+    /// Who acts, for the audit trail (default admin): 1 to 64 printable ASCII characters
+    #[param(
+        rename = "x-trustmsg-operator",
+        min_length = 1,
+        max_length = 64,
+        pattern = "^[!-~]([ -~]{0,62}[!-~])?$"
+    )]
+    #[serde(rename = "x-trustmsg-operator")]
+    pub operator: Option<String>,
+}
+
 /// The query of `GET /v1/admin/messages`: every filter given combines with
 /// AND; an empty value is no filter. Any other parameter is refused (400).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]

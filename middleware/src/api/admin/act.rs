@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use trustmsg_verify_api::admin::{
-    ActionRequest, BulkRequest, BulkResult, OperatorDecision, ResolveRequest,
+    ActionRequest, BulkRequest, BulkResult, OperatorDecision, OperatorHeader, ResolveRequest,
 };
 use trustmsg_verify_api::{ErrorBody, MessageStatus, MessageView, SendStatus};
 
@@ -92,8 +92,7 @@ async fn lost_race(state: &AppState, id: u64, action: &str, allowed: &str) -> Ap
 
 /// Commits or rolls back a PREPARED or VERIFY_FAILED message.
 #[utoipa::path(post, path = "/v1/admin/messages/{id}/resolve", tag = "admin",
-    params(("id" = u64, Path, description = "trustmsg's message id", minimum = 0, maximum = 9223372036854775807_f64),
-        ("x-trustmsg-operator" = Option<String>, Header, description = "Who acts, for the audit trail (default admin): 1 to 64 printable ASCII characters", min_length = 1, max_length = 64, pattern = "^[!-~]([ -~]{0,62}[!-~])?$")),
+    params(("id" = u64, Path, description = "trustmsg's message id", minimum = 0, maximum = 9223372036854775807_f64), OperatorHeader),
     request_body = ResolveRequest,
     responses(
         (status = 200, description = "Decided; a commit is being sent", body = MessageView),
@@ -149,8 +148,7 @@ pub(crate) async fn resolve(
 
 /// VERIFY_FAILED → PREPARED: attempts back to 0, checked again at once.
 #[utoipa::path(post, path = "/v1/admin/messages/{id}/reverify", tag = "admin",
-    params(("id" = u64, Path, description = "trustmsg's message id", minimum = 0, maximum = 9223372036854775807_f64),
-        ("x-trustmsg-operator" = Option<String>, Header, description = "Who acts, for the audit trail (default admin): 1 to 64 printable ASCII characters", min_length = 1, max_length = 64, pattern = "^[!-~]([ -~]{0,62}[!-~])?$")),
+    params(("id" = u64, Path, description = "trustmsg's message id", minimum = 0, maximum = 9223372036854775807_f64), OperatorHeader),
     request_body = ActionRequest,
     responses(
         (status = 200, description = "PREPARED again, due for check-back now", body = MessageView),
@@ -170,8 +168,7 @@ pub(crate) async fn reverify(
 
 /// SEND_FAILED → PENDING: send attempts back to 0, sent again at once.
 #[utoipa::path(post, path = "/v1/admin/messages/{id}/redeliver", tag = "admin",
-    params(("id" = u64, Path, description = "trustmsg's message id", minimum = 0, maximum = 9223372036854775807_f64),
-        ("x-trustmsg-operator" = Option<String>, Header, description = "Who acts, for the audit trail (default admin): 1 to 64 printable ASCII characters", min_length = 1, max_length = 64, pattern = "^[!-~]([ -~]{0,62}[!-~])?$")),
+    params(("id" = u64, Path, description = "trustmsg's message id", minimum = 0, maximum = 9223372036854775807_f64), OperatorHeader),
     request_body = ActionRequest,
     responses(
         (status = 200, description = "PENDING again, due for sending now", body = MessageView),
@@ -365,7 +362,7 @@ async fn matching_ids(state: &AppState, filter: &MessageFilter) -> Result<Vec<u6
 
 /// Re-verifies every VERIFY_FAILED message the filter matches.
 #[utoipa::path(post, path = "/v1/admin/messages/reverify", tag = "admin",
-    params(("x-trustmsg-operator" = Option<String>, Header, description = "Who acts, for the audit trail (default admin): 1 to 64 printable ASCII characters", min_length = 1, max_length = 64, pattern = "^[!-~]([ -~]{0,62}[!-~])?$")),
+    params(OperatorHeader),
     request_body = BulkRequest,
     responses(
         (status = 200, description = "How many matched and how many this call changed", body = BulkResult),
@@ -382,7 +379,7 @@ pub(crate) async fn bulk_reverify(
 
 /// Redelivers every SEND_FAILED message the filter matches.
 #[utoipa::path(post, path = "/v1/admin/messages/redeliver", tag = "admin",
-    params(("x-trustmsg-operator" = Option<String>, Header, description = "Who acts, for the audit trail (default admin): 1 to 64 printable ASCII characters", min_length = 1, max_length = 64, pattern = "^[!-~]([ -~]{0,62}[!-~])?$")),
+    params(OperatorHeader),
     request_body = BulkRequest,
     responses(
         (status = 200, description = "How many matched and how many this call changed", body = BulkResult),
