@@ -8,12 +8,8 @@ use tokio::time::Instant;
 
 /// Evaluates `cond` every 20 ms until it holds; panics naming `what` after
 /// `secs` seconds.
-pub async fn eventually(secs: u64, what: &str, mut cond: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !cond().await {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+pub async fn eventually(secs: u64, what: &str, cond: impl AsyncFnMut() -> bool) {
+    assert!(within(secs, cond).await, "timed out waiting for: {what}");
 }
 
 /// Evaluates `cond` every 20 ms until it holds or `secs` seconds have

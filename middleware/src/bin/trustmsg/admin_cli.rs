@@ -4,9 +4,8 @@
 //! came). Any error exits non-zero with the server's code and
 //! message on stderr.
 
-use std::time::Duration;
-
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use chrono::{DateTime, Utc};
