@@ -30,6 +30,7 @@ use crate::forwarder::ForwarderConfig;
 use crate::handoff::record::record_size;
 use crate::overdue::OverdueSettings;
 pub use crate::secret::Secret;
+use crate::store::VerifyLease;
 use crate::verifier::VerifierConfig;
 
 /// Any duration, `0s` included.
@@ -41,6 +42,16 @@ fn duration(s: &str) -> Result<Duration, String> {
 fn positive_duration(s: &str) -> Result<Duration, String> {
     match duration(s)? {
         d if d.is_zero() => Err("must be longer than 0".into()),
+        d => Ok(d),
+    }
+}
+
+/// `--verify-lease-margin`: half of it is what a claimed row has to start
+/// its call, the claim's own round trip included; much less than a second
+/// and every row would be given back unchecked.
+fn lease_margin(s: &str) -> Result<Duration, String> {
+    match duration(s)? {
+        d if d < Duration::from_secs(1) => Err("must be at least 1s".into()),
         d => Ok(d),
     }
 }
@@ -248,11 +259,15 @@ pub struct VerifierArgs {
     #[arg(long, env = "TRUSTMSG_VERIFY_TIMEOUT_MAX", default_value = "2m", value_parser = positive_duration)]
     pub verify_timeout_max: Duration,
 
-    /// How long a claim on a PREPARED row for check-back lasts; longer than
-    /// any check-back call (`--verify-timeout-max`), so a claim always
-    /// outlasts the call it covers.
-    #[arg(long, env = "TRUSTMSG_VERIFY_LEASE", default_value = "3m", value_parser = positive_duration)]
-    pub verify_lease: Duration,
+    /// How much longer than its call a check-back claim lasts. A claim on a
+    /// PREPARED row covers its producer's call (`verify_timeout_ms`, at most
+    /// --verify-timeout-max) plus this: during the first half a claimed row
+    /// may wait for a free call slot, the second half is left for the writes
+    /// after the call. A crashed instance's rows are checked again within
+    /// their producer's timeout + this + --verify-interval of another
+    /// instance running. At least 1s.
+    #[arg(long, env = "TRUSTMSG_VERIFY_LEASE_MARGIN", default_value = "5s", value_parser = lease_margin)]
+    pub verify_lease_margin: Duration,
 
     /// How often the verifier looks for due check-backs.
     #[arg(long, env = "TRUSTMSG_VERIFY_INTERVAL", default_value = "1s", value_parser = positive_duration)]
@@ -464,16 +479,13 @@ impl ServeArgs {
         let verifier = if v.no_verifier {
             None
         } else {
-            longer(
-                ("--verify-lease", v.verify_lease),
-                ("--verify-timeout-max", v.verify_timeout_max),
-                "a check-back call could outlive its claim and the message be checked twice",
-            )?;
             Some(VerifierConfig {
                 interval: v.verify_interval,
                 batch: v.verify_batch.get(),
-                lease: v.verify_lease,
-                max_timeout: v.verify_timeout_max,
+                lease: VerifyLease {
+                    margin: v.verify_lease_margin,
+                    max_timeout: v.verify_timeout_max,
+                },
                 concurrency: v.verify_concurrency.get(),
                 concurrency_per_producer: v.verify_concurrency_per_producer.get(),
                 backoff: Backoff {
@@ -708,7 +720,6 @@ mod tests {
             "--verify-interval",
             "--kafka-message-timeout",
             "--send-lease",
-            "--verify-lease",
             "--verify-timeout",
             "--send-backoff-base",
             "--send-backoff-max",
@@ -744,11 +755,6 @@ mod tests {
         let api_only = parse(&["--send-lease", "100ms"]).unwrap();
         assert!(api_only.settings().is_ok());
 
-        let why = refusal(&["--verify-lease", "5s", "--verify-timeout-max", "5s"]);
-        assert!(
-            why.contains("--verify-lease (5s) must be longer than --verify-timeout-max (5s)"),
-            "{why}"
-        );
         let why = refusal(&["--verify-timeout", "10s", "--verify-timeout-max", "5s"]);
         assert!(
             why.contains(
@@ -756,50 +762,53 @@ mod tests {
             ),
             "{why}"
         );
-        let no_verifier = parse(&["--verify-lease", "5s", "--no-verifier"]).unwrap();
-        assert!(no_verifier.settings().is_ok());
     }
 
     #[test]
-    fn a_verify_lease_not_longer_than_the_longest_timeout_a_producer_may_register_is_refused() {
-        // A producer may register verify_timeout_ms up to --verify-timeout-max
-        // (2m by default), whatever --verify-timeout (the default) says: a 2 min
-        // lease would let a second check-back of the same message start while
-        // the first is running.
-        let why = refusal(&["--verify-lease", "2m", "--verify-timeout", "5s"]);
-        assert!(
-            why.contains("--verify-lease (2m) must be longer than --verify-timeout-max (2m)"),
-            "{why}"
-        );
-        let default = parse(&[]).unwrap().settings().unwrap();
-        let verifier = default.verifier.expect("verifier on");
-        assert!(
-            verifier.lease > verifier.max_timeout
-                && verifier.max_timeout == Duration::from_secs(120),
-            "default lease {:?}, max timeout {:?}",
-            verifier.lease,
-            verifier.max_timeout
-        );
-        assert!(parse(&["--verify-lease", "121s"])
-            .unwrap()
-            .settings()
-            .is_ok());
-        // A lower cap allows a short lease (tests, fault campaigns).
-        let short = parse(&[
-            "--verify-timeout",
-            "1s",
-            "--verify-timeout-max",
-            "2s",
-            "--verify-lease",
-            "3s",
-        ])
-        .unwrap()
-        .settings()
-        .unwrap();
+    fn a_check_back_claim_covers_its_call_plus_the_margin_and_by_default_ends_within_ten_seconds_of_it(
+    ) {
+        let settings = |args: &[&str]| parse(args).unwrap().settings().unwrap();
+        let default = settings(&[]).verifier.expect("verifier on");
         assert_eq!(
-            short.producer_defaults.max_verify_timeout,
-            Duration::from_secs(2)
+            default.lease,
+            VerifyLease {
+                margin: Duration::from_secs(5),
+                max_timeout: Duration::from_secs(120),
+            }
         );
+        // The goal: after a crash, another instance checks a row again
+        // within its producer's timeout + 10 s. The claim ends the margin
+        // after the call could, and the next round comes an interval later.
+        assert!(
+            default.lease.margin + default.interval <= Duration::from_secs(10),
+            "margin {:?} + interval {:?}",
+            default.lease.margin,
+            default.interval
+        );
+        let two_seconds = default.lease.covering(Some(2_000));
+        assert_eq!(two_seconds, Duration::from_secs(7));
+        // A registration made under a higher cap is covered up to the cap; an
+        // unregistered producer for the cap.
+        let capped = settings(&["--verify-timeout-max", "3s", "--verify-timeout", "1s"])
+            .verifier
+            .unwrap()
+            .lease;
+        assert_eq!(capped.covering(Some(60_000)), Duration::from_secs(8));
+        assert_eq!(capped.covering(None), Duration::from_secs(8));
+        let custom = settings(&["--verify-lease-margin", "2s"]).verifier.unwrap();
+        assert_eq!(custom.lease.margin, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn a_lease_margin_under_a_second_is_refused_while_parsing() {
+        for short in ["0s", "999ms"] {
+            let why = refusal(&["--verify-lease-margin", short]);
+            assert!(
+                why.contains("--verify-lease-margin") && why.contains("at least 1s"),
+                "{short}: {why}"
+            );
+        }
+        assert!(parse(&["--verify-lease-margin", "1s"]).is_ok());
     }
 
     #[test]

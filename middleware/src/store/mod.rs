@@ -16,7 +16,9 @@
 //! - due-times are computed with the database clock, so instances with skewed
 //!   clocks agree on what is due;
 //! - claims (for sending or for check-back) push the due-time out by a lease, so
-//!   a crashed claimer's rows come back once the lease runs out;
+//!   a crashed claimer's rows come back once the lease runs out; a check-back
+//!   claim lasts as long as its own producer's call may take plus a margin
+//!   ([`VerifyLease`]), a send claim `--send-lease`;
 //! - a claim reads its rows one by one: a row this version cannot read (a
 //!   value it does not know, headers that are not JSON: [`StoreError::Corrupt`])
 //!   is quarantined instead of failing the batch. Its due column is set to
@@ -43,7 +45,7 @@ pub use decide::{decide, decide_batch, decide_batch_known, DecideOutcome, Decide
 pub use model::{
     Actor, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message,
     MessageFilter, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, Quarantined,
-    SentMark, Transition, Wait,
+    SentMark, Transition, VerifyLease, Wait,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should
@@ -228,8 +230,12 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Option<Message>>;
 
     /// Claims up to `limit` PREPARED rows whose check-back is due, like
-    /// [`Store::claim_due_sends`].
-    async fn claim_due_verifies(&self, limit: u32, lease: Duration) -> StoreResult<Claimed>;
+    /// [`Store::claim_due_sends`], each for as long as `lease` covers its
+    /// producer's call ([`VerifyLease::covering`], by the registration as
+    /// this claim reads it). The registrations are read without locking
+    /// them: a claim never waits for, or skips rows because of, a producer
+    /// row someone else holds.
+    async fn claim_due_verifies(&self, limit: u32, lease: VerifyLease) -> StoreResult<Claimed>;
     /// Records a check-back attempt that decided nothing and schedules the next.
     async fn reschedule_verify(
         &self,

@@ -14,13 +14,13 @@ use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
 use trustmsg_verify_api::{MessageStatus, MessageView, SendStatus};
 
 use super::sql::{
-    self, clip_error, message_from_row, transition_effects, AuditRow, ClaimKind, Dialect, SqlRow,
-    MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
+    self, clip_error, message_from_row, transition_effects, AuditRow, ClaimKind, Dialect, Lease,
+    SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
 };
 use super::{
     Actor, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message,
     MessageFilter, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, SentMark, Store,
-    StoreError, StoreResult, Transition, Wait,
+    StoreError, StoreResult, Transition, VerifyLease, Wait,
 };
 
 /// The MySQL/MariaDB store.
@@ -568,7 +568,8 @@ impl Store for MySqlStore {
     }
 
     async fn claim_due_sends(&self, limit: u32, lease: Duration) -> StoreResult<Claimed> {
-        self.claim_due(ClaimKind::Sends, limit, lease).await
+        self.claim_due(ClaimKind::Sends, limit, Lease::Every(lease))
+            .await
     }
 
     async fn mark_sent(&self, marks: &[SentMark]) -> StoreResult<u64> {
@@ -685,8 +686,9 @@ impl Store for MySqlStore {
         Ok(row)
     }
 
-    async fn claim_due_verifies(&self, limit: u32, lease: Duration) -> StoreResult<Claimed> {
-        self.claim_due(ClaimKind::Verifies, limit, lease).await
+    async fn claim_due_verifies(&self, limit: u32, lease: VerifyLease) -> StoreResult<Claimed> {
+        self.claim_due(ClaimKind::Verifies, limit, Lease::Verify(lease))
+            .await
     }
 
     async fn reschedule_verify(
@@ -927,14 +929,12 @@ impl MySqlStore {
     /// their due column out by the lease and bump versions, then quarantine
     /// the rows that cannot be read: all in one transaction, so the row locks
     /// keep other claimers off until the lease (or the quarantine) is written.
-    /// The claimed messages are the selected rows with the UPDATE's two
-    /// changes applied here, so nothing is read twice.
-    async fn claim_due(
-        &self,
-        kind: ClaimKind,
-        limit: u32,
-        lease: Duration,
-    ) -> StoreResult<Claimed> {
+    /// A check-back lease depends on the row's producer: the registrations
+    /// are read with a plain SELECT (READ COMMITTED: no lock, never waits), and
+    /// the rows of one lease end are pushed out by one UPDATE. The claimed
+    /// messages are the selected rows with the UPDATE's two changes applied
+    /// here, so nothing is read twice.
+    async fn claim_due(&self, kind: ClaimKind, limit: u32, lease: Lease) -> StoreResult<Claimed> {
         let due = kind.due_column();
         let mut tx = self.pool.begin().await?;
         let rows: Vec<MySqlRow> = sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -950,23 +950,41 @@ impl MySqlStore {
             tx.commit().await?;
             return Ok(Claimed::default());
         };
-        let until = lease_end(first.try_get("claimed_at")?, lease);
-        let mut q = QueryBuilder::<MySql>::new(format!("UPDATE messages SET {due} = "));
-        q.push_bind(until)
-            .push(", version = version + 1 WHERE id IN (");
-        let mut sep = q.separated(", ");
-        for row in &rows {
-            sep.push_bind(row.unsigned::<u64>("id")?);
-        }
-        q.push(")");
-        q.build().execute(&mut *tx).await?;
+        let claimed_at: DateTime<Utc> = first.try_get("claimed_at")?;
         let (mut messages, unreadable) = sql::decode_claimed(&rows)?;
+        let timeouts = match lease {
+            Lease::Verify(_) => producer_timeouts(&mut tx, &messages).await?,
+            Lease::Every(_) => HashMap::new(),
+        };
+        let mut by_end: BTreeMap<DateTime<Utc>, Vec<u64>> = BTreeMap::new();
         for m in &mut messages {
+            let until = lease_end(claimed_at, lease.span(timeouts.get(&m.biz_id).copied()));
             m.version += 1;
             match kind {
                 ClaimKind::Sends => m.next_send_at = Some(until),
                 ClaimKind::Verifies => m.next_verify_at = Some(until),
             }
+            by_end.entry(until).or_default().push(m.id);
+        }
+        // Unreadable rows are claimed too (then quarantined below), for as
+        // long as any row may be.
+        if !unreadable.is_empty() {
+            let longest = lease_end(claimed_at, lease.span(None));
+            by_end
+                .entry(longest)
+                .or_default()
+                .extend(unreadable.iter().map(|q| q.id));
+        }
+        for (until, ids) in &by_end {
+            let mut q = QueryBuilder::<MySql>::new(format!("UPDATE messages SET {due} = "));
+            q.push_bind(*until)
+                .push(", version = version + 1 WHERE id IN (");
+            let mut sep = q.separated(", ");
+            for id in ids {
+                sep.push_bind(*id);
+            }
+            q.push(")");
+            q.build().execute(&mut *tx).await?;
         }
         let quarantined = if unreadable.is_empty() {
             Vec::new()
@@ -977,8 +995,42 @@ impl MySqlStore {
         Ok(Claimed {
             messages,
             quarantined,
+            claimed_at: Some(claimed_at),
         })
     }
+}
+
+/// The check-back timeout of each registered producer of `messages`, read
+/// with a plain SELECT: a claim never locks a producer row, so it neither
+/// waits for nor skips rows because of a registration someone is changing.
+/// A registration that cannot be read counts as none (the claim then covers
+/// the longest call there may be).
+async fn producer_timeouts(
+    conn: &mut sqlx::MySqlConnection,
+    messages: &[Message],
+) -> StoreResult<HashMap<String, u32>> {
+    let biz_ids: HashSet<&str> = messages.iter().map(|m| m.biz_id.as_str()).collect();
+    if biz_ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut q = QueryBuilder::<MySql>::new(
+        "SELECT biz_id, verify_timeout_ms FROM producers WHERE biz_id IN (",
+    );
+    let mut sep = q.separated(", ");
+    for biz_id in biz_ids {
+        sep.push_bind(biz_id);
+    }
+    q.push(")");
+    let rows = q.build().fetch_all(conn).await?;
+    Ok(rows
+        .iter()
+        .filter_map(|r| {
+            Some((
+                r.text("biz_id").ok()?,
+                r.unsigned("verify_timeout_ms").ok()?,
+            ))
+        })
+        .collect())
 }
 
 /// When a claim taken at `claimed_at` (the database clock) runs out, to the

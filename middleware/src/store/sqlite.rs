@@ -31,12 +31,12 @@ use trustmsg_verify_api::MessageView;
 
 use super::sql::{
     self, clip_error, message_from_row, producer_from_row, transition_effects, AuditRow, ClaimKind,
-    Dialect, SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
+    Dialect, Lease, SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
 };
 use super::{
     Actor, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message,
     MessageFilter, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, SentMark, Store,
-    StoreError, StoreResult, Transition, Wait,
+    StoreError, StoreResult, Transition, VerifyLease, Wait,
 };
 
 /// The database clock as INTEGER ms since the epoch. `julianday('now')` holds
@@ -297,7 +297,8 @@ impl Store for SqliteStore {
     }
 
     async fn claim_due_sends(&self, limit: u32, lease: Duration) -> StoreResult<Claimed> {
-        self.claim_due(ClaimKind::Sends, limit, lease).await
+        self.claim_due(ClaimKind::Sends, limit, Lease::Every(lease))
+            .await
     }
 
     async fn mark_sent(&self, marks: &[SentMark]) -> StoreResult<u64> {
@@ -399,8 +400,9 @@ impl Store for SqliteStore {
         Ok(Some(row))
     }
 
-    async fn claim_due_verifies(&self, limit: u32, lease: Duration) -> StoreResult<Claimed> {
-        self.claim_due(ClaimKind::Verifies, limit, lease).await
+    async fn claim_due_verifies(&self, limit: u32, lease: VerifyLease) -> StoreResult<Claimed> {
+        self.claim_due(ClaimKind::Verifies, limit, Lease::Verify(lease))
+            .await
     }
 
     async fn reschedule_verify(
@@ -549,26 +551,31 @@ impl SqliteStore {
 
     /// Selects the due ids and pushes their due column out by the lease in one
     /// statement: SQLite runs it under the database's single write lock, which is
-    /// what SKIP LOCKED plus row locks give on MySQL. Rows that cannot be read
-    /// are then quarantined in a second transaction; if that fails they keep
-    /// the claim's lease and the next claim after it tries again.
-    async fn claim_due(
-        &self,
-        kind: ClaimKind,
-        limit: u32,
-        lease: Duration,
-    ) -> StoreResult<Claimed> {
+    /// what SKIP LOCKED plus row locks give on MySQL. A check-back lease is
+    /// worked out in the same statement from the row's producer (SQLite locks
+    /// no rows, so reading the registration there holds nobody up). Rows that
+    /// cannot be read are then quarantined in a second transaction; if that
+    /// fails they keep the claim's lease and the next claim after it tries again.
+    async fn claim_due(&self, kind: ClaimKind, limit: u32, lease: Lease) -> StoreResult<Claimed> {
         let (due_column, state) = (kind.due_column(), kind.state());
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE messages SET {due_column} = {NOW_MS} + ?1, version = version + 1 \
+        let sql = format!(
+            "UPDATE messages SET {due_column} = {NOW_MS} + {span}, version = version + 1 \
              WHERE id IN (SELECT id FROM messages WHERE {due_column} <= {NOW_MS} AND {state} \
-             ORDER BY {due_column} LIMIT ?2) \
-             RETURNING {MESSAGE_COLUMNS}"
-        )))
-        .bind(millis(lease))
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
+             ORDER BY {due_column} LIMIT ?) \
+             RETURNING {MESSAGE_COLUMNS}, {NOW_MS} AS claimed_at",
+            span = lease_span_sql(lease),
+        );
+        let q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        let q = match lease {
+            Lease::Every(d) => q.bind(millis(d)),
+            Lease::Verify(v) => q
+                .bind(millis(v.margin))
+                .bind(millis(v.max_timeout))
+                .bind(millis(v.max_timeout)),
+        };
+        let rows = q.bind(i64::from(limit)).fetch_all(&self.pool).await?;
+        // 'now' is one instant for the whole statement.
+        let claimed_at = rows.first().map(|r| r.time("claimed_at")).transpose()?;
         let (mut messages, mut unreadable) = sql::decode_claimed(&rows)?;
         // RETURNING comes in no defined order; MySQL returns id order.
         messages.sort_by_key(|m| m.id);
@@ -587,6 +594,7 @@ impl SqliteStore {
         Ok(Claimed {
             messages,
             quarantined,
+            claimed_at,
         })
     }
 
@@ -599,6 +607,21 @@ impl SqliteStore {
         let done = sql::quarantine::<Sqlite>(&mut tx, kind, rows).await?;
         tx.commit().await?;
         Ok(done)
+    }
+}
+
+/// A claim's span in ms as SQL over the claimed row, binding what
+/// [`SqliteStore::claim_due`] binds: [`Lease::span`] in the statement itself,
+/// so a check-back claim is as long as [`crate::store::VerifyLease::covering`]
+/// says (the producer's timeout cut to the maximum, the maximum for a row
+/// whose producer is not registered, plus the margin).
+fn lease_span_sql(lease: Lease) -> &'static str {
+    match lease {
+        Lease::Every(_) => "?",
+        Lease::Verify(_) => {
+            "? + COALESCE((SELECT MIN(p.verify_timeout_ms, ?) FROM producers p \
+             WHERE p.biz_id = messages.biz_id), ?)"
+        }
     }
 }
 

@@ -1,11 +1,14 @@
-//! One check-back call and what its answer does to the row: the call, its
-//! record for operators, and the decision, reschedule or VERIFY_FAILED it
-//! leads to, each guarded by the claim's version.
+//! One check-back call and what its answer does to the row: the call (only
+//! if the claim still outlasts it), its record for operators, and the
+//! decision, reschedule or VERIFY_FAILED it leads to, each guarded by the
+//! claim's version (a decision, by the row's current one when that moved on
+//! while the row is still PREPARED).
 
 use std::time::Duration;
 
 use trustmsg_verify_api::{CheckRequest, Decision, MessageStatus};
 
+use super::claim::Claim;
 use super::client::{CheckFailure, Endpoint};
 use super::limit::{Load, Permit};
 use super::writes::Reschedule;
@@ -14,10 +17,11 @@ use crate::alert::{Alert, AlertKind};
 use crate::store::{Actor, CheckAttempt, Message, Transition};
 
 impl Inner {
-    /// Calls the producer about `m` and applies the answer; the outcome is
-    /// counted in `trustmsg_verify_checks_total`.
-    pub(super) async fn check_one(&self, m: Message, permit: Permit) -> Outcome {
-        let outcome = match self.try_check_one(&m, &permit).await {
+    /// Calls the producer about the claimed row and applies the answer; the
+    /// outcome is counted in `trustmsg_verify_checks_total`.
+    pub(super) async fn check_one(&self, claim: Claim, permit: Permit) -> Outcome {
+        let m = &claim.message;
+        let outcome = match self.try_check_one(&claim, &permit).await {
             Ok(o) => o,
             Err(e) => {
                 tracing::warn!(message_id = m.id, biz_id = %m.biz_id, error = %e,
@@ -38,15 +42,28 @@ impl Inner {
         outcome
     }
 
-    async fn try_check_one(&self, m: &Message, permit: &Permit) -> anyhow::Result<Outcome> {
+    async fn try_check_one(&self, claim: &Claim, permit: &Permit) -> anyhow::Result<Outcome> {
+        let m = &claim.message;
         let attempt = m.verify_attempts.saturating_add(1);
         let producer = self.registry.get(&m.biz_id).await?;
+        // A registration made under a higher --verify-timeout-max keeps its
+        // value; the call is still cut off at the cap.
+        let timeout = self
+            .cfg
+            .lease
+            .call_timeout(producer.as_ref().map(|p| p.verify_timeout_ms));
+        if !claim.outlasts(timeout, &self.cfg.lease) {
+            // The claim was sized by the registration the store read; this
+            // instance's cached one may say longer (changed since), or the
+            // lookup took long. A call now could outlive the claim and overlap
+            // another instance's: given back instead, no attempt counted.
+            return Ok(self.give_back(std::slice::from_ref(m)).await);
+        }
         let started = std::time::Instant::now();
-        let ((status, answer), max_attempts, timeout) = match producer {
+        let ((status, answer), max_attempts) = match producer {
             None => (
                 (None, Err(CheckFailure::NotRegistered(m.biz_id.clone()))),
                 self.cfg.default_max_attempts,
-                self.cfg.max_timeout,
             ),
             Some(p) => {
                 let req = CheckRequest {
@@ -59,15 +76,11 @@ impl Inner {
                 let endpoint = Endpoint {
                     url: &p.verify_url,
                     secret: &p.signing_secret,
-                    // A registration made under a higher --verify-timeout-max
-                    // keeps its value; the call must still end within the lease.
-                    timeout: Duration::from_millis(p.verify_timeout_ms.into())
-                        .min(self.cfg.max_timeout),
+                    timeout,
                 };
                 (
                     self.client.check(endpoint, &req).await,
                     p.max_verify_attempts.max(1),
-                    endpoint.timeout,
                 )
             }
         };
@@ -147,15 +160,20 @@ impl Inner {
         }
     }
 
-    /// Applies the producer's answer, guarded by the claim: a claimer whose
-    /// lease ran out (and whose row someone else took) changes nothing.
+    /// Applies the producer's answer, guarded by the claim. When the guard
+    /// finds a newer version (the claim ran out before the write landed, and
+    /// another instance claimed or gave back the row) yet the row is still
+    /// PREPARED, the answer is applied to the row as it is now: the
+    /// producer's decision holds whoever asked, and dropping it would let a
+    /// database slower than the margin lose every answer, claim after claim.
+    /// A row decided meanwhile is left as it is.
     async fn decide(&self, m: &Message, commit: bool, attempt: u32) -> anyhow::Result<Outcome> {
         let (word, to) = if commit {
             ("commit", MessageStatus::Committed)
         } else {
             ("rollback", MessageStatus::RolledBack)
         };
-        let t = Transition {
+        let mut t = Transition {
             id: m.id,
             from: MessageStatus::Prepared,
             version: m.version,
@@ -166,8 +184,17 @@ impl Inner {
             actor: Actor::Verifier,
             reason: format!("check-back {attempt}: producer answered {word}"),
         };
-        let Some(row) = self.writes.transition(t, m).await? else {
-            if let Some(now) = self.store.find_message_by_id(m.id).await? {
+        let mut decided = self.writes.transition(t.clone(), m).await?;
+        // Each miss means another writer changed the row in between; a few
+        // tries are enough for one that is still undecided.
+        for _ in 0..RETRIES_ON_A_NEWER_VERSION {
+            if decided.is_some() {
+                break;
+            }
+            let Some(now) = self.store.find_message_by_id(m.id).await? else {
+                break;
+            };
+            if now.status != MessageStatus::Prepared {
                 if now.status.is_final() && now.status != to {
                     tracing::warn!(
                         message_id = m.id,
@@ -177,7 +204,18 @@ impl Inner {
                         "check-back answer contradicts the message's final decision; kept the decision"
                     );
                 }
+                break;
             }
+            tracing::debug!(
+                message_id = m.id,
+                claimed = m.version,
+                now = now.version,
+                "the claim ran out before the answer was written; applying it to the row as it is"
+            );
+            t.version = now.version;
+            decided = self.store.transition(&t).await?;
+        }
+        let Some(row) = decided else {
             return Ok(Outcome::Lost);
         };
         tracing::info!(message_id = m.id, biz_id = %m.biz_id, decision = word, attempt, "check-back decided");
@@ -218,3 +256,7 @@ impl Inner {
         Ok(Outcome::VerifyFailed)
     }
 }
+
+/// How many times an answer is applied again to a row whose version moved on
+/// while it stays PREPARED (see `decide`).
+const RETRIES_ON_A_NEWER_VERSION: usize = 3;

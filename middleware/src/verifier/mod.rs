@@ -1,10 +1,35 @@
 //! The verifier: check-back of PREPARED messages nobody decided.
 //!
-//! Every `--verify-interval` the worker claims due rows (`status = PREPARED AND next_verify_at <= now`, by
-//! the database clock) with `FOR UPDATE SKIP LOCKED`, pushing their
-//! `next_verify_at` out by `--verify-lease` and bumping `version`. Several
-//! instances therefore split the due rows instead of checking one twice, and a
-//! crashed instance's rows come back when the lease runs out.
+//! Every `--verify-interval` the worker claims due rows (`status = PREPARED AND
+//! next_verify_at <= now`, by the database clock) with `FOR UPDATE SKIP
+//! LOCKED`, bumping `version` and pushing each row's `next_verify_at` out by
+//! its own lease: the call its producer may take (its `verify_timeout_ms`, at
+//! most `--verify-timeout-max`; `--verify-timeout-max` when it is not
+//! registered) plus `--verify-lease-margin` (5 s). Several instances therefore
+//! split the due rows instead of checking one twice, and a crashed instance's
+//! rows come back as soon as their calls could have ended plus the margin: a
+//! producer with a 2 s timeout is checked again 7 s after the crash's last
+//! claim at most, plus one interval for another instance to claim it, not after
+//! a lease sized for the slowest producer anyone may register.
+//!
+//! How a claim is spent ([`claim`]): it is counted on this instance's clock
+//! from just before it was asked for, so it runs out here first. A call starts
+//! only while its claim outlasts it by half the margin: a claimed row may wait
+//! for a free call slot during the first half, and every call leaves at least
+//! the second half for the writes after it. The rule is checked again right
+//! before the call with the registration as this instance reads it (its cache
+//! may be behind a change another instance made); a row that no longer fits is
+//! given back. So two calls for one message never overlap: the first is over
+//! before its claim runs out, and nobody else can claim the row before that.
+//!
+//! The writes after a call (its record, and the decision, reschedule or
+//! VERIFY_FAILED) are batched and take milliseconds; half the margin is what a
+//! loaded database has for them. One that lands after the claim ran out is
+//! not a loss either: a reschedule or VERIFY_FAILED then matches nothing
+//! (whoever claimed the row next decides what follows), and a commit or
+//! rollback answer is applied to the row as it is now if it is still PREPARED
+//! (the producer's answer holds whoever asked), so a slow database delays an
+//! answer but never drops it.
 //!
 //! A round claims at most what the free call slots can take. When it got all
 //! it asked for (or there were no free slots), more may be due, so the next
@@ -20,7 +45,7 @@
 //! `--verify-concurrency-per-producer`. A claimed row whose producer is at
 //! its limit waits in this instance's queue for that producer (at most the
 //! producer's limit of rows) and starts when one of its calls ends, as long as
-//! its claim still outlasts a call; the rest are given back in one statement
+//! its own claim still outlasts its call as above; the rest are given back in one statement
 //! (due again next round, no attempt counted). Queued rows count against the
 //! claim's size, so what one round claims is what the free call slots can
 //! start soon, and rounds do not wait for slow calls: one slow producer
@@ -28,7 +53,7 @@
 //!
 //! What an answer does:
 //! - `commit` / `rollback`: the row goes from PREPARED to the answer,
-//!   guarded by the claim's version, counted as an attempt and audited as
+//!   guarded by the claim's version (or the row's current one, see above), counted as an attempt and audited as
 //!   `verifier`; a commit claims the send and is handed to this instance's
 //!   forwarder (the fast path). The call records and the decisions of calls
 //!   that finish together are written in batches ([`writes`]);
@@ -42,16 +67,14 @@
 //! [`crate::store`]) and alerted once (`quarantined`); it is never checked
 //! back, and the rest of the round goes ahead.
 //!
-//! Writes after a call are guarded by the claim's `version`, so a claimer whose
-//! lease ran out (and whose row someone else took) changes nothing.
-//!
 //! Where it lives: this file holds the settings, the outcomes and the
 //! [`Verifier`] itself; `rounds.rs` its loop (claim, start or queue, drain on
-//! shutdown); `queue.rs` the rows waiting for their producer's free slot;
-//! `check.rs` what one call does to its row; [`client`] the call, [`limit`]
+//! shutdown); [`claim`] how long a claimed row is held; `queue.rs` the rows
+//! waiting for their producer's free slot; `check.rs` what one call does to its row; [`client`] the call, [`limit`]
 //! the per-producer limits and [`writes`] the batched writes after a call.
 
 mod check;
+mod claim;
 mod client;
 mod limit;
 mod queue;
@@ -68,7 +91,7 @@ use crate::alert::Alerter;
 use crate::backoff::Backoff;
 use crate::handoff::CommitListener;
 use crate::registry::Registry;
-use crate::store::DynStore;
+use crate::store::{DynStore, VerifyLease};
 use client::CheckClient;
 use limit::ProducerLimits;
 use queue::Queue;
@@ -87,12 +110,10 @@ pub struct VerifierConfig {
     pub interval: Duration,
     /// Rows claimed per round at most.
     pub batch: u32,
-    /// How long a claim lasts.
-    pub lease: Duration,
-    /// The longest one call may take (`--verify-timeout-max`), whatever a
-    /// registration says: the lease is longer, so a claim always outlasts
-    /// its call.
-    pub max_timeout: Duration,
+    /// How long a claim lasts: each row's call (its producer's timeout, at
+    /// most `--verify-timeout-max`, whatever a registration says) plus
+    /// `--verify-lease-margin`.
+    pub lease: VerifyLease,
     /// Calls in flight in all.
     pub concurrency: usize,
     /// Calls in flight to one producer at most; each producer's limit starts

@@ -1,17 +1,18 @@
 //! Claimed rows waiting for a free call slot of their producer, in this
 //! instance's memory: at most the producer's limit of rows each, started as
-//! its calls end, given back when their claim could no longer outlast a call.
+//! its calls end, given back when their own claim could no longer outlast
+//! their call.
 
 use std::collections::{HashMap, VecDeque};
-use std::time::Instant;
 
+use super::claim::Claim;
 use super::Inner;
 use crate::store::Message;
 
 /// The rows, by producer, oldest claim first.
 #[derive(Default)]
 pub(super) struct Queue {
-    pub(super) rows: HashMap<String, VecDeque<(Message, Instant)>>,
+    pub(super) rows: HashMap<String, VecDeque<Claim>>,
     pub(super) len: usize,
 }
 
@@ -20,22 +21,22 @@ impl Queue {
         self.rows.get(biz_id).map_or(0, VecDeque::len)
     }
 
-    pub(super) fn push(&mut self, m: Message, claimed_at: Instant) {
-        self.add_one(&m).push_back((m, claimed_at));
+    pub(super) fn push(&mut self, c: Claim) {
+        self.add_one(&c).push_back(c);
     }
 
     /// Puts back a row just popped: it keeps its place at the head.
-    pub(super) fn push_front(&mut self, m: Message, claimed_at: Instant) {
-        self.add_one(&m).push_front((m, claimed_at));
+    pub(super) fn push_front(&mut self, c: Claim) {
+        self.add_one(&c).push_front(c);
     }
 
     /// Counts one more row and returns its producer's queue.
-    fn add_one(&mut self, m: &Message) -> &mut VecDeque<(Message, Instant)> {
+    fn add_one(&mut self, c: &Claim) -> &mut VecDeque<Claim> {
         self.len += 1;
-        self.rows.entry(m.biz_id.clone()).or_default()
+        self.rows.entry(c.message.biz_id.clone()).or_default()
     }
 
-    pub(super) fn pop(&mut self, biz_id: &str) -> Option<(Message, Instant)> {
+    pub(super) fn pop(&mut self, biz_id: &str) -> Option<Claim> {
         let rows = self.rows.get_mut(biz_id)?;
         let row = rows.pop_front();
         if rows.is_empty() {
@@ -51,7 +52,7 @@ impl Queue {
         self.len = 0;
         self.rows
             .drain()
-            .flat_map(|(_, rows)| rows.into_iter().map(|(m, _)| m))
+            .flat_map(|(_, rows)| rows.into_iter().map(|c| c.message))
             .collect()
     }
 }

@@ -4,13 +4,14 @@
 //! round. On shutdown the queue is given back and calls in flight get the
 //! grace period.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
-use super::{Outcome, Verifier};
+use super::claim::Claim;
+use super::{Inner, Outcome, Verifier};
 use crate::store::{Message, StoreResult};
 
 /// What one round did, for tests and logs.
@@ -122,7 +123,7 @@ impl Verifier {
         }
         let queued = self.inner.lock_queue().take_all();
         if !queued.is_empty() {
-            self.give_back(&queued).await;
+            self.inner.give_back(&queued).await;
         }
         let in_flight = calls.len();
         if in_flight > 0 {
@@ -157,32 +158,34 @@ impl Verifier {
         if limit == 0 {
             return Ok(report);
         }
+        // Before the claim: each row's claim is counted from here, so it runs
+        // out on this instance's clock no later than in the database.
+        let asked = Instant::now();
         let claimed = self
             .inner
             .store
             .claim_due_verifies(limit, cfg.lease)
             .await?;
-        let claimed_at = Instant::now();
         report.claimed = claimed.messages.len();
         report.quarantined = claimed.quarantined.len();
         self.inner.alerter.quarantined(&claimed.quarantined);
         let mut give_back = Vec::new();
-        for m in claimed.messages {
-            let Some(m) = self.try_start(m, calls) else {
+        for c in Claim::all(claimed.messages, claimed.claimed_at, asked, &cfg.lease) {
+            let Some(c) = self.try_start(c, calls) else {
                 report.started += 1;
                 continue;
             };
-            let room = self.inner.limits.limit(&m.biz_id);
+            let room = self.inner.limits.limit(&c.message.biz_id);
             let mut queue = self.inner.lock_queue();
-            if queue.waiting(&m.biz_id) < room {
-                queue.push(m, claimed_at);
+            if queue.waiting(&c.message.biz_id) < room {
+                queue.push(c);
                 report.queued += 1;
             } else {
-                give_back.push(m);
+                give_back.push(c.message);
             }
         }
-        let released = self.give_back(&give_back).await;
-        report.outcomes.extend(released);
+        let released = self.inner.give_back(&give_back).await;
+        report.outcomes.extend(vec![released; give_back.len()]);
         tracing::debug!(
             limit = report.limit,
             claimed = report.claimed,
@@ -194,19 +197,19 @@ impl Verifier {
         Ok(report)
     }
 
-    /// Starts the call for `m` if its producer and the verifier have a free
-    /// slot; otherwise hands `m` back.
-    fn try_start(&self, m: Message, calls: &mut JoinSet<Outcome>) -> Option<Message> {
-        let Some(producer) = self.inner.limits.try_acquire(&m.biz_id) else {
-            return Some(m);
+    /// Starts the call for `c` if its producer and the verifier have a free
+    /// slot; otherwise hands `c` back.
+    fn try_start(&self, c: Claim, calls: &mut JoinSet<Outcome>) -> Option<Claim> {
+        let Some(producer) = self.inner.limits.try_acquire(&c.message.biz_id) else {
+            return Some(c);
         };
         let Ok(overall) = self.inner.slots.clone().try_acquire_owned() else {
-            return Some(m);
+            return Some(c);
         };
         let inner = self.inner.clone();
         calls.spawn(async move {
             let _slot = overall;
-            inner.check_one(m, producer).await
+            inner.check_one(c, producer).await
         });
         None
     }
@@ -228,60 +231,58 @@ impl Verifier {
     }
 
     /// Starts the queued rows whose producers have a free slot now, and gives
-    /// back those whose claim could no longer outlast a call.
+    /// back those whose own claim could no longer outlast their call.
     async fn start_queued(&self, calls: &mut JoinSet<Outcome>) -> FromQueue {
-        let cfg = &self.inner.cfg;
+        let lease = &self.inner.cfg.lease;
         let mut started = 0;
         let mut expired = Vec::new();
-        // A call started later than this after its claim could outlive it.
-        let usable = cfg
-            .lease
-            .saturating_sub(cfg.max_timeout.saturating_add(QUEUE_MARGIN));
         {
             let mut queue = self.inner.lock_queue();
             let producers: Vec<String> = queue.rows.keys().cloned().collect();
             for biz_id in producers {
-                while let Some((m, claimed_at)) = queue.pop(&biz_id) {
-                    if claimed_at.elapsed() > usable {
-                        expired.push(m);
+                while let Some(c) = queue.pop(&biz_id) {
+                    if !c.may_start(lease) {
+                        expired.push(c.message);
                         continue;
                     }
-                    match self.try_start(m, calls) {
+                    match self.try_start(c, calls) {
                         None => started += 1,
-                        Some(m) => {
-                            queue.push_front(m, claimed_at);
+                        Some(c) => {
+                            queue.push_front(c);
                             break;
                         }
                     }
                 }
             }
         }
+        let released = self.inner.give_back(&expired).await;
         FromQueue {
             started,
-            released: self.give_back(&expired).await,
+            released: vec![released; expired.len()],
         }
     }
+}
 
-    /// Gives claimed rows back in one statement; one outcome per row.
-    async fn give_back(&self, rows: &[Message]) -> Vec<Outcome> {
+impl Inner {
+    /// Gives claimed rows back in one statement (due again after one
+    /// interval, no attempt counted); the outcome of each.
+    pub(super) async fn give_back(&self, rows: &[Message]) -> Outcome {
         if rows.is_empty() {
-            return Vec::new();
+            return Outcome::Released;
         }
         let claims: Vec<(u64, u64)> = rows.iter().map(|m| (m.id, m.version)).collect();
-        let given_back = self
-            .inner
+        match self
             .store
-            .release_verifies(&claims, self.inner.cfg.interval)
-            .await;
-        let outcome = match given_back {
+            .release_verifies(&claims, self.cfg.interval)
+            .await
+        {
             Ok(_) => Outcome::Released,
             Err(e) => {
                 tracing::warn!(rows = rows.len(), error = %e,
                     "giving back check-back claims failed; they come back after their lease");
                 Outcome::Error
             }
-        };
-        vec![outcome; rows.len()]
+        }
     }
 }
 
@@ -292,10 +293,6 @@ struct FromQueue {
     /// One outcome per row given back because its claim ran too short.
     released: Vec<Outcome>,
 }
-
-/// How much longer than a call a queued row's claim must still last for the
-/// call to start.
-const QUEUE_MARGIN: Duration = Duration::from_secs(1);
 
 #[cfg(test)]
 mod tests {

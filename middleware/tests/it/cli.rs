@@ -49,9 +49,13 @@ fn zero_workers_batches_and_intervals_are_refused_with_a_line_naming_the_flag() 
     ] {
         assert_refused(&[flag, "0"], &[flag, "at least 1"]);
     }
-    for flag in ["--sweep-interval", "--verify-interval", "--verify-lease"] {
+    for flag in ["--sweep-interval", "--verify-interval"] {
         assert_refused(&[flag, "0s"], &[flag, "longer than 0"]);
     }
+    assert_refused(
+        &["--verify-lease-margin", "500ms"],
+        &["--verify-lease-margin", "at least 1s"],
+    );
 }
 
 #[test]
@@ -67,22 +71,7 @@ fn a_lease_shorter_than_what_it_covers_is_refused_with_a_line_naming_both_flags(
         ],
         &["--send-lease (20s)", "--kafka-message-timeout (30s)"],
     );
-    assert_refused(
-        &[
-            "--verify-timeout-max",
-            "10s",
-            "--verify-lease",
-            "10s",
-            "--verify-timeout",
-            "5s",
-        ],
-        &["--verify-lease (10s)", "--verify-timeout-max (10s)"],
-    );
     // A registration may ask for check-back calls of up to 2 min by default.
-    assert_refused(
-        &["--verify-lease", "2m"],
-        &["--verify-lease (2m)", "--verify-timeout-max (2m)"],
-    );
     assert_refused(
         &["--verify-timeout", "3m"],
         &["--verify-timeout (3m)", "--verify-timeout-max (2m)"],

@@ -2,6 +2,8 @@
 //! setting aside (quarantining) those this version cannot read, so that one
 //! bad row never fails every claim that reaches it.
 
+use std::time::Duration;
+
 use sqlx::Executor;
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
@@ -9,7 +11,7 @@ use super::audit::{insert_audits, AuditRow};
 use super::effects::clip_error;
 use super::row::{lossy_text, message_from_row, SqlRow};
 use super::{Bind, Dialect};
-use crate::store::{Actor, Message, Quarantined, StoreError, StoreResult};
+use crate::store::{Actor, Message, Quarantined, StoreError, StoreResult, VerifyLease};
 
 /// Which due rows a claim takes; it says what a quarantine of one of them
 /// writes.
@@ -47,6 +49,26 @@ impl ClaimKind {
         match self {
             Self::Sends => "status = 'COMMITTED' AND send_status = 'PENDING'",
             Self::Verifies => "status = 'PREPARED'",
+        }
+    }
+}
+
+/// How long a claim lasts.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::store) enum Lease {
+    /// The same span for every row (`--send-lease`).
+    Every(Duration),
+    /// Each row as long as its producer's call may take, plus a margin.
+    Verify(VerifyLease),
+}
+
+impl Lease {
+    /// The claim on a row whose producer is registered with `timeout_ms`
+    /// (None: not registered, or a row that cannot be read).
+    pub(in crate::store) fn span(self, timeout_ms: Option<u32>) -> Duration {
+        match self {
+            Self::Every(d) => d,
+            Self::Verify(v) => v.covering(timeout_ms),
         }
     }
 }

@@ -30,7 +30,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{Database, Encode, IntoArguments, Type};
 
 pub(super) use audit::{audit_insert, audit_trail, insert_audits, AuditRow};
-pub(super) use claim::{decode_claimed, quarantine, ClaimKind};
+pub(super) use claim::{decode_claimed, quarantine, ClaimKind, Lease};
 pub(super) use effects::{clip_error, transition_effects};
 pub(super) use row::{
     bind_prepare, bind_producer, column_error, message_from_row, producer_from_row, SqlRow,

@@ -131,15 +131,8 @@ async fn bad_registrations_are_refused_with_a_reason() {
 
 #[tokio::test]
 async fn a_check_back_timeout_over_verify_timeout_max_is_refused_naming_the_limit() {
-    let app = TestApp::spawn_sqlite(&[
-        "--verify-timeout",
-        "1s",
-        "--verify-timeout-max",
-        "2s",
-        "--verify-lease",
-        "3s",
-    ])
-    .await;
+    let app =
+        TestApp::spawn_sqlite(&["--verify-timeout", "1s", "--verify-timeout-max", "2s"]).await;
     let (status, body) = app
         .put_producer(
             "orders",

@@ -281,7 +281,7 @@ pub(crate) async fn a_decision_batch_with_rows_held_has_the_outcomes_of_reading_
     // Changed behind the holder's back: a verifier claim bumps the version,
     // and another instance's commit decides the row.
     let claim = s
-        .claim_due_verifies(10, Duration::from_secs(30))
+        .claim_due_verifies(10, lasting(Duration::from_secs(30)))
         .await
         .unwrap();
     assert_eq!(

@@ -348,7 +348,11 @@ pub(crate) async fn reverify_transition_applies_only_to_a_verify_failed_row_and_
             s.audit_trail(m.id).await.unwrap()[1].reason,
             "producer fixed its check endpoint"
         );
-        let claimed = s.claim_due_verifies(10, LATER).await.unwrap().messages;
+        let claimed = s
+            .claim_due_verifies(10, lasting(LATER))
+            .await
+            .unwrap()
+            .messages;
         assert_eq!(
             claimed.iter().map(|c| c.id).collect::<Vec<_>>(),
             [m.id],
@@ -367,7 +371,7 @@ pub(crate) async fn a_transition_with_a_stale_version_matches_nothing(s: &DynSto
     let before = arrange(s, State::Prepared, Due::Now).await.unwrap();
     // A verifier claims the row (version 0 → 1); a writer still holding version 0 loses.
     let claimed = s
-        .claim_due_verifies(10, LATER)
+        .claim_due_verifies(10, lasting(LATER))
         .await
         .unwrap()
         .messages

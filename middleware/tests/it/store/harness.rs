@@ -8,7 +8,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use trustmsg::store::{
     self, Actor, AuditEntry, Claimed, DecideOutcome, DecideRequest, DynStore, Inserted, Message,
-    NewMessage, SentMark, Store, Target, Transition,
+    NewMessage, SentMark, Store, Target, Transition, VerifyLease,
 };
 use trustmsg_verify_api::MessageStatus;
 
@@ -16,6 +16,15 @@ use trustmsg_tests as common;
 pub(crate) const BIZ: &str = "shop";
 /// Far enough out that nothing arranged with it becomes due during a test.
 pub(crate) const LATER: Duration = Duration::from_secs(3600);
+/// A check-back lease of `d` for a row of a producer that is not registered
+/// (as none of [`BIZ`]'s rows' is): `d` is then the longest call plus the margin.
+pub(crate) fn lasting(d: Duration) -> VerifyLease {
+    VerifyLease {
+        margin: d / 2,
+        max_timeout: d - d / 2,
+    }
+}
+
 /// An id no test ever creates.
 pub(crate) const UNKNOWN_ID: u64 = 987_654_321;
 
@@ -111,6 +120,26 @@ impl Backend {
                 .map(|done| done.rows_affected()),
         }
         .unwrap_or_else(|e| panic!("raw SQL failed: {e}"))
+    }
+
+    /// On MySQL, a transaction holding `biz_id`'s producer row locked (as an
+    /// update of the registration does) until it is dropped; None on SQLite,
+    /// which locks no rows.
+    pub(crate) async fn lock_producer(
+        &self,
+        biz_id: &str,
+    ) -> Option<sqlx::Transaction<'static, sqlx::MySql>> {
+        let Raw::MySql(p) = &self.raw else {
+            return None;
+        };
+        let mut tx = p.begin().await.expect("begin");
+        let locked = sqlx::query("SELECT biz_id FROM producers WHERE biz_id = ? FOR UPDATE")
+            .bind(biz_id)
+            .fetch_all(&mut *tx)
+            .await
+            .expect("lock the producer row");
+        assert_eq!(locked.len(), 1, "{biz_id} is registered");
+        Some(tx)
     }
 
     /// The integer `sql` selects (one `?`, bound to `id`), straight from the database.

@@ -95,6 +95,7 @@ conformance! {
     verifies: [
         claim_due_verifies_takes_only_prepared_rows_that_are_due,
         claim_due_verifies_skips_claimed_rows_until_a_short_lease_runs_out,
+        a_check_back_claim_lasts_each_rows_producer_timeout_plus_the_margin,
         reschedule_verify_applies_only_to_a_prepared_row,
         release_verifies_hands_claims_back_without_counting_an_attempt,
     ],

@@ -98,13 +98,15 @@ pub(crate) async fn an_unreadable_row_is_quarantined_and_the_rest_of_its_verify_
 
     let short = Duration::from_millis(300);
     let claimed = s
-        .claim_due_verifies(10, short)
+        .claim_due_verifies(10, lasting(short))
         .await
         .expect("one unreadable row does not fail the claim");
     assert_eq!(ids(&claimed.messages), [good_a.id, good_b.id]);
     assert_quarantined(&claimed.quarantined, bad.id);
 
-    let again = claim_eventually(|| async { s.claim_due_verifies(10, LATER).await.unwrap() }).await;
+    let again =
+        claim_eventually(|| async { s.claim_due_verifies(10, lasting(LATER)).await.unwrap() })
+            .await;
     assert_eq!(ids(&again.messages), [good_a.id, good_b.id]);
     assert_eq!(
         again.quarantined,

@@ -1,12 +1,14 @@
 //! Check-back scheduling: claims of due PREPARED rows with a lease, retries
 //! that count an attempt, and releases that do not.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use trustmsg::store::DynStore;
+use trustmsg::store::{DynStore, Inserted, NewMessage, ProducerRecord, VerifyLease};
 use trustmsg_verify_api::MessageStatus;
 
 use crate::store::harness::*;
+use crate::store::producers::producer_record;
 
 pub(crate) async fn claim_due_verifies_takes_only_prepared_rows_that_are_due(s: &DynStore) {
     let s = s.as_ref();
@@ -25,7 +27,11 @@ pub(crate) async fn claim_due_verifies_takes_only_prepared_rows_that_are_due(s: 
 
     let lease = Duration::from_secs(45);
     let t0 = s.now().await.unwrap();
-    let claimed = s.claim_due_verifies(100, lease).await.unwrap().messages;
+    let claimed = s
+        .claim_due_verifies(100, lasting(lease))
+        .await
+        .unwrap()
+        .messages;
     let t1 = s.now().await.unwrap();
     assert_eq!(
         claimed.iter().map(|m| m.id).collect::<Vec<_>>(),
@@ -60,19 +66,27 @@ pub(crate) async fn claim_due_verifies_skips_claimed_rows_until_a_short_lease_ru
     let s = s.as_ref();
     let before = arrange(s, State::Prepared, Due::Now).await.unwrap();
     let lease = Duration::from_millis(300);
-    let first = s.claim_due_verifies(10, lease).await.unwrap().messages;
+    let first = s
+        .claim_due_verifies(10, lasting(lease))
+        .await
+        .unwrap()
+        .messages;
     assert_eq!(first.len(), 1);
     assert!(
-        s.claim_due_verifies(10, lease)
+        s.claim_due_verifies(10, lasting(lease))
             .await
             .unwrap()
             .messages
             .is_empty(),
         "a claimed row is not claimed again within its lease"
     );
-    let again =
-        claim_eventually(|| async { s.claim_due_verifies(10, LATER).await.unwrap().messages })
-            .await;
+    let again = claim_eventually(|| async {
+        s.claim_due_verifies(10, lasting(LATER))
+            .await
+            .unwrap()
+            .messages
+    })
+    .await;
     let now = s.now().await.unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].id, before.id);
@@ -81,6 +95,75 @@ pub(crate) async fn claim_due_verifies_skips_claimed_rows_until_a_short_lease_ru
         now >= first[0].next_verify_at.unwrap(),
         "reclaimed before the lease ran out"
     );
+}
+
+pub(crate) async fn a_check_back_claim_lasts_each_rows_producer_timeout_plus_the_margin(
+    b: &Backend,
+) {
+    let s = b.store.as_ref();
+    // Two producers with their own timeouts, one registered above the cap,
+    // and BIZ, which is not registered.
+    for (biz_id, timeout_ms) in [("fast", 2_000), ("mid", 7_500), ("slow", 90_000)] {
+        s.upsert_producer(&ProducerRecord {
+            verify_timeout_ms: timeout_ms,
+            ..producer_record(biz_id)
+        })
+        .await
+        .unwrap();
+    }
+    let mut want = BTreeMap::new();
+    for (biz_id, key, secs) in [
+        ("fast", "f-1", 7_000),
+        ("mid", "m-1", 12_500),
+        ("fast", "f-2", 7_000),
+        ("slow", "s-1", 65_000),
+        (BIZ, "u-1", 65_000),
+    ] {
+        let new = NewMessage {
+            biz_id: biz_id.into(),
+            ..new_message(key, Duration::ZERO)
+        };
+        let Inserted::Created(m) = s.insert_prepared(&new).await.unwrap() else {
+            panic!("{key} not created");
+        };
+        want.insert(m.id, (key, chrono::Duration::milliseconds(secs)));
+    }
+    let lease = VerifyLease {
+        margin: Duration::from_secs(5),
+        max_timeout: Duration::from_secs(60),
+    };
+    // Someone holds a registration locked meanwhile: the claim neither waits
+    // for it nor skips that producer's rows.
+    let held = b.lock_producer("fast").await;
+    let t0 = s.now().await.unwrap();
+    let claimed = tokio::time::timeout(Duration::from_secs(5), s.claim_due_verifies(10, lease))
+        .await
+        .expect("the claim does not wait for a locked registration")
+        .unwrap();
+    let t1 = s.now().await.unwrap();
+    drop(held);
+    let at = claimed
+        .claimed_at
+        .expect("a claim that took rows says when");
+    assert!(t0 <= at && at <= t1, "{at} vs {t0}..{t1}");
+    assert_eq!(
+        claimed.messages.iter().map(|m| m.id).collect::<Vec<_>>(),
+        want.keys().copied().collect::<Vec<_>>(),
+        "every due row is claimed"
+    );
+    for m in &claimed.messages {
+        let (key, lasts) = want[&m.id];
+        assert_eq!(
+            m.next_verify_at,
+            Some(at + lasts),
+            "{key}: its producer's timeout (at most the cap) plus the margin"
+        );
+        assert_eq!(
+            s.find_message_by_id(m.id).await.unwrap().as_ref(),
+            Some(m),
+            "{key}: the claimed message is the row as stored"
+        );
+    }
 }
 
 pub(crate) async fn reschedule_verify_applies_only_to_a_prepared_row(s: &DynStore) {

@@ -213,17 +213,12 @@ async fn held_producer(
 #[tokio::test]
 async fn rows_beyond_a_producers_limit_wait_in_its_queue_and_go_back_at_shutdown() {
     // Holds its one call until the end: the producer stays at its limit.
-    let (app, server, ids, called) = held_producer(
-        &["--verify-lease", "1h", "--shutdown-grace", "200ms"],
-        60_000,
-        4,
-    )
-    .await;
+    let (app, server, ids, called) = held_producer(&["--shutdown-grace", "200ms"], 60_000, 4).await;
 
-    // The rows under a claim (a due time past half the lease) other than the
-    // called one, with the claim's version.
+    // The rows under a claim (60 s timeout + 5 s margin: a due time more
+    // than 30 s ahead) other than the called one, with the claim's version.
     let held = async || {
-        let soon = app.store().now().await.unwrap() + chrono::Duration::minutes(30);
+        let soon = app.store().now().await.unwrap() + chrono::Duration::seconds(30);
         let mut held = BTreeSet::new();
         for id in ids.iter().filter(|id| **id != called) {
             let m = message(&app, *id).await;
@@ -269,27 +264,64 @@ async fn rows_beyond_a_producers_limit_wait_in_its_queue_and_go_back_at_shutdown
     app.db.drop_db().await;
 }
 
+/// A row queued for its producer's slot is held for its own producer's call
+/// plus the margin, not for the longest call any producer may register, and
+/// starts on that claim when a slot frees up within the first half of the
+/// margin.
+#[tokio::test]
+async fn a_queued_row_is_held_for_its_own_producers_call_and_starts_on_that_claim() {
+    // 3 s timeout + 5 s margin (the default), with calls of up to 2 min
+    // allowed (the default --verify-timeout-max).
+    let (app, server, ids, called) = held_producer(&[], 3000, 2).await;
+    let queued = *ids.iter().find(|id| **id != called).unwrap();
+    let mut claim = None;
+    eventually(15, "the other row claimed and queued", async || {
+        let now = app.store().now().await.unwrap();
+        let m = message(&app, queued).await;
+        claim = m
+            .next_verify_at
+            .filter(|t| *t > now + chrono::Duration::seconds(2))
+            .map(|t| (m.version, t - now));
+        claim.is_some()
+    })
+    .await;
+    let (queued_version, left) = claim.unwrap();
+    assert!(
+        left <= chrono::Duration::seconds(8),
+        "claimed for its producer's 3 s call plus the 5 s margin, not longer: {left}"
+    );
+    // It waits a while for the producer's one slot, less than the half of
+    // the margin it may wait.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    server.open_gate();
+    eventually(15, "both rows committed", async || {
+        all_have_status(&app, &ids, MessageStatus::Committed).await
+    })
+    .await;
+    let m = message(&app, queued).await;
+    assert_eq!(
+        m.version,
+        queued_version + 1,
+        "called and committed on the claim it was queued with: {m:?}"
+    );
+    assert_eq!(m.verify_attempts, 1, "{m:?}");
+    let calls = server.per_key_calls();
+    assert!(
+        calls.len() == 2 && calls.values().all(|n| *n == 1),
+        "each row called once: {calls:?}"
+    );
+    app.finish().await;
+}
+
 /// A row queued for its producer's slot keeps its claim while it waits; once
-/// that claim could no longer outlast a call (the lease less the longest
-/// timeout a producer may register, less a margin), the row is given back
-/// and claimed anew before it is called, never called on the old claim.
+/// that claim could no longer outlast its call (its producer's timeout plus
+/// half the margin), the row is given back and claimed anew before it is
+/// called, never called on the old claim.
 #[tokio::test]
 async fn a_queued_row_whose_claim_grew_too_old_is_given_back_and_claimed_anew_before_its_call() {
-    // A call may start up to 0.5 s after its claim: 4.5 s lease, 3 s longest
-    // timeout, 1 s margin.
-    let (app, server, ids, called) = held_producer(
-        &[
-            "--verify-lease",
-            "4500ms",
-            "--verify-timeout-max",
-            "3s",
-            "--verify-timeout",
-            "3s",
-        ],
-        3000,
-        2,
-    )
-    .await;
+    // A call may start up to 1 s after its claim: 3 s timeout + 2 s margin,
+    // half of which is left for the writes after the call.
+    let (app, server, ids, called) = held_producer(&["--verify-lease-margin", "2s"], 3000, 2).await;
     let queued = *ids.iter().find(|id| **id != called).unwrap();
     // The other row waits in the queue under a claim (due far ahead).
     let mut claim = None;
@@ -304,7 +336,7 @@ async fn a_queued_row_whose_claim_grew_too_old_is_given_back_and_claimed_anew_be
     })
     .await;
     let queued_version = claim.unwrap();
-    // Past the half second a queued claim is good for, the call ends.
+    // Past the second a queued claim is good for, the call ends.
     tokio::time::sleep(Duration::from_millis(1200)).await;
     assert_eq!(
         message(&app, queued).await.version,

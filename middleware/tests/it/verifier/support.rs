@@ -11,7 +11,7 @@ use trustmsg::alert::Alerter;
 use trustmsg::backoff::Backoff;
 use trustmsg::handoff::CommitListener;
 use trustmsg::registry::Registry;
-use trustmsg::store::Message;
+use trustmsg::store::{Message, VerifyLease};
 use trustmsg::verifier::{Verifier, VerifierConfig};
 use trustmsg_tests::{prepare_body, CheckServer, TestApp};
 use trustmsg_verify_api::MessageStatus;
@@ -77,8 +77,12 @@ pub(crate) fn stepped_config() -> VerifierConfig {
     VerifierConfig {
         interval: Duration::from_millis(20),
         batch: 64,
-        lease: Duration::from_secs(60),
-        max_timeout: Duration::from_secs(30),
+        // A margin long enough that no queued row is ever given back for
+        // lack of time in a stepped test.
+        lease: VerifyLease {
+            margin: Duration::from_secs(30),
+            max_timeout: Duration::from_secs(30),
+        },
         concurrency: 64,
         concurrency_per_producer: 64,
         backoff: Backoff {
