@@ -79,6 +79,56 @@ async fn commits_decided_together_hand_the_forwarder_each_row_as_stored() {
     app.finish().await;
 }
 
+/// A claim that ran out before the answer was written (the database slower
+/// than the margin, and another instance took the row over meanwhile) does
+/// not lose the answer: the row, still PREPARED under a newer version, takes
+/// it. A row the producer decided meanwhile keeps that decision.
+#[tokio::test]
+async fn an_answer_written_after_its_claim_ran_out_still_decides_a_row_nobody_decided() {
+    let app = TestApp::spawn(&["--no-verifier"]).await;
+    let server = CheckServer::start().await;
+    let token = register(&app, "orders", &server, json!({})).await;
+    server.default_reply(Reply::GatedCommit);
+    let taken_over = prepare(&app, &token, "orders", "taken-over").await;
+    let decided = prepare(&app, &token, "orders", "decided").await;
+    let (verifier, listener) = recording_verifier(&app);
+    let round = tokio::spawn(async move { verifier.process_batch().await });
+    eventually(15, "both calls in flight", async || {
+        server.per_key_calls().len() == 2
+    })
+    .await;
+    // Another claim on the one (a release bumps the version as a claim
+    // does); the producer's own rollback of the other.
+    let m = message(&app, taken_over).await;
+    let moved = app
+        .store()
+        .release_verifies(&[(m.id, m.version)], std::time::Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(moved, 1);
+    let (status, _) = app
+        .rollback(Some(&token), &decision_body("orders", "decided"))
+        .await;
+    assert_eq!(status, 200);
+    server.open_gate();
+
+    let mut outcomes = round.await.unwrap().unwrap().outcomes;
+    outcomes.sort_by_key(|o| *o != Outcome::Committed);
+    assert_eq!(outcomes, vec![Outcome::Committed, Outcome::Lost]);
+    let m = message(&app, taken_over).await;
+    assert_eq!(m.status, MessageStatus::Committed, "{m:?}");
+    assert_eq!(m.verify_attempts, 1, "one call, one attempt: {m:?}");
+    assert_eq!(
+        listener.committed.lock().unwrap().clone(),
+        vec![m],
+        "the commit is handed to the forwarder as stored"
+    );
+    let d = message(&app, decided).await;
+    assert_eq!(d.status, MessageStatus::RolledBack, "the producer's own decision stands");
+    assert_eq!(d.verify_attempts, 0);
+    app.finish().await;
+}
+
 #[tokio::test]
 async fn a_rollback_answer_rolls_back_through_the_running_service() {
     let app = TestApp::spawn(FAST).await;
