@@ -11,3 +11,4 @@ mod dev;
 mod five_classes;
 mod kill9;
 mod tail;
+mod verify_lease;
