@@ -45,7 +45,11 @@ async fn after_a_kill_9_mid_check_back_another_instance_decides_every_row_within
     let producer = Producer::new(&first.url(), "shop", token).unwrap();
     for i in 0..N {
         producer
-            .prepare(&Message::new(format!("k-{i}"), TOPIC, format!("payload {i}")))
+            .prepare(&Message::new(
+                format!("k-{i}"),
+                TOPIC,
+                format!("payload {i}"),
+            ))
             .await
             .unwrap();
     }
@@ -88,7 +92,7 @@ async fn after_a_kill_9_mid_check_back_another_instance_decides_every_row_within
         "{} of {N} not decided {took:?} after the second instance was ready: {left:?}",
         left.len()
     );
-    // The figure docs/operations.md quotes (run with --no-capture to see it).
+    // The figure docs/architecture.md quotes (run with --no-capture to see it).
     eprintln!("verify_lease: all {N} committed {took:?} after the second instance was ready");
     db.drop_db().await;
 }

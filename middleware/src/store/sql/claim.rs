@@ -1,6 +1,6 @@
-//! Claimed rows: which rows a claim takes, decoding them one by one, and
-//! setting aside (quarantining) those this version cannot read, so that one
-//! bad row never fails every claim that reaches it.
+//! Claimed rows: which rows a claim takes, how long it holds each, decoding
+//! them one by one, and setting aside (quarantining) those this version
+//! cannot read, so that one bad row never fails every claim that reaches it.
 
 use std::time::Duration;
 

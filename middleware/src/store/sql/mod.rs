@@ -13,8 +13,9 @@
 //! due-time arithmetic) stays in the backend's own file.
 //!
 //! One file per job: [`row`] what a row holds (the column lists, decoding a
-//! row, binding a prepare or a registration); [`claim`] decoding claimed
-//! rows one by one and quarantining the unreadable; [`audit`] the audit row
+//! row, binding a prepare or a registration); [`claim`] how long a claim
+//! holds each row, decoding claimed rows one by one and quarantining the
+//! unreadable; [`audit`] the audit row
 //! of each kind of change, its INSERT and its read-back; [`effects`] what a
 //! transition sets and errors clipped to their column; [`statements`] the
 //! statements whose SQL is the same on both backends. This file holds

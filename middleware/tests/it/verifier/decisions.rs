@@ -124,7 +124,11 @@ async fn an_answer_written_after_its_claim_ran_out_still_decides_a_row_nobody_de
         "the commit is handed to the forwarder as stored"
     );
     let d = message(&app, decided).await;
-    assert_eq!(d.status, MessageStatus::RolledBack, "the producer's own decision stands");
+    assert_eq!(
+        d.status,
+        MessageStatus::RolledBack,
+        "the producer's own decision stands"
+    );
     assert_eq!(d.verify_attempts, 0);
     app.finish().await;
 }
