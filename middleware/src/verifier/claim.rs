@@ -67,6 +67,6 @@ impl Claim {
 /// What a call leaves of its claim, at least, for the writes after it: half
 /// the margin. The other half is what a claimed row may wait for a free call
 /// slot of its producer.
-pub(super) fn for_writes(lease: &VerifyLease) -> Duration {
+fn for_writes(lease: &VerifyLease) -> Duration {
     lease.margin / 2
 }
