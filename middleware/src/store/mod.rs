@@ -246,9 +246,12 @@ pub trait Store: Send + Sync + 'static {
     async fn release_verifies(&self, claims: &[(u64, u64)], delay: Duration) -> StoreResult<u64>;
 
     /// Flags up to `limit` messages that have been waiting for `wait` longer
-    /// than `older_than` and were never flagged, and returns the ones this
-    /// call flagged. Each message is flagged once, by one caller, ever, so
-    /// alerting on what this returns alerts exactly once across instances.
+    /// than `older_than` (since their commit or prepare, or since an
+    /// operator's redeliver or re-verify put them back) and were not flagged
+    /// for it, and returns the ones this call flagged. Each message is
+    /// flagged once per kind of wait, by one caller, until an operator puts
+    /// it back in that queue, so alerting on what this returns alerts exactly
+    /// once across instances.
     /// Flagging changes neither the state nor the version: a claim in flight
     /// on the row stays valid.
     async fn flag_overdue(

@@ -169,6 +169,7 @@ impl Dialect for MySql {
     }
 
     const MINUS_SPAN: &'static str = " - INTERVAL ? MICROSECOND";
+    const GREATEST: &'static str = "GREATEST";
 
     fn span(d: Duration) -> i64 {
         micros(d)
@@ -271,7 +272,15 @@ fn transition_update(t: &Transition, at: Option<DateTime<Utc>>) -> QueryBuilder<
         .push_bind(to)
         .push(" = 'PREPARED', ");
     push_now(&mut q);
-    q.push(", NULL), next_send_at = IF(").push_bind(to);
+    // A re-verify puts the message back in check-back's queue: its overdue
+    // alert is due again, counted from now.
+    q.push(", NULL), verify_overdue_alerted = IF(")
+        .push_bind(to)
+        .push(" = 'PREPARED', FALSE, verify_overdue_alerted), requeued_at = IF(")
+        .push_bind(to)
+        .push(" = 'PREPARED', ");
+    push_now(&mut q);
+    q.push(", requeued_at), next_send_at = IF(").push_bind(to);
     match at {
         Some(now) => {
             q.push(" = 'COMMITTED', ")
@@ -669,7 +678,8 @@ impl Store for MySqlStore {
         let mut tx = self.pool.begin().await?;
         let done = sqlx::query(
             "UPDATE messages SET send_status = 'PENDING', send_attempts = 0, \
-             next_send_at = UTC_TIMESTAMP(3), version = version + 1, updated_at = UTC_TIMESTAMP(3) \
+             next_send_at = UTC_TIMESTAMP(3), version = version + 1, updated_at = UTC_TIMESTAMP(3), \
+             send_overdue_alerted = FALSE, requeued_at = UTC_TIMESTAMP(3) \
              WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'SEND_FAILED'",
         )
         .bind(id)

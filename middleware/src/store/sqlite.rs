@@ -123,6 +123,7 @@ impl Dialect for Sqlite {
     }
 
     const MINUS_SPAN: &'static str = " - ?";
+    const GREATEST: &'static str = "MAX";
 
     fn span(d: Duration) -> i64 {
         millis(d)
@@ -268,6 +269,8 @@ impl Store for SqliteStore {
              verify_attempts = CASE WHEN ?1 = 'PREPARED' THEN 0 ELSE verify_attempts + ?3 END, \
              last_error = COALESCE(?4, last_error), \
              next_verify_at = CASE WHEN ?1 = 'PREPARED' THEN {NOW_MS} END, \
+             verify_overdue_alerted = CASE WHEN ?1 = 'PREPARED' THEN 0 ELSE verify_overdue_alerted END, \
+             requeued_at = CASE WHEN ?1 = 'PREPARED' THEN {NOW_MS} ELSE requeued_at END, \
              next_send_at = CASE WHEN ?1 = 'COMMITTED' THEN {NOW_MS} + ?5 END, \
              decided_at = CASE WHEN ?1 IN ('COMMITTED', 'ROLLED_BACK', 'VERIFY_FAILED') \
                  THEN {NOW_MS} ELSE decided_at END, \
@@ -383,7 +386,8 @@ impl Store for SqliteStore {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE messages SET send_status = 'PENDING', send_attempts = 0, \
-             next_send_at = {NOW_MS}, version = version + 1, updated_at = {NOW_MS} \
+             next_send_at = {NOW_MS}, version = version + 1, updated_at = {NOW_MS}, \
+             send_overdue_alerted = 0, requeued_at = {NOW_MS} \
              WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'SEND_FAILED' \
              RETURNING {MESSAGE_COLUMNS}"
         )))

@@ -66,6 +66,8 @@ pub(in crate::store) trait Dialect:
     const MINUS_SPAN: &'static str;
     /// `d` as [`Dialect::MINUS_SPAN`] binds it.
     fn span(d: std::time::Duration) -> i64;
+    /// The scalar function that picks the latest of its arguments.
+    const GREATEST: &'static str;
     /// How a time is bound, compared with stored times.
     type Time: Bind<Self>;
     /// `t` as this dialect binds it.

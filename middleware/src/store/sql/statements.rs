@@ -18,8 +18,10 @@ use crate::store::{
 
 /// [`crate::store::Store::flag_overdue`]: reads the candidates, then flags each with
 /// an UPDATE guarded by the flag and the state, so of several instances
-/// scanning at once exactly one flags (and alerts) each message. A
-/// quarantined row (its due column NULL) has had its alert already.
+/// scanning at once exactly one flags (and alerts) each message. Each kind
+/// of wait has its own flag (a message alerted `verify_overdue` can still be
+/// alerted `send_overdue`), which an operator's redeliver or re-verify
+/// clears. A quarantined row (its due column NULL) has had its alert already.
 pub(in crate::store) async fn flag_overdue<D>(
     pool: &sqlx::Pool<D>,
     wait: Wait,
@@ -31,14 +33,26 @@ where
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
     i64: Bind<D>,
 {
-    let (kind, since, attempts) = match wait {
-        Wait::Send => (ClaimKind::Sends, "decided_at", "send_attempts"),
-        Wait::Decision => (ClaimKind::Verifies, "created_at", "verify_attempts"),
+    let (kind, since, attempts, flag) = match wait {
+        Wait::Send => (
+            ClaimKind::Sends,
+            "decided_at",
+            "send_attempts",
+            "send_overdue_alerted",
+        ),
+        Wait::Decision => (
+            ClaimKind::Verifies,
+            "created_at",
+            "verify_attempts",
+            "verify_overdue_alerted",
+        ),
     };
     let state = kind.state();
+    // An operator's redeliver or re-verify starts the wait again.
+    let since = format!("{}({since}, COALESCE(requeued_at, {since}))", D::GREATEST);
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT id, biz_id, message_key, {attempts} AS attempts, {since} AS since, last_error \
-         FROM messages WHERE {state} AND {due} IS NOT NULL AND overdue_alerted = 0 \
+         FROM messages WHERE {state} AND {due} IS NOT NULL AND {flag} = 0 \
          AND {since} < {now}{minus} ORDER BY id LIMIT ?",
         due = kind.due_column(),
         now = D::NOW,
@@ -52,8 +66,7 @@ where
     for row in &rows {
         let id = row.unsigned("id")?;
         let done = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE messages SET overdue_alerted = 1 \
-             WHERE id = ? AND overdue_alerted = 0 AND {state}"
+            "UPDATE messages SET {flag} = 1 WHERE id = ? AND {flag} = 0 AND {state}"
         )))
         .bind(D::int(id))
         .execute(pool)

@@ -118,6 +118,9 @@ conformance! {
         flag_overdue_finds_each_pending_send_once_and_touches_nothing_else,
         flag_overdue_finds_each_undecided_prepare_once_and_touches_nothing_else,
         flag_overdue_takes_at_most_the_limit_and_the_rest_next_time,
+        a_message_alerted_verify_overdue_is_alerted_send_overdue_after_its_commit,
+        a_redelivered_message_is_alerted_send_overdue_again_counted_from_the_redeliver,
+        a_re_verified_message_is_alerted_verify_overdue_again_counted_from_the_re_verify,
     ],
     operators: [
         listed_messages_are_filtered_newest_first_and_paged_without_skips,
