@@ -6,6 +6,7 @@ mod harness;
 
 mod backlog;
 mod barrier_race;
+mod bulk;
 mod canary;
 mod dev;
 mod five_classes;

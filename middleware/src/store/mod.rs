@@ -43,7 +43,7 @@ pub use decide::{decide, decide_batch, decide_batch_known, DecideOutcome, Decide
 pub use model::{
     Actor, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message,
     MessageFilter, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, Quarantined,
-    SentMark, Transition, Wait,
+    Requeue, RequeuedChunk, SentMark, Transition, Wait,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should
@@ -226,6 +226,28 @@ pub trait Store: Send + Sync + 'static {
         actor: &Actor,
         reason: &str,
     ) -> StoreResult<Option<Message>>;
+
+    /// One chunk of an operator's bulk redeliver or re-verify, in one
+    /// transaction: the first `limit` rows by id above `after_id` that match
+    /// `filter` and are in the state `requeue` applies to (SEND_FAILED, or
+    /// VERIFY_FAILED) are locked, changed as [`Store::redeliver`] or a
+    /// re-verify transition changes one (version bumped, so a stale claim
+    /// matches nothing) and audited with `actor` and `reason`. All of the
+    /// chunk or none of it is written; a row in another state is never
+    /// touched, so running a bulk action again changes only what is left.
+    async fn requeue_chunk(
+        &self,
+        requeue: Requeue,
+        filter: &MessageFilter,
+        after_id: u64,
+        limit: u32,
+        actor: &Actor,
+        reason: &str,
+    ) -> StoreResult<RequeuedChunk>;
+    /// How many rows [`Store::requeue_chunk`] would change for `filter` now
+    /// (a bulk action's dry run).
+    async fn count_requeueable(&self, requeue: Requeue, filter: &MessageFilter)
+        -> StoreResult<u64>;
 
     /// Claims up to `limit` PREPARED rows whose check-back is due, like
     /// [`Store::claim_due_sends`].

@@ -19,8 +19,8 @@ use super::sql::{
 };
 use super::{
     Actor, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message,
-    MessageFilter, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, SentMark, Store,
-    StoreError, StoreResult, Transition, Wait,
+    MessageFilter, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, Requeue,
+    RequeuedChunk, SentMark, Store, StoreError, StoreResult, Transition, Wait,
 };
 
 /// The MySQL/MariaDB store.
@@ -676,12 +676,11 @@ impl Store for MySqlStore {
         reason: &str,
     ) -> StoreResult<Option<Message>> {
         let mut tx = self.pool.begin().await?;
-        let done = sqlx::query(
-            "UPDATE messages SET send_status = 'PENDING', send_attempts = 0, \
-             next_send_at = UTC_TIMESTAMP(3), version = version + 1, updated_at = UTC_TIMESTAMP(3), \
-             send_overdue_alerted = FALSE, requeued_at = UTC_TIMESTAMP(3) \
+        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE messages SET {} \
              WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'SEND_FAILED'",
-        )
+            sql::requeue_set(Requeue::Redeliver, MySql::NOW)
+        )))
         .bind(id)
         .bind(version)
         .execute(&mut *tx)
@@ -693,6 +692,38 @@ impl Store for MySqlStore {
         let row = select_messages_by_ids(&mut *tx, &[id]).await?.pop();
         tx.commit().await?;
         Ok(row)
+    }
+
+    async fn requeue_chunk(
+        &self,
+        requeue: Requeue,
+        filter: &MessageFilter,
+        after_id: u64,
+        limit: u32,
+        actor: &Actor,
+        reason: &str,
+    ) -> StoreResult<RequeuedChunk> {
+        let mut tx = self.pool.begin().await?;
+        let chunk = sql::requeue_chunk::<MySql>(
+            &mut tx,
+            " FOR UPDATE",
+            requeue,
+            filter,
+            (after_id, limit),
+            actor,
+            reason,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(chunk)
+    }
+
+    async fn count_requeueable(
+        &self,
+        requeue: Requeue,
+        filter: &MessageFilter,
+    ) -> StoreResult<u64> {
+        sql::count_requeueable(&self.pool, requeue, filter).await
     }
 
     async fn claim_due_verifies(&self, limit: u32, lease: Duration) -> StoreResult<Claimed> {

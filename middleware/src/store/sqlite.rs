@@ -35,8 +35,8 @@ use super::sql::{
 };
 use super::{
     Actor, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message,
-    MessageFilter, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, SentMark, Store,
-    StoreError, StoreResult, Transition, Wait,
+    MessageFilter, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, Requeue,
+    RequeuedChunk, SentMark, Store, StoreError, StoreResult, Transition, Wait,
 };
 
 /// The database clock as INTEGER ms since the epoch. `julianday('now')` holds
@@ -385,11 +385,10 @@ impl Store for SqliteStore {
     ) -> StoreResult<Option<Message>> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE messages SET send_status = 'PENDING', send_attempts = 0, \
-             next_send_at = {NOW_MS}, version = version + 1, updated_at = {NOW_MS}, \
-             send_overdue_alerted = 0, requeued_at = {NOW_MS} \
+            "UPDATE messages SET {} \
              WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'SEND_FAILED' \
-             RETURNING {MESSAGE_COLUMNS}"
+             RETURNING {MESSAGE_COLUMNS}",
+            sql::requeue_set(Requeue::Redeliver, NOW_MS)
         )))
         .bind(sql_int(id))
         .bind(sql_int(version))
@@ -401,6 +400,38 @@ impl Store for SqliteStore {
         sql::insert_audits(&mut *tx, &[AuditRow::redeliver(id, actor, reason)]).await?;
         tx.commit().await?;
         Ok(Some(row))
+    }
+
+    async fn requeue_chunk(
+        &self,
+        requeue: Requeue,
+        filter: &MessageFilter,
+        after_id: u64,
+        limit: u32,
+        actor: &Actor,
+        reason: &str,
+    ) -> StoreResult<RequeuedChunk> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let chunk = sql::requeue_chunk::<Sqlite>(
+            &mut tx,
+            "",
+            requeue,
+            filter,
+            (after_id, limit),
+            actor,
+            reason,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(chunk)
+    }
+
+    async fn count_requeueable(
+        &self,
+        requeue: Requeue,
+        filter: &MessageFilter,
+    ) -> StoreResult<u64> {
+        sql::count_requeueable(&self.pool, requeue, filter).await
     }
 
     async fn claim_due_verifies(&self, limit: u32, lease: Duration) -> StoreResult<Claimed> {

@@ -16,13 +16,15 @@
 //! row, binding a prepare or a registration); [`claim`] decoding claimed
 //! rows one by one and quarantining the unreadable; [`audit`] the audit row
 //! of each kind of change, its INSERT and its read-back; [`effects`] what a
-//! transition sets and errors clipped to their column; [`statements`] the
+//! transition sets and errors clipped to their column; [`requeue`] an
+//! operator's redeliver and re-verify, one or in bulk; [`statements`] the
 //! statements whose SQL is the same on both backends. This file holds
 //! [`Dialect`] and what it builds on ([`Bind`], [`Query`]).
 
 mod audit;
 mod claim;
 mod effects;
+mod requeue;
 mod row;
 mod statements;
 
@@ -32,6 +34,7 @@ use sqlx::{Database, Encode, IntoArguments, Type};
 pub(super) use audit::{audit_insert, audit_trail, insert_audits, AuditRow};
 pub(super) use claim::{decode_claimed, quarantine, ClaimKind};
 pub(super) use effects::{clip_error, transition_effects};
+pub(super) use requeue::{count_requeueable, requeue_chunk, requeue_set};
 pub(super) use row::{
     bind_prepare, bind_producer, column_error, message_from_row, producer_from_row, SqlRow,
     MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,

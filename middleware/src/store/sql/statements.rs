@@ -107,6 +107,33 @@ where
     let mut q = QueryBuilder::<D>::new(format!(
         "SELECT {columns}, LENGTH(payload) AS payload_size FROM messages WHERE 1 = 1"
     ));
+    push_filter(&mut q, f);
+    if let Some(id) = before {
+        q.push(" AND id < ").push_bind(D::int(id));
+    }
+    q.push(" ORDER BY id DESC LIMIT ")
+        .push_bind(i64::from(limit));
+    q.build()
+        .fetch_all(pool)
+        .await?
+        .iter()
+        .map(|row| {
+            let mut view = message_from_row(row)?.view();
+            let size = row.opt_i64("payload_size")?.unwrap_or(0);
+            view.payload_size = u64::try_from(size).unwrap_or(0);
+            Ok(view)
+        })
+        .collect()
+}
+
+/// Appends ` AND …` for each condition of `f`, for the operators' list and
+/// their bulk actions alike.
+pub(in crate::store) fn push_filter<D>(q: &mut QueryBuilder<D>, f: &MessageFilter)
+where
+    D: Dialect,
+    String: Bind<D>,
+    &'static str: Bind<D>,
+{
     if let Some(s) = f.status {
         q.push(" AND status = ").push_bind(s.as_str());
     }
@@ -125,22 +152,6 @@ where
     if let Some(t) = f.created_before {
         q.push(" AND created_at < ").push_bind(D::time(t));
     }
-    if let Some(id) = before {
-        q.push(" AND id < ").push_bind(D::int(id));
-    }
-    q.push(" ORDER BY id DESC LIMIT ")
-        .push_bind(i64::from(limit));
-    q.build()
-        .fetch_all(pool)
-        .await?
-        .iter()
-        .map(|row| {
-            let mut view = message_from_row(row)?.view();
-            let size = row.opt_i64("payload_size")?.unwrap_or(0);
-            view.payload_size = u64::try_from(size).unwrap_or(0);
-            Ok(view)
-        })
-        .collect()
 }
 
 /// [`crate::store::Store::summary`]: one grouped scan.

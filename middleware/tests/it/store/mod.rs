@@ -14,6 +14,7 @@
 //! added.
 
 mod batches;
+mod bulk;
 mod clock;
 mod decisions;
 mod harness;
@@ -132,6 +133,11 @@ conformance! {
     ],
     clock: [
         times_come_from_the_database_clock_in_utc_with_millisecond_precision,
+    ],
+    bulk: [
+        a_bulk_redeliver_changes_every_send_failed_row_of_the_filter_once_in_chunks,
+        a_bulk_reverify_changes_every_verify_failed_row_of_the_filter_once_in_chunks,
+        a_claim_from_before_a_bulk_redeliver_matches_nothing,
     ],
 }
 
