@@ -11,4 +11,5 @@ mod canary;
 mod dev;
 mod five_classes;
 mod kill9;
+mod no_forwarder;
 mod tail;

@@ -207,6 +207,13 @@ pub trait Store: Send + Sync + 'static {
         error: &str,
         delay: Duration,
     ) -> StoreResult<bool>;
+    /// Gives back send claims a commit took for this instance's forwarder
+    /// when the fast path could not take them (its channel full, the
+    /// forwarder stopping): each row, named by its claim's `(id, version)`,
+    /// is due at once for any sweeper instead of after the lease. Returns
+    /// how many matched; a stale claim (the row changed meanwhile) matches
+    /// nothing. The version stays: nobody was sending under the claim.
+    async fn release_sends(&self, claims: &[(u64, u64)]) -> StoreResult<u64>;
     /// Gives up sending: SEND_FAILED with the error and an audit row.
     async fn mark_send_failed(
         &self,

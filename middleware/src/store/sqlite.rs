@@ -349,6 +349,10 @@ impl Store for SqliteStore {
         self.retry_send_later(id, version, error, delay, 0).await
     }
 
+    async fn release_sends(&self, claims: &[(u64, u64)]) -> StoreResult<u64> {
+        sql::release_sends(&self.pool, claims).await
+    }
+
     async fn mark_send_failed(
         &self,
         id: u64,

@@ -119,26 +119,35 @@ pub(crate) async fn resolve(
         return Err(not_now(&m, "resolve", ALLOWED));
     }
     let commit = matches!(req.decision, OperatorDecision::Commit);
-    let outcome = store::decide(
-        state.store.as_ref(),
-        DecideRequest {
-            target: Target::Id(m.id),
-            commit,
-            actor: actor.clone(),
-            reason,
-            send_lease: state.send_lease,
-            verify_attempt: false,
-        },
-    )
-    .await?;
+    let request = DecideRequest {
+        target: Target::Id(m.id),
+        commit,
+        actor: actor.clone(),
+        reason,
+        send_lease: state.send_lease,
+        verify_attempt: false,
+    };
+    // The decision and its hand-off to the forwarder run on their own task:
+    // a request cut off after the commit is written still hands it over,
+    // instead of leaving the row claimed for a send that never starts.
+    let (store, commits) = (state.store.clone(), state.commits.clone());
+    let decided = tokio::spawn(async move {
+        let outcome = store::decide(store.as_ref(), request).await;
+        if let Ok(DecideOutcome::Decided(done)) = &outcome {
+            if commit {
+                commits.committed(done.clone());
+            }
+        }
+        outcome
+    });
+    let outcome = match decided.await {
+        Ok(outcome) => outcome?,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    };
     match outcome {
         DecideOutcome::Decided(done) => {
             tracing::info!(message_id = done.id, %actor, commit, "resolved by an operator");
-            let view = done.view();
-            if commit {
-                state.commits.committed(done);
-            }
-            Ok(axum::Json(view))
+            Ok(axum::Json(done.view()))
         }
         DecideOutcome::AlreadyDecided(now) | DecideOutcome::Conflict(now) => {
             Err(not_now(&now, "resolve", ALLOWED))

@@ -41,8 +41,8 @@ pub(super) use row::{
 };
 pub(super) use statements::{
     backlog, check_attempts, delete_producer, find_message, find_producer, flag_overdue,
-    list_messages, list_producers, ping, purge_finished, record_check_attempts, set_producer_token,
-    summary,
+    list_messages, list_producers, ping, purge_finished, record_check_attempts, release_sends,
+    set_producer_token, summary,
 };
 
 /// A value both backends can bind.

@@ -87,6 +87,42 @@ where
     Ok(flagged)
 }
 
+/// [`crate::store::Store::release_sends`]: one guarded UPDATE for the lot.
+/// The ids alone come first so MariaDB finds the rows by the primary key.
+pub(in crate::store) async fn release_sends<D>(
+    pool: &sqlx::Pool<D>,
+    claims: &[(u64, u64)],
+) -> StoreResult<u64>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+{
+    if claims.is_empty() {
+        return Ok(0);
+    }
+    let mut q = QueryBuilder::<D>::new(format!(
+        "UPDATE messages SET next_send_at = {} \
+         WHERE status = 'COMMITTED' AND send_status = 'PENDING' AND id IN (",
+        D::NOW
+    ));
+    let mut ids = q.separated(", ");
+    for (id, _) in claims {
+        ids.push_bind(D::int(*id));
+    }
+    q.push(") AND (");
+    let mut guards = q.separated(" OR ");
+    for (id, version) in claims {
+        guards
+            .push("(id = ")
+            .push_bind_unseparated(D::int(*id))
+            .push_unseparated(" AND version = ")
+            .push_bind_unseparated(D::int(*version))
+            .push_unseparated(")");
+    }
+    q.push(")");
+    Ok(D::rows_affected(&q.build().execute(pool).await?))
+}
+
 /// [`crate::store::Store::list_messages`]: the filter's conditions, a keyset bound
 /// and `ORDER BY id DESC`, reading an empty payload and its length instead
 /// of the payload itself.
