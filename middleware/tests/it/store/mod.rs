@@ -92,6 +92,7 @@ conformance! {
         reschedule_send_applies_only_to_a_pending_row,
         postpone_send_reschedules_only_a_pending_row_without_counting_an_attempt,
         mark_send_failed_applies_only_to_a_pending_row_and_audits_it,
+        release_sends_makes_only_the_named_pending_claims_due_at_once,
     ],
     verifies: [
         claim_due_verifies_takes_only_prepared_rows_that_are_due,
