@@ -55,14 +55,14 @@ async fn a_commit_made_on_an_instance_without_a_forwarder_is_sent_at_once_by_ano
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commits_beyond_a_full_fast_path_are_released_and_sent_at_once_by_another_instance() {
     // `busy` forwards to a cluster that is down, one send at a time: its
-    // first send hangs for its 10 s message timeout, so its fast path
+    // first send hangs for its 4 s message timeout, so its fast path
     // (room for 4, and 1 waiting for the send slot) is soon full.
     let (dead, live) = (MockKafka::start(1), MockKafka::start(1));
     dead.create_topic("orders", 1);
     live.create_topic("orders", 1);
     dead.brokers_down();
     let mut busy_flags = long_lease(dead.bootstrap());
-    set_flag(&mut busy_flags, "--kafka-message-timeout", "10s");
+    set_flag(&mut busy_flags, "--kafka-message-timeout", "4s");
     busy_flags.extend(["--send-concurrency", "1"].map(String::from));
     let busy = TestApp::spawn(&refs(&busy_flags)).await;
     let other = TestApp::spawn_on(busy.db.share(), &refs(&long_lease(live.bootstrap()))).await;
