@@ -21,6 +21,12 @@
 //! them late would only delay the callers still waiting. Skipping is checked
 //! when a batch is taken and before each one-by-one retry.
 //!
+//! A commit is handed to this instance's forwarder (the fast path, which its
+//! claim is for) here, by the worker that wrote it, not by the request that
+//! asked for it: a request cut off after its commit was written, or whose
+//! client hung up, would otherwise leave the row claimed for a forwarder that
+//! never hears of it, unsent until the claim runs out.
+//!
 //! The queues, the workers and the batch collection are [`crate::batcher`]'s;
 //! this module says what a batch of prepares or decisions writes.
 //!
@@ -47,7 +53,10 @@ use std::time::Duration;
 
 use moka::future::Cache;
 
+use trustmsg_verify_api::MessageStatus;
+
 use crate::batcher::{skip_abandoned, BatchWrite, Batcher, Job};
+use crate::handoff::CommitListener;
 use crate::store::{
     self, Actor, DecideOutcome, DecideRequest, DynStore, Inserted, Message, NewMessage, StoreError,
     StoreResult, Target,
@@ -108,7 +117,8 @@ pub(crate) struct WriteSettings {
     pub(crate) workers: NonZeroUsize,
     /// Most jobs in one batch.
     pub(crate) max_batch: NonZeroUsize,
-    /// The send claim a commit takes (see the forwarder).
+    /// The send claim a commit takes for this instance's forwarder (zero
+    /// without one: due at once for any other).
     pub(crate) send_lease: Duration,
     /// How long one store call of a batch may take (twice `--request-timeout`).
     pub(crate) deadline: Duration,
@@ -117,9 +127,14 @@ pub(crate) struct WriteSettings {
 }
 
 impl Coalescer {
-    /// Starts the batching tasks for each kind of write. They end when the
-    /// last `Coalescer` clone is dropped.
-    pub(crate) fn start(store: DynStore, settings: WriteSettings) -> Self {
+    /// Starts the batching tasks for each kind of write; every commit they
+    /// write is told to `commits`. They end when the last `Coalescer` clone
+    /// is dropped.
+    pub(crate) fn start(
+        store: DynStore,
+        settings: WriteSettings,
+        commits: Arc<dyn CommitListener>,
+    ) -> Self {
         let (workers, max_batch) = (settings.workers.get(), settings.max_batch.get());
         let queue = max_batch.saturating_mul(workers).saturating_mul(4);
         let rows = prepared_rows(settings.prepared_cache_bytes);
@@ -130,6 +145,7 @@ impl Coalescer {
         };
         let decisions = WriteDecisions {
             store,
+            commits,
             send_lease: settings.send_lease,
             deadline: settings.deadline,
             rows,
@@ -252,9 +268,22 @@ fn request(d: &Decision, send_lease: Duration) -> DecideRequest<'_> {
 /// Writes decisions: one guarded UPDATE plus one audit INSERT per batch.
 struct WriteDecisions {
     store: DynStore,
+    commits: Arc<dyn CommitListener>,
     send_lease: Duration,
     deadline: Duration,
     rows: Option<PreparedRows>,
+}
+
+impl WriteDecisions {
+    /// A commit this batch made goes to the fast path whether or not its
+    /// caller is still waiting (see the module docs).
+    fn hand_off(&self, outcome: &DecideOutcome) {
+        if let DecideOutcome::Decided(m) = outcome {
+            if m.status == MessageStatus::Committed {
+                self.commits.committed(m.clone());
+            }
+        }
+    }
 }
 
 impl BatchWrite<Decision, StoreResult<DecideOutcome>> for WriteDecisions {
@@ -289,6 +318,7 @@ impl BatchWrite<Decision, StoreResult<DecideOutcome>> for WriteDecisions {
             Ok(outcomes) => {
                 drop(reqs);
                 for (job, outcome) in jobs.drain(..).zip(outcomes) {
+                    self.hand_off(&outcome);
                     job.answer(Ok(outcome));
                 }
             }
@@ -308,6 +338,9 @@ impl BatchWrite<Decision, StoreResult<DecideOutcome>> for WriteDecisions {
                     }
                     let write = store::decide(store.as_ref(), request(&job.input, send_lease));
                     let outcome = within(deadline, write).await;
+                    if let Ok(decided) = &outcome {
+                        self.hand_off(decided);
+                    }
                     job.answer(outcome);
                 }
             }

@@ -195,6 +195,7 @@ pub struct ForwarderArgs {
     pub kafka_message_timeout: Duration,
 
     /// How long a claim on a committed row lasts; must exceed the Kafka message timeout.
+    /// (An instance without a forwarder takes no claim on its commits.)
     #[arg(long, env = "TRUSTMSG_SEND_LEASE", default_value = "60s", value_parser = positive_duration)]
     pub send_lease: Duration,
 
@@ -465,7 +466,6 @@ impl ServeArgs {
         }
         let f = &self.forwarder;
         let v = &self.verifier;
-        let send_lease = f.send_lease;
         self.check_record_limit()?;
         if v.verify_timeout > v.verify_timeout_max {
             return Err(ConfigError(format!(
@@ -476,6 +476,13 @@ impl ServeArgs {
             )));
         }
         let forwarding = self.forwarding()?;
+        // A commit claims its send for this instance's forwarder (the fast
+        // path); with none here, it claims nothing and is due at once for
+        // another instance's sweeper instead of waiting out a lease.
+        let send_lease = match forwarding {
+            Forwarding::Kafka { .. } => f.send_lease,
+            Forwarding::Off { .. } => Duration::ZERO,
+        };
         let verifier = if v.no_verifier {
             None
         } else {
@@ -940,6 +947,11 @@ mod tests {
         assert_eq!(s.writes.workers.get(), 3);
         let off = parse(&[]).unwrap().settings().unwrap();
         assert!(matches!(off.forwarding, Forwarding::Off { .. }));
+        assert_eq!(
+            (off.writes.send_lease, off.verifier.map(|v| v.send_lease)),
+            (Duration::ZERO, Some(Duration::ZERO)),
+            "without a forwarder a commit claims nothing: it is due at once"
+        );
     }
 
     #[test]

@@ -12,11 +12,14 @@
 //! longer than `--alert-verify-overdue-after` after their prepare, and fires
 //! one `send_overdue` / `verify_overdue` alert for each.
 //!
-//! Exactly once: the store flags each message it returns with a guarded
-//! UPDATE (`overdue_alerted`), so of all the instances' watches exactly one
-//! returns, and alerts, each message, once in its life. The flag changes
-//! neither the state nor the version, so a claim in flight on the row is not
-//! disturbed.
+//! Exactly once per wait: the store flags each message it returns with a
+//! guarded UPDATE of that wait's flag (`send_overdue_alerted`,
+//! `verify_overdue_alerted`), so of all the instances' watches exactly one
+//! returns, and alerts, each message, once for each kind of wait. An
+//! operator's redeliver or re-verify clears its flag and starts the wait
+//! again, so a message put back in its queue that waits too long again is
+//! alerted again. The flag changes neither the state nor the version, so a
+//! claim in flight on the row is not disturbed.
 
 use std::time::Duration;
 

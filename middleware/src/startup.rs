@@ -114,7 +114,7 @@ impl Application {
         let task = backlog::spawn(store.clone(), cfg.backlog_interval, shutdown.clone());
         workers.push(liveness.watch("backlog", task, shutdown.clone()));
         let state = AppState::new(Shared {
-            writes: Coalescer::start(store.clone(), cfg.writes),
+            writes: Coalescer::start(store.clone(), cfg.writes, commits.clone()),
             store: store.clone(),
             registry,
             auth: cfg.auth,

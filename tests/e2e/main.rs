@@ -6,9 +6,11 @@ mod harness;
 
 mod backlog;
 mod barrier_race;
+mod bulk;
 mod canary;
 mod dev;
 mod five_classes;
 mod kill9;
+mod no_forwarder;
 mod tail;
 mod verify_lease;

@@ -173,10 +173,14 @@ pub struct BulkRequest {
 /// What a bulk action did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct BulkResult {
-    /// Messages the filter matched that the action applies to.
+    /// Messages the filter matched that the action applies to: on a dry
+    /// run, counted at once; otherwise the ones found in the repaired state
+    /// as the action went through them in id order, chunk by chunk (a
+    /// message changed by someone else first is not counted).
     pub matched: u64,
-    /// Of those, the ones this call changed (0 on a dry run); the rest were
-    /// changed by someone else meanwhile and left as they are.
+    /// Of those, the ones this call changed, each with its audit row (0 on
+    /// a dry run). A repeat changes only what is still in the repaired
+    /// state.
     pub changed: u64,
 }
 

@@ -152,14 +152,9 @@ async fn decide(
         .decide(req.biz_id.clone(), req.message_key.clone(), commit)
         .await?;
     match outcome {
-        DecideOutcome::Decided(m) => {
-            let view = m.view();
-            if commit {
-                state.commits.committed(m);
-            }
-            Ok(axum::Json(view))
-        }
-        DecideOutcome::AlreadyDecided(m) => Ok(axum::Json(m.view())),
+        // A commit was handed to the forwarder by the write itself (see
+        // `coalesce`), even if this request is cut off now.
+        DecideOutcome::Decided(m) | DecideOutcome::AlreadyDecided(m) => Ok(axum::Json(m.view())),
         DecideOutcome::Conflict(m) => Err(ApiError::conflict(
             if commit {
                 "already_rolled_back"

@@ -104,7 +104,8 @@ pub(crate) struct Shared {
     pub(crate) liveness: crate::liveness::Liveness,
 }
 
-/// The whole API, every route under the request deadline.
+/// The whole API, every route under the request deadline but the bulk
+/// actions, whose every chunk is.
 pub(crate) fn router(state: AppState) -> Router {
     let shed = middleware::from_fn_with_state(state.in_flight.clone(), load_shed::shed_load);
     let deadline = middleware::from_fn_with_state(state.request_timeout, deadline);
@@ -112,14 +113,18 @@ pub(crate) fn router(state: AppState) -> Router {
         .merge(messages::router(&state))
         .merge(producers::router(&state))
         .merge(admin::router(&state))
-        .route_layer(shed);
-    Router::new()
+        .route_layer(shed.clone());
+    let bulk = admin::bulk_router(&state).route_layer(shed);
+    let timed = Router::new()
         .merge(api)
         .merge(health::router())
         .merge(console::router())
+        .layer(deadline);
+    Router::new()
+        .merge(timed)
+        .merge(bulk)
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
-        .layer(deadline)
         .with_state(state)
 }
 

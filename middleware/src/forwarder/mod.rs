@@ -10,7 +10,9 @@
 //!   carries the message id header for de-duplication.
 //! - **Fast.** A commit claims the row in the same UPDATE and hands it to this
 //!   instance's forwarder at once ([`ForwarderHandle`]); the sweeper only picks
-//!   up retries, expired claims and anything the fast path could not take.
+//!   up retries, expired claims and anything the fast path could not take,
+//!   which is released (due at once, see [`release`]) rather than left to
+//!   wait out its claim. An instance without a forwarder claims nothing.
 //! - **No double claim.** The sweeper claims with `FOR UPDATE SKIP LOCKED` and
 //!   pushes the lease out, and every later write (SENT, retry, SEND_FAILED) is
 //!   guarded by the claim's `version`, so a stale owner's write matches nothing.
@@ -35,6 +37,7 @@
 //!   leaves everything else to the lease.
 
 pub(crate) mod kafka;
+mod release;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,6 +52,7 @@ use crate::backoff::Backoff;
 use crate::handoff::CommitListener;
 use crate::store::{Actor, DynStore, Message, SentMark};
 use kafka::{KafkaSink, SendError};
+use release::Releaser;
 
 /// How the forwarder behaves.
 #[derive(Debug, Clone)]
@@ -143,14 +147,20 @@ impl Forwarder {
     /// Starts the background worker. The handle is this instance's
     /// [`CommitListener`]; the task ends after `cancel` and the drain.
     pub(crate) fn spawn(self, cancel: CancellationToken) -> (ForwarderHandle, JoinHandle<()>) {
-        // Room for a good burst of commits; beyond it a commit waits for its
-        // lease and the sweeper instead of blocking the API.
+        // Room for a good burst of commits; beyond it a commit is released
+        // to the sweeper (due at once) instead of blocking the API.
         let (tx, rx) = mpsc::channel(self.inner.cfg.concurrency.max(1) * 4);
-        let task = tokio::spawn(self.run(rx, cancel));
-        (ForwarderHandle { tx }, task)
+        let releaser = Releaser::start(self.inner.store.clone());
+        let task = tokio::spawn(self.run(rx, releaser.clone(), cancel));
+        (ForwarderHandle { tx, releaser }, task)
     }
 
-    async fn run(self, mut fast: mpsc::Receiver<Message>, cancel: CancellationToken) {
+    async fn run(
+        self,
+        mut fast: mpsc::Receiver<Message>,
+        releaser: Releaser,
+        cancel: CancellationToken,
+    ) {
         let cfg = self.inner.cfg.clone();
         let permits = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
         let (mark_tx, mark_rx) = mpsc::channel::<SentMark>(4096);
@@ -190,9 +200,15 @@ impl Forwarder {
             }
         }
 
-        // Drain: no new claims; in-flight sends get the grace period, then
-        // whatever is left is abandoned to its lease (a duplicate at worst).
-        drop(fast);
+        // Drain: no new claims; commits handed over but not started are
+        // released to the other instances' sweepers; in-flight sends get the
+        // grace period, then whatever is left is abandoned to its lease (a
+        // duplicate at worst).
+        fast.close();
+        while let Ok(m) = fast.try_recv() {
+            releaser.release(&m);
+        }
+        drop(releaser);
         let drained = tokio::time::timeout(cfg.shutdown_grace, async {
             while inflight.join_next().await.is_some() {}
         })
@@ -400,17 +416,19 @@ async fn write_marks(store: DynStore, mut rx: mpsc::Receiver<SentMark>, max_batc
     }
 }
 
-/// This instance's [`CommitListener`]: hands commits to the running worker.
+/// This instance's [`CommitListener`]: hands commits to the running worker,
+/// or, when it has no room (or is stopping), releases their claims.
 #[derive(Debug, Clone)]
 pub(crate) struct ForwarderHandle {
     tx: mpsc::Sender<Message>,
+    releaser: Releaser,
 }
 
 impl CommitListener for ForwarderHandle {
     fn committed(&self, message: Message) {
         if let Err(e) = self.tx.try_send(message) {
-            // The row keeps its claim; once the lease runs out the sweeper sends it.
-            tracing::debug!(error = %e, "fast path unavailable; the sweeper will send after the lease");
+            tracing::debug!(error = %e, "fast path unavailable; the commit is released to the sweepers");
+            self.releaser.release(&e.into_inner());
         }
     }
 }

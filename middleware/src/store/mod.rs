@@ -45,7 +45,7 @@ pub use decide::{decide, decide_batch, decide_batch_known, DecideOutcome, Decide
 pub use model::{
     Actor, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message,
     MessageFilter, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, Quarantined,
-    SentMark, Transition, VerifyLease, Wait,
+    Requeue, RequeuedChunk, SentMark, Transition, VerifyLease, Wait,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should
@@ -209,6 +209,13 @@ pub trait Store: Send + Sync + 'static {
         error: &str,
         delay: Duration,
     ) -> StoreResult<bool>;
+    /// Gives back send claims a commit took for this instance's forwarder
+    /// when the fast path could not take them (its channel full, the
+    /// forwarder stopping): each row, named by its claim's `(id, version)`,
+    /// is due at once for any sweeper instead of after the lease. Returns
+    /// how many matched; a stale claim (the row changed meanwhile) matches
+    /// nothing. The version stays: nobody was sending under the claim.
+    async fn release_sends(&self, claims: &[(u64, u64)]) -> StoreResult<u64>;
     /// Gives up sending: SEND_FAILED with the error and an audit row.
     async fn mark_send_failed(
         &self,
@@ -228,6 +235,28 @@ pub trait Store: Send + Sync + 'static {
         actor: &Actor,
         reason: &str,
     ) -> StoreResult<Option<Message>>;
+
+    /// One chunk of an operator's bulk redeliver or re-verify, in one
+    /// transaction: the first `limit` rows by id above `after_id` that match
+    /// `filter` and are in the state `requeue` applies to (SEND_FAILED, or
+    /// VERIFY_FAILED) are locked, changed as [`Store::redeliver`] or a
+    /// re-verify transition changes one (version bumped, so a stale claim
+    /// matches nothing) and audited with `actor` and `reason`. All of the
+    /// chunk or none of it is written; a row in another state is never
+    /// touched, so running a bulk action again changes only what is left.
+    async fn requeue_chunk(
+        &self,
+        requeue: Requeue,
+        filter: &MessageFilter,
+        after_id: u64,
+        limit: u32,
+        actor: &Actor,
+        reason: &str,
+    ) -> StoreResult<RequeuedChunk>;
+    /// How many rows [`Store::requeue_chunk`] would change for `filter` now
+    /// (a bulk action's dry run).
+    async fn count_requeueable(&self, requeue: Requeue, filter: &MessageFilter)
+        -> StoreResult<u64>;
 
     /// Claims up to `limit` PREPARED rows whose check-back is due, like
     /// [`Store::claim_due_sends`], each for as long as `lease` covers its
@@ -252,9 +281,12 @@ pub trait Store: Send + Sync + 'static {
     async fn release_verifies(&self, claims: &[(u64, u64)], delay: Duration) -> StoreResult<u64>;
 
     /// Flags up to `limit` messages that have been waiting for `wait` longer
-    /// than `older_than` and were never flagged, and returns the ones this
-    /// call flagged. Each message is flagged once, by one caller, ever, so
-    /// alerting on what this returns alerts exactly once across instances.
+    /// than `older_than` (since their commit or prepare, or since an
+    /// operator's redeliver or re-verify put them back) and were not flagged
+    /// for it, and returns the ones this call flagged. Each message is
+    /// flagged once per kind of wait, by one caller, until an operator puts
+    /// it back in that queue, so alerting on what this returns alerts exactly
+    /// once across instances.
     /// Flagging changes neither the state nor the version: a claim in flight
     /// on the row stays valid.
     async fn flag_overdue(

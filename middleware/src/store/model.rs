@@ -302,6 +302,25 @@ pub struct MessageFilter {
     pub created_before: Option<DateTime<Utc>>,
 }
 
+/// What an operator's repair puts back in the queue it failed out of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requeue {
+    /// COMMITTED + SEND_FAILED → PENDING: send attempts back to 0, sent again at once.
+    Redeliver,
+    /// VERIFY_FAILED → PREPARED: check-back attempts back to 0, checked again at once.
+    Reverify,
+}
+
+/// What one chunk of a bulk [`Requeue`] did, in one transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequeuedChunk {
+    /// Rows changed (each with its audit row).
+    pub changed: u64,
+    /// The highest id the chunk changed: the next chunk starts after it.
+    /// None when no row was left to change.
+    pub last_id: Option<u64>,
+}
+
 /// One producer's messages at a glance.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProducerSummary {

@@ -19,8 +19,8 @@ use super::sql::{
 };
 use super::{
     Actor, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message,
-    MessageFilter, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, SentMark, Store,
-    StoreError, StoreResult, Transition, VerifyLease, Wait,
+    MessageFilter, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, Requeue,
+    RequeuedChunk, SentMark, Store, StoreError, StoreResult, Transition, VerifyLease, Wait,
 };
 
 /// The MySQL/MariaDB store.
@@ -169,6 +169,7 @@ impl Dialect for MySql {
     }
 
     const MINUS_SPAN: &'static str = " - INTERVAL ? MICROSECOND";
+    const GREATEST: &'static str = "GREATEST";
 
     fn span(d: Duration) -> i64 {
         micros(d)
@@ -271,7 +272,15 @@ fn transition_update(t: &Transition, at: Option<DateTime<Utc>>) -> QueryBuilder<
         .push_bind(to)
         .push(" = 'PREPARED', ");
     push_now(&mut q);
-    q.push(", NULL), next_send_at = IF(").push_bind(to);
+    // A re-verify puts the message back in check-back's queue: its overdue
+    // alert is due again, counted from now.
+    q.push(", NULL), verify_overdue_alerted = IF(")
+        .push_bind(to)
+        .push(" = 'PREPARED', FALSE, verify_overdue_alerted), requeued_at = IF(")
+        .push_bind(to)
+        .push(" = 'PREPARED', ");
+    push_now(&mut q);
+    q.push(", requeued_at), next_send_at = IF(").push_bind(to);
     match at {
         Some(now) => {
             q.push(" = 'COMMITTED', ")
@@ -633,6 +642,10 @@ impl Store for MySqlStore {
         self.retry_send_later(id, version, error, delay, 0).await
     }
 
+    async fn release_sends(&self, claims: &[(u64, u64)]) -> StoreResult<u64> {
+        sql::release_sends(&self.pool, claims).await
+    }
+
     async fn mark_send_failed(
         &self,
         id: u64,
@@ -668,11 +681,11 @@ impl Store for MySqlStore {
         reason: &str,
     ) -> StoreResult<Option<Message>> {
         let mut tx = self.pool.begin().await?;
-        let done = sqlx::query(
-            "UPDATE messages SET send_status = 'PENDING', send_attempts = 0, \
-             next_send_at = UTC_TIMESTAMP(3), version = version + 1, updated_at = UTC_TIMESTAMP(3) \
+        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE messages SET {} \
              WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'SEND_FAILED'",
-        )
+            sql::requeue_set(Requeue::Redeliver, MySql::NOW)
+        )))
         .bind(id)
         .bind(version)
         .execute(&mut *tx)
@@ -684,6 +697,38 @@ impl Store for MySqlStore {
         let row = select_messages_by_ids(&mut *tx, &[id]).await?.pop();
         tx.commit().await?;
         Ok(row)
+    }
+
+    async fn requeue_chunk(
+        &self,
+        requeue: Requeue,
+        filter: &MessageFilter,
+        after_id: u64,
+        limit: u32,
+        actor: &Actor,
+        reason: &str,
+    ) -> StoreResult<RequeuedChunk> {
+        let mut tx = self.pool.begin().await?;
+        let chunk = sql::requeue_chunk::<MySql>(
+            &mut tx,
+            " FOR UPDATE",
+            requeue,
+            filter,
+            (after_id, limit),
+            actor,
+            reason,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(chunk)
+    }
+
+    async fn count_requeueable(
+        &self,
+        requeue: Requeue,
+        filter: &MessageFilter,
+    ) -> StoreResult<u64> {
+        sql::count_requeueable(&self.pool, requeue, filter).await
     }
 
     async fn claim_due_verifies(&self, limit: u32, lease: VerifyLease) -> StoreResult<Claimed> {

@@ -35,8 +35,8 @@ use super::sql::{
 };
 use super::{
     Actor, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message,
-    MessageFilter, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, SentMark, Store,
-    StoreError, StoreResult, Transition, VerifyLease, Wait,
+    MessageFilter, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, Requeue,
+    RequeuedChunk, SentMark, Store, StoreError, StoreResult, Transition, VerifyLease, Wait,
 };
 
 /// The database clock as INTEGER ms since the epoch. `julianday('now')` holds
@@ -123,6 +123,7 @@ impl Dialect for Sqlite {
     }
 
     const MINUS_SPAN: &'static str = " - ?";
+    const GREATEST: &'static str = "MAX";
 
     fn span(d: Duration) -> i64 {
         millis(d)
@@ -268,6 +269,8 @@ impl Store for SqliteStore {
              verify_attempts = CASE WHEN ?1 = 'PREPARED' THEN 0 ELSE verify_attempts + ?3 END, \
              last_error = COALESCE(?4, last_error), \
              next_verify_at = CASE WHEN ?1 = 'PREPARED' THEN {NOW_MS} END, \
+             verify_overdue_alerted = CASE WHEN ?1 = 'PREPARED' THEN 0 ELSE verify_overdue_alerted END, \
+             requeued_at = CASE WHEN ?1 = 'PREPARED' THEN {NOW_MS} ELSE requeued_at END, \
              next_send_at = CASE WHEN ?1 = 'COMMITTED' THEN {NOW_MS} + ?5 END, \
              decided_at = CASE WHEN ?1 IN ('COMMITTED', 'ROLLED_BACK', 'VERIFY_FAILED') \
                  THEN {NOW_MS} ELSE decided_at END, \
@@ -347,6 +350,10 @@ impl Store for SqliteStore {
         self.retry_send_later(id, version, error, delay, 0).await
     }
 
+    async fn release_sends(&self, claims: &[(u64, u64)]) -> StoreResult<u64> {
+        sql::release_sends(&self.pool, claims).await
+    }
+
     async fn mark_send_failed(
         &self,
         id: u64,
@@ -383,10 +390,10 @@ impl Store for SqliteStore {
     ) -> StoreResult<Option<Message>> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE messages SET send_status = 'PENDING', send_attempts = 0, \
-             next_send_at = {NOW_MS}, version = version + 1, updated_at = {NOW_MS} \
+            "UPDATE messages SET {} \
              WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'SEND_FAILED' \
-             RETURNING {MESSAGE_COLUMNS}"
+             RETURNING {MESSAGE_COLUMNS}",
+            sql::requeue_set(Requeue::Redeliver, NOW_MS)
         )))
         .bind(sql_int(id))
         .bind(sql_int(version))
@@ -398,6 +405,38 @@ impl Store for SqliteStore {
         sql::insert_audits(&mut *tx, &[AuditRow::redeliver(id, actor, reason)]).await?;
         tx.commit().await?;
         Ok(Some(row))
+    }
+
+    async fn requeue_chunk(
+        &self,
+        requeue: Requeue,
+        filter: &MessageFilter,
+        after_id: u64,
+        limit: u32,
+        actor: &Actor,
+        reason: &str,
+    ) -> StoreResult<RequeuedChunk> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let chunk = sql::requeue_chunk::<Sqlite>(
+            &mut tx,
+            "",
+            requeue,
+            filter,
+            (after_id, limit),
+            actor,
+            reason,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(chunk)
+    }
+
+    async fn count_requeueable(
+        &self,
+        requeue: Requeue,
+        filter: &MessageFilter,
+    ) -> StoreResult<u64> {
+        sql::count_requeueable(&self.pool, requeue, filter).await
     }
 
     async fn claim_due_verifies(&self, limit: u32, lease: VerifyLease) -> StoreResult<Claimed> {

@@ -123,7 +123,8 @@ pub struct VerifierConfig {
     pub backoff: Backoff,
     /// Attempt limit for a message whose producer is no longer registered.
     pub default_max_attempts: u32,
-    /// The send claim a commit takes (see the forwarder).
+    /// The send claim a commit takes for this instance's forwarder (zero
+    /// without one: due at once for any other).
     pub send_lease: Duration,
     /// How long in-flight calls may finish on shutdown.
     pub shutdown_grace: Duration,

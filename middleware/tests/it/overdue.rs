@@ -10,7 +10,9 @@ use trustmsg_tests::kafka::MockKafka;
 use trustmsg_tests::{eventually, AlertSink, TestApp, UNREACHABLE_VERIFY_URL};
 use trustmsg_verify_api::SendStatus;
 
-use crate::forwarder::{body, kafka_flags, prepare, prepare_and_commit, refs, wait_for_row};
+use crate::forwarder::{
+    body, decide, kafka_flags, prepare, prepare_and_commit, refs, wait_for_row,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_held_up_by_an_outage_and_an_undecided_prepare_are_each_alerted_once_across_instances(
@@ -78,4 +80,83 @@ async fn a_send_held_up_by_an_outage_and_an_undecided_prepare_are_each_alerted_o
     assert_eq!(alerts.alerts().len(), 2, "no alert for the delivery");
     second.app.stop().await.unwrap();
     first.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_wait_of_a_message_is_alerted_once_and_again_after_a_redeliver_on_mysql() {
+    each_wait_of_a_message_is_alerted_once_and_again_after_a_redeliver(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_wait_of_a_message_is_alerted_once_and_again_after_a_redeliver_on_sqlite() {
+    each_wait_of_a_message_is_alerted_once_and_again_after_a_redeliver(true).await;
+}
+
+/// A message alerted `verify_overdue` whose send then waits too, and is
+/// redelivered by an operator after it failed: three alerts, each once (the
+/// old single flag gave the first alone).
+async fn each_wait_of_a_message_is_alerted_once_and_again_after_a_redeliver(sqlite: bool) {
+    use trustmsg::store::Actor;
+    let (kafka, alerts) = (MockKafka::start(1), AlertSink::start().await);
+    kafka.create_topic("orders", 1);
+    let mut flags = kafka_flags(kafka.bootstrap());
+    flags.extend(
+        [
+            "--alert-webhook",
+            &alerts.url(),
+            "--alert-send-overdue-after",
+            "1s",
+            "--alert-verify-overdue-after",
+            "1s",
+        ]
+        .map(String::from),
+    );
+    let app = if sqlite {
+        TestApp::spawn_sqlite(&refs(&flags)).await
+    } else {
+        TestApp::spawn(&refs(&flags)).await
+    };
+    kafka.brokers_down();
+    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
+    let id = prepare(&app, &token, body("shop", "late", "orders")).await;
+    let kinds = || {
+        alerts
+            .alerts()
+            .iter()
+            .map(|a| {
+                assert_eq!(a["message_id"], id, "{a}");
+                a["kind"].as_str().unwrap().to_string()
+            })
+            .collect::<Vec<_>>()
+    };
+    eventually(20, "verify_overdue", async || kinds().len() == 1).await;
+    decide(&app, &token, "shop", "late", true).await;
+    eventually(20, "send_overdue", async || kinds().len() == 2).await;
+
+    // Given up on (as the attempt limit would), then redelivered.
+    eventually(20, "SEND_FAILED", async || {
+        let m = app.store().find_message_by_id(id).await.unwrap().unwrap();
+        let failed = app
+            .store()
+            .mark_send_failed(id, m.version, "test", &Actor::Forwarder);
+        failed.await.unwrap().is_some()
+    })
+    .await;
+    let redeliver = app
+        .http
+        .post(app.url(&format!("/v1/admin/messages/{id}/redeliver")))
+        .bearer_auth(trustmsg_tests::ADMIN_TOKEN)
+        .json(&serde_json::json!({"reason": "outage over"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(redeliver.status(), 200);
+    eventually(20, "send_overdue again", async || kinds().len() == 3).await;
+    app.after_rounds("trustmsg_overdue_rounds_total", 4).await;
+    assert_eq!(
+        kinds(),
+        ["verify_overdue", "send_overdue", "send_overdue"],
+        "each once"
+    );
+    app.finish().await;
 }

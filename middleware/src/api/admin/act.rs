@@ -8,8 +8,13 @@
 //! check-back, another operator) changed the message first, the action
 //! changes nothing and answers 409 saying what the message is now (in bulk:
 //! that message is left alone and not counted as changed).
+//!
+//! The bulk actions are set-based (`store::sql::requeue`): after a big
+//! outage they cover 100,000 messages in a few seconds, in chunks of
+//! [`BULK_CHUNK`] rows that are each written whole in one transaction.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
@@ -18,12 +23,11 @@ use trustmsg_verify_api::admin::{
 };
 use trustmsg_verify_api::{ErrorBody, MessageStatus, MessageView, SendStatus};
 
-use super::read::MAX_LIMIT;
 use super::{bad, filter_of, message};
 use crate::api::error::ApiError;
 use crate::api::{AppState, Json};
 use crate::store::{
-    self, Actor, DecideOutcome, DecideRequest, Message, MessageFilter, Target, Transition,
+    self, Actor, DecideOutcome, DecideRequest, Message, MessageFilter, Requeue, Target, Transition,
 };
 
 /// The longest operator name and reason kept.
@@ -115,26 +119,35 @@ pub(crate) async fn resolve(
         return Err(not_now(&m, "resolve", ALLOWED));
     }
     let commit = matches!(req.decision, OperatorDecision::Commit);
-    let outcome = store::decide(
-        state.store.as_ref(),
-        DecideRequest {
-            target: Target::Id(m.id),
-            commit,
-            actor: actor.clone(),
-            reason,
-            send_lease: state.send_lease,
-            verify_attempt: false,
-        },
-    )
-    .await?;
+    let request = DecideRequest {
+        target: Target::Id(m.id),
+        commit,
+        actor: actor.clone(),
+        reason,
+        send_lease: state.send_lease,
+        verify_attempt: false,
+    };
+    // The decision and its hand-off to the forwarder run on their own task:
+    // a request cut off after the commit is written still hands it over,
+    // instead of leaving the row claimed for a send that never starts.
+    let (store, commits) = (state.store.clone(), state.commits.clone());
+    let decided = tokio::spawn(async move {
+        let outcome = store::decide(store.as_ref(), request).await;
+        if let Ok(DecideOutcome::Decided(done)) = &outcome {
+            if commit {
+                commits.committed(done.clone());
+            }
+        }
+        outcome
+    });
+    let outcome = match decided.await {
+        Ok(outcome) => outcome?,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    };
     match outcome {
         DecideOutcome::Decided(done) => {
             tracing::info!(message_id = done.id, %actor, commit, "resolved by an operator");
-            let view = done.view();
-            if commit {
-                state.commits.committed(done);
-            }
-            Ok(axum::Json(view))
+            Ok(axum::Json(done.view()))
         }
         DecideOutcome::AlreadyDecided(now) | DecideOutcome::Conflict(now) => {
             Err(not_now(&now, "resolve", ALLOWED))
@@ -209,6 +222,14 @@ impl Repair {
         match self {
             Self::Reverify => "VERIFY_FAILED",
             Self::Redeliver => "SEND_FAILED",
+        }
+    }
+
+    /// The store's bulk form of this repair.
+    fn requeue(self) -> Requeue {
+        match self {
+            Self::Reverify => Requeue::Reverify,
+            Self::Redeliver => Requeue::Redeliver,
         }
     }
 
@@ -293,6 +314,16 @@ async fn act_on_one(
     }
 }
 
+/// Rows one transaction of a bulk action changes: big enough that 100,000
+/// take a few seconds, small enough that one chunk stays well inside the
+/// request deadline.
+const BULK_CHUNK: u32 = 5000;
+
+/// A bulk action, set-based: chunk after chunk in id order until none is
+/// left (see `store::sql::requeue`). The route is not under the request
+/// deadline as a whole; each chunk is, so a database that stops answering
+/// still ends the request with 503 `request_timeout`, having written whole
+/// chunks only, and a repeat changes only what is left.
 async fn act_in_bulk(
     state: &AppState,
     headers: &HeaderMap,
@@ -308,23 +339,47 @@ async fn act_in_bulk(
             changed: 0,
         }));
     }
-    let ids = matching_ids(state, &filter).await?;
-    let mut changed = 0;
-    if !req.dry_run {
-        for id in &ids {
-            // Each row under its own guard: one changed meanwhile is left alone.
-            let Some(m) = state.store.find_message_by_id(*id).await? else {
-                continue;
-            };
-            if repair.applies_to(&m) {
-                changed += u64::from(repair.apply(state, &m, &actor, &reason).await?.is_some());
-            }
+    let (store, limit) = (&state.store, state.request_timeout);
+    if req.dry_run {
+        let matched = within(limit, store.count_requeueable(repair.requeue(), &filter)).await?;
+        return Ok(axum::Json(BulkResult {
+            matched,
+            changed: 0,
+        }));
+    }
+    let (mut changed, mut after_id) = (0, 0);
+    loop {
+        let chunk = store.requeue_chunk(
+            repair.requeue(),
+            &filter,
+            after_id,
+            BULK_CHUNK,
+            &actor,
+            &reason,
+        );
+        let chunk = within(limit, chunk).await?;
+        changed += chunk.changed;
+        match chunk.last_id {
+            Some(last) if chunk.changed == u64::from(BULK_CHUNK) => after_id = last,
+            _ => break,
         }
     }
+    tracing::info!(%actor, action = repair.name(), changed, "bulk action by an operator");
     Ok(axum::Json(BulkResult {
-        matched: ids.len() as u64,
+        matched: changed,
         changed,
     }))
+}
+
+/// `call`, or 503 `request_timeout` once `limit` has passed.
+async fn within<T>(
+    limit: Duration,
+    call: impl std::future::Future<Output = store::StoreResult<T>>,
+) -> Result<T, ApiError> {
+    match tokio::time::timeout(limit, call).await {
+        Ok(done) => Ok(done?),
+        Err(_) => Err(ApiError::Timeout(limit)),
+    }
 }
 
 /// The filter of a bulk request, checked like the list's.
@@ -344,23 +399,9 @@ fn bulk_filter(req: &BulkRequest) -> Result<MessageFilter, ApiError> {
     filter_of(&params)
 }
 
-/// Every id `filter` matches, oldest first.
-async fn matching_ids(state: &AppState, filter: &MessageFilter) -> Result<Vec<u64>, ApiError> {
-    let mut ids = Vec::new();
-    let mut before = None;
-    loop {
-        let page = state.store.list_messages(filter, MAX_LIMIT, before).await?;
-        ids.extend(page.iter().map(|m| m.id));
-        if page.len() < MAX_LIMIT as usize {
-            break;
-        }
-        before = page.last().map(|m| m.id);
-    }
-    ids.reverse();
-    Ok(ids)
-}
-
 /// Re-verifies every VERIFY_FAILED message the filter matches.
+/// Set-based, chunk by chunk: not bounded by the request deadline as a
+/// whole, only each chunk is.
 #[utoipa::path(post, path = "/v1/admin/messages/reverify", tag = "admin",
     params(OperatorHeader),
     request_body = BulkRequest,
@@ -378,6 +419,8 @@ pub(crate) async fn bulk_reverify(
 }
 
 /// Redelivers every SEND_FAILED message the filter matches.
+/// Set-based, chunk by chunk: not bounded by the request deadline as a
+/// whole, only each chunk is.
 #[utoipa::path(post, path = "/v1/admin/messages/redeliver", tag = "admin",
     params(OperatorHeader),
     request_body = BulkRequest,

@@ -33,17 +33,24 @@ const LIST_PARAMS: [&str; 8] = [
     "cursor",
 ];
 
-/// Routes under `/v1/admin`, admin token only.
+/// Routes under `/v1/admin`, admin token only, but for the bulk actions.
 pub(crate) fn router(state: &AppState) -> Router<AppState> {
     Router::new()
         .route("/v1/admin/messages", get(read::list_messages))
         .route("/v1/admin/messages/{id}", get(read::get_message))
-        .route("/v1/admin/messages/reverify", post(act::bulk_reverify))
-        .route("/v1/admin/messages/redeliver", post(act::bulk_redeliver))
         .route("/v1/admin/messages/{id}/resolve", post(act::resolve))
         .route("/v1/admin/messages/{id}/reverify", post(act::reverify))
         .route("/v1/admin/messages/{id}/redeliver", post(act::redeliver))
         .route("/v1/admin/summary", get(read::summary))
+        .route_layer(from_fn_with_state(state.clone(), auth::admin_only))
+}
+
+/// The bulk actions, admin token only: not under the request deadline as a
+/// whole, each of their chunks is (see [`act`]).
+pub(crate) fn bulk_router(state: &AppState) -> Router<AppState> {
+    Router::new()
+        .route("/v1/admin/messages/reverify", post(act::bulk_reverify))
+        .route("/v1/admin/messages/redeliver", post(act::bulk_redeliver))
         .route_layer(from_fn_with_state(state.clone(), auth::admin_only))
 }
 

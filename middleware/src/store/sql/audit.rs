@@ -8,7 +8,7 @@ use trustmsg_verify_api::{MessageStatus, SendStatus};
 use super::effects::{clip_error, transition_effects};
 use super::row::SqlRow;
 use super::{Bind, Dialect};
-use crate::store::{Actor, AuditEntry, StoreResult, Transition};
+use crate::store::{Actor, AuditEntry, Requeue, StoreResult, Transition};
 
 /// The columns an [`AuditRow`] writes (the last, `created_at`, is the clock).
 const AUDIT_COLUMNS: &str = "message_id, actor, action, from_status, to_status, \
@@ -98,6 +98,32 @@ impl AuditRow {
         }
     }
 
+    /// An operator's repair of `requeue`'s kind: a [`AuditRow::redeliver`],
+    /// or a re-verify (VERIFY_FAILED → PREPARED), as a transition records it.
+    pub(in crate::store) fn requeue(
+        requeue: Requeue,
+        message_id: u64,
+        actor: &Actor,
+        reason: &str,
+    ) -> Self {
+        match requeue {
+            Requeue::Redeliver => Self::redeliver(message_id, actor, reason),
+            Requeue::Reverify => {
+                let effects = transition_effects(MessageStatus::Prepared);
+                Self {
+                    message_id,
+                    actor: actor.to_string(),
+                    action: effects.action,
+                    from_status: Some(MessageStatus::VerifyFailed.as_str()),
+                    to_status: Some(MessageStatus::Prepared.as_str()),
+                    from_send_status: None,
+                    to_send_status: effects.send_status,
+                    reason: clip_error(reason).to_string(),
+                }
+            }
+        }
+    }
+
     /// A send given up (COMMITTED stays, PENDING → SEND_FAILED); the error is the reason.
     pub(in crate::store) fn send_failed(message_id: u64, actor: &Actor, error: &str) -> Self {
         let committed = Some(MessageStatus::Committed.as_str());
@@ -150,6 +176,41 @@ where
             .push_bind(r.reason.clone())
             .push(D::NOW);
     });
+    q
+}
+
+/// `INSERT … SELECT` of `row` once for each of the messages `ids` (not
+/// empty; `row`'s own message id is not used), stamped with the clock: the
+/// audit rows of a bulk change in one statement.
+pub(in crate::store) fn audit_insert_select<D>(row: &AuditRow, ids: &[u64]) -> QueryBuilder<D>
+where
+    D: Dialect,
+    String: Bind<D>,
+    &'static str: Bind<D>,
+    Option<&'static str>: Bind<D>,
+{
+    let mut q = QueryBuilder::<D>::new(format!(
+        "INSERT INTO audit_log ({AUDIT_COLUMNS}) SELECT id, "
+    ));
+    q.push_bind(row.actor.clone())
+        .push(", ")
+        .push_bind(row.action)
+        .push(", ")
+        .push_bind(row.from_status)
+        .push(", ")
+        .push_bind(row.to_status)
+        .push(", ")
+        .push_bind(row.from_send_status)
+        .push(", ")
+        .push_bind(row.to_send_status)
+        .push(", ")
+        .push_bind(row.reason.clone())
+        .push(format!(", {} FROM messages WHERE id IN (", D::NOW));
+    let mut sep = q.separated(", ");
+    for id in ids {
+        sep.push_bind(D::int(*id));
+    }
+    q.push(")");
     q
 }
 

@@ -17,13 +17,15 @@
 //! holds each row, decoding claimed rows one by one and quarantining the
 //! unreadable; [`audit`] the audit row
 //! of each kind of change, its INSERT and its read-back; [`effects`] what a
-//! transition sets and errors clipped to their column; [`statements`] the
+//! transition sets and errors clipped to their column; [`requeue`] an
+//! operator's redeliver and re-verify, one or in bulk; [`statements`] the
 //! statements whose SQL is the same on both backends. This file holds
 //! [`Dialect`] and what it builds on ([`Bind`], [`Query`]).
 
 mod audit;
 mod claim;
 mod effects;
+mod requeue;
 mod row;
 mod statements;
 
@@ -33,14 +35,15 @@ use sqlx::{Database, Encode, IntoArguments, Type};
 pub(super) use audit::{audit_insert, audit_trail, insert_audits, AuditRow};
 pub(super) use claim::{decode_claimed, quarantine, ClaimKind, Lease};
 pub(super) use effects::{clip_error, transition_effects};
+pub(super) use requeue::{count_requeueable, requeue_chunk, requeue_set};
 pub(super) use row::{
     bind_prepare, bind_producer, column_error, message_from_row, producer_from_row, SqlRow,
     MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
 };
 pub(super) use statements::{
     backlog, check_attempts, delete_producer, find_message, find_producer, flag_overdue,
-    list_messages, list_producers, ping, purge_finished, record_check_attempts, set_producer_token,
-    summary,
+    list_messages, list_producers, ping, purge_finished, record_check_attempts, release_sends,
+    set_producer_token, summary,
 };
 
 /// A value both backends can bind.
@@ -67,6 +70,8 @@ pub(in crate::store) trait Dialect:
     const MINUS_SPAN: &'static str;
     /// `d` as [`Dialect::MINUS_SPAN`] binds it.
     fn span(d: std::time::Duration) -> i64;
+    /// The scalar function that picks the latest of its arguments.
+    const GREATEST: &'static str;
     /// How a time is bound, compared with stored times.
     type Time: Bind<Self>;
     /// `t` as this dialect binds it.

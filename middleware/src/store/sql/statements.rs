@@ -18,8 +18,10 @@ use crate::store::{
 
 /// [`crate::store::Store::flag_overdue`]: reads the candidates, then flags each with
 /// an UPDATE guarded by the flag and the state, so of several instances
-/// scanning at once exactly one flags (and alerts) each message. A
-/// quarantined row (its due column NULL) has had its alert already.
+/// scanning at once exactly one flags (and alerts) each message. Each kind
+/// of wait has its own flag (a message alerted `verify_overdue` can still be
+/// alerted `send_overdue`), which an operator's redeliver or re-verify
+/// clears. A quarantined row (its due column NULL) has had its alert already.
 pub(in crate::store) async fn flag_overdue<D>(
     pool: &sqlx::Pool<D>,
     wait: Wait,
@@ -31,14 +33,26 @@ where
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
     i64: Bind<D>,
 {
-    let (kind, since, attempts) = match wait {
-        Wait::Send => (ClaimKind::Sends, "decided_at", "send_attempts"),
-        Wait::Decision => (ClaimKind::Verifies, "created_at", "verify_attempts"),
+    let (kind, since, attempts, flag) = match wait {
+        Wait::Send => (
+            ClaimKind::Sends,
+            "decided_at",
+            "send_attempts",
+            "send_overdue_alerted",
+        ),
+        Wait::Decision => (
+            ClaimKind::Verifies,
+            "created_at",
+            "verify_attempts",
+            "verify_overdue_alerted",
+        ),
     };
     let state = kind.state();
+    // An operator's redeliver or re-verify starts the wait again.
+    let since = format!("{}({since}, COALESCE(requeued_at, {since}))", D::GREATEST);
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT id, biz_id, message_key, {attempts} AS attempts, {since} AS since, last_error \
-         FROM messages WHERE {state} AND {due} IS NOT NULL AND overdue_alerted = 0 \
+         FROM messages WHERE {state} AND {due} IS NOT NULL AND {flag} = 0 \
          AND {since} < {now}{minus} ORDER BY id LIMIT ?",
         due = kind.due_column(),
         now = D::NOW,
@@ -52,8 +66,7 @@ where
     for row in &rows {
         let id = row.unsigned("id")?;
         let done = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE messages SET overdue_alerted = 1 \
-             WHERE id = ? AND overdue_alerted = 0 AND {state}"
+            "UPDATE messages SET {flag} = 1 WHERE id = ? AND {flag} = 0 AND {state}"
         )))
         .bind(D::int(id))
         .execute(pool)
@@ -72,6 +85,42 @@ where
         }
     }
     Ok(flagged)
+}
+
+/// [`crate::store::Store::release_sends`]: one guarded UPDATE for the lot.
+/// The ids alone come first so MariaDB finds the rows by the primary key.
+pub(in crate::store) async fn release_sends<D>(
+    pool: &sqlx::Pool<D>,
+    claims: &[(u64, u64)],
+) -> StoreResult<u64>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+{
+    if claims.is_empty() {
+        return Ok(0);
+    }
+    let mut q = QueryBuilder::<D>::new(format!(
+        "UPDATE messages SET next_send_at = {} \
+         WHERE status = 'COMMITTED' AND send_status = 'PENDING' AND id IN (",
+        D::NOW
+    ));
+    let mut ids = q.separated(", ");
+    for (id, _) in claims {
+        ids.push_bind(D::int(*id));
+    }
+    q.push(") AND (");
+    let mut guards = q.separated(" OR ");
+    for (id, version) in claims {
+        guards
+            .push("(id = ")
+            .push_bind_unseparated(D::int(*id))
+            .push_unseparated(" AND version = ")
+            .push_bind_unseparated(D::int(*version))
+            .push_unseparated(")");
+    }
+    q.push(")");
+    Ok(D::rows_affected(&q.build().execute(pool).await?))
 }
 
 /// [`crate::store::Store::list_messages`]: the filter's conditions, a keyset bound
@@ -94,6 +143,33 @@ where
     let mut q = QueryBuilder::<D>::new(format!(
         "SELECT {columns}, LENGTH(payload) AS payload_size FROM messages WHERE 1 = 1"
     ));
+    push_filter(&mut q, f);
+    if let Some(id) = before {
+        q.push(" AND id < ").push_bind(D::int(id));
+    }
+    q.push(" ORDER BY id DESC LIMIT ")
+        .push_bind(i64::from(limit));
+    q.build()
+        .fetch_all(pool)
+        .await?
+        .iter()
+        .map(|row| {
+            let mut view = message_from_row(row)?.view();
+            let size = row.opt_i64("payload_size")?.unwrap_or(0);
+            view.payload_size = u64::try_from(size).unwrap_or(0);
+            Ok(view)
+        })
+        .collect()
+}
+
+/// Appends ` AND …` for each condition of `f`, for the operators' list and
+/// their bulk actions alike.
+pub(in crate::store) fn push_filter<D>(q: &mut QueryBuilder<D>, f: &MessageFilter)
+where
+    D: Dialect,
+    String: Bind<D>,
+    &'static str: Bind<D>,
+{
     if let Some(s) = f.status {
         q.push(" AND status = ").push_bind(s.as_str());
     }
@@ -112,22 +188,6 @@ where
     if let Some(t) = f.created_before {
         q.push(" AND created_at < ").push_bind(D::time(t));
     }
-    if let Some(id) = before {
-        q.push(" AND id < ").push_bind(D::int(id));
-    }
-    q.push(" ORDER BY id DESC LIMIT ")
-        .push_bind(i64::from(limit));
-    q.build()
-        .fetch_all(pool)
-        .await?
-        .iter()
-        .map(|row| {
-            let mut view = message_from_row(row)?.view();
-            let size = row.opt_i64("payload_size")?.unwrap_or(0);
-            view.payload_size = u64::try_from(size).unwrap_or(0);
-            Ok(view)
-        })
-        .collect()
 }
 
 /// [`crate::store::Store::summary`]: one grouped scan.

@@ -5,6 +5,7 @@
 mod claims;
 mod delivery;
 mod faults;
+mod handoff;
 mod record_size;
 mod shutdown;
 

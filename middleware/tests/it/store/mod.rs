@@ -14,6 +14,7 @@
 //! added.
 
 mod batches;
+mod bulk;
 mod clock;
 mod decisions;
 mod harness;
@@ -91,6 +92,7 @@ conformance! {
         reschedule_send_applies_only_to_a_pending_row,
         postpone_send_reschedules_only_a_pending_row_without_counting_an_attempt,
         mark_send_failed_applies_only_to_a_pending_row_and_audits_it,
+        release_sends_makes_only_the_named_pending_claims_due_at_once,
     ],
     verifies: [
         claim_due_verifies_takes_only_prepared_rows_that_are_due,
@@ -119,6 +121,9 @@ conformance! {
         flag_overdue_finds_each_pending_send_once_and_touches_nothing_else,
         flag_overdue_finds_each_undecided_prepare_once_and_touches_nothing_else,
         flag_overdue_takes_at_most_the_limit_and_the_rest_next_time,
+        a_message_alerted_verify_overdue_is_alerted_send_overdue_after_its_commit,
+        a_redelivered_message_is_alerted_send_overdue_again_counted_from_the_redeliver,
+        a_re_verified_message_is_alerted_verify_overdue_again_counted_from_the_re_verify,
     ],
     operators: [
         listed_messages_are_filtered_newest_first_and_paged_without_skips,
@@ -130,6 +135,11 @@ conformance! {
     ],
     clock: [
         times_come_from_the_database_clock_in_utc_with_millisecond_precision,
+    ],
+    bulk: [
+        a_bulk_redeliver_changes_every_send_failed_row_of_the_filter_once_in_chunks,
+        a_bulk_reverify_changes_every_verify_failed_row_of_the_filter_once_in_chunks,
+        a_claim_from_before_a_bulk_redeliver_matches_nothing,
     ],
 }
 

@@ -1,11 +1,14 @@
 //! Overdue messages (`docs/architecture.md`, Alerts): `flag_overdue` finds
 //! the messages that have waited longer than a threshold in the state it
-//! asks about, returns each once in its life, and changes nothing else about
-//! the row (state, version, audit), so a claim in flight stays valid.
+//! asks about, returns each once per wait, and changes nothing else about
+//! the row (state, version, audit), so a claim in flight stays valid. Each
+//! kind of wait has its own flag, and an operator's redeliver or re-verify
+//! starts its wait (and its alert) again.
 
 use std::time::Duration;
 
-use trustmsg::store::{DynStore, Message, Wait};
+use trustmsg::store::{Actor, DynStore, Message, Transition, Wait};
+use trustmsg_verify_api::MessageStatus;
 
 use crate::store::harness::*;
 
@@ -102,4 +105,133 @@ pub(crate) async fn flag_overdue_takes_at_most_the_limit_and_the_rest_next_time(
         offset: 1,
     };
     assert_eq!(s.mark_sent(&[mark]).await.unwrap(), 1);
+}
+
+/// Waits out the threshold for what was arranged or changed just before.
+async fn wait_past_threshold() {
+    tokio::time::sleep(THRESHOLD + Duration::from_millis(200)).await;
+}
+
+pub(crate) async fn a_message_alerted_verify_overdue_is_alerted_send_overdue_after_its_commit(
+    s: &DynStore,
+) {
+    let s = s.as_ref();
+    let m = arrange_key(s, "late", State::Prepared, Due::Later)
+        .await
+        .unwrap();
+    wait_past_threshold().await;
+    let flagged = s
+        .flag_overdue(Wait::Decision, THRESHOLD, 100)
+        .await
+        .unwrap();
+    assert_eq!(ids(&flagged), [m.id]);
+    decided(decide_key(s, "late", true, producer(), LATER).await);
+    assert_eq!(
+        s.flag_overdue(Wait::Send, THRESHOLD, 100).await.unwrap(),
+        [],
+        "its send has only just begun to wait"
+    );
+    wait_past_threshold().await;
+    let flagged = s.flag_overdue(Wait::Send, THRESHOLD, 100).await.unwrap();
+    assert_eq!(ids(&flagged), [m.id], "the send's own alert");
+    assert_eq!(
+        s.flag_overdue(Wait::Send, THRESHOLD, 100).await.unwrap(),
+        []
+    );
+}
+
+pub(crate) async fn a_redelivered_message_is_alerted_send_overdue_again_counted_from_the_redeliver(
+    s: &DynStore,
+) {
+    let s = s.as_ref();
+    let operator = Actor::Operator("alice".into());
+    let m = arrange_key(s, "stuck", State::SendPending, Due::Later)
+        .await
+        .unwrap();
+    wait_past_threshold().await;
+    assert_eq!(
+        ids(&s.flag_overdue(Wait::Send, THRESHOLD, 100).await.unwrap()),
+        [m.id]
+    );
+    let failed = s
+        .mark_send_failed(m.id, m.version, "topic missing", &Actor::Forwarder)
+        .await
+        .unwrap()
+        .unwrap();
+    let again = s
+        .redeliver(failed.id, failed.version, &operator, "topic created")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        s.flag_overdue(Wait::Send, THRESHOLD, 100).await.unwrap(),
+        [],
+        "the wait starts again at the redeliver, not at the commit"
+    );
+    wait_past_threshold().await;
+    let flagged = s.flag_overdue(Wait::Send, THRESHOLD, 100).await.unwrap();
+    assert_eq!(ids(&flagged), [m.id], "alerted again");
+    assert!(
+        flagged[0].since > m.decided_at,
+        "since the redeliver: {:?}",
+        flagged[0].since
+    );
+    assert_eq!(
+        s.flag_overdue(Wait::Send, THRESHOLD, 100).await.unwrap(),
+        []
+    );
+    assert_eq!(
+        s.find_message_by_id(m.id).await.unwrap().unwrap().version,
+        again.version,
+        "flagging leaves the version"
+    );
+}
+
+pub(crate) async fn a_re_verified_message_is_alerted_verify_overdue_again_counted_from_the_re_verify(
+    s: &DynStore,
+) {
+    let s = s.as_ref();
+    let operator = Actor::Operator("alice".into());
+    let m = arrange_key(s, "undecided", State::Prepared, Due::Later)
+        .await
+        .unwrap();
+    wait_past_threshold().await;
+    assert_eq!(
+        ids(&s
+            .flag_overdue(Wait::Decision, THRESHOLD, 100)
+            .await
+            .unwrap()),
+        [m.id]
+    );
+    let failed = s.transition(&verify_failed(&m)).await.unwrap().unwrap();
+    let reverify = Transition {
+        id: failed.id,
+        from: MessageStatus::VerifyFailed,
+        version: failed.version,
+        to: MessageStatus::Prepared,
+        send_lease: Duration::ZERO,
+        verify_attempt: false,
+        error: None,
+        actor: operator,
+        reason: "endpoint fixed".into(),
+    };
+    s.transition(&reverify).await.unwrap().unwrap();
+    assert_eq!(
+        s.flag_overdue(Wait::Decision, THRESHOLD, 100)
+            .await
+            .unwrap(),
+        [],
+        "the wait starts again at the re-verify, not at the prepare"
+    );
+    wait_past_threshold().await;
+    let flagged = s
+        .flag_overdue(Wait::Decision, THRESHOLD, 100)
+        .await
+        .unwrap();
+    assert_eq!(ids(&flagged), [m.id], "alerted again");
+    assert!(
+        flagged[0].since > Some(m.created_at),
+        "{:?}",
+        flagged[0].since
+    );
 }

@@ -354,3 +354,58 @@ pub(crate) async fn mark_send_failed_applies_only_to_a_pending_row_and_audits_it
         );
     }
 }
+
+pub(crate) async fn release_sends_makes_only_the_named_pending_claims_due_at_once(s: &DynStore) {
+    let s = s.as_ref();
+    // One row in each state, given back in one call: only the PENDING one
+    // (claimed for an hour by its commit) matches.
+    let mut rows = Vec::new();
+    for state in STATES {
+        let before = arrange(s, state, Due::Later).await;
+        let audit = audit_len(s, &before).await;
+        rows.push((state, before, audit));
+    }
+    let claims: Vec<(u64, u64)> = rows
+        .iter()
+        .map(|(_, m, _)| (id_of(m), version_of(m)))
+        .collect();
+    assert!(s
+        .claim_due_sends(10, LATER)
+        .await
+        .unwrap()
+        .messages
+        .is_empty());
+    assert_eq!(s.release_sends(&claims).await.unwrap(), 1);
+    for (state, before, audit) in &rows {
+        if *state != State::SendPending {
+            assert_untouched(s, *state, before, *audit).await;
+        }
+    }
+    let pending = rows[2].1.clone().unwrap();
+    let claimed = s.claim_due_sends(10, LATER).await.unwrap().messages;
+    assert_eq!(
+        claimed.iter().map(|m| m.id).collect::<Vec<_>>(),
+        [pending.id],
+        "due at once"
+    );
+    assert_eq!(
+        claimed[0].version,
+        pending.version + 1,
+        "claimed from the same version"
+    );
+
+    // A stale claim (the row was claimed again since) matches nothing.
+    assert_eq!(
+        s.release_sends(&[(pending.id, pending.version)])
+            .await
+            .unwrap(),
+        0
+    );
+    assert!(s
+        .claim_due_sends(10, LATER)
+        .await
+        .unwrap()
+        .messages
+        .is_empty());
+    assert_eq!(s.release_sends(&[]).await.unwrap(), 0);
+}
