@@ -1,0 +1,115 @@
+//! Alert delivery from the outbox, stepped one round at a time
+//! ([`AlertDelivery::deliver_due`]) against a real local webhook: a refused
+//! POST is retried later under the same alert id, a 2xx marks the alert
+//! delivered and nothing is POSTed again; without a webhook alerts are
+//! settled instead of waiting forever.
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use trustmsg::alert::AlertDelivery;
+use trustmsg::store::{Actor, AlertFilter, Store};
+use trustmsg_tests::{eventually, AlertSink};
+use trustmsg_verify_api::admin::{AlertState, AlertView};
+
+use crate::store::harness::{arrange_key, Backend, Due, State};
+
+/// A SEND_FAILED message, and so one pending alert; returns the alert.
+async fn one_alert(s: &dyn Store) -> AlertView {
+    let m = arrange_key(s, "k", State::SendPending, Due::Later)
+        .await
+        .unwrap();
+    s.mark_send_failed(m.id, m.version, "refused for good", &Actor::Forwarder)
+        .await
+        .unwrap()
+        .unwrap();
+    let all = s.list_alerts(AlertFilter::default(), 10, None).await.unwrap();
+    assert_eq!(all.len(), 1);
+    all.into_iter().next().unwrap()
+}
+
+async fn the_alert(s: &dyn Store) -> AlertView {
+    s.list_alerts(AlertFilter::default(), 10, None)
+        .await
+        .unwrap()
+        .remove(0)
+}
+
+async fn a_refused_alert_is_retried_under_its_id_and_delivered_once(b: &Backend) {
+    let s = b.store.as_ref();
+    let alert = one_alert(s).await;
+    let sink = AlertSink::start().await;
+    sink.answer(StatusCode::INTERNAL_SERVER_ERROR);
+    let delivery = AlertDelivery::new(b.store.clone(), Some(sink.url().parse().unwrap()));
+
+    assert_eq!(delivery.deliver_due().await.unwrap(), 1);
+    assert_eq!(sink.refused(), 1);
+    let a = the_alert(s).await;
+    assert_eq!((a.state, a.delivery_attempts), (AlertState::Pending, 1));
+    assert_eq!(
+        a.last_delivery_error.as_deref(),
+        Some("the webhook answered 500 Internal Server Error")
+    );
+    assert_eq!(
+        delivery.deliver_due().await.unwrap(),
+        0,
+        "not due again before its backoff"
+    );
+
+    sink.answer(StatusCode::NO_CONTENT);
+    eventually(10, "the retry after the backoff", async || {
+        delivery.deliver_due().await.unwrap() == 1
+    })
+    .await;
+    let got = sink.alerts();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["alert_id"], alert.alert_id);
+    assert_eq!(got[0]["header_alert_id"], alert.alert_id.to_string());
+    assert_eq!(got[0]["kind"], "send_failed");
+    assert_eq!(got[0]["message_id"], alert.message_id);
+    assert_eq!(got[0]["last_error"], "refused for good");
+    let a = the_alert(s).await;
+    assert_eq!((a.state, a.delivery_attempts), (AlertState::Delivered, 2));
+    assert_eq!(a.next_attempt_at, None);
+
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(delivery.deliver_due().await.unwrap(), 0, "delivered: done");
+    assert_eq!(sink.alerts().len(), 1);
+}
+
+async fn without_a_webhook_alerts_are_settled_not_left_pending(b: &Backend) {
+    let s = b.store.as_ref();
+    one_alert(s).await;
+    let delivery = AlertDelivery::new(b.store.clone(), None);
+    assert_eq!(delivery.deliver_due().await.unwrap(), 1);
+    assert_eq!(the_alert(s).await.state, AlertState::NoWebhook);
+    assert_eq!(delivery.deliver_due().await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn mysql_a_refused_alert_is_retried_under_its_id_and_delivered_once() {
+    let b = Backend::mysql().await;
+    a_refused_alert_is_retried_under_its_id_and_delivered_once(&b).await;
+    b.finish().await;
+}
+
+#[tokio::test]
+async fn sqlite_a_refused_alert_is_retried_under_its_id_and_delivered_once() {
+    let b = Backend::sqlite().await;
+    a_refused_alert_is_retried_under_its_id_and_delivered_once(&b).await;
+    b.finish().await;
+}
+
+#[tokio::test]
+async fn mysql_without_a_webhook_alerts_are_settled_not_left_pending() {
+    let b = Backend::mysql().await;
+    without_a_webhook_alerts_are_settled_not_left_pending(&b).await;
+    b.finish().await;
+}
+
+#[tokio::test]
+async fn sqlite_without_a_webhook_alerts_are_settled_not_left_pending() {
+    let b = Backend::sqlite().await;
+    without_a_webhook_alerts_are_settled_not_left_pending(&b).await;
+    b.finish().await;
+}
