@@ -124,7 +124,11 @@ async fn a_verify_failed_alert_outlives(death: Death) {
         .json()
         .await
         .unwrap();
-    assert_eq!(pending["items"], serde_json::json!([]), "nothing left undelivered");
+    assert_eq!(
+        pending["items"],
+        serde_json::json!([]),
+        "nothing left undelivered"
+    );
     drop(service);
     db.drop_db().await;
 }

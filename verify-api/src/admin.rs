@@ -222,10 +222,26 @@ pub struct ListQuery {
     /// The previous page's `next_cursor`, unchanged (400 for any other).
     /// Treat it as opaque: the pattern only says which strings can be one
     /// (empty: the first page).
-    #[param(
-        pattern = "^(?:djE6(?:(?:(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk][w-z0-5]){0,6}(?:M[AQgw]|N[AQgw]|O[AQ])|(?:(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk][w-z0-5]){0,5}(?:(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk][w-z0-5]|(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk])))?$"
-    )]
+    #[param(schema_with = cursor_param)]
     pub cursor: Option<String>,
+}
+
+/// Which strings can be a list's `next_cursor` (`v1:<id>` in unpadded
+/// URL-safe base64), or empty for the first page: a cursor is opaque, the
+/// pattern only lets a client (or a test generator) tell one apart.
+const CURSOR_PATTERN: &str = "^(?:djE6(?:(?:(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk][w-z0-5]){0,6}(?:M[AQgw]|N[AQgw]|O[AQ])|(?:(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk][w-z0-5]){0,5}(?:(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk][w-z0-5]|(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk])))?$";
+
+/// A list's `cursor` parameter (a parameter's schema_with drops its doc
+/// comment, so the schema says it).
+fn cursor_param() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(CURSOR_PATTERN))
+        .description(Some(
+            "The previous page's `next_cursor`, unchanged (400 for any other). Treat it as \
+             opaque: the pattern only says which strings can be one (empty: the first page).",
+        ))
+        .build()
 }
 
 /// A string that is one of `words`, or empty (no filter).
@@ -411,6 +427,8 @@ pub struct AlertListQuery {
     #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
     /// The previous page's `next_cursor`, unchanged (400 for any other).
+    /// Treat it as opaque, as the messages list's.
+    #[param(schema_with = cursor_param)]
     pub cursor: Option<String>,
 }
 

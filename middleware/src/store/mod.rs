@@ -48,9 +48,9 @@ use trustmsg_verify_api::MessageView;
 
 pub use decide::{decide, decide_batch, decide_batch_known, DecideOutcome, DecideRequest, Target};
 pub use model::{
-    Actor, AlertFilter, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message,
-    MessageFilter, NewAlert, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, Quarantined,
-    SentMark, Transition, Wait,
+    Actor, AlertFilter, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted,
+    Message, MessageFilter, NewAlert, NewMessage, Overdue, Producer, ProducerRecord,
+    ProducerSummary, Quarantined, SentMark, Transition, Wait,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should

@@ -19,9 +19,9 @@ use super::sql::{
     ALERT_COLUMNS, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
 };
 use super::{
-    Actor, AlertFilter, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message,
-    MessageFilter, NewAlert, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, SentMark, Store,
-    StoreError, StoreResult, Transition, Wait,
+    Actor, AlertFilter, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted,
+    Message, MessageFilter, NewAlert, NewMessage, Overdue, Producer, ProducerRecord,
+    ProducerSummary, SentMark, Store, StoreError, StoreResult, Transition, Wait,
 };
 
 /// The MySQL/MariaDB store.

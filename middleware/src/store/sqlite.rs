@@ -35,9 +35,9 @@ use super::sql::{
     Dialect, SqlRow, ALERT_COLUMNS, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
 };
 use super::{
-    Actor, AlertFilter, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message,
-    MessageFilter, NewAlert, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, SentMark, Store,
-    StoreError, StoreResult, Transition, Wait,
+    Actor, AlertFilter, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted,
+    Message, MessageFilter, NewAlert, NewMessage, Overdue, Producer, ProducerRecord,
+    ProducerSummary, SentMark, Store, StoreError, StoreResult, Transition, Wait,
 };
 
 /// The database clock as INTEGER ms since the epoch. `julianday('now')` holds

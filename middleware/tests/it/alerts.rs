@@ -23,7 +23,10 @@ async fn one_alert(s: &dyn Store) -> AlertView {
         .await
         .unwrap()
         .unwrap();
-    let all = s.list_alerts(AlertFilter::default(), 10, None).await.unwrap();
+    let all = s
+        .list_alerts(AlertFilter::default(), 10, None)
+        .await
+        .unwrap();
     assert_eq!(all.len(), 1);
     all.into_iter().next().unwrap()
 }

@@ -37,9 +37,8 @@ fn alert_filter(params: &BTreeMap<String, String>) -> Result<AlertFilter, ApiErr
         .transpose()?;
     let message_id = param(params, "message_id")
         .map(|v| {
-            v.parse::<u64>().map_err(|_| {
-                bad(format!("message_id must be a whole number (got {v:?})"))
-            })
+            v.parse::<u64>()
+                .map_err(|_| bad(format!("message_id must be a whole number (got {v:?})")))
         })
         .transpose()?;
     Ok(AlertFilter { state, message_id })

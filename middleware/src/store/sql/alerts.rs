@@ -212,9 +212,7 @@ where
     &'static str: Bind<D>,
     i64: Bind<D>,
 {
-    let mut q = QueryBuilder::<D>::new(format!(
-        "SELECT {ALERT_COLUMNS} FROM alerts WHERE 1 = 1"
-    ));
+    let mut q = QueryBuilder::<D>::new(format!("SELECT {ALERT_COLUMNS} FROM alerts WHERE 1 = 1"));
     if let Some(s) = f.state {
         q.push(" AND state = ").push_bind(s.as_str());
     }

@@ -27,8 +27,14 @@ async fn the_pending_alert(s: &dyn Store, id: u64, kind: AlertKind) -> AlertView
     let alerts = alerts_of(s, id).await;
     assert_eq!(alerts.len(), 1, "exactly one alert: {alerts:?}");
     let a = alerts.into_iter().next().unwrap();
-    assert_eq!((a.kind, a.message_id, a.state), (kind, id, AlertState::Pending));
-    assert_eq!((a.delivery_attempts, a.last_delivery_error.as_deref()), (0, None));
+    assert_eq!(
+        (a.kind, a.message_id, a.state),
+        (kind, id, AlertState::Pending)
+    );
+    assert_eq!(
+        (a.delivery_attempts, a.last_delivery_error.as_deref()),
+        (0, None)
+    );
     assert_eq!(a.next_attempt_at, Some(a.created_at), "due at once");
     assert_eq!(a.delivered_at, None);
     a
@@ -119,14 +125,20 @@ pub(crate) async fn a_quarantine_and_an_overdue_flag_each_write_one_alert(b: &Ba
         .await
         .unwrap();
     assert_eq!(
-        b.raw_execute("UPDATE messages SET headers = 'not json' WHERE id = ?", bad.id)
-            .await,
+        b.raw_execute(
+            "UPDATE messages SET headers = 'not json' WHERE id = ?",
+            bad.id
+        )
+        .await,
         1
     );
     let claimed = s.claim_due_sends(10, LATER).await.unwrap();
     assert_eq!(claimed.quarantined.len(), 1);
     let a = the_pending_alert(s, bad.id, AlertKind::Quarantined).await;
-    assert_eq!((a.attempts, a.last_error), (0, claimed.quarantined[0].reason.clone()));
+    assert_eq!(
+        (a.attempts, a.last_error),
+        (0, claimed.quarantined[0].reason.clone())
+    );
     assert_eq!(s.claim_due_sends(10, LATER).await.unwrap().taken(), 0);
     assert_eq!(alerts_of(s, bad.id).await.len(), 1);
 
@@ -172,7 +184,11 @@ pub(crate) async fn claim_due_alerts_skips_claimed_ones_until_a_short_lease_runs
     let (one, two) = two_alerts(s).await;
     let short = Duration::from_millis(300);
     let first = s.claim_due_alerts(1, short).await.unwrap();
-    assert_eq!(alert_ids(&first), [one], "at most the limit, oldest due first");
+    assert_eq!(
+        alert_ids(&first),
+        [one],
+        "at most the limit, oldest due first"
+    );
     let second = s.claim_due_alerts(10, short).await.unwrap();
     assert_eq!(alert_ids(&second), [two], "a claimed alert is not due");
     assert_eq!(s.claim_due_alerts(10, short).await.unwrap(), []);
@@ -184,7 +200,10 @@ pub(crate) async fn claim_due_alerts_skips_an_alert_another_claimer_holds_locked
     let s = b.store.as_ref();
     let (one, two) = two_alerts(s).await;
     // SQLite has no row locks: its claim is one statement under the write lock.
-    let Some(held) = b.lock_row("SELECT id FROM alerts WHERE id = ? FOR UPDATE", one).await else {
+    let Some(held) = b
+        .lock_row("SELECT id FROM alerts WHERE id = ? FOR UPDATE", one)
+        .await
+    else {
         return;
     };
     let claimed = tokio::time::timeout(Duration::from_secs(5), s.claim_due_alerts(10, LATER))
@@ -204,13 +223,22 @@ pub(crate) async fn a_delivered_alert_is_settled_and_a_retry_counts_and_waits(b:
         .retry_alert_later(one, "the webhook answered 500", LATER)
         .await
         .unwrap());
-    let a = &s.list_alerts(AlertFilter::default(), 10, None).await.unwrap()[1];
+    let a = &s
+        .list_alerts(AlertFilter::default(), 10, None)
+        .await
+        .unwrap()[1];
     assert_eq!(a.alert_id, one);
     assert_eq!(a.state, AlertState::Pending);
     assert_eq!(a.delivery_attempts, 1);
-    assert_eq!(a.last_delivery_error.as_deref(), Some("the webhook answered 500"));
+    assert_eq!(
+        a.last_delivery_error.as_deref(),
+        Some("the webhook answered 500")
+    );
     assert!(a.next_attempt_at.unwrap() > a.created_at + chrono::TimeDelta::minutes(59));
-    assert_eq!(alert_ids(&s.claim_due_alerts(10, LATER).await.unwrap()), [two]);
+    assert_eq!(
+        alert_ids(&s.claim_due_alerts(10, LATER).await.unwrap()),
+        [two]
+    );
 
     assert!(s.mark_alert_delivered(two).await.unwrap());
     assert!(!s.mark_alert_delivered(two).await.unwrap(), "marked once");
@@ -227,15 +255,28 @@ pub(crate) async fn a_delivered_alert_is_settled_and_a_retry_counts_and_waits(b:
         state: Some(AlertState::Pending),
         ..Default::default()
     };
-    assert_eq!(alert_ids(&s.list_alerts(pending, 10, None).await.unwrap()), [one]);
+    assert_eq!(
+        alert_ids(&s.list_alerts(pending, 10, None).await.unwrap()),
+        [one]
+    );
 }
 
 pub(crate) async fn without_a_webhook_due_alerts_are_settled_and_never_pile_up(b: &Backend) {
     let s = b.store.as_ref();
     let (one, two) = two_alerts(s).await;
-    assert!(s.retry_alert_later(two, "claimed elsewhere", LATER).await.unwrap());
-    assert_eq!(s.settle_alerts_without_webhook(10).await.unwrap(), 1, "the due one");
-    let all = s.list_alerts(AlertFilter::default(), 10, None).await.unwrap();
+    assert!(s
+        .retry_alert_later(two, "claimed elsewhere", LATER)
+        .await
+        .unwrap());
+    assert_eq!(
+        s.settle_alerts_without_webhook(10).await.unwrap(),
+        1,
+        "the due one"
+    );
+    let all = s
+        .list_alerts(AlertFilter::default(), 10, None)
+        .await
+        .unwrap();
     let state = |id| all.iter().find(|a| a.alert_id == id).unwrap().state;
     assert_eq!(state(one), AlertState::NoWebhook);
     assert_eq!(state(two), AlertState::Pending);
@@ -246,7 +287,10 @@ pub(crate) async fn listed_alerts_are_newest_first_and_paged_without_skips(b: &B
     let s = b.store.as_ref();
     let (one, two) = two_alerts(s).await;
     let (three, _) = two_alerts_more(s).await;
-    let page = s.list_alerts(AlertFilter::default(), 2, None).await.unwrap();
+    let page = s
+        .list_alerts(AlertFilter::default(), 2, None)
+        .await
+        .unwrap();
     assert_eq!(alert_ids(&page)[1], three);
     let rest = s
         .list_alerts(AlertFilter::default(), 10, Some(three))
@@ -274,11 +318,18 @@ pub(crate) async fn retention_deletes_settled_alerts_and_never_a_pending_one(b: 
     assert!(s.retry_alert_later(three, "refused", LATER).await.unwrap());
     assert!(s.retry_alert_later(_four, "refused", LATER).await.unwrap());
     assert_eq!(s.settle_alerts_without_webhook(10).await.unwrap(), 1);
-    assert_eq!(s.purge_finished(LATER, 100).await.unwrap(), 0, "not old enough");
+    assert_eq!(
+        s.purge_finished(LATER, 100).await.unwrap(),
+        0,
+        "not old enough"
+    );
     tokio::time::sleep(Duration::from_millis(50)).await;
     let window = Duration::from_millis(10);
     assert_eq!(s.purge_finished(window, 100).await.unwrap(), 2);
-    let left = s.list_alerts(AlertFilter::default(), 10, None).await.unwrap();
+    let left = s
+        .list_alerts(AlertFilter::default(), 10, None)
+        .await
+        .unwrap();
     assert!(
         left.iter().all(|a| a.state == AlertState::Pending),
         "{left:?}"
