@@ -2,14 +2,16 @@
 //! ([`AlertDelivery::deliver_due`]) against a real local webhook: a refused
 //! POST is retried later under the same alert id, a 2xx marks the alert
 //! delivered and nothing is POSTed again; without a webhook alerts are
-//! settled instead of waiting forever.
+//! settled instead of waiting forever. `/metrics` shows the undelivered ones
+//! and counts the POSTs.
 
 use std::time::Duration;
 
 use axum::http::StatusCode;
+use serde_json::json;
 use trustmsg::alert::AlertDelivery;
 use trustmsg::store::{Actor, AlertFilter, Store};
-use trustmsg_tests::{eventually, AlertSink};
+use trustmsg_tests::{eventually, prepare_body, AlertSink, TestApp, UNREACHABLE_VERIFY_URL};
 use trustmsg_verify_api::admin::{AlertState, AlertView};
 
 use crate::store::harness::{arrange_key, Backend, Due, State};
@@ -115,4 +117,52 @@ async fn sqlite_without_a_webhook_alerts_are_settled_not_left_pending() {
     let b = Backend::sqlite().await;
     without_a_webhook_alerts_are_settled_not_left_pending(&b).await;
     b.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_show_an_undelivered_alert_until_the_webhook_takes_it() {
+    let sink = AlertSink::start().await;
+    sink.answer(StatusCode::BAD_GATEWAY);
+    let webhook = sink.url();
+    let app = TestApp::spawn(&[
+        "--first-verify-after",
+        "0s",
+        "--verify-interval",
+        "20ms",
+        "--backlog-interval",
+        "100ms",
+        "--alert-webhook",
+        &webhook,
+    ])
+    .await;
+    let (status, reg) = app
+        .put_producer(
+            "shop",
+            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "max_verify_attempts": 1}),
+        )
+        .await;
+    assert_eq!(status, 201, "{reg}");
+    let token = reg["token"].as_str().unwrap().to_string();
+    app.prepare(Some(&token), &prepare_body("shop", "k")).await;
+    eventually(20, "an undelivered alert with a failed POST", async || {
+        app.counter("trustmsg_alerts_undelivered").await == 1
+            && app.counter("trustmsg_alert_delivery_failures_total").await >= 1
+    })
+    .await;
+    assert_eq!(app.counter("trustmsg_alert_deliveries_total").await, 0);
+    assert_eq!(app.counter("trustmsg_alerts_total").await, 1);
+
+    sink.answer(StatusCode::OK);
+    eventually(
+        20,
+        "the alert delivered and no longer counted as waiting",
+        async || {
+            app.counter("trustmsg_alerts_undelivered").await == 0
+                && app.counter("trustmsg_alert_deliveries_total").await == 1
+        },
+    )
+    .await;
+    assert_eq!(sink.alerts().len(), 1);
+    assert_eq!(app.counter("trustmsg_alerts_total").await, 1, "raised once");
+    app.finish().await;
 }
