@@ -37,8 +37,16 @@ fn alert_filter(params: &BTreeMap<String, String>) -> Result<AlertFilter, ApiErr
         .transpose()?;
     let message_id = param(params, "message_id")
         .map(|v| {
-            v.parse::<u64>()
-                .map_err(|_| bad(format!("message_id must be a whole number (got {v:?})")))
+            // Ids are at most i64's maximum (SQLite stores them signed).
+            v.parse::<i64>()
+                .ok()
+                .and_then(|id| u64::try_from(id).ok())
+                .ok_or_else(|| {
+                    bad(format!(
+                        "message_id must be a whole number from 0 to {} (got {v:?})",
+                        i64::MAX
+                    ))
+                })
         })
         .transpose()?;
     Ok(AlertFilter { state, message_id })

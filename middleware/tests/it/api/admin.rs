@@ -141,6 +141,11 @@ async fn bad_list_parameters_are_refused_saying_what_is_accepted_and_only_the_ad
             "pending, delivered, no_webhook",
         ),
         ("message_id=x", "invalid_filter", "whole number"),
+        (
+            "message_id=9223372036854775808",
+            "invalid_filter",
+            "from 0 to 9223372036854775807",
+        ),
         ("limit=501", "invalid_limit", "from 1 to 500"),
         ("cursor=bm90LWEtY3Vyc29y", "invalid_cursor", "next_cursor"),
         (
