@@ -8,6 +8,8 @@
 use std::time::Duration;
 
 use axum::http::StatusCode;
+use axum::routing::post;
+use axum::Router;
 use serde_json::json;
 use trustmsg::alert::AlertDelivery;
 use trustmsg::store::{Actor, AlertFilter, Store};
@@ -165,4 +167,62 @@ async fn metrics_show_an_undelivered_alert_until_the_webhook_takes_it() {
     assert_eq!(sink.alerts().len(), 1);
     assert_eq!(app.counter("trustmsg_alerts_total").await, 1, "raised once");
     app.finish().await;
+}
+
+/// A service whose webhook takes `answer_after` to answer each POST; the
+/// receiver hears of each POST as it arrives.
+async fn slow_webhook_service(
+    grace: &str,
+    answer_after: Duration,
+) -> (TestApp, tokio::sync::mpsc::UnboundedReceiver<()>) {
+    let (arrived_tx, arrived) = tokio::sync::mpsc::unbounded_channel();
+    let router = Router::new().route(
+        "/alerts",
+        post(move || {
+            let tx = arrived_tx.clone();
+            async move {
+                let _ = tx.send(());
+                tokio::time::sleep(answer_after).await;
+                StatusCode::NO_CONTENT
+            }
+        }),
+    );
+    let webhook = format!("http://{}/alerts", trustmsg_tests::serve(router).await);
+    let app = TestApp::spawn(&[
+        "--no-verifier",
+        "--shutdown-grace",
+        grace,
+        "--alert-webhook",
+        &webhook,
+    ])
+    .await;
+    (app, arrived)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_shutdown_lets_a_post_in_flight_finish_and_records_it() {
+    let (app, mut arrived) = slow_webhook_service("10s", Duration::from_millis(800)).await;
+    let store = app.store().clone();
+    one_alert(store.as_ref()).await;
+    arrived.recv().await.expect("the POST arrives");
+    app.app.stop().await.expect("clean shutdown");
+    let a = the_alert(store.as_ref()).await;
+    assert_eq!((a.state, a.delivery_attempts), (AlertState::Delivered, 1));
+    app.db.drop_db().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_the_shutdown_grace_cuts_off_leaves_its_alert_pending_for_the_next_instance() {
+    let (app, mut arrived) = slow_webhook_service("0s", Duration::from_secs(30)).await;
+    let store = app.store().clone();
+    one_alert(store.as_ref()).await;
+    arrived.recv().await.expect("the POST arrives");
+    app.app.stop().await.expect("clean shutdown");
+    let a = the_alert(store.as_ref()).await;
+    assert_eq!(a.state, AlertState::Pending, "not lost: {a:?}");
+    assert!(
+        a.next_attempt_at > Some(a.created_at),
+        "claimed until its lease runs out: {a:?}"
+    );
+    app.db.drop_db().await;
 }
