@@ -59,7 +59,7 @@ const BATCH: u32 = 32;
 /// POSTs in flight at once.
 const CONCURRENT: usize = 8;
 /// How often an idle instance looks for due alerts.
-const POLL: Duration = Duration::from_millis(500);
+const POLL: Duration = Duration::from_secs(1);
 
 /// The header that carries the alert's stable id.
 pub const ALERT_ID_HEADER: &str = "trustmsg-alert-id";

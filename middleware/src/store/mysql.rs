@@ -755,7 +755,18 @@ impl Store for MySqlStore {
         sql::flag_overdue(&self.pool, wait, older_than, limit).await
     }
 
+    /// An idle instance asks this every round, and alerts are rare: a
+    /// plain read finds whether anything is due before a transaction (and
+    /// its locks) is opened for the claim.
     async fn claim_due_alerts(&self, limit: u32, lease: Duration) -> StoreResult<Vec<AlertView>> {
+        let due: Option<u64> = sqlx::query_scalar(
+            "SELECT id FROM alerts WHERE next_attempt_at <= UTC_TIMESTAMP(3) LIMIT 1",
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        if due.is_none() {
+            return Ok(Vec::new());
+        }
         let mut tx = self.pool.begin().await?;
         let rows: Vec<MySqlRow> = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {ALERT_COLUMNS} FROM alerts WHERE next_attempt_at <= UTC_TIMESTAMP(3) \
