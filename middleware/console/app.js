@@ -185,6 +185,7 @@ function route() {
   if (parts[0] === "producers" && parts[1] === "new") return producerForm(null);
   if (parts[0] === "producers" && parts[1]) return producerForm(parts[1]);
   if (parts[0] === "producers") return producersPage();
+  if (parts[0] === "alerts") return alertsPage(params);
   return overviewPage();
 }
 
@@ -288,6 +289,74 @@ async function overviewPage() {
   };
   await load();
   refreshTimer = setInterval(load, REFRESH_MS);
+}
+
+// ---------------------------------------------------------------- alerts
+
+const ALERT_STATES = ["", "pending", "delivered", "no_webhook"];
+
+// The alert outbox: what reached the webhook and what still waits (pending
+// first by default, with why its last POST failed).
+async function alertsPage(params) {
+  const state = params.has("state") ? params.get("state") : "pending";
+  const cursor = params.get("cursor");
+  const filter = state ? { state } : {};
+  const select = h(
+    "select",
+    { id: "f-alert-state", name: "state" },
+    ALERT_STATES.map((o) => h("option", { value: o, selected: state === o }, o || "any")),
+  );
+  const form = h(
+    "form",
+    {
+      class: "filters",
+      onsubmit: (ev) => {
+        ev.preventDefault();
+        go("#/alerts?" + query({ state: select.value }));
+      },
+    },
+    h("label", {}, "State ", select),
+    h("button", { type: "submit", id: "apply-alert-filter" }, "Apply"),
+  );
+  const list = h("section", {}, h("p", { class: "muted" }, "Loading…"));
+  show(h("h1", {}, "Alerts"), form, list);
+  let page;
+  try {
+    page = await api("GET", "/v1/admin/alerts?" + query(filter, cursor ? { limit: PAGE_SIZE, cursor } : { limit: PAGE_SIZE }));
+  } catch (e) {
+    return failed(e);
+  }
+  const rows = page.items.map((a) =>
+    h(
+      "tr",
+      { class: a.state === "pending" ? "failed" : null },
+      h("td", { class: "num" }, String(a.alert_id)),
+      h("td", {}, a.kind),
+      h("td", { class: "num" }, h("a", { href: "#/messages/" + a.message_id }, String(a.message_id))),
+      h("td", {}, a.biz_id),
+      h("td", { class: "key" }, a.message_key),
+      h("td", {}, h("span", { class: "badge " + (a.state === "pending" ? "bad" : a.state) }, a.state)),
+      h("td", { class: "num" }, String(a.delivery_attempts)),
+      h("td", { class: "num" }, since(a.created_at)),
+      h("td", { class: "err" }, clip(a.last_delivery_error, 120)),
+    ),
+  );
+  const nav = h(
+    "p",
+    { class: "pager" },
+    cursor ? h("a", { href: "#/alerts?" + query({ state }), class: "button secondary" }, "First page") : null,
+    page.next_cursor
+      ? h("a", { href: "#/alerts?" + query({ state }, { cursor: page.next_cursor }), class: "button" }, "Next page")
+      : h("span", { class: "muted" }, "End of list"),
+  );
+  list.replaceChildren(
+    table(
+      ["Alert", "Kind", "Message", "Producer", "Key", "State", "POSTs", "Age", "Last delivery error"],
+      rows,
+      state === "pending" ? "Every alert has reached the webhook." : "No alert matches.",
+    ),
+    nav,
+  );
 }
 
 // ---------------------------------------------------------------- messages

@@ -355,7 +355,10 @@ fn resolve_override(s: &str) -> Result<ResolveOverride, String> {
 /// Alerting.
 #[derive(Debug, Clone, Args)]
 pub struct AlertArgs {
-    /// URL that receives a JSON POST for every alert (VERIFY_FAILED, SEND_FAILED).
+    /// URL that receives a JSON POST for every alert (verify_failed,
+    /// send_failed, quarantined, send_overdue, verify_overdue), retried until
+    /// it answers 2xx, from whichever instance is running. Without it alerts
+    /// are logged and counted only (state no_webhook).
     #[arg(long, env = "TRUSTMSG_ALERT_WEBHOOK")]
     pub alert_webhook: Option<url::Url>,
 
@@ -422,6 +425,8 @@ pub(crate) struct Settings {
     pub(crate) verifier: Option<VerifierConfig>,
     /// Where alerts are POSTed, if anywhere.
     pub(crate) alert_webhook: Option<url::Url>,
+    /// How long in-flight alert POSTs may take to finish on shutdown.
+    pub(crate) shutdown_grace: Duration,
     /// When a waiting message is alerted as overdue.
     pub(crate) overdue: OverdueSettings,
     /// How often the backlog gauges are refreshed.
@@ -534,6 +539,7 @@ impl ServeArgs {
             forwarding,
             verifier,
             alert_webhook: self.alerts.alert_webhook.clone(),
+            shutdown_grace: self.shutdown_grace,
             backlog_interval: self.backlog_interval,
             retention: Some(self.retention).filter(|d| !d.is_zero()),
             overdue: OverdueSettings {

@@ -14,21 +14,21 @@
 //!
 //! Exactly once per wait: the store flags each message it returns with a
 //! guarded UPDATE of that wait's flag (`send_overdue_alerted`,
-//! `verify_overdue_alerted`), so of all the instances' watches exactly one
-//! returns, and alerts, each message, once for each kind of wait. An
-//! operator's redeliver or re-verify clears its flag and starts the wait
-//! again, so a message put back in its queue that waits too long again is
-//! alerted again. The flag changes neither the state nor the version, so a
-//! claim in flight on the row is not disturbed.
+//! `verify_overdue_alerted`) and writes its alert to the outbox in the same
+//! transaction, so of all the instances' watches exactly one raises each
+//! message's alert, once for each kind of wait. An operator's redeliver or
+//! re-verify clears its flag and starts the wait again, so a message put
+//! back in its queue that waits too long again is alerted again. The flag
+//! changes neither the state nor the version, so a claim in flight on the
+//! row is not disturbed.
 
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::alert::{Alert, AlertKind, Alerter};
 use crate::periodic;
-use crate::store::{DynStore, Overdue, Wait};
+use crate::store::{DynStore, Wait};
 
 /// Messages flagged per kind of wait and round; more wait for the next round.
 const BATCH: u32 = 256;
@@ -58,20 +58,19 @@ impl OverdueSettings {
 /// Starts the watch; None when both alerts are off. It ends on `cancel`.
 pub(crate) fn spawn(
     store: DynStore,
-    alerter: Alerter,
     settings: OverdueSettings,
     cancel: CancellationToken,
 ) -> Option<JoinHandle<()>> {
     let interval = settings.interval()?;
     Some(periodic::spawn(interval, cancel, move || {
-        let (store, alerter) = (store.clone(), alerter.clone());
+        let store = store.clone();
         async move {
             for (wait, after) in [
                 (Wait::Send, settings.send_after),
                 (Wait::Decision, settings.verify_after),
             ] {
                 if let Some(after) = after {
-                    look(&store, &alerter, wait, after).await;
+                    look(&store, wait, after).await;
                 }
             }
             metrics::counter!("trustmsg_overdue_rounds_total").increment(1);
@@ -79,39 +78,16 @@ pub(crate) fn spawn(
     }))
 }
 
-/// One round for one kind of wait.
-async fn look(store: &DynStore, alerter: &Alerter, wait: Wait, after: Duration) {
+/// One round for one kind of wait: the store flags and alerts.
+async fn look(store: &DynStore, wait: Wait, after: Duration) {
     match store.flag_overdue(wait, after, BATCH).await {
-        Ok(flagged) => {
-            for o in flagged {
-                alerter.fire(alert(wait, after, o));
-            }
+        Ok(flagged) if !flagged.is_empty() => {
+            tracing::debug!(flagged = flagged.len(), ?wait, "overdue messages alerted");
         }
+        Ok(_) => {}
         Err(e) => {
             tracing::warn!(error = %e, ?wait, "could not look for overdue messages; trying again next round")
         }
-    }
-}
-
-fn alert(wait: Wait, after: Duration, o: Overdue) -> Alert {
-    let (kind, waiting) = match wait {
-        Wait::Send => (AlertKind::SendOverdue, "committed and not yet in Kafka"),
-        Wait::Decision => (AlertKind::VerifyOverdue, "prepared and not yet decided"),
-    };
-    let since = o
-        .since
-        .map_or_else(|| "an unreadable time".to_string(), |t| t.to_rfc3339());
-    let last = o.last_error.as_deref().unwrap_or("none");
-    Alert {
-        kind,
-        message_id: o.id,
-        biz_id: o.biz_id,
-        message_key: o.message_key,
-        attempts: o.attempts,
-        last_error: format!(
-            "{waiting} for more than {} (since {since}); last error: {last}",
-            humantime::format_duration(after)
-        ),
     }
 }
 

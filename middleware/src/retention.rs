@@ -2,13 +2,15 @@
 //! ROLLED_BACK (tombstones included) — unchanged for longer than the window
 //! are deleted with their audit and check-attempt rows. Nothing an operator
 //! may still need (PREPARED, VERIFY_FAILED, PENDING, SEND_FAILED) is ever
-//! deleted.
+//! deleted. Settled alerts (delivered, or without a webhook) unchanged for
+//! the window go in the same transactions; a pending alert never does.
 //!
 //! Deletion goes in batches of [`BATCH`] messages, each in its own short
 //! transaction, with a pause between batches, so a large first clean-up
 //! never holds locks for long nor starves the API. Every instance may run
 //! it; two deleting the same rows at once only find less to delete.
-//! Deletions are counted in `trustmsg_retention_deleted_total`.
+//! Deletions (messages and alerts) are counted in
+//! `trustmsg_retention_deleted_total`.
 
 use std::time::Duration;
 
@@ -45,7 +47,10 @@ async fn purge(store: &DynStore, window: Duration, cancel: &CancellationToken) {
             Ok(n) => {
                 metrics::counter!("trustmsg_retention_deleted_total").increment(n);
                 if n > 0 {
-                    tracing::debug!(deleted = n, "retention deleted finished messages");
+                    tracing::debug!(
+                        deleted = n,
+                        "retention deleted finished messages and settled alerts"
+                    );
                 }
                 if n < u64::from(BATCH) {
                     break;

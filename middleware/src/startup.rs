@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
 
-use crate::alert::Alerter;
+use crate::alert::AlertDelivery;
 use crate::api::load_shed::InFlight;
 use crate::api::{self, AppState, Shared};
 use crate::backlog;
@@ -74,7 +74,6 @@ impl Application {
         let shutdown = CancellationToken::new();
         let mut workers = Vec::new();
         let liveness = Liveness::default();
-        let alerter = Alerter::new(cfg.alert_webhook);
         let commits: Arc<dyn CommitListener> = match cfg.forwarding {
             Forwarding::Off { why } => {
                 tracing::warn!("{why}");
@@ -82,7 +81,7 @@ impl Application {
             }
             Forwarding::Kafka { kafka, config } => {
                 let sink = KafkaSink::new(kafka)?;
-                let forwarder = Forwarder::new(store.clone(), sink, config, alerter.clone());
+                let forwarder = Forwarder::new(store.clone(), sink, config);
                 let (handle, task) = forwarder.spawn(shutdown.clone());
                 workers.push(liveness.watch("forwarder", task, shutdown.clone()));
                 Arc::new(handle)
@@ -93,24 +92,21 @@ impl Application {
                 store.clone(),
                 registry.clone(),
                 address_policy.clone(),
-                alerter.clone(),
                 commits.clone(),
                 verifier,
             );
             let task = verifier.spawn(shutdown.clone());
             workers.push(liveness.watch("verifier", task, shutdown.clone()));
         }
-        if let Some(task) = overdue::spawn(
-            store.clone(),
-            alerter.clone(),
-            cfg.overdue,
-            shutdown.clone(),
-        ) {
+        if let Some(task) = overdue::spawn(store.clone(), cfg.overdue, shutdown.clone()) {
             workers.push(liveness.watch("overdue watch", task, shutdown.clone()));
         }
         if let Some(task) = retention::spawn(store.clone(), cfg.retention, shutdown.clone()) {
             workers.push(liveness.watch("retention", task, shutdown.clone()));
         }
+        let task = AlertDelivery::new(store.clone(), cfg.alert_webhook)
+            .spawn(shutdown.clone(), cfg.shutdown_grace);
+        workers.push(liveness.watch("alert delivery", task, shutdown.clone()));
         let task = backlog::spawn(store.clone(), cfg.backlog_interval, shutdown.clone());
         workers.push(liveness.watch("backlog", task, shutdown.clone()));
         let state = AppState::new(Shared {

@@ -555,3 +555,47 @@ async fn a_producer_is_registered_its_token_rotated_and_deleted_from_the_console
     browser.finish().await;
     app.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_the_webhook_refuses_is_listed_as_pending_with_why_and_links_its_message() {
+    let sink = trustmsg_tests::AlertSink::start().await;
+    sink.answer(axum::http::StatusCode::SERVICE_UNAVAILABLE);
+    let webhook = sink.url();
+    let app = TestApp::spawn_sqlite(&[
+        "--verify-interval",
+        "20ms",
+        "--verify-timeout",
+        "200ms",
+        "--alert-webhook",
+        &webhook,
+    ])
+    .await;
+    let (status, body) = app
+        .put_producer(
+            "shop",
+            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "first_verify_after_ms": 0,
+                    "max_verify_attempts": 1}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let token = body["token"].as_str().unwrap().to_string();
+    let (_, view) = app
+        .prepare(Some(&token), &prepare_body("shop", "stuck"))
+        .await;
+    let id = view["id"].as_u64().unwrap();
+    eventually(20, "the webhook refused the alert", async || {
+        sink.refused() >= 1
+    })
+    .await;
+
+    let browser = signed_in(&app, 1280, 900).await;
+    browser.click("a[data-page=alerts]").await;
+    let text = browser.until_text("verify_failed").await;
+    for cell in ["pending", "stuck", "503"] {
+        assert!(text.contains(cell), "{cell} in {text}");
+    }
+    browser.click(&format!("a[href='#/messages/{id}']")).await;
+    browser.until_text("VERIFY_FAILED").await;
+    browser.finish().await;
+    app.finish().await;
+}

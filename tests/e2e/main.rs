@@ -4,6 +4,7 @@
 
 mod harness;
 
+mod alert_outbox;
 mod backlog;
 mod barrier_race;
 mod bulk;

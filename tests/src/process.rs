@@ -145,6 +145,14 @@ impl ServiceProcess {
         }
     }
 
+    /// SIGTERM, then waits for it to exit: a graceful shutdown.
+    pub fn terminate(&mut self) {
+        self.signal("-TERM");
+        if let Some(mut c) = self.child.take() {
+            c.wait().unwrap();
+        }
+    }
+
     /// SIGSTOP: the process is frozen mid-whatever (a GC pause, a VM
     /// migration, a laptop lid): its leases run out while it holds them.
     pub fn pause(&self) {

@@ -5,10 +5,10 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::Value;
@@ -68,31 +68,50 @@ impl Counter {
     }
 }
 
-/// An alert webhook (`--alert-webhook`) that keeps every alert it receives.
+/// An alert webhook (`--alert-webhook`) that keeps every alert it accepts,
+/// and answers what the test says (204 until told otherwise).
 #[derive(Clone)]
 pub struct AlertSink {
     addr: SocketAddr,
     alerts: Arc<Mutex<Vec<Value>>>,
+    answer: Arc<AtomicU16>,
+    refused: Counter,
 }
 
 impl AlertSink {
     /// Starts it on a free port.
     pub async fn start() -> Self {
         let alerts: Arc<Mutex<Vec<Value>>> = Arc::default();
-        let store = alerts.clone();
+        let answer = Arc::new(AtomicU16::new(StatusCode::NO_CONTENT.as_u16()));
+        let refused = Counter::default();
+        let (store, status, refusals) = (alerts.clone(), answer.clone(), refused.clone());
         let app = Router::new().route(
             "/alerts",
-            post(move |Json(v): Json<Value>| {
-                let store = store.clone();
+            post(move |headers: HeaderMap, Json(mut v): Json<Value>| {
+                let (store, status, refusals) = (store.clone(), status.clone(), refusals.clone());
                 async move {
+                    let status = StatusCode::from_u16(status.load(Ordering::SeqCst)).unwrap();
+                    if !status.is_success() {
+                        refusals.bump();
+                        return status;
+                    }
+                    // The header's id beside the body's, for tests that hold
+                    // the two to be the same.
+                    let header = headers
+                        .get("trustmsg-alert-id")
+                        .and_then(|h| h.to_str().ok())
+                        .map(str::to_string);
+                    v["header_alert_id"] = header.map_or(Value::Null, Value::String);
                     store.lock().unwrap().push(v);
-                    StatusCode::NO_CONTENT
+                    status
                 }
             }),
         );
         Self {
             addr: serve(app).await,
             alerts,
+            answer,
+            refused,
         }
     }
 
@@ -101,7 +120,19 @@ impl AlertSink {
         format!("http://{}/alerts", self.addr)
     }
 
-    /// Every alert body received so far, in arrival order.
+    /// Answers `status` from now on; a status that is not 2xx refuses the
+    /// alert (it is not kept, and counted in [`AlertSink::refused`]).
+    pub fn answer(&self, status: StatusCode) {
+        self.answer.store(status.as_u16(), Ordering::SeqCst);
+    }
+
+    /// POSTs refused so far.
+    pub fn refused(&self) -> u32 {
+        self.refused.get()
+    }
+
+    /// Every alert body accepted so far, in arrival order, with the
+    /// `trustmsg-alert-id` header's value added as `header_alert_id`.
     pub fn alerts(&self) -> Vec<Value> {
         self.alerts.lock().unwrap().clone()
     }

@@ -226,10 +226,26 @@ pub struct ListQuery {
     /// The previous page's `next_cursor`, unchanged (400 for any other).
     /// Treat it as opaque: the pattern only says which strings can be one
     /// (empty: the first page).
-    #[param(
-        pattern = "^(?:djE6(?:(?:(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk][w-z0-5]){0,6}(?:M[AQgw]|N[AQgw]|O[AQ])|(?:(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk][w-z0-5]){0,5}(?:(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk][w-z0-5]|(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk])))?$"
-    )]
+    #[param(schema_with = cursor_param)]
     pub cursor: Option<String>,
+}
+
+/// Which strings can be a list's `next_cursor` (`v1:<id>` in unpadded
+/// URL-safe base64), or empty for the first page: a cursor is opaque, the
+/// pattern only lets a client (or a test generator) tell one apart.
+const CURSOR_PATTERN: &str = "^(?:djE6(?:(?:(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk][w-z0-5]){0,6}(?:M[AQgw]|N[AQgw]|O[AQ])|(?:(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk][w-z0-5]){0,5}(?:(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk][w-z0-5]|(?:M[DTjz]|N[DTjz]|O[DT])[AEIMQUYcgk])))?$";
+
+/// A list's `cursor` parameter (a parameter's schema_with drops its doc
+/// comment, so the schema says it).
+fn cursor_param() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(CURSOR_PATTERN))
+        .description(Some(
+            "The previous page's `next_cursor`, unchanged (400 for any other). Treat it as \
+             opaque: the pattern only says which strings can be one (empty: the first page).",
+        ))
+        .build()
 }
 
 /// A string that is one of `words`, or empty (no filter).
@@ -281,4 +297,145 @@ fn bulk_filter() -> Object {
             utoipa::openapi::schema::AdditionalProperties::FreeForm(false),
         ))
         .build()
+}
+
+/// What went wrong with a message, as an alert names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AlertKind {
+    /// Check-back gave no decision within the attempt limit: VERIFY_FAILED.
+    VerifyFailed,
+    /// Kafka refused the message for good, or the attempt limit was reached: SEND_FAILED.
+    SendFailed,
+    /// A claim found the row due but could not read it and set it aside: it is
+    /// neither sent nor checked until a person repairs it.
+    Quarantined,
+    /// A committed message is still not in Kafka long after its commit.
+    SendOverdue,
+    /// A message is still PREPARED long after its prepare.
+    VerifyOverdue,
+}
+
+impl AlertKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [Self; 5] = [
+        Self::VerifyFailed,
+        Self::SendFailed,
+        Self::Quarantined,
+        Self::SendOverdue,
+        Self::VerifyOverdue,
+    ];
+
+    /// The wire and database spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::VerifyFailed => "verify_failed",
+            Self::SendFailed => "send_failed",
+            Self::Quarantined => "quarantined",
+            Self::SendOverdue => "send_overdue",
+            Self::VerifyOverdue => "verify_overdue",
+        }
+    }
+
+    /// Parses the wire/database spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// Where an alert is on its way to the webhook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AlertState {
+    /// Not delivered yet: due for a POST at `next_attempt_at`.
+    Pending,
+    /// The webhook answered 2xx.
+    Delivered,
+    /// Taken by an instance without `--alert-webhook`: its ERROR log line and
+    /// counter were its only outlets.
+    NoWebhook,
+}
+
+impl AlertState {
+    /// Every state, in declaration order.
+    pub const ALL: [Self; 3] = [Self::Pending, Self::Delivered, Self::NoWebhook];
+
+    /// The wire and database spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Delivered => "delivered",
+            Self::NoWebhook => "no_webhook",
+        }
+    }
+
+    /// Parses the wire/database spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// One alert from the outbox (`GET /v1/admin/alerts`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AlertView {
+    /// The alert's stable id: the same in every delivery of it (the webhook
+    /// body's `alert_id` and the `trustmsg-alert-id` header).
+    pub alert_id: u64,
+    /// What went wrong.
+    pub kind: AlertKind,
+    /// trustmsg's message id.
+    pub message_id: u64,
+    /// The producer.
+    pub biz_id: String,
+    /// The producer's message key.
+    pub message_key: String,
+    /// Check-back attempts (verify_failed, verify_overdue) or send attempts
+    /// (send_failed, send_overdue); 0 for a quarantined row.
+    pub attempts: u32,
+    /// The message's last error when the alert was raised.
+    pub last_error: String,
+    /// When the alert was raised (database clock), with its state change.
+    pub created_at: DateTime<Utc>,
+    /// Where it is on its way to the webhook.
+    pub state: AlertState,
+    /// When the next POST is due (pending only).
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    /// POSTs made so far, failed ones included.
+    pub delivery_attempts: u32,
+    /// Why the last POST failed, if it did.
+    pub last_delivery_error: Option<String>,
+    /// When the webhook took it (delivered only).
+    pub delivered_at: Option<DateTime<Utc>>,
+}
+
+/// One page of alerts (`GET /v1/admin/alerts`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AlertPage {
+    /// Newest first.
+    pub items: Vec<AlertView>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// The query of `GET /v1/admin/alerts`. Any other parameter is refused (400).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AlertListQuery {
+    /// pending (undelivered), delivered or no_webhook; empty: every alert.
+    #[param(schema_with = alert_state_filter)]
+    pub state: Option<String>,
+    /// One message's alerts.
+    #[param(minimum = 0, maximum = 9223372036854775807_f64)]
+    pub message_id: Option<u64>,
+    /// Rows per page, 1 to 500 (default 50).
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<u32>,
+    /// The previous page's `next_cursor`, unchanged (400 for any other).
+    /// Treat it as opaque, as the messages list's.
+    #[param(schema_with = cursor_param)]
+    pub cursor: Option<String>,
+}
+
+fn alert_state_filter() -> Object {
+    one_of_or_empty(&["pending", "delivered", "no_webhook"])
 }

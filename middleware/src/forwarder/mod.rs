@@ -47,7 +47,6 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use crate::alert::{Alert, AlertKind, Alerter};
 use crate::backoff::Backoff;
 use crate::handoff::CommitListener;
 use crate::store::{Actor, DynStore, Message, SentMark};
@@ -106,24 +105,13 @@ struct Inner {
     store: DynStore,
     sink: KafkaSink,
     cfg: ForwarderConfig,
-    alerter: Alerter,
 }
 
 impl Forwarder {
     /// A forwarder over `store` publishing through `sink`.
-    pub(crate) fn new(
-        store: DynStore,
-        sink: KafkaSink,
-        cfg: ForwarderConfig,
-        alerter: Alerter,
-    ) -> Self {
+    pub(crate) fn new(store: DynStore, sink: KafkaSink, cfg: ForwarderConfig) -> Self {
         Self {
-            inner: Arc::new(Inner {
-                store,
-                sink,
-                cfg,
-                alerter,
-            }),
+            inner: Arc::new(Inner { store, sink, cfg }),
         }
     }
 
@@ -267,9 +255,9 @@ impl Forwarder {
                 return false;
             }
         };
-        // Quarantined rows took part of the limit too: more may be due.
+        // Quarantined rows took part of the limit too: more may be due
+        // (the claim wrote their alerts).
         let full = claimed.taken() == limit;
-        self.inner.alerter.quarantined(&claimed.quarantined);
         if !claimed.messages.is_empty() {
             tracing::debug!(
                 claimed = claimed.messages.len(),
@@ -341,16 +329,9 @@ impl Inner {
             .mark_send_failed(m.id, m.version, &reason, &Actor::Forwarder)
             .await
         {
-            Ok(Some(row)) => {
+            // The SEND_FAILED and its alert were written together.
+            Ok(Some(_)) => {
                 metrics::counter!("trustmsg_forwarder_failed_total").increment(1);
-                self.alerter.fire(Alert {
-                    kind: AlertKind::SendFailed,
-                    message_id: row.id,
-                    biz_id: row.biz_id,
-                    message_key: row.message_key,
-                    attempts: row.send_attempts,
-                    last_error: reason,
-                });
                 Outcome::Failed
             }
             Ok(None) => {

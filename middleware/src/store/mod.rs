@@ -27,6 +27,12 @@
 //!   claim reports it ([`Claimed::quarantined`]) so the worker alerts once.
 //!   Otherwise the same row would fail every claim that reaches it and stall
 //!   the forwarder or the verifier for every message behind it.
+//! - every state change that needs a person (VERIFY_FAILED, SEND_FAILED, a
+//!   quarantine, an overdue flag) writes its alert to the `alerts` outbox in
+//!   the same transaction, so the alert exists if and only if the change
+//!   does, whatever crashes after; the instance whose transaction wrote it
+//!   logs and counts it once that transaction has committed (see
+//!   `sql/alerts.rs`), and any instance delivers it ([`crate::alert`]).
 
 mod decide;
 mod model;
@@ -39,13 +45,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use trustmsg_verify_api::admin::AlertView;
 use trustmsg_verify_api::MessageView;
 
 pub use decide::{decide, decide_batch, decide_batch_known, DecideOutcome, DecideRequest, Target};
 pub use model::{
-    Actor, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message,
-    MessageFilter, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, Quarantined,
-    Requeue, RequeuedChunk, SentMark, Transition, VerifyLease, Wait,
+    Actor, AlertFilter, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted,
+    Message, MessageFilter, NewAlert, NewMessage, Overdue, Producer, ProducerRecord,
+    ProducerSummary, Quarantined, Requeue, RequeuedChunk, SentMark, Transition, VerifyLease, Wait,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should
@@ -296,6 +303,31 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
     ) -> StoreResult<Vec<Overdue>>;
 
+    /// Claims up to `limit` pending alerts whose next POST is due, pushing
+    /// `next_attempt_at` out by `lease` so no other instance takes them
+    /// meanwhile (rows another instance is claiming right now are skipped,
+    /// not waited for). A claimer that dies mid-POST leaves its alerts to
+    /// come back after the lease.
+    async fn claim_due_alerts(&self, limit: u32, lease: Duration) -> StoreResult<Vec<AlertView>>;
+    /// The webhook took alert `id`: delivered. False when it was no longer
+    /// pending (another instance's POST of it was marked first).
+    async fn mark_alert_delivered(&self, id: u64) -> StoreResult<bool>;
+    /// A POST of alert `id` failed: counts the attempt, keeps `error`, and
+    /// makes it due again after `delay`. False when it was no longer pending.
+    async fn retry_alert_later(&self, id: u64, error: &str, delay: Duration) -> StoreResult<bool>;
+    /// For an instance without a webhook: settles up to `limit` due pending
+    /// alerts as `no_webhook` (their log line and counter were all there
+    /// was to them), so they do not wait forever; returns how many.
+    async fn settle_alerts_without_webhook(&self, limit: u32) -> StoreResult<u64>;
+    /// Up to `limit` alerts matching `filter`, newest first, with ids below
+    /// `before` when given (keyset pagination, like [`Store::list_messages`]).
+    async fn list_alerts(
+        &self,
+        filter: AlertFilter,
+        limit: u32,
+        before: Option<u64>,
+    ) -> StoreResult<Vec<AlertView>>;
+
     /// Up to `limit` messages matching `filter`, newest (highest id) first,
     /// with ids below `before` when given (keyset pagination: rows inserted
     /// meanwhile have higher ids, so a page boundary never skips or repeats
@@ -314,11 +346,13 @@ pub trait Store: Send + Sync + 'static {
     /// Retention: deletes up to `limit` messages that are SENT or
     /// ROLLED_BACK and unchanged for longer than `older_than`, with their
     /// audit and check-attempt rows, in one short transaction; returns how
-    /// many messages it deleted. Never touches PREPARED, VERIFY_FAILED,
-    /// PENDING or SEND_FAILED rows.
+    /// many rows it deleted. Never touches PREPARED, VERIFY_FAILED,
+    /// PENDING or SEND_FAILED rows. In the same transaction, up to `limit`
+    /// settled alerts (delivered or no_webhook) unchanged for longer than
+    /// `older_than` go too (never a pending one); the count includes them.
     async fn purge_finished(&self, older_than: Duration, limit: u32) -> StoreResult<u64>;
     /// The waiting messages in one grouped query over the status index's
-    /// waiting ranges (never the whole table).
+    /// waiting ranges (never the whole table), and the pending alerts.
     async fn backlog(&self) -> StoreResult<Backlog>;
     /// Records check-back calls (of any messages, one statement for the
     /// lot), keeping the newest [`CHECK_ATTEMPTS_KEPT`] of each message.

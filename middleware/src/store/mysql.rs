@@ -11,16 +11,18 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlRow};
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
+use trustmsg_verify_api::admin::{AlertKind, AlertView};
 use trustmsg_verify_api::{MessageStatus, MessageView, SendStatus};
 
 use super::sql::{
     self, clip_error, message_from_row, transition_effects, AuditRow, ClaimKind, Dialect, Lease,
-    SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
+    SqlRow, ALERT_COLUMNS, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
 };
 use super::{
-    Actor, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message,
-    MessageFilter, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, Requeue,
-    RequeuedChunk, SentMark, Store, StoreError, StoreResult, Transition, VerifyLease, Wait,
+    Actor, AlertFilter, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted,
+    Message, MessageFilter, NewAlert, NewMessage, Overdue, Producer, ProducerRecord,
+    ProducerSummary, Requeue, RequeuedChunk, SentMark, Store, StoreError, StoreResult, Transition,
+    VerifyLease, Wait,
 };
 
 /// The MySQL/MariaDB store.
@@ -168,8 +170,13 @@ impl Dialect for MySql {
         done.rows_affected()
     }
 
+    fn last_insert_id(done: &sqlx::mysql::MySqlQueryResult) -> u64 {
+        done.last_insert_id()
+    }
+
     const MINUS_SPAN: &'static str = " - INTERVAL ? MICROSECOND";
     const GREATEST: &'static str = "GREATEST";
+    const PLUS_SPAN: &'static str = " + INTERVAL ? MICROSECOND";
 
     fn span(d: Duration) -> i64 {
         micros(d)
@@ -484,7 +491,9 @@ impl Store for MySqlStore {
         }
         sql::insert_audits(&mut *tx, &[AuditRow::transition(t)]).await?;
         let row = select_messages_by_ids(&mut *tx, &[t.id]).await?.pop();
+        let raised = sql::raise_alerts::<MySql>(&mut tx, verify_failed_alerts([&row])).await?;
         tx.commit().await?;
+        raised.announce();
         Ok(row)
     }
 
@@ -669,7 +678,13 @@ impl Store for MySqlStore {
         }
         sql::insert_audits(&mut *tx, &[AuditRow::send_failed(id, actor, error)]).await?;
         let row = select_messages_by_ids(&mut *tx, &[id]).await?.pop();
+        let alerts = row
+            .iter()
+            .map(|m| NewAlert::failed(AlertKind::SendFailed, m))
+            .collect();
+        let raised = sql::raise_alerts::<MySql>(&mut tx, alerts).await?;
         tx.commit().await?;
+        raised.announce();
         Ok(row)
     }
 
@@ -786,6 +801,66 @@ impl Store for MySqlStore {
         limit: u32,
     ) -> StoreResult<Vec<Overdue>> {
         sql::flag_overdue(&self.pool, wait, older_than, limit).await
+    }
+
+    /// An idle instance asks this every round, and alerts are rare: a
+    /// plain read finds whether anything is due before a transaction (and
+    /// its locks) is opened for the claim.
+    async fn claim_due_alerts(&self, limit: u32, lease: Duration) -> StoreResult<Vec<AlertView>> {
+        let due: Option<u64> = sqlx::query_scalar(
+            "SELECT id FROM alerts WHERE next_attempt_at <= UTC_TIMESTAMP(3) LIMIT 1",
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        if due.is_none() {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.pool.begin().await?;
+        let rows: Vec<MySqlRow> = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {ALERT_COLUMNS} FROM alerts WHERE next_attempt_at <= UTC_TIMESTAMP(3) \
+             ORDER BY next_attempt_at LIMIT ? FOR UPDATE SKIP LOCKED"
+        )))
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?;
+        if rows.is_empty() {
+            tx.commit().await?;
+            return Ok(Vec::new());
+        }
+        let mut q = QueryBuilder::<MySql>::new(
+            "UPDATE alerts SET next_attempt_at = UTC_TIMESTAMP(3) + INTERVAL ",
+        );
+        q.push_bind(micros(lease))
+            .push(" MICROSECOND WHERE id IN (");
+        let mut sep = q.separated(", ");
+        for row in &rows {
+            sep.push_bind(row.unsigned::<u64>("id")?);
+        }
+        q.push(")");
+        q.build().execute(&mut *tx).await?;
+        tx.commit().await?;
+        rows.iter().map(sql::alert_from_row).collect()
+    }
+
+    async fn mark_alert_delivered(&self, id: u64) -> StoreResult<bool> {
+        sql::mark_alert_delivered(&self.pool, id).await
+    }
+
+    async fn retry_alert_later(&self, id: u64, error: &str, delay: Duration) -> StoreResult<bool> {
+        sql::retry_alert_later(&self.pool, id, error, delay).await
+    }
+
+    async fn settle_alerts_without_webhook(&self, limit: u32) -> StoreResult<u64> {
+        sql::settle_alerts_without_webhook(&self.pool, limit).await
+    }
+
+    async fn list_alerts(
+        &self,
+        filter: AlertFilter,
+        limit: u32,
+        before: Option<u64>,
+    ) -> StoreResult<Vec<AlertView>> {
+        sql::list_alerts(&self.pool, filter, limit, before).await
     }
 
     async fn list_messages(
@@ -954,20 +1029,24 @@ impl MySqlStore {
             }
             Err(e) => return Err(e.into()),
         }
-        if let Some((seen, now)) = applied {
-            tx.commit().await?;
-            return Ok(seen
+        let results: Vec<Option<Message>> = match applied {
+            Some((seen, now)) => seen
                 .iter()
                 .zip(ts)
                 .map(|(m, t)| Some(transitioned(m, t, now)))
-                .collect());
-        }
-        sql::insert_audits(&mut *tx, &audits).await?;
-        let ids: Vec<u64> = ts.iter().map(|t| t.id).collect();
-        let rows = select_messages_by_ids(&mut *tx, &ids).await?;
+                .collect(),
+            None => {
+                sql::insert_audits(&mut *tx, &audits).await?;
+                let ids: Vec<u64> = ts.iter().map(|t| t.id).collect();
+                let rows = select_messages_by_ids(&mut *tx, &ids).await?;
+                let by_id: HashMap<u64, Message> = rows.into_iter().map(|m| (m.id, m)).collect();
+                ts.iter().map(|t| by_id.get(&t.id).cloned()).collect()
+            }
+        };
+        let raised = sql::raise_alerts::<MySql>(&mut tx, verify_failed_alerts(&results)).await?;
         tx.commit().await?;
-        let by_id: HashMap<u64, Message> = rows.into_iter().map(|m| (m.id, m)).collect();
-        Ok(ts.iter().map(|t| by_id.get(&t.id).cloned()).collect())
+        raised.announce();
+        Ok(results)
     }
 
     /// SELECT the due rows with SKIP LOCKED (and the database clock), push
@@ -1031,12 +1110,13 @@ impl MySqlStore {
             q.push(")");
             q.build().execute(&mut *tx).await?;
         }
-        let quarantined = if unreadable.is_empty() {
-            Vec::new()
+        let (quarantined, raised) = if unreadable.is_empty() {
+            Default::default()
         } else {
             sql::quarantine::<MySql>(&mut tx, kind, unreadable).await?
         };
         tx.commit().await?;
+        raised.announce();
         Ok(Claimed {
             messages,
             quarantined,
@@ -1076,6 +1156,16 @@ async fn producer_timeouts(
             ))
         })
         .collect())
+}
+
+/// The alerts of the rows among `rows` that a transition has just made
+/// VERIFY_FAILED.
+fn verify_failed_alerts<'a>(rows: impl IntoIterator<Item = &'a Option<Message>>) -> Vec<NewAlert> {
+    rows.into_iter()
+        .flatten()
+        .filter(|m| m.status == MessageStatus::VerifyFailed)
+        .map(|m| NewAlert::failed(AlertKind::VerifyFailed, m))
+        .collect()
 }
 
 /// When a claim taken at `claimed_at` (the database clock) runs out, to the

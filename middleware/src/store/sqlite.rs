@@ -27,16 +27,18 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
 use sqlx::{Row, Sqlite, SqlitePool};
-use trustmsg_verify_api::MessageView;
+use trustmsg_verify_api::admin::{AlertKind, AlertView};
+use trustmsg_verify_api::{MessageStatus, MessageView};
 
 use super::sql::{
     self, clip_error, message_from_row, producer_from_row, transition_effects, AuditRow, ClaimKind,
-    Dialect, Lease, SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
+    Dialect, Lease, SqlRow, ALERT_COLUMNS, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
 };
 use super::{
-    Actor, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted, Message,
-    MessageFilter, NewMessage, Overdue, Producer, ProducerRecord, ProducerSummary, Requeue,
-    RequeuedChunk, SentMark, Store, StoreError, StoreResult, Transition, VerifyLease, Wait,
+    Actor, AlertFilter, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted,
+    Message, MessageFilter, NewAlert, NewMessage, Overdue, Producer, ProducerRecord,
+    ProducerSummary, Requeue, RequeuedChunk, SentMark, Store, StoreError, StoreResult, Transition,
+    VerifyLease, Wait,
 };
 
 /// The database clock as INTEGER ms since the epoch. `julianday('now')` holds
@@ -122,8 +124,13 @@ impl Dialect for Sqlite {
         done.rows_affected()
     }
 
+    fn last_insert_id(done: &sqlx::sqlite::SqliteQueryResult) -> u64 {
+        u64::try_from(done.last_insert_rowid()).unwrap_or(0)
+    }
+
     const MINUS_SPAN: &'static str = " - ?";
     const GREATEST: &'static str = "MAX";
+    const PLUS_SPAN: &'static str = " + ?";
 
     fn span(d: Duration) -> i64 {
         millis(d)
@@ -291,7 +298,11 @@ impl Store for SqliteStore {
             return Ok(None);
         };
         sql::insert_audits(&mut *tx, &[AuditRow::transition(t)]).await?;
+        let alerts = (row.status == MessageStatus::VerifyFailed)
+            .then(|| NewAlert::failed(AlertKind::VerifyFailed, &row));
+        let raised = sql::raise_alerts::<Sqlite>(&mut tx, alerts.into_iter().collect()).await?;
         tx.commit().await?;
+        raised.announce();
         Ok(Some(row))
     }
 
@@ -377,7 +388,10 @@ impl Store for SqliteStore {
             return Ok(None);
         };
         sql::insert_audits(&mut *tx, &[AuditRow::send_failed(id, actor, error)]).await?;
+        let alert = NewAlert::failed(AlertKind::SendFailed, &row);
+        let raised = sql::raise_alerts::<Sqlite>(&mut tx, vec![alert]).await?;
         tx.commit().await?;
+        raised.announce();
         Ok(Some(row))
     }
 
@@ -495,6 +509,48 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> StoreResult<Vec<Overdue>> {
         sql::flag_overdue(&self.pool, wait, older_than, limit).await
+    }
+
+    /// One statement under the write lock, like the message claims: no
+    /// two claimers can take the same alert.
+    async fn claim_due_alerts(&self, limit: u32, lease: Duration) -> StoreResult<Vec<AlertView>> {
+        let mut alerts = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE alerts SET next_attempt_at = {NOW_MS} + ?1 \
+             WHERE id IN (SELECT id FROM alerts WHERE next_attempt_at <= {NOW_MS} \
+             ORDER BY next_attempt_at LIMIT ?2) \
+             RETURNING {ALERT_COLUMNS}"
+        )))
+        .bind(millis(lease))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(sql::alert_from_row)
+        .collect::<StoreResult<Vec<_>>>()?;
+        // RETURNING comes in no defined order.
+        alerts.sort_by_key(|a| a.alert_id);
+        Ok(alerts)
+    }
+
+    async fn mark_alert_delivered(&self, id: u64) -> StoreResult<bool> {
+        sql::mark_alert_delivered(&self.pool, id).await
+    }
+
+    async fn retry_alert_later(&self, id: u64, error: &str, delay: Duration) -> StoreResult<bool> {
+        sql::retry_alert_later(&self.pool, id, error, delay).await
+    }
+
+    async fn settle_alerts_without_webhook(&self, limit: u32) -> StoreResult<u64> {
+        sql::settle_alerts_without_webhook(&self.pool, limit).await
+    }
+
+    async fn list_alerts(
+        &self,
+        filter: AlertFilter,
+        limit: u32,
+        before: Option<u64>,
+    ) -> StoreResult<Vec<AlertView>> {
+        sql::list_alerts(&self.pool, filter, limit, before).await
     }
 
     async fn list_messages(
@@ -643,8 +699,9 @@ impl SqliteStore {
         rows: Vec<super::Quarantined>,
     ) -> StoreResult<Vec<super::Quarantined>> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let done = sql::quarantine::<Sqlite>(&mut tx, kind, rows).await?;
+        let (done, raised) = sql::quarantine::<Sqlite>(&mut tx, kind, rows).await?;
         tx.commit().await?;
+        raised.announce();
         Ok(done)
     }
 }

@@ -13,7 +13,6 @@ use super::client::{CheckFailure, Endpoint};
 use super::limit::{Load, Permit};
 use super::writes::Reschedule;
 use super::{Inner, Outcome};
-use crate::alert::{Alert, AlertKind};
 use crate::store::{Actor, CheckAttempt, Message, Transition};
 
 impl Inner {
@@ -241,18 +240,11 @@ impl Inner {
                 "no decision after {attempt} check-backs; an operator must decide ({reason})"
             ),
         };
-        let Some(row) = self.store.transition(&t).await? else {
+        // The store writes the VERIFY_FAILED and its alert in one
+        // transaction: only the caller whose guarded UPDATE won raises it.
+        if self.store.transition(&t).await?.is_none() {
             return Ok(Outcome::Lost);
-        };
-        // Only the caller whose guarded UPDATE won gets here: one alert per failure.
-        self.alerter.fire(Alert {
-            kind: AlertKind::VerifyFailed,
-            message_id: row.id,
-            biz_id: row.biz_id.clone(),
-            message_key: row.message_key.clone(),
-            attempts: row.verify_attempts,
-            last_error: reason,
-        });
+        }
         Ok(Outcome::VerifyFailed)
     }
 }

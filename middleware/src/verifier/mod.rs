@@ -87,7 +87,6 @@ use std::time::Duration;
 use tokio::sync::{Notify, Semaphore};
 
 use crate::address_policy::AddressPolicy;
-use crate::alert::Alerter;
 use crate::backoff::Backoff;
 use crate::handoff::CommitListener;
 use crate::registry::Registry;
@@ -160,7 +159,6 @@ struct Inner {
     store: DynStore,
     registry: Registry,
     client: CheckClient,
-    alerter: Alerter,
     commits: Arc<dyn CommitListener>,
     cfg: VerifierConfig,
     slots: Arc<Semaphore>,
@@ -176,7 +174,6 @@ impl Verifier {
         store: DynStore,
         registry: Registry,
         policy: Arc<AddressPolicy>,
-        alerter: Alerter,
         commits: Arc<dyn CommitListener>,
         cfg: VerifierConfig,
     ) -> Self {
@@ -184,7 +181,6 @@ impl Verifier {
             inner: Arc::new(Inner {
                 registry,
                 client: CheckClient::new(policy),
-                alerter,
                 commits,
                 slots: Arc::new(Semaphore::new(cfg.concurrency)),
                 limits: ProducerLimits::new(INITIAL_PER_PRODUCER, cfg.concurrency_per_producer),

@@ -167,8 +167,8 @@ impl Verifier {
             .claim_due_verifies(limit, cfg.lease)
             .await?;
         report.claimed = claimed.messages.len();
+        // The claim wrote the quarantined rows' alerts.
         report.quarantined = claimed.quarantined.len();
-        self.inner.alerter.quarantined(&claimed.quarantined);
         let mut give_back = Vec::new();
         for c in Claim::all(claimed.messages, claimed.claimed_at, asked, &cfg.lease) {
             let Some(c) = self.try_start(c, calls) else {

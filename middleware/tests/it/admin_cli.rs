@@ -240,3 +240,69 @@ async fn an_unreachable_service_is_an_error_that_says_where_it_looked() {
         stderr(&out)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_sees_an_alert_the_webhook_refused_as_pending_with_its_error() {
+    let sink = trustmsg_tests::AlertSink::start().await;
+    sink.answer(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+    let webhook = sink.url();
+    let app = TestApp::spawn(&[
+        "--first-verify-after",
+        "0s",
+        "--verify-interval",
+        "20ms",
+        "--alert-webhook",
+        &webhook,
+    ])
+    .await;
+    let (status, reg) = app
+        .put_producer(
+            "shop",
+            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "max_verify_attempts": 1}),
+        )
+        .await;
+    assert_eq!(status, 201, "{reg}");
+    let token = reg["token"].as_str().unwrap().to_string();
+    let (_, view) = app
+        .prepare(Some(&token), &prepare_body("shop", "lost-order"))
+        .await;
+    let id = view["id"].as_u64().unwrap();
+    trustmsg_tests::eventually(20, "the webhook refused the alert", async || {
+        sink.refused() >= 1
+    })
+    .await;
+
+    let out = admin(&app, ADMIN_TOKEN, &["alerts", "--state", "pending"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = stdout(&out);
+    let row = table
+        .lines()
+        .find(|l| l.contains("lost-order"))
+        .unwrap_or_else(|| panic!("a row for the alert: {table}"));
+    for cell in ["verify_failed", &id.to_string(), "pending", "answered 500"] {
+        assert!(row.contains(cell), "{cell} in {row}");
+    }
+
+    let out = admin(
+        &app,
+        ADMIN_TOKEN,
+        &["--json", "alerts", "--message-id", &id.to_string()],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let items = page["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{page}");
+    assert_eq!(items[0]["kind"], "verify_failed");
+    assert_eq!(items[0]["state"], "pending");
+    assert!(items[0]["alert_id"].as_u64().is_some());
+
+    let out = admin(&app, ADMIN_TOKEN, &["alerts", "--state", "lost"]).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("state must be one of"),
+        "{}",
+        stderr(&out)
+    );
+    app.finish().await;
+}

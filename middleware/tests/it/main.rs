@@ -10,10 +10,12 @@
 //! - `cli`: `trustmsg serve` refuses bad flags before touching anything.
 //! - `admin_cli`: `trustmsg admin` against a running service.
 //! - `openapi`: `docs/openapi.json` matches the code.
+//! - `alerts`: delivery from the alert outbox, retried under a stable id.
 //! - `overdue`: messages waiting far too long are alerted once.
 //! - `store`: the conformance suite, every store test on both backends.
 
 mod admin_cli;
+mod alerts;
 mod api;
 mod bench;
 mod cli;

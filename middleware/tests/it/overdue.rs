@@ -93,8 +93,8 @@ async fn each_wait_of_a_message_is_alerted_once_and_again_after_a_redeliver_on_s
 }
 
 /// A message alerted `verify_overdue` whose send then waits too, and is
-/// redelivered by an operator after it failed: three alerts, each once (the
-/// old single flag gave the first alone).
+/// redelivered by an operator after it failed: three overdue alerts, each
+/// once (the old single flag gave the first alone), and the failure's own.
 async fn each_wait_of_a_message_is_alerted_once_and_again_after_a_redeliver(sqlite: bool) {
     use trustmsg::store::Actor;
     let (kafka, alerts) = (MockKafka::start(1), AlertSink::start().await);
@@ -151,11 +151,17 @@ async fn each_wait_of_a_message_is_alerted_once_and_again_after_a_redeliver(sqli
         .await
         .unwrap();
     assert_eq!(redeliver.status(), 200);
-    eventually(20, "send_overdue again", async || kinds().len() == 3).await;
+    // Giving up raises its own alert (send_failed), from the outbox.
+    eventually(20, "send_overdue again", async || kinds().len() == 4).await;
     app.after_rounds("trustmsg_overdue_rounds_total", 4).await;
     assert_eq!(
         kinds(),
-        ["verify_overdue", "send_overdue", "send_overdue"],
+        [
+            "verify_overdue",
+            "send_overdue",
+            "send_failed",
+            "send_overdue"
+        ],
         "each once"
     );
     app.finish().await;

@@ -1,11 +1,12 @@
 //! The operator API (admin token; a producer token gets 403): [`read`] what
-//! operators look at, [`act`] what they change. This file holds their routes
+//! operators look at, [`act`] what they change, [`alerts`] the alert outbox. This file holds their routes
 //! and what both need: the message an id names, and the list's filters.
 //!
 //! Every parameter is checked and a bad one is a 400 that says what is
 //! accepted. The wire types are `trustmsg_verify_api::admin`'s.
 
 pub(crate) mod act;
+pub(crate) mod alerts;
 pub(crate) mod read;
 
 use std::collections::BTreeMap;
@@ -42,6 +43,7 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
         .route("/v1/admin/messages/{id}/reverify", post(act::reverify))
         .route("/v1/admin/messages/{id}/redeliver", post(act::redeliver))
         .route("/v1/admin/summary", get(read::summary))
+        .route("/v1/admin/alerts", get(alerts::list_alerts))
         .route_layer(from_fn_with_state(state.clone(), auth::admin_only))
 }
 

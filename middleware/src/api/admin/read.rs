@@ -50,7 +50,7 @@ fn check_attempt_view(c: CheckAttemptEntry) -> CheckAttemptView {
 }
 
 /// A cursor is the last id of a page, wrapped so clients treat it as opaque.
-fn cursor_of(id: u64) -> String {
+pub(super) fn cursor_of(id: u64) -> String {
     URL_SAFE_NO_PAD.encode(format!("v1:{id}"))
 }
 
@@ -69,11 +69,11 @@ fn cursor_id(cursor: &str) -> Result<u64, ApiError> {
         })
 }
 
-/// The filter, page size and position a list request asks for.
-fn list_request(
+/// The page size and position a list request asks for (`limit`, `cursor`):
+/// shared by every keyset-paged list.
+pub(super) fn page_position(
     params: &BTreeMap<String, String>,
-) -> Result<(MessageFilter, u32, Option<u64>), ApiError> {
-    let filter = filter_of(params)?;
+) -> Result<(u32, Option<u64>), ApiError> {
     let limit = match param(params, "limit") {
         None => DEFAULT_LIMIT,
         Some(v) => v
@@ -88,6 +88,15 @@ fn list_request(
             })?,
     };
     let before = param(params, "cursor").map(cursor_id).transpose()?;
+    Ok((limit, before))
+}
+
+/// The filter, page size and position a list request asks for.
+fn list_request(
+    params: &BTreeMap<String, String>,
+) -> Result<(MessageFilter, u32, Option<u64>), ApiError> {
+    let filter = filter_of(params)?;
+    let (limit, before) = page_position(params)?;
     Ok((filter, limit, before))
 }
 

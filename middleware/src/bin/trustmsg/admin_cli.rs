@@ -15,7 +15,7 @@ use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use trustmsg_verify_api::admin::{
-    ActionRequest, MessageDetail, MessagePage, OperatorDecision, ResolveRequest, Summary,
+    ActionRequest, AlertPage, MessageDetail, MessagePage, OperatorDecision, ResolveRequest, Summary,
 };
 use trustmsg_verify_api::{
     ErrorBody, MessageStatus, MessageView, PayloadEncoding, ProducerList, ProducerSettings,
@@ -52,6 +52,22 @@ enum AdminCommand {
     Producers(ProducersCommand),
     /// Per producer: counts by state and the oldest waiting messages.
     Summary,
+    /// Alerts, newest first: which reached the webhook and which still wait
+    /// (and why their last POST failed).
+    Alerts {
+        /// pending (not delivered yet), delivered or no_webhook.
+        #[arg(long)]
+        state: Option<String>,
+        /// One message's alerts.
+        #[arg(long)]
+        message_id: Option<u64>,
+        /// Rows (1 to 500).
+        #[arg(long)]
+        limit: Option<u32>,
+        /// The next page (printed under the table).
+        #[arg(long)]
+        cursor: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -170,6 +186,27 @@ pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 .call(Method::GET, &path, None)
                 .await?
                 .render(messages_table)?
+        }
+        AdminCommand::Alerts {
+            state,
+            message_id,
+            limit,
+            cursor,
+        } => {
+            let query: Vec<(&str, String)> = [
+                ("state", state),
+                ("message_id", message_id.map(|id| id.to_string())),
+                ("limit", limit.map(|l| l.to_string())),
+                ("cursor", cursor),
+            ]
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect();
+            let path = format!("/v1/admin/alerts?{}", serde_urlencoded(&query));
+            client
+                .call(Method::GET, &path, None)
+                .await?
+                .render(alerts_table)?
         }
         AdminCommand::Messages(MessagesCommand::Show { id }) => client
             .call(Method::GET, &format!("/v1/admin/messages/{id}"), None)
@@ -442,15 +479,6 @@ fn messages_table(v: &MessagePage) -> String {
         "last error",
     ]);
     for m in &v.items {
-        let mut err = opt(m.last_error.as_deref());
-        if err.len() > 60 {
-            let mut end = 60;
-            while !err.is_char_boundary(end) {
-                end -= 1;
-            }
-            err.truncate(end);
-            err.push('…');
-        }
         t.add_row(vec![
             m.id.to_string(),
             m.biz_id.clone(),
@@ -460,13 +488,63 @@ fn messages_table(v: &MessagePage) -> String {
             status_cell(m.send_status.map(SendStatus::as_str)),
             format!("{}/{}", m.verify_attempts, m.send_attempts),
             time(&m.created_at),
-            err,
+            clipped(m.last_error.as_deref()),
         ]);
     }
-    match &v.next_cursor {
+    with_more(t, v.next_cursor.as_deref())
+}
+
+/// A table, and how to get the next page when there is one.
+fn with_more(t: Table, next_cursor: Option<&str>) -> String {
+    match next_cursor {
         Some(c) => format!("{t}\nmore: --cursor {c}"),
         None => t.to_string(),
     }
+}
+
+/// An error as a cell: at most 60 bytes, cut on a character boundary.
+fn clipped(e: Option<&str>) -> String {
+    let mut err = opt(e);
+    if err.len() > 60 {
+        let mut end = 60;
+        while !err.is_char_boundary(end) {
+            end -= 1;
+        }
+        err.truncate(end);
+        err.push('…');
+    }
+    err
+}
+
+fn alerts_table(v: &AlertPage) -> String {
+    if v.items.is_empty() {
+        return "no alert matches".into();
+    }
+    let mut t = table(&[
+        "alert",
+        "kind",
+        "message",
+        "producer",
+        "key",
+        "state",
+        "posts",
+        "created",
+        "last delivery error",
+    ]);
+    for a in &v.items {
+        t.add_row(vec![
+            a.alert_id.to_string(),
+            a.kind.as_str().to_string(),
+            a.message_id.to_string(),
+            a.biz_id.clone(),
+            a.message_key.clone(),
+            a.state.as_str().to_string(),
+            a.delivery_attempts.to_string(),
+            time(&a.created_at),
+            clipped(a.last_delivery_error.as_deref()),
+        ]);
+    }
+    with_more(t, v.next_cursor.as_deref())
 }
 
 fn view_line(m: &MessageView) -> String {

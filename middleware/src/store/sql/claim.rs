@@ -7,11 +7,12 @@ use std::time::Duration;
 use sqlx::Executor;
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
+use super::alerts::{raise_alerts, Raised};
 use super::audit::{insert_audits, AuditRow};
 use super::effects::clip_error;
 use super::row::{lossy_text, message_from_row, SqlRow};
 use super::{Bind, Dialect};
-use crate::store::{Actor, Message, Quarantined, StoreError, StoreResult, VerifyLease};
+use crate::store::{Actor, Message, NewAlert, Quarantined, StoreError, StoreResult, VerifyLease};
 
 /// Which due rows a claim takes; it says what a quarantine of one of them
 /// writes.
@@ -104,18 +105,21 @@ pub(in crate::store) fn decode_claimed<R: SqlRow>(
 /// becomes NULL (so no scan takes them again), `last_error` the reason,
 /// `version` is bumped, and an audit row records it. Each UPDATE is guarded
 /// by the claim's state, so a row that changed meanwhile is left alone.
-/// Returns the rows quarantined by this call.
+/// Each row this call quarantined gets its `quarantined` alert in the
+/// outbox, in the same transaction. Returns those rows and their alerts, to
+/// announce once the caller has committed.
 pub(in crate::store) async fn quarantine<D>(
     conn: &mut D::Connection,
     kind: ClaimKind,
     rows: Vec<Quarantined>,
-) -> StoreResult<Vec<Quarantined>>
+) -> StoreResult<(Vec<Quarantined>, Raised)>
 where
     D: Dialect,
     for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
     String: Bind<D>,
     &'static str: Bind<D>,
     Option<&'static str>: Bind<D>,
+    i64: Bind<D>,
 {
     let mut done = Vec::with_capacity(rows.len());
     for q in rows {
@@ -141,5 +145,7 @@ where
         })
         .collect();
     insert_audits(&mut *conn, &audits).await?;
-    Ok(done)
+    let alerts = done.iter().map(NewAlert::quarantined).collect();
+    let raised = raise_alerts::<D>(&mut *conn, alerts).await?;
+    Ok((done, raised))
 }

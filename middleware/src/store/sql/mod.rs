@@ -12,16 +12,19 @@
 //! write matched). Everything else that is a dialect (SQL text, locking,
 //! due-time arithmetic) stays in the backend's own file.
 //!
-//! One file per job: [`row`] what a row holds (the column lists, decoding a
-//! row, binding a prepare or a registration); [`claim`] how long a claim
-//! holds each row, decoding claimed rows one by one and quarantining the
-//! unreadable; [`audit`] the audit row
+//! One file per job: [`alerts`] the alert outbox (raising an alert in a
+//! state change's transaction, announcing it after the commit, and the
+//! delivery statements both backends share); [`row`] what a row holds (the
+//! column lists, decoding a row, binding a prepare or a registration);
+//! [`claim`] how long a claim holds each row, decoding claimed rows one by
+//! one and quarantining the unreadable; [`audit`] the audit row
 //! of each kind of change, its INSERT and its read-back; [`effects`] what a
 //! transition sets and errors clipped to their column; [`requeue`] an
 //! operator's redeliver and re-verify, one or in bulk; [`statements`] the
 //! statements whose SQL is the same on both backends. This file holds
 //! [`Dialect`] and what it builds on ([`Bind`], [`Query`]).
 
+mod alerts;
 mod audit;
 mod claim;
 mod effects;
@@ -32,6 +35,10 @@ mod statements;
 use chrono::{DateTime, Utc};
 use sqlx::{Database, Encode, IntoArguments, Type};
 
+pub(super) use alerts::{
+    alert_from_row, list_alerts, mark_alert_delivered, raise_alerts, retry_alert_later,
+    settle_alerts_without_webhook, ALERT_COLUMNS,
+};
 pub(super) use audit::{audit_insert, audit_trail, insert_audits, AuditRow};
 pub(super) use claim::{decode_claimed, quarantine, ClaimKind, Lease};
 pub(super) use effects::{clip_error, transition_effects};
@@ -66,9 +73,13 @@ pub(in crate::store) trait Dialect:
     fn int(v: u64) -> Self::Int;
     /// How many rows a write matched.
     fn rows_affected(done: &Self::QueryResult) -> u64;
+    /// The id an INSERT of one row gave it.
+    fn last_insert_id(done: &Self::QueryResult) -> u64;
     /// Appended to [`Dialect::NOW`]: the time one bound span ago.
     const MINUS_SPAN: &'static str;
-    /// `d` as [`Dialect::MINUS_SPAN`] binds it.
+    /// Appended to [`Dialect::NOW`]: the time one bound span from now.
+    const PLUS_SPAN: &'static str;
+    /// `d` as [`Dialect::MINUS_SPAN`] and [`Dialect::PLUS_SPAN`] bind it.
     fn span(d: std::time::Duration) -> i64;
     /// The scalar function that picks the latest of its arguments.
     const GREATEST: &'static str;

@@ -6,13 +6,14 @@ use chrono::{DateTime, Utc};
 use sqlx::{Executor, QueryBuilder};
 use trustmsg_verify_api::MessageView;
 
+use super::alerts::{purge_settled_alerts, raise_alerts};
 use super::claim::ClaimKind;
 use super::effects::clip_to;
 use super::row::{lossy_text, message_from_row, producer_from_row, SqlRow};
 use super::row::{MESSAGE_COLUMNS, PRODUCER_COLUMNS};
 use super::{Bind, Dialect};
 use crate::store::{
-    Backlog, CheckAttempt, CheckAttemptEntry, Message, MessageFilter, Overdue, Producer,
+    Backlog, CheckAttempt, CheckAttemptEntry, Message, MessageFilter, NewAlert, Overdue, Producer,
     ProducerSummary, StoreResult, Wait, CHECK_ATTEMPTS_KEPT,
 };
 
@@ -21,7 +22,9 @@ use crate::store::{
 /// scanning at once exactly one flags (and alerts) each message. Each kind
 /// of wait has its own flag (a message alerted `verify_overdue` can still be
 /// alerted `send_overdue`), which an operator's redeliver or re-verify
-/// clears. A quarantined row (its due column NULL) has had its alert already.
+/// clears. The flag and the message's alert are written in one transaction,
+/// and the alert is announced after it commits. A quarantined row (its due
+/// column NULL) has had its alert already.
 pub(in crate::store) async fn flag_overdue<D>(
     pool: &sqlx::Pool<D>,
     wait: Wait,
@@ -31,7 +34,10 @@ pub(in crate::store) async fn flag_overdue<D>(
 where
     D: Dialect,
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
     i64: Bind<D>,
+    String: Bind<D>,
+    &'static str: Bind<D>,
 {
     let (kind, since, attempts, flag) = match wait {
         Wait::Send => (
@@ -65,24 +71,31 @@ where
     let mut flagged = Vec::new();
     for row in &rows {
         let id = row.unsigned("id")?;
+        let mut tx = pool.begin().await?;
         let done = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE messages SET {flag} = 1 WHERE id = ? AND {flag} = 0 AND {state}"
         )))
         .bind(D::int(id))
-        .execute(pool)
+        .execute(&mut *tx)
         .await?;
-        if D::rows_affected(&done) == 1 {
-            // Read leniently: an alert about a row that is partly unreadable
-            // still names it.
-            flagged.push(Overdue {
-                id,
-                biz_id: lossy_text(row, "biz_id"),
-                message_key: lossy_text(row, "message_key"),
-                attempts: row.unsigned("attempts").unwrap_or(0),
-                since: row.opt_time("since").ok().flatten(),
-                last_error: row.opt_text("last_error").ok().flatten(),
-            });
+        if D::rows_affected(&done) != 1 {
+            continue;
         }
+        // Read leniently: an alert about a row that is partly unreadable
+        // still names it.
+        let overdue = Overdue {
+            id,
+            biz_id: lossy_text(row, "biz_id"),
+            message_key: lossy_text(row, "message_key"),
+            attempts: row.unsigned("attempts").unwrap_or(0),
+            since: row.opt_time("since").ok().flatten(),
+            last_error: row.opt_text("last_error").ok().flatten(),
+        };
+        let alert = NewAlert::overdue(wait, older_than, &overdue);
+        let raised = raise_alerts::<D>(&mut tx, vec![alert]).await?;
+        tx.commit().await?;
+        raised.announce();
+        flagged.push(overdue);
     }
     Ok(flagged)
 }
@@ -318,8 +331,26 @@ where
 const FINISHED: &str =
     "((status = 'COMMITTED' AND send_status = 'SENT') OR status = 'ROLLED_BACK')";
 
-/// [`crate::store::Store::purge_finished`], given a transaction on the backend.
+/// [`crate::store::Store::purge_finished`], given a transaction on the backend:
+/// the finished messages, then the settled alerts.
 pub(in crate::store) async fn purge_finished<D>(
+    conn: &mut D::Connection,
+    older_than: std::time::Duration,
+    limit: u32,
+) -> StoreResult<u64>
+where
+    D: Dialect,
+    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
+    i64: Bind<D>,
+{
+    let messages = purge_finished_messages::<D>(&mut *conn, older_than, limit).await?;
+    let alerts = purge_settled_alerts::<D>(&mut *conn, older_than, limit).await?;
+    Ok(messages + alerts)
+}
+
+/// The finished messages of [`purge_finished`], with their audit and
+/// check-attempt rows.
+async fn purge_finished_messages<D>(
     conn: &mut D::Connection,
     older_than: std::time::Duration,
     limit: u32,
@@ -393,6 +424,13 @@ where
         }
         b.counts.push((status, send, n));
     }
+    let alerts = sqlx::query(
+        "SELECT COUNT(*) AS n, MIN(created_at) AS oldest FROM alerts WHERE state = 'pending'",
+    )
+    .fetch_one(pool)
+    .await?;
+    b.pending_alerts = u64::try_from(alerts.opt_i64("n")?.unwrap_or(0)).unwrap_or(0);
+    b.oldest_pending_alert_at = alerts.opt_time("oldest")?;
     b.at = match rows.first() {
         Some(row) => row.time("now")?,
         None => {

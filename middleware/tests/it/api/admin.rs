@@ -134,8 +134,35 @@ async fn bad_list_parameters_are_refused_saying_what_is_accepted_and_only_the_ad
         let msg = body["error"]["message"].as_str().unwrap();
         assert!(msg.contains(says), "{query}: {msg}");
     }
+    for (query, code, says) in [
+        (
+            "state=lost",
+            "invalid_filter",
+            "pending, delivered, no_webhook",
+        ),
+        ("message_id=x", "invalid_filter", "whole number"),
+        (
+            "message_id=9223372036854775808",
+            "invalid_filter",
+            "from 0 to 9223372036854775807",
+        ),
+        ("limit=501", "invalid_limit", "from 1 to 500"),
+        ("cursor=bm90LWEtY3Vyc29y", "invalid_cursor", "next_cursor"),
+        (
+            "status=PREPARED",
+            "invalid_filter",
+            "unknown parameter \"status\"",
+        ),
+    ] {
+        let (status, body) = admin_get(&app, &format!("/v1/admin/alerts?{query}")).await;
+        assert_eq!(status, 400, "{query}: {body}");
+        assert_eq!(body["error"]["code"], code, "{query}: {body}");
+        let msg = body["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(says), "{query}: {msg}");
+    }
     for path in [
         "/v1/admin/messages",
+        "/v1/admin/alerts",
         "/v1/admin/summary",
         "/v1/admin/messages/1",
         "/v1/producers",

@@ -142,6 +142,26 @@ impl Backend {
         Some(tx)
     }
 
+    /// Runs `sql` (a `SELECT … FOR UPDATE` with `id` bound to its one `?`) in
+    /// a transaction on MySQL and holds it, with its row locks, until the
+    /// returned transaction is dropped. None on SQLite, which has no row locks.
+    pub(crate) async fn lock_row(
+        &self,
+        sql: &str,
+        id: u64,
+    ) -> Option<sqlx::Transaction<'static, sqlx::MySql>> {
+        let Raw::MySql(p) = &self.raw else {
+            return None;
+        };
+        let mut tx = p.begin().await.expect("begin on MariaDB");
+        sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
+            .bind(id)
+            .fetch_all(&mut *tx)
+            .await
+            .unwrap_or_else(|e| panic!("raw SQL failed: {e}"));
+        Some(tx)
+    }
+
     /// The integer `sql` selects (one `?`, bound to `id`), straight from the database.
     pub(crate) async fn raw_count(&self, sql: &str, id: u64) -> i64 {
         let sql = sqlx::AssertSqlSafe(sql.to_string());
@@ -412,6 +432,12 @@ pub(crate) trait ClaimResult {
 }
 
 impl ClaimResult for Vec<Message> {
+    fn took_nothing(&self) -> bool {
+        self.is_empty()
+    }
+}
+
+impl ClaimResult for Vec<trustmsg_verify_api::admin::AlertView> {
     fn took_nothing(&self) -> bool {
         self.is_empty()
     }

@@ -13,11 +13,12 @@
 //! checks the outcome, the row, its version and the audit rows the operation
 //! added.
 
+mod alerts;
 mod batches;
 mod bulk;
 mod clock;
 mod decisions;
-mod harness;
+pub(crate) mod harness;
 mod operators;
 mod overdue;
 mod prepare;
@@ -140,6 +141,18 @@ conformance! {
         a_bulk_redeliver_changes_every_send_failed_row_of_the_filter_once_in_chunks,
         a_bulk_reverify_changes_every_verify_failed_row_of_the_filter_once_in_chunks,
         a_claim_from_before_a_bulk_redeliver_matches_nothing,
+    ],
+    alerts: [
+        a_verify_failed_transition_writes_its_alert_and_a_lost_one_writes_none,
+        a_batch_of_verify_failed_transitions_writes_one_alert_per_row,
+        mark_send_failed_writes_its_alert_and_a_lost_one_writes_none,
+        a_quarantine_and_an_overdue_flag_each_write_one_alert,
+        claim_due_alerts_skips_claimed_ones_until_a_short_lease_runs_out,
+        claim_due_alerts_skips_an_alert_another_claimer_holds_locked,
+        a_delivered_alert_is_settled_and_a_retry_counts_and_waits,
+        without_a_webhook_due_alerts_are_settled_and_never_pile_up,
+        listed_alerts_are_newest_first_and_paged_without_skips,
+        retention_deletes_settled_alerts_and_never_a_pending_one,
     ],
 }
 

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use trustmsg::address_policy::AddressPolicy;
-use trustmsg::alert::Alerter;
 use trustmsg::backoff::Backoff;
 use trustmsg::handoff::CommitListener;
 use trustmsg::registry::Registry;
@@ -106,7 +105,6 @@ pub(crate) fn stepped_verifier(
         app.store().clone(),
         Registry::new(app.store().clone(), Duration::from_secs(60)),
         Arc::new(policy),
-        Alerter::new(None),
         commits,
         cfg,
     )
