@@ -6,6 +6,7 @@ mod harness;
 
 mod backlog;
 mod barrier_race;
+mod broker_restart;
 mod canary;
 mod dev;
 mod five_classes;

@@ -27,6 +27,12 @@
 //!   towards `--max-send-attempts`; timeouts and an unreachable cluster
 //!   reschedule the row (new due time, `last_error`) without counting, so a
 //!   message that waited out a long outage still gets its retries after it.
+//! - **A stuck producer is replaced, not waited out.** When the idempotent
+//!   producer can no longer make progress (the broker lost or refuses its
+//!   producer state, a fatal client error, timeouts while the cluster
+//!   answers), the sink builds a new one at once ([`kafka`]); the sends that
+//!   met the old one are due again after the first backoff step and count no
+//!   attempt.
 //! - **An unreadable row stalls nothing.** A due row the store cannot read
 //!   is quarantined by the claim (see [`crate::store`]) and alerted once
 //!   (`quarantined`); the rest of the batch is sent as usual.
@@ -281,19 +287,31 @@ impl Inner {
         let attempts = m.send_attempts.saturating_add(u32::from(counted));
         let give_up = match &e {
             SendError::Permanent(_) => true,
-            SendError::PossiblyPersisted(_) | SendError::Unreachable(_) => false,
+            SendError::PossiblyPersisted(_) | SendError::Unreachable(_) | SendError::Stalled(_) => {
+                false
+            }
             SendError::Transient(_) => attempts >= self.cfg.max_send_attempts,
         };
         if !give_up {
-            let delay = self.cfg.backoff.delay(attempts);
             metrics::counter!("trustmsg_forwarder_retries_total").increment(1);
-            tracing::warn!(
-                message_id = m.id,
-                attempts,
-                retry_in = ?delay,
-                error = %e,
-                "send failed; will retry"
-            );
+            let delay = if let SendError::Stalled(_) = &e {
+                // The new producer is there already: due again after the
+                // first backoff step, whatever the row's earlier attempts,
+                // and without a warning per message (the rebuild logged one).
+                let delay = self.cfg.backoff.delay(1);
+                tracing::debug!(message_id = m.id, retry_in = ?delay, error = %e, "send met a stuck producer; will retry");
+                delay
+            } else {
+                let delay = self.cfg.backoff.delay(attempts);
+                tracing::warn!(
+                    message_id = m.id,
+                    attempts,
+                    retry_in = ?delay,
+                    error = %e,
+                    "send failed; will retry"
+                );
+                delay
+            };
             let error = e.to_string();
             let rescheduled = if counted {
                 self.store

@@ -2,6 +2,7 @@
 //! publishing to librdkafka's mock cluster; every assertion about Kafka reads
 //! the topic back.
 
+mod broker_restart;
 mod claims;
 mod delivery;
 mod faults;
