@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::alert::{Alert, AlertKind, Alerter};
 use crate::periodic;
-use crate::store::{DynStore, Overdue, Wait};
+use crate::store::{deadline, DynStore, Overdue, Wait};
 
 /// Messages flagged per kind of wait and round; more wait for the next round.
 const BATCH: u32 = 256;
@@ -53,10 +53,12 @@ impl OverdueSettings {
 }
 
 /// Starts the watch; None when both alerts are off. It ends on `cancel`.
+/// Each look takes at most `limit` (see [`crate::store::deadline`]).
 pub(crate) fn spawn(
     store: DynStore,
     alerter: Alerter,
     settings: OverdueSettings,
+    limit: Duration,
     cancel: CancellationToken,
 ) -> Option<JoinHandle<()>> {
     let interval = settings.interval()?;
@@ -68,7 +70,7 @@ pub(crate) fn spawn(
                 (Wait::Decision, settings.verify_after),
             ] {
                 if let Some(after) = after {
-                    look(&store, &alerter, wait, after).await;
+                    look(&store, &alerter, wait, after, limit).await;
                 }
             }
             metrics::counter!("trustmsg_overdue_rounds_total").increment(1);
@@ -77,8 +79,9 @@ pub(crate) fn spawn(
 }
 
 /// One round for one kind of wait.
-async fn look(store: &DynStore, alerter: &Alerter, wait: Wait, after: Duration) {
-    match store.flag_overdue(wait, after, BATCH).await {
+async fn look(store: &DynStore, alerter: &Alerter, wait: Wait, after: Duration, limit: Duration) {
+    let flag = store.flag_overdue(wait, after, BATCH);
+    match deadline::within(limit, "flag overdue messages", flag).await {
         Ok(flagged) => {
             for o in flagged {
                 alerter.fire(alert(wait, after, o));

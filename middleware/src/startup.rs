@@ -104,14 +104,25 @@ impl Application {
             store.clone(),
             alerter.clone(),
             cfg.overdue,
+            cfg.request_timeout,
             shutdown.clone(),
         ) {
             workers.push(liveness.watch("overdue watch", task, shutdown.clone()));
         }
-        if let Some(task) = retention::spawn(store.clone(), cfg.retention, shutdown.clone()) {
+        if let Some(task) = retention::spawn(
+            store.clone(),
+            cfg.retention,
+            cfg.request_timeout,
+            shutdown.clone(),
+        ) {
             workers.push(liveness.watch("retention", task, shutdown.clone()));
         }
-        let task = backlog::spawn(store.clone(), cfg.backlog_interval, shutdown.clone());
+        let task = backlog::spawn(
+            store.clone(),
+            cfg.backlog_interval,
+            cfg.request_timeout,
+            shutdown.clone(),
+        );
         workers.push(liveness.watch("backlog", task, shutdown.clone()));
         let state = AppState::new(Shared {
             writes: Coalescer::start(store.clone(), cfg.writes),

@@ -10,5 +10,6 @@ mod broker_restart;
 mod canary;
 mod dev;
 mod five_classes;
+mod frozen_db;
 mod kill9;
 mod tail;

@@ -53,7 +53,7 @@ use tokio_util::sync::CancellationToken;
 use crate::alert::{Alert, AlertKind, Alerter};
 use crate::backoff::Backoff;
 use crate::handoff::CommitListener;
-use crate::store::{Actor, DynStore, Message, SentMark};
+use crate::store::{deadline, Actor, DynStore, Message, SentMark};
 use kafka::{KafkaSink, SendError};
 
 /// How the forwarder behaves.
@@ -73,6 +73,8 @@ pub(crate) struct ForwarderConfig {
     pub(crate) concurrency: usize,
     /// How long in-flight sends may take to finish on shutdown.
     pub(crate) shutdown_grace: Duration,
+    /// The longest one database statement may take (see [`crate::store::deadline`]).
+    pub(crate) statement_timeout: Duration,
 }
 
 /// What happened to one claimed message.
@@ -164,6 +166,7 @@ impl Forwarder {
             self.inner.store.clone(),
             mark_rx,
             cfg.sweep_batch.max(1) as usize,
+            cfg.statement_timeout,
         ));
         let mut inflight = JoinSet::new();
         let mut tick = tokio::time::interval(cfg.sweep_interval);
@@ -245,11 +248,11 @@ impl Forwarder {
         if limit == 0 {
             return false;
         }
-        let claimed = match self
+        let claim = self
             .inner
             .store
-            .claim_due_sends(limit as u32, cfg.send_lease)
-            .await
+            .claim_due_sends(limit as u32, cfg.send_lease);
+        let claimed = match deadline::within(cfg.statement_timeout, "claim due sends", claim).await
         {
             Ok(claimed) => claimed,
             Err(e) => {
@@ -313,14 +316,13 @@ impl Inner {
                 delay
             };
             let error = e.to_string();
+            let limit = self.cfg.statement_timeout;
             let rescheduled = if counted {
-                self.store
-                    .reschedule_send(m.id, m.version, &error, delay)
-                    .await
+                let write = self.store.reschedule_send(m.id, m.version, &error, delay);
+                deadline::within(limit, "reschedule a send", write).await
             } else {
-                self.store
-                    .postpone_send(m.id, m.version, &error, delay)
-                    .await
+                let write = self.store.postpone_send(m.id, m.version, &error, delay);
+                deadline::within(limit, "postpone a send", write).await
             };
             return match rescheduled {
                 Ok(true) => Outcome::Retrying,
@@ -338,11 +340,10 @@ impl Inner {
                 self.cfg.max_send_attempts
             ),
         };
-        match self
+        let write = self
             .store
-            .mark_send_failed(m.id, m.version, &reason, &Actor::Forwarder)
-            .await
-        {
+            .mark_send_failed(m.id, m.version, &reason, &Actor::Forwarder);
+        match deadline::within(self.cfg.statement_timeout, "mark SEND_FAILED", write).await {
             Ok(Some(row)) => {
                 metrics::counter!("trustmsg_forwarder_failed_total").increment(1);
                 self.alerter.fire(Alert {
@@ -379,7 +380,12 @@ const MARK_LINGER: Duration = Duration::from_millis(20);
 /// Writes SENT marks in batches: everything that arrives within
 /// [`MARK_LINGER`] of a batch's first mark, up to `max_batch`, goes in one
 /// UPDATE.
-async fn write_marks(store: DynStore, mut rx: mpsc::Receiver<SentMark>, max_batch: usize) {
+async fn write_marks(
+    store: DynStore,
+    mut rx: mpsc::Receiver<SentMark>,
+    max_batch: usize,
+    limit: Duration,
+) {
     let mut batch = Vec::with_capacity(max_batch);
     while let Some(mark) = rx.recv().await {
         batch.push(mark);
@@ -392,7 +398,7 @@ async fn write_marks(store: DynStore, mut rx: mpsc::Receiver<SentMark>, max_batc
                 _ => break,
             }
         }
-        let write = || async { store.mark_sent(&batch).await };
+        let write = || deadline::within(limit, "mark SENT", store.mark_sent(&batch));
         match write
             .retry(
                 ExponentialBuilder::default()

@@ -26,6 +26,7 @@
 //!   Otherwise the same row would fail every claim that reaches it and stall
 //!   the forwarder or the verifier for every message behind it.
 
+pub(crate) mod deadline;
 mod decide;
 mod model;
 pub mod mysql;

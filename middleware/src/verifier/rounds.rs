@@ -11,7 +11,7 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use super::{Outcome, Verifier};
-use crate::store::{Message, StoreResult};
+use crate::store::{deadline, Message, StoreResult};
 
 /// What one round did, for tests and logs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -157,11 +157,9 @@ impl Verifier {
         if limit == 0 {
             return Ok(report);
         }
-        let claimed = self
-            .inner
-            .store
-            .claim_due_verifies(limit, cfg.lease)
-            .await?;
+        let claim = self.inner.store.claim_due_verifies(limit, cfg.lease);
+        let claimed =
+            deadline::within(cfg.statement_timeout, "claim due check-backs", claim).await?;
         let claimed_at = Instant::now();
         report.claimed = claimed.messages.len();
         report.quarantined = claimed.quarantined.len();

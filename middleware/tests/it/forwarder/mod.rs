@@ -6,6 +6,7 @@ mod broker_restart;
 mod claims;
 mod delivery;
 mod faults;
+mod frozen_db;
 mod record_size;
 mod shutdown;
 
