@@ -1,7 +1,8 @@
 //! A database frozen with SIGSTOP under the real binary, right after a burst
-//! of commits (SENT marks and claims under way): after SIGCONT every message
-//! committed before and after is SENT and in Kafka within seconds; no worker
-//! stays stuck.
+//! of commits (SENT marks and claims under way): while it is frozen the
+//! workers give up their statements at the deadline (`--request-timeout`)
+//! instead of waiting on it, and after SIGCONT every message committed before
+//! and after is SENT and in Kafka within seconds; no worker stays stuck.
 
 use std::time::{Duration, Instant};
 
@@ -61,7 +62,22 @@ async fn a_database_frozen_with_sigstop_holds_nothing_up_after_sigcont() {
     }
     // Frozen with the last sends' SENT marks and the next claims under way.
     db.pause();
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // The workers give up their statements at the deadline (1 s) while the
+    // database stays frozen, instead of waiting on it.
+    eventually(10, "worker statements given up while frozen", async || {
+        let metrics = reqwest::get(format!("{}/metrics", service.url()))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        metrics
+            .lines()
+            .filter_map(|l| l.strip_prefix("trustmsg_worker_statement_timeouts_total "))
+            .any(|n| n.parse::<f64>().is_ok_and(|n| n >= 3.0))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
     db.resume();
     let resumed = Instant::now();
     for i in 0..20 {
