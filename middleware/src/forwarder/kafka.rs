@@ -43,7 +43,7 @@
 //! (`send_overdue`), as for any other reason a message is not sent.
 
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -237,8 +237,11 @@ pub(crate) struct KafkaSink {
     settings: KafkaSettings,
     producer: RwLock<Arc<FutureProducer>>,
     /// One metadata probe at a time: a burst of timeouts asks the cluster
-    /// once, the sends behind it find the producer already replaced.
-    probe: tokio::sync::Mutex<()>,
+    /// once, the sends behind it find the producer already replaced, or the
+    /// cluster found silent (when, held here) so short a time ago that they
+    /// do not ask again: in an outage every send times out, and asking once
+    /// per send would hold each one for a probe.
+    probe: tokio::sync::Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for KafkaSink {
@@ -256,7 +259,7 @@ impl KafkaSink {
         Ok(Self {
             settings,
             producer: RwLock::new(producer),
-            probe: tokio::sync::Mutex::new(()),
+            probe: tokio::sync::Mutex::new(None),
         })
     }
 
@@ -317,14 +320,19 @@ impl KafkaSink {
             (Some(why), _) => why,
             (None, Some(_)) => Stall::Fatal,
             (None, None) if timed_out(e) => {
-                let _one_probe = self.probe.lock().await;
+                let mut silent_since = self.probe.lock().await;
                 if !Arc::ptr_eq(&self.current(), producer) {
                     // Another send of the burst found it stuck and replaced it.
                     return Some(Stall::TimedOutWhileAnswering);
                 }
-                if !self.answering(producer).await {
+                if silent_since.is_some_and(|t| t.elapsed() < PROBE_TIMEOUT) {
                     return None;
                 }
+                if !self.answering(producer).await {
+                    *silent_since = Some(Instant::now());
+                    return None;
+                }
+                *silent_since = None;
                 Stall::TimedOutWhileAnswering
             }
             (None, None) => return None,
