@@ -12,10 +12,14 @@
 //!
 //! Not part of the service: the `trustmsg` library never links it.
 
+mod proxy;
+
 use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -24,10 +28,13 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
 use rdkafka::mocking::MockCluster;
+use rdkafka::producer::{BaseProducer, DefaultProducerContext, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::mpsc::UnboundedReceiver;
 use trustmsg_verify_api::kafka_headers;
+
+use proxy::Proxies;
 
 /// The request kinds and error codes [`MockKafka::request_errors`] takes.
 pub use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
@@ -39,17 +46,190 @@ enum Cmd {
     RequestErrors(RDKafkaApiKey, Vec<RDKafkaRespErr>),
     ClearRequestErrors(RDKafkaApiKey),
     RoundTrip(Duration),
+    LoseState,
+    ComeBackEmpty,
 }
 
 /// A command for the cluster thread and where to report how it went.
 type Request = (Cmd, std_mpsc::SyncSender<Result<(), String>>);
 
+/// The broker ids of librdkafka's mock clusters: 1 to the broker count.
+fn broker_ids(brokers: i32) -> std::ops::RangeInclusive<i32> {
+    1..=brokers
+}
+
+/// One librdkafka mock cluster. It lives as long as the client handle it was
+/// created with (`test.mock.num.brokers`), which is never used to produce:
+/// dropping it destroys the cluster, its records, topics and producer ids.
+struct Cluster {
+    holder: BaseProducer,
+}
+
+impl Cluster {
+    fn new(brokers: i32) -> Result<Self, String> {
+        let holder = ClientConfig::new()
+            .set("test.mock.num.brokers", brokers.to_string())
+            .create()
+            .map_err(|e| e.to_string())?;
+        Ok(Self { holder })
+    }
+
+    fn mock(&self) -> MockCluster<'_, DefaultProducerContext> {
+        self.holder
+            .client()
+            .mock_cluster()
+            .expect("a client made with test.mock.num.brokers has a mock cluster")
+    }
+
+    /// Where each broker listens, in broker id order.
+    fn listeners(&self) -> Vec<SocketAddr> {
+        self.mock()
+            .bootstrap_servers()
+            .split(',')
+            .map(|a| a.parse().expect("mock brokers listen on IP addresses"))
+            .collect()
+    }
+
+    /// Makes `broker` tell clients (in metadata) it is at `addr`.
+    fn advertise(&self, broker: i32, addr: SocketAddr) {
+        let host = CString::new(addr.ip().to_string()).expect("an IP address has no NUL");
+        // The rdkafka crate does not wrap this call. Sound: the cluster
+        // pointer is the live cluster of `holder` (checked non-null), which
+        // outlives the call, and librdkafka copies the host string under the
+        // cluster's lock.
+        #[allow(unsafe_code)]
+        unsafe {
+            let cluster =
+                rdkafka_sys::rd_kafka_handle_mock_cluster(self.holder.client().native_ptr());
+            assert!(!cluster.is_null(), "the holder has a mock cluster");
+            rdkafka_sys::rd_kafka_mock_broker_set_host_port(
+                cluster,
+                broker,
+                host.as_ptr(),
+                i32::from(addr.port()),
+            );
+        }
+    }
+}
+
+/// The cluster thread's state: the cluster (none while it is lost), the
+/// topics to create again when it comes back, and for a restartable cluster
+/// the proxies clients reach it through.
+struct Host {
+    brokers: i32,
+    cluster: Option<Cluster>,
+    topics: Vec<(String, i32)>,
+    proxies: Option<Proxies>,
+    restarts: Arc<AtomicU64>,
+}
+
+impl Host {
+    fn cluster(&self) -> Result<MockCluster<'_, DefaultProducerContext>, String> {
+        self.cluster
+            .as_ref()
+            .map(Cluster::mock)
+            .ok_or_else(|| "the cluster lost its state and has not come back".to_string())
+    }
+
+    /// Makes each broker of `cluster` advertise its proxy's address.
+    fn advertise_proxies(&self, cluster: &Cluster) {
+        let proxies = self
+            .proxies
+            .as_ref()
+            .expect("a restartable cluster has proxies");
+        for (broker, addr) in broker_ids(self.brokers).zip(proxies.addrs()) {
+            cluster.advertise(broker, *addr);
+        }
+    }
+
+    /// A fresh cluster behind the proxies, with the topics created so far,
+    /// reachable once this returns.
+    fn come_back_empty(&mut self) -> Result<(), String> {
+        let cluster = Cluster::new(self.brokers)?;
+        self.advertise_proxies(&cluster);
+        for (topic, partitions) in &self.topics {
+            cluster
+                .mock()
+                .create_topic(topic, *partitions, self.brokers.min(3))
+                .map_err(|e| e.to_string())?;
+        }
+        // Before anything can reach the new cluster, so a reader that sees
+        // the count unchanged after a record knows the record is the old
+        // cluster's (see `TopicReader`).
+        self.restarts.fetch_add(1, Ordering::SeqCst);
+        let proxies = self
+            .proxies
+            .as_ref()
+            .expect("a restartable cluster has proxies");
+        proxies
+            .forward(&cluster.listeners())
+            .map_err(|e| e.to_string())?;
+        self.cluster = Some(cluster);
+        Ok(())
+    }
+
+    fn run(&mut self, cmd: Cmd) -> Result<(), String> {
+        match cmd {
+            Cmd::CreateTopic(t, partitions) => {
+                self.cluster()?
+                    .create_topic(&t, partitions, self.brokers.min(3))
+                    .map_err(|e| e.to_string())?;
+                self.topics.push((t, partitions));
+                Ok(())
+            }
+            Cmd::BrokerDown => self.cluster()?.broker_down(-1).map_err(|e| e.to_string()),
+            Cmd::BrokerUp => self.cluster()?.broker_up(-1).map_err(|e| e.to_string()),
+            Cmd::RequestErrors(key, errs) => {
+                self.cluster()?.request_errors(key, &errs);
+                Ok(())
+            }
+            Cmd::RoundTrip(d) => {
+                let cluster = self.cluster()?;
+                broker_ids(self.brokers)
+                    .try_for_each(|b| cluster.broker_round_trip_time(b, d))
+                    .map_err(|e| e.to_string())
+            }
+            Cmd::ClearRequestErrors(key) => {
+                self.cluster()?.clear_request_errors(key);
+                Ok(())
+            }
+            Cmd::LoseState => {
+                let proxies = self.proxies.as_ref().ok_or("not a restartable cluster")?;
+                proxies.cut().map_err(|e| e.to_string())?;
+                self.cluster = None;
+                Ok(())
+            }
+            Cmd::ComeBackEmpty => {
+                if self.proxies.is_none() || self.cluster.is_some() {
+                    return Err("only a restartable cluster that lost its state comes back".into());
+                }
+                self.come_back_empty()
+            }
+        }
+    }
+}
+
+/// How often each restartable cluster (by its bootstrap string) came back
+/// empty, for the readers of its topics ([`TopicReader`]): a reader started
+/// with only the bootstrap string finds its cluster's count here.
+static RESTARTS: Mutex<BTreeMap<String, Arc<AtomicU64>>> = Mutex::new(BTreeMap::new());
+
+fn restarts_of(bootstrap: &str) -> Option<Arc<AtomicU64>> {
+    RESTARTS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(bootstrap)
+        .cloned()
+}
+
 /// librdkafka's mock cluster on a thread of its own (it is `!Send`), taking
 /// commands over a channel: topics, and the fault injection the tests use
-/// (brokers down, request errors, slow round trips). Dropping the handle shuts
-/// it down.
+/// (brokers down, request errors, slow round trips, and for a cluster started
+/// with [`MockKafka::start_restartable`], losing every bit of state). Dropping
+/// the handle shuts it down.
 pub struct MockKafka {
     bootstrap: String,
+    restartable: bool,
     tx: Option<std_mpsc::Sender<Request>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -57,44 +237,67 @@ pub struct MockKafka {
 impl MockKafka {
     /// Starts a cluster of `brokers` brokers.
     pub fn start(brokers: i32) -> Self {
+        Self::spawn(brokers, false)
+    }
+
+    /// Starts a cluster of `brokers` brokers that can lose its state
+    /// ([`MockKafka::lose_state`]) and come back empty at the same addresses
+    /// ([`MockKafka::come_back_empty`]), as a broker with memory storage that
+    /// restarts. Clients reach it through a TCP proxy per broker on a fixed
+    /// loopback port, which the brokers advertise as their address.
+    pub fn start_restartable(brokers: i32) -> Self {
+        Self::spawn(brokers, true)
+    }
+
+    fn spawn(brokers: i32, restartable: bool) -> Self {
         let (tx, rx) = std_mpsc::channel::<Request>();
         let (boot_tx, boot_rx) = std_mpsc::sync_channel(1);
+        let restarts = Arc::new(AtomicU64::new(0));
         let thread = std::thread::Builder::new()
             .name("mock-kafka".into())
             .spawn(move || {
-                let cluster = MockCluster::new(brokers).expect("mock cluster starts");
-                boot_tx.send(cluster.bootstrap_servers()).unwrap();
+                let mut host = Host {
+                    brokers,
+                    cluster: None,
+                    topics: Vec::new(),
+                    proxies: None,
+                    restarts,
+                };
+                let cluster = Cluster::new(brokers).expect("mock cluster starts");
+                let bootstrap = if restartable {
+                    let proxies =
+                        Proxies::start(&cluster.listeners()).expect("mock kafka proxies start");
+                    let bootstrap = proxies
+                        .addrs()
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",");
+                    host.proxies = Some(proxies);
+                    host.advertise_proxies(&cluster);
+                    RESTARTS
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(bootstrap.clone(), host.restarts.clone());
+                    bootstrap
+                } else {
+                    cluster.mock().bootstrap_servers()
+                };
+                host.cluster = Some(cluster);
+                boot_tx.send(bootstrap).unwrap();
                 while let Ok((cmd, reply)) = rx.recv() {
-                    let r = match cmd {
-                        Cmd::CreateTopic(t, partitions) => cluster
-                            .create_topic(&t, partitions, brokers.min(3))
-                            .map_err(|e| e.to_string()),
-                        Cmd::BrokerDown => cluster.broker_down(-1).map_err(|e| e.to_string()),
-                        Cmd::BrokerUp => cluster.broker_up(-1).map_err(|e| e.to_string()),
-                        Cmd::RequestErrors(key, errs) => {
-                            cluster.request_errors(key, &errs);
-                            Ok(())
-                        }
-                        Cmd::RoundTrip(d) => (1..=brokers)
-                            .try_for_each(|b| cluster.broker_round_trip_time(b, d))
-                            .map_err(|e| e.to_string()),
-                        Cmd::ClearRequestErrors(key) => {
-                            cluster.clear_request_errors(key);
-                            Ok(())
-                        }
-                    };
-                    let _ = reply.send(r);
+                    let _ = reply.send(host.run(cmd));
                 }
             })
             .expect("spawn mock kafka thread");
         let bootstrap = boot_rx.recv().expect("mock cluster bootstrap servers");
         Self {
             bootstrap,
+            restartable,
             tx: Some(tx),
             thread: Some(thread),
         }
     }
-
     /// `host:port,…` of the mock brokers.
     pub fn bootstrap(&self) -> &str {
         &self.bootstrap
@@ -142,10 +345,38 @@ impl MockKafka {
     pub fn clear_request_errors(&self, key: RDKafkaApiKey) {
         self.call(Cmd::ClearRequestErrors(key));
     }
+
+    /// The brokers stop, losing everything: every connection is closed and
+    /// new ones are refused until [`MockKafka::come_back_empty`]. Only for a
+    /// cluster from [`MockKafka::start_restartable`].
+    pub fn lose_state(&self) {
+        self.call(Cmd::LoseState);
+    }
+
+    /// The brokers start again at the same addresses with no records, no
+    /// producer ids, no injected faults and the topics created with
+    /// [`MockKafka::create_topic`] before, empty: their offsets start at 0
+    /// again (see [`TopicReader`] for what a reader sees). Only after
+    /// [`MockKafka::lose_state`].
+    ///
+    /// librdkafka's mock broker checks producer ids only for transactional
+    /// producers, so an idempotent producer that outlived the restart is not
+    /// refused by itself, as a real broker that lost its producer state
+    /// would; a test that needs the refusal injects it with
+    /// [`MockKafka::request_errors`] (`PRODUCER_FENCED`, `UNKNOWN_PRODUCER_ID`).
+    pub fn come_back_empty(&self) {
+        self.call(Cmd::ComeBackEmpty);
+    }
 }
 
 impl Drop for MockKafka {
     fn drop(&mut self) {
+        if self.restartable {
+            RESTARTS
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&self.bootstrap);
+        }
         drop(self.tx.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -255,11 +486,16 @@ fn spawn_consumer(
         anyhow::ensure!(Instant::now() < deadline, "topic {topic} never appeared");
         thread::sleep(Duration::from_millis(200));
     };
-    let mut tpl = TopicPartitionList::new();
+    let mut from_start = TopicPartitionList::new();
     for p in 0..partitions {
-        tpl.add_partition_offset(topic, p as i32, Offset::Beginning)?;
+        from_start.add_partition_offset(topic, p as i32, Offset::Beginning)?;
     }
-    consumer.assign(&tpl)?;
+    consumer.assign(&from_start)?;
+    // A restartable cluster that came back empty starts every offset at 0
+    // again; reading on from the old positions would skip its first records.
+    let restarts = restarts_of(bootstrap);
+    let restarts_seen = |n: &Option<Arc<AtomicU64>>| n.as_ref().map(|n| n.load(Ordering::SeqCst));
+    let mut seen = restarts_seen(&restarts);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let shared = Arc::new(Shared::default());
     let flag = shared.clone();
@@ -267,7 +503,20 @@ fn spawn_consumer(
         .name(format!("consume-{topic}"))
         .spawn(move || {
             while !flag.stop.load(Ordering::Relaxed) {
-                match consumer.poll(Duration::from_millis(50)) {
+                let polled = consumer.poll(Duration::from_millis(50));
+                // Checked after the poll: the count goes up before the new
+                // cluster is reachable, so a record polled while it is
+                // unchanged is the old cluster's; one polled after may be the
+                // new one's and is read again from the start.
+                let now = restarts_seen(&restarts);
+                if now != seen {
+                    seen = now;
+                    if let Err(e) = consumer.assign(&from_start) {
+                        tracing::warn!(error = %e, "mock kafka consumer could not start over");
+                    }
+                    continue;
+                }
+                match polled {
                     Some(Ok(m)) => {
                         let at = Instant::now();
                         let headers: Vec<(String, Option<Vec<u8>>)> = m
@@ -328,6 +577,14 @@ impl StopFlag {
 /// each call takes in what the consumer thread ([`consume`]) has read by then.
 /// Fails the test (panics) on a record without a message id, or if the
 /// consumer thread ends. Dropping it stops the thread.
+///
+/// Across [`MockKafka::come_back_empty`] it reads on: it keeps what it read
+/// from the old cluster and then reads the new cluster's topic from offset 0,
+/// so `records` holds both, and [`Consumed::offset`] is the offset in the
+/// cluster the record was read from (the same offsets come twice). A record
+/// the old cluster had handed over but the reader had not polled when the
+/// cluster came back is dropped: wait for what was sent before
+/// [`MockKafka::lose_state`] to be read first.
 pub struct TopicReader {
     topic: String,
     rx: UnboundedReceiver<Consumed>,

@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::periodic;
-use crate::store::{Backlog, DynStore};
+use crate::store::{deadline, Backlog, DynStore};
 
 /// The waiting states, as (status, send_status) labels.
 const WAITING: [(&str, &str); 4] = [
@@ -30,16 +30,18 @@ const WAITING: [(&str, &str); 4] = [
     ("COMMITTED", "SEND_FAILED"),
 ];
 
-/// Starts the task; it ends on `cancel`.
+/// Starts the task; it ends on `cancel`. Each read takes at most `limit`
+/// (see [`crate::store::deadline`]).
 pub(crate) fn spawn(
     store: DynStore,
     interval: Duration,
+    limit: Duration,
     cancel: CancellationToken,
 ) -> JoinHandle<()> {
     periodic::spawn(interval, cancel, move || {
         let store = store.clone();
         async move {
-            match store.backlog().await {
+            match deadline::within(limit, "read the backlog", store.backlog()).await {
                 Ok(b) => publish(&b),
                 Err(e) => tracing::warn!(error = %e, "could not read the backlog for /metrics"),
             }

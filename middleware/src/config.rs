@@ -138,6 +138,8 @@ pub struct ServeArgs {
     /// (an unreachable or slow database, a full write queue): callers get an
     /// answer they can act on instead of hanging. A write cut off this way may
     /// still have been applied; prepare, commit and rollback are safe to repeat.
+    /// Each database statement of the background workers gets the same
+    /// deadline and is retried on the worker's next round.
     #[arg(long, env = "TRUSTMSG_REQUEST_TIMEOUT", default_value = "5s", value_parser = positive_duration)]
     pub request_timeout: Duration,
 
@@ -507,6 +509,7 @@ impl ServeArgs {
                 default_max_attempts: v.max_verify_attempts.get(),
                 send_lease,
                 shutdown_grace: self.shutdown_grace,
+                statement_timeout: self.request_timeout,
             })
         };
         Ok(Settings {
@@ -616,6 +619,7 @@ impl ServeArgs {
                 max_send_attempts: f.max_send_attempts.get(),
                 concurrency: f.send_concurrency.get(),
                 shutdown_grace: self.shutdown_grace,
+                statement_timeout: self.request_timeout,
             },
         })
     }

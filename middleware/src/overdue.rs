@@ -28,7 +28,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::periodic;
-use crate::store::{DynStore, Wait};
+use crate::store::{deadline, DynStore, Wait};
 
 /// Messages flagged per kind of wait and round; more wait for the next round.
 const BATCH: u32 = 256;
@@ -56,9 +56,11 @@ impl OverdueSettings {
 }
 
 /// Starts the watch; None when both alerts are off. It ends on `cancel`.
+/// Each look takes at most `limit` (see [`crate::store::deadline`]).
 pub(crate) fn spawn(
     store: DynStore,
     settings: OverdueSettings,
+    limit: Duration,
     cancel: CancellationToken,
 ) -> Option<JoinHandle<()>> {
     let interval = settings.interval()?;
@@ -70,7 +72,7 @@ pub(crate) fn spawn(
                 (Wait::Decision, settings.verify_after),
             ] {
                 if let Some(after) = after {
-                    look(&store, wait, after).await;
+                    look(&store, wait, after, limit).await;
                 }
             }
             metrics::counter!("trustmsg_overdue_rounds_total").increment(1);
@@ -79,8 +81,9 @@ pub(crate) fn spawn(
 }
 
 /// One round for one kind of wait: the store flags and alerts.
-async fn look(store: &DynStore, wait: Wait, after: Duration) {
-    match store.flag_overdue(wait, after, BATCH).await {
+async fn look(store: &DynStore, wait: Wait, after: Duration, limit: Duration) {
+    let flag = store.flag_overdue(wait, after, BATCH);
+    match deadline::within(limit, "flag overdue messages", flag).await {
         Ok(flagged) if !flagged.is_empty() => {
             tracing::debug!(flagged = flagged.len(), ?wait, "overdue messages alerted");
         }

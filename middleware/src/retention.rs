@@ -18,32 +18,35 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::periodic;
-use crate::store::DynStore;
+use crate::store::{deadline, DynStore};
 
 /// Messages deleted per transaction.
 const BATCH: u32 = 500;
 /// The pause between two batches of one round.
 const PAUSE: Duration = Duration::from_millis(50);
 
-/// Starts retention when `window` is set; it ends on `cancel`.
+/// Starts retention when `window` is set; it ends on `cancel`. Each batch
+/// takes at most `limit` (see [`crate::store::deadline`]).
 pub(crate) fn spawn(
     store: DynStore,
     window: Option<Duration>,
+    limit: Duration,
     cancel: CancellationToken,
 ) -> Option<JoinHandle<()>> {
     let window = window?;
     let every = (window / 10).clamp(Duration::from_secs(1), Duration::from_secs(300));
     Some(periodic::spawn(every, cancel.clone(), move || {
         let (store, cancel) = (store.clone(), cancel.clone());
-        async move { purge(&store, window, &cancel).await }
+        async move { purge(&store, window, limit, &cancel).await }
     }))
 }
 
 /// One round: batch after batch until less than a batch was left, an error,
 /// or shutdown.
-async fn purge(store: &DynStore, window: Duration, cancel: &CancellationToken) {
+async fn purge(store: &DynStore, window: Duration, limit: Duration, cancel: &CancellationToken) {
     while !cancel.is_cancelled() {
-        match store.purge_finished(window, BATCH).await {
+        let batch = store.purge_finished(window, BATCH);
+        match deadline::within(limit, "delete finished messages", batch).await {
             Ok(n) => {
                 metrics::counter!("trustmsg_retention_deleted_total").increment(n);
                 if n > 0 {

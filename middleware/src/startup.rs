@@ -98,16 +98,31 @@ impl Application {
             let task = verifier.spawn(shutdown.clone());
             workers.push(liveness.watch("verifier", task, shutdown.clone()));
         }
-        if let Some(task) = overdue::spawn(store.clone(), cfg.overdue, shutdown.clone()) {
+        if let Some(task) = overdue::spawn(
+            store.clone(),
+            cfg.overdue,
+            cfg.request_timeout,
+            shutdown.clone(),
+        ) {
             workers.push(liveness.watch("overdue watch", task, shutdown.clone()));
         }
-        if let Some(task) = retention::spawn(store.clone(), cfg.retention, shutdown.clone()) {
+        if let Some(task) = retention::spawn(
+            store.clone(),
+            cfg.retention,
+            cfg.request_timeout,
+            shutdown.clone(),
+        ) {
             workers.push(liveness.watch("retention", task, shutdown.clone()));
         }
         let task = AlertDelivery::new(store.clone(), cfg.alert_webhook)
             .spawn(shutdown.clone(), cfg.shutdown_grace);
         workers.push(liveness.watch("alert delivery", task, shutdown.clone()));
-        let task = backlog::spawn(store.clone(), cfg.backlog_interval, shutdown.clone());
+        let task = backlog::spawn(
+            store.clone(),
+            cfg.backlog_interval,
+            cfg.request_timeout,
+            shutdown.clone(),
+        );
         workers.push(liveness.watch("backlog", task, shutdown.clone()));
         let state = AppState::new(Shared {
             writes: Coalescer::start(store.clone(), cfg.writes, commits.clone()),

@@ -128,6 +128,26 @@ impl PrivateMariaDb {
         }
     }
 
+    /// SIGSTOP: the server is frozen; its connections stay open and the
+    /// kernel still takes their bytes, but nothing is answered.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// SIGCONT after [`PrivateMariaDb::pause`]: it answers what piled up.
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, which: &str) {
+        let pid = self.child.as_ref().expect("mariadbd runs").id();
+        let status = Command::new("kill")
+            .args([which, &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {which} {pid}: {status}");
+    }
+
     /// Starts the server again on the same data and port (after
     /// [`PrivateMariaDb::kill_9`]); returns once it accepts connections.
     pub async fn restart(&mut self) {

@@ -14,22 +14,41 @@
 //!   retried after backoff without counting an attempt.
 //! - [`SendError::Transient`]: anything else; retried after backoff until the
 //!   attempt limit.
+//! - [`SendError::Stalled`]: this producer can no longer make progress, and
+//!   the sink has already built a new one (see below): retried soon, never
+//!   counted.
 //!
 //! Only errors Kafka answered count towards `--max-send-attempts`
 //! ([`SendError::counts_as_attempt`]): waiting out an outage must not use up
 //! the limit, or the first real error after it would fail the message.
 //!
-//! With idempotence on, librdkafka can enter a fatal state (e.g. after an
-//! out-of-order sequence) in which every send fails; the sink then builds a new
-//! producer so one bad episode does not fail every later message.
+//! **A producer that can no longer make progress is replaced at once.** The
+//! idempotent producer carries state the broker must share (its producer id,
+//! epoch and sequence numbers). When the broker loses it (a broker with memory
+//! storage that restarts, a producer id expired while idle) or fences the
+//! producer, librdkafka either enters a fatal state in which every send fails,
+//! or retries every send until `message.timeout.ms`, for ever: only a new
+//! producer gets a new id. So the sink builds a new producer when a send meets
+//! (see [`stall`]) a fatal client error, a delivery report with one of the
+//! broker's producer-state codes (fenced, unknown producer id, out-of-order
+//! sequence, invalid epoch, invalid producer id mapping), or a timeout while
+//! the cluster is reachable and answering (a metadata request succeeds, see
+//! [`KafkaSink::answering`]): an unreachable cluster is an outage, waited out
+//! as before, not a reason to rebuild. One rebuild serves a burst: a send
+//! only replaces the producer it used, and only if it is still the current
+//! one. Each rebuild is logged once and counted in
+//! `trustmsg_kafka_producer_rebuilds_total{reason}`. A rebuild that keeps
+//! recurring raises no alert of its own: the rows it leaves `PENDING` are what
+//! an operator must hear about, and the overdue watch alerts on them
+//! (`send_overdue`), as for any other reason a message is not sent.
 
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use trustmsg_verify_api::kafka_headers;
 
 use crate::store::Message;
@@ -71,6 +90,10 @@ pub(crate) enum SendError {
     /// Kafka will never accept this record: stop and alert.
     #[error("permanent Kafka error: {0}")]
     Permanent(String),
+    /// The producer could no longer make progress and was replaced; the
+    /// record may be in Kafka. Retry soon; never counts.
+    #[error("Kafka producer replaced ({0})")]
+    Stalled(String),
 }
 
 impl SendError {
@@ -157,10 +180,68 @@ impl KafkaSettings {
     }
 }
 
+/// How long [`KafkaSink::answering`] waits for the cluster's metadata.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Why a producer was replaced: the `reason` label of
+/// `trustmsg_kafka_producer_rebuilds_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stall {
+    /// librdkafka raised a fatal error: every later send would fail.
+    Fatal,
+    /// The broker no longer knows or accepts this producer's id, epoch or
+    /// sequence (it lost its state, the id expired, or the producer was fenced).
+    ProducerState,
+    /// Sends time out although the cluster answers.
+    TimedOutWhileAnswering,
+}
+
+impl Stall {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Fatal => "fatal",
+            Self::ProducerState => "producer_state",
+            Self::TimedOutWhileAnswering => "timed_out_while_answering",
+        }
+    }
+}
+
+/// What a failed send says about the producer itself: `Some` when it can no
+/// longer make progress whatever the cluster does, `None` when the failure is
+/// the record's or the cluster's. A timeout is not decided here: it stalls the
+/// producer only while the cluster answers ([`KafkaSink::answering`]).
+pub(crate) fn stall(e: &KafkaError) -> Option<Stall> {
+    use RDKafkaErrorCode as C;
+    match e.rdkafka_error_code()? {
+        C::Fatal => Some(Stall::Fatal),
+        C::Fenced
+        | C::ProducerFenced
+        | C::UnknownProducerId
+        | C::OutOfOrderSequenceNumber
+        | C::InvalidProducerEpoch
+        | C::InvalidProducerIdMapping => Some(Stall::ProducerState),
+        _ => None,
+    }
+}
+
+/// Whether a send failed by timing out in flight (not queued, not refused).
+fn timed_out(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(RDKafkaErrorCode::MessageTimedOut | RDKafkaErrorCode::RequestTimedOut)
+    )
+}
+
 /// Publishes messages; cheap to share behind an `Arc`.
 pub(crate) struct KafkaSink {
     settings: KafkaSettings,
     producer: RwLock<Arc<FutureProducer>>,
+    /// One metadata probe at a time: a burst of timeouts asks the cluster
+    /// once, the sends behind it find the producer already replaced, or the
+    /// cluster found silent (when, held here) so short a time ago that they
+    /// do not ask again: in an outage every send times out, and asking once
+    /// per send would hold each one for a probe.
+    probe: tokio::sync::Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for KafkaSink {
@@ -178,6 +259,7 @@ impl KafkaSink {
         Ok(Self {
             settings,
             producer: RwLock::new(producer),
+            probe: tokio::sync::Mutex::new(None),
         })
     }
 
@@ -196,18 +278,66 @@ impl KafkaSink {
     }
 
     /// Replaces `failed` by a fresh producer unless another send already did.
-    fn replace(&self, failed: &Arc<FutureProducer>) {
+    /// Returns whether `failed` is gone (replaced now or before).
+    fn replace(&self, failed: &Arc<FutureProducer>, why: Stall, error: &KafkaError) -> bool {
         let mut slot = self.producer.write().unwrap_or_else(|p| p.into_inner());
         if !Arc::ptr_eq(&slot, failed) {
-            return;
+            return true;
         }
         match Self::create(&self.settings) {
             Ok(p) => {
-                tracing::warn!("Kafka producer hit a fatal error; replaced it with a new one");
+                metrics::counter!("trustmsg_kafka_producer_rebuilds_total", "reason" => why.label())
+                    .increment(1);
+                tracing::warn!(
+                    reason = why.label(),
+                    error = %error,
+                    "the Kafka producer can no longer make progress; replaced it with a new one \
+                     (its unfinished sends are retried without counting an attempt)"
+                );
                 *slot = Arc::new(p);
+                true
             }
-            Err(e) => tracing::error!(error = %e, "could not rebuild the Kafka producer"),
+            Err(e) => {
+                tracing::error!(error = %e, "could not rebuild the Kafka producer");
+                false
+            }
         }
+    }
+
+    /// Whether the cluster answers `producer` now (a metadata request within
+    /// [`PROBE_TIMEOUT`]): then a timed-out send is the producer's fault.
+    async fn answering(&self, producer: &Arc<FutureProducer>) -> bool {
+        let p = producer.clone();
+        tokio::task::spawn_blocking(move || p.client().fetch_metadata(None, PROBE_TIMEOUT).is_ok())
+            .await
+            .unwrap_or(false)
+    }
+
+    /// Decides whether `e`, met by a send through `producer`, means the
+    /// producer is stuck; if so replaces it (once per producer) and says why.
+    async fn diagnose(&self, producer: &Arc<FutureProducer>, e: &KafkaError) -> Option<Stall> {
+        let why = match (stall(e), producer.client().fatal_error()) {
+            (Some(why), _) => why,
+            (None, Some(_)) => Stall::Fatal,
+            (None, None) if timed_out(e) => {
+                let mut silent_since = self.probe.lock().await;
+                if !Arc::ptr_eq(&self.current(), producer) {
+                    // Another send of the burst found it stuck and replaced it.
+                    return Some(Stall::TimedOutWhileAnswering);
+                }
+                if silent_since.is_some_and(|t| t.elapsed() < PROBE_TIMEOUT) {
+                    return None;
+                }
+                if !self.answering(producer).await {
+                    *silent_since = Some(Instant::now());
+                    return None;
+                }
+                *silent_since = None;
+                Stall::TimedOutWhileAnswering
+            }
+            (None, None) => return None,
+        };
+        self.replace(producer, why, e).then_some(why)
     }
 
     /// Sends `m` and waits for its delivery report: `(partition, offset)`.
@@ -243,15 +373,20 @@ impl KafkaSink {
         if let Some(k) = m.key.as_deref() {
             record = record.key(k);
         }
-        match producer.send(record, QUEUE_TIMEOUT).await {
+        let result = match producer.send(record, QUEUE_TIMEOUT).await {
             Ok(delivered) => Ok((delivered.partition, delivered.offset)),
-            Err((e, _)) => {
-                if e.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal) {
-                    self.replace(&producer);
-                }
-                Err(classify(&e))
-            }
+            Err((e, _)) => Err(match self.diagnose(&producer, &e).await {
+                Some(why) => SendError::Stalled(format!("{}: {e}", why.label())),
+                None => classify(&e),
+            }),
+        };
+        if !Arc::ptr_eq(&producer, &self.current()) {
+            // Maybe the last holder of a replaced producer: destroying a
+            // librdkafka handle waits for its threads, keep that off the
+            // async workers.
+            tokio::task::spawn_blocking(move || drop(producer));
         }
+        result
     }
 }
 
@@ -281,6 +416,16 @@ pub(crate) fn classify(e: &KafkaError) -> SendError {
         | Some(C::Fatal | C::PurgeInflight | C::BrokerDestroy) => {
             SendError::PossiblyPersisted(text)
         }
+        // The producer's state, not the record: the producer is replaced
+        // ([`stall`]); should that fail, the record is still not at fault.
+        Some(
+            C::Fenced
+            | C::ProducerFenced
+            | C::UnknownProducerId
+            | C::OutOfOrderSequenceNumber
+            | C::InvalidProducerEpoch
+            | C::InvalidProducerIdMapping,
+        ) => SendError::PossiblyPersisted(text),
         Some(C::AllBrokersDown | C::BrokerTransportFailure | C::Resolve | C::QueueFull) => {
             SendError::Unreachable(text)
         }
@@ -357,6 +502,47 @@ mod tests {
         }
         let timeout = classify(&produce(RDKafkaErrorCode::MessageTimedOut));
         assert!(!timeout.counts_as_attempt());
+    }
+
+    #[test]
+    fn the_brokers_producer_state_codes_and_fatal_errors_stall_the_producer() {
+        for code in [
+            RDKafkaErrorCode::UnknownProducerId,
+            RDKafkaErrorCode::ProducerFenced,
+            RDKafkaErrorCode::Fenced,
+            RDKafkaErrorCode::OutOfOrderSequenceNumber,
+            RDKafkaErrorCode::InvalidProducerEpoch,
+            RDKafkaErrorCode::InvalidProducerIdMapping,
+        ] {
+            assert_eq!(
+                stall(&produce(code)),
+                Some(Stall::ProducerState),
+                "{code:?}"
+            );
+            let e = classify(&produce(code));
+            assert!(!e.counts_as_attempt(), "{code:?}: {e:?}");
+        }
+        assert_eq!(stall(&produce(RDKafkaErrorCode::Fatal)), Some(Stall::Fatal));
+        assert!(!SendError::Stalled("x".into()).counts_as_attempt());
+    }
+
+    #[test]
+    fn record_errors_outages_and_timeouts_alone_do_not_stall_the_producer() {
+        // A timeout stalls it only while the cluster answers, which a send
+        // error alone cannot tell.
+        for code in [
+            RDKafkaErrorCode::MessageTimedOut,
+            RDKafkaErrorCode::AllBrokersDown,
+            RDKafkaErrorCode::QueueFull,
+            RDKafkaErrorCode::NotEnoughReplicas,
+            RDKafkaErrorCode::MessageSizeTooLarge,
+            RDKafkaErrorCode::FencedLeaderEpoch,
+        ] {
+            assert_eq!(stall(&produce(code)), None, "{code:?}");
+        }
+        assert_eq!(stall(&KafkaError::Canceled), None);
+        assert!(timed_out(&produce(RDKafkaErrorCode::MessageTimedOut)));
+        assert!(!timed_out(&produce(RDKafkaErrorCode::AllBrokersDown)));
     }
 
     #[test]

@@ -29,6 +29,12 @@
 //!   towards `--max-send-attempts`; timeouts and an unreachable cluster
 //!   reschedule the row (new due time, `last_error`) without counting, so a
 //!   message that waited out a long outage still gets its retries after it.
+//! - **A stuck producer is replaced, not waited out.** When the idempotent
+//!   producer can no longer make progress (the broker lost or refuses its
+//!   producer state, a fatal client error, timeouts while the cluster
+//!   answers), the sink builds a new one at once ([`kafka`]); the sends that
+//!   met the old one are due again after the first backoff step and count no
+//!   attempt.
 //! - **An unreadable row stalls nothing.** A due row the store cannot read
 //!   is quarantined by the claim (see [`crate::store`]) and alerted once
 //!   (`quarantined`); the rest of the batch is sent as usual.
@@ -49,7 +55,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
 use crate::handoff::CommitListener;
-use crate::store::{Actor, DynStore, Message, SentMark};
+use crate::store::{deadline, Actor, DynStore, Message, SentMark};
 use kafka::{KafkaSink, SendError};
 use release::Releaser;
 
@@ -70,6 +76,8 @@ pub(crate) struct ForwarderConfig {
     pub(crate) concurrency: usize,
     /// How long in-flight sends may take to finish on shutdown.
     pub(crate) shutdown_grace: Duration,
+    /// The longest one database statement may take (see [`crate::store::deadline`]).
+    pub(crate) statement_timeout: Duration,
 }
 
 /// What happened to one claimed message.
@@ -156,6 +164,7 @@ impl Forwarder {
             self.inner.store.clone(),
             mark_rx,
             cfg.sweep_batch.max(1) as usize,
+            cfg.statement_timeout,
         ));
         let mut inflight = JoinSet::new();
         let mut tick = tokio::time::interval(cfg.sweep_interval);
@@ -243,11 +252,11 @@ impl Forwarder {
         if limit == 0 {
             return false;
         }
-        let claimed = match self
+        let claim = self
             .inner
             .store
-            .claim_due_sends(limit as u32, cfg.send_lease)
-            .await
+            .claim_due_sends(limit as u32, cfg.send_lease);
+        let claimed = match deadline::within(cfg.statement_timeout, "claim due sends", claim).await
         {
             Ok(claimed) => claimed,
             Err(e) => {
@@ -285,28 +294,39 @@ impl Inner {
         let attempts = m.send_attempts.saturating_add(u32::from(counted));
         let give_up = match &e {
             SendError::Permanent(_) => true,
-            SendError::PossiblyPersisted(_) | SendError::Unreachable(_) => false,
+            SendError::PossiblyPersisted(_) | SendError::Unreachable(_) | SendError::Stalled(_) => {
+                false
+            }
             SendError::Transient(_) => attempts >= self.cfg.max_send_attempts,
         };
         if !give_up {
-            let delay = self.cfg.backoff.delay(attempts);
             metrics::counter!("trustmsg_forwarder_retries_total").increment(1);
-            tracing::warn!(
-                message_id = m.id,
-                attempts,
-                retry_in = ?delay,
-                error = %e,
-                "send failed; will retry"
-            );
-            let error = e.to_string();
-            let rescheduled = if counted {
-                self.store
-                    .reschedule_send(m.id, m.version, &error, delay)
-                    .await
+            let delay = if let SendError::Stalled(_) = &e {
+                // The new producer is there already: due again after the
+                // first backoff step, whatever the row's earlier attempts,
+                // and without a warning per message (the rebuild logged one).
+                let delay = self.cfg.backoff.delay(1);
+                tracing::debug!(message_id = m.id, retry_in = ?delay, error = %e, "send met a stuck producer; will retry");
+                delay
             } else {
-                self.store
-                    .postpone_send(m.id, m.version, &error, delay)
-                    .await
+                let delay = self.cfg.backoff.delay(attempts);
+                tracing::warn!(
+                    message_id = m.id,
+                    attempts,
+                    retry_in = ?delay,
+                    error = %e,
+                    "send failed; will retry"
+                );
+                delay
+            };
+            let error = e.to_string();
+            let limit = self.cfg.statement_timeout;
+            let rescheduled = if counted {
+                let write = self.store.reschedule_send(m.id, m.version, &error, delay);
+                deadline::within(limit, "reschedule a send", write).await
+            } else {
+                let write = self.store.postpone_send(m.id, m.version, &error, delay);
+                deadline::within(limit, "postpone a send", write).await
             };
             return match rescheduled {
                 Ok(true) => Outcome::Retrying,
@@ -324,11 +344,10 @@ impl Inner {
                 self.cfg.max_send_attempts
             ),
         };
-        match self
+        let write = self
             .store
-            .mark_send_failed(m.id, m.version, &reason, &Actor::Forwarder)
-            .await
-        {
+            .mark_send_failed(m.id, m.version, &reason, &Actor::Forwarder);
+        match deadline::within(self.cfg.statement_timeout, "mark SEND_FAILED", write).await {
             // The SEND_FAILED and its alert were written together.
             Ok(Some(_)) => {
                 metrics::counter!("trustmsg_forwarder_failed_total").increment(1);
@@ -358,7 +377,12 @@ const MARK_LINGER: Duration = Duration::from_millis(20);
 /// Writes SENT marks in batches: everything that arrives within
 /// [`MARK_LINGER`] of a batch's first mark, up to `max_batch`, goes in one
 /// UPDATE.
-async fn write_marks(store: DynStore, mut rx: mpsc::Receiver<SentMark>, max_batch: usize) {
+async fn write_marks(
+    store: DynStore,
+    mut rx: mpsc::Receiver<SentMark>,
+    max_batch: usize,
+    limit: Duration,
+) {
     let mut batch = Vec::with_capacity(max_batch);
     while let Some(mark) = rx.recv().await {
         batch.push(mark);
@@ -371,7 +395,7 @@ async fn write_marks(store: DynStore, mut rx: mpsc::Receiver<SentMark>, max_batc
                 _ => break,
             }
         }
-        let write = || async { store.mark_sent(&batch).await };
+        let write = || deadline::within(limit, "mark SENT", store.mark_sent(&batch));
         match write
             .retry(
                 ExponentialBuilder::default()

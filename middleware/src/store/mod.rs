@@ -34,6 +34,7 @@
 //!   logs and counts it once that transaction has committed (see
 //!   `sql/alerts.rs`), and any instance delivers it ([`crate::alert`]).
 
+pub(crate) mod deadline;
 mod decide;
 mod model;
 pub mod mysql;

@@ -53,6 +53,10 @@ impl MySqlStore {
                     Ok(())
                 })
             })
+            // A connection a worker abandoned mid-statement may never answer
+            // again; right after one was, close what comes back instead of
+            // testing it with a ping that would wait behind the lost statement.
+            .after_release(|_, _| Box::pin(async { Ok(super::deadline::reuse_released()) }))
             .connect_with(opts)
             .await?;
         let version: String = sqlx::query_scalar("SELECT CAST(VERSION() AS CHAR)")

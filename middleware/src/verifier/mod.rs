@@ -127,6 +127,8 @@ pub struct VerifierConfig {
     pub send_lease: Duration,
     /// How long in-flight calls may finish on shutdown.
     pub shutdown_grace: Duration,
+    /// The longest one database statement may take (see [`crate::store::deadline`]).
+    pub statement_timeout: Duration,
 }
 
 /// What one claimed row came to.
@@ -184,7 +186,7 @@ impl Verifier {
                 commits,
                 slots: Arc::new(Semaphore::new(cfg.concurrency)),
                 limits: ProducerLimits::new(INITIAL_PER_PRODUCER, cfg.concurrency_per_producer),
-                writes: Writes::start(store.clone(), cfg.concurrency),
+                writes: Writes::start(store.clone(), cfg.concurrency, cfg.statement_timeout),
                 queue: Mutex::new(Queue::default()),
                 store,
                 wake: Notify::new(),

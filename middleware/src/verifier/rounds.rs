@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::claim::Claim;
 use super::{Inner, Outcome, Verifier};
-use crate::store::{Message, StoreResult};
+use crate::store::{deadline, Message, StoreResult};
 
 /// What one round did, for tests and logs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -161,11 +161,9 @@ impl Verifier {
         // Before the claim: each row's claim is counted from here, so it runs
         // out on this instance's clock no later than in the database.
         let asked = Instant::now();
-        let claimed = self
-            .inner
-            .store
-            .claim_due_verifies(limit, cfg.lease)
-            .await?;
+        let claim = self.inner.store.claim_due_verifies(limit, cfg.lease);
+        let claimed =
+            deadline::within(cfg.statement_timeout, "claim due check-backs", claim).await?;
         report.claimed = claimed.messages.len();
         // The claim wrote the quarantined rows' alerts.
         report.quarantined = claimed.quarantined.len();

@@ -22,7 +22,9 @@ use std::time::Duration;
 use trustmsg_verify_api::MessageStatus;
 
 use crate::batcher::{BatchWrite, Batcher, Job};
-use crate::store::{CheckAttempt, DynStore, Message, StoreError, StoreResult, Transition};
+use crate::store::{
+    deadline, CheckAttempt, DynStore, Message, StoreError, StoreResult, Transition,
+};
 
 /// Batches written at once, for each kind of write.
 const WORKERS: usize = 4;
@@ -50,14 +52,17 @@ pub(crate) struct Writes {
 }
 
 impl Writes {
-    /// Starts the workers; a batch holds at most `max_batch` writes.
-    pub(crate) fn start(store: DynStore, max_batch: usize) -> Self {
+    /// Starts the workers; a batch holds at most `max_batch` writes, each
+    /// statement at most `limit` (see [`crate::store::deadline`]).
+    pub(crate) fn start(store: DynStore, max_batch: usize, limit: Duration) -> Self {
         let max_batch = max_batch.max(1);
         let queue = max_batch * WORKERS;
+        let records = WriteRecords(store.clone(), limit);
+        let decisions = WriteDecisions(store.clone(), limit);
         Self {
-            records: Batcher::start(WriteRecords(store.clone()), WORKERS, max_batch, queue),
-            decisions: Batcher::start(WriteDecisions(store.clone()), WORKERS, max_batch, queue),
-            reschedules: Batcher::start(WriteReschedules(store), WORKERS, max_batch, queue),
+            records: Batcher::start(records, WORKERS, max_batch, queue),
+            decisions: Batcher::start(decisions, WORKERS, max_batch, queue),
+            reschedules: Batcher::start(WriteReschedules(store, limit), WORKERS, max_batch, queue),
         }
     }
 
@@ -91,15 +96,14 @@ impl Writes {
 }
 
 /// Call records: one multi-row INSERT per batch, its result for every call.
-struct WriteRecords(DynStore);
+struct WriteRecords(DynStore, Duration);
 
 impl BatchWrite<CheckAttempt, Result<(), String>> for WriteRecords {
     async fn write(&self, jobs: &mut Vec<RecordJob>) {
         let calls: Vec<CheckAttempt> = jobs.iter().map(|j| j.input.clone()).collect();
         metrics::histogram!("trustmsg_verify_record_batch_size").record(calls.len() as f64);
-        let result = self
-            .0
-            .record_check_attempts(&calls)
+        let write = self.0.record_check_attempts(&calls);
+        let result = deadline::within(self.1, "record check-back calls", write)
             .await
             .map_err(|e| e.to_string());
         for job in jobs.drain(..) {
@@ -110,7 +114,7 @@ impl BatchWrite<CheckAttempt, Result<(), String>> for WriteRecords {
 
 /// Decisions: one batched transition per target state, one by one if the
 /// batch fails.
-struct WriteDecisions(DynStore);
+struct WriteDecisions(DynStore, Duration);
 
 impl BatchWrite<(Transition, Message), StoreResult<Option<Message>>> for WriteDecisions {
     async fn write(&self, jobs: &mut Vec<DecideJob>) {
@@ -128,7 +132,8 @@ impl BatchWrite<(Transition, Message), StoreResult<Option<Message>>> for WriteDe
             // can skip that read (see `Store::transition_batch_seen`).
             let ts: Vec<Transition> = group.iter().map(|j| j.input.0.clone()).collect();
             let seen: Vec<&Message> = group.iter().map(|j| &j.input.1).collect();
-            match store.transition_batch_seen(&ts, &seen).await {
+            let write = store.transition_batch_seen(&ts, &seen);
+            match deadline::within(self.1, "write check-back decisions", write).await {
                 Ok(rows) => {
                     for (job, row) in group.into_iter().zip(rows) {
                         job.answer(Ok(row));
@@ -137,7 +142,9 @@ impl BatchWrite<(Transition, Message), StoreResult<Option<Message>>> for WriteDe
                 Err(e) => {
                     tracing::warn!(error = %e, size = group.len(), "batched check-back decisions failed; writing one by one");
                     for job in group {
-                        let done = store.transition(&job.input.0).await;
+                        let write = store.transition(&job.input.0);
+                        let done =
+                            deadline::within(self.1, "write a check-back decision", write).await;
                         job.answer(done);
                     }
                 }
@@ -148,16 +155,14 @@ impl BatchWrite<(Transition, Message), StoreResult<Option<Message>>> for WriteDe
 
 /// Reschedules: they differ row by row, so one by one, but by the same few
 /// workers.
-struct WriteReschedules(DynStore);
+struct WriteReschedules(DynStore, Duration);
 
 impl BatchWrite<Reschedule, StoreResult<bool>> for WriteReschedules {
     async fn write(&self, jobs: &mut Vec<RescheduleJob>) {
         for job in jobs.drain(..) {
             let r = &job.input;
-            let done = self
-                .0
-                .reschedule_verify(r.id, r.version, &r.error, r.delay)
-                .await;
+            let write = self.0.reschedule_verify(r.id, r.version, &r.error, r.delay);
+            let done = deadline::within(self.1, "reschedule a check-back", write).await;
             job.answer(done);
         }
     }

@@ -2,9 +2,11 @@
 //! publishing to librdkafka's mock cluster; every assertion about Kafka reads
 //! the topic back.
 
+mod broker_restart;
 mod claims;
 mod delivery;
 mod faults;
+mod frozen_db;
 mod handoff;
 mod record_size;
 mod shutdown;

@@ -91,6 +91,7 @@ pub(crate) fn stepped_config() -> VerifierConfig {
         default_max_attempts: 5,
         send_lease: Duration::from_secs(60),
         shutdown_grace: Duration::from_secs(5),
+        statement_timeout: Duration::from_secs(5),
     }
 }
 

@@ -191,6 +191,15 @@ pub async fn connect_tcp<Ws: WithSocket>(
         let stream = tokio::net::TcpStream::connect((host, port)).await?;
         // trustmsg: no Nagle delay on small writes (sqlx issue #4335).
         stream.set_nodelay(true)?;
+        // trustmsg: TCP keepalive, so a connection to a server that vanished
+        // (host down, a network that drops packets) is found dead within about
+        // a minute instead of the hours of the system default.
+        socket2::SockRef::from(&stream).set_tcp_keepalive(
+            &socket2::TcpKeepalive::new()
+                .with_time(std::time::Duration::from_secs(30))
+                .with_interval(std::time::Duration::from_secs(10))
+                .with_retries(3),
+        )?;
         return Ok(with_socket.with_socket(stream).await);
     }
 

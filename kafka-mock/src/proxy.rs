@@ -1,0 +1,189 @@
+//! A TCP proxy per mock broker, each on a loopback port that never changes, so
+//! a cluster that is thrown away and replaced by a fresh one is reached at the
+//! same address, as a real broker that restarts is.
+//!
+//! librdkafka's mock brokers listen on ports of their own choosing; the
+//! cluster advertises the proxies' addresses instead (see
+//! `Cluster::advertise`), so clients only ever connect here. Cutting a proxy
+//! closes every connection through it and closes its listening socket, so a
+//! client's next connect is refused, as by a stopped broker; putting it back
+//! listens on the same port again and forwards to the new upstream.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::mpsc as std_mpsc;
+use std::thread::JoinHandle;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+/// What one proxy is told to do.
+enum Order {
+    /// Listen (again) and forward every connection to this broker.
+    Forward(SocketAddr),
+    /// Close every connection and stop listening.
+    Cut,
+}
+
+/// An order and where to report that it took effect.
+type Command = (Order, std_mpsc::SyncSender<io::Result<()>>);
+
+/// The proxies of one cluster, served by a thread of their own (a
+/// current-thread Tokio runtime). Dropping it closes everything.
+pub(crate) struct Proxies {
+    addrs: Vec<SocketAddr>,
+    orders: Vec<mpsc::UnboundedSender<Command>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Proxies {
+    /// One proxy per upstream, each on a fresh loopback port, forwarding at once.
+    pub(crate) fn start(upstreams: &[SocketAddr]) -> io::Result<Self> {
+        let (ready_tx, ready_rx) = std_mpsc::sync_channel(1);
+        let upstreams = upstreams.to_vec();
+        let thread = std::thread::Builder::new()
+            .name("mock-kafka-proxy".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                rt.block_on(async move {
+                    let mut proxies = JoinSet::new();
+                    let mut started = Vec::new();
+                    for upstream in upstreams {
+                        let listener = match TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await {
+                            Ok(l) => l,
+                            Err(e) => {
+                                let _ = ready_tx.send(Err(e));
+                                return;
+                            }
+                        };
+                        let addr = listener
+                            .local_addr()
+                            .expect("bound listener has an address");
+                        let (tx, rx) = mpsc::unbounded_channel();
+                        proxies.spawn(serve(addr, listener, upstream, rx));
+                        started.push((addr, tx));
+                    }
+                    let _ = ready_tx.send(Ok(started));
+                    while proxies.join_next().await.is_some() {}
+                });
+            })?;
+        let started = ready_rx
+            .recv()
+            .map_err(|_| io::Error::other("proxy thread died"))??;
+        let (addrs, orders) = started.into_iter().unzip();
+        Ok(Self {
+            addrs,
+            orders,
+            thread: Some(thread),
+        })
+    }
+
+    /// The fixed address of each proxy, in upstream order.
+    pub(crate) fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// Closes every connection and refuses new ones until [`Proxies::forward`].
+    pub(crate) fn cut(&self) -> io::Result<()> {
+        self.orders.iter().try_for_each(|o| order(o, Order::Cut))
+    }
+
+    /// Listens again on the same ports and forwards to `upstreams` (one per proxy).
+    pub(crate) fn forward(&self, upstreams: &[SocketAddr]) -> io::Result<()> {
+        assert_eq!(upstreams.len(), self.orders.len(), "one upstream per proxy");
+        self.orders
+            .iter()
+            .zip(upstreams)
+            .try_for_each(|(o, up)| order(o, Order::Forward(*up)))
+    }
+}
+
+fn order(to: &mpsc::UnboundedSender<Command>, what: Order) -> io::Result<()> {
+    let (ack_tx, ack_rx) = std_mpsc::sync_channel(1);
+    to.send((what, ack_tx))
+        .map_err(|_| io::Error::other("proxy stopped"))?;
+    ack_rx
+        .recv()
+        .map_err(|_| io::Error::other("proxy stopped"))?
+}
+
+impl Drop for Proxies {
+    fn drop(&mut self) {
+        self.orders.clear();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One proxy: accepts on `addr` while forwarding, pipes each connection to
+/// the upstream, and obeys orders until their sender is dropped.
+async fn serve(
+    addr: SocketAddr,
+    listener: TcpListener,
+    upstream: SocketAddr,
+    mut orders: mpsc::UnboundedReceiver<Command>,
+) {
+    let mut route = Some((listener, upstream));
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            order = orders.recv() => {
+                let Some((order, ack)) = order else { return };
+                let done = match order {
+                    Order::Cut => {
+                        route = None;
+                        // Dropping each pipe closes both of its sockets.
+                        conns.abort_all();
+                        while conns.join_next().await.is_some() {}
+                        Ok(())
+                    }
+                    Order::Forward(up) => match route.take() {
+                        Some((listener, _)) => {
+                            route = Some((listener, up));
+                            Ok(())
+                        }
+                        // The port was ours a moment ago; Tokio sets
+                        // SO_REUSEADDR, so lingering closed connections do not
+                        // keep it from being bound again.
+                        None => TcpListener::bind(addr).await.map(|l| route = Some((l, up))),
+                    },
+                };
+                let _ = ack.send(done);
+            }
+            accepted = accept(&route) => {
+                if let (Ok((client, _)), Some((_, up))) = (accepted, &route) {
+                    conns.spawn(pipe(client, *up));
+                }
+            }
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+}
+
+async fn accept(route: &Option<(TcpListener, SocketAddr)>) -> io::Result<(TcpStream, SocketAddr)> {
+    match route {
+        Some((l, _)) => l.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Copies both ways until either side closes.
+async fn pipe(mut client: TcpStream, upstream: SocketAddr) {
+    let Ok(mut server) = TcpStream::connect(upstream).await else {
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+}
