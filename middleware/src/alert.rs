@@ -42,7 +42,7 @@ use trustmsg_verify_api::admin::{AlertKind, AlertView};
 
 use crate::backoff::Backoff;
 use crate::periodic;
-use crate::store::DynStore;
+use crate::store::{deadline, DynStore};
 
 /// How long a claimed alert is this instance's: longer than a POST may take
 /// ([`POST_TIMEOUT`]) with the marks after it.
@@ -107,11 +107,14 @@ impl<'a> From<&'a AlertView> for AlertBody<'a> {
 pub struct AlertDelivery {
     store: DynStore,
     webhook: Option<(reqwest::Client, url::Url)>,
+    /// Each of its statements' deadline (see [`crate::store::deadline`]).
+    statement_timeout: Duration,
 }
 
 impl AlertDelivery {
-    /// Delivery to `webhook`, or settling as `no_webhook` without one.
-    pub fn new(store: DynStore, webhook: Option<url::Url>) -> Self {
+    /// Delivery to `webhook`, or settling as `no_webhook` without one; each
+    /// statement gives up after `statement_timeout`.
+    pub fn new(store: DynStore, webhook: Option<url::Url>, statement_timeout: Duration) -> Self {
         let webhook = webhook.map(|url| {
             crate::tls::install_crypto_provider();
             let http = reqwest::Client::builder()
@@ -121,7 +124,11 @@ impl AlertDelivery {
                 .expect("static reqwest configuration");
             (http, url)
         });
-        Self { store, webhook }
+        Self {
+            store,
+            webhook,
+            statement_timeout,
+        }
     }
 
     /// Runs rounds until `cancel`; POSTs in flight then get `grace` to finish.
@@ -163,10 +170,12 @@ impl AlertDelivery {
     /// step delivery with it.
     pub async fn deliver_due(&self) -> crate::store::StoreResult<usize> {
         let Some((http, url)) = &self.webhook else {
-            let n = self.store.settle_alerts_without_webhook(BATCH).await?;
+            let settle = self.store.settle_alerts_without_webhook(BATCH);
+            let n = self.within("settle alerts", settle).await?;
             return Ok(usize::try_from(n).unwrap_or(usize::MAX));
         };
-        let claimed = self.store.claim_due_alerts(BATCH, LEASE).await?;
+        let claim = self.store.claim_due_alerts(BATCH, LEASE);
+        let claimed = self.within("claim due alerts", claim).await?;
         let n = claimed.len();
         futures::stream::iter(claimed)
             .for_each_concurrent(CONCURRENT, |a| async move {
@@ -175,6 +184,15 @@ impl AlertDelivery {
             })
             .await;
         Ok(n)
+    }
+
+    /// One statement of delivery, within its deadline.
+    async fn within<T>(
+        &self,
+        what: &str,
+        statement: impl std::future::Future<Output = crate::store::StoreResult<T>>,
+    ) -> crate::store::StoreResult<T> {
+        deadline::within(self.statement_timeout, what, statement).await
     }
 
     /// Writes what a POST of `a` came to.
@@ -187,7 +205,8 @@ impl AlertDelivery {
                     message_id = a.message_id,
                     "alert delivered"
                 );
-                self.store.mark_alert_delivered(a.alert_id).await
+                let mark = self.store.mark_alert_delivered(a.alert_id);
+                self.within("mark an alert delivered", mark).await
             }
             Err(e) => {
                 metrics::counter!("trustmsg_alert_delivery_failures_total").increment(1);
@@ -201,7 +220,8 @@ impl AlertDelivery {
                     error = %e,
                     "alert webhook failed; will retry"
                 );
-                self.store.retry_alert_later(a.alert_id, e, delay).await
+                let retry = self.store.retry_alert_later(a.alert_id, e, delay);
+                self.within("retry an alert later", retry).await
             }
         };
         if let Err(e) = written {

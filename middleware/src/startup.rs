@@ -114,7 +114,7 @@ impl Application {
         ) {
             workers.push(liveness.watch("retention", task, shutdown.clone()));
         }
-        let task = AlertDelivery::new(store.clone(), cfg.alert_webhook)
+        let task = AlertDelivery::new(store.clone(), cfg.alert_webhook, cfg.request_timeout)
             .spawn(shutdown.clone(), cfg.shutdown_grace);
         workers.push(liveness.watch("alert delivery", task, shutdown.clone()));
         let task = backlog::spawn(

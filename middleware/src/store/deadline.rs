@@ -3,7 +3,8 @@
 //!
 //! The API bounds every request (`--request-timeout`); the workers (the
 //! forwarder's claims, SENT marks and reschedules, the verifier's claims and
-//! batched writes, the overdue watch, the backlog, retention) get the same
+//! batched writes, the overdue watch, the backlog, retention, the alert
+//! delivery) get the same
 //! bound per statement through [`within`]: a database that stops answering
 //! (frozen, or a network that drops packets) would otherwise hold a worker
 //! until TCP gives up, and with it every send or check-back behind it. Past

@@ -47,7 +47,11 @@ async fn a_refused_alert_is_retried_under_its_id_and_delivered_once(b: &Backend)
     let alert = one_alert(s).await;
     let sink = AlertSink::start().await;
     sink.answer(StatusCode::INTERNAL_SERVER_ERROR);
-    let delivery = AlertDelivery::new(b.store.clone(), Some(sink.url().parse().unwrap()));
+    let delivery = AlertDelivery::new(
+        b.store.clone(),
+        Some(sink.url().parse().unwrap()),
+        Duration::from_secs(5),
+    );
 
     assert_eq!(delivery.deliver_due().await.unwrap(), 1);
     assert_eq!(sink.refused(), 1);
@@ -87,7 +91,7 @@ async fn a_refused_alert_is_retried_under_its_id_and_delivered_once(b: &Backend)
 async fn without_a_webhook_alerts_are_settled_not_left_pending(b: &Backend) {
     let s = b.store.as_ref();
     one_alert(s).await;
-    let delivery = AlertDelivery::new(b.store.clone(), None);
+    let delivery = AlertDelivery::new(b.store.clone(), None, Duration::from_secs(5));
     assert_eq!(delivery.deliver_due().await.unwrap(), 1);
     assert_eq!(the_alert(s).await.state, AlertState::NoWebhook);
     assert_eq!(delivery.deliver_due().await.unwrap(), 0);
