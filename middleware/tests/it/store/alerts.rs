@@ -211,7 +211,9 @@ pub(crate) async fn claim_due_alerts_skips_an_alert_another_claimer_holds_locked
         .expect("the claim does not wait for the lock")
         .unwrap();
     assert_eq!(alert_ids(&claimed), [two]);
-    drop(held);
+    // Rolled back before the next claim: a dropped transaction's rollback
+    // is only queued, and the lock could outlive the drop.
+    held.rollback().await.expect("release the lock");
     let claimed = s.claim_due_alerts(10, LATER).await.unwrap();
     assert_eq!(alert_ids(&claimed), [one]);
 }
