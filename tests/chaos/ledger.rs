@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::alerts::{self, Delivered, Failure};
+use crate::recovery::CAP;
 use crate::rig::Fault;
 
 /// What a producer's local transaction did.
@@ -127,17 +129,85 @@ pub(crate) struct Report {
     pub(crate) undecided: Vec<String>,
     pub(crate) duplicates: usize,
     pub(crate) duplicates_by_fault: BTreeMap<String, usize>,
+    /// Rows VERIFY_FAILED / SEND_FAILED at the end.
     pub(crate) verify_failed: usize,
     pub(crate) send_failed: usize,
-    pub(crate) alerts: usize,
+    /// Entries into VERIFY_FAILED / SEND_FAILED (audit rows): the alerts owed.
+    pub(crate) owed_verify_failed: usize,
+    pub(crate) owed_send_failed: usize,
+    pub(crate) alert_deliveries: usize,
+    pub(crate) alert_ids: usize,
+    pub(crate) alerts_without_id: usize,
+    pub(crate) other_alerts: BTreeMap<String, usize>,
     pub(crate) alert_log_lines: usize,
-    pub(crate) alerts_wrong: Vec<String>,
+    /// Failures with fewer distinct alert ids delivered than entries.
+    pub(crate) alerts_lost: Vec<String>,
+    /// Failures with more distinct alert ids than entries, or alerts for
+    /// no failure at all.
+    pub(crate) alerts_extra: Vec<String>,
     pub(crate) settle: Duration,
+    /// Per fault kind, each cycle's time to full recovery (None: not
+    /// within the cap).
+    pub(crate) recovery: BTreeMap<Fault, Vec<Option<Duration>>>,
 }
 
 impl Report {
     pub(crate) fn count_fault(&mut self, fault: Fault) {
         *self.per_fault.entry(format!("{fault:?}")).or_default() += 1;
+    }
+
+    /// Every owed alert delivered under exactly one distinct id (repeats of
+    /// that id are only counted), none for a failure that did not happen.
+    pub(crate) fn judge_alerts(&mut self, owed: &HashMap<Failure, usize>, delivered: &Delivered) {
+        for ((id, kind), n) in owed {
+            match kind {
+                &alerts::VERIFY_FAILED => self.owed_verify_failed += n,
+                _ => self.owed_send_failed += n,
+            }
+            let got = delivered.distinct(&(*id, kind));
+            if got < *n {
+                self.alerts_lost.push(format!(
+                    "message {id} {kind}: {got} alert ids for {n} failures"
+                ));
+            } else if got > *n {
+                self.alerts_extra.push(format!(
+                    "message {id} {kind}: {got} alert ids for {n} failures"
+                ));
+            }
+        }
+        for (id, kind) in delivered.ids.keys() {
+            if !owed.contains_key(&(*id, kind)) {
+                self.alerts_extra
+                    .push(format!("message {id} {kind}: alerted, never failed"));
+            }
+        }
+        self.alert_deliveries = delivered.deliveries;
+        self.alert_ids = delivered.ids.values().map(|ids| ids.len()).sum();
+        self.alerts_without_id = delivered.without_id;
+        self.other_alerts = delivered.other.clone();
+    }
+
+    /// Per fault kind: cycles, p50 and max of the time to full recovery,
+    /// and the cycles that did not recover within the cap.
+    fn recovery_rows(&self) -> Vec<[String; 5]> {
+        self.recovery
+            .iter()
+            .map(|(fault, times)| {
+                let mut ok: Vec<Duration> = times.iter().flatten().copied().collect();
+                ok.sort();
+                let at = |q: f64| {
+                    ok.get(((ok.len() as f64 - 1.0) * q).round() as usize)
+                        .map_or("–".to_string(), |d| format!("{:.1} s", d.as_secs_f64()))
+                };
+                [
+                    format!("{fault:?}"),
+                    times.len().to_string(),
+                    at(0.5),
+                    at(1.0),
+                    (times.len() - ok.len()).to_string(),
+                ]
+            })
+            .collect()
     }
 
     fn rows(&self, cycles: usize, faults_took: Duration) -> Vec<(String, String)> {
@@ -218,16 +288,36 @@ impl Report {
             ),
             ("duplicates by the fault of their window".into(), dups),
             (
-                "VERIFY_FAILED / SEND_FAILED".into(),
+                "entries into VERIFY_FAILED / SEND_FAILED (alerts owed)".into(),
+                format!("{} / {}", self.owed_verify_failed, self.owed_send_failed),
+            ),
+            (
+                "VERIFY_FAILED / SEND_FAILED at the end (SEND_FAILED redelivered)".into(),
                 format!("{} / {}", self.verify_failed, self.send_failed),
             ),
             (
-                "alerts at the webhook / ALERT log lines".into(),
-                format!("{} / {}", self.alerts, self.alert_log_lines),
+                "alert deliveries / distinct alert ids / ALERT log lines".into(),
+                format!(
+                    "{} / {} / {}",
+                    self.alert_deliveries, self.alert_ids, self.alert_log_lines
+                ),
+            ),
+            ("**alerts lost**".into(), self.alerts_lost.len().to_string()),
+            (
+                "failures with more than one alert id, or alerts for none".into(),
+                self.alerts_extra.len().to_string(),
             ),
             (
-                "messages without exactly one alert".into(),
-                self.alerts_wrong.len().to_string(),
+                "alerts without an alert id".into(),
+                self.alerts_without_id.to_string(),
+            ),
+            (
+                "alerts of other kinds".into(),
+                if self.other_alerts.is_empty() {
+                    "none".to_string()
+                } else {
+                    format!("{:?}", self.other_alerts)
+                },
             ),
             (
                 "time to settle after the last fault".into(),
@@ -241,6 +331,14 @@ impl Report {
         for (k, v) in self.rows(cycles, faults_took) {
             out.push_str(&format!("| {k} | {v} |\n"));
         }
+        out.push_str(&format!(
+            "\nTime from the fault's end to full recovery (cap {} s):\n\n\
+             | fault | cycles | p50 | max | not recovered |\n| --- | --- | --- | --- | --- |\n",
+            CAP.as_secs()
+        ));
+        for row in self.recovery_rows() {
+            out.push_str(&format!("| {} |\n", row.join(" | ")));
+        }
         out
     }
 
@@ -252,7 +350,8 @@ impl Report {
             ("corrupted", &self.corrupted),
             ("undecided", &self.undecided),
             ("not the producer's own decision", &self.not_own),
-            ("alerts", &self.alerts_wrong),
+            ("alerts lost", &self.alerts_lost),
+            ("alerts extra", &self.alerts_extra),
         ] {
             if !keys.is_empty() {
                 eprintln!("{what}: {:?}", &keys[..keys.len().min(20)]);
@@ -271,9 +370,25 @@ impl Report {
             self.not_own
         );
         assert!(
-            self.alerts_wrong.is_empty(),
-            "not exactly one alert: {:?}",
-            self.alerts_wrong
+            self.alerts_lost.is_empty(),
+            "alerts lost: {:?}",
+            self.alerts_lost
+        );
+        assert!(
+            self.alerts_extra.is_empty(),
+            "alerts beyond one id per failure: {:?}",
+            self.alerts_extra
+        );
+        assert_eq!(self.alerts_without_id, 0, "alerts without an alert id");
+        let unrecovered: Vec<_> = self
+            .recovery
+            .iter()
+            .filter(|(_, t)| t.iter().any(Option::is_none))
+            .map(|(f, _)| f)
+            .collect();
+        assert!(
+            unrecovered.is_empty(),
+            "cycles not recovered within {CAP:?}: {unrecovered:?}"
         );
         assert!(self.prepared > 0 && self.delivered > 0, "the load ran");
     }

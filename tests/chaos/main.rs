@@ -1,11 +1,13 @@
-//! The fault campaign (issue 10): three `trustmsg serve` processes on one
-//! private MariaDB, a Kafka mock cluster, real check-back endpoints, and
-//! producers running the whole protocol with the SDK, while one fault per
-//! cycle hits them: kill -9 of an instance, SIGSTOP of an instance past its
-//! leases then SIGCONT (a zombie writer coming back), kill -9 of the
+//! The fault campaign (issues 10 and 26): three `trustmsg serve` processes
+//! on one private MariaDB, a Kafka mock cluster, real check-back endpoints,
+//! and producers running the whole protocol with the SDK, while one fault
+//! per cycle hits them: kill -9 of an instance, SIGSTOP of an instance past
+//! its leases then SIGCONT (a zombie writer coming back), kill -9 of the
 //! database and restart, the brokers down for longer than the Kafka message
 //! timeout, the check endpoint hanging, the check endpoint answering garbage
-//! and 500.
+//! and 500, kill -9 of the instance whose check-back calls are in flight,
+//! kill -9 while alerts are raised and the webhook refuses them, and the
+//! database frozen (SIGSTOP) past the request deadline.
 //!
 //! Then a ledger judges, from what the producers were told, what the
 //! database holds, what reached Kafka and what reached the alert webhook:
@@ -14,23 +16,32 @@
 //!   check-back) was consumed at least once, payload and key byte for byte;
 //! - wrong = 0: nothing consumed that was rolled back, tombstoned or never
 //!   committed;
-//! - every prepared message ended decided, or VERIFY_FAILED with exactly one
-//!   alert;
-//! - duplicates are counted and attributed to the fault of their window.
+//! - every prepared message ended decided, or VERIFY_FAILED;
+//! - every entry into VERIFY_FAILED or SEND_FAILED has exactly one distinct
+//!   alert id at the webhook (repeats of an id are counted, not failed);
+//! - duplicates are counted and attributed to the fault of their window;
+//! - each cycle recovered fully within a minute of its fault's end
+//!   (`recovery`), and how long it took, per fault kind.
 //!
 //! `TRUSTMSG_CHAOS_CYCLES` sets the number of cycles (default: one per
 //! fault kind, the short run CI does); `scripts/chaos` runs the long one and
 //! `TRUSTMSG_CHAOS_REPORT=path` writes the figures as Markdown.
 
+mod alerts;
 mod ledger;
+mod load;
+mod procnet;
+mod recovery;
 mod rig;
 
 use std::time::{Duration, Instant};
 
 use ledger::Ledger;
+use recovery::Recovery;
 use rig::{Fault, Rig, FAULTS};
 
-/// Load before the fault, and recovery after it, in each cycle.
+/// Load before the fault, and at least this long after it in each cycle
+/// (longer while the campaign has not recovered).
 const WARM: Duration = Duration::from_millis(1500);
 const RECOVER: Duration = Duration::from_millis(1500);
 
@@ -41,6 +52,7 @@ async fn under_every_fault_nothing_acknowledged_is_lost_and_nothing_rolled_back_
         .and_then(|c| c.parse().ok())
         .unwrap_or(FAULTS.len());
     let mut rig = Rig::start().await;
+    let mut recovery = Recovery::new(rig.pool.clone());
     let ledger = std::sync::Arc::new(Ledger::default());
     let load = rig.start_load(ledger.clone());
 
@@ -49,12 +61,15 @@ async fn under_every_fault_nothing_acknowledged_is_lost_and_nothing_rolled_back_
     for cycle in 0..cycles {
         let fault = FAULTS[cycle % FAULTS.len()];
         tokio::time::sleep(WARM).await;
+        let backlog = recovery.backlog().await.unwrap_or(0);
         let from = Instant::now();
-        rig.inject(fault, cycle / FAULTS.len()).await;
-        tokio::time::sleep(RECOVER).await;
+        rig.inject(fault, cycle / FAULTS.len(), &ledger).await;
+        let end = Instant::now();
+        let took = recovery.wait(fault, &mut rig, &ledger, backlog).await;
+        tokio::time::sleep(RECOVER.saturating_sub(end.elapsed())).await;
         windows.push((fault, from, Instant::now()));
         eprintln!(
-            "chaos: cycle {}/{cycles} {fault:?} done after {:?}",
+            "chaos: cycle {}/{cycles} {fault:?} done after {:?}, recovered {took:.1?} after its end",
             cycle + 1,
             started.elapsed()
         );
@@ -62,7 +77,8 @@ async fn under_every_fault_nothing_acknowledged_is_lost_and_nothing_rolled_back_
     load.stop().await;
     let faults_took = started.elapsed();
 
-    let report = rig.settle_and_judge(&ledger, &windows).await;
+    let mut report = rig.settle_and_judge(&ledger, &windows).await;
+    report.recovery = recovery.times;
     report.print(cycles, faults_took);
     if let Ok(path) = std::env::var("TRUSTMSG_CHAOS_REPORT") {
         std::fs::write(&path, report.markdown(cycles, faults_took)).expect("write the report");

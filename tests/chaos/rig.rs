@@ -1,43 +1,51 @@
 //! The rig: a private MariaDB, three `trustmsg serve` processes, a Kafka
-//! mock cluster with a consumer, an alert webhook, two check endpoints (one
-//! answering from the producers' ledger unless told to misbehave, one that
-//! never answers usefully) and the producers' load.
+//! mock cluster with a consumer, an alert webhook, three check endpoints
+//! (the shop's, answering from the producers' ledger unless told to
+//! misbehave; one that never answers usefully; one of a producer with a
+//! short timeout that holds its calls on demand), and the faults.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::Request;
+use axum::extract::{ConnectInfo, Request};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use serde_json::json;
-use sqlx::MySqlPool;
-use tokio::task::JoinSet;
-use trustmsg_client::{
-    check_router, CheckRequest, Decision, Error, Message, MessageView, Producer,
+use sqlx::mysql::MySqlPoolOptions;
+use sqlx::{MySqlPool, QueryBuilder};
+use trustmsg_client::{check_router, CheckRequest, Decision, Producer};
+use trustmsg_tests::kafka::{Consumed, MockKafka, RDKafkaApiKey, RDKafkaRespErr, TopicReader};
+use trustmsg_tests::{
+    deciders, fast_retry, AlertSink, Endpoint, PrivateMariaDb, ServiceProcess, ADMIN_TOKEN,
 };
-use trustmsg_tests::kafka::{Consumed, MockKafka, TopicReader};
-use trustmsg_tests::{deciders, fast_retry, AlertSink, Endpoint, PrivateMariaDb, ServiceProcess};
 
+use crate::alerts::{self, Delivered};
 use crate::ledger::{Fate, Ledger, Local, Report};
+use crate::load::{self, payload, Clients, Load, TOPIC};
+use crate::procnet;
 
-const TOPIC: &str = "chaos";
 const SHOP: &str = "shop";
 const BROKEN: &str = "broken";
+/// The producer whose check endpoint holds calls while a fault needs them
+/// in flight; registered with a short timeout, as the was.
+const HOLD: &str = "hold";
 const INSTANCES: usize = 3;
-/// Producer tasks, and the pause each takes between messages.
-const WORKERS: usize = 4;
-const PACE: Duration = Duration::from_millis(40);
 
-/// `--kafka-message-timeout`, `--send-lease` and `--verify-lease` below: a
-/// pause or an outage longer than these outlives every claim.
+/// `--kafka-message-timeout` and `--send-lease` below: a pause or an
+/// outage longer than these outlives every send claim.
 const MESSAGE_TIMEOUT: Duration = Duration::from_secs(2);
 const LEASES: Duration = Duration::from_secs(4);
 
+/// `--verify-lease` and `--verify-timeout-max` keep their defaults (3 min,
+/// 2 min): a global lease sized for the slowest producer anyone may
+/// register, as in production. Check-back claims must not cost that long
+/// after a crash.
 const FLAGS: &[&str] = &[
     "--kafka-message-timeout",
     "2s",
@@ -59,13 +67,24 @@ const FLAGS: &[&str] = &[
     "1s",
     "--verify-timeout",
     "1s",
-    "--verify-timeout-max",
-    "1s",
-    "--verify-lease",
-    "3s",
     "--request-timeout",
     "2s",
 ];
+
+/// The hold producer's registration, and how long its endpoint holds a
+/// call while told to: less than the timeout (the call would answer), far
+/// more than the rig needs to see the calls and kill their caller.
+const HOLD_TIMEOUT_MS: u64 = 2000;
+const HOLD_FOR: Duration = Duration::from_millis(1500);
+/// Messages left to check-back in a `KillDuringCheckBack` burst, and
+/// messages no check-back can decide in a `KillBeforeAlert` burst.
+const HOLD_BURST: usize = 12;
+const ALERT_BURST: usize = 6;
+/// Sends Kafka refuses for good (an ACL) in a `KillBeforeAlert`.
+const REFUSED_SENDS: usize = 3;
+/// How long a `FreezeDatabase` keeps mariadbd stopped: past the request
+/// deadline (`--request-timeout` 2 s) and the Kafka message timeout.
+const FREEZE: Duration = Duration::from_secs(5);
 
 /// One kind of fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -76,16 +95,22 @@ pub(crate) enum Fault {
     BrokersDown,
     EndpointHangs,
     EndpointGarbage,
+    KillDuringCheckBack,
+    KillBeforeAlert,
+    FreezeDatabase,
 }
 
 /// One cycle of each, in this order, over and over.
-pub(crate) const FAULTS: [Fault; 6] = [
+pub(crate) const FAULTS: [Fault; 9] = [
     Fault::KillInstance,
     Fault::PauseInstance,
     Fault::KillDatabase,
     Fault::BrokersDown,
     Fault::EndpointHangs,
     Fault::EndpointGarbage,
+    Fault::KillDuringCheckBack,
+    Fault::KillBeforeAlert,
+    Fault::FreezeDatabase,
 ];
 
 /// How the shop's check endpoint behaves.
@@ -96,26 +121,40 @@ const ERROR_500: u8 = 3;
 
 pub(crate) struct Rig {
     db: PrivateMariaDb,
+    /// The rig's own connections to the campaign's database (what it looks
+    /// at to know a fault has done its work, and to judge).
+    pub(crate) pool: MySqlPool,
     kafka: MockKafka,
     reader: TopicReader,
     /// Every record read, by where it is in the topic (re-reading the same
     /// record is not a duplicate), with when it was first read.
     seen: BTreeMap<(i32, i64), Consumed>,
-    alerts: AlertSink,
+    pub(crate) alerts: AlertSink,
     services: Vec<ServiceProcess>,
     logs: Vec<PathBuf>,
     _log_dir: tempfile::TempDir,
     mode: Arc<AtomicU8>,
-    shop_token: String,
-    broken_token: String,
+    shop: Clients,
+    broken: Clients,
+    hold: Clients,
+    held: Arc<Held>,
+    hold_addr: SocketAddr,
     ledger_endpoint: Arc<EndpointState>,
 }
 
-/// What the shop's check endpoint reads: the ledger it answers from, set
+/// What the ledger's check endpoints read: the ledger they answer from, set
 /// once the load starts.
 #[derive(Default)]
 struct EndpointState {
     ledger: std::sync::OnceLock<Arc<Ledger>>,
+}
+
+/// The hold endpoint's calls: whether to hold them, and the peer address of
+/// each call held right now.
+#[derive(Default)]
+struct Held {
+    holding: AtomicBool,
+    calls: Mutex<Vec<SocketAddr>>,
 }
 
 impl Rig {
@@ -140,6 +179,12 @@ impl Rig {
             );
             logs.push(log);
         }
+        let pool = MySqlPoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect(&url)
+            .await
+            .unwrap();
 
         let mode = Arc::new(AtomicU8::new(NORMAL));
         let ledger_endpoint = Arc::new(EndpointState::default());
@@ -152,22 +197,10 @@ impl Rig {
                        "max_verify_attempts": 60, "verify_timeout_ms": 1000}),
             )
             .await;
-        let state = ledger_endpoint.clone();
-        let answer = check_router(shop_secret, move |req: CheckRequest| {
-            let state = state.clone();
-            async move {
-                let local = state
-                    .ledger
-                    .get()
-                    .and_then(|l| l.answer_check(&req.message_key));
-                Ok::<_, std::convert::Infallible>(match local {
-                    Some(Local::Committed) => Decision::Commit,
-                    Some(Local::RolledBack) => Decision::Rollback,
-                    None => Decision::Unknown,
-                })
-            }
-        });
-        shop.serve(answer.layer(middleware::from_fn_with_state(mode.clone(), misbehave)));
+        shop.serve(
+            from_ledger(shop_secret, &ledger_endpoint)
+                .layer(middleware::from_fn_with_state(mode.clone(), misbehave)),
+        );
 
         let broken = Endpoint::bind().await;
         let broken_url = broken.url("/check");
@@ -185,8 +218,41 @@ impl Rig {
             )
         }));
 
+        let held = Arc::new(Held::default());
+        let hold = Endpoint::bind().await;
+        let hold_url = hold.url(trustmsg_client::DEFAULT_CHECK_PATH);
+        let (hold_token, hold_secret) = services[0]
+            .register(
+                HOLD,
+                json!({"verify_url": hold_url, "first_verify_after_ms": 500,
+                       "max_verify_attempts": 60, "verify_timeout_ms": HOLD_TIMEOUT_MS}),
+            )
+            .await;
+        let hold_addr = hold.serve_with_peers(
+            from_ledger(hold_secret, &ledger_endpoint)
+                .layer(middleware::from_fn_with_state(held.clone(), hold_calls)),
+        );
+
+        let clients = |biz: &str, token: &str| {
+            Clients(
+                services
+                    .iter()
+                    .map(|s| {
+                        Producer::new(&s.url(), biz, token.to_string())
+                            .unwrap()
+                            .with_retry(fast_retry(1))
+                    })
+                    .collect(),
+            )
+        };
+        let (shop, broken, hold) = (
+            clients(SHOP, &shop_token),
+            clients(BROKEN, &broken_token),
+            clients(HOLD, &hold_token),
+        );
         Self {
             db,
+            pool,
             kafka,
             reader,
             seen: BTreeMap::new(),
@@ -195,56 +261,25 @@ impl Rig {
             logs,
             _log_dir: log_dir,
             mode,
-            shop_token,
-            broken_token,
+            shop,
+            broken,
+            hold,
+            held,
+            hold_addr,
             ledger_endpoint,
         }
     }
 
     /// Starts the producers: they run the protocol against all instances
-    /// until [`Load::stop`]; the shop's check endpoint answers from `ledger`.
+    /// until [`Load::stop`]; the check endpoints answer from `ledger`.
     pub(crate) fn start_load(&self, ledger: Arc<Ledger>) -> Load {
         let _ = self.ledger_endpoint.ledger.set(ledger.clone());
-        let urls: Vec<String> = self.services.iter().map(ServiceProcess::url).collect();
-        let shop: Vec<Producer> = urls
-            .iter()
-            .map(|u| {
-                Producer::new(u, SHOP, self.shop_token.clone())
-                    .unwrap()
-                    .with_retry(fast_retry(1))
-            })
-            .collect();
-        let broken: Vec<Producer> = urls
-            .iter()
-            .map(|u| {
-                Producer::new(u, BROKEN, self.broken_token.clone())
-                    .unwrap()
-                    .with_retry(fast_retry(1))
-            })
-            .collect();
-        let stop = Arc::new(AtomicBool::new(false));
-        let next = Arc::new(AtomicU64::new(0));
-        let mut tasks = JoinSet::new();
-        for _ in 0..WORKERS {
-            let (shop, broken, ledger) = (shop.clone(), broken.clone(), ledger.clone());
-            let (stop, next) = (stop.clone(), next.clone());
-            tasks.spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    let n = next.fetch_add(1, Ordering::Relaxed);
-                    if n % 50 == 49 {
-                        one_unverifiable(&broken, n, &ledger).await;
-                    } else {
-                        one_message(&shop, n, &ledger).await;
-                    }
-                    tokio::time::sleep(PACE).await;
-                }
-            });
-        }
-        Load { stop, tasks }
+        Load::start(self.shop.clone(), self.broken.clone(), ledger)
     }
 
-    /// Injects `fault`; `round` picks which instance it hits.
-    pub(crate) async fn inject(&mut self, fault: Fault, round: usize) {
+    /// Injects `fault` and returns when it is over (everything it broke is
+    /// back); `round` picks which instance it hits.
+    pub(crate) async fn inject(&mut self, fault: Fault, round: usize, ledger: &Ledger) {
         let i = round % INSTANCES;
         match fault {
             Fault::KillInstance => {
@@ -284,7 +319,147 @@ impl Rig {
                 tokio::time::sleep(Duration::from_millis(1500)).await;
                 self.mode.store(NORMAL, Ordering::Relaxed);
             }
+            Fault::KillDuringCheckBack => self.kill_during_check_back(round, ledger).await,
+            Fault::KillBeforeAlert => self.kill_before_alert(i, round, ledger).await,
+            Fault::FreezeDatabase => {
+                self.db.pause();
+                tokio::time::sleep(FREEZE).await;
+                self.db.resume();
+            }
         }
+    }
+
+    /// Messages of the hold producer left to check-back; once its calls for
+    /// them are in flight (held by the endpoint), kill -9 of the instance
+    /// making most of them, and a restart after 1 s. Whatever that instance
+    /// had claimed must be checked again by another within the producer's
+    /// timeout and a margin, not after the global lease.
+    async fn kill_during_check_back(&mut self, round: usize, ledger: &Ledger) {
+        self.held.holding.store(true, Ordering::SeqCst);
+        for j in 0..HOLD_BURST {
+            let local = if j % 2 == 0 {
+                Local::Committed
+            } else {
+                Local::RolledBack
+            };
+            load::undecided(&self.hold, &format!("h-{round}-{j}"), j, local, ledger).await;
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut first_call: Option<Instant> = None;
+        let calls = loop {
+            let calls = self.held.calls.lock().unwrap().clone();
+            if !calls.is_empty() {
+                first_call.get_or_insert_with(Instant::now);
+            }
+            // All of them, or as many as the callers' concurrency lets in.
+            let settled = first_call.is_some_and(|t| t.elapsed() > Duration::from_millis(500));
+            if calls.len() >= HOLD_BURST || settled || Instant::now() > deadline {
+                break calls;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let pids: Vec<u32> = self
+            .services
+            .iter()
+            .filter_map(ServiceProcess::pid)
+            .collect();
+        let mut per_instance = vec![0usize; INSTANCES];
+        for peer in &calls {
+            let pid = procnet::caller(*peer, self.hold_addr, &pids);
+            if let Some(i) = self
+                .services
+                .iter()
+                .position(|s| s.pid().is_some() && s.pid() == pid)
+            {
+                per_instance[i] += 1;
+            }
+        }
+        let victim = (0..INSTANCES)
+            .max_by_key(|i| (per_instance[*i], std::cmp::Reverse(*i)))
+            .filter(|i| per_instance[*i] > 0)
+            .unwrap_or(round % INSTANCES);
+        self.services[victim].kill_9();
+        self.held.holding.store(false, Ordering::SeqCst);
+        eprintln!(
+            "chaos: kill -9 of instance {victim} with {} of the {} check-back calls in flight ({per_instance:?})",
+            per_instance[victim],
+            calls.len()
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        self.services[victim].restart().await;
+    }
+
+    /// With the webhook answering 500: messages no check-back can decide
+    /// (VERIFY_FAILED) and sends Kafka refuses for good (SEND_FAILED), so
+    /// alerts are raised and not delivered; then kill -9 of instance `i`, a
+    /// restart, the webhook healthy again, and the operator redelivering
+    /// what failed (its ACL fixed). Every alert raised must still arrive.
+    async fn kill_before_alert(&mut self, i: usize, round: usize, ledger: &Ledger) {
+        self.alerts.answer(StatusCode::INTERNAL_SERVER_ERROR);
+        let refused = self.alerts.refused();
+        self.kafka.request_errors(
+            RDKafkaApiKey::Produce,
+            &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED; REFUSED_SENDS],
+        );
+        let mut ids = Vec::new();
+        for j in 0..ALERT_BURST {
+            let key = format!("a-{round}-{j}");
+            ids.push(load::unverifiable(&self.broken, &key, j, ledger).await);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline
+            && !(self.alerts.refused() > refused && self.all_verify_failed(&ids).await)
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.services[i].kill_9();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        self.services[i].restart().await;
+        self.kafka.clear_request_errors(RDKafkaApiKey::Produce);
+        self.alerts.answer(StatusCode::NO_CONTENT);
+        self.redeliver_send_failed().await;
+    }
+
+    async fn all_verify_failed(&self, ids: &[u64]) -> bool {
+        let mut q = QueryBuilder::new(
+            "SELECT COUNT(*) FROM messages WHERE status = 'VERIFY_FAILED' AND id IN (",
+        );
+        let mut list = q.separated(", ");
+        for id in ids {
+            list.push_bind(*id);
+        }
+        q.push(")");
+        let n: sqlx::Result<i64> = q.build_query_scalar().fetch_one(&self.pool).await;
+        n.is_ok_and(|n| n as usize == ids.len())
+    }
+
+    /// An operator's bulk redeliver of every SEND_FAILED message, through
+    /// whichever instance answers.
+    async fn redeliver_send_failed(&self) {
+        let http = reqwest::Client::new();
+        for n in 0..100 {
+            let res = http
+                .post(format!(
+                    "{}/v1/admin/messages/redeliver",
+                    self.services[n % INSTANCES].url()
+                ))
+                .bearer_auth(ADMIN_TOKEN)
+                .json(&json!({"filter": {"send_status": "SEND_FAILED"},
+                              "reason": "chaos: the ACL is fixed"}))
+                .send()
+                .await;
+            if res.is_ok_and(|r| r.status().is_success()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("no instance took the redeliver for 10 s");
+    }
+
+    /// The message ids read from the topic so far.
+    pub(crate) fn consumed_ids(&mut self) -> HashSet<u64> {
+        self.take_in();
+        self.seen.values().map(|r| r.message_id).collect()
     }
 
     /// Waits until every message has reached its end (nothing PREPARED,
@@ -296,7 +471,7 @@ impl Rig {
         windows: &[(Fault, Instant, Instant)],
     ) -> Report {
         let settle = Instant::now();
-        let pool = MySqlPool::connect(&self.db.url("chaos")).await.unwrap();
+        let pool = self.pool.clone();
         let deadline = Instant::now() + Duration::from_secs(180);
         loop {
             let waiting: i64 = sqlx::query_scalar(
@@ -345,7 +520,9 @@ impl Rig {
             .map(|(k, id, st, ss)| (String::from_utf8(k).unwrap(), (id, st, ss)))
             .collect();
         let decided_by = deciders(&pool, SHOP).await;
-        pool.close().await;
+        let owed = alerts::owed(&pool, u64::MAX)
+            .await
+            .expect("read the audit log");
 
         let mut report = Report::default();
         for (fault, _, _) in windows {
@@ -357,8 +534,7 @@ impl Rig {
             by_id.entry(r.message_id).or_default().push(r);
         }
         let messages = ledger.messages();
-        let mut known = std::collections::HashSet::new();
-        let alerts = self.alerts.per_message();
+        let mut known = HashSet::new();
         for (key, (id, fate)) in &messages {
             known.insert(*id);
             report.prepared += 1;
@@ -410,14 +586,9 @@ impl Rig {
                     .undecided
                     .push(format!("{key}: {status}/{send:?}, expected {expected:?}"));
             }
-            let alerted = alerts.get(id).copied().unwrap_or(0);
-            let should = usize::from(status == "VERIFY_FAILED" || send == Some("SEND_FAILED"));
-            if alerted != should {
-                report
-                    .alerts_wrong
-                    .push(format!("{key}: {alerted} alerts, {status}/{send:?}"));
-            }
         }
+        let delivered = Delivered::sort(&self.alerts.alerts());
+        report.judge_alerts(&owed, &delivered);
         for (id, got) in &by_id {
             report.duplicates += got.len().saturating_sub(1);
             if !known.contains(id) {
@@ -439,7 +610,6 @@ impl Rig {
             .values()
             .filter(|(_, _, ss)| ss.as_deref() == Some("SEND_FAILED"))
             .count();
-        report.alerts = self.alerts.alerts().len();
         report.alert_log_lines = self
             .logs
             .iter()
@@ -471,114 +641,57 @@ impl Rig {
     }
 }
 
-/// The producers, stoppable.
-pub(crate) struct Load {
-    stop: Arc<AtomicBool>,
-    tasks: JoinSet<()>,
-}
-
-impl Load {
-    /// Lets each producer finish the message in hand, then stops them.
-    pub(crate) async fn stop(mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        while let Some(done) = self.tasks.join_next().await {
-            done.expect("a producer task panicked");
+/// A check endpoint answering from the ledger: commit if the local
+/// transaction committed, rollback if it rolled back, unknown while it runs.
+fn from_ledger(secret: String, state: &Arc<EndpointState>) -> Router {
+    let state = state.clone();
+    check_router(secret, move |req: CheckRequest| {
+        let state = state.clone();
+        async move {
+            let local = state
+                .ledger
+                .get()
+                .and_then(|l| l.answer_check(&req.message_key));
+            Ok::<_, std::convert::Infallible>(match local {
+                Some(Local::Committed) => Decision::Commit,
+                Some(Local::RolledBack) => Decision::Rollback,
+                None => Decision::Unknown,
+            })
         }
-    }
+    })
 }
 
-fn payload(key: &str) -> String {
-    format!("payload of {key}")
-}
-
-/// Calls `call` on instance after instance until one answers; a real
-/// producer behind a load balancer does the same.
-async fn answered<F, Fut>(
-    producers: &[Producer],
-    first: usize,
-    what: &str,
-    mut call: F,
-) -> MessageView
-where
-    F: FnMut(Producer) -> Fut,
-    Fut: std::future::Future<Output = Result<MessageView, Error>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(120);
-    for i in first.. {
-        match call(producers[i % producers.len()].clone()).await {
-            Ok(v) => return v,
-            Err(e) if e.is_unavailable() => {
-                assert!(
-                    Instant::now() < deadline,
-                    "{what}: no instance answered for 120 s: {e}"
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
+/// The hold endpoint holding each call for [`HOLD_FOR`] while told to,
+/// with the caller's address on record meanwhile.
+async fn hold_calls(
+    axum::extract::State(held): axum::extract::State<Arc<Held>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0);
+    if let (true, Some(peer)) = (held.holding.load(Ordering::SeqCst), peer) {
+        held.calls.lock().unwrap().push(peer);
+        // Off the record however the call ends (its caller killed, too).
+        let _off = OnDrop(|| {
+            let mut calls = held.calls.lock().unwrap();
+            if let Some(at) = calls.iter().position(|c| *c == peer) {
+                calls.swap_remove(at);
             }
-            Err(e) => panic!("{what}: {e}"),
-        }
+        });
+        tokio::time::sleep(HOLD_FOR).await;
     }
-    unreachable!("the loop returns or panics")
+    next.run(req).await
 }
 
-/// One message of the shop: prepare, the local transaction, then commit,
-/// rollback, or (the producer "crashes") nothing.
-async fn one_message(producers: &[Producer], n: u64, ledger: &Ledger) {
-    let key = format!("k-{n}");
-    let first = n as usize;
-    let message = Message::new(key.clone(), TOPIC, payload(&key)).key(key.clone());
-    let view = answered(producers, first, &key, |p| {
-        let m = message.clone();
-        async move { p.prepare(&m).await }
-    })
-    .await;
-    match n % 20 {
-        0..=11 => {
-            ledger.local_done(&key, Local::Committed);
-            let v = answered(producers, first + 1, &key, |p| {
-                let k = key.clone();
-                async move { p.commit(&k).await }
-            })
-            .await;
-            assert_eq!(v.status, trustmsg_client::MessageStatus::Committed, "{key}");
-            ledger.record(&key, view.id, Fate::AckedCommit);
-        }
-        12..=16 => {
-            ledger.local_done(&key, Local::RolledBack);
-            let v = answered(producers, first + 1, &key, |p| {
-                let k = key.clone();
-                async move { p.rollback(&k).await }
-            })
-            .await;
-            assert_eq!(
-                v.status,
-                trustmsg_client::MessageStatus::RolledBack,
-                "{key}"
-            );
-            ledger.record(&key, view.id, Fate::AckedRollback);
-        }
-        _ => {
-            let local = if n.is_multiple_of(2) {
-                Local::Committed
-            } else {
-                Local::RolledBack
-            };
-            ledger.local_done(&key, local);
-            ledger.record(&key, view.id, Fate::NeverDecided(local));
-        }
-    }
-}
+struct OnDrop<F: FnMut()>(F);
 
-/// One message of the producer whose check endpoint never answers usefully:
-/// prepared and never decided, it must end VERIFY_FAILED with one alert.
-async fn one_unverifiable(producers: &[Producer], n: u64, ledger: &Ledger) {
-    let key = format!("b-{n}");
-    let message = Message::new(key.clone(), TOPIC, payload(&key)).key(key.clone());
-    let view = answered(producers, n as usize, &key, |p| {
-        let m = message.clone();
-        async move { p.prepare(&m).await }
-    })
-    .await;
-    ledger.record(&key, view.id, Fate::Unverifiable);
+impl<F: FnMut()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
 }
 
 /// The shop's check endpoint misbehaving on demand.

@@ -137,6 +137,11 @@ impl ServiceProcess {
         format!("http://{}", self.addr)
     }
 
+    /// The process id while it runs (`None` after [`ServiceProcess::kill_9`]).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// SIGKILL: no shutdown hook runs, nothing is flushed.
     pub fn kill_9(&mut self) {
         if let Some(mut c) = self.child.take() {

@@ -45,6 +45,22 @@ impl Endpoint {
         tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
         addr
     }
+
+    /// [`Endpoint::serve`], with each request's peer address in its
+    /// extensions (`ConnectInfo<SocketAddr>`): for a test that must know
+    /// which process a call came from.
+    pub fn serve_with_peers(self, router: Router) -> SocketAddr {
+        let Self { listener, addr } = self;
+        tokio::spawn(async move {
+            axum::serve(
+                listener,
+                router.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .await
+            .unwrap()
+        });
+        addr
+    }
 }
 
 /// Serves `router` on a free port of 127.0.0.1; returns its address.
