@@ -1,0 +1,239 @@
+//! The faults: what each does to the rig, and when it is over.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use serde_json::json;
+use sqlx::QueryBuilder;
+use trustmsg_tests::kafka::{RDKafkaApiKey, RDKafkaRespErr, TopicReader};
+use trustmsg_tests::{ServiceProcess, ADMIN_TOKEN};
+
+use super::endpoints::{ERROR_500, GARBAGE, HANG, NORMAL};
+use super::{Rig, INSTANCES};
+use crate::ledger::{Ledger, Local};
+use crate::load::{self, TOPIC};
+use crate::procnet;
+
+/// `--kafka-message-timeout` and `--send-lease` of the rig: a pause or an
+/// outage longer than these outlives every send claim.
+const MESSAGE_TIMEOUT: Duration = Duration::from_secs(2);
+const LEASES: Duration = Duration::from_secs(4);
+
+/// Messages left to check-back in a `KillDuringCheckBack` burst, and
+/// messages no check-back can decide in a `KillBeforeAlert` burst.
+const HOLD_BURST: usize = 12;
+const ALERT_BURST: usize = 6;
+/// Sends Kafka refuses for good (an ACL) in a `KillBeforeAlert`.
+const REFUSED_SENDS: usize = 3;
+/// How long a `FreezeDatabase` keeps mariadbd stopped: past the request
+/// deadline (`--request-timeout` 2 s) and the Kafka message timeout.
+const FREEZE: Duration = Duration::from_secs(5);
+
+/// One kind of fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Fault {
+    KillInstance,
+    PauseInstance,
+    KillDatabase,
+    BrokersDown,
+    EndpointHangs,
+    EndpointGarbage,
+    KillDuringCheckBack,
+    KillBeforeAlert,
+    FreezeDatabase,
+}
+
+/// One cycle of each, in this order, over and over.
+pub(crate) const FAULTS: [Fault; 9] = [
+    Fault::KillInstance,
+    Fault::PauseInstance,
+    Fault::KillDatabase,
+    Fault::BrokersDown,
+    Fault::EndpointHangs,
+    Fault::EndpointGarbage,
+    Fault::KillDuringCheckBack,
+    Fault::KillBeforeAlert,
+    Fault::FreezeDatabase,
+];
+
+impl Rig {
+    /// Injects `fault` and returns when it is over (everything it broke is
+    /// back); `round` picks which instance it hits.
+    pub(crate) async fn inject(&mut self, fault: Fault, round: usize, ledger: &Ledger) {
+        let i = round % INSTANCES;
+        match fault {
+            Fault::KillInstance => {
+                self.services[i].kill_9();
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                self.services[i].restart().await;
+            }
+            Fault::PauseInstance => {
+                self.services[i].pause();
+                tokio::time::sleep(LEASES + Duration::from_secs(1)).await;
+                self.services[i].resume();
+            }
+            Fault::KillDatabase => {
+                self.db.kill_9();
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                self.db.restart().await;
+            }
+            Fault::BrokersDown => {
+                self.kafka.brokers_down();
+                tokio::time::sleep(MESSAGE_TIMEOUT * 2 + Duration::from_secs(1)).await;
+                self.kafka.brokers_up();
+                // The test's own consumer does not always resume after the
+                // mock cluster's outage: read on with a new one (records it
+                // reads again are known by their offsets).
+                self.take_in();
+                self.reader = TopicReader::new(self.kafka.bootstrap(), TOPIC);
+            }
+            Fault::EndpointHangs => {
+                self.mode.store(HANG, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                self.mode.store(NORMAL, Ordering::Relaxed);
+            }
+            Fault::EndpointGarbage => {
+                self.mode.store(GARBAGE, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                self.mode.store(ERROR_500, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                self.mode.store(NORMAL, Ordering::Relaxed);
+            }
+            Fault::KillDuringCheckBack => self.kill_during_check_back(round, ledger).await,
+            Fault::KillBeforeAlert => self.kill_before_alert(i, round, ledger).await,
+            Fault::FreezeDatabase => {
+                self.db.pause();
+                tokio::time::sleep(FREEZE).await;
+                self.db.resume();
+            }
+        }
+    }
+
+    /// Messages of the hold producer left to check-back; once its calls for
+    /// them are in flight (held by the endpoint), kill -9 of the instance
+    /// making most of them, and a restart after 1 s. Whatever that instance
+    /// had claimed must be checked again by another within the producer's
+    /// timeout and a margin, not after the global lease.
+    async fn kill_during_check_back(&mut self, round: usize, ledger: &Ledger) {
+        self.held.holding.store(true, Ordering::SeqCst);
+        for j in 0..HOLD_BURST {
+            let local = if j % 2 == 0 {
+                Local::Committed
+            } else {
+                Local::RolledBack
+            };
+            load::undecided(&self.hold, &format!("h-{round}-{j}"), j, local, ledger).await;
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut first_call: Option<Instant> = None;
+        let calls = loop {
+            let calls = self.held.calls.lock().unwrap().clone();
+            if !calls.is_empty() {
+                first_call.get_or_insert_with(Instant::now);
+            }
+            // All of them, or as many as the callers' concurrency lets in.
+            let settled = first_call.is_some_and(|t| t.elapsed() > Duration::from_millis(500));
+            if calls.len() >= HOLD_BURST || settled || Instant::now() > deadline {
+                break calls;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let pids: Vec<u32> = self
+            .services
+            .iter()
+            .filter_map(ServiceProcess::pid)
+            .collect();
+        let mut per_instance = vec![0usize; INSTANCES];
+        for peer in &calls {
+            let pid = procnet::caller(*peer, self.hold_addr, &pids);
+            if let Some(i) = self
+                .services
+                .iter()
+                .position(|s| s.pid().is_some() && s.pid() == pid)
+            {
+                per_instance[i] += 1;
+            }
+        }
+        let victim = (0..INSTANCES)
+            .max_by_key(|i| (per_instance[*i], std::cmp::Reverse(*i)))
+            .filter(|i| per_instance[*i] > 0)
+            .unwrap_or(round % INSTANCES);
+        self.services[victim].kill_9();
+        self.held.holding.store(false, Ordering::SeqCst);
+        eprintln!(
+            "chaos: kill -9 of instance {victim} with {} of the {} check-back calls in flight ({per_instance:?})",
+            per_instance[victim],
+            calls.len()
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        self.services[victim].restart().await;
+    }
+
+    /// With the webhook answering 500: messages no check-back can decide
+    /// (VERIFY_FAILED) and sends Kafka refuses for good (SEND_FAILED), so
+    /// alerts are raised and not delivered; then kill -9 of instance `i`, a
+    /// restart, the webhook healthy again, and the operator redelivering
+    /// what failed (its ACL fixed). Every alert raised must still arrive.
+    async fn kill_before_alert(&mut self, i: usize, round: usize, ledger: &Ledger) {
+        self.alerts.answer(StatusCode::INTERNAL_SERVER_ERROR);
+        let refused = self.alerts.refused();
+        self.kafka.request_errors(
+            RDKafkaApiKey::Produce,
+            &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED; REFUSED_SENDS],
+        );
+        let mut ids = Vec::new();
+        for j in 0..ALERT_BURST {
+            let key = format!("a-{round}-{j}");
+            ids.push(load::unverifiable(&self.broken, &key, j, ledger).await);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline
+            && !(self.alerts.refused() > refused && self.all_verify_failed(&ids).await)
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.services[i].kill_9();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        self.services[i].restart().await;
+        self.kafka.clear_request_errors(RDKafkaApiKey::Produce);
+        self.alerts.answer(StatusCode::NO_CONTENT);
+        self.redeliver_send_failed().await;
+    }
+
+    async fn all_verify_failed(&self, ids: &[u64]) -> bool {
+        let mut q = QueryBuilder::new(
+            "SELECT COUNT(*) FROM messages WHERE status = 'VERIFY_FAILED' AND id IN (",
+        );
+        let mut list = q.separated(", ");
+        for id in ids {
+            list.push_bind(*id);
+        }
+        q.push(")");
+        let n: sqlx::Result<i64> = q.build_query_scalar().fetch_one(&self.pool).await;
+        n.is_ok_and(|n| n as usize == ids.len())
+    }
+
+    /// An operator's bulk redeliver of every SEND_FAILED message, through
+    /// whichever instance answers.
+    async fn redeliver_send_failed(&self) {
+        let http = reqwest::Client::new();
+        for n in 0..100 {
+            let res = http
+                .post(format!(
+                    "{}/v1/admin/messages/redeliver",
+                    self.services[n % INSTANCES].url()
+                ))
+                .bearer_auth(ADMIN_TOKEN)
+                .json(&json!({"filter": {"send_status": "SEND_FAILED"},
+                              "reason": "chaos: the ACL is fixed"}))
+                .send()
+                .await;
+            if res.is_ok_and(|r| r.status().is_success()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("no instance took the redeliver for 10 s");
+    }
+}

@@ -1,0 +1,179 @@
+//! The verdict: once every message has settled, what the producers were
+//! told against what the database holds, what reached Kafka and what
+//! reached the webhook.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use trustmsg_tests::deciders;
+use trustmsg_tests::kafka::{Consumed, TopicReader};
+
+use super::{Fault, Rig, SHOP};
+use crate::alerts::{self, Delivered};
+use crate::ledger::{Fate, Ledger, Local, Report};
+use crate::load::{payload, TOPIC};
+
+impl Rig {
+    /// Waits until every message has reached its end (nothing PREPARED,
+    /// nothing PENDING), reads what reached Kafka and the webhook, and
+    /// judges it against the producers' ledger.
+    pub(crate) async fn settle_and_judge(
+        &mut self,
+        ledger: &Ledger,
+        windows: &[(Fault, Instant, Instant)],
+    ) -> Report {
+        let settle = Instant::now();
+        let pool = self.pool.clone();
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM messages WHERE status = 'PREPARED' \
+                 OR (status = 'COMMITTED' AND send_status = 'PENDING')",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            if waiting == 0 {
+                break;
+            }
+            if Instant::now() > deadline {
+                eprintln!("chaos: {waiting} messages still waiting after 180 s");
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        // Stragglers (a paused instance's late resend) have time to show.
+        self.reader.read_for(Duration::from_secs(3)).await;
+        let settled = settle.elapsed();
+        self.take_in();
+        // Whatever the consumers missed: the topic read afresh.
+        self.reader = TopicReader::new(self.kafka.bootstrap(), TOPIC);
+        let mut count = usize::MAX;
+        while self.reader.poll().len() != count {
+            count = self.reader.records.len();
+            self.reader.read_for(Duration::from_secs(2)).await;
+        }
+        let before = self.seen.len();
+        self.take_in();
+        eprintln!(
+            "chaos: the topic holds {} records; {} were first read only by the last consumer",
+            self.seen.len(),
+            self.seen.len() - before
+        );
+
+        let rows: Vec<(Vec<u8>, u64, String, Option<String>)> = sqlx::query_as(
+            "SELECT message_key, id, CAST(status AS CHAR), CAST(send_status AS CHAR) FROM messages",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        let rows: HashMap<String, (u64, String, Option<String>)> = rows
+            .into_iter()
+            .map(|(k, id, st, ss)| (String::from_utf8(k).unwrap(), (id, st, ss)))
+            .collect();
+        let decided_by = deciders(&pool, SHOP).await;
+        let owed = alerts::owed(&pool, u64::MAX)
+            .await
+            .expect("read the audit log");
+
+        let mut report = Report::default();
+        for (fault, _, _) in windows {
+            report.count_fault(*fault);
+        }
+        report.records = self.seen.len();
+        let mut by_id: BTreeMap<u64, Vec<&Consumed>> = BTreeMap::new();
+        for r in self.seen.values() {
+            by_id.entry(r.message_id).or_default().push(r);
+        }
+        let messages = ledger.messages();
+        let mut known = HashSet::new();
+        for (key, (id, fate)) in &messages {
+            known.insert(*id);
+            report.prepared += 1;
+            match fate {
+                Fate::AckedCommit => report.acked_commits += 1,
+                Fate::AckedRollback => report.acked_rollbacks += 1,
+                Fate::NeverDecided(Local::Committed) => report.check_back_commits += 1,
+                Fate::NeverDecided(Local::RolledBack) => report.check_back_rollbacks += 1,
+                Fate::Unverifiable => report.unverifiable += 1,
+            }
+            if matches!(fate, Fate::AckedCommit | Fate::AckedRollback) {
+                let actors = decided_by.get(id).map_or(&[][..], Vec::as_slice);
+                let own = actors == [format!("producer:{SHOP}")];
+                let first = actors == ["verifier"] && ledger.checked_before_ack(key);
+                if first {
+                    report.check_back_first += 1;
+                } else if !own {
+                    report.not_own.push(format!("{key}: decided by {actors:?}"));
+                }
+            }
+            let got = by_id.get(id).map_or(&[][..], Vec::as_slice);
+            if fate.must_deliver() {
+                if got.is_empty() {
+                    report.lost.push(key.clone());
+                } else {
+                    report.delivered += 1;
+                }
+                for r in got {
+                    let payload_ok = r.payload.as_deref() == Some(payload(key).as_bytes());
+                    let key_ok = r.key.as_deref() == Some(key.as_bytes());
+                    if !(payload_ok && key_ok) {
+                        report.corrupted.push(key.clone());
+                    }
+                }
+            } else if !got.is_empty() {
+                report.wrong.push(key.clone());
+            }
+            let (status, send) = rows
+                .get(key)
+                .map(|(_, st, ss)| (st.as_str(), ss.as_deref()))
+                .unwrap_or(("MISSING", None));
+            let expected: (&str, Option<&str>) = match fate {
+                f if f.must_deliver() => ("COMMITTED", Some("SENT")),
+                Fate::Unverifiable => ("VERIFY_FAILED", None),
+                _ => ("ROLLED_BACK", None),
+            };
+            if (status, send) != expected {
+                report
+                    .undecided
+                    .push(format!("{key}: {status}/{send:?}, expected {expected:?}"));
+            }
+        }
+        let delivered = Delivered::sort(&self.alerts.alerts());
+        report.judge_alerts(&owed, &delivered);
+        for (id, got) in &by_id {
+            report.duplicates += got.len().saturating_sub(1);
+            if !known.contains(id) {
+                report.wrong.push(format!("unknown message id {id}"));
+            }
+            for r in got.iter().skip(1) {
+                let fault = windows
+                    .iter()
+                    .find(|(_, from, to)| (*from..=*to).contains(&r.at))
+                    .map_or("between faults".to_string(), |(f, _, _)| format!("{f:?}"));
+                *report.duplicates_by_fault.entry(fault).or_default() += 1;
+            }
+        }
+        report.verify_failed = rows
+            .values()
+            .filter(|(_, st, _)| st == "VERIFY_FAILED")
+            .count();
+        report.send_failed = rows
+            .values()
+            .filter(|(_, _, ss)| ss.as_deref() == Some("SEND_FAILED"))
+            .count();
+        report.alert_log_lines = self
+            .logs
+            .iter()
+            .map(|p| {
+                std::fs::read_to_string(p)
+                    .unwrap_or_default()
+                    .lines()
+                    .filter(|l| l.contains("ALERT: message needs an operator"))
+                    .count()
+            })
+            .sum();
+        report.settle = settled;
+        report
+    }
+}
