@@ -50,8 +50,9 @@ pub(crate) struct Delivered {
     pub(crate) deliveries: usize,
     /// Alerts of the other kinds (quarantined, overdue), by kind.
     pub(crate) other: BTreeMap<String, usize>,
-    /// Alerts without an `alert_id`, which a receiver cannot de-duplicate.
-    pub(crate) without_id: usize,
+    /// Alerts without an `alert_id`, which a receiver cannot de-duplicate,
+    /// or whose `trustmsg-alert-id` header names another.
+    pub(crate) unidentified: usize,
 }
 
 impl Delivered {
@@ -69,8 +70,9 @@ impl Delivered {
                     continue;
                 }
             };
-            if a["alert_id"].is_null() {
-                d.without_id += 1;
+            let header = a["header_alert_id"].as_str();
+            if a["alert_id"].is_null() || header != Some(a["alert_id"].to_string().as_str()) {
+                d.unidentified += 1;
             }
             d.deliveries += 1;
             d.ids

@@ -137,7 +137,7 @@ pub(crate) struct Report {
     pub(crate) owed_send_failed: usize,
     pub(crate) alert_deliveries: usize,
     pub(crate) alert_ids: usize,
-    pub(crate) alerts_without_id: usize,
+    pub(crate) alerts_unidentified: usize,
     pub(crate) other_alerts: BTreeMap<String, usize>,
     pub(crate) alert_log_lines: usize,
     /// Failures with fewer distinct alert ids delivered than entries.
@@ -183,7 +183,7 @@ impl Report {
         }
         self.alert_deliveries = delivered.deliveries;
         self.alert_ids = delivered.ids.values().map(|ids| ids.len()).sum();
-        self.alerts_without_id = delivered.without_id;
+        self.alerts_unidentified = delivered.unidentified;
         self.other_alerts = delivered.other.clone();
     }
 
@@ -308,8 +308,8 @@ impl Report {
                 self.alerts_extra.len().to_string(),
             ),
             (
-                "alerts without an alert id".into(),
-                self.alerts_without_id.to_string(),
+                "alerts without an alert id, or whose header names another".into(),
+                self.alerts_unidentified.to_string(),
             ),
             (
                 "alerts of other kinds".into(),
@@ -379,7 +379,10 @@ impl Report {
             "alerts beyond one id per failure: {:?}",
             self.alerts_extra
         );
-        assert_eq!(self.alerts_without_id, 0, "alerts without an alert id");
+        assert_eq!(
+            self.alerts_unidentified, 0,
+            "alerts without an alert id, or whose header names another"
+        );
         let unrecovered: Vec<_> = self
             .recovery
             .iter()

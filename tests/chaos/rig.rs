@@ -80,6 +80,8 @@ pub(crate) struct Rig {
     /// Every record read, by where it is in the topic (re-reading the same
     /// record is not a duplicate), with when it was first read.
     seen: BTreeMap<(i32, i64), Consumed>,
+    /// How many of the current reader's records are in `seen`.
+    taken: usize,
     pub(crate) alerts: AlertSink,
     services: Vec<ServiceProcess>,
     logs: Vec<PathBuf>,
@@ -192,6 +194,7 @@ impl Rig {
             kafka,
             reader,
             seen: BTreeMap::new(),
+            taken: 0,
             alerts,
             services,
             logs,
@@ -219,13 +222,24 @@ impl Rig {
         self.seen.values().map(|r| r.message_id).collect()
     }
 
-    /// Moves what the current consumer read into `seen`.
+    /// Moves what the current consumer read since the last call into
+    /// `seen`.
     fn take_in(&mut self) {
-        for r in self.reader.poll() {
+        let records = self.reader.poll();
+        for r in &records[self.taken..] {
             self.seen
                 .entry((r.partition, r.offset))
                 .or_insert_with(|| r.clone());
         }
+        self.taken = records.len();
+    }
+
+    /// Takes in what the consumer read, then reads the topic again from
+    /// its start with a new one.
+    fn read_afresh(&mut self) {
+        self.take_in();
+        self.reader = TopicReader::new(self.kafka.bootstrap(), TOPIC);
+        self.taken = 0;
     }
 
     pub(crate) async fn finish(self) {

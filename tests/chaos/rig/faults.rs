@@ -6,19 +6,23 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use serde_json::json;
 use sqlx::QueryBuilder;
-use trustmsg_tests::kafka::{RDKafkaApiKey, RDKafkaRespErr, TopicReader};
+use trustmsg_tests::kafka::{RDKafkaApiKey, RDKafkaRespErr};
 use trustmsg_tests::{ServiceProcess, ADMIN_TOKEN};
 
 use super::endpoints::{ERROR_500, GARBAGE, HANG, NORMAL};
 use super::{Rig, INSTANCES};
 use crate::ledger::{Ledger, Local};
-use crate::load::{self, TOPIC};
+use crate::load;
 use crate::procnet;
 
-/// `--kafka-message-timeout` and `--send-lease` of the rig: a pause or an
-/// outage longer than these outlives every send claim.
+/// `--kafka-message-timeout` of the rig: an outage longer than this
+/// outlives every send in flight.
 const MESSAGE_TIMEOUT: Duration = Duration::from_secs(2);
-const LEASES: Duration = Duration::from_secs(4);
+/// How long a `PauseInstance` keeps an instance stopped: past every claim
+/// it may hold, so it comes back a zombie writer. The longest is a
+/// check-back claim of the hold producer (its 2 s timeout plus the default
+/// 5 s `--verify-lease-margin`); a send claim lasts `--send-lease` (4 s).
+const PAUSE: Duration = Duration::from_secs(8);
 
 /// Messages left to check-back in a `KillDuringCheckBack` burst, and
 /// messages no check-back can decide in a `KillBeforeAlert` burst.
@@ -70,7 +74,7 @@ impl Rig {
             }
             Fault::PauseInstance => {
                 self.services[i].pause();
-                tokio::time::sleep(LEASES + Duration::from_secs(1)).await;
+                tokio::time::sleep(PAUSE).await;
                 self.services[i].resume();
             }
             Fault::KillDatabase => {
@@ -85,8 +89,7 @@ impl Rig {
                 // The test's own consumer does not always resume after the
                 // mock cluster's outage: read on with a new one (records it
                 // reads again are known by their offsets).
-                self.take_in();
-                self.reader = TopicReader::new(self.kafka.bootstrap(), TOPIC);
+                self.read_afresh();
             }
             Fault::EndpointHangs => {
                 self.mode.store(HANG, Ordering::Relaxed);

@@ -6,12 +6,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use trustmsg_tests::deciders;
-use trustmsg_tests::kafka::{Consumed, TopicReader};
+use trustmsg_tests::kafka::Consumed;
 
 use super::{Fault, Rig, SHOP};
 use crate::alerts::{self, Delivered};
 use crate::ledger::{Fate, Ledger, Local, Report};
-use crate::load::{payload, TOPIC};
+use crate::load::payload;
 
 impl Rig {
     /// Waits until every message has reached its end (nothing PREPARED,
@@ -45,9 +45,8 @@ impl Rig {
         // Stragglers (a paused instance's late resend) have time to show.
         self.reader.read_for(Duration::from_secs(3)).await;
         let settled = settle.elapsed();
-        self.take_in();
         // Whatever the consumers missed: the topic read afresh.
-        self.reader = TopicReader::new(self.kafka.bootstrap(), TOPIC);
+        self.read_afresh();
         let mut count = usize::MAX;
         while self.reader.poll().len() != count {
             count = self.reader.records.len();
