@@ -124,6 +124,8 @@ pub(crate) struct Report {
     pub(crate) delivered: usize,
     pub(crate) records: usize,
     pub(crate) lost: Vec<String>,
+    /// Acknowledged by a broker that lost them with its state, unread.
+    pub(crate) lost_by_broker: Vec<String>,
     pub(crate) wrong: Vec<String>,
     pub(crate) corrupted: Vec<String>,
     pub(crate) undecided: Vec<String>,
@@ -270,6 +272,10 @@ impl Report {
             ),
             ("records consumed".into(), self.records.to_string()),
             ("**lost**".into(), self.lost.len().to_string()),
+            (
+                "acknowledged by Kafka, then lost with the broker's state before anyone read them (Kafka's loss)".into(),
+                self.lost_by_broker.len().to_string(),
+            ),
             (
                 "**wrong** (rolled back or never committed, yet consumed)".into(),
                 self.wrong.len().to_string(),

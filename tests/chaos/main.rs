@@ -6,14 +6,17 @@
 //! database and restart, the brokers down for longer than the Kafka message
 //! timeout, the check endpoint hanging, the check endpoint answering garbage
 //! and 500, kill -9 of the instance whose check-back calls are in flight,
-//! kill -9 while alerts are raised and the webhook refuses them, and the
-//! database frozen (SIGSTOP) past the request deadline.
+//! kill -9 while alerts are raised and the webhook refuses them, the
+//! database frozen (SIGSTOP) past the request deadline, and a broker that
+//! comes back without its state.
 //!
 //! Then a ledger judges, from what the producers were told, what the
 //! database holds, what reached Kafka and what reached the alert webhook:
 //! - lost = 0: every commit acknowledged to a producer (and every message
 //!   whose producer committed locally and never called, decided by
-//!   check-back) was consumed at least once, payload and key byte for byte;
+//!   check-back) was consumed at least once, payload and key byte for byte,
+//!   or acknowledged by a broker that then lost it with its state (Kafka's
+//!   loss, counted apart);
 //! - wrong = 0: nothing consumed that was rolled back, tombstoned or never
 //!   committed;
 //! - every prepared message ended decided, or VERIFY_FAILED;

@@ -9,7 +9,8 @@
 //!
 //! Full recovery is the first moment when all of these hold:
 //! - every message its producer had finished with by the fault's end is at
-//!   its end: consumed from Kafka if it must be delivered, ROLLED_BACK if it
+//!   its end: read from Kafka if it must be delivered (or acknowledged by a
+//!   broker that then lost it, see `BrokerLosesState`), ROLLED_BACK if it
 //!   was rolled back locally and left to check-back, VERIFY_FAILED if no
 //!   check-back can decide it;
 //! - every alert owed by then (each entry of those messages into
@@ -125,7 +126,7 @@ impl Recovery {
         up_to: u64,
         backlog: i64,
     ) -> bool {
-        let consumed = rig.consumed_ids();
+        let consumed = rig.delivered_ids();
         let ended = self.at_their_end(pending).await.unwrap_or_default();
         pending.retain(|(id, fate)| {
             let end = if fate.must_deliver() {

@@ -77,11 +77,17 @@ pub(crate) struct Rig {
     pub(crate) pool: MySqlPool,
     kafka: MockKafka,
     reader: TopicReader,
-    /// Every record read, by where it is in the topic (re-reading the same
-    /// record is not a duplicate), with when it was first read.
-    seen: BTreeMap<(i32, i64), Consumed>,
+    /// Every record read, by the cluster it was read from (how often the
+    /// broker had lost its state by then) and where it is in the topic
+    /// (re-reading the same record is not a duplicate), with when it was
+    /// first read.
+    seen: BTreeMap<(usize, i32, i64), Consumed>,
+    cluster: usize,
     /// How many of the current reader's records are in `seen`.
     taken: usize,
+    /// Messages a broker acknowledged and then lost with its state before
+    /// anyone could read them: Kafka lost them, not trustmsg.
+    lost_by_broker: HashSet<u64>,
     pub(crate) alerts: AlertSink,
     services: Vec<ServiceProcess>,
     logs: Vec<PathBuf>,
@@ -98,7 +104,7 @@ pub(crate) struct Rig {
 impl Rig {
     pub(crate) async fn start() -> Self {
         let db = PrivateMariaDb::start().await;
-        let kafka = MockKafka::start(1);
+        let kafka = MockKafka::start_restartable(1);
         kafka.create_topic(TOPIC, 3);
         let reader = TopicReader::new(kafka.bootstrap(), TOPIC);
         let alerts = AlertSink::start().await;
@@ -194,7 +200,9 @@ impl Rig {
             kafka,
             reader,
             seen: BTreeMap::new(),
+            cluster: 0,
             taken: 0,
+            lost_by_broker: HashSet::new(),
             alerts,
             services,
             logs,
@@ -216,19 +224,22 @@ impl Rig {
         Load::start(self.shop.clone(), self.broken.clone(), ledger)
     }
 
-    /// The message ids read from the topic so far.
-    pub(crate) fn consumed_ids(&mut self) -> HashSet<u64> {
+    /// The message ids Kafka took so far: read from the topic, or
+    /// acknowledged by a broker that then lost them.
+    pub(crate) fn delivered_ids(&mut self) -> HashSet<u64> {
         self.take_in();
-        self.seen.values().map(|r| r.message_id).collect()
+        let mut ids: HashSet<u64> = self.seen.values().map(|r| r.message_id).collect();
+        ids.extend(&self.lost_by_broker);
+        ids
     }
 
     /// Moves what the current consumer read since the last call into
-    /// `seen`.
+    /// `seen`, as records of the cluster it reads now.
     fn take_in(&mut self) {
         let records = self.reader.poll();
         for r in &records[self.taken..] {
             self.seen
-                .entry((r.partition, r.offset))
+                .entry((self.cluster, r.partition, r.offset))
                 .or_insert_with(|| r.clone());
         }
         self.taken = records.len();

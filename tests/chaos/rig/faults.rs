@@ -30,6 +30,12 @@ const HOLD_BURST: usize = 12;
 const ALERT_BURST: usize = 6;
 /// Sends Kafka refuses for good (an ACL) in a `KillBeforeAlert`.
 const REFUSED_SENDS: usize = 3;
+/// Produce requests the empty broker refuses as from a producer it does
+/// not know, in a `BrokerLosesState`. The mock cannot tell whose request it
+/// refuses, so it refuses the first of all instances' requests, enough that
+/// each instance's producer meets one (four each on average), as each
+/// does against a real broker that lost its producer state.
+const REFUSED_AFTER_LOSS: usize = 12;
 /// How long a `FreezeDatabase` keeps mariadbd stopped: past the request
 /// deadline (`--request-timeout` 2 s) and the Kafka message timeout.
 const FREEZE: Duration = Duration::from_secs(5);
@@ -46,10 +52,11 @@ pub(crate) enum Fault {
     KillDuringCheckBack,
     KillBeforeAlert,
     FreezeDatabase,
+    BrokerLosesState,
 }
 
 /// One cycle of each, in this order, over and over.
-pub(crate) const FAULTS: [Fault; 9] = [
+pub(crate) const FAULTS: [Fault; 10] = [
     Fault::KillInstance,
     Fault::PauseInstance,
     Fault::KillDatabase,
@@ -59,6 +66,7 @@ pub(crate) const FAULTS: [Fault; 9] = [
     Fault::KillDuringCheckBack,
     Fault::KillBeforeAlert,
     Fault::FreezeDatabase,
+    Fault::BrokerLosesState,
 ];
 
 impl Rig {
@@ -110,7 +118,62 @@ impl Rig {
                 tokio::time::sleep(FREEZE).await;
                 self.db.resume();
             }
+            Fault::BrokerLosesState => self.broker_loses_state().await,
         }
+    }
+
+    /// The broker goes away with everything it held and, past the Kafka
+    /// message timeout, a broker with no state at all answers at the same
+    /// address: it knows none of the records and none of the producers'
+    /// ids, so it refuses the first sends as fenced, as a real broker
+    /// refuses a producer it no longer knows (librdkafka's mock checks
+    /// producer ids only for transactional producers, so the refusal is
+    /// injected).
+    ///
+    /// The mock can only lose its records with its producer state (a real
+    /// broker that expires a producer id keeps its log), so the records it
+    /// had acknowledged and the test's consumer had not read yet are gone
+    /// with it. Those are Kafka's loss, not trustmsg's: trustmsg's promise
+    /// ends at the broker's acknowledgement. A message counts as lost by the
+    /// broker if its row was marked SENT in the 5 s before the loss or
+    /// during the outage (before the empty broker existed, so the old one
+    /// acknowledged it) and it had not been read; the consumer reads each
+    /// record within milliseconds of its acknowledgement, so an older
+    /// unread SENT row is trustmsg's loss and counted as lost.
+    async fn broker_loses_state(&mut self) {
+        let lost_at = self.db_now().await;
+        self.kafka.lose_state();
+        tokio::time::sleep(MESSAGE_TIMEOUT + Duration::from_secs(1)).await;
+        let back_at = self.db_now().await;
+        // All the old broker handed over, in before it comes back.
+        let read = self.delivered_ids();
+        self.kafka.come_back_empty();
+        self.kafka.request_errors(
+            RDKafkaApiKey::Produce,
+            &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_PRODUCER_FENCED; REFUSED_AFTER_LOSS],
+        );
+        // The reader reads on from the empty broker's offset 0; whatever it
+        // takes in from now on is the new cluster's.
+        self.cluster += 1;
+        let acked: Vec<u64> = sqlx::query_scalar(
+            "SELECT id FROM messages WHERE send_status = 'SENT' AND sent_at \
+             BETWEEN CAST(? AS DATETIME(3)) - INTERVAL 5 SECOND AND CAST(? AS DATETIME(3))",
+        )
+        .bind(&lost_at)
+        .bind(&back_at)
+        .fetch_all(&self.pool)
+        .await
+        .expect("read what the lost broker had acknowledged");
+        self.lost_by_broker
+            .extend(acked.into_iter().filter(|id| !read.contains(id)));
+    }
+
+    /// The database's clock now (the one `sent_at` is written by).
+    async fn db_now(&self) -> String {
+        sqlx::query_scalar("SELECT CAST(UTC_TIMESTAMP(3) AS CHAR)")
+            .fetch_one(&self.pool)
+            .await
+            .expect("the database's clock")
     }
 
     /// Messages of the hold producer left to check-back; once its calls for

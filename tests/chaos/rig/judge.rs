@@ -108,7 +108,9 @@ impl Rig {
             }
             let got = by_id.get(id).map_or(&[][..], Vec::as_slice);
             if fate.must_deliver() {
-                if got.is_empty() {
+                if got.is_empty() && self.lost_by_broker.contains(id) {
+                    report.lost_by_broker.push(key.clone());
+                } else if got.is_empty() {
                     report.lost.push(key.clone());
                 } else {
                     report.delivered += 1;
