@@ -9,10 +9,13 @@
 //! which every instance runs, takes it from there:
 //!
 //! - **Any instance delivers.** A round claims due pending alerts (`FOR UPDATE
-//!   SKIP LOCKED` on MySQL, the write lock on SQLite) with a [`LEASE`], POSTs
-//!   each to `--alert-webhook` (a few at once), and marks it delivered on a
-//!   2xx. An instance that dies mid-POST leaves its claims to come back after
-//!   the lease, to whichever instance is there.
+//!   SKIP LOCKED` on MySQL, the write lock on SQLite) for as long as one
+//!   POST and the statement recording it may take plus [`LEASE_MARGIN`] (12 s
+//!   with the default `--request-timeout`), POSTs them all at once to
+//!   `--alert-webhook`, and marks each delivered on a 2xx. An instance that
+//!   dies mid-POST (or whose claim was committed as the database went away)
+//!   leaves its claims to come back after that short lease, to whichever
+//!   instance is there.
 //! - **At least once, with a stable id.** Every POST of an alert carries the
 //!   same id, in the `trustmsg-alert-id` header and the body's `alert_id`, so
 //!   a receiver drops a repeat (a POST the webhook took but whose answer was
@@ -44,9 +47,11 @@ use crate::backoff::Backoff;
 use crate::periodic;
 use crate::store::{deadline, DynStore};
 
-/// How long a claimed alert is this instance's: longer than a POST may take
-/// ([`POST_TIMEOUT`]) with the marks after it.
-pub const LEASE: Duration = Duration::from_secs(30);
+/// How much longer than a POST ([`POST_TIMEOUT`]) and the statement that
+/// records it (the workers' statement deadline) a claimed alert stays this
+/// instance's. Short, because a claim whose answer the database never sent
+/// (it went away right after the commit) holds its alerts for that long.
+pub const LEASE_MARGIN: Duration = Duration::from_secs(2);
 /// How long one POST may take.
 const POST_TIMEOUT: Duration = Duration::from_secs(5);
 /// The delay after the n-th failed POST of an alert.
@@ -54,10 +59,9 @@ pub const BACKOFF: Backoff = Backoff {
     base: Duration::from_secs(1),
     max: Duration::from_secs(60),
 };
-/// Alerts claimed at once.
-const BATCH: u32 = 32;
-/// POSTs in flight at once.
-const CONCURRENT: usize = 8;
+/// Alerts claimed at once, all POSTed at once: each claimed alert's POST
+/// starts at once, so the lease need cover only one POST.
+const BATCH: u32 = 8;
 /// How often an idle instance looks for due alerts.
 const POLL: Duration = Duration::from_secs(1);
 
@@ -174,11 +178,12 @@ impl AlertDelivery {
             let n = self.within("settle alerts", settle).await?;
             return Ok(usize::try_from(n).unwrap_or(usize::MAX));
         };
-        let claim = self.store.claim_due_alerts(BATCH, LEASE);
+        let lease = POST_TIMEOUT + self.statement_timeout + LEASE_MARGIN;
+        let claim = self.store.claim_due_alerts(BATCH, lease);
         let claimed = self.within("claim due alerts", claim).await?;
         let n = claimed.len();
         futures::stream::iter(claimed)
-            .for_each_concurrent(CONCURRENT, |a| async move {
+            .for_each_concurrent(BATCH as usize, |a| async move {
                 let outcome = post(http, url, &a).await;
                 self.record(&a, outcome).await;
             })
