@@ -11,7 +11,8 @@
 //!
 //! Delivery statements: the claim is each backend's (it is the one place the
 //! dialects lock differently); marking delivered, retrying later, settling
-//! without a webhook, listing and retention are here, written once.
+//! without a webhook and listing are here, written once; the outbox's
+//! retention is part of the purge in `statements.rs`.
 
 use sqlx::{Executor, QueryBuilder};
 use trustmsg_verify_api::admin::{AlertKind, AlertState, AlertView};
@@ -230,47 +231,4 @@ where
         .iter()
         .map(alert_from_row)
         .collect()
-}
-
-/// Retention of the outbox, given the purge's transaction: deletes up to
-/// `limit` settled alerts (delivered, or without a webhook) unchanged for
-/// longer than `older_than`. A pending alert is never deleted, however old:
-/// it has not reached anyone yet.
-pub(in crate::store) async fn purge_settled_alerts<D>(
-    conn: &mut D::Connection,
-    older_than: std::time::Duration,
-    limit: u32,
-) -> StoreResult<u64>
-where
-    D: Dialect,
-    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
-    i64: Bind<D>,
-{
-    let ids: Vec<u64> = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT id FROM alerts WHERE state IN ('delivered', 'no_webhook') \
-         AND updated_at < {}{} ORDER BY id LIMIT ?",
-        D::NOW,
-        D::MINUS_SPAN
-    )))
-    .bind(D::span(older_than))
-    .bind(i64::from(limit))
-    .fetch_all(&mut *conn)
-    .await?
-    .iter()
-    .map(|row| row.unsigned("id"))
-    .collect::<StoreResult<_>>()?;
-    if ids.is_empty() {
-        return Ok(0);
-    }
-    let list = ids
-        .iter()
-        .map(u64::to_string)
-        .collect::<Vec<_>>()
-        .join(", ");
-    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DELETE FROM alerts WHERE id IN ({list}) AND state <> 'pending'"
-    )))
-    .execute(&mut *conn)
-    .await?;
-    Ok(D::rows_affected(&done))
 }

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{Executor, QueryBuilder};
 use trustmsg_verify_api::MessageView;
 
-use super::alerts::{purge_settled_alerts, raise_alerts};
+use super::alerts::raise_alerts;
 use super::claim::ClaimKind;
 use super::effects::clip_to;
 use super::row::{lossy_text, message_from_row, producer_from_row, SqlRow};
@@ -360,26 +360,10 @@ where
     for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
     i64: Bind<D>,
 {
-    let ids: Vec<u64> = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT id FROM messages WHERE {FINISHED} AND updated_at < {}{} ORDER BY id LIMIT ?",
-        D::NOW,
-        D::MINUS_SPAN
-    )))
-    .bind(D::span(older_than))
-    .bind(i64::from(limit))
-    .fetch_all(&mut *conn)
-    .await?
-    .iter()
-    .map(|row| row.unsigned("id"))
-    .collect::<StoreResult<_>>()?;
-    if ids.is_empty() {
+    let Some(list) = stale_ids::<D>(&mut *conn, "messages", FINISHED, older_than, limit).await?
+    else {
         return Ok(0);
-    }
-    let list = ids
-        .iter()
-        .map(u64::to_string)
-        .collect::<Vec<_>>()
-        .join(", ");
+    };
     for table in ["audit_log", "check_attempts"] {
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "DELETE FROM {table} WHERE message_id IN ({list})"
@@ -393,6 +377,70 @@ where
     .execute(&mut *conn)
     .await?;
     Ok(D::rows_affected(&done))
+}
+
+/// Where an alert is settled (delivered, or without a webhook): only those
+/// are ever deleted.
+const SETTLED: &str = "state IN ('delivered', 'no_webhook')";
+
+/// The outbox's share of [`purge_finished`]: up to `limit` settled alerts
+/// unchanged for longer than `older_than`. A pending alert is never deleted,
+/// however old: it has not reached anyone yet.
+async fn purge_settled_alerts<D>(
+    conn: &mut D::Connection,
+    older_than: std::time::Duration,
+    limit: u32,
+) -> StoreResult<u64>
+where
+    D: Dialect,
+    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
+    i64: Bind<D>,
+{
+    let Some(list) = stale_ids::<D>(&mut *conn, "alerts", SETTLED, older_than, limit).await? else {
+        return Ok(0);
+    };
+    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DELETE FROM alerts WHERE id IN ({list}) AND {SETTLED}"
+    )))
+    .execute(&mut *conn)
+    .await?;
+    Ok(D::rows_affected(&done))
+}
+
+/// The ids of up to `limit` rows of `table` where `condition` holds and that
+/// are unchanged for longer than `older_than` (lowest first), as an SQL list
+/// of numbers; None when there are none. The ids are numbers this query
+/// read, so the list is safe to splice into the DELETEs that follow.
+async fn stale_ids<D>(
+    conn: &mut D::Connection,
+    table: &str,
+    condition: &str,
+    older_than: std::time::Duration,
+    limit: u32,
+) -> StoreResult<Option<String>>
+where
+    D: Dialect,
+    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
+    i64: Bind<D>,
+{
+    let ids: Vec<u64> = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT id FROM {table} WHERE {condition} AND updated_at < {}{} ORDER BY id LIMIT ?",
+        D::NOW,
+        D::MINUS_SPAN
+    )))
+    .bind(D::span(older_than))
+    .bind(i64::from(limit))
+    .fetch_all(&mut *conn)
+    .await?
+    .iter()
+    .map(|row| row.unsigned("id"))
+    .collect::<StoreResult<_>>()?;
+    Ok((!ids.is_empty()).then(|| {
+        ids.iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }))
 }
 
 /// [`crate::store::Store::backlog`].
