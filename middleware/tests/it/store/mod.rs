@@ -19,6 +19,7 @@ mod bulk;
 mod clock;
 mod decisions;
 pub(crate) mod harness;
+mod keepalive;
 mod operators;
 mod overdue;
 mod prepare;
