@@ -180,8 +180,15 @@ impl KafkaSettings {
     }
 }
 
-/// How long [`KafkaSink::answering`] waits for the cluster's metadata.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long [`KafkaSink::answering`] waits for the cluster's metadata: a
+/// cluster that answers does so in milliseconds, and the probe adds to the
+/// time of the send that asks, which must stay well inside its send claim
+/// (`--send-lease` is only required to exceed `--kafka-message-timeout`).
+const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// How long a cluster found silent is taken to stay silent: the timed-out
+/// sends meanwhile do not ask again.
+const SILENT_FOR: Duration = Duration::from_secs(2);
 
 /// Why a producer was replaced: the `reason` label of
 /// `trustmsg_kafka_producer_rebuilds_total`.
@@ -237,10 +244,12 @@ pub(crate) struct KafkaSink {
     settings: KafkaSettings,
     producer: RwLock<Arc<FutureProducer>>,
     /// One metadata probe at a time: a burst of timeouts asks the cluster
-    /// once, the sends behind it find the producer already replaced, or the
-    /// cluster found silent (when, held here) so short a time ago that they
-    /// do not ask again: in an outage every send times out, and asking once
-    /// per send would hold each one for a probe.
+    /// once; a send that finds a probe running does not wait for it (that
+    /// probe replaces the producer if it must), and the sends after it find
+    /// the producer already replaced, or the cluster found silent (when,
+    /// held here) so short a time ago that they do not ask again: in an
+    /// outage every send times out, and asking once per send would hold each
+    /// one for a probe.
     probe: tokio::sync::Mutex<Option<Instant>>,
 }
 
@@ -320,12 +329,16 @@ impl KafkaSink {
             (Some(why), _) => why,
             (None, Some(_)) => Stall::Fatal,
             (None, None) if timed_out(e) => {
-                let mut silent_since = self.probe.lock().await;
                 if !Arc::ptr_eq(&self.current(), producer) {
                     // Another send of the burst found it stuck and replaced it.
                     return Some(Stall::TimedOutWhileAnswering);
                 }
-                if silent_since.is_some_and(|t| t.elapsed() < PROBE_TIMEOUT) {
+                // Waiting for another send's probe would stretch this send
+                // past its claim; that probe acts for the burst.
+                let Ok(mut silent_since) = self.probe.try_lock() else {
+                    return None;
+                };
+                if silent_since.is_some_and(|t| t.elapsed() < SILENT_FOR) {
                     return None;
                 }
                 if !self.answering(producer).await {
