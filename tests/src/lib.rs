@@ -14,6 +14,8 @@
 //! - [`check_server`] and [`servers`]: local endpoints trustmsg calls (a
 //!   scripted check-back endpoint, an alert webhook) and servers that fail
 //!   or listen on purpose.
+//! - [`certs`]: a private CA and the server certificates it signs, for the
+//!   TLS listeners tests start.
 //! - [`wait`] and [`trace`]: polling for what happens on its own time, and
 //!   logs that show only when a test fails.
 //!
@@ -26,6 +28,7 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod certs;
 pub mod check_server;
 pub mod db;
 pub mod db_proxy;
