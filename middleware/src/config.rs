@@ -117,6 +117,14 @@ pub struct ServeArgs {
     #[arg(long, env = "TRUSTMSG_PRODUCER_CACHE_TTL", default_value = "30s", value_parser = duration)]
     pub producer_cache_ttl: Duration,
 
+    /// Every producer must have a topic allow-list (`topics`): a registration
+    /// without one is refused (400 `topics_required`), and a producer
+    /// registered without one before can no longer prepare (403
+    /// `topic_not_allowed`) until an operator gives it one. Start-up logs a
+    /// warning naming each such producer.
+    #[arg(long, env = "TRUSTMSG_REQUIRE_PRODUCER_TOPICS")]
+    pub require_producer_topics: bool,
+
     /// Concurrent write batches (prepares, and decisions, each): requests that
     /// arrive while these are busy are written together in the next batch.
     /// More overlap the database's fsyncs; fewer make fuller batches (fewer
@@ -415,6 +423,8 @@ pub(crate) struct Settings {
     pub(crate) producer_defaults: ProducerDefaults,
     /// How long a producer registration is cached.
     pub(crate) producer_cache_ttl: Duration,
+    /// `--require-producer-topics`.
+    pub(crate) require_producer_topics: bool,
     /// Group commit of prepares and decisions.
     pub(crate) writes: WriteSettings,
     /// Longest time an API request may take before it is answered 503.
@@ -530,6 +540,7 @@ impl ServeArgs {
                 max_verify_attempts: v.max_verify_attempts.get(),
             },
             producer_cache_ttl: self.producer_cache_ttl,
+            require_producer_topics: self.require_producer_topics,
             writes: WriteSettings {
                 workers: self.write_workers,
                 max_batch: self.write_batch,

@@ -3,7 +3,9 @@
 //! Both the API's token check and the verifier resolve a biz_id here. Entries
 //! live for the configured TTL; every change made through this instance
 //! (update, delete, token rotation) invalidates its entry at once, so the next
-//! lookup reads the database. Other instances see a change within the TTL.
+//! lookup reads the database. Other instances see a change within the TTL
+//! (`--producer-cache-ttl`, 30 s by default): a narrowed topic allow-list, a
+//! deletion or a rotated token may still be honoured there until then.
 //! The cache is bounded by the bytes its entries weigh, not by their count;
 //! callers validate a biz_id before asking (the API refuses a token naming an
 //! invalid one), so lookups of made-up ids cannot fill it either.
@@ -30,7 +32,12 @@ const MAX_CACHE_BYTES: u64 = 32 * 1024 * 1024;
 fn weight(biz_id: &str, producer: &Option<Arc<Producer>>) -> u32 {
     const FIXED: usize = 256;
     let variable = producer.as_ref().map_or(0, |p| {
-        p.biz_id.len() + p.verify_url.len() + p.signing_secret.len() + p.token_hash.len()
+        let topics = p.topics.as_ref().map_or(0, |list| {
+            list.iter()
+                .map(|t| t.len() + std::mem::size_of::<String>())
+                .sum()
+        });
+        p.biz_id.len() + p.verify_url.len() + p.signing_secret.len() + p.token_hash.len() + topics
     });
     u32::try_from(FIXED + biz_id.len() + variable).unwrap_or(u32::MAX)
 }

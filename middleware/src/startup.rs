@@ -47,6 +47,45 @@ pub async fn open_store(url: &str, migrate: bool) -> anyhow::Result<DynStore> {
     Ok(store)
 }
 
+/// Logs a warning naming the producers registered without a topic allow-list:
+/// they may prepare for any topic, or, under `--require-producer-topics`,
+/// for none until an operator gives them a list. Only a log: a store that
+/// cannot answer now does not stop the start.
+async fn warn_about_producers_without_topics(store: &DynStore, required: bool) {
+    let producers = match store.list_producers().await {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not list the producers to check their topic allow-lists");
+            return;
+        }
+    };
+    let unlisted: Vec<String> = producers
+        .into_iter()
+        .filter(|p| p.topics.is_none())
+        .map(|p| p.biz_id)
+        .collect();
+    if unlisted.is_empty() {
+        return;
+    }
+    let producers = unlisted.join(", ");
+    if required {
+        tracing::warn!(
+            count = unlisted.len(),
+            %producers,
+            "--require-producer-topics: these producers have no topic allow-list, so their \
+             prepares are refused (403 topic_not_allowed) until an operator gives them one \
+             (PUT /v1/producers/<biz_id> with \"topics\")"
+        );
+    } else {
+        tracing::warn!(
+            count = unlisted.len(),
+            %producers,
+            "these producers have no topic allow-list: they may prepare messages for any topic \
+             (give them one with PUT /v1/producers/<biz_id> and \"topics\")"
+        );
+    }
+}
+
 /// A running trustmsg service.
 pub struct Application {
     addr: SocketAddr,
@@ -70,6 +109,7 @@ impl Application {
         }
         let store = open_store(cfg.database_url.expose(), cfg.auto_migrate).await?;
         let registry = Registry::new(store.clone(), cfg.producer_cache_ttl);
+        warn_about_producers_without_topics(&store, cfg.require_producer_topics).await;
         let address_policy = Arc::new(cfg.address_policy);
         let shutdown = CancellationToken::new();
         let mut workers = Vec::new();
@@ -138,6 +178,7 @@ impl Application {
             in_flight: InFlight::new(cfg.max_concurrent_requests),
             request_timeout: cfg.request_timeout,
             liveness,
+            require_producer_topics: cfg.require_producer_topics,
         });
 
         let listener = TcpListener::bind(cfg.listen)

@@ -117,6 +117,7 @@ pub enum OperatorDecision {
 
 /// `POST /v1/admin/messages/{id}/resolve`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ResolveRequest {
     /// Commit or roll back.
     pub decision: OperatorDecision,
@@ -133,6 +134,7 @@ pub struct ResolveRequest {
 
 /// `POST /v1/admin/messages/{id}/reverify` and `…/redeliver`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ActionRequest {
     /// Why; required (1 to 1000 bytes, not only white space), kept in the audit trail.
     #[schema(
@@ -147,6 +149,7 @@ pub struct ActionRequest {
 
 /// `POST /v1/admin/messages/reverify` and `…/redeliver`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct BulkRequest {
     /// The list's filters (`status`, `send_status`, `biz_id`, `topic`,
     /// `created_after`, `created_before`), as strings. A value of another

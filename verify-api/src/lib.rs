@@ -103,8 +103,9 @@ pub enum PayloadEncoding {
     Base64,
 }
 
-/// `POST /v1/messages/prepare`.
+/// `POST /v1/messages/prepare`. A field it does not know is refused (400).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PrepareRequest {
     /// The producer's id (its registration in trustmsg): 1 to 64 of
     /// `A-Z a-z 0-9 . _ -`.
@@ -148,8 +149,10 @@ pub struct PrepareRequest {
     pub headers: Option<BTreeMap<String, String>>,
 }
 
-/// `POST /v1/messages/commit` and `POST /v1/messages/rollback`.
+/// `POST /v1/messages/commit` and `POST /v1/messages/rollback`. A field it
+/// does not know is refused (400).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct DecisionRequest {
     /// The producer's id.
     #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9._-]{1,64}$")]
@@ -223,7 +226,11 @@ pub struct ErrorDetail {
 }
 
 /// `PUT /v1/producers/{biz_id}`: create or update a producer registration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+/// An update replaces the whole registration (a field left out takes its
+/// default; `topics` left out removes the allow-list). A field it does not
+/// know is refused (400).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ProducerSettings {
     /// The producer's check-back endpoint: an absolute http or https URL
     /// without user name or password, whose host is an address (or resolves
@@ -243,6 +250,16 @@ pub struct ProducerSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 10000)]
     pub max_verify_attempts: Option<u32>,
+    /// The topics this producer may prepare messages for: 1 to 100 entries,
+    /// each an exact topic name (`orders`) or a prefix ending in `*`
+    /// (`shop.*` allows `shop.x` and `shop.` itself); `*` alone allows any
+    /// topic, explicitly. A prepare for any other topic is refused (403
+    /// `topic_not_allowed`). Left out (or null): no allow-list, any topic,
+    /// and the registration is flagged (`topics_missing`); a service run with
+    /// `--require-producer-topics` refuses that (400).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = schemas::topic_allow_list)]
+    pub topics: Option<Vec<String>>,
 }
 
 /// A producer registration as the admin API shows it.
@@ -258,8 +275,19 @@ pub struct ProducerView {
     pub first_verify_after_ms: u32,
     /// Check-back attempts before VERIFY_FAILED.
     pub max_verify_attempts: u32,
-    /// The secret check-back requests are signed with (Standard Webhooks `whsec_…`).
-    pub signing_secret: String,
+    /// The topics it may prepare messages for (exact names and prefixes
+    /// ending in `*`); null when the registration has no allow-list.
+    pub topics: Option<Vec<String>>,
+    /// True when the registration has no topic allow-list (`topics` is
+    /// null): the producer may publish to any topic. Operators should give
+    /// it one; `--require-producer-topics` refuses its prepares.
+    pub topics_missing: bool,
+    /// The secret check-back requests are signed with (Standard Webhooks
+    /// `whsec_…`). Present only in the answers to creation and to
+    /// `rotate-token`; `POST /v1/producers/{biz_id}/reveal-signing-secret`
+    /// shows it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_secret: Option<String>,
     /// The producer's bearer token. Present only in the response that issued it
     /// (creation or rotation): trustmsg keeps only its hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -275,6 +303,16 @@ pub struct ProducerView {
 pub struct ProducerList {
     /// By biz_id.
     pub items: Vec<ProducerView>,
+}
+
+/// A producer's check-back signing secret
+/// (`POST /v1/producers/{biz_id}/reveal-signing-secret`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SigningSecret {
+    /// The producer's id.
+    pub biz_id: String,
+    /// The secret check-back requests are signed with (Standard Webhooks `whsec_…`).
+    pub signing_secret: String,
 }
 
 /// The body trustmsg POSTs to a producer's `verify_url` (check-back).
@@ -315,11 +353,33 @@ pub struct CheckResponse {
 
 /// Schemas of fields whose rules the derive cannot state.
 mod schemas {
-    use utoipa::openapi::schema::{AdditionalProperties, Object, ObjectBuilder, Type};
+    use utoipa::openapi::schema::{
+        AdditionalProperties, Array, ArrayBuilder, Object, ObjectBuilder, Type,
+    };
     use utoipa::openapi::Schema;
 
     /// No control characters (Unicode Cc, as Rust's `char::is_control`).
     pub(crate) const NO_CONTROL: &str = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$";
+
+    /// A registration's `topics`: exact topic names, prefixes ending in a
+    /// single `*`, or `*` alone.
+    pub(crate) fn topic_allow_list() -> Array {
+        ArrayBuilder::new()
+            .schema_type(utoipa::openapi::schema::SchemaType::from_iter([
+                Type::Array,
+                Type::Null,
+            ]))
+            .min_items(Some(1))
+            .max_items(Some(100))
+            .items(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .min_length(Some(1))
+                    .max_length(Some(249))
+                    .pattern(Some("^(?:(?!\\.\\.?$)[A-Za-z0-9._-]{1,249}|[A-Za-z0-9._-]{0,248}\\*)$")),
+            )
+            .build()
+    }
 
     /// A prepare's `headers`.
     pub(crate) fn record_headers() -> Object {

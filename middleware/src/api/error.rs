@@ -50,6 +50,15 @@ pub(crate) enum ApiError {
     /// Valid credentials, but not for this resource: 403.
     #[error("{0}")]
     Forbidden(String),
+    /// Valid credentials and a valid request, but outside what the caller
+    /// may do (a topic outside the producer's allow-list): 403 with a code.
+    #[error("{message}")]
+    NotAllowed {
+        /// Machine-readable code, e.g. `topic_not_allowed`.
+        code: &'static str,
+        /// What is not allowed and what is.
+        message: String,
+    },
     /// 404.
     #[error("{message}")]
     NotFound {
@@ -120,6 +129,7 @@ impl ApiError {
             }
             Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            Self::NotAllowed { code, .. } => (StatusCode::FORBIDDEN, code),
             Self::NotFound { code, .. } => (StatusCode::NOT_FOUND, code),
             Self::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::Conflict { code, .. } => (StatusCode::CONFLICT, code),

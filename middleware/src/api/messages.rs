@@ -14,7 +14,7 @@ use trustmsg_verify_api::{DecisionRequest, ErrorBody, MessageView, PrepareReques
 use super::auth::{self, Authenticated};
 use super::error::ApiError;
 use super::{validate, AppState, Json};
-use crate::store::{DecideOutcome, Inserted, NewMessage};
+use crate::store::{DecideOutcome, Inserted, NewMessage, Producer};
 
 /// The most a commit or rollback body may be: two short strings, each at
 /// most a few hundred bytes even with every character JSON-escaped.
@@ -52,7 +52,7 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
         (status = 200, description = "Already stored with identical content", body = MessageView),
         (status = 400, description = "Invalid input", body = ErrorBody),
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
-        (status = 403, description = "Token of another biz_id", body = ErrorBody),
+        (status = 403, description = "Token of another biz_id (`forbidden`); or a topic outside the producer's allow-list, or a producer without one under `--require-producer-topics` (`topic_not_allowed`)", body = ErrorBody),
         (status = 409, description = "Same key, different content; or rolled back before", body = ErrorBody),
         (status = 413, description = "Payload over the limit, or the Kafka record it makes (with key and headers) over the record limit", body = ErrorBody),
     ),
@@ -68,6 +68,12 @@ pub(crate) async fn prepare(
         None => state.producer(&req.biz_id).await?,
     };
     let valid = validate::prepare(&req, state.max_payload_bytes, state.max_record_bytes)?;
+    topic_allowed(
+        registered.as_deref(),
+        &req.biz_id,
+        &req.topic,
+        state.require_producer_topics,
+    )?;
     let first_verify_after = registered.map_or(state.producer_defaults.first_verify_after, |p| {
         Duration::from_millis(p.first_verify_after_ms.into())
     });
@@ -100,6 +106,59 @@ pub(crate) async fn prepare(
                 m.message_key, m.biz_id
             ),
         )),
+    }
+}
+
+/// The producer's topic allow-list admits `topic`: 403 `topic_not_allowed`
+/// otherwise, naming the topic, the producer and what it may use. Checked
+/// against the registration the request already holds (the cached one), so
+/// it costs no query. A registration without a list allows any topic, unless
+/// the service requires lists (`--require-producer-topics`), which then
+/// refuses it as it refuses a biz_id with no registration at all (only the
+/// admin token or `--insecure-no-auth` can prepare for one).
+fn topic_allowed(
+    registered: Option<&Producer>,
+    biz_id: &str,
+    topic: &str,
+    required: bool,
+) -> Result<(), ApiError> {
+    let refuse = |message: String| {
+        Err(ApiError::NotAllowed {
+            code: "topic_not_allowed",
+            message,
+        })
+    };
+    let Some(producer) = registered else {
+        if required {
+            return refuse(format!(
+                "biz_id {biz_id:?} is not registered, so it has no topic allow-list, and this \
+                 service runs with --require-producer-topics: register it with its topics \
+                 (PUT /v1/producers/{biz_id} with \"topics\") before preparing for {topic:?}"
+            ));
+        }
+        return Ok(());
+    };
+    match producer.allows_topic(topic) {
+        Some(true) => Ok(()),
+        None if !required => Ok(()),
+        None => refuse(format!(
+            "producer {biz_id:?} has no topic allow-list and this service runs with \
+             --require-producer-topics, which requires one: an operator must give it its \
+             topics (PUT /v1/producers/{biz_id} with \"topics\") before it can prepare for \
+             {topic:?}"
+        )),
+        Some(false) => {
+            let list = producer.topics.as_deref().unwrap_or_default();
+            refuse(format!(
+                "producer {biz_id:?} may not prepare messages for topic {topic:?}: its \
+                 registration allows only {}; an operator can change that \
+                 (PUT /v1/producers/{biz_id} with \"topics\")",
+                list.iter()
+                    .map(|t| format!("{t:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        }
     }
 }
 

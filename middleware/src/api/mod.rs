@@ -102,6 +102,8 @@ pub(crate) struct Shared {
     pub(crate) request_timeout: Duration,
     /// Which background workers stopped (`/readyz` fails then).
     pub(crate) liveness: crate::liveness::Liveness,
+    /// Every producer must have a topic allow-list (`--require-producer-topics`).
+    pub(crate) require_producer_topics: bool,
 }
 
 /// The whole API, every route under the request deadline but the bulk

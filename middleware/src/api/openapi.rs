@@ -24,6 +24,7 @@ use super::error::RETRY_AFTER_SECS;
         crate::api::producers::get_producer,
         crate::api::producers::delete_producer,
         crate::api::producers::rotate_token,
+        crate::api::producers::reveal_signing_secret,
         crate::api::producers::list_producers,
         crate::api::admin::read::list_messages,
         crate::api::admin::read::get_message,

@@ -1,20 +1,33 @@
 //! The producer registry (admin token): `PUT/GET/DELETE /v1/producers/{biz_id}`,
-//! `POST /v1/producers/{biz_id}/rotate-token` and `GET /v1/producers` (all).
+//! `POST /v1/producers/{biz_id}/rotate-token`,
+//! `POST /v1/producers/{biz_id}/reveal-signing-secret` and `GET /v1/producers` (all).
 //!
 //! Creating a producer issues its bearer token and its check-back signing
 //! secret. The token is shown once (trustmsg keeps only its hash); the signing
-//! secret is kept, because trustmsg signs every check-back call with it.
+//! secret is kept, because trustmsg signs every check-back call with it, but
+//! it is shown only in the answers to creation and token rotation (the
+//! moments an operator provisions the producer) and to an explicit reveal,
+//! which is logged with who asked; reads and lists never carry it.
+//!
+//! A registration's `topics` is its allow-list, checked at every prepare
+//! against the cached registration ([`crate::registry`]): an update reaches
+//! this instance at once and other instances within `--producer-cache-ttl`.
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::IntoResponse;
 use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post, put};
 use axum::Router;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use rand::Rng;
-use trustmsg_verify_api::{webhook, ErrorBody, ProducerList, ProducerSettings, ProducerView};
+use trustmsg_verify_api::admin::OperatorHeader;
+use trustmsg_verify_api::{
+    webhook, ErrorBody, ProducerList, ProducerSettings, ProducerView, SigningSecret,
+};
 
+use super::admin::act::operator;
 use super::auth::{self, hash_token, new_producer_token};
 use super::error::ApiError;
 use super::{validate, AppState, Json};
@@ -29,18 +42,26 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
         )
         .route("/v1/producers", get(list_producers))
         .route("/v1/producers/{biz_id}/rotate-token", post(rotate_token))
+        .route(
+            "/v1/producers/{biz_id}/reveal-signing-secret",
+            post(reveal_signing_secret),
+        )
         .route_layer(from_fn_with_state(state.clone(), auth::admin_only))
 }
 
-fn view(p: &Producer, token: Option<String>) -> ProducerView {
+/// A registration as shown; `issued` (creation, rotation) carries the new
+/// token and the signing secret, every other view neither.
+fn view(p: &Producer, issued: Option<String>) -> ProducerView {
     ProducerView {
         biz_id: p.biz_id.clone(),
         verify_url: p.verify_url.clone(),
         verify_timeout_ms: p.verify_timeout_ms,
         first_verify_after_ms: p.first_verify_after_ms,
         max_verify_attempts: p.max_verify_attempts,
-        signing_secret: p.signing_secret.clone(),
-        token,
+        topics: p.topics.clone(),
+        topics_missing: p.topics.is_none(),
+        signing_secret: issued.as_ref().map(|_| p.signing_secret.clone()),
+        token: issued,
         created_at: p.created_at,
         updated_at: p.updated_at,
     }
@@ -72,9 +93,9 @@ fn check_range(name: &str, v: u32, min: u32, max: u32) -> Result<(), ApiError> {
     params(("biz_id" = String, Path, description = "The producer's id: 1 to 64 of A-Z a-z 0-9 . _ -", min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9._-]{1,64}$")),
     request_body = ProducerSettings,
     responses(
-        (status = 201, description = "Created; the response carries the token (shown once)", body = ProducerView),
-        (status = 200, description = "Updated; token unchanged and not shown", body = ProducerView),
-        (status = 400, description = "Invalid settings or a check-back URL the address policy refuses", body = ErrorBody),
+        (status = 201, description = "Created; the response carries the token (shown once) and the signing secret", body = ProducerView),
+        (status = 200, description = "Updated (the whole registration, `topics` too, is replaced); token and signing secret unchanged and not shown", body = ProducerView),
+        (status = 400, description = "Invalid settings (`invalid_topics`: a bad allow-list; `topics_required`: none under `--require-producer-topics`), an unknown field, or a check-back URL the address policy refuses", body = ErrorBody),
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
         (status = 403, description = "Not the admin token", body = ErrorBody),
     ),
@@ -85,6 +106,21 @@ pub(crate) async fn put_producer(
     Json(settings): Json<ProducerSettings>,
 ) -> Result<(StatusCode, axum::Json<ProducerView>), ApiError> {
     validate::biz_id(&biz_id)?;
+    match &settings.topics {
+        Some(list) => validate::topic_allow_list(list)?,
+        None if state.require_producer_topics => {
+            return Err(ApiError::invalid(
+                "topics_required",
+                format!(
+                    "this service runs with --require-producer-topics: give producer {biz_id:?} \
+                     the topics it may prepare messages for, e.g. \"topics\": [\"orders\", \
+                     \"shop.*\"] (exact names or prefixes ending in `*`; [\"*\"] allows any \
+                     topic explicitly)"
+                ),
+            ))
+        }
+        None => {}
+    }
     let url = url::Url::parse(&settings.verify_url).map_err(|e| {
         ApiError::invalid(
             "invalid_verify_url",
@@ -122,11 +158,18 @@ pub(crate) async fn put_producer(
         max_verify_attempts: record_settings.2,
         token_hash: hash_token(&token),
         signing_secret: new_signing_secret(),
+        topics: settings.topics,
     };
     // An existing registration keeps its token hash and secret (the upsert
     // does not touch them), so "was it created" is "does it hold our hash".
     let stored = state.store.upsert_producer(&record).await?;
     state.registry.invalidate(&biz_id).await;
+    if stored.topics.is_none() {
+        tracing::warn!(
+            biz_id,
+            "producer registered without a topic allow-list: it may prepare messages for any topic"
+        );
+    }
     if stored.token_hash == record.token_hash {
         tracing::info!(biz_id, "producer registered");
         Ok((StatusCode::CREATED, axum::Json(view(&stored, Some(token)))))
@@ -136,7 +179,7 @@ pub(crate) async fn put_producer(
     }
 }
 
-/// Shows a producer registration (never its token).
+/// Shows a producer registration (never its token or signing secret).
 #[utoipa::path(get, path = "/v1/producers/{biz_id}", tag = "producers",
     params(("biz_id" = String, Path, description = "The producer's id: 1 to 64 of A-Z a-z 0-9 . _ -", min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9._-]{1,64}$")),
     responses(
@@ -157,7 +200,7 @@ pub(crate) async fn get_producer(
     Ok(axum::Json(view(&p, None)))
 }
 
-/// Every registration, by biz_id (their tokens are never shown again).
+/// Every registration, by biz_id (their tokens and signing secrets are not shown).
 #[utoipa::path(get, path = "/v1/producers", tag = "producers",
     responses(
         (status = 200, description = "Every registration", body = ProducerList),
@@ -196,10 +239,11 @@ pub(crate) async fn delete_producer(
     }
 }
 
-/// Issues a new bearer token; the old one stops working.
+/// Issues a new bearer token; the old one stops working. The answer carries
+/// the token (shown once) and the signing secret.
 #[utoipa::path(post, path = "/v1/producers/{biz_id}/rotate-token", tag = "producers",
     params(("biz_id" = String, Path, description = "The producer's id: 1 to 64 of A-Z a-z 0-9 . _ -", min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9._-]{1,64}$")),
-    responses((status = 200, description = "The response carries the new token", body = ProducerView),
+    responses((status = 200, description = "The response carries the new token and the signing secret", body = ProducerView),
         (status = 404, description = "No such producer", body = ErrorBody)),
     security(("admin" = [])))]
 pub(crate) async fn rotate_token(
@@ -223,6 +267,37 @@ pub(crate) async fn rotate_token(
         .ok_or_else(|| unknown(&biz_id))?;
     tracing::info!(biz_id, "producer token rotated");
     Ok(axum::Json(view(&p, Some(token))))
+}
+
+/// Shows a producer's check-back signing secret, for an operator who has to
+/// give it to the producer again. Logged (who asked, never the secret).
+#[utoipa::path(post, path = "/v1/producers/{biz_id}/reveal-signing-secret", tag = "producers",
+    params(("biz_id" = String, Path, description = "The producer's id: 1 to 64 of A-Z a-z 0-9 . _ -", min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9._-]{1,64}$"),
+        OperatorHeader),
+    responses((status = 200, description = "The signing secret (not cacheable)", body = SigningSecret),
+        (status = 400, description = "A bad operator name", body = ErrorBody),
+        (status = 404, description = "No such producer", body = ErrorBody)),
+    security(("admin" = [])))]
+pub(crate) async fn reveal_signing_secret(
+    State(state): State<AppState>,
+    Path(biz_id): Path<String>,
+    headers: HeaderMap,
+) -> Result<impl IntoResponse, ApiError> {
+    validate::biz_id(&biz_id)?;
+    let actor = operator(&headers)?;
+    let p = state
+        .store
+        .find_producer(&biz_id)
+        .await?
+        .ok_or_else(|| unknown(&biz_id))?;
+    tracing::info!(biz_id, %actor, "producer signing secret revealed");
+    Ok((
+        [(header::CACHE_CONTROL, "no-store")],
+        axum::Json(SigningSecret {
+            biz_id: p.biz_id,
+            signing_secret: p.signing_secret,
+        }),
+    ))
 }
 
 fn unknown(biz_id: &str) -> ApiError {

@@ -93,6 +93,68 @@ pub(crate) fn topic(v: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Most entries in a producer's topic allow-list.
+pub(crate) const MAX_ALLOWED_TOPICS: usize = 100;
+
+/// A registration's `topics`: 1 to [`MAX_ALLOWED_TOPICS`] entries, each a
+/// topic name, a prefix of one followed by a single `*`, or `*` alone.
+pub(crate) fn topic_allow_list(list: &[String]) -> Result<(), ApiError> {
+    let bad = |why: String| Err(ApiError::invalid("invalid_topics", why));
+    if list.is_empty() {
+        return bad(
+            "topics is empty, which would allow no topic at all: list the topics this producer \
+             may prepare messages for, exact names or prefixes ending in `*` (e.g. \
+             [\"orders\", \"shop.*\"]); [\"*\"] allows any topic explicitly"
+                .into(),
+        );
+    }
+    if list.len() > MAX_ALLOWED_TOPICS {
+        return bad(format!(
+            "topics has {} entries; at most {MAX_ALLOWED_TOPICS} are allowed (use a prefix \
+             ending in `*` to cover many topics)",
+            list.len()
+        ));
+    }
+    for (i, entry) in list.iter().enumerate() {
+        if let Some(why) = allow_list_entry(entry) {
+            return bad(format!(
+                "topics[{i}] {entry:?} {why}; each entry is a topic name (`orders`), a prefix of \
+                 one followed by a single `*` (`shop.*`), or `*` alone"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What is wrong with one allow-list entry, if anything.
+fn allow_list_entry(entry: &str) -> Option<String> {
+    let name = match entry.strip_suffix('*') {
+        Some("") => return None,
+        Some(prefix) => prefix,
+        None => entry,
+    };
+    if name.is_empty() || entry.len() > MAX_TOPIC {
+        return Some(format!(
+            "must be 1 to {MAX_TOPIC} characters long (got {})",
+            entry.len()
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "._-".contains(*c)))
+    {
+        return Some(if c == '*' {
+            "has a `*` that is not its single last character".to_string()
+        } else {
+            format!("may contain only ASCII letters, digits, '.', '_' and '-' before an optional trailing `*` (found {c:?})")
+        });
+    }
+    if name.len() == entry.len() && (name == "." || name == "..") {
+        return Some("is not a valid topic name".into());
+    }
+    None
+}
+
 /// The record key: at most 1024 bytes.
 pub(crate) fn record_key(v: Option<&str>) -> Result<(), ApiError> {
     match v {
@@ -261,6 +323,22 @@ mod tests {
         assert_eq!(code(topic("..")), "invalid_topic");
         assert_eq!(code(topic("a b")), "invalid_topic");
         assert_eq!(code(topic("ördér")), "invalid_topic");
+    }
+
+    #[test]
+    fn an_allow_list_takes_names_prefixes_and_a_lone_star() {
+        let list = |v: &[&str]| -> Vec<String> { v.iter().map(|s| s.to_string()).collect() };
+        assert_eq!(code(topic_allow_list(&list(&["orders", "shop.*", "*"]))), "ok");
+        assert_eq!(code(topic_allow_list(&list(&[&"a".repeat(249)]))), "ok");
+        assert_eq!(code(topic_allow_list(&list(&[&format!("{}*", "a".repeat(248))]))), "ok");
+        for bad in ["", "a b", "**", "a*b", "*a", ".", "..", "ördér*"] {
+            assert_eq!(code(topic_allow_list(&list(&[bad]))), "invalid_topics", "{bad:?}");
+        }
+        assert_eq!(code(topic_allow_list(&list(&[&"a".repeat(250)]))), "invalid_topics");
+        assert_eq!(code(topic_allow_list(&list(&[&format!("{}*", "a".repeat(249))]))), "invalid_topics");
+        assert_eq!(code(topic_allow_list(&[])), "invalid_topics");
+        let many: Vec<String> = (0..=MAX_ALLOWED_TOPICS).map(|i| format!("t{i}")).collect();
+        assert_eq!(code(topic_allow_list(&many)), "invalid_topics");
     }
 
     #[test]

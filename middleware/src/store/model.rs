@@ -475,8 +475,24 @@ pub struct Producer {
     /// SHA-256 of the bearer token.
     pub token_hash: Vec<u8>,
     pub signing_secret: String,
+    /// The topics it may prepare for (exact names, prefixes ending in `*`,
+    /// or `*`); None: no allow-list (any topic).
+    pub topics: Option<Vec<String>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+impl Producer {
+    /// Whether its allow-list lets it prepare for `topic` (None: it has no
+    /// list). A linear scan: a list holds at most a hundred short entries,
+    /// and it runs on the registration the API already holds.
+    pub fn allows_topic(&self, topic: &str) -> Option<bool> {
+        let list = self.topics.as_ref()?;
+        Some(list.iter().any(|entry| match entry.strip_suffix('*') {
+            Some(prefix) => topic.starts_with(prefix),
+            None => entry == topic,
+        }))
+    }
 }
 
 /// The writable fields of a producer registration.
@@ -489,6 +505,8 @@ pub struct ProducerRecord {
     pub max_verify_attempts: u32,
     pub token_hash: Vec<u8>,
     pub signing_secret: String,
+    /// Replaces the stored list on an update (None removes it).
+    pub topics: Option<Vec<String>>,
 }
 
 #[cfg(test)]

@@ -908,11 +908,12 @@ impl Store for MySqlStore {
         // own operations.
         let upsert = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO producers ({PRODUCER_COLUMNS}) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3)) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3), ?) \
              ON DUPLICATE KEY UPDATE verify_url = VALUES(verify_url), \
              verify_timeout_ms = VALUES(verify_timeout_ms), \
              first_verify_after_ms = VALUES(first_verify_after_ms), \
-             max_verify_attempts = VALUES(max_verify_attempts), updated_at = UTC_TIMESTAMP(3)"
+             max_verify_attempts = VALUES(max_verify_attempts), topics = VALUES(topics), \
+             updated_at = UTC_TIMESTAMP(3)"
         )));
         sql::bind_producer(upsert, p).execute(&self.pool).await?;
         self.find_producer(&p.biz_id)

@@ -594,11 +594,12 @@ impl Store for SqliteStore {
         // their own operations.
         let upsert = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO producers ({PRODUCER_COLUMNS}) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, {NOW_MS}, {NOW_MS}) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, {NOW_MS}, {NOW_MS}, ?) \
              ON CONFLICT (biz_id) DO UPDATE SET verify_url = excluded.verify_url, \
              verify_timeout_ms = excluded.verify_timeout_ms, \
              first_verify_after_ms = excluded.first_verify_after_ms, \
-             max_verify_attempts = excluded.max_verify_attempts, updated_at = {NOW_MS} \
+             max_verify_attempts = excluded.max_verify_attempts, topics = excluded.topics, \
+             updated_at = {NOW_MS} \
              RETURNING {PRODUCER_COLUMNS}"
         )));
         let row = sql::bind_producer(upsert, p).fetch_one(&self.pool).await?;

@@ -35,7 +35,7 @@ const MAX_OPERATOR: usize = 64;
 const MAX_REASON: usize = 1000;
 
 /// Who acts: the `x-trustmsg-operator` header, else `admin`.
-fn operator(headers: &HeaderMap) -> Result<Actor, ApiError> {
+pub(crate) fn operator(headers: &HeaderMap) -> Result<Actor, ApiError> {
     let Some(v) = headers.get("x-trustmsg-operator") else {
         return Ok(Actor::Operator("admin".into()));
     };

@@ -19,7 +19,7 @@ use trustmsg_verify_api::admin::{
 };
 use trustmsg_verify_api::{
     ErrorBody, MessageStatus, MessageView, PayloadEncoding, ProducerList, ProducerSettings,
-    ProducerView, SendStatus,
+    ProducerView, SendStatus, SigningSecret,
 };
 
 /// Where the service is and who asks.
@@ -131,7 +131,9 @@ enum ProducersCommand {
     List,
     /// One registration.
     Show { biz_id: String },
-    /// Creates or updates a registration (a new one prints its token once).
+    /// Creates or updates a registration (a new one prints its token once,
+    /// and its signing secret). An update replaces the whole registration:
+    /// give every setting you want to keep, `--topics` too.
     Put {
         biz_id: String,
         #[arg(long)]
@@ -142,9 +144,18 @@ enum ProducersCommand {
         first_verify_after_ms: Option<u32>,
         #[arg(long)]
         max_verify_attempts: Option<u32>,
+        /// The topics it may prepare for, comma-separated: exact names or
+        /// prefixes ending in `*` (`orders,shop.*`); `*` allows any topic.
+        /// Without it the producer has no allow-list (any topic, flagged).
+        #[arg(long, value_delimiter = ',')]
+        topics: Option<Vec<String>>,
     },
-    /// Issues a new token (printed once); the old one stops working.
+    /// Issues a new token (printed once, with the signing secret); the old
+    /// one stops working.
     RotateToken { biz_id: String },
+    /// Prints the producer's check-back signing secret (the service logs
+    /// who asked).
+    RevealSigningSecret { biz_id: String },
     /// Deletes a registration.
     Delete { biz_id: String },
 }
@@ -267,12 +278,14 @@ pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<()> {
             verify_timeout_ms,
             first_verify_after_ms,
             max_verify_attempts,
+            topics,
         }) => {
             let body = ProducerSettings {
                 verify_url,
                 verify_timeout_ms,
                 first_verify_after_ms,
                 max_verify_attempts,
+                topics,
             };
             client
                 .call(
@@ -291,6 +304,14 @@ pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<()> {
             )
             .await?
             .render(producer_detail)?,
+        AdminCommand::Producers(ProducersCommand::RevealSigningSecret { biz_id }) => client
+            .call(
+                Method::POST,
+                &format!("/v1/producers/{biz_id}/reveal-signing-secret"),
+                None,
+            )
+            .await?
+            .render(|s: &SigningSecret| s.signing_secret.clone())?,
         AdminCommand::Producers(ProducersCommand::Delete { biz_id }) => {
             client
                 .call(Method::DELETE, &format!("/v1/producers/{biz_id}"), None)
@@ -626,6 +647,7 @@ fn producers_table(v: &ProducerList) -> String {
     }
     let mut t = table(&[
         "producer",
+        "topics",
         "check-back url",
         "timeout",
         "first check",
@@ -634,13 +656,30 @@ fn producers_table(v: &ProducerList) -> String {
     for p in &v.items {
         t.add_row(vec![
             p.biz_id.clone(),
+            topics_cell(p),
             p.verify_url.clone(),
             format!("{} ms", p.verify_timeout_ms),
             format!("{} ms", p.first_verify_after_ms),
             p.max_verify_attempts.to_string(),
         ]);
     }
-    t.to_string()
+    let unlisted = v.items.iter().filter(|p| p.topics_missing).count();
+    if unlisted > 0 {
+        format!(
+            "{t}\nwarning: {unlisted} producer(s) without a topic allow-list may publish to any \
+             topic; give each one with `trustmsg admin producers put <biz_id> … --topics …`"
+        )
+    } else {
+        t.to_string()
+    }
+}
+
+/// A registration's allow-list as a cell; a missing one says so loudly.
+fn topics_cell(p: &ProducerView) -> String {
+    match &p.topics {
+        Some(list) => list.join(", "),
+        None => "ANY (no allow-list)".into(),
+    }
 }
 
 fn producer_detail(p: &ProducerView) -> String {
@@ -650,9 +689,19 @@ fn producer_detail(p: &ProducerView) -> String {
         ("timeout ms", p.verify_timeout_ms.to_string()),
         ("first check ms", p.first_verify_after_ms.to_string()),
         ("max attempts", p.max_verify_attempts.to_string()),
-        ("signing secret", p.signing_secret.clone()),
+        ("topics", topics_cell(p)),
     ] {
         out.push(format!("{k:>16}: {v}"));
+    }
+    if p.topics_missing {
+        out.push(format!(
+            "{:>16}: no topic allow-list: this producer may publish to any topic \
+             (set one with --topics)",
+            "warning"
+        ));
+    }
+    if let Some(secret) = &p.signing_secret {
+        out.push(format!("{:>16}: {secret}", "signing secret"));
     }
     if let Some(token) = &p.token {
         out.push(format!(

@@ -26,7 +26,7 @@ use trustmsg::api::hash_token;
 use trustmsg::config::ServeArgs;
 use trustmsg::startup::Application;
 use trustmsg_kafka_mock::MockKafka;
-use trustmsg_verify_api::{ProducerSettings, ProducerView};
+use trustmsg_verify_api::{ProducerSettings, ProducerView, SigningSecret};
 
 use crate::serve_flags::ServeFlags;
 
@@ -236,6 +236,7 @@ async fn register_demo(
             first_verify_after_ms: Some(FIRST_CHECK_MS),
             verify_timeout_ms: Some(3000),
             max_verify_attempts: Some(5),
+            topics: None,
         })
         .send()
         .await
@@ -284,10 +285,29 @@ async fn register_demo(
                 .context("the rotate-token answer has no token")?
         }
     };
+    // An update (the demo producer of an earlier run) does not show the
+    // secret: ask for it, as an operator would.
+    let signing_secret = match view.signing_secret.take() {
+        Some(s) => s,
+        None => {
+            let revealed: SigningSecret = http
+                .post(format!("{url}/reveal-signing-secret"))
+                .bearer_auth(admin_token)
+                .header("x-trustmsg-operator", "trustmsg-dev")
+                .send()
+                .await
+                .context("reading the demo producer's signing secret")?
+                .error_for_status()?
+                .json()
+                .await
+                .context("reading the reveal-signing-secret answer")?;
+            revealed.signing_secret
+        }
+    };
     Ok(Demo {
         biz_id: biz_id.clone(),
         token,
-        signing_secret: view.signing_secret,
+        signing_secret,
         verify_url: args.demo_verify_url.clone(),
     })
 }

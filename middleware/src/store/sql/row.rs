@@ -21,9 +21,10 @@ pub(in crate::store) const PREPARE_COLUMNS: &str =
     headers, content_digest, status, next_verify_at, created_at, updated_at";
 
 /// The columns [`producer_from_row`] reads, in table order; [`bind_producer`]
-/// binds all but the two times.
+/// binds all but the two times (`topics`, added by migration 0007, last).
 pub(in crate::store) const PRODUCER_COLUMNS: &str = "biz_id, verify_url, verify_timeout_ms, \
-    first_verify_after_ms, max_verify_attempts, token_hash, signing_secret, created_at, updated_at";
+    first_verify_after_ms, max_verify_attempts, token_hash, signing_secret, created_at, updated_at, \
+    topics";
 
 /// How one backend reads a column: each backend implements the five nullable
 /// reads, the rest is written once on top of them. A NULL where the schema
@@ -141,6 +142,14 @@ pub(in crate::store) fn producer_from_row(row: &impl SqlRow) -> StoreResult<Prod
         max_verify_attempts: row.unsigned("max_verify_attempts")?,
         token_hash: row.bytes("token_hash")?,
         signing_secret: row.text("signing_secret")?,
+        topics: row
+            .opt_text("topics")?
+            .map(|json| {
+                serde_json::from_str(&json).map_err(|e| {
+                    StoreError::Corrupt(format!("producers.topics is not a JSON list of strings: {e}"))
+                })
+            })
+            .transpose()?,
         created_at: row.time("created_at")?,
         updated_at: row.time("updated_at")?,
     })
@@ -174,13 +183,15 @@ where
         .bind(m.digest())
 }
 
-/// Binds a registration in [`PRODUCER_COLUMNS`] order up to `signing_secret`.
+/// Binds a registration in [`PRODUCER_COLUMNS`] order up to `signing_secret`,
+/// then `topics` (the statement writes the two times between them).
 pub(in crate::store) fn bind_producer<'q, D>(q: Query<'q, D>, p: &ProducerRecord) -> Query<'q, D>
 where
     D: Dialect,
     for<'a> &'a str: Bind<D>,
     for<'a> &'a [u8]: Bind<D>,
     u32: Bind<D>,
+    Option<String>: Bind<D>,
 {
     q.bind(p.biz_id.as_str())
         .bind(p.verify_url.as_str())
@@ -189,6 +200,11 @@ where
         .bind(p.max_verify_attempts)
         .bind(p.token_hash.as_slice())
         .bind(p.signing_secret.as_str())
+        .bind(
+            p.topics
+                .as_ref()
+                .map(|t| serde_json::to_string(t).expect("a string list serialises")),
+        )
 }
 
 #[cfg(test)]

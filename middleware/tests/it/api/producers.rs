@@ -37,13 +37,26 @@ async fn register_shows_token_once_then_update_keeps_it() {
         updated.get("token").is_none(),
         "an update never shows a token"
     );
-    assert_eq!(updated["signing_secret"], created["signing_secret"]);
+    assert!(
+        updated.get("signing_secret").is_none(),
+        "an update never shows the signing secret"
+    );
     assert_eq!(updated["verify_url"], "http://127.0.0.1:9/other");
     assert_eq!(updated["verify_timeout_ms"], 1500);
 
     let (s, got) = app.get("/v1/producers/orders", Some(ADMIN_TOKEN)).await;
     assert_eq!(s, 200);
     assert!(got.get("token").is_none());
+    assert!(got.get("signing_secret").is_none());
+    let (s, revealed) = app
+        .post(
+            "/v1/producers/orders/reveal-signing-secret",
+            Some(ADMIN_TOKEN),
+            &serde_json::Value::Null,
+        )
+        .await;
+    assert_eq!(s, 200, "{revealed}");
+    assert_eq!(revealed["signing_secret"], created["signing_secret"]);
     assert_eq!(got["verify_url"], "http://127.0.0.1:9/other");
 
     // The original token still works after the update.

@@ -1,5 +1,5 @@
-//! The producer registry: create, find, update (keeping token and secret),
-//! delete, and token rotation.
+//! The producer registry: create, find, update (keeping token and secret,
+//! replacing the topic allow-list), delete, and token rotation.
 
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ pub(crate) fn producer_record(biz_id: &str) -> ProducerRecord {
         max_verify_attempts: 15,
         token_hash: vec![1; 32],
         signing_secret: "whsec_first".into(),
+        topics: Some(vec!["orders".into(), "shop.*".into()]),
     }
 }
 
@@ -38,6 +39,10 @@ pub(crate) async fn producers_can_be_created_found_updated_and_deleted(s: &DynSt
     );
     assert_eq!(created.token_hash, vec![1; 32]);
     assert_eq!(created.signing_secret, "whsec_first");
+    assert_eq!(
+        created.topics,
+        Some(vec!["orders".to_string(), "shop.*".to_string()])
+    );
     assert!(t0 <= created.created_at && created.created_at <= t1);
     assert_eq!(created.updated_at, created.created_at);
     assert_eq!(
@@ -60,6 +65,7 @@ pub(crate) async fn producers_can_be_created_found_updated_and_deleted(s: &DynSt
         max_verify_attempts: 3,
         token_hash: vec![2; 32],
         signing_secret: "whsec_second".into(),
+        topics: Some(vec!["*".into()]),
         ..producer_record("billing")
     };
     let updated = s.upsert_producer(&update).await.unwrap();
@@ -73,6 +79,11 @@ pub(crate) async fn producers_can_be_created_found_updated_and_deleted(s: &DynSt
         (1_000, 5_000, 3)
     );
     assert_eq!(
+        updated.topics,
+        Some(vec!["*".to_string()]),
+        "an update replaces the list"
+    );
+    assert_eq!(
         (updated.token_hash.clone(), updated.signing_secret.as_str()),
         (vec![1; 32], "whsec_first"),
         "an update keeps the token and the signing secret"
@@ -80,6 +91,15 @@ pub(crate) async fn producers_can_be_created_found_updated_and_deleted(s: &DynSt
     assert_eq!(updated.created_at, created.created_at);
     assert!(updated.updated_at > created.updated_at);
     assert_eq!(s.find_producer("billing").await.unwrap(), Some(updated));
+    let unlisted = s
+        .upsert_producer(&ProducerRecord {
+            topics: None,
+            ..update
+        })
+        .await
+        .unwrap();
+    assert_eq!(unlisted.topics, None, "an update without a list removes it");
+    assert_eq!(s.find_producer("billing").await.unwrap(), Some(unlisted));
 
     assert!(s.delete_producer("billing").await.unwrap());
     assert_eq!(s.find_producer("billing").await.unwrap(), None);

@@ -254,7 +254,11 @@ async fn the_endpoint_verifies_the_signature_and_a_wrong_secret_decides_nothing(
 
     // With the shared secret the same endpoint accepts the call.
     let (_, producer) = app
-        .get("/v1/producers/orders", Some(trustmsg_tests::ADMIN_TOKEN))
+        .post(
+            "/v1/producers/orders/reveal-signing-secret",
+            Some(trustmsg_tests::ADMIN_TOKEN),
+            &serde_json::Value::Null,
+        )
         .await;
     server.set_secret(producer["signing_secret"].as_str().unwrap());
     eventually(5, "the retry", async || {

@@ -22,7 +22,15 @@ async fn a_registry_update_is_seen_by_the_next_check_not_after_the_ttl() {
     )
     .await;
     assert_eq!(status, 200, "{body}");
-    new.set_secret(body["signing_secret"].as_str().unwrap());
+    let (status, secret) = app
+        .post(
+            "/v1/producers/orders/reveal-signing-secret",
+            Some(trustmsg_tests::ADMIN_TOKEN),
+            &json!(null),
+        )
+        .await;
+    assert_eq!(status, 200, "{secret}");
+    new.set_secret(secret["signing_secret"].as_str().unwrap());
 
     // With a one-hour TTL, only the invalidation can make this happen.
     eventually(10, "committed through the new URL", async || {

@@ -86,6 +86,7 @@ impl Client {
                 first_verify_after_ms: Some(first_verify_ms),
                 verify_timeout_ms: None,
                 max_verify_attempts: None,
+                topics: None,
             })
             .send()
             .await?;
