@@ -16,4 +16,5 @@ mod frozen_db;
 mod kill9;
 mod no_forwarder;
 mod tail;
+mod topics;
 mod verify_lease;

@@ -376,7 +376,9 @@ mod schemas {
                     .schema_type(Type::String)
                     .min_length(Some(1))
                     .max_length(Some(249))
-                    .pattern(Some("^(?:(?!\\.\\.?$)[A-Za-z0-9._-]{1,249}|[A-Za-z0-9._-]{0,248}\\*)$")),
+                    .pattern(Some(
+                        "^(?:(?!\\.\\.?$)[A-Za-z0-9._-]{1,249}|[A-Za-z0-9._-]{0,248}\\*)$",
+                    )),
             )
             .build()
     }

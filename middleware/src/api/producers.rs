@@ -15,8 +15,8 @@
 
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::response::IntoResponse;
 use axum::middleware::from_fn_with_state;
+use axum::response::IntoResponse;
 use axum::routing::{get, post, put};
 use axum::Router;
 use base64::engine::general_purpose::STANDARD;

@@ -328,14 +328,30 @@ mod tests {
     #[test]
     fn an_allow_list_takes_names_prefixes_and_a_lone_star() {
         let list = |v: &[&str]| -> Vec<String> { v.iter().map(|s| s.to_string()).collect() };
-        assert_eq!(code(topic_allow_list(&list(&["orders", "shop.*", "*"]))), "ok");
+        assert_eq!(
+            code(topic_allow_list(&list(&["orders", "shop.*", "*"]))),
+            "ok"
+        );
         assert_eq!(code(topic_allow_list(&list(&[&"a".repeat(249)]))), "ok");
-        assert_eq!(code(topic_allow_list(&list(&[&format!("{}*", "a".repeat(248))]))), "ok");
+        assert_eq!(
+            code(topic_allow_list(&list(&[&format!("{}*", "a".repeat(248))]))),
+            "ok"
+        );
         for bad in ["", "a b", "**", "a*b", "*a", ".", "..", "ördér*"] {
-            assert_eq!(code(topic_allow_list(&list(&[bad]))), "invalid_topics", "{bad:?}");
+            assert_eq!(
+                code(topic_allow_list(&list(&[bad]))),
+                "invalid_topics",
+                "{bad:?}"
+            );
         }
-        assert_eq!(code(topic_allow_list(&list(&[&"a".repeat(250)]))), "invalid_topics");
-        assert_eq!(code(topic_allow_list(&list(&[&format!("{}*", "a".repeat(249))]))), "invalid_topics");
+        assert_eq!(
+            code(topic_allow_list(&list(&[&"a".repeat(250)]))),
+            "invalid_topics"
+        );
+        assert_eq!(
+            code(topic_allow_list(&list(&[&format!("{}*", "a".repeat(249))]))),
+            "invalid_topics"
+        );
         assert_eq!(code(topic_allow_list(&[])), "invalid_topics");
         let many: Vec<String> = (0..=MAX_ALLOWED_TOPICS).map(|i| format!("t{i}")).collect();
         assert_eq!(code(topic_allow_list(&many)), "invalid_topics");

@@ -146,7 +146,9 @@ pub(in crate::store) fn producer_from_row(row: &impl SqlRow) -> StoreResult<Prod
             .opt_text("topics")?
             .map(|json| {
                 serde_json::from_str(&json).map_err(|e| {
-                    StoreError::Corrupt(format!("producers.topics is not a JSON list of strings: {e}"))
+                    StoreError::Corrupt(format!(
+                        "producers.topics is not a JSON list of strings: {e}"
+                    ))
                 })
             })
             .transpose()?,
