@@ -698,11 +698,13 @@ async function producersPage() {
     return failed(e);
   }
   const items = Array.isArray(list) ? list : list.items || list.producers || [];
+  const unlisted = items.filter((p) => p.topics_missing);
   const rows = items.map((p) =>
     h(
       "tr",
       {},
       h("th", { scope: "row" }, h("a", { href: "#/producers/" + encodeURIComponent(p.biz_id) }, p.biz_id)),
+      h("td", { class: "topics" }, topicsCell(p)),
       h("td", { class: "url" }, p.verify_url),
       h("td", { class: "num" }, p.verify_timeout_ms + " ms"),
       h("td", { class: "num" }, p.first_verify_after_ms + " ms"),
@@ -712,8 +714,32 @@ async function producersPage() {
   show(
     h("h1", {}, "Producers"),
     h("p", {}, h("a", { href: "#/producers/new", class: "button", id: "register" }, "Register a producer")),
-    table(["Producer", "Check-back URL", "Timeout", "First check after", "Max attempts"], rows, "No producer is registered yet."),
+    ...(unlisted.length
+      ? [
+          h(
+            "p",
+            { class: "warning", id: "unlisted-warning", role: "alert" },
+            unlisted.length + (unlisted.length === 1 ? " producer has" : " producers have") +
+              " no topic allow-list and may publish to any topic: " + unlisted.map((p) => p.biz_id).join(", ") +
+              ". Open each one and list its topics.",
+          ),
+        ]
+      : []),
+    table(["Producer", "Topics", "Check-back URL", "Timeout", "First check after", "Max attempts"], rows, "No producer is registered yet."),
   );
+}
+
+// A registration's topic allow-list; a missing one is a warning badge.
+function topicsCell(p) {
+  if (p.topics_missing || !p.topics) {
+    return h("span", { class: "badge warn", title: "No topic allow-list: this producer may publish to any topic" }, "any topic (no allow-list)");
+  }
+  return p.topics.join(", ");
+}
+
+// What the topics field holds: comma- or space-separated entries.
+function topicsOf(text) {
+  return text.split(/[\s,]+/).filter((t) => t.length > 0);
 }
 
 function secretBox(label, value, id) {
@@ -753,11 +779,16 @@ async function producerForm(bizId) {
         for (const k of ["verify_timeout_ms", "first_verify_after_ms", "max_verify_attempts"]) {
           if (el[k].value.trim()) body[k] = Number(el[k].value);
         }
+        // Left empty: no allow-list (an update then removes the list).
+        const topics = topicsOf(el.topics.value);
+        if (topics.length) body.topics = topics;
         try {
           const saved = await api("PUT", "/v1/producers/" + encodeURIComponent(id), body);
           out.replaceChildren(
             h("p", { class: "ok" }, bizId ? "Saved." : "Registered " + id + "."),
+            saved.topics_missing ? h("p", { class: "warning" }, "It has no topic allow-list: it may publish to any topic.") : null,
             saved.token ? secretBox("Its token, shown once: copy it now.", saved.token, "new-token") : null,
+            saved.signing_secret ? secretBox("Its check-back signing secret (shown again only on request):", saved.signing_secret, "new-signing-secret") : null,
           );
         } catch (e) {
           out.replaceChildren(h("p", { class: "bad" }, e.message));
@@ -770,6 +801,10 @@ async function producerForm(bizId) {
     field("verify_timeout_ms", "Check-back timeout (ms)", "number", p && p.verify_timeout_ms, { min: 1 }),
     field("first_verify_after_ms", "First check after (ms)", "number", p && p.first_verify_after_ms, { min: 0 }),
     field("max_verify_attempts", "Max check-back attempts", "number", p && p.max_verify_attempts, { min: 1 }),
+    field("topics", "Topics it may publish to (exact names or prefixes ending in *, comma-separated; * for any)", "text", p && p.topics ? p.topics.join(", ") : "", {
+      placeholder: "orders, shop.*",
+    }),
+    p && p.topics_missing ? h("p", { class: "warning", id: "topics-missing" }, "No topic allow-list: this producer may publish to any topic.") : null,
     h("button", { type: "submit", id: "save-producer" }, bizId ? "Save" : "Register"),
   );
   const danger = bizId ? producerDanger(bizId, out) : null;
@@ -821,12 +856,21 @@ function producerDanger(bizId, out) {
       ),
       h("button", { type: "button", class: "secondary", onclick: () => out.replaceChildren() }, "Cancel"),
     );
+  const reveal = async () => {
+    try {
+      const r = await api("POST", "/v1/producers/" + encodeURIComponent(bizId) + "/reveal-signing-secret");
+      out.replaceChildren(secretBox("Its check-back signing secret (this reveal is logged):", r.signing_secret, "signing-secret"));
+    } catch (e) {
+      out.replaceChildren(h("p", { class: "bad" }, e.message));
+    }
+  };
   return h(
     "section",
     { class: "card" },
     h("h2", {}, "Token and registration"),
     h("div", { class: "actions" },
       h("button", { type: "button", id: "rotate-token", onclick: rotate }, "Rotate token…"),
+      h("button", { type: "button", id: "reveal-signing-secret", class: "secondary", onclick: reveal }, "Reveal signing secret"),
       h("button", { type: "button", id: "delete-producer", class: "danger", onclick: confirmDelete }, "Delete…"),
     ),
   );

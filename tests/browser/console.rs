@@ -66,7 +66,8 @@ async fn service_with_messages() -> (TestApp, u64) {
     let (status, body) = app
         .put_producer(
             "billing",
-            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "first_verify_after_ms": 3_600_000}),
+            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "first_verify_after_ms": 3_600_000,
+                    "topics": ["invoices", "billing.*"]}),
         )
         .await;
     assert_eq!(status, 201, "{body}");
@@ -216,6 +217,36 @@ async fn producers_are_listed_and_the_pages_fit_a_phone_screen() {
         .unwrap();
     let text = browser.until_text("Register a producer").await;
     assert!(text.contains("billing") && text.contains("shop"), "{text}");
+    // The producer registered without topics carries the warning badge, the
+    // one with a list shows it, and the page says which one needs a list.
+    let badges: serde_json::Value = browser
+        .client
+        .execute(
+            "return Array.from(document.querySelectorAll('tbody tr')).map(r => \
+             [r.querySelector('th').textContent, r.querySelector('td.topics').textContent, \
+              !!r.querySelector('td.topics .badge.warn')])",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        badges,
+        json!([
+            ["billing", "invoices, billing.*", false],
+            ["shop", "any topic (no allow-list)", true]
+        ])
+    );
+    let warning = browser
+        .element("#unlisted-warning")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        warning.contains("1 producer has no topic allow-list")
+            && warning.ends_with("shop. Open each one and list its topics."),
+        "{warning}"
+    );
     let overflow: serde_json::Value = browser
         .client
         .execute(
@@ -517,10 +548,17 @@ async fn a_producer_is_registered_its_token_rotated_and_deleted_from_the_console
         .fill("#p-verify_url", "http://127.0.0.1:9/check")
         .await;
     browser.fill("#p-max_verify_attempts", "4").await;
+    browser.fill("#p-topics", "payments, pay.*").await;
     browser.click("#save-producer").await;
     browser.until_text("Registered payments").await;
     let first = browser.element("#new-token").await.text().await.unwrap();
     assert!(first.starts_with("tm_"), "the token is shown once: {first}");
+    let secret = browser
+        .element("#new-signing-secret")
+        .await
+        .text()
+        .await
+        .unwrap();
     let stored = app
         .store()
         .find_producer("payments")
@@ -528,6 +566,11 @@ async fn a_producer_is_registered_its_token_rotated_and_deleted_from_the_console
         .unwrap()
         .unwrap();
     assert_eq!(stored.max_verify_attempts, 4);
+    assert_eq!(
+        stored.topics,
+        Some(vec!["payments".to_string(), "pay.*".to_string()])
+    );
+    assert_eq!(secret, stored.signing_secret);
 
     browser
         .client
@@ -535,6 +578,19 @@ async fn a_producer_is_registered_its_token_rotated_and_deleted_from_the_console
         .await
         .unwrap();
     browser.until_text("Token and registration").await;
+    let page = browser.element("main").await.text().await.unwrap();
+    assert!(
+        !page.contains(&stored.signing_secret),
+        "the secret is not shown until asked for"
+    );
+    browser.click("#reveal-signing-secret").await;
+    let revealed = browser
+        .element("#signing-secret")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(revealed, stored.signing_secret);
     browser.click("#rotate-token").await;
     browser.until_text("stops working at once").await;
     browser.click("#confirm").await;

@@ -258,6 +258,22 @@ async fn a_producer_without_topics_is_flagged_in_the_admin_api_and_the_cli() {
         ]
     );
 
+    let (status, summary) = call(
+        reqwest::Method::GET,
+        format!("{}/v1/admin/summary", service.url()),
+        ADMIN_TOKEN,
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{summary}");
+    assert_eq!(summary["producers_without_topics"], json!(["legacy"]));
+    let (ok, out, err) = admin_cli(&service, &["summary"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("warning: no topic allow-list (may publish to any topic): legacy"),
+        "{out}"
+    );
+
     let (ok, out, err) = admin_cli(&service, &["producers", "list"]);
     assert!(ok, "{err}");
     let legacy_row = out

@@ -103,6 +103,10 @@ pub struct Summary {
     pub producers: Vec<ProducerSummaryView>,
     /// The database clock the ages were measured with.
     pub at: DateTime<Utc>,
+    /// The registered producers that have no topic allow-list (they may
+    /// publish to any topic), by biz_id: each needs one.
+    #[serde(default)]
+    pub producers_without_topics: Vec<String>,
 }
 
 /// The decision an operator makes.

@@ -186,7 +186,19 @@ pub(crate) async fn summary(
         .into_iter()
         .map(|s| summary_view(s, now))
         .collect();
-    Ok(axum::Json(Summary { producers, at: now }))
+    let producers_without_topics = state
+        .store
+        .list_producers()
+        .await?
+        .into_iter()
+        .filter(|p| p.topics.is_none())
+        .map(|p| p.biz_id)
+        .collect();
+    Ok(axum::Json(Summary {
+        producers,
+        at: now,
+        producers_without_topics,
+    }))
 }
 
 #[cfg(test)]

@@ -478,10 +478,19 @@ fn summary_table(v: &Summary) -> String {
             age_cell(p.oldest_pending_send_age_ms),
         ]);
     }
-    if v.producers.is_empty() {
-        return "no messages yet".into();
+    let text = if v.producers.is_empty() {
+        "no messages yet".to_string()
+    } else {
+        t.to_string()
+    };
+    if v.producers_without_topics.is_empty() {
+        text
+    } else {
+        format!(
+            "{text}\nwarning: no topic allow-list (may publish to any topic): {}",
+            v.producers_without_topics.join(", ")
+        )
     }
-    t.to_string()
 }
 
 fn messages_table(v: &MessagePage) -> String {
