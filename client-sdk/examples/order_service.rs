@@ -39,8 +39,9 @@
 //!
 //! Against `trustmsg serve`, register the producer first with the admin
 //! token (`PUT /v1/producers/order-service` with
-//! `{"verify_url":"http://127.0.0.1:3000/trustmsg/check"}`) and pass the
-//! `token` and `signing_secret` of the answer the same way.
+//! `{"verify_url":"http://127.0.0.1:3000/trustmsg/check","topics":["orders"]}`)
+//! and pass the `token` and `signing_secret` of the answer the same way (the
+//! secret is shown again only by `POST /v1/producers/order-service/reveal-signing-secret`).
 //!
 //! # Flags (each also an environment variable)
 //!

@@ -196,6 +196,9 @@ async fn a_restart_keeps_the_messages_and_tokens_and_reset_starts_clean() {
     let admin = first.printed("admin token");
     let demo = first.banner["producer"].clone();
     let token = demo.split_whitespace().nth(2).unwrap().to_string();
+    let env_file = dir.path().join("trustmsg-dev/env");
+    let secret = exported(&env_file, "TRUSTMSG_DEMO_SIGNING_SECRET");
+    assert!(secret.starts_with("whsec_"), "{secret}");
     let producer = Producer::new(&api, "order-service", token.clone()).unwrap();
     producer
         .prepare(&Message::new("kept", "orders", "p"))
@@ -206,6 +209,12 @@ async fn a_restart_keeps_the_messages_and_tokens_and_reset_starts_clean() {
     let second = Dev::start(dir.path(), &ports);
     assert_eq!(second.printed("admin token"), admin);
     assert_eq!(second.banner["producer"], demo, "same demo token");
+    // The update of the demo producer does not show its secret: dev asks for it.
+    assert_eq!(
+        exported(&env_file, "TRUSTMSG_DEMO_SIGNING_SECRET"),
+        secret,
+        "same signing secret"
+    );
     let producer = Producer::new(&api, "order-service", token.clone()).unwrap();
     let view = producer.commit("kept").await.unwrap();
     assert_eq!(view.status, MessageStatus::Committed);
