@@ -514,6 +514,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_allow_list_matches_exact_names_and_prefixes_only() {
+        let producer = |topics: Option<&[&str]>| Producer {
+            biz_id: "shop".into(),
+            verify_url: "http://127.0.0.1:9/check".into(),
+            verify_timeout_ms: 1,
+            first_verify_after_ms: 1,
+            max_verify_attempts: 1,
+            token_hash: vec![],
+            signing_secret: String::new(),
+            topics: topics.map(|t| t.iter().map(|s| s.to_string()).collect()),
+            created_at: DateTime::<Utc>::MIN_UTC,
+            updated_at: DateTime::<Utc>::MIN_UTC,
+        };
+        let shop = producer(Some(&["orders", "shop.*"]));
+        for (topic, allowed) in [
+            ("orders", true),
+            ("shop.x", true),
+            ("shop.", true),
+            ("shop", false),
+            ("orders2", false),
+            ("Orders", false),
+            ("payments", false),
+        ] {
+            assert_eq!(shop.allows_topic(topic), Some(allowed), "{topic}");
+        }
+        assert_eq!(producer(Some(&["*"])).allows_topic("anything"), Some(true));
+        assert_eq!(producer(None).allows_topic("anything"), None);
+    }
+
+    #[test]
     fn digest_separates_fields_unambiguously() {
         let h = BTreeMap::new();
         assert_ne!(

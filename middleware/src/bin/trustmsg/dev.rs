@@ -236,7 +236,9 @@ async fn register_demo(
             first_verify_after_ms: Some(FIRST_CHECK_MS),
             verify_timeout_ms: Some(3000),
             max_verify_attempts: Some(5),
-            topics: None,
+            // Any topic, said explicitly: a demo tries topics freely, and an
+            // explicit list is not flagged as a missing one.
+            topics: Some(vec!["*".into()]),
         })
         .send()
         .await
