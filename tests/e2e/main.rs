@@ -5,6 +5,7 @@
 mod harness;
 
 mod alert_outbox;
+mod alert_signing;
 mod backlog;
 mod barrier_race;
 mod broker_restart;
@@ -15,5 +16,6 @@ mod five_classes;
 mod frozen_db;
 mod kill9;
 mod no_forwarder;
+mod startup_refusals;
 mod tail;
 mod verify_lease;

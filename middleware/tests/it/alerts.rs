@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use axum::Router;
 use serde_json::json;
-use trustmsg::alert::AlertDelivery;
+use trustmsg::alert::{AlertDelivery, Webhook};
 use trustmsg::store::{Actor, AlertFilter, Store};
 use trustmsg_tests::{eventually, prepare_body, AlertSink, TestApp, UNREACHABLE_VERIFY_URL};
 use trustmsg_verify_api::admin::{AlertState, AlertView};
@@ -49,7 +49,7 @@ async fn a_refused_alert_is_retried_under_its_id_and_delivered_once(b: &Backend)
     sink.answer(StatusCode::INTERNAL_SERVER_ERROR);
     let delivery = AlertDelivery::new(
         b.store.clone(),
-        Some(sink.url().parse().unwrap()),
+        Some(Webhook::new(sink.url().parse().unwrap())),
         Duration::from_secs(5),
     );
 
