@@ -56,8 +56,8 @@ use trustmsg_verify_api::{signature, webhook};
 
 use crate::address_policy::{self, AddressPolicy};
 use crate::backoff::Backoff;
-use crate::secret::Secret;
 use crate::periodic;
+use crate::secret::Secret;
 use crate::store::{deadline, DynStore};
 
 /// How much longer than a POST ([`POST_TIMEOUT`]) and the statement that

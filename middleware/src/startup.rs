@@ -107,12 +107,8 @@ impl Application {
             );
         }
         let address_policy = Arc::new(cfg.address_policy);
-        let webhook = alert_webhook(
-            cfg.alert_webhook,
-            cfg.alert_signing_secret,
-            &address_policy,
-        )
-        .await?;
+        let webhook =
+            alert_webhook(cfg.alert_webhook, cfg.alert_signing_secret, &address_policy).await?;
         let store = open_store(cfg.database_url.expose(), cfg.auto_migrate).await?;
         let registry = Registry::new(store.clone(), cfg.producer_cache_ttl);
         let shutdown = CancellationToken::new();
@@ -182,6 +178,7 @@ impl Application {
             in_flight: InFlight::new(cfg.max_concurrent_requests),
             request_timeout: cfg.request_timeout,
             liveness,
+            summary: Default::default(),
         });
 
         let listener = TcpListener::bind(cfg.listen)

@@ -128,12 +128,7 @@ async fn every_post_of_an_alert_is_signed_under_the_alerts_stable_id() {
     let (service, message_id) = one_verify_failed_alert(
         &db,
         &kafka,
-        &[
-            "--alert-webhook",
-            &url,
-            "--alert-signing-secret",
-            SECRET,
-        ],
+        &["--alert-webhook", &url, "--alert-signing-secret", SECRET],
     )
     .await;
     eventually(30, "two refused POSTs and the accepted one", async || {
@@ -197,7 +192,10 @@ async fn without_a_signing_secret_alerts_go_unsigned_and_start_up_warns() {
     );
     drop(service);
     let (service, _) = one_verify_failed_alert(&db, &kafka, &["--alert-webhook", &url]).await;
-    eventually(30, "the alert POSTed", async || !posts.lock().unwrap().is_empty()).await;
+    eventually(30, "the alert POSTed", async || {
+        !posts.lock().unwrap().is_empty()
+    })
+    .await;
     let first = posts.lock().unwrap()[0].clone();
     assert_eq!(first.header("webhook-signature"), None);
     assert!(first.header("trustmsg-alert-id").is_some());

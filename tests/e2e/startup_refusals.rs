@@ -100,9 +100,15 @@ fn an_alert_webhook_the_address_policy_refuses_stops_start_up_naming_the_flag() 
 #[test]
 fn a_malformed_alert_signing_secret_stops_start_up_without_echoing_it() {
     for (secret, why) in [
-        ("hunter2-hunter2-hunter2-hunter2", "must start with \"whsec_\""),
+        (
+            "hunter2-hunter2-hunter2-hunter2",
+            "must start with \"whsec_\"",
+        ),
         ("whsec_***not-base64***", "followed by standard base64"),
-        ("whsec_c2hvcnQ=", "has a key of 5 bytes; it must be 24 to 64"),
+        (
+            "whsec_c2hvcnQ=",
+            "has a key of 5 bytes; it must be 24 to 64",
+        ),
     ] {
         let out = serve_refused(&[
             "--alert-webhook",

@@ -273,7 +273,10 @@ async fn purge_with_an_age_older_than_any_date_deletes_nothing_and_does_not_fail
         .await
         .unwrap();
     // 300,000 years in milliseconds times 1000 is past a BIGINT.
-    for age in [Duration::from_secs(300_000 * 365 * 24 * 3600), Duration::MAX] {
+    for age in [
+        Duration::from_secs(300_000 * 365 * 24 * 3600),
+        Duration::MAX,
+    ] {
         let n = barrier::purge_older_than(&pool, age).await;
         assert_eq!(n.map_err(|e| e.to_string()), Ok(0), "{age:?}");
     }

@@ -102,6 +102,8 @@ pub(crate) struct Shared {
     pub(crate) request_timeout: Duration,
     /// Which background workers stopped (`/readyz` fails then).
     pub(crate) liveness: crate::liveness::Liveness,
+    /// The operator summary, computed once for every caller of a moment.
+    pub(crate) summary: admin::read::SummaryCache,
 }
 
 /// The whole API, every route under the request deadline but the bulk
