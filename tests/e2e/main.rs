@@ -11,6 +11,7 @@ mod barrier_race;
 mod broker_restart;
 mod bulk;
 mod canary;
+mod console_overview;
 mod dev;
 mod five_classes;
 mod frozen_db;
