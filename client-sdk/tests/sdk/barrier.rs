@@ -268,7 +268,7 @@ async fn purge_deletes_only_old_markers() {
 async fn purge_with_an_age_older_than_any_date_deletes_nothing_and_does_not_fail() {
     let (db, pool) = setup().await;
     place_order(&pool, "old").await.unwrap();
-    sqlx::query("UPDATE trustmsg_barrier SET created_at = '1000-01-01' WHERE message_key = 'old'")
+    sqlx::query("UPDATE trustmsg_barrier SET created_at = '1971-01-01' WHERE message_key = 'old'")
         .execute(&pool)
         .await
         .unwrap();
