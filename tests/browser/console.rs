@@ -610,7 +610,6 @@ async fn an_alert_the_webhook_refuses_is_listed_as_pending_with_why_and_links_it
 struct SlowSummary {
     url: String,
     started: Arc<AtomicU32>,
-    in_flight: Arc<AtomicU32>,
     most_in_flight: Arc<AtomicU32>,
 }
 
@@ -670,7 +669,6 @@ impl SlowSummary {
         Self {
             url: format!("http://{addr}"),
             started,
-            in_flight,
             most_in_flight: most,
         }
     }

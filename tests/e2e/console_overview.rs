@@ -138,7 +138,7 @@ async fn the_overview_reads_the_same_rows_when_the_table_grows_tenfold() {
         (540, 60),
         "finished in the window: {large}"
     );
-    assert_eq!(by_status, serde_json::json!({"PREPARED": 4}), "{large}");
+    assert_eq!(by_status, serde_json::json!({"PREPARED": 20}), "{large}");
     assert_eq!(by_send, serde_json::json!({}), "{large}");
     let total = |pointer: &str| -> u64 {
         large["producers"]
