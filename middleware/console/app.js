@@ -98,6 +98,8 @@ async function api(method, path, body) {
 /** Shows a failure; a refused token sends the operator back to sign in. */
 function failed(e) {
   if (e instanceof ApiFailure && (e.status === 401 || e.status === 403)) {
+    // No refresh may redraw the sign-in form under the operator's typing.
+    stopRefresh();
     sessionStorage.removeItem(TOKEN_KEY);
     signIn("The admin token was refused: " + e.message);
     return;

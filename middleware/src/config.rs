@@ -256,11 +256,11 @@ pub struct ForwarderArgs {
     #[arg(long, env = "TRUSTMSG_SWEEP_BATCH", default_value = "1024", value_parser = at_least_one::<NonZeroU32>)]
     pub sweep_batch: NonZeroU32,
 
-    /// First retry delay after a transient send error (doubles each time).
+    /// First retry delay after a transient send error (doubles each time; at most 30d).
     #[arg(long, env = "TRUSTMSG_SEND_BACKOFF_BASE", default_value = "1s", value_parser = backoff_duration)]
     pub send_backoff_base: Duration,
 
-    /// Longest retry delay after a transient send error.
+    /// Longest retry delay after a transient send error (at most 30d).
     #[arg(long, env = "TRUSTMSG_SEND_BACKOFF_MAX", default_value = "60s", value_parser = backoff_duration)]
     pub send_backoff_max: Duration,
 
@@ -292,11 +292,11 @@ pub struct VerifierArgs {
     #[arg(long, env = "TRUSTMSG_MAX_VERIFY_ATTEMPTS", default_value = "15", value_parser = at_least_one::<NonZeroU32>)]
     pub max_verify_attempts: NonZeroU32,
 
-    /// First retry delay after a check-back that decided nothing (doubles each time).
+    /// First retry delay after a check-back that decided nothing (doubles each time; at most 30d).
     #[arg(long, env = "TRUSTMSG_VERIFY_BACKOFF_BASE", default_value = "10s", value_parser = backoff_duration)]
     pub verify_backoff_base: Duration,
 
-    /// Longest retry delay between check-backs.
+    /// Longest retry delay between check-backs (at most 30d).
     #[arg(long, env = "TRUSTMSG_VERIFY_BACKOFF_MAX", default_value = "5m", value_parser = backoff_duration)]
     pub verify_backoff_max: Duration,
 
