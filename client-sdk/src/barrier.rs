@@ -384,15 +384,18 @@ where
 /// # }
 /// ```
 pub async fn purge_older_than(pool: &MySqlPool, age: Duration) -> Result<u64, sqlx::Error> {
-    let millis = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
+    // Microseconds bound as they are: multiplying in SQL overflowed BIGINT for
+    // an age past ~292,000 years. An age no date can be that far back from
+    // makes the cut-off NULL, which matches (deletes) nothing.
+    let micros = i64::try_from(age.as_micros()).unwrap_or(i64::MAX);
     let mut total = 0;
     loop {
         // Small batches keep each DELETE's locks short.
         let n = sqlx::query(
             "DELETE FROM trustmsg_barrier \
-             WHERE created_at < CURRENT_TIMESTAMP(3) - INTERVAL ? * 1000 MICROSECOND LIMIT 1000",
+             WHERE created_at < CURRENT_TIMESTAMP(3) - INTERVAL ? MICROSECOND LIMIT 1000",
         )
-        .bind(millis)
+        .bind(micros)
         .execute(pool)
         .await?
         .rows_affected();

@@ -12,7 +12,8 @@ const PAGE_SIZE = 50;
 const PAYLOAD_PREVIEW = 4096;
 const REFRESH_MS = 5000;
 
-let refreshTimer = null;
+// The overview's refresh loop while it is on screen (null elsewhere).
+let refresh = null;
 
 // ---------------------------------------------------------------- elements
 
@@ -97,6 +98,8 @@ async function api(method, path, body) {
 /** Shows a failure; a refused token sends the operator back to sign in. */
 function failed(e) {
   if (e instanceof ApiFailure && (e.status === 401 || e.status === 403)) {
+    // No refresh may redraw the sign-in form under the operator's typing.
+    stopRefresh();
     sessionStorage.removeItem(TOKEN_KEY);
     signIn("The admin token was refused: " + e.message);
     return;
@@ -169,8 +172,7 @@ function hex(bytes) {
 // ---------------------------------------------------------------- routing
 
 function route() {
-  clearInterval(refreshTimer);
-  refreshTimer = null;
+  stopRefresh();
   banner(null);
   if (!token()) return signIn();
   document.getElementById("nav").hidden = false;
@@ -255,11 +257,12 @@ async function overviewPage() {
       return failed(e);
     }
     banner(null);
-    const producers = summary.producers || summary.items || [];
+    const producers = summary.producers || [];
+    const windowMin = Math.round((summary.recent_window_secs || 0) / 60) + " min";
     const n = (m, k) => (m && m[k]) || 0;
     const rows = producers.map((p) => {
-      const st = p.by_status || p.status || {};
-      const ss = p.by_send_status || p.send_status || {};
+      const st = p.by_status || {};
+      const ss = p.by_send_status || {};
       const cell = (v, bad, link) =>
         h("td", { class: "num" + (bad && v ? " bad" : "") }, link && v ? h("a", { href: link }, String(v)) : String(v));
       const q = (k, v) => "#/messages?biz_id=" + encodeURIComponent(p.biz_id) + "&" + k + "=" + v;
@@ -268,28 +271,64 @@ async function overviewPage() {
         {},
         h("th", { scope: "row" }, h("a", { href: "#/messages?biz_id=" + encodeURIComponent(p.biz_id) }, p.biz_id)),
         cell(n(st, "PREPARED"), false, q("status", "PREPARED")),
-        cell(n(st, "COMMITTED")),
-        cell(n(st, "ROLLED_BACK")),
         cell(n(st, "VERIFY_FAILED"), true, q("status", "VERIFY_FAILED")),
         cell(n(ss, "PENDING"), false, q("send_status", "PENDING")),
-        cell(n(ss, "SENT")),
         cell(n(ss, "SEND_FAILED"), true, q("send_status", "SEND_FAILED")),
+        cell(p.sent_recently || 0),
+        cell(p.rolled_back_recently || 0),
         h("td", { class: "num" }, age(p.oldest_prepared_age_ms)),
         h("td", { class: "num" }, age(p.oldest_pending_send_age_ms)),
       );
     });
     body.replaceChildren(
       table(
-        ["Producer", "Prepared", "Committed", "Rolled back", "Verify failed", "Pending send", "Sent", "Send failed", "Oldest prepared", "Oldest pending send"],
+        ["Producer", "Prepared", "Verify failed", "Pending send", "Send failed", "Sent (" + windowMin + ")", "Rolled back (" + windowMin + ")", "Oldest prepared", "Oldest pending send"],
         rows,
-        "No messages yet. Producers appear here once they prepare messages.",
+        "Nothing waiting and nothing finished in the last " + windowMin + ".",
       ),
-      h("p", { class: "muted small" }, "Refreshes every 5 s · " + new Date().toLocaleTimeString()),
+      h(
+        "p",
+        { class: "muted small" },
+        "Waiting messages are counted exactly; finished ones over the last " + windowMin +
+          ". Refreshes 5 s after each answer, paused while this tab is hidden · " + new Date().toLocaleTimeString(),
+      ),
     );
   };
-  await load();
-  refreshTimer = setInterval(load, REFRESH_MS);
+  startRefresh(load);
 }
+
+// Reloads with `load` every REFRESH_MS, counted from the end of the last
+// load: a slow answer delays the next request instead of stacking requests
+// up behind it. Nothing is requested while the tab is hidden; showing it
+// again reloads at once.
+function startRefresh(load) {
+  stopRefresh();
+  const r = { timer: null, busy: false, stopped: false };
+  r.tick = async () => {
+    r.timer = null;
+    if (r.stopped || r.busy || document.hidden) return;
+    r.busy = true;
+    try {
+      await load();
+    } finally {
+      r.busy = false;
+    }
+    if (!r.stopped && !document.hidden) r.timer = setTimeout(r.tick, REFRESH_MS);
+  };
+  refresh = r;
+  r.tick();
+}
+
+function stopRefresh() {
+  if (!refresh) return;
+  refresh.stopped = true;
+  clearTimeout(refresh.timer);
+  refresh = null;
+}
+
+document.addEventListener("visibilitychange", () => {
+  if (refresh && !document.hidden && refresh.timer === null) refresh.tick();
+});
 
 // ---------------------------------------------------------------- alerts
 

@@ -23,8 +23,10 @@
 //! address at registration and to a denied one later (DNS rebinding) is still
 //! refused. Registration checks the same rules early so a bad URL is a 400.
 //!
-//! Used by the producer registry (`api/producers`) and by the verifier's
-//! check-back client, which is why it sits beside both rather than in either.
+//! Used by the producer registry (`api/producers`), by the verifier's
+//! check-back client and by the alert webhook's client (`alert`), which is
+//! why it sits beside them rather than in any: both clients are built by
+//! [`client_builder`] and check each URL with [`AddressPolicy::check_literal`].
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -32,13 +34,14 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use ipnet::IpNet;
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 /// Why an address or a check-back URL is refused. The text is what an operator
 /// (at registration: the producer's owner) reads, so it names the rule and the flag.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// Denied whatever the configuration (link-local, metadata, unspecified, multicast, broadcast).
-    #[error("address {shown} is {why}; check-back never dials it")]
+    #[error("address {shown} is {why}; trustmsg never dials it")]
     Builtin {
         /// The address as given, and what it stands for when normalised.
         shown: String,
@@ -333,6 +336,17 @@ impl AddressPolicy {
         Ok(ips)
     }
 
+    /// The checks a call makes before dialling `url`: its shape, and its
+    /// address when the host is an IP literal (literals never reach the
+    /// resolver of a [`client_builder`] client, which checks hostnames).
+    pub fn check_literal(&self, url: &url::Url) -> Result<(), Refusal> {
+        match self.check_url_shape(url)? {
+            url::Host::Ipv4(v4) => self.check_ip(IpAddr::V4(v4)),
+            url::Host::Ipv6(v6) => self.check_ip(IpAddr::V6(v6)),
+            url::Host::Domain(_) => Ok(()),
+        }
+    }
+
     /// Resolves `host` and keeps only the addresses the policy allows; an error
     /// (saying why) when none is left. This is what the check-back client dials.
     pub async fn resolve_allowed(&self, host: &str) -> Result<Vec<IpAddr>, Refusal> {
@@ -353,6 +367,35 @@ impl AddressPolicy {
         }
         Ok(allowed)
     }
+}
+
+/// The policy as reqwest's DNS resolver: hostnames resolve only to allowed addresses.
+struct PolicyResolver(Arc<AddressPolicy>);
+
+impl Resolve for PolicyResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let policy = self.0.clone();
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            let ips = policy.resolve_allowed(&host).await?;
+            let addrs: Addrs = Box::new(ips.into_iter().map(|ip| std::net::SocketAddr::new(ip, 0)));
+            Ok(addrs)
+        })
+    }
+}
+
+/// An HTTP client builder that dials only what `policy` allows: hostnames
+/// resolve through the policy (so the check is on the address actually
+/// dialled, DNS rebinding included), no proxy dials on its behalf, and no
+/// redirect is followed. Check each URL with [`AddressPolicy::check_literal`]
+/// before the call.
+pub(crate) fn client_builder(policy: Arc<AddressPolicy>) -> reqwest::ClientBuilder {
+    crate::tls::install_crypto_provider();
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        // A proxy would dial on our behalf, past the resolver's check.
+        .no_proxy()
+        .dns_resolver(Arc::new(PolicyResolver(policy)))
 }
 
 #[cfg(test)]

@@ -27,6 +27,14 @@
 //!   this one left off. Undelivered alerts stay `pending`: an operator sees
 //!   them (`GET /v1/admin/alerts?state=pending`, the
 //!   `trustmsg_alerts_undelivered` gauge), nothing is dropped.
+//! - **Signed, to allowed addresses only.** With `--alert-signing-secret` each
+//!   POST is signed the Standard Webhooks way, as check-back calls are
+//!   (`webhook-id` = the alert id, the same in every retry;
+//!   `webhook-timestamp`; `webhook-signature: v1,<base64 HMAC-SHA256>`), so a
+//!   receiver can tell trustmsg's alerts from anyone else's POST with an
+//!   existing library. The webhook is dialled through the check-back
+//!   [`AddressPolicy`]: its URL is checked at start-up and every connection
+//!   is checked on the address actually dialled.
 //! - **Without a webhook** an instance settles due alerts as `no_webhook`:
 //!   their log line and counter were all there was to them, and they must not
 //!   wait forever as undelivered. Give every instance the same
@@ -35,16 +43,21 @@
 //!   grace period and writes their outcome; one cut off keeps its claim and
 //!   comes back after the lease. Nothing is lost either way: the row is there.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use reqwest::header::CONTENT_TYPE;
 use serde::Serialize;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use trustmsg_verify_api::admin::{AlertKind, AlertView};
+use trustmsg_verify_api::{signature, webhook};
 
+use crate::address_policy::{self, AddressPolicy};
 use crate::backoff::Backoff;
 use crate::periodic;
+use crate::secret::Secret;
 use crate::store::{deadline, DynStore};
 
 /// How much longer than a POST ([`POST_TIMEOUT`]) and the statement that
@@ -106,11 +119,41 @@ impl<'a> From<&'a AlertView> for AlertBody<'a> {
     }
 }
 
+/// Where and how alerts are POSTed.
+#[derive(Debug, Clone)]
+pub struct Webhook {
+    /// `--alert-webhook`.
+    pub url: url::Url,
+    /// `--alert-signing-secret` (`whsec_<base64>`, checked at start-up);
+    /// None: POSTs go unsigned.
+    pub signing_secret: Option<Secret>,
+    /// The addresses the webhook's client may dial (the check-back policy).
+    pub policy: Arc<AddressPolicy>,
+}
+
+impl Webhook {
+    /// Unsigned POSTs to `url`, under the default address policy.
+    pub fn new(url: url::Url) -> Self {
+        Self {
+            url,
+            signing_secret: None,
+            policy: Arc::default(),
+        }
+    }
+}
+
+/// The webhook with its HTTP client.
+#[derive(Clone)]
+struct Target {
+    http: reqwest::Client,
+    webhook: Webhook,
+}
+
 /// Delivers the outbox's alerts; cheap to clone.
 #[derive(Clone)]
 pub struct AlertDelivery {
     store: DynStore,
-    webhook: Option<(reqwest::Client, url::Url)>,
+    target: Option<Target>,
     /// Each of its statements' deadline (see [`crate::store::deadline`]).
     statement_timeout: Duration,
 }
@@ -118,19 +161,18 @@ pub struct AlertDelivery {
 impl AlertDelivery {
     /// Delivery to `webhook`, or settling as `no_webhook` without one; each
     /// statement gives up after `statement_timeout`.
-    pub fn new(store: DynStore, webhook: Option<url::Url>, statement_timeout: Duration) -> Self {
-        let webhook = webhook.map(|url| {
-            crate::tls::install_crypto_provider();
-            let http = reqwest::Client::builder()
+    pub fn new(store: DynStore, webhook: Option<Webhook>, statement_timeout: Duration) -> Self {
+        let target = webhook.map(|webhook| {
+            let http = address_policy::client_builder(webhook.policy.clone())
                 .timeout(POST_TIMEOUT)
-                .redirect(reqwest::redirect::Policy::none())
+                .user_agent(concat!("trustmsg-alerts/", env!("CARGO_PKG_VERSION")))
                 .build()
                 .expect("static reqwest configuration");
-            (http, url)
+            Target { http, webhook }
         });
         Self {
             store,
-            webhook,
+            target,
             statement_timeout,
         }
     }
@@ -173,7 +215,7 @@ impl AlertDelivery {
     /// without a webhook, settles them); returns how many it took. Tests
     /// step delivery with it.
     pub async fn deliver_due(&self) -> crate::store::StoreResult<usize> {
-        let Some((http, url)) = &self.webhook else {
+        let Some(target) = &self.target else {
             let settle = self.store.settle_alerts_without_webhook(BATCH);
             let n = self.within("settle alerts", settle).await?;
             return Ok(usize::try_from(n).unwrap_or(usize::MAX));
@@ -184,7 +226,7 @@ impl AlertDelivery {
         let n = claimed.len();
         futures::stream::iter(claimed)
             .for_each_concurrent(BATCH as usize, |a| async move {
-                let outcome = post(http, url, &a).await;
+                let outcome = target.post(&a).await;
                 self.record(&a, outcome).await;
             })
             .await;
@@ -235,19 +277,56 @@ impl AlertDelivery {
     }
 }
 
-/// One POST of `a`; Err with a short reason unless the webhook answered 2xx.
-async fn post(http: &reqwest::Client, url: &url::Url, a: &AlertView) -> Result<(), String> {
-    let answer = http
-        .post(url.clone())
-        .header(ALERT_ID_HEADER, a.alert_id.to_string())
-        .json(&AlertBody::from(a))
-        .send()
-        .await
-        .map_err(|e| e.to_string())?;
-    let status = answer.status();
-    if status.is_success() {
-        Ok(())
-    } else {
-        Err(format!("the webhook answered {status}"))
+impl Target {
+    /// One POST of `a`, signed when there is a secret; Err with a short
+    /// reason unless the webhook answered 2xx.
+    async fn post(&self, a: &AlertView) -> Result<(), String> {
+        let Webhook {
+            url,
+            signing_secret,
+            policy,
+        } = &self.webhook;
+        // IP literals never reach the policy's resolver.
+        policy.check_literal(url).map_err(|e| e.to_string())?;
+        let body = serde_json::to_vec(&AlertBody::from(a)).expect("an alert serialises");
+        // The alert's id, not the attempt's: a receiver drops a repeat by it.
+        let id = a.alert_id.to_string();
+        let mut post = self
+            .http
+            .post(url.clone())
+            .header(ALERT_ID_HEADER, &id)
+            .header(CONTENT_TYPE, "application/json");
+        if let Some(secret) = signing_secret {
+            let ts = chrono::Utc::now().timestamp();
+            let sig = signature::sign(secret.expose(), &id, ts, &body)
+                .map_err(|e| format!("cannot sign the alert: {e}"))?;
+            post = post
+                .header(webhook::ID, &id)
+                .header(webhook::TIMESTAMP, ts.to_string())
+                .header(webhook::SIGNATURE, sig);
+        }
+        let answer = post.body(body).send().await.map_err(|e| describe(&e))?;
+        let status = answer.status();
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(format!("the webhook answered {status}"))
+        }
     }
+}
+
+/// A reqwest error with its causes, which is where "address refused" lives.
+fn describe(e: &reqwest::Error) -> String {
+    use std::error::Error as _;
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.ends_with(&s_text) {
+            text.push_str(": ");
+            text.push_str(&s_text);
+        }
+        source = s.source();
+    }
+    text
 }

@@ -34,8 +34,10 @@ impl Backoff {
     pub fn delay_at(&self, failures: u32, unit: f64) -> Duration {
         let exp = failures.saturating_sub(1).min(30);
         let nominal = self.base.saturating_mul(1u32 << exp).min(self.max);
-        nominal
-            .mul_f64(1.0 + JITTER * unit.clamp(-1.0, 1.0))
+        // `mul_f64` panics past `Duration::MAX`; a huge `max` saturates instead.
+        let factor = 1.0 + JITTER * unit.clamp(-1.0, 1.0);
+        Duration::try_from_secs_f64(nominal.as_secs_f64() * factor)
+            .unwrap_or(Duration::MAX)
             .min(self.max)
     }
 }
@@ -97,6 +99,16 @@ mod tests {
             assert!(d >= S(64) && d <= S(96), "{d:?}");
             assert!(b.delay(30) <= S(300));
         }
+    }
+
+    #[test]
+    fn an_enormous_cap_saturates_instead_of_panicking() {
+        let b = Backoff {
+            base: Duration::MAX,
+            max: Duration::MAX,
+        };
+        assert_eq!(b.delay_at(1, 1.0), Duration::MAX);
+        assert!(b.delay_at(3, -1.0) < Duration::MAX);
     }
 
     #[test]

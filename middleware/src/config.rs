@@ -46,6 +46,22 @@ fn positive_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// The longest backoff flag accepted. A retry delay becomes a due time in the
+/// database: an absurd one (`1000000000y`) used to panic the worker that
+/// computed it, or would leave the row due never.
+const MAX_BACKOFF: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// A backoff delay: longer than 0, at most [`MAX_BACKOFF`].
+fn backoff_duration(s: &str) -> Result<Duration, String> {
+    match positive_duration(s)? {
+        d if d > MAX_BACKOFF => Err(format!(
+            "must be at most {}",
+            humantime::format_duration(MAX_BACKOFF)
+        )),
+        d => Ok(d),
+    }
+}
+
 /// `--verify-lease-margin`: half of it is what a claimed row has to start
 /// its call, the claim's own round trip included; much less than a second
 /// and every row would be given back unchecked.
@@ -63,6 +79,33 @@ fn at_least_one<T: std::str::FromStr>(s: &str) -> Result<T, String> {
         Ok(_) => s.trim().parse().map_err(|_| format!("{s:?} is too large")),
         Err(e) => Err(format!("{s:?} is not a whole number: {e}")),
     }
+}
+
+/// `--alert-signing-secret`: `whsec_` and the base64 of a 24- to 64-byte
+/// key, as Standard Webhooks libraries expect. Checked here rather than by
+/// clap, whose refusals repeat the value: this one never does.
+fn check_signing_secret(secret: &Secret) -> Result<(), ConfigError> {
+    use base64::Engine;
+    let prefix = trustmsg_verify_api::webhook::SECRET_PREFIX;
+    let refuse = |why: String| {
+        Err(ConfigError(format!(
+            "--alert-signing-secret (TRUSTMSG_ALERT_SIGNING_SECRET) {why}; \
+             make one with: echo whsec_$(openssl rand -base64 32)"
+        )))
+    };
+    let Some(b64) = secret.expose().strip_prefix(prefix) else {
+        return refuse(format!("must start with {prefix:?} (whsec_<base64 key>)"));
+    };
+    let Ok(key) = base64::engine::general_purpose::STANDARD.decode(b64) else {
+        return refuse(format!("is not {prefix:?} followed by standard base64"));
+    };
+    if !(24..=64).contains(&key.len()) {
+        return refuse(format!(
+            "has a key of {} bytes; it must be 24 to 64",
+            key.len()
+        ));
+    }
+    Ok(())
 }
 
 /// A bad combination of flags, refused at start-up.
@@ -221,12 +264,12 @@ pub struct ForwarderArgs {
     #[arg(long, env = "TRUSTMSG_SWEEP_BATCH", default_value = "1024", value_parser = at_least_one::<NonZeroU32>)]
     pub sweep_batch: NonZeroU32,
 
-    /// First retry delay after a transient send error (doubles each time).
-    #[arg(long, env = "TRUSTMSG_SEND_BACKOFF_BASE", default_value = "1s", value_parser = positive_duration)]
+    /// First retry delay after a transient send error (doubles each time; at most 30d).
+    #[arg(long, env = "TRUSTMSG_SEND_BACKOFF_BASE", default_value = "1s", value_parser = backoff_duration)]
     pub send_backoff_base: Duration,
 
-    /// Longest retry delay after a transient send error.
-    #[arg(long, env = "TRUSTMSG_SEND_BACKOFF_MAX", default_value = "60s", value_parser = positive_duration)]
+    /// Longest retry delay after a transient send error (at most 30d).
+    #[arg(long, env = "TRUSTMSG_SEND_BACKOFF_MAX", default_value = "60s", value_parser = backoff_duration)]
     pub send_backoff_max: Duration,
 
     /// Send attempts before SEND_FAILED.
@@ -257,12 +300,12 @@ pub struct VerifierArgs {
     #[arg(long, env = "TRUSTMSG_MAX_VERIFY_ATTEMPTS", default_value = "15", value_parser = at_least_one::<NonZeroU32>)]
     pub max_verify_attempts: NonZeroU32,
 
-    /// First retry delay after a check-back that decided nothing (doubles each time).
-    #[arg(long, env = "TRUSTMSG_VERIFY_BACKOFF_BASE", default_value = "10s", value_parser = positive_duration)]
+    /// First retry delay after a check-back that decided nothing (doubles each time; at most 30d).
+    #[arg(long, env = "TRUSTMSG_VERIFY_BACKOFF_BASE", default_value = "10s", value_parser = backoff_duration)]
     pub verify_backoff_base: Duration,
 
-    /// Longest retry delay between check-backs.
-    #[arg(long, env = "TRUSTMSG_VERIFY_BACKOFF_MAX", default_value = "5m", value_parser = positive_duration)]
+    /// Longest retry delay between check-backs (at most 30d).
+    #[arg(long, env = "TRUSTMSG_VERIFY_BACKOFF_MAX", default_value = "5m", value_parser = backoff_duration)]
     pub verify_backoff_max: Duration,
 
     /// The longest check-back timeout a registration may set
@@ -369,8 +412,19 @@ pub struct AlertArgs {
     /// send_failed, quarantined, send_overdue, verify_overdue), retried until
     /// it answers 2xx, from whichever instance is running. Without it alerts
     /// are logged and counted only (state no_webhook).
+    /// The webhook is dialled under the check-back address rules
+    /// (--verify-allow-cidr, --verify-deny-cidr, the built-in denials),
+    /// checked at start-up and on every connection.
     #[arg(long, env = "TRUSTMSG_ALERT_WEBHOOK")]
     pub alert_webhook: Option<url::Url>,
+
+    /// Sign every alert POST the Standard Webhooks way (`webhook-id` = the
+    /// alert id, `webhook-timestamp`, `webhook-signature`) with this secret,
+    /// `whsec_` followed by the base64 of 24 to 64 random bytes (e.g.
+    /// `echo whsec_$(openssl rand -base64 32)`). Without it alerts are POSTed
+    /// unsigned and anyone who can reach the webhook can forge one.
+    #[arg(long, env = "TRUSTMSG_ALERT_SIGNING_SECRET")]
+    pub alert_signing_secret: Option<Secret>,
 
     /// Alert once for a committed message still not in Kafka this long after
     /// its commit (its sends keep timing out or finding the cluster away,
@@ -437,6 +491,8 @@ pub(crate) struct Settings {
     pub(crate) verifier: Option<VerifierConfig>,
     /// Where alerts are POSTed, if anywhere.
     pub(crate) alert_webhook: Option<url::Url>,
+    /// What alert POSTs are signed with, if anything.
+    pub(crate) alert_signing_secret: Option<Secret>,
     /// How long in-flight alert POSTs may take to finish on shutdown.
     pub(crate) shutdown_grace: Duration,
     /// When a waiting message is alerted as overdue.
@@ -484,6 +540,9 @@ impl ServeArgs {
         let f = &self.forwarder;
         let v = &self.verifier;
         self.check_record_limit()?;
+        if let Some(secret) = &self.alerts.alert_signing_secret {
+            check_signing_secret(secret)?;
+        }
         if v.verify_timeout > v.verify_timeout_max {
             return Err(ConfigError(format!(
                 "--verify-timeout ({}) must not be longer than --verify-timeout-max ({}): \
@@ -553,6 +612,7 @@ impl ServeArgs {
             forwarding,
             verifier,
             alert_webhook: self.alerts.alert_webhook.clone(),
+            alert_signing_secret: self.alerts.alert_signing_secret.clone(),
             shutdown_grace: self.shutdown_grace,
             backlog_interval: self.backlog_interval,
             retention: Some(self.retention).filter(|d| !d.is_zero()),
@@ -760,6 +820,19 @@ mod tests {
                 why.contains(flag) && why.contains("longer than 0"),
                 "{flag}: {why}"
             );
+        }
+        for flag in [
+            "--send-backoff-base",
+            "--send-backoff-max",
+            "--verify-backoff-base",
+            "--verify-backoff-max",
+        ] {
+            let why = refusal(&[flag, "1000000000y"]);
+            assert!(
+                why.contains(flag) && why.contains("at most 30days"),
+                "{flag}: {why}"
+            );
+            assert!(parse(&[flag, "30d"]).is_ok(), "{flag} 30d is fine");
         }
         // A first check at once and no grace period are meaningful.
         assert!(parse(&["--first-verify-after", "0s", "--shutdown-grace", "0s"]).is_ok());

@@ -12,7 +12,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
 
-use crate::alert::AlertDelivery;
+use crate::address_policy::{AddressPolicy, Refusal};
+use crate::alert::{AlertDelivery, Webhook};
 use crate::api::load_shed::InFlight;
 use crate::api::{self, AppState, Shared};
 use crate::backlog;
@@ -86,6 +87,43 @@ async fn warn_about_producers_without_topics(store: &DynStore, required: bool) {
     }
 }
 
+/// The alert webhook, refused at start-up when the address policy refuses
+/// its URL (each connection is checked again when it is dialled); warns
+/// when its POSTs go unsigned.
+async fn alert_webhook(
+    url: Option<url::Url>,
+    signing_secret: Option<crate::secret::Secret>,
+    policy: &Arc<AddressPolicy>,
+) -> anyhow::Result<Option<Webhook>> {
+    let Some(url) = url else {
+        return Ok(None);
+    };
+    let shown = store::redact_url(url.as_str());
+    match policy.check_url(&url).await {
+        Ok(()) => {}
+        // DNS may be down for a moment; the connection is checked anyway.
+        Err(why @ (Refusal::Unresolvable { .. } | Refusal::NoAddress(_))) => {
+            tracing::warn!(webhook = %shown, "--alert-webhook: {why}; alerts wait until it resolves to an allowed address")
+        }
+        Err(why) => anyhow::bail!(
+            "--alert-webhook {shown} is refused by the address policy \
+             (--verify-allow-cidr, --verify-deny-cidr, built-in denials): {why}"
+        ),
+    }
+    if signing_secret.is_none() {
+        tracing::warn!(
+            webhook = %shown,
+            "alert webhooks are POSTed unsigned: pass --alert-signing-secret whsec_… \
+             so the receiver can tell trustmsg's alerts from forged ones"
+        );
+    }
+    Ok(Some(Webhook {
+        url,
+        signing_secret,
+        policy: policy.clone(),
+    }))
+}
+
 /// A running trustmsg service.
 pub struct Application {
     addr: SocketAddr,
@@ -107,10 +145,12 @@ impl Application {
                  Never run this way outside local development. !!!"
             );
         }
+        let address_policy = Arc::new(cfg.address_policy);
+        let webhook =
+            alert_webhook(cfg.alert_webhook, cfg.alert_signing_secret, &address_policy).await?;
         let store = open_store(cfg.database_url.expose(), cfg.auto_migrate).await?;
         let registry = Registry::new(store.clone(), cfg.producer_cache_ttl);
         warn_about_producers_without_topics(&store, cfg.require_producer_topics).await;
-        let address_policy = Arc::new(cfg.address_policy);
         let shutdown = CancellationToken::new();
         let mut workers = Vec::new();
         let liveness = Liveness::default();
@@ -154,7 +194,7 @@ impl Application {
         ) {
             workers.push(liveness.watch("retention", task, shutdown.clone()));
         }
-        let task = AlertDelivery::new(store.clone(), cfg.alert_webhook, cfg.request_timeout)
+        let task = AlertDelivery::new(store.clone(), webhook, cfg.request_timeout)
             .spawn(shutdown.clone(), cfg.shutdown_grace);
         workers.push(liveness.watch("alert delivery", task, shutdown.clone()));
         let task = backlog::spawn(
@@ -179,6 +219,7 @@ impl Application {
             request_timeout: cfg.request_timeout,
             liveness,
             require_producer_topics: cfg.require_producer_topics,
+            summary: Default::default(),
         });
 
         let listener = TcpListener::bind(cfg.listen)

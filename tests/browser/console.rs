@@ -1,9 +1,13 @@
 //! What a person on call does in the console, in a real browser.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
 use serde_json::json;
 use trustmsg_tests::kafka::{MockKafka, RDKafkaApiKey, RDKafkaRespErr};
 use trustmsg_tests::{
-    decision_body, eventually, prepare_body, TestApp, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL,
+    decision_body, eventually, prepare_body, serve, TestApp, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL,
 };
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
@@ -652,6 +656,106 @@ async fn an_alert_the_webhook_refuses_is_listed_as_pending_with_why_and_links_it
     }
     browser.click(&format!("a[href='#/messages/{id}']")).await;
     browser.until_text("VERIFY_FAILED").await;
+    browser.finish().await;
+    app.finish().await;
+}
+
+/// A front for the service that answers `/v1/admin/summary` `delay` late
+/// (everything else passes straight through) and counts the summary
+/// requests in flight: the slow server the overview must not pile up on.
+struct SlowSummary {
+    url: String,
+    started: Arc<AtomicU32>,
+    most_in_flight: Arc<AtomicU32>,
+}
+
+impl SlowSummary {
+    async fn start(app: &TestApp, delay: Duration) -> Self {
+        let (started, in_flight, most): (Arc<AtomicU32>, Arc<AtomicU32>, Arc<AtomicU32>) =
+            Default::default();
+        let upstream = app.url("");
+        let http = reqwest::Client::new();
+        let counters = (
+            Arc::clone(&started),
+            Arc::clone(&in_flight),
+            Arc::clone(&most),
+        );
+        let handler = move |req: axum::extract::Request| {
+            let (upstream, http) = (upstream.clone(), http.clone());
+            let (started, in_flight, most) =
+                (counters.0.clone(), counters.1.clone(), counters.2.clone());
+            async move {
+                let summary = req.uri().path() == "/v1/admin/summary";
+                if summary {
+                    started.fetch_add(1, Ordering::SeqCst);
+                    let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(delay).await;
+                }
+                let (parts, body) = req.into_parts();
+                let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+                let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+                let mut headers = parts.headers.clone();
+                headers.remove(axum::http::header::HOST);
+                let answer = http
+                    .request(parts.method, format!("{upstream}{path}"))
+                    .headers(headers)
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                let mut out = axum::http::Response::builder().status(answer.status());
+                for (k, v) in answer.headers() {
+                    if k != axum::http::header::TRANSFER_ENCODING
+                        && k != axum::http::header::CONTENT_LENGTH
+                    {
+                        out = out.header(k, v);
+                    }
+                }
+                let out = out
+                    .body(axum::body::Body::from(answer.bytes().await.unwrap()))
+                    .unwrap();
+                if summary {
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                }
+                out
+            }
+        };
+        let addr = serve(axum::Router::new().fallback(handler)).await;
+        Self {
+            url: format!("http://{addr}"),
+            started,
+            most_in_flight: most,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_waits_for_a_slow_summary_before_asking_again() {
+    let (app, _) = service_with_messages().await;
+    // Longer than the 5 s refresh: a timer that ignores the answer would
+    // have a second request out before the first is back.
+    let slow = SlowSummary::start(&app, Duration::from_secs(7)).await;
+    let browser = Browser::start(1280, 900).await;
+    browser
+        .client
+        .goto(&format!("{}/console", slow.url))
+        .await
+        .unwrap();
+    browser.fill("#token", ADMIN_TOKEN).await;
+    browser.click("#sign-in").await;
+    // Sign-in's own check, then the overview's first load and two refreshes
+    // (a timer that ignores answers has had 2 out at once by the third).
+    eventually(60, "four summary requests", async || {
+        slow.started.load(Ordering::SeqCst) >= 4
+    })
+    .await;
+    assert_eq!(
+        slow.most_in_flight.load(Ordering::SeqCst),
+        1,
+        "summary requests overlapped"
+    );
+    assert!(browser.page_text().await.contains("shop"));
     browser.finish().await;
     app.finish().await;
 }

@@ -5,16 +5,19 @@
 mod harness;
 
 mod alert_outbox;
+mod alert_signing;
 mod backlog;
 mod barrier_race;
 mod broker_restart;
 mod bulk;
 mod canary;
+mod console_overview;
 mod dev;
 mod five_classes;
 mod frozen_db;
 mod kill9;
 mod no_forwarder;
+mod startup_refusals;
 mod tail;
 mod topics;
 mod verify_lease;

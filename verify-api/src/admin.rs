@@ -77,15 +77,26 @@ pub struct MessageDetail {
     pub check_attempts: Vec<CheckAttemptView>,
 }
 
-/// One producer's messages at a glance.
+/// One producer's messages at a glance: exact counts of the live messages
+/// (those an operator may still have to act on) and how many finished within
+/// the summary's `recent_window_secs`. Finished messages older than that are
+/// not counted: counting them would read the whole table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ProducerSummaryView {
     /// The producer's id.
     pub biz_id: String,
-    /// Messages by status; states with none are absent.
+    /// Live messages by status, exact: `PREPARED`, `VERIFY_FAILED`, and
+    /// `COMMITTED` not yet in Kafka (send `PENDING` or `SEND_FAILED`); states
+    /// with none are absent. Finished messages (`ROLLED_BACK`, or `COMMITTED`
+    /// and `SENT`) are not here: see `sent_recently`, `rolled_back_recently`.
     pub by_status: BTreeMap<String, u64>,
-    /// Committed messages by send status.
+    /// Committed messages not yet in Kafka by send status, exact: `PENDING`,
+    /// `SEND_FAILED`.
     pub by_send_status: BTreeMap<String, u64>,
+    /// Messages SENT within the last `recent_window_secs` (by their last change).
+    pub sent_recently: u64,
+    /// Messages ROLLED_BACK within the last `recent_window_secs`.
+    pub rolled_back_recently: u64,
     /// When the oldest message still PREPARED was prepared.
     pub oldest_prepared_at: Option<DateTime<Utc>>,
     /// Its age by the database clock, in milliseconds.
@@ -96,17 +107,22 @@ pub struct ProducerSummaryView {
     pub oldest_pending_send_age_ms: Option<u64>,
 }
 
-/// Every producer with messages (`GET /v1/admin/summary`).
+/// Every producer with live messages or messages finished within the
+/// window (`GET /v1/admin/summary`). Computed at most once every few seconds
+/// per instance, whoever asks: `at` says when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Summary {
     /// By biz_id.
     pub producers: Vec<ProducerSummaryView>,
-    /// The database clock the ages were measured with.
+    /// The database clock the counts and ages were taken at.
     pub at: DateTime<Utc>,
     /// The registered producers that have no topic allow-list (they may
     /// publish to any topic), by biz_id: each needs one.
     #[serde(default)]
     pub producers_without_topics: Vec<String>,
+    /// The window of `sent_recently` and `rolled_back_recently`, in seconds
+    /// before `at`.
+    pub recent_window_secs: u64,
 }
 
 /// The decision an operator makes.

@@ -265,6 +265,29 @@ async fn purge_deletes_only_old_markers() {
 }
 
 #[tokio::test]
+async fn purge_with_an_age_older_than_any_date_deletes_nothing_and_does_not_fail() {
+    let (db, pool) = setup().await;
+    place_order(&pool, "old").await.unwrap();
+    sqlx::query("UPDATE trustmsg_barrier SET created_at = '1971-01-01' WHERE message_key = 'old'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    // 300,000 years in milliseconds times 1000 is past a BIGINT.
+    for age in [
+        Duration::from_secs(300_000 * 365 * 24 * 3600),
+        Duration::MAX,
+    ] {
+        let n = barrier::purge_older_than(&pool, age).await;
+        assert_eq!(n.map_err(|e| e.to_string()), Ok(0), "{age:?}");
+    }
+    assert_eq!(
+        barrier::check(&pool, "shop", "old").await.unwrap(),
+        Decision::Commit
+    );
+    db.drop_db().await;
+}
+
+#[tokio::test]
 async fn keys_that_differ_only_in_trailing_spaces_have_separate_markers() {
     let (db, pool) = setup().await;
     place_order(&pool, "A").await.unwrap();

@@ -104,6 +104,8 @@ pub(crate) struct Shared {
     pub(crate) liveness: crate::liveness::Liveness,
     /// Every producer must have a topic allow-list (`--require-producer-topics`).
     pub(crate) require_producer_topics: bool,
+    /// The operator summary, computed once for every caller of a moment.
+    pub(crate) summary: admin::read::SummaryCache,
 }
 
 /// The whole API, every route under the request deadline but the bulk

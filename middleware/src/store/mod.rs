@@ -339,9 +339,12 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
         before: Option<u64>,
     ) -> StoreResult<Vec<MessageView>>;
-    /// Per producer with messages: counts by status and send status, and the
-    /// oldest waiting message of each kind.
-    async fn summary(&self) -> StoreResult<Vec<ProducerSummary>>;
+    /// Per producer with live messages or messages finished within `recent`:
+    /// exact counts of the live ones by status and send status, the oldest
+    /// waiting message of each kind, and how many were SENT and ROLLED_BACK
+    /// within `recent`. Reads no finished row older than that, so its cost
+    /// does not grow with the table.
+    async fn summary(&self, recent: std::time::Duration) -> StoreResult<Vec<ProducerSummary>>;
     /// Every registration, by biz_id.
     async fn list_producers(&self) -> StoreResult<Vec<Producer>>;
     /// Retention: deletes up to `limit` messages that are SENT or

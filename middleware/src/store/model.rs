@@ -326,14 +326,21 @@ pub struct RequeuedChunk {
     pub last_id: Option<u64>,
 }
 
-/// One producer's messages at a glance.
+/// One producer's messages at a glance: exact counts of the messages an
+/// operator may still act on, and how many finished recently.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProducerSummary {
     pub biz_id: String,
-    /// Messages by status (`PREPARED`, …); states with none are absent.
+    /// Live messages by status: `PREPARED`, `VERIFY_FAILED`, and `COMMITTED`
+    /// not yet in Kafka; states with none are absent.
     pub by_status: BTreeMap<String, u64>,
-    /// Committed messages by send status (`PENDING`, …).
+    /// Committed messages not yet in Kafka by send status (`PENDING`,
+    /// `SEND_FAILED`).
     pub by_send_status: BTreeMap<String, u64>,
+    /// Messages that reached SENT within the summary's recent window.
+    pub sent_recently: u64,
+    /// Messages ROLLED_BACK within the summary's recent window.
+    pub rolled_back_recently: u64,
     /// When the oldest message still PREPARED was prepared.
     pub oldest_prepared_at: Option<DateTime<Utc>>,
     /// When the oldest message whose send is still PENDING was committed.

@@ -562,8 +562,8 @@ impl Store for SqliteStore {
         sql::list_messages(&self.pool, filter, limit, before).await
     }
 
-    async fn summary(&self) -> StoreResult<Vec<ProducerSummary>> {
-        sql::summary(&self.pool).await
+    async fn summary(&self, recent: std::time::Duration) -> StoreResult<Vec<ProducerSummary>> {
+        sql::summary(&self.pool, recent).await
     }
 
     async fn list_producers(&self) -> StoreResult<Vec<Producer>> {

@@ -14,11 +14,9 @@
 //!   can read in `last_error`.
 
 use std::error::Error as _;
-use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
 use trustmsg_verify_api::webhook::{self, MAX_RESPONSE_BYTES};
 use trustmsg_verify_api::{signature, CheckRequest, CheckResponse, Decision};
@@ -26,7 +24,7 @@ use trustmsg_verify_api::{signature, CheckRequest, CheckResponse, Decision};
 use reqwest::StatusCode;
 
 use super::limit::Load;
-use crate::address_policy::{AddressPolicy, Refusal};
+use crate::address_policy::{self, AddressPolicy, Refusal};
 
 /// Why a check-back call decided nothing. The text goes to `last_error`, so
 /// it says what an operator should look at on the producer's side.
@@ -114,21 +112,6 @@ pub(crate) struct Endpoint<'a> {
     pub(crate) timeout: Duration,
 }
 
-/// The policy as reqwest's DNS resolver: hostnames resolve only to allowed addresses.
-struct PolicyResolver(Arc<AddressPolicy>);
-
-impl Resolve for PolicyResolver {
-    fn resolve(&self, name: Name) -> Resolving {
-        let policy = self.0.clone();
-        let host = name.as_str().to_string();
-        Box::pin(async move {
-            let ips = policy.resolve_allowed(&host).await?;
-            let addrs: Addrs = Box::new(ips.into_iter().map(|ip| SocketAddr::new(ip, 0)));
-            Ok(addrs)
-        })
-    }
-}
-
 /// The check-back HTTP client (cheap to clone; connections are pooled).
 #[derive(Clone)]
 pub(crate) struct CheckClient {
@@ -147,12 +130,7 @@ impl std::fmt::Debug for CheckClient {
 impl CheckClient {
     /// A client that dials only what `policy` allows.
     pub(crate) fn new(policy: Arc<AddressPolicy>) -> Self {
-        crate::tls::install_crypto_provider();
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            // A proxy would dial on our behalf, past the resolver's check.
-            .no_proxy()
-            .dns_resolver(Arc::new(PolicyResolver(policy.clone())))
+        let http = address_policy::client_builder(policy.clone())
             .user_agent(concat!("trustmsg-verifier/", env!("CARGO_PKG_VERSION")))
             .build()
             .expect("static reqwest configuration");
@@ -182,15 +160,7 @@ impl CheckClient {
             url: endpoint.url.to_string(),
             error: e.to_string(),
         })?;
-        // IP literals never reach the resolver, so they are checked here.
-        let literal = match self.policy.check_url_shape(&url)? {
-            url::Host::Ipv4(v4) => Some(IpAddr::V4(v4)),
-            url::Host::Ipv6(v6) => Some(IpAddr::V6(v6)),
-            url::Host::Domain(_) => None,
-        };
-        if let Some(ip) = literal {
-            self.policy.check_ip(ip)?;
-        }
+        self.policy.check_literal(&url)?;
         let body = serde_json::to_vec(req).expect("CheckRequest serialises");
         let id = format!("chk_{}_{}", req.message_id, req.attempt);
         let ts = chrono::Utc::now().timestamp();

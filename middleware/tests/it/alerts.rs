@@ -5,13 +5,15 @@
 //! settled instead of waiting forever. `/metrics` shows the undelivered ones
 //! and counts the POSTs.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::Router;
 use serde_json::json;
-use trustmsg::alert::AlertDelivery;
+use trustmsg::address_policy::{AddressPolicy, StaticResolver};
+use trustmsg::alert::{AlertDelivery, Webhook};
 use trustmsg::store::{Actor, AlertFilter, Store};
 use trustmsg_tests::{eventually, prepare_body, AlertSink, TestApp, UNREACHABLE_VERIFY_URL};
 use trustmsg_verify_api::admin::{AlertState, AlertView};
@@ -49,7 +51,7 @@ async fn a_refused_alert_is_retried_under_its_id_and_delivered_once(b: &Backend)
     sink.answer(StatusCode::INTERNAL_SERVER_ERROR);
     let delivery = AlertDelivery::new(
         b.store.clone(),
-        Some(sink.url().parse().unwrap()),
+        Some(Webhook::new(sink.url().parse().unwrap())),
         Duration::from_secs(5),
     );
 
@@ -95,6 +97,45 @@ async fn without_a_webhook_alerts_are_settled_not_left_pending(b: &Backend) {
     assert_eq!(delivery.deliver_due().await.unwrap(), 1);
     assert_eq!(the_alert(s).await.state, AlertState::NoWebhook);
     assert_eq!(delivery.deliver_due().await.unwrap(), 0);
+}
+
+/// The webhook's name resolves (now: say, after a DNS change) to an address
+/// the policy denies: the POST is refused on the address it would dial, the
+/// alert stays pending with the reason, and the webhook gets nothing.
+async fn a_webhook_name_resolving_to_a_denied_address_is_not_dialled(b: &Backend) {
+    let s = b.store.as_ref();
+    one_alert(s).await;
+    let sink = AlertSink::start().await;
+    let port = sink.url().parse::<url::Url>().unwrap().port().unwrap();
+    let resolver = StaticResolver::new(
+        [("alerts.test".to_string(), "127.0.0.1".parse().unwrap())],
+        None,
+    );
+    let policy = AddressPolicy::new(Vec::new(), vec!["127.0.0.1/32".parse().unwrap()])
+        .with_resolver(Arc::new(resolver));
+    let webhook = Webhook {
+        url: format!("http://alerts.test:{port}/alerts").parse().unwrap(),
+        signing_secret: None,
+        policy: Arc::new(policy),
+    };
+    let delivery = AlertDelivery::new(b.store.clone(), Some(webhook), Duration::from_secs(5));
+    assert_eq!(delivery.deliver_due().await.unwrap(), 1);
+    let a = the_alert(s).await;
+    assert_eq!((a.state, a.delivery_attempts), (AlertState::Pending, 1));
+    let why = a.last_delivery_error.unwrap_or_default();
+    assert!(
+        why.contains("alerts.test resolves only to refused addresses")
+            && why.contains("--verify-deny-cidr"),
+        "{why}"
+    );
+    assert!(sink.alerts().is_empty() && sink.refused() == 0);
+}
+
+#[tokio::test]
+async fn sqlite_a_webhook_name_resolving_to_a_denied_address_is_not_dialled() {
+    let b = Backend::sqlite().await;
+    a_webhook_name_resolving_to_a_denied_address_is_not_dialled(&b).await;
+    b.finish().await;
 }
 
 #[tokio::test]

@@ -5,6 +5,8 @@
 //! message of each kind). Nothing here changes anything.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
@@ -153,6 +155,31 @@ pub(crate) async fn get_message(
     }))
 }
 
+/// The window of the summary's counts of finished messages.
+pub(crate) const SUMMARY_RECENT: Duration = Duration::from_secs(15 * 60);
+/// How long one computed summary is served. Every console tab refreshes its
+/// overview every few seconds; whatever the number of tabs and CLI calls,
+/// an instance runs the summary's statements at most once in this time.
+const SUMMARY_MAX_AGE: Duration = Duration::from_secs(2);
+
+/// The summary, computed by one caller at a time and shared with every
+/// caller until [`SUMMARY_MAX_AGE`] (single flight: callers that arrive
+/// while it is being computed wait for that computation). A failure is not
+/// kept: the next caller tries again.
+#[derive(Clone)]
+pub(crate) struct SummaryCache(moka::future::Cache<(), Arc<Summary>>);
+
+impl Default for SummaryCache {
+    fn default() -> Self {
+        Self(
+            moka::future::Cache::builder()
+                .max_capacity(1)
+                .time_to_live(SUMMARY_MAX_AGE)
+                .build(),
+        )
+    }
+}
+
 fn summary_view(s: ProducerSummary, now: DateTime<Utc>) -> ProducerSummaryView {
     let age = |t: Option<DateTime<Utc>>| {
         t.map(|t| u64::try_from((now - t).num_milliseconds()).unwrap_or(0))
@@ -163,42 +190,61 @@ fn summary_view(s: ProducerSummary, now: DateTime<Utc>) -> ProducerSummaryView {
         biz_id: s.biz_id,
         by_status: s.by_status,
         by_send_status: s.by_send_status,
+        sent_recently: s.sent_recently,
+        rolled_back_recently: s.rolled_back_recently,
         oldest_prepared_at: s.oldest_prepared_at,
         oldest_pending_send_at: s.oldest_pending_send_at,
     }
 }
 
-/// Per producer: counts by state, and how long the oldest waiting messages have waited.
+/// Per producer: exact counts of the live states, how long the oldest
+/// waiting messages have waited, and how many finished within the last
+/// `recent_window_secs`. Served from a copy at most 2 s old (`at` says when),
+/// computed once per instance however many ask.
 #[utoipa::path(get, path = "/v1/admin/summary", tag = "admin",
     responses(
-        (status = 200, description = "Every producer with messages", body = Summary),
+        (status = 200, description = "Every producer with live or recently finished messages", body = Summary),
         (status = 403, description = "Not the admin token", body = ErrorBody),
     ),
     security(("admin" = [])))]
 pub(crate) async fn summary(
     State(state): State<AppState>,
 ) -> Result<axum::Json<Summary>, ApiError> {
-    let now = state.store.now().await?;
-    let producers = state
-        .store
-        .summary()
-        .await?
-        .into_iter()
-        .map(|s| summary_view(s, now))
-        .collect();
-    let producers_without_topics = state
-        .store
-        .list_producers()
-        .await?
-        .into_iter()
-        .filter(|p| p.topics.is_none())
-        .map(|p| p.biz_id)
-        .collect();
-    Ok(axum::Json(Summary {
-        producers,
-        at: now,
-        producers_without_topics,
-    }))
+    let store = state.store.clone();
+    let summary = state
+        .summary
+        .0
+        .try_get_with((), async move {
+            let now = store.now().await?;
+            let producers = store
+                .summary(SUMMARY_RECENT)
+                .await?
+                .into_iter()
+                .map(|s| summary_view(s, now))
+                .collect();
+            let producers_without_topics = store
+                .list_producers()
+                .await?
+                .into_iter()
+                .filter(|p| p.topics.is_none())
+                .map(|p| p.biz_id)
+                .collect();
+            Ok::<_, crate::store::StoreError>(Arc::new(Summary {
+                producers,
+                at: now,
+                producers_without_topics,
+                recent_window_secs: SUMMARY_RECENT.as_secs(),
+            }))
+        })
+        .await
+        // Callers that waited on the same failed computation share its error.
+        .map_err(|e| match Arc::try_unwrap(e) {
+            Ok(e) => ApiError::from(e),
+            Err(shared) => {
+                ApiError::from(crate::store::StoreError::Unavailable(shared.to_string()))
+            }
+        })?;
+    Ok(axum::Json(Summary::clone(&summary)))
 }
 
 #[cfg(test)]

@@ -451,15 +451,15 @@ fn age_cell(ms: Option<u64>) -> String {
 }
 
 fn summary_table(v: &Summary) -> String {
+    let window = humantime::format_duration(std::time::Duration::from_secs(v.recent_window_secs));
     let mut t = table(&[
         "producer",
         "prepared",
-        "committed",
-        "rolled back",
         "verify failed",
         "pending",
-        "sent",
         "send failed",
+        &format!("sent ({window})"),
+        &format!("rolled back ({window})"),
         "oldest prepared",
         "oldest pending",
     ]);
@@ -468,18 +468,17 @@ fn summary_table(v: &Summary) -> String {
         t.add_row(vec![
             p.biz_id.clone(),
             n(&p.by_status, MessageStatus::Prepared.as_str()),
-            n(&p.by_status, MessageStatus::Committed.as_str()),
-            n(&p.by_status, MessageStatus::RolledBack.as_str()),
             n(&p.by_status, MessageStatus::VerifyFailed.as_str()),
             n(&p.by_send_status, SendStatus::Pending.as_str()),
-            n(&p.by_send_status, SendStatus::Sent.as_str()),
             n(&p.by_send_status, SendStatus::SendFailed.as_str()),
+            p.sent_recently.to_string(),
+            p.rolled_back_recently.to_string(),
             age_cell(p.oldest_prepared_age_ms),
             age_cell(p.oldest_pending_send_age_ms),
         ]);
     }
     let text = if v.producers.is_empty() {
-        "no messages yet".to_string()
+        "no live or recently finished messages".to_string()
     } else {
         t.to_string()
     };

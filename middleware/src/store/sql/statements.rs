@@ -203,16 +203,45 @@ where
     }
 }
 
-/// [`crate::store::Store::summary`]: one grouped scan.
-pub(in crate::store) async fn summary<D>(pool: &sqlx::Pool<D>) -> StoreResult<Vec<ProducerSummary>>
+/// The states an operator may still have to act on, as SQL. Their rows are
+/// the backlog, so counting them reads index ranges whose size is the
+/// backlog's, never the table's (`idx_messages_state`, migration 0008).
+const LIVE: &str = "(status IN ('PREPARED', 'VERIFY_FAILED') \
+     OR (status = 'COMMITTED' AND send_status IN ('PENDING', 'SEND_FAILED')))";
+
+/// [`crate::store::Store::summary`]: two statements, neither of which reads
+/// the finished rows that make up most of the table. The live states are
+/// counted exactly from their index ranges; the finished ones only over the
+/// last `recent`, from the `(status, send_status, updated_at, biz_id)` index
+/// alone (no row is read), so the cost follows the recent throughput, not the
+/// table's size.
+pub(in crate::store) async fn summary<D>(
+    pool: &sqlx::Pool<D>,
+    recent: std::time::Duration,
+) -> StoreResult<Vec<ProducerSummary>>
 where
     D: Dialect,
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+    i64: Bind<D>,
 {
-    let rows = sqlx::query(
+    let live = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT biz_id, status, send_status, COUNT(*) AS n, MIN(created_at) AS oldest_created, \
-         MIN(decided_at) AS oldest_decided FROM messages GROUP BY biz_id, status, send_status",
-    )
+         MIN(decided_at) AS oldest_decided FROM messages WHERE {LIVE} \
+         GROUP BY biz_id, status, send_status"
+    )))
+    .fetch_all(pool)
+    .await?;
+    // `send_status IS NULL` pins the index's second column, so `updated_at`
+    // bounds the ROLLED_BACK range as it does the SENT one.
+    let since = format!("{}{}", D::NOW, D::MINUS_SPAN);
+    let finished = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT biz_id, status, COUNT(*) AS n FROM messages \
+         WHERE (status = 'COMMITTED' AND send_status = 'SENT' AND updated_at >= {since}) \
+         OR (status = 'ROLLED_BACK' AND send_status IS NULL AND updated_at >= {since}) \
+         GROUP BY biz_id, status"
+    )))
+    .bind(D::span(recent))
+    .bind(D::span(recent))
     .fetch_all(pool)
     .await?;
     let older = |a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>| match (a, b) {
@@ -220,17 +249,22 @@ where
         (a, b) => a.or(b),
     };
     let mut by_biz: std::collections::BTreeMap<String, ProducerSummary> = Default::default();
-    for row in &rows {
-        let biz_id = row.text("biz_id")?;
-        let status = row.text("status")?;
-        let send = row.opt_text("send_status")?;
-        let n = u64::try_from(row.opt_i64("n")?.unwrap_or(0)).unwrap_or(0);
-        let s = by_biz
+    fn entry(
+        by_biz: &mut std::collections::BTreeMap<String, ProducerSummary>,
+        biz_id: String,
+    ) -> &mut ProducerSummary {
+        by_biz
             .entry(biz_id.clone())
             .or_insert_with(|| ProducerSummary {
                 biz_id,
                 ..Default::default()
-            });
+            })
+    }
+    for row in &live {
+        let status = row.text("status")?;
+        let send = row.opt_text("send_status")?;
+        let n = u64::try_from(row.opt_i64("n")?.unwrap_or(0)).unwrap_or(0);
+        let s = entry(&mut by_biz, row.text("biz_id")?);
         *s.by_status.entry(status.clone()).or_default() += n;
         if let Some(send) = &send {
             *s.by_send_status.entry(send.clone()).or_default() += n;
@@ -241,6 +275,16 @@ where
         if status == "COMMITTED" && send.as_deref() == Some("PENDING") {
             s.oldest_pending_send_at =
                 older(s.oldest_pending_send_at, row.opt_time("oldest_decided")?);
+        }
+    }
+    for row in &finished {
+        let status = row.text("status")?;
+        let n = u64::try_from(row.opt_i64("n")?.unwrap_or(0)).unwrap_or(0);
+        let s = entry(&mut by_biz, row.text("biz_id")?);
+        if status == "ROLLED_BACK" {
+            s.rolled_back_recently += n;
+        } else {
+            s.sent_recently += n;
         }
     }
     Ok(by_biz.into_values().collect())

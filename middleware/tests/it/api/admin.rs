@@ -247,6 +247,11 @@ async fn the_summary_counts_each_producers_states_and_how_long_the_oldest_have_w
     assert_eq!(p["biz_id"], "shop");
     assert_eq!(p["by_status"], json!({"PREPARED": 2, "COMMITTED": 1}));
     assert_eq!(p["by_send_status"], json!({"PENDING": 1}));
+    assert_eq!(
+        (&p["sent_recently"], &p["rolled_back_recently"]),
+        (&json!(0), &json!(0))
+    );
+    assert_eq!(s["recent_window_secs"], 900);
     assert!(p["oldest_prepared_age_ms"].as_u64().unwrap() >= 300, "{p}");
     assert!(
         p["oldest_pending_send_age_ms"].as_u64().unwrap() < 300,

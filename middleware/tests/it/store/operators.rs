@@ -3,8 +3,9 @@
 //! registrations.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-use trustmsg::store::{DynStore, MessageFilter};
+use trustmsg::store::{DynStore, Message, MessageFilter};
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
 use crate::store::harness::*;
@@ -130,34 +131,53 @@ pub(crate) async fn the_summary_counts_each_producers_states_and_names_its_oldes
     let later = arrange_key(s, "prepared-later", State::Prepared, Due::Later)
         .await
         .unwrap();
-    let summary = s.summary().await.unwrap();
+    let summary = s.summary(Duration::from_secs(3600)).await.unwrap();
     assert_eq!(summary.len(), 1, "{summary:?}");
     let sum = &summary[0];
     assert_eq!(sum.biz_id, BIZ);
-    let count = |st: MessageStatus| {
-        rows.iter()
-            .chain([&later])
-            .filter(|m| m.status == st)
-            .count() as u64
-    };
+    let all: Vec<&Message> = rows.iter().chain([&later]).collect();
+    let count = |f: &dyn Fn(&Message) -> bool| all.iter().filter(|m| f(m)).count() as u64;
+    // Live states exactly; finished ones (all just made) as recent.
     let expected: BTreeMap<String, u64> = [
-        MessageStatus::Prepared,
-        MessageStatus::Committed,
-        MessageStatus::RolledBack,
-        MessageStatus::VerifyFailed,
+        ("PREPARED", count(&|m| m.status == MessageStatus::Prepared)),
+        (
+            "VERIFY_FAILED",
+            count(&|m| m.status == MessageStatus::VerifyFailed),
+        ),
+        (
+            "COMMITTED",
+            count(&|m| {
+                m.status == MessageStatus::Committed && m.send_status != Some(SendStatus::Sent)
+            }),
+        ),
     ]
     .into_iter()
-    .map(|st| (st.as_str().to_string(), count(st)))
+    .map(|(k, n)| (k.to_string(), n))
     .collect();
     assert_eq!(sum.by_status, expected);
     assert_eq!(
         sum.by_send_status,
-        BTreeMap::from([
-            ("PENDING".to_string(), 1),
-            ("SENT".to_string(), 1),
-            ("SEND_FAILED".to_string(), 1),
-        ])
+        BTreeMap::from([("PENDING".to_string(), 1), ("SEND_FAILED".to_string(), 1)])
     );
+    assert_eq!(
+        (sum.sent_recently, sum.rolled_back_recently),
+        (
+            count(&|m| m.send_status == Some(SendStatus::Sent)),
+            count(&|m| m.status == MessageStatus::RolledBack)
+        )
+    );
+    assert!(
+        sum.sent_recently > 0 && sum.rolled_back_recently > 0,
+        "{sum:?}"
+    );
+    // Finished before the window: not counted, and the live counts stay.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let narrow = s.summary(Duration::from_millis(10)).await.unwrap();
+    assert_eq!(
+        (narrow[0].sent_recently, narrow[0].rolled_back_recently),
+        (0, 0)
+    );
+    assert_eq!(narrow[0].by_status, sum.by_status);
     let first_prepared = rows
         .iter()
         .find(|m| m.status == MessageStatus::Prepared)
