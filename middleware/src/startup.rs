@@ -37,7 +37,7 @@ pub async fn open_store(url: &str, migrate: bool) -> anyhow::Result<DynStore> {
     if migrate {
         store::create_database_if_missing(url)
             .await
-            .context("creating the database")?;
+            .with_context(|| format!("creating the database at {}", store::redact_url(url)))?;
     }
     let store = store::connect(url)
         .await

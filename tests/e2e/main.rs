@@ -15,6 +15,7 @@ mod five_classes;
 mod frozen_db;
 mod https;
 mod kill9;
+mod mysql_tls;
 mod no_forwarder;
 mod tail;
 mod verify_lease;
