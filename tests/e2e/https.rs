@@ -74,6 +74,22 @@ async fn producers_and_operators_talk_to_the_service_over_https_and_plain_http_i
         .unwrap();
     assert!(console.status().is_success(), "{}", console.status());
 
+    // The admin CLI trusts the system's roots, which SSL_CERT_FILE extends.
+    let admin = |ca: Option<&Path>| {
+        let mut cmd = Command::new(binary());
+        cmd.args(["admin", "--url", &svc.url(), "--admin-token", ADMIN_TOKEN])
+            .args(["messages", "show", &prepared.id.to_string(), "--json"]);
+        if let Some(ca) = ca {
+            cmd.env("SSL_CERT_FILE", ca);
+        }
+        cmd.output().unwrap()
+    };
+    let shown = admin(Some(&ca.ca_file()));
+    assert!(shown.status.success(), "{shown:?}");
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("COMMITTED"), "{shown:?}");
+    let untrusted = admin(None);
+    assert!(!untrusted.status.success(), "{untrusted:?}");
+
     // Plain HTTP to the HTTPS port gets no answer a client could read.
     let plain = reqwest::Client::new()
         .get(format!("http://{}/healthz", svc.addr))
@@ -88,7 +104,9 @@ async fn producers_and_operators_talk_to_the_service_over_https_and_plain_http_i
     let refused = untrusting.get("k1").await.unwrap_err().to_string();
     assert!(refused.contains("UnknownIssuer"), "{refused}");
 
-    drop(svc);
+    // A graceful shutdown with a kept-alive HTTPS connection open (`http`'s).
+    let mut svc = svc;
+    svc.terminate();
     db.drop_db().await;
 }
 
