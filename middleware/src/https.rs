@@ -66,6 +66,10 @@ impl Certificates {
     pub(crate) fn load(files: TlsFiles) -> anyhow::Result<Arc<Self>> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let key = read_pair(&files, &provider)?;
+        // Present from the start, so an alert on an increase sees the first.
+        for result in ["ok", "error"] {
+            metrics::counter!("trustmsg_tls_cert_reloads_total", "result" => result).increment(0);
+        }
         tracing::info!(cert = %files.cert.display(), key = %files.key.display(), "TLS certificate loaded");
         Ok(Arc::new(Self {
             files,

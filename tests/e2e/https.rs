@@ -86,7 +86,10 @@ async fn producers_and_operators_talk_to_the_service_over_https_and_plain_http_i
     };
     let shown = admin(Some(&ca.ca_file()));
     assert!(shown.status.success(), "{shown:?}");
-    assert!(String::from_utf8_lossy(&shown.stdout).contains("COMMITTED"), "{shown:?}");
+    assert!(
+        String::from_utf8_lossy(&shown.stdout).contains("COMMITTED"),
+        "{shown:?}"
+    );
     let untrusted = admin(None);
     assert!(!untrusted.status.success(), "{untrusted:?}");
 

@@ -533,9 +533,16 @@ mod tests {
 
     #[test]
     fn https_is_refused_with_a_pointer_to_serve() {
-        let err = serve_args(&dev(&["--tls-cert", "c.pem", "--tls-key", "k.pem"]), "t", "b")
-            .unwrap_err();
-        assert!(err.to_string().contains("use `trustmsg serve --tls-cert"), "{err}");
+        let err = serve_args(
+            &dev(&["--tls-cert", "c.pem", "--tls-key", "k.pem"]),
+            "t",
+            "b",
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("use `trustmsg serve --tls-cert"),
+            "{err}"
+        );
     }
 
     #[test]
