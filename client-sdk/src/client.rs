@@ -268,6 +268,32 @@ fn next_delay(e: &Attempt, policy: Option<Duration>) -> Option<Duration> {
     }
 }
 
+/// The default client: 10 s per request, no redirects (the token must not
+/// travel elsewhere), and what `builder` adds.
+fn default_client(builder: reqwest::ClientBuilder) -> Result<reqwest::Client, Error> {
+    // rustls with ring (the workspace's Cargo.toml says why); an
+    // application that installed another provider keeps it.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    builder
+        .timeout(Duration::from_secs(10))
+        .connect_timeout(Duration::from_secs(5))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| Error::Config(e.to_string()))
+}
+
+/// `e` and each of its sources, `: `-separated.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
 impl Producer {
     /// A producer talking to trustmsg at `base_url` (e.g. `http://127.0.0.1:8080`,
     /// a path prefix is kept) as `biz_id` with its bearer `token`.
@@ -291,17 +317,8 @@ impl Producer {
                 "{base_url}: not an http(s) base URL"
             )));
         }
-        // rustls with ring (the workspace's Cargo.toml says why); an
-        // application that installed another provider keeps it.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .connect_timeout(Duration::from_secs(5))
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| Error::Config(e.to_string()))?;
         Ok(Self {
-            http,
+            http: default_client(reqwest::Client::builder())?,
             base,
             biz_id: biz_id.into(),
             token: token.into(),
@@ -321,6 +338,39 @@ impl Producer {
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
         self
+    }
+
+    /// Trusts only the CA certificates in `pem` (PEM, one or more
+    /// `CERTIFICATE` blocks) for an `https://` base URL: for a trustmsg
+    /// whose certificate a private CA signed. Without it, HTTPS is verified
+    /// against the system's trusted roots. Replaces the HTTP client with the
+    /// default one (10 s timeout, no redirects) trusting these.
+    ///
+    /// ```no_run
+    /// let ca = std::fs::read("/etc/trustmsg/ca.pem").unwrap();
+    /// let p = trustmsg_client::Producer::new("https://trustmsg.internal:8443", "shop", "token")
+    ///     .unwrap()
+    ///     .with_ca_certificates(&ca)
+    ///     .unwrap();
+    /// # let _ = p;
+    /// ```
+    ///
+    /// A file without a certificate is refused:
+    ///
+    /// ```
+    /// let p = trustmsg_client::Producer::new("https://127.0.0.1:8443", "shop", "token").unwrap();
+    /// assert!(p.with_ca_certificates(b"not a certificate").is_err());
+    /// ```
+    pub fn with_ca_certificates(mut self, pem: &[u8]) -> Result<Self, Error> {
+        let roots = reqwest::Certificate::from_pem_bundle(pem)
+            .map_err(|e| Error::Config(format!("CA certificates: {e}")))?;
+        if roots.is_empty() {
+            return Err(Error::Config(
+                "CA certificates: no PEM `CERTIFICATE` block found".into(),
+            ));
+        }
+        self.http = default_client(reqwest::Client::builder().tls_certs_only(roots))?;
+        Ok(self)
     }
 
     /// Replaces the HTTP client (timeouts, TLS roots, proxies). Prefer one
@@ -496,10 +546,12 @@ impl Producer {
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(body);
         }
+        // With its causes: "error sending request" alone hides a refused
+        // connection or an untrusted certificate.
         let transient = |e: reqwest::Error| Attempt::Transient {
             status: None,
             code: None,
-            message: e.to_string(),
+            message: with_causes(&e),
             retry_after: None,
         };
         let res = req.send().await.map_err(transient)?;

@@ -14,6 +14,7 @@
 
 use std::net::SocketAddr;
 use std::num::{NonZeroU32, NonZeroUsize};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +29,7 @@ use crate::coalesce::WriteSettings;
 use crate::forwarder::kafka::KafkaSettings;
 use crate::forwarder::ForwarderConfig;
 use crate::handoff::record::record_size;
+use crate::https::TlsFiles;
 use crate::overdue::OverdueSettings;
 pub use crate::secret::Secret;
 use crate::store::VerifyLease;
@@ -121,6 +123,37 @@ pub struct DatabaseArgs {
     pub database_url: Secret,
 }
 
+/// `--tls-cert` and `--tls-key`: both or neither.
+#[derive(Debug, Clone, Args)]
+pub struct TlsArgs {
+    /// Serve HTTPS (API, console, /metrics) with this certificate chain: a
+    /// PEM file, the server's certificate first, then intermediates. Needs
+    /// --tls-key. Reloaded on SIGHUP and when the file changes.
+    #[arg(
+        long,
+        env = "TRUSTMSG_TLS_CERT",
+        value_name = "FILE",
+        requires = "tls_key"
+    )]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1). Needs
+    /// --tls-cert. Reloaded with it.
+    #[arg(
+        long,
+        env = "TRUSTMSG_TLS_KEY",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<PathBuf>,
+
+    /// How often --tls-cert and --tls-key are read to see whether they
+    /// changed (a renewal is then served without a restart); 0s: only on
+    /// SIGHUP.
+    #[arg(long, env = "TRUSTMSG_TLS_RELOAD_INTERVAL", default_value = "5s", value_parser = duration)]
+    pub tls_reload_interval: Duration,
+}
+
 /// Everything `trustmsg serve` needs.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
@@ -131,6 +164,10 @@ pub struct ServeArgs {
     /// Address the HTTP API listens on (port 0 picks a free port).
     #[arg(long, env = "TRUSTMSG_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+
+    /// HTTPS on `--listen` instead of plain HTTP.
+    #[command(flatten)]
+    pub tls: TlsArgs,
 
     /// Bearer token for the admin API (producer registry, operators).
     #[arg(long, env = "TRUSTMSG_ADMIN_TOKEN")]
@@ -465,6 +502,8 @@ pub(crate) struct Settings {
     pub(crate) auto_migrate: bool,
     /// Where the HTTP API listens.
     pub(crate) listen: SocketAddr,
+    /// The certificate and key to serve HTTPS with; None: plain HTTP.
+    pub(crate) tls: Option<TlsFiles>,
     /// Who may call what.
     pub(crate) auth: AuthConfig,
     /// Largest payload in bytes after decoding.
@@ -585,6 +624,15 @@ impl ServeArgs {
             database_url: self.database.database_url.clone(),
             auto_migrate: self.auto_migrate,
             listen: self.listen,
+            tls: match (&self.tls.tls_cert, &self.tls.tls_key) {
+                (Some(cert), Some(key)) => Some(TlsFiles {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                    poll: Some(self.tls.tls_reload_interval).filter(|d| !d.is_zero()),
+                }),
+                // clap refuses one without the other.
+                _ => None,
+            },
             auth: AuthConfig {
                 admin_token: self.admin_token.clone(),
                 insecure: self.insecure_no_auth,

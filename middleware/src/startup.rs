@@ -22,6 +22,7 @@ use crate::config::{Forwarding, ServeArgs};
 use crate::forwarder::kafka::KafkaSink;
 use crate::forwarder::Forwarder;
 use crate::handoff::{CommitListener, NoForwarder};
+use crate::https::{self, Certificates, TlsListener};
 use crate::liveness::Liveness;
 use crate::metrics_setup;
 use crate::overdue;
@@ -37,7 +38,7 @@ pub async fn open_store(url: &str, migrate: bool) -> anyhow::Result<DynStore> {
     if migrate {
         store::create_database_if_missing(url)
             .await
-            .context("creating the database")?;
+            .with_context(|| format!("creating the database at {}", store::redact_url(url)))?;
     }
     let store = store::connect(url)
         .await
@@ -127,6 +128,7 @@ async fn alert_webhook(
 /// A running trustmsg service.
 pub struct Application {
     addr: SocketAddr,
+    https: bool,
     shutdown: CancellationToken,
     server: JoinHandle<std::io::Result<()>>,
     workers: Vec<JoinHandle<()>>,
@@ -138,6 +140,8 @@ impl Application {
     /// binds the API. A bad flag is refused before anything is touched.
     pub async fn build(args: ServeArgs) -> anyhow::Result<Self> {
         let cfg = args.settings()?;
+        // A bad certificate stops the start-up before anything is touched.
+        let certificates = cfg.tls.clone().map(Certificates::load).transpose()?;
         metrics_setup::install();
         if cfg.auth.insecure {
             tracing::warn!(
@@ -228,14 +232,27 @@ impl Application {
         let addr = listener.local_addr()?;
         let app = api::router(state).layer(TraceLayer::new_for_http());
         let stop = shutdown.clone();
-        let server = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(stop.cancelled_owned())
-                .await
-        });
-        tracing::info!(%addr, "trustmsg listening");
+        let server = match &certificates {
+            None => tokio::spawn(async move {
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(stop.cancelled_owned())
+                    .await
+            }),
+            Some(certs) => {
+                let listener = TlsListener::new(listener, certs.server_config()?)?;
+                workers.push(https::spawn_reloader(certs.clone(), shutdown.clone())?);
+                tokio::spawn(async move {
+                    axum::serve(listener, app)
+                        .with_graceful_shutdown(stop.cancelled_owned())
+                        .await
+                })
+            }
+        };
+        let https = certificates.is_some();
+        tracing::info!(%addr, https, "trustmsg listening");
         Ok(Self {
             addr,
+            https,
             shutdown,
             server,
             workers,
@@ -246,6 +263,12 @@ impl Application {
     /// The bound address.
     pub fn address(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// `http://<address>`, or `https://` with `--tls-cert`.
+    pub fn base_url(&self) -> String {
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// The store the service uses.

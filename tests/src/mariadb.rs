@@ -2,6 +2,7 @@
 //! directory and `mariadbd` on a free port of 127.0.0.1, so a test can kill
 //! it with SIGKILL and start it again on the same data (InnoDB recovers what
 //! was committed) without touching the shared server every other test uses.
+//! [`PrivateMariaDb::start_with_tls`] starts one that speaks only TLS.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::mysql::MySqlPoolOptions;
 
+use crate::certs::ServerCert;
 use crate::process::free_port;
 
 /// `name` from the PATH or the usual Debian places.
@@ -28,12 +30,25 @@ pub struct PrivateMariaDb {
     dir: tempfile::TempDir,
     port: u16,
     child: Option<Child>,
+    /// With TLS: its certificate and the CA file that signed it.
+    tls: Option<(ServerCert, PathBuf)>,
 }
 
 impl PrivateMariaDb {
     /// Creates a data directory and starts the server on a free port;
     /// returns once it accepts connections.
     pub async fn start() -> Self {
+        Self::start_as(None).await
+    }
+
+    /// [`PrivateMariaDb::start`] with `cert` (`--ssl-cert`, `--ssl-key`,
+    /// `--ssl-ca` = `ca`) and `--require-secure-transport=ON`: a client that
+    /// does not speak TLS is refused.
+    pub async fn start_with_tls(cert: &ServerCert, ca: &Path) -> Self {
+        Self::start_as(Some((cert.clone(), ca.to_path_buf()))).await
+    }
+
+    async fn start_as(tls: Option<(ServerCert, PathBuf)>) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let status = Command::new(program("mariadb-install-db"))
             .arg("--no-defaults")
@@ -52,6 +67,7 @@ impl PrivateMariaDb {
             dir,
             port: free_port(),
             child: None,
+            tls,
         };
         db.spawn().await;
         db
@@ -60,6 +76,11 @@ impl PrivateMariaDb {
     /// `mysql://root@127.0.0.1:<port>/<database>`.
     pub fn url(&self, database: &str) -> String {
         format!("mysql://root@127.0.0.1:{}/{database}", self.port)
+    }
+
+    /// The port it listens on (of 127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// The server's error log (what it said about crashes and recovery).
@@ -72,6 +93,15 @@ impl PrivateMariaDb {
     }
 
     async fn spawn(&mut self) {
+        let tls: Vec<String> = match &self.tls {
+            None => Vec::new(),
+            Some((cert, ca)) => vec![
+                format!("--ssl-cert={}", cert.cert.display()),
+                format!("--ssl-key={}", cert.key.display()),
+                format!("--ssl-ca={}", ca.display()),
+                "--require-secure-transport=ON".into(),
+            ],
+        };
         let child = Command::new(program("mariadbd"))
             .arg("--no-defaults")
             .arg(format!("--datadir={}", self.path("data")))
@@ -86,6 +116,7 @@ impl PrivateMariaDb {
                 "--max-connections=1000",
                 "--innodb-buffer-pool-size=128M",
             ])
+            .args(tls)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -96,7 +127,10 @@ impl PrivateMariaDb {
     }
 
     async fn wait_ready(&mut self, log: &Path) {
-        let url = self.url("");
+        let url = match self.tls {
+            None => self.url(""),
+            Some(_) => format!("{}?ssl-mode=REQUIRED", self.url("")),
+        };
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Ok(pool) = MySqlPoolOptions::new()

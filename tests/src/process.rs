@@ -3,13 +3,14 @@
 //! flushed) and start it again on the same port and database.
 
 use std::net::{SocketAddr, TcpListener};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::app::ADMIN_TOKEN;
+use crate::certs::ServerCert;
 use crate::db::TestDb;
 
 /// The `trustmsg` binary of this workspace's debug build (under
@@ -39,7 +40,11 @@ pub fn free_port() -> u16 {
 
 /// Waits until the service at `base_url` answers `/readyz` with 200 (30 s at most).
 pub async fn wait_ready(base_url: &str) {
-    let http = reqwest::Client::new();
+    wait_ready_with(&reqwest::Client::new(), base_url).await
+}
+
+/// [`wait_ready`] through `http` (one that trusts the service's CA, for HTTPS).
+pub async fn wait_ready_with(http: &reqwest::Client, base_url: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Ok(r) = http.get(format!("{base_url}/readyz")).send().await {
@@ -60,6 +65,8 @@ pub struct ServiceProcess {
     child: Option<Child>,
     /// Where its output goes (appended to across restarts), if anywhere.
     log: Option<PathBuf>,
+    /// With HTTPS: the CA file its certificate is signed by.
+    tls_ca: Option<PathBuf>,
 }
 
 impl ServiceProcess {
@@ -101,9 +108,63 @@ impl ServiceProcess {
             args,
             child: None,
             log,
+            tls_ca: None,
         };
         s.spawn().await;
         s
+    }
+
+    /// [`ServiceProcess::start`] serving HTTPS with `cert` (`--tls-cert`,
+    /// `--tls-key`), which `ca` signed; [`ServiceProcess::url`] is then
+    /// `https://localhost:<port>` (the certificate must name `localhost`).
+    pub async fn start_https(
+        db: &TestDb,
+        brokers: &str,
+        extra: &[&str],
+        cert: &ServerCert,
+        ca: &Path,
+    ) -> Self {
+        Self::start_https_logged(&db.url, brokers, extra, cert, ca, None).await
+    }
+
+    /// [`ServiceProcess::start_https`] over the database at `database_url`,
+    /// its output appended to `log` when given.
+    pub async fn start_https_logged(
+        database_url: &str,
+        brokers: &str,
+        extra: &[&str],
+        cert: &ServerCert,
+        ca: &Path,
+        log: Option<PathBuf>,
+    ) -> Self {
+        let cert_file = cert.cert.display().to_string();
+        let key_file = cert.key.display().to_string();
+        let mut flags = vec![
+            "--tls-cert",
+            cert_file.as_str(),
+            "--tls-key",
+            key_file.as_str(),
+        ];
+        flags.extend_from_slice(extra);
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let mut s = Self {
+            addr,
+            args: serve_args(database_url, addr, brokers, &flags),
+            child: None,
+            log,
+            tls_ca: Some(ca.to_path_buf()),
+        };
+        s.spawn().await;
+        s
+    }
+
+    /// A client for [`ServiceProcess::url`]: with HTTPS, one that trusts only
+    /// the test CA.
+    pub fn http_client(&self) -> reqwest::Client {
+        match &self.tls_ca {
+            None => reqwest::Client::new(),
+            Some(ca) => client_trusting(ca),
+        }
     }
 
     async fn spawn(&mut self) {
@@ -129,12 +190,16 @@ impl ServiceProcess {
             .spawn()
             .expect("spawn trustmsg");
         self.child = Some(child);
-        wait_ready(&self.url()).await;
+        wait_ready_with(&self.http_client(), &self.url()).await;
     }
 
-    /// `http://<addr>`, what an SDK client takes.
+    /// `http://<addr>` (`https://localhost:<port>` with HTTPS), what an SDK
+    /// client takes.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        match self.tls_ca {
+            None => format!("http://{}", self.addr),
+            Some(_) => format!("https://localhost:{}", self.addr.port()),
+        }
     }
 
     /// The process id while it runs (`None` after [`ServiceProcess::kill_9`]).
@@ -156,6 +221,11 @@ impl ServiceProcess {
         if let Some(mut c) = self.child.take() {
             c.wait().unwrap();
         }
+    }
+
+    /// SIGHUP: with HTTPS, reloads the certificate files.
+    pub fn hangup(&self) {
+        self.signal("-HUP");
     }
 
     /// SIGSTOP: the process is frozen mid-whatever (a GC pause, a VM
@@ -188,7 +258,8 @@ impl ServiceProcess {
 
     /// Registers a producer with these settings; returns (token, signing secret).
     pub async fn register(&self, biz_id: &str, settings: Value) -> (String, String) {
-        let res = reqwest::Client::new()
+        let res = self
+            .http_client()
             .put(format!("{}/v1/producers/{biz_id}", self.url()))
             .bearer_auth(ADMIN_TOKEN)
             .json(&settings)
@@ -202,6 +273,39 @@ impl ServiceProcess {
             body["signing_secret"].as_str().unwrap().to_string(),
         )
     }
+}
+
+/// The flags [`ServiceProcess`] runs `trustmsg serve` with, then `extra`.
+fn serve_args(database_url: &str, addr: SocketAddr, brokers: &str, extra: &[&str]) -> Vec<String> {
+    let addr = addr.to_string();
+    let mut args: Vec<String> = [
+        "serve",
+        "--database-url",
+        database_url,
+        "--listen",
+        &addr,
+        "--admin-token",
+        ADMIN_TOKEN,
+        "--auto-migrate",
+        "--kafka-brokers",
+        brokers,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+/// A fresh HTTP client (no pooled connections) that trusts only the CA in
+/// `ca_file` (PEM).
+pub fn client_trusting(ca_file: &Path) -> reqwest::Client {
+    let pem = std::fs::read(ca_file).expect("read the CA file");
+    let ca = reqwest::Certificate::from_pem(&pem).expect("a PEM CA certificate");
+    reqwest::Client::builder()
+        .tls_certs_only([ca])
+        .build()
+        .expect("an HTTPS client")
 }
 
 impl Drop for ServiceProcess {

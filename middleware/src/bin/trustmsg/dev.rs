@@ -201,6 +201,13 @@ fn serve_args(args: &DevArgs, admin_token: &str, brokers: &str) -> anyhow::Resul
         )
         .build();
     let serve = ServeArgs::from_args(argv).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // Dev mode's banner, credentials file and demo registration speak plain
+    // HTTP to 127.0.0.1.
+    if serve.tls.tls_cert.is_some() || serve.tls.tls_key.is_some() {
+        anyhow::bail!(
+            "dev mode serves plain HTTP on 127.0.0.1; use `trustmsg serve --tls-cert FILE --tls-key FILE` for HTTPS"
+        );
+    }
     serve.validate()?;
     Ok(serve)
 }
@@ -542,6 +549,20 @@ mod tests {
         let err = serve_args(&dev(&["--listen", "0.0.0.0:1"]), "t", "b").unwrap_err();
         assert!(
             err.to_string().contains("--listen is set by dev mode"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn https_is_refused_with_a_pointer_to_serve() {
+        let err = serve_args(
+            &dev(&["--tls-cert", "c.pem", "--tls-key", "k.pem"]),
+            "t",
+            "b",
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("use `trustmsg serve --tls-cert"),
             "{err}"
         );
     }
