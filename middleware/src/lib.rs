@@ -38,6 +38,7 @@ mod coalesce;
 pub mod config;
 pub mod forwarder;
 pub mod handoff;
+pub mod kafka_config;
 mod liveness;
 mod metrics_setup;
 mod overdue;

@@ -13,6 +13,7 @@ mod canary;
 mod dev;
 mod five_classes;
 mod frozen_db;
+mod kafka_tls;
 mod kill9;
 mod no_forwarder;
 mod tail;

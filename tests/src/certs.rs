@@ -56,9 +56,10 @@ impl TestCa {
     pub fn server_cert(&self, file_stem: &str, names: &[&str]) -> ServerCert {
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
         let mut params = CertificateParams::new(names.clone()).expect("server params");
-        params
-            .distinguished_name
-            .push(DnType::CommonName, names.first().cloned().unwrap_or_default());
+        params.distinguished_name.push(
+            DnType::CommonName,
+            names.first().cloned().unwrap_or_default(),
+        );
         params.use_authority_key_identifier_extension = true;
         params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
