@@ -12,8 +12,8 @@
 //!
 //! The mock cluster speaks neither TLS nor SASL; a test puts fronts before
 //! its brokers and makes them advertise the fronts ([`MockKafka::advertise`]):
-//! a TLS terminator of its choosing, and [`SaslFront`] for SASL/PLAIN, a test
-//! fixture of ours (see its module).
+//! a TLS terminator of its choosing, and [`SaslFront`] for SASL (PLAIN,
+//! SCRAM-SHA-256), a test fixture of ours (see its module).
 //!
 //! Not part of the service: the `trustmsg` library never links it.
 

@@ -1,30 +1,39 @@
 //! A SASL front for a mock broker: librdkafka's mock cluster speaks no SASL,
 //! so this TCP proxy does the broker's half of Kafka's SASL exchange (KIP-43,
-//! KIP-152) for the PLAIN mechanism, checks the credentials, and then relays
-//! bytes to the mock broker untouched.
+//! KIP-152) for the PLAIN and SCRAM-SHA-256 (RFC 5802, KIP-84) mechanisms,
+//! checks the credentials, and then relays bytes to the mock broker untouched.
 //!
 //! Per connection, as a Kafka broker with a `SASL_PLAINTEXT` listener does:
 //! 1. `ApiVersions` is forwarded to the broker and its answer passed back with
 //!    `SaslHandshake` (v0–1) and `SaslAuthenticate` (v0–1) added, so the
 //!    client uses the framed exchange, in which a failure carries an error
 //!    code and message;
-//! 2. `SaslHandshake` is answered: `PLAIN` is accepted, any other mechanism
-//!    gets `UNSUPPORTED_SASL_MECHANISM` with the list of enabled ones;
-//! 3. `SaslAuthenticate` is answered: right user and password, and the
-//!    connection becomes a plain pipe to the broker; wrong ones get
-//!    `SASL_AUTHENTICATION_FAILED` ("Invalid username or password", Kafka's
-//!    own wording) and the connection is closed.
+//! 2. `SaslHandshake` is answered: `PLAIN` and `SCRAM-SHA-256` are accepted,
+//!    any other mechanism gets `UNSUPPORTED_SASL_MECHANISM` with the list of
+//!    enabled ones;
+//! 3. `SaslAuthenticate` is answered (once for PLAIN, twice for SCRAM's
+//!    client-first and client-final messages): right user and password, and
+//!    the connection becomes a plain pipe to the broker; wrong ones get
+//!    `SASL_AUTHENTICATION_FAILED` (with Kafka's own wording) and the
+//!    connection is closed.
 //!
 //! Any other request before authentication closes the connection, as a real
-//! broker does. This is a test fixture, not a broker: it has one mechanism,
-//! and no re-authentication (KIP-368), which librdkafka does not ask for
-//! unless the broker gives a session lifetime (it is 0 here).
+//! broker does. This is a test fixture, not a broker: two mechanisms, SCRAM
+//! without user names that need escaping or channel binding, and no
+//! re-authentication (KIP-368), which librdkafka does not ask for unless the
+//! broker gives a session lifetime (it is 0 here).
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
+use hmac::{Hmac, KeyInit, Mac};
+use rand::distr::{Alphanumeric, SampleString};
+use rand::RngExt;
+use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
@@ -38,14 +47,19 @@ const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
 const ILLEGAL_SASL_STATE: i16 = 34;
 const SASL_AUTHENTICATION_FAILED: i16 = 58;
 
-/// The mechanism this front speaks.
 const PLAIN: &str = "PLAIN";
+const SCRAM_SHA_256: &str = "SCRAM-SHA-256";
+/// The mechanisms this front speaks.
+const MECHANISMS: [&str; 2] = [PLAIN, SCRAM_SHA_256];
+
+/// PBKDF2 rounds of the SCRAM credentials (Kafka's minimum).
+const SCRAM_ITERATIONS: u32 = 4096;
 
 /// The largest request read before authentication (a real broker's
 /// `sasl.server.max.receive.size` default is 512 KiB).
 const MAX_FRAME: usize = 512 * 1024;
 
-/// A SASL/PLAIN front for one broker, on a fresh loopback port, served by a
+/// A SASL front (PLAIN, SCRAM-SHA-256) for one broker, on a fresh loopback port, served by a
 /// thread of its own. Dropping it stops listening and closes every connection.
 pub struct SaslFront {
     addr: SocketAddr,
@@ -55,8 +69,7 @@ pub struct SaslFront {
 
 impl SaslFront {
     /// Accepts on a fresh loopback port; each connection that authenticates
-    /// with PLAIN as one of `users` (`(username, password)`) is relayed to
-    /// `upstream`.
+    /// as one of `users` (`(username, password)`) is relayed to `upstream`.
     pub fn start(upstream: SocketAddr, users: &[(&str, &str)]) -> io::Result<Self> {
         let users: Arc<Vec<(String, String)>> = Arc::new(
             users
@@ -136,7 +149,7 @@ async fn connection(
     let mut broker = TcpStream::connect(upstream).await?;
     client.set_nodelay(true)?;
     broker.set_nodelay(true)?;
-    let mut handshake_done = false;
+    let mut auth = Auth::NoHandshake;
     loop {
         let frame = read_frame(&mut client).await?;
         let request = Request::parse(&frame)?;
@@ -149,16 +162,23 @@ async fn connection(
             }
             SASL_HANDSHAKE => {
                 let mechanism = Reader::new(request.body).string()?;
-                let error = if mechanism == PLAIN {
-                    handshake_done = true;
-                    0
-                } else {
-                    UNSUPPORTED_SASL_MECHANISM
+                let error = match mechanism.as_str() {
+                    PLAIN => {
+                        auth = Auth::Plain;
+                        0
+                    }
+                    SCRAM_SHA_256 => {
+                        auth = Auth::ScramFirst;
+                        0
+                    }
+                    _ => UNSUPPORTED_SASL_MECHANISM,
                 };
                 let mut body = Vec::new();
                 body.extend(error.to_be_bytes());
-                body.extend(1i32.to_be_bytes());
-                put_string(&mut body, PLAIN);
+                body.extend((MECHANISMS.len() as i32).to_be_bytes());
+                for m in MECHANISMS {
+                    put_string(&mut body, m);
+                }
                 write_frame(&mut client, &request.answer(&body)).await?;
                 if error != 0 {
                     return Ok(());
@@ -166,32 +186,49 @@ async fn connection(
             }
             SASL_AUTHENTICATE => {
                 let token = Reader::new(request.body).bytes()?;
-                let (error, message) = if !handshake_done {
-                    (ILLEGAL_SASL_STATE, "SaslAuthenticate before SaslHandshake")
-                } else if plain_ok(token, users) {
-                    (0, "")
-                } else {
-                    (
+                let step = match std::mem::replace(&mut auth, Auth::NoHandshake) {
+                    Auth::NoHandshake => Step::Refused(
+                        ILLEGAL_SASL_STATE,
+                        "SaslAuthenticate before SaslHandshake".into(),
+                    ),
+                    Auth::Plain if plain_ok(token, users) => Step::Done(Vec::new()),
+                    Auth::Plain => Step::Refused(
                         SASL_AUTHENTICATION_FAILED,
-                        "Authentication failed: Invalid username or password",
-                    )
+                        "Authentication failed: Invalid username or password".into(),
+                    ),
+                    Auth::ScramFirst => match scram_first(token, users) {
+                        Some((server_first, state)) => {
+                            auth = Auth::ScramFinal(state);
+                            Step::Continue(server_first.into_bytes())
+                        }
+                        None => Step::Refused(SASL_AUTHENTICATION_FAILED, scram_failed()),
+                    },
+                    Auth::ScramFinal(state) => match scram_final(token, &state) {
+                        Some(server_final) => Step::Done(server_final.into_bytes()),
+                        None => Step::Refused(SASL_AUTHENTICATION_FAILED, scram_failed()),
+                    },
+                };
+                let (error, message, bytes) = match &step {
+                    Step::Continue(b) | Step::Done(b) => (0, None, &b[..]),
+                    Step::Refused(code, m) => (*code, Some(m.as_str()), &[][..]),
                 };
                 let mut body = Vec::new();
                 body.extend(error.to_be_bytes());
-                if error == 0 {
-                    body.extend((-1i16).to_be_bytes());
-                } else {
-                    put_string(&mut body, message);
+                match message {
+                    None => body.extend((-1i16).to_be_bytes()),
+                    Some(m) => put_string(&mut body, m),
                 }
-                body.extend(0i32.to_be_bytes()); // no auth bytes back
+                body.extend((bytes.len() as i32).to_be_bytes());
+                body.extend(bytes);
                 if request.api_version >= 1 {
                     body.extend(0i64.to_be_bytes()); // no session lifetime
                 }
                 write_frame(&mut client, &request.answer(&body)).await?;
-                if error != 0 {
-                    return Ok(());
+                match step {
+                    Step::Continue(_) => {}
+                    Step::Done(_) => break,
+                    Step::Refused(..) => return Ok(()),
                 }
-                break;
             }
             other => {
                 return Err(io::Error::other(format!(
@@ -202,6 +239,114 @@ async fn connection(
     }
     tokio::io::copy_bidirectional(&mut client, &mut broker).await?;
     Ok(())
+}
+
+/// Where a connection is in the SASL exchange.
+enum Auth {
+    NoHandshake,
+    Plain,
+    ScramFirst,
+    ScramFinal(Scram),
+}
+
+/// What one `SaslAuthenticate` leads to.
+enum Step {
+    /// Answered with these bytes; another round follows.
+    Continue(Vec<u8>),
+    /// Authenticated; the last answer carries these bytes.
+    Done(Vec<u8>),
+    /// Refused with this error code and message; the connection closes.
+    Refused(i16, String),
+}
+
+/// What the server keeps between SCRAM's two rounds.
+struct Scram {
+    nonce: String,
+    salted_password: Vec<u8>,
+    /// `client-first-message-bare,server-first-message,`
+    auth_message_start: String,
+}
+
+/// Kafka's message for a failed SCRAM login.
+fn scram_failed() -> String {
+    format!(
+        "Authentication failed during authentication due to invalid credentials \
+         with SASL mechanism {SCRAM_SHA_256}"
+    )
+}
+
+fn hmac_sha256(key: &[u8], data: &[u8]) -> Vec<u8> {
+    let mut m = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key length");
+    m.update(data);
+    m.finalize().into_bytes().to_vec()
+}
+
+/// SCRAM's first round: the client-first message (`n,,n=user,r=nonce`) of a
+/// known user gets the server-first message (`r=nonce+ours,s=salt,i=4096`).
+fn scram_first(token: &[u8], users: &[(String, String)]) -> Option<(String, Scram)> {
+    let message = std::str::from_utf8(token).ok()?;
+    // The GS2 header: no channel binding ("n"), no authorization identity.
+    let bare = message.strip_prefix("n,,")?;
+    let mut user = None;
+    let mut client_nonce = None;
+    for attr in bare.split(',') {
+        match attr.split_once('=')? {
+            ("n", v) => user = Some(v),
+            ("r", v) => client_nonce = Some(v),
+            _ => {}
+        }
+    }
+    let (_, password) = users.iter().find(|(u, _)| Some(u.as_str()) == user)?;
+    let mut rng = rand::rng();
+    let nonce = format!(
+        "{}{}",
+        client_nonce?,
+        Alphanumeric.sample_string(&mut rng, 24)
+    );
+    let salt: [u8; 16] = rng.random();
+    let mut salted_password = vec![0; 32];
+    pbkdf2::pbkdf2_hmac::<Sha256>(
+        password.as_bytes(),
+        &salt,
+        SCRAM_ITERATIONS,
+        &mut salted_password,
+    );
+    let server_first = format!("r={nonce},s={},i={SCRAM_ITERATIONS}", BASE64.encode(salt));
+    let state = Scram {
+        nonce,
+        salted_password,
+        auth_message_start: format!("{bare},{server_first},"),
+    };
+    Some((server_first, state))
+}
+
+/// SCRAM's second round: a client-final message (`c=biws,r=nonce,p=proof`)
+/// whose proof shows the password gets the server-final message
+/// (`v=signature`), which proves the server knew it too.
+fn scram_final(token: &[u8], state: &Scram) -> Option<String> {
+    let message = std::str::from_utf8(token).ok()?;
+    let (without_proof, proof) = message.rsplit_once(",p=")?;
+    let proof = BASE64.decode(proof).ok()?;
+    let nonce = without_proof
+        .split(',')
+        .find_map(|a| a.strip_prefix("r="))?;
+    if nonce != state.nonce {
+        return None;
+    }
+    let auth_message = format!("{}{without_proof}", state.auth_message_start);
+    let client_key = hmac_sha256(&state.salted_password, b"Client Key");
+    let stored_key = Sha256::digest(&client_key);
+    let signature = hmac_sha256(&stored_key, auth_message.as_bytes());
+    if proof.len() != signature.len() {
+        return None;
+    }
+    let claimed_key: Vec<u8> = proof.iter().zip(&signature).map(|(p, s)| p ^ s).collect();
+    if Sha256::digest(&claimed_key) != stored_key {
+        return None;
+    }
+    let server_key = hmac_sha256(&state.salted_password, b"Server Key");
+    let server_signature = hmac_sha256(&server_key, auth_message.as_bytes());
+    Some(format!("v={}", BASE64.encode(server_signature)))
 }
 
 /// Whether a PLAIN token (`[authzid] NUL user NUL password`) names one of

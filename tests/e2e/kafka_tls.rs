@@ -7,9 +7,10 @@
 //! - With another CA, or a certificate for another name, nothing is sent: the
 //!   message stays COMMITTED/PENDING and the log says why.
 //! - `trustmsg tail` reads over TLS.
-//! - SASL_SSL with PLAIN (our SASL front inside the TLS listener): the right
-//!   password delivers; a wrong one delivers nothing and the log says
-//!   authentication failed.
+//! - SASL_SSL with PLAIN and with SCRAM-SHA-256 (our SASL front, a test
+//!   fixture, inside the TLS listener): the right password delivers (read
+//!   from an `@FILE`, not on the command line); a wrong one delivers nothing
+//!   and the log says authentication failed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -64,11 +65,19 @@ fn assert_record_is(r: &Consumed, key: &str, id: u64) {
     assert_eq!(r.header_map(), expected, "{r:?}");
 }
 
-/// `--kafka-config` flags for these `key=value` settings.
+/// `--kafka-config` flags for these `key=value` settings; `("@", path)` is
+/// `--kafka-config @path`, a file of settings.
 fn kafka_config(settings: &[(&str, &str)]) -> Vec<String> {
     settings
         .iter()
-        .flat_map(|(k, v)| ["--kafka-config".to_string(), format!("{k}={v}")])
+        .flat_map(|(k, v)| {
+            let entry = if *k == "@" {
+                format!("@{v}")
+            } else {
+                format!("{k}={v}")
+            };
+            ["--kafka-config".to_string(), entry]
+        })
         .collect()
 }
 
@@ -110,9 +119,16 @@ async fn commit(producer: &Producer, key: &str) -> u64 {
     view.id
 }
 
-/// How many records partition 0..3 of the topic hold, asked over TLS by a
-/// client that trusts the right CA.
+/// How many records partitions 0..3 of the topic hold, asked with these
+/// client settings (over TLS, trusting the right CA).
 fn records_in_topic(bootstrap: &str, client: &[(&str, &str)]) -> i64 {
+    try_records_in_topic(bootstrap, client).unwrap()
+}
+
+fn try_records_in_topic(
+    bootstrap: &str,
+    client: &[(&str, &str)],
+) -> rdkafka::error::KafkaResult<i64> {
     let mut config = ClientConfig::new();
     config
         .set("bootstrap.servers", bootstrap)
@@ -123,10 +139,8 @@ fn records_in_topic(bootstrap: &str, client: &[(&str, &str)]) -> i64 {
     let consumer: BaseConsumer = config.create().unwrap();
     (0..3)
         .map(|p| {
-            let (low, high) = consumer
-                .fetch_watermarks(TOPIC, p, Duration::from_secs(10))
-                .unwrap();
-            high - low
+            let (low, high) = consumer.fetch_watermarks(TOPIC, p, Duration::from_secs(5))?;
+            Ok(high - low)
         })
         .sum()
 }
@@ -307,12 +321,17 @@ fn tail_reads_a_tls_only_broker() {
     );
 }
 
-/// `SASL_SSL` with PLAIN as `user`/`password`, trusting `ca_file`.
-fn sasl_ssl<'a>(ca_file: &'a str, user: &'a str, password: &'a str) -> [(&'a str, &'a str); 5] {
+/// `SASL_SSL` with `mechanism` as `user`/`password`, trusting `ca_file`.
+fn sasl_ssl<'a>(
+    mechanism: &'a str,
+    ca_file: &'a str,
+    user: &'a str,
+    password: &'a str,
+) -> [(&'a str, &'a str); 5] {
     [
         ("security.protocol", "SASL_SSL"),
         ("ssl.ca.location", ca_file),
-        ("sasl.mechanisms", "PLAIN"),
+        ("sasl.mechanisms", mechanism),
         ("sasl.username", user),
         ("sasl.password", password),
     ]
@@ -327,8 +346,8 @@ async fn sasl_plain_over_tls_delivers_with_the_right_password_and_nothing_with_a
     );
     kafka.mock.create_topic(TOPIC, 3);
     let ca_file = ca.ca_file().display().to_string();
-    let right = sasl_ssl(&ca_file, "trustmsg", "right horse battery");
-    let wrong = sasl_ssl(&ca_file, "trustmsg", "wrong horse battery");
+    let right = sasl_ssl("PLAIN", &ca_file, "trustmsg", "right horse battery");
+    let wrong = sasl_ssl("PLAIN", &ca_file, "trustmsg", "wrong horse battery");
     let db = TestDb::create().await;
     let pool = db.pool().await;
     let dir = tempfile::tempdir().unwrap();
@@ -350,7 +369,21 @@ async fn sasl_plain_over_tls_delivers_with_the_right_password_and_nothing_with_a
     );
     refused.terminate();
 
-    let _service = service(&db, &kafka, &right, &log).await;
+    // The password from a file (`@FILE`), so it is not on the command line.
+    let properties = dir.path().join("kafka.properties");
+    std::fs::write(
+        &properties,
+        "# the broker's credentials\nsasl.password=right horse battery\n",
+    )
+    .unwrap();
+    let properties = properties.display().to_string();
+    let flags = [&right[..4], &[("@", properties.as_str())]].concat();
+    let service = service(&db, &kafka, &flags, &log).await;
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", service.pid().unwrap())).unwrap();
+    assert!(
+        !String::from_utf8_lossy(&cmdline).contains("horse"),
+        "the password is on the command line"
+    );
     let mut reader = kafka.reader(TOPIC, &right);
     reader
         .read_until(Duration::from_secs(30), "the record", |rs| {
@@ -363,4 +396,47 @@ async fn sasl_plain_over_tls_delivers_with_the_right_password_and_nothing_with_a
         statuses(&pool, "shop").await["m"].2.as_deref() == Some("SENT")
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scram_sha_256_over_tls_delivers_with_the_right_password_and_nothing_with_a_wrong_one() {
+    let ca = TestCa::new();
+    let kafka = TlsKafka::start_sasl(
+        &ca.server_cert("kafka", &["localhost"]),
+        &[("trustmsg", "salted horse battery")],
+    );
+    kafka.mock.create_topic(TOPIC, 3);
+    let ca_file = ca.ca_file().display().to_string();
+    let right = sasl_ssl(
+        "SCRAM-SHA-256",
+        &ca_file,
+        "trustmsg",
+        "salted horse battery",
+    );
+    let wrong = sasl_ssl("SCRAM-SHA-256", &ca_file, "trustmsg", "wrong horse battery");
+    let dir = tempfile::tempdir().unwrap();
+
+    let db = TestDb::create().await;
+    let sending = service(&db, &kafka, &right, &log_file(&dir)).await;
+    let id = commit(&shop(&sending).await, "m").await;
+    let mut reader = kafka.reader(TOPIC, &right);
+    reader
+        .read_until(Duration::from_secs(30), "the record", |rs| {
+            rs.iter().any(|r| r.message_id == id)
+        })
+        .await;
+    assert_record_is(&reader.records[0], "m", id);
+
+    // Another service, with its own database, and a wrong password.
+    let other_db = TestDb::create().await;
+    let log = dir.path().join("wrong.log");
+    let refused = service(&other_db, &kafka, &wrong, &log).await;
+    commit(&shop(&refused).await, "m").await;
+    eventually(30, "the log to say authentication failed", async || {
+        let log = read_log(&log);
+        log.contains("SASL authentication error") && log.contains("invalid credentials")
+    })
+    .await;
+    still_pending(&other_db.pool().await, "m").await;
+    assert_eq!(records_in_topic(&kafka.bootstrap(), &right), 1);
 }

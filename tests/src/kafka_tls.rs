@@ -1,4 +1,4 @@
-//! Kafka that only speaks TLS (and optionally SASL/PLAIN inside it), for the
+//! Kafka that only speaks TLS (and optionally SASL inside it), for the
 //! tests of `security.protocol=SSL` and `SASL_SSL`: librdkafka's mock cluster
 //! with one broker, behind Debian's `socat` as the TLS terminator (a real TLS
 //! implementation, OpenSSL's, that nobody here wrote) and, for SASL, the
@@ -76,7 +76,7 @@ impl Drop for TlsListener {
 }
 
 /// A one-broker mock cluster reachable only through TLS, optionally with
-/// SASL/PLAIN inside it.
+/// SASL (PLAIN or SCRAM-SHA-256) inside it.
 pub struct TlsKafka {
     /// The cluster: topics and fault injection.
     pub mock: MockKafka,
@@ -91,7 +91,8 @@ impl TlsKafka {
     }
 
     /// The broker behind a TLS listener presenting `cert`, and inside it a
-    /// SASL/PLAIN front that accepts these `(username, password)` pairs.
+    /// SASL front (PLAIN, SCRAM-SHA-256) that accepts these
+    /// `(username, password)` pairs.
     pub fn start_sasl(cert: &ServerCert, users: &[(&str, &str)]) -> Self {
         Self::start_with(cert, Some(users))
     }

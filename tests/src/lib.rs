@@ -11,7 +11,7 @@
 //!   kill it ([`ServiceProcess`]).
 //! - [`kafka`]: librdkafka's mock cluster and the one consumer, from
 //!   `trustmsg-kafka-mock`; [`kafka_tls`]: that cluster reachable only over
-//!   TLS (Debian's socat in front), optionally with SASL/PLAIN.
+//!   TLS (Debian's socat in front), optionally with SASL (PLAIN, SCRAM).
 //! - [`check_server`] and [`servers`]: local endpoints trustmsg calls (a
 //!   scripted check-back endpoint, an alert webhook) and servers that fail
 //!   or listen on purpose.
