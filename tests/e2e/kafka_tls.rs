@@ -153,7 +153,8 @@ fn read_log(log: &Path) -> String {
     std::fs::read_to_string(log).unwrap_or_default()
 }
 
-/// The message committed under `key` is still COMMITTED and PENDING.
+/// The message committed under `key` is still COMMITTED and PENDING, with
+/// no send attempt counted (the cluster was never reached).
 async fn still_pending(pool: &MySqlPool, key: &str) {
     let rows = statuses(pool, "shop").await;
     let (_, status, send_status) = &rows[key];
@@ -161,6 +162,14 @@ async fn still_pending(pool: &MySqlPool, key: &str) {
         (status.as_str(), send_status.as_deref()),
         ("COMMITTED", Some("PENDING"))
     );
+    let (attempts,): (u32,) = sqlx::query_as(
+        "SELECT send_attempts FROM messages WHERE biz_id = 'shop' AND message_key = ?",
+    )
+    .bind(key)
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(attempts, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
