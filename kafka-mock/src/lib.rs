@@ -10,9 +10,15 @@
 //! never passed on, and [`TopicReader`] fails the test when it meets one, so
 //! an unlabelled record cannot go unnoticed.
 //!
+//! The mock cluster speaks neither TLS nor SASL; a test puts fronts before
+//! its brokers and makes them advertise the fronts ([`MockKafka::advertise`]):
+//! a TLS terminator of its choosing, and [`SaslFront`] for SASL (PLAIN,
+//! SCRAM-SHA-256), a test fixture of ours (see its module).
+//!
 //! Not part of the service: the `trustmsg` library never links it.
 
 mod proxy;
+mod sasl;
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -35,6 +41,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use trustmsg_verify_api::kafka_headers;
 
 use proxy::Proxies;
+pub use sasl::SaslFront;
 
 /// The request kinds and error codes [`MockKafka::request_errors`] takes.
 pub use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
@@ -48,6 +55,7 @@ enum Cmd {
     RoundTrip(Duration),
     LoseState,
     ComeBackEmpty,
+    Advertise(i32, String, u16),
 }
 
 /// A command for the cluster thread and where to report how it went.
@@ -90,9 +98,9 @@ impl Cluster {
             .collect()
     }
 
-    /// Makes `broker` tell clients (in metadata) it is at `addr`.
-    fn advertise(&self, broker: i32, addr: SocketAddr) {
-        let host = CString::new(addr.ip().to_string()).expect("an IP address has no NUL");
+    /// Makes `broker` tell clients (in metadata) it is at `host:port`.
+    fn advertise(&self, broker: i32, host: &str, port: u16) {
+        let host = CString::new(host).expect("a host name has no NUL");
         // The rdkafka crate does not wrap this call. Sound: the cluster
         // pointer is the live cluster of `holder` (checked non-null), which
         // outlives the call, and librdkafka copies the host string under the
@@ -106,7 +114,7 @@ impl Cluster {
                 cluster,
                 broker,
                 host.as_ptr(),
-                i32::from(addr.port()),
+                i32::from(port),
             );
         }
     }
@@ -138,7 +146,7 @@ impl Host {
             .as_ref()
             .expect("a restartable cluster has proxies");
         for (broker, addr) in broker_ids(self.brokers).zip(proxies.addrs()) {
-            cluster.advertise(broker, *addr);
+            cluster.advertise(broker, &addr.ip().to_string(), addr.port());
         }
     }
 
@@ -204,6 +212,16 @@ impl Host {
                     return Err("only a restartable cluster that lost its state comes back".into());
                 }
                 self.come_back_empty()
+            }
+            Cmd::Advertise(broker, host, port) => {
+                if !broker_ids(self.brokers).contains(&broker) {
+                    return Err(format!("no broker {broker}"));
+                }
+                self.cluster
+                    .as_ref()
+                    .ok_or("the cluster lost its state")?
+                    .advertise(broker, &host, port);
+                Ok(())
             }
         }
     }
@@ -367,6 +385,20 @@ impl MockKafka {
     pub fn come_back_empty(&self) {
         self.call(Cmd::ComeBackEmpty);
     }
+
+    /// Makes `broker` (1 to the broker count) tell clients, in metadata, that
+    /// it is at `host:port`: where a test puts a front of its own (a TLS
+    /// terminator, a [`SaslFront`]) that forwards to the broker's own address
+    /// in [`MockKafka::bootstrap`]. Clients bootstrapped anywhere then go
+    /// through the front. Not for a cluster from
+    /// [`MockKafka::start_restartable`] (it advertises its proxies).
+    pub fn advertise(&self, broker: i32, host: &str, port: u16) {
+        assert!(
+            !self.restartable,
+            "a restartable cluster advertises its proxies"
+        );
+        self.call(Cmd::Advertise(broker, host.to_string(), port));
+    }
 }
 
 impl Drop for MockKafka {
@@ -456,7 +488,7 @@ pub fn consume(
     bootstrap: &str,
     topic: &str,
 ) -> anyhow::Result<(UnboundedReceiver<Consumed>, StopFlag)> {
-    let (rx, shared) = spawn_consumer(bootstrap, topic, EAGER_FETCH_WAIT)?;
+    let (rx, shared) = spawn_consumer(bootstrap, topic, EAGER_FETCH_WAIT, &[])?;
     Ok((rx, StopFlag(shared)))
 }
 
@@ -464,13 +496,18 @@ fn spawn_consumer(
     bootstrap: &str,
     topic: &str,
     fetch_wait_ms: &str,
+    extra: &[(&str, &str)],
 ) -> anyhow::Result<(UnboundedReceiver<Consumed>, Arc<Shared>)> {
-    let consumer: BaseConsumer = ClientConfig::new()
+    let mut config = ClientConfig::new();
+    config
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "trustmsg-bench")
         .set("enable.auto.commit", "false")
-        .set("fetch.wait.max.ms", fetch_wait_ms)
-        .create()?;
+        .set("fetch.wait.max.ms", fetch_wait_ms);
+    for (k, v) in extra {
+        config.set(*k, *v);
+    }
+    let consumer: BaseConsumer = config.create()?;
     let deadline = Instant::now() + Duration::from_secs(30);
     let partitions = loop {
         let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(5))?;
@@ -597,7 +634,13 @@ impl TopicReader {
     /// Starts reading `topic` (which must exist within 30 s) on the cluster at
     /// `bootstrap`.
     pub fn new(bootstrap: &str, topic: &str) -> Self {
-        let (rx, shared) = spawn_consumer(bootstrap, topic, FETCH_WAIT)
+        Self::with_config(bootstrap, topic, &[])
+    }
+
+    /// [`TopicReader::new`] with extra librdkafka settings for the consumer
+    /// (`security.protocol`, `ssl.ca.location`, SASL credentials, …).
+    pub fn with_config(bootstrap: &str, topic: &str, config: &[(&str, &str)]) -> Self {
+        let (rx, shared) = spawn_consumer(bootstrap, topic, FETCH_WAIT, config)
             .unwrap_or_else(|e| panic!("consumer for {topic}: {e:#}"));
         Self {
             topic: topic.to_string(),

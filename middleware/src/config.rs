@@ -30,6 +30,7 @@ use crate::forwarder::kafka::KafkaSettings;
 use crate::forwarder::ForwarderConfig;
 use crate::handoff::record::record_size;
 use crate::https::TlsFiles;
+use crate::kafka_config::KafkaConfigArg;
 use crate::overdue::OverdueSettings;
 pub use crate::secret::Secret;
 use crate::store::VerifyLease;
@@ -265,13 +266,15 @@ pub struct ForwarderArgs {
     #[arg(long, env = "TRUSTMSG_KAFKA_BROKERS")]
     pub kafka_brokers: Option<String>,
 
-    /// Extra librdkafka producer settings, `key=value`, repeatable.
+    /// Extra librdkafka producer settings, `key=value`, repeatable (TLS,
+    /// SASL: docs/operations.md), or `@FILE` of such lines, which keeps a
+    /// password out of `ps`. Secret values are never logged.
     #[arg(
         long = "kafka-config",
         env = "TRUSTMSG_KAFKA_CONFIG",
         value_delimiter = ','
     )]
-    pub kafka_config: Vec<String>,
+    pub kafka_config: Vec<KafkaConfigArg>,
 
     /// librdkafka `message.max.bytes`: the largest Kafka record (payload, key,
     /// headers and framing). Prepare refuses a message whose record would be
@@ -789,10 +792,20 @@ mod tests {
             "mysql://u:pw@h/db",
             "--admin-token",
             "tok",
+            "--kafka-brokers",
+            "k:9093",
+            "--kafka-config",
+            "sasl.password=kafka-pw",
         ])
         .unwrap();
         let dump = format!("{args:?}");
         assert!(!dump.contains("pw@") && !dump.contains("tok\""), "{dump}");
+        assert!(!dump.contains("kafka-pw"), "{dump}");
+        let dump = format!("{:?}", args.settings().unwrap());
+        assert!(
+            !dump.contains("kafka-pw") && dump.contains("sasl.password"),
+            "{dump}"
+        );
     }
 
     #[test]

@@ -39,6 +39,7 @@ pub mod config;
 pub mod forwarder;
 pub mod handoff;
 mod https;
+pub mod kafka_config;
 mod liveness;
 mod metrics_setup;
 mod overdue;

@@ -16,6 +16,7 @@ mod dev;
 mod five_classes;
 mod frozen_db;
 mod https;
+mod kafka_tls;
 mod kill9;
 mod mysql_tls;
 mod no_forwarder;

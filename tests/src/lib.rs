@@ -10,7 +10,8 @@
 //! - [`process`]: the real `trustmsg` binary as a child process, for tests that
 //!   kill it ([`ServiceProcess`]).
 //! - [`kafka`]: librdkafka's mock cluster and the one consumer, from
-//!   `trustmsg-kafka-mock`.
+//!   `trustmsg-kafka-mock`; [`kafka_tls`]: that cluster reachable only over
+//!   TLS (Debian's socat in front), optionally with SASL (PLAIN, SCRAM).
 //! - [`check_server`] and [`servers`]: local endpoints trustmsg calls (a
 //!   scripted check-back endpoint, an alert webhook) and servers that fail
 //!   or listen on purpose.
@@ -33,6 +34,7 @@ pub mod check_server;
 pub mod db;
 pub mod db_proxy;
 pub mod kafka;
+pub mod kafka_tls;
 pub mod mariadb;
 pub mod process;
 pub mod servers;

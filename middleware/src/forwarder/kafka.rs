@@ -51,6 +51,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use trustmsg_verify_api::kafka_headers;
 
+use crate::kafka_config::{self, KafkaConfigArg, Redacted};
 use crate::store::Message;
 
 /// librdkafka settings the forwarder owns: overriding them through
@@ -105,7 +106,7 @@ impl SendError {
 }
 
 /// What the forwarder needs to reach Kafka.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct KafkaSettings {
     /// `bootstrap.servers`.
     pub(crate) brokers: String,
@@ -117,22 +118,29 @@ pub(crate) struct KafkaSettings {
     pub(crate) message_max_bytes: usize,
 }
 
+impl std::fmt::Debug for KafkaSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSettings")
+            .field("brokers", &self.brokers)
+            .field("extra", &Redacted(&self.extra))
+            .field("message_timeout", &self.message_timeout)
+            .field("message_max_bytes", &self.message_max_bytes)
+            .finish()
+    }
+}
+
 impl KafkaSettings {
-    /// Parses `--kafka-config` entries, refusing malformed ones, the settings
-    /// the forwarder owns, and a `message.max.bytes` other than
-    /// `message_max_bytes` (prepare checks records against that one).
+    /// Parses `--kafka-config` entries (reading `@FILE`s), refusing malformed
+    /// ones, the settings the forwarder owns, and a `message.max.bytes` other
+    /// than `message_max_bytes` (prepare checks records against that one).
     pub(crate) fn parse_extra(
-        entries: &[String],
+        entries: &[KafkaConfigArg],
         message_max_bytes: usize,
     ) -> anyhow::Result<Vec<(String, String)>> {
-        entries
-            .iter()
-            .filter(|e| !e.trim().is_empty())
-            .map(|e| {
-                let (k, v) = e.split_once('=').ok_or_else(|| {
-                    anyhow::anyhow!("--kafka-config {e:?} is not of the form key=value")
-                })?;
-                let k = k.trim();
+        kafka_config::settings(entries)?
+            .into_iter()
+            .map(|(k, v)| {
+                let k = k.as_str();
                 if RESERVED_SETTINGS.contains(&k) {
                     anyhow::bail!(
                         "--kafka-config {k} is set by trustmsg (idempotence and acks=all keep \
@@ -140,15 +148,14 @@ impl KafkaSettings {
                          --kafka-message-timeout for the others)"
                     );
                 }
-                if k == MESSAGE_MAX_BYTES && v.trim() != message_max_bytes.to_string() {
+                if k == MESSAGE_MAX_BYTES && v != message_max_bytes.to_string() {
                     anyhow::bail!(
-                        "--kafka-config {k}={} disagrees with --kafka-message-max-bytes \
+                        "--kafka-config {k}={v} disagrees with --kafka-message-max-bytes \
                          ({message_max_bytes}), which prepare checks records against: \
-                         set --kafka-message-max-bytes instead",
-                        v.trim()
+                         set --kafka-message-max-bytes instead"
                     );
                 }
-                Ok((k.to_string(), v.trim().to_string()))
+                Ok((k.to_string(), v))
             })
             .collect()
     }

@@ -15,6 +15,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::{json, Map, Value};
+use trustmsg::kafka_config::{self, KafkaConfigArg};
 
 /// `trustmsg tail` flags.
 #[derive(Debug, clap::Args)]
@@ -39,9 +40,16 @@ pub(crate) struct TailArgs {
     #[arg(long)]
     pub(crate) json: bool,
 
-    /// A librdkafka setting `KEY=VALUE` (repeatable), e.g. for SASL or TLS.
-    #[arg(long = "kafka-config", value_name = "KEY=VALUE")]
-    pub(crate) kafka_config: Vec<String>,
+    /// A librdkafka setting `KEY=VALUE` (repeatable), e.g. for SASL or TLS,
+    /// or `@FILE` of such lines (keeps a password out of `ps`); the same as
+    /// `trustmsg serve --kafka-config`.
+    #[arg(
+        long = "kafka-config",
+        value_name = "KEY=VALUE|@FILE",
+        env = "TRUSTMSG_KAFKA_CONFIG",
+        value_delimiter = ','
+    )]
+    pub(crate) kafka_config: Vec<KafkaConfigArg>,
 }
 
 /// Reads until `--count` records were printed, or forever.
@@ -61,10 +69,7 @@ fn tail(args: &TailArgs) -> anyhow::Result<()> {
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("allow.auto.create.topics", "false");
-    for kv in &args.kafka_config {
-        let (k, v) = kv
-            .split_once('=')
-            .with_context(|| format!("--kafka-config {kv:?} is not KEY=VALUE"))?;
+    for (k, v) in kafka_config::settings(&args.kafka_config)? {
         config.set(k, v);
     }
     let consumer: BaseConsumer = config.create().context("creating the Kafka consumer")?;
