@@ -14,6 +14,7 @@ mod dev;
 mod five_classes;
 mod frozen_db;
 mod kill9;
+mod memory;
 mod no_forwarder;
 mod tail;
 mod verify_lease;
