@@ -13,7 +13,7 @@
 //! Components never read flags themselves.
 
 use std::net::SocketAddr;
-use std::num::{NonZeroU32, NonZeroUsize};
+use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -299,8 +299,8 @@ pub struct ForwarderArgs {
     /// Rows claimed per sweep, at most the free send slots; also the most SENT
     /// marks written in one statement. Larger claims drain a backlog faster
     /// (fewer claim transactions and mark statements per row; see
-    /// docs/performance.md). A claim reads its rows whole: with payloads near
-    /// --max-payload-bytes, a smaller batch bounds the memory one claim takes.
+    /// docs/performance.md). A claim reads its rows whole, so it takes at most
+    /// as many as `--payload-budget-mib` holds at `--max-payload-bytes` each.
     #[arg(long, env = "TRUSTMSG_SWEEP_BATCH", default_value = "1024", value_parser = at_least_one::<NonZeroU32>)]
     pub sweep_batch: NonZeroU32,
 
@@ -319,6 +319,15 @@ pub struct ForwarderArgs {
     /// Sends in flight at once (fast path and sweeper together).
     #[arg(long, env = "TRUSTMSG_SEND_CONCURRENCY", default_value = "1024", value_parser = at_least_one::<NonZeroUsize>)]
     pub send_concurrency: NonZeroUsize,
+
+    /// MiB of payloads held for sending at once: commits waiting for a send
+    /// slot, rows a sweep read, records in librdkafka's queue (its
+    /// `queue.buffering.max.kbytes` is set to it). Beyond it commits are left
+    /// to the sweepers and sweeps claim less, so memory stays bounded however
+    /// large the payloads and however long Kafka is away. At least
+    /// `--kafka-message-max-bytes`. See docs/operations.md, "Memory".
+    #[arg(long, env = "TRUSTMSG_PAYLOAD_BUDGET_MIB", default_value = "128", value_parser = at_least_one::<NonZeroU64>)]
+    pub payload_budget_mib: NonZeroU64,
 
     /// Do not run the forwarder in this instance.
     #[arg(long, env = "TRUSTMSG_NO_FORWARDER")]
@@ -705,6 +714,7 @@ impl ServeArgs {
 
     fn forwarding(&self) -> Result<Forwarding, ConfigError> {
         let f = &self.forwarder;
+        let budget = self.payload_budget()?;
         let Some(brokers) = f.kafka_brokers.clone().filter(|b| !b.trim().is_empty()) else {
             return Ok(Forwarding::Off {
                 why: "no --kafka-brokers: this instance sends nothing; committed messages wait for a forwarder",
@@ -729,6 +739,7 @@ impl ServeArgs {
                     .map_err(|e| ConfigError(e.to_string()))?,
                 message_timeout: f.kafka_message_timeout,
                 message_max_bytes: f.kafka_message_max_bytes.get(),
+                queue_max_bytes: budget,
             },
             config: ForwarderConfig {
                 send_lease: f.send_lease,
@@ -742,8 +753,34 @@ impl ServeArgs {
                 concurrency: f.send_concurrency.get(),
                 shutdown_grace: self.shutdown_grace,
                 statement_timeout: self.request_timeout,
+                payload_budget: budget,
+                max_payload_bytes: self.max_payload_bytes.get(),
             },
         })
+    }
+
+    /// `--payload-budget-mib` in bytes, refused when a record of the largest
+    /// size would not fit it (it could then never be sent).
+    fn payload_budget(&self) -> Result<usize, ConfigError> {
+        let mib = self.forwarder.payload_budget_mib.get();
+        let limit = self.forwarder.kafka_message_max_bytes.get();
+        // librdkafka's queue.buffering.max.kbytes is an int of KiB.
+        let most = (i32::MAX as u64) >> 10;
+        if mib > most {
+            return Err(ConfigError(format!(
+                "--payload-budget-mib ({mib}) must be at most {most} (librdkafka's \
+                 queue.buffering.max.kbytes limit)"
+            )));
+        }
+        let bytes = usize::try_from(mib << 20).unwrap_or(usize::MAX);
+        if bytes < limit {
+            return Err(ConfigError(format!(
+                "--payload-budget-mib ({mib} MiB = {bytes} bytes) must be at least \
+                 --kafka-message-max-bytes ({limit}): a message of the largest size \
+                 could never be sent"
+            )));
+        }
+        Ok(bytes)
     }
 }
 
@@ -1036,6 +1073,40 @@ mod tests {
             "message.max.bytes=2000000",
         ]);
         assert!(why.contains("--kafka-message-max-bytes (1000000)"), "{why}");
+    }
+
+    #[test]
+    fn the_payload_budget_bounds_librdkafkas_queue_and_must_hold_the_largest_record() {
+        let s = parse(&["--kafka-brokers", "k:9092"])
+            .unwrap()
+            .settings()
+            .unwrap();
+        let Forwarding::Kafka { kafka, config } = &s.forwarding else {
+            panic!("forwarding on: {:?}", s.forwarding);
+        };
+        assert_eq!(config.payload_budget, 128 << 20);
+        assert_eq!(kafka.queue_max_bytes, 128 << 20);
+        assert_eq!(
+            refusal(&[
+                "--kafka-brokers",
+                "k:9092",
+                "--kafka-message-max-bytes",
+                "3000000",
+                "--payload-budget-mib",
+                "2",
+            ]),
+            "--payload-budget-mib (2 MiB = 2097152 bytes) must be at least \
+             --kafka-message-max-bytes (3000000): a message of the largest size could never be sent"
+        );
+        // Refused whether or not this instance forwards: the flags are wrong.
+        assert!(refusal(&["--payload-budget-mib", "0"]).contains("--payload-budget-mib"));
+        let why = refusal(&[
+            "--kafka-brokers",
+            "k:9092",
+            "--kafka-config",
+            "queue.buffering.max.kbytes=1048576",
+        ]);
+        assert!(why.contains("--payload-budget-mib"), "{why}");
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod frozen_db;
 mod https;
 mod kafka_tls;
 mod kill9;
+mod memory;
 mod mysql_tls;
 mod no_forwarder;
 mod startup_refusals;

@@ -1,4 +1,4 @@
-//! The Kafka sink: one idempotent `FutureProducer` (acks=all) per instance.
+//! The Kafka sink: one idempotent producer (acks=all) per instance.
 //!
 //! A send resolves only on librdkafka's delivery report, so `Ok` means the
 //! record is in Kafka at the returned partition/offset and nothing less. Every
@@ -45,10 +45,13 @@
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message as _;
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use tokio::sync::oneshot;
 use trustmsg_verify_api::kafka_headers;
 
 use crate::kafka_config::{self, KafkaConfigArg, Redacted};
@@ -70,9 +73,16 @@ const RESERVED_SETTINGS: &[&str] = &[
 /// `--kafka-message-max-bytes` because prepare checks against the same number.
 const MESSAGE_MAX_BYTES: &str = "message.max.bytes";
 
+/// librdkafka's bound on the payload bytes of its queue, which trustmsg
+/// sets from `--payload-budget-mib`.
+const QUEUE_MAX_KBYTES: &str = "queue.buffering.max.kbytes";
+
 /// How long `send` waits for room in librdkafka's local queue before it
 /// reports a (transient) queue-full error.
 const QUEUE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How often [`enqueue`] tries again while librdkafka's queue is full.
+const QUEUE_RETRY: Duration = Duration::from_millis(100);
 
 /// Why a send did not end in a delivery report with an offset.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -116,6 +126,9 @@ pub(crate) struct KafkaSettings {
     pub(crate) message_timeout: Duration,
     /// `message.max.bytes`: the largest record, as [`crate::handoff::record::record_size`] counts it.
     pub(crate) message_max_bytes: usize,
+    /// `queue.buffering.max.kbytes`, in bytes: the payload budget
+    /// (`--payload-budget-mib`), which bounds what librdkafka is handed anyway.
+    pub(crate) queue_max_bytes: usize,
 }
 
 impl std::fmt::Debug for KafkaSettings {
@@ -125,6 +138,7 @@ impl std::fmt::Debug for KafkaSettings {
             .field("extra", &Redacted(&self.extra))
             .field("message_timeout", &self.message_timeout)
             .field("message_max_bytes", &self.message_max_bytes)
+            .field("queue_max_bytes", &self.queue_max_bytes)
             .finish()
     }
 }
@@ -146,6 +160,12 @@ impl KafkaSettings {
                         "--kafka-config {k} is set by trustmsg (idempotence and acks=all keep \
                          messages from being lost; use --kafka-brokers and \
                          --kafka-message-timeout for the others)"
+                    );
+                }
+                if k == QUEUE_MAX_KBYTES {
+                    anyhow::bail!(
+                        "--kafka-config {k} is set by trustmsg from --payload-budget-mib, \
+                         which bounds the payloads held for sending: set that instead"
                     );
                 }
                 if k == MESSAGE_MAX_BYTES && v != message_max_bytes.to_string() {
@@ -179,6 +199,16 @@ impl KafkaSettings {
             .set("enable.idempotence", "true")
             .set("acks", "all")
             .set(MESSAGE_MAX_BYTES, self.message_max_bytes.to_string())
+            // librdkafka counts payload bytes against it, as the budget does,
+            // so its queue never refuses a send the budget let through
+            // (librdkafka's own default is 1 GiB).
+            .set(
+                QUEUE_MAX_KBYTES,
+                self.queue_max_bytes
+                    .div_ceil(1024)
+                    .clamp(1, i32::MAX as usize)
+                    .to_string(),
+            )
             .set(
                 "message.timeout.ms",
                 self.message_timeout.as_millis().max(1).to_string(),
@@ -249,7 +279,7 @@ fn timed_out(e: &KafkaError) -> bool {
 /// Publishes messages; cheap to share behind an `Arc`.
 pub(crate) struct KafkaSink {
     settings: KafkaSettings,
-    producer: RwLock<Arc<FutureProducer>>,
+    producer: RwLock<Arc<KafkaProducer>>,
     /// One metadata probe at a time: a burst of timeouts asks the cluster
     /// once; a send that finds a probe running does not wait for it (that
     /// probe replaces the producer if it must), and the sends after it find
@@ -279,14 +309,14 @@ impl KafkaSink {
         })
     }
 
-    fn create(settings: &KafkaSettings) -> anyhow::Result<FutureProducer> {
+    fn create(settings: &KafkaSettings) -> anyhow::Result<KafkaProducer> {
         settings
             .client_config()
-            .create()
+            .create_with_context(Reports)
             .map_err(|e| anyhow::anyhow!("invalid Kafka producer configuration: {e}"))
     }
 
-    fn current(&self) -> Arc<FutureProducer> {
+    fn current(&self) -> Arc<KafkaProducer> {
         self.producer
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -295,7 +325,7 @@ impl KafkaSink {
 
     /// Replaces `failed` by a fresh producer unless another send already did.
     /// Returns whether `failed` is gone (replaced now or before).
-    fn replace(&self, failed: &Arc<FutureProducer>, why: Stall, error: &KafkaError) -> bool {
+    fn replace(&self, failed: &Arc<KafkaProducer>, why: Stall, error: &KafkaError) -> bool {
         let mut slot = self.producer.write().unwrap_or_else(|p| p.into_inner());
         if !Arc::ptr_eq(&slot, failed) {
             return true;
@@ -322,7 +352,7 @@ impl KafkaSink {
 
     /// Whether the cluster answers `producer` now (a metadata request within
     /// [`PROBE_TIMEOUT`]): then a timed-out send is the producer's fault.
-    async fn answering(&self, producer: &Arc<FutureProducer>) -> bool {
+    async fn answering(&self, producer: &Arc<KafkaProducer>) -> bool {
         let p = producer.clone();
         tokio::task::spawn_blocking(move || p.client().fetch_metadata(None, PROBE_TIMEOUT).is_ok())
             .await
@@ -331,7 +361,7 @@ impl KafkaSink {
 
     /// Decides whether `e`, met by a send through `producer`, means the
     /// producer is stuck; if so replaces it (once per producer) and says why.
-    async fn diagnose(&self, producer: &Arc<FutureProducer>, e: &KafkaError) -> Option<Stall> {
+    async fn diagnose(&self, producer: &Arc<KafkaProducer>, e: &KafkaError) -> Option<Stall> {
         let why = match (stall(e), producer.client().fatal_error()) {
             (Some(why), _) => why,
             (None, Some(_)) => Stall::Fatal,
@@ -360,8 +390,14 @@ impl KafkaSink {
         self.replace(producer, why, e).then_some(why)
     }
 
-    /// Sends `m` and waits for its delivery report: `(partition, offset)`.
-    pub(crate) async fn send(&self, m: &Message) -> Result<(i32, i64), SendError> {
+    /// Sends `m` with `payload` as its value and waits for its delivery
+    /// report: `(partition, offset)`. The payload is dropped as soon as
+    /// librdkafka has taken its copy, so a send in flight holds it once.
+    pub(crate) async fn send(
+        &self,
+        m: &Message,
+        payload: Vec<u8>,
+    ) -> Result<(i32, i64), SendError> {
         let Some(topic) = m.topic.as_deref() else {
             return Err(SendError::Permanent("message has no topic".into()));
         };
@@ -387,15 +423,24 @@ impl KafkaSink {
                 key: kafka_headers::MESSAGE_KEY,
                 value: Some(m.message_key.as_bytes()),
             });
-        let mut record: FutureRecord<'_, str, [u8]> = FutureRecord::to(topic)
-            .payload(m.payload.as_slice())
+        let (report, delivered) = oneshot::channel();
+        let mut record = BaseRecord::<'_, str, [u8], _>::with_opaque_to(topic, Box::new(report))
+            .payload(payload.as_slice())
             .headers(headers);
         if let Some(k) = m.key.as_deref() {
             record = record.key(k);
         }
-        let result = match producer.send(record, QUEUE_TIMEOUT).await {
-            Ok(delivered) => Ok((delivered.partition, delivered.offset)),
-            Err((e, _)) => Err(match self.diagnose(&producer, &e).await {
+        let delivered = match enqueue(&producer, record).await {
+            Ok(()) => {
+                drop(payload);
+                // No report: the producer went away with the record taken.
+                delivered.await.unwrap_or(Err(KafkaError::Canceled))
+            }
+            Err(e) => Err(e),
+        };
+        let result = match delivered {
+            Ok(at) => Ok(at),
+            Err(e) => Err(match self.diagnose(&producer, &e).await {
                 Some(why) => SendError::Stalled(format!("{}: {e}", why.label())),
                 None => classify(&e),
             }),
@@ -407,6 +452,55 @@ impl KafkaSink {
             tokio::task::spawn_blocking(move || drop(producer));
         }
         result
+    }
+}
+
+/// A delivery report: where the record is, or why it is not. Never a copy
+/// of the record: rdkafka's `FutureProducer` copies the payload into every
+/// failed report, so a burst of timed-out sends (an outage) would hold each
+/// payload twice, outside the payload budget.
+type Report = Result<(i32, i64), KafkaError>;
+
+/// Hands each delivery report to the send waiting for it.
+pub(crate) struct Reports;
+
+impl ClientContext for Reports {}
+
+impl ProducerContext for Reports {
+    type DeliveryOpaque = Box<oneshot::Sender<Report>>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, to: Self::DeliveryOpaque) {
+        let report = match result {
+            Ok(m) => Ok((m.partition(), m.offset())),
+            Err((e, _)) => Err(e.clone()),
+        };
+        // The send may have been given up (shutdown): nobody to tell.
+        let _ = to.send(report);
+    }
+}
+
+/// The producer: librdkafka's, polled by a thread of its own, reporting
+/// through [`Reports`].
+type KafkaProducer = ThreadedProducer<Reports>;
+
+/// A record whose report goes to its send.
+type Record<'a> = BaseRecord<'a, str, [u8], Box<oneshot::Sender<Report>>>;
+
+/// Hands `record` to librdkafka's queue, waiting up to [`QUEUE_TIMEOUT`]
+/// for room in it. librdkafka has copied the record once this returns.
+async fn enqueue(producer: &KafkaProducer, mut record: Record<'_>) -> Result<(), KafkaError> {
+    let deadline = Instant::now() + QUEUE_TIMEOUT;
+    loop {
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
+                if Instant::now() < deadline =>
+            {
+                record = back;
+                tokio::time::sleep(QUEUE_RETRY).await;
+            }
+            Err((e, _)) => return Err(e),
+        }
     }
 }
 

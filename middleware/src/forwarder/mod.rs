@@ -38,10 +38,16 @@
 //! - **An unreadable row stalls nothing.** A due row the store cannot read
 //!   is quarantined by the claim (see [`crate::store`]) and alerted once
 //!   (`quarantined`); the rest of the batch is sent as usual.
+//! - **Bounded memory.** Payloads held for sending (commits waiting in the
+//!   fast path, rows a sweep read, records in librdkafka's queue) take at
+//!   most `--payload-budget-mib` ([`budget`]); beyond it commits are released
+//!   to the sweepers and sweeps claim fewer rows, so a backlog waits in the
+//!   database, not in memory.
 //! - **Graceful shutdown.** On cancellation the worker stops claiming, lets
 //!   in-flight sends finish up to the grace period, writes their SENT marks and
 //!   leaves everything else to the lease.
 
+mod budget;
 pub(crate) mod kafka;
 mod release;
 
@@ -56,6 +62,7 @@ use tokio_util::sync::CancellationToken;
 use crate::backoff::Backoff;
 use crate::handoff::CommitListener;
 use crate::store::{deadline, Actor, DynStore, Message, SentMark};
+use budget::{Held, PayloadBudget};
 use kafka::{KafkaSink, SendError};
 use release::Releaser;
 
@@ -78,6 +85,11 @@ pub(crate) struct ForwarderConfig {
     pub(crate) shutdown_grace: Duration,
     /// The longest one database statement may take (see [`crate::store::deadline`]).
     pub(crate) statement_timeout: Duration,
+    /// Payload bytes held for sending at once (see [`budget`]).
+    pub(crate) payload_budget: usize,
+    /// The largest payload prepare accepts (`--max-payload-bytes`): what a
+    /// claimed row may take of the budget, at worst.
+    pub(crate) max_payload_bytes: usize,
 }
 
 /// What happened to one claimed message.
@@ -113,20 +125,28 @@ struct Inner {
     store: DynStore,
     sink: KafkaSink,
     cfg: ForwarderConfig,
+    budget: PayloadBudget,
 }
 
 impl Forwarder {
     /// A forwarder over `store` publishing through `sink`.
     pub(crate) fn new(store: DynStore, sink: KafkaSink, cfg: ForwarderConfig) -> Self {
+        let budget = PayloadBudget::new(cfg.payload_budget);
         Self {
-            inner: Arc::new(Inner { store, sink, cfg }),
+            inner: Arc::new(Inner {
+                store,
+                sink,
+                cfg,
+                budget,
+            }),
         }
     }
 
     /// Sends one claimed message; on failure records the retry or the
     /// SEND_FAILED (and alerts). A success still needs its mark written.
-    pub(crate) async fn deliver(&self, m: Message) -> Outcome {
-        match self.inner.sink.send(&m).await {
+    pub(crate) async fn deliver(&self, mut m: Message) -> Outcome {
+        let payload = std::mem::take(&mut m.payload);
+        match self.inner.sink.send(&m, payload).await {
             Ok((partition, offset)) => {
                 metrics::counter!("trustmsg_forwarder_sent_total").increment(1);
                 Outcome::Sent(SentMark {
@@ -147,13 +167,21 @@ impl Forwarder {
         // to the sweeper (due at once) instead of blocking the API.
         let (tx, rx) = mpsc::channel(self.inner.cfg.concurrency.max(1) * 4);
         let releaser = Releaser::start(self.inner.store.clone());
+        let budget = self.inner.budget.clone();
         let task = tokio::spawn(self.run(rx, releaser.clone(), cancel));
-        (ForwarderHandle { tx, releaser }, task)
+        (
+            ForwarderHandle {
+                tx,
+                releaser,
+                budget,
+            },
+            task,
+        )
     }
 
     async fn run(
         self,
-        mut fast: mpsc::Receiver<Message>,
+        mut fast: mpsc::Receiver<(Message, Held)>,
         releaser: Releaser,
         cancel: CancellationToken,
     ) {
@@ -177,22 +205,25 @@ impl Forwarder {
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => break,
-                Some(m) = fast.recv() => {
+                Some((m, held)) = fast.recv() => {
                     let permit = tokio::select! {
                         p = permits.clone().acquire_owned() => p.expect("semaphore is never closed"),
-                        _ = cancel.cancelled() => break,
+                        _ = cancel.cancelled() => {
+                            releaser.release(&m);
+                            break;
+                        }
                     };
                     let (this, marks) = (self.clone(), mark_tx.clone());
                     inflight.spawn(async move {
-                        this.deliver_and_mark(m, &marks).await;
+                        this.deliver_and_mark(m, held, &marks).await;
                         drop(permit);
                     });
                 }
                 _ = async {}, if backlog && permits.available_permits() > 0 => {
-                    backlog = self.sweep_into(&permits, &mark_tx, &mut inflight).await;
+                    backlog = self.sweep_into(&permits, &mark_tx, &releaser, &mut inflight).await;
                 }
                 _ = tick.tick() => {
-                    backlog = self.sweep_into(&permits, &mark_tx, &mut inflight).await;
+                    backlog = self.sweep_into(&permits, &mark_tx, &releaser, &mut inflight).await;
                 }
             }
         }
@@ -202,7 +233,7 @@ impl Forwarder {
         // grace period, then whatever is left is abandoned to its lease (a
         // duplicate at worst).
         fast.close();
-        while let Ok(m) = fast.try_recv() {
+        while let Ok((m, _held)) = fast.try_recv() {
             releaser.release(&m);
         }
         drop(releaser);
@@ -231,25 +262,46 @@ impl Forwarder {
         tracing::info!("forwarder stopped");
     }
 
-    async fn deliver_and_mark(&self, m: Message, marks: &mpsc::Sender<SentMark>) {
-        if let Outcome::Sent(mark) = self.deliver(m).await {
+    /// Sends `m`, which holds `held` of the payload budget until its send
+    /// is over, and queues its SENT mark.
+    async fn deliver_and_mark(&self, m: Message, held: Held, marks: &mpsc::Sender<SentMark>) {
+        let outcome = self.deliver(m).await;
+        drop(held);
+        if let Outcome::Sent(mark) = outcome {
             // Only fails once the marker is gone (shutdown past its deadline):
             // the row is then resent after its lease.
             let _ = marks.send(mark).await;
         }
     }
 
-    /// Claims as many due rows as there are free send slots and starts them.
-    /// Returns whether the batch was full (more may be due).
+    /// Claims as many due rows as there are free send slots and payload
+    /// budget for, and starts them. Returns whether the batch was full (more
+    /// may be due).
+    ///
+    /// A claim reads its rows whole, and their sizes are known only once
+    /// read, so it takes as many as fit the free budget if each were of the
+    /// largest size: whatever they turn out to be, the claim never reads more
+    /// than the budget has room for. (Reading the sizes first would cost the
+    /// database a read of every due payload: on MySQL, `LENGTH()` of a blob
+    /// reads the blob.)
     async fn sweep_into(
         &self,
         permits: &Arc<Semaphore>,
         marks: &mpsc::Sender<SentMark>,
+        releaser: &Releaser,
         inflight: &mut JoinSet<()>,
     ) -> bool {
-        let cfg = &self.inner.cfg;
-        let limit = permits.available_permits().min(cfg.sweep_batch as usize);
+        let (cfg, budget) = (&self.inner.cfg, &self.inner.budget);
+        let slots = permits.available_permits().min(cfg.sweep_batch as usize);
+        if slots == 0 {
+            return false;
+        }
+        // The room is not held during the claim: commits keep taking the
+        // fast path meanwhile, and a claimed row that then finds its room
+        // gone is given back below.
+        let limit = slots.min(budget.free() / cfg.max_payload_bytes.clamp(1, budget.limit()));
         if limit == 0 {
+            budget.count_full("sweep");
             return false;
         }
         let claim = self
@@ -274,13 +326,20 @@ impl Forwarder {
             );
         }
         for m in claimed.messages {
+            let Some(held) = budget.try_hold(m.payload.len()) else {
+                // Commits took the room after the claim looked: due at once
+                // again, for the next sweep with room.
+                budget.count_full("sweep");
+                releaser.release(&m);
+                continue;
+            };
             let permit = permits
                 .clone()
                 .try_acquire_owned()
                 .expect("only this loop takes permits and it checked they were free");
             let (this, marks) = (self.clone(), marks.clone());
             inflight.spawn(async move {
-                this.deliver_and_mark(m, &marks).await;
+                this.deliver_and_mark(m, held, &marks).await;
                 drop(permit);
             });
         }
@@ -422,18 +481,26 @@ async fn write_marks(
 }
 
 /// This instance's [`CommitListener`]: hands commits to the running worker,
-/// or, when it has no room (or is stopping), releases their claims.
+/// or, when it has no room (its channel or the payload budget full, or it
+/// is stopping), releases their claims.
 #[derive(Debug, Clone)]
 pub(crate) struct ForwarderHandle {
-    tx: mpsc::Sender<Message>,
+    tx: mpsc::Sender<(Message, Held)>,
     releaser: Releaser,
+    budget: PayloadBudget,
 }
 
 impl CommitListener for ForwarderHandle {
     fn committed(&self, message: Message) {
-        if let Err(e) = self.tx.try_send(message) {
+        let Some(held) = self.budget.try_hold(message.payload.len()) else {
+            self.budget.count_full("fast");
+            tracing::debug!("payload budget spent; the commit is released to the sweepers");
+            self.releaser.release(&message);
+            return;
+        };
+        if let Err(e) = self.tx.try_send((message, held)) {
             tracing::debug!(error = %e, "fast path unavailable; the commit is released to the sweepers");
-            self.releaser.release(&e.into_inner());
+            self.releaser.release(&e.into_inner().0);
         }
     }
 }

@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlRow};
-use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
+use sqlx::{Connection, MySql, MySqlPool, QueryBuilder, Row};
 use trustmsg_verify_api::admin::{AlertKind, AlertView};
 use trustmsg_verify_api::{MessageStatus, MessageView, SendStatus};
 
@@ -56,7 +57,14 @@ impl MySqlStore {
             // A connection a worker abandoned mid-statement may never answer
             // again; right after one was, close what comes back instead of
             // testing it with a ping that would wait behind the lost statement.
-            .after_release(|_, _| Box::pin(async { Ok(super::deadline::reuse_released()) }))
+            .after_release(|conn, _| {
+                // A statement with large payloads grows the connection's
+                // buffers to its size, and they stay that size: up to 32
+                // connections would each keep the largest batch they ever
+                // carried. Back to 8 KiB (a no-op for a small statement).
+                conn.shrink_buffers();
+                Box::pin(async { Ok(super::deadline::reuse_released()) })
+            })
             .connect_with(opts)
             .await?;
         let version: String = sqlx::query_scalar("SELECT CAST(VERSION() AS CHAR)")
@@ -1066,21 +1074,35 @@ impl MySqlStore {
     async fn claim_due(&self, kind: ClaimKind, limit: u32, lease: Lease) -> StoreResult<Claimed> {
         let due = kind.due_column();
         let mut tx = self.pool.begin().await?;
-        let rows: Vec<MySqlRow> = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {MESSAGE_COLUMNS}, UTC_TIMESTAMP(3) AS claimed_at FROM messages \
-             WHERE {due} <= UTC_TIMESTAMP(3) AND {state} \
-             ORDER BY {due} LIMIT ? FOR UPDATE SKIP LOCKED",
-            state = kind.state(),
-        )))
-        .bind(limit)
-        .fetch_all(&mut *tx)
-        .await?;
-        let Some(first) = rows.first() else {
+        // Decoded as they arrive, each raw row dropped at once: a claim of
+        // large payloads holds them once, not as raw rows and messages both.
+        let mut decoded = sql::Decoded::default();
+        let mut claimed_at = None;
+        {
+            let mut rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {columns}, UTC_TIMESTAMP(3) AS claimed_at FROM messages \
+                 WHERE {due} <= UTC_TIMESTAMP(3) AND {state} \
+                 ORDER BY {due} LIMIT ? FOR UPDATE SKIP LOCKED",
+                columns = kind.columns(),
+                state = kind.state(),
+            )))
+            .bind(limit)
+            .fetch(&mut *tx);
+            while let Some(row) = rows.try_next().await? {
+                if claimed_at.is_none() {
+                    claimed_at = Some(row.try_get::<DateTime<Utc>, _>("claimed_at")?);
+                }
+                decoded.push(&row)?;
+            }
+        }
+        let Some(claimed_at) = claimed_at else {
             tx.commit().await?;
             return Ok(Claimed::default());
         };
-        let claimed_at: DateTime<Utc> = first.try_get("claimed_at")?;
-        let (mut messages, unreadable) = sql::decode_claimed(&rows)?;
+        let sql::Decoded {
+            mut messages,
+            unreadable,
+        } = decoded;
         let timeouts = match lease {
             Lease::Verify(_) => producer_timeouts(&mut tx, &messages).await?,
             Lease::Every(_) => HashMap::new(),

@@ -658,8 +658,9 @@ impl SqliteStore {
             "UPDATE messages SET {due_column} = {NOW_MS} + {span}, version = version + 1 \
              WHERE id IN (SELECT id FROM messages WHERE {due_column} <= {NOW_MS} AND {state} \
              ORDER BY {due_column} LIMIT ?) \
-             RETURNING {MESSAGE_COLUMNS}, {NOW_MS} AS claimed_at",
+             RETURNING {columns}, {NOW_MS} AS claimed_at",
             span = lease_span_sql(lease),
+            columns = kind.columns(),
         );
         let q = sqlx::query(sqlx::AssertSqlSafe(sql));
         let q = match lease {
@@ -672,7 +673,7 @@ impl SqliteStore {
         let rows = q.bind(i64::from(limit)).fetch_all(&self.pool).await?;
         // 'now' is one instant for the whole statement.
         let claimed_at = rows.first().map(|r| r.time("claimed_at")).transpose()?;
-        let (mut messages, mut unreadable) = sql::decode_claimed(&rows)?;
+        let (mut messages, mut unreadable) = sql::decode_claimed(rows)?;
         // RETURNING comes in no defined order; MySQL returns id order.
         messages.sort_by_key(|m| m.id);
         unreadable.sort_by_key(|q| q.id);

@@ -31,7 +31,7 @@ const WORKERS: usize = 4;
 
 type RecordJob = Job<CheckAttempt, Result<(), String>>;
 /// A decision and the claimed row it is decided from (as stored at the
-/// claim's version).
+/// claim's version, without its payload).
 type DecideJob = Job<(Transition, Message), StoreResult<Option<Message>>>;
 type RescheduleJob = Job<Reschedule, StoreResult<bool>>;
 
@@ -128,12 +128,20 @@ impl BatchWrite<(Transition, Message), StoreResult<Option<Message>>> for WriteDe
             if group.is_empty() {
                 continue;
             }
-            // The claimed rows are what the store would read back; with them it
-            // can skip that read (see `Store::transition_batch_seen`).
             let ts: Vec<Transition> = group.iter().map(|j| j.input.0.clone()).collect();
-            let seen: Vec<&Message> = group.iter().map(|j| &j.input.1).collect();
-            let write = store.transition_batch_seen(&ts, &seen);
-            match deadline::within(self.1, "write check-back decisions", write).await {
+            let written = if ts[0].to == MessageStatus::Committed {
+                // A commit goes to the forwarder, which needs the payload the
+                // claim did not read (`ClaimKind::columns`): read back whole.
+                let write = store.transition_batch(&ts);
+                deadline::within(self.1, "write check-back decisions", write).await
+            } else {
+                // The claimed rows are what the store would read back; with
+                // them it can skip that read (see `Store::transition_batch_seen`).
+                let seen: Vec<&Message> = group.iter().map(|j| &j.input.1).collect();
+                let write = store.transition_batch_seen(&ts, &seen);
+                deadline::within(self.1, "write check-back decisions", write).await
+            };
+            match written {
                 Ok(rows) => {
                     for (job, row) in group.into_iter().zip(rows) {
                         job.answer(Ok(row));

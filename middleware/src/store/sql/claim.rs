@@ -10,7 +10,7 @@ use trustmsg_verify_api::{MessageStatus, SendStatus};
 use super::alerts::{raise_alerts, Raised};
 use super::audit::{insert_audits, AuditRow};
 use super::effects::clip_error;
-use super::row::{lossy_text, message_from_row, SqlRow};
+use super::row::{lossy_text, message_from_row, SqlRow, MESSAGE_COLUMNS};
 use super::{Bind, Dialect};
 use crate::store::{Actor, Message, NewAlert, Quarantined, StoreError, StoreResult, VerifyLease};
 
@@ -42,6 +42,18 @@ impl ClaimKind {
                 Some(SendStatus::Pending),
             ),
             Self::Verifies => (Actor::Verifier, MessageStatus::Prepared, None),
+        }
+    }
+
+    /// The columns a claim reads, as [`message_from_row`] decodes them.
+    /// Check-back never looks at a payload, so its claims read an empty one
+    /// instead: a batch of large payloads would otherwise be read, and held
+    /// for the calls, for nothing. (A check-back commit reads its row back
+    /// whole for the forwarder, see `crate::verifier::writes`.)
+    pub(in crate::store) fn columns(self) -> String {
+        match self {
+            Self::Sends => MESSAGE_COLUMNS.to_string(),
+            Self::Verifies => MESSAGE_COLUMNS.replace("payload,", "X'' AS payload,"),
         }
     }
 
@@ -77,19 +89,26 @@ impl Lease {
 /// What `last_error` of a quarantined row starts with.
 pub(in crate::store) const QUARANTINED: &str = "quarantined: ";
 
-/// Decodes claimed rows one by one. A row that is [`StoreError::Corrupt`] is
-/// returned apart, with what can still be read of it (its id must be
-/// readable: without it the row cannot even be set aside, and the claim
-/// fails); any other error fails the claim.
-pub(in crate::store) fn decode_claimed<R: SqlRow>(
-    rows: &[R],
-) -> StoreResult<(Vec<Message>, Vec<Quarantined>)> {
-    let mut good = Vec::with_capacity(rows.len());
-    let mut bad = Vec::new();
-    for row in rows {
+/// Claimed rows, decoded one by one as they are read. A row that is
+/// [`StoreError::Corrupt`] is kept apart, with what can still be read of it
+/// (its id must be readable: without it the row cannot even be set aside,
+/// and the claim fails); any other error fails the claim.
+#[derive(Debug, Default)]
+pub(in crate::store) struct Decoded {
+    /// The rows that could be read.
+    pub(in crate::store) messages: Vec<Message>,
+    /// The rows to quarantine.
+    pub(in crate::store) unreadable: Vec<Quarantined>,
+}
+
+impl Decoded {
+    /// Decodes `row`. A caller that reads rows as a stream and drops each
+    /// once decoded holds a claim's payloads about once, not as raw rows
+    /// and messages both.
+    pub(in crate::store) fn push<R: SqlRow>(&mut self, row: &R) -> StoreResult<()> {
         match message_from_row(row) {
-            Ok(m) => good.push(m),
-            Err(e @ StoreError::Corrupt(_)) => bad.push(Quarantined {
+            Ok(m) => self.messages.push(m),
+            Err(e @ StoreError::Corrupt(_)) => self.unreadable.push(Quarantined {
                 id: row.unsigned("id")?,
                 biz_id: lossy_text(row, "biz_id"),
                 message_key: lossy_text(row, "message_key"),
@@ -97,8 +116,19 @@ pub(in crate::store) fn decode_claimed<R: SqlRow>(
             }),
             Err(e) => return Err(e),
         }
+        Ok(())
     }
-    Ok((good, bad))
+}
+
+/// [`Decoded`] of `rows`, each dropped once decoded.
+pub(in crate::store) fn decode_claimed<R: SqlRow>(
+    rows: Vec<R>,
+) -> StoreResult<(Vec<Message>, Vec<Quarantined>)> {
+    let mut decoded = Decoded::default();
+    for row in rows {
+        decoded.push(&row)?;
+    }
+    Ok((decoded.messages, decoded.unreadable))
 }
 
 /// Sets aside claimed rows the claim could not read: their due column

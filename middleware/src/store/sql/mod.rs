@@ -40,7 +40,7 @@ pub(super) use alerts::{
     settle_alerts_without_webhook, ALERT_COLUMNS,
 };
 pub(super) use audit::{audit_insert, audit_trail, insert_audits, AuditRow};
-pub(super) use claim::{decode_claimed, quarantine, ClaimKind, Lease};
+pub(super) use claim::{decode_claimed, quarantine, ClaimKind, Decoded, Lease};
 pub(super) use effects::{clip_error, transition_effects};
 pub(super) use requeue::{count_requeueable, requeue_chunk, requeue_set};
 pub(super) use row::{

@@ -385,7 +385,12 @@ pub(crate) async fn a_transition_with_a_stale_version_matches_nothing(s: &DynSto
     };
     assert_eq!(s.transition(&commit).await.unwrap(), None);
     assert_eq!(s.transition(&verify_failed(&before)).await.unwrap(), None);
-    assert_untouched(s, State::Prepared, &Some(claimed.clone()), 0).await;
+    // As claimed, with the payload the claim did not read.
+    let stored = Message {
+        payload: before.payload.clone(),
+        ..claimed.clone()
+    };
+    assert_untouched(s, State::Prepared, &Some(stored), 0).await;
     // The current version still wins.
     assert!(s
         .transition(&verify_failed(&claimed))
