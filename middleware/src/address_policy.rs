@@ -398,6 +398,22 @@ pub(crate) fn client_builder(policy: Arc<AddressPolicy>) -> reqwest::ClientBuild
         .dns_resolver(Arc::new(PolicyResolver(policy)))
 }
 
+/// `text` followed by each cause of `e` it does not already end with: a
+/// connection the policy refused says so only in a cause of the client's
+/// error ("error sending request" alone tells an operator nothing).
+pub(crate) fn with_causes(mut text: String, e: &(dyn std::error::Error + 'static)) -> String {
+    let mut source = e.source();
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.ends_with(&s_text) {
+            text.push_str(": ");
+            text.push_str(&s_text);
+        }
+        source = s.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

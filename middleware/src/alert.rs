@@ -305,7 +305,11 @@ impl Target {
                 .header(webhook::TIMESTAMP, ts.to_string())
                 .header(webhook::SIGNATURE, sig);
         }
-        let answer = post.body(body).send().await.map_err(|e| describe(&e))?;
+        let answer = post
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| address_policy::with_causes(e.to_string(), &e))?;
         let status = answer.status();
         if status.is_success() {
             Ok(())
@@ -313,20 +317,4 @@ impl Target {
             Err(format!("the webhook answered {status}"))
         }
     }
-}
-
-/// A reqwest error with its causes, which is where "address refused" lives.
-fn describe(e: &reqwest::Error) -> String {
-    use std::error::Error as _;
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let s_text = s.to_string();
-        if !text.ends_with(&s_text) {
-            text.push_str(": ");
-            text.push_str(&s_text);
-        }
-        source = s.source();
-    }
-    text
 }

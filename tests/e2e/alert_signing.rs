@@ -97,18 +97,18 @@ async fn one_verify_failed_alert(
         .register("shop", settings(&check.url(), 100, 2))
         .await;
     check.set_secret(&secret);
-    let prepared: Value = reqwest::Client::new()
-        .post(format!("{}/v1/messages/prepare", service.url()))
-        .bearer_auth(&token)
-        .json(&serde_json::json!({
-            "biz_id": "shop", "message_key": "undecided", "topic": "e2e-signed", "payload": "x"
-        }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let body = serde_json::json!({
+        "biz_id": "shop", "message_key": "undecided", "topic": "e2e-signed", "payload": "x"
+    });
+    let (status, prepared) = service
+        .call(
+            reqwest::Method::POST,
+            "/v1/messages/prepare",
+            &token,
+            Some(&body),
+        )
+        .await;
+    assert_eq!(status, 201, "{prepared}");
     let pool = db.pool().await;
     eventually(30, "the message VERIFY_FAILED", async || {
         statuses(&pool, "shop")

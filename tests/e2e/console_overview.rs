@@ -59,15 +59,10 @@ async fn rows_read(pool: &MySqlPool, schema: &str) -> u64 {
 async fn fresh_summary(service: &ServiceProcess, pool: &MySqlPool, schema: &str) -> (Value, u64) {
     tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
     let before = rows_read(pool, schema).await;
-    let summary: Value = reqwest::Client::new()
-        .get(format!("{}/v1/admin/summary", service.url()))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (status, summary) = service
+        .call(reqwest::Method::GET, "/v1/admin/summary", ADMIN_TOKEN, None)
+        .await;
+    assert_eq!(status, 200, "{summary}");
     // The statistics are written when a statement ends, before its answer.
     (summary, rows_read(pool, schema).await - before)
 }

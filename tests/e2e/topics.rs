@@ -14,45 +14,26 @@ use trustmsg_tests::{ServiceProcess, TestDb, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL
 const QUIET: &[&str] = &["--no-forwarder", "--no-verifier"];
 const NO_KAFKA: &str = "127.0.0.1:9";
 
-async fn call(
-    method: reqwest::Method,
-    url: String,
-    token: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut req = reqwest::Client::new()
-        .request(method, url)
-        .bearer_auth(token);
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let res = req.send().await.unwrap();
-    let status = res.status().as_u16();
-    let text = res.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
-}
-
 async fn put_producer(service: &ServiceProcess, biz_id: &str, settings: Value) -> (u16, Value) {
-    call(
-        reqwest::Method::PUT,
-        format!("{}/v1/producers/{biz_id}", service.url()),
-        ADMIN_TOKEN,
-        Some(settings),
-    )
-    .await
+    service
+        .call(
+            reqwest::Method::PUT,
+            &format!("/v1/producers/{biz_id}"),
+            ADMIN_TOKEN,
+            Some(&settings),
+        )
+        .await
 }
 
 async fn prepare(service: &ServiceProcess, token: &str, body: Value) -> (u16, Value) {
-    call(
-        reqwest::Method::POST,
-        format!("{}/v1/messages/prepare", service.url()),
-        token,
-        Some(body),
-    )
-    .await
+    service
+        .call(
+            reqwest::Method::POST,
+            "/v1/messages/prepare",
+            token,
+            Some(&body),
+        )
+        .await
 }
 
 fn message(biz_id: &str, key: &str, topic: &str) -> Value {
@@ -201,13 +182,14 @@ async fn bad_allow_lists_are_refused_with_what_to_write_instead() {
     let token = body["token"].as_str().unwrap().to_string();
     let (status, body) = prepare(&service, &token, message("anything", "k", "payments")).await;
     assert_eq!(status, 201, "{body}");
-    let (status, _) = call(
-        reqwest::Method::GET,
-        format!("{}/v1/producers/shop", service.url()),
-        ADMIN_TOKEN,
-        None,
-    )
-    .await;
+    let (status, _) = service
+        .call(
+            reqwest::Method::GET,
+            "/v1/producers/shop",
+            ADMIN_TOKEN,
+            None,
+        )
+        .await;
     assert_eq!(status, 404, "no refused registration was stored");
     drop(service);
     db.drop_db().await;
@@ -230,13 +212,9 @@ async fn a_producer_without_topics_is_flagged_in_the_admin_api_and_the_cli() {
     let (status, body) = prepare(&service, &legacy_token, message("legacy", "k", "payments")).await;
     assert_eq!(status, 201, "{body}");
 
-    let (status, list) = call(
-        reqwest::Method::GET,
-        format!("{}/v1/producers", service.url()),
-        ADMIN_TOKEN,
-        None,
-    )
-    .await;
+    let (status, list) = service
+        .call(reqwest::Method::GET, "/v1/producers", ADMIN_TOKEN, None)
+        .await;
     assert_eq!(status, 200, "{list}");
     let flags: Vec<(String, Value, Value)> = list["items"]
         .as_array()
@@ -258,13 +236,9 @@ async fn a_producer_without_topics_is_flagged_in_the_admin_api_and_the_cli() {
         ]
     );
 
-    let (status, summary) = call(
-        reqwest::Method::GET,
-        format!("{}/v1/admin/summary", service.url()),
-        ADMIN_TOKEN,
-        None,
-    )
-    .await;
+    let (status, summary) = service
+        .call(reqwest::Method::GET, "/v1/admin/summary", ADMIN_TOKEN, None)
+        .await;
     assert_eq!(status, 200, "{summary}");
     assert_eq!(summary["producers_without_topics"], json!(["legacy"]));
     let (ok, out, err) = admin_cli(&service, &["summary"]);
@@ -356,13 +330,14 @@ async fn require_producer_topics_refuses_registrations_without_topics_and_the_pr
     .await;
     assert_eq!((status, code(&body)), (400, "topics_required"), "{body}");
     assert!(error_message(&body).contains("\"topics\""), "{body}");
-    let (status, _) = call(
-        reqwest::Method::GET,
-        format!("{}/v1/producers/newcomer", service.url()),
-        ADMIN_TOKEN,
-        None,
-    )
-    .await;
+    let (status, _) = service
+        .call(
+            reqwest::Method::GET,
+            "/v1/producers/newcomer",
+            ADMIN_TOKEN,
+            None,
+        )
+        .await;
     assert_eq!(status, 404, "the refused registration was not stored");
 
     let (status, body) = prepare(&service, &legacy_token, message("legacy", "k", "orders")).await;
@@ -411,13 +386,14 @@ async fn an_unknown_field_is_a_400_naming_it_and_nothing_is_written() {
         error_message(&body).contains("unknown field `topcs`"),
         "{body}"
     );
-    let (status, _) = call(
-        reqwest::Method::GET,
-        format!("{}/v1/producers/shop", service.url()),
-        ADMIN_TOKEN,
-        None,
-    )
-    .await;
+    let (status, _) = service
+        .call(
+            reqwest::Method::GET,
+            "/v1/producers/shop",
+            ADMIN_TOKEN,
+            None,
+        )
+        .await;
     assert_eq!(status, 404, "nothing was registered");
 
     let (token, _) = service
@@ -438,38 +414,36 @@ async fn an_unknown_field_is_a_400_naming_it_and_nothing_is_written() {
 
     let (status, body) = prepare(&service, &token, message("shop", "k", "orders")).await;
     assert_eq!(status, 201, "{body}");
-    let (status, body) = call(
-        reqwest::Method::POST,
-        format!("{}/v1/messages/commit", service.url()),
-        &token,
-        Some(json!({"biz_id": "shop", "message_key": "k", "force": true})),
-    )
-    .await;
+    let (status, body) = service
+        .call(
+            reqwest::Method::POST,
+            "/v1/messages/commit",
+            &token,
+            Some(&json!({"biz_id": "shop", "message_key": "k", "force": true})),
+        )
+        .await;
     assert_eq!((status, code(&body)), (400, "invalid_body"), "{body}");
     assert!(
         error_message(&body).contains("unknown field `force`"),
         "{body}"
     );
     let id = body_id(&service, &token).await;
-    let (status, body) = call(
-        reqwest::Method::POST,
-        format!("{}/v1/admin/messages/{id}/resolve", service.url()),
-        ADMIN_TOKEN,
-        Some(json!({"decision": "commit", "reason": "test", "reasn": "typo"})),
-    )
-    .await;
+    let (status, body) = service
+        .call(
+            reqwest::Method::POST,
+            &format!("/v1/admin/messages/{id}/resolve"),
+            ADMIN_TOKEN,
+            Some(&json!({"decision": "commit", "reason": "test", "reasn": "typo"})),
+        )
+        .await;
     assert_eq!((status, code(&body)), (400, "invalid_body"), "{body}");
     assert!(
         error_message(&body).contains("unknown field `reasn`"),
         "{body}"
     );
-    let (status, view) = call(
-        reqwest::Method::GET,
-        format!("{}/v1/messages/shop/k", service.url()),
-        &token,
-        None,
-    )
-    .await;
+    let (status, view) = service
+        .call(reqwest::Method::GET, "/v1/messages/shop/k", &token, None)
+        .await;
     assert_eq!(
         (status, view["status"].as_str()),
         (200, Some("PREPARED")),
@@ -480,13 +454,9 @@ async fn an_unknown_field_is_a_400_naming_it_and_nothing_is_written() {
 }
 
 async fn body_id(service: &ServiceProcess, token: &str) -> u64 {
-    let (_, view) = call(
-        reqwest::Method::GET,
-        format!("{}/v1/messages/shop/k", service.url()),
-        token,
-        None,
-    )
-    .await;
+    let (_, view) = service
+        .call(reqwest::Method::GET, "/v1/messages/shop/k", token, None)
+        .await;
     view["id"].as_u64().unwrap()
 }
 
@@ -504,16 +474,10 @@ async fn the_signing_secret_is_shown_when_issued_and_on_an_explicit_reveal_only(
     let secret = created["signing_secret"].as_str().unwrap().to_string();
     assert!(secret.starts_with("whsec_"), "{created}");
 
-    let get = |path: &str| {
-        call(
-            reqwest::Method::GET,
-            format!("{}{path}", service.url()),
-            ADMIN_TOKEN,
-            None,
-        )
-    };
     for path in ["/v1/producers/shop", "/v1/producers"] {
-        let (status, body) = get(path).await;
+        let (status, body) = service
+            .call(reqwest::Method::GET, path, ADMIN_TOKEN, None)
+            .await;
         assert_eq!(status, 200, "{body}");
         assert!(
             !body.to_string().contains(&secret),
@@ -531,22 +495,27 @@ async fn the_signing_secret_is_shown_when_issued_and_on_an_explicit_reveal_only(
     let (ok, out, err) = admin_cli(&service, &["producers", "show", "shop"]);
     assert!(ok && !out.contains(&secret), "{out}{err}");
 
-    let (status, rotated) = call(
-        reqwest::Method::POST,
-        format!("{}/v1/producers/shop/rotate-token", service.url()),
-        ADMIN_TOKEN,
-        None,
-    )
-    .await;
+    let (status, rotated) = service
+        .call(
+            reqwest::Method::POST,
+            "/v1/producers/shop/rotate-token",
+            ADMIN_TOKEN,
+            None,
+        )
+        .await;
     assert_eq!(status, 200, "{rotated}");
     assert_eq!(rotated["signing_secret"].as_str(), Some(secret.as_str()));
     let producer_token = rotated["token"].as_str().unwrap().to_string();
 
-    let reveal = format!("{}/v1/producers/shop/reveal-signing-secret", service.url());
-    let (status, body) = call(reqwest::Method::POST, reveal.clone(), ADMIN_TOKEN, None).await;
+    let reveal = "/v1/producers/shop/reveal-signing-secret";
+    let (status, body) = service
+        .call(reqwest::Method::POST, reveal, ADMIN_TOKEN, None)
+        .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body, json!({"biz_id": "shop", "signing_secret": secret}));
-    let (status, body) = call(reqwest::Method::POST, reveal, &producer_token, None).await;
+    let (status, body) = service
+        .call(reqwest::Method::POST, reveal, &producer_token, None)
+        .await;
     assert_eq!((status, code(&body)), (403, "forbidden"), "{body}");
     let (ok, out, err) = admin_cli(&service, &["producers", "reveal-signing-secret", "shop"]);
     assert!(ok, "{err}");

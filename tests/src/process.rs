@@ -86,32 +86,7 @@ impl ServiceProcess {
         extra: &[&str],
         log: Option<PathBuf>,
     ) -> Self {
-        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let mut args: Vec<String> = [
-            "serve",
-            "--database-url",
-            database_url,
-            "--listen",
-            &addr.to_string(),
-            "--admin-token",
-            ADMIN_TOKEN,
-            "--auto-migrate",
-            "--kafka-brokers",
-            brokers,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let mut s = Self {
-            addr,
-            args,
-            child: None,
-            log,
-            tls_ca: None,
-        };
-        s.spawn().await;
-        s
+        Self::launch(database_url, brokers, extra, log, None).await
     }
 
     /// [`ServiceProcess::start`] serving HTTPS with `cert` (`--tls-cert`,
@@ -146,13 +121,25 @@ impl ServiceProcess {
             key_file.as_str(),
         ];
         flags.extend_from_slice(extra);
+        Self::launch(database_url, brokers, &flags, log, Some(ca.to_path_buf())).await
+    }
+
+    /// Runs `trustmsg serve` on a free port (HTTPS when `tls_ca` is given)
+    /// and waits until it is ready.
+    async fn launch(
+        database_url: &str,
+        brokers: &str,
+        extra: &[&str],
+        log: Option<PathBuf>,
+        tls_ca: Option<PathBuf>,
+    ) -> Self {
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let mut s = Self {
             addr,
-            args: serve_args(database_url, addr, brokers, &flags),
+            args: serve_args(database_url, addr, brokers, extra),
             child: None,
             log,
-            tls_ca: Some(ca.to_path_buf()),
+            tls_ca,
         };
         s.spawn().await;
         s
@@ -254,6 +241,31 @@ impl ServiceProcess {
     pub async fn restart(&mut self) {
         self.kill_9();
         self.spawn().await;
+    }
+
+    /// `method` on `path` (e.g. `/v1/admin/summary`) with `token` and a JSON
+    /// `body`: the status and the answer as JSON (a string when it is not).
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: &str,
+        body: Option<&Value>,
+    ) -> (u16, Value) {
+        let mut req = self
+            .http_client()
+            .request(method, format!("{}{path}", self.url()))
+            .bearer_auth(token);
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let res = req.send().await.unwrap();
+        let status = res.status().as_u16();
+        let text = res.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
     }
 
     /// Registers a producer with these settings; returns (token, signing secret).

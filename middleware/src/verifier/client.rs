@@ -13,7 +13,6 @@
 //!   decision. Anything else is a [`CheckFailure`] with a reason an operator
 //!   can read in `last_error`.
 
-use std::error::Error as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -198,20 +197,12 @@ fn describe(e: &reqwest::Error, timeout: Duration) -> CheckFailure {
     if e.is_timeout() {
         return CheckFailure::Timeout(timeout);
     }
-    let mut text = if e.is_connect() {
-        "cannot connect".to_string()
+    let head = if e.is_connect() {
+        "cannot connect"
     } else {
-        "request failed".to_string()
+        "request failed"
     };
-    let mut source = e.source();
-    while let Some(s) = source {
-        let s_text = s.to_string();
-        if !text.ends_with(&s_text) {
-            text.push_str(": ");
-            text.push_str(&s_text);
-        }
-        source = s.source();
-    }
+    let text = address_policy::with_causes(head.to_string(), e);
     CheckFailure::Transport(text)
 }
 
