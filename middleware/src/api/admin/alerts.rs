@@ -9,7 +9,7 @@ use trustmsg_verify_api::admin::{AlertListQuery, AlertPage, AlertState};
 use trustmsg_verify_api::ErrorBody;
 
 use super::read::{cursor_of, page_position};
-use super::{bad, param};
+use super::{bad, number_param, param};
 use crate::api::error::ApiError;
 use crate::api::AppState;
 use crate::store::AlertFilter;
@@ -35,7 +35,7 @@ fn alert_filter(params: &BTreeMap<String, String>) -> Result<AlertFilter, ApiErr
             })
         })
         .transpose()?;
-    let message_id = param(params, "message_id")
+    let message_id = number_param(params, "message_id")
         .map(|v| {
             // Ids are at most i64's maximum (SQLite stores them signed).
             v.parse::<i64>()

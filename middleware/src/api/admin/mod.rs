@@ -112,6 +112,12 @@ fn filter_of(params: &BTreeMap<String, String>) -> Result<MessageFilter, ApiErro
     })
 }
 
+/// A number parameter's value: an empty one is given, and not a number (the
+/// document types it as an integer, so `limit=` is refused, not ignored).
+fn number_param<'p>(params: &'p BTreeMap<String, String>, name: &str) -> Option<&'p str> {
+    params.get(name).map(String::as_str)
+}
+
 /// A parameter's value; an empty one is as if it were not given.
 fn param<'p>(params: &'p BTreeMap<String, String>, name: &str) -> Option<&'p str> {
     params

@@ -18,7 +18,7 @@ use trustmsg_verify_api::admin::{
 };
 use trustmsg_verify_api::{ErrorBody, PayloadEncoding};
 
-use super::{filter_of, message, param};
+use super::{filter_of, message, number_param, param};
 use crate::api::error::ApiError;
 use crate::api::AppState;
 use crate::store::{AuditEntry, CheckAttemptEntry, MessageFilter, ProducerSummary};
@@ -76,7 +76,7 @@ fn cursor_id(cursor: &str) -> Result<u64, ApiError> {
 pub(super) fn page_position(
     params: &BTreeMap<String, String>,
 ) -> Result<(u32, Option<u64>), ApiError> {
-    let limit = match param(params, "limit") {
+    let limit = match number_param(params, "limit") {
         None => DEFAULT_LIMIT,
         Some(v) => v
             .parse::<u32>()

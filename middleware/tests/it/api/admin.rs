@@ -141,6 +141,9 @@ async fn bad_list_parameters_are_refused_saying_what_is_accepted_and_only_the_ad
             "pending, delivered, no_webhook",
         ),
         ("message_id=x", "invalid_filter", "whole number"),
+        // An empty number is not a number (the document types both as integers).
+        ("message_id=", "invalid_filter", "whole number"),
+        ("limit=", "invalid_limit", "from 1 to 500"),
         (
             "message_id=9223372036854775808",
             "invalid_filter",
