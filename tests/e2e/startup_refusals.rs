@@ -81,7 +81,7 @@ fn an_alert_webhook_the_address_policy_refuses_stops_start_up_naming_the_flag() 
                 "--alert-webhook",
                 "http://alerts.test:9/alerts",
                 "--verify-resolve",
-                "alerts.test=10.1.2.3",
+                "alerts.test=127.0.0.2",
                 "--verify-allow-cidr",
                 "192.168.0.0/16",
             ],

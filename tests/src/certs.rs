@@ -26,8 +26,12 @@ pub struct ServerCert {
 }
 
 impl TestCa {
-    /// A new CA, its certificate written to [`TestCa::ca_file`].
+    /// A new CA, its certificate written to [`TestCa::ca_file`]. The TLS
+    /// tests name their servers `localhost` (the name their certificates
+    /// carry); tests may send traffic only to 127.0.0.0/8, so a machine whose
+    /// `localhost` resolves anywhere else fails here, before anything dials.
     pub fn new() -> Self {
+        assert_localhost_is_loopback();
         let dir = tempfile::tempdir().expect("a temporary directory");
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -81,6 +85,24 @@ impl TestCa {
         std::fs::write(&files.key, key.serialize_pem()).expect("write the key");
         files
     }
+}
+
+/// Panics unless every address `localhost` resolves to is in 127.0.0.0/8.
+fn assert_localhost_is_loopback() {
+    use std::net::ToSocketAddrs;
+    let addrs: Vec<std::net::SocketAddr> = ("localhost", 0)
+        .to_socket_addrs()
+        .expect("resolve localhost")
+        .collect();
+    assert!(
+        !addrs.is_empty()
+            && addrs.iter().all(|a| match a.ip() {
+                std::net::IpAddr::V4(ip) => ip.is_loopback(),
+                std::net::IpAddr::V6(_) => false,
+            }),
+        "localhost resolves to {addrs:?}: the TLS tests dial localhost and may only reach \
+         127.0.0.0/8 (map localhost to 127.0.0.1 only in /etc/hosts)"
+    );
 }
 
 impl Default for TestCa {

@@ -150,7 +150,12 @@ impl ServiceProcess {
     pub fn http_client(&self) -> reqwest::Client {
         match &self.tls_ca {
             None => reqwest::Client::new(),
-            Some(ca) => client_trusting(ca),
+            // `localhost` is dialled on the service's own 127.0.0.1 address,
+            // never on what a resolver says.
+            Some(ca) => client_builder_trusting(ca)
+                .resolve("localhost", self.addr)
+                .build()
+                .expect("an HTTPS client"),
         }
     }
 
@@ -312,12 +317,17 @@ fn serve_args(database_url: &str, addr: SocketAddr, brokers: &str, extra: &[&str
 /// A fresh HTTP client (no pooled connections) that trusts only the CA in
 /// `ca_file` (PEM).
 pub fn client_trusting(ca_file: &Path) -> reqwest::Client {
-    let pem = std::fs::read(ca_file).expect("read the CA file");
-    let ca = reqwest::Certificate::from_pem(&pem).expect("a PEM CA certificate");
-    reqwest::Client::builder()
-        .tls_certs_only([ca])
+    client_builder_trusting(ca_file)
         .build()
         .expect("an HTTPS client")
+}
+
+/// A client builder (no pooled connections) that trusts only the CA in
+/// `ca_file` (PEM).
+fn client_builder_trusting(ca_file: &Path) -> reqwest::ClientBuilder {
+    let pem = std::fs::read(ca_file).expect("read the CA file");
+    let ca = reqwest::Certificate::from_pem(&pem).expect("a PEM CA certificate");
+    reqwest::Client::builder().tls_certs_only([ca])
 }
 
 impl Drop for ServiceProcess {
