@@ -27,6 +27,13 @@ pub(crate) const MAX_HEADER_NAME: usize = 256;
 /// Most bytes of all header names and values together.
 pub(crate) const MAX_HEADER_BYTES: usize = 16 * 1024;
 
+/// The first character of `v` outside `[A-Za-z0-9._-]`, the alphabet of
+/// biz_ids, Kafka topic names and topic allow-list entries.
+fn outside_name_alphabet(v: &str) -> Option<char> {
+    v.chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "._-".contains(*c)))
+}
+
 /// biz_id: 1–64 of `[A-Za-z0-9._-]`.
 pub(crate) fn biz_id(v: &str) -> Result<(), ApiError> {
     if v.is_empty() || v.len() > MAX_BIZ_ID {
@@ -38,10 +45,7 @@ pub(crate) fn biz_id(v: &str) -> Result<(), ApiError> {
             ),
         ));
     }
-    if let Some(c) = v
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || "._-".contains(*c)))
-    {
+    if let Some(c) = outside_name_alphabet(v) {
         return Err(ApiError::invalid(
             "invalid_biz_id",
             format!("biz_id may contain only letters, digits, '.', '_' and '-' (found {c:?})"),
@@ -82,10 +86,7 @@ pub(crate) fn topic(v: &str) -> Result<(), ApiError> {
     if v == "." || v == ".." {
         return bad(format!("topic cannot be {v:?}"));
     }
-    if let Some(c) = v
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || "._-".contains(*c)))
-    {
+    if let Some(c) = outside_name_alphabet(v) {
         return bad(format!(
             "topic may contain only ASCII letters, digits, '.', '_' and '-' (found {c:?})"
         ));
@@ -139,10 +140,7 @@ fn allow_list_entry(entry: &str) -> Option<String> {
             entry.len()
         ));
     }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || "._-".contains(*c)))
-    {
+    if let Some(c) = outside_name_alphabet(name) {
         return Some(if c == '*' {
             "has a `*` that is not its single last character".to_string()
         } else {
