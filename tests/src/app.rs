@@ -86,9 +86,22 @@ impl TestApp {
 
     /// Registers a producer checked back at `verify_url`; returns its token.
     pub async fn register(&self, biz_id: &str, verify_url: &str) -> String {
-        let (status, body) = self
-            .put_producer(biz_id, &serde_json::json!({ "verify_url": verify_url }))
-            .await;
+        self.register_with(biz_id, &serde_json::json!({ "verify_url": verify_url }))
+            .await
+    }
+
+    /// Registers a producer whose check endpoint never answers and which is
+    /// checked back once: an undecided message of it is VERIFY_FAILED (and
+    /// raises its alert) after one check-back. Returns its token.
+    pub async fn register_giving_up_after_one_check(&self, biz_id: &str) -> String {
+        let settings =
+            serde_json::json!({"verify_url": UNREACHABLE_VERIFY_URL, "max_verify_attempts": 1});
+        self.register_with(biz_id, &settings).await
+    }
+
+    /// Registers a producer with these settings; returns its token.
+    async fn register_with(&self, biz_id: &str, settings: &Value) -> String {
+        let (status, body) = self.put_producer(biz_id, settings).await;
         assert_eq!(status, 201, "register {biz_id}: {body}");
         body["token"]
             .as_str()

@@ -4,8 +4,8 @@
 
 use std::process::Output;
 
-use serde_json::{json, Value};
-use trustmsg_tests::{prepare_body, TestApp, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL};
+use serde_json::Value;
+use trustmsg_tests::{prepare_body, TestApp, ADMIN_TOKEN};
 
 /// Runs `trustmsg admin --url <app> --admin-token <token> <args…>`.
 async fn admin(app: &TestApp, token: &str, args: &[&str]) -> Output {
@@ -43,14 +43,7 @@ async fn an_operator_finds_reads_and_resolves_a_failed_message_from_the_terminal
         "20ms",
     ])
     .await;
-    let (status, reg) = app
-        .put_producer(
-            "shop",
-            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "max_verify_attempts": 1}),
-        )
-        .await;
-    assert_eq!(status, 201, "{reg}");
-    let token = reg["token"].as_str().unwrap().to_string();
+    let token = app.register_giving_up_after_one_check("shop").await;
     let (status, view) = app
         .prepare(Some(&token), &prepare_body("shop", "lost-order"))
         .await;
@@ -256,14 +249,7 @@ async fn an_operator_sees_an_alert_the_webhook_refused_as_pending_with_its_error
         &webhook,
     ])
     .await;
-    let (status, reg) = app
-        .put_producer(
-            "shop",
-            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "max_verify_attempts": 1}),
-        )
-        .await;
-    assert_eq!(status, 201, "{reg}");
-    let token = reg["token"].as_str().unwrap().to_string();
+    let token = app.register_giving_up_after_one_check("shop").await;
     let (_, view) = app
         .prepare(Some(&token), &prepare_body("shop", "lost-order"))
         .await;

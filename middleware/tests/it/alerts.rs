@@ -11,11 +11,10 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::Router;
-use serde_json::json;
 use trustmsg::address_policy::{AddressPolicy, StaticResolver};
 use trustmsg::alert::{AlertDelivery, Webhook};
 use trustmsg::store::{Actor, AlertFilter, Store};
-use trustmsg_tests::{eventually, prepare_body, AlertSink, TestApp, UNREACHABLE_VERIFY_URL};
+use trustmsg_tests::{eventually, prepare_body, AlertSink, TestApp};
 use trustmsg_verify_api::admin::{AlertState, AlertView};
 
 use crate::store::harness::{arrange_key, Backend, Due, State};
@@ -182,14 +181,7 @@ async fn metrics_show_an_undelivered_alert_until_the_webhook_takes_it() {
         &webhook,
     ])
     .await;
-    let (status, reg) = app
-        .put_producer(
-            "shop",
-            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "max_verify_attempts": 1}),
-        )
-        .await;
-    assert_eq!(status, 201, "{reg}");
-    let token = reg["token"].as_str().unwrap().to_string();
+    let token = app.register_giving_up_after_one_check("shop").await;
     app.prepare(Some(&token), &prepare_body("shop", "k")).await;
     eventually(20, "an undelivered alert with a failed POST", async || {
         app.counter("trustmsg_alerts_undelivered").await == 1

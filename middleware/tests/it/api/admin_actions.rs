@@ -59,14 +59,7 @@ async fn resolving_a_verify_failed_message_commits_it_and_kafka_gets_it_exactly_
     let mut flags = kafka_flags(kafka.bootstrap());
     fast_verify(&mut flags);
     let app = TestApp::spawn(&refs(&flags)).await;
-    let (status, reg) = app
-        .put_producer(
-            "shop",
-            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "max_verify_attempts": 1}),
-        )
-        .await;
-    assert_eq!(status, 201, "{reg}");
-    let token = reg["token"].as_str().unwrap().to_string();
+    let token = app.register_giving_up_after_one_check("shop").await;
     let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
     let id = prepare(&app, &token, body("shop", "stuck", "orders")).await;
     verify_failed(&app, id).await;
