@@ -14,6 +14,13 @@ use trustmsg_tests::{ServiceProcess, TestDb, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL
 const QUIET: &[&str] = &["--no-forwarder", "--no-verifier"];
 const NO_KAFKA: &str = "127.0.0.1:9";
 
+/// GET `path` with the admin token: the status and the answer.
+async fn admin_get(service: &ServiceProcess, path: &str) -> (u16, Value) {
+    service
+        .call(reqwest::Method::GET, path, ADMIN_TOKEN, None)
+        .await
+}
+
 async fn put_producer(service: &ServiceProcess, biz_id: &str, settings: Value) -> (u16, Value) {
     service
         .call(
@@ -182,14 +189,7 @@ async fn bad_allow_lists_are_refused_with_what_to_write_instead() {
     let token = body["token"].as_str().unwrap().to_string();
     let (status, body) = prepare(&service, &token, message("anything", "k", "payments")).await;
     assert_eq!(status, 201, "{body}");
-    let (status, _) = service
-        .call(
-            reqwest::Method::GET,
-            "/v1/producers/shop",
-            ADMIN_TOKEN,
-            None,
-        )
-        .await;
+    let (status, _) = admin_get(&service, "/v1/producers/shop").await;
     assert_eq!(status, 404, "no refused registration was stored");
     drop(service);
     db.drop_db().await;
@@ -212,9 +212,7 @@ async fn a_producer_without_topics_is_flagged_in_the_admin_api_and_the_cli() {
     let (status, body) = prepare(&service, &legacy_token, message("legacy", "k", "payments")).await;
     assert_eq!(status, 201, "{body}");
 
-    let (status, list) = service
-        .call(reqwest::Method::GET, "/v1/producers", ADMIN_TOKEN, None)
-        .await;
+    let (status, list) = admin_get(&service, "/v1/producers").await;
     assert_eq!(status, 200, "{list}");
     let flags: Vec<(String, Value, Value)> = list["items"]
         .as_array()
@@ -236,9 +234,7 @@ async fn a_producer_without_topics_is_flagged_in_the_admin_api_and_the_cli() {
         ]
     );
 
-    let (status, summary) = service
-        .call(reqwest::Method::GET, "/v1/admin/summary", ADMIN_TOKEN, None)
-        .await;
+    let (status, summary) = admin_get(&service, "/v1/admin/summary").await;
     assert_eq!(status, 200, "{summary}");
     assert_eq!(summary["producers_without_topics"], json!(["legacy"]));
     let (ok, out, err) = admin_cli(&service, &["summary"]);
@@ -330,14 +326,7 @@ async fn require_producer_topics_refuses_registrations_without_topics_and_the_pr
     .await;
     assert_eq!((status, code(&body)), (400, "topics_required"), "{body}");
     assert!(error_message(&body).contains("\"topics\""), "{body}");
-    let (status, _) = service
-        .call(
-            reqwest::Method::GET,
-            "/v1/producers/newcomer",
-            ADMIN_TOKEN,
-            None,
-        )
-        .await;
+    let (status, _) = admin_get(&service, "/v1/producers/newcomer").await;
     assert_eq!(status, 404, "the refused registration was not stored");
 
     let (status, body) = prepare(&service, &legacy_token, message("legacy", "k", "orders")).await;
@@ -386,14 +375,7 @@ async fn an_unknown_field_is_a_400_naming_it_and_nothing_is_written() {
         error_message(&body).contains("unknown field `topcs`"),
         "{body}"
     );
-    let (status, _) = service
-        .call(
-            reqwest::Method::GET,
-            "/v1/producers/shop",
-            ADMIN_TOKEN,
-            None,
-        )
-        .await;
+    let (status, _) = admin_get(&service, "/v1/producers/shop").await;
     assert_eq!(status, 404, "nothing was registered");
 
     let (token, _) = service
@@ -475,9 +457,7 @@ async fn the_signing_secret_is_shown_when_issued_and_on_an_explicit_reveal_only(
     assert!(secret.starts_with("whsec_"), "{created}");
 
     for path in ["/v1/producers/shop", "/v1/producers"] {
-        let (status, body) = service
-            .call(reqwest::Method::GET, path, ADMIN_TOKEN, None)
-            .await;
+        let (status, body) = admin_get(&service, path).await;
         assert_eq!(status, 200, "{body}");
         assert!(
             !body.to_string().contains(&secret),
