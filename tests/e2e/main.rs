@@ -21,6 +21,7 @@ mod kill9;
 mod memory;
 mod mysql_tls;
 mod no_forwarder;
+mod ordering;
 mod startup_refusals;
 mod tail;
 mod topics;

@@ -100,7 +100,7 @@ impl TestApp {
     }
 
     /// Registers a producer with these settings; returns its token.
-    async fn register_with(&self, biz_id: &str, settings: &Value) -> String {
+    pub async fn register_with(&self, biz_id: &str, settings: &Value) -> String {
         let (status, body) = self.put_producer(biz_id, settings).await;
         assert_eq!(status, 201, "register {biz_id}: {body}");
         body["token"]

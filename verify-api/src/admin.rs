@@ -75,6 +75,12 @@ pub struct MessageDetail {
     pub audit: Vec<AuditView>,
     /// Every check-back call (the newest 50), oldest first.
     pub check_attempts: Vec<CheckAttemptView>,
+    /// For a committed message of an ordered producer that waits for an
+    /// earlier message of its key: the id of that key's head, the earliest
+    /// message not yet SENT (or skipped), which holds this one back. Absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_by: Option<u64>,
 }
 
 /// One producer's messages at a glance: exact counts of the live messages
@@ -337,16 +343,21 @@ pub enum AlertKind {
     SendOverdue,
     /// A message is still PREPARED long after its prepare.
     VerifyOverdue,
+    /// The head of an ordered key went SEND_FAILED while later messages of
+    /// its key wait behind it (or one started to wait behind it): they are
+    /// held until an operator redelivers or skips the head.
+    KeyBlocked,
 }
 
 impl AlertKind {
     /// Every kind, in declaration order.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::VerifyFailed,
         Self::SendFailed,
         Self::Quarantined,
         Self::SendOverdue,
         Self::VerifyOverdue,
+        Self::KeyBlocked,
     ];
 
     /// The wire and database spelling.
@@ -357,6 +368,7 @@ impl AlertKind {
             Self::Quarantined => "quarantined",
             Self::SendOverdue => "send_overdue",
             Self::VerifyOverdue => "verify_overdue",
+            Self::KeyBlocked => "key_blocked",
         }
     }
 

@@ -207,6 +207,10 @@ pub struct MessageView {
     pub decided_at: Option<DateTime<Utc>>,
     /// When Kafka acknowledged the record.
     pub sent_at: Option<DateTime<Utc>>,
+    /// An ordered producer's keyed message, once committed: its place in its
+    /// key's commit order (1, 2, …). Absent for every other message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_seq: Option<u64>,
 }
 
 /// Every error response: `{"error": {"code": ..., "message": ...}}`.
@@ -260,6 +264,12 @@ pub struct ProducerSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(schema_with = schemas::topic_allow_list)]
     pub topics: Option<Vec<String>>,
+    /// In order per key: the messages of one (topic, record key) are sent
+    /// one after the other, each only once every message of that key
+    /// committed before it is SENT (or skipped by an operator). A message
+    /// without a record key is not ordered. Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ordered: bool,
 }
 
 /// A producer registration as the admin API shows it.
@@ -282,6 +292,9 @@ pub struct ProducerView {
     /// null): the producer may publish to any topic. Operators should give
     /// it one; `--require-producer-topics` refuses its prepares.
     pub topics_missing: bool,
+    /// In order per key (see the registration's `ordered`).
+    #[serde(default)]
+    pub ordered: bool,
     /// The secret check-back requests are signed with (Standard Webhooks
     /// `whsec_…`). Present only in the answers to creation and to
     /// `rotate-token`; `POST /v1/producers/{biz_id}/reveal-signing-secret`

@@ -14,7 +14,7 @@ use trustmsg_verify_api::{DecisionRequest, ErrorBody, MessageView, PrepareReques
 use super::auth::{self, Authenticated};
 use super::error::ApiError;
 use super::{validate, AppState, Json};
-use crate::store::{DecideOutcome, Inserted, NewMessage, Producer};
+use crate::store::{order_key, DecideOutcome, Inserted, NewMessage, Producer};
 
 /// The most a commit or rollback body may be: two short strings, each at
 /// most a few hundred bytes even with every character JSON-escaped.
@@ -74,6 +74,13 @@ pub(crate) async fn prepare(
         &req.topic,
         state.require_producer_topics,
     )?;
+    // In order per key: taken from the registration as this prepare reads
+    // it (the cached one); a message without a record key is not ordered,
+    // as Kafka orders nothing without a key either.
+    let order_key = match (&registered, &req.key) {
+        (Some(p), Some(key)) if p.ordered => Some(order_key(&req.biz_id, &req.topic, key)),
+        _ => None,
+    };
     let first_verify_after = registered.map_or(state.producer_defaults.first_verify_after, |p| {
         Duration::from_millis(p.first_verify_after_ms.into())
     });
@@ -85,6 +92,7 @@ pub(crate) async fn prepare(
         payload: valid.payload,
         headers: valid.headers,
         first_verify_after,
+        order_key,
     };
     let digest = new.digest();
     match state.writes.prepare(new).await? {

@@ -60,6 +60,7 @@ fn view(p: &Producer, issued: Option<String>) -> ProducerView {
         max_verify_attempts: p.max_verify_attempts,
         topics: p.topics.clone(),
         topics_missing: p.topics.is_none(),
+        ordered: p.ordered,
         signing_secret: issued.as_ref().map(|_| p.signing_secret.clone()),
         token: issued,
         created_at: p.created_at,
@@ -159,6 +160,7 @@ pub(crate) async fn put_producer(
         token_hash: hash_token(&token),
         signing_secret: new_signing_secret(),
         topics: settings.topics,
+        ordered: settings.ordered,
     };
     // An existing registration keeps its token hash and secret (the upsert
     // does not touch them), so "was it created" is "does it hold our hash".

@@ -55,7 +55,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
@@ -154,6 +154,7 @@ impl Forwarder {
                     version: m.version,
                     partition,
                     offset,
+                    order: m.order_pos(),
                 })
             }
             Err(e) => self.inner.record_failure(&m, e).await,
@@ -188,11 +189,15 @@ impl Forwarder {
         let cfg = self.inner.cfg.clone();
         let permits = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
         let (mark_tx, mark_rx) = mpsc::channel::<SentMark>(4096);
+        // Rung when a SENT mark made an ordered key's next message due: it
+        // is swept at once, not a sweep interval later.
+        let promoted = Arc::new(Notify::new());
         let marker = tokio::spawn(write_marks(
             self.inner.store.clone(),
             mark_rx,
             cfg.sweep_batch.max(1) as usize,
             cfg.statement_timeout,
+            promoted.clone(),
         ));
         let mut inflight = JoinSet::new();
         let mut tick = tokio::time::interval(cfg.sweep_interval);
@@ -220,6 +225,9 @@ impl Forwarder {
                     });
                 }
                 _ = async {}, if backlog && permits.available_permits() > 0 => {
+                    backlog = self.sweep_into(&permits, &mark_tx, &releaser, &mut inflight).await;
+                }
+                _ = promoted.notified() => {
                     backlog = self.sweep_into(&permits, &mark_tx, &releaser, &mut inflight).await;
                 }
                 _ = tick.tick() => {
@@ -441,6 +449,7 @@ async fn write_marks(
     mut rx: mpsc::Receiver<SentMark>,
     max_batch: usize,
     limit: Duration,
+    promoted: Arc<Notify>,
 ) {
     let mut batch = Vec::with_capacity(max_batch);
     while let Some(mark) = rx.recv().await {
@@ -476,6 +485,9 @@ async fn write_marks(
                 "could not write SENT marks; those rows will be resent after their lease"
             ),
         }
+        if batch.iter().any(|m| m.order.is_some()) {
+            promoted.notify_one();
+        }
         batch.clear();
     }
 }
@@ -492,6 +504,11 @@ pub(crate) struct ForwarderHandle {
 
 impl CommitListener for ForwarderHandle {
     fn committed(&self, message: Message) {
+        // An ordered message behind its key's head took no claim: it is
+        // not due until the head's SENT mark makes it so.
+        if message.next_send_at.is_none() {
+            return;
+        }
         let Some(held) = self.budget.try_hold(message.payload.len()) else {
             self.budget.count_full("fast");
             tracing::debug!("payload budget spent; the commit is released to the sweepers");

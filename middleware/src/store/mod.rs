@@ -52,7 +52,7 @@ use trustmsg_verify_api::MessageView;
 pub use decide::{decide, decide_batch, decide_batch_known, DecideOutcome, DecideRequest, Target};
 pub use model::{
     Actor, AlertFilter, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted,
-    Message, MessageFilter, NewAlert, NewMessage, Overdue, Producer, ProducerRecord,
+    order_key, Message, MessageFilter, NewAlert, NewMessage, OrderPos, Overdue, Producer, ProducerRecord,
     ProducerSummary, Quarantined, Requeue, RequeuedChunk, SentMark, Transition, VerifyLease, Wait,
 };
 
@@ -243,6 +243,24 @@ pub trait Store: Send + Sync + 'static {
         actor: &Actor,
         reason: &str,
     ) -> StoreResult<Option<Message>>;
+
+    /// An operator's skip of an ordered key's blocking head: `m` (as the
+    /// caller read it, guarded by its version) must be COMMITTED,
+    /// SEND_FAILED and its key's head. It stays SEND_FAILED but leaves its
+    /// key's order (a later redeliver sends it unordered); the key moves
+    /// past it and its next message is due at once; audited (`skip`). None
+    /// when the guard matched nothing or it is not the head.
+    async fn skip_blocked(
+        &self,
+        m: &Message,
+        actor: &Actor,
+        reason: &str,
+    ) -> StoreResult<Option<Message>>;
+
+    /// For a committed ordered message waiting for an earlier one of its
+    /// key: the id of the key's head (the earliest message not yet SENT or
+    /// skipped). None for every other message.
+    async fn blocked_by(&self, m: &Message) -> StoreResult<Option<u64>>;
 
     /// One chunk of an operator's bulk redeliver or re-verify, in one
     /// transaction: the first `limit` rows by id above `after_id` that match

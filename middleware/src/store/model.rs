@@ -43,9 +43,25 @@ pub struct Message {
     pub updated_at: DateTime<Utc>,
     pub decided_at: Option<DateTime<Utc>>,
     pub sent_at: Option<DateTime<Utc>>,
+    /// An ordered producer's keyed message: its key's order group
+    /// ([`order_key`]); None for every other message, and for one an
+    /// operator skipped (taken out of its key's order).
+    pub order_key: Option<Vec<u8>>,
+    /// Its place in its key's commit order, taken at commit (None before).
+    pub order_seq: Option<u64>,
 }
 
 impl Message {
+    /// Where the message stands in its key's order, for its SENT mark: None
+    /// when it is not ordered (or not committed yet).
+    pub fn order_pos(&self) -> Option<OrderPos> {
+        let key = self.order_key.as_deref()?.try_into().ok()?;
+        Some(OrderPos {
+            key,
+            seq: self.order_seq?,
+        })
+    }
+
     /// The API's view of the row.
     pub fn view(&self) -> MessageView {
         MessageView {
@@ -68,8 +84,27 @@ impl Message {
             updated_at: self.updated_at,
             decided_at: self.decided_at,
             sent_at: self.sent_at,
+            order_seq: self.order_seq,
         }
     }
+}
+
+/// The order group of an ordered producer's message: SHA-256 over biz_id,
+/// topic and record key, each with its length, so no two keys share one.
+pub fn order_key(biz_id: &str, topic: &str, record_key: &str) -> Vec<u8> {
+    let mut h = Sha256::new();
+    for part in [biz_id, topic, record_key] {
+        h.update((part.len() as u64).to_be_bytes());
+        h.update(part.as_bytes());
+    }
+    h.finalize().to_vec()
+}
+
+/// A committed ordered message's place: its key and its seq in that key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OrderPos {
+    pub key: [u8; 32],
+    pub seq: u64,
 }
 
 /// A validated prepare, ready to insert.
@@ -83,6 +118,10 @@ pub struct NewMessage {
     pub headers: BTreeMap<String, String>,
     /// Delay from now (database clock) until the first check-back.
     pub first_verify_after: Duration,
+    /// [`order_key`] when the producer is registered ordered and the
+    /// message has a record key; None otherwise. Not part of the content:
+    /// it follows the registration at the time of the prepare.
+    pub order_key: Option<Vec<u8>>,
 }
 
 impl NewMessage {
@@ -469,6 +508,9 @@ pub struct SentMark {
     pub version: u64,
     pub partition: i32,
     pub offset: i64,
+    /// The message's place in its key when it is ordered ([`Message::order_pos`]):
+    /// its SENT mark then also makes the key's next message due.
+    pub order: Option<OrderPos>,
 }
 
 /// A producer registration.
@@ -485,6 +527,8 @@ pub struct Producer {
     /// The topics it may prepare for (exact names, prefixes ending in `*`,
     /// or `*`); None: no allow-list (any topic).
     pub topics: Option<Vec<String>>,
+    /// In order per key (issue 28).
+    pub ordered: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -514,6 +558,8 @@ pub struct ProducerRecord {
     pub signing_secret: String,
     /// Replaces the stored list on an update (None removes it).
     pub topics: Option<Vec<String>>,
+    /// In order per key.
+    pub ordered: bool,
 }
 
 #[cfg(test)]
@@ -531,6 +577,7 @@ mod tests {
             token_hash: vec![],
             signing_secret: String::new(),
             topics: topics.map(|t| t.iter().map(|s| s.to_string()).collect()),
+            ordered: false,
             created_at: DateTime::<Utc>::MIN_UTC,
             updated_at: DateTime::<Utc>::MIN_UTC,
         };

@@ -146,7 +146,7 @@ fn takes_insert_returning(version: &str) -> bool {
 fn insert_prepared_rows(creates: &[&NewMessage]) -> QueryBuilder<MySql> {
     let mut q = QueryBuilder::<MySql>::new(
         "INSERT INTO messages (biz_id, message_key, topic, record_key, payload, headers, \
-         content_digest, status, next_verify_at, created_at, updated_at) ",
+         content_digest, order_key, status, next_verify_at, created_at, updated_at) ",
     );
     q.push_values(creates, |mut b, m| {
         b.push_bind(m.biz_id.clone())
@@ -156,6 +156,7 @@ fn insert_prepared_rows(creates: &[&NewMessage]) -> QueryBuilder<MySql> {
             .push_bind(m.payload.clone())
             .push_bind(serde_json::to_string(&m.headers).expect("string map serialises"))
             .push_bind(m.digest())
+            .push_bind(m.order_key.clone())
             .push("'PREPARED'")
             .push("UTC_TIMESTAMP(3) + INTERVAL ")
             .push_bind_unseparated(micros(m.first_verify_after))
@@ -420,7 +421,7 @@ impl Store for MySqlStore {
             String::new()
         };
         let insert = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO messages ({PREPARE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 'PREPARED', \
+            "INSERT INTO messages ({PREPARE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'PREPARED', \
              UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3)){returning}"
         )));
         let insert = sql::bind_prepare(insert, m).bind(micros(m.first_verify_after));
@@ -502,8 +503,12 @@ impl Store for MySqlStore {
             Err(e) => return Err(e.into()),
         }
         sql::insert_audits(&mut *tx, &[AuditRow::transition(t)]).await?;
-        let row = select_messages_by_ids(&mut *tx, &[t.id]).await?.pop();
-        let raised = sql::raise_alerts::<MySql>(&mut tx, verify_failed_alerts([&row])).await?;
+        let mut row = select_messages_by_ids(&mut *tx, &[t.id]).await?.pop();
+        let mut alerts = verify_failed_alerts([&row]);
+        if let Some(m) = row.as_mut() {
+            alerts.extend(order_commits(&mut tx, std::slice::from_mut(m)).await?);
+        }
+        let raised = sql::raise_alerts::<MySql>(&mut tx, alerts).await?;
         tx.commit().await?;
         raised.announce();
         Ok(row)
@@ -603,6 +608,15 @@ impl Store for MySqlStore {
     }
 
     async fn mark_sent(&self, marks: &[SentMark]) -> StoreResult<u64> {
+        // Ordered messages' marks move their keys on, in a transaction of
+        // their own; the others take the one statement below.
+        if marks.iter().any(|m| m.order.is_some()) {
+            let mut tx = self.pool.begin().await?;
+            let ordered = sql::mark_sent_ordered::<MySql>(&mut tx, marks).await?;
+            tx.commit().await?;
+            let plain: Vec<SentMark> = marks.iter().filter(|m| m.order.is_none()).copied().collect();
+            return Ok(ordered + self.mark_sent(&plain).await?);
+        }
         if marks.is_empty() {
             return Ok(0);
         }
@@ -690,10 +704,13 @@ impl Store for MySqlStore {
         }
         sql::insert_audits(&mut *tx, &[AuditRow::send_failed(id, actor, error)]).await?;
         let row = select_messages_by_ids(&mut *tx, &[id]).await?.pop();
-        let alerts = row
+        let mut alerts: Vec<NewAlert> = row
             .iter()
             .map(|m| NewAlert::failed(AlertKind::SendFailed, m))
             .collect();
+        if let Some(m) = row.as_ref().filter(|m| m.order_key.is_some()) {
+            alerts.extend(sql::blocked_alert::<MySql>(&mut tx, " FOR UPDATE", m).await?);
+        }
         let raised = sql::raise_alerts::<MySql>(&mut tx, alerts).await?;
         tx.commit().await?;
         raised.announce();
@@ -724,6 +741,24 @@ impl Store for MySqlStore {
         let row = select_messages_by_ids(&mut *tx, &[id]).await?.pop();
         tx.commit().await?;
         Ok(row)
+    }
+
+    async fn skip_blocked(
+        &self,
+        m: &Message,
+        actor: &Actor,
+        reason: &str,
+    ) -> StoreResult<Option<Message>> {
+        let mut tx = self.pool.begin().await?;
+        let row = sql::skip::<MySql>(&mut tx, m, actor, reason).await?;
+        if row.is_some() {
+            tx.commit().await?;
+        }
+        Ok(row)
+    }
+
+    async fn blocked_by(&self, m: &Message) -> StoreResult<Option<u64>> {
+        sql::blocked_by(&self.pool, m).await
     }
 
     async fn requeue_chunk(
@@ -916,8 +951,8 @@ impl Store for MySqlStore {
         // own operations.
         let upsert = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO producers ({PRODUCER_COLUMNS}) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3), ?) \
-             ON DUPLICATE KEY UPDATE verify_url = VALUES(verify_url), \
+             VALUES (?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3), ?, ?) \
+             ON DUPLICATE KEY UPDATE verify_url = VALUES(verify_url), ordered = VALUES(ordered), \
              verify_timeout_ms = VALUES(verify_timeout_ms), \
              first_verify_after_ms = VALUES(first_verify_after_ms), \
              max_verify_attempts = VALUES(max_verify_attempts), topics = VALUES(topics), \
@@ -1042,7 +1077,7 @@ impl MySqlStore {
             }
             Err(e) => return Err(e.into()),
         }
-        let results: Vec<Option<Message>> = match applied {
+        let mut results: Vec<Option<Message>> = match applied {
             Some((seen, now)) => seen
                 .iter()
                 .zip(ts)
@@ -1056,7 +1091,11 @@ impl MySqlStore {
                 ts.iter().map(|t| by_id.get(&t.id).cloned()).collect()
             }
         };
-        let raised = sql::raise_alerts::<MySql>(&mut tx, verify_failed_alerts(&results)).await?;
+        let mut alerts = verify_failed_alerts(&results);
+        for m in results.iter_mut().flatten() {
+            alerts.extend(order_commits(&mut tx, std::slice::from_mut(m)).await?);
+        }
+        let raised = sql::raise_alerts::<MySql>(&mut tx, alerts).await?;
         tx.commit().await?;
         raised.announce();
         Ok(results)
@@ -1183,6 +1222,26 @@ async fn producer_timeouts(
             ))
         })
         .collect())
+}
+
+/// The commit half of in order per key (see `sql/ordering.rs`): seqs for
+/// the ordered rows among `rows`, which have just become COMMITTED, in the
+/// commit's transaction.
+async fn order_commits(
+    conn: &mut sqlx::MySqlConnection,
+    rows: &mut [Message],
+) -> StoreResult<Vec<NewAlert>> {
+    if !rows.iter().any(|m| m.order_key.is_some()) {
+        return Ok(Vec::new());
+    }
+    sql::order_commits::<MySql>(
+        conn,
+        "INSERT INTO ordered_keys (order_key, last_seq, sent_through, updated_at) \
+         VALUES (?, 1, 0, UTC_TIMESTAMP(3)) \
+         ON DUPLICATE KEY UPDATE last_seq = last_seq + 1, updated_at = UTC_TIMESTAMP(3)",
+        rows,
+    )
+    .await
 }
 
 /// The alerts of the rows among `rows` that a transition has just made

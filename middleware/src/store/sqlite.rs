@@ -209,7 +209,7 @@ impl Store for SqliteStore {
         // constraint still fails the call.
         let insert = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO messages ({PREPARE_COLUMNS}) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, 'PREPARED', {NOW_MS} + ?, {NOW_MS}, {NOW_MS}) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'PREPARED', {NOW_MS} + ?, {NOW_MS}, {NOW_MS}) \
              ON CONFLICT (biz_id, message_key) DO NOTHING RETURNING {MESSAGE_COLUMNS}"
         )));
         let rows = sql::bind_prepare(insert, m)
@@ -294,13 +294,25 @@ impl Store for SqliteStore {
         .bind(sql_int(t.version))
         .fetch_all(&mut *tx)
         .await?;
-        let Some(row) = first_message(&rows)? else {
+        let Some(mut row) = first_message(&rows)? else {
             return Ok(None);
         };
         sql::insert_audits(&mut *tx, &[AuditRow::transition(t)]).await?;
-        let alerts = (row.status == MessageStatus::VerifyFailed)
-            .then(|| NewAlert::failed(AlertKind::VerifyFailed, &row));
-        let raised = sql::raise_alerts::<Sqlite>(&mut tx, alerts.into_iter().collect()).await?;
+        let mut alerts: Vec<NewAlert> = (row.status == MessageStatus::VerifyFailed)
+            .then(|| NewAlert::failed(AlertKind::VerifyFailed, &row))
+            .into_iter()
+            .collect();
+        if row.order_key.is_some() {
+            let upsert = format!(
+                "INSERT INTO ordered_keys (order_key, last_seq, sent_through, updated_at) \
+                 VALUES (?, 1, 0, {NOW_MS}) ON CONFLICT (order_key) \
+                 DO UPDATE SET last_seq = last_seq + 1, updated_at = {NOW_MS}"
+            );
+            let ordered =
+                sql::order_commits::<Sqlite>(&mut tx, &upsert, std::slice::from_mut(&mut row));
+            alerts.extend(ordered.await?);
+        }
+        let raised = sql::raise_alerts::<Sqlite>(&mut tx, alerts).await?;
         tx.commit().await?;
         raised.announce();
         Ok(Some(row))
@@ -321,8 +333,8 @@ impl Store for SqliteStore {
         }
         // One transaction for the batch: one fsync, and the write lock is taken once.
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let mut matched = 0;
-        for m in marks {
+        let mut matched = sql::mark_sent_ordered::<Sqlite>(&mut tx, marks).await?;
+        for m in marks.iter().filter(|m| m.order.is_none()) {
             matched += sqlx::query(sqlx::AssertSqlSafe(format!(
                 "UPDATE messages SET send_status = 'SENT', next_send_at = NULL, \
                  sent_at = {NOW_MS}, updated_at = {NOW_MS}, version = version + 1, \
@@ -388,8 +400,9 @@ impl Store for SqliteStore {
             return Ok(None);
         };
         sql::insert_audits(&mut *tx, &[AuditRow::send_failed(id, actor, error)]).await?;
-        let alert = NewAlert::failed(AlertKind::SendFailed, &row);
-        let raised = sql::raise_alerts::<Sqlite>(&mut tx, vec![alert]).await?;
+        let mut alerts = vec![NewAlert::failed(AlertKind::SendFailed, &row)];
+        alerts.extend(sql::blocked_alert::<Sqlite>(&mut tx, "", &row).await?);
+        let raised = sql::raise_alerts::<Sqlite>(&mut tx, alerts).await?;
         tx.commit().await?;
         raised.announce();
         Ok(Some(row))
@@ -419,6 +432,24 @@ impl Store for SqliteStore {
         sql::insert_audits(&mut *tx, &[AuditRow::redeliver(id, actor, reason)]).await?;
         tx.commit().await?;
         Ok(Some(row))
+    }
+
+    async fn skip_blocked(
+        &self,
+        m: &Message,
+        actor: &Actor,
+        reason: &str,
+    ) -> StoreResult<Option<Message>> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let row = sql::skip::<Sqlite>(&mut tx, m, actor, reason).await?;
+        if row.is_some() {
+            tx.commit().await?;
+        }
+        Ok(row)
+    }
+
+    async fn blocked_by(&self, m: &Message) -> StoreResult<Option<u64>> {
+        sql::blocked_by(&self.pool, m).await
     }
 
     async fn requeue_chunk(
@@ -594,8 +625,9 @@ impl Store for SqliteStore {
         // their own operations.
         let upsert = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO producers ({PRODUCER_COLUMNS}) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, {NOW_MS}, {NOW_MS}, ?) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, {NOW_MS}, {NOW_MS}, ?, ?) \
              ON CONFLICT (biz_id) DO UPDATE SET verify_url = excluded.verify_url, \
+             ordered = excluded.ordered, \
              verify_timeout_ms = excluded.verify_timeout_ms, \
              first_verify_after_ms = excluded.first_verify_after_ms, \
              max_verify_attempts = excluded.max_verify_attempts, topics = excluded.topics, \

@@ -199,6 +199,41 @@ pub(crate) async fn redeliver(
     act_on_one(&state, &id, &headers, req, Repair::Redeliver).await
 }
 
+/// Gives up on the SEND_FAILED head of an ordered key: the message stays
+/// SEND_FAILED (audited `skip`) and leaves its key's order, and the next
+/// message of its key is sent at once (the rest follow in order).
+#[utoipa::path(post, path = "/v1/admin/messages/{id}/skip", tag = "admin",
+    params(("id" = u64, Path, description = "trustmsg's message id", minimum = 0, maximum = 9223372036854775807_f64), OperatorHeader),
+    request_body = ActionRequest,
+    responses(
+        (status = 200, description = "Skipped: still SEND_FAILED, no longer holding its key back", body = MessageView),
+        (status = 400, description = "No reason, or a bad operator name", body = ErrorBody),
+        (status = 404, description = "No such message", body = ErrorBody),
+        (status = 409, description = "Not the SEND_FAILED head of an ordered key (any more)", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub(crate) async fn skip(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Json(req): Json<ActionRequest>,
+) -> Result<axum::Json<MessageView>, ApiError> {
+    const ALLOWED: &str = "SEND_FAILED messages of an ordered producer (the head of their key)";
+    let actor = operator(&headers)?;
+    let reason = reason_of(req.reason)?;
+    let m = message(&state, &id).await?;
+    if m.send_status != Some(SendStatus::SendFailed) || m.order_pos().is_none() {
+        return Err(not_now(&m, "skip", ALLOWED));
+    }
+    match state.store.skip_blocked(&m, &actor, &reason).await? {
+        Some(done) => {
+            tracing::info!(message_id = done.id, %actor, "ordered head skipped by an operator");
+            Ok(axum::Json(done.view()))
+        }
+        None => Err(lost_race(&state, m.id, "skip", ALLOWED).await),
+    }
+}
+
 /// What re-verify and redeliver have in common: a failed message put back
 /// in the queue it failed out of, under the guard of the version read.
 #[derive(Debug, Clone, Copy)]

@@ -141,6 +141,7 @@ pub(crate) async fn get_message(
     let id = m.id;
     let audit = state.store.audit_trail(id).await?;
     let check_attempts = state.store.check_attempts(id).await?;
+    let blocked_by = state.store.blocked_by(&m).await?;
     let (payload, payload_encoding) = match std::str::from_utf8(&m.payload) {
         Ok(text) => (text.to_string(), PayloadEncoding::Utf8),
         Err(_) => (STANDARD.encode(&m.payload), PayloadEncoding::Base64),
@@ -152,6 +153,7 @@ pub(crate) async fn get_message(
         headers: m.headers,
         audit: audit.into_iter().map(audit_view).collect(),
         check_attempts: check_attempts.into_iter().map(check_attempt_view).collect(),
+        blocked_by,
     }))
 }
 

@@ -117,6 +117,13 @@ enum MessagesCommand {
         #[arg(long)]
         reason: String,
     },
+    /// Gives up on the SEND_FAILED head of an ordered key: it stays
+    /// SEND_FAILED, and the messages waiting behind it go, in order.
+    Skip {
+        id: u64,
+        #[arg(long)]
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -149,6 +156,10 @@ enum ProducersCommand {
         /// Without it the producer has no allow-list (any topic, flagged).
         #[arg(long, value_delimiter = ',')]
         topics: Option<Vec<String>>,
+        /// In order per key: the messages of one (topic, record key) are
+        /// sent one after the other, in commit order.
+        #[arg(long)]
+        ordered: bool,
     },
     /// Issues a new token (printed once, with the signing secret); the old
     /// one stops working.
@@ -264,6 +275,16 @@ pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<()> {
             )
             .await?
             .render(view_line)?,
+        AdminCommand::Messages(MessagesCommand::Skip { id, reason }) => client
+            .call(
+                Method::POST,
+                &format!("/v1/admin/messages/{id}/skip"),
+                Some(serde_json::to_value(ActionRequest {
+                    reason: Some(reason),
+                })?),
+            )
+            .await?
+            .render(view_line)?,
         AdminCommand::Producers(ProducersCommand::List) => client
             .call(Method::GET, "/v1/producers", None)
             .await?
@@ -279,6 +300,7 @@ pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<()> {
             first_verify_after_ms,
             max_verify_attempts,
             topics,
+            ordered,
         }) => {
             let body = ProducerSettings {
                 verify_url,
@@ -286,6 +308,7 @@ pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 first_verify_after_ms,
                 max_verify_attempts,
                 topics,
+                ordered,
             };
             client
                 .call(
@@ -604,6 +627,15 @@ fn message_detail(d: &MessageDetail) -> String {
     ] {
         out.push(format!("{k:>20}: {v}"));
     }
+    if let Some(seq) = m.order_seq {
+        out.push(format!("{:>20}: {seq}", "place in its key"));
+    }
+    if let Some(head) = d.blocked_by {
+        out.push(format!(
+            "{:>20}: message {head} (sent only after it is SENT or skipped)",
+            "blocked by"
+        ));
+    }
     let encoding = match d.payload_encoding {
         PayloadEncoding::Utf8 => "utf8",
         PayloadEncoding::Base64 => "base64",
@@ -698,6 +730,10 @@ fn producer_detail(p: &ProducerView) -> String {
         ("first check ms", p.first_verify_after_ms.to_string()),
         ("max attempts", p.max_verify_attempts.to_string()),
         ("topics", topics_cell(p)),
+        (
+            "ordered",
+            if p.ordered { "yes (in order per key)" } else { "no" }.to_string(),
+        ),
     ] {
         out.push(format!("{k:>16}: {v}"));
     }

@@ -246,6 +246,7 @@ async fn register_demo(
             // Any topic, said explicitly: a demo tries topics freely, and an
             // explicit list is not flagged as a missing one.
             topics: Some(vec!["*".into()]),
+            ordered: false,
         })
         .send()
         .await

@@ -98,6 +98,24 @@ impl AuditRow {
         }
     }
 
+    /// An operator's skip of an ordered key's SEND_FAILED head: its state
+    /// stays, it leaves its key's order and the next message of the key
+    /// may go.
+    pub(in crate::store) fn skip(message_id: u64, actor: &Actor, reason: &str) -> Self {
+        let committed = Some(MessageStatus::Committed.as_str());
+        let failed = Some(SendStatus::SendFailed.as_str());
+        Self {
+            message_id,
+            actor: actor.to_string(),
+            action: "skip",
+            from_status: committed,
+            to_status: committed,
+            from_send_status: failed,
+            to_send_status: failed,
+            reason: clip_error(reason).to_string(),
+        }
+    }
+
     /// An operator's repair of `requeue`'s kind: a [`AuditRow::redeliver`],
     /// or a re-verify (VERIFY_FAILED → PREPARED), as a transition records it.
     pub(in crate::store) fn requeue(

@@ -13,18 +13,18 @@ pub(in crate::store) const MESSAGE_COLUMNS: &str =
     "id, biz_id, message_key, topic, record_key, payload, \
     headers, content_digest, status, send_status, tombstone, version, verify_attempts, \
     send_attempts, last_error, next_verify_at, next_send_at, kafka_partition, kafka_offset, \
-    created_at, updated_at, decided_at, sent_at";
+    created_at, updated_at, decided_at, sent_at, order_key, order_seq";
 
-/// The columns a prepare writes; [`bind_prepare`] binds the first seven.
+/// The columns a prepare writes; [`bind_prepare`] binds the first eight.
 pub(in crate::store) const PREPARE_COLUMNS: &str =
     "biz_id, message_key, topic, record_key, payload, \
-    headers, content_digest, status, next_verify_at, created_at, updated_at";
+    headers, content_digest, order_key, status, next_verify_at, created_at, updated_at";
 
 /// The columns [`producer_from_row`] reads, in table order; [`bind_producer`]
 /// binds all but the two times (`topics`, added by migration 0007, last).
 pub(in crate::store) const PRODUCER_COLUMNS: &str = "biz_id, verify_url, verify_timeout_ms, \
     first_verify_after_ms, max_verify_attempts, token_hash, signing_secret, created_at, updated_at, \
-    topics";
+    topics, ordered";
 
 /// How one backend reads a column: each backend implements the five nullable
 /// reads, the rest is written once on top of them. A NULL where the schema
@@ -129,6 +129,8 @@ pub(in crate::store) fn message_from_row(row: &impl SqlRow) -> StoreResult<Messa
         updated_at: row.time("updated_at")?,
         decided_at: row.opt_time("decided_at")?,
         sent_at: row.opt_time("sent_at")?,
+        order_key: row.opt_bytes("order_key")?,
+        order_seq: row.opt_u64("order_seq")?,
     })
 }
 
@@ -152,6 +154,7 @@ pub(in crate::store) fn producer_from_row(row: &impl SqlRow) -> StoreResult<Prod
                 })
             })
             .transpose()?,
+        ordered: row.flag("ordered")?,
         created_at: row.time("created_at")?,
         updated_at: row.time("updated_at")?,
     })
@@ -175,6 +178,7 @@ where
     String: Bind<D>,
     Option<String>: Bind<D>,
     Vec<u8>: Bind<D>,
+    Option<Vec<u8>>: Bind<D>,
 {
     q.bind(m.biz_id.as_str())
         .bind(m.message_key.as_str())
@@ -183,10 +187,11 @@ where
         .bind(m.payload.as_slice())
         .bind(serde_json::to_string(&m.headers).expect("string map serialises"))
         .bind(m.digest())
+        .bind(m.order_key.clone())
 }
 
 /// Binds a registration in [`PRODUCER_COLUMNS`] order up to `signing_secret`,
-/// then `topics` (the statement writes the two times between them).
+/// then `topics` and `ordered` (the statement writes the two times between them).
 pub(in crate::store) fn bind_producer<'q, D>(q: Query<'q, D>, p: &ProducerRecord) -> Query<'q, D>
 where
     D: Dialect,
@@ -194,6 +199,7 @@ where
     for<'a> &'a [u8]: Bind<D>,
     u32: Bind<D>,
     Option<String>: Bind<D>,
+    bool: Bind<D>,
 {
     q.bind(p.biz_id.as_str())
         .bind(p.verify_url.as_str())
@@ -207,6 +213,7 @@ where
                 .as_ref()
                 .map(|t| serde_json::to_string(t).expect("a string list serialises")),
         )
+        .bind(p.ordered)
 }
 
 #[cfg(test)]

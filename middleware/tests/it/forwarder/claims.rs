@@ -138,6 +138,7 @@ async fn a_stale_owners_writes_match_nothing_after_another_owner_reclaimed() {
         version: stale.version,
         partition: 0,
         offset: 41,
+        order: None,
     };
     assert_eq!(app.store().mark_sent(&[stale_mark]).await.unwrap(), 0);
     assert!(!app
@@ -164,6 +165,7 @@ async fn a_stale_owners_writes_match_nothing_after_another_owner_reclaimed() {
     let fresh_mark = SentMark {
         version: fresh.version,
         offset: 42,
+        order: None,
         ..stale_mark
     };
     assert_eq!(

@@ -176,6 +176,7 @@ pub(crate) async fn a_claim_from_before_a_bulk_redeliver_matches_nothing(s: &Dyn
         version: failed.version,
         partition: 0,
         offset: 7,
+        order: None,
     };
     assert_eq!(s.mark_sent(&[stale]).await.unwrap(), 0);
     let claimed = s.claim_due_sends(10, LATER).await.unwrap().messages;

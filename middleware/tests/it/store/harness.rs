@@ -239,6 +239,7 @@ pub(crate) fn new_message(key: &str, first_verify_after: Duration) -> NewMessage
         payload: b"{\"amount\":42}".to_vec(),
         headers: BTreeMap::from([("content-type".to_string(), "application/json".to_string())]),
         first_verify_after,
+        order_key: None,
     }
 }
 
@@ -330,6 +331,7 @@ pub(crate) async fn arrange_key(
                 version: m.version,
                 partition: 3,
                 offset: 42,
+                order: None,
             };
             assert_eq!(s.mark_sent(&[mark]).await.unwrap(), 1);
             s.find_message_by_id(m.id).await.unwrap().unwrap()
@@ -500,5 +502,7 @@ pub(crate) fn arrange_dummy() -> Message {
         updated_at: DateTime::UNIX_EPOCH,
         decided_at: None,
         sent_at: None,
+        order_key: None,
+        order_seq: None,
     }
 }

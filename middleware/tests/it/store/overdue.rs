@@ -103,6 +103,7 @@ pub(crate) async fn flag_overdue_takes_at_most_the_limit_and_the_rest_next_time(
         version: a.version,
         partition: 0,
         offset: 1,
+        order: None,
     };
     assert_eq!(s.mark_sent(&[mark]).await.unwrap(), 1);
 }

@@ -15,6 +15,7 @@ pub(crate) fn producer_record(biz_id: &str) -> ProducerRecord {
         token_hash: vec![1; 32],
         signing_secret: "whsec_first".into(),
         topics: Some(vec!["orders".into(), "shop.*".into()]),
+        ordered: false,
     }
 }
 

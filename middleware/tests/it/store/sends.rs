@@ -132,6 +132,7 @@ pub(crate) async fn mark_sent_matches_only_the_claimed_version_of_a_pending_row(
             version: version_of(&before),
             partition: 7,
             offset: 1234,
+            order: None,
         };
         let t0 = s.now().await.unwrap();
         let matched = s.mark_sent(&[mark]).await.unwrap();
@@ -183,12 +184,14 @@ pub(crate) async fn mark_sent_with_a_stale_version_matches_nothing(s: &DynStore)
         version: a.version,
         partition: 0,
         offset: 1,
+        order: None,
     };
     let fresh = SentMark {
         id: b.id,
         version: b.version,
         partition: 0,
         offset: 2,
+        order: None,
     };
     assert_eq!(s.mark_sent(&[stale, fresh]).await.unwrap(), 1);
     assert_eq!(
@@ -204,6 +207,7 @@ pub(crate) async fn mark_sent_with_a_stale_version_matches_nothing(s: &DynStore)
         version: reclaimed.version,
         partition: 2,
         offset: 7,
+        order: None,
         ..stale
     };
     assert_eq!(s.mark_sent(&[stale, current, stale]).await.unwrap(), 1);

@@ -31,6 +31,13 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     pub(crate) quick: bool,
 
+    /// Register every producer `ordered` (in order per key), to measure
+    /// what ordering costs the lifecycle. Each message has its own record
+    /// key, so each is its key's head: the cost measured is the ordering
+    /// bookkeeping per message, not waiting.
+    #[arg(long)]
+    pub(crate) ordered: bool,
+
     /// Also write the results as JSON to this file.
     #[arg(long)]
     pub(crate) json: Option<PathBuf>,

@@ -27,6 +27,8 @@ pub(crate) struct Client {
     prepare_url: reqwest::Url,
     commit_url: reqwest::Url,
     payload: Arc<str>,
+    /// Register every producer `ordered` (`--ordered`).
+    ordered: bool,
 }
 
 /// A prepare's body.
@@ -53,7 +55,7 @@ struct Prepared {
 }
 
 impl Client {
-    pub(crate) fn new(base: &str, admin_token: &str, concurrency: usize) -> Self {
+    pub(crate) fn new(base: &str, admin_token: &str, concurrency: usize, ordered: bool) -> Self {
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(concurrency * 2)
             .build()
@@ -68,6 +70,7 @@ impl Client {
             prepare_url: url("/v1/messages/prepare"),
             commit_url: url("/v1/messages/commit"),
             payload: "x".repeat(PAYLOAD_BYTES).into(),
+            ordered,
         }
     }
 
@@ -87,6 +90,7 @@ impl Client {
                 verify_timeout_ms: None,
                 max_verify_attempts: None,
                 topics: None,
+                ordered: self.ordered,
             })
             .send()
             .await?;
