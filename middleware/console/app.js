@@ -657,6 +657,10 @@ async function messagePage(id) {
       ["Check-back attempts", String(m.verify_attempts)],
       ["Send attempts", String(m.send_attempts)],
       ["Last error", m.last_error || "—"],
+      ...(m.order_seq ? [["Place in its key", String(m.order_seq) + " (ordered producer: sent in commit order)"]] : []),
+      ...(d.blocked_by
+        ? [["Blocked by", h("span", { id: "blocked-by" }, "message ", h("a", { href: "#/messages/" + d.blocked_by }, String(d.blocked_by)), ", the earliest message of this key not yet sent: this one goes once it is SENT or skipped")]]
+        : []),
       ["Kafka partition / offset", m.kafka_partition === null || m.kafka_partition === undefined ? "not sent yet" : m.kafka_partition + " / " + m.kafka_offset],
       ["Created", when(m.created_at) + " (" + since(m.created_at) + " ago)"],
       ["Decided", when(m.decided_at)],
@@ -682,6 +686,9 @@ function actions(m) {
   }
   if (m.status === "VERIFY_FAILED") possible.push(["reverify", "Re-verify", "reverify", {}]);
   if (m.send_status === "SEND_FAILED") possible.push(["redeliver", "Redeliver", "redeliver", {}]);
+  // The SEND_FAILED head of an ordered key: give up on it, the messages
+  // waiting behind it go.
+  if (m.send_status === "SEND_FAILED" && m.order_seq) possible.push(["skip", "Skip (let the key's later messages go)", "skip", {}]);
   if (!possible.length) return null;
   const reason = h("textarea", { id: "reason", rows: 2, placeholder: "why (required, audited)", required: true });
   const out = h("div", { class: "result", role: "status", id: "action-result" });
@@ -748,6 +755,7 @@ async function producersPage() {
       h("td", { class: "num" }, p.verify_timeout_ms + " ms"),
       h("td", { class: "num" }, p.first_verify_after_ms + " ms"),
       h("td", { class: "num" }, String(p.max_verify_attempts)),
+      h("td", {}, p.ordered ? "in order per key" : "—"),
     ),
   );
   show(
@@ -764,7 +772,7 @@ async function producersPage() {
           ),
         ]
       : []),
-    table(["Producer", "Topics", "Check-back URL", "Timeout", "First check after", "Max attempts"], rows, "No producer is registered yet."),
+    table(["Producer", "Topics", "Check-back URL", "Timeout", "First check after", "Max attempts", "Ordered"], rows, "No producer is registered yet."),
   );
 }
 
@@ -821,6 +829,7 @@ async function producerForm(bizId) {
         // Left empty: no allow-list (an update then removes the list).
         const topics = topicsOf(el.topics.value);
         if (topics.length) body.topics = topics;
+        if (el.ordered.checked) body.ordered = true;
         try {
           const saved = await api("PUT", "/v1/producers/" + encodeURIComponent(id), body);
           out.replaceChildren(
@@ -844,6 +853,12 @@ async function producerForm(bizId) {
       placeholder: "orders, shop.*",
     }),
     p && p.topics_missing ? h("p", { class: "warning", id: "topics-missing" }, "No topic allow-list: this producer may publish to any topic.") : null,
+    h(
+      "label",
+      { for: "p-ordered", class: "check" },
+      h("input", { id: "p-ordered", name: "ordered", type: "checkbox", checked: !!(p && p.ordered) }),
+      " In order per key: the messages of one topic and record key are sent one after the other, in commit order",
+    ),
     h("button", { type: "submit", id: "save-producer" }, bizId ? "Save" : "Register"),
   );
   const danger = bizId ? producerDanger(bizId, out) : null;
