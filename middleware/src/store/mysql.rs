@@ -1092,8 +1092,19 @@ impl MySqlStore {
             }
         };
         let mut alerts = verify_failed_alerts(&results);
-        for m in results.iter_mut().flatten() {
-            alerts.extend(order_commits(&mut tx, std::slice::from_mut(m)).await?);
+        // The keys' rows are locked in key order (a stable sort keeps the
+        // batch's order within a key), so two batches never lock the same
+        // keys in opposite orders.
+        let mut ordered: Vec<(Vec<u8>, usize)> = results
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| Some((m.as_ref()?.order_key.clone()?, i)))
+            .collect();
+        ordered.sort_by(|a, b| a.0.cmp(&b.0));
+        for (_, i) in ordered {
+            if let Some(m) = results[i].as_mut() {
+                alerts.extend(order_commits(&mut tx, std::slice::from_mut(m)).await?);
+            }
         }
         let raised = sql::raise_alerts::<MySql>(&mut tx, alerts).await?;
         tx.commit().await?;
