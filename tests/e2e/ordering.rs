@@ -53,9 +53,9 @@ fn by_record_key(records: &[Consumed]) -> BTreeMap<Vec<u8>, Vec<&Consumed>> {
 }
 
 /// Commits 30 keys × 8 messages, in order per key, alternating between two
-/// instances while the broker goes down and comes back. Returns, per
-/// record key, the message ids in commit order, and whether the log keeps
-/// each key's commit order (none out of order).
+/// instances while the broker goes down and comes back, and reads them all
+/// back. Returns how many keys reached the log out of commit order, and how
+/// many records of an earlier message came after a later one's.
 async fn thirty_keys_through_an_outage(ordered: bool) -> (usize, usize) {
     let db = TestDb::create().await;
     let kafka = MockKafka::start(1);
@@ -81,8 +81,7 @@ async fn thirty_keys_through_an_outage(ordered: bool) -> (usize, usize) {
         for k in 0..KEYS {
             let record_key = format!("key-{k}");
             let message_key = format!("{record_key}-{round}");
-            let m = Message::new(&message_key, topic, format!("{message_key}"))
-                .key(record_key.clone());
+            let m = Message::new(&message_key, topic, message_key.clone()).key(record_key.clone());
             let producer = &producers[(k + round) % 2];
             let view = producer.prepare(&m).await.unwrap();
             producer.commit(&message_key).await.unwrap();
@@ -99,8 +98,7 @@ async fn thirty_keys_through_an_outage(ordered: bool) -> (usize, usize) {
     let pool = db.pool().await;
     eventually(120, "all 240 SENT", async || {
         let rows = statuses(&pool, "shop").await;
-        rows.len() == KEYS * PER_KEY
-            && rows.values().all(|(_, _, s)| s.as_deref() == Some("SENT"))
+        rows.len() == KEYS * PER_KEY && rows.values().all(|(_, _, s)| s.as_deref() == Some("SENT"))
     })
     .await;
     let all: Vec<u64> = commit_order.values().flatten().copied().collect();
@@ -135,20 +133,28 @@ async fn thirty_keys_through_an_outage(ordered: bool) -> (usize, usize) {
             }
             highest = highest.max(i);
         }
-        assert_eq!(firsts.len(), PER_KEY, "every message of {record_key:?} arrived");
+        assert_eq!(
+            firsts.len(),
+            PER_KEY,
+            "every message of {record_key:?} arrived"
+        );
         if late > 0 || firsts != (0..PER_KEY).collect::<Vec<_>>() {
             keys_out_of_order += 1;
         }
         late_records += late;
     }
+    eprintln!(
+        "ordered: {ordered}: {keys_out_of_order} of {KEYS} keys out of order, \
+         {late_records} records of an earlier message after a later one"
+    );
     drop((a, b));
     db.drop_db().await;
     (keys_out_of_order, late_records)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_ordered_producers_keys_reach_kafka_in_commit_order_across_two_instances_and_an_outage(
-) {
+async fn an_ordered_producers_keys_reach_kafka_in_commit_order_across_two_instances_and_an_outage()
+{
     let (out_of_order, late) = thirty_keys_through_an_outage(true).await;
     assert_eq!(
         (out_of_order, late),
@@ -231,22 +237,39 @@ async fn a_send_failed_head_blocks_its_key_only_until_skipped_or_redelivered() {
     let b2 = commit("b2", "b").await;
     reader
         .read_until(Duration::from_secs(30), "key b", |rs| {
-            [b1, b2].iter().all(|id| rs.iter().any(|r| r.message_id == *id))
+            [b1, b2]
+                .iter()
+                .all(|id| rs.iter().any(|r| r.message_id == *id))
         })
         .await;
     reader.read_for(Duration::from_secs(1)).await;
     assert!(
-        !reader.records.iter().any(|r| [a1, a2, a3].contains(&r.message_id)),
+        !reader
+            .records
+            .iter()
+            .any(|r| [a1, a2, a3].contains(&r.message_id)),
         "nothing of key a is sent while its head is SEND_FAILED"
     );
     let rows = statuses(&pool, "shop").await;
     assert_eq!(send_status(&rows, "a2"), "PENDING");
     assert_eq!(send_status(&rows, "a3"), "PENDING");
     for waiting in [a2, a3] {
-        let detail = admin(&service, Method::GET, &format!("/v1/admin/messages/{waiting}"), None).await;
+        let detail = admin(
+            &service,
+            Method::GET,
+            &format!("/v1/admin/messages/{waiting}"),
+            None,
+        )
+        .await;
         assert_eq!(detail["blocked_by"], json!(a1), "{detail}");
     }
-    let head = admin(&service, Method::GET, &format!("/v1/admin/messages/{a1}"), None).await;
+    let head = admin(
+        &service,
+        Method::GET,
+        &format!("/v1/admin/messages/{a1}"),
+        None,
+    )
+    .await;
     assert!(head.get("blocked_by").is_none(), "{head}");
     eventually(10, "one key_blocked alert", async || {
         key_blocked_alerts(&service, a1).await == 1
@@ -264,7 +287,9 @@ async fn a_send_failed_head_blocks_its_key_only_until_skipped_or_redelivered() {
     assert_eq!(skipped["send_status"], "SEND_FAILED");
     reader
         .read_until(Duration::from_secs(30), "a2 and a3", |rs| {
-            [a2, a3].iter().all(|id| rs.iter().any(|r| r.message_id == *id))
+            [a2, a3]
+                .iter()
+                .all(|id| rs.iter().any(|r| r.message_id == *id))
         })
         .await;
     let order: Vec<u64> = by_record_key(&reader.records)[b"a".as_slice()]
@@ -298,7 +323,9 @@ async fn a_send_failed_head_blocks_its_key_only_until_skipped_or_redelivered() {
     .await;
     reader
         .read_until(Duration::from_secs(30), "c1 and c2", |rs| {
-            [c1, c2].iter().all(|id| rs.iter().any(|r| r.message_id == *id))
+            [c1, c2]
+                .iter()
+                .all(|id| rs.iter().any(|r| r.message_id == *id))
         })
         .await;
     let order: Vec<u64> = by_record_key(&reader.records)[b"c".as_slice()]

@@ -51,9 +51,10 @@ use trustmsg_verify_api::MessageView;
 
 pub use decide::{decide, decide_batch, decide_batch_known, DecideOutcome, DecideRequest, Target};
 pub use model::{
-    Actor, AlertFilter, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted,
-    order_key, Message, MessageFilter, NewAlert, NewMessage, OrderPos, Overdue, Producer, ProducerRecord,
-    ProducerSummary, Quarantined, Requeue, RequeuedChunk, SentMark, Transition, VerifyLease, Wait,
+    order_key, Actor, AlertFilter, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed,
+    Inserted, Message, MessageFilter, NewAlert, NewMessage, OrderPos, Overdue, Producer,
+    ProducerRecord, ProducerSummary, Quarantined, Requeue, RequeuedChunk, SentMark, Transition,
+    VerifyLease, Wait,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should

@@ -614,7 +614,11 @@ impl Store for MySqlStore {
             let mut tx = self.pool.begin().await?;
             let ordered = sql::mark_sent_ordered::<MySql>(&mut tx, marks).await?;
             tx.commit().await?;
-            let plain: Vec<SentMark> = marks.iter().filter(|m| m.order.is_none()).copied().collect();
+            let plain: Vec<SentMark> = marks
+                .iter()
+                .filter(|m| m.order.is_none())
+                .copied()
+                .collect();
             return Ok(ordered + self.mark_sent(&plain).await?);
         }
         if marks.is_empty() {

@@ -293,3 +293,63 @@ async fn an_operator_sees_an_alert_the_webhook_refused_as_pending_with_its_error
     );
     app.finish().await;
 }
+
+#[tokio::test]
+async fn an_ordered_producer_and_a_message_blocked_behind_its_keys_head_show_in_the_terminal() {
+    let app = TestApp::spawn_sqlite(&["--no-verifier"]).await;
+    let out = admin(
+        &app,
+        ADMIN_TOKEN,
+        &[
+            "--json",
+            "producers",
+            "put",
+            "shop",
+            "--verify-url",
+            "http://127.0.0.1:9/check",
+            "--ordered",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let put: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(put["ordered"], true, "{put}");
+    let token = put["token"].as_str().unwrap().to_string();
+    let out = admin(&app, ADMIN_TOKEN, &["producers", "show", "shop"]).await;
+    assert!(
+        stdout(&out).contains("yes (in order per key)"),
+        "{}",
+        stdout(&out)
+    );
+
+    // Two messages of one record key: the second waits behind the first.
+    let mut ids = Vec::new();
+    for key in ["first", "second"] {
+        let (status, view) = app.prepare(Some(&token), &prepare_body("shop", key)).await;
+        assert_eq!(status, 201, "{view}");
+        ids.push(view["id"].as_u64().unwrap());
+        let (status, view) = app
+            .commit(Some(&token), &trustmsg_tests::decision_body("shop", key))
+            .await;
+        assert_eq!(status, 200, "{view}");
+    }
+    let second = ids[1].to_string();
+    let out = admin(&app, ADMIN_TOKEN, &["messages", "show", &second]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = stdout(&out);
+    assert!(
+        shown.contains(&format!("blocked by: message {}", ids[0]))
+            && shown.contains("place in its key: 2"),
+        "{shown}"
+    );
+    // Skip applies to a SEND_FAILED head only.
+    let out = admin(
+        &app,
+        ADMIN_TOKEN,
+        &["messages", "skip", &second, "--reason", "not the head"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("409 wrong_state"), "{}", stderr(&out));
+    app.finish().await;
+}

@@ -732,7 +732,12 @@ fn producer_detail(p: &ProducerView) -> String {
         ("topics", topics_cell(p)),
         (
             "ordered",
-            if p.ordered { "yes (in order per key)" } else { "no" }.to_string(),
+            if p.ordered {
+                "yes (in order per key)"
+            } else {
+                "no"
+            }
+            .to_string(),
         ),
     ] {
         out.push(format!("{k:>16}: {v}"));

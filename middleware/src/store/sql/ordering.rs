@@ -69,10 +69,11 @@ where
             .bind(key.clone())
             .execute(&mut *conn)
             .await?;
-        let row = sqlx::query("SELECT last_seq, sent_through FROM ordered_keys WHERE order_key = ?")
-            .bind(key.clone())
-            .fetch_one(&mut *conn)
-            .await?;
+        let row =
+            sqlx::query("SELECT last_seq, sent_through FROM ordered_keys WHERE order_key = ?")
+                .bind(key.clone())
+                .fetch_one(&mut *conn)
+                .await?;
         let seq: u64 = row.unsigned("last_seq")?;
         let sent_through: u64 = row.unsigned("sent_through")?;
         sqlx::query("INSERT INTO ordered_seqs (order_key, seq, message_id) VALUES (?, ?, ?)")
@@ -320,7 +321,10 @@ where
 
 /// [`crate::store::Store::blocked_by`]: for a committed, PENDING ordered
 /// message that is not its key's head, the head's id.
-pub(in crate::store) async fn blocked_by<D>(pool: &sqlx::Pool<D>, m: &Message) -> StoreResult<Option<u64>>
+pub(in crate::store) async fn blocked_by<D>(
+    pool: &sqlx::Pool<D>,
+    m: &Message,
+) -> StoreResult<Option<u64>>
 where
     D: Dialect,
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,

@@ -63,8 +63,16 @@ pub(crate) async fn an_ordered_keys_commits_are_sent_one_after_the_other_in_comm
     assert_eq!(s.blocked_by(&a1).await.unwrap(), None);
 
     let heads = due(s).await;
-    assert_eq!(heads.iter().map(|m| m.id).collect::<Vec<_>>(), [a1.id, b1.id]);
-    assert_eq!(s.mark_sent(&[sent(&heads[0]), sent(&heads[1])]).await.unwrap(), 2);
+    assert_eq!(
+        heads.iter().map(|m| m.id).collect::<Vec<_>>(),
+        [a1.id, b1.id]
+    );
+    assert_eq!(
+        s.mark_sent(&[sent(&heads[0]), sent(&heads[1])])
+            .await
+            .unwrap(),
+        2
+    );
     let next = due(s).await;
     assert_eq!(next.iter().map(|m| m.id).collect::<Vec<_>>(), [a2.id]);
     assert_eq!(s.blocked_by(&a3).await.unwrap(), Some(a2.id));
@@ -163,5 +171,8 @@ pub(crate) async fn a_head_that_fails_with_messages_behind_it_alerts_once(s: &Dy
         .filter(|a| a.kind == AlertKind::KeyBlocked)
         .collect();
     assert_eq!(alerts.len(), 1, "{alerts:?}");
-    assert!(alerts[0].last_error.contains("2 later message(s)"), "{alerts:?}");
+    assert!(
+        alerts[0].last_error.contains("2 later message(s)"),
+        "{alerts:?}"
+    );
 }
