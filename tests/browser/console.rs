@@ -759,3 +759,84 @@ async fn the_overview_waits_for_a_slow_summary_before_asking_again() {
     browser.finish().await;
     app.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ordered_producer_is_registered_and_a_blocked_key_is_released_from_the_console() {
+    let (app, _) = service_with_messages().await;
+    let browser = signed_in(&app, 1280, 900).await;
+    browser
+        .client
+        .goto(&app.url("/console#/producers/new"))
+        .await
+        .unwrap();
+    browser.fill("#p-biz_id", "ledger").await;
+    browser
+        .fill("#p-verify_url", "http://127.0.0.1:9/check")
+        .await;
+    browser.fill("#p-topics", "orders").await;
+    browser.click("#p-ordered").await;
+    browser.click("#save-producer").await;
+    browser.until_text("Registered ledger").await;
+    let token = browser.element("#new-token").await.text().await.unwrap();
+    let stored = app.store().find_producer("ledger").await.unwrap().unwrap();
+    assert!(stored.ordered);
+    browser
+        .client
+        .goto(&app.url("/console#/producers"))
+        .await
+        .unwrap();
+    browser.until_text("in order per key").await;
+
+    // Two messages of one record key; the first fails for good (set here:
+    // this service has no Kafka), the second waits behind it.
+    let mut ids = Vec::new();
+    for key in ["l-1", "l-2"] {
+        let (status, view) = app
+            .prepare(Some(&token), &prepare_body("ledger", key))
+            .await;
+        assert_eq!(status, 201, "{view}");
+        ids.push(view["id"].as_u64().unwrap());
+        app.commit(Some(&token), &decision_body("ledger", key))
+            .await;
+    }
+    let head = app
+        .store()
+        .find_message_by_id(ids[0])
+        .await
+        .unwrap()
+        .unwrap();
+    app.store()
+        .mark_send_failed(
+            head.id,
+            head.version,
+            "record too large",
+            &trustmsg::store::Actor::Forwarder,
+        )
+        .await
+        .unwrap()
+        .expect("the head goes SEND_FAILED");
+
+    browser
+        .client
+        .goto(&app.url(&format!("/console#/messages/{}", ids[1])))
+        .await
+        .unwrap();
+    let text = browser.until_text("Blocked by").await;
+    assert!(text.contains(&format!("message {}", ids[0])), "{text}");
+    browser.click("#blocked-by a").await;
+    browser.until_text(&format!("Message {}", ids[0])).await;
+    browser.fill("#reason", "the record cannot be sent").await;
+    browser.click("#action-skip").await;
+    browser.click("#confirm").await;
+    browser
+        .until_text("Done: the message is now COMMITTED / SEND_FAILED")
+        .await;
+    browser
+        .client
+        .goto(&app.url(&format!("/console#/messages/{}", ids[1])))
+        .await
+        .unwrap();
+    let text = browser.until_text("Place in its key").await;
+    assert!(!text.contains("Blocked by"), "{text}");
+    browser.finish().await;
+}
