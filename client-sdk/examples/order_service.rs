@@ -42,6 +42,9 @@
 //! `{"verify_url":"http://127.0.0.1:3000/trustmsg/check","topics":["orders"]}`)
 //! and pass the `token` and `signing_secret` of the answer the same way (the
 //! secret is shown again only by `POST /v1/producers/order-service/reveal-signing-secret`).
+//! Add `"ordered":true` to have one order's events (one record key) reach
+//! Kafka in the order they were committed (`trustmsg_client::api::ProducerSettings`
+//! is that body, for a registration made from Rust).
 //!
 //! # Flags (each also an environment variable)
 //!
