@@ -65,6 +65,7 @@ conformance! {
         an_ordered_keys_commits_are_sent_one_after_the_other_in_commit_order,
         a_send_failed_head_blocks_its_key_alerts_once_and_a_skip_releases_it,
         a_head_that_fails_with_messages_behind_it_alerts_once,
+        a_commit_batch_gives_a_keys_rows_their_seqs_in_batch_order,
     ],
     prepare: [
         prepare_of_a_new_key_creates_a_prepared_row_due_after_the_first_check_delay,
@@ -178,6 +179,9 @@ mod mysql_without_returning {
     }
 
     without_returning! {
+        ordering: [
+            a_commit_batch_gives_a_keys_rows_their_seqs_in_batch_order,
+        ],
         prepare: [
             prepare_of_a_new_key_creates_a_prepared_row_due_after_the_first_check_delay,
             prepare_again_with_the_same_content_returns_the_stored_row_unchanged_in_every_state,

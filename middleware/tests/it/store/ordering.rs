@@ -4,23 +4,29 @@
 
 use std::time::Duration;
 
-use trustmsg::store::{self, Actor, AlertFilter, DynStore, Inserted, Message, SentMark};
+use trustmsg::store::{
+    self, Actor, AlertFilter, DynStore, Inserted, Message, SentMark, Transition,
+};
 use trustmsg_verify_api::admin::AlertKind;
-use trustmsg_verify_api::SendStatus;
+use trustmsg_verify_api::{MessageStatus, SendStatus};
 
 use super::harness::{decide_key, decided, new_message, producer, BIZ};
 
 /// A short lease: the test claims what is due, not what a commit claimed.
 const LEASE: Duration = Duration::ZERO;
 
-async fn commit_ordered(s: &DynStore, message_key: &str, record_key: &str) -> Message {
+async fn prepare_ordered(s: &DynStore, message_key: &str, record_key: &str) -> Message {
     let mut m = new_message(message_key, Duration::from_secs(3600));
     m.key = Some(record_key.into());
     m.order_key = Some(store::order_key(BIZ, &m.topic, record_key));
     match s.insert_prepared(&m).await.unwrap() {
-        Inserted::Created(_) => {}
+        Inserted::Created(m) => m,
         other => panic!("{other:?}"),
     }
+}
+
+async fn commit_ordered(s: &DynStore, message_key: &str, record_key: &str) -> Message {
+    prepare_ordered(s, message_key, record_key).await;
     decided(decide_key(s.as_ref(), message_key, true, producer(), LEASE).await)
 }
 
@@ -175,4 +181,52 @@ pub(crate) async fn a_head_that_fails_with_messages_behind_it_alerts_once(s: &Dy
         alerts[0].last_error.contains("2 later message(s)"),
         "{alerts:?}"
     );
+}
+
+pub(crate) async fn a_commit_batch_gives_a_keys_rows_their_seqs_in_batch_order(s: &DynStore) {
+    // Keys interleaved, so the batch's key order is not its own order.
+    let rows = [
+        prepare_ordered(s, "b1", "b").await,
+        prepare_ordered(s, "a1", "a").await,
+        prepare_ordered(s, "b2", "b").await,
+        prepare_ordered(s, "a2", "a").await,
+        prepare_ordered(s, "b3", "b").await,
+    ];
+    let ts: Vec<Transition> = rows
+        .iter()
+        .map(|m| Transition {
+            id: m.id,
+            from: MessageStatus::Prepared,
+            version: m.version,
+            to: MessageStatus::Committed,
+            send_lease: Duration::from_secs(60),
+            verify_attempt: false,
+            error: None,
+            actor: producer(),
+            reason: "batched commit".into(),
+        })
+        .collect();
+    let seen: Vec<&Message> = rows.iter().collect();
+    let results = s.transition_batch_seen(&ts, &seen).await.unwrap();
+    let got: Vec<(u64, Option<u64>, bool)> = results
+        .iter()
+        .map(|m| {
+            let m = m.as_ref().expect("guard held");
+            (m.id, m.order_seq, m.next_send_at.is_some())
+        })
+        .collect();
+    let want: Vec<(u64, Option<u64>, bool)> = rows
+        .iter()
+        .zip([(1, true), (1, true), (2, false), (2, false), (3, false)])
+        .map(|(m, (seq, due))| (m.id, Some(seq), due))
+        .collect();
+    assert_eq!(got, want);
+    for (m, result) in rows.iter().zip(&results) {
+        let stored = s.find_message_by_id(m.id).await.unwrap().unwrap();
+        assert_eq!(
+            Some(&stored),
+            result.as_ref(),
+            "the result is the row as stored"
+        );
+    }
 }
