@@ -1096,20 +1096,17 @@ impl MySqlStore {
             }
         };
         let mut alerts = verify_failed_alerts(&results);
-        // The keys' rows are locked in key order (a stable sort keeps the
-        // batch's order within a key), so two batches never lock the same
-        // keys in opposite orders.
-        let mut ordered: Vec<(Vec<u8>, usize)> = results
-            .iter()
-            .enumerate()
-            .filter_map(|(i, m)| Some((m.as_ref()?.order_key.clone()?, i)))
-            .collect();
-        ordered.sort_by(|a, b| a.0.cmp(&b.0));
-        for (_, i) in ordered {
-            if let Some(m) = results[i].as_mut() {
-                alerts.extend(order_commits(&mut tx, std::slice::from_mut(m)).await?);
-            }
-        }
+        // In order per key: the batch's ordered rows take their seqs
+        // together (nothing runs for a batch without one).
+        alerts.extend(
+            sql::order_commit_batch::<MySql>(
+                &mut tx,
+                " ON DUPLICATE KEY UPDATE last_seq = last_seq + VALUES(last_seq), \
+                 updated_at = UTC_TIMESTAMP(3)",
+                &mut results,
+            )
+            .await?,
+        );
         let raised = sql::raise_alerts::<MySql>(&mut tx, alerts).await?;
         tx.commit().await?;
         raised.announce();

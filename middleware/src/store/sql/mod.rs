@@ -43,7 +43,9 @@ pub(super) use alerts::{
 pub(super) use audit::{audit_insert, audit_trail, insert_audits, AuditRow};
 pub(super) use claim::{decode_claimed, quarantine, ClaimKind, Decoded, Lease};
 pub(super) use effects::{clip_error, transition_effects};
-pub(super) use ordering::{blocked_alert, blocked_by, mark_sent_ordered, order_commits, skip};
+pub(super) use ordering::{
+    blocked_alert, blocked_by, mark_sent_ordered, order_commit_batch, order_commits, skip,
+};
 pub(super) use requeue::{count_requeueable, requeue_chunk, requeue_set};
 pub(super) use row::{
     bind_prepare, bind_producer, column_error, message_from_row, producer_from_row, SqlRow,

@@ -110,6 +110,132 @@ where
     Ok(alerts)
 }
 
+/// [`order_commits`] for a batch of commits in one transaction (the group
+/// commit's), a few statements for the whole batch whatever its size: one
+/// upsert bumps every key by its number of rows (keys in key order, so two
+/// batches lock them in the same order), one read gives each key's
+/// `last_seq` and `sent_through`, one INSERT records the seqs, one UPDATE
+/// sets them (and takes the non-heads' due-time away). Within a key the
+/// rows take their seqs in `rows` order. `on_conflict` is the dialect's
+/// clause of that upsert that adds the new value of `last_seq` to the
+/// stored one.
+pub(in crate::store) async fn order_commit_batch<D>(
+    conn: &mut D::Connection,
+    on_conflict: &str,
+    rows: &mut [Option<Message>],
+) -> StoreResult<Vec<NewAlert>>
+where
+    D: Dialect,
+    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
+    Vec<u8>: Bind<D>,
+    i64: Bind<D>,
+{
+    use std::collections::BTreeMap;
+    let mut by_key: BTreeMap<Vec<u8>, Vec<usize>> = BTreeMap::new();
+    for (i, m) in rows.iter().enumerate() {
+        let Some(m) = m else { continue };
+        if let Some(key) = &m.order_key {
+            if m.status == MessageStatus::Committed && m.order_seq.is_none() {
+                by_key.entry(key.clone()).or_default().push(i);
+            }
+        }
+    }
+    if by_key.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut q = sqlx::QueryBuilder::<D>::new(
+        "INSERT INTO ordered_keys (order_key, last_seq, sent_through, updated_at) ",
+    );
+    q.push_values(&by_key, |mut b, (key, idx)| {
+        b.push_bind(key.clone())
+            .push_bind(D::int(idx.len() as u64))
+            .push("0")
+            .push(D::NOW);
+    });
+    q.push(on_conflict);
+    q.build().execute(&mut *conn).await?;
+
+    let mut q = sqlx::QueryBuilder::<D>::new(
+        "SELECT order_key, last_seq, sent_through FROM ordered_keys WHERE order_key IN (",
+    );
+    let mut sep = q.separated(", ");
+    for key in by_key.keys() {
+        sep.push_bind(key.clone());
+    }
+    q.push(")");
+    let mut stored: BTreeMap<Vec<u8>, (u64, u64)> = BTreeMap::new();
+    for row in q.build().fetch_all(&mut *conn).await? {
+        stored.insert(
+            row.bytes("order_key")?,
+            (row.unsigned("last_seq")?, row.unsigned("sent_through")?),
+        );
+    }
+    // (row index, seq, is head, sent_through) for every ordered row.
+    let mut placed = Vec::new();
+    for (key, idx) in &by_key {
+        let &(last, sent_through) = stored.get(key).ok_or(crate::store::StoreError::Vanished(
+            "an ordered key just upserted",
+        ))?;
+        let first = last + 1 - idx.len() as u64;
+        for (n, &i) in idx.iter().enumerate() {
+            let seq = first + n as u64;
+            placed.push((i, seq, seq == sent_through + 1, sent_through));
+        }
+    }
+    let id = |i: usize| rows[i].as_ref().map_or(0, |m| m.id);
+    let mut q =
+        sqlx::QueryBuilder::<D>::new("INSERT INTO ordered_seqs (order_key, seq, message_id) ");
+    q.push_values(&placed, |mut b, &(i, seq, _, _)| {
+        let key = rows[i].as_ref().and_then(|m| m.order_key.clone());
+        b.push_bind(key.unwrap_or_default())
+            .push_bind(D::int(seq))
+            .push_bind(D::int(id(i)));
+    });
+    q.build().execute(&mut *conn).await?;
+
+    let mut q = sqlx::QueryBuilder::<D>::new("UPDATE messages SET ");
+    if placed.iter().any(|p| !p.2) {
+        q.push("next_send_at = CASE WHEN id IN (");
+        let mut sep = q.separated(", ");
+        for &(i, ..) in placed.iter().filter(|p| !p.2) {
+            sep.push_bind(D::int(id(i)));
+        }
+        q.push(") THEN NULL ELSE next_send_at END, ");
+    }
+    q.push("order_seq = CASE id");
+    for &(i, seq, ..) in &placed {
+        q.push(" WHEN ")
+            .push_bind(D::int(id(i)))
+            .push(" THEN ")
+            .push_bind(D::int(seq));
+    }
+    q.push(" END WHERE id IN (");
+    let mut sep = q.separated(", ");
+    for &(i, ..) in &placed {
+        sep.push_bind(D::int(id(i)));
+    }
+    q.push(")");
+    q.build().execute(&mut *conn).await?;
+
+    let mut alerts = Vec::new();
+    for (i, seq, head, sent_through) in placed {
+        let Some(m) = rows[i].as_mut() else { continue };
+        m.order_seq = Some(seq);
+        if !head {
+            m.next_send_at = None;
+        }
+        if seq == sent_through + 2 {
+            let key = m.order_key.clone().unwrap_or_default();
+            if let Some(blocking) = message_at::<D>(conn, &key, sent_through + 1).await? {
+                if blocking.send_status == Some(SendStatus::SendFailed) {
+                    alerts.push(key_blocked(&blocking, 1));
+                }
+            }
+        }
+    }
+    Ok(alerts)
+}
+
 /// The committed message of `key` at `seq`, while it is neither SENT nor
 /// skipped.
 async fn message_at<D>(
