@@ -44,7 +44,8 @@ pub(super) use audit::{audit_insert, audit_trail, insert_audits, AuditRow};
 pub(super) use claim::{decode_claimed, quarantine, ClaimKind, Decoded, Lease};
 pub(super) use effects::{clip_error, transition_effects};
 pub(super) use ordering::{
-    blocked_alert, blocked_by, mark_sent_ordered, order_commit_batch, order_commits, skip,
+    blocked_alert, blocked_by, mark_sent_ordered, order_commit_batch, order_commits, promoted_due,
+    skip,
 };
 pub(super) use requeue::{count_requeueable, requeue_chunk, requeue_set};
 pub(super) use row::{

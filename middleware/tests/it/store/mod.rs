@@ -66,6 +66,7 @@ conformance! {
         a_send_failed_head_blocks_its_key_alerts_once_and_a_skip_releases_it,
         a_head_that_fails_with_messages_behind_it_alerts_once,
         a_commit_batch_gives_a_keys_rows_their_seqs_in_batch_order,
+        a_batch_of_sent_marks_moves_each_key_on_once,
     ],
     prepare: [
         prepare_of_a_new_key_creates_a_prepared_row_due_after_the_first_check_delay,

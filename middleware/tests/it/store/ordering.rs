@@ -230,3 +230,32 @@ pub(crate) async fn a_commit_batch_gives_a_keys_rows_their_seqs_in_batch_order(s
         );
     }
 }
+
+pub(crate) async fn a_batch_of_sent_marks_moves_each_key_on_once(s: &DynStore) {
+    let mut firsts = Vec::new();
+    let mut seconds = Vec::new();
+    for key in ["a", "b", "c", "d"] {
+        firsts.push(commit_ordered(s, &format!("{key}1"), key).await.id);
+        seconds.push(commit_ordered(s, &format!("{key}2"), key).await.id);
+    }
+    let heads = due(s).await;
+    assert_eq!(heads.iter().map(|m| m.id).collect::<Vec<_>>(), firsts);
+    // Three current marks and a stale one (an older claim of the fourth
+    // head): the fourth key must not move.
+    let mut marks: Vec<SentMark> = heads[..3].iter().map(sent).collect();
+    let mut stale = sent(&heads[3]);
+    stale.version -= 1;
+    marks.push(stale);
+    assert_eq!(s.mark_sent(&marks).await.unwrap(), 3);
+    let next = due(s).await;
+    assert_eq!(
+        next.iter().map(|m| m.id).collect::<Vec<_>>(),
+        seconds[..3].to_vec(),
+        "each moved key's next message is due, the stale mark's key is not moved"
+    );
+    // The same marks again (a retried batch) change nothing.
+    assert_eq!(s.mark_sent(&marks).await.unwrap(), 0);
+    assert!(due(s).await.is_empty());
+    let fourth = s.find_message_by_id(seconds[3]).await.unwrap().unwrap();
+    assert_eq!(s.blocked_by(&fourth).await.unwrap(), Some(firsts[3]));
+}
