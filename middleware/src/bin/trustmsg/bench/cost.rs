@@ -12,12 +12,17 @@ use std::time::Instant;
 use serde::Serialize;
 use sqlx::MySqlPool;
 
-/// The `SHOW GLOBAL STATUS` counters the bench reads.
+/// The `SHOW GLOBAL STATUS` counters the bench reads. A statement that
+/// joins tables (`UPDATE … JOIN`, the batched SENT mark; `DELETE … JOIN`)
+/// counts as `Com_update_multi` / `Com_delete_multi`, not `Com_update` /
+/// `Com_delete`.
 const COUNTERS: &[&str] = &[
     "Com_select",
     "Com_insert",
     "Com_update",
+    "Com_update_multi",
     "Com_delete",
+    "Com_delete_multi",
     "Com_begin",
     "Com_commit",
     "Com_rollback",
