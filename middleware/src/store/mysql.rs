@@ -1069,15 +1069,23 @@ impl MySqlStore {
         let mut alerts = verify_failed_alerts(&results);
         // In order per key: the batch's ordered rows take their seqs
         // together (nothing runs for a batch without one).
-        alerts.extend(
-            sql::order_commit_batch::<MySql>(
-                &mut tx,
-                " ON DUPLICATE KEY UPDATE last_seq = last_seq + VALUES(last_seq), \
-                 updated_at = UTC_TIMESTAMP(3)",
-                &mut results,
-            )
-            .await?,
-        );
+        let ordered = sql::order_commit_batch::<MySql>(
+            &mut tx,
+            " ON DUPLICATE KEY UPDATE last_seq = last_seq + VALUES(last_seq), \
+             updated_at = UTC_TIMESTAMP(3)",
+            &mut results,
+        )
+        .await;
+        match ordered {
+            Ok(raised) => alerts.extend(raised),
+            // A deadlock on a key row with another batch: undo, and let
+            // each commit take its key on its own.
+            Err(StoreError::Db(e)) if is_lock_conflict(&e) => {
+                drop(tx);
+                return super::transition_each(self, ts).await;
+            }
+            Err(e) => return Err(e),
+        }
         let raised = sql::raise_alerts::<MySql>(&mut tx, alerts).await?;
         tx.commit().await?;
         raised.announce();

@@ -115,6 +115,10 @@ async fn bad_registrations_are_refused_with_a_reason() {
             "invalid_producer",
         ),
         (json!({}), "invalid_body"),
+        (
+            json!({"verify_url": "http://127.0.0.1:9/c", "ordered": "yes"}),
+            "invalid_body",
+        ),
     ] {
         let res = app
             .http
@@ -127,6 +131,10 @@ async fn bad_registrations_are_refused_with_a_reason() {
         assert_eq!(res.status(), 400, "{body}");
         let err: serde_json::Value = res.json().await.unwrap();
         assert_eq!(err["error"]["code"], code, "{body}: {err}");
+        if body.get("ordered").is_some() {
+            let message = err["error"]["message"].as_str().unwrap();
+            assert!(message.contains("ordered"), "names the field: {err}");
+        }
     }
     let res = app
         .http
