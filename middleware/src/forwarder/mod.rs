@@ -43,6 +43,12 @@
 //!   most `--payload-budget-mib` ([`budget`]); beyond it commits are released
 //!   to the sweepers and sweeps claim fewer rows, so a backlog waits in the
 //!   database, not in memory.
+//! - **In order per key** (producers registered `ordered`, see
+//!   `store/sql/ordering.rs`): only a key's head is ever due or handed over
+//!   by a commit, so the forwarder sends at most one message of a key at a
+//!   time; a head's SENT mark makes the next one due and wakes this
+//!   sweeper at once, so a key's messages follow each other in send round
+//!   trips, not sweep intervals.
 //! - **Graceful shutdown.** On cancellation the worker stops claiming, lets
 //!   in-flight sends finish up to the grace period, writes their SENT marks and
 //!   leaves everything else to the lease.

@@ -27,6 +27,11 @@
 //!   claim reports it ([`Claimed::quarantined`]) so the worker alerts once.
 //!   Otherwise the same row would fail every claim that reaches it and stall
 //!   the forwarder or the verifier for every message behind it.
+//! - an ordered producer's keyed messages are sent in commit order: a
+//!   commit takes its key's next seq under the key's row lock in the same
+//!   transaction, only the key's head is due, and the head's SENT mark (or
+//!   an operator's skip) makes the next one due in the same transaction
+//!   (`sql/ordering.rs`); nothing of it runs for an unordered message;
 //! - every state change that needs a person (VERIFY_FAILED, SEND_FAILED, a
 //!   quarantine, an overdue flag) writes its alert to the `alerts` outbox in
 //!   the same transaction, so the alert exists if and only if the change

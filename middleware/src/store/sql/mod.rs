@@ -20,7 +20,8 @@
 //! one and quarantining the unreadable; [`audit`] the audit row
 //! of each kind of change, its INSERT and its read-back; [`effects`] what a
 //! transition sets and errors clipped to their column; [`requeue`] an
-//! operator's redeliver and re-verify, one or in bulk; [`statements`] the
+//! operator's redeliver and re-verify, one or in bulk; [`ordering`] in
+//! order per key (seqs at commit, a key's head, moving it on); [`statements`] the
 //! statements whose SQL is the same on both backends. This file holds
 //! [`Dialect`] and what it builds on ([`Bind`], [`Query`]).
 
