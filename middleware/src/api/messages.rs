@@ -85,6 +85,7 @@ pub(crate) async fn prepare(
         payload: valid.payload,
         headers: valid.headers,
         first_verify_after,
+        deliver: valid.deliver,
     };
     let digest = new.digest();
     match state.writes.prepare(new).await? {
@@ -102,7 +103,7 @@ pub(crate) async fn prepare(
         Inserted::Existing(m) => Err(ApiError::conflict(
             "prepare_conflict",
             format!(
-                "message {:?} of {:?} was already prepared with different content (topic, key, payload or headers)",
+                "message {:?} of {:?} was already prepared with different content (topic, key, payload, headers or delivery time)",
                 m.message_key, m.biz_id
             ),
         )),

@@ -33,6 +33,7 @@ use super::error::RETRY_AFTER_SECS;
         crate::api::admin::act::resolve,
         crate::api::admin::act::reverify,
         crate::api::admin::act::redeliver,
+        crate::api::admin::act::send_now,
         crate::api::admin::act::bulk_reverify,
         crate::api::admin::act::bulk_redeliver,
     ),

@@ -7,10 +7,14 @@ use std::collections::BTreeMap;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use trustmsg_verify_api::{kafka_headers, PayloadEncoding, PrepareRequest};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use trustmsg_verify_api::{kafka_headers, PayloadEncoding, PrepareRequest, MAX_DELIVERY_DELAY_MS};
 
 use super::error::ApiError;
 use crate::handoff::record::record_size;
+use crate::store::Delivery;
 
 /// Longest biz_id.
 pub(crate) const MAX_BIZ_ID: usize = 64;
@@ -247,6 +251,63 @@ pub(crate) struct ValidPrepare {
     pub(crate) payload: Vec<u8>,
     /// The user headers (empty when none were given).
     pub(crate) headers: BTreeMap<String, String>,
+    /// When it may be sent at the earliest; None: once committed.
+    pub(crate) deliver: Option<Delivery>,
+}
+
+/// A prepare's `deliver_at` or `deliver_after_ms` (not both): at most
+/// [`MAX_DELIVERY_DELAY_MS`] ahead. `deliver_at` is checked against `now`,
+/// this instance's clock: only the limit depends on it (the instant itself
+/// is stored as given), so a skew of seconds between instances moves the
+/// limit by seconds. A `deliver_at` in the past is kept as given (it means
+/// at once: a commit after it is due at once), which keeps a replayed
+/// prepare the same message once its time has passed; one before 1970 is
+/// refused (no database stores it the same way).
+pub(crate) fn delivery(
+    req: &PrepareRequest,
+    now: DateTime<Utc>,
+) -> Result<Option<Delivery>, ApiError> {
+    let max_days = MAX_DELIVERY_DELAY_MS / (24 * 60 * 60 * 1000);
+    match (&req.deliver_at, req.deliver_after_ms) {
+        (None, None) => Ok(None),
+        (Some(_), Some(_)) => Err(ApiError::invalid(
+            "invalid_delivery",
+            "give deliver_at (a time) or deliver_after_ms (a delay), not both",
+        )),
+        (None, Some(ms)) if ms > MAX_DELIVERY_DELAY_MS => Err(ApiError::invalid(
+            "invalid_deliver_after_ms",
+            format!(
+                "deliver_after_ms is {ms}; the longest delay is {MAX_DELIVERY_DELAY_MS} ms \
+                 ({max_days} days)"
+            ),
+        )),
+        (None, Some(ms)) => Ok(Some(Delivery::After(Duration::from_millis(ms)))),
+        (Some(at), None) => {
+            let bad = |why: String| Err(ApiError::invalid("invalid_deliver_at", why));
+            let Ok(t) = DateTime::parse_from_rfc3339(at) else {
+                return bad(format!(
+                    "deliver_at {at:?} is not an RFC 3339 time with an offset, such as \
+                     2030-01-01T09:00:00Z or 2030-01-01T10:00:00+01:00"
+                ));
+            };
+            // The stores keep milliseconds: the digest and the row agree.
+            let Some(t) = DateTime::from_timestamp_millis(t.timestamp_millis()) else {
+                return bad(format!("deliver_at {at:?} is out of range"));
+            };
+            if t.timestamp_millis() < 0 {
+                return bad(format!("deliver_at {at:?} is before 1970"));
+            }
+            let latest = now + chrono::TimeDelta::milliseconds(MAX_DELIVERY_DELAY_MS as i64);
+            if t > latest {
+                return bad(format!(
+                    "deliver_at {at:?} is more than {max_days} days ahead (the latest now is \
+                     {}); the longest delay is {max_days} days",
+                    latest.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                ));
+            }
+            Ok(Some(Delivery::At(t)))
+        }
+    }
 }
 
 /// The Kafka record the message will be must fit the producer's
@@ -293,9 +354,11 @@ pub(crate) fn prepare(
         max_payload,
     )?;
     record(req, payload.len(), &hdrs, max_record)?;
+    let deliver = delivery(req, Utc::now())?;
     Ok(ValidPrepare {
         payload,
         headers: hdrs,
+        deliver,
     })
 }
 

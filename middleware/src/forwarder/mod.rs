@@ -13,6 +13,10 @@
 //!   up retries, expired claims and anything the fast path could not take,
 //!   which is released (due at once, see [`release`]) rather than left to
 //!   wait out its claim. An instance without a forwarder claims nothing.
+//! - **Not before its time.** A commit before the message's `deliver_at`
+//!   makes it due at that time instead of claiming it (the store's rule), so
+//!   the fast path skips it and a sweeper sends it once due, within
+//!   `--sweep-interval`; a commit after `deliver_at` is sent at once as usual.
 //! - **No double claim.** The sweeper claims with `FOR UPDATE SKIP LOCKED` and
 //!   pushes the lease out, and every later write (SENT, retry, SEND_FAILED) is
 //!   guarded by the claim's `version`, so a stale owner's write matches nothing.
@@ -492,6 +496,11 @@ pub(crate) struct ForwarderHandle {
 
 impl CommitListener for ForwarderHandle {
     fn committed(&self, message: Message) {
+        // A commit before the message's delivery time made it due then and
+        // claimed nothing: the sweepers send it when it is due.
+        if message.scheduled_by_commit() {
+            return;
+        }
         let Some(held) = self.budget.try_hold(message.payload.len()) else {
             self.budget.count_full("fast");
             tracing::debug!("payload budget spent; the commit is released to the sweepers");

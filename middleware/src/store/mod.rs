@@ -51,8 +51,8 @@ use trustmsg_verify_api::MessageView;
 
 pub use decide::{decide, decide_batch, decide_batch_known, DecideOutcome, DecideRequest, Target};
 pub use model::{
-    Actor, AlertFilter, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted,
-    Message, MessageFilter, NewAlert, NewMessage, Overdue, Producer, ProducerRecord,
+    Actor, AlertFilter, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Delivery,
+    Inserted, Message, MessageFilter, NewAlert, NewMessage, Overdue, Producer, ProducerRecord,
     ProducerSummary, Quarantined, Requeue, RequeuedChunk, SentMark, Transition, VerifyLease, Wait,
 };
 
@@ -237,6 +237,20 @@ pub trait Store: Send + Sync + 'static {
     /// 0, due at once, with an audit row; guarded by `version`. None when the
     /// guard matched nothing (the row changed meanwhile, or is not SEND_FAILED).
     async fn redeliver(
+        &self,
+        id: u64,
+        version: u64,
+        actor: &Actor,
+        reason: &str,
+    ) -> StoreResult<Option<Message>>;
+
+    /// An operator's send-now of a message waiting for its `deliver_at`:
+    /// COMMITTED with its send PENDING and `deliver_at` still in the future
+    /// (database clock). Its `deliver_at` and `next_send_at` become now, so
+    /// any sweeper sends it at once and its wait counts from now, with an
+    /// audit row (`send_now`); guarded by `version`. None when the guard
+    /// matched nothing (the row changed meanwhile, or is not such a message).
+    async fn send_now(
         &self,
         id: u64,
         version: u64,
