@@ -779,6 +779,9 @@ impl Store for MySqlStore {
             .execute(&mut *tx)
             .await?;
         if done.rows_affected() != 1 {
+            // Ended now, not when the connection is next used: the row's
+            // lock must not make a sweeper's SKIP LOCKED pass it by.
+            tx.rollback().await?;
             return Ok(None);
         }
         sql::insert_audits(&mut *tx, &[AuditRow::send_now(id, actor, reason)]).await?;

@@ -18,6 +18,7 @@ mod batches;
 mod bulk;
 mod clock;
 mod decisions;
+mod delivery;
 pub(crate) mod harness;
 mod keepalive;
 mod operators;
@@ -118,6 +119,12 @@ conformance! {
     quarantine: [
         an_unreadable_row_is_quarantined_and_the_rest_of_its_send_claim_goes_ahead,
         an_unreadable_row_is_quarantined_and_the_rest_of_its_verify_claim_goes_ahead,
+    ],
+    delivery: [
+        a_commit_before_deliver_at_makes_it_due_then_unclaimed_and_after_it_at_once,
+        a_batch_of_commits_with_the_rows_at_hand_follows_the_same_rule,
+        a_delayed_send_is_overdue_counted_from_its_deliver_at,
+        send_now_applies_only_to_a_committed_send_waiting_for_its_time,
     ],
     overdue: [
         flag_overdue_finds_each_pending_send_once_and_touches_nothing_else,
