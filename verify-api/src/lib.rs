@@ -149,13 +149,14 @@ pub struct PrepareRequest {
     pub headers: Option<BTreeMap<String, String>>,
     /// Send no earlier than this time: RFC 3339 with an offset, e.g.
     /// `2030-01-01T09:00:00+01:00` (millisecond precision). A time in the
-    /// past means at once; at most [`MAX_DELIVERY_DELAY_MS`] (7 days) from
-    /// now. Not together with `deliver_after_ms`.
+    /// past means at once; at most 7 days (604800000 ms) from now. Not
+    /// together with `deliver_after_ms`. It takes part in the content
+    /// comparison (the same instant again is the same message).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(format = DateTime, example = "2030-01-01T09:00:00+01:00")]
     pub deliver_at: Option<String>,
     /// Send no earlier than this many milliseconds after the prepare (by the
-    /// database clock): 0 to [`MAX_DELIVERY_DELAY_MS`] (604800000, 7 days).
+    /// database clock): 0 to 604800000 (7 days).
     /// Not together with `deliver_at`. It takes part in the content
     /// comparison as given: a repeated prepare with the same value is the
     /// same message (200, the time stored first), another value is a 409.
