@@ -144,10 +144,7 @@ fn takes_insert_returning(version: &str) -> bool {
 
 /// `INSERT INTO messages … VALUES (…), (…)` for `creates`, without a terminator.
 fn insert_prepared_rows(creates: &[&NewMessage]) -> QueryBuilder<MySql> {
-    let mut q = QueryBuilder::<MySql>::new(
-        "INSERT INTO messages (biz_id, message_key, topic, record_key, payload, headers, \
-         content_digest, status, next_verify_at, created_at, updated_at) ",
-    );
+    let mut q = QueryBuilder::<MySql>::new(format!("INSERT INTO messages ({PREPARE_COLUMNS}) "));
     q.push_values(creates, |mut b, m| {
         b.push_bind(m.biz_id.clone())
             .push_bind(m.message_key.clone())

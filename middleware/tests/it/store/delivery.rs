@@ -210,3 +210,50 @@ pub(crate) async fn send_now_applies_only_to_a_committed_send_waiting_for_its_ti
         "never delayed"
     );
 }
+
+/// Prepares written together (one multi-row INSERT, with or without
+/// `RETURNING`) store each message's own delivery time, and a replay with
+/// the same delay is the same message (same digest, the time stored first).
+pub(crate) async fn a_prepare_batch_stores_each_delivery_time(s: &DynStore) {
+    let s = s.as_ref();
+    let at =
+        chrono::DateTime::from_timestamp_millis(Utc::now().timestamp_millis() + 60_000).unwrap();
+    let mut batch = vec![
+        new_message("none", LATER),
+        new_message("at", LATER),
+        new_message("after", LATER),
+    ];
+    batch[1].deliver = Some(Delivery::At(at));
+    batch[2].deliver = Some(Delivery::After(Duration::from_secs(30)));
+    let rows: Vec<Message> = s
+        .insert_prepared_batch(&batch)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| match i {
+            Inserted::Created(m) => m,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(rows[0].deliver_at, None);
+    assert_eq!(rows[1].deliver_at, Some(at));
+    assert_eq!(
+        rows[2].deliver_at,
+        Some(rows[2].created_at + chrono::TimeDelta::seconds(30))
+    );
+    for (m, new) in rows.iter().zip(&batch) {
+        assert_eq!(m.content_digest.as_deref(), Some(new.digest().as_slice()));
+        assert_eq!(
+            s.find_message_by_id(m.id).await.unwrap().as_ref(),
+            Some(m),
+            "returned as stored"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    match s.insert_prepared(&batch[2]).await.unwrap() {
+        Inserted::Existing(m) => {
+            assert_eq!(m, rows[2], "the replay finds the row, its time unchanged")
+        }
+        other => panic!("{other:?}"),
+    }
+}
