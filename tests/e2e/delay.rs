@@ -13,7 +13,7 @@ use trustmsg_client::{Message, Producer};
 use trustmsg_tests::kafka::Consumed;
 use trustmsg_tests::{eventually, ServiceProcess, TestDb, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL};
 
-use crate::harness::{settings, Kafka};
+use crate::harness::{settings, Kafka, FAST_VERIFY};
 
 const TOPIC: &str = "e2e-delay";
 
@@ -334,6 +334,72 @@ async fn a_delayed_message_survives_kill_9_and_is_still_sent_on_time() {
         after >= Duration::from_millis(3_900) && after <= Duration::from_secs(7),
         "sent {after:?} after the prepare, for a 4 s delay"
     );
+    drop(service);
+    db.drop_db().await;
+}
+
+/// Every kind of commit follows the delivery time: check-back's (the
+/// producer never calls commit; its endpoint answers commit) and an
+/// operator's resolve are no more sent before the message's time than the
+/// producer's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_by_check_back_or_by_an_operator_also_waits_for_the_time() {
+    let db = TestDb::create().await;
+    let kafka = Kafka::start(&[TOPIC]);
+    let check = trustmsg_tests::CheckServer::start().await;
+    check.script("by-check", trustmsg_tests::Reply::Decide("commit"));
+    let service = ServiceProcess::start(&db, kafka.mock.bootstrap(), FAST_VERIFY).await;
+    let (token, secret) = service
+        .register("shop", settings(&check.url(), 300, 5))
+        .await;
+    check.set_secret(&secret);
+    let producer = Producer::new(&service.url(), "shop", token).unwrap();
+
+    let prepared_at = Instant::now();
+    let by_check = producer
+        .prepare(&Message::new("by-check", TOPIC, "p").deliver_after(Duration::from_secs(4)))
+        .await
+        .unwrap();
+    let by_operator = producer
+        .prepare(&Message::new("by-operator", TOPIC, "p").deliver_after(Duration::from_secs(4)))
+        .await
+        .unwrap();
+    let (status, body) = admin(
+        &service,
+        Method::POST,
+        &format!("/v1/admin/messages/{}/resolve", by_operator.id),
+        Some(&json!({"decision": "commit", "reason": "known to be committed"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    eventually(3, "check-back committed it", async || {
+        producer.get("by-check").await.unwrap().status == trustmsg_client::MessageStatus::Committed
+    })
+    .await;
+
+    tokio::time::sleep(Duration::from_millis(3_000).saturating_sub(prepared_at.elapsed())).await;
+    for m in [&by_check, &by_operator] {
+        assert!(
+            record_of(&kafka, m.id).is_none(),
+            "{} sent before its time",
+            m.message_key
+        );
+    }
+    eventually(6, "both in Kafka after their time", async || {
+        record_of(&kafka, by_check.id).is_some() && record_of(&kafka, by_operator.id).is_some()
+    })
+    .await;
+    for m in [&by_check, &by_operator] {
+        let at = record_of(&kafka, m.id)
+            .unwrap()
+            .at
+            .duration_since(prepared_at);
+        assert!(
+            at >= Duration::from_millis(3_900),
+            "{}: sent {at:?} after the prepare",
+            m.message_key
+        );
+    }
     drop(service);
     db.drop_db().await;
 }
