@@ -17,8 +17,25 @@ use crate::harness::{settings, Kafka, FAST_VERIFY};
 
 const TOPIC: &str = "e2e-delay";
 
-/// The sweeper looks every 200 ms: "as soon as possible after" its time.
-const SWEEP: &[&str] = &["--sweep-interval", "200ms"];
+/// The sweeper looks every 200 ms: "as soon as possible after" its time;
+/// the backlog gauges are read as often, and a send waiting 1 s is overdue.
+const SWEEP: &[&str] = &[
+    "--sweep-interval",
+    "200ms",
+    "--backlog-interval",
+    "200ms",
+    "--alert-send-overdue-after",
+    "1s",
+];
+
+/// The value of the sample whose line starts with `series`.
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
 
 /// A service with one producer, "shop", whose check-back never decides
 /// anything (each test commits itself).
@@ -255,8 +272,22 @@ async fn send_now_sends_a_message_delayed_by_an_hour_at_once() {
     .await;
     assert_eq!(status, 409, "{body}");
     producer.commit("hour").await.unwrap();
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Scheduled, not backlog, and not overdue although its commit is older
+    // than --alert-send-overdue-after (1 s) by far.
+    let metrics = format!("{}/metrics", service.url());
+    eventually(5, "the scheduled gauge", async || {
+        let m = reqwest::get(&metrics).await.unwrap().text().await.unwrap();
+        sample(&m, "trustmsg_messages_scheduled") == Some(1.0)
+            && sample(
+                &m,
+                "trustmsg_backlog_messages{status=\"COMMITTED\",send_status=\"PENDING\"}",
+            ) == Some(0.0)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
     assert!(record_of(&kafka, view.id).is_none(), "delayed by an hour");
+    let (_, alerts) = admin(&service, Method::GET, "/v1/admin/alerts", None).await;
+    assert_eq!(alerts["items"], json!([]), "not overdue: {alerts}");
 
     let (status, body) = admin(&service, Method::POST, &path, Some(&json!({}))).await;
     assert_eq!(status, 400, "a reason is required: {body}");
