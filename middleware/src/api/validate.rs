@@ -445,4 +445,71 @@ mod tests {
             })
         ));
     }
+
+    fn with_delivery(at: Option<&str>, after: Option<u64>) -> PrepareRequest {
+        PrepareRequest {
+            biz_id: "shop".into(),
+            message_key: "k".into(),
+            topic: "t".into(),
+            key: None,
+            payload: String::new(),
+            payload_encoding: None,
+            headers: None,
+            deliver_at: at.map(str::to_string),
+            deliver_after_ms: after,
+        }
+    }
+
+    #[test]
+    fn a_delivery_time_is_an_offset_time_or_a_delay_within_7_days_never_both() {
+        let now = DateTime::parse_from_rfc3339("2030-01-01T00:00:00Z")
+            .unwrap()
+            .to_utc();
+        let ok = |at: Option<&str>, after: Option<u64>| {
+            delivery(&with_delivery(at, after), now).unwrap()
+        };
+        let refused =
+            |at: Option<&str>, after: Option<u64>| match delivery(&with_delivery(at, after), now) {
+                Err(ApiError::Invalid { code, .. }) => code,
+                other => panic!("{other:?}"),
+            };
+        assert_eq!(ok(None, None), None);
+        assert_eq!(
+            ok(None, Some(MAX_DELIVERY_DELAY_MS)),
+            Some(Delivery::After(Duration::from_millis(
+                MAX_DELIVERY_DELAY_MS
+            )))
+        );
+        assert_eq!(
+            refused(None, Some(MAX_DELIVERY_DELAY_MS + 1)),
+            "invalid_deliver_after_ms"
+        );
+        // Any offset, the same instant; kept to the millisecond.
+        assert_eq!(
+            ok(Some("2030-01-01T10:00:00.123456+10:00"), None),
+            Some(Delivery::At(
+                DateTime::parse_from_rfc3339("2030-01-01T00:00:00.123Z")
+                    .unwrap()
+                    .to_utc()
+            ))
+        );
+        assert!(ok(Some("2030-01-08T00:00:00Z"), None).is_some());
+        assert_eq!(
+            refused(Some("2030-01-08T00:00:00.001Z"), None),
+            "invalid_deliver_at"
+        );
+        // The past is kept as given (it means now); before 1970 is not.
+        assert!(ok(Some("2000-01-01T00:00:00Z"), None).is_some());
+        assert_eq!(
+            refused(Some("1969-12-31T23:59:59Z"), None),
+            "invalid_deliver_at"
+        );
+        for bad in ["tomorrow", "2030-01-01", "2030-01-01T00:00:00", ""] {
+            assert_eq!(refused(Some(bad), None), "invalid_deliver_at", "{bad:?}");
+        }
+        assert_eq!(
+            refused(Some("2030-01-01T00:00:00Z"), Some(0)),
+            "invalid_delivery"
+        );
+    }
 }
