@@ -4,11 +4,10 @@
 //! a rejected request leaves no trace.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use std::time::Duration;
-
 use chrono::{DateTime, Utc};
 use trustmsg_verify_api::{kafka_headers, PayloadEncoding, PrepareRequest, MAX_DELIVERY_DELAY_MS};
 

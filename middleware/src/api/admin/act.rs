@@ -4,8 +4,9 @@
 //! (VERIFY_FAILED → PREPARED, checked again at once) and `redeliver`
 //! (SEND_FAILED → PENDING, sent again at once), on one message or in bulk on
 //! every message a filter matches; and `send-now` (a committed message
-//! waiting for its `deliver_at` is due at once instead), on one message. Each is a guarded transition on the
-//! version the operator's request found: if anyone (the producer,
+//! waiting for its `deliver_at` is due at once instead), on one message.
+//! Each is a guarded transition on the version the operator's request
+//! found: if anyone (the producer,
 //! check-back, another operator) changed the message first, the action
 //! changes nothing and answers 409 saying what the message is now (in bulk:
 //! that message is left alone and not counted as changed).

@@ -108,10 +108,10 @@ where
     Ok(flagged)
 }
 
-/// What [`crate::store::Store::send_now`] sets (`now` is the dialect's
-/// clock) on a committed, PENDING row (`id`, `version`) whose
-/// `deliver_at` is still ahead: due now, its delivery time now (so its wait counts from now), version
-/// bumped.
+/// [`crate::store::Store::send_now`]'s UPDATE (`now` is the dialect's
+/// clock; binds `id`, `version`): a committed, PENDING row whose
+/// `deliver_at` is still ahead becomes due now, its delivery time now (so
+/// its wait counts from now), its version bumped.
 pub(in crate::store) fn send_now_update(now: &str) -> String {
     format!(
         "UPDATE messages SET next_send_at = {now}, deliver_at = {now}, \
