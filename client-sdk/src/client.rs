@@ -104,6 +104,14 @@ pub struct Message {
     payload: String,
     encoding: Option<PayloadEncoding>,
     headers: BTreeMap<String, String>,
+    deliver: Option<Deliver>,
+}
+
+/// When a message may be sent at the earliest.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Deliver {
+    At(chrono::DateTime<chrono::Utc>),
+    After(Duration),
 }
 
 impl Message {
@@ -125,6 +133,7 @@ impl Message {
             payload: payload.into(),
             encoding: None,
             headers: BTreeMap::new(),
+            deliver: None,
         }
     }
 
@@ -173,6 +182,45 @@ impl Message {
         self
     }
 
+    /// Sends it no earlier than `delay` after the prepare (measured by
+    /// trustmsg's database clock): committed earlier, it waits; committed
+    /// later, it goes at once. At most 7 days
+    /// ([`api::MAX_DELIVERY_DELAY_MS`](crate::api::MAX_DELIVERY_DELAY_MS));
+    /// sub-millisecond parts are dropped. Replaces an earlier
+    /// [`Message::deliver_at`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let m = trustmsg_client::Message::new("reminder-1", "reminders", "{}")
+    ///     .deliver_after(Duration::from_secs(3600));
+    /// assert_eq!(m.to_request("shop").deliver_after_ms, Some(3_600_000));
+    /// ```
+    pub fn deliver_after(mut self, delay: Duration) -> Self {
+        self.deliver = Some(Deliver::After(delay));
+        self
+    }
+
+    /// Sends it no earlier than `at`: committed earlier, it waits;
+    /// committed later (or `at` is past), it goes at once. At most 7 days
+    /// ahead; millisecond precision. Replaces an earlier
+    /// [`Message::deliver_after`].
+    ///
+    /// ```
+    /// use chrono::{TimeZone, Utc};
+    ///
+    /// let at = Utc.with_ymd_and_hms(2030, 1, 1, 9, 0, 0).unwrap();
+    /// let m = trustmsg_client::Message::new("reminder-1", "reminders", "{}").deliver_at(at);
+    /// assert_eq!(
+    ///     m.to_request("shop").deliver_at.as_deref(),
+    ///     Some("2030-01-01T09:00:00.000Z")
+    /// );
+    /// ```
+    pub fn deliver_at(mut self, at: chrono::DateTime<chrono::Utc>) -> Self {
+        self.deliver = Some(Deliver::At(at));
+        self
+    }
+
     /// The producer's key for this message.
     ///
     /// ```
@@ -197,6 +245,16 @@ impl Message {
             payload: self.payload.clone(),
             payload_encoding: self.encoding,
             headers: (!self.headers.is_empty()).then(|| self.headers.clone()),
+            deliver_at: match self.deliver {
+                Some(Deliver::At(at)) => {
+                    Some(at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+                }
+                _ => None,
+            },
+            deliver_after_ms: match self.deliver {
+                Some(Deliver::After(d)) => Some(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+                _ => None,
+            },
         }
     }
 }

@@ -17,6 +17,9 @@
 //! - [`barrier`]: a marker table in the producer's MySQL/MariaDB database that
 //!   makes check-back answers exact, even while the local transaction is still
 //!   running.
+//! - Delivery at a chosen time: [`Message::deliver_after`] and
+//!   [`Message::deliver_at`] (at most 7 days ahead); committed earlier, the
+//!   message waits for its time, committed later it goes at once.
 //!
 //! ```no_run
 //! use trustmsg_client::{barrier, check_router, Message, Producer, TxOutcome};

@@ -133,6 +133,19 @@ function when(iso) {
   return iso ? new Date(iso).toISOString().replace("T", " ").replace("Z", " UTC") : "—";
 }
 
+// A delayed message's time: "due at …" while it is ahead (the message is
+// scheduled, not late), "was due at …" once it has passed.
+function dueAt(m) {
+  if (!m.deliver_at) return null;
+  const ahead = Date.parse(m.deliver_at) > Date.now();
+  return h("span", { class: "due" + (ahead ? " scheduled" : "") }, (ahead ? "due at " : "was due at ") + when(m.deliver_at));
+}
+
+// Committed, its send PENDING and its time still ahead: waiting for its deliver_at.
+function scheduled(m) {
+  return m.send_status === "PENDING" && !!m.deliver_at && Date.parse(m.deliver_at) > Date.now();
+}
+
 function stateBadge(value) {
   if (!value) return h("span", { class: "muted" }, "—");
   const bad = value === "VERIFY_FAILED" || value === "SEND_FAILED";
@@ -273,6 +286,7 @@ async function overviewPage() {
         cell(n(st, "PREPARED"), false, q("status", "PREPARED")),
         cell(n(st, "VERIFY_FAILED"), true, q("status", "VERIFY_FAILED")),
         cell(n(ss, "PENDING"), false, q("send_status", "PENDING")),
+        cell(p.scheduled || 0),
         cell(n(ss, "SEND_FAILED"), true, q("send_status", "SEND_FAILED")),
         cell(p.sent_recently || 0),
         cell(p.rolled_back_recently || 0),
@@ -282,7 +296,7 @@ async function overviewPage() {
     });
     body.replaceChildren(
       table(
-        ["Producer", "Prepared", "Verify failed", "Pending send", "Send failed", "Sent (" + windowMin + ")", "Rolled back (" + windowMin + ")", "Oldest prepared", "Oldest pending send"],
+        ["Producer", "Prepared", "Verify failed", "Pending send", "Scheduled", "Send failed", "Sent (" + windowMin + ")", "Rolled back (" + windowMin + ")", "Oldest prepared", "Oldest pending send"],
         rows,
         "Nothing waiting and nothing finished in the last " + windowMin + ".",
       ),
@@ -425,7 +439,7 @@ function messageRows(items) {
       h("td", { class: "key" }, m.message_key),
       h("td", {}, m.topic || "—"),
       h("td", {}, stateBadge(m.status)),
-      h("td", {}, stateBadge(m.send_status)),
+      h("td", {}, stateBadge(m.send_status), m.deliver_at ? h("br") : null, dueAt(m)),
       h("td", { class: "num" }, m.verify_attempts + " / " + m.send_attempts),
       h("td", { class: "num" }, since(m.created_at)),
       h("td", { class: "err" }, clip(m.last_error, 120)),
@@ -664,6 +678,7 @@ async function messagePage(id) {
       ["Kafka partition / offset", m.kafka_partition === null || m.kafka_partition === undefined ? "not sent yet" : m.kafka_partition + " / " + m.kafka_offset],
       ["Created", when(m.created_at) + " (" + since(m.created_at) + " ago)"],
       ["Decided", when(m.decided_at)],
+      ["Delivery time", m.deliver_at ? dueAt(m) : "at once (not delayed)"],
       ["Sent", when(m.sent_at)],
     ]),
     actions(m),
@@ -689,6 +704,7 @@ function actions(m) {
   // The SEND_FAILED head of an ordered key: give up on it, the messages
   // waiting behind it go.
   if (m.send_status === "SEND_FAILED" && m.order_seq) possible.push(["skip", "Skip (let the key's later messages go)", "skip", {}]);
+  if (scheduled(m)) possible.push(["send-now", "Send now", "send-now", {}]);
   if (!possible.length) return null;
   const reason = h("textarea", { id: "reason", rows: 2, placeholder: "why (required, audited)", required: true });
   const out = h("div", { class: "result", role: "status", id: "action-result" });

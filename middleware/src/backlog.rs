@@ -10,6 +10,9 @@
 //! VERIFY_FAILED, COMMITTED/PENDING and COMMITTED/SEND_FAILED (0 when there
 //! are none), `trustmsg_backlog_oldest_prepared_seconds` and
 //! `trustmsg_backlog_oldest_pending_send_seconds` (0 when nothing waits);
+//! a committed message waiting for its `deliver_at` is not backlog: it is
+//! counted in `trustmsg_messages_scheduled` instead, and once due its wait
+//! is counted from `deliver_at`;
 //! `trustmsg_alerts_undelivered` and `trustmsg_alerts_oldest_undelivered_seconds`
 //! for the alert outbox's pending alerts (a count over the state index).
 
@@ -67,6 +70,7 @@ fn publish(b: &Backlog) {
     metrics::gauge!("trustmsg_backlog_oldest_prepared_seconds").set(age(b.oldest_prepared_at));
     metrics::gauge!("trustmsg_backlog_oldest_pending_send_seconds")
         .set(age(b.oldest_pending_send_at));
+    metrics::gauge!("trustmsg_messages_scheduled").set(b.scheduled as f64);
     metrics::gauge!("trustmsg_alerts_undelivered").set(b.pending_alerts as f64);
     metrics::gauge!("trustmsg_alerts_oldest_undelivered_seconds")
         .set(age(b.oldest_pending_alert_at));

@@ -477,6 +477,56 @@ async fn a_resolved_commit_is_seen_sent_and_a_send_failed_message_is_redelivered
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_message_shows_when_it_is_due_and_is_sent_now_from_the_console() {
+    let (app, _kafka, token) = service_with_kafka().await;
+    let mut body = prepare_body("shop", "reminder");
+    body["deliver_after_ms"] = json!(3_600_000);
+    let (status, view) = app.prepare(Some(&token), &body).await;
+    assert_eq!(status, 201, "{view}");
+    let id = view["id"].as_u64().unwrap();
+    app.commit(Some(&token), &decision_body("shop", "reminder"))
+        .await;
+
+    let browser = signed_in(&app, 1280, 900).await;
+    browser
+        .client
+        .goto(&app.url("/console#/messages?biz_id=shop"))
+        .await
+        .unwrap();
+    let list = browser.until_text("due at").await;
+    assert!(list.contains("reminder"), "{list}");
+    browser
+        .client
+        .goto(&app.url(&format!("/console#/messages/{id}")))
+        .await
+        .unwrap();
+    let page = browser.until_text("Actions").await;
+    assert!(
+        page.contains("Delivery time") && page.contains("due at"),
+        "{page}"
+    );
+    browser.fill("#reason", "customer asked").await;
+    browser.click("#action-send-now").await;
+    browser.click("#confirm").await;
+    browser
+        .until_text("Done: the message is now COMMITTED / PENDING")
+        .await;
+    until_send_status(&app, id, SendStatus::Sent).await;
+    let trail = app.store().audit_trail(id).await.unwrap();
+    let last = trail.last().unwrap();
+    assert_eq!(
+        (
+            last.action.as_str(),
+            last.actor.as_str(),
+            last.reason.as_str()
+        ),
+        ("send_now", "operator:alice", "customer asked")
+    );
+    browser.finish().await;
+    app.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_resolves_a_failed_message_with_a_reason_and_sees_the_result() {
     let (app, _) = service_with_messages().await;
     let failed = app

@@ -12,6 +12,7 @@ mod broker_restart;
 mod bulk;
 mod canary;
 mod console_overview;
+mod delay;
 mod dev;
 mod five_classes;
 mod frozen_db;

@@ -97,8 +97,13 @@ pub struct ProducerSummaryView {
     /// and `SENT`) are not here: see `sent_recently`, `rolled_back_recently`.
     pub by_status: BTreeMap<String, u64>,
     /// Committed messages not yet in Kafka by send status, exact: `PENDING`,
-    /// `SEND_FAILED`.
+    /// `SEND_FAILED`. A message waiting for its `deliver_at` is not counted
+    /// here (nor in `by_status`) but in `scheduled`.
     pub by_send_status: BTreeMap<String, u64>,
+    /// Committed messages whose send waits for their `deliver_at`, still in
+    /// the future: scheduled, not backlog.
+    #[serde(default)]
+    pub scheduled: u64,
     /// Messages SENT within the last `recent_window_secs` (by their last change).
     pub sent_recently: u64,
     /// Messages ROLLED_BACK within the last `recent_window_secs`.
@@ -107,7 +112,8 @@ pub struct ProducerSummaryView {
     pub oldest_prepared_at: Option<DateTime<Utc>>,
     /// Its age by the database clock, in milliseconds.
     pub oldest_prepared_age_ms: Option<u64>,
-    /// When the oldest message whose send is still PENDING was committed.
+    /// Since when the oldest message whose send is still PENDING (and due)
+    /// has waited: its commit, or its `deliver_at` if that came later.
     pub oldest_pending_send_at: Option<DateTime<Utc>>,
     /// Its age by the database clock, in milliseconds.
     pub oldest_pending_send_age_ms: Option<u64>,
@@ -158,7 +164,7 @@ pub struct ResolveRequest {
     pub reason: Option<String>,
 }
 
-/// `POST /v1/admin/messages/{id}/reverify` and `…/redeliver`.
+/// `POST /v1/admin/messages/{id}/reverify`, `…/redeliver` and `…/send-now`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ActionRequest {

@@ -147,7 +147,30 @@ pub struct PrepareRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(schema_with = schemas::record_headers)]
     pub headers: Option<BTreeMap<String, String>>,
+    /// Send no earlier than this time: RFC 3339 with an offset, e.g.
+    /// `2030-01-01T09:00:00+01:00` (millisecond precision). A time in the
+    /// past means at once; at most 7 days (604800000 ms) from now. Not
+    /// together with `deliver_after_ms`. It takes part in the content
+    /// comparison (the same instant again is the same message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime, example = "2030-01-01T09:00:00+01:00")]
+    pub deliver_at: Option<String>,
+    /// Send no earlier than this many milliseconds after the prepare (by the
+    /// database clock): 0 to 604800000 (7 days).
+    /// Not together with `deliver_at`. It takes part in the content
+    /// comparison as given: a repeated prepare with the same value is the
+    /// same message (200, the time stored first), another value is a 409.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 604800000)]
+    pub deliver_after_ms: Option<u64>,
 }
+
+/// The longest delivery delay prepare accepts (`deliver_at`,
+/// `deliver_after_ms`): 7 days, in milliseconds. A delayed message is a
+/// live row of the hot table until it is sent (retention never deletes a
+/// PENDING send), so a longer delay is a job for a scheduler, not for a
+/// transactional outbox.
+pub const MAX_DELIVERY_DELAY_MS: u64 = 7 * 24 * 60 * 60 * 1000;
 
 /// `POST /v1/messages/commit` and `POST /v1/messages/rollback`. A field it
 /// does not know is refused (400).
@@ -211,6 +234,12 @@ pub struct MessageView {
     /// key's commit order (1, 2, …). Absent for every other message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order_seq: Option<u64>,
+    /// The earliest time the message may be sent (prepare's `deliver_at` or
+    /// `deliver_after_ms`); null when it was not delayed. A committed message
+    /// whose send is PENDING and whose `deliver_at` is in the future is
+    /// scheduled ("due at …"), not late.
+    #[serde(default)]
+    pub deliver_at: Option<DateTime<Utc>>,
 }
 
 /// Every error response: `{"error": {"code": ..., "message": ...}}`.

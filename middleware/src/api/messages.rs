@@ -93,6 +93,7 @@ pub(crate) async fn prepare(
         headers: valid.headers,
         first_verify_after,
         order_key,
+        deliver: valid.deliver,
     };
     let digest = new.digest();
     match state.writes.prepare(new).await? {
@@ -110,7 +111,7 @@ pub(crate) async fn prepare(
         Inserted::Existing(m) => Err(ApiError::conflict(
             "prepare_conflict",
             format!(
-                "message {:?} of {:?} was already prepared with different content (topic, key, payload or headers)",
+                "message {:?} of {:?} was already prepared with different content (topic, key, payload, headers or delivery time)",
                 m.message_key, m.biz_id
             ),
         )),

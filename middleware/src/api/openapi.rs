@@ -34,6 +34,7 @@ use super::error::RETRY_AFTER_SECS;
         crate::api::admin::act::reverify,
         crate::api::admin::act::redeliver,
         crate::api::admin::act::skip,
+        crate::api::admin::act::send_now,
         crate::api::admin::act::bulk_reverify,
         crate::api::admin::act::bulk_redeliver,
     ),

@@ -4,13 +4,16 @@
 //! a rejected request leaves no trace.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use trustmsg_verify_api::{kafka_headers, PayloadEncoding, PrepareRequest};
+use chrono::{DateTime, Utc};
+use trustmsg_verify_api::{kafka_headers, PayloadEncoding, PrepareRequest, MAX_DELIVERY_DELAY_MS};
 
 use super::error::ApiError;
 use crate::handoff::record::record_size;
+use crate::store::Delivery;
 
 /// Longest biz_id.
 pub(crate) const MAX_BIZ_ID: usize = 64;
@@ -247,6 +250,63 @@ pub(crate) struct ValidPrepare {
     pub(crate) payload: Vec<u8>,
     /// The user headers (empty when none were given).
     pub(crate) headers: BTreeMap<String, String>,
+    /// When it may be sent at the earliest; None: once committed.
+    pub(crate) deliver: Option<Delivery>,
+}
+
+/// A prepare's `deliver_at` or `deliver_after_ms` (not both): at most
+/// [`MAX_DELIVERY_DELAY_MS`] ahead. `deliver_at` is checked against `now`,
+/// this instance's clock: only the limit depends on it (the instant itself
+/// is stored as given), so a skew of seconds between instances moves the
+/// limit by seconds. A `deliver_at` in the past is kept as given (it means
+/// at once: a commit after it is due at once), which keeps a replayed
+/// prepare the same message once its time has passed; one before 1970 is
+/// refused (no database stores it the same way).
+pub(crate) fn delivery(
+    req: &PrepareRequest,
+    now: DateTime<Utc>,
+) -> Result<Option<Delivery>, ApiError> {
+    let max_days = MAX_DELIVERY_DELAY_MS / (24 * 60 * 60 * 1000);
+    match (&req.deliver_at, req.deliver_after_ms) {
+        (None, None) => Ok(None),
+        (Some(_), Some(_)) => Err(ApiError::invalid(
+            "invalid_delivery",
+            "give deliver_at (a time) or deliver_after_ms (a delay), not both",
+        )),
+        (None, Some(ms)) if ms > MAX_DELIVERY_DELAY_MS => Err(ApiError::invalid(
+            "invalid_deliver_after_ms",
+            format!(
+                "deliver_after_ms is {ms}; the longest delay is {MAX_DELIVERY_DELAY_MS} ms \
+                 ({max_days} days)"
+            ),
+        )),
+        (None, Some(ms)) => Ok(Some(Delivery::After(Duration::from_millis(ms)))),
+        (Some(at), None) => {
+            let bad = |why: String| Err(ApiError::invalid("invalid_deliver_at", why));
+            let Ok(t) = DateTime::parse_from_rfc3339(at) else {
+                return bad(format!(
+                    "deliver_at {at:?} is not an RFC 3339 time with an offset, such as \
+                     2030-01-01T09:00:00Z or 2030-01-01T10:00:00+01:00"
+                ));
+            };
+            // The stores keep milliseconds: the digest and the row agree.
+            let Some(t) = DateTime::from_timestamp_millis(t.timestamp_millis()) else {
+                return bad(format!("deliver_at {at:?} is out of range"));
+            };
+            if t.timestamp_millis() < 0 {
+                return bad(format!("deliver_at {at:?} is before 1970"));
+            }
+            let latest = now + chrono::TimeDelta::milliseconds(MAX_DELIVERY_DELAY_MS as i64);
+            if t > latest {
+                return bad(format!(
+                    "deliver_at {at:?} is more than {max_days} days ahead (the latest now is \
+                     {}); the longest delay is {max_days} days",
+                    latest.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                ));
+            }
+            Ok(Some(Delivery::At(t)))
+        }
+    }
 }
 
 /// The Kafka record the message will be must fit the producer's
@@ -293,9 +353,11 @@ pub(crate) fn prepare(
         max_payload,
     )?;
     record(req, payload.len(), &hdrs, max_record)?;
+    let deliver = delivery(req, Utc::now())?;
     Ok(ValidPrepare {
         payload,
         headers: hdrs,
+        deliver,
     })
 }
 
@@ -381,5 +443,72 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    fn with_delivery(at: Option<&str>, after: Option<u64>) -> PrepareRequest {
+        PrepareRequest {
+            biz_id: "shop".into(),
+            message_key: "k".into(),
+            topic: "t".into(),
+            key: None,
+            payload: String::new(),
+            payload_encoding: None,
+            headers: None,
+            deliver_at: at.map(str::to_string),
+            deliver_after_ms: after,
+        }
+    }
+
+    #[test]
+    fn a_delivery_time_is_an_offset_time_or_a_delay_within_7_days_never_both() {
+        let now = DateTime::parse_from_rfc3339("2030-01-01T00:00:00Z")
+            .unwrap()
+            .to_utc();
+        let ok = |at: Option<&str>, after: Option<u64>| {
+            delivery(&with_delivery(at, after), now).unwrap()
+        };
+        let refused =
+            |at: Option<&str>, after: Option<u64>| match delivery(&with_delivery(at, after), now) {
+                Err(ApiError::Invalid { code, .. }) => code,
+                other => panic!("{other:?}"),
+            };
+        assert_eq!(ok(None, None), None);
+        assert_eq!(
+            ok(None, Some(MAX_DELIVERY_DELAY_MS)),
+            Some(Delivery::After(Duration::from_millis(
+                MAX_DELIVERY_DELAY_MS
+            )))
+        );
+        assert_eq!(
+            refused(None, Some(MAX_DELIVERY_DELAY_MS + 1)),
+            "invalid_deliver_after_ms"
+        );
+        // Any offset, the same instant; kept to the millisecond.
+        assert_eq!(
+            ok(Some("2030-01-01T10:00:00.123456+10:00"), None),
+            Some(Delivery::At(
+                DateTime::parse_from_rfc3339("2030-01-01T00:00:00.123Z")
+                    .unwrap()
+                    .to_utc()
+            ))
+        );
+        assert!(ok(Some("2030-01-08T00:00:00Z"), None).is_some());
+        assert_eq!(
+            refused(Some("2030-01-08T00:00:00.001Z"), None),
+            "invalid_deliver_at"
+        );
+        // The past is kept as given (it means now); before 1970 is not.
+        assert!(ok(Some("2000-01-01T00:00:00Z"), None).is_some());
+        assert_eq!(
+            refused(Some("1969-12-31T23:59:59Z"), None),
+            "invalid_deliver_at"
+        );
+        for bad in ["tomorrow", "2030-01-01", "2030-01-01T00:00:00", ""] {
+            assert_eq!(refused(Some(bad), None), "invalid_deliver_at", "{bad:?}");
+        }
+        assert_eq!(
+            refused(Some("2030-01-01T00:00:00Z"), Some(0)),
+            "invalid_delivery"
+        );
     }
 }

@@ -13,6 +13,10 @@
 //!   up retries, expired claims and anything the fast path could not take,
 //!   which is released (due at once, see [`release`]) rather than left to
 //!   wait out its claim. An instance without a forwarder claims nothing.
+//! - **Not before its time.** A commit before the message's `deliver_at`
+//!   makes it due at that time instead of claiming it (the store's rule), so
+//!   the fast path skips it and a sweeper sends it once due, within
+//!   `--sweep-interval`; a commit after `deliver_at` is sent at once as usual.
 //! - **No double claim.** The sweeper claims with `FOR UPDATE SKIP LOCKED` and
 //!   pushes the lease out, and every later write (SENT, retry, SEND_FAILED) is
 //!   guarded by the claim's `version`, so a stale owner's write matches nothing.
@@ -510,9 +514,11 @@ pub(crate) struct ForwarderHandle {
 
 impl CommitListener for ForwarderHandle {
     fn committed(&self, message: Message) {
-        // An ordered message behind its key's head took no claim: it is
-        // not due until the head's SENT mark makes it so.
-        if message.next_send_at.is_none() {
+        // An ordered message behind its key's head took no claim: it is not
+        // due until the head's SENT mark makes it so. A commit before the
+        // message's delivery time made it due then and claimed nothing: the
+        // sweepers send it when it is due.
+        if message.next_send_at.is_none() || message.scheduled_by_commit() {
             return;
         }
         let Some(held) = self.budget.try_hold(message.payload.len()) else {

@@ -57,7 +57,7 @@ use trustmsg_verify_api::MessageView;
 pub use decide::{decide, decide_batch, decide_batch_known, DecideOutcome, DecideRequest, Target};
 pub use model::{
     order_key, Actor, AlertFilter, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed,
-    Inserted, Message, MessageFilter, NewAlert, NewMessage, OrderPos, Overdue, Producer,
+    Delivery, Inserted, Message, MessageFilter, NewAlert, NewMessage, OrderPos, Overdue, Producer,
     ProducerRecord, ProducerSummary, Quarantined, Requeue, RequeuedChunk, SentMark, Transition,
     VerifyLease, Wait,
 };
@@ -267,6 +267,20 @@ pub trait Store: Send + Sync + 'static {
     /// key: the id of the key's head (the earliest message not yet SENT or
     /// skipped). None for every other message.
     async fn blocked_by(&self, m: &Message) -> StoreResult<Option<u64>>;
+
+    /// An operator's send-now of a message waiting for its `deliver_at`:
+    /// COMMITTED with its send PENDING and `deliver_at` still in the future
+    /// (database clock). Its `deliver_at` and `next_send_at` become now, so
+    /// any sweeper sends it at once and its wait counts from now, with an
+    /// audit row (`send_now`); guarded by `version`. None when the guard
+    /// matched nothing (the row changed meanwhile, or is not such a message).
+    async fn send_now(
+        &self,
+        id: u64,
+        version: u64,
+        actor: &Actor,
+        reason: &str,
+    ) -> StoreResult<Option<Message>>;
 
     /// One chunk of an operator's bulk redeliver or re-verify, in one
     /// transaction: the first `limit` rows by id above `after_id` that match

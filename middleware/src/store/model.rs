@@ -49,6 +49,8 @@ pub struct Message {
     pub order_key: Option<Vec<u8>>,
     /// Its place in its key's commit order, taken at commit (None before).
     pub order_seq: Option<u64>,
+    /// The earliest time it may be sent; None when it was not delayed.
+    pub deliver_at: Option<DateTime<Utc>>,
 }
 
 impl Message {
@@ -60,6 +62,15 @@ impl Message {
             key,
             seq: self.order_seq?,
         })
+    }
+
+    /// Whether its commit left it waiting for its `deliver_at` rather than
+    /// claimed for sending at once: the store's rule (a commit before
+    /// `deliver_at` makes it due then) seen from the row it returned, whose
+    /// `decided_at` is the commit's database clock. The forwarder's fast
+    /// path leaves such a commit to the sweepers.
+    pub fn scheduled_by_commit(&self) -> bool {
+        matches!((self.deliver_at, self.decided_at), (Some(at), Some(decided)) if at > decided)
     }
 
     /// The API's view of the row.
@@ -85,6 +96,7 @@ impl Message {
             decided_at: self.decided_at,
             sent_at: self.sent_at,
             order_seq: self.order_seq,
+            deliver_at: self.deliver_at,
         }
     }
 }
@@ -122,16 +134,34 @@ pub struct NewMessage {
     /// message has a record key; None otherwise. Not part of the content:
     /// it follows the registration at the time of the prepare.
     pub order_key: Option<Vec<u8>>,
+    /// When it may be sent at the earliest; None: as soon as committed.
+    pub deliver: Option<Delivery>,
+}
+
+/// A prepare's delivery time, as the producer gave it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// `deliver_at`: this instant (millisecond precision).
+    At(DateTime<Utc>),
+    /// `deliver_after_ms`: this long after the prepare, by the database
+    /// clock (the clock every due-time uses, so instances with skewed clocks
+    /// agree; the row's `created_at` is the same reading).
+    After(Duration),
 }
 
 impl NewMessage {
     /// The digest that makes prepare idempotent: same digest, same message.
+    /// A delivery time takes part as the producer gave it (an instant, or a
+    /// delay in ms), so a replayed prepare with `deliver_after_ms` is the
+    /// same message although the clock moved; a message without one has the
+    /// digest it always had.
     pub fn digest(&self) -> Vec<u8> {
         content_digest(
             &self.topic,
             self.key.as_deref(),
             &self.payload,
             &self.headers,
+            self.deliver,
         )
     }
 }
@@ -142,6 +172,7 @@ fn content_digest(
     key: Option<&str>,
     payload: &[u8],
     headers: &BTreeMap<String, String>,
+    deliver: Option<Delivery>,
 ) -> Vec<u8> {
     fn field(h: &mut Sha256, bytes: &[u8]) {
         h.update((bytes.len() as u64).to_be_bytes());
@@ -161,6 +192,22 @@ fn content_digest(
     for (k, v) in headers {
         field(&mut h, k.as_bytes());
         field(&mut h, v.as_bytes());
+    }
+    // Appended only when given: earlier digests stay valid.
+    match deliver {
+        None => {}
+        Some(Delivery::At(t)) => {
+            h.update([b'@']);
+            h.update(t.timestamp_millis().to_be_bytes());
+        }
+        Some(Delivery::After(d)) => {
+            h.update([b'+']);
+            h.update(
+                u64::try_from(d.as_millis())
+                    .unwrap_or(u64::MAX)
+                    .to_be_bytes(),
+            );
+        }
     }
     h.finalize().to_vec()
 }
@@ -297,8 +344,12 @@ pub struct Backlog {
     pub counts: Vec<(String, Option<String>, u64)>,
     /// When the oldest PREPARED message was prepared.
     pub oldest_prepared_at: Option<DateTime<Utc>>,
-    /// When the oldest message whose send is PENDING was committed.
+    /// Since when the oldest message whose send is PENDING and due has
+    /// waited: its commit, or its `deliver_at` if later.
     pub oldest_pending_send_at: Option<DateTime<Utc>>,
+    /// Committed messages whose send waits for a `deliver_at` still in the
+    /// future: not backlog, so not in `counts` either.
+    pub scheduled: u64,
     /// Alerts not yet delivered to the webhook (state pending).
     pub pending_alerts: u64,
     /// When the oldest of them was raised.
@@ -382,14 +433,19 @@ pub struct ProducerSummary {
     pub rolled_back_recently: u64,
     /// When the oldest message still PREPARED was prepared.
     pub oldest_prepared_at: Option<DateTime<Utc>>,
-    /// When the oldest message whose send is still PENDING was committed.
+    /// Since when the oldest message whose send is still PENDING (and due)
+    /// has waited: its commit, or its `deliver_at` if later.
     pub oldest_pending_send_at: Option<DateTime<Utc>>,
+    /// Committed messages waiting for a `deliver_at` still in the future;
+    /// not in `by_status` or `by_send_status`.
+    pub scheduled: u64,
 }
 
 /// What an overdue message has been waiting for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
-    /// Its send to Kafka: COMMITTED, send still PENDING, counted from the commit.
+    /// Its send to Kafka: COMMITTED, send still PENDING, counted from the
+    /// commit or from its `deliver_at` if that came later.
     Send,
     /// A decision: PREPARED, counted from the prepare.
     Decision,
@@ -601,22 +657,68 @@ mod tests {
     fn digest_separates_fields_unambiguously() {
         let h = BTreeMap::new();
         assert_ne!(
-            content_digest("ab", Some("c"), b"", &h),
-            content_digest("a", Some("bc"), b"", &h)
+            content_digest("ab", Some("c"), b"", &h, None),
+            content_digest("a", Some("bc"), b"", &h, None)
         );
         assert_ne!(
-            content_digest("t", None, b"", &h),
-            content_digest("t", Some(""), b"", &h)
+            content_digest("t", None, b"", &h, None),
+            content_digest("t", Some(""), b"", &h, None)
         );
         let mut h2 = BTreeMap::new();
         h2.insert("a".to_string(), "b".to_string());
         assert_ne!(
-            content_digest("t", None, b"", &h),
-            content_digest("t", None, b"", &h2)
+            content_digest("t", None, b"", &h, None),
+            content_digest("t", None, b"", &h2, None)
         );
         assert_eq!(
-            content_digest("t", None, b"x", &h2),
-            content_digest("t", None, b"x", &h2)
+            content_digest("t", None, b"x", &h2, None),
+            content_digest("t", None, b"x", &h2, None)
+        );
+    }
+
+    #[test]
+    fn a_delivery_time_changes_the_digest_as_given_and_none_keeps_the_old_one() {
+        let h = BTreeMap::new();
+        // The digest of a message without a delivery time is the one every
+        // version before it stored (SHA-256 of topic "t", no key, empty payload, no headers).
+        let plain = content_digest("t", None, b"", &h, None);
+        let mut old = Sha256::new();
+        old.update(1u64.to_be_bytes());
+        old.update(b"t");
+        old.update([0]);
+        old.update(0u64.to_be_bytes());
+        old.update(0u64.to_be_bytes());
+        assert_eq!(plain, old.finalize().to_vec());
+        let at = DateTime::from_timestamp_millis(1_000).unwrap();
+        let later = content_digest(
+            "t",
+            None,
+            b"",
+            &h,
+            Some(Delivery::After(Duration::from_millis(1_000))),
+        );
+        let at_digest = content_digest("t", None, b"", &h, Some(Delivery::At(at)));
+        assert_ne!(plain, later);
+        assert_ne!(later, at_digest);
+        assert_eq!(
+            later,
+            content_digest(
+                "t",
+                None,
+                b"",
+                &h,
+                Some(Delivery::After(Duration::from_secs(1)))
+            )
+        );
+        assert_ne!(
+            later,
+            content_digest(
+                "t",
+                None,
+                b"",
+                &h,
+                Some(Delivery::After(Duration::from_secs(2)))
+            )
         );
     }
 }

@@ -144,10 +144,7 @@ fn takes_insert_returning(version: &str) -> bool {
 
 /// `INSERT INTO messages … VALUES (…), (…)` for `creates`, without a terminator.
 fn insert_prepared_rows(creates: &[&NewMessage]) -> QueryBuilder<MySql> {
-    let mut q = QueryBuilder::<MySql>::new(
-        "INSERT INTO messages (biz_id, message_key, topic, record_key, payload, headers, \
-         content_digest, order_key, status, next_verify_at, created_at, updated_at) ",
-    );
+    let mut q = QueryBuilder::<MySql>::new(format!("INSERT INTO messages ({PREPARE_COLUMNS}) "));
     q.push_values(creates, |mut b, m| {
         b.push_bind(m.biz_id.clone())
             .push_bind(m.message_key.clone())
@@ -163,6 +160,12 @@ fn insert_prepared_rows(creates: &[&NewMessage]) -> QueryBuilder<MySql> {
             .push_unseparated(" MICROSECOND")
             .push("UTC_TIMESTAMP(3)")
             .push("UTC_TIMESTAMP(3)");
+        let (at, after) = sql::deliver_binds::<MySql>(m);
+        b.push("COALESCE(")
+            .push_bind_unseparated(at)
+            .push_unseparated(", UTC_TIMESTAMP(3) + INTERVAL ")
+            .push_bind_unseparated(after)
+            .push_unseparated(" MICROSECOND)");
     });
     q
 }
@@ -300,26 +303,53 @@ fn transition_update(t: &Transition, at: Option<DateTime<Utc>>) -> QueryBuilder<
         .push_bind(to)
         .push(" = 'PREPARED', ");
     push_now(&mut q);
-    q.push(", requeued_at), next_send_at = IF(").push_bind(to);
-    match at {
-        Some(now) => {
-            q.push(" = 'COMMITTED', ")
-                .push_bind(lease_end(now, t.send_lease))
-                .push(", NULL)");
-        }
-        None => {
-            q.push(" = 'COMMITTED', UTC_TIMESTAMP(3) + INTERVAL ")
-                .push_bind(micros(t.send_lease))
-                .push(" MICROSECOND, NULL)");
-        }
-    }
-    q.push(", decided_at = IF(")
+    q.push(", requeued_at), next_send_at = IF(")
+        .push_bind(to)
+        .push(" = 'COMMITTED', ");
+    push_commit_due(&mut q, at, t.send_lease);
+    q.push(", NULL), decided_at = IF(")
         .push_bind(to)
         .push(" IN ('COMMITTED', 'ROLLED_BACK', 'VERIFY_FAILED'), ");
     push_now(&mut q);
     q.push(", decided_at), updated_at = ");
     push_now(&mut q);
     q
+}
+
+/// When a commit makes its message due, as SQL (`next_send_at` of the
+/// commit's UPDATE; `at` is the clock the caller read, else the
+/// statement's): at once, which for this instance's forwarder is a claim of
+/// one send lease (the fast path), or at the message's `deliver_at` if that
+/// is later (no claim: the sweepers take it then). This and [`commit_due`],
+/// its mirror for a row at hand, are the one place this backend says when a
+/// committed message is due.
+fn push_commit_due(q: &mut QueryBuilder<MySql>, at: Option<DateTime<Utc>>, lease: Duration) {
+    match at {
+        Some(now) => {
+            q.push("IF(deliver_at > ")
+                .push_bind(now)
+                .push(", deliver_at, ")
+                .push_bind(lease_end(now, lease))
+                .push(")");
+        }
+        None => {
+            q.push("IF(deliver_at > UTC_TIMESTAMP(3), deliver_at, UTC_TIMESTAMP(3) + INTERVAL ")
+                .push_bind(micros(lease))
+                .push(" MICROSECOND)");
+        }
+    }
+}
+
+/// [`push_commit_due`] for a row whose `deliver_at` is known, at the clock `now`.
+fn commit_due(
+    now: DateTime<Utc>,
+    deliver_at: Option<DateTime<Utc>>,
+    lease: Duration,
+) -> DateTime<Utc> {
+    match deliver_at {
+        Some(at) if at > now => at,
+        _ => lease_end(now, lease),
+    }
 }
 
 /// What [`transition_update`] with the clock `now` makes of `seen`, the row
@@ -340,7 +370,8 @@ fn transitioned(seen: &Message, t: &Transition, now: DateTime<Utc>) -> Message {
         m.last_error = Some(clip_error(e).to_string());
     }
     m.next_verify_at = (t.to == MessageStatus::Prepared).then_some(now);
-    m.next_send_at = (t.to == MessageStatus::Committed).then(|| lease_end(now, t.send_lease));
+    m.next_send_at =
+        (t.to == MessageStatus::Committed).then(|| commit_due(now, m.deliver_at, t.send_lease));
     if matches!(
         t.to,
         MessageStatus::Committed | MessageStatus::RolledBack | MessageStatus::VerifyFailed
@@ -422,9 +453,14 @@ impl Store for MySqlStore {
         };
         let insert = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO messages ({PREPARE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'PREPARED', \
-             UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3)){returning}"
+             UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3), \
+             COALESCE(?, UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND)){returning}"
         )));
-        let insert = sql::bind_prepare(insert, m).bind(micros(m.first_verify_after));
+        let (at, after) = sql::deliver_binds::<MySql>(m);
+        let insert = sql::bind_prepare(insert, m)
+            .bind(micros(m.first_verify_after))
+            .bind(at)
+            .bind(after);
         // Ok(row): RETURNING gave the new row; Err(done): read it back.
         let res = if self.returning {
             insert.fetch_one(&self.pool).await.map(Ok)
@@ -734,6 +770,31 @@ impl Store for MySqlStore {
 
     async fn blocked_by(&self, m: &Message) -> StoreResult<Option<u64>> {
         sql::blocked_by(&self.pool, m).await
+    }
+
+    async fn send_now(
+        &self,
+        id: u64,
+        version: u64,
+        actor: &Actor,
+        reason: &str,
+    ) -> StoreResult<Option<Message>> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query(sqlx::AssertSqlSafe(sql::send_now_update(MySql::NOW)))
+            .bind(id)
+            .bind(version)
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() != 1 {
+            // Ended now, not when the connection is next used: the row's
+            // lock must not make a sweeper's SKIP LOCKED pass it by.
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        sql::insert_audits(&mut *tx, &[AuditRow::send_now(id, actor, reason)]).await?;
+        let row = select_messages_by_ids(&mut *tx, &[id]).await?.pop();
+        tx.commit().await?;
+        Ok(row)
     }
 
     async fn requeue_chunk(

@@ -47,6 +47,16 @@ use super::{
 /// statement writes is the same instant.
 const NOW_MS: &str = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
 
+/// When a commit makes its message due, as SQL (`next_send_at` of the
+/// commit's UPDATE; `lease` is the parameter holding its send lease in ms):
+/// at once, which for this instance's forwarder is a claim of one send lease
+/// (the fast path), or at the message's `deliver_at` if that is later (no
+/// claim: the sweepers take it then). The one place this backend says when
+/// a committed message is due.
+fn commit_due(lease: &str) -> String {
+    format!("CASE WHEN deliver_at > {NOW_MS} THEN deliver_at ELSE {NOW_MS} + {lease} END")
+}
+
 /// How long a writer waits for the write lock before the call fails (and is retried
 /// by its caller as a transient error).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -209,11 +219,15 @@ impl Store for SqliteStore {
         // constraint still fails the call.
         let insert = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO messages ({PREPARE_COLUMNS}) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'PREPARED', {NOW_MS} + ?, {NOW_MS}, {NOW_MS}) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'PREPARED', {NOW_MS} + ?, {NOW_MS}, {NOW_MS}, \
+             COALESCE(?, {NOW_MS} + ?)) \
              ON CONFLICT (biz_id, message_key) DO NOTHING RETURNING {MESSAGE_COLUMNS}"
         )));
+        let (at, after) = sql::deliver_binds::<Sqlite>(m);
         let rows = sql::bind_prepare(insert, m)
             .bind(millis(m.first_verify_after))
+            .bind(at)
+            .bind(after)
             .fetch_all(&self.pool)
             .await?;
         if let Some(created) = first_message(&rows)? {
@@ -278,11 +292,12 @@ impl Store for SqliteStore {
              next_verify_at = CASE WHEN ?1 = 'PREPARED' THEN {NOW_MS} END, \
              verify_overdue_alerted = CASE WHEN ?1 = 'PREPARED' THEN 0 ELSE verify_overdue_alerted END, \
              requeued_at = CASE WHEN ?1 = 'PREPARED' THEN {NOW_MS} ELSE requeued_at END, \
-             next_send_at = CASE WHEN ?1 = 'COMMITTED' THEN {NOW_MS} + ?5 END, \
+             next_send_at = CASE WHEN ?1 = 'COMMITTED' THEN {} END, \
              decided_at = CASE WHEN ?1 IN ('COMMITTED', 'ROLLED_BACK', 'VERIFY_FAILED') \
                  THEN {NOW_MS} ELSE decided_at END, \
              updated_at = {NOW_MS} \
-             WHERE id = ?6 AND status = ?7 AND version = ?8 RETURNING {MESSAGE_COLUMNS}"
+             WHERE id = ?6 AND status = ?7 AND version = ?8 RETURNING {MESSAGE_COLUMNS}",
+            commit_due("?5")
         )))
         .bind(t.to.as_str())
         .bind(send_status)
@@ -450,6 +465,30 @@ impl Store for SqliteStore {
 
     async fn blocked_by(&self, m: &Message) -> StoreResult<Option<u64>> {
         sql::blocked_by(&self.pool, m).await
+    }
+
+    async fn send_now(
+        &self,
+        id: u64,
+        version: u64,
+        actor: &Actor,
+        reason: &str,
+    ) -> StoreResult<Option<Message>> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "{} RETURNING {MESSAGE_COLUMNS}",
+            sql::send_now_update(NOW_MS)
+        )))
+        .bind(sql_int(id))
+        .bind(sql_int(version))
+        .fetch_all(&mut *tx)
+        .await?;
+        let Some(row) = first_message(&rows)? else {
+            return Ok(None);
+        };
+        sql::insert_audits(&mut *tx, &[AuditRow::send_now(id, actor, reason)]).await?;
+        tx.commit().await?;
+        Ok(Some(row))
     }
 
     async fn requeue_chunk(

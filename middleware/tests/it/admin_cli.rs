@@ -353,3 +353,57 @@ async fn an_ordered_producer_and_a_message_blocked_behind_its_keys_head_show_in_
     assert!(stderr(&out).contains("409 wrong_state"), "{}", stderr(&out));
     app.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_sees_when_a_delayed_message_is_due_and_sends_it_now_from_the_terminal() {
+    let app = TestApp::spawn(&[]).await;
+    let mut body = prepare_body("shop", "reminder");
+    body["deliver_after_ms"] = 3_600_000.into();
+    let (status, view) = app.prepare(Some(ADMIN_TOKEN), &body).await;
+    assert_eq!(status, 201, "{view}");
+    let id = view["id"].as_u64().unwrap().to_string();
+    let (status, view) = app
+        .commit(
+            Some(ADMIN_TOKEN),
+            &trustmsg_tests::decision_body("shop", "reminder"),
+        )
+        .await;
+    assert_eq!(status, 200, "{view}");
+
+    let out = admin(&app, ADMIN_TOKEN, &["messages", "show", &id]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = stdout(&out);
+    let due = shown
+        .lines()
+        .find(|l| l.trim_start().starts_with("due at:"))
+        .unwrap_or_else(|| panic!("a due-at line: {shown}"));
+    assert!(!due.ends_with('-'), "{shown}");
+    let list = stdout(&admin(&app, ADMIN_TOKEN, &["messages", "list"]).await);
+    assert!(list.contains("due at"), "{list}");
+    let summary = stdout(&admin(&app, ADMIN_TOKEN, &["summary"]).await);
+    assert!(summary.contains("scheduled"), "{summary}");
+    let row = summary.lines().find(|l| l.contains("shop")).unwrap();
+    let cells: Vec<&str> = row
+        .split('|')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    // producer, prepared, verify failed, pending, scheduled
+    assert_eq!(&cells[..5], ["shop", "0", "0", "0", "1"], "{summary}");
+
+    let args = ["messages", "send-now", &id, "--reason", "customer asked"];
+    let out = admin(&app, ADMIN_TOKEN, &args).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("COMMITTED / PENDING"),
+        "{}",
+        stdout(&out)
+    );
+    let out = admin(&app, ADMIN_TOKEN, &args).await;
+    assert!(
+        !out.status.success(),
+        "its time has come: a second send-now is refused"
+    );
+    assert!(stderr(&out).contains("send-now"), "{}", stderr(&out));
+    app.finish().await;
+}

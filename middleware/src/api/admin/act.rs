@@ -3,8 +3,10 @@
 //! or roll back a PREPARED or VERIFY_FAILED message), `reverify`
 //! (VERIFY_FAILED → PREPARED, checked again at once) and `redeliver`
 //! (SEND_FAILED → PENDING, sent again at once), on one message or in bulk on
-//! every message a filter matches. Each is a guarded transition on the
-//! version the operator's request found: if anyone (the producer,
+//! every message a filter matches; and `send-now` (a committed message
+//! waiting for its `deliver_at` is due at once instead), on one message.
+//! Each is a guarded transition on the version the operator's request
+//! found: if anyone (the producer,
 //! check-back, another operator) changed the message first, the action
 //! changes nothing and answers 409 saying what the message is now (in bulk:
 //! that message is left alone and not counted as changed).
@@ -231,6 +233,45 @@ pub(crate) async fn skip(
             Ok(axum::Json(done.view()))
         }
         None => Err(lost_race(&state, m.id, "skip", ALLOWED).await),
+    }
+}
+
+/// A message waiting for its `deliver_at` is due now: sent at once (by a
+/// sweeper, within `--sweep-interval`) instead of at its time.
+#[utoipa::path(post, path = "/v1/admin/messages/{id}/send-now", tag = "admin",
+    params(("id" = u64, Path, description = "trustmsg's message id", minimum = 0, maximum = 9223372036854775807_f64), OperatorHeader),
+    request_body = ActionRequest,
+    responses(
+        (status = 200, description = "Due for sending now (its deliver_at is now)", body = MessageView),
+        (status = 400, description = "No reason, or a bad operator name", body = ErrorBody),
+        (status = 404, description = "No such message", body = ErrorBody),
+        (status = 409, description = "Not a committed message waiting for its deliver_at (any more)", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub(crate) async fn send_now(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Json(req): Json<ActionRequest>,
+) -> Result<axum::Json<MessageView>, ApiError> {
+    const ALLOWED: &str = "COMMITTED / PENDING messages waiting for their deliver_at";
+    let actor = operator(&headers)?;
+    let reason = reason_of(req.reason)?;
+    let m = message(&state, &id).await?;
+    // Whether its time is still ahead is the store's guard (database clock).
+    if m.send_status != Some(SendStatus::Pending) || m.deliver_at.is_none() {
+        return Err(not_now(&m, "send-now", ALLOWED));
+    }
+    match state
+        .store
+        .send_now(m.id, m.version, &actor, &reason)
+        .await?
+    {
+        Some(done) => {
+            tracing::info!(message_id = done.id, %actor, "sent now by an operator");
+            Ok(axum::Json(done.view()))
+        }
+        None => Err(lost_race(&state, m.id, "send-now", ALLOWED).await),
     }
 }
 

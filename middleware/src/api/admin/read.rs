@@ -192,6 +192,7 @@ fn summary_view(s: ProducerSummary, now: DateTime<Utc>) -> ProducerSummaryView {
         biz_id: s.biz_id,
         by_status: s.by_status,
         by_send_status: s.by_send_status,
+        scheduled: s.scheduled,
         sent_recently: s.sent_recently,
         rolled_back_recently: s.rolled_back_recently,
         oldest_prepared_at: s.oldest_prepared_at,

@@ -124,6 +124,12 @@ enum MessagesCommand {
         #[arg(long)]
         reason: String,
     },
+    /// A committed message waiting for its deliver_at: sent at once instead.
+    SendNow {
+        id: u64,
+        #[arg(long)]
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -279,6 +285,16 @@ pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<()> {
             .call(
                 Method::POST,
                 &format!("/v1/admin/messages/{id}/skip"),
+                Some(serde_json::to_value(ActionRequest {
+                    reason: Some(reason),
+                })?),
+            )
+            .await?
+            .render(view_line)?,
+        AdminCommand::Messages(MessagesCommand::SendNow { id, reason }) => client
+            .call(
+                Method::POST,
+                &format!("/v1/admin/messages/{id}/send-now"),
                 Some(serde_json::to_value(ActionRequest {
                     reason: Some(reason),
                 })?),
@@ -480,6 +496,7 @@ fn summary_table(v: &Summary) -> String {
         "prepared",
         "verify failed",
         "pending",
+        "scheduled",
         "send failed",
         &format!("sent ({window})"),
         &format!("rolled back ({window})"),
@@ -493,6 +510,7 @@ fn summary_table(v: &Summary) -> String {
             n(&p.by_status, MessageStatus::Prepared.as_str()),
             n(&p.by_status, MessageStatus::VerifyFailed.as_str()),
             n(&p.by_send_status, SendStatus::Pending.as_str()),
+            p.scheduled.to_string(),
             n(&p.by_send_status, SendStatus::SendFailed.as_str()),
             p.sent_recently.to_string(),
             p.rolled_back_recently.to_string(),
@@ -528,6 +546,7 @@ fn messages_table(v: &MessagePage) -> String {
         "send",
         "attempts",
         "created",
+        "due at",
         "last error",
     ]);
     for m in &v.items {
@@ -540,6 +559,7 @@ fn messages_table(v: &MessagePage) -> String {
             status_cell(m.send_status.map(SendStatus::as_str)),
             format!("{}/{}", m.verify_attempts, m.send_attempts),
             time(&m.created_at),
+            opt(m.deliver_at.as_ref().map(time)),
             clipped(m.last_error.as_deref()),
         ]);
     }
@@ -621,6 +641,7 @@ fn message_detail(d: &MessageDetail) -> String {
         ("last error", opt(m.last_error.as_deref())),
         ("created", time(&m.created_at)),
         ("decided", opt(m.decided_at.as_ref().map(time))),
+        ("due at", opt(m.deliver_at.as_ref().map(time))),
         ("sent", opt(m.sent_at.as_ref().map(time))),
         ("partition", opt(m.kafka_partition)),
         ("offset", opt(m.kafka_offset)),

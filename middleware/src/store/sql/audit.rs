@@ -116,6 +116,23 @@ impl AuditRow {
         }
     }
 
+    /// An operator's send-now of a delayed message (COMMITTED and PENDING
+    /// stay; it is due now instead of at its `deliver_at`).
+    pub(in crate::store) fn send_now(message_id: u64, actor: &Actor, reason: &str) -> Self {
+        let committed = Some(MessageStatus::Committed.as_str());
+        let pending = Some(SendStatus::Pending.as_str());
+        Self {
+            message_id,
+            actor: actor.to_string(),
+            action: "send_now",
+            from_status: committed,
+            to_status: committed,
+            from_send_status: pending,
+            to_send_status: pending,
+            reason: clip_error(reason).to_string(),
+        }
+    }
+
     /// An operator's repair of `requeue`'s kind: a [`AuditRow::redeliver`],
     /// or a re-verify (VERIFY_FAILED → PREPARED), as a transition records it.
     pub(in crate::store) fn requeue(

@@ -50,13 +50,13 @@ pub(super) use ordering::{
 };
 pub(super) use requeue::{count_requeueable, requeue_chunk, requeue_set};
 pub(super) use row::{
-    bind_prepare, bind_producer, column_error, message_from_row, producer_from_row, SqlRow,
-    MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
+    bind_prepare, bind_producer, column_error, deliver_binds, message_from_row, producer_from_row,
+    SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
 };
 pub(super) use statements::{
     backlog, check_attempts, delete_producer, find_message, find_producer, flag_overdue,
     list_messages, list_producers, ping, purge_finished, record_check_attempts, release_sends,
-    set_producer_token, summary,
+    send_now_update, set_producer_token, summary,
 };
 
 /// A value both backends can bind.

@@ -6,19 +6,22 @@ use chrono::{DateTime, Utc};
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
 use super::{Bind, Dialect, Query};
-use crate::store::{Message, NewMessage, Producer, ProducerRecord, StoreError, StoreResult};
+use crate::store::{
+    Delivery, Message, NewMessage, Producer, ProducerRecord, StoreError, StoreResult,
+};
 
 /// The columns [`message_from_row`] reads, in table order.
 pub(in crate::store) const MESSAGE_COLUMNS: &str =
     "id, biz_id, message_key, topic, record_key, payload, \
     headers, content_digest, status, send_status, tombstone, version, verify_attempts, \
     send_attempts, last_error, next_verify_at, next_send_at, kafka_partition, kafka_offset, \
-    created_at, updated_at, decided_at, sent_at, order_key, order_seq";
+    created_at, updated_at, decided_at, sent_at, order_key, order_seq, deliver_at";
 
-/// The columns a prepare writes; [`bind_prepare`] binds the first eight.
+/// The columns a prepare writes; [`bind_prepare`] binds the first eight, and
+/// `deliver_at` (migration 0010) is last, from [`deliver_binds`].
 pub(in crate::store) const PREPARE_COLUMNS: &str =
     "biz_id, message_key, topic, record_key, payload, \
-    headers, content_digest, order_key, status, next_verify_at, created_at, updated_at";
+    headers, content_digest, order_key, status, next_verify_at, created_at, updated_at, deliver_at";
 
 /// The columns [`producer_from_row`] reads, in table order; [`bind_producer`]
 /// binds all but the two times (`topics`, added by migration 0007, last).
@@ -131,6 +134,7 @@ pub(in crate::store) fn message_from_row(row: &impl SqlRow) -> StoreResult<Messa
         sent_at: row.opt_time("sent_at")?,
         order_key: row.opt_bytes("order_key")?,
         order_seq: row.opt_u64("order_seq")?,
+        deliver_at: row.opt_time("deliver_at")?,
     })
 }
 
@@ -188,6 +192,20 @@ where
         .bind(serde_json::to_string(&m.headers).expect("string map serialises"))
         .bind(m.digest())
         .bind(m.order_key.clone())
+}
+
+/// What a prepare binds for `deliver_at`, as the backend's
+/// `COALESCE(?, <now> + <span ?>)`: the instant given, or the delay to add
+/// to the database clock (the clock of every due-time, so instances with
+/// skewed clocks agree), or neither (NULL: not delayed).
+pub(in crate::store) fn deliver_binds<D: Dialect>(
+    m: &NewMessage,
+) -> (Option<D::Time>, Option<i64>) {
+    match m.deliver {
+        None => (None, None),
+        Some(Delivery::At(t)) => (Some(D::time(t)), None),
+        Some(Delivery::After(d)) => (None, Some(D::span(d))),
+    }
 }
 
 /// Binds a registration in [`PRODUCER_COLUMNS`] order up to `signing_secret`,

@@ -54,8 +54,16 @@ where
         ),
     };
     let state = kind.state();
-    // An operator's redeliver or re-verify starts the wait again.
-    let since = format!("{}({since}, COALESCE(requeued_at, {since}))", D::GREATEST);
+    // An operator's redeliver or re-verify starts the wait again; a send
+    // delayed to `deliver_at` waits from then, not from its commit.
+    let later = match wait {
+        Wait::Send => format!(", COALESCE(deliver_at, {since})"),
+        Wait::Decision => String::new(),
+    };
+    let since = format!(
+        "{}({since}, COALESCE(requeued_at, {since}){later})",
+        D::GREATEST
+    );
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT id, biz_id, message_key, {attempts} AS attempts, {since} AS since, last_error \
          FROM messages WHERE {state} AND {due} IS NOT NULL AND {flag} = 0 \
@@ -98,6 +106,19 @@ where
         flagged.push(overdue);
     }
     Ok(flagged)
+}
+
+/// [`crate::store::Store::send_now`]'s UPDATE (`now` is the dialect's
+/// clock; binds `id`, `version`): a committed, PENDING row whose
+/// `deliver_at` is still ahead becomes due now, its delivery time now (so
+/// its wait counts from now), its version bumped.
+pub(in crate::store) fn send_now_update(now: &str) -> String {
+    format!(
+        "UPDATE messages SET next_send_at = {now}, deliver_at = {now}, \
+         version = version + 1, updated_at = {now} \
+         WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING' \
+         AND deliver_at > {now}"
+    )
 }
 
 /// [`crate::store::Store::release_sends`]: one guarded UPDATE for the lot.
@@ -209,6 +230,24 @@ where
 const LIVE: &str = "(status IN ('PREPARED', 'VERIFY_FAILED') \
      OR (status = 'COMMITTED' AND send_status IN ('PENDING', 'SEND_FAILED')))";
 
+/// 1 for a committed message whose send waits for a `deliver_at` still in
+/// the future, else 0: scheduled, reported apart from the backlog.
+fn scheduled<D: Dialect>() -> String {
+    format!(
+        "CASE WHEN send_status = 'PENDING' AND deliver_at > {} THEN 1 ELSE 0 END",
+        D::NOW
+    )
+}
+
+/// Since when a PENDING send has waited: its commit, or its `deliver_at` if
+/// that came later (as the overdue watch counts it).
+fn send_wait_since<D: Dialect>() -> String {
+    format!(
+        "{}(decided_at, COALESCE(deliver_at, decided_at))",
+        D::GREATEST
+    )
+}
+
 /// [`crate::store::Store::summary`]: two statements, neither of which reads
 /// the finished rows that make up most of the table. The live states are
 /// counted exactly from their index ranges; the finished ones only over the
@@ -225,9 +264,11 @@ where
     i64: Bind<D>,
 {
     let live = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT biz_id, status, send_status, COUNT(*) AS n, MIN(created_at) AS oldest_created, \
-         MIN(decided_at) AS oldest_decided FROM messages WHERE {LIVE} \
-         GROUP BY biz_id, status, send_status"
+        "SELECT biz_id, status, send_status, {SCHEDULED} AS scheduled, COUNT(*) AS n, \
+         MIN(created_at) AS oldest_created, MIN({SEND_WAIT_SINCE}) AS oldest_decided \
+         FROM messages WHERE {LIVE} GROUP BY biz_id, status, send_status, scheduled",
+        SCHEDULED = scheduled::<D>(),
+        SEND_WAIT_SINCE = send_wait_since::<D>(),
     )))
     .fetch_all(pool)
     .await?;
@@ -265,6 +306,10 @@ where
         let send = row.opt_text("send_status")?;
         let n = u64::try_from(row.opt_i64("n")?.unwrap_or(0)).unwrap_or(0);
         let s = entry(&mut by_biz, row.text("biz_id")?);
+        if row.opt_i64("scheduled")?.unwrap_or(0) != 0 {
+            s.scheduled += n;
+            continue;
+        }
         *s.by_status.entry(status.clone()).or_default() += n;
         if let Some(send) = &send {
             *s.by_send_status.entry(send.clone()).or_default() += n;
@@ -494,11 +539,13 @@ where
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
 {
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT status, send_status, COUNT(*) AS n, MIN(created_at) AS oldest_created, \
-         MIN(decided_at) AS oldest_decided, {} AS now FROM messages \
+        "SELECT status, send_status, {} AS scheduled, COUNT(*) AS n, \
+         MIN(created_at) AS oldest_created, MIN({}) AS oldest_decided, {} AS now FROM messages \
          WHERE status IN ('PREPARED', 'VERIFY_FAILED') \
          OR (status = 'COMMITTED' AND send_status IN ('PENDING', 'SEND_FAILED')) \
-         GROUP BY status, send_status",
+         GROUP BY status, send_status, scheduled",
+        scheduled::<D>(),
+        send_wait_since::<D>(),
         D::NOW
     )))
     .fetch_all(pool)
@@ -508,6 +555,10 @@ where
         let status = row.text("status")?;
         let send = row.opt_text("send_status")?;
         let n = u64::try_from(row.opt_i64("n")?.unwrap_or(0)).unwrap_or(0);
+        if row.opt_i64("scheduled")?.unwrap_or(0) != 0 {
+            b.scheduled += n;
+            continue;
+        }
         if status == "PREPARED" {
             b.oldest_prepared_at = row.opt_time("oldest_created")?;
         }

@@ -240,6 +240,7 @@ pub(crate) fn new_message(key: &str, first_verify_after: Duration) -> NewMessage
         headers: BTreeMap::from([("content-type".to_string(), "application/json".to_string())]),
         first_verify_after,
         order_key: None,
+        deliver: None,
     }
 }
 
@@ -504,5 +505,6 @@ pub(crate) fn arrange_dummy() -> Message {
         sent_at: None,
         order_key: None,
         order_seq: None,
+        deliver_at: None,
     }
 }

@@ -18,6 +18,7 @@ mod batches;
 mod bulk;
 mod clock;
 mod decisions;
+mod delivery;
 pub(crate) mod harness;
 mod keepalive;
 mod operators;
@@ -127,6 +128,13 @@ conformance! {
         an_unreadable_row_is_quarantined_and_the_rest_of_its_send_claim_goes_ahead,
         an_unreadable_row_is_quarantined_and_the_rest_of_its_verify_claim_goes_ahead,
     ],
+    delivery: [
+        a_commit_before_deliver_at_makes_it_due_then_unclaimed_and_after_it_at_once,
+        a_batch_of_commits_with_the_rows_at_hand_follows_the_same_rule,
+        a_delayed_send_is_overdue_counted_from_its_deliver_at,
+        send_now_applies_only_to_a_committed_send_waiting_for_its_time,
+        a_prepare_batch_stores_each_delivery_time,
+    ],
     overdue: [
         flag_overdue_finds_each_pending_send_once_and_touches_nothing_else,
         flag_overdue_finds_each_undecided_prepare_once_and_touches_nothing_else,
@@ -195,6 +203,10 @@ mod mysql_without_returning {
             a_transition_batch_of_rows_just_read_returns_each_row_as_stored,
             a_decision_batch_has_the_outcomes_of_deciding_one_by_one,
             a_decision_batch_with_rows_held_has_the_outcomes_of_reading_them,
+        ],
+        delivery: [
+            a_prepare_batch_stores_each_delivery_time,
+            a_batch_of_commits_with_the_rows_at_hand_follows_the_same_rule,
         ],
     }
 }
