@@ -17,6 +17,10 @@
 //! - [`barrier`]: a marker table in the producer's MySQL/MariaDB database that
 //!   makes check-back answers exact, even while the local transaction is still
 //!   running.
+//! - Tracing: prepare carries the caller's W3C trace context
+//!   ([`Message::trace_context`], or with the `opentelemetry` cargo feature
+//!   the current OpenTelemetry span); trustmsg sends it on to check-back and
+//!   as the `traceparent`/`tracestate` headers of the Kafka record.
 //!
 //! ```no_run
 //! use trustmsg_client::{barrier, check_router, Message, Producer, TxOutcome};
@@ -60,6 +64,8 @@ pub mod barrier;
 mod check;
 mod client;
 mod error;
+#[cfg(feature = "opentelemetry")]
+mod otel;
 mod transaction;
 
 pub use check::{check_router, CheckEndpoint, DEFAULT_CHECK_PATH, DEFAULT_TOLERANCE};

@@ -378,6 +378,7 @@ async function alertsPage(params) {
       h("td", { class: "num" }, String(a.delivery_attempts)),
       h("td", { class: "num" }, since(a.created_at)),
       h("td", { class: "err" }, clip(a.last_delivery_error, 120)),
+      h("td", { class: "key" }, a.trace_id || "—"),
     ),
   );
   const nav = h(
@@ -390,7 +391,7 @@ async function alertsPage(params) {
   );
   list.replaceChildren(
     table(
-      ["Alert", "Kind", "Message", "Producer", "Key", "State", "POSTs", "Age", "Last delivery error"],
+      ["Alert", "Kind", "Message", "Producer", "Key", "State", "POSTs", "Age", "Last delivery error", "Trace id"],
       rows,
       state === "pending" ? "Every alert has reached the webhook." : "No alert matches.",
     ),
@@ -658,6 +659,7 @@ async function messagePage(id) {
       ["Send attempts", String(m.send_attempts)],
       ["Last error", m.last_error || "—"],
       ["Kafka partition / offset", m.kafka_partition === null || m.kafka_partition === undefined ? "not sent yet" : m.kafka_partition + " / " + m.kafka_offset],
+      ["Trace id", m.trace_id ? h("span", { class: "key", id: "trace-id" }, m.trace_id) : "— (prepared without a traceparent)"],
       ["Created", when(m.created_at) + " (" + since(m.created_at) + " ago)"],
       ["Decided", when(m.decided_at)],
       ["Sent", when(m.sent_at)],

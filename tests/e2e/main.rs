@@ -24,4 +24,5 @@ mod no_forwarder;
 mod startup_refusals;
 mod tail;
 mod topics;
+mod tracing;
 mod verify_lease;

@@ -43,6 +43,10 @@ pub struct Message {
     pub updated_at: DateTime<Utc>,
     pub decided_at: Option<DateTime<Utc>>,
     pub sent_at: Option<DateTime<Utc>>,
+    /// The prepare's W3C `traceparent`, version-00 form (migration 0011).
+    pub traceparent: Option<String>,
+    /// The prepare's W3C `tracestate`, kept only with a `traceparent`.
+    pub tracestate: Option<String>,
 }
 
 impl Message {
@@ -68,6 +72,10 @@ impl Message {
             updated_at: self.updated_at,
             decided_at: self.decided_at,
             sent_at: self.sent_at,
+            trace_id: self
+                .traceparent
+                .as_deref()
+                .and_then(trustmsg_verify_api::trace_context::trace_id_of),
         }
     }
 }
@@ -83,6 +91,11 @@ pub struct NewMessage {
     pub headers: BTreeMap<String, String>,
     /// Delay from now (database clock) until the first check-back.
     pub first_verify_after: Duration,
+    /// The validated W3C `traceparent` to store (version-00 form). Not part
+    /// of the content: a retried prepare under another trace is the same message.
+    pub traceparent: Option<String>,
+    /// The validated `tracestate`, only with a `traceparent`.
+    pub tracestate: Option<String>,
 }
 
 impl NewMessage {

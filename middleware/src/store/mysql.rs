@@ -146,7 +146,7 @@ fn takes_insert_returning(version: &str) -> bool {
 fn insert_prepared_rows(creates: &[&NewMessage]) -> QueryBuilder<MySql> {
     let mut q = QueryBuilder::<MySql>::new(
         "INSERT INTO messages (biz_id, message_key, topic, record_key, payload, headers, \
-         content_digest, status, next_verify_at, created_at, updated_at) ",
+         content_digest, traceparent, tracestate, status, next_verify_at, created_at, updated_at) ",
     );
     q.push_values(creates, |mut b, m| {
         b.push_bind(m.biz_id.clone())
@@ -156,6 +156,8 @@ fn insert_prepared_rows(creates: &[&NewMessage]) -> QueryBuilder<MySql> {
             .push_bind(m.payload.clone())
             .push_bind(serde_json::to_string(&m.headers).expect("string map serialises"))
             .push_bind(m.digest())
+            .push_bind(m.traceparent.clone())
+            .push_bind(m.tracestate.clone())
             .push("'PREPARED'")
             .push("UTC_TIMESTAMP(3) + INTERVAL ")
             .push_bind_unseparated(micros(m.first_verify_after))
@@ -420,7 +422,7 @@ impl Store for MySqlStore {
             String::new()
         };
         let insert = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO messages ({PREPARE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 'PREPARED', \
+            "INSERT INTO messages ({PREPARE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'PREPARED', \
              UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3)){returning}"
         )));
         let insert = sql::bind_prepare(insert, m).bind(micros(m.first_verify_after));

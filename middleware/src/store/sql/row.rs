@@ -13,12 +13,12 @@ pub(in crate::store) const MESSAGE_COLUMNS: &str =
     "id, biz_id, message_key, topic, record_key, payload, \
     headers, content_digest, status, send_status, tombstone, version, verify_attempts, \
     send_attempts, last_error, next_verify_at, next_send_at, kafka_partition, kafka_offset, \
-    created_at, updated_at, decided_at, sent_at";
+    created_at, updated_at, decided_at, sent_at, traceparent, tracestate";
 
-/// The columns a prepare writes; [`bind_prepare`] binds the first seven.
+/// The columns a prepare writes; [`bind_prepare`] binds the first nine.
 pub(in crate::store) const PREPARE_COLUMNS: &str =
     "biz_id, message_key, topic, record_key, payload, \
-    headers, content_digest, status, next_verify_at, created_at, updated_at";
+    headers, content_digest, traceparent, tracestate, status, next_verify_at, created_at, updated_at";
 
 /// The columns [`producer_from_row`] reads, in table order; [`bind_producer`]
 /// binds all but the two times (`topics`, added by migration 0007, last).
@@ -129,6 +129,8 @@ pub(in crate::store) fn message_from_row(row: &impl SqlRow) -> StoreResult<Messa
         updated_at: row.time("updated_at")?,
         decided_at: row.opt_time("decided_at")?,
         sent_at: row.opt_time("sent_at")?,
+        traceparent: row.opt_text("traceparent")?,
+        tracestate: row.opt_text("tracestate")?,
     })
 }
 
@@ -166,7 +168,7 @@ pub(super) fn lossy_text(row: &impl SqlRow, col: &str) -> String {
 }
 
 /// Binds what a prepare stores, in [`PREPARE_COLUMNS`] order up to
-/// `content_digest`; the status and the times are the backend's SQL.
+/// `tracestate`; the status and the times are the backend's SQL.
 pub(in crate::store) fn bind_prepare<'q, D>(q: Query<'q, D>, m: &NewMessage) -> Query<'q, D>
 where
     D: Dialect,
@@ -183,6 +185,8 @@ where
         .bind(m.payload.as_slice())
         .bind(serde_json::to_string(&m.headers).expect("string map serialises"))
         .bind(m.digest())
+        .bind(m.traceparent.clone())
+        .bind(m.tracestate.clone())
 }
 
 /// Binds a registration in [`PRODUCER_COLUMNS`] order up to `signing_secret`,

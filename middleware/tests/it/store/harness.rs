@@ -239,6 +239,8 @@ pub(crate) fn new_message(key: &str, first_verify_after: Duration) -> NewMessage
         payload: b"{\"amount\":42}".to_vec(),
         headers: BTreeMap::from([("content-type".to_string(), "application/json".to_string())]),
         first_verify_after,
+        traceparent: None,
+        tracestate: None,
     }
 }
 
@@ -500,5 +502,7 @@ pub(crate) fn arrange_dummy() -> Message {
         updated_at: DateTime::UNIX_EPOCH,
         decided_at: None,
         sent_at: None,
+        traceparent: None,
+        tracestate: None,
     }
 }
