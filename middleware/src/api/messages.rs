@@ -56,8 +56,8 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
 #[utoipa::path(post, path = "/v1/messages/prepare", tag = "messages",
     request_body = PrepareRequest,
     params(
-        ("traceparent" = Option<String>, Header, description = "W3C Trace Context `traceparent` (version 00: `00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`, lower case). Stored with the message and propagated to check-back and the Kafka record; invalid: ignored, never refused.", pattern = "^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-.*)?$"),
-        ("tracestate" = Option<String>, Header, description = "W3C Trace Context `tracestate` (at most 32 members, 512 characters), kept with a valid `traceparent`; invalid: dropped.", max_length = 512),
+        ("traceparent" = Option<String>, Header, description = "W3C Trace Context `traceparent` (version 00: `00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`, lower case). Stored with the message and propagated to check-back and the Kafka record. Any value is accepted: an invalid one is ignored (and counted), never refused."),
+        ("tracestate" = Option<String>, Header, description = "W3C Trace Context `tracestate` (at most 32 members, 512 characters), kept with a valid `traceparent`. Any value is accepted: an invalid one is dropped."),
     ),
     responses(
         (status = 201, description = "Stored", body = MessageView),
