@@ -143,6 +143,7 @@ impl Application {
         // A bad certificate stops the start-up before anything is touched.
         let certificates = cfg.tls.clone().map(Certificates::load).transpose()?;
         metrics_setup::install();
+        crate::telemetry::describe_metrics();
         if let Some(otlp) = &cfg.otlp {
             crate::telemetry::install(otlp)?;
         }

@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime};
 
 use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
 use axum::Extension;
@@ -17,7 +17,7 @@ use super::auth::{self, Authenticated};
 use super::error::ApiError;
 use super::{validate, AppState, Json};
 use crate::store::{DecideOutcome, Inserted, Message, NewMessage, Producer};
-use crate::telemetry::{self, OwnSpan};
+use crate::telemetry::{self, OwnSpan, TraceHeaders};
 
 /// The most a commit or rollback body may be: two short strings, each at
 /// most a few hundred bytes even with every character JSON-escaped.
@@ -72,11 +72,11 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
 pub(crate) async fn prepare(
     State(state): State<AppState>,
     Extension(who): Extension<Authenticated>,
-    http: HeaderMap,
+    http: TraceHeaders,
     Json(req): Json<PrepareRequest>,
 ) -> Result<(StatusCode, axum::Json<MessageView>), ApiError> {
     let started = SystemTime::now();
-    let trace = telemetry::incoming(&http);
+    let trace = http.parse(true);
     let mut span = OwnSpan::start(
         "trustmsg prepare",
         SpanKind::Server,
@@ -232,7 +232,7 @@ fn topic_allowed(
 pub(crate) async fn commit(
     State(state): State<AppState>,
     Extension(who): Extension<Authenticated>,
-    http: HeaderMap,
+    http: TraceHeaders,
     Json(req): Json<DecisionRequest>,
 ) -> Result<axum::Json<MessageView>, ApiError> {
     decide(state, &who, &http, req, true).await
@@ -250,7 +250,7 @@ pub(crate) async fn commit(
 pub(crate) async fn rollback(
     State(state): State<AppState>,
     Extension(who): Extension<Authenticated>,
-    http: HeaderMap,
+    http: TraceHeaders,
     Json(req): Json<DecisionRequest>,
 ) -> Result<axum::Json<MessageView>, ApiError> {
     decide(state, &who, &http, req, false).await
@@ -262,7 +262,7 @@ pub(crate) async fn rollback(
 async fn decide(
     state: AppState,
     who: &Authenticated,
-    http: &HeaderMap,
+    http: &TraceHeaders,
     req: DecisionRequest,
     commit: bool,
 ) -> Result<axum::Json<MessageView>, ApiError> {
@@ -272,7 +272,7 @@ async fn decide(
             .map(|m| axum::Json(m.view()));
     }
     let started = SystemTime::now();
-    let request_trace = telemetry::incoming(http);
+    let request_trace = http.parse(false);
     let result = decide_message(state, who, req, commit).await;
     let name = if commit {
         "trustmsg commit"
