@@ -17,7 +17,9 @@ use prost::Message as _;
 use serde_json::{json, Value};
 use trustmsg_tests::check_server::TraceHeaders;
 use trustmsg_tests::kafka::Consumed;
-use trustmsg_tests::{eventually, serve, CheckServer, Reply, ServiceProcess, TestDb, ADMIN_TOKEN};
+use trustmsg_tests::{
+    eventually, serve, AlertSink, CheckServer, Reply, ServiceProcess, TestDb, ADMIN_TOKEN,
+};
 
 use crate::harness::{settings, Kafka, FAST_VERIFY};
 
@@ -94,7 +96,11 @@ async fn a_record_of(kafka: &Kafka, id: u64) -> Consumed {
 async fn a_traceparent_on_prepare_reaches_check_back_the_kafka_record_and_the_views() {
     let db = TestDb::create().await;
     let kafka = Kafka::start(&["e2e-trace"]);
-    let service = ServiceProcess::start(&db, kafka.mock.bootstrap(), FAST_VERIFY).await;
+    let sink = AlertSink::start().await;
+    let webhook = sink.url();
+    let mut flags = FAST_VERIFY.to_vec();
+    flags.extend(["--alert-webhook", webhook.as_str()]);
+    let service = ServiceProcess::start(&db, kafka.mock.bootstrap(), &flags).await;
     let check = CheckServer::start().await;
     check.script("checked", Reply::Decide("commit"));
     let (token, secret) = service
@@ -173,6 +179,13 @@ async fn a_traceparent_on_prepare_reaches_check_back_the_kafka_record_and_the_vi
         )
         .await;
     assert_eq!(page["items"][0]["trace_id"], TRACE_ID, "{page}");
+    eventually(30, "the alert at the webhook", async || {
+        sink.alerts().iter().any(|a| a["message_id"] == id)
+    })
+    .await;
+    let posted = sink.alerts();
+    let posted = posted.iter().find(|a| a["message_id"] == id).unwrap();
+    assert_eq!(posted["trace_id"], TRACE_ID, "{posted}");
     let (_, shown) = service
         .call(
             reqwest::Method::GET,
