@@ -75,13 +75,12 @@ pub(crate) async fn prepare(
     http: TraceHeaders,
     Json(req): Json<PrepareRequest>,
 ) -> Result<(StatusCode, axum::Json<MessageView>), ApiError> {
-    let started = SystemTime::now();
     let trace = http.parse(true);
     let mut span = OwnSpan::start(
         "trustmsg prepare",
         SpanKind::Server,
         trace.as_ref().map(|(tp, ts)| (tp, ts.as_deref())),
-        Some(started),
+        None,
         || {
             vec![
                 KeyValue::new("trustmsg.biz_id", req.biz_id.clone()),
