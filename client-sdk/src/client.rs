@@ -104,6 +104,8 @@ pub struct Message {
     payload: String,
     encoding: Option<PayloadEncoding>,
     headers: BTreeMap<String, String>,
+    traceparent: Option<String>,
+    tracestate: Option<String>,
     deliver: Option<Deliver>,
 }
 
@@ -134,6 +136,8 @@ impl Message {
             encoding: None,
             headers: BTreeMap::new(),
             deliver: None,
+            traceparent: None,
+            tracestate: None,
         }
     }
 
@@ -219,6 +223,54 @@ impl Message {
     pub fn deliver_at(mut self, at: chrono::DateTime<chrono::Utc>) -> Self {
         self.deliver = Some(Deliver::At(at));
         self
+    }
+
+    /// The W3C trace context to prepare under: sent as the `traceparent`
+    /// and `tracestate` headers of the prepare request. trustmsg stores it
+    /// and sends it on with check-back calls and as headers of the Kafka
+    /// record, so the consumer continues the producer's trace. An invalid
+    /// `traceparent` is ignored by the service (never refused). Without
+    /// this, the `opentelemetry` feature takes the current OpenTelemetry
+    /// context's span.
+    ///
+    /// ```
+    /// let m = trustmsg_client::Message::new("order-1", "orders", "{}").trace_context(
+    ///     "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    ///     Some("shop=t61rcWkgMzE"),
+    /// );
+    /// assert_eq!(m.traceparent(), Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+    /// ```
+    pub fn trace_context(
+        mut self,
+        traceparent: impl Into<String>,
+        tracestate: Option<impl Into<String>>,
+    ) -> Self {
+        self.traceparent = Some(traceparent.into());
+        self.tracestate = tracestate.map(Into::into);
+        self
+    }
+
+    /// The explicit `traceparent` given with [`Message::trace_context`].
+    pub fn traceparent(&self) -> Option<&str> {
+        self.traceparent.as_deref()
+    }
+
+    /// The trace headers prepare sends: the explicit ones, else (feature
+    /// `opentelemetry`) the current OpenTelemetry span's, else none.
+    fn trace_headers(&self) -> Vec<(&'static str, String)> {
+        use trustmsg_verify_api::trace_context::{TRACEPARENT, TRACESTATE};
+        if let Some(tp) = &self.traceparent {
+            let mut h = vec![(TRACEPARENT, tp.clone())];
+            if let Some(ts) = &self.tracestate {
+                h.push((TRACESTATE, ts.clone()));
+            }
+            return h;
+        }
+        #[cfg(feature = "opentelemetry")]
+        let current = crate::otel::current_trace_headers();
+        #[cfg(not(feature = "opentelemetry"))]
+        let current = Vec::new();
+        current
     }
 
     /// The producer's key for this message.
@@ -477,10 +529,11 @@ impl Producer {
     pub async fn prepare(&self, message: &Message) -> Result<MessageView, Error> {
         let body = serde_json::to_vec(&message.to_request(&self.biz_id))
             .map_err(|e| Error::Config(format!("encoding the prepare request: {e}")))?;
-        self.call(
+        self.call_with(
             Method::POST,
             self.url(&["v1", "messages", "prepare"])?,
             Some(body),
+            &message.trace_headers(),
         )
         .await
     }
@@ -562,10 +615,21 @@ impl Producer {
         url: Url,
         body: Option<Vec<u8>>,
     ) -> Result<T, Error> {
+        self.call_with(method, url, body, &[]).await
+    }
+
+    async fn call_with<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<Vec<u8>>,
+        headers: &[(&'static str, String)],
+    ) -> Result<T, Error> {
         let attempts = AtomicU32::new(0);
         let result = (|| async {
             attempts.fetch_add(1, Ordering::Relaxed);
-            self.attempt(method.clone(), url.clone(), body.clone()).await
+            self.attempt(method.clone(), url.clone(), body.clone(), headers)
+                .await
         })
         .retry(self.retry.backoff())
         .when(|e| matches!(e, Attempt::Transient { .. }))
@@ -597,8 +661,12 @@ impl Producer {
         method: Method,
         url: Url,
         body: Option<Vec<u8>>,
+        headers: &[(&'static str, String)],
     ) -> Result<T, Attempt> {
         let mut req = self.http.request(method, url).bearer_auth(&self.token);
+        for (name, value) in headers {
+            req = req.header(*name, value);
+        }
         if let Some(body) = body {
             req = req
                 .header(reqwest::header::CONTENT_TYPE, "application/json")

@@ -20,6 +20,10 @@
 //! - Delivery at a chosen time: [`Message::deliver_after`] and
 //!   [`Message::deliver_at`] (at most 7 days ahead); committed earlier, the
 //!   message waits for its time, committed later it goes at once.
+//! - Tracing: prepare carries the caller's W3C trace context
+//!   ([`Message::trace_context`], or with the `opentelemetry` cargo feature
+//!   the current OpenTelemetry span); trustmsg sends it on to check-back and
+//!   as the `traceparent`/`tracestate` headers of the Kafka record.
 //!
 //! ```no_run
 //! use trustmsg_client::{barrier, check_router, Message, Producer, TxOutcome};
@@ -63,6 +67,8 @@ pub mod barrier;
 mod check;
 mod client;
 mod error;
+#[cfg(feature = "opentelemetry")]
+mod otel;
 mod transaction;
 
 pub use check::{check_router, CheckEndpoint, DEFAULT_CHECK_PATH, DEFAULT_TOLERANCE};

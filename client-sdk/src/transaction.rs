@@ -35,6 +35,9 @@ use crate::{Error, Message, Producer};
 /// assert_eq!(report(&o), "failed: out of stock");
 /// assert!(!o.local_committed());
 /// ```
+// The message view is returned by value as it always was (boxing it would
+// break every match on the outcome); an outcome is made once per message.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum TxOutcome<T, E> {
     /// The local transaction committed and so did the message.

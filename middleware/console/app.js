@@ -392,6 +392,7 @@ async function alertsPage(params) {
       h("td", { class: "num" }, String(a.delivery_attempts)),
       h("td", { class: "num" }, since(a.created_at)),
       h("td", { class: "err" }, clip(a.last_delivery_error, 120)),
+      h("td", { class: "key" }, a.trace_id || "—"),
     ),
   );
   const nav = h(
@@ -404,7 +405,7 @@ async function alertsPage(params) {
   );
   list.replaceChildren(
     table(
-      ["Alert", "Kind", "Message", "Producer", "Key", "State", "POSTs", "Age", "Last delivery error"],
+      ["Alert", "Kind", "Message", "Producer", "Key", "State", "POSTs", "Age", "Last delivery error", "Trace id"],
       rows,
       state === "pending" ? "Every alert has reached the webhook." : "No alert matches.",
     ),
@@ -676,6 +677,7 @@ async function messagePage(id) {
         ? [["Blocked by", h("span", { id: "blocked-by" }, "message ", h("a", { href: "#/messages/" + d.blocked_by }, String(d.blocked_by)), ", the earliest message of this key not yet sent: this one goes once it is SENT or skipped")]]
         : []),
       ["Kafka partition / offset", m.kafka_partition === null || m.kafka_partition === undefined ? "not sent yet" : m.kafka_partition + " / " + m.kafka_offset],
+      ["Trace id", m.trace_id ? h("span", { class: "key", id: "trace-id" }, m.trace_id) : "— (prepared without a traceparent)"],
       ["Created", when(m.created_at) + " (" + since(m.created_at) + " ago)"],
       ["Decided", when(m.decided_at)],
       ["Delivery time", m.deliver_at ? dueAt(m) : "at once (not delayed)"],

@@ -102,6 +102,8 @@ pub struct AlertBody<'a> {
     pub last_error: &'a str,
     /// When the alert was raised (RFC 3339, database clock).
     pub created_at: chrono::DateTime<chrono::Utc>,
+    /// The message's W3C trace id, null when its prepare carried none.
+    pub trace_id: Option<&'a str>,
 }
 
 impl<'a> From<&'a AlertView> for AlertBody<'a> {
@@ -115,6 +117,7 @@ impl<'a> From<&'a AlertView> for AlertBody<'a> {
             attempts: a.attempts,
             last_error: &a.last_error,
             created_at: a.created_at,
+            trace_id: a.trace_id.as_deref(),
         }
     }
 }

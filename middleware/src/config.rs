@@ -256,6 +256,30 @@ pub struct ServeArgs {
     /// Alerting.
     #[command(flatten)]
     pub alerts: AlertArgs,
+
+    /// Spans of our own, exported over OTLP.
+    #[command(flatten)]
+    pub tracing: TracingArgs,
+}
+
+/// Spans of trustmsg's own (prepare, commit, rollback, check-back, send),
+/// exported over OTLP/HTTP protobuf. Trace propagation (a prepare's
+/// `traceparent` to check-back and the Kafka record) works without them.
+#[derive(Debug, Clone, Args)]
+pub struct TracingArgs {
+    /// Export spans to this OpenTelemetry collector: its OTLP/HTTP base URL
+    /// (e.g. `http://127.0.0.1:4318`; spans are POSTed to `<URL>/v1/traces`
+    /// as protobuf). Off when not given: no spans are made at all.
+    #[arg(long, env = "TRUSTMSG_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<url::Url>,
+
+    /// The `service.name` the exported spans carry.
+    #[arg(long, env = "TRUSTMSG_OTLP_SERVICE_NAME", default_value = "trustmsg")]
+    pub otlp_service_name: String,
+
+    /// How often the batched spans are exported (and at shutdown).
+    #[arg(long, env = "TRUSTMSG_OTLP_EXPORT_INTERVAL", default_value = "5s", value_parser = positive_duration)]
+    pub otlp_export_interval: Duration,
 }
 
 /// Kafka and forwarder settings.
@@ -552,6 +576,8 @@ pub(crate) struct Settings {
     pub(crate) backlog_interval: Duration,
     /// How long finished messages are kept; None: forever.
     pub(crate) retention: Option<Duration>,
+    /// Where spans are exported, if anywhere.
+    pub(crate) otlp: Option<crate::telemetry::OtlpSettings>,
 }
 
 /// Whether this instance runs a forwarder.
@@ -676,11 +702,37 @@ impl ServeArgs {
             shutdown_grace: self.shutdown_grace,
             backlog_interval: self.backlog_interval,
             retention: Some(self.retention).filter(|d| !d.is_zero()),
+            otlp: self.otlp()?,
             overdue: OverdueSettings {
                 send_after: Some(self.alerts.alert_send_overdue_after).filter(|d| !d.is_zero()),
                 verify_after: Some(self.alerts.alert_verify_overdue_after).filter(|d| !d.is_zero()),
             },
         })
+    }
+
+    /// `--otlp-endpoint`: an http or https URL without query or fragment.
+    fn otlp(&self) -> Result<Option<crate::telemetry::OtlpSettings>, ConfigError> {
+        let t = &self.tracing;
+        let Some(endpoint) = t.otlp_endpoint.clone() else {
+            return Ok(None);
+        };
+        if !matches!(endpoint.scheme(), "http" | "https")
+            || endpoint.query().is_some()
+            || endpoint.fragment().is_some()
+        {
+            return Err(ConfigError(format!(
+                "--otlp-endpoint {endpoint} must be the collector's OTLP/HTTP base URL, \
+                 http or https without query or fragment (e.g. http://127.0.0.1:4318)"
+            )));
+        }
+        if t.otlp_service_name.trim().is_empty() {
+            return Err(ConfigError("--otlp-service-name must not be empty".into()));
+        }
+        Ok(Some(crate::telemetry::OtlpSettings {
+            endpoint,
+            service_name: t.otlp_service_name.clone(),
+            interval: t.otlp_export_interval,
+        }))
     }
 
     /// A payload of the limit must make a record Kafka takes, or prepare
@@ -700,11 +752,13 @@ impl ServeArgs {
             &"b".repeat(MAX_BIZ_ID),
             &"k".repeat(MAX_MESSAGE_KEY),
             None,
+            true,
         );
         if record > limit {
             return Err(ConfigError(format!(
                 "--max-payload-bytes ({payload}) does not fit --kafka-message-max-bytes ({limit}): \
-                 with trustmsg's own headers and the record framing its record is {record} bytes; \
+                 with trustmsg's own headers (trace context included) and the record framing its \
+                 record is {record} bytes; \
                  lower --max-payload-bytes to at most {} or raise --kafka-message-max-bytes",
                 payload - (record - limit)
             )));

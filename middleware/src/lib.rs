@@ -49,5 +49,6 @@ mod retention;
 mod secret;
 pub mod startup;
 pub mod store;
+pub mod telemetry;
 pub mod tls;
 pub mod verifier;

@@ -143,6 +143,10 @@ impl Application {
         // A bad certificate stops the start-up before anything is touched.
         let certificates = cfg.tls.clone().map(Certificates::load).transpose()?;
         metrics_setup::install();
+        crate::telemetry::describe_metrics();
+        if let Some(otlp) = &cfg.otlp {
+            crate::telemetry::install(otlp)?;
+        }
         if cfg.auth.insecure {
             tracing::warn!(
                 "!!! --insecure-no-auth: every request is accepted without a token. \
@@ -287,6 +291,7 @@ impl Application {
         for w in self.workers {
             let _ = w.await;
         }
+        crate::telemetry::shutdown().await;
         served.context("HTTP server")?;
         tracing::info!("trustmsg stopped");
         Ok(())

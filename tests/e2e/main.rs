@@ -26,4 +26,5 @@ mod ordering;
 mod startup_refusals;
 mod tail;
 mod topics;
+mod tracing;
 mod verify_lease;

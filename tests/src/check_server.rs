@@ -51,12 +51,22 @@ pub enum Reply {
     InvalidUtf8,
 }
 
+/// The W3C trace headers of one signature-valid call, as they came.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TraceHeaders {
+    /// `traceparent` (None: absent).
+    pub traceparent: Option<String>,
+    /// `tracestate` (None: absent).
+    pub tracestate: Option<String>,
+}
+
 #[derive(Default)]
 struct ServerState {
     secret: Mutex<Option<String>>,
     default: Mutex<Option<Reply>>,
     scripts: Mutex<HashMap<String, Reply>>,
     calls: Mutex<HashMap<String, Vec<u32>>>,
+    traces: Mutex<HashMap<String, Vec<TraceHeaders>>>,
     bad_signatures: AtomicU32,
     total: AtomicU32,
     huge_chunks: AtomicU64,
@@ -127,6 +137,17 @@ impl CheckServer {
     pub fn attempts(&self, message_key: &str) -> Vec<u32> {
         self.state
             .calls
+            .lock()
+            .unwrap()
+            .get(message_key)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The trace headers of every signature-valid call for `message_key`.
+    pub fn trace_headers(&self, message_key: &str) -> Vec<TraceHeaders> {
+        self.state
+            .traces
             .lock()
             .unwrap()
             .get(message_key)
@@ -235,6 +256,20 @@ async fn handle(State(s): State<Arc<ServerState>>, headers: HeaderMap, body: Byt
         .entry(req.message_key.clone())
         .or_default()
         .push(req.attempt);
+    let optional = |name: &str| {
+        headers
+            .get(name)
+            .map(|v| v.to_str().unwrap_or("<not text>").to_string())
+    };
+    s.traces
+        .lock()
+        .unwrap()
+        .entry(req.message_key.clone())
+        .or_default()
+        .push(TraceHeaders {
+            traceparent: optional("traceparent"),
+            tracestate: optional("tracestate"),
+        });
     let _guard = InFlight::enter(&s);
     let reply = s
         .scripts

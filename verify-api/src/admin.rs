@@ -447,6 +447,11 @@ pub struct AlertView {
     pub last_delivery_error: Option<String>,
     /// When the webhook took it (delivered only).
     pub delivered_at: Option<DateTime<Utc>>,
+    /// The message's W3C trace id (see the message view's `trace_id`); null
+    /// when its prepare carried no `traceparent`.
+    #[serde(default)]
+    #[schema(pattern = "^[0-9a-f]{32}$")]
+    pub trace_id: Option<String>,
 }
 
 /// One page of alerts (`GET /v1/admin/alerts`).

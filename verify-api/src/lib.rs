@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 pub mod admin;
+pub mod trace_context;
 
 /// The decision state of a message (`status` in the message view).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
@@ -240,6 +241,11 @@ pub struct MessageView {
     /// scheduled ("due at …"), not late.
     #[serde(default)]
     pub deliver_at: Option<DateTime<Utc>>,
+    /// The W3C trace id (32 lower-case hex) of the `traceparent` the prepare
+    /// request carried; null when it carried none (or an invalid one).
+    #[serde(default)]
+    #[schema(pattern = "^[0-9a-f]{32}$")]
+    pub trace_id: Option<String>,
 }
 
 /// Every error response: `{"error": {"code": ..., "message": ...}}`.
@@ -583,6 +589,14 @@ pub mod kafka_headers {
     pub const MESSAGE_KEY: &str = "trustmsg-message-key";
     /// User headers may not start with this prefix.
     pub const RESERVED_PREFIX: &str = "trustmsg-";
+    /// W3C Trace Context of a message whose prepare carried a valid
+    /// `traceparent`: the producer's trace, with trustmsg's send span as the
+    /// parent when trustmsg exports spans (`--otlp-endpoint`), else the
+    /// prepare's value as it came. It replaces a user header of the same
+    /// name; a message prepared without one keeps its user headers as given.
+    pub const TRACEPARENT: &str = crate::trace_context::TRACEPARENT;
+    /// The prepare's `tracestate`, as it came, alongside [`TRACEPARENT`].
+    pub const TRACESTATE: &str = crate::trace_context::TRACESTATE;
 }
 
 #[cfg(test)]

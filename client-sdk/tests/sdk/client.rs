@@ -162,3 +162,21 @@ async fn wrong_token_is_unauthorized_and_another_producers_id_is_forbidden() {
     assert!(matches!(err, Error::Forbidden { .. }), "{err:?}");
     svc.finish().await;
 }
+
+#[tokio::test]
+async fn prepare_carries_an_explicit_trace_context_to_the_service() {
+    let svc = TestApp::spawn(&[]).await;
+    let p = svc.producer("shop").await;
+    let traced = order("o-traced").trace_context(
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        Some("shop=1"),
+    );
+    let view = p.prepare(&traced).await.unwrap();
+    assert_eq!(
+        view.trace_id.as_deref(),
+        Some("4bf92f3577b34da6a3ce929d0e0e4736")
+    );
+    let plain = p.prepare(&order("o-plain")).await.unwrap();
+    assert_eq!(plain.trace_id, None, "no trace context, none stored");
+    svc.finish().await;
+}

@@ -1,7 +1,7 @@
 //! The producer API: prepare, commit, rollback, get (`docs/architecture.md`,
 //! "Producer API").
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::StatusCode;
@@ -9,12 +9,15 @@ use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
 use axum::Extension;
 use axum::Router;
+use opentelemetry::trace::SpanKind;
+use opentelemetry::KeyValue;
 use trustmsg_verify_api::{DecisionRequest, ErrorBody, MessageView, PrepareRequest};
 
 use super::auth::{self, Authenticated};
 use super::error::ApiError;
 use super::{validate, AppState, Json};
-use crate::store::{order_key, DecideOutcome, Inserted, NewMessage, Producer};
+use crate::store::{order_key, DecideOutcome, Inserted, Message, NewMessage, Producer};
+use crate::telemetry::{self, OwnSpan, TraceHeaders};
 
 /// The most a commit or rollback body may be: two short strings, each at
 /// most a few hundred bytes even with every character JSON-escaped.
@@ -45,8 +48,17 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
 }
 
 /// Stores a PREPARED message.
+///
+/// A W3C `traceparent` header (and `tracestate`) is stored with the message
+/// and sent on with its check-back calls and its Kafka record. An invalid
+/// `traceparent` is ignored (counted in `trustmsg_traceparent_invalid_total`),
+/// an invalid `tracestate` dropped; neither is ever refused.
 #[utoipa::path(post, path = "/v1/messages/prepare", tag = "messages",
     request_body = PrepareRequest,
+    params(
+        ("traceparent" = Option<String>, Header, description = "W3C Trace Context `traceparent` (version 00: `00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`, lower case). Stored with the message and propagated to check-back and the Kafka record. Any value is accepted: an invalid one is ignored (and counted), never refused."),
+        ("tracestate" = Option<String>, Header, description = "W3C Trace Context `tracestate` (at most 32 members, 512 characters), kept with a valid `traceparent`. Any value is accepted: an invalid one is dropped."),
+    ),
     responses(
         (status = 201, description = "Stored", body = MessageView),
         (status = 200, description = "Already stored with identical content", body = MessageView),
@@ -60,14 +72,56 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
 pub(crate) async fn prepare(
     State(state): State<AppState>,
     Extension(who): Extension<Authenticated>,
+    http: TraceHeaders,
     Json(req): Json<PrepareRequest>,
+) -> Result<(StatusCode, axum::Json<MessageView>), ApiError> {
+    let trace = http.parse(true);
+    let mut span = OwnSpan::start(
+        "trustmsg prepare",
+        SpanKind::Server,
+        trace.as_ref().map(|(tp, ts)| (tp, ts.as_deref())),
+        None,
+        || {
+            vec![
+                KeyValue::new("trustmsg.biz_id", req.biz_id.clone()),
+                KeyValue::new("trustmsg.message_key", req.message_key.clone()),
+                KeyValue::new("messaging.destination.name", req.topic.clone()),
+            ]
+        },
+    );
+    // Stored: the producer's trace context as it came; without one (and
+    // only when spans are exported) this prepare span starts the trace.
+    let (traceparent, tracestate) = match trace {
+        Some((tp, ts)) => (Some(tp.to_string()), ts),
+        None => (span.traceparent().map(|tp| tp.to_string()), None),
+    };
+    let result = prepare_traced(state, who, req, traceparent, tracestate).await;
+    match &result {
+        Ok((_, view)) => span.set(|| KeyValue::new("trustmsg.message_id", view.id as i64)),
+        Err(e) => span.fail(e),
+    }
+    span.end();
+    result
+}
+
+async fn prepare_traced(
+    state: AppState,
+    who: Authenticated,
+    req: PrepareRequest,
+    traceparent: Option<String>,
+    tracestate: Option<String>,
 ) -> Result<(StatusCode, axum::Json<MessageView>), ApiError> {
     validate::biz_id(&req.biz_id)?;
     let registered = match who.may_act_for(&req.biz_id)? {
         Some(p) => Some(p),
         None => state.producer(&req.biz_id).await?,
     };
-    let valid = validate::prepare(&req, state.max_payload_bytes, state.max_record_bytes)?;
+    let valid = validate::prepare(
+        &req,
+        state.max_payload_bytes,
+        state.max_record_bytes,
+        traceparent.is_some(),
+    )?;
     topic_allowed(
         registered.as_deref(),
         &req.biz_id,
@@ -94,6 +148,8 @@ pub(crate) async fn prepare(
         first_verify_after,
         order_key,
         deliver: valid.deliver,
+        traceparent,
+        tracestate,
     };
     let digest = new.digest();
     match state.writes.prepare(new).await? {
@@ -184,9 +240,10 @@ fn topic_allowed(
 pub(crate) async fn commit(
     State(state): State<AppState>,
     Extension(who): Extension<Authenticated>,
+    http: TraceHeaders,
     Json(req): Json<DecisionRequest>,
 ) -> Result<axum::Json<MessageView>, ApiError> {
-    decide(state, &who, req, true).await
+    decide(state, &who, &http, req, true).await
 }
 
 /// Rolls back a message; an unknown one leaves a tombstone.
@@ -201,17 +258,82 @@ pub(crate) async fn commit(
 pub(crate) async fn rollback(
     State(state): State<AppState>,
     Extension(who): Extension<Authenticated>,
+    http: TraceHeaders,
     Json(req): Json<DecisionRequest>,
 ) -> Result<axum::Json<MessageView>, ApiError> {
-    decide(state, &who, req, false).await
+    decide(state, &who, &http, req, false).await
 }
 
+/// The decision, and with exported spans its span: a child of the
+/// request's own `traceparent` when it carries a valid one, else of the
+/// message's stored one (none for a message without).
 async fn decide(
+    state: AppState,
+    who: &Authenticated,
+    http: &TraceHeaders,
+    req: DecisionRequest,
+    commit: bool,
+) -> Result<axum::Json<MessageView>, ApiError> {
+    if !telemetry::exporting() {
+        return decide_message(state, who, req, commit)
+            .await
+            .map(|m| axum::Json(m.view()));
+    }
+    let started = SystemTime::now();
+    let request_trace = http.parse(false);
+    let result = decide_message(state, who, req, commit).await;
+    let name = if commit {
+        "trustmsg commit"
+    } else {
+        "trustmsg rollback"
+    };
+    fn attributes(m: &Message) -> impl FnOnce() -> Vec<KeyValue> + '_ {
+        move || {
+            vec![
+                KeyValue::new("trustmsg.biz_id", m.biz_id.clone()),
+                KeyValue::new("trustmsg.message_key", m.message_key.clone()),
+                KeyValue::new("trustmsg.message_id", m.id as i64),
+            ]
+        }
+    }
+    let mut span = match (&request_trace, &result) {
+        (Some((tp, ts)), Ok(m)) => OwnSpan::start(
+            name,
+            SpanKind::Server,
+            Some((tp, ts.as_deref())),
+            Some(started),
+            attributes(m),
+        ),
+        (Some((tp, ts)), Err(_)) => OwnSpan::start(
+            name,
+            SpanKind::Server,
+            Some((tp, ts.as_deref())),
+            Some(started),
+            Vec::new,
+        ),
+        (None, Ok(m)) => OwnSpan::child_of_stored(
+            name,
+            SpanKind::Server,
+            m.traceparent.as_deref(),
+            m.tracestate.as_deref(),
+            Some(started),
+            attributes(m),
+        ),
+        (None, Err(_)) => return result.map(|m| axum::Json(m.view())),
+    };
+    if let Err(e) = &result {
+        span.fail(e);
+    }
+    span.end();
+    result.map(|m| axum::Json(m.view()))
+}
+
+async fn decide_message(
     state: AppState,
     who: &Authenticated,
     req: DecisionRequest,
     commit: bool,
-) -> Result<axum::Json<MessageView>, ApiError> {
+) -> Result<Message, ApiError> {
     validate::biz_id(&req.biz_id)?;
     validate::message_key(&req.message_key)?;
     who.may_act_for(&req.biz_id)?;
@@ -222,7 +344,7 @@ async fn decide(
     match outcome {
         // A commit was handed to the forwarder by the write itself (see
         // `coalesce`), even if this request is cut off now.
-        DecideOutcome::Decided(m) | DecideOutcome::AlreadyDecided(m) => Ok(axum::Json(m.view())),
+        DecideOutcome::Decided(m) | DecideOutcome::AlreadyDecided(m) => Ok(m),
         DecideOutcome::Conflict(m) => Err(ApiError::conflict(
             if commit {
                 "already_rolled_back"

@@ -316,6 +316,7 @@ pub(crate) fn record(
     payload_len: usize,
     headers: &BTreeMap<String, String>,
     max_record: usize,
+    traced: bool,
 ) -> Result<(), ApiError> {
     let size = record_size(
         req.key.as_deref(),
@@ -324,6 +325,7 @@ pub(crate) fn record(
         &req.biz_id,
         &req.message_key,
         None,
+        traced,
     );
     if size > max_record {
         return Err(ApiError::TooLarge(format!(
@@ -340,6 +342,7 @@ pub(crate) fn prepare(
     req: &PrepareRequest,
     max_payload: usize,
     max_record: usize,
+    traced: bool,
 ) -> Result<ValidPrepare, ApiError> {
     biz_id(&req.biz_id)?;
     message_key(&req.message_key)?;
@@ -352,7 +355,7 @@ pub(crate) fn prepare(
         req.payload_encoding.unwrap_or_default(),
         max_payload,
     )?;
-    record(req, payload.len(), &hdrs, max_record)?;
+    record(req, payload.len(), &hdrs, max_record, traced)?;
     let deliver = delivery(req, Utc::now())?;
     Ok(ValidPrepare {
         payload,

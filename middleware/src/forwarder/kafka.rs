@@ -403,8 +403,14 @@ impl KafkaSink {
         };
         let producer = self.current();
         let id = m.id.to_string();
-        let mut headers = OwnedHeaders::new_with_capacity(m.headers.len() + 3);
+        let mut headers = OwnedHeaders::new_with_capacity(m.headers.len() + 5);
+        // A traced message's own trace context replaces user headers of the
+        // same names: consumers' propagators read one of each.
+        let traced = m.traceparent.is_some();
         for (k, v) in &m.headers {
+            if traced && (k == kafka_headers::TRACEPARENT || k == kafka_headers::TRACESTATE) {
+                continue;
+            }
             headers = headers.insert(Header {
                 key: k,
                 value: Some(v.as_bytes()),
@@ -423,6 +429,18 @@ impl KafkaSink {
                 key: kafka_headers::MESSAGE_KEY,
                 value: Some(m.message_key.as_bytes()),
             });
+        if let Some(tp) = &m.traceparent {
+            headers = headers.insert(Header {
+                key: kafka_headers::TRACEPARENT,
+                value: Some(tp.as_bytes()),
+            });
+            if let Some(ts) = &m.tracestate {
+                headers = headers.insert(Header {
+                    key: kafka_headers::TRACESTATE,
+                    value: Some(ts.as_bytes()),
+                });
+            }
+        }
         let (report, delivered) = oneshot::channel();
         let mut record = BaseRecord::<'_, str, [u8], _>::with_opaque_to(topic, Box::new(report))
             .payload(payload.as_slice())
@@ -689,6 +707,7 @@ mod tests {
         key: &str,
         payload: &[u8],
         headers: &BTreeMap<String, String>,
+        traced: bool,
     ) -> bool {
         use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
         let producer: BaseProducer = ClientConfig::new()
@@ -707,7 +726,11 @@ mod tests {
             (kafka_headers::MESSAGE_ID, "12345"),
             (kafka_headers::BIZ_ID, "orders"),
             (kafka_headers::MESSAGE_KEY, "o-1"),
-        ] {
+        ]
+        .into_iter()
+        .chain(traced.then_some((kafka_headers::TRACEPARENT, TRACEPARENT)))
+        .chain(traced.then_some((kafka_headers::TRACESTATE, TRACESTATE_LONGEST.as_str())))
+        {
             hdrs = hdrs.insert(Header {
                 key: name,
                 value: Some(value.as_bytes()),
@@ -739,22 +762,56 @@ mod tests {
         headers.insert("content-type".to_string(), "application/json".to_string());
         headers.insert("h".repeat(70), "v".repeat(300));
         let key = "k".repeat(200);
-        let fixed = record_size(Some(&key), 0, &headers, "orders", "o-1", Some(5));
+        let fixed = record_size(Some(&key), 0, &headers, "orders", "o-1", Some(5), false);
         let fits = limit - fixed;
         assert_eq!(
-            record_size(Some(&key), fits, &headers, "orders", "o-1", Some(5)),
+            record_size(Some(&key), fits, &headers, "orders", "o-1", Some(5), false),
             limit
         );
-        assert!(librdkafka_takes(limit, &key, &vec![b'x'; fits], &headers));
+        assert!(librdkafka_takes(
+            limit,
+            &key,
+            &vec![b'x'; fits],
+            &headers,
+            false
+        ));
         assert!(!librdkafka_takes(
             limit,
             &key,
             &vec![b'x'; fits + 1],
-            &headers
+            &headers,
+            false
         ));
         assert!(
-            record_size(Some(&key), fits, &headers, "orders", "o-1", None) > limit,
+            record_size(Some(&key), fits, &headers, "orders", "o-1", None, false) > limit,
             "an unknown id is counted at its longest"
         );
+    }
+
+    const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    static TRACESTATE_LONGEST: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| format!("k={}", "v".repeat(510)));
+
+    #[test]
+    fn a_traced_record_counts_its_trace_headers_at_their_longest() {
+        let limit = 5_000;
+        let headers = BTreeMap::new();
+        let fixed = record_size(Some("k"), 0, &headers, "orders", "o-1", Some(5), true);
+        let fits = limit - fixed;
+        assert_eq!(TRACESTATE_LONGEST.len(), 512);
+        assert!(librdkafka_takes(
+            limit,
+            "k",
+            &vec![b'x'; fits],
+            &headers,
+            true
+        ));
+        assert!(!librdkafka_takes(
+            limit,
+            "k",
+            &vec![b'x'; fits + 1],
+            &headers,
+            true
+        ));
     }
 }

@@ -65,6 +65,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
+use opentelemetry::trace::SpanKind;
+use opentelemetry::KeyValue;
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
@@ -72,6 +74,7 @@ use tokio_util::sync::CancellationToken;
 use crate::backoff::Backoff;
 use crate::handoff::CommitListener;
 use crate::store::{deadline, Actor, DynStore, Message, SentMark};
+use crate::telemetry::OwnSpan;
 use budget::{Held, PayloadBudget};
 use kafka::{KafkaSink, SendError};
 use release::Releaser;
@@ -156,7 +159,39 @@ impl Forwarder {
     /// SEND_FAILED (and alerts). A success still needs its mark written.
     pub(crate) async fn deliver(&self, mut m: Message) -> Outcome {
         let payload = std::mem::take(&mut m.payload);
-        match self.inner.sink.send(&m, payload).await {
+        // With exported spans, the record's traceparent names the send span.
+        let mut span = OwnSpan::child_of_stored(
+            "trustmsg send",
+            SpanKind::Producer,
+            m.traceparent.as_deref(),
+            m.tracestate.as_deref(),
+            None,
+            || {
+                vec![
+                    KeyValue::new("messaging.system", "kafka"),
+                    KeyValue::new("messaging.operation.type", "send"),
+                    KeyValue::new(
+                        "messaging.destination.name",
+                        m.topic.clone().unwrap_or_default(),
+                    ),
+                    KeyValue::new("trustmsg.message_id", m.id as i64),
+                    KeyValue::new("trustmsg.send_attempt", i64::from(m.send_attempts) + 1),
+                ]
+            },
+        );
+        m.traceparent = span.propagate(m.traceparent.as_deref());
+        let sent = self.inner.sink.send(&m, payload).await;
+        match &sent {
+            Ok((partition, offset)) => {
+                span.set(|| KeyValue::new("messaging.kafka.offset", *offset));
+                span.set(|| {
+                    KeyValue::new("messaging.destination.partition.id", partition.to_string())
+                });
+            }
+            Err(e) => span.fail(e),
+        }
+        span.end();
+        match sent {
             Ok((partition, offset)) => {
                 metrics::counter!("trustmsg_forwarder_sent_total").increment(1);
                 Outcome::Sent(SentMark {

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use trustmsg_verify_api::kafka_headers;
+use trustmsg_verify_api::trace_context::{TRACEPARENT_LEN, TRACESTATE_MAX_LEN};
 
 /// The framing librdkafka counts on top of key, value and headers when it
 /// checks a record against `message.max.bytes` (`RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD`:
@@ -39,6 +40,10 @@ fn header_len(name: usize, value: usize) -> usize {
 /// librdkafka's `rd_kafka_msg_max_wire_size`, so a message whose size is at
 /// most the limit is never refused as too large. `message_id_len` is the
 /// length of the id header's value; `None` counts it at its longest.
+/// `traced`: the message carries a trace context, whose `traceparent` and
+/// `tracestate` headers are counted at their longest (55 and 512 bytes; the
+/// forwarder may send its own span as the parent, always 55). They replace
+/// user headers of the same names, which are counted too: never under.
 pub(crate) fn record_size(
     key: Option<&str>,
     payload_len: usize,
@@ -46,6 +51,7 @@ pub(crate) fn record_size(
     biz_id: &str,
     message_key: &str,
     message_id_len: Option<usize>,
+    traced: bool,
 ) -> usize {
     let user: usize = headers
         .iter()
@@ -56,5 +62,11 @@ pub(crate) fn record_size(
         message_id_len.unwrap_or(MAX_MESSAGE_ID_DIGITS),
     ) + header_len(kafka_headers::BIZ_ID.len(), biz_id.len())
         + header_len(kafka_headers::MESSAGE_KEY.len(), message_key.len());
-    RECORD_OVERHEAD + key.map_or(0, str::len) + payload_len + user + own
+    let trace = if traced {
+        header_len(kafka_headers::TRACEPARENT.len(), TRACEPARENT_LEN)
+            + header_len(kafka_headers::TRACESTATE.len(), TRACESTATE_MAX_LEN)
+    } else {
+        0
+    };
+    RECORD_OVERHEAD + trace + key.map_or(0, str::len) + payload_len + user + own
 }

@@ -51,6 +51,10 @@ pub struct Message {
     pub order_seq: Option<u64>,
     /// The earliest time it may be sent; None when it was not delayed.
     pub deliver_at: Option<DateTime<Utc>>,
+    /// The prepare's W3C `traceparent`, version-00 form (migration 0011).
+    pub traceparent: Option<String>,
+    /// The prepare's W3C `tracestate`, kept only with a `traceparent`.
+    pub tracestate: Option<String>,
 }
 
 impl Message {
@@ -97,6 +101,10 @@ impl Message {
             sent_at: self.sent_at,
             order_seq: self.order_seq,
             deliver_at: self.deliver_at,
+            trace_id: self
+                .traceparent
+                .as_deref()
+                .and_then(trustmsg_verify_api::trace_context::trace_id_of),
         }
     }
 }
@@ -130,6 +138,11 @@ pub struct NewMessage {
     pub headers: BTreeMap<String, String>,
     /// Delay from now (database clock) until the first check-back.
     pub first_verify_after: Duration,
+    /// The validated W3C `traceparent` to store (version-00 form). Not part
+    /// of the content: a retried prepare under another trace is the same message.
+    pub traceparent: Option<String>,
+    /// The validated `tracestate`, only with a `traceparent`.
+    pub tracestate: Option<String>,
     /// [`order_key`] when the producer is registered ordered and the
     /// message has a record key; None otherwise. Not part of the content:
     /// it follows the registration at the time of the prepare.

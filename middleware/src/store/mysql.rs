@@ -154,6 +154,8 @@ fn insert_prepared_rows(creates: &[&NewMessage]) -> QueryBuilder<MySql> {
             .push_bind(serde_json::to_string(&m.headers).expect("string map serialises"))
             .push_bind(m.digest())
             .push_bind(m.order_key.clone())
+            .push_bind(m.traceparent.clone())
+            .push_bind(m.tracestate.clone())
             .push("'PREPARED'")
             .push("UTC_TIMESTAMP(3) + INTERVAL ")
             .push_bind_unseparated(micros(m.first_verify_after))
@@ -452,7 +454,7 @@ impl Store for MySqlStore {
             String::new()
         };
         let insert = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO messages ({PREPARE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'PREPARED', \
+            "INSERT INTO messages ({PREPARE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'PREPARED', \
              UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3), \
              COALESCE(?, UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND)){returning}"
         )));

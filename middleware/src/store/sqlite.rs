@@ -219,7 +219,7 @@ impl Store for SqliteStore {
         // constraint still fails the call.
         let insert = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO messages ({PREPARE_COLUMNS}) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'PREPARED', {NOW_MS} + ?, {NOW_MS}, {NOW_MS}, \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'PREPARED', {NOW_MS} + ?, {NOW_MS}, {NOW_MS}, \
              COALESCE(?, {NOW_MS} + ?)) \
              ON CONFLICT (biz_id, message_key) DO NOTHING RETURNING {MESSAGE_COLUMNS}"
         )));

@@ -6,14 +6,17 @@
 
 use std::time::Duration;
 
+use opentelemetry::trace::SpanKind;
+use opentelemetry::KeyValue;
 use trustmsg_verify_api::{CheckRequest, Decision, MessageStatus};
 
 use super::claim::Claim;
-use super::client::{CheckFailure, Endpoint};
+use super::client::{CheckFailure, Endpoint, Trace};
 use super::limit::{Load, Permit};
 use super::writes::Reschedule;
 use super::{Inner, Outcome};
 use crate::store::{Actor, CheckAttempt, Message, Transition};
+use crate::telemetry::OwnSpan;
 
 impl Inner {
     /// Calls the producer about the claimed row and applies the answer; the
@@ -77,10 +80,38 @@ impl Inner {
                     secret: &p.signing_secret,
                     timeout,
                 };
-                (
-                    self.client.check(endpoint, &req).await,
-                    p.max_verify_attempts.max(1),
-                )
+                let mut span = OwnSpan::child_of_stored(
+                    "trustmsg check-back",
+                    SpanKind::Client,
+                    m.traceparent.as_deref(),
+                    m.tracestate.as_deref(),
+                    None,
+                    || {
+                        vec![
+                            KeyValue::new("trustmsg.biz_id", m.biz_id.clone()),
+                            KeyValue::new("trustmsg.message_id", m.id as i64),
+                            KeyValue::new("trustmsg.check_attempt", i64::from(attempt)),
+                            KeyValue::new("http.request.method", "POST"),
+                        ]
+                    },
+                );
+                let traceparent = span.propagate(m.traceparent.as_deref());
+                let trace = Trace {
+                    traceparent: traceparent.as_deref(),
+                    tracestate: m.tracestate.as_deref(),
+                };
+                let (status, answer) = self.client.check(endpoint, &req, trace).await;
+                if let Some(s) = status {
+                    span.set(|| KeyValue::new("http.response.status_code", i64::from(s.as_u16())));
+                }
+                match &answer {
+                    Ok(d) => span.set(|| {
+                        KeyValue::new("trustmsg.decision", format!("{d:?}").to_lowercase())
+                    }),
+                    Err(e) => span.fail(e),
+                }
+                span.end();
+                ((status, answer), p.max_verify_attempts.max(1))
             }
         };
         let took = started.elapsed();

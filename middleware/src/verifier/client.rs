@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
+use trustmsg_verify_api::trace_context::{TRACEPARENT, TRACESTATE};
 use trustmsg_verify_api::webhook::{self, MAX_RESPONSE_BYTES};
 use trustmsg_verify_api::{signature, CheckRequest, CheckResponse, Decision};
 
@@ -111,6 +112,16 @@ pub(crate) struct Endpoint<'a> {
     pub(crate) timeout: Duration,
 }
 
+/// The trace context a check-back call carries (W3C `traceparent`,
+/// `tracestate`): none for a message prepared without one.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Trace<'a> {
+    /// Our check-back span when spans are exported, else the stored value.
+    pub(crate) traceparent: Option<&'a str>,
+    /// The stored `tracestate`, sent only with a `traceparent`.
+    pub(crate) tracestate: Option<&'a str>,
+}
+
 /// The check-back HTTP client (cheap to clone; connections are pooled).
 #[derive(Clone)]
 pub(crate) struct CheckClient {
@@ -142,8 +153,9 @@ impl CheckClient {
         &self,
         endpoint: Endpoint<'_>,
         req: &CheckRequest,
+        trace: Trace<'_>,
     ) -> (Option<StatusCode>, Result<Decision, CheckFailure>) {
-        match self.call(endpoint, req).await {
+        match self.call(endpoint, req, trace).await {
             Ok((status, answer)) => (Some(status), answer),
             Err(failure) => (None, Err(failure)),
         }
@@ -154,6 +166,7 @@ impl CheckClient {
         &self,
         endpoint: Endpoint<'_>,
         req: &CheckRequest,
+        trace: Trace<'_>,
     ) -> Result<(StatusCode, Result<Decision, CheckFailure>), CheckFailure> {
         let url = url::Url::parse(endpoint.url).map_err(|e| CheckFailure::BadUrl {
             url: endpoint.url.to_string(),
@@ -166,14 +179,21 @@ impl CheckClient {
         let sig = signature::sign(endpoint.secret, &id, ts, &body)
             .map_err(|e| CheckFailure::Sign(e.to_string()))?;
         let call = async {
-            let resp = self
+            let mut post = self
                 .http
                 .post(url.clone())
                 .timeout(endpoint.timeout)
                 .header(CONTENT_TYPE, "application/json")
                 .header(webhook::ID, &id)
                 .header(webhook::TIMESTAMP, ts.to_string())
-                .header(webhook::SIGNATURE, sig)
+                .header(webhook::SIGNATURE, sig);
+            if let Some(tp) = trace.traceparent {
+                post = post.header(TRACEPARENT, tp);
+                if let Some(state) = trace.tracestate {
+                    post = post.header(TRACESTATE, state);
+                }
+            }
+            let resp = post
                 .body(body)
                 .send()
                 .await

@@ -645,6 +645,7 @@ fn message_detail(d: &MessageDetail) -> String {
         ("sent", opt(m.sent_at.as_ref().map(time))),
         ("partition", opt(m.kafka_partition)),
         ("offset", opt(m.kafka_offset)),
+        ("trace id", opt(m.trace_id.as_deref())),
     ] {
         out.push(format!("{k:>20}: {v}"));
     }

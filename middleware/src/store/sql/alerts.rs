@@ -25,7 +25,7 @@ use crate::store::{AlertFilter, NewAlert, StoreError, StoreResult};
 /// The columns [`alert_from_row`] reads.
 pub(in crate::store) const ALERT_COLUMNS: &str = "id, kind, message_id, biz_id, message_key, \
     attempts, last_error, state, next_attempt_at, delivery_attempts, delivery_error, \
-    delivered_at, created_at";
+    delivered_at, created_at, trace_id";
 
 /// Alerts written in a transaction that has not committed yet.
 #[must_use = "announce the alerts once their transaction has committed"]
@@ -71,8 +71,9 @@ where
     for a in alerts {
         let done = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO alerts (kind, message_id, biz_id, message_key, attempts, last_error, \
-             state, next_attempt_at, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, 'pending', {now}, {now}, {now})",
+             state, next_attempt_at, created_at, updated_at, trace_id) \
+             VALUES (?, ?, ?, ?, ?, ?, 'pending', {now}, {now}, {now}, \
+             (SELECT SUBSTR(traceparent, 4, 32) FROM messages WHERE id = ?))",
             now = D::NOW,
         )))
         .bind(a.kind.as_str())
@@ -81,6 +82,8 @@ where
         .bind(a.message_key.clone())
         .bind(i64::from(a.attempts))
         .bind(clip_error(&a.last_error).to_string())
+        // The message's trace id, copied so the alert keeps it after retention.
+        .bind(D::int(a.message_id))
         .execute(&mut *conn)
         .await?;
         raised.push((D::last_insert_id(&done), a));
@@ -108,6 +111,7 @@ pub(in crate::store) fn alert_from_row<R: SqlRow>(row: &R) -> StoreResult<AlertV
         delivery_attempts: row.unsigned("delivery_attempts")?,
         last_delivery_error: row.opt_text("delivery_error")?,
         delivered_at: row.opt_time("delivered_at")?,
+        trace_id: row.opt_text("trace_id")?,
     })
 }
 

@@ -15,13 +15,14 @@ pub(in crate::store) const MESSAGE_COLUMNS: &str =
     "id, biz_id, message_key, topic, record_key, payload, \
     headers, content_digest, status, send_status, tombstone, version, verify_attempts, \
     send_attempts, last_error, next_verify_at, next_send_at, kafka_partition, kafka_offset, \
-    created_at, updated_at, decided_at, sent_at, order_key, order_seq, deliver_at";
+    created_at, updated_at, decided_at, sent_at, order_key, order_seq, deliver_at, traceparent, \
+    tracestate";
 
-/// The columns a prepare writes; [`bind_prepare`] binds the first eight, and
+/// The columns a prepare writes; [`bind_prepare`] binds the first ten, and
 /// `deliver_at` (migration 0010) is last, from [`deliver_binds`].
 pub(in crate::store) const PREPARE_COLUMNS: &str =
-    "biz_id, message_key, topic, record_key, payload, \
-    headers, content_digest, order_key, status, next_verify_at, created_at, updated_at, deliver_at";
+    "biz_id, message_key, topic, record_key, payload, headers, content_digest, order_key, \
+    traceparent, tracestate, status, next_verify_at, created_at, updated_at, deliver_at";
 
 /// The columns [`producer_from_row`] reads, in table order; [`bind_producer`]
 /// binds all but the two times (`topics`, added by migration 0007, last).
@@ -135,6 +136,8 @@ pub(in crate::store) fn message_from_row(row: &impl SqlRow) -> StoreResult<Messa
         order_key: row.opt_bytes("order_key")?,
         order_seq: row.opt_u64("order_seq")?,
         deliver_at: row.opt_time("deliver_at")?,
+        traceparent: row.opt_text("traceparent")?,
+        tracestate: row.opt_text("tracestate")?,
     })
 }
 
@@ -173,7 +176,7 @@ pub(super) fn lossy_text(row: &impl SqlRow, col: &str) -> String {
 }
 
 /// Binds what a prepare stores, in [`PREPARE_COLUMNS`] order up to
-/// `content_digest`; the status and the times are the backend's SQL.
+/// `tracestate`; the status and the times are the backend's SQL.
 pub(in crate::store) fn bind_prepare<'q, D>(q: Query<'q, D>, m: &NewMessage) -> Query<'q, D>
 where
     D: Dialect,
@@ -192,6 +195,8 @@ where
         .bind(serde_json::to_string(&m.headers).expect("string map serialises"))
         .bind(m.digest())
         .bind(m.order_key.clone())
+        .bind(m.traceparent.clone())
+        .bind(m.tracestate.clone())
 }
 
 /// What a prepare binds for `deliver_at`, as the backend's

@@ -241,6 +241,8 @@ pub(crate) fn new_message(key: &str, first_verify_after: Duration) -> NewMessage
         first_verify_after,
         order_key: None,
         deliver: None,
+        traceparent: None,
+        tracestate: None,
     }
 }
 
@@ -506,5 +508,7 @@ pub(crate) fn arrange_dummy() -> Message {
         order_key: None,
         order_seq: None,
         deliver_at: None,
+        traceparent: None,
+        tracestate: None,
     }
 }

@@ -74,6 +74,7 @@ conformance! {
         prepare_again_with_the_same_content_returns_the_stored_row_unchanged_in_every_state,
         prepare_again_with_different_content_returns_the_stored_row_with_another_digest_in_every_state,
         message_keys_are_unique_byte_for_byte,
+        a_traced_prepare_keeps_its_trace_context_and_its_alert_copies_the_trace_id,
     ],
     decisions: [
         commit_of_an_unknown_message_is_not_found_and_creates_nothing,

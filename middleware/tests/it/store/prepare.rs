@@ -133,3 +133,56 @@ pub(crate) async fn message_keys_are_unique_byte_for_byte(s: &DynStore) {
         Inserted::Existing(m) if m.message_key == "k" && m.biz_id == BIZ
     ));
 }
+
+pub(crate) async fn a_traced_prepare_keeps_its_trace_context_and_its_alert_copies_the_trace_id(
+    s: &DynStore,
+) {
+    let s = s.as_ref();
+    let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let traced = |key: &str| trustmsg::store::NewMessage {
+        traceparent: Some(tp.into()),
+        tracestate: Some("shop=1,rojo=2".into()),
+        ..new_message(key, Duration::from_secs(30))
+    };
+    let Inserted::Created(m) = s.insert_prepared(&traced("traced-1")).await.unwrap() else {
+        panic!("a new key must create a row");
+    };
+    assert_eq!(m.traceparent.as_deref(), Some(tp));
+    assert_eq!(m.tracestate.as_deref(), Some("shop=1,rojo=2"));
+    assert_eq!(
+        m.view().trace_id.as_deref(),
+        Some("4bf92f3577b34da6a3ce929d0e0e4736")
+    );
+    // The batched path stores it too; an untraced row stores none.
+    let batch = [traced("traced-2"), new_message("plain", Duration::ZERO)];
+    let rows = s.insert_prepared_batch(&batch).await.unwrap();
+    let rows: Vec<_> = rows
+        .into_iter()
+        .map(|r| match r {
+            Inserted::Created(m) => m,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(rows[0].traceparent.as_deref(), Some(tp));
+    assert_eq!(
+        (rows[1].traceparent.clone(), rows[1].tracestate.clone()),
+        (None, None)
+    );
+    assert_eq!(rows[1].view().trace_id, None);
+    // Its alert carries the trace id; an untraced message's none.
+    s.transition(&verify_failed(&m)).await.unwrap().unwrap();
+    s.transition(&verify_failed(&rows[1]))
+        .await
+        .unwrap()
+        .unwrap();
+    let alerts = s
+        .list_alerts(trustmsg::store::AlertFilter::default(), 10, None)
+        .await
+        .unwrap();
+    let of = |id: u64| alerts.iter().find(|a| a.message_id == id).unwrap();
+    assert_eq!(
+        of(m.id).trace_id.as_deref(),
+        Some("4bf92f3577b34da6a3ce929d0e0e4736")
+    );
+    assert_eq!(of(rows[1].id).trace_id, None);
+}

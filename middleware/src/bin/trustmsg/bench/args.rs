@@ -67,6 +67,12 @@ pub(crate) struct BenchArgs {
     #[arg(long = "serve-arg", allow_hyphen_values = true)]
     pub(crate) serve_args: Vec<String>,
 
+    /// Measure tracing: every prepare carries a W3C `traceparent`, and the
+    /// in-process service exports its spans (`--otlp-endpoint`) to an
+    /// OTLP/HTTP sink in the bench that counts and drops them.
+    #[arg(long)]
+    pub(crate) trace: bool,
+
     /// Table sizes for the claim-query cost (default 10000,1000000; --quick 10000,100000).
     #[arg(long, value_delimiter = ',')]
     pub(crate) scan_rows: Vec<u64>,

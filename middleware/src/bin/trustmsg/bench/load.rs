@@ -29,6 +29,8 @@ pub(crate) struct Client {
     payload: Arc<str>,
     /// Register every producer `ordered` (`--ordered`).
     ordered: bool,
+    /// `--trace`: every prepare carries a `traceparent` of its own trace.
+    trace: bool,
 }
 
 /// A prepare's body.
@@ -55,7 +57,13 @@ struct Prepared {
 }
 
 impl Client {
-    pub(crate) fn new(base: &str, admin_token: &str, concurrency: usize, ordered: bool) -> Self {
+    pub(crate) fn new(
+        base: &str,
+        admin_token: &str,
+        concurrency: usize,
+        ordered: bool,
+        trace: bool,
+    ) -> Self {
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(concurrency * 2)
             .build()
@@ -71,6 +79,7 @@ impl Client {
             commit_url: url("/v1/messages/commit"),
             payload: "x".repeat(PAYLOAD_BYTES).into(),
             ordered,
+            trace,
         }
     }
 
@@ -115,10 +124,12 @@ impl Client {
         key: &str,
     ) -> anyhow::Result<(Duration, Duration, u64, Instant)> {
         let t0 = Instant::now();
-        let res = self
-            .http
-            .post(self.prepare_url.clone())
-            .bearer_auth(token)
+        let mut req = self.http.post(self.prepare_url.clone()).bearer_auth(token);
+        if self.trace {
+            let (trace, span) = (rand::random::<u128>() | 1, rand::random::<u64>() | 1);
+            req = req.header("traceparent", format!("00-{trace:032x}-{span:016x}-01"));
+        }
+        let res = req
             .json(&Prepare {
                 biz_id: "bench",
                 message_key: key,

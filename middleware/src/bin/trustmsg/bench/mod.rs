@@ -42,7 +42,7 @@ pub(crate) use args::BenchArgs;
 use args::Sizes;
 use cost::{CpuClock, DbCost, DbCounters};
 use load::{lifecycle, one_at_a_time, open_loop, Client};
-use phases::{ceiling, drain, scan_cost, verifier, CheckEndpoint};
+use phases::{ceiling, drain, scan_cost, verifier, CheckEndpoint, OtlpSink};
 use report::{print_report, Report};
 
 pub(crate) const TOPIC: &str = "trustmsg-bench";
@@ -133,6 +133,11 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
         .expect("brokers or mock");
 
     let checker = CheckEndpoint::start().await?;
+    let otlp = if args.trace {
+        Some(OtlpSink::start().await?)
+    } else {
+        None
+    };
     let admin_token = Secret::new(format!("bench-{}", rand::random::<u64>()));
     let (service, base, token) = match &args.target {
         Some(url) => {
@@ -163,6 +168,10 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
                     ("--sweep-interval", "100ms"),
                     ("--verify-interval", "100ms"),
                 ])
+                .defaults(
+                    otlp.as_ref()
+                        .map(|sink| ("--otlp-endpoint", sink.url.as_str())),
+                )
                 .build();
             eprintln!("bench: service flags {:?}", &flags[fixed..]);
             let app = Application::build(ServeArgs::from_args(flags)?).await?;
@@ -170,7 +179,7 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
             (Some(app), base, admin_token)
         }
     };
-    let client = Client::new(&base, token.expose(), args.concurrency, args.ordered);
+    let client = Client::new(&base, token.expose(), args.concurrency, args.ordered, args.trace);
     let producer_token = client
         .register("bench", &checker.url, 3_600_000)
         .await
@@ -251,7 +260,15 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
     }
     report.peak_rss_mib = cost::peak_rss_mib();
     if let Some(app) = service {
+        // Stopping flushes the spans still batched.
         app.stop().await?;
+    }
+    if let Some(sink) = &otlp {
+        use std::sync::atomic::Ordering;
+        report.otlp_export = Some(report::OtlpExport {
+            requests: sink.requests.load(Ordering::Relaxed),
+            bytes: sink.bytes.load(Ordering::Relaxed),
+        });
     }
 
     for &rows in &sizes.scan_rows {

@@ -258,3 +258,42 @@ impl CheckEndpoint {
         })
     }
 }
+
+/// `--trace`: an OTLP/HTTP receiver that counts export requests and their
+/// bytes and drops them, so the bench measures what exporting costs the
+/// service, not a collector.
+pub(crate) struct OtlpSink {
+    pub(crate) url: String,
+    pub(crate) requests: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    pub(crate) bytes: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    pub(crate) _server: tokio::task::JoinHandle<()>,
+}
+
+impl OtlpSink {
+    pub(crate) async fn start() -> anyhow::Result<Self> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use std::sync::Arc;
+        let requests = Arc::new(AtomicU64::new(0));
+        let bytes = Arc::new(AtomicU64::new(0));
+        let (r, b) = (requests.clone(), bytes.clone());
+        let app = axum::Router::new().route(
+            "/v1/traces",
+            axum::routing::post(move |body: axum::body::Bytes| async move {
+                r.fetch_add(1, Ordering::Relaxed);
+                b.fetch_add(body.len() as u64, Ordering::Relaxed);
+                axum::http::StatusCode::OK
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self {
+            url,
+            requests,
+            bytes,
+            _server: server,
+        })
+    }
+}

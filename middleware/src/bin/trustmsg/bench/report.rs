@@ -98,6 +98,17 @@ pub(crate) struct Report {
     /// Peak resident memory of the bench process (the service runs in it),
     /// MiB, read after the drain.
     pub(crate) peak_rss_mib: Option<f64>,
+    /// `--trace`: what the service exported to the bench's OTLP sink.
+    pub(crate) otlp_export: Option<OtlpExport>,
+}
+
+/// What reached the bench's OTLP sink (`--trace`).
+#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+pub(crate) struct OtlpExport {
+    /// Export requests (`POST /v1/traces`).
+    pub(crate) requests: u64,
+    /// Protobuf bytes in them.
+    pub(crate) bytes: u64,
 }
 
 pub(crate) fn print_report(r: &Report) {
@@ -155,6 +166,13 @@ pub(crate) fn print_report(r: &Report) {
     }
     if let Some(mib) = r.peak_rss_mib {
         println!("peak RSS of the bench process (service in-process): {mib:.0} MiB");
+    }
+    if let Some(o) = r.otlp_export {
+        println!(
+            "trace      every prepare traced; spans exported: {} OTLP requests, {:.1} MiB",
+            o.requests,
+            o.bytes as f64 / (1 << 20) as f64
+        );
     }
     for (rows, ms) in &r.scan_ms {
         println!("scan       {rows:>9} rows: claim of 256 due rows p50 {ms:.2} ms");
