@@ -1378,7 +1378,7 @@ async fn mark_sent_ordered_together(
          SET m.{due}, m.version = m.version + 1 \
          WHERE m.status = 'COMMITTED' AND m.send_status = 'PENDING' \
          AND m.next_send_at IS NULL AND k.order_key IN (",
-        due = sql::promoted_due(MySql::NOW),
+        due = sql::promoted_due::<MySql>(),
     ));
     push_keys(&mut q);
     q.push(")");

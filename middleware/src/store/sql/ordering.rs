@@ -31,11 +31,16 @@ use super::row::{message_from_row, SqlRow, MESSAGE_COLUMNS};
 use super::{Bind, Dialect};
 use crate::store::{Actor, Message, NewAlert, OrderPos, SentMark, StoreResult};
 
-/// What the SET of a promotion makes of the next message's due-time (`now`
-/// is the dialect's clock): due at once. The one place that decides when a
-/// key's next message may go.
-pub(in crate::store) fn promoted_due(now: &str) -> String {
-    format!("next_send_at = {now}")
+/// What the SET of a promotion makes of the next message's due-time: due at
+/// once, or at its `deliver_at` if that is later (a delayed message behind
+/// its key's head waits for both). The one place that decides when a key's
+/// next message may go.
+pub(in crate::store) fn promoted_due<D: Dialect>() -> String {
+    format!(
+        "next_send_at = {greatest}({now}, COALESCE(deliver_at, {now}))",
+        greatest = D::GREATEST,
+        now = D::NOW
+    )
 }
 
 /// Gives each row of `rows` that has just become COMMITTED and is ordered
@@ -347,7 +352,7 @@ where
         "UPDATE messages SET {due}, version = version + 1 WHERE id = \
          (SELECT message_id FROM ordered_seqs WHERE order_key = ? AND seq = ?) \
          AND status = 'COMMITTED' AND send_status = 'PENDING' AND next_send_at IS NULL",
-        due = promoted_due(D::NOW)
+        due = promoted_due::<D>()
     )))
     .bind(key.to_vec())
     .bind(D::int(seq))

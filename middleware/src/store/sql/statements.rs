@@ -108,13 +108,17 @@ where
     Ok(flagged)
 }
 
-/// [`crate::store::Store::send_now`]'s UPDATE (`now` is the dialect's
-/// clock; binds `id`, `version`): a committed, PENDING row whose
-/// `deliver_at` is still ahead becomes due now, its delivery time now (so
-/// its wait counts from now), its version bumped.
+/// What [`crate::store::Store::send_now`] sets (`now` is the dialect's
+/// clock) on a committed, PENDING row (`id`, `version`) whose `deliver_at`
+/// is still ahead: its delivery time now (so its wait counts from now),
+/// version bumped, and due now, unless it is an ordered message waiting
+/// behind its key's head (`next_send_at` NULL): that one keeps waiting for
+/// the head, and then goes at once.
 pub(in crate::store) fn send_now_update(now: &str) -> String {
     format!(
-        "UPDATE messages SET next_send_at = {now}, deliver_at = {now}, \
+        "UPDATE messages SET \
+         next_send_at = CASE WHEN next_send_at IS NULL THEN NULL ELSE {now} END, \
+         deliver_at = {now}, \
          version = version + 1, updated_at = {now} \
          WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING' \
          AND deliver_at > {now}"
