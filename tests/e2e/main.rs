@@ -13,6 +13,7 @@ mod bulk;
 mod canary;
 mod console_overview;
 mod delay;
+mod delay_ordering;
 mod dev;
 mod five_classes;
 mod frozen_db;
