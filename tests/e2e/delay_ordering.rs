@@ -111,10 +111,10 @@ async fn a_delayed_message_holds_back_the_later_messages_of_its_key_only_until_i
     let detail = admin(&service, Method::GET, &format!("/v1/admin/messages/{b}"), None).await;
     assert_eq!(detail["blocked_by"], json!(a), "{detail}");
     tokio::time::sleep(Duration::from_millis(1_500).saturating_sub(started.elapsed())).await;
-    assert_eq!(
-        first_records(&kafka, &[a, b, c]),
-        vec![None, None, None],
-        "nothing of key k before a's time"
+    let early = first_records(&kafka, &[a, b, c]);
+    assert!(
+        early.iter().all(Option::is_none),
+        "nothing of key k before a's time: {early:?}"
     );
 
     let records = wait_for(&kafka, &[a, b, c], Duration::from_secs(10)).await;
@@ -148,10 +148,10 @@ async fn send_now_of_a_delayed_head_lets_its_key_go_and_of_a_message_behind_it_k
     .await;
     assert_eq!(view["next_send_at"], Value::Null, "{view}");
     tokio::time::sleep(Duration::from_millis(1_500)).await;
-    assert_eq!(
-        first_records(&kafka, &[head, behind, last]),
-        vec![None, None, None],
-        "nothing of key k while its head waits for its time"
+    let early = first_records(&kafka, &[head, behind, last]);
+    assert!(
+        early.iter().all(Option::is_none),
+        "nothing of key k while its head waits for its time: {early:?}"
     );
 
     // The head goes now, and the rest follow it in order.
