@@ -713,6 +713,7 @@ impl Store for MySqlStore {
         .execute(&mut *tx)
         .await?;
         if done.rows_affected() != 1 {
+            tx.rollback().await?;
             return Ok(None);
         }
         sql::insert_audits(&mut *tx, &[AuditRow::send_failed(id, actor, error)]).await?;
@@ -748,6 +749,9 @@ impl Store for MySqlStore {
         .execute(&mut *tx)
         .await?;
         if done.rows_affected() != 1 {
+            // Ended now, not when the connection is next used: the row's
+            // lock must not make a sweeper's SKIP LOCKED pass it by.
+            tx.rollback().await?;
             return Ok(None);
         }
         sql::insert_audits(&mut *tx, &[AuditRow::redeliver(id, actor, reason)]).await?;
@@ -764,8 +768,12 @@ impl Store for MySqlStore {
     ) -> StoreResult<Option<Message>> {
         let mut tx = self.pool.begin().await?;
         let row = sql::skip::<MySql>(&mut tx, m, actor, reason).await?;
+        // A lost guard ends the transaction now, not when the connection is
+        // next used: its locks must not hold the key back meanwhile.
         if row.is_some() {
             tx.commit().await?;
+        } else {
+            tx.rollback().await?;
         }
         Ok(row)
     }

@@ -259,6 +259,8 @@ impl Store for SqliteStore {
         .fetch_all(&mut *tx)
         .await?;
         let Some(row) = first_message(&rows)? else {
+            // Ended now: BEGIN IMMEDIATE holds the write lock until then.
+            tx.rollback().await?;
             return Ok(None);
         };
         sql::insert_audits(&mut *tx, &[AuditRow::tombstone(row.id, actor, reason)]).await?;
@@ -412,6 +414,8 @@ impl Store for SqliteStore {
         .fetch_all(&mut *tx)
         .await?;
         let Some(row) = first_message(&rows)? else {
+            // Ended now: BEGIN IMMEDIATE holds the write lock until then.
+            tx.rollback().await?;
             return Ok(None);
         };
         sql::insert_audits(&mut *tx, &[AuditRow::send_failed(id, actor, error)]).await?;
@@ -442,6 +446,8 @@ impl Store for SqliteStore {
         .fetch_all(&mut *tx)
         .await?;
         let Some(row) = first_message(&rows)? else {
+            // Ended now: BEGIN IMMEDIATE holds the write lock until then.
+            tx.rollback().await?;
             return Ok(None);
         };
         sql::insert_audits(&mut *tx, &[AuditRow::redeliver(id, actor, reason)]).await?;
@@ -457,8 +463,12 @@ impl Store for SqliteStore {
     ) -> StoreResult<Option<Message>> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let row = sql::skip::<Sqlite>(&mut tx, m, actor, reason).await?;
+        // A lost guard ends the transaction now: BEGIN IMMEDIATE holds the
+        // database's write lock until then.
         if row.is_some() {
             tx.commit().await?;
+        } else {
+            tx.rollback().await?;
         }
         Ok(row)
     }
@@ -484,6 +494,8 @@ impl Store for SqliteStore {
         .fetch_all(&mut *tx)
         .await?;
         let Some(row) = first_message(&rows)? else {
+            // Ended now: BEGIN IMMEDIATE holds the write lock until then.
+            tx.rollback().await?;
             return Ok(None);
         };
         sql::insert_audits(&mut *tx, &[AuditRow::send_now(id, actor, reason)]).await?;
