@@ -179,7 +179,13 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
             (Some(app), base, admin_token)
         }
     };
-    let client = Client::new(&base, token.expose(), args.concurrency, args.ordered, args.trace);
+    let client = Client::new(
+        &base,
+        token.expose(),
+        args.concurrency,
+        args.ordered,
+        args.trace,
+    );
     let producer_token = client
         .register("bench", &checker.url, 3_600_000)
         .await
