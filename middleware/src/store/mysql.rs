@@ -738,26 +738,9 @@ impl Store for MySqlStore {
         actor: &Actor,
         reason: &str,
     ) -> StoreResult<Option<Message>> {
-        let mut tx = self.pool.begin().await?;
-        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE messages SET {} \
-             WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'SEND_FAILED'",
-            sql::requeue_set(Requeue::Redeliver, MySql::NOW)
-        )))
-        .bind(id)
-        .bind(version)
-        .execute(&mut *tx)
-        .await?;
-        if done.rows_affected() != 1 {
-            // Ended now, not when the connection is next used: the row's
-            // lock must not make a sweeper's SKIP LOCKED pass it by.
-            tx.rollback().await?;
-            return Ok(None);
-        }
-        sql::insert_audits(&mut *tx, &[AuditRow::redeliver(id, actor, reason)]).await?;
-        let row = select_messages_by_ids(&mut *tx, &[id]).await?.pop();
-        tx.commit().await?;
-        Ok(row)
+        let audit = AuditRow::redeliver(id, actor, reason);
+        self.operator_update(sql::redeliver_update(MySql::NOW), id, version, audit)
+            .await
     }
 
     async fn skip_blocked(
@@ -789,22 +772,9 @@ impl Store for MySqlStore {
         actor: &Actor,
         reason: &str,
     ) -> StoreResult<Option<Message>> {
-        let mut tx = self.pool.begin().await?;
-        let done = sqlx::query(sqlx::AssertSqlSafe(sql::send_now_update(MySql::NOW)))
-            .bind(id)
-            .bind(version)
-            .execute(&mut *tx)
-            .await?;
-        if done.rows_affected() != 1 {
-            // Ended now, not when the connection is next used: the row's
-            // lock must not make a sweeper's SKIP LOCKED pass it by.
-            tx.rollback().await?;
-            return Ok(None);
-        }
-        sql::insert_audits(&mut *tx, &[AuditRow::send_now(id, actor, reason)]).await?;
-        let row = select_messages_by_ids(&mut *tx, &[id]).await?.pop();
-        tx.commit().await?;
-        Ok(row)
+        let audit = AuditRow::send_now(id, actor, reason);
+        self.operator_update(sql::send_now_update(MySql::NOW), id, version, audit)
+            .await
     }
 
     async fn requeue_chunk(
@@ -1024,6 +994,34 @@ impl Store for MySqlStore {
 }
 
 impl MySqlStore {
+    /// An operator's change of one message: `update` (binds `id`, `version`:
+    /// its guard) and `audit`, in one transaction; the row as it is then.
+    /// None when the guard matched nothing: the transaction ends at once,
+    /// not when its connection is next used, so the row's lock cannot make a
+    /// sweeper's SKIP LOCKED pass it by meanwhile.
+    async fn operator_update(
+        &self,
+        update: String,
+        id: u64,
+        version: u64,
+        audit: AuditRow,
+    ) -> StoreResult<Option<Message>> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query(sqlx::AssertSqlSafe(update))
+            .bind(id)
+            .bind(version)
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() != 1 {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        sql::insert_audits(&mut *tx, &[audit]).await?;
+        let row = select_messages_by_ids(&mut *tx, &[id]).await?.pop();
+        tx.commit().await?;
+        Ok(row)
+    }
+
     /// Reschedules a pending send after `delay`, recording `error` and adding
     /// `counted` (0 or 1) to its attempts.
     async fn retry_send_later(

@@ -434,25 +434,9 @@ impl Store for SqliteStore {
         actor: &Actor,
         reason: &str,
     ) -> StoreResult<Option<Message>> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE messages SET {} \
-             WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'SEND_FAILED' \
-             RETURNING {MESSAGE_COLUMNS}",
-            sql::requeue_set(Requeue::Redeliver, NOW_MS)
-        )))
-        .bind(sql_int(id))
-        .bind(sql_int(version))
-        .fetch_all(&mut *tx)
-        .await?;
-        let Some(row) = first_message(&rows)? else {
-            // Ended now: BEGIN IMMEDIATE holds the write lock until then.
-            tx.rollback().await?;
-            return Ok(None);
-        };
-        sql::insert_audits(&mut *tx, &[AuditRow::redeliver(id, actor, reason)]).await?;
-        tx.commit().await?;
-        Ok(Some(row))
+        let audit = AuditRow::redeliver(id, actor, reason);
+        self.operator_update(sql::redeliver_update(NOW_MS), id, version, audit)
+            .await
     }
 
     async fn skip_blocked(
@@ -484,23 +468,9 @@ impl Store for SqliteStore {
         actor: &Actor,
         reason: &str,
     ) -> StoreResult<Option<Message>> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "{} RETURNING {MESSAGE_COLUMNS}",
-            sql::send_now_update(NOW_MS)
-        )))
-        .bind(sql_int(id))
-        .bind(sql_int(version))
-        .fetch_all(&mut *tx)
-        .await?;
-        let Some(row) = first_message(&rows)? else {
-            // Ended now: BEGIN IMMEDIATE holds the write lock until then.
-            tx.rollback().await?;
-            return Ok(None);
-        };
-        sql::insert_audits(&mut *tx, &[AuditRow::send_now(id, actor, reason)]).await?;
-        tx.commit().await?;
-        Ok(Some(row))
+        let audit = AuditRow::send_now(id, actor, reason);
+        self.operator_update(sql::send_now_update(NOW_MS), id, version, audit)
+            .await
     }
 
     async fn requeue_chunk(
@@ -703,6 +673,34 @@ impl Store for SqliteStore {
 }
 
 impl SqliteStore {
+    /// An operator's change of one message: `update` (binds `id`, `version`:
+    /// its guard) and `audit`, in one transaction; the row as it is then.
+    /// None when the guard matched nothing: the transaction ends at once,
+    /// since `BEGIN IMMEDIATE` holds the database's write lock until then.
+    async fn operator_update(
+        &self,
+        update: String,
+        id: u64,
+        version: u64,
+        audit: AuditRow,
+    ) -> StoreResult<Option<Message>> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "{update} RETURNING {MESSAGE_COLUMNS}"
+        )))
+        .bind(sql_int(id))
+        .bind(sql_int(version))
+        .fetch_all(&mut *tx)
+        .await?;
+        let Some(row) = first_message(&rows)? else {
+            tx.rollback().await?;
+            return Ok(None);
+        };
+        sql::insert_audits(&mut *tx, &[audit]).await?;
+        tx.commit().await?;
+        Ok(Some(row))
+    }
+
     /// Reschedules a pending send after `delay`, recording `error` and adding
     /// `counted` (0 or 1) to its attempts.
     async fn retry_send_later(

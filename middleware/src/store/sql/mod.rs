@@ -48,7 +48,7 @@ pub(super) use ordering::{
     blocked_alert, blocked_by, mark_sent_ordered, order_commit_batch, order_commits, promoted_due,
     skip,
 };
-pub(super) use requeue::{count_requeueable, requeue_chunk, requeue_set};
+pub(super) use requeue::{count_requeueable, redeliver_update, requeue_chunk};
 pub(super) use row::{
     bind_prepare, bind_producer, column_error, deliver_binds, message_from_row, producer_from_row,
     SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,

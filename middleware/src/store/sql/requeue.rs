@@ -45,6 +45,17 @@ pub(in crate::store) fn requeue_set(requeue: Requeue, now: &str) -> String {
     }
 }
 
+/// [`crate::store::Store::redeliver`]'s UPDATE of one message (`now` is the
+/// dialect's clock; binds `id`, `version`): SEND_FAILED back to PENDING as
+/// [`requeue_set`] puts it.
+pub(in crate::store) fn redeliver_update(now: &str) -> String {
+    format!(
+        "UPDATE messages SET {} \
+         WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'SEND_FAILED'",
+        requeue_set(Requeue::Redeliver, now)
+    )
+}
+
 /// [`crate::store::Store::requeue_chunk`], given a transaction that holds
 /// the rows it reads (`lock` is appended to the SELECT: `FOR UPDATE` on
 /// MySQL; SQLite's `BEGIN IMMEDIATE` holds the whole database).

@@ -166,7 +166,10 @@ mod tests {
     fn statements_and_fsyncs_are_counted_per_message() {
         let reading = |v: u64| DbCounters(COUNTERS.iter().map(|c| (c.to_string(), v)).collect());
         let cost = DbCost::between(&reading(10), &reading(30), 10);
-        assert_eq!(cost.statements_per_msg, 7.0 * 2.0);
+        // Nine kinds of statement (select, insert, update, update_multi,
+        // delete, delete_multi, begin, commit, rollback), 2 of each per message.
+        assert_eq!(cost.statements_per_msg, 9.0 * 2.0);
+        assert_eq!(cost.by_kind["update_multi"], 2.0);
         assert_eq!(cost.by_kind["select"], 2.0);
         assert_eq!(cost.log_fsyncs_per_msg, 2.0);
     }
