@@ -161,9 +161,65 @@ pub struct PrepareRequest {
     /// Not together with `deliver_at`. It takes part in the content
     /// comparison as given: a repeated prepare with the same value is the
     /// same message (200, the time stored first), another value is a 409.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole_number::optional"
+    )]
     #[schema(minimum = 0, maximum = 604800000)]
     pub deliver_after_ms: Option<u64>,
+}
+
+/// A JSON number that is a whole number, also when written with a zero
+/// fraction (`5000.0`): JSON Schema's `integer` is any number without a
+/// fractional part, so a client that serialises whole numbers as floats
+/// sends a valid request.
+mod whole_number {
+    use std::fmt;
+
+    use serde::de::{self, Deserializer, Visitor};
+
+    struct Whole;
+
+    impl Visitor<'_> for Whole {
+        type Value = Option<u64>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a whole number from 0 up, or null")
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Ok(Some(v))
+        }
+
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            u64::try_from(v)
+                .map(Some)
+                .map_err(|_| E::invalid_value(de::Unexpected::Signed(v), &self))
+        }
+
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+            // 2^64 is exactly representable; every whole float below it fits.
+            if v.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(&v) {
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                Ok(Some(v as u64))
+            } else {
+                Err(E::invalid_value(de::Unexpected::Float(v), &self))
+            }
+        }
+    }
+
+    pub(super) fn optional<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        d.deserialize_any(Whole)
+    }
 }
 
 /// The longest delivery delay prepare accepts (`deliver_at`,
@@ -602,6 +658,25 @@ pub mod kafka_headers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn delay_of(json: &str) -> Result<Option<u64>, serde_json::Error> {
+        let body = format!(
+            r#"{{"biz_id":"shop","message_key":"k","topic":"t","payload":"","deliver_after_ms":{json}}}"#
+        );
+        serde_json::from_str::<PrepareRequest>(&body).map(|r| r.deliver_after_ms)
+    }
+
+    #[test]
+    fn a_delay_is_any_whole_number_as_json_schema_counts_integers() {
+        assert_eq!(delay_of("5000").unwrap(), Some(5000));
+        assert_eq!(delay_of("5000.0").unwrap(), Some(5000));
+        assert_eq!(delay_of("5e3").unwrap(), Some(5000));
+        assert_eq!(delay_of("null").unwrap(), None);
+        for bad in ["5000.5", "-1", "-1.0", "\"5000\"", "1e30"] {
+            let e = delay_of(bad).expect_err(bad).to_string();
+            assert!(e.contains("a whole number from 0 up"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn status_spellings_round_trip_through_json_and_parse() {

@@ -169,7 +169,8 @@ pub(crate) const BASE64_PATTERN: &str =
     "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$";
 
 /// Rules that tie two fields together, which a field's own schema cannot
-/// state: a prepare's payload must be base64 when its encoding says so.
+/// state: a prepare's payload must be base64 when its encoding says so, and
+/// it gives at most one delivery time.
 struct CrossFieldRules;
 
 impl Modify for CrossFieldRules {
@@ -198,7 +199,21 @@ impl Modify for CrossFieldRules {
             .description(Some(
                 "With `payload_encoding: base64`, `payload` is standard base64 with padding.",
             ));
-        let rules = AllOfBuilder::new().item(prepare).item(encoded).build();
+        // Null or absent counts as not given.
+        let not_given = |field: &str| {
+            ObjectBuilder::new().property(field, ObjectBuilder::new().schema_type(Type::Null))
+        };
+        let one_delivery_time = AnyOfBuilder::new()
+            .item(not_given("deliver_at"))
+            .item(not_given("deliver_after_ms"))
+            .description(Some(
+                "At most one of `deliver_at` and `deliver_after_ms` (a time, or a delay).",
+            ));
+        let rules = AllOfBuilder::new()
+            .item(prepare)
+            .item(encoded)
+            .item(one_delivery_time)
+            .build();
         components
             .schemas
             .insert("PrepareRequest".into(), RefOr::T(Schema::AllOf(rules)));
