@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 pub mod admin;
+pub mod submit;
 pub mod trace_context;
 
 /// The decision state of a message (`status` in the message view).
@@ -572,7 +573,8 @@ pub mod signature {
 
     impl std::error::Error for SignatureError {}
 
-    fn key(secret: &str) -> Result<Vec<u8>, SignatureError> {
+    /// The HMAC key of a `whsec_<base64>` secret (the prefix may be left out).
+    pub(crate) fn secret_key(secret: &str) -> Result<Vec<u8>, SignatureError> {
         let b64 = secret.strip_prefix(SECRET_PREFIX).unwrap_or(secret);
         STANDARD.decode(b64).map_err(|_| SignatureError::BadSecret)
     }
@@ -596,7 +598,7 @@ pub mod signature {
     ) -> Result<String, SignatureError> {
         Ok(format!(
             "v1,{}",
-            STANDARD.encode(mac(&key(secret)?, id, timestamp, body))
+            STANDARD.encode(mac(&secret_key(secret)?, id, timestamp, body))
         ))
     }
 
@@ -621,7 +623,7 @@ pub mod signature {
         if !fresh {
             return Err(SignatureError::Expired);
         }
-        let expected = mac(&key(secret)?, id, ts, body);
+        let expected = mac(&secret_key(secret)?, id, ts, body);
         let matched = header
             .split_whitespace()
             .filter_map(|s| s.strip_prefix("v1,"))
