@@ -39,9 +39,8 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
-use subtle::ConstantTimeEq;
 
-use crate::signature::{secret_key, SignatureError};
+use crate::signature::{matches_one, secret_key, SignatureError};
 
 /// `prepare`, `commit` or `rollback`.
 pub const OP: &str = "trustmsg-op";
@@ -206,16 +205,7 @@ pub fn sign(secret: &str, r: &Signed<'_>) -> Result<String, SubmitSignatureError
 /// space-separated, which is how a secret is rotated) must match.
 pub fn verify(secret: &str, r: &Signed<'_>, header: &str) -> Result<(), SubmitSignatureError> {
     let expected = mac(&secret_key(secret)?, &signing_input(r)?);
-    let matched = header
-        .split_whitespace()
-        .filter_map(|s| s.strip_prefix("v1,"))
-        .filter_map(|b64| STANDARD.decode(b64).ok())
-        .any(|sig| sig.len() == expected.len() && bool::from(sig.ct_eq(&expected)));
-    if matched {
-        Ok(())
-    } else {
-        Err(SignatureError::Mismatch.into())
-    }
+    Ok(matches_one(header, &expected)?)
 }
 
 #[cfg(test)]
