@@ -9,10 +9,13 @@ use std::time::{Duration, Instant};
 use trustmsg_tests::process::binary;
 
 /// Runs `trustmsg serve` with `flags` over a fresh SQLite file and returns
-/// its output once it has exited (failing the test if it keeps running).
+/// its output once it has exited (failing the test if it keeps running, or
+/// if it got as far as creating its database: a refusal comes before the
+/// store is opened, so before any worker exists that could dial anything).
 fn serve_refused(flags: &[&str]) -> Output {
     let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
+    let db_file = dir.path().join("t.db");
+    let db = format!("sqlite://{}?mode=rwc", db_file.display());
     let mut child = Command::new(binary())
         .args([
             "serve",
@@ -45,6 +48,10 @@ fn serve_refused(flags: &[&str]) -> Output {
     }
     let out = child.wait_with_output().unwrap();
     assert!(!out.status.success(), "{flags:?} exited 0");
+    assert!(
+        !db_file.exists(),
+        "{flags:?} was refused only after the database was opened"
+    );
     out
 }
 
