@@ -261,46 +261,31 @@ pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 .await?
                 .render(view_line)?
         }
-        AdminCommand::Messages(MessagesCommand::Reverify { id, reason }) => client
-            .call(
-                Method::POST,
-                &format!("/v1/admin/messages/{id}/reverify"),
-                Some(serde_json::to_value(ActionRequest {
-                    reason: Some(reason),
-                })?),
-            )
-            .await?
-            .render(view_line)?,
-        AdminCommand::Messages(MessagesCommand::Redeliver { id, reason }) => client
-            .call(
-                Method::POST,
-                &format!("/v1/admin/messages/{id}/redeliver"),
-                Some(serde_json::to_value(ActionRequest {
-                    reason: Some(reason),
-                })?),
-            )
-            .await?
-            .render(view_line)?,
-        AdminCommand::Messages(MessagesCommand::Skip { id, reason }) => client
-            .call(
-                Method::POST,
-                &format!("/v1/admin/messages/{id}/skip"),
-                Some(serde_json::to_value(ActionRequest {
-                    reason: Some(reason),
-                })?),
-            )
-            .await?
-            .render(view_line)?,
-        AdminCommand::Messages(MessagesCommand::SendNow { id, reason }) => client
-            .call(
-                Method::POST,
-                &format!("/v1/admin/messages/{id}/send-now"),
-                Some(serde_json::to_value(ActionRequest {
-                    reason: Some(reason),
-                })?),
-            )
-            .await?
-            .render(view_line)?,
+        AdminCommand::Messages(
+            action @ (MessagesCommand::Reverify { .. }
+            | MessagesCommand::Redeliver { .. }
+            | MessagesCommand::Skip { .. }
+            | MessagesCommand::SendNow { .. }),
+        ) => {
+            // The one-message actions that take only a reason: one POST each.
+            let (path, id, reason) = match action {
+                MessagesCommand::Reverify { id, reason } => ("reverify", id, reason),
+                MessagesCommand::Redeliver { id, reason } => ("redeliver", id, reason),
+                MessagesCommand::Skip { id, reason } => ("skip", id, reason),
+                MessagesCommand::SendNow { id, reason } => ("send-now", id, reason),
+                _ => unreachable!("the arm matches these four only"),
+            };
+            client
+                .call(
+                    Method::POST,
+                    &format!("/v1/admin/messages/{id}/{path}"),
+                    Some(serde_json::to_value(ActionRequest {
+                        reason: Some(reason),
+                    })?),
+                )
+                .await?
+                .render(view_line)?
+        }
         AdminCommand::Producers(ProducersCommand::List) => client
             .call(Method::GET, "/v1/producers", None)
             .await?
