@@ -32,8 +32,9 @@ use std::time::Duration;
 use sqlx::{MySqlConnection, MySqlPool};
 use trustmsg_verify_api::Decision;
 
+use crate::transaction::TxProducer;
 use crate::transaction::{run, TxOutcome};
-use crate::{Message, Producer};
+use crate::Message;
 
 /// The marker table's name.
 ///
@@ -322,6 +323,10 @@ where
 /// committed; rolling the message back would be wrong). Check-back, answered
 /// by [`check`], then decides exactly.
 ///
+/// `producer` is either way in ([`TxProducer`]): the HTTP
+/// [`Producer`](crate::Producer) or, with the `kafka` feature, the
+/// `submit::Submitter`.
+///
 /// ```no_run
 /// use trustmsg_client::{barrier, Message, Producer, TxOutcome};
 ///
@@ -344,13 +349,14 @@ where
 /// # Ok(())
 /// # }
 /// ```
-pub async fn transaction<T, E, F>(
-    producer: &Producer,
+pub async fn transaction<P, T, E, F>(
+    producer: &P,
     pool: &MySqlPool,
     message: Message,
     work: F,
-) -> Result<TxOutcome<T, RunError<E>>, crate::Error>
+) -> Result<TxOutcome<T, RunError<E>, P::Receipt>, crate::Error>
 where
+    P: TxProducer,
     F: for<'c> FnOnce(&'c mut MySqlConnection) -> BoxFuture<'c, Result<T, E>>,
 {
     let biz_id = producer.biz_id().to_string();

@@ -257,7 +257,7 @@ impl Message {
 
     /// The trace headers prepare sends: the explicit ones, else (feature
     /// `opentelemetry`) the current OpenTelemetry span's, else none.
-    fn trace_headers(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn trace_headers(&self) -> Vec<(&'static str, String)> {
         use trustmsg_verify_api::trace_context::{TRACEPARENT, TRACESTATE};
         if let Some(tp) = &self.traceparent {
             let mut h = vec![(TRACEPARENT, tp.clone())];
@@ -280,6 +280,19 @@ impl Message {
     /// ```
     pub fn message_key(&self) -> &str {
         &self.message_key
+    }
+
+    /// The record value's bytes: the payload as given to [`Message::new`]
+    /// or [`Message::from_bytes`] (decoded again from the base64 the HTTP
+    /// request carries).
+    #[cfg(feature = "kafka")]
+    pub(crate) fn payload_bytes(&self) -> Vec<u8> {
+        match self.encoding {
+            Some(PayloadEncoding::Base64) => base64::engine::general_purpose::STANDARD
+                .decode(&self.payload)
+                .expect("from_bytes encoded it"),
+            _ => self.payload.as_bytes().to_vec(),
+        }
     }
 
     /// The prepare request body for producer `biz_id`.

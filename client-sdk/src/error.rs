@@ -44,7 +44,10 @@ pub enum Error {
         /// trustmsg's explanation.
         message: String,
     },
-    /// 400, 413 or 415: the request is invalid and will stay invalid.
+    /// 400, 413 or 415: the request is invalid and will stay invalid. The
+    /// `Submitter` (feature `kafka`) refuses what it cannot sign or what
+    /// trustmsg would dead-letter as invalid before sending anything, as this
+    /// with status 400 and the HTTP API's code.
     #[error("invalid request, HTTP {status} ({code}): {message}")]
     Invalid {
         /// The HTTP status (400, 413 or 415).
@@ -93,9 +96,20 @@ pub enum Error {
         /// What was wrong.
         message: String,
     },
-    /// The client could not be built (bad base URL, TLS setup).
+    /// The client could not be built (bad base URL, TLS setup, Kafka
+    /// settings, a signing secret that is not `whsec_<base64>`).
     #[error("client configuration: {0}")]
     Config(String),
+    /// A record submitted to trustmsg's submit topic (feature `kafka`) was
+    /// not acknowledged by Kafka within `message.timeout.ms`: brokers
+    /// unreachable, the topic missing or not writable. It may still have been
+    /// written; every submitted operation is idempotent, so repeating it is
+    /// safe, and [`Error::is_unavailable`] is true for it.
+    #[error("Kafka did not acknowledge the record: {message}")]
+    NotAcknowledged {
+        /// librdkafka's error.
+        message: String,
+    },
 }
 
 impl Error {
@@ -116,7 +130,7 @@ impl Error {
             | Self::Unauthorized { code, .. }
             | Self::Forbidden { code, .. } => Some(code),
             Self::Unavailable { code, .. } | Self::Unexpected { code, .. } => code.as_deref(),
-            Self::Config(_) => None,
+            Self::Config(_) | Self::NotAcknowledged { .. } => None,
         }
     }
 
@@ -134,12 +148,13 @@ impl Error {
             Self::Unauthorized { .. } => Some(401),
             Self::Forbidden { .. } => Some(403),
             Self::Unavailable { status, .. } => *status,
-            Self::Config(_) => None,
+            Self::Config(_) | Self::NotAcknowledged { .. } => None,
         }
     }
 
-    /// True for [`Error::Unavailable`]: the call may have been applied or not,
-    /// and repeating it later is safe.
+    /// True for [`Error::Unavailable`] and [`Error::NotAcknowledged`]: the
+    /// call may have reached trustmsg (or Kafka) or not, and repeating it
+    /// later is safe.
     ///
     /// ```
     /// let e = trustmsg_client::Error::Unavailable {
@@ -148,7 +163,10 @@ impl Error {
     /// assert!(e.is_unavailable());
     /// ```
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, Self::Unavailable { .. })
+        matches!(
+            self,
+            Self::Unavailable { .. } | Self::NotAcknowledged { .. }
+        )
     }
 
     /// Maps a final (non-retryable) error answer to its variant.

@@ -25,6 +25,23 @@
 //!   the current OpenTelemetry span); trustmsg sends it on to check-back and
 //!   as the `traceparent`/`tracestate` headers of the Kafka record.
 //!
+//! # The Kafka way in
+//!
+//! A producer that already speaks Kafka can submit prepare, commit and
+//! rollback as signed records to trustmsg's submit topic instead of calling
+//! the HTTP API (`trustmsg serve --submit-topic NAME`): with the `kafka`
+//! cargo feature, `submit::Submitter` does it, and [`transaction()`] and
+//! [`barrier::transaction`] take it as they take a [`Producer`]
+//! ([`TxProducer`]). A Submitter's `Ok` means Kafka acknowledged the record,
+//! not that trustmsg applied it: what trustmsg cannot apply goes to the
+//! dead-letter topic `NAME.dlq`, and check-back settles a message whose
+//! decision was lost. The contract (headers, signature, dead letters, flags,
+//! metrics) is in `docs/kafka-submit.md`.
+//!
+//! Consumers with their own MySQL/MariaDB process each message once, in
+//! effect, with [`inbox`]: the work and an inbox row keyed by (consumer
+//! group, `trustmsg-message-id`) in one local transaction.
+//!
 //! ```no_run
 //! use trustmsg_client::{barrier, check_router, Message, Producer, TxOutcome};
 //!
@@ -67,14 +84,19 @@ pub mod barrier;
 mod check;
 mod client;
 mod error;
+pub mod inbox;
 #[cfg(feature = "opentelemetry")]
 mod otel;
+#[cfg(feature = "kafka")]
+pub mod submit;
 mod transaction;
 
 pub use check::{check_router, CheckEndpoint, DEFAULT_CHECK_PATH, DEFAULT_TOLERANCE};
 pub use client::{Message, Producer, RetryPolicy};
 pub use error::Error;
-pub use transaction::{transaction, TxOutcome};
+#[cfg(feature = "kafka")]
+pub use submit::Submitter;
+pub use transaction::{transaction, TxOutcome, TxProducer};
 
 /// The wire types shared with the service, re-exported so callers need only this crate.
 pub use trustmsg_verify_api as api;

@@ -8,6 +8,15 @@
 //! would hide that the local change was made: trustmsg will ask the producer's
 //! check endpoint, which must then answer from the local database (see
 //! [`barrier`](crate::barrier) for an exact answer).
+//!
+//! The helpers work with either way in to trustmsg ([`TxProducer`]): the HTTP
+//! [`Producer`], whose calls return once trustmsg has applied them, and (cargo
+//! feature `kafka`) the `Submitter`, whose calls return once Kafka has
+//! acknowledged the record, before trustmsg has applied it. With the
+//! `Submitter` a decision can be refused only later, in the dead-letter
+//! topic: its outcomes are never `CommitRejected` or `RollbackRejected`, and
+//! a record Kafka did not acknowledge is left to check-back like an HTTP call
+//! that could not be delivered.
 
 use std::future::Future;
 
@@ -15,7 +24,123 @@ use trustmsg_verify_api::MessageView;
 
 use crate::{Error, Message, Producer};
 
+mod sealed {
+    /// Only this crate's ways in implement [`super::TxProducer`]: its
+    /// methods may grow without breaking anyone.
+    #[allow(unreachable_pub)]
+    pub trait Sealed {}
+}
+
+/// A way in to trustmsg the transaction helpers can prepare, commit and roll
+/// back through: [`Producer`] (HTTP) and, with the `kafka` cargo feature,
+/// `submit::Submitter` (records to the submit topic). Implemented by this
+/// crate only.
+///
+/// ```
+/// use trustmsg_client::{MessageView, Producer, TxProducer};
+///
+/// fn takes_any_way_in<P: TxProducer>(p: &P) -> &str {
+///     p.biz_id()
+/// }
+/// let p = Producer::new("http://127.0.0.1:8080", "shop", "token").unwrap();
+/// assert_eq!(takes_any_way_in(&p), "shop");
+/// // Over HTTP an accepted call returns the message's view.
+/// let _: Option<<Producer as TxProducer>::Receipt> = None::<MessageView>;
+/// ```
+pub trait TxProducer: sealed::Sealed + Sync {
+    /// What an accepted prepare, commit or rollback returns: the message's
+    /// view over HTTP (trustmsg applied it); the record's place in the submit
+    /// topic over Kafka (Kafka stored it, trustmsg will apply it).
+    type Receipt: Send;
+
+    /// The producer's id.
+    fn biz_id(&self) -> &str;
+
+    /// Prepares `message`.
+    fn prepare(
+        &self,
+        message: &Message,
+    ) -> impl Future<Output = Result<Self::Receipt, Error>> + Send;
+
+    /// Commits the message `message_key`.
+    fn commit(
+        &self,
+        message_key: &str,
+    ) -> impl Future<Output = Result<Self::Receipt, Error>> + Send;
+
+    /// Rolls back the message `message_key`.
+    fn rollback(
+        &self,
+        message_key: &str,
+    ) -> impl Future<Output = Result<Self::Receipt, Error>> + Send;
+}
+
+impl sealed::Sealed for Producer {}
+
+impl TxProducer for Producer {
+    type Receipt = MessageView;
+
+    fn biz_id(&self) -> &str {
+        Producer::biz_id(self)
+    }
+
+    fn prepare(
+        &self,
+        message: &Message,
+    ) -> impl Future<Output = Result<MessageView, Error>> + Send {
+        Producer::prepare(self, message)
+    }
+
+    fn commit(&self, message_key: &str) -> impl Future<Output = Result<MessageView, Error>> + Send {
+        Producer::commit(self, message_key)
+    }
+
+    fn rollback(
+        &self,
+        message_key: &str,
+    ) -> impl Future<Output = Result<MessageView, Error>> + Send {
+        Producer::rollback(self, message_key)
+    }
+}
+
+#[cfg(feature = "kafka")]
+impl sealed::Sealed for crate::submit::Submitter {}
+
+#[cfg(feature = "kafka")]
+impl TxProducer for crate::submit::Submitter {
+    type Receipt = crate::submit::Submitted;
+
+    fn biz_id(&self) -> &str {
+        crate::submit::Submitter::biz_id(self)
+    }
+
+    fn prepare(
+        &self,
+        message: &Message,
+    ) -> impl Future<Output = Result<Self::Receipt, Error>> + Send {
+        crate::submit::Submitter::prepare(self, message)
+    }
+
+    fn commit(
+        &self,
+        message_key: &str,
+    ) -> impl Future<Output = Result<Self::Receipt, Error>> + Send {
+        crate::submit::Submitter::commit(self, message_key)
+    }
+
+    fn rollback(
+        &self,
+        message_key: &str,
+    ) -> impl Future<Output = Result<Self::Receipt, Error>> + Send {
+        crate::submit::Submitter::rollback(self, message_key)
+    }
+}
+
 /// What happened to the local transaction and to the message.
+///
+/// `R` is what the way in returns for an accepted call
+/// ([`TxProducer::Receipt`]): the message's view over HTTP (the default), the
+/// record's place in the submit topic with the `Submitter`.
 ///
 /// ```
 /// use trustmsg_client::TxOutcome;
@@ -39,13 +164,15 @@ use crate::{Error, Message, Producer};
 // break every match on the outcome); an outcome is made once per message.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
-pub enum TxOutcome<T, E> {
-    /// The local transaction committed and so did the message.
+pub enum TxOutcome<T, E, R = MessageView> {
+    /// The local transaction committed and so did the message (with the
+    /// `Submitter`: Kafka acknowledged the commit record).
     Committed {
         /// What the local transaction returned.
         value: T,
-        /// The committed message.
-        message: MessageView,
+        /// The committed message's view (with the `Submitter`: where the
+        /// commit record is).
+        message: R,
     },
     /// The local transaction committed but the commit call could not be
     /// delivered (trustmsg unreachable after the retries). The message stays
@@ -53,7 +180,8 @@ pub enum TxOutcome<T, E> {
     CommitLeftToCheckBack {
         /// What the local transaction returned.
         value: T,
-        /// The last delivery error ([`Error::Unavailable`]).
+        /// The last delivery error ([`Error::Unavailable`], or
+        /// [`Error::NotAcknowledged`] with the `Submitter`).
         error: Error,
     },
     /// The local transaction committed but trustmsg refused the commit (e.g.
@@ -76,7 +204,8 @@ pub enum TxOutcome<T, E> {
     RollbackLeftToCheckBack {
         /// The local transaction's error.
         error: E,
-        /// The last delivery error ([`Error::Unavailable`]).
+        /// The last delivery error ([`Error::Unavailable`], or
+        /// [`Error::NotAcknowledged`] with the `Submitter`).
         rollback_error: Error,
     },
     /// The local transaction failed and trustmsg refused the rollback (e.g.
@@ -98,7 +227,7 @@ pub enum TxOutcome<T, E> {
     },
 }
 
-impl<T, E> TxOutcome<T, E> {
+impl<T, E, R> TxOutcome<T, E, R> {
     /// True when the local transaction committed (whatever became of the message).
     ///
     /// ```
@@ -155,10 +284,15 @@ impl<T, E> TxOutcome<T, E> {
 /// Prepare `message`, run `local` (the producer's local transaction), then
 /// commit the message if `local` returned `Ok` or roll it back if it returned `Err`.
 ///
+/// `producer` is either way in ([`TxProducer`]): a [`Producer`] (HTTP), or
+/// with the `kafka` feature a `submit::Submitter`, whose receipts say where
+/// the records are in the submit topic; `local` gets prepare's receipt.
+///
 /// Returns `Err` only when prepare fails; then `local` never ran. (If prepare
-/// failed as [`Error::Unavailable`] the message may still have been stored; its
-/// check-back must then answer rollback, which the [`barrier`](crate::barrier)
-/// does.) Everything after prepare is reported in the [`TxOutcome`].
+/// failed as [`Error::Unavailable`] or [`Error::NotAcknowledged`] the message
+/// may still have been stored; its check-back must then answer rollback,
+/// which the [`barrier`](crate::barrier) does.) Everything after prepare is
+/// reported in the [`TxOutcome`].
 ///
 /// `local` must return `Err` only when its transaction did **not** commit. If
 /// the outcome of its COMMIT is unknown, use
@@ -181,13 +315,14 @@ impl<T, E> TxOutcome<T, E> {
 /// # Ok(())
 /// # }
 /// ```
-pub async fn transaction<T, E, F, Fut>(
-    producer: &Producer,
+pub async fn transaction<P, T, E, F, Fut>(
+    producer: &P,
     message: Message,
     local: F,
-) -> Result<TxOutcome<T, E>, Error>
+) -> Result<TxOutcome<T, E, P::Receipt>, Error>
 where
-    F: FnOnce(MessageView) -> Fut,
+    P: TxProducer,
+    F: FnOnce(P::Receipt) -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
     run(producer, message, local, |_| false).await
@@ -195,14 +330,15 @@ where
 
 /// [`transaction`] with a way to say that a local error leaves the outcome
 /// no decision should be sent, in which case check-back decides.
-pub(crate) async fn run<T, E, F, Fut>(
-    producer: &Producer,
+pub(crate) async fn run<P, T, E, F, Fut>(
+    producer: &P,
     message: Message,
     local: F,
     leave_to_check_back: impl Fn(&E) -> bool,
-) -> Result<TxOutcome<T, E>, Error>
+) -> Result<TxOutcome<T, E, P::Receipt>, Error>
 where
-    F: FnOnce(MessageView) -> Fut,
+    P: TxProducer,
+    F: FnOnce(P::Receipt) -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
     let key = message.message_key().to_string();

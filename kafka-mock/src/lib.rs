@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Headers, Message};
+use rdkafka::message::Message;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseProducer, DefaultProducerContext, Producer};
 use rdkafka::{Offset, TopicPartitionList};
@@ -416,6 +416,18 @@ impl Drop for MockKafka {
     }
 }
 
+/// Every header of a record in record order, owned; `None` is a null value.
+pub fn record_headers(m: &impl rdkafka::Message) -> Vec<(String, Option<Vec<u8>>)> {
+    use rdkafka::message::Headers as _;
+    m.headers()
+        .map(|h| {
+            h.iter()
+                .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// One consumed record, owned.
 #[derive(Debug, Clone)]
 pub struct Consumed {
@@ -556,14 +568,7 @@ fn spawn_consumer(
                 match polled {
                     Some(Ok(m)) => {
                         let at = Instant::now();
-                        let headers: Vec<(String, Option<Vec<u8>>)> = m
-                            .headers()
-                            .map(|h| {
-                                h.iter()
-                                    .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
-                                    .collect()
-                            })
-                            .unwrap_or_default();
+                        let headers = record_headers(&m);
                         let id = headers
                             .iter()
                             .find(|(k, _)| k == kafka_headers::MESSAGE_ID)

@@ -295,17 +295,26 @@ async function overviewPage() {
       );
     });
     body.replaceChildren(
-      table(
-        ["Producer", "Prepared", "Verify failed", "Pending send", "Scheduled", "Send failed", "Sent (" + windowMin + ")", "Rolled back (" + windowMin + ")", "Oldest prepared", "Oldest pending send"],
-        rows,
-        "Nothing waiting and nothing finished in the last " + windowMin + ".",
-      ),
-      h(
-        "p",
-        { class: "muted small" },
-        "Waiting messages are counted exactly; finished ones over the last " + windowMin +
-          ". Refreshes 5 s after each answer, paused while this tab is hidden · " + new Date().toLocaleTimeString(),
-      ),
+      ...[
+        table(
+          ["Producer", "Prepared", "Verify failed", "Pending send", "Scheduled", "Send failed", "Sent (" + windowMin + ")", "Rolled back (" + windowMin + ")", "Oldest prepared", "Oldest pending send"],
+          rows,
+          "Nothing waiting and nothing finished in the last " + windowMin + ".",
+        ),
+        summary.submit_waiting
+          ? h(
+              "p",
+              { class: "warning", id: "submit-waiting" },
+              summary.submit_waiting + " commit(s) submitted through Kafka wait for their prepare; each is dead-lettered (message_not_found) if it does not come in time (GET /v1/admin/submit/waiting lists them).",
+            )
+          : null,
+        h(
+          "p",
+          { class: "muted small" },
+          "Waiting messages are counted exactly; finished ones over the last " + windowMin +
+            ". Refreshes 5 s after each answer, paused while this tab is hidden · " + new Date().toLocaleTimeString(),
+        ),
+      ].filter(Boolean),
     );
   };
   startRefresh(load);

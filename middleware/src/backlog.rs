@@ -72,6 +72,7 @@ fn publish(b: &Backlog) {
         .set(age(b.oldest_pending_send_at));
     metrics::gauge!("trustmsg_messages_scheduled").set(b.scheduled as f64);
     metrics::gauge!("trustmsg_alerts_undelivered").set(b.pending_alerts as f64);
+    metrics::gauge!("trustmsg_submit_waiting").set(b.waiting_commits as f64);
     metrics::gauge!("trustmsg_alerts_oldest_undelivered_seconds")
         .set(age(b.oldest_pending_alert_at));
 }

@@ -67,14 +67,13 @@ impl<T: Send + 'static, R: Send + 'static> Batcher<T, R> {
     /// Starts `workers` workers writing through `write`, at most `max_batch`
     /// jobs at a time. Beyond `queue` waiting jobs a caller waits for room.
     pub(crate) fn start(
-        write: impl BatchWrite<T, R>,
+        write: Arc<impl BatchWrite<T, R>>,
         workers: usize,
         max_batch: usize,
         queue: usize,
     ) -> Self {
         let (tx, rx) = mpsc::channel(queue.max(1));
         let rx = Arc::new(Mutex::new(rx));
-        let write = Arc::new(write);
         let max_batch = max_batch.max(1);
         for _ in 0..workers.max(1) {
             let (rx, write) = (rx.clone(), write.clone());
@@ -97,6 +96,34 @@ impl<T: Send + 'static, R: Send + 'static> Batcher<T, R> {
         self.queue.send(Job { input, reply }).await.ok()?;
         answer.await.ok()
     }
+}
+
+/// Writes `inputs` at once, on the caller's task, through `write`, in
+/// batches of at most `max_batch` in order: for a caller that has gathered a
+/// batch itself and needs its writes in that order (the Kafka way in). One
+/// answer per input, in order; `None` for an input `write` left unanswered.
+pub(crate) async fn write_now<T, R>(
+    write: &impl BatchWrite<T, R>,
+    inputs: Vec<T>,
+    max_batch: usize,
+) -> Vec<Option<R>> {
+    let mut answers = Vec::with_capacity(inputs.len());
+    let mut inputs = inputs.into_iter().peekable();
+    while inputs.peek().is_some() {
+        let mut jobs = Vec::with_capacity(max_batch.max(1));
+        let mut replies = Vec::with_capacity(max_batch.max(1));
+        for input in inputs.by_ref().take(max_batch.max(1)) {
+            let (reply, answer) = oneshot::channel();
+            jobs.push(Job { input, reply });
+            replies.push(answer);
+        }
+        write.write(&mut jobs).await;
+        drop(jobs);
+        for answer in replies {
+            answers.push(answer.await.ok());
+        }
+    }
+    answers
 }
 
 /// Waits for one job, then takes whatever else is queued, up to `max`;
@@ -141,7 +168,7 @@ mod tests {
     #[tokio::test]
     async fn a_lone_job_is_written_at_once_and_queued_ones_go_together_up_to_the_limit() {
         let batches = Arc::new(AtomicUsize::new(0));
-        let b = Batcher::start(BatchSizes(batches.clone()), 1, 3, 16);
+        let b = Batcher::start(Arc::new(BatchSizes(batches.clone())), 1, 3, 16);
         assert_eq!(b.submit(1).await, Some(1), "no waiting for company");
         // Seven at once on a current-thread runtime: all are queued before
         // the worker runs, so it takes them three, three and one.
@@ -158,7 +185,21 @@ mod tests {
         impl BatchWrite<u32, u32> for Forgets {
             async fn write(&self, _jobs: &mut Vec<Job<u32, u32>>) {}
         }
-        let b = Batcher::start(Forgets, 2, 8, 8);
+        let b = Batcher::start(Arc::new(Forgets), 2, 8, 8);
         assert_eq!(b.submit(1).await, None);
+    }
+
+    #[tokio::test]
+    async fn written_now_inputs_go_in_order_in_batches_of_the_limit() {
+        let batches = Arc::new(AtomicUsize::new(0));
+        let answers = write_now(&BatchSizes(batches.clone()), (0..7).collect(), 3).await;
+        assert_eq!(
+            answers,
+            [3, 3, 3, 3, 3, 3, 1].map(Some).to_vec(),
+            "three, three and one"
+        );
+        assert_eq!(batches.load(Ordering::SeqCst), 3);
+        let none = write_now(&BatchSizes(batches), Vec::new(), 3).await;
+        assert!(none.is_empty());
     }
 }

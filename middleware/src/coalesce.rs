@@ -55,7 +55,7 @@ use moka::future::Cache;
 
 use trustmsg_verify_api::MessageStatus;
 
-use crate::batcher::{skip_abandoned, BatchWrite, Batcher, Job};
+use crate::batcher::{skip_abandoned, write_now, BatchWrite, Batcher, Job};
 use crate::handoff::CommitListener;
 use crate::store::{
     self, Actor, DecideOutcome, DecideRequest, DynStore, Inserted, Message, NewMessage, StoreError,
@@ -90,10 +90,26 @@ fn prepared_rows(max_bytes: u64) -> Option<PreparedRows> {
 }
 
 /// A producer's commit or rollback of one message.
-struct Decision {
-    biz_id: String,
-    message_key: String,
-    commit: bool,
+pub(crate) struct Decision {
+    pub(crate) biz_id: String,
+    pub(crate) message_key: String,
+    pub(crate) commit: bool,
+    /// How it reached us, for its audit row.
+    pub(crate) via: Via,
+}
+
+/// The way a producer's decision came in.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Via {
+    /// The HTTP API.
+    Http,
+    /// A record submitted to the submit topic (`crate::submit`).
+    Kafka {
+        /// The record's partition.
+        partition: i32,
+        /// The record's offset.
+        offset: i64,
+    },
 }
 
 type PrepareJob = Job<NewMessage, StoreResult<Inserted>>;
@@ -104,10 +120,23 @@ type DecideJob = Job<Decision, StoreResult<DecideOutcome>>;
 pub(crate) struct Coalescer {
     prepares: Batcher<NewMessage, StoreResult<Inserted>>,
     decisions: Batcher<Decision, StoreResult<DecideOutcome>>,
+    /// The writers themselves, for batches a caller gathered
+    /// ([`Coalescer::prepare_now`], [`Coalescer::decide_now`]).
+    write_prepares: Arc<WritePrepares>,
+    write_decisions: Arc<WriteDecisions>,
+    max_batch: usize,
 }
 
 fn gone() -> StoreError {
     StoreError::ShuttingDown
+}
+
+/// Each answer, or [`gone`] for a job the writer left unanswered.
+fn answered<R>(answers: Vec<Option<StoreResult<R>>>) -> Vec<StoreResult<R>> {
+    answers
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(gone())))
+        .collect()
 }
 
 /// How writes are batched (`--write-workers`, `--write-batch`).
@@ -138,22 +167,39 @@ impl Coalescer {
         let (workers, max_batch) = (settings.workers.get(), settings.max_batch.get());
         let queue = max_batch.saturating_mul(workers).saturating_mul(4);
         let rows = prepared_rows(settings.prepared_cache_bytes);
-        let prepares = WritePrepares {
+        let prepares = Arc::new(WritePrepares {
             store: store.clone(),
             deadline: settings.deadline,
             rows: rows.clone(),
-        };
-        let decisions = WriteDecisions {
+        });
+        let decisions = Arc::new(WriteDecisions {
             store,
             commits,
             send_lease: settings.send_lease,
             deadline: settings.deadline,
             rows,
-        };
+        });
         Self {
-            prepares: Batcher::start(prepares, workers, max_batch, queue),
-            decisions: Batcher::start(decisions, workers, max_batch, queue),
+            prepares: Batcher::start(prepares.clone(), workers, max_batch, queue),
+            decisions: Batcher::start(decisions.clone(), workers, max_batch, queue),
+            write_prepares: prepares,
+            write_decisions: decisions,
+            max_batch,
         }
+    }
+
+    /// Prepares a batch the caller gathered, at once and on its own task,
+    /// in `--write-batch` chunks: the Kafka way in, whose batch is the
+    /// records it read. One result per message, in order.
+    pub(crate) async fn prepare_now(&self, batch: Vec<NewMessage>) -> Vec<StoreResult<Inserted>> {
+        answered(write_now(self.write_prepares.as_ref(), batch, self.max_batch).await)
+    }
+
+    /// Decides a batch the caller gathered, as [`Coalescer::prepare_now`]:
+    /// in order, so that of one ordered key's commits the earlier record
+    /// takes the earlier place.
+    pub(crate) async fn decide_now(&self, batch: Vec<Decision>) -> Vec<StoreResult<DecideOutcome>> {
+        answered(write_now(self.write_decisions.as_ref(), batch, self.max_batch).await)
     }
 
     /// [`crate::store::Store::insert_prepared`], batched with concurrent calls.
@@ -172,6 +218,7 @@ impl Coalescer {
             biz_id,
             message_key,
             commit,
+            via: Via::Http,
         };
         self.decisions.submit(decision).await.ok_or_else(gone)?
     }
@@ -255,11 +302,18 @@ fn request(d: &Decision, send_lease: Duration) -> DecideRequest<'_> {
             message_key: &d.message_key,
         },
         commit: d.commit,
-        actor: Actor::Producer(d.biz_id.clone()),
-        reason: format!(
-            "{} by producer",
-            if d.commit { "commit" } else { "rollback" }
-        ),
+        actor: match d.via {
+            Via::Http => Actor::Producer(d.biz_id.clone()),
+            Via::Kafka { .. } => Actor::Kafka,
+        },
+        reason: match d.via {
+            Via::Http => format!("{} by producer", if d.commit { "commit" } else { "rollback" }),
+            Via::Kafka { partition, offset } => format!(
+                "{} by producer {}, submitted through Kafka (partition {partition}, offset {offset})",
+                if d.commit { "commit" } else { "rollback" },
+                d.biz_id
+            ),
+        },
         send_lease,
         verify_attempt: false,
     }

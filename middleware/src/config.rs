@@ -260,6 +260,37 @@ pub struct ServeArgs {
     /// Spans of our own, exported over OTLP.
     #[command(flatten)]
     pub tracing: TracingArgs,
+
+    /// The Kafka way in: prepare, commit and rollback submitted as records.
+    #[command(flatten)]
+    pub submit: SubmitArgs,
+}
+
+/// The Kafka way in (docs/kafka-submit.md): producers submit prepare,
+/// commit and rollback as signed records to a topic this instance consumes.
+#[derive(Debug, Clone, Args)]
+pub struct SubmitArgs {
+    /// Consume producers' prepare, commit and rollback records from this
+    /// topic (needs `--kafka-brokers`; `--kafka-config` applies to its
+    /// consumer too). What cannot be applied goes to `<NAME>.dlq`. Off when
+    /// not given.
+    #[arg(long, env = "TRUSTMSG_SUBMIT_TOPIC")]
+    pub submit_topic: Option<String>,
+
+    /// The consumer group the instances consuming `--submit-topic` share.
+    #[arg(long, env = "TRUSTMSG_SUBMIT_GROUP", default_value = "trustmsg")]
+    pub submit_group: String,
+
+    /// How long a submitted commit whose prepare has not been seen waits for
+    /// it (its prepare may be on another partition) before it is
+    /// dead-lettered with `message_not_found`.
+    #[arg(long, env = "TRUSTMSG_SUBMIT_COMMIT_WAIT", default_value = "5m", value_parser = positive_duration)]
+    pub submit_commit_wait: Duration,
+
+    /// Most submitted records applied as one batch (their offsets are
+    /// committed together once the database has them).
+    #[arg(long, env = "TRUSTMSG_SUBMIT_BATCH", default_value = "1000", value_parser = at_least_one::<NonZeroUsize>)]
+    pub submit_batch: NonZeroUsize,
 }
 
 /// Spans of trustmsg's own (prepare, commit, rollback, check-back, send),
@@ -578,6 +609,8 @@ pub(crate) struct Settings {
     pub(crate) retention: Option<Duration>,
     /// Where spans are exported, if anywhere.
     pub(crate) otlp: Option<crate::telemetry::OtlpSettings>,
+    /// The Kafka way in, if on.
+    pub(crate) submit: Option<crate::submit::SubmitSettings>,
 }
 
 /// Whether this instance runs a forwarder.
@@ -703,6 +736,7 @@ impl ServeArgs {
             backlog_interval: self.backlog_interval,
             retention: Some(self.retention).filter(|d| !d.is_zero()),
             otlp: self.otlp()?,
+            submit: self.submit()?,
             overdue: OverdueSettings {
                 send_after: Some(self.alerts.alert_send_overdue_after).filter(|d| !d.is_zero()),
                 verify_after: Some(self.alerts.alert_verify_overdue_after).filter(|d| !d.is_zero()),
@@ -764,6 +798,44 @@ impl ServeArgs {
             )));
         }
         Ok(())
+    }
+
+    /// `--submit-topic`: a valid topic name whose dead-letter topic is one
+    /// too, and brokers to consume it from.
+    fn submit(&self) -> Result<Option<crate::submit::SubmitSettings>, ConfigError> {
+        let a = &self.submit;
+        let Some(topic) = a.submit_topic.clone() else {
+            return Ok(None);
+        };
+        let dead_letters = format!("{topic}{}", trustmsg_verify_api::submit::DLQ_SUFFIX);
+        crate::api::validate::topic(&dead_letters).map_err(|e| {
+            ConfigError(format!(
+                "--submit-topic {topic:?}: its dead-letter topic {dead_letters:?}: {e}"
+            ))
+        })?;
+        crate::api::validate::topic(&topic)
+            .map_err(|e| ConfigError(format!("--submit-topic {topic:?}: {e}")))?;
+        if a.submit_group.trim().is_empty() {
+            return Err(ConfigError("--submit-group must not be empty".into()));
+        }
+        let f = &self.forwarder;
+        let Some(brokers) = f.kafka_brokers.clone().filter(|b| !b.trim().is_empty()) else {
+            return Err(ConfigError(format!(
+                "--submit-topic {topic:?} needs --kafka-brokers: the records are consumed from Kafka"
+            )));
+        };
+        let extra = crate::kafka_config::settings(&f.kafka_config)
+            .map_err(|e| ConfigError(e.to_string()))?;
+        Ok(Some(crate::submit::SubmitSettings {
+            topic,
+            dead_letters,
+            group: a.submit_group.clone(),
+            brokers,
+            extra,
+            commit_wait: a.submit_commit_wait,
+            batch: a.submit_batch.get(),
+            kafka_timeout: f.kafka_message_timeout,
+        }))
     }
 
     fn forwarding(&self) -> Result<Forwarding, ConfigError> {

@@ -49,6 +49,7 @@ mod retention;
 mod secret;
 pub mod startup;
 pub mod store;
+mod submit;
 pub mod telemetry;
 pub mod tls;
 pub mod verifier;

@@ -212,6 +212,7 @@ impl Application {
             shutdown.clone(),
         );
         workers.push(liveness.watch("backlog", task, shutdown.clone()));
+        let submit = cfg.submit;
         let state = AppState::new(Shared {
             writes: Coalescer::start(store.clone(), cfg.writes, commits.clone()),
             store: store.clone(),
@@ -229,6 +230,21 @@ impl Application {
             require_producer_topics: cfg.require_producer_topics,
             summary: Default::default(),
         });
+
+        if let Some(submit) = submit {
+            let (consuming, waiting) =
+                crate::submit::spawn(state.clone(), submit, shutdown.clone())?;
+            workers.push(
+                state
+                    .liveness
+                    .watch("submit consumer", consuming, shutdown.clone()),
+            );
+            workers.push(
+                state
+                    .liveness
+                    .watch("waiting commits", waiting, shutdown.clone()),
+            );
+        }
 
         let listener = TcpListener::bind(cfg.listen)
             .await

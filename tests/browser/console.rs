@@ -150,6 +150,29 @@ async fn a_wrong_token_is_refused_plainly_and_the_right_one_shows_the_overview()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_says_when_commits_submitted_through_kafka_wait_for_their_prepare() {
+    let (app, _) = service_with_messages().await;
+    // What the Kafka way in parks when a commit is read before its prepare.
+    let parked = trustmsg::store::NewWaitingCommit {
+        biz_id: "shop".into(),
+        message_key: "early".into(),
+        partition: 1,
+        offset: 9,
+        record_key: None,
+        headers: Vec::new(),
+        wait: std::time::Duration::from_secs(300),
+    };
+    assert!(app.store().park_commit(&parked).await.unwrap());
+    let browser = signed_in(&app, 1280, 900).await;
+    let text = browser
+        .until_text("submitted through Kafka wait for their prepare")
+        .await;
+    assert!(text.contains("1 commit(s)"), "{text}");
+    browser.finish().await;
+    app.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_failed_message_comes_first_and_a_hostile_payload_stays_text() {
     let (app, xss) = service_with_messages().await;
     let browser = signed_in(&app, 1280, 900).await;

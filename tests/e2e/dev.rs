@@ -12,6 +12,7 @@ use std::time::Duration;
 use trustmsg_client::{Error, Message, MessageStatus, Producer};
 use trustmsg_tests::kafka::TopicReader;
 use trustmsg_tests::process::{binary, free_port};
+use trustmsg_tests::submit::{Submission, Submitter};
 use trustmsg_tests::{CheckServer, Reply};
 
 /// A `trustmsg dev` child process; killed when dropped.
@@ -181,6 +182,41 @@ async fn dev_mode_in_an_empty_directory_runs_the_whole_loop_with_check_back() {
     assert!(check.calls("order-2") >= 1);
     assert_eq!(check.bad_signatures(), 0, "signed with the printed secret");
     assert_eq!(reader.id_counts()[&committed.id], 1);
+
+    // The Kafka way in, as the banner and the credentials file name it.
+    let topic = dev.printed("Kafka way in");
+    assert_eq!(topic, "trustmsg.submit");
+    assert_eq!(exported(&env_file, "TRUSTMSG_SUBMIT_TOPIC"), topic);
+    let kafka_producer = Submitter::new(
+        &brokers,
+        &topic,
+        "order-service",
+        &exported(&env_file, "TRUSTMSG_DEMO_SIGNING_SECRET"),
+    );
+    kafka_producer
+        .prepare(
+            "order-3",
+            Submission {
+                topic: "orders",
+                key: Some("43"),
+                value: br#"{"total":43}"#,
+                ..Default::default()
+            },
+        )
+        .await;
+    kafka_producer.commit("order-3").await;
+    reader
+        .read_until(
+            Duration::from_secs(30),
+            "the record submitted through Kafka",
+            |r| {
+                r.iter()
+                    .any(|r| r.payload.as_deref() == Some(&br#"{"total":43}"#[..]))
+            },
+        )
+        .await;
+    let submitted = producer.get("order-3").await.unwrap();
+    assert_eq!(submitted.status, MessageStatus::Committed);
     drop(dev);
 }
 

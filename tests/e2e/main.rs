@@ -25,6 +25,8 @@ mod mysql_tls;
 mod no_forwarder;
 mod ordering;
 mod startup_refusals;
+mod submit;
+mod submit_faults;
 mod tail;
 mod topics;
 mod tracing;

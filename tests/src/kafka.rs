@@ -4,5 +4,6 @@
 //! All of it is `trustmsg-kafka-mock`'s, shared with `trustmsg bench`.
 
 pub use trustmsg_kafka_mock::{
-    consume, Consumed, MockKafka, RDKafkaApiKey, RDKafkaRespErr, StopFlag, TopicReader,
+    consume, record_headers, Consumed, MockKafka, RDKafkaApiKey, RDKafkaRespErr, StopFlag,
+    TopicReader,
 };

@@ -38,6 +38,7 @@ pub mod kafka_tls;
 pub mod mariadb;
 pub mod process;
 pub mod servers;
+pub mod submit;
 pub mod trace;
 pub mod wait;
 

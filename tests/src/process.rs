@@ -273,6 +273,27 @@ impl ServiceProcess {
         )
     }
 
+    /// `GET path` with the admin token: the answer, which must be a 200.
+    pub async fn admin_get(&self, path: &str) -> Value {
+        let (status, body) = self
+            .call(reqwest::Method::GET, path, ADMIN_TOKEN, None)
+            .await;
+        assert_eq!(status, 200, "GET {path}: {body}");
+        body
+    }
+
+    /// `/metrics` as text.
+    pub async fn metrics(&self) -> String {
+        self.http_client()
+            .get(format!("{}/metrics", self.url()))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// Registers a producer with these settings; returns (token, signing secret).
     pub async fn register(&self, biz_id: &str, settings: Value) -> (String, String) {
         let res = self

@@ -27,7 +27,8 @@ pub struct MessagePage {
 pub struct AuditView {
     /// When (database clock).
     pub at: DateTime<Utc>,
-    /// `producer:<biz_id>`, `verifier`, `forwarder`, `admin` or an operator's name.
+    /// `producer:<biz_id>`, `kafka` (a decision the producer submitted through
+    /// Kafka), `verifier`, `forwarder`, `admin` or an operator's name.
     pub actor: String,
     /// `commit`, `rollback`, `verify_failed`, `send_failed`, `reverify`, `quarantine`, …
     pub action: String,
@@ -135,6 +136,10 @@ pub struct Summary {
     /// The window of `sent_recently` and `rolled_back_recently`, in seconds
     /// before `at`.
     pub recent_window_secs: u64,
+    /// Commits submitted through Kafka that wait for their prepare
+    /// (`GET /v1/admin/submit/waiting` lists them).
+    #[serde(default)]
+    pub submit_waiting: u64,
 }
 
 /// The decision an operator makes.
@@ -461,6 +466,50 @@ pub struct AlertPage {
     pub items: Vec<AlertView>,
     /// Pass as `cursor` for the next page; null on the last page.
     pub next_cursor: Option<String>,
+}
+
+/// A commit submitted through Kafka before its prepare was seen
+/// (`GET /v1/admin/submit/waiting`): it waits for its prepare until
+/// `give_up_at`, then goes to the dead-letter topic (`message_not_found`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WaitingCommitView {
+    /// The waiting row's id (not a message id).
+    pub id: u64,
+    /// The producer.
+    pub biz_id: String,
+    /// The message it commits.
+    pub message_key: String,
+    /// Where the commit record was read: its partition of the submit topic.
+    pub partition: i32,
+    /// And its offset.
+    pub offset: i64,
+    /// Tries so far to apply it (each found no prepare).
+    pub attempts: u32,
+    /// When it was read.
+    pub received_at: DateTime<Utc>,
+    /// When it is dead-lettered if its prepare is still missing.
+    pub give_up_at: DateTime<Utc>,
+}
+
+/// One page of waiting commits, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WaitingCommitPage {
+    /// Oldest first.
+    pub items: Vec<WaitingCommitView>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// The query of `GET /v1/admin/submit/waiting`. Any other parameter is refused (400).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct WaitingListQuery {
+    /// Rows per page, 1 to 500 (default 50).
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<u32>,
+    /// The previous page's `next_cursor`, unchanged (400 for any other).
+    #[param(schema_with = cursor_param)]
+    pub cursor: Option<String>,
 }
 
 /// The query of `GET /v1/admin/alerts`. Any other parameter is refused (400).

@@ -60,6 +60,18 @@ pub const ERROR_CODE: &str = "trustmsg-error-code";
 pub const ERROR: &str = "trustmsg-error";
 /// The dead-letter topic is the submit topic's name with this suffix.
 pub const DLQ_SUFFIX: &str = ".dlq";
+/// A prepare's delivery time, as the HTTP API's `deliver_at` (RFC 3339).
+/// Not one of [`CONTRACT_HEADERS`]: it is signed as `name=value` among the
+/// other headers, and read by trustmsg instead of carried to the record.
+pub const DELIVER_AT: &str = "trustmsg-deliver-at";
+/// A prepare's delay in milliseconds, as the HTTP API's `deliver_after_ms`
+/// (signed and read as [`DELIVER_AT`] is).
+pub const DELIVER_AFTER_MS: &str = "trustmsg-deliver-after-ms";
+/// The W3C trace context headers of a record (`traceparent`, `tracestate`)
+/// are its trace context, as the HTTP API's request headers are: signed as
+/// other headers, stored with the message and sent on with its check-back
+/// calls and its Kafka record.
+pub const TRACE_HEADERS: [&str; 2] = ["traceparent", "tracestate"];
 
 /// The headers of the contract: every other header of a prepare is the
 /// delivered record's, and is signed as `name=value`.

@@ -120,6 +120,17 @@ impl ApiError {
         }
     }
 
+    /// The machine-readable code the HTTP API would answer with.
+    pub(crate) fn code(&self) -> &'static str {
+        self.parts().1
+    }
+
+    /// Whether the same request may succeed later unchanged (the HTTP API
+    /// answers 503 for it): the store or a lookup failed, or took too long.
+    pub(crate) fn is_transient(&self) -> bool {
+        self.parts().0 == StatusCode::SERVICE_UNAVAILABLE
+    }
+
     fn parts(&self) -> (StatusCode, &'static str) {
         match self {
             Self::Invalid { code, .. } => (StatusCode::BAD_REQUEST, code),

@@ -15,7 +15,7 @@ use trustmsg_verify_api::{DecisionRequest, ErrorBody, MessageView, PrepareReques
 
 use super::auth::{self, Authenticated};
 use super::error::ApiError;
-use super::{validate, AppState, Json};
+use super::{validate, AppState, Json, Shared};
 use crate::store::{order_key, DecideOutcome, Inserted, Message, NewMessage, Producer};
 use crate::telemetry::{self, OwnSpan, TraceHeaders};
 
@@ -116,14 +116,40 @@ async fn prepare_traced(
         Some(p) => Some(p),
         None => state.producer(&req.biz_id).await?,
     };
-    let valid = validate::prepare(
-        &req,
-        state.max_payload_bytes,
-        state.max_record_bytes,
-        traceparent.is_some(),
-    )?;
-    topic_allowed(
+    let new = new_message(
+        &state,
         registered.as_deref(),
+        req,
+        None,
+        traceparent,
+        tracestate,
+    )?;
+    let digest = new.digest();
+    let (status, m) = prepared(state.writes.prepare(new).await?, &digest)?;
+    Ok((status, axum::Json(m.view())))
+}
+
+/// A prepare checked (limits, the producer's registration as the caller
+/// read it) and turned into the row to insert. `payload`: the bytes of a
+/// record submitted to Kafka; None: `req.payload`, decoded as it says.
+/// The HTTP API and the Kafka way in both prepare through here, so a
+/// prepare is the same operation whichever way it came.
+pub(crate) fn new_message(
+    state: &Shared,
+    registered: Option<&Producer>,
+    req: PrepareRequest,
+    payload: Option<Vec<u8>>,
+    traceparent: Option<String>,
+    tracestate: Option<String>,
+) -> Result<NewMessage, ApiError> {
+    let (max_payload, max_record) = (state.max_payload_bytes, state.max_record_bytes);
+    let traced = traceparent.is_some();
+    let valid = match payload {
+        None => validate::prepare(&req, max_payload, max_record, traced)?,
+        Some(bytes) => validate::prepare_bytes(&req, bytes, max_payload, max_record, traced)?,
+    };
+    topic_allowed(
+        registered,
         &req.biz_id,
         &req.topic,
         state.require_producer_topics,
@@ -131,14 +157,14 @@ async fn prepare_traced(
     // In order per key: taken from the registration as this prepare reads
     // it (the cached one); a message without a record key is not ordered,
     // as Kafka orders nothing without a key either.
-    let order_key = match (&registered, &req.key) {
+    let order_key = match (registered, &req.key) {
         (Some(p), Some(key)) if p.ordered => Some(order_key(&req.biz_id, &req.topic, key)),
         _ => None,
     };
     let first_verify_after = registered.map_or(state.producer_defaults.first_verify_after, |p| {
         Duration::from_millis(p.first_verify_after_ms.into())
     });
-    let new = NewMessage {
+    Ok(NewMessage {
         biz_id: req.biz_id,
         message_key: req.message_key,
         topic: req.topic,
@@ -150,10 +176,17 @@ async fn prepare_traced(
         deliver: valid.deliver,
         traceparent,
         tracestate,
-    };
-    let digest = new.digest();
-    match state.writes.prepare(new).await? {
-        Inserted::Created(m) => Ok((StatusCode::CREATED, axum::Json(m.view()))),
+    })
+}
+
+/// What a prepare's insert means for its caller: 201 created, 200 the same
+/// content again, 409 a tombstone or other content under the key.
+pub(crate) fn prepared(
+    inserted: Inserted,
+    digest: &[u8],
+) -> Result<(StatusCode, Message), ApiError> {
+    match inserted {
+        Inserted::Created(m) => Ok((StatusCode::CREATED, m)),
         Inserted::Existing(m) if m.tombstone => Err(ApiError::conflict(
             "rolled_back",
             format!(
@@ -161,8 +194,8 @@ async fn prepare_traced(
                 m.message_key, m.biz_id
             ),
         )),
-        Inserted::Existing(m) if m.content_digest.as_deref() == Some(&digest) => {
-            Ok((StatusCode::OK, axum::Json(m.view())))
+        Inserted::Existing(m) if m.content_digest.as_deref() == Some(digest) => {
+            Ok((StatusCode::OK, m))
         }
         Inserted::Existing(m) => Err(ApiError::conflict(
             "prepare_conflict",
@@ -341,6 +374,17 @@ async fn decide_message(
         .writes
         .decide(req.biz_id.clone(), req.message_key.clone(), commit)
         .await?;
+    decided(outcome, commit, &req.biz_id, &req.message_key)
+}
+
+/// What a decision's outcome means for its caller: the message, or 409 for
+/// the opposite decision, 404 for a message never prepared.
+pub(crate) fn decided(
+    outcome: DecideOutcome,
+    commit: bool,
+    biz_id: &str,
+    message_key: &str,
+) -> Result<Message, ApiError> {
     match outcome {
         // A commit was handed to the forwarder by the write itself (see
         // `coalesce`), even if this request is cut off now.
@@ -361,8 +405,7 @@ async fn decide_message(
         DecideOutcome::NotFound => Err(ApiError::not_found(
             "message_not_found",
             format!(
-                "no prepared message {:?} for {:?}; prepare it first (nothing was created)",
-                req.message_key, req.biz_id
+                "no prepared message {message_key:?} for {biz_id:?}; prepare it first (nothing was created)"
             ),
         )),
     }

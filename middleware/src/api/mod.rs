@@ -14,10 +14,10 @@
 mod admin;
 pub(crate) mod auth;
 mod console;
-mod error;
+pub(crate) mod error;
 mod health;
 pub(crate) mod load_shed;
-mod messages;
+pub(crate) mod messages;
 pub mod openapi;
 mod producers;
 pub(crate) mod validate;

@@ -234,13 +234,18 @@ pub(crate) fn payload(
             )
         })?,
     };
-    if bytes.len() > max_bytes {
+    payload_size(bytes.len(), max_bytes)?;
+    Ok(bytes)
+}
+
+/// A decoded payload of `len` bytes is within `--max-payload-bytes`.
+fn payload_size(len: usize, max_bytes: usize) -> Result<(), ApiError> {
+    if len > max_bytes {
         return Err(ApiError::TooLarge(format!(
-            "payload is {} bytes; the limit is {max_bytes} bytes (--max-payload-bytes)",
-            bytes.len()
+            "payload is {len} bytes; the limit is {max_bytes} bytes (--max-payload-bytes)"
         )));
     }
-    Ok(bytes)
+    Ok(())
 }
 
 /// A checked prepare: every field valid, payload decoded.
@@ -344,17 +349,47 @@ pub(crate) fn prepare(
     max_record: usize,
     traced: bool,
 ) -> Result<ValidPrepare, ApiError> {
+    let hdrs = fields(req)?;
+    let payload = payload(
+        &req.payload,
+        req.payload_encoding.unwrap_or_default(),
+        max_payload,
+    )?;
+    checked_prepare(req, payload, hdrs, max_record, traced)
+}
+
+/// Checks a prepare whose payload came as bytes (a record submitted to
+/// Kafka; `req.payload` is not read): every check [`prepare`] makes.
+pub(crate) fn prepare_bytes(
+    req: &PrepareRequest,
+    payload: Vec<u8>,
+    max_payload: usize,
+    max_record: usize,
+    traced: bool,
+) -> Result<ValidPrepare, ApiError> {
+    let hdrs = fields(req)?;
+    payload_size(payload.len(), max_payload)?;
+    checked_prepare(req, payload, hdrs, max_record, traced)
+}
+
+/// A prepare's names, key and headers (the headers, checked, are returned).
+fn fields(req: &PrepareRequest) -> Result<BTreeMap<String, String>, ApiError> {
     biz_id(&req.biz_id)?;
     message_key(&req.message_key)?;
     topic(&req.topic)?;
     record_key(req.key.as_deref())?;
     let hdrs = req.headers.clone().unwrap_or_default();
     headers(&hdrs)?;
-    let payload = payload(
-        &req.payload,
-        req.payload_encoding.unwrap_or_default(),
-        max_payload,
-    )?;
+    Ok(hdrs)
+}
+
+fn checked_prepare(
+    req: &PrepareRequest,
+    payload: Vec<u8>,
+    hdrs: BTreeMap<String, String>,
+    max_record: usize,
+    traced: bool,
+) -> Result<ValidPrepare, ApiError> {
     record(req, payload.len(), &hdrs, max_record, traced)?;
     let deliver = delivery(req, Utc::now())?;
     Ok(ValidPrepare {

@@ -57,9 +57,9 @@ use trustmsg_verify_api::MessageView;
 pub use decide::{decide, decide_batch, decide_batch_known, DecideOutcome, DecideRequest, Target};
 pub use model::{
     order_key, Actor, AlertFilter, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed,
-    Delivery, Inserted, Message, MessageFilter, NewAlert, NewMessage, OrderPos, Overdue, Producer,
-    ProducerRecord, ProducerSummary, Quarantined, Requeue, RequeuedChunk, SentMark, Transition,
-    VerifyLease, Wait,
+    Delivery, Inserted, Message, MessageFilter, NewAlert, NewMessage, NewWaitingCommit, OrderPos,
+    Overdue, Producer, ProducerRecord, ProducerSummary, Quarantined, Requeue, RequeuedChunk,
+    SentMark, Transition, VerifyLease, Wait, WaitingCommit,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should
@@ -401,6 +401,29 @@ pub trait Store: Send + Sync + 'static {
     async fn record_check_attempts(&self, calls: &[CheckAttempt]) -> StoreResult<()>;
     /// A message's recorded check-back calls, oldest first.
     async fn check_attempts(&self, message_id: u64) -> StoreResult<Vec<CheckAttemptEntry>>;
+
+    /// Keeps a submitted commit whose prepare has not been seen, due for its
+    /// first retry at once. A second one for the same (biz_id, message_key)
+    /// changes nothing (a replayed record): false then.
+    async fn park_commit(&self, w: &NewWaitingCommit) -> StoreResult<bool>;
+    /// Claims up to `limit` waiting commits whose retry is due, pushing
+    /// their `next_try_at` out by `lease` so no other instance takes them
+    /// meanwhile (rows another instance is claiming are skipped).
+    async fn claim_waiting_commits(
+        &self,
+        limit: u32,
+        lease: Duration,
+    ) -> StoreResult<Vec<WaitingCommit>>;
+    /// A retry of waiting commit `id` found its prepare still missing: one
+    /// more attempt, tried again after `delay`.
+    async fn retry_waiting_commit(&self, id: u64, delay: Duration) -> StoreResult<bool>;
+    /// Waiting commit `id` is settled (applied, or dead-lettered): gone.
+    async fn unpark_commit(&self, id: u64) -> StoreResult<bool>;
+    /// How many commits wait for their prepare.
+    async fn count_waiting_commits(&self) -> StoreResult<u64>;
+    /// Up to `limit` waiting commits with ids above `after`, oldest first.
+    async fn list_waiting_commits(&self, limit: u32, after: u64)
+        -> StoreResult<Vec<WaitingCommit>>;
 
     async fn upsert_producer(&self, p: &ProducerRecord) -> StoreResult<Producer>;
     async fn find_producer(&self, biz_id: &str) -> StoreResult<Option<Producer>>;

@@ -245,6 +245,9 @@ pub enum Actor {
     Forwarder,
     /// A person through the admin API or CLI.
     Operator(String),
+    /// The producer, through a record it submitted to Kafka (the Kafka way
+    /// in); the message names the producer.
+    Kafka,
 }
 
 impl std::fmt::Display for Actor {
@@ -254,6 +257,7 @@ impl std::fmt::Display for Actor {
             Actor::Verifier => f.write_str("verifier"),
             Actor::Forwarder => f.write_str("forwarder"),
             Actor::Operator(who) => write!(f, "operator:{who}"),
+            Actor::Kafka => f.write_str("kafka"),
         }
     }
 }
@@ -365,6 +369,8 @@ pub struct Backlog {
     pub scheduled: u64,
     /// Alerts not yet delivered to the webhook (state pending).
     pub pending_alerts: u64,
+    /// Submitted commits waiting for their prepare (the Kafka way in).
+    pub waiting_commits: u64,
     /// When the oldest of them was raised.
     pub oldest_pending_alert_at: Option<DateTime<Utc>>,
     /// The database clock when this was read.
@@ -580,6 +586,44 @@ pub struct SentMark {
     /// The message's place in its key when it is ordered ([`Message::order_pos`]):
     /// its SENT mark then also makes the key's next message due.
     pub order: Option<OrderPos>,
+}
+
+/// A commit submitted through Kafka before its prepare was seen, to be kept
+/// until its prepare is in (the Kafka way in, `crate::submit`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewWaitingCommit {
+    pub biz_id: String,
+    pub message_key: String,
+    /// Where the record was read: partition and offset of the submit topic.
+    pub partition: i32,
+    pub offset: i64,
+    /// The record's key and headers as submitted (a commit has no value), so
+    /// a dead-lettered commit is the record the producer sent.
+    pub record_key: Option<Vec<u8>>,
+    pub headers: Vec<(String, String)>,
+    /// How long it may wait for its prepare.
+    pub wait: Duration,
+}
+
+/// A waiting commit as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitingCommit {
+    pub id: u64,
+    pub biz_id: String,
+    pub message_key: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub record_key: Option<Vec<u8>>,
+    pub headers: Vec<(String, String)>,
+    /// Tries so far to apply it.
+    pub attempts: u32,
+    pub received_at: DateTime<Utc>,
+    /// When it is dead-lettered if its prepare is still missing.
+    pub give_up_at: DateTime<Utc>,
+    /// When it is tried next (or its claim runs out).
+    pub next_try_at: DateTime<Utc>,
+    /// The database clock when it was read.
+    pub now: DateTime<Utc>,
 }
 
 /// A producer registration.

@@ -36,6 +36,57 @@ pub struct MySqlStore {
 }
 
 impl MySqlStore {
+    /// Claims up to `limit` rows of `table` whose `due` time has come, oldest
+    /// due first, pushing `due` out by `lease` so no other instance takes
+    /// them meanwhile (rows another instance is claiming are skipped, not
+    /// waited for): `SELECT <select> … FOR UPDATE SKIP LOCKED`, then one
+    /// UPDATE by id, in one transaction. The alert outbox and waiting
+    /// commits are claimed this way.
+    async fn claim_due_rows(
+        &self,
+        select: &str,
+        table: &str,
+        due: &str,
+        limit: u32,
+        lease: Duration,
+    ) -> StoreResult<Vec<MySqlRow>> {
+        // An idle instance asks every round, and such rows are rare: a plain
+        // read finds whether anything is due before a transaction (and its
+        // locks) is opened for the claim.
+        let any: Option<u64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT id FROM {table} WHERE {due} <= UTC_TIMESTAMP(3) LIMIT 1"
+        )))
+        .fetch_optional(&self.pool)
+        .await?;
+        if any.is_none() {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.pool.begin().await?;
+        let rows: Vec<MySqlRow> = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {select} WHERE {due} <= UTC_TIMESTAMP(3) \
+             ORDER BY {due} LIMIT ? FOR UPDATE SKIP LOCKED"
+        )))
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?;
+        if rows.is_empty() {
+            tx.commit().await?;
+            return Ok(rows);
+        }
+        let mut q = QueryBuilder::<MySql>::new(format!(
+            "UPDATE {table} SET {due} = UTC_TIMESTAMP(3) + INTERVAL "
+        ));
+        q.push_bind(micros(lease))
+            .push(" MICROSECOND WHERE id IN (");
+        let mut sep = q.separated(", ");
+        for row in &rows {
+            sep.push_bind(row.unsigned::<u64>("id")?);
+        }
+        q.push(")");
+        q.build().execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(rows)
+    }
     /// Connects a pool to `url` (`mysql://user:pass@host:port/db`).
     pub async fn connect(url: &str) -> StoreResult<Self> {
         let opts: MySqlConnectOptions = url.parse()?;
@@ -866,42 +917,16 @@ impl Store for MySqlStore {
         sql::flag_overdue(&self.pool, wait, older_than, limit).await
     }
 
-    /// An idle instance asks this every round, and alerts are rare: a
-    /// plain read finds whether anything is due before a transaction (and
-    /// its locks) is opened for the claim.
     async fn claim_due_alerts(&self, limit: u32, lease: Duration) -> StoreResult<Vec<AlertView>> {
-        let due: Option<u64> = sqlx::query_scalar(
-            "SELECT id FROM alerts WHERE next_attempt_at <= UTC_TIMESTAMP(3) LIMIT 1",
-        )
-        .fetch_optional(&self.pool)
-        .await?;
-        if due.is_none() {
-            return Ok(Vec::new());
-        }
-        let mut tx = self.pool.begin().await?;
-        let rows: Vec<MySqlRow> = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {ALERT_COLUMNS} FROM alerts WHERE next_attempt_at <= UTC_TIMESTAMP(3) \
-             ORDER BY next_attempt_at LIMIT ? FOR UPDATE SKIP LOCKED"
-        )))
-        .bind(limit)
-        .fetch_all(&mut *tx)
-        .await?;
-        if rows.is_empty() {
-            tx.commit().await?;
-            return Ok(Vec::new());
-        }
-        let mut q = QueryBuilder::<MySql>::new(
-            "UPDATE alerts SET next_attempt_at = UTC_TIMESTAMP(3) + INTERVAL ",
-        );
-        q.push_bind(micros(lease))
-            .push(" MICROSECOND WHERE id IN (");
-        let mut sep = q.separated(", ");
-        for row in &rows {
-            sep.push_bind(row.unsigned::<u64>("id")?);
-        }
-        q.push(")");
-        q.build().execute(&mut *tx).await?;
-        tx.commit().await?;
+        let rows = self
+            .claim_due_rows(
+                &format!("{ALERT_COLUMNS} FROM alerts"),
+                "alerts",
+                "next_attempt_at",
+                limit,
+                lease,
+            )
+            .await?;
         rows.iter().map(sql::alert_from_row).collect()
     }
 
@@ -960,6 +985,50 @@ impl Store for MySqlStore {
 
     async fn check_attempts(&self, message_id: u64) -> StoreResult<Vec<CheckAttemptEntry>> {
         sql::check_attempts(&self.pool, message_id).await
+    }
+
+    async fn park_commit(&self, w: &super::NewWaitingCommit) -> StoreResult<bool> {
+        sql::park_commit(&self.pool, "INSERT IGNORE", w).await
+    }
+
+    async fn claim_waiting_commits(
+        &self,
+        limit: u32,
+        lease: Duration,
+    ) -> StoreResult<Vec<super::WaitingCommit>> {
+        let rows = self
+            .claim_due_rows(
+                &format!(
+                    "{}, UTC_TIMESTAMP(3) AS now FROM submit_waiting",
+                    sql::WAITING_COLUMNS
+                ),
+                "submit_waiting",
+                "next_try_at",
+                limit,
+                lease,
+            )
+            .await?;
+        rows.iter().map(sql::waiting_from_row).collect()
+    }
+
+    async fn retry_waiting_commit(&self, id: u64, delay: Duration) -> StoreResult<bool> {
+        sql::retry_waiting_commit(&self.pool, id, delay).await
+    }
+
+    async fn count_waiting_commits(&self) -> StoreResult<u64> {
+        sql::count_waiting_commits(&self.pool).await
+    }
+
+    async fn unpark_commit(&self, id: u64) -> StoreResult<bool> {
+        sql::unpark_commit(&self.pool, id).await
+    }
+
+    async fn list_waiting_commits(
+        &self,
+        limit: u32,
+        after: u64,
+    ) -> StoreResult<Vec<super::WaitingCommit>> {
+        sql::list_waiting_commits(&self.pool, limit, after).await
     }
 
     async fn upsert_producer(&self, p: &ProducerRecord) -> StoreResult<Producer> {

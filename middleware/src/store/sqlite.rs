@@ -75,6 +75,30 @@ fn is_in_memory(url: &str) -> bool {
 }
 
 impl SqliteStore {
+    /// Claims up to `limit` rows of `table` whose `due` time has come, oldest
+    /// due first, pushing `due` out by `lease` (one UPDATE … RETURNING under
+    /// SQLite's single write lock), returning `returning` of each, in no
+    /// defined order. The alert outbox and waiting commits are claimed this way.
+    async fn claim_due_rows(
+        &self,
+        returning: &str,
+        table: &str,
+        due: &str,
+        limit: u32,
+        lease: Duration,
+    ) -> StoreResult<Vec<SqliteRow>> {
+        Ok(sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE {table} SET {due} = {NOW_MS} + ?1 \
+             WHERE id IN (SELECT id FROM {table} WHERE {due} <= {NOW_MS} \
+             ORDER BY {due} LIMIT ?2) \
+             RETURNING {returning}"
+        )))
+        .bind(millis(lease))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     /// Opens (creating if missing) the database at `url`: `sqlite://path.db`,
     /// `sqlite://path.db?mode=rwc` or `sqlite::memory:`.
     pub async fn connect(url: &str) -> StoreResult<Self> {
@@ -566,19 +590,13 @@ impl Store for SqliteStore {
     /// One statement under the write lock, like the message claims: no
     /// two claimers can take the same alert.
     async fn claim_due_alerts(&self, limit: u32, lease: Duration) -> StoreResult<Vec<AlertView>> {
-        let mut alerts = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE alerts SET next_attempt_at = {NOW_MS} + ?1 \
-             WHERE id IN (SELECT id FROM alerts WHERE next_attempt_at <= {NOW_MS} \
-             ORDER BY next_attempt_at LIMIT ?2) \
-             RETURNING {ALERT_COLUMNS}"
-        )))
-        .bind(millis(lease))
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(sql::alert_from_row)
-        .collect::<StoreResult<Vec<_>>>()?;
+        let rows = self
+            .claim_due_rows(ALERT_COLUMNS, "alerts", "next_attempt_at", limit, lease)
+            .await?;
+        let mut alerts = rows
+            .iter()
+            .map(sql::alert_from_row)
+            .collect::<StoreResult<Vec<_>>>()?;
         // RETURNING comes in no defined order.
         alerts.sort_by_key(|a| a.alert_id);
         Ok(alerts)
@@ -639,6 +657,48 @@ impl Store for SqliteStore {
 
     async fn check_attempts(&self, message_id: u64) -> StoreResult<Vec<CheckAttemptEntry>> {
         sql::check_attempts(&self.pool, message_id).await
+    }
+
+    async fn park_commit(&self, w: &super::NewWaitingCommit) -> StoreResult<bool> {
+        sql::park_commit(&self.pool, "INSERT OR IGNORE", w).await
+    }
+
+    async fn claim_waiting_commits(
+        &self,
+        limit: u32,
+        lease: Duration,
+    ) -> StoreResult<Vec<super::WaitingCommit>> {
+        let columns = format!("{}, {NOW_MS} AS now", sql::WAITING_COLUMNS);
+        let rows = self
+            .claim_due_rows(&columns, "submit_waiting", "next_try_at", limit, lease)
+            .await?;
+        let mut waiting = rows
+            .iter()
+            .map(sql::waiting_from_row)
+            .collect::<StoreResult<Vec<_>>>()?;
+        // RETURNING comes in no defined order.
+        waiting.sort_by_key(|w| w.id);
+        Ok(waiting)
+    }
+
+    async fn retry_waiting_commit(&self, id: u64, delay: Duration) -> StoreResult<bool> {
+        sql::retry_waiting_commit(&self.pool, id, delay).await
+    }
+
+    async fn count_waiting_commits(&self) -> StoreResult<u64> {
+        sql::count_waiting_commits(&self.pool).await
+    }
+
+    async fn unpark_commit(&self, id: u64) -> StoreResult<bool> {
+        sql::unpark_commit(&self.pool, id).await
+    }
+
+    async fn list_waiting_commits(
+        &self,
+        limit: u32,
+        after: u64,
+    ) -> StoreResult<Vec<super::WaitingCommit>> {
+        sql::list_waiting_commits(&self.pool, limit, after).await
     }
 
     async fn upsert_producer(&self, p: &ProducerRecord) -> StoreResult<Producer> {

@@ -17,6 +17,7 @@
 //! The queues and workers are [`crate::batcher`]'s; this module says what a
 //! batch of each kind writes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use trustmsg_verify_api::MessageStatus;
@@ -60,9 +61,14 @@ impl Writes {
         let records = WriteRecords(store.clone(), limit);
         let decisions = WriteDecisions(store.clone(), limit);
         Self {
-            records: Batcher::start(records, WORKERS, max_batch, queue),
-            decisions: Batcher::start(decisions, WORKERS, max_batch, queue),
-            reschedules: Batcher::start(WriteReschedules(store, limit), WORKERS, max_batch, queue),
+            records: Batcher::start(Arc::new(records), WORKERS, max_batch, queue),
+            decisions: Batcher::start(Arc::new(decisions), WORKERS, max_batch, queue),
+            reschedules: Batcher::start(
+                Arc::new(WriteReschedules(store, limit)),
+                WORKERS,
+                max_batch,
+                queue,
+            ),
         }
     }
 

@@ -133,6 +133,31 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
         assert_eq!(l["answer_to_kafka"]["count"], l["messages"], "{phase}: {l}");
     }
     assert!(stdout.contains("then answer→consumed"), "{stdout}");
+    // The Kafka way in (issue 29): as many messages as the lifecycle carried
+    // (at least 1000), each submitted, consumed and SENT, and its statements
+    // counted per message as the lifecycle's are.
+    let submit = &report["submit"];
+    let lifecycle_n = report["lifecycle"]["messages"].as_u64().unwrap();
+    assert_eq!(
+        submit["messages"].as_u64(),
+        Some(lifecycle_n.max(1000)),
+        "{submit}"
+    );
+    assert_eq!(submit["commit_to_kafka"]["count"], submit["messages"]);
+    assert!(
+        submit["throughput_per_s"].as_f64().unwrap() > 0.0,
+        "{submit}"
+    );
+    assert!(
+        submit["batches"]["submit_batches"].as_u64().unwrap() > 0,
+        "{submit}"
+    );
+    let submit_db = &report["submit_db"];
+    assert!(
+        submit_db["by_kind"]["insert"].as_f64().unwrap() > 0.0,
+        "{submit_db}"
+    );
+    assert!(stdout.contains("× the lifecycle"), "{stdout}");
     assert!(report["peak_rss_mib"].as_f64().unwrap() > 1.0);
 
     let admin = sqlx::MySqlPool::connect(&mysql_server_url()).await.unwrap();

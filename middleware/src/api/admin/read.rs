@@ -232,11 +232,13 @@ pub(crate) async fn summary(
                 .filter(|p| p.topics.is_none())
                 .map(|p| p.biz_id)
                 .collect();
+            let submit_waiting = store.count_waiting_commits().await?;
             Ok::<_, crate::store::StoreError>(Arc::new(Summary {
                 producers,
                 at: now,
                 producers_without_topics,
                 recent_window_secs: SUMMARY_RECENT.as_secs(),
+                submit_waiting,
             }))
         })
         .await

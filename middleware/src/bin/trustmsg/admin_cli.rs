@@ -508,14 +508,21 @@ fn summary_table(v: &Summary) -> String {
     } else {
         t.to_string()
     };
-    if v.producers_without_topics.is_empty() {
-        text
-    } else {
-        format!(
-            "{text}\nwarning: no topic allow-list (may publish to any topic): {}",
-            v.producers_without_topics.join(", ")
-        )
+    let mut text = text;
+    if v.submit_waiting > 0 {
+        text.push_str(&format!(
+            "\n{} commit(s) submitted through Kafka wait for their prepare \
+             (GET /v1/admin/submit/waiting lists them)",
+            v.submit_waiting
+        ));
     }
+    if !v.producers_without_topics.is_empty() {
+        text.push_str(&format!(
+            "\nwarning: no topic allow-list (may publish to any topic): {}",
+            v.producers_without_topics.join(", ")
+        ));
+    }
+    text
 }
 
 fn messages_table(v: &MessagePage) -> String {

@@ -6,6 +6,9 @@
 //!   topics are created the first time a producer writes to them;
 //! - the admin API and the console are on, with an admin token, and a demo
 //!   producer is registered with short check-back delays;
+//! - the Kafka way in is on: signed prepare, commit and rollback records on
+//!   `trustmsg.submit` (created at start, 3 partitions) are applied, and what
+//!   cannot be is on `trustmsg.submit.dlq` (docs/kafka-submit.md);
 //! - the tokens and the signing secret are kept in `<data>/env` (a shell file
 //!   to source), so a restart keeps them; `--reset` starts clean.
 //!
@@ -90,7 +93,11 @@ const DEV_SERVE_FLAGS: &[(&str, &str)] = &[
     ("--kafka-message-timeout", "10s"),
     ("--backlog-interval", "5s"),
     ("--shutdown-grace", "2s"),
+    ("--submit-topic", DEV_SUBMIT_TOPIC),
 ];
+
+/// The topic dev mode consumes submitted records from.
+const DEV_SUBMIT_TOPIC: &str = "trustmsg.submit";
 
 /// What a dev instance prints and keeps in `<data>/env`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +122,12 @@ pub(crate) async fn run(args: DevArgs, stop: CancellationToken) -> anyhow::Resul
 
     let broker = KafkaForDev::start(args.kafka_listen, stop.clone()).await?;
     let serve = serve_args(&args, &admin_token, broker.internal_bootstrap())?;
+    // A consumer does not create the topic it subscribes to: the mock
+    // cluster must have it before the service subscribes.
+    let submit_topic = serve.submit.submit_topic.clone();
+    if let Some(topic) = &submit_topic {
+        broker.mock.create_topic(topic, 3);
+    }
     let app = Application::build(serve).await.with_context(|| {
         format!(
             "starting the service on {} (--listen chooses another address)",
@@ -136,13 +149,17 @@ pub(crate) async fn run(args: DevArgs, stop: CancellationToken) -> anyhow::Resul
         admin_token,
         demo_token: Some(demo.token.clone()),
     };
-    write_credentials(&data.join(ENV_FILE), &base, broker.bootstrap, &creds, &demo)?;
+    let kafka = DevKafka {
+        bootstrap: broker.bootstrap,
+        submit_topic: submit_topic.as_deref(),
+    };
+    write_credentials(&data.join(ENV_FILE), &base, &kafka, &creds, &demo)?;
     println!(
         "{}",
         banner(
             &args,
             &base,
-            broker.bootstrap,
+            &kafka,
             &creds.admin_token,
             &demo,
             &this_binary()
@@ -346,14 +363,21 @@ fn read_credentials(path: &Path) -> anyhow::Result<Option<Credentials>> {
 
 /// Writes `<data>/env`: shell exports for `trustmsg admin`, curl and the SDK
 /// example. Readable by its owner only.
+/// Where dev mode's Kafka is, and the submit topic if the Kafka way in is on.
+struct DevKafka<'a> {
+    bootstrap: SocketAddr,
+    submit_topic: Option<&'a str>,
+}
+
 fn write_credentials(
     path: &Path,
     base: &str,
-    bootstrap: SocketAddr,
+    kafka: &DevKafka<'_>,
     creds: &Credentials,
     demo: &Demo,
 ) -> anyhow::Result<()> {
-    let text = format!(
+    let bootstrap = kafka.bootstrap;
+    let mut text = format!(
         "# trustmsg dev: what this instance runs with. Load it with `. {path}`.\n\
          export TRUSTMSG_URL='{base}'\n\
          export TRUSTMSG_ADMIN_TOKEN='{admin}'\n\
@@ -367,6 +391,9 @@ fn write_credentials(
         token = demo.token,
         secret = demo.signing_secret,
     );
+    if let Some(topic) = kafka.submit_topic {
+        text.push_str(&format!("export TRUSTMSG_SUBMIT_TOPIC='{topic}'\n"));
+    }
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]
@@ -382,15 +409,16 @@ fn write_credentials(
 fn banner(
     args: &DevArgs,
     base: &str,
-    bootstrap: SocketAddr,
+    kafka: &DevKafka<'_>,
     admin: &str,
     demo: &Demo,
     exe: &str,
 ) -> String {
+    let bootstrap = kafka.bootstrap;
     let env = args.data.join(ENV_FILE);
     let db = args.data.join(DB_FILE);
     let key = "order-1";
-    let rows = [
+    let mut rows = vec![
         ("API", base.to_string()),
         (
             "console",
@@ -410,14 +438,23 @@ fn banner(
             "check-back",
             format!("{}  (first after {FIRST_CHECK_SECS} s)", demo.verify_url),
         ),
-        (
-            "all of it",
-            format!("{}  (`. {}` exports it)", env.display(), env.display()),
-        ),
     ];
+    if let Some(topic) = kafka.submit_topic {
+        rows.push((
+            "Kafka way in",
+            format!(
+                "{topic}  (signed prepare/commit/rollback records; refused ones on \
+                 {topic}.dlq; docs/kafka-submit.md)"
+            ),
+        ));
+    }
+    rows.push((
+        "all of it",
+        format!("{}  (`. {}` exports it)", env.display(), env.display()),
+    ));
     let table: String = rows
         .iter()
-        .map(|(label, value)| format!("  {label:<12} {value}\n"))
+        .map(|(label, value)| format!("  {label:<13} {value}\n"))
         .collect();
     format!(
         r#"
@@ -436,9 +473,14 @@ Try it, in another terminal:
 
 A prepare left without commit or rollback is checked back after {FIRST_CHECK_SECS} s at the
 producer's check endpoint; `{exe} admin messages list` shows where it is.
-"#,
+{kafka_way}"#,
         biz = demo.biz_id,
         env = env.display(),
+        kafka_way = kafka.submit_topic.map_or(String::new(), |topic| format!(
+            "\nA producer with only a Kafka client submits the same prepare and commit as records to\n\
+             {topic}, signed with $TRUSTMSG_DEMO_SIGNING_SECRET: docs/kafka-submit.md shows it with\n\
+             kcat and with the Rust SDK (trustmsg_client::submit::Submitter).\n"
+        )),
     )
 }
 
@@ -582,9 +624,17 @@ mod tests {
             signing_secret: "whsec_z".into(),
             verify_url: "http://127.0.0.1:3000/c".into(),
         };
-        let addr = "127.0.0.1:9092".parse().unwrap();
-        write_credentials(&path, "http://127.0.0.1:8080", addr, &creds, &demo).unwrap();
+        let kafka = DevKafka {
+            bootstrap: "127.0.0.1:9092".parse().unwrap(),
+            submit_topic: Some(DEV_SUBMIT_TOPIC),
+        };
+        write_credentials(&path, "http://127.0.0.1:8080", &kafka, &creds, &demo).unwrap();
         assert_eq!(read_credentials(&path).unwrap(), Some(creds));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("export TRUSTMSG_SUBMIT_TOPIC='trustmsg.submit'"),
+            "{text}"
+        );
         assert_eq!(read_credentials(&dir.path().join("none")).unwrap(), None);
     }
 }

@@ -20,7 +20,8 @@
 //! one and quarantining the unreadable; [`audit`] the audit row
 //! of each kind of change, its INSERT and its read-back; [`effects`] what a
 //! transition sets and errors clipped to their column; [`requeue`] an
-//! operator's redeliver and re-verify, one or in bulk; [`ordering`] in
+//! operator's redeliver and re-verify, one or in bulk; [`waiting`] submitted
+//! commits waiting for their prepare; [`ordering`] in
 //! order per key (seqs at commit, a key's head, moving it on); [`statements`] the
 //! statements whose SQL is the same on both backends. This file holds
 //! [`Dialect`] and what it builds on ([`Bind`], [`Query`]).
@@ -33,6 +34,7 @@ mod ordering;
 mod requeue;
 mod row;
 mod statements;
+mod waiting;
 
 use chrono::{DateTime, Utc};
 use sqlx::{Database, Encode, IntoArguments, Type};
@@ -57,6 +59,10 @@ pub(super) use statements::{
     backlog, check_attempts, delete_producer, find_message, find_producer, flag_overdue,
     list_messages, list_producers, ping, purge_finished, record_check_attempts, release_sends,
     send_now_update, set_producer_token, summary,
+};
+pub(super) use waiting::{
+    count_waiting_commits, list_waiting_commits, park_commit, retry_waiting_commit, unpark_commit,
+    waiting_from_row, WAITING_COLUMNS,
 };
 
 /// A value both backends can bind.

@@ -578,6 +578,7 @@ where
     .await?;
     b.pending_alerts = u64::try_from(alerts.opt_i64("n")?.unwrap_or(0)).unwrap_or(0);
     b.oldest_pending_alert_at = alerts.opt_time("oldest")?;
+    b.waiting_commits = super::waiting::count_waiting_commits(pool).await?;
     b.at = match rows.first() {
         Some(row) => row.time("now")?,
         None => {

@@ -30,6 +30,7 @@ mod quarantine;
 mod sends;
 mod sqlite_only;
 mod verifies;
+mod waiting;
 
 /// Instantiates every listed test once per backend, as `mysql::<name>` and
 /// `sqlite::<name>`, whatever module the test function lives in.
@@ -62,6 +63,9 @@ macro_rules! conformance {
 }
 
 conformance! {
+    waiting: [
+        a_waiting_commit_is_parked_once_claimed_by_one_retried_and_settled,
+    ],
     ordering: [
         an_ordered_keys_commits_are_sent_one_after_the_other_in_commit_order,
         a_send_failed_head_blocks_its_key_alerts_once_and_a_skip_releases_it,

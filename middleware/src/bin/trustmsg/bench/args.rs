@@ -73,6 +73,17 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     pub(crate) trace: bool,
 
+    /// Messages the submit phase submits as signed prepare + commit records
+    /// to the service's `--submit-topic` (default: as many as the lifecycle
+    /// phase carried, at least 1000).
+    #[arg(long)]
+    pub(crate) submit_messages: Option<usize>,
+
+    /// Most submitted messages whose records the submit phase's producer has
+    /// not yet seen acknowledged.
+    #[arg(long, default_value_t = 1000)]
+    pub(crate) submit_in_flight: usize,
+
     /// Table sizes for the claim-query cost (default 10000,1000000; --quick 10000,100000).
     #[arg(long, value_delimiter = ',')]
     pub(crate) scan_rows: Vec<u64>,

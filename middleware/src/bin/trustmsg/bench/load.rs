@@ -12,7 +12,8 @@ use tokio::sync::Mutex;
 use trustmsg_kafka_mock as kafka;
 use trustmsg_verify_api::{ProducerSettings, ProducerView};
 
-use super::report::{LoadResult, Percentiles};
+use super::percentiles::Percentiles;
+use super::report::LoadResult;
 use super::wait::{await_consumed, wait_until};
 use super::*;
 
@@ -89,6 +90,21 @@ impl Client {
         verify_url: &str,
         first_verify_ms: u32,
     ) -> anyhow::Result<String> {
+        let view = self
+            .registration(biz_id, verify_url, first_verify_ms)
+            .await?;
+        // An existing registration keeps its token, which the answer does not show.
+        Ok(view.token.unwrap_or_else(|| self.admin_token.clone()))
+    }
+
+    /// Registers `biz_id` and returns the answer: its token and signing
+    /// secret when the registration is new.
+    pub(crate) async fn registration(
+        &self,
+        biz_id: &str,
+        verify_url: &str,
+        first_verify_ms: u32,
+    ) -> anyhow::Result<ProducerView> {
         let res = self
             .http
             .put(format!("{}/v1/producers/{biz_id}", self.base))
@@ -110,10 +126,18 @@ impl Client {
             "register {biz_id}: {status} {}",
             String::from_utf8_lossy(&body)
         );
-        // An existing registration keeps its token, which the answer does not show.
-        let view: ProducerView =
-            serde_json::from_slice(&body).context("the registration answer")?;
-        Ok(view.token.unwrap_or_else(|| self.admin_token.clone()))
+        serde_json::from_slice(&body).context("the registration answer")
+    }
+
+    /// The service's `/metrics`, Prometheus text.
+    pub(crate) async fn metrics(&self) -> anyhow::Result<String> {
+        let res = self
+            .http
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await?;
+        anyhow::ensure!(res.status().is_success(), "/metrics: {}", res.status());
+        Ok(res.text().await?)
     }
 
     /// prepare + commit of one message; returns (prepare, commit) latency, the

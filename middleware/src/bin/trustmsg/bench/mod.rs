@@ -8,6 +8,11 @@
 //!   and again right after the lifecycle, and the ratio divides by the mean;
 //! - **lifecycle**: N concurrent producers doing HTTP prepare + commit; a message
 //!   counts once it was consumed from Kafka and its row is SENT;
+//! - **submit** (issue 29, the Kafka way in): the same work as the
+//!   lifecycle, N messages submitted as signed prepare + commit records to
+//!   the service's `--submit-topic`; a message counts as in the lifecycle,
+//!   once consumed from its target topic and SENT; then 100 submitted
+//!   messages one at a time, each until consumed (its latency alone);
 //! - **open loop**: a fixed arrival rate (a fraction of the lifecycle peak), with
 //!   latency measured from each request's *intended* start, so a stall is
 //!   charged to every request it delayed (no coordinated omission);
@@ -34,8 +39,10 @@ use crate::serve_flags::ServeFlags;
 mod args;
 mod cost;
 mod load;
+mod percentiles;
 mod phases;
 mod report;
+mod submit;
 mod wait;
 
 pub(crate) use args::BenchArgs;
@@ -44,6 +51,7 @@ use cost::{CpuClock, DbCost, DbCounters};
 use load::{lifecycle, one_at_a_time, open_loop, Client};
 use phases::{ceiling, drain, scan_cost, verifier, CheckEndpoint, OtlpSink};
 use report::{print_report, Report};
+use submit::{BatchCounters, BatchSizes};
 
 pub(crate) const TOPIC: &str = "trustmsg-bench";
 pub(crate) const DRAIN_TOPIC: &str = "trustmsg-bench-drain";
@@ -123,6 +131,9 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
             let mock = kafka::MockKafka::start(1);
             mock.create_topic(TOPIC, 4);
             mock.create_topic(DRAIN_TOPIC, 4);
+            mock.create_topic(submit::SUBMIT_TOPIC, 4);
+            mock.create_topic(&format!("{}.dlq", submit::SUBMIT_TOPIC), 1);
+            mock.create_topic(submit::SUBMITTED_TOPIC, 4);
             Some(mock)
         }
     };
@@ -159,6 +170,9 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
                     ("--admin-token", Some(admin_token.expose())),
                     ("--auto-migrate", None),
                     ("--kafka-brokers", Some(brokers.as_str())),
+                    // From the start, so its consumer has joined its group
+                    // by the submit phase.
+                    ("--submit-topic", Some(submit::SUBMIT_TOPIC)),
                 ])
                 .map_err(|fixed| {
                     anyhow::anyhow!("{fixed} is set by the bench; leave it out of --serve-arg")
@@ -168,6 +182,18 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
                     ("--sweep-interval", "100ms"),
                     ("--verify-interval", "100ms"),
                 ])
+                // librdkafka's mock broker holds a fetch that finds nothing
+                // for all of fetch.wait.max.ms (500 ms by default) and does
+                // not answer when a record arrives, as a real broker does:
+                // the service's --submit-topic consumer would then read a
+                // lone record up to half a second late. The bench's own
+                // consumers fetch eagerly for the same reason. (A consumer
+                // setting: the service's producers ignore it, each saying so
+                // once in a librdkafka CONFWARN line.)
+                .defaults(
+                    mock.as_ref()
+                        .map(|_| ("--kafka-config", "fetch.wait.max.ms=5")),
+                )
                 .defaults(
                     otlp.as_ref()
                         .map(|sink| ("--otlp-endpoint", sink.url.as_str())),
@@ -197,6 +223,7 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
         args.concurrency, sizes.duration
     );
     let clock = CpuClock::start();
+    let batches_before = batch_counters(&client).await;
     let before = DbCounters::read(&pool).await?;
     report.lifecycle = lifecycle(
         &client,
@@ -213,6 +240,10 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
         report.lifecycle.messages,
     );
     report.cpu.insert("lifecycle", clock.stop());
+    report.lifecycle_batches = Some(BatchSizes::between(
+        &batches_before,
+        &batch_counters(&client).await,
+    ));
     // The ceiling again, right after: this machine's speed drifts by a third
     // within minutes, so the ratio divides by the mean of the two ceilings
     // around the lifecycle rather than by one taken before it. The purge the
@@ -231,6 +262,49 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
     } else {
         0.0
     };
+
+    if service.is_some() {
+        let messages = args
+            .submit_messages
+            .unwrap_or(report.lifecycle.messages.max(1000));
+        eprintln!(
+            "bench: submit ({messages} messages as records to {}, {} in flight)",
+            submit::SUBMIT_TOPIC,
+            args.submit_in_flight
+        );
+        let secret = client
+            .registration(submit::BIZ_ID, &checker.url, 3_600_000)
+            .await
+            .context("registering the submit producer")?
+            .signing_secret
+            .context("a new registration shows its signing secret")?;
+        let (mut submitted, stop_submitted) = kafka::consume(&brokers, submit::SUBMITTED_TOPIC)?;
+        let submitter = submit::Submitter::warmed_up(&brokers, &secret, &mut submitted).await?;
+        phases::settle(&pool).await?;
+        let clock = CpuClock::start();
+        let batches_before = batch_counters(&client).await;
+        let before = DbCounters::read(&pool).await?;
+        let mut result = submitter
+            .run(
+                &pool,
+                &mut submitted,
+                messages,
+                args.submit_in_flight,
+                report.lifecycle.throughput_per_s,
+            )
+            .await?;
+        report.submit_db = Some(DbCost::between(
+            &before,
+            &DbCounters::read(&pool).await?,
+            result.messages,
+        ));
+        report.cpu.insert("submit", clock.stop());
+        result.batches = BatchSizes::between(&batches_before, &batch_counters(&client).await);
+        eprintln!("bench: one submitted message at a time");
+        result.one_at_a_time = submitter.one_at_a_time(&mut submitted, 100).await?;
+        report.submit = Some(result);
+        stop_submitted.set();
+    }
 
     report.open_loop_rate_per_s = report.lifecycle.throughput_per_s * args.open_loop_fraction;
     eprintln!("bench: open loop at {:.0}/s", report.open_loop_rate_per_s);
@@ -284,6 +358,18 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
     }
     drop(mock);
     Ok(report)
+}
+
+/// The service's batch-size histograms; none when `/metrics` cannot be
+/// read (a `--target` may not serve it to the bench).
+async fn batch_counters(client: &Client) -> BatchCounters {
+    match client.metrics().await {
+        Ok(text) => BatchCounters::parse(&text),
+        Err(e) => {
+            eprintln!("bench: reading /metrics: {e:#}");
+            BatchCounters::default()
+        }
+    }
 }
 
 async fn durability(pool: &MySqlPool) -> anyhow::Result<serde_json::Value> {

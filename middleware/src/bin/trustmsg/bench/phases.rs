@@ -10,7 +10,7 @@ use trustmsg::store::mysql::MySqlStore;
 use trustmsg::store::Store;
 use trustmsg_kafka_mock as kafka;
 
-use super::report::Percentiles;
+use super::percentiles::Percentiles;
 use super::wait::{await_consumed, wait_until};
 use super::*;
 

@@ -1,46 +1,12 @@
 //! What a run measured: the JSON report and the printed table.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use serde::Serialize;
 
 use super::cost::{DbCost, PhaseCpu};
-
-/// Latency percentiles in milliseconds.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
-pub(crate) struct Percentiles {
-    /// Samples.
-    pub(crate) count: usize,
-    /// Median.
-    pub(crate) p50_ms: f64,
-    /// 99th percentile.
-    pub(crate) p99_ms: f64,
-    /// 99.9th percentile.
-    pub(crate) p999_ms: f64,
-    /// Largest sample.
-    pub(crate) max_ms: f64,
-}
-
-impl Percentiles {
-    pub(crate) fn of(mut samples: Vec<Duration>) -> Self {
-        if samples.is_empty() {
-            return Self::default();
-        }
-        samples.sort_unstable();
-        let at = |q: f64| {
-            let i = ((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1;
-            samples[i].as_secs_f64() * 1000.0
-        };
-        Self {
-            count: samples.len(),
-            p50_ms: at(0.50),
-            p99_ms: at(0.99),
-            p999_ms: at(0.999),
-            max_ms: samples[samples.len() - 1].as_secs_f64() * 1000.0,
-        }
-    }
-}
+use super::percentiles::Percentiles;
+use super::submit::{BatchSizes, SubmitResult};
 
 /// Latencies of one load phase.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -91,6 +57,13 @@ pub(crate) struct Report {
     pub(crate) lifecycle_db: DbCost,
     /// The same for the drain, per drained message (None when skipped).
     pub(crate) drain_db: Option<DbCost>,
+    /// Mean batch sizes in the service during the lifecycle phase.
+    pub(crate) lifecycle_batches: Option<BatchSizes>,
+    /// The submit phase: the Kafka way in (None with `--target`).
+    pub(crate) submit: Option<SubmitResult>,
+    /// The database's statements and fsyncs per message in the submit
+    /// phase, as `lifecycle_db` (None when skipped).
+    pub(crate) submit_db: Option<DbCost>,
     /// One producer, one prepare + commit at a time: latency of the pair.
     pub(crate) one_at_a_time: Percentiles,
     /// Cores used per phase, by process.
@@ -137,6 +110,37 @@ pub(crate) fn print_report(r: &Report) {
     );
     row("lifecycle", &r.lifecycle);
     print_db_cost(&r.lifecycle_db, 1.0, "message");
+    if let Some(b) = &r.lifecycle_batches {
+        print_batches(b);
+    }
+    match &r.submit {
+        Some(s) => {
+            println!(
+                "submit     {:>9.0} msg/s  ({:.2}× the lifecycle)  produce p50/p99/p99.9 {:>6.1}/{:>6.1}/{:>6.1} ms  commit→kafka {:>6.1}/{:>6.1}/{:>6.1} ms  (n={}, {} in flight)",
+                s.throughput_per_s,
+                s.vs_lifecycle,
+                s.produce.p50_ms, s.produce.p99_ms, s.produce.p999_ms,
+                s.commit_to_kafka.p50_ms, s.commit_to_kafka.p99_ms, s.commit_to_kafka.p999_ms,
+                s.messages,
+                s.in_flight,
+            );
+            println!(
+                "  commit→kafka in stages, p50/p99: commit record acknowledged {:.1}/{:.1} ms after its prepare was handed over, then ack→consumed {:.1}/{:.1} ms",
+                s.produce.p50_ms, s.produce.p99_ms,
+                s.ack_to_kafka.p50_ms, s.ack_to_kafka.p99_ms,
+            );
+            if let Some(db) = &r.submit_db {
+                print_db_cost(db, 1.0, "message");
+            }
+            print_batches(&s.batches);
+            let one = &s.one_at_a_time;
+            println!(
+                "  one submitted message at a time: prepare+commit records handed over → consumed p50/p99 {:.2}/{:.2} ms (n={})",
+                one.p50_ms, one.p99_ms, one.count
+            );
+        }
+        None => println!("submit     skipped"),
+    }
     row(&format!("open@{:.0}", r.open_loop_rate_per_s), &r.open_loop);
     match r.verifier_per_s {
         Some(v) => println!("verifier   {v:>9.0} check-backs resolved/s"),
@@ -177,6 +181,23 @@ pub(crate) fn print_report(r: &Report) {
     for (rows, ms) in &r.scan_ms {
         println!("scan       {rows:>9} rows: claim of 256 due rows p50 {ms:.2} ms");
     }
+}
+
+/// Mean batch sizes, those the phase had.
+fn print_batches(b: &BatchSizes) {
+    let mean = |m: Option<f64>| m.map_or("-".to_string(), |m| format!("{m:.1}"));
+    let submit = match b.submit {
+        Some(m) => format!(
+            "{m:.1} records from the submit topic ({} batches), ",
+            b.submit_batches
+        ),
+        None => String::new(),
+    };
+    println!(
+        "  mean batches: {submit}{} prepares per INSERT, {} decisions per UPDATE",
+        mean(b.prepare),
+        mean(b.decide),
+    );
 }
 
 /// `db`'s figures times `scale`, "per `unit`".
