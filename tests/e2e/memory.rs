@@ -2,9 +2,15 @@
 //! real binary: 600 messages of 900 kB are committed while the broker is
 //! away, then the broker comes back. Every one must reach Kafka byte for
 //! byte and be SENT, and the service's peak resident memory (VmHWM) must stay
-//! within 400 MiB, although the payloads add up to 540 MB: only the payload
+//! within 512 MiB, although the payloads add up to 540 MB: only the payload
 //! budget's worth (`--payload-budget-mib`, 128 by default) may be held for
-//! sending at once. Before the budget the peak was about 1 GB.
+//! sending at once. Before the budget the peak was about 1 GB. The limit is
+//! docs/operations.md's bound (the budget, what the allocators keep of freed
+//! payloads, up to the budget again, the 8 prepares in flight, about
+//! 100 MiB of process), with a budget to spare: peaks of 307 to 458 MiB were
+//! measured here while compilers took the cores, as the allocators then give
+//! freed memory back later. 400 MiB, the limit before, failed in CI at
+//! 435 MiB.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -25,7 +31,7 @@ use crate::harness::settings;
 const TOPIC: &str = "e2e-memory";
 const MESSAGES: usize = 600;
 const PAYLOAD: usize = 900_000;
-const PEAK_LIMIT_MIB: u64 = 400;
+const PEAK_LIMIT_MIB: u64 = 512;
 const PARTITIONS: i32 = 6;
 
 /// The payload of message `i`: bytes no other message has (every 8-byte
@@ -121,14 +127,26 @@ async fn large_payloads_committed_during_an_outage_are_all_sent_within_the_memor
         &[
             "--kafka-message-timeout",
             "3s",
+            // Longer than a send (3 s) and its SENT mark's deadline (30 s,
+            // below) together: a claim that ran out while its mark was still
+            // being written would be claimed and sent again, and that mark
+            // would then match nothing.
             "--send-lease",
-            "8s",
+            "40s",
             "--sweep-interval",
             "200ms",
             "--send-backoff-base",
             "200ms",
             "--send-backoff-max",
             "1s",
+            // 540 MB of payloads written through a 96 MiB redo log keep
+            // InnoDB flushing for its checkpoints, and a statement may then
+            // take seconds: a SENT mark cut off at the default 5 s deadline
+            // is sent again after its lease, and the resends (more of the
+            // same writes) can keep the database behind for minutes. This
+            // test is about memory, so the workers' statements may wait.
+            "--request-timeout",
+            "30s",
         ],
     )
     .await;
@@ -161,8 +179,17 @@ async fn large_payloads_committed_during_an_outage_are_all_sent_within_the_memor
 
     kafka.come_back_empty();
     let back = Instant::now();
-    eventually(120, "all 600 SENT", async || {
-        sent(&pool).await == MESSAGES as i64
+    let mut last = -1;
+    eventually(240, "all 600 SENT", async || {
+        let now = sent(&pool).await;
+        if now != last {
+            eprintln!(
+                "{:?} after the broker came back: {now} SENT",
+                back.elapsed()
+            );
+            last = now;
+        }
+        now == MESSAGES as i64
     })
     .await;
     eprintln!("broker back → all SENT: {:?}", back.elapsed());
