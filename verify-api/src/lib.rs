@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 pub mod admin;
+pub mod consumers;
 pub mod submit;
 pub mod trace_context;
 
@@ -486,6 +487,13 @@ mod schemas {
                     )),
             )
             .build()
+    }
+
+    /// A consumer group's `topics`: as a producer's allow-list, but required.
+    pub(crate) fn topic_list_required() -> Array {
+        let mut list = topic_allow_list();
+        list.schema_type = utoipa::openapi::schema::SchemaType::from_iter([Type::Array]);
+        list
     }
 
     /// A prepare's `headers`.

@@ -21,7 +21,8 @@ use trustmsg_verify_api::{ErrorBody, PayloadEncoding};
 use super::{filter_of, message, number_param, param};
 use crate::api::error::ApiError;
 use crate::api::AppState;
-use crate::store::{AuditEntry, CheckAttemptEntry, MessageFilter, ProducerSummary};
+use crate::store::{AuditEntry, CheckAttemptEntry, Consumption, MessageFilter, ProducerSummary};
+use trustmsg_verify_api::consumers::ConsumptionView;
 
 /// Rows in a page when `limit` is not given, and at most.
 const DEFAULT_LIMIT: u32 = 50;
@@ -48,6 +49,19 @@ fn check_attempt_view(c: CheckAttemptEntry) -> CheckAttemptView {
         http_status: c.http_status,
         outcome: c.outcome,
         error: c.error,
+    }
+}
+
+fn consumption_view(c: Consumption) -> ConsumptionView {
+    ConsumptionView {
+        group: c.group,
+        state: c.state,
+        attempts: c.attempts,
+        last_error: c.last_error,
+        first_began_at: c.first_began_at,
+        last_began_at: c.last_began_at,
+        finished_at: c.finished_at,
+        updated_at: c.updated_at,
     }
 }
 
@@ -142,6 +156,7 @@ pub(crate) async fn get_message(
     let audit = state.store.audit_trail(id).await?;
     let check_attempts = state.store.check_attempts(id).await?;
     let blocked_by = state.store.blocked_by(&m).await?;
+    let consumptions = state.store.consumptions_of(id).await?;
     let (payload, payload_encoding) = match std::str::from_utf8(&m.payload) {
         Ok(text) => (text.to_string(), PayloadEncoding::Utf8),
         Err(_) => (STANDARD.encode(&m.payload), PayloadEncoding::Base64),
@@ -154,6 +169,7 @@ pub(crate) async fn get_message(
         audit: audit.into_iter().map(audit_view).collect(),
         check_attempts: check_attempts.into_iter().map(check_attempt_view).collect(),
         blocked_by,
+        consumptions: consumptions.into_iter().map(consumption_view).collect(),
     }))
 }
 
