@@ -36,7 +36,10 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
             put(put_group).get(get_group).delete(delete_group),
         )
         .route("/v1/consumer-groups", get(list_groups))
-        .route("/v1/consumer-groups/{group}/rotate-token", post(rotate_token))
+        .route(
+            "/v1/consumer-groups/{group}/rotate-token",
+            post(rotate_token),
+        )
         .route_layer(from_fn_with_state(state.clone(), auth::admin_only))
 }
 

@@ -42,7 +42,10 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
     Router::new()
         .route("/v1/consumptions/begin", post(begin))
         .route("/v1/consumptions/finish", post(finish))
-        .route_layer(from_fn_with_state(state.clone(), auth::authenticate_consumer))
+        .route_layer(from_fn_with_state(
+            state.clone(),
+            auth::authenticate_consumer,
+        ))
 }
 
 fn count(group: &str, outcome: &'static str) {

@@ -194,16 +194,18 @@ impl Modify for CrossFieldRules {
         };
         if let Some(finish) = components.schemas.remove("FinishRequest") {
             let error_only_when_failed = AnyOfBuilder::new()
-                .item(ObjectBuilder::new().property(
-                    "ok",
+                .item(
+                    ObjectBuilder::new().property(
+                        "ok",
+                        ObjectBuilder::new()
+                            .schema_type(Type::Boolean)
+                            .enum_values(Some([false])),
+                    ),
+                )
+                .item(
                     ObjectBuilder::new()
-                        .schema_type(Type::Boolean)
-                        .enum_values(Some([false])),
-                ))
-                .item(ObjectBuilder::new().property(
-                    "error",
-                    ObjectBuilder::new().schema_type(Type::Null),
-                ))
+                        .property("error", ObjectBuilder::new().schema_type(Type::Null)),
+                )
                 .description(Some("`error` only with `ok: false`."));
             let rules = AllOfBuilder::new()
                 .item(finish)

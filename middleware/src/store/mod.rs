@@ -58,9 +58,9 @@ pub use decide::{decide, decide_batch, decide_batch_known, DecideOutcome, Decide
 pub use model::{
     order_key, Actor, AlertFilter, AuditEntry, Backlog, Began, CheckAttempt, CheckAttemptEntry,
     Claimed, ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Delivery,
-    Finished, StuckConsumption, Inserted, Message, MessageFilter, NewAlert, NewMessage, NewWaitingCommit, OrderPos,
+    Finished, Inserted, Message, MessageFilter, NewAlert, NewMessage, NewWaitingCommit, OrderPos,
     Overdue, Producer, ProducerRecord, ProducerSummary, Quarantined, Requeue, RequeuedChunk,
-    SentMark, Transition, VerifyLease, Wait, WaitingCommit,
+    SentMark, StuckConsumption, Transition, VerifyLease, Wait, WaitingCommit,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should

@@ -22,10 +22,9 @@ use super::sql::{
 use super::{
     Actor, AlertFilter, AuditEntry, Backlog, Began, CheckAttempt, CheckAttemptEntry, Claimed,
     ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Finished, Inserted,
-    StuckConsumption,
     Message, MessageFilter, NewAlert, NewMessage, Overdue, Producer, ProducerRecord,
-    ProducerSummary, Requeue, RequeuedChunk, SentMark, Store, StoreError, StoreResult, Transition,
-    VerifyLease, Wait,
+    ProducerSummary, Requeue, RequeuedChunk, SentMark, Store, StoreError, StoreResult,
+    StuckConsumption, Transition, VerifyLease, Wait,
 };
 
 /// The MySQL/MariaDB store.

@@ -32,15 +32,15 @@ use trustmsg_verify_api::{MessageStatus, MessageView};
 
 use super::sql::{
     self, clip_error, message_from_row, producer_from_row, transition_effects, AuditRow, ClaimKind,
-    Dialect, Lease, SqlRow, ALERT_COLUMNS, GROUP_COLUMNS, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
+    Dialect, Lease, SqlRow, ALERT_COLUMNS, GROUP_COLUMNS, MESSAGE_COLUMNS, PREPARE_COLUMNS,
+    PRODUCER_COLUMNS,
 };
 use super::{
     Actor, AlertFilter, AuditEntry, Backlog, Began, CheckAttempt, CheckAttemptEntry, Claimed,
     ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Finished, Inserted,
-    StuckConsumption,
     Message, MessageFilter, NewAlert, NewMessage, Overdue, Producer, ProducerRecord,
-    ProducerSummary, Requeue, RequeuedChunk, SentMark, Store, StoreError, StoreResult, Transition,
-    VerifyLease, Wait,
+    ProducerSummary, Requeue, RequeuedChunk, SentMark, Store, StoreError, StoreResult,
+    StuckConsumption, Transition, VerifyLease, Wait,
 };
 
 /// The database clock as INTEGER ms since the epoch. `julianday('now')` holds

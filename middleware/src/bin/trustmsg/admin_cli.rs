@@ -359,7 +359,11 @@ pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<()> {
             .render(group_detail)?,
         AdminCommand::ConsumerGroups(GroupsCommand::Delete { group }) => {
             client
-                .call(Method::DELETE, &format!("/v1/consumer-groups/{group}"), None)
+                .call(
+                    Method::DELETE,
+                    &format!("/v1/consumer-groups/{group}"),
+                    None,
+                )
                 .await?;
             let text = format!("deleted consumer group {group}");
             (json!({ "deleted": group }), text)
@@ -776,7 +780,13 @@ fn message_detail(d: &MessageDetail) -> String {
         out.push("consumptions: none recorded".into());
     } else {
         let mut t = table(&[
-            "group", "state", "attempts", "first began", "last began", "finished", "last error",
+            "group",
+            "state",
+            "attempts",
+            "first began",
+            "last began",
+            "finished",
+            "last error",
         ]);
         for c in &d.consumptions {
             t.add_row(vec![
@@ -816,8 +826,11 @@ fn groups_table(v: &ConsumerGroupStatsList) -> String {
             g.lag.to_string(),
         ]);
     }
-    format!("{t}
-as of {}", time(&v.at))
+    format!(
+        "{t}
+as of {}",
+        time(&v.at)
+    )
 }
 
 fn group_detail(g: &ConsumerGroupView) -> String {

@@ -170,7 +170,10 @@ where
 }
 
 /// The producer and key of message `id`, if it exists (for the alerts).
-async fn message_names<D>(conn: &mut D::Connection, id: u64) -> StoreResult<Option<(String, String)>>
+async fn message_names<D>(
+    conn: &mut D::Connection,
+    id: u64,
+) -> StoreResult<Option<(String, String)>>
 where
     D: Dialect,
     for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
@@ -306,7 +309,13 @@ where
     match (row.state, ok) {
         (ConsumptionState::InProgress, _) => {}
         (ConsumptionState::Done, true) | (ConsumptionState::Failed, false) => {
-            return Ok((Finished::Recorded { row, changed: false }, none));
+            return Ok((
+                Finished::Recorded {
+                    row,
+                    changed: false,
+                },
+                none,
+            ));
         }
         _ => return Ok((Finished::Conflict(row), none)),
     }
@@ -513,7 +522,8 @@ where
         }
     }
     for g in &groups {
-        let mut q = QueryBuilder::<D>::new("SELECT COUNT(*) AS n FROM messages m WHERE m.sent_at >= ");
+        let mut q =
+            QueryBuilder::<D>::new("SELECT COUNT(*) AS n FROM messages m WHERE m.sent_at >= ");
         q.push_bind(D::time(g.created_at));
         if !g.topics.iter().any(|t| t == "*") {
             q.push(" AND (");
@@ -534,11 +544,9 @@ where
             }
             q.push(")");
         }
-        q.push(
-            " AND NOT EXISTS (SELECT 1 FROM consumptions c WHERE c.group_name = ",
-        )
-        .push_bind(g.name.clone())
-        .push(" AND c.message_id = m.id AND c.state = 'done')");
+        q.push(" AND NOT EXISTS (SELECT 1 FROM consumptions c WHERE c.group_name = ")
+            .push_bind(g.name.clone())
+            .push(" AND c.message_id = m.id AND c.state = 'done')");
         let row = q.build().fetch_one(pool).await?;
         if let Some(c) = out.get_mut(&g.name) {
             c.lag = u64::try_from(row.opt_i64("n")?.unwrap_or(0)).unwrap_or(0);

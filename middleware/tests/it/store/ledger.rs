@@ -15,7 +15,13 @@ use trustmsg_verify_api::consumers::ConsumptionState;
 
 use crate::store::harness::*;
 
-async fn group(s: &dyn Store, name: &str, topics: &[&str], max_failures: u32, hold_ms: u32) -> ConsumerGroup {
+async fn group(
+    s: &dyn Store,
+    name: &str,
+    topics: &[&str],
+    max_failures: u32,
+    hold_ms: u32,
+) -> ConsumerGroup {
     s.upsert_consumer_group(&ConsumerGroupRecord {
         name: name.into(),
         topics: topics.iter().map(|t| t.to_string()).collect(),
@@ -83,7 +89,11 @@ pub(crate) async fn a_registration_keeps_its_token_on_update_and_is_listed_rotat
     assert_eq!(updated.token_hash, vec![7; 32], "an update keeps the token");
     assert_eq!(updated.created_at, created.created_at);
     assert_eq!(
-        (updated.topics.len(), updated.max_failures, updated.in_progress_timeout_ms),
+        (
+            updated.topics.len(),
+            updated.max_failures,
+            updated.in_progress_timeout_ms
+        ),
         (2, 3, 1000)
     );
     group(s, "analytics", &["*"], 5, 300_000).await;
@@ -95,12 +105,22 @@ pub(crate) async fn a_registration_keeps_its_token_on_update_and_is_listed_rotat
         .map(|g| g.name)
         .collect();
     assert_eq!(names, ["analytics", "billing"]);
-    assert!(s.set_consumer_group_token("billing", &[1; 32]).await.unwrap());
+    assert!(s
+        .set_consumer_group_token("billing", &[1; 32])
+        .await
+        .unwrap());
     assert_eq!(
-        s.find_consumer_group("billing").await.unwrap().unwrap().token_hash,
+        s.find_consumer_group("billing")
+            .await
+            .unwrap()
+            .unwrap()
+            .token_hash,
         vec![1; 32]
     );
-    assert!(!s.set_consumer_group_token("nobody", &[1; 32]).await.unwrap());
+    assert!(!s
+        .set_consumer_group_token("nobody", &[1; 32])
+        .await
+        .unwrap());
     assert!(s.delete_consumer_group("billing").await.unwrap());
     assert!(!s.delete_consumer_group("billing").await.unwrap());
     assert_eq!(s.find_consumer_group("billing").await.unwrap(), None);
@@ -115,7 +135,10 @@ pub(crate) async fn a_begin_goes_once_and_a_finished_consumption_is_skipped(s: &
     let Began::InProgress(held) = s.begin_consumption(&g, m.id).await.unwrap() else {
         panic!("a second begin within the hold is told in_progress");
     };
-    assert_eq!((held.attempts, held.state), (1, ConsumptionState::InProgress));
+    assert_eq!(
+        (held.attempts, held.state),
+        (1, ConsumptionState::InProgress)
+    );
 
     let Finished::Recorded { row, changed: true } =
         s.finish_consumption(&g, m.id, true, None).await.unwrap()
@@ -157,7 +180,9 @@ pub(crate) async fn an_unknown_message_and_a_finish_without_begin_are_told_apart
         Began::UnknownMessage
     );
     assert_eq!(
-        s.finish_consumption(&g, UNKNOWN_ID, true, None).await.unwrap(),
+        s.finish_consumption(&g, UNKNOWN_ID, true, None)
+            .await
+            .unwrap(),
         Finished::UnknownMessage
     );
     let m = sent(s, "k1", "orders").await;
@@ -165,7 +190,11 @@ pub(crate) async fn an_unknown_message_and_a_finish_without_begin_are_told_apart
         s.finish_consumption(&g, m.id, true, None).await.unwrap(),
         Finished::NotBegun
     );
-    assert_eq!(s.consumptions_of(m.id).await.unwrap(), [], "nothing written");
+    assert_eq!(
+        s.consumptions_of(m.id).await.unwrap(),
+        [],
+        "nothing written"
+    );
 }
 
 pub(crate) async fn concurrent_begins_of_one_message_give_one_go_per_group(s: &DynStore) {
@@ -175,7 +204,11 @@ pub(crate) async fn concurrent_begins_of_one_message_give_one_go_per_group(s: &D
     let mut tasks = Vec::new();
     for i in 0..12 {
         let s = s.clone();
-        let g = if i % 2 == 0 { billing.clone() } else { analytics.clone() };
+        let g = if i % 2 == 0 {
+            billing.clone()
+        } else {
+            analytics.clone()
+        };
         tasks.push(tokio::spawn(async move {
             (g.name.clone(), s.begin_consumption(&g, m.id).await.unwrap())
         }));
@@ -195,7 +228,9 @@ pub(crate) async fn concurrent_begins_of_one_message_give_one_go_per_group(s: &D
     );
     let rows = s.consumptions_of(m.id).await.unwrap();
     assert_eq!(
-        rows.iter().map(|c| (c.group.as_str(), c.attempts)).collect::<Vec<_>>(),
+        rows.iter()
+            .map(|c| (c.group.as_str(), c.attempts))
+            .collect::<Vec<_>>(),
         [("analytics", 1), ("billing", 1)],
         "sorted by group, one attempt each"
     );
@@ -233,7 +268,9 @@ pub(crate) async fn failures_are_retried_and_alerted_failing_once_per_message_an
     assert!(a.last_error.contains("boom 2"), "{}", a.last_error);
     // A repeated failure without a begin changes nothing; success needs a begin.
     assert!(matches!(
-        s.finish_consumption(&g, m.id, false, Some("boom 3")).await.unwrap(),
+        s.finish_consumption(&g, m.id, false, Some("boom 3"))
+            .await
+            .unwrap(),
         Finished::Recorded { changed: false, .. }
     ));
     assert!(matches!(
@@ -253,7 +290,10 @@ pub(crate) async fn a_hold_that_runs_out_is_alerted_stuck_once_per_begin_and_tak
     tokio::time::sleep(Duration::from_millis(500)).await;
     let stuck = s.flag_stuck_consumptions(100).await.unwrap();
     assert_eq!(
-        stuck.iter().map(|c| (c.message_id, c.attempts)).collect::<Vec<_>>(),
+        stuck
+            .iter()
+            .map(|c| (c.message_id, c.attempts))
+            .collect::<Vec<_>>(),
         [(m.id, 1)]
     );
     assert_eq!(s.flag_stuck_consumptions(100).await.unwrap(), [], "once");
@@ -274,9 +314,7 @@ pub(crate) async fn a_hold_that_runs_out_is_alerted_stuck_once_per_begin_and_tak
     assert_eq!(s.flag_stuck_consumptions(100).await.unwrap(), []);
 }
 
-pub(crate) async fn counts_and_lag_follow_each_groups_topics_since_its_registration(
-    s: &DynStore,
-) {
+pub(crate) async fn counts_and_lag_follow_each_groups_topics_since_its_registration(s: &DynStore) {
     let s = s.as_ref();
     let before = sent(s, "before", "orders").await;
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -294,15 +332,27 @@ pub(crate) async fn counts_and_lag_follow_each_groups_topics_since_its_registrat
     prepare(s, "unsent", Due::Later).await;
 
     go(s.begin_consumption(&exact, o1.id).await.unwrap());
-    s.finish_consumption(&exact, o1.id, true, None).await.unwrap();
+    s.finish_consumption(&exact, o1.id, true, None)
+        .await
+        .unwrap();
     go(s.begin_consumption(&exact, o2.id).await.unwrap());
-    s.finish_consumption(&exact, o2.id, false, Some("x")).await.unwrap();
+    s.finish_consumption(&exact, o2.id, false, Some("x"))
+        .await
+        .unwrap();
     go(s.begin_consumption(&exact, before.id).await.unwrap());
 
     let counts = s.consumer_group_counts().await.unwrap();
     let got: Vec<(&str, u64, u64, u64, u64)> = counts
         .iter()
-        .map(|c| (c.group.as_str(), c.processed, c.failing, c.in_progress, c.lag))
+        .map(|c| {
+            (
+                c.group.as_str(),
+                c.processed,
+                c.failing,
+                c.in_progress,
+                c.lag,
+            )
+        })
         .collect();
     assert_eq!(
         got,
@@ -327,7 +377,9 @@ pub(crate) async fn retention_takes_ledger_rows_with_their_message(s: &DynStore)
     s.finish_consumption(&g, m.id, true, None).await.unwrap();
     go(s.begin_consumption(&g, live.id).await.unwrap());
     tokio::time::sleep(Duration::from_millis(20)).await;
-    s.purge_finished(Duration::from_millis(1), 100).await.unwrap();
+    s.purge_finished(Duration::from_millis(1), 100)
+        .await
+        .unwrap();
     assert_eq!(s.find_message_by_id(m.id).await.unwrap(), None);
     assert_eq!(s.consumptions_of(m.id).await.unwrap(), []);
     assert_eq!(
