@@ -71,8 +71,22 @@ pub struct BeginRequest {
     #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9._-]{1,64}$")]
     pub group: String,
     /// trustmsg's message id (the record's `trustmsg-message-id` header).
+    #[serde(deserialize_with = "message_id")]
     #[schema(minimum = 0, maximum = 9223372036854775807_i64)]
     pub message_id: u64,
+}
+
+/// A message id: a whole number from 0 to 2^63 - 1 (ids are signed 64-bit
+/// in every store), also when written with a zero fraction.
+fn message_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    use serde::de::Error;
+    match crate::whole_number::optional(d)? {
+        Some(id) if i64::try_from(id).is_ok() => Ok(id),
+        Some(id) => Err(D::Error::custom(format!(
+            "a message id is at most 9223372036854775807 (got {id})"
+        ))),
+        None => Err(D::Error::custom("a message id is a whole number, not null")),
+    }
 }
 
 /// What a begin tells the consumer to do.
@@ -111,11 +125,12 @@ pub struct FinishRequest {
     #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9._-]{1,64}$")]
     pub group: String,
     /// trustmsg's message id.
+    #[serde(deserialize_with = "message_id")]
     #[schema(minimum = 0, maximum = 9223372036854775807_i64)]
     pub message_id: u64,
     /// Whether the processing succeeded.
     pub ok: bool,
-    /// Why it failed (only with `ok: false`; at most 2000 bytes).
+    /// Why it failed (only with `ok: false`; at most 2000 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(max_length = 2000)]
     pub error: Option<String>,

@@ -176,7 +176,7 @@ pub struct PrepareRequest {
 /// fraction (`5000.0`): JSON Schema's `integer` is any number without a
 /// fractional part, so a client that serialises whole numbers as floats
 /// sends a valid request.
-mod whole_number {
+pub(crate) mod whole_number {
     use std::fmt;
 
     use serde::de::{self, Deserializer, Visitor};
@@ -219,7 +219,7 @@ mod whole_number {
         }
     }
 
-    pub(super) fn optional<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    pub(crate) fn optional<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
         d.deserialize_any(Whole)
     }
 }

@@ -33,7 +33,7 @@ use super::error::ApiError;
 use super::{validate, AppState, Json};
 use crate::store::{Began, Finished};
 
-/// The longest `error` a finish takes, in bytes.
+/// The longest `error` a finish takes, in characters.
 pub(crate) const MAX_FINISH_ERROR: usize = 2000;
 
 /// Routes under `/v1/consumptions`, a group's token or the admin token
@@ -131,13 +131,11 @@ pub(crate) async fn finish(
                 "error is only for a failed finish: send \"ok\": false with it, or leave it out",
             ));
         }
-        if e.len() > MAX_FINISH_ERROR {
+        let chars = e.chars().count();
+        if chars > MAX_FINISH_ERROR {
             return Err(ApiError::invalid(
                 "invalid_error",
-                format!(
-                    "error must be at most {MAX_FINISH_ERROR} bytes long (got {})",
-                    e.len()
-                ),
+                format!("error must be at most {MAX_FINISH_ERROR} characters long (got {chars})"),
             ));
         }
     }
