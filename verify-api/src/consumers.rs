@@ -23,14 +23,22 @@ pub struct ConsumerGroupSettings {
     pub topics: Vec<String>,
     /// Failed consumptions of one message before the `consumption_failing`
     /// alert (once per message and group), 1 to 1000; default 5.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "optional_u32"
+    )]
     #[schema(minimum = 1, maximum = 1000)]
     pub max_failures: Option<u32>,
     /// How long a begun consumption holds its message, in milliseconds
     /// (1000 to 86400000; default 300000, five minutes): after it, another
     /// delivery's begin takes it over and the `consumption_stuck` alert fires
     /// (once per begin).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "optional_u32"
+    )]
     #[schema(minimum = 1000, maximum = 86400000)]
     pub in_progress_timeout_ms: Option<u32>,
 }
@@ -74,6 +82,15 @@ pub struct BeginRequest {
     #[serde(deserialize_with = "message_id")]
     #[schema(minimum = 0, maximum = 9223372036854775807_i64)]
     pub message_id: u64,
+}
+
+/// An optional whole number that fits 32 bits, also when written with a
+/// zero fraction (JSON Schema's `integer`).
+fn optional_u32<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    use serde::de::Error;
+    crate::whole_number::optional(d)?
+        .map(|v| u32::try_from(v).map_err(|_| D::Error::custom(format!("{v} is over 4294967295"))))
+        .transpose()
 }
 
 /// A message id: a whole number from 0 to 2^63 - 1 (ids are signed 64-bit
