@@ -121,6 +121,15 @@ impl AppState {
                 return Ok(Caller::Admin);
             }
         }
+        if token_group(token).is_some() {
+            // Told apart from a bad token, as a producer token is on the
+            // admin API: the right kind of credential is what is missing.
+            return Err(ApiError::Forbidden(
+                "a consumer group's token may only begin and finish consumptions \
+                 (/v1/consumptions/…)"
+                    .into(),
+            ));
+        }
         let biz_id =
             token_biz_id(token).ok_or_else(|| ApiError::Unauthorized("unknown token".into()))?;
         Ok(Caller::Producer {
