@@ -104,6 +104,9 @@ pub struct AlertBody<'a> {
     pub created_at: chrono::DateTime<chrono::Utc>,
     /// The message's W3C trace id, null when its prepare carried none.
     pub trace_id: Option<&'a str>,
+    /// The consumer group of a consumption alert (`consumption_failing`,
+    /// `consumption_stuck`); null for a message alert.
+    pub group: Option<&'a str>,
 }
 
 impl<'a> From<&'a AlertView> for AlertBody<'a> {
@@ -118,6 +121,7 @@ impl<'a> From<&'a AlertView> for AlertBody<'a> {
             last_error: &a.last_error,
             created_at: a.created_at,
             trace_id: a.trace_id.as_deref(),
+            group: a.group.as_deref(),
         }
     }
 }

@@ -40,6 +40,7 @@ pub mod forwarder;
 pub mod handoff;
 mod https;
 pub mod kafka_config;
+mod ledger;
 mod liveness;
 mod metrics_setup;
 mod overdue;

@@ -1,4 +1,4 @@
-//! The producer registry, read through a moka cache.
+//! The producer registry and the consumer-group registry, read through moka caches.
 //!
 //! Both the API's token check and the verifier resolve a biz_id here. Entries
 //! live for the configured TTL; every change made through this instance
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use moka::future::Cache;
 
-use crate::store::{DynStore, Producer, StoreError};
+use crate::store::{ConsumerGroup, DynStore, Producer, StoreError};
 
 /// A registration lookup that failed in the store. Every caller that waited on
 /// the same lookup gets the same error, hence the shared cause.
@@ -77,5 +77,60 @@ impl Registry {
     /// Forgets the cached entry for `biz_id`.
     pub async fn invalidate(&self, biz_id: &str) {
         self.cache.invalidate(biz_id).await;
+    }
+}
+
+/// Cached name → consumer group lookups (misses are cached too), for the
+/// consumption ledger's token check and its begin and finish: the same TTL
+/// and invalidation as the producer registry. Callers validate a name
+/// before asking.
+#[derive(Clone)]
+pub struct GroupRegistry {
+    store: DynStore,
+    cache: Cache<String, Option<Arc<ConsumerGroup>>>,
+}
+
+/// An entry's approximate size in bytes.
+fn group_weight(name: &str, group: &Option<Arc<ConsumerGroup>>) -> u32 {
+    const FIXED: usize = 256;
+    let variable = group.as_ref().map_or(0, |g| {
+        g.name.len()
+            + g.token_hash.len()
+            + g.topics
+                .iter()
+                .map(|t| t.len() + std::mem::size_of::<String>())
+                .sum::<usize>()
+    });
+    u32::try_from(FIXED + name.len() + variable).unwrap_or(u32::MAX)
+}
+
+impl GroupRegistry {
+    /// A registry over `store` whose entries expire after `ttl`.
+    pub fn new(store: DynStore, ttl: Duration) -> Self {
+        Self {
+            store,
+            cache: Cache::builder()
+                .max_capacity(MAX_CACHE_BYTES)
+                .weigher(|k: &String, v| group_weight(k, v))
+                .time_to_live(ttl)
+                .build(),
+        }
+    }
+
+    /// The registration of group `name`, if any.
+    pub async fn get(&self, name: &str) -> Result<Option<Arc<ConsumerGroup>>, LookupError> {
+        let store = self.store.clone();
+        let key = name.to_string();
+        self.cache
+            .try_get_with(key.clone(), async move {
+                Ok::<_, StoreError>(store.find_consumer_group(&key).await?.map(Arc::new))
+            })
+            .await
+            .map_err(LookupError)
+    }
+
+    /// Forgets the cached entry for `name`.
+    pub async fn invalidate(&self, name: &str) {
+        self.cache.invalidate(name).await;
     }
 }

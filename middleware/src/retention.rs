@@ -1,6 +1,6 @@
 //! Retention (`--retention`, off when 0): finished messages — SENT, or
 //! ROLLED_BACK (tombstones included) — unchanged for longer than the window
-//! are deleted with their audit and check-attempt rows. Nothing an operator
+//! are deleted with their audit, check-attempt and consumption-ledger rows. Nothing an operator
 //! may still need (PREPARED, VERIFY_FAILED, PENDING, SEND_FAILED) is ever
 //! deleted. Settled alerts (delivered, or without a webhook) unchanged for
 //! the window go in the same transactions; a pending alert never does.

@@ -23,10 +23,11 @@ use crate::forwarder::kafka::KafkaSink;
 use crate::forwarder::Forwarder;
 use crate::handoff::{CommitListener, NoForwarder};
 use crate::https::{self, Certificates, TlsListener};
+use crate::ledger;
 use crate::liveness::Liveness;
 use crate::metrics_setup;
 use crate::overdue;
-use crate::registry::Registry;
+use crate::registry::{GroupRegistry, Registry};
 use crate::retention;
 use crate::store::{self, DynStore};
 use crate::verifier::Verifier;
@@ -158,6 +159,7 @@ impl Application {
             alert_webhook(cfg.alert_webhook, cfg.alert_signing_secret, &address_policy).await?;
         let store = open_store(cfg.database_url.expose(), cfg.auto_migrate).await?;
         let registry = Registry::new(store.clone(), cfg.producer_cache_ttl);
+        let groups = GroupRegistry::new(store.clone(), cfg.producer_cache_ttl);
         warn_about_producers_without_topics(&store, cfg.require_producer_topics).await;
         let shutdown = CancellationToken::new();
         let mut workers = Vec::new();
@@ -212,6 +214,15 @@ impl Application {
             shutdown.clone(),
         );
         workers.push(liveness.watch("backlog", task, shutdown.clone()));
+        let task = ledger::spawn_stuck_watch(store.clone(), cfg.request_timeout, shutdown.clone());
+        workers.push(liveness.watch("consumption stuck watch", task, shutdown.clone()));
+        let task = ledger::spawn_gauges(
+            store.clone(),
+            cfg.backlog_interval,
+            cfg.request_timeout,
+            shutdown.clone(),
+        );
+        workers.push(liveness.watch("consumer group gauges", task, shutdown.clone()));
         let submit = cfg.submit;
         let state = AppState::new(Shared {
             writes: Coalescer::start(store.clone(), cfg.writes, commits.clone()),
@@ -229,6 +240,8 @@ impl Application {
             liveness,
             require_producer_topics: cfg.require_producer_topics,
             summary: Default::default(),
+            groups,
+            group_counts: Default::default(),
         });
 
         if let Some(submit) = submit {

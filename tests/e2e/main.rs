@@ -20,6 +20,7 @@ mod frozen_db;
 mod https;
 mod kafka_tls;
 mod kill9;
+mod ledger;
 mod memory;
 mod mysql_tls;
 mod no_forwarder;

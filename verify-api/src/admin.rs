@@ -82,6 +82,11 @@ pub struct MessageDetail {
     /// otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocked_by: Option<u64>,
+    /// Every consumer group's consumption of the message through the
+    /// consumption ledger (`POST /v1/consumptions/begin`), by group name;
+    /// empty when no registered group has begun it.
+    #[serde(default)]
+    pub consumptions: Vec<crate::consumers::ConsumptionView>,
 }
 
 /// One producer's messages at a glance: exact counts of the live messages
@@ -358,17 +363,26 @@ pub enum AlertKind {
     /// its key wait behind it (or one started to wait behind it): they are
     /// held until an operator redelivers or skips the head.
     KeyBlocked,
+    /// A consumer group's processing of a message failed `max_failures`
+    /// times (the alert names the group): raised once per message and group.
+    ConsumptionFailing,
+    /// A consumer group's delivery began processing a message and neither
+    /// finished nor was taken over within the group's
+    /// `in_progress_timeout_ms`: raised once per begin.
+    ConsumptionStuck,
 }
 
 impl AlertKind {
     /// Every kind, in declaration order.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 8] = [
         Self::VerifyFailed,
         Self::SendFailed,
         Self::Quarantined,
         Self::SendOverdue,
         Self::VerifyOverdue,
         Self::KeyBlocked,
+        Self::ConsumptionFailing,
+        Self::ConsumptionStuck,
     ];
 
     /// The wire and database spelling.
@@ -380,6 +394,8 @@ impl AlertKind {
             Self::SendOverdue => "send_overdue",
             Self::VerifyOverdue => "verify_overdue",
             Self::KeyBlocked => "key_blocked",
+            Self::ConsumptionFailing => "consumption_failing",
+            Self::ConsumptionStuck => "consumption_stuck",
         }
     }
 
@@ -436,9 +452,11 @@ pub struct AlertView {
     /// The producer's message key.
     pub message_key: String,
     /// Check-back attempts (verify_failed, verify_overdue) or send attempts
-    /// (send_failed, send_overdue); 0 for a quarantined row.
+    /// (send_failed, send_overdue); 0 for a quarantined row; the group's
+    /// attempts for a consumption alert.
     pub attempts: u32,
-    /// The message's last error when the alert was raised.
+    /// The message's last error when the alert was raised (a consumption
+    /// alert: the group's last error, or what kept it in progress).
     pub last_error: String,
     /// When the alert was raised (database clock), with its state change.
     pub created_at: DateTime<Utc>,
@@ -457,6 +475,10 @@ pub struct AlertView {
     #[serde(default)]
     #[schema(pattern = "^[0-9a-f]{32}$")]
     pub trace_id: Option<String>,
+    /// The consumer group a `consumption_failing` or `consumption_stuck`
+    /// alert is about; null for the alerts about a message's own life.
+    #[serde(default)]
+    pub group: Option<String>,
 }
 
 /// One page of alerts (`GET /v1/admin/alerts`).

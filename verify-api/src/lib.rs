@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 pub mod admin;
+pub mod consumers;
 pub mod submit;
 pub mod trace_context;
 
@@ -175,7 +176,7 @@ pub struct PrepareRequest {
 /// fraction (`5000.0`): JSON Schema's `integer` is any number without a
 /// fractional part, so a client that serialises whole numbers as floats
 /// sends a valid request.
-mod whole_number {
+pub(crate) mod whole_number {
     use std::fmt;
 
     use serde::de::{self, Deserializer, Visitor};
@@ -218,7 +219,7 @@ mod whole_number {
         }
     }
 
-    pub(super) fn optional<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    pub(crate) fn optional<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
         d.deserialize_any(Whole)
     }
 }
@@ -486,6 +487,13 @@ mod schemas {
                     )),
             )
             .build()
+    }
+
+    /// A consumer group's `topics`: as a producer's allow-list, but required.
+    pub(crate) fn topic_list_required() -> Array {
+        let mut list = topic_allow_list();
+        list.schema_type = utoipa::openapi::schema::SchemaType::from_iter([Type::Array]);
+        list
     }
 
     /// A prepare's `headers`.

@@ -1,4 +1,7 @@
-//! Authentication: producer bearer tokens and the admin token.
+//! Authentication: producer bearer tokens, consumer-group tokens (the
+//! consumption ledger: `tc_<base64url(group)>.<secret>`, hashed and compared
+//! the same way, valid only for begin and finish of its own group) and the
+//! admin token.
 //!
 //! A producer token is `tm_<base64url(biz_id)>.<secret>`: the biz_id it is bound
 //! to is readable from the token, so a request for another biz_id is told
@@ -29,7 +32,7 @@ use super::error::ApiError;
 use super::validate::{self, MAX_BIZ_ID};
 use super::AppState;
 use crate::secret::Secret;
-use crate::store::Producer;
+use crate::store::{ConsumerGroup, Producer};
 
 /// Who may do what.
 #[derive(Debug, Clone)]
@@ -118,6 +121,15 @@ impl AppState {
                 return Ok(Caller::Admin);
             }
         }
+        if token_group(token).is_some() {
+            // Told apart from a bad token, as a producer token is on the
+            // admin API: the right kind of credential is what is missing.
+            return Err(ApiError::Forbidden(
+                "a consumer group's token may only begin and finish consumptions \
+                 (/v1/consumptions/…)"
+                    .into(),
+            ));
+        }
         let biz_id =
             token_biz_id(token).ok_or_else(|| ApiError::Unauthorized("unknown token".into()))?;
         Ok(Caller::Producer {
@@ -153,6 +165,112 @@ impl AppState {
     /// The (cached) registration of `biz_id`.
     pub(crate) async fn producer(&self, biz_id: &str) -> Result<Option<Arc<Producer>>, ApiError> {
         Ok(self.registry.get(biz_id).await?)
+    }
+}
+
+/// A fresh consumer-group token for `group`: `tc_<base64url(group)>.<secret>`,
+/// readable like a producer token, so a begin for another group is told
+/// apart (403) from a bad token (401).
+pub(crate) fn new_group_token(group: &str) -> String {
+    let mut secret = [0u8; 32];
+    rand::rng().fill_bytes(&mut secret);
+    format!(
+        "tc_{}.{}",
+        URL_SAFE_NO_PAD.encode(group),
+        URL_SAFE_NO_PAD.encode(secret)
+    )
+}
+
+/// The group a consumer-group token names, if it is well-formed and a valid
+/// group name (so a made-up token costs neither a query nor a cache entry).
+fn token_group(token: &str) -> Option<String> {
+    let rest = token.strip_prefix("tc_")?;
+    let (group, _) = rest.split_once('.')?;
+    if group.len() > MAX_BIZ_ID.div_ceil(3) * 4 {
+        return None;
+    }
+    let group = String::from_utf8(URL_SAFE_NO_PAD.decode(group).ok()?).ok()?;
+    validate::group(&group).ok()?;
+    Some(group)
+}
+
+/// Who a consumption-ledger request's token proved to be.
+#[derive(Debug, Clone)]
+pub(crate) enum Consumer {
+    /// The admin token (or any caller in insecure mode): may act for any group.
+    Admin,
+    /// A consumer group's token, with the registration it was checked against.
+    Group(Arc<ConsumerGroup>),
+}
+
+impl AppState {
+    /// Checks a consumption-ledger request's token: the admin token, or a
+    /// group token that matches its registration (401 otherwise).
+    async fn consumer(&self, headers: &HeaderMap) -> Result<Consumer, ApiError> {
+        if self.auth.insecure {
+            return Ok(Consumer::Admin);
+        }
+        let token = bearer(headers)?;
+        if let Some(admin) = &self.auth.admin_token {
+            if ct_eq(token.as_bytes(), admin.expose().as_bytes()) {
+                return Ok(Consumer::Admin);
+            }
+        }
+        let unknown = || ApiError::Unauthorized("unknown or revoked token".into());
+        let name = token_group(token).ok_or_else(|| {
+            ApiError::Unauthorized(
+                "unknown token: begin and finish take a consumer group's token (tc_…) or the                  admin token"
+                    .into(),
+            )
+        })?;
+        self.groups
+            .get(&name)
+            .await?
+            .filter(|g| ct_eq(&hash_token(token), &g.token_hash))
+            .map(Consumer::Group)
+            .ok_or_else(unknown)
+    }
+}
+
+impl Consumer {
+    /// The registration of `group` if this caller may act for it: the admin
+    /// for any registered group (404 for an unknown one), a group's token for
+    /// its own only (403 for another's).
+    pub(crate) async fn group(
+        &self,
+        state: &AppState,
+        group: &str,
+    ) -> Result<Arc<ConsumerGroup>, ApiError> {
+        match self {
+            Self::Group(g) if g.name == group => Ok(g.clone()),
+            Self::Group(g) => Err(ApiError::Forbidden(format!(
+                "this token belongs to consumer group {:?} and cannot act for {group:?}",
+                g.name
+            ))),
+            Self::Admin => state.groups.get(group).await?.ok_or_else(|| {
+                ApiError::not_found(
+                    "consumer_group_not_found",
+                    format!("no consumer group {group:?} is registered"),
+                )
+            }),
+        }
+    }
+}
+
+/// Middleware for the consumption ledger's begin and finish: refuses a
+/// request without a valid token (401) from its head alone, and hands the
+/// handlers a [`Consumer`].
+pub(crate) async fn authenticate_consumer(
+    State(state): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    match state.consumer(req.headers()).await {
+        Ok(who) => {
+            req.extensions_mut().insert(who);
+            next.run(req).await
+        }
+        Err(e) => e.into_response(),
     }
 }
 
@@ -223,6 +341,17 @@ mod tests {
         assert_eq!(token_biz_id(&a).as_deref(), Some("orders.v1"));
         assert_eq!(token_biz_id("tm_!!.x"), None);
         assert_eq!(token_biz_id("garbage"), None);
+    }
+
+    #[test]
+    fn a_group_token_names_its_group_and_only_a_valid_one() {
+        let a = new_group_token("billing");
+        assert_ne!(a, new_group_token("billing"));
+        assert_eq!(token_group(&a).as_deref(), Some("billing"));
+        // A producer token is not a group token, even for the same name.
+        assert_eq!(token_group(&new_producer_token("billing")), None);
+        let bad = format!("tc_{}.x", URL_SAFE_NO_PAD.encode("bad group"));
+        assert_eq!(token_group(&bad), None);
     }
 
     #[test]

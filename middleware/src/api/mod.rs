@@ -2,6 +2,9 @@
 //!
 //! - [`messages`]: the producer API (prepare, commit, rollback, get);
 //! - [`producers`]: the producer registry (admin token);
+//! - [`consumer_groups`]: the consumption ledger's group registry (admin token);
+//! - [`consumptions`]: the consumption ledger's begin and finish (a group's
+//!   token or the admin token);
 //! - [`admin`]: the operator API (admin token): what operators read (messages,
 //!   one message, the summary) and what they change (resolve, re-verify, redeliver);
 //! - [`console`]: the operator console at `/console` (static, over the admin API);
@@ -14,6 +17,8 @@
 mod admin;
 pub(crate) mod auth;
 mod console;
+mod consumer_groups;
+mod consumptions;
 pub(crate) mod error;
 mod health;
 pub(crate) mod load_shed;
@@ -106,6 +111,10 @@ pub(crate) struct Shared {
     pub(crate) require_producer_topics: bool,
     /// The operator summary, computed once for every caller of a moment.
     pub(crate) summary: admin::read::SummaryCache,
+    /// Consumer-group registrations (cached).
+    pub(crate) groups: crate::registry::GroupRegistry,
+    /// The consumer groups at a glance, computed once for every caller of a moment.
+    pub(crate) group_counts: admin::read::GroupCountsCache,
 }
 
 /// The whole API, every route under the request deadline but the bulk
@@ -116,6 +125,8 @@ pub(crate) fn router(state: AppState) -> Router {
     let api = Router::new()
         .merge(messages::router(&state))
         .merge(producers::router(&state))
+        .merge(consumer_groups::router(&state))
+        .merge(consumptions::router(&state))
         .merge(admin::router(&state))
         .route_layer(shed.clone());
     let bulk = admin::bulk_router(&state).route_layer(shed);

@@ -26,9 +26,17 @@ use super::error::RETRY_AFTER_SECS;
         crate::api::producers::rotate_token,
         crate::api::producers::reveal_signing_secret,
         crate::api::producers::list_producers,
+        crate::api::consumer_groups::put_group,
+        crate::api::consumer_groups::get_group,
+        crate::api::consumer_groups::delete_group,
+        crate::api::consumer_groups::rotate_token,
+        crate::api::consumer_groups::list_groups,
+        crate::api::consumptions::begin,
+        crate::api::consumptions::finish,
         crate::api::admin::read::list_messages,
         crate::api::admin::read::get_message,
         crate::api::admin::read::summary,
+        crate::api::admin::read::consumer_groups,
         crate::api::admin::alerts::list_alerts,
         crate::api::admin::alerts::list_waiting,
         crate::api::admin::act::resolve,
@@ -44,7 +52,7 @@ use super::error::RETRY_AFTER_SECS;
         trustmsg_verify_api::CheckResponse,
     )),
     modifiers(&Security, &CommonAnswers, &CrossFieldRules),
-    tags((name = "messages", description = "Producer API"), (name = "producers", description = "Producer registry (admin token)"), (name = "admin", description = "What operators read (admin token)"))
+    tags((name = "messages", description = "Producer API"), (name = "producers", description = "Producer registry (admin token)"), (name = "consumers", description = "The consumption ledger: consumer groups (admin token), begin and finish (a group's token)"), (name = "admin", description = "What operators read (admin token)"))
 )]
 pub struct ApiDoc;
 
@@ -59,6 +67,10 @@ impl Modify for Security {
         );
         components.add_security_scheme(
             "admin",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        );
+        components.add_security_scheme(
+            "consumer_group",
             SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
         );
     }
@@ -171,7 +183,8 @@ pub(crate) const BASE64_PATTERN: &str =
 
 /// Rules that tie two fields together, which a field's own schema cannot
 /// state: a prepare's payload must be base64 when its encoding says so, and
-/// it gives at most one delivery time.
+/// it gives at most one delivery time; a consumption's finish carries an
+/// `error` only when it failed.
 struct CrossFieldRules;
 
 impl Modify for CrossFieldRules {
@@ -179,6 +192,29 @@ impl Modify for CrossFieldRules {
         let Some(components) = openapi.components.as_mut() else {
             return;
         };
+        if let Some(finish) = components.schemas.remove("FinishRequest") {
+            let error_only_when_failed = AnyOfBuilder::new()
+                .item(
+                    ObjectBuilder::new().property(
+                        "ok",
+                        ObjectBuilder::new()
+                            .schema_type(Type::Boolean)
+                            .enum_values(Some([false])),
+                    ),
+                )
+                .item(
+                    ObjectBuilder::new()
+                        .property("error", ObjectBuilder::new().schema_type(Type::Null)),
+                )
+                .description(Some("`error` only with `ok: false`."));
+            let rules = AllOfBuilder::new()
+                .item(finish)
+                .item(error_only_when_failed)
+                .build();
+            components
+                .schemas
+                .insert("FinishRequest".into(), RefOr::T(Schema::AllOf(rules)));
+        }
         let Some(prepare) = components.schemas.remove("PrepareRequest") else {
             return;
         };

@@ -57,6 +57,26 @@ pub(crate) fn biz_id(v: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// A consumer group's name: as a biz_id, 1–64 of `[A-Za-z0-9._-]`.
+pub(crate) fn group(v: &str) -> Result<(), ApiError> {
+    if v.is_empty() || v.len() > MAX_BIZ_ID {
+        return Err(ApiError::invalid(
+            "invalid_group",
+            format!(
+                "group must be 1 to {MAX_BIZ_ID} characters long (got {})",
+                v.len()
+            ),
+        ));
+    }
+    if let Some(c) = outside_name_alphabet(v) {
+        return Err(ApiError::invalid(
+            "invalid_group",
+            format!("group may contain only letters, digits, '.', '_' and '-' (found {c:?})"),
+        ));
+    }
+    Ok(())
+}
+
 /// message_key: 1–128 bytes, no control characters.
 pub(crate) fn message_key(v: &str) -> Result<(), ApiError> {
     if v.is_empty() || v.len() > MAX_MESSAGE_KEY {

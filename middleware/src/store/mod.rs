@@ -56,10 +56,11 @@ use trustmsg_verify_api::MessageView;
 
 pub use decide::{decide, decide_batch, decide_batch_known, DecideOutcome, DecideRequest, Target};
 pub use model::{
-    order_key, Actor, AlertFilter, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed,
-    Delivery, Inserted, Message, MessageFilter, NewAlert, NewMessage, NewWaitingCommit, OrderPos,
+    order_key, Actor, AlertFilter, AuditEntry, Backlog, Began, CheckAttempt, CheckAttemptEntry,
+    Claimed, ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Delivery,
+    Finished, Inserted, Message, MessageFilter, NewAlert, NewMessage, NewWaitingCommit, OrderPos,
     Overdue, Producer, ProducerRecord, ProducerSummary, Quarantined, Requeue, RequeuedChunk,
-    SentMark, Transition, VerifyLease, Wait, WaitingCommit,
+    SentMark, StuckConsumption, Transition, VerifyLease, Wait, WaitingCommit,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should
@@ -387,7 +388,7 @@ pub trait Store: Send + Sync + 'static {
     async fn list_producers(&self) -> StoreResult<Vec<Producer>>;
     /// Retention: deletes up to `limit` messages that are SENT or
     /// ROLLED_BACK and unchanged for longer than `older_than`, with their
-    /// audit and check-attempt rows, in one short transaction; returns how
+    /// audit, check-attempt and consumption-ledger rows, in one short transaction; returns how
     /// many rows it deleted. Never touches PREPARED, VERIFY_FAILED,
     /// PENDING or SEND_FAILED rows. In the same transaction, up to `limit`
     /// settled alerts (delivered or no_webhook) unchanged for longer than
@@ -429,6 +430,50 @@ pub trait Store: Send + Sync + 'static {
     async fn find_producer(&self, biz_id: &str) -> StoreResult<Option<Producer>>;
     async fn delete_producer(&self, biz_id: &str) -> StoreResult<bool>;
     async fn set_producer_token(&self, biz_id: &str, token_hash: &[u8]) -> StoreResult<bool>;
+
+    /// Creates a consumer group, or replaces its settings (topics, limits);
+    /// an update keeps its token hash and `created_at`.
+    async fn upsert_consumer_group(&self, g: &ConsumerGroupRecord) -> StoreResult<ConsumerGroup>;
+    async fn find_consumer_group(&self, name: &str) -> StoreResult<Option<ConsumerGroup>>;
+    /// Every consumer group, by name.
+    async fn list_consumer_groups(&self) -> StoreResult<Vec<ConsumerGroup>>;
+    /// Deletes a group's registration (its token stops working); its ledger
+    /// rows stay with their messages (retention takes them), so a group
+    /// registered again under the name goes on with its ledger.
+    async fn delete_consumer_group(&self, name: &str) -> StoreResult<bool>;
+    async fn set_consumer_group_token(&self, name: &str, token_hash: &[u8]) -> StoreResult<bool>;
+
+    /// `group` begins consuming message `message_id`, in one transaction
+    /// holding the consumption's row lock, so of two concurrent begins one is
+    /// told to go: first time, a retry after a failure, or a takeover of an
+    /// in-progress consumption older than the group's timeout go (attempts
+    /// counted, the stuck alert re-armed); an in-progress one within it
+    /// and a done one do not.
+    async fn begin_consumption(&self, group: &ConsumerGroup, message_id: u64)
+        -> StoreResult<Began>;
+    /// `group` finishes consuming `message_id` (`ok`, or failed with
+    /// `error`), under the row lock. A failure that makes `max_failures`
+    /// raises the `consumption_failing` alert in the same transaction (once
+    /// per message and group). A repeat of the finish that made the row what
+    /// it is changes nothing.
+    async fn finish_consumption(
+        &self,
+        group: &ConsumerGroup,
+        message_id: u64,
+        ok: bool,
+        error: Option<&str>,
+    ) -> StoreResult<Finished>;
+    /// Every group's consumption of `message_id`, by group name.
+    async fn consumptions_of(&self, message_id: u64) -> StoreResult<Vec<Consumption>>;
+    /// Flags up to `limit` in-progress consumptions past their group's
+    /// timeout that were not flagged since their begin, raising each one's
+    /// `consumption_stuck` alert in the flag's transaction: exactly once per
+    /// begin across instances.
+    async fn flag_stuck_consumptions(&self, limit: u32) -> StoreResult<Vec<StuckConsumption>>;
+    /// Per registered group: its done, failed and in-progress rows, and its
+    /// lag (messages SENT to its topics since it was registered that it has
+    /// not processed).
+    async fn consumer_group_counts(&self) -> StoreResult<Vec<ConsumerGroupCounts>>;
 }
 
 /// [`Store::insert_prepared`] for each message in turn.

@@ -12,6 +12,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 use trustmsg_verify_api::admin::{AlertKind, AlertState};
+use trustmsg_verify_api::consumers::ConsumptionState;
 use trustmsg_verify_api::{MessageStatus, MessageView, SendStatus};
 
 /// A message row.
@@ -497,6 +498,8 @@ pub struct NewAlert {
     /// may be what is unreadable.
     pub attempts: u32,
     pub last_error: String,
+    /// The consumer group of a consumption alert; None for a message alert.
+    pub group: Option<String>,
 }
 
 impl NewAlert {
@@ -514,6 +517,7 @@ impl NewAlert {
             message_key: m.message_key.clone(),
             attempts,
             last_error: m.last_error.clone().unwrap_or_default(),
+            group: None,
         }
     }
 
@@ -526,6 +530,7 @@ impl NewAlert {
             message_key: q.message_key.clone(),
             attempts: 0,
             last_error: q.reason.clone(),
+            group: None,
         }
     }
 
@@ -549,8 +554,103 @@ impl NewAlert {
                 "{waiting} for more than {} (since {since}); last error: {last}",
                 humantime::format_duration(after)
             ),
+            group: None,
         }
     }
+}
+
+/// A registered consumer group (the consumption ledger).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerGroup {
+    pub name: String,
+    /// The topics it consumes: exact names, prefixes ending in `*`, or `*`.
+    pub topics: Vec<String>,
+    /// SHA-256 of the group's bearer token.
+    pub token_hash: Vec<u8>,
+    pub max_failures: u32,
+    pub in_progress_timeout_ms: u32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl ConsumerGroup {
+    /// How long a begun consumption holds its message.
+    pub fn in_progress_timeout(&self) -> Duration {
+        Duration::from_millis(u64::from(self.in_progress_timeout_ms))
+    }
+}
+
+/// What a consumer group registration stores; an update keeps the token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerGroupRecord {
+    pub name: String,
+    pub topics: Vec<String>,
+    /// Stored on creation only.
+    pub token_hash: Vec<u8>,
+    pub max_failures: u32,
+    pub in_progress_timeout_ms: u32,
+}
+
+/// One group's consumption of one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Consumption {
+    pub group: String,
+    pub message_id: u64,
+    pub state: ConsumptionState,
+    pub attempts: u32,
+    pub last_error: Option<String>,
+    pub first_began_at: DateTime<Utc>,
+    pub last_began_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// What a begin decided ([`crate::store::Store::begin_consumption`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Began {
+    /// No such message.
+    UnknownMessage,
+    /// Go (first time, retry or takeover): the row as this begin left it.
+    Go(Consumption),
+    /// Another delivery holds it: the row as it is.
+    InProgress(Consumption),
+    /// Processed already.
+    Done(Consumption),
+}
+
+/// What a finish did ([`crate::store::Store::finish_consumption`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finished {
+    /// No such message.
+    UnknownMessage,
+    /// The group never began this message.
+    NotBegun,
+    /// Recorded: the row as this finish left it (or, for a repeat of the
+    /// finish that made it so, as it was: nothing changed).
+    Recorded { row: Consumption, changed: bool },
+    /// The consumption is finished the other way (`done` and a failure
+    /// came, or `failed` and a success came without a begin first).
+    Conflict(Consumption),
+}
+
+/// One consumer group at a glance.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ConsumerGroupCounts {
+    pub group: String,
+    pub topics: Vec<String>,
+    pub processed: u64,
+    pub failing: u64,
+    pub in_progress: u64,
+    pub lag: u64,
+}
+
+/// A consumption the stuck watch flagged (its alert raised).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StuckConsumption {
+    pub group: String,
+    pub message_id: u64,
+    pub attempts: u32,
+    pub since: DateTime<Utc>,
 }
 
 /// Which alerts an operator lists; the fields that are set combine with AND.

@@ -17,13 +17,14 @@ use trustmsg_verify_api::{MessageStatus, MessageView, SendStatus};
 
 use super::sql::{
     self, clip_error, message_from_row, transition_effects, AuditRow, ClaimKind, Dialect, Lease,
-    SqlRow, ALERT_COLUMNS, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
+    SqlRow, ALERT_COLUMNS, GROUP_COLUMNS, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
 };
 use super::{
-    Actor, AlertFilter, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted,
+    Actor, AlertFilter, AuditEntry, Backlog, Began, CheckAttempt, CheckAttemptEntry, Claimed,
+    ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Finished, Inserted,
     Message, MessageFilter, NewAlert, NewMessage, Overdue, Producer, ProducerRecord,
-    ProducerSummary, Requeue, RequeuedChunk, SentMark, Store, StoreError, StoreResult, Transition,
-    VerifyLease, Wait,
+    ProducerSummary, Requeue, RequeuedChunk, SentMark, Store, StoreError, StoreResult,
+    StuckConsumption, Transition, VerifyLease, Wait,
 };
 
 /// The MySQL/MariaDB store.
@@ -1060,7 +1061,107 @@ impl Store for MySqlStore {
     async fn set_producer_token(&self, biz_id: &str, token_hash: &[u8]) -> StoreResult<bool> {
         sql::set_producer_token(&self.pool, biz_id, token_hash).await
     }
+
+    async fn upsert_consumer_group(&self, g: &ConsumerGroupRecord) -> StoreResult<ConsumerGroup> {
+        // An update keeps the token (rotated on its own) and created_at.
+        let upsert = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO consumer_groups ({GROUP_COLUMNS}) \
+             VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3)) \
+             ON DUPLICATE KEY UPDATE topics = VALUES(topics), \
+             max_failures = VALUES(max_failures), \
+             in_progress_timeout_ms = VALUES(in_progress_timeout_ms), \
+             updated_at = UTC_TIMESTAMP(3)"
+        )));
+        sql::bind_group(upsert, g).execute(&self.pool).await?;
+        self.find_consumer_group(&g.name)
+            .await?
+            .ok_or(StoreError::Vanished("a consumer group just upserted"))
+    }
+
+    async fn find_consumer_group(&self, name: &str) -> StoreResult<Option<ConsumerGroup>> {
+        sql::find_consumer_group(&self.pool, name).await
+    }
+
+    async fn list_consumer_groups(&self) -> StoreResult<Vec<ConsumerGroup>> {
+        sql::list_consumer_groups(&self.pool).await
+    }
+
+    async fn delete_consumer_group(&self, name: &str) -> StoreResult<bool> {
+        sql::delete_consumer_group(&self.pool, name).await
+    }
+
+    async fn set_consumer_group_token(&self, name: &str, token_hash: &[u8]) -> StoreResult<bool> {
+        sql::set_consumer_group_token(&self.pool, name, token_hash).await
+    }
+
+    async fn begin_consumption(
+        &self,
+        group: &ConsumerGroup,
+        message_id: u64,
+    ) -> StoreResult<Began> {
+        // The upsert X-locks an existing row as the INSERT locks a new one.
+        const KEEP: &str = "ON DUPLICATE KEY UPDATE attempts = attempts";
+        for _ in 0..LEDGER_TRIES {
+            let mut tx = self.pool.begin().await?;
+            match sql::begin_consumption::<MySql>(&mut tx, KEEP, " FOR UPDATE", group, message_id)
+                .await
+            {
+                Ok(began) => {
+                    tx.commit().await?;
+                    return Ok(began);
+                }
+                Err(StoreError::Db(e)) if is_lock_conflict(&e) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(StoreError::Contention("begin a consumption"))
+    }
+
+    async fn finish_consumption(
+        &self,
+        group: &ConsumerGroup,
+        message_id: u64,
+        ok: bool,
+        error: Option<&str>,
+    ) -> StoreResult<Finished> {
+        for _ in 0..LEDGER_TRIES {
+            let mut tx = self.pool.begin().await?;
+            let finished = sql::finish_consumption::<MySql>(
+                &mut tx,
+                " FOR UPDATE",
+                group,
+                message_id,
+                ok,
+                error,
+            );
+            match finished.await {
+                Ok((finished, raised)) => {
+                    tx.commit().await?;
+                    raised.announce();
+                    return Ok(finished);
+                }
+                Err(StoreError::Db(e)) if is_lock_conflict(&e) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(StoreError::Contention("finish a consumption"))
+    }
+
+    async fn consumptions_of(&self, message_id: u64) -> StoreResult<Vec<Consumption>> {
+        sql::consumptions_of(&self.pool, message_id).await
+    }
+
+    async fn flag_stuck_consumptions(&self, limit: u32) -> StoreResult<Vec<StuckConsumption>> {
+        sql::flag_stuck_consumptions(&self.pool, limit).await
+    }
+
+    async fn consumer_group_counts(&self) -> StoreResult<Vec<ConsumerGroupCounts>> {
+        sql::consumer_group_counts(&self.pool).await
+    }
 }
+
+/// Tries of a ledger transaction that lost a deadlock before it gives up.
+const LEDGER_TRIES: usize = 3;
 
 impl MySqlStore {
     /// An operator's change of one message: `update` (binds `id`, `version`:

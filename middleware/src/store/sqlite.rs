@@ -32,13 +32,15 @@ use trustmsg_verify_api::{MessageStatus, MessageView};
 
 use super::sql::{
     self, clip_error, message_from_row, producer_from_row, transition_effects, AuditRow, ClaimKind,
-    Dialect, Lease, SqlRow, ALERT_COLUMNS, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
+    Dialect, Lease, SqlRow, ALERT_COLUMNS, GROUP_COLUMNS, MESSAGE_COLUMNS, PREPARE_COLUMNS,
+    PRODUCER_COLUMNS,
 };
 use super::{
-    Actor, AlertFilter, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed, Inserted,
+    Actor, AlertFilter, AuditEntry, Backlog, Began, CheckAttempt, CheckAttemptEntry, Claimed,
+    ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Finished, Inserted,
     Message, MessageFilter, NewAlert, NewMessage, Overdue, Producer, ProducerRecord,
-    ProducerSummary, Requeue, RequeuedChunk, SentMark, Store, StoreError, StoreResult, Transition,
-    VerifyLease, Wait,
+    ProducerSummary, Requeue, RequeuedChunk, SentMark, Store, StoreError, StoreResult,
+    StuckConsumption, Transition, VerifyLease, Wait,
 };
 
 /// The database clock as INTEGER ms since the epoch. `julianday('now')` holds
@@ -729,6 +731,83 @@ impl Store for SqliteStore {
 
     async fn set_producer_token(&self, biz_id: &str, token_hash: &[u8]) -> StoreResult<bool> {
         sql::set_producer_token(&self.pool, biz_id, token_hash).await
+    }
+
+    async fn upsert_consumer_group(&self, g: &ConsumerGroupRecord) -> StoreResult<ConsumerGroup> {
+        // Like MySQL: an update keeps the token and created_at.
+        let upsert = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO consumer_groups ({GROUP_COLUMNS}) \
+             VALUES (?, ?, ?, ?, ?, {NOW_MS}, {NOW_MS}) \
+             ON CONFLICT (group_name) DO UPDATE SET topics = excluded.topics, \
+             max_failures = excluded.max_failures, \
+             in_progress_timeout_ms = excluded.in_progress_timeout_ms, \
+             updated_at = {NOW_MS} \
+             RETURNING {GROUP_COLUMNS}"
+        )));
+        let row = sql::bind_group(upsert, g).fetch_one(&self.pool).await?;
+        sql::group_from_row(&row)
+    }
+
+    async fn find_consumer_group(&self, name: &str) -> StoreResult<Option<ConsumerGroup>> {
+        sql::find_consumer_group(&self.pool, name).await
+    }
+
+    async fn list_consumer_groups(&self) -> StoreResult<Vec<ConsumerGroup>> {
+        sql::list_consumer_groups(&self.pool).await
+    }
+
+    async fn delete_consumer_group(&self, name: &str) -> StoreResult<bool> {
+        sql::delete_consumer_group(&self.pool, name).await
+    }
+
+    async fn set_consumer_group_token(&self, name: &str, token_hash: &[u8]) -> StoreResult<bool> {
+        sql::set_consumer_group_token(&self.pool, name, token_hash).await
+    }
+
+    async fn begin_consumption(
+        &self,
+        group: &ConsumerGroup,
+        message_id: u64,
+    ) -> StoreResult<Began> {
+        // BEGIN IMMEDIATE holds the one write lock: the row needs no lock of its own.
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let began = sql::begin_consumption::<Sqlite>(
+            &mut tx,
+            "ON CONFLICT (group_name, message_id) DO NOTHING",
+            "",
+            group,
+            message_id,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(began)
+    }
+
+    async fn finish_consumption(
+        &self,
+        group: &ConsumerGroup,
+        message_id: u64,
+        ok: bool,
+        error: Option<&str>,
+    ) -> StoreResult<Finished> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let (finished, raised) =
+            sql::finish_consumption::<Sqlite>(&mut tx, "", group, message_id, ok, error).await?;
+        tx.commit().await?;
+        raised.announce();
+        Ok(finished)
+    }
+
+    async fn consumptions_of(&self, message_id: u64) -> StoreResult<Vec<Consumption>> {
+        sql::consumptions_of(&self.pool, message_id).await
+    }
+
+    async fn flag_stuck_consumptions(&self, limit: u32) -> StoreResult<Vec<StuckConsumption>> {
+        sql::flag_stuck_consumptions(&self.pool, limit).await
+    }
+
+    async fn consumer_group_counts(&self) -> StoreResult<Vec<ConsumerGroupCounts>> {
+        sql::consumer_group_counts(&self.pool).await
     }
 }
 

@@ -45,6 +45,7 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
         .route("/v1/admin/messages/{id}/skip", post(act::skip))
         .route("/v1/admin/messages/{id}/send-now", post(act::send_now))
         .route("/v1/admin/summary", get(read::summary))
+        .route("/v1/admin/consumer-groups", get(read::consumer_groups))
         .route("/v1/admin/alerts", get(alerts::list_alerts))
         .route("/v1/admin/submit/waiting", get(alerts::list_waiting))
         .route_layer(from_fn_with_state(state.clone(), auth::admin_only))

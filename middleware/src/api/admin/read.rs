@@ -2,7 +2,8 @@
 //! newest first), `GET /v1/admin/messages/{id}` (the message with its
 //! payload, headers, audit trail and check-back calls) and
 //! `GET /v1/admin/summary` (per producer: counts by state, the oldest waiting
-//! message of each kind). Nothing here changes anything.
+//! message of each kind), and `GET /v1/admin/consumer-groups` (the
+//! consumption ledger per group). Nothing here changes anything.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,7 +22,8 @@ use trustmsg_verify_api::{ErrorBody, PayloadEncoding};
 use super::{filter_of, message, number_param, param};
 use crate::api::error::ApiError;
 use crate::api::AppState;
-use crate::store::{AuditEntry, CheckAttemptEntry, MessageFilter, ProducerSummary};
+use crate::store::{AuditEntry, CheckAttemptEntry, Consumption, MessageFilter, ProducerSummary};
+use trustmsg_verify_api::consumers::{ConsumerGroupStats, ConsumerGroupStatsList, ConsumptionView};
 
 /// Rows in a page when `limit` is not given, and at most.
 const DEFAULT_LIMIT: u32 = 50;
@@ -48,6 +50,19 @@ fn check_attempt_view(c: CheckAttemptEntry) -> CheckAttemptView {
         http_status: c.http_status,
         outcome: c.outcome,
         error: c.error,
+    }
+}
+
+fn consumption_view(c: Consumption) -> ConsumptionView {
+    ConsumptionView {
+        group: c.group,
+        state: c.state,
+        attempts: c.attempts,
+        last_error: c.last_error,
+        first_began_at: c.first_began_at,
+        last_began_at: c.last_began_at,
+        finished_at: c.finished_at,
+        updated_at: c.updated_at,
     }
 }
 
@@ -142,6 +157,7 @@ pub(crate) async fn get_message(
     let audit = state.store.audit_trail(id).await?;
     let check_attempts = state.store.check_attempts(id).await?;
     let blocked_by = state.store.blocked_by(&m).await?;
+    let consumptions = state.store.consumptions_of(id).await?;
     let (payload, payload_encoding) = match std::str::from_utf8(&m.payload) {
         Ok(text) => (text.to_string(), PayloadEncoding::Utf8),
         Err(_) => (STANDARD.encode(&m.payload), PayloadEncoding::Base64),
@@ -154,6 +170,7 @@ pub(crate) async fn get_message(
         audit: audit.into_iter().map(audit_view).collect(),
         check_attempts: check_attempts.into_iter().map(check_attempt_view).collect(),
         blocked_by,
+        consumptions: consumptions.into_iter().map(consumption_view).collect(),
     }))
 }
 
@@ -250,6 +267,72 @@ pub(crate) async fn summary(
             }
         })?;
     Ok(axum::Json(Summary::clone(&summary)))
+}
+
+/// How long one computed set of consumer-group counts is served: like the
+/// summary, an instance counts at most once in this time however many ask.
+const GROUP_COUNTS_MAX_AGE: Duration = Duration::from_secs(2);
+
+/// The consumer groups at a glance, computed by one caller at a time and
+/// shared with every caller until [`GROUP_COUNTS_MAX_AGE`] (single flight,
+/// as [`SummaryCache`]): the lag counts read every message sent to a group's
+/// topics since its registration (an index range each), so they must not
+/// run once per console tab.
+#[derive(Clone)]
+pub(crate) struct GroupCountsCache(moka::future::Cache<(), Arc<ConsumerGroupStatsList>>);
+
+impl Default for GroupCountsCache {
+    fn default() -> Self {
+        Self(
+            moka::future::Cache::builder()
+                .max_capacity(1)
+                .time_to_live(GROUP_COUNTS_MAX_AGE)
+                .build(),
+        )
+    }
+}
+
+/// Per consumer group: processed (`done`), failing (`failed`), in progress,
+/// and lag (messages SENT to its topics since it was registered that it has
+/// not processed). Served from a copy at most 2 s old (`at` says when).
+#[utoipa::path(get, path = "/v1/admin/consumer-groups", tag = "admin",
+    responses(
+        (status = 200, description = "Every registered consumer group", body = ConsumerGroupStatsList),
+        (status = 403, description = "Not the admin token", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub(crate) async fn consumer_groups(
+    State(state): State<AppState>,
+) -> Result<axum::Json<ConsumerGroupStatsList>, ApiError> {
+    let store = state.store.clone();
+    let list = state
+        .group_counts
+        .0
+        .try_get_with((), async move {
+            let at = store.now().await?;
+            let items = store
+                .consumer_group_counts()
+                .await?
+                .into_iter()
+                .map(|c| ConsumerGroupStats {
+                    group: c.group,
+                    topics: c.topics,
+                    processed: c.processed,
+                    failing: c.failing,
+                    in_progress: c.in_progress,
+                    lag: c.lag,
+                })
+                .collect();
+            Ok::<_, crate::store::StoreError>(Arc::new(ConsumerGroupStatsList { items, at }))
+        })
+        .await
+        .map_err(|e| match Arc::try_unwrap(e) {
+            Ok(e) => ApiError::from(e),
+            Err(shared) => {
+                ApiError::from(crate::store::StoreError::Unavailable(shared.to_string()))
+            }
+        })?;
+    Ok(axum::Json(ConsumerGroupStatsList::clone(&list)))
 }
 
 #[cfg(test)]

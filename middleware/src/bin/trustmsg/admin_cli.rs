@@ -17,6 +17,9 @@ use serde_json::{json, Value};
 use trustmsg_verify_api::admin::{
     ActionRequest, AlertPage, MessageDetail, MessagePage, OperatorDecision, ResolveRequest, Summary,
 };
+use trustmsg_verify_api::consumers::{
+    ConsumerGroupSettings, ConsumerGroupStatsList, ConsumerGroupView,
+};
 use trustmsg_verify_api::{
     ErrorBody, MessageStatus, MessageView, PayloadEncoding, ProducerList, ProducerSettings,
     ProducerView, SendStatus, SigningSecret,
@@ -50,6 +53,9 @@ enum AdminCommand {
     /// Producer registrations.
     #[command(subcommand)]
     Producers(ProducersCommand),
+    /// Consumer groups of the consumption ledger.
+    #[command(subcommand, name = "consumer-groups")]
+    ConsumerGroups(GroupsCommand),
     /// Per producer: counts by state and the oldest waiting messages.
     Summary,
     /// Alerts, newest first: which reached the webhook and which still wait
@@ -177,6 +183,35 @@ enum ProducersCommand {
     Delete { biz_id: String },
 }
 
+#[derive(Debug, Subcommand)]
+enum GroupsCommand {
+    /// Every group at a glance: its topics, processed, failing, in
+    /// progress and lag (messages sent to its topics since it was
+    /// registered that it has not processed).
+    List,
+    /// One group's registration.
+    Show { group: String },
+    /// Creates or updates a group (a new one prints its token once). An
+    /// update replaces its settings: give every one you want to keep.
+    Put {
+        group: String,
+        /// The topics it consumes, comma-separated: exact names or prefixes
+        /// ending in `*` (`orders,shop.*`); `*` is every topic.
+        #[arg(long, value_delimiter = ',', required = true)]
+        topics: Vec<String>,
+        /// Failed consumptions of one message before the alert (default 5).
+        #[arg(long)]
+        max_failures: Option<u32>,
+        /// How long a begun consumption holds its message, in ms (default 300000).
+        #[arg(long)]
+        in_progress_timeout_ms: Option<u32>,
+    },
+    /// Issues a new token (printed once); the old one stops working.
+    RotateToken { group: String },
+    /// Deletes a group (its token stops working).
+    Delete { group: String },
+}
+
 /// Runs one admin command; an error is the server's (or the connection's).
 pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<()> {
     let client = Client::new(&args)?;
@@ -285,6 +320,53 @@ pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 )
                 .await?
                 .render(view_line)?
+        }
+        AdminCommand::ConsumerGroups(GroupsCommand::List) => client
+            .call(Method::GET, "/v1/admin/consumer-groups", None)
+            .await?
+            .render(groups_table)?,
+        AdminCommand::ConsumerGroups(GroupsCommand::Show { group }) => client
+            .call(Method::GET, &format!("/v1/consumer-groups/{group}"), None)
+            .await?
+            .render(group_detail)?,
+        AdminCommand::ConsumerGroups(GroupsCommand::Put {
+            group,
+            topics,
+            max_failures,
+            in_progress_timeout_ms,
+        }) => {
+            let body = ConsumerGroupSettings {
+                topics,
+                max_failures,
+                in_progress_timeout_ms,
+            };
+            client
+                .call(
+                    Method::PUT,
+                    &format!("/v1/consumer-groups/{group}"),
+                    Some(serde_json::to_value(body)?),
+                )
+                .await?
+                .render(group_detail)?
+        }
+        AdminCommand::ConsumerGroups(GroupsCommand::RotateToken { group }) => client
+            .call(
+                Method::POST,
+                &format!("/v1/consumer-groups/{group}/rotate-token"),
+                None,
+            )
+            .await?
+            .render(group_detail)?,
+        AdminCommand::ConsumerGroups(GroupsCommand::Delete { group }) => {
+            client
+                .call(
+                    Method::DELETE,
+                    &format!("/v1/consumer-groups/{group}"),
+                    None,
+                )
+                .await?;
+            let text = format!("deleted consumer group {group}");
+            (json!({ "deleted": group }), text)
         }
         AdminCommand::Producers(ProducersCommand::List) => client
             .call(Method::GET, "/v1/producers", None)
@@ -590,6 +672,7 @@ fn alerts_table(v: &AlertPage) -> String {
         "message",
         "producer",
         "key",
+        "group",
         "state",
         "posts",
         "created",
@@ -602,6 +685,7 @@ fn alerts_table(v: &AlertPage) -> String {
             a.message_id.to_string(),
             a.biz_id.clone(),
             a.message_key.clone(),
+            opt(a.group.as_deref()),
             a.state.as_str().to_string(),
             a.delivery_attempts.to_string(),
             time(&a.created_at),
@@ -691,6 +775,79 @@ fn message_detail(d: &MessageDetail) -> String {
             ]);
         }
         out.push(format!("check-back calls:\n{t}"));
+    }
+    if d.consumptions.is_empty() {
+        out.push("consumptions: none recorded".into());
+    } else {
+        let mut t = table(&[
+            "group",
+            "state",
+            "attempts",
+            "first began",
+            "last began",
+            "finished",
+            "last error",
+        ]);
+        for c in &d.consumptions {
+            t.add_row(vec![
+                c.group.clone(),
+                c.state.as_str().to_string(),
+                c.attempts.to_string(),
+                time(&c.first_began_at),
+                time(&c.last_began_at),
+                opt(c.finished_at.as_ref().map(time)),
+                opt(c.last_error.as_deref()),
+            ]);
+        }
+        out.push(format!("consumptions:\n{t}"));
+    }
+    out.join("\n")
+}
+
+fn groups_table(v: &ConsumerGroupStatsList) -> String {
+    if v.items.is_empty() {
+        return "no consumer group is registered".into();
+    }
+    let mut t = table(&[
+        "group",
+        "topics",
+        "processed",
+        "failing",
+        "in progress",
+        "lag",
+    ]);
+    for g in &v.items {
+        t.add_row(vec![
+            g.group.clone(),
+            g.topics.join(", "),
+            g.processed.to_string(),
+            g.failing.to_string(),
+            g.in_progress.to_string(),
+            g.lag.to_string(),
+        ]);
+    }
+    format!(
+        "{t}
+as of {}",
+        time(&v.at)
+    )
+}
+
+fn group_detail(g: &ConsumerGroupView) -> String {
+    let mut out = vec![format!("consumer group {}", g.group)];
+    for (k, v) in [
+        ("topics", g.topics.join(", ")),
+        ("max failures", g.max_failures.to_string()),
+        ("hold ms", g.in_progress_timeout_ms.to_string()),
+        ("registered", time(&g.created_at)),
+    ] {
+        out.push(format!("{k:>16}: {v}"));
+    }
+    if let Some(token) = &g.token {
+        out.push(format!(
+            "{:>16}: {token}   (shown once: store it now)",
+            "token"
+        ));
     }
     out.join("\n")
 }

@@ -25,7 +25,7 @@ use crate::store::{AlertFilter, NewAlert, StoreError, StoreResult};
 /// The columns [`alert_from_row`] reads.
 pub(in crate::store) const ALERT_COLUMNS: &str = "id, kind, message_id, biz_id, message_key, \
     attempts, last_error, state, next_attempt_at, delivery_attempts, delivery_error, \
-    delivered_at, created_at, trace_id";
+    delivered_at, created_at, trace_id, consumer_group";
 
 /// Alerts written in a transaction that has not committed yet.
 #[must_use = "announce the alerts once their transaction has committed"]
@@ -44,6 +44,7 @@ impl Raised {
                 message_id = a.message_id,
                 biz_id = %a.biz_id,
                 message_key = %a.message_key,
+                group = a.group.as_deref().unwrap_or(""),
                 attempts = a.attempts,
                 last_error = %a.last_error,
                 "ALERT: message needs an operator"
@@ -64,6 +65,7 @@ where
     D: Dialect,
     for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
     String: Bind<D>,
+    Option<String>: Bind<D>,
     &'static str: Bind<D>,
     i64: Bind<D>,
 {
@@ -71,9 +73,9 @@ where
     for a in alerts {
         let done = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO alerts (kind, message_id, biz_id, message_key, attempts, last_error, \
-             state, next_attempt_at, created_at, updated_at, trace_id) \
+             state, next_attempt_at, created_at, updated_at, trace_id, consumer_group) \
              VALUES (?, ?, ?, ?, ?, ?, 'pending', {now}, {now}, {now}, \
-             (SELECT SUBSTR(traceparent, 4, 32) FROM messages WHERE id = ?))",
+             (SELECT SUBSTR(traceparent, 4, 32) FROM messages WHERE id = ?), ?)",
             now = D::NOW,
         )))
         .bind(a.kind.as_str())
@@ -84,6 +86,7 @@ where
         .bind(clip_error(&a.last_error).to_string())
         // The message's trace id, copied so the alert keeps it after retention.
         .bind(D::int(a.message_id))
+        .bind(a.group.clone())
         .execute(&mut *conn)
         .await?;
         raised.push((D::last_insert_id(&done), a));
@@ -112,6 +115,7 @@ pub(in crate::store) fn alert_from_row<R: SqlRow>(row: &R) -> StoreResult<AlertV
         last_delivery_error: row.opt_text("delivery_error")?,
         delivered_at: row.opt_time("delivered_at")?,
         trace_id: row.opt_text("trace_id")?,
+        group: row.opt_text("consumer_group")?,
     })
 }
 

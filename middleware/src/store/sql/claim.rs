@@ -149,6 +149,7 @@ where
     String: Bind<D>,
     &'static str: Bind<D>,
     Option<&'static str>: Bind<D>,
+    Option<String>: Bind<D>,
     i64: Bind<D>,
 {
     let mut done = Vec::with_capacity(rows.len());

@@ -21,7 +21,9 @@
 //! of each kind of change, its INSERT and its read-back; [`effects`] what a
 //! transition sets and errors clipped to their column; [`requeue`] an
 //! operator's redeliver and re-verify, one or in bulk; [`waiting`] submitted
-//! commits waiting for their prepare; [`ordering`] in
+//! commits waiting for their prepare; [`ledger`] the consumption ledger
+//! (consumer groups, begin and finish under the row lock, its alerts and
+//! counts); [`ordering`] in
 //! order per key (seqs at commit, a key's head, moving it on); [`statements`] the
 //! statements whose SQL is the same on both backends. This file holds
 //! [`Dialect`] and what it builds on ([`Bind`], [`Query`]).
@@ -30,6 +32,7 @@ mod alerts;
 mod audit;
 mod claim;
 mod effects;
+mod ledger;
 mod ordering;
 mod requeue;
 mod row;
@@ -46,6 +49,12 @@ pub(super) use alerts::{
 pub(super) use audit::{audit_insert, audit_trail, insert_audits, AuditRow};
 pub(super) use claim::{decode_claimed, quarantine, ClaimKind, Decoded, Lease};
 pub(super) use effects::{clip_error, transition_effects};
+pub(super) use ledger::{
+    begin as begin_consumption, bind_group, consumer_group_counts, consumptions_of,
+    delete_consumer_group, find_consumer_group, finish as finish_consumption,
+    flag_stuck as flag_stuck_consumptions, group_from_row, list_consumer_groups,
+    set_consumer_group_token, GROUP_COLUMNS,
+};
 pub(super) use ordering::{
     blocked_alert, blocked_by, mark_sent_ordered, order_commit_batch, order_commits, promoted_due,
     skip,

@@ -37,6 +37,7 @@ where
     for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
     i64: Bind<D>,
     String: Bind<D>,
+    Option<String>: Bind<D>,
     &'static str: Bind<D>,
 {
     let (kind, since, attempts, flag) = match wait {
@@ -457,7 +458,8 @@ where
     else {
         return Ok(0);
     };
-    for table in ["audit_log", "check_attempts"] {
+    // A message's consumption ledger rows go with it, as its audit rows do.
+    for table in ["audit_log", "check_attempts", "consumptions"] {
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "DELETE FROM {table} WHERE message_id IN ({list})"
         )))

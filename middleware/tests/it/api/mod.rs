@@ -6,6 +6,7 @@ mod admin_actions;
 mod auth;
 mod concurrency;
 mod console;
+mod consumer_groups;
 mod fuzz;
 mod limits;
 mod messages;

@@ -21,6 +21,7 @@ mod decisions;
 mod delivery;
 pub(crate) mod harness;
 mod keepalive;
+mod ledger;
 mod operators;
 mod ordering;
 mod overdue;
@@ -63,6 +64,16 @@ macro_rules! conformance {
 }
 
 conformance! {
+    ledger: [
+        a_registration_keeps_its_token_on_update_and_is_listed_rotated_and_deleted,
+        a_begin_goes_once_and_a_finished_consumption_is_skipped,
+        an_unknown_message_and_a_finish_without_begin_are_told_apart,
+        concurrent_begins_of_one_message_give_one_go_per_group,
+        failures_are_retried_and_alerted_failing_once_per_message_and_group,
+        a_hold_that_runs_out_is_alerted_stuck_once_per_begin_and_taken_over,
+        counts_and_lag_follow_each_groups_topics_since_its_registration,
+        retention_takes_ledger_rows_with_their_message,
+    ],
     waiting: [
         a_waiting_commit_is_parked_once_claimed_by_one_retried_and_settled,
     ],
