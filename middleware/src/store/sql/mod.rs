@@ -22,7 +22,8 @@
 //! transition sets and errors clipped to their column; [`requeue`] an
 //! operator's redeliver and re-verify, one or in bulk; [`waiting`] submitted
 //! commits waiting for their prepare; [`ordering`] in
-//! order per key (seqs at commit, a key's head, moving it on); [`statements`] the
+//! order per key (seqs at commit, a key's head, moving it on); [`flow`] the
+//! flow per minute the instances add up; [`statements`] the
 //! statements whose SQL is the same on both backends. This file holds
 //! [`Dialect`] and what it builds on ([`Bind`], [`Query`]).
 
@@ -30,6 +31,7 @@ mod alerts;
 mod audit;
 mod claim;
 mod effects;
+mod flow;
 mod ordering;
 mod requeue;
 mod row;
@@ -46,6 +48,7 @@ pub(super) use alerts::{
 pub(super) use audit::{audit_insert, audit_trail, insert_audits, AuditRow};
 pub(super) use claim::{decode_claimed, quarantine, ClaimKind, Decoded, Lease};
 pub(super) use effects::{clip_error, transition_effects};
+pub(super) use flow::{add_flow, flow_since, purge_flow, Upsert};
 pub(super) use ordering::{
     blocked_alert, blocked_by, mark_sent_ordered, order_commit_batch, order_commits, promoted_due,
     skip,
