@@ -19,6 +19,7 @@ mod bulk;
 mod clock;
 mod decisions;
 mod delivery;
+mod flow;
 pub(crate) mod harness;
 mod keepalive;
 mod operators;
@@ -63,6 +64,9 @@ macro_rules! conformance {
 }
 
 conformance! {
+    flow: [
+        each_instances_counts_add_up_per_minute_and_old_minutes_go,
+    ],
     waiting: [
         a_waiting_commit_is_parked_once_claimed_by_one_retried_and_settled,
     ],
