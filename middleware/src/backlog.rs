@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::flow;
 use crate::periodic;
-use crate::store::{deadline, Backlog, DynStore};
+use crate::store::{deadline, Backlog, BacklogSample, DynStore};
 
 /// The waiting states, as (status, send_status) labels.
 const WAITING: [(&str, &str); 4] = [
@@ -62,7 +62,11 @@ fn publish(b: &Backlog) {
             .find(|(s, ss, _)| s == status && ss.as_deref().unwrap_or("") == send)
             .map_or(0, |(_, _, n)| *n)
     };
-    flow::sample_backlog(count("PREPARED", ""), count("COMMITTED", "PENDING"));
+    flow::sample_backlog(BacklogSample {
+        at: b.at,
+        prepared: count("PREPARED", ""),
+        pending: count("COMMITTED", "PENDING"),
+    });
     for (status, send) in WAITING {
         let n = count(status, send);
         metrics::gauge!("trustmsg_backlog_messages", "status" => status, "send_status" => send)

@@ -14,7 +14,8 @@
 //! given up after its deadline may still have been applied: then they
 //! count twice, the price of never losing them). The
 //! last backlog sample (`crate::backlog`, PREPARED and PENDING) goes with
-//! the flush that follows it. Minutes older than a day are deleted, about
+//! the flush that follows it if taken in the same minute; of the samples
+//! of a minute the database keeps the latest, whoever adds it. Minutes older than a day are deleted, about
 //! once an hour.
 //!
 //! The counts are process-wide, like the Prometheus counters: one service
@@ -29,7 +30,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use trustmsg_verify_api::MessageStatus;
 
-use crate::store::{deadline, DynStore, FlowCounts, FlowMinute};
+use crate::store::{deadline, BacklogSample, DynStore, FlowCounts, FlowMinute};
 
 /// What is counted; the index of its counter is its place in
 /// [`FlowCounts::COLUMNS`].
@@ -49,8 +50,8 @@ pub(crate) enum Event {
 
 static COUNTS: [AtomicU64; 9] = [const { AtomicU64::new(0) }; 9];
 
-/// The last backlog sample not yet flushed: (PREPARED, PENDING).
-static SAMPLE: Mutex<Option<(u64, u64)>> = Mutex::new(None);
+/// The last backlog sample not yet flushed.
+static SAMPLE: Mutex<Option<BacklogSample>> = Mutex::new(None);
 
 /// When the counts were last taken, in milliseconds since the epoch (0: never).
 static TAKEN_AT: AtomicI64 = AtomicI64::new(0);
@@ -76,11 +77,11 @@ pub(crate) fn count_decided(status: MessageStatus) {
 }
 
 /// Keeps the backlog just read for the next flush.
-pub(crate) fn sample_backlog(prepared: u64, pending: u64) {
-    *SAMPLE.lock().unwrap_or_else(|e| e.into_inner()) = Some((prepared, pending));
+pub(crate) fn sample_backlog(sample: BacklogSample) {
+    *SAMPLE.lock().unwrap_or_else(|e| e.into_inner()) = Some(sample);
 }
 
-fn take() -> (FlowCounts, Option<(u64, u64)>) {
+fn take() -> (FlowCounts, Option<BacklogSample>) {
     let mut values = [0; 9];
     for (v, c) in values.iter_mut().zip(&COUNTS) {
         *v = c.swap(0, Ordering::Relaxed);
@@ -90,7 +91,7 @@ fn take() -> (FlowCounts, Option<(u64, u64)>) {
 }
 
 /// Puts back what a failed flush took (a newer sample wins over its own).
-fn give_back(counts: FlowCounts, sample: Option<(u64, u64)>) {
+fn give_back(counts: FlowCounts, sample: Option<BacklogSample>) {
     for (v, c) in counts.values().into_iter().zip(&COUNTS) {
         c.fetch_add(v, Ordering::Relaxed);
     }
@@ -125,11 +126,13 @@ async fn flush(store: &DynStore, limit: Duration) {
     if counts.is_zero() && sample.is_none() {
         return;
     }
+    let minute = minute_of(from + (now - from) / 2);
     let f = FlowMinute {
-        minute: minute_of(from + (now - from) / 2),
+        minute,
         counts,
-        backlog_prepared: sample.map(|s| s.0),
-        backlog_pending: sample.map(|s| s.1),
+        // A sample belongs to its own minute; one from an earlier minute
+        // (a flush at a minute's start) is dropped, the next one is near.
+        backlog: sample.filter(|s| minute_of(s.at) == minute),
     };
     if let Err(e) = deadline::within(limit, "add the flow", store.add_flow(&f)).await {
         tracing::warn!(error = %e, "could not add this minute's flow counts; they are added with the next");

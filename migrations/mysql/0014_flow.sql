@@ -5,7 +5,8 @@
 -- so the row holds the sum over all instances and outlives a restart.
 -- failed = VERIFY_FAILED + SEND_FAILED; checks_* = check-back calls by what they
 -- answered (failed: no usable answer). backlog_* are the waiting PREPARED and
--- PENDING messages as last sampled in that minute (the backlog gauges); NULL
+-- PENDING messages as last sampled in that minute (the backlog gauges; the
+-- sample taken last, at backlog_at, wins whichever instance adds it first); NULL
 -- when no instance sampled them. Rows older than a day are deleted.
 CREATE TABLE flow_minutes (
     minute           DATETIME(3)     NOT NULL,
@@ -20,5 +21,6 @@ CREATE TABLE flow_minutes (
     checks_failed    BIGINT UNSIGNED NOT NULL DEFAULT 0,
     backlog_prepared BIGINT UNSIGNED NULL,
     backlog_pending  BIGINT UNSIGNED NULL,
+    backlog_at       DATETIME(3)     NULL,
     PRIMARY KEY (minute)
 ) ENGINE=InnoDB;

@@ -12,5 +12,6 @@ CREATE TABLE flow_minutes (
     checks_unknown   INTEGER NOT NULL DEFAULT 0,
     checks_failed    INTEGER NOT NULL DEFAULT 0,
     backlog_prepared INTEGER NULL,
-    backlog_pending  INTEGER NULL
+    backlog_pending  INTEGER NULL,
+    backlog_at       INTEGER NULL
 ) STRICT;

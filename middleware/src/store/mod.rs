@@ -56,10 +56,11 @@ use trustmsg_verify_api::MessageView;
 
 pub use decide::{decide, decide_batch, decide_batch_known, DecideOutcome, DecideRequest, Target};
 pub use model::{
-    order_key, Actor, AlertFilter, AuditEntry, Backlog, CheckAttempt, CheckAttemptEntry, Claimed,
-    Delivery, FlowCounts, FlowMinute, Inserted, Message, MessageFilter, NewAlert, NewMessage,
-    NewWaitingCommit, OrderPos, Overdue, Producer, ProducerRecord, ProducerSummary, Quarantined,
-    Requeue, RequeuedChunk, SentMark, Transition, VerifyLease, Wait, WaitingCommit,
+    order_key, Actor, AlertFilter, AuditEntry, Backlog, BacklogSample, CheckAttempt,
+    CheckAttemptEntry, Claimed, Delivery, FlowCounts, FlowMinute, Inserted, Message, MessageFilter,
+    NewAlert, NewMessage, NewWaitingCommit, OrderPos, Overdue, Producer, ProducerRecord,
+    ProducerSummary, Quarantined, Requeue, RequeuedChunk, SentMark, Transition, VerifyLease, Wait,
+    WaitingCommit,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should
@@ -405,7 +406,7 @@ pub trait Store: Send + Sync + 'static {
     /// Adds one instance's counts to the minute's row of `flow_minutes` in
     /// one statement (created at zero if missing), so the row holds the sum
     /// over every instance. A backlog sample, when given, replaces the
-    /// minute's; a None leaves it as it is.
+    /// minute's if it was taken later; a None leaves it as it is.
     async fn add_flow(&self, f: &FlowMinute) -> StoreResult<()>;
     /// The minutes from `since` on that have a row, oldest first.
     async fn flow_since(&self, since: DateTime<Utc>) -> StoreResult<Vec<FlowMinute>>;

@@ -864,8 +864,18 @@ pub struct FlowMinute {
     /// The minute's start (seconds and below zero).
     pub minute: DateTime<Utc>,
     pub counts: FlowCounts,
-    /// Messages PREPARED, as last sampled in the minute; None when not sampled.
-    pub backlog_prepared: Option<u64>,
-    /// Committed messages whose send is PENDING (and due), as last sampled.
-    pub backlog_pending: Option<u64>,
+    /// The backlog as last sampled in the minute; None when not sampled.
+    pub backlog: Option<BacklogSample>,
+}
+
+/// The backlog at one moment, as `crate::backlog` read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BacklogSample {
+    /// When it was read (the database clock); of two samples of a minute
+    /// the later one is kept, whichever instance adds it first.
+    pub at: DateTime<Utc>,
+    /// Messages PREPARED.
+    pub prepared: u64,
+    /// Committed messages whose send is PENDING (and due).
+    pub pending: u64,
 }

@@ -50,8 +50,8 @@ fn view(f: FlowMinute) -> FlowMinuteView {
         checks_rollback: c.checks_rollback,
         checks_unknown: c.checks_unknown,
         checks_failed: c.checks_failed,
-        backlog_prepared: f.backlog_prepared,
-        backlog_pending: f.backlog_pending,
+        backlog_prepared: f.backlog.map(|b| b.prepared),
+        backlog_pending: f.backlog.map(|b| b.pending),
     }
 }
 
@@ -86,8 +86,7 @@ pub(crate) async fn flow(
             None => view(FlowMinute {
                 minute: at,
                 counts: Default::default(),
-                backlog_prepared: None,
-                backlog_pending: None,
+                backlog: None,
             }),
         });
     }

@@ -8,7 +8,7 @@ use sqlx::Executor;
 
 use super::row::SqlRow;
 use super::{Bind, Dialect};
-use crate::store::{FlowCounts, FlowMinute, StoreResult};
+use crate::store::{BacklogSample, FlowCounts, FlowMinute, StoreResult};
 
 /// How a backend says "on a duplicate minute, update": the clause that
 /// starts the update (`ON DUPLICATE KEY UPDATE`, `ON CONFLICT (minute) DO
@@ -29,18 +29,30 @@ where
     D: Dialect,
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
     Option<D::Int>: Bind<D>,
+    Option<D::Time>: Bind<D>,
 {
     let counts = FlowCounts::COLUMNS;
     let add = counts
         .iter()
         .map(|c| format!("{c} = {c} + {}", (upsert.proposed)(c)));
-    // A minute without a sample keeps the one another instance wrote.
-    let sampled = ["backlog_prepared", "backlog_pending"]
+    // A flush without a sample, or with one older than the minute's,
+    // keeps the minute's. backlog_at goes last: MySQL's later assignments
+    // see the earlier ones' new values, SQLite's do not.
+    let newer = format!(
+        "({at} IS NOT NULL AND (backlog_at IS NULL OR {at} > backlog_at))",
+        at = (upsert.proposed)("backlog_at")
+    );
+    let sampled = ["backlog_prepared", "backlog_pending", "backlog_at"]
         .iter()
-        .map(|c| format!("{c} = COALESCE({}, {c})", (upsert.proposed)(c)));
+        .map(|c| {
+            format!(
+                "{c} = CASE WHEN {newer} THEN {} ELSE {c} END",
+                (upsert.proposed)(c)
+            )
+        });
     let sql = format!(
-        "INSERT INTO flow_minutes (minute, {columns}, backlog_prepared, backlog_pending) \
-         VALUES (?, {marks}, ?, ?) {clause} {updates}",
+        "INSERT INTO flow_minutes (minute, {columns}, backlog_prepared, backlog_pending, \
+         backlog_at) VALUES (?, {marks}, ?, ?, ?) {clause} {updates}",
         columns = counts.join(", "),
         marks = vec!["?"; counts.len()].join(", "),
         clause = upsert.clause,
@@ -50,8 +62,9 @@ where
     for v in f.counts.values() {
         q = q.bind(D::int(v));
     }
-    q.bind(f.backlog_prepared.map(D::int))
-        .bind(f.backlog_pending.map(D::int))
+    q.bind(f.backlog.map(|b| D::int(b.prepared)))
+        .bind(f.backlog.map(|b| D::int(b.pending)))
+        .bind(f.backlog.map(|b| D::time(b.at)))
         .execute(pool)
         .await?;
     Ok(())
@@ -67,7 +80,7 @@ where
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
 {
     let sql = format!(
-        "SELECT minute, {}, backlog_prepared, backlog_pending FROM flow_minutes \
+        "SELECT minute, {}, backlog_prepared, backlog_pending, backlog_at FROM flow_minutes \
          WHERE minute >= ? ORDER BY minute",
         FlowCounts::COLUMNS.join(", ")
     );
@@ -81,11 +94,18 @@ where
             for (v, c) in values.iter_mut().zip(FlowCounts::COLUMNS) {
                 *v = row.unsigned(c)?;
             }
+            let backlog = match row.opt_time("backlog_at")? {
+                None => None,
+                Some(at) => Some(BacklogSample {
+                    at,
+                    prepared: row.unsigned("backlog_prepared")?,
+                    pending: row.unsigned("backlog_pending")?,
+                }),
+            };
             Ok(FlowMinute {
                 minute: row.time("minute")?,
                 counts: FlowCounts::from_values(values),
-                backlog_prepared: row.opt_u64("backlog_prepared")?,
-                backlog_pending: row.opt_u64("backlog_pending")?,
+                backlog,
             })
         })
         .collect()
