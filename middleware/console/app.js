@@ -410,7 +410,7 @@ function hhmm(iso) {
 // its value (data-value, and a title shown on hover), a gap where a value
 // is null (not sampled).
 function lineChart(spec, minutes) {
-  const W = 720, H = 250, L = 52, R = 14, T = 14, B = 44;
+  const W = 440, H = 240, L = 46, R = 12, T = 10, B = 40;
   const n = minutes.length;
   const values = spec.series.map(([key]) => minutes.map((m) => (m[key] === null || m[key] === undefined ? null : m[key])));
   const highest = Math.max(0, ...values.flat().filter((v) => v !== null));
@@ -427,7 +427,8 @@ function lineChart(spec, minutes) {
     );
   }
   minutes.forEach((m, i) => {
-    if (new Date(m.at).getUTCMinutes() % 10 !== 0 && i !== n - 1) return;
+    // A label every 10 minutes, but none cut off at the right edge.
+    if (new Date(m.at).getUTCMinutes() % 10 !== 0 || x(i) > W - R - 16) return;
     grid.push(
       svg("line", { class: "grid x", x1: x(i), x2: x(i), y1: T, y2: H - B }),
       svg("text", { class: "tick", x: x(i), y: H - B + 16, "text-anchor": "middle" }, hhmm(m.at)),

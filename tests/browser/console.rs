@@ -377,6 +377,14 @@ async fn screenshots_of_every_page() {
     browser.click("#sign-in").await;
     browser.until_text("Oldest pending send").await;
     browser.screenshot(&dir.join("overview.png")).await;
+    // The charts, once the flow of the traffic above is in.
+    browser.until_text("committed: 120 in 60 min").await;
+    browser
+        .client
+        .execute("document.getElementById('flow').scrollIntoView()", vec![])
+        .await
+        .unwrap();
+    browser.screenshot(&dir.join("flow.png")).await;
     for (page, wait, file) in [
         ("#/messages", "All matching", "messages.png"),
         (
@@ -416,6 +424,10 @@ async fn service_with_kafka() -> (TestApp, MockKafka, String) {
         "20ms",
         "--verify-backoff-base",
         "20ms",
+        "--flow-interval",
+        "500ms",
+        "--backlog-interval",
+        "500ms",
     ])
     .await;
     let (status, body) = app
