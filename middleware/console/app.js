@@ -34,6 +34,22 @@ function h(tag, attrs, ...children) {
   return el;
 }
 
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+/** Builds an SVG element, as `h` does: attributes set one by one, text as text. */
+function svg(tag, attrs, ...children) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    el.setAttribute(k, String(v));
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
 function show(...nodes) {
   const main = document.getElementById("main");
   main.replaceChildren(...nodes);
@@ -263,9 +279,13 @@ async function overviewPage() {
   const body = h("div", {}, h("p", { class: "muted" }, "Loading…"));
   show(h("h1", {}, "Overview"), body);
   const load = async () => {
-    let summary;
+    let summary, flow, consumers;
     try {
-      summary = await api("GET", "/v1/admin/summary");
+      [summary, flow, consumers] = await Promise.all([
+        api("GET", "/v1/admin/summary"),
+        optional("/v1/admin/flow?minutes=" + FLOW_MINUTES),
+        optional("/v1/admin/consumer-groups"),
+      ]);
     } catch (e) {
       return failed(e);
     }
@@ -308,6 +328,8 @@ async function overviewPage() {
               summary.submit_waiting + " commit(s) submitted through Kafka wait for their prepare; each is dead-lettered (message_not_found) if it does not come in time (GET /v1/admin/submit/waiting lists them).",
             )
           : null,
+        consumers ? consumersTable(consumers.items || []) : null,
+        flow ? flowCharts(flow.minutes || []) : null,
         h(
           "p",
           { class: "muted small" },
@@ -318,6 +340,185 @@ async function overviewPage() {
     );
   };
   startRefresh(load);
+}
+
+// What a service without that endpoint (an older one) answers 404 to: null.
+async function optional(path) {
+  try {
+    return await api("GET", path);
+  } catch (e) {
+    if (e instanceof ApiFailure && e.status === 404) return null;
+    throw e;
+  }
+}
+
+// ---------------------------------------------------------------- charts
+
+const FLOW_MINUTES = 60;
+
+// The flow charts: what each series is, in the order drawn.
+const FLOW_CHARTS = [
+  {
+    id: "chart-messages",
+    title: "Messages per minute",
+    unit: "messages / min",
+    series: [
+      ["prepared", "prepared"],
+      ["committed", "committed"],
+      ["sent", "sent"],
+      ["failed", "failed (verify + send)"],
+    ],
+    total: true,
+  },
+  {
+    id: "chart-backlog",
+    title: "Backlog",
+    unit: "messages waiting",
+    series: [
+      ["backlog_prepared", "PREPARED"],
+      ["backlog_pending", "PENDING send"],
+    ],
+    total: false,
+  },
+  {
+    id: "chart-checks",
+    title: "Check-back answers per minute",
+    unit: "calls / min",
+    series: [
+      ["checks_commit", "commit"],
+      ["checks_rollback", "rollback"],
+      ["checks_unknown", "unknown"],
+      ["checks_failed", "failed (no answer)"],
+    ],
+    total: true,
+  },
+];
+
+// The smallest of 1, 2, 5 × 10^k at least `v` (at least 1: counts are whole).
+function niceStep(v) {
+  if (v <= 1) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 5, 10]) if (m * p >= v) return m * p;
+  return 10 * p;
+}
+
+function hhmm(iso) {
+  return new Date(iso).toISOString().slice(11, 16);
+}
+
+// One line chart over the minutes: labelled axes, a dot per minute with
+// its value (data-value, and a title shown on hover), a gap where a value
+// is null (not sampled).
+function lineChart(spec, minutes) {
+  const W = 440, H = 240, L = 46, R = 12, T = 10, B = 40;
+  const n = minutes.length;
+  const values = spec.series.map(([key]) => minutes.map((m) => (m[key] === null || m[key] === undefined ? null : m[key])));
+  const highest = Math.max(0, ...values.flat().filter((v) => v !== null));
+  const step = niceStep(highest / 4);
+  const top = step * 4;
+  const x = (i) => L + (n <= 1 ? 0 : (i * (W - L - R)) / (n - 1));
+  const y = (v) => T + (H - T - B) * (1 - v / top);
+  const grid = [];
+  for (let k = 0; k <= 4; k++) {
+    const v = step * k;
+    grid.push(
+      svg("line", { class: "grid", x1: L, x2: W - R, y1: y(v), y2: y(v) }),
+      svg("text", { class: "tick", x: L - 6, y: y(v) + 4, "text-anchor": "end" }, v.toLocaleString()),
+    );
+  }
+  minutes.forEach((m, i) => {
+    // A label every 10 minutes, but none cut off at the right edge.
+    if (new Date(m.at).getUTCMinutes() % 10 !== 0 || x(i) > W - R - 16) return;
+    grid.push(
+      svg("line", { class: "grid x", x1: x(i), x2: x(i), y1: T, y2: H - B }),
+      svg("text", { class: "tick", x: x(i), y: H - B + 16, "text-anchor": "middle" }, hhmm(m.at)),
+    );
+  });
+  const axes = [
+    svg("line", { class: "axis", x1: L, x2: L, y1: T, y2: H - B }),
+    svg("line", { class: "axis", x1: L, x2: W - R, y1: H - B, y2: H - B }),
+    svg("text", { class: "axis-title", x: -(T + (H - T - B) / 2), y: 14, transform: "rotate(-90)", "text-anchor": "middle" }, spec.unit),
+    svg("text", { class: "axis-title", x: L + (W - L - R) / 2, y: H - 6, "text-anchor": "middle" }, "minute (UTC)"),
+  ];
+  const drawn = spec.series.map(([key, label], s) => {
+    const vs = values[s];
+    // A polyline per run of sampled minutes.
+    const runs = [];
+    let run = [];
+    vs.forEach((v, i) => {
+      if (v === null) {
+        if (run.length) runs.push(run);
+        run = [];
+      } else run.push(x(i).toFixed(1) + "," + y(v).toFixed(1));
+    });
+    if (run.length) runs.push(run);
+    const dots = vs.map((v, i) =>
+      v === null
+        ? null
+        : svg(
+            "circle",
+            { class: "pt s-" + key, cx: x(i).toFixed(1), cy: y(v).toFixed(1), r: v ? 3 : 1.5, "data-series": key, "data-at": minutes[i].at, "data-value": v },
+            svg("title", {}, hhmm(minutes[i].at) + " UTC · " + label + ": " + v),
+          ),
+    );
+    return svg(
+      "g",
+      { class: "series s-" + key, "data-series": key },
+      runs.map((r) => svg("polyline", { class: "line s-" + key, points: r.join(" ") })),
+      dots,
+    );
+  });
+  const legend = h(
+    "ul",
+    { class: "legend" },
+    spec.series.map(([key, label], s) => {
+      const vs = values[s].filter((v) => v !== null);
+      const figure = spec.total
+        ? vs.reduce((a, b) => a + b, 0).toLocaleString() + " in " + n + " min"
+        : vs.length
+          ? "now " + vs[vs.length - 1].toLocaleString()
+          : "not sampled";
+      return h("li", { "data-series": key }, h("span", { class: "swatch s-" + key }), label + ": ", h("strong", {}, figure));
+    }),
+  );
+  return h(
+    "figure",
+    { class: "card chart-card", id: spec.id },
+    h("figcaption", {}, spec.title),
+    svg("svg", { class: "chart", viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": spec.title + ", last " + n + " minutes" }, grid, axes, drawn),
+    legend,
+  );
+}
+
+function flowCharts(minutes) {
+  return h(
+    "section",
+    { id: "flow" },
+    h("h2", {}, "The last hour"),
+    h("div", { class: "charts" }, FLOW_CHARTS.map((spec) => lineChart(spec, minutes))),
+  );
+}
+
+// Consumer groups of the consumption ledger; failing and lag highlighted.
+function consumersTable(items) {
+  const rows = items.map((g) =>
+    h(
+      "tr",
+      { class: g.failing ? "failed" : null },
+      h("th", { scope: "row" }, g.group),
+      h("td", { class: "topics" }, (g.topics || []).join(", ") || "—"),
+      h("td", { class: "num" }, String(g.processed || 0)),
+      h("td", { class: "num" + (g.failing ? " bad" : "") }, String(g.failing || 0)),
+      h("td", { class: "num" }, String(g.in_progress || 0)),
+      h("td", { class: "num" + (g.lag ? " warn" : "") }, String(g.lag || 0)),
+    ),
+  );
+  return h(
+    "section",
+    { id: "consumers" },
+    h("h2", {}, "Consumers"),
+    table(["Group", "Topics", "Processed", "Failing", "In progress", "Lag"], rows, "No consumer group is registered."),
+  );
 }
 
 // Reloads with `load` every REFRESH_MS, counted from the end of the last
@@ -627,6 +828,56 @@ function payloadView(d) {
   return box;
 }
 
+// The message's story, in order: prepared, decided (by whom, from the
+// audit trail), sent (partition, offset), then what each consumer group
+// did with it (the consumption ledger's `consumptions`, absent when none).
+function story(d) {
+  const m = d.message;
+  const lines = [];
+  const line = (step, at, bad, ...text) => lines.push({ step, at: at ? Date.parse(at) : Infinity, bad, text });
+  line("prepared", m.created_at, false, "Prepared by producer ", h("strong", {}, m.biz_id), " at ", h("time", {}, when(m.created_at)));
+  for (const a of d.audit || []) {
+    const by = [" by ", h("strong", {}, a.actor)];
+    const at = [" at ", h("time", {}, when(a.at))];
+    const why = a.reason ? h("span", { class: "reason" }, a.reason) : null;
+    if (a.to_status === "COMMITTED" && a.from_status !== "COMMITTED") line("decided", a.at, false, "Committed", by, at, why);
+    else if (a.to_status === "ROLLED_BACK" && a.from_status !== "ROLLED_BACK") line("decided", a.at, false, "Rolled back", by, at, why);
+    else if (a.to_status === "VERIFY_FAILED" && a.from_status !== "VERIFY_FAILED") line("verify-failed", a.at, true, "No decision from check-back: VERIFY_FAILED", at, why);
+    else if (a.to_send_status === "SEND_FAILED" && a.from_send_status !== "SEND_FAILED") line("send-failed", a.at, true, "Sending failed: SEND_FAILED", at, why);
+    else if (a.action !== "commit" && a.action !== "rollback") line("action", a.at, false, a.action, by, at, why);
+  }
+  if (m.kafka_partition !== null && m.kafka_partition !== undefined) {
+    line("sent", m.sent_at, false, "Sent to ", h("strong", {}, m.topic || "—"), ", partition " + m.kafka_partition + ", offset " + m.kafka_offset, m.sent_at ? [" at ", h("time", {}, when(m.sent_at))] : null);
+  } else if (m.status === "COMMITTED" && m.send_status === "PENDING") {
+    line("waiting", null, false, scheduled(m) ? ["Waiting for its delivery time: ", dueAt(m)] : "Waiting to be sent");
+  }
+  const consumed = [];
+  for (const c of d.consumptions || []) {
+    const group = h("strong", {}, c.group);
+    const tries = c.attempts + (c.attempts === 1 ? " attempt" : " attempts");
+    if (c.state === "done") {
+      consumed.push({ step: "consumed", at: Date.parse(c.finished_at || c.updated_at), bad: false, text: ["Processed by ", group, " at ", h("time", {}, when(c.finished_at || c.updated_at)), " (" + tries + ")"] });
+    } else if (c.state === "failed") {
+      consumed.push({
+        step: "consume-failed",
+        at: Date.parse(c.last_began_at || c.updated_at),
+        bad: true,
+        text: ["Failing in ", group, " (" + tries + ", last at ", h("time", {}, when(c.last_began_at || c.updated_at)), ")", c.last_error ? h("span", { class: "reason" }, "last error: " + c.last_error) : null],
+      });
+    } else {
+      consumed.push({ step: "consuming", at: Date.parse(c.last_began_at || c.updated_at), bad: false, text: ["In progress in ", group, " since ", h("time", {}, when(c.last_began_at || c.updated_at)), " (" + tries + ")"] });
+    }
+  }
+  // Prepared, decided and sent in the order they happened; what consumers
+  // did comes after, by time.
+  const ordered = lines.sort((a, b) => a.at - b.at).concat(consumed.sort((a, b) => a.at - b.at));
+  return h(
+    "ol",
+    { class: "timeline story", id: "story" },
+    ordered.map((l) => h("li", { "data-step": l.step, class: l.bad ? "bad" : null }, l.text)),
+  );
+}
+
 function kv(pairs) {
   return h("dl", { class: "kv" }, pairs.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
 }
@@ -673,6 +924,8 @@ async function messagePage(id) {
     h("p", {}, h("a", { href: "#/messages" }, "← Messages")),
     h("h1", {}, "Message " + m.id),
     h("div", { class: "state" }, stateBadge(m.status), " ", stateBadge(m.send_status)),
+    h("h2", {}, "Story"),
+    story(d),
     kv([
       ["Producer", m.biz_id],
       ["Message key", h("span", { class: "key" }, m.message_key)],

@@ -15,6 +15,8 @@
 //! is counted from `deliver_at`;
 //! `trustmsg_alerts_undelivered` and `trustmsg_alerts_oldest_undelivered_seconds`
 //! for the alert outbox's pending alerts (a count over the state index).
+//! Each reading of PREPARED and PENDING is also the sample of the flow's
+//! backlog for its minute (`crate::flow`).
 
 use std::time::Duration;
 
@@ -22,8 +24,9 @@ use chrono::{DateTime, Utc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::flow;
 use crate::periodic;
-use crate::store::{deadline, Backlog, DynStore};
+use crate::store::{deadline, Backlog, BacklogSample, DynStore};
 
 /// The waiting states, as (status, send_status) labels.
 const WAITING: [(&str, &str); 4] = [
@@ -53,12 +56,19 @@ pub(crate) fn spawn(
 }
 
 fn publish(b: &Backlog) {
-    for (status, send) in WAITING {
-        let n = b
-            .counts
+    let count = |status: &str, send: &str| {
+        b.counts
             .iter()
             .find(|(s, ss, _)| s == status && ss.as_deref().unwrap_or("") == send)
-            .map_or(0, |(_, _, n)| *n);
+            .map_or(0, |(_, _, n)| *n)
+    };
+    flow::sample_backlog(BacklogSample {
+        at: b.at,
+        prepared: count("PREPARED", ""),
+        pending: count("COMMITTED", "PENDING"),
+    });
+    for (status, send) in WAITING {
+        let n = count(status, send);
         metrics::gauge!("trustmsg_backlog_messages", "status" => status, "send_status" => send)
             .set(n as f64);
     }

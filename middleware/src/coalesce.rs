@@ -56,6 +56,7 @@ use moka::future::Cache;
 use trustmsg_verify_api::MessageStatus;
 
 use crate::batcher::{skip_abandoned, write_now, BatchWrite, Batcher, Job};
+use crate::flow::{self, Event};
 use crate::handoff::CommitListener;
 use crate::store::{
     self, Actor, DecideOutcome, DecideRequest, DynStore, Inserted, Message, NewMessage, StoreError,
@@ -266,6 +267,9 @@ impl BatchWrite<NewMessage, StoreResult<Inserted>> for WritePrepares {
         match within(deadline, store.insert_prepared_batch(&batch)).await {
             Ok(results) => {
                 for (job, result) in jobs.drain(..).zip(results) {
+                    if matches!(result, Inserted::Created(_)) {
+                        flow::count(Event::Prepared);
+                    }
                     // A created row is a PREPARED one; a row that was already
                     // there may be decided, and is read when its decision comes.
                     if let (Some(rows), Inserted::Created(m)) = (&self.rows, &result) {
@@ -288,6 +292,9 @@ impl BatchWrite<NewMessage, StoreResult<Inserted>> for WritePrepares {
                         continue;
                     }
                     let inserted = within(deadline, store.insert_prepared(&job.input)).await;
+                    if let Ok(Inserted::Created(_)) = &inserted {
+                        flow::count(Event::Prepared);
+                    }
                     job.answer(inserted);
                 }
             }
@@ -330,9 +337,11 @@ struct WriteDecisions {
 
 impl WriteDecisions {
     /// A commit this batch made goes to the fast path whether or not its
-    /// caller is still waiting (see the module docs).
+    /// caller is still waiting (see the module docs); each decision made is
+    /// counted in the flow.
     fn hand_off(&self, outcome: &DecideOutcome) {
         if let DecideOutcome::Decided(m) = outcome {
+            flow::count_decided(m.status);
             if m.status == MessageStatus::Committed {
                 self.commits.committed(m.clone());
             }

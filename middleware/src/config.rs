@@ -49,6 +49,15 @@ fn positive_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// `--flow-interval`: longer than 0 and at most a minute, so every minute
+/// of the flow gets its counts by the end of the next one.
+fn flow_interval(s: &str) -> Result<Duration, String> {
+    match positive_duration(s)? {
+        d if d > Duration::from_secs(60) => Err("must be at most 1m".into()),
+        d => Ok(d),
+    }
+}
+
 /// The longest backoff flag accepted. A retry delay becomes a due time in the
 /// database: an absurd one (`1000000000y`) used to panic the worker that
 /// computed it, or would leave the row due never.
@@ -240,6 +249,13 @@ pub struct ServeArgs {
     /// How often the backlog gauges of `/metrics` are read from the database.
     #[arg(long, env = "TRUSTMSG_BACKLOG_INTERVAL", default_value = "15s", value_parser = positive_duration)]
     pub backlog_interval: Duration,
+
+    /// How often this instance adds what it counted (prepared, committed,
+    /// sent, failed, check-back answers) to the database's flow per minute
+    /// (`GET /v1/admin/flow`, the console's charts); also done at shutdown.
+    /// One statement per interval, whatever the traffic. At most 1m.
+    #[arg(long, env = "TRUSTMSG_FLOW_INTERVAL", default_value = "10s", value_parser = flow_interval)]
+    pub flow_interval: Duration,
 
     /// How long in-flight requests and sends may take to finish on shutdown.
     #[arg(long, env = "TRUSTMSG_SHUTDOWN_GRACE", default_value = "10s", value_parser = duration)]
@@ -605,6 +621,8 @@ pub(crate) struct Settings {
     pub(crate) overdue: OverdueSettings,
     /// How often the backlog gauges are refreshed.
     pub(crate) backlog_interval: Duration,
+    /// How often the flow counts are added to the database.
+    pub(crate) flow_interval: Duration,
     /// How long finished messages are kept; None: forever.
     pub(crate) retention: Option<Duration>,
     /// Where spans are exported, if anywhere.
@@ -734,6 +752,7 @@ impl ServeArgs {
             alert_signing_secret: self.alerts.alert_signing_secret.clone(),
             shutdown_grace: self.shutdown_grace,
             backlog_interval: self.backlog_interval,
+            flow_interval: self.flow_interval,
             retention: Some(self.retention).filter(|d| !d.is_zero()),
             otlp: self.otlp()?,
             submit: self.submit()?,

@@ -14,6 +14,7 @@
 //! - `batcher`: group commit written once (a queue, N workers, one reply per job);
 //! - `coalesce`: what the API's prepares and decisions write in a batch;
 //! - [`config`]: the flags, checked once and turned into typed settings;
+//! - `flow`: the flow per minute (counted here, summed in the database);
 //! - [`forwarder`]: committed messages to Kafka;
 //! - [`handoff`]: what the workers hand each other (commits, the record size);
 //! - `liveness`: which background workers still run, for `/readyz`;
@@ -36,6 +37,7 @@ pub mod backoff;
 mod batcher;
 mod coalesce;
 pub mod config;
+mod flow;
 pub mod forwarder;
 pub mod handoff;
 mod https;

@@ -19,6 +19,7 @@ use crate::api::{self, AppState, Shared};
 use crate::backlog;
 use crate::coalesce::Coalescer;
 use crate::config::{Forwarding, ServeArgs};
+use crate::flow;
 use crate::forwarder::kafka::KafkaSink;
 use crate::forwarder::Forwarder;
 use crate::handoff::{CommitListener, NoForwarder};
@@ -134,6 +135,8 @@ pub struct Application {
     server: JoinHandle<std::io::Result<()>>,
     workers: Vec<JoinHandle<()>>,
     store: DynStore,
+    /// The longest a statement at shutdown may take.
+    statement_timeout: std::time::Duration,
 }
 
 impl Application {
@@ -223,6 +226,13 @@ impl Application {
             shutdown.clone(),
         );
         workers.push(liveness.watch("consumer group gauges", task, shutdown.clone()));
+        let task = flow::spawn(
+            store.clone(),
+            cfg.flow_interval,
+            cfg.request_timeout,
+            shutdown.clone(),
+        );
+        workers.push(liveness.watch("flow", task, shutdown.clone()));
         let submit = cfg.submit;
         let state = AppState::new(Shared {
             writes: Coalescer::start(store.clone(), cfg.writes, commits.clone()),
@@ -290,6 +300,7 @@ impl Application {
             server,
             workers,
             store,
+            statement_timeout: cfg.request_timeout,
         })
     }
 
@@ -320,6 +331,8 @@ impl Application {
         for w in self.workers {
             let _ = w.await;
         }
+        // Once nothing counts any more: the last counts outlive the process.
+        flow::flush_at_shutdown(&self.store, self.statement_timeout).await;
         crate::telemetry::shutdown().await;
         served.context("HTTP server")?;
         tracing::info!("trustmsg stopped");

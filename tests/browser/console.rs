@@ -377,6 +377,14 @@ async fn screenshots_of_every_page() {
     browser.click("#sign-in").await;
     browser.until_text("Oldest pending send").await;
     browser.screenshot(&dir.join("overview.png")).await;
+    // The charts, once the flow of the traffic above is in.
+    browser.until_text("committed: 120 in 60 min").await;
+    browser
+        .client
+        .execute("document.getElementById('flow').scrollIntoView()", vec![])
+        .await
+        .unwrap();
+    browser.screenshot(&dir.join("flow.png")).await;
     for (page, wait, file) in [
         ("#/messages", "All matching", "messages.png"),
         (
@@ -416,6 +424,10 @@ async fn service_with_kafka() -> (TestApp, MockKafka, String) {
         "20ms",
         "--verify-backoff-base",
         "20ms",
+        "--flow-interval",
+        "500ms",
+        "--backlog-interval",
+        "500ms",
     ])
     .await;
     let (status, body) = app
@@ -912,4 +924,233 @@ async fn an_ordered_producer_is_registered_and_a_blocked_key_is_released_from_th
     let text = browser.until_text("Place in its key").await;
     assert!(!text.contains("Blocked by"), "{text}");
     browser.finish().await;
+}
+
+/// Sums each series' dots over the charts (`data-value` per minute), and
+/// reads what a CSP violation listener saw.
+const CHART_SUMS: &str = "const sums = {}; \
+    for (const c of document.querySelectorAll('#flow circle[data-series]')) { \
+      const k = c.dataset.series; const v = Number(c.dataset.value); \
+      if (k.startsWith('backlog_')) sums[k] = v; else sums[k] = (sums[k] || 0) + v; } \
+    return sums;";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_charts_the_flow_of_real_traffic_and_a_message_page_tells_its_story() {
+    let kafka = MockKafka::start(1);
+    kafka.create_topic("orders", 1);
+    let app = TestApp::spawn_sqlite(&[
+        "--kafka-brokers",
+        kafka.bootstrap(),
+        "--kafka-message-timeout",
+        "2s",
+        "--send-lease",
+        "6s",
+        "--sweep-interval",
+        "200ms",
+        "--verify-interval",
+        "20ms",
+        "--verify-timeout",
+        "200ms",
+        "--flow-interval",
+        "200ms",
+        "--backlog-interval",
+        "200ms",
+    ])
+    .await;
+    // `shop` is never checked back during the test; `lost` is checked at
+    // once, gives up after one failed call: VERIFY_FAILED.
+    let shop = app
+        .register_with(
+            "shop",
+            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "first_verify_after_ms": 3_600_000}),
+        )
+        .await;
+    let lost = app
+        .register_with(
+            "lost",
+            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "first_verify_after_ms": 0,
+                    "max_verify_attempts": 1}),
+        )
+        .await;
+    // Watch for CSP violations from the first page on.
+    let browser = Browser::start(1280, 1000).await;
+    browser.client.goto(&app.url("/console")).await.unwrap();
+    browser
+        .client
+        .execute(
+            "window.cspViolations = []; document.addEventListener('securitypolicyviolation', \
+             e => window.cspViolations.push(e.violatedDirective + ' ' + e.blockedURI));",
+            vec![],
+        )
+        .await
+        .unwrap();
+
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let body = json!({"biz_id": "shop", "message_key": format!("o-{i}"), "topic": "orders",
+                          "payload": "{}"});
+        let (status, view) = app.prepare(Some(&shop), &body).await;
+        assert_eq!(status, 201, "{view}");
+        ids.push(view["id"].as_u64().unwrap());
+    }
+    // A repeated prepare creates nothing and is not counted.
+    let again = json!({"biz_id": "shop", "message_key": "o-0", "topic": "orders", "payload": "{}"});
+    assert_eq!(app.prepare(Some(&shop), &again).await.0, 200);
+    for i in 0..3 {
+        let (status, _) = app
+            .commit(Some(&shop), &decision_body("shop", &format!("o-{i}")))
+            .await;
+        assert_eq!(status, 200);
+    }
+    assert_eq!(
+        app.rollback(Some(&shop), &decision_body("shop", "o-3"))
+            .await
+            .0,
+        200
+    );
+    let (status, view) = app.prepare(Some(&lost), &prepare_body("lost", "l-0")).await;
+    assert_eq!(status, 201, "{view}");
+    let lost_id = view["id"].as_u64().unwrap();
+    for id in &ids[..3] {
+        until_send_status(&app, *id, SendStatus::Sent).await;
+    }
+    eventually(20, "the lost message VERIFY_FAILED", async || {
+        app.store()
+            .find_message_by_id(lost_id)
+            .await
+            .unwrap()
+            .is_some_and(|m| m.status == MessageStatus::VerifyFailed)
+    })
+    .await;
+
+    browser.fill("#token", ADMIN_TOKEN).await;
+    browser.click("#sign-in").await;
+    browser.until_text("Messages per minute").await;
+    // What was done: 6 prepared, 3 committed and sent, 1 VERIFY_FAILED after
+    // one failed check-back; o-4 is still PREPARED and nothing is PENDING.
+    let want = json!({
+        "prepared": 6, "committed": 3, "sent": 3, "failed": 1,
+        "checks_commit": 0, "checks_rollback": 0, "checks_unknown": 0, "checks_failed": 1,
+        "backlog_prepared": 1, "backlog_pending": 0,
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let sums = browser.client.execute(CHART_SUMS, vec![]).await.unwrap();
+        if sums == want {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the charts never showed what was done: {sums} (want {want})"
+        );
+        // The overview redraws every 5 s.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let (status, flow) = app
+        .get("/v1/admin/flow?minutes=60", Some(ADMIN_TOKEN))
+        .await;
+    assert_eq!(status, 200, "{flow}");
+    assert_eq!(flow["minutes"].as_array().unwrap().len(), 60);
+    let rolled_back: u64 = flow["minutes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["rolled_back"].as_u64().unwrap())
+        .sum();
+    assert_eq!(rolled_back, 1, "{flow}");
+    // Each chart has its axes labelled and a legend with the hour's figures.
+    let text = browser.page_text().await;
+    for label in [
+        "Backlog",
+        "Check-back answers per minute",
+        "messages / min",
+        "minute (UTC)",
+        "committed: 3 in 60 min",
+        "failed (no answer): 1 in 60 min",
+        "PREPARED: now 1",
+    ] {
+        assert!(text.contains(label), "{label:?} missing: {text}");
+    }
+    let titled: serde_json::Value = browser
+        .client
+        .execute(
+            "return Array.from(document.querySelectorAll('#chart-messages circle[data-series=sent]')) \
+             .filter(c => c.dataset.value !== '0').map(c => c.querySelector('title').textContent)",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(
+        titled
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t.as_str().unwrap().contains("UTC · sent: ")),
+        "each dot says its minute and value: {titled}"
+    );
+    // No consumer-groups endpoint here: no Consumers table.
+    assert!(!text.contains("Consumers"), "{text}");
+
+    // The story of a sent message: prepared, decided, sent, in that order.
+    browser
+        .client
+        .goto(&app.url(&format!("/console#/messages/{}", ids[0])))
+        .await
+        .unwrap();
+    browser.until_text("Story").await;
+    let steps: serde_json::Value = browser
+        .client
+        .execute(
+            "return Array.from(document.querySelectorAll('#story li')) \
+             .map(li => [li.dataset.step, li.textContent])",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let steps = steps.as_array().unwrap();
+    assert_eq!(
+        steps
+            .iter()
+            .map(|s| s[0].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["prepared", "decided", "sent"],
+        "{steps:?}"
+    );
+    let text = |i: usize| steps[i][1].as_str().unwrap().to_string();
+    assert!(
+        text(0).starts_with("Prepared by producer shop at "),
+        "{}",
+        text(0)
+    );
+    assert!(
+        text(1).starts_with("Committed by producer:shop at "),
+        "{}",
+        text(1)
+    );
+    assert!(
+        text(2).starts_with("Sent to orders, partition 0, offset "),
+        "{}",
+        text(2)
+    );
+    // And of the one check-back gave up on.
+    browser
+        .client
+        .goto(&app.url(&format!("/console#/messages/{lost_id}")))
+        .await
+        .unwrap();
+    browser.until_text("Story").await;
+    let story = browser.element("#story").await.text().await.unwrap();
+    assert!(
+        story.contains("No decision from check-back: VERIFY_FAILED"),
+        "{story}"
+    );
+
+    let violations = browser
+        .client
+        .execute("return window.cspViolations", vec![])
+        .await
+        .unwrap();
+    assert_eq!(violations, json!([]), "the charts keep to the CSP");
+    browser.finish().await;
+    app.finish().await;
 }

@@ -16,6 +16,7 @@ mod delay;
 mod delay_ordering;
 mod dev;
 mod five_classes;
+mod flow;
 mod frozen_db;
 mod https;
 mod kafka_tls;

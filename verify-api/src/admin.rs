@@ -556,3 +556,52 @@ pub struct AlertListQuery {
 fn alert_state_filter() -> Object {
     one_of_or_empty(&["pending", "delivered", "no_webhook"])
 }
+
+/// The flow of the last minutes (`GET /v1/admin/flow`), summed over every
+/// instance, one entry per minute, oldest first, the current minute last
+/// (still filling up). Counts are added by each instance every few seconds
+/// (`--flow-interval`), so the newest minute lags by as much.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct FlowPage {
+    /// Oldest first; a minute in which nothing happened has zeros.
+    pub minutes: Vec<FlowMinuteView>,
+}
+
+/// One minute of the flow.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct FlowMinuteView {
+    /// The minute's start (UTC, seconds zero).
+    pub at: DateTime<Utc>,
+    /// Messages prepared (a repeated prepare is not counted).
+    pub prepared: u64,
+    /// Messages committed, by the producer, check-back or an operator.
+    pub committed: u64,
+    /// Messages rolled back (a rollback of an unknown message included).
+    pub rolled_back: u64,
+    /// Records Kafka acknowledged.
+    pub sent: u64,
+    /// Messages that went VERIFY_FAILED or SEND_FAILED.
+    pub failed: u64,
+    /// Check-back calls answered `commit`.
+    pub checks_commit: u64,
+    /// Check-back calls answered `rollback`.
+    pub checks_rollback: u64,
+    /// Check-back calls answered `unknown`.
+    pub checks_unknown: u64,
+    /// Check-back calls that got no usable answer (timeout, refused, non-2xx, bad body…).
+    pub checks_failed: u64,
+    /// Messages PREPARED, as last sampled in the minute (the backlog
+    /// gauges, every `--backlog-interval`); null when not sampled.
+    pub backlog_prepared: Option<u64>,
+    /// Committed messages whose send is PENDING, as last sampled; null when not sampled.
+    pub backlog_pending: Option<u64>,
+}
+
+/// The query of `GET /v1/admin/flow`. Any other parameter is refused (400).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct FlowQuery {
+    /// How many minutes, the current one included: 1 to 1440 (default 60).
+    #[param(minimum = 1, maximum = 1440)]
+    pub minutes: Option<u32>,
+}

@@ -194,6 +194,7 @@ impl Forwarder {
         match sent {
             Ok((partition, offset)) => {
                 metrics::counter!("trustmsg_forwarder_sent_total").increment(1);
+                crate::flow::count(crate::flow::Event::Sent);
                 Outcome::Sent(SentMark {
                     id: m.id,
                     version: m.version,
@@ -463,6 +464,7 @@ impl Inner {
             // The SEND_FAILED and its alert were written together.
             Ok(Some(_)) => {
                 metrics::counter!("trustmsg_forwarder_failed_total").increment(1);
+                crate::flow::count(crate::flow::Event::Failed);
                 Outcome::Failed
             }
             Ok(None) => {

@@ -56,11 +56,12 @@ use trustmsg_verify_api::MessageView;
 
 pub use decide::{decide, decide_batch, decide_batch_known, DecideOutcome, DecideRequest, Target};
 pub use model::{
-    order_key, Actor, AlertFilter, AuditEntry, Backlog, Began, CheckAttempt, CheckAttemptEntry,
-    Claimed, ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Delivery,
-    Finished, Inserted, Message, MessageFilter, NewAlert, NewMessage, NewWaitingCommit, OrderPos,
-    Overdue, Producer, ProducerRecord, ProducerSummary, Quarantined, Requeue, RequeuedChunk,
-    SentMark, StuckConsumption, Transition, VerifyLease, Wait, WaitingCommit,
+    order_key, Actor, AlertFilter, AuditEntry, Backlog, BacklogSample, Began, CheckAttempt,
+    CheckAttemptEntry, Claimed, ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord,
+    Consumption, Delivery, Finished, FlowCounts, FlowMinute, Inserted, Message, MessageFilter,
+    NewAlert, NewMessage, NewWaitingCommit, OrderPos, Overdue, Producer, ProducerRecord,
+    ProducerSummary, Quarantined, Requeue, RequeuedChunk, SentMark, StuckConsumption, Transition,
+    VerifyLease, Wait, WaitingCommit,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should
@@ -402,6 +403,16 @@ pub trait Store: Send + Sync + 'static {
     async fn record_check_attempts(&self, calls: &[CheckAttempt]) -> StoreResult<()>;
     /// A message's recorded check-back calls, oldest first.
     async fn check_attempts(&self, message_id: u64) -> StoreResult<Vec<CheckAttemptEntry>>;
+
+    /// Adds one instance's counts to the minute's row of `flow_minutes` in
+    /// one statement (created at zero if missing), so the row holds the sum
+    /// over every instance. A backlog sample, when given, replaces the
+    /// minute's if it was taken later; a None leaves it as it is.
+    async fn add_flow(&self, f: &FlowMinute) -> StoreResult<()>;
+    /// The minutes from `since` on that have a row, oldest first.
+    async fn flow_since(&self, since: DateTime<Utc>) -> StoreResult<Vec<FlowMinute>>;
+    /// Deletes the minutes before `before`; returns how many.
+    async fn purge_flow(&self, before: DateTime<Utc>) -> StoreResult<u64>;
 
     /// Keeps a submitted commit whose prepare has not been seen, due for its
     /// first retry at once. A second one for the same (biz_id, message_key)

@@ -879,3 +879,103 @@ mod tests {
         );
     }
 }
+
+/// What happened in one minute, counted by the instances as they did it
+/// (`flow_minutes`, see [`crate::store::Store::add_flow`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowCounts {
+    /// Messages prepared (rows created; a repeated prepare is not counted).
+    pub prepared: u64,
+    /// Messages committed, by whoever decided (producer, check-back, operator).
+    pub committed: u64,
+    /// Messages rolled back (a rollback of an unknown message included).
+    pub rolled_back: u64,
+    /// Records Kafka acknowledged.
+    pub sent: u64,
+    /// Messages that went VERIFY_FAILED or SEND_FAILED.
+    pub failed: u64,
+    /// Check-back calls answered `commit`.
+    pub checks_commit: u64,
+    /// Check-back calls answered `rollback`.
+    pub checks_rollback: u64,
+    /// Check-back calls answered `unknown`.
+    pub checks_unknown: u64,
+    /// Check-back calls that got no usable answer.
+    pub checks_failed: u64,
+}
+
+impl FlowCounts {
+    /// The column names of `flow_minutes`, in the order of [`FlowCounts::values`].
+    pub const COLUMNS: [&'static str; 9] = [
+        "prepared",
+        "committed",
+        "rolled_back",
+        "sent",
+        "failed",
+        "checks_commit",
+        "checks_rollback",
+        "checks_unknown",
+        "checks_failed",
+    ];
+
+    /// The counts in the order of [`FlowCounts::COLUMNS`].
+    pub fn values(&self) -> [u64; 9] {
+        [
+            self.prepared,
+            self.committed,
+            self.rolled_back,
+            self.sent,
+            self.failed,
+            self.checks_commit,
+            self.checks_rollback,
+            self.checks_unknown,
+            self.checks_failed,
+        ]
+    }
+
+    /// The counts from values in the order of [`FlowCounts::COLUMNS`].
+    pub fn from_values(v: [u64; 9]) -> Self {
+        let [prepared, committed, rolled_back, sent, failed, checks_commit, checks_rollback, checks_unknown, checks_failed] =
+            v;
+        Self {
+            prepared,
+            committed,
+            rolled_back,
+            sent,
+            failed,
+            checks_commit,
+            checks_rollback,
+            checks_unknown,
+            checks_failed,
+        }
+    }
+
+    /// Whether nothing was counted.
+    pub fn is_zero(&self) -> bool {
+        self.values() == [0; 9]
+    }
+}
+
+/// One minute of the flow: as one instance adds it
+/// ([`crate::store::Store::add_flow`]), or as the sum of all is read back
+/// ([`crate::store::Store::flow_since`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowMinute {
+    /// The minute's start (seconds and below zero).
+    pub minute: DateTime<Utc>,
+    pub counts: FlowCounts,
+    /// The backlog as last sampled in the minute; None when not sampled.
+    pub backlog: Option<BacklogSample>,
+}
+
+/// The backlog at one moment, as `crate::backlog` read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BacklogSample {
+    /// When it was read (the database clock); of two samples of a minute
+    /// the later one is kept, whichever instance adds it first.
+    pub at: DateTime<Utc>,
+    /// Messages PREPARED.
+    pub prepared: u64,
+    /// Committed messages whose send is PENDING (and due).
+    pub pending: u64,
+}

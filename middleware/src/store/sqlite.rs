@@ -37,8 +37,8 @@ use super::sql::{
 };
 use super::{
     Actor, AlertFilter, AuditEntry, Backlog, Began, CheckAttempt, CheckAttemptEntry, Claimed,
-    ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Finished, Inserted,
-    Message, MessageFilter, NewAlert, NewMessage, Overdue, Producer, ProducerRecord,
+    ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Finished, FlowMinute,
+    Inserted, Message, MessageFilter, NewAlert, NewMessage, Overdue, Producer, ProducerRecord,
     ProducerSummary, Requeue, RequeuedChunk, SentMark, Store, StoreError, StoreResult,
     StuckConsumption, Transition, VerifyLease, Wait,
 };
@@ -661,6 +661,22 @@ impl Store for SqliteStore {
         sql::check_attempts(&self.pool, message_id).await
     }
 
+    async fn add_flow(&self, f: &FlowMinute) -> StoreResult<()> {
+        const UPSERT: sql::Upsert = sql::Upsert {
+            clause: "ON CONFLICT (minute) DO UPDATE SET",
+            proposed: proposed_flow_value,
+        };
+        sql::add_flow(&self.pool, &UPSERT, f).await
+    }
+
+    async fn flow_since(&self, since: DateTime<Utc>) -> StoreResult<Vec<FlowMinute>> {
+        sql::flow_since(&self.pool, since).await
+    }
+
+    async fn purge_flow(&self, before: DateTime<Utc>) -> StoreResult<u64> {
+        sql::purge_flow(&self.pool, before).await
+    }
+
     async fn park_commit(&self, w: &super::NewWaitingCommit) -> StoreResult<bool> {
         sql::park_commit(&self.pool, "INSERT OR IGNORE", w).await
     }
@@ -955,4 +971,9 @@ mod tests {
         assert!(!is_in_memory("sqlite://x.db?mode=rwc"));
         assert!(!is_in_memory("sqlite:memory.db"));
     }
+}
+
+/// How an upsert of `flow_minutes` names the value proposed for column `c`.
+fn proposed_flow_value(c: &str) -> String {
+    format!("excluded.{c}")
 }

@@ -15,6 +15,7 @@ use super::client::{CheckFailure, Endpoint, Trace};
 use super::limit::{Load, Permit};
 use super::writes::Reschedule;
 use super::{Inner, Outcome};
+use crate::flow::{self, Event};
 use crate::store::{Actor, CheckAttempt, Message, Transition};
 use crate::telemetry::OwnSpan;
 
@@ -41,6 +42,12 @@ impl Inner {
             Outcome::Error => "error",
         };
         metrics::counter!("trustmsg_verify_checks_total", "outcome" => label).increment(1);
+        match outcome {
+            Outcome::Committed => flow::count(Event::Committed),
+            Outcome::RolledBack => flow::count(Event::RolledBack),
+            Outcome::VerifyFailed => flow::count(Event::Failed),
+            _ => {}
+        }
         outcome
     }
 
@@ -171,12 +178,13 @@ impl Inner {
         status: Option<reqwest::StatusCode>,
         answer: &Result<Decision, CheckFailure>,
     ) {
-        let (outcome, error) = match answer {
-            Ok(Decision::Commit) => ("commit", None),
-            Ok(Decision::Rollback) => ("rollback", None),
-            Ok(Decision::Unknown) => ("unknown", None),
-            Err(failure) => ("failed", Some(failure.to_string())),
+        let (outcome, error, event) = match answer {
+            Ok(Decision::Commit) => ("commit", None, Event::CheckCommit),
+            Ok(Decision::Rollback) => ("rollback", None, Event::CheckRollback),
+            Ok(Decision::Unknown) => ("unknown", None, Event::CheckUnknown),
+            Err(failure) => ("failed", Some(failure.to_string()), Event::CheckFailed),
         };
+        flow::count(event);
         let a = CheckAttempt {
             message_id: m.id,
             attempt,

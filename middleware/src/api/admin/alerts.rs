@@ -22,7 +22,7 @@ use crate::store::AlertFilter;
 const PARAMS: [&str; 4] = ["state", "message_id", "limit", "cursor"];
 
 /// Refuses any parameter not in `known`.
-fn only(params: &BTreeMap<String, String>, known: &[&str]) -> Result<(), ApiError> {
+pub(super) fn only(params: &BTreeMap<String, String>, known: &[&str]) -> Result<(), ApiError> {
     match params.keys().find(|k| !known.contains(&k.as_str())) {
         Some(unknown) => Err(bad(format!(
             "unknown parameter {unknown:?}; the list takes {}",

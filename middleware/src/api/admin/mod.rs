@@ -1,5 +1,5 @@
 //! The operator API (admin token; a producer token gets 403): [`read`] what
-//! operators look at, [`act`] what they change, [`alerts`] the alert outbox. This file holds their routes
+//! operators look at, [`act`] what they change, [`alerts`] the alert outbox, [`flow`] the flow per minute. This file holds their routes
 //! and what both need: the message an id names, and the list's filters.
 //!
 //! Every parameter is checked and a bad one is a 400 that says what is
@@ -7,6 +7,7 @@
 
 pub(crate) mod act;
 pub(crate) mod alerts;
+pub(crate) mod flow;
 pub(crate) mod read;
 
 use std::collections::BTreeMap;
@@ -46,6 +47,7 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
         .route("/v1/admin/messages/{id}/send-now", post(act::send_now))
         .route("/v1/admin/summary", get(read::summary))
         .route("/v1/admin/consumer-groups", get(read::consumer_groups))
+        .route("/v1/admin/flow", get(flow::flow))
         .route("/v1/admin/alerts", get(alerts::list_alerts))
         .route("/v1/admin/submit/waiting", get(alerts::list_waiting))
         .route_layer(from_fn_with_state(state.clone(), auth::admin_only))

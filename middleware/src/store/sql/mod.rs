@@ -24,7 +24,8 @@
 //! commits waiting for their prepare; [`ledger`] the consumption ledger
 //! (consumer groups, begin and finish under the row lock, its alerts and
 //! counts); [`ordering`] in
-//! order per key (seqs at commit, a key's head, moving it on); [`statements`] the
+//! order per key (seqs at commit, a key's head, moving it on); [`flow`] the
+//! flow per minute the instances add up; [`statements`] the
 //! statements whose SQL is the same on both backends. This file holds
 //! [`Dialect`] and what it builds on ([`Bind`], [`Query`]).
 
@@ -32,6 +33,7 @@ mod alerts;
 mod audit;
 mod claim;
 mod effects;
+mod flow;
 mod ledger;
 mod ordering;
 mod requeue;
@@ -49,6 +51,7 @@ pub(super) use alerts::{
 pub(super) use audit::{audit_insert, audit_trail, insert_audits, AuditRow};
 pub(super) use claim::{decode_claimed, quarantine, ClaimKind, Decoded, Lease};
 pub(super) use effects::{clip_error, transition_effects};
+pub(super) use flow::{add_flow, flow_since, purge_flow, Upsert};
 pub(super) use ledger::{
     begin as begin_consumption, bind_group, consumer_group_counts, consumptions_of,
     delete_consumer_group, find_consumer_group, finish as finish_consumption,

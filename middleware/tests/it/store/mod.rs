@@ -19,6 +19,7 @@ mod bulk;
 mod clock;
 mod decisions;
 mod delivery;
+mod flow;
 pub(crate) mod harness;
 mod keepalive;
 mod ledger;
@@ -73,6 +74,9 @@ conformance! {
         a_hold_that_runs_out_is_alerted_stuck_once_per_begin_and_taken_over,
         counts_and_lag_follow_each_groups_topics_since_its_registration,
         retention_takes_ledger_rows_with_their_message,
+    ],
+    flow: [
+        each_instances_counts_add_up_per_minute_and_old_minutes_go,
     ],
     waiting: [
         a_waiting_commit_is_parked_once_claimed_by_one_retried_and_settled,
