@@ -1624,6 +1624,11 @@ fn lease_end(claimed_at: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
         .map_or(last, |t| t.min(last))
 }
 
+/// How an upsert of `flow_minutes` names the value proposed for column `c`.
+fn proposed_flow_value(c: &str) -> String {
+    format!("VALUES({c})")
+}
+
 #[cfg(test)]
 mod tests {
     use super::takes_insert_returning;
@@ -1637,9 +1642,4 @@ mod tests {
         assert!(!takes_insert_returning("8.0.36"));
         assert!(!takes_insert_returning("8.4.0-0ubuntu0.24.04.1"));
     }
-}
-
-/// How an upsert of `flow_minutes` names the value proposed for column `c`.
-fn proposed_flow_value(c: &str) -> String {
-    format!("VALUES({c})")
 }

@@ -959,6 +959,11 @@ fn lease_span_sql(lease: Lease) -> &'static str {
     }
 }
 
+/// How an upsert of `flow_minutes` names the value proposed for column `c`.
+fn proposed_flow_value(c: &str) -> String {
+    format!("excluded.{c}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -971,9 +976,4 @@ mod tests {
         assert!(!is_in_memory("sqlite://x.db?mode=rwc"));
         assert!(!is_in_memory("sqlite:memory.db"));
     }
-}
-
-/// How an upsert of `flow_minutes` names the value proposed for column `c`.
-fn proposed_flow_value(c: &str) -> String {
-    format!("excluded.{c}")
 }
