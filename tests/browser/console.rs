@@ -1154,3 +1154,147 @@ async fn the_overview_charts_the_flow_of_real_traffic_and_a_message_page_tells_i
     browser.finish().await;
     app.finish().await;
 }
+
+/// "Did billing process order 42?" and "is anything backing up?": with two
+/// consumer groups on the consumption ledger, the message page says which
+/// group processed the message and which keeps failing it (attempts, last
+/// error), and the overview's Consumers table counts each group's
+/// processed, failing and lag, all from the real API's answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_message_page_says_which_group_processed_it_and_which_fails_and_the_overview_counts_them(
+) {
+    let (app, _kafka, token) = service_with_kafka().await;
+    // Not checked back during the test (the kit's producer is, at once).
+    let (status, body) = app
+        .put_producer(
+            "shop",
+            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "first_verify_after_ms": 3_600_000}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let http = reqwest::Client::new();
+    for group in ["billing", "analytics"] {
+        let res = http
+            .put(app.url(&format!("/v1/consumer-groups/{group}")))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&json!({"topics": ["orders"]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
+    }
+    let mut ids = Vec::new();
+    for key in ["order-42", "order-43"] {
+        let (status, view) = app.prepare(Some(&token), &prepare_body("shop", key)).await;
+        assert_eq!(status, 201, "{view}");
+        let (status, view) = app.commit(Some(&token), &decision_body("shop", key)).await;
+        assert_eq!(status, 200, "{view}");
+        ids.push(view["id"].as_u64().unwrap());
+    }
+    for id in &ids {
+        until_send_status(&app, *id, SendStatus::Sent).await;
+    }
+    // billing processes order 42; analytics fails it twice; nobody has
+    // processed order 43 yet.
+    let ledger = async |path: &str, body: serde_json::Value| {
+        let (status, answer) = app.post(path, Some(ADMIN_TOKEN), &body).await;
+        assert_eq!(status, 200, "{path} {body}: {answer}");
+        answer
+    };
+    let order_42 = ids[0];
+    let go = ledger(
+        "/v1/consumptions/begin",
+        json!({"group": "billing", "message_id": order_42}),
+    )
+    .await;
+    assert_eq!(go["state"], "go", "{go}");
+    ledger(
+        "/v1/consumptions/finish",
+        json!({"group": "billing", "message_id": order_42, "ok": true}),
+    )
+    .await;
+    for attempt in 1..=2 {
+        let go = ledger(
+            "/v1/consumptions/begin",
+            json!({"group": "analytics", "message_id": order_42}),
+        )
+        .await;
+        assert_eq!(go["state"], "go", "{go}");
+        ledger(
+            "/v1/consumptions/finish",
+            json!({"group": "analytics", "message_id": order_42, "ok": false,
+                   "error": format!("warehouse unreachable (try {attempt})")}),
+        )
+        .await;
+    }
+
+    let browser = signed_in(&app, 1280, 1000).await;
+    // The overview's table, refreshed every 5 s from counts at most 2 s old.
+    let want = json!([
+        ["analytics", "orders", "0", "1", "0", "2"],
+        ["billing", "orders", "1", "0", "0", "1"],
+    ]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let rows = browser
+            .client
+            .execute(
+                "return Array.from(document.querySelectorAll('#consumers tbody tr')) \
+                 .map(tr => Array.from(tr.children).map(c => c.textContent.trim()))",
+                vec![],
+            )
+            .await
+            .unwrap();
+        if rows == want {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the Consumers table never showed the ledger: {rows} (want {want})"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    browser
+        .client
+        .goto(&app.url(&format!("/console#/messages/{order_42}")))
+        .await
+        .unwrap();
+    browser.until_text("Processed by billing").await;
+    let steps: serde_json::Value = browser
+        .client
+        .execute(
+            "return Array.from(document.querySelectorAll('#story li')) \
+             .map(li => [li.dataset.step, li.textContent])",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let steps = steps.as_array().unwrap();
+    let kinds: Vec<&str> = steps.iter().map(|s| s[0].as_str().unwrap()).collect();
+    assert_eq!(&kinds[..3], ["prepared", "decided", "sent"], "{steps:?}");
+    let mut consumed: Vec<&str> = kinds[3..].to_vec();
+    consumed.sort_unstable();
+    assert_eq!(consumed, ["consume-failed", "consumed"], "{steps:?}");
+    let line = |kind: &str| {
+        steps
+            .iter()
+            .find(|s| s[0] == kind)
+            .and_then(|s| s[1].as_str())
+            .unwrap()
+            .to_string()
+    };
+    let done = line("consumed");
+    assert!(
+        done.starts_with("Processed by billing at ") && done.ends_with("(1 attempt)"),
+        "{done}"
+    );
+    let failing = line("consume-failed");
+    assert!(
+        failing.starts_with("Failing in analytics (2 attempts, last at ")
+            && failing.contains("last error: warehouse unreachable (try 2)"),
+        "{failing}"
+    );
+    browser.finish().await;
+    app.finish().await;
+}
