@@ -522,13 +522,20 @@ fn spawn_consumer(
     let consumer: BaseConsumer = config.create()?;
     let deadline = Instant::now() + Duration::from_secs(30);
     let partitions = loop {
-        let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(5))?;
-        let n = md
-            .topics()
-            .iter()
-            .find(|t| t.name() == topic)
-            .map(|t| t.partitions().len())
-            .unwrap_or(0);
+        // A request that times out (a loaded machine) is asked again
+        // within the deadline, as a topic not there yet is.
+        let n = match consumer.fetch_metadata(Some(topic), Duration::from_secs(5)) {
+            Ok(md) => md
+                .topics()
+                .iter()
+                .find(|t| t.name() == topic)
+                .map_or(0, |t| t.partitions().len()),
+            Err(e) if Instant::now() < deadline => {
+                tracing::debug!(error = %e, topic, "metadata not fetched yet; asking again");
+                0
+            }
+            Err(e) => return Err(e.into()),
+        };
         if n > 0 {
             break n;
         }

@@ -1088,7 +1088,7 @@ async fn the_overview_charts_the_flow_of_real_traffic_and_a_message_page_tells_i
             .all(|t| t.as_str().unwrap().contains("UTC · sent: ")),
         "each dot says its minute and value: {titled}"
     );
-    // No consumer-groups endpoint here: no Consumers table.
+    // No consumer group is registered: no Consumers table.
     assert!(!text.contains("Consumers"), "{text}");
 
     // The story of a sent message: prepared, decided, sent, in that order.
