@@ -181,21 +181,46 @@ pub(crate) const SUMMARY_RECENT: Duration = Duration::from_secs(15 * 60);
 /// an instance runs the summary's statements at most once in this time.
 const SUMMARY_MAX_AGE: Duration = Duration::from_secs(2);
 
-/// The summary, computed by one caller at a time and shared with every
-/// caller until [`SUMMARY_MAX_AGE`] (single flight: callers that arrive
-/// while it is being computed wait for that computation). A failure is not
-/// kept: the next caller tries again.
+/// A view computed by one caller at a time and shared with every caller
+/// for `max_age` (single flight: callers that arrive while it is being
+/// computed wait for that computation). A failure is not kept: the next
+/// caller tries again, and the callers that waited on it share its error.
 #[derive(Clone)]
-pub(crate) struct SummaryCache(moka::future::Cache<(), Arc<Summary>>);
+pub(crate) struct SharedView<T>(moka::future::Cache<(), Arc<T>>);
 
-impl Default for SummaryCache {
-    fn default() -> Self {
+impl<T: Send + Sync + 'static> SharedView<T> {
+    fn new(max_age: Duration) -> Self {
         Self(
             moka::future::Cache::builder()
                 .max_capacity(1)
-                .time_to_live(SUMMARY_MAX_AGE)
+                .time_to_live(max_age)
                 .build(),
         )
+    }
+
+    /// The shared view, computed by `compute` when there is none fresh.
+    async fn get(
+        &self,
+        compute: impl std::future::Future<Output = Result<T, crate::store::StoreError>>,
+    ) -> Result<Arc<T>, ApiError> {
+        self.0
+            .try_get_with((), async move { compute.await.map(Arc::new) })
+            .await
+            .map_err(|e| match Arc::try_unwrap(e) {
+                Ok(e) => ApiError::from(e),
+                Err(shared) => {
+                    ApiError::from(crate::store::StoreError::Unavailable(shared.to_string()))
+                }
+            })
+    }
+}
+
+/// The summary, shared for [`SUMMARY_MAX_AGE`].
+pub(crate) type SummaryCache = SharedView<Summary>;
+
+impl Default for SummaryCache {
+    fn default() -> Self {
+        Self::new(SUMMARY_MAX_AGE)
     }
 }
 
@@ -233,8 +258,7 @@ pub(crate) async fn summary(
     let store = state.store.clone();
     let summary = state
         .summary
-        .0
-        .try_get_with((), async move {
+        .get(async move {
             let now = store.now().await?;
             let producers = store
                 .summary(SUMMARY_RECENT)
@@ -250,22 +274,15 @@ pub(crate) async fn summary(
                 .map(|p| p.biz_id)
                 .collect();
             let submit_waiting = store.count_waiting_commits().await?;
-            Ok::<_, crate::store::StoreError>(Arc::new(Summary {
+            Ok(Summary {
                 producers,
                 at: now,
                 producers_without_topics,
                 recent_window_secs: SUMMARY_RECENT.as_secs(),
                 submit_waiting,
-            }))
+            })
         })
-        .await
-        // Callers that waited on the same failed computation share its error.
-        .map_err(|e| match Arc::try_unwrap(e) {
-            Ok(e) => ApiError::from(e),
-            Err(shared) => {
-                ApiError::from(crate::store::StoreError::Unavailable(shared.to_string()))
-            }
-        })?;
+        .await?;
     Ok(axum::Json(Summary::clone(&summary)))
 }
 
@@ -273,22 +290,15 @@ pub(crate) async fn summary(
 /// summary, an instance counts at most once in this time however many ask.
 const GROUP_COUNTS_MAX_AGE: Duration = Duration::from_secs(2);
 
-/// The consumer groups at a glance, computed by one caller at a time and
-/// shared with every caller until [`GROUP_COUNTS_MAX_AGE`] (single flight,
-/// as [`SummaryCache`]): the lag counts read every message sent to a group's
-/// topics since its registration (an index range each), so they must not
-/// run once per console tab.
-#[derive(Clone)]
-pub(crate) struct GroupCountsCache(moka::future::Cache<(), Arc<ConsumerGroupStatsList>>);
+/// The consumer groups at a glance, shared for [`GROUP_COUNTS_MAX_AGE`]:
+/// the lag counts read every message sent to a group's topics since its
+/// registration (an index range each), so they must not run once per
+/// console tab.
+pub(crate) type GroupCountsCache = SharedView<ConsumerGroupStatsList>;
 
 impl Default for GroupCountsCache {
     fn default() -> Self {
-        Self(
-            moka::future::Cache::builder()
-                .max_capacity(1)
-                .time_to_live(GROUP_COUNTS_MAX_AGE)
-                .build(),
-        )
+        Self::new(GROUP_COUNTS_MAX_AGE)
     }
 }
 
@@ -307,8 +317,7 @@ pub(crate) async fn consumer_groups(
     let store = state.store.clone();
     let list = state
         .group_counts
-        .0
-        .try_get_with((), async move {
+        .get(async move {
             let at = store.now().await?;
             let items = store
                 .consumer_group_counts()
@@ -323,15 +332,9 @@ pub(crate) async fn consumer_groups(
                     lag: c.lag,
                 })
                 .collect();
-            Ok::<_, crate::store::StoreError>(Arc::new(ConsumerGroupStatsList { items, at }))
+            Ok(ConsumerGroupStatsList { items, at })
         })
-        .await
-        .map_err(|e| match Arc::try_unwrap(e) {
-            Ok(e) => ApiError::from(e),
-            Err(shared) => {
-                ApiError::from(crate::store::StoreError::Unavailable(shared.to_string()))
-            }
-        })?;
+        .await?;
     Ok(axum::Json(ConsumerGroupStatsList::clone(&list)))
 }
 
