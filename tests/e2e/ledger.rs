@@ -222,7 +222,17 @@ async fn two_groups_consume_one_topic_with_one_failing_alert_one_stuck_alert_and
         (status, held["state"].clone(), held["attempts"].clone()),
         (200, json!("in_progress"), json!(1))
     );
+    // `since` is when the holding delivery began, as the message view says.
+    let detail = svc.admin_get(&format!("/v1/admin/messages/{m2}")).await;
+    let holder = detail["consumptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["group"] == "analytics")
+        .cloned()
+        .unwrap_or_default();
     assert!(held["since"].is_string(), "{held}");
+    assert_eq!(held["since"], holder["last_began_at"], "{held} {holder}");
     eventually(30, "the consumption_stuck alert delivered", async || {
         !alerts_of(&sink, "consumption_stuck").is_empty()
     })
