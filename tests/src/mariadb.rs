@@ -49,20 +49,41 @@ impl PrivateMariaDb {
     }
 
     async fn start_as(tls: Option<(ServerCert, PathBuf)>) -> Self {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let status = Command::new(program("mariadb-install-db"))
-            .arg("--no-defaults")
-            .arg(format!("--datadir={}", dir.path().join("data").display()))
-            .args([
-                "--auth-root-authentication-method=normal",
-                "--user=root",
-                "--skip-test-db",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("run mariadb-install-db");
-        assert!(status.success(), "mariadb-install-db failed: {status}");
+        // The bootstrap server can fail for a moment on a loaded machine (a
+        // kernel AIO context not there yet, say): a fresh directory is tried
+        // again, and a last failure shows what the tool said.
+        let mut attempt = 0;
+        let dir = loop {
+            attempt += 1;
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            let out = Command::new(program("mariadb-install-db"))
+                .arg("--no-defaults")
+                .arg(format!("--datadir={}", dir.path().join("data").display()))
+                .args([
+                    "--auth-root-authentication-method=normal",
+                    "--user=root",
+                    "--skip-test-db",
+                ])
+                .stdin(Stdio::null())
+                .output()
+                .expect("run mariadb-install-db");
+            if out.status.success() {
+                break dir;
+            }
+            let said = String::from_utf8_lossy(&out.stderr);
+            let lines: Vec<&str> = said.lines().collect();
+            let said = lines[lines.len().saturating_sub(20)..].join("\n");
+            assert!(
+                attempt < 3,
+                "mariadb-install-db failed {attempt} times, last: {}: {said}",
+                out.status
+            );
+            eprintln!(
+                "mariadb-install-db failed ({}), trying again: {said}",
+                out.status
+            );
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        };
         let mut db = Self {
             dir,
             port: free_port(),
