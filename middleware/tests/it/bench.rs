@@ -82,6 +82,21 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
     let db = &report["lifecycle_db"];
     assert!(db["statements_per_msg"].as_f64().unwrap() > 0.0, "{db}");
     assert!(db["by_kind"]["insert"].as_f64().unwrap() > 0.0, "{db}");
+    // Each message is a row written, then changed (its commit, its SENT
+    // mark), which InnoDB logs: rows, pages and redo per message.
+    assert!(db["rows_per_msg"]["write"].as_f64().unwrap() >= 1.0, "{db}");
+    assert!(
+        db["rows_per_msg"]["update"].as_f64().unwrap() >= 1.0,
+        "{db}"
+    );
+    assert!(db["page_writes_per_msg"].as_f64().unwrap() > 1.0, "{db}");
+    assert!(db["redo_bytes_per_msg"].as_f64().unwrap() > 100.0, "{db}");
+    let yardstick = &report["ceiling_db"];
+    assert!(
+        yardstick["by_kind"]["update"].as_f64().unwrap() >= 0.99,
+        "{yardstick}"
+    );
+    assert!(stdout.contains("redo bytes"), "{stdout}");
     // The drain's rows were claimed and marked SENT: updates, per drained row.
     let drain = &report["drain_db"];
     assert!(
@@ -107,7 +122,19 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
             cpu["database_cores"].is_null() || db.is_some(),
             "{phase}: {cpu}"
         );
-        for figure in std::iter::once(process).chain(db) {
+        // The service runs as a process of its own, measured apart.
+        let service = cpu["service_cores"].as_f64();
+        let per = &report["cpu_per_message"][phase];
+        assert!(per["messages"].as_f64().unwrap() > 0.0, "{phase}: {per}");
+        if long {
+            let us = per["bench_process_us"].as_f64().unwrap();
+            assert!(us > 0.0, "{phase}: {per}");
+        }
+        if phase == "lifecycle" {
+            assert!(service.unwrap() > 0.0, "{phase}: {cpu}");
+            assert!(per["service_us"].as_f64().unwrap() > 0.0, "{per}");
+        }
+        for figure in std::iter::once(process).chain(db).chain(service) {
             if long {
                 assert!(
                     figure > 0.0 && figure <= cores * 1.05,
@@ -159,6 +186,7 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
     );
     assert!(stdout.contains("× the lifecycle"), "{stdout}");
     assert!(report["peak_rss_mib"].as_f64().unwrap() > 1.0);
+    assert!(report["service_peak_rss_mib"].as_f64().unwrap() > 1.0);
 
     let admin = sqlx::MySqlPool::connect(&mysql_server_url()).await.unwrap();
     let left: Vec<String> = sqlx::query_scalar(

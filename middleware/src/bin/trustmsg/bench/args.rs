@@ -18,7 +18,7 @@ pub(crate) struct BenchArgs {
     #[arg(long, env = "TRUSTMSG_KAFKA_BROKERS")]
     pub(crate) kafka_brokers: Option<String>,
 
-    /// Drive an already running trustmsg instead of starting one in-process
+    /// Drive an already running trustmsg instead of starting one
     /// (lifecycle and open-loop only; needs --kafka-brokers and --admin-token).
     #[arg(long)]
     pub(crate) target: Option<url::Url>,
@@ -62,13 +62,18 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     pub(crate) drain_rows: Option<u64>,
 
-    /// Extra `trustmsg serve` flags for the in-process service, repeatable
+    /// The `trustmsg` binary to run as the service (default: this one), to
+    /// compare two builds under the same load generator.
+    #[arg(long)]
+    pub(crate) service_binary: Option<PathBuf>,
+
+    /// Extra `trustmsg serve` flags for the service the bench starts, repeatable
     /// (e.g. `--serve-arg=--kafka-config=linger.ms=1`).
     #[arg(long = "serve-arg", allow_hyphen_values = true)]
     pub(crate) serve_args: Vec<String>,
 
     /// Measure tracing: every prepare carries a W3C `traceparent`, and the
-    /// in-process service exports its spans (`--otlp-endpoint`) to an
+    /// service exports its spans (`--otlp-endpoint`) to an
     /// OTLP/HTTP sink in the bench that counts and drops them.
     #[arg(long)]
     pub(crate) trace: bool,

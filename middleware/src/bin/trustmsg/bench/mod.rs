@@ -30,8 +30,7 @@ use serde_json::json;
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::{MySqlPool, Row};
 
-use trustmsg::config::{Secret, ServeArgs};
-use trustmsg::startup::Application;
+use trustmsg::config::Secret;
 use trustmsg_kafka_mock as kafka;
 
 use crate::serve_flags::ServeFlags;
@@ -42,15 +41,17 @@ mod load;
 mod percentiles;
 mod phases;
 mod report;
+mod service;
 mod submit;
 mod wait;
 
 pub(crate) use args::BenchArgs;
 use args::Sizes;
-use cost::{CpuClock, DbCost, DbCounters};
+use cost::{CpuClock, DbCost, DbCounters, PhaseCpu};
 use load::{lifecycle, one_at_a_time, open_loop, Client};
 use phases::{ceiling, drain, scan_cost, verifier, CheckEndpoint, OtlpSink};
 use report::{print_report, Report};
+use service::ServiceProcess;
 use submit::{BatchCounters, BatchSizes};
 
 pub(crate) const TOPIC: &str = "trustmsg-bench";
@@ -119,11 +120,14 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
         "bench: ceiling ({} writers, {:?})",
         args.concurrency, sizes.duration
     );
-    let clock = CpuClock::start();
-    report
-        .ceilings_per_s
-        .push(ceiling(&pool, args.concurrency, sizes.duration, 0).await?);
-    report.cpu.insert("ceiling", clock.stop());
+    let meter = Meter::start(&pool, None).await?;
+    let rate = ceiling(&pool, args.concurrency, sizes.duration, 0).await?;
+    report.ceilings_per_s.push(rate);
+    let (cpu, db) = meter
+        .stop(&pool, rate * sizes.duration.as_secs_f64())
+        .await?;
+    report.measured("ceiling", cpu, rate * sizes.duration.as_secs_f64());
+    report.ceiling_db = db;
 
     let mock = match &args.kafka_brokers {
         Some(_) => None,
@@ -163,10 +167,11 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
             )
         }
         None => {
+            let listen = service::free_address()?;
             let (flags, fixed) = ServeFlags::new(&args.serve_args)
                 .fixed(&[
                     ("--database-url", Some(db_url)),
-                    ("--listen", Some("127.0.0.1:0")),
+                    ("--listen", Some(listen.as_str())),
                     ("--admin-token", Some(admin_token.expose())),
                     ("--auto-migrate", None),
                     ("--kafka-brokers", Some(brokers.as_str())),
@@ -200,9 +205,10 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
                 )
                 .build();
             eprintln!("bench: service flags {:?}", &flags[fixed..]);
-            let app = Application::build(ServeArgs::from_args(flags)?).await?;
-            let base = format!("http://{}", app.address());
-            (Some(app), base, admin_token)
+            let binary = service::binary(args.service_binary.as_ref())?;
+            let process = ServiceProcess::start(&binary, &flags, &listen).await?;
+            let base = process.base.clone();
+            (Some(process), base, admin_token)
         }
     };
     let client = Client::new(
@@ -222,9 +228,10 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
         "bench: lifecycle ({} producers, {:?})",
         args.concurrency, sizes.duration
     );
-    let clock = CpuClock::start();
+    let service_pid = service.as_ref().map(|s| s.pid().to_string());
+    let service_pid = service_pid.as_deref();
     let batches_before = batch_counters(&client).await;
-    let before = DbCounters::read(&pool).await?;
+    let meter = Meter::start(&pool, service_pid).await?;
     report.lifecycle = lifecycle(
         &client,
         &producer_token,
@@ -234,12 +241,10 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
         sizes.duration,
     )
     .await?;
-    report.lifecycle_db = DbCost::between(
-        &before,
-        &DbCounters::read(&pool).await?,
-        report.lifecycle.messages,
-    );
-    report.cpu.insert("lifecycle", clock.stop());
+    let messages = report.lifecycle.messages as f64;
+    let (cpu, db) = meter.stop(&pool, messages).await?;
+    report.measured("lifecycle", cpu, messages);
+    report.lifecycle_db = db;
     report.lifecycle_batches = Some(BatchSizes::between(
         &batches_before,
         &batch_counters(&client).await,
@@ -250,11 +255,11 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
     // lifecycle left behind is waited out first, not charged to the ceiling.
     eprintln!("bench: ceiling again");
     phases::settle(&pool).await?;
-    let clock = CpuClock::start();
-    report
-        .ceilings_per_s
-        .push(ceiling(&pool, args.concurrency, sizes.duration, 1).await?);
-    report.cpu.insert("ceiling_after", clock.stop());
+    let meter = Meter::start(&pool, service_pid).await?;
+    let rate = ceiling(&pool, args.concurrency, sizes.duration, 1).await?;
+    report.ceilings_per_s.push(rate);
+    let pairs = rate * sizes.duration.as_secs_f64();
+    report.measured("ceiling_after", meter.stop(&pool, pairs).await?.0, pairs);
     report.ceiling_per_s =
         report.ceilings_per_s.iter().sum::<f64>() / report.ceilings_per_s.len() as f64;
     report.ratio = if report.ceiling_per_s > 0.0 {
@@ -281,9 +286,8 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
         let (mut submitted, stop_submitted) = kafka::consume(&brokers, submit::SUBMITTED_TOPIC)?;
         let submitter = submit::Submitter::warmed_up(&brokers, &secret, &mut submitted).await?;
         phases::settle(&pool).await?;
-        let clock = CpuClock::start();
         let batches_before = batch_counters(&client).await;
-        let before = DbCounters::read(&pool).await?;
+        let meter = Meter::start(&pool, service_pid).await?;
         let mut result = submitter
             .run(
                 &pool,
@@ -293,12 +297,9 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
                 report.lifecycle.throughput_per_s,
             )
             .await?;
-        report.submit_db = Some(DbCost::between(
-            &before,
-            &DbCounters::read(&pool).await?,
-            result.messages,
-        ));
-        report.cpu.insert("submit", clock.stop());
+        let (cpu, db) = meter.stop(&pool, result.messages as f64).await?;
+        report.measured("submit", cpu, result.messages as f64);
+        report.submit_db = Some(db);
         result.batches = BatchSizes::between(&batches_before, &batch_counters(&client).await);
         eprintln!("bench: one submitted message at a time");
         result.one_at_a_time = submitter.one_at_a_time(&mut submitted, 100).await?;
@@ -326,22 +327,26 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
             .register("bench-verify", &checker.url, 0)
             .await
             .context("registering the verifier producer")?;
-        let clock = CpuClock::start();
-        report.verifier_per_s = Some(verifier(&pool, sizes.verifier_rows).await?);
-        report.cpu.insert("verifier", clock.stop());
+        let rows = sizes.verifier_rows as f64;
+        let (rate, meter) = verifier(&pool, sizes.verifier_rows, service_pid).await?;
+        let (cpu, db) = meter.stop(&pool, rows).await?;
+        report.measured("verifier", cpu, rows);
+        (report.verifier_per_s, report.verifier_db) = (Some(rate), Some(db));
 
         eprintln!("bench: drain ({} rows)", sizes.drain_rows);
         let (mut drained, stop_drain) = kafka::consume(&brokers, DRAIN_TOPIC)?;
-        let clock = CpuClock::start();
-        let (rate, db) = drain(&pool, &mut drained, sizes.drain_rows).await?;
+        let rows = sizes.drain_rows as f64;
+        let (rate, meter) = drain(&pool, &mut drained, sizes.drain_rows, service_pid).await?;
+        let (cpu, db) = meter.stop(&pool, rows).await?;
+        report.measured("drain", cpu, rows);
         (report.drain_per_s, report.drain_db) = (Some(rate), Some(db));
-        report.cpu.insert("drain", clock.stop());
         stop_drain.set();
     }
-    report.peak_rss_mib = cost::peak_rss_mib();
-    if let Some(app) = service {
+    report.peak_rss_mib = cost::peak_rss_mib("self");
+    report.service_peak_rss_mib = service_pid.and_then(cost::peak_rss_mib);
+    if let Some(process) = service {
         // Stopping flushes the spans still batched.
-        app.stop().await?;
+        process.stop().await?;
     }
     if let Some(sink) = &otlp {
         use std::sync::atomic::Ordering;
@@ -358,6 +363,34 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
     }
     drop(mock);
     Ok(report)
+}
+
+/// One phase's cost in the making: CPU by process and the database's
+/// counters, from [`Meter::start`] to [`Meter::stop`].
+pub(crate) struct Meter {
+    clock: CpuClock,
+    before: DbCounters,
+}
+
+impl Meter {
+    /// Starts measuring (`service`: the service's pid, when known).
+    pub(crate) async fn start(pool: &MySqlPool, service: Option<&str>) -> anyhow::Result<Self> {
+        Ok(Self {
+            before: DbCounters::read(pool).await?,
+            clock: CpuClock::start(service),
+        })
+    }
+
+    /// The cores used meanwhile, and the database's work per one of `messages`.
+    pub(crate) async fn stop(
+        self,
+        pool: &MySqlPool,
+        messages: f64,
+    ) -> anyhow::Result<(PhaseCpu, DbCost)> {
+        let cpu = self.clock.stop();
+        let after = DbCounters::read(pool).await?;
+        Ok((cpu, DbCost::between(&self.before, &after, messages)))
+    }
 }
 
 /// The service's batch-size histograms; none when `/metrics` cannot be

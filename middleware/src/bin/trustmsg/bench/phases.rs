@@ -92,7 +92,11 @@ pub(crate) async fn ceiling(
     Ok(total as f64 / start.elapsed().as_secs_f64())
 }
 
-/// Inserts `rows` message rows of `biz_id` in `status`, not yet due.
+/// Inserts `rows` message rows of `biz_id` in `status`, not yet due, as
+/// the service leaves them in that state: a PREPARED row due for its
+/// check-back and a PENDING one for its send in an hour, with the
+/// `headroom` the service's prepare (40 bytes) or commit (16) leaves
+/// (migration 0015).
 pub(crate) async fn insert_rows(
     pool: &MySqlPool,
     biz_id: &str,
@@ -103,12 +107,26 @@ pub(crate) async fn insert_rows(
 ) -> anyhow::Result<()> {
     const BATCH: u64 = 1000;
     let payload = vec![b'x'; PAYLOAD_BYTES];
+    // A `--service-binary` from before migration 0015 has no such column.
+    let has_headroom: bool = sqlx::query_scalar(
+        "SELECT COUNT(*) > 0 FROM information_schema.columns WHERE table_schema = DATABASE() \
+         AND table_name = 'messages' AND column_name = 'headroom'",
+    )
+    .fetch_one(pool)
+    .await?;
+    let headroom_column = if has_headroom { ", headroom" } else { "" };
     let mut done = 0;
     while done < rows {
         let n = BATCH.min(rows - done);
         let mut q = sqlx::QueryBuilder::<sqlx::MySql>::new(
-            "INSERT INTO messages (biz_id, message_key, topic, payload, headers, content_digest, status, send_status, created_at, updated_at) ",
+            format!("INSERT INTO messages (biz_id, message_key, topic, payload, headers, content_digest, status, send_status, created_at, updated_at, next_verify_at, next_send_at{headroom_column}) "),
         );
+        let later = "UTC_TIMESTAMP(3) + INTERVAL 1 HOUR";
+        let (verify_at, send_at, headroom) = match (status, send_status) {
+            ("PREPARED", _) => (later, "NULL", "REPEAT(X'00', 40)"),
+            (_, Some("PENDING")) => ("NULL", later, "REPEAT(X'00', 16)"),
+            _ => ("NULL", "NULL", "NULL"),
+        };
         q.push_values(done..done + n, |mut b, i| {
             b.push_bind(biz_id)
                 .push_bind(format!("{biz_id}-{i}"))
@@ -119,7 +137,12 @@ pub(crate) async fn insert_rows(
                 .push_bind(status)
                 .push_bind(send_status)
                 .push("UTC_TIMESTAMP(3)")
-                .push("UTC_TIMESTAMP(3)");
+                .push("UTC_TIMESTAMP(3)")
+                .push(verify_at)
+                .push(send_at);
+            if has_headroom {
+                b.push(headroom);
+            }
         });
         q.build().execute(pool).await?;
         done += n;
@@ -127,10 +150,16 @@ pub(crate) async fn insert_rows(
     Ok(())
 }
 
-/// Stale PREPARED rows made due at once; the in-process verifier asks the local
-/// check endpoint (which answers commit) about each.
-pub(crate) async fn verifier(pool: &MySqlPool, rows: u64) -> anyhow::Result<f64> {
+/// Stale PREPARED rows made due at once; the service's verifier asks the
+/// local check endpoint (which answers commit) about each. The rate, and
+/// the phase's meter, started at the release (`service`: the service's pid).
+pub(crate) async fn verifier(
+    pool: &MySqlPool,
+    rows: u64,
+    service: Option<&str>,
+) -> anyhow::Result<(f64, Meter)> {
     insert_rows(pool, "bench-verify", TOPIC, "PREPARED", None, rows).await?;
+    let meter = Meter::start(pool, service).await?;
     // The clock starts when the release commits: that is when the rows become due.
     sqlx::query(
         "UPDATE messages SET next_verify_at = UTC_TIMESTAMP(3) WHERE biz_id = 'bench-verify'",
@@ -144,16 +173,18 @@ pub(crate) async fn verifier(pool: &MySqlPool, rows: u64) -> anyhow::Result<f64>
         rows as i64,
     )
     .await?;
-    Ok(rows as f64 / start.elapsed().as_secs_f64())
+    Ok((rows as f64 / start.elapsed().as_secs_f64(), meter))
 }
 
 /// Committed rows released at once; the sweeper drains them to Kafka. The
-/// rate, and the database's statements per drained row from the release on.
+/// rate, and the phase's meter, started at the release (`service`: the
+/// service's pid).
 pub(crate) async fn drain(
     pool: &MySqlPool,
     consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
     rows: u64,
-) -> anyhow::Result<(f64, DbCost)> {
+    service: Option<&str>,
+) -> anyhow::Result<(f64, Meter)> {
     insert_rows(
         pool,
         "bench-drain",
@@ -166,7 +197,7 @@ pub(crate) async fn drain(
     let ids: Vec<u64> = sqlx::query_scalar("SELECT id FROM messages WHERE biz_id = 'bench-drain'")
         .fetch_all(pool)
         .await?;
-    let before = DbCounters::read(pool).await?;
+    let meter = Meter::start(pool, service).await?;
     // The clock starts when the release commits: that is when the rows become due.
     sqlx::query("UPDATE messages SET next_send_at = UTC_TIMESTAMP(3) WHERE biz_id = 'bench-drain'")
         .execute(pool)
@@ -180,8 +211,10 @@ pub(crate) async fn drain(
         rows as i64,
     )
     .await?;
-    let cost = DbCost::between(&before, &DbCounters::read(pool).await?, rows as usize);
-    Ok((rows as f64 / last.duration_since(start).as_secs_f64(), cost))
+    Ok((
+        rows as f64 / last.duration_since(start).as_secs_f64(),
+        meter,
+    ))
 }
 
 /// Median time of the forwarder's claim (256 due rows) with `rows` finished

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::cost::{DbCost, PhaseCpu};
+use super::cost::{CpuPerMessage, DbCost, PhaseCpu};
 use super::percentiles::Percentiles;
 use super::submit::{BatchSizes, SubmitResult};
 
@@ -53,8 +53,14 @@ pub(crate) struct Report {
     pub(crate) drain_per_s: Option<f64>,
     /// Claim query median time in ms per table size.
     pub(crate) scan_ms: Vec<(u64, f64)>,
-    /// The database's statements and fsyncs per message in the lifecycle phase.
+    /// The database's work per INSERT + UPDATE pair of the first ceiling
+    /// (the yardstick the lifecycle's is compared with).
+    pub(crate) ceiling_db: DbCost,
+    /// The database's work per message in the lifecycle phase: statements,
+    /// fsyncs, row operations, pages changed, redo bytes.
     pub(crate) lifecycle_db: DbCost,
+    /// The same for the verifier, per resolved message (None when skipped).
+    pub(crate) verifier_db: Option<DbCost>,
     /// The same for the drain, per drained message (None when skipped).
     pub(crate) drain_db: Option<DbCost>,
     /// Mean batch sizes in the service during the lifecycle phase.
@@ -68,9 +74,15 @@ pub(crate) struct Report {
     pub(crate) one_at_a_time: Percentiles,
     /// Cores used per phase, by process.
     pub(crate) cpu: BTreeMap<&'static str, PhaseCpu>,
-    /// Peak resident memory of the bench process (the service runs in it),
-    /// MiB, read after the drain.
+    /// CPU time per message of each phase (per pair for the ceilings), µs,
+    /// by process.
+    pub(crate) cpu_per_message: BTreeMap<&'static str, CpuPerMessage>,
+    /// Peak resident memory of the bench process (load generator, mock
+    /// broker, consumer), MiB, read after the drain.
     pub(crate) peak_rss_mib: Option<f64>,
+    /// Peak resident memory of the service's process, MiB, read after the
+    /// drain (None with `--target`).
+    pub(crate) service_peak_rss_mib: Option<f64>,
     /// `--trace`: what the service exported to the bench's OTLP sink.
     pub(crate) otlp_export: Option<OtlpExport>,
 }
@@ -82,6 +94,15 @@ pub(crate) struct OtlpExport {
     pub(crate) requests: u64,
     /// Protobuf bytes in them.
     pub(crate) bytes: u64,
+}
+
+impl Report {
+    /// Records a phase's cores and, from them, its CPU per one of `messages`.
+    pub(crate) fn measured(&mut self, phase: &'static str, cpu: PhaseCpu, messages: f64) {
+        self.cpu_per_message
+            .insert(phase, cpu.per_message(messages));
+        self.cpu.insert(phase, cpu);
+    }
 }
 
 pub(crate) fn print_report(r: &Report) {
@@ -159,17 +180,42 @@ pub(crate) fn print_report(r: &Report) {
         "one at a time: prepare+commit p50/p99 {:.2}/{:.2} ms (n={})",
         one.p50_ms, one.p99_ms, one.count
     );
+    let figure = |v: Option<f64>, precision: usize| {
+        v.map_or("-".to_string(), |v| format!("{v:.precision$}"))
+    };
     for (phase, cpu) in &r.cpu {
-        let db = cpu
-            .database_cores
-            .map_or("-".to_string(), |c| format!("{c:.2}"));
         println!(
-            "cpu {phase:<10} cores used: database {db}, bench process (service, load, broker) {:.2}",
+            "cpu {phase:<13} cores used: database {}, service {}, bench process (load, broker, consumer) {:.2}",
+            figure(cpu.database_cores, 2),
+            figure(cpu.service_cores, 2),
             cpu.bench_process_cores
         );
     }
+    for (phase, per) in &r.cpu_per_message {
+        let unit = if phase.starts_with("ceiling") {
+            "pair"
+        } else {
+            "message"
+        };
+        println!(
+            "cpu {phase:<13} µs per {unit}: database {}, service {}, bench process {:.0} (n={:.0})",
+            figure(per.database_us, 0),
+            figure(per.service_us, 0),
+            per.bench_process_us,
+            per.messages
+        );
+    }
+    println!("  yardstick, database per ceiling pair:");
+    print_db_cost(&r.ceiling_db, 1.0, "pair");
+    if let Some(db) = &r.verifier_db {
+        println!("  verifier, database per resolved message:");
+        print_db_cost(db, 1.0, "message");
+    }
     if let Some(mib) = r.peak_rss_mib {
-        println!("peak RSS of the bench process (service in-process): {mib:.0} MiB");
+        println!("peak RSS of the bench process: {mib:.0} MiB");
+    }
+    if let Some(mib) = r.service_peak_rss_mib {
+        println!("peak RSS of the service: {mib:.0} MiB");
     }
     if let Some(o) = r.otlp_export {
         println!(
@@ -214,5 +260,17 @@ fn print_db_cost(db: &DbCost, scale: f64, unit: &str) {
             .join(", "),
         db.log_fsyncs_per_msg * scale,
         db.data_fsyncs_per_msg * scale,
+    );
+    println!(
+        "    rows ({}), {:.1} page changes, {:.0} redo bytes",
+        db.rows_per_msg
+            .iter()
+            .map(|(k, v)| (k, v * scale))
+            .filter(|(_, v)| *v > 0.005)
+            .map(|(k, v)| format!("{v:.2} {k}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        db.page_writes_per_msg * scale,
+        db.redo_bytes_per_msg * scale,
     );
 }
