@@ -314,7 +314,7 @@ fn request(d: &Decision, send_lease: Duration) -> DecideRequest<'_> {
             Via::Kafka { .. } => Actor::Kafka,
         },
         reason: match d.via {
-            Via::Http => format!("{} by producer", if d.commit { "commit" } else { "rollback" }),
+            Via::Http => store::producer_reason(d.commit),
             Via::Kafka { partition, offset } => format!(
                 "{} by producer {}, submitted through Kafka (partition {partition}, offset {offset})",
                 if d.commit { "commit" } else { "rollback" },

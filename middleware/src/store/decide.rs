@@ -27,6 +27,12 @@ pub enum DecideOutcome {
     NotFound,
 }
 
+/// Why a producer's decision over the API was made, as its audit entry
+/// says.
+pub fn producer_reason(commit: bool) -> String {
+    format!("{} by producer", if commit { "commit" } else { "rollback" })
+}
+
 /// Which message a decision is for.
 #[derive(Debug, Clone, Copy)]
 pub enum Target<'a> {

@@ -39,6 +39,7 @@
 //!   logs and counts it once that transaction has committed (see
 //!   `sql/alerts.rs`), and any instance delivers it ([`crate::alert`]).
 
+mod db_clock;
 pub(crate) mod deadline;
 mod decide;
 mod model;
@@ -54,7 +55,9 @@ use chrono::{DateTime, Utc};
 use trustmsg_verify_api::admin::AlertView;
 use trustmsg_verify_api::MessageView;
 
-pub use decide::{decide, decide_batch, decide_batch_known, DecideOutcome, DecideRequest, Target};
+pub use decide::{
+    decide, decide_batch, decide_batch_known, producer_reason, DecideOutcome, DecideRequest, Target,
+};
 pub use model::{
     order_key, Actor, AlertFilter, AuditEntry, Backlog, BacklogSample, Began, CheckAttempt,
     CheckAttemptEntry, Claimed, ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord,

@@ -15,6 +15,7 @@ use sqlx::{Connection, MySql, MySqlPool, QueryBuilder, Row};
 use trustmsg_verify_api::admin::{AlertKind, AlertView};
 use trustmsg_verify_api::{MessageStatus, MessageView, SendStatus};
 
+use super::db_clock::DbClock;
 use super::sql::{
     self, clip_error, message_from_row, transition_effects, AuditRow, ClaimKind, Dialect, Lease,
     SqlRow, ALERT_COLUMNS, GROUP_COLUMNS, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
@@ -34,6 +35,8 @@ pub struct MySqlStore {
     /// The server takes `INSERT … RETURNING` (MariaDB ≥ 10.5; MySQL does
     /// not): a prepare then needs no read-back.
     returning: bool,
+    /// The database clock for the producers' decision batches.
+    clock: DbClock,
 }
 
 impl MySqlStore {
@@ -125,6 +128,7 @@ impl MySqlStore {
         Ok(Self {
             pool,
             returning: takes_insert_returning(&version),
+            clock: DbClock::default(),
         })
     }
 
@@ -194,9 +198,25 @@ fn takes_insert_returning(version: &str) -> bool {
     (major, minor) >= (10, 5)
 }
 
+/// What a prepare writes to `headroom` (migration 0015): 40 bytes, which a
+/// decision ([`transition_update`]) cuts to 16 and the SENT mark
+/// ([`mark_sent_statement`]) to none. Each of those changes fills in more
+/// than it empties (a commit: `send_status`, `next_send_at`, `decided_at`,
+/// 16 bytes net; with an ordered message's seq, 24; the SENT mark:
+/// `sent_at`, the partition and offset, 9), so with the room given back the
+/// record never grows, and InnoDB rewrites it in its own place instead of
+/// moving it and reorganising its page (3–7 KB of redo per change).
+const HEADROOM: &str = "REPEAT(X'00', 40)";
+
+/// `headroom` after a decision (see [`HEADROOM`]): at most 16 bytes, and
+/// none where there was none (a row from before migration 0015).
+const HEADROOM_DECIDED: &str = "LEFT(headroom, 16)";
+
 /// `INSERT INTO messages … VALUES (…), (…)` for `creates`, without a terminator.
 fn insert_prepared_rows(creates: &[&NewMessage]) -> QueryBuilder<MySql> {
-    let mut q = QueryBuilder::<MySql>::new(format!("INSERT INTO messages ({PREPARE_COLUMNS}) "));
+    let mut q = QueryBuilder::<MySql>::new(format!(
+        "INSERT INTO messages ({PREPARE_COLUMNS}, headroom) "
+    ));
     q.push_values(creates, |mut b, m| {
         b.push_bind(m.biz_id.clone())
             .push_bind(m.message_key.clone())
@@ -219,7 +239,8 @@ fn insert_prepared_rows(creates: &[&NewMessage]) -> QueryBuilder<MySql> {
             .push_bind_unseparated(at)
             .push_unseparated(", UTC_TIMESTAMP(3) + INTERVAL ")
             .push_bind_unseparated(after)
-            .push_unseparated(" MICROSECOND)");
+            .push_unseparated(" MICROSECOND)")
+            .push(HEADROOM);
     });
     q
 }
@@ -367,6 +388,7 @@ fn transition_update(t: &Transition, at: Option<DateTime<Utc>>) -> QueryBuilder<
     push_now(&mut q);
     q.push(", decided_at), updated_at = ");
     push_now(&mut q);
+    q.push(format!(", headroom = {HEADROOM_DECIDED}"));
     q
 }
 
@@ -506,9 +528,10 @@ impl Store for MySqlStore {
             String::new()
         };
         let insert = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO messages ({PREPARE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'PREPARED', \
-             UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3), \
-             COALESCE(?, UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND)){returning}"
+            "INSERT INTO messages ({PREPARE_COLUMNS}, headroom) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
+             'PREPARED', UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(3), \
+             UTC_TIMESTAMP(3), COALESCE(?, UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND), \
+             {HEADROOM}){returning}"
         )));
         let (at, after) = sql::deliver_binds::<MySql>(m);
         let insert = sql::bind_prepare(insert, m)
@@ -592,7 +615,7 @@ impl Store for MySqlStore {
             Err(e) if is_lock_conflict(&e) => return Ok(None),
             Err(e) => return Err(e.into()),
         }
-        sql::insert_audits(&mut *tx, &[AuditRow::transition(t)]).await?;
+        sql::insert_audits(&mut *tx, &Vec::from_iter(AuditRow::transition(t))).await?;
         let mut row = select_messages_by_ids(&mut *tx, &[t.id]).await?.pop();
         let mut alerts = verify_failed_alerts([&row]);
         if let Some(m) = row.as_mut() {
@@ -682,6 +705,9 @@ impl Store for MySqlStore {
         ts: &[Transition],
         seen: &[&Message],
     ) -> StoreResult<Vec<Option<Message>>> {
+        if seen.len() == ts.len() && decide_alone(ts, seen) {
+            return self.decide_together(ts, seen).await;
+        }
         // The audit INSERT's RETURNING reads the clock the UPDATE then binds;
         // without RETURNING (MySQL) the rows are read back as usual.
         let seen = (self.returning && seen.len() == ts.len()).then_some(seen);
@@ -1245,22 +1271,25 @@ impl MySqlStore {
         ts: &[Transition],
         seen: Option<&[&Message]>,
     ) -> StoreResult<Vec<Option<Message>>> {
-        let uniform = ts.windows(2).all(|w| {
-            (w[0].to, w[0].send_lease, w[0].verify_attempt, &w[0].error)
-                == (w[1].to, w[1].send_lease, w[1].verify_attempt, &w[1].error)
-        });
-        let distinct: HashSet<u64> = ts.iter().map(|t| t.id).collect();
         // A lone transition with its row at hand still goes this way: the
         // audit INSERT's RETURNING stands in for the read-back, a round trip
         // fewer than `transition` (a quiet service decides one at a time).
         let lone_unseen = ts.len() < 2 && seen.is_none();
-        if ts.is_empty() || lone_unseen || !uniform || distinct.len() != ts.len() {
+        if lone_unseen || !one_update(ts) {
             return super::transition_each(self, ts).await;
         }
-        let audits: Vec<AuditRow> = ts.iter().map(AuditRow::transition).collect();
+        let audits: Vec<AuditRow> = ts.iter().filter_map(AuditRow::transition).collect();
         let mut tx = self.pool.begin().await?;
         // The clock the UPDATE binds, with the rows it applies to.
         let applied = match seen {
+            // Producers' own decisions (of ordered messages) write no audit
+            // row to read the clock from.
+            Some(seen) if audits.is_empty() => {
+                let now: DateTime<Utc> = sqlx::query_scalar("SELECT UTC_TIMESTAMP(3)")
+                    .fetch_one(&mut *tx)
+                    .await?;
+                Some((seen, now))
+            }
             Some(seen) => {
                 let mut q = sql::audit_insert::<MySql>(&audits);
                 q.push(" RETURNING created_at");
@@ -1273,26 +1302,7 @@ impl MySqlStore {
             None => None,
         };
         let mut q = transition_update(&ts[0], applied.map(|(_, now)| now));
-        // The ids alone first: MariaDB 10.11 scans the whole table for an
-        // UPDATE whose only condition is a row IN of a single tuple, and may
-        // range over another index for several; `id IN` keeps it on the key.
-        q.push(" WHERE id IN (");
-        let mut sep = q.separated(", ");
-        for t in ts {
-            sep.push_bind(t.id);
-        }
-        q.push(") AND (id, status, version) IN (");
-        let mut sep = q.separated(", ");
-        for t in ts {
-            sep.push("(")
-                .push_bind_unseparated(t.id)
-                .push_unseparated(", ")
-                .push_bind_unseparated(t.from.as_str())
-                .push_unseparated(", ")
-                .push_bind_unseparated(t.version)
-                .push_unseparated(")");
-        }
-        q.push(")");
+        push_guards(&mut q, ts);
         match q.build().execute(&mut *tx).await {
             Ok(done) if done.rows_affected() == ts.len() as u64 => {}
             // Some guard lost a race: which one is unknown from the count, so
@@ -1345,6 +1355,61 @@ impl MySqlStore {
         tx.commit().await?;
         raised.announce();
         Ok(results)
+    }
+
+    /// Producers' own decisions over the API of unordered messages, their
+    /// rows at hand (`seen`; see [`decide_alone`]): one autocommit UPDATE
+    /// and nothing else. Such a decision writes no audit row (the message
+    /// row records it), takes no key's seq and raises no alert, so nothing
+    /// else has to commit with it; the UPDATE binds the time [`DbClock`]
+    /// tells (never earlier than what the rows hold), and the results are
+    /// computed from `seen` rather than read back. When a guard lost its
+    /// race, the rows this UPDATE changed are read back (each carries the
+    /// version after `seen`'s, the new status and this batch's time); the
+    /// others come back None, for the caller to decide one by one.
+    async fn decide_together(
+        &self,
+        ts: &[Transition],
+        seen: &[&Message],
+    ) -> StoreResult<Vec<Option<Message>>> {
+        let read = async { self.now().await };
+        let now = seen
+            .iter()
+            .map(|m| m.updated_at)
+            .fold(self.clock.now(read).await?, DateTime::max);
+        let mut q = transition_update(&ts[0], Some(now));
+        push_guards(&mut q, ts);
+        let changed = match q.build().execute(&self.pool).await {
+            Ok(done) => done.rows_affected(),
+            // The statement was undone as a whole.
+            Err(e) if is_lock_conflict(&e) => 0,
+            Err(e) => return Err(e.into()),
+        };
+        let mine: HashSet<u64> = if changed == ts.len() as u64 {
+            ts.iter().map(|t| t.id).collect()
+        } else if changed == 0 {
+            HashSet::new()
+        } else {
+            let ids: Vec<u64> = ts.iter().map(|t| t.id).collect();
+            let now_rows: HashMap<u64, Message> = select_messages_by_ids(&self.pool, &ids)
+                .await?
+                .into_iter()
+                .map(|m| (m.id, m))
+                .collect();
+            ts.iter()
+                .filter(|t| {
+                    now_rows.get(&t.id).is_some_and(|m| {
+                        m.version == t.version + 1 && m.status == t.to && m.updated_at == now
+                    })
+                })
+                .map(|t| t.id)
+                .collect()
+        };
+        Ok(ts
+            .iter()
+            .zip(seen)
+            .map(|(t, m)| mine.contains(&t.id).then(|| transitioned(m, t, now)))
+            .collect())
     }
 
     /// SELECT the due rows with SKIP LOCKED (and the database clock), push
@@ -1437,6 +1502,54 @@ impl MySqlStore {
     }
 }
 
+/// Whether `ts` can go as one UPDATE: at least one, all to the same state
+/// with the same lease, attempt count and error, each row once.
+fn one_update(ts: &[Transition]) -> bool {
+    let uniform = ts.windows(2).all(|w| {
+        (w[0].to, w[0].send_lease, w[0].verify_attempt, &w[0].error)
+            == (w[1].to, w[1].send_lease, w[1].verify_attempt, &w[1].error)
+    });
+    let distinct: HashSet<u64> = ts.iter().map(|t| t.id).collect();
+    !ts.is_empty() && uniform && distinct.len() == ts.len()
+}
+
+/// Whether `ts`, with their rows `seen`, are decisions that need nothing
+/// but their UPDATE ([`MySqlStore::decide_together`]): one UPDATE's worth of
+/// producers' own decisions ([`sql::producer_decides`]), none of them the
+/// commit of an ordered message (which takes its key's seq in the same
+/// transaction).
+fn decide_alone(ts: &[Transition], seen: &[&Message]) -> bool {
+    one_update(ts)
+        && ts.iter().zip(seen).all(|(t, m)| {
+            sql::producer_decides(t) && !(t.to == MessageStatus::Committed && m.order_key.is_some())
+        })
+}
+
+/// The guard of a batched [`transition_update`]: each row still at the
+/// state and version its transition was made from.
+fn push_guards(q: &mut QueryBuilder<MySql>, ts: &[Transition]) {
+    // The ids alone first: MariaDB 10.11 scans the whole table for an
+    // UPDATE whose only condition is a row IN of a single tuple, and may
+    // range over another index for several; `id IN` keeps it on the key.
+    q.push(" WHERE id IN (");
+    let mut sep = q.separated(", ");
+    for t in ts {
+        sep.push_bind(t.id);
+    }
+    q.push(") AND (id, status, version) IN (");
+    let mut sep = q.separated(", ");
+    for t in ts {
+        sep.push("(")
+            .push_bind_unseparated(t.id)
+            .push_unseparated(", ")
+            .push_bind_unseparated(t.from.as_str())
+            .push_unseparated(", ")
+            .push_bind_unseparated(t.version)
+            .push_unseparated(")");
+    }
+    q.push(")");
+}
+
 /// The check-back timeout of each registered producer of `messages`, read
 /// with a plain SELECT: a claim never locks a producer row, so it neither
 /// waits for nor skips rows because of a registration someone is changing.
@@ -1508,7 +1621,7 @@ fn mark_sent_statement(marks: &[SentMark]) -> QueryBuilder<MySql> {
          SET m.send_status = 'SENT', m.next_send_at = NULL, m.sent_at = UTC_TIMESTAMP(3), \
          m.updated_at = UTC_TIMESTAMP(3), m.send_attempts = m.send_attempts + 1, \
          m.kafka_partition = s.kafka_partition, m.kafka_offset = s.kafka_offset, \
-         m.version = m.version + 1 \
+         m.version = m.version + 1, m.headroom = NULL \
          WHERE m.status = 'COMMITTED' AND m.send_status = 'PENDING'",
     );
     q

@@ -8,7 +8,7 @@ use trustmsg_verify_api::{MessageStatus, SendStatus};
 use super::effects::{clip_error, transition_effects};
 use super::row::SqlRow;
 use super::{Bind, Dialect};
-use crate::store::{Actor, AuditEntry, Requeue, StoreResult, Transition};
+use crate::store::{producer_reason, Actor, AuditEntry, Requeue, StoreResult, Transition};
 
 /// The columns an [`AuditRow`] writes (the last, `created_at`, is the clock).
 const AUDIT_COLUMNS: &str = "message_id, actor, action, from_status, to_status, \
@@ -30,10 +30,16 @@ pub(in crate::store) struct AuditRow {
 }
 
 impl AuditRow {
-    /// A guarded status change (a decision, VERIFY_FAILED, re-verify).
-    pub(in crate::store) fn transition(t: &Transition) -> Self {
+    /// A guarded status change (a decision, VERIFY_FAILED, re-verify); None
+    /// for the producer's own decision over the API, which the message row
+    /// records by itself (see [`producer_decided`]): the commonest change
+    /// costs no audit row, and [`audit_trail`] shows it all the same.
+    pub(in crate::store) fn transition(t: &Transition) -> Option<Self> {
+        if producer_decides(t) {
+            return None;
+        }
         let effects = transition_effects(t.to);
-        Self {
+        Some(Self {
             message_id: t.id,
             actor: t.actor.to_string(),
             action: effects.action,
@@ -42,7 +48,7 @@ impl AuditRow {
             from_send_status: None,
             to_send_status: effects.send_status,
             reason: clip_error(&t.reason).to_string(),
-        }
+        })
     }
 
     /// The rollback of an unknown message, which created a tombstone: there
@@ -249,24 +255,93 @@ where
     q
 }
 
-/// A message's audit rows, oldest first.
-pub(in crate::store) async fn audit_trail<'c, D, E>(
-    exec: E,
+/// Whether `t` is a producer's own decision over the API (PREPARED →
+/// COMMITTED or ROLLED_BACK, actor [`Actor::Producer`]): the one change
+/// written without an audit row. Every other way into a decided state (the
+/// verifier, an operator, a record submitted through Kafka, a tombstone)
+/// writes one in the same transaction, and the only way back to PREPARED (a
+/// re-verify) writes one too; so a decided message whose last status-changing
+/// audit row left it PREPARED was decided by its producer, at `decided_at`.
+pub(in crate::store) fn producer_decides(t: &Transition) -> bool {
+    matches!(t.actor, Actor::Producer(_))
+        && t.from == MessageStatus::Prepared
+        && matches!(t.to, MessageStatus::Committed | MessageStatus::RolledBack)
+}
+
+/// A message's audit trail, oldest first: its audit rows, and its
+/// producer's own decision over the API where it made one, which the
+/// message row records instead of an audit row ([`producer_decides`]).
+pub(in crate::store) async fn audit_trail<D>(
+    pool: &sqlx::Pool<D>,
     message_id: u64,
 ) -> StoreResult<Vec<AuditEntry>>
 where
     D: Dialect,
-    E: Executor<'c, Database = D>,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
 {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
+    let mut entries = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT id, {AUDIT_COLUMNS} FROM audit_log WHERE message_id = ? ORDER BY id"
     )))
     .bind(D::int(message_id))
-    .fetch_all(exec)
+    .fetch_all(pool)
     .await?
     .iter()
     .map(audit_entry_from_row)
-    .collect()
+    .collect::<StoreResult<Vec<_>>>()?;
+    let row = sqlx::query("SELECT biz_id, status, decided_at FROM messages WHERE id = ?")
+        .bind(D::int(message_id))
+        .fetch_optional(pool)
+        .await?;
+    if let Some(row) = row {
+        let status = MessageStatus::parse(&row.text("status")?);
+        if let (Some(status), Some(at)) = (status, row.opt_time("decided_at")?) {
+            add_producer_decision(&mut entries, message_id, &row.text("biz_id")?, status, at);
+        }
+    }
+    Ok(entries)
+}
+
+/// Puts the producer's own decision into `entries` (the audit rows of a
+/// message now in `status`, decided at `decided_at`) where the rows imply
+/// it: the message is COMMITTED or ROLLED_BACK, yet the last audit row that
+/// changed its status left it PREPARED (or none did). It goes right after
+/// that row, as the change that followed it.
+fn add_producer_decision(
+    entries: &mut Vec<AuditEntry>,
+    message_id: u64,
+    biz_id: &str,
+    status: MessageStatus,
+    decided_at: chrono::DateTime<chrono::Utc>,
+) {
+    let commit = match status {
+        MessageStatus::Committed => true,
+        MessageStatus::RolledBack => false,
+        _ => return,
+    };
+    let last_change = entries
+        .iter()
+        .rposition(|e| e.to_status.is_some() && e.from_status != e.to_status);
+    let left_prepared = last_change
+        .is_none_or(|i| entries[i].to_status.as_deref() == Some(MessageStatus::Prepared.as_str()));
+    if !left_prepared {
+        return;
+    }
+    let effects = transition_effects(status);
+    entries.insert(
+        last_change.map_or(0, |i| i + 1),
+        AuditEntry {
+            id: 0,
+            message_id,
+            actor: Actor::Producer(biz_id.to_string()).to_string(),
+            action: effects.action.to_string(),
+            from_status: Some(MessageStatus::Prepared.as_str().to_string()),
+            to_status: Some(status.as_str().to_string()),
+            from_send_status: None,
+            to_send_status: effects.send_status.map(str::to_string),
+            reason: producer_reason(commit),
+            created_at: decided_at,
+        },
+    );
 }
 
 fn audit_entry_from_row(row: &impl SqlRow) -> StoreResult<AuditEntry> {

@@ -48,7 +48,7 @@ pub(super) use alerts::{
     alert_from_row, list_alerts, mark_alert_delivered, raise_alerts, retry_alert_later,
     settle_alerts_without_webhook, ALERT_COLUMNS,
 };
-pub(super) use audit::{audit_insert, audit_trail, insert_audits, AuditRow};
+pub(super) use audit::{audit_insert, audit_trail, insert_audits, producer_decides, AuditRow};
 pub(super) use claim::{decode_claimed, quarantine, ClaimKind, Decoded, Lease};
 pub(super) use effects::{clip_error, transition_effects};
 pub(super) use flow::{add_flow, flow_since, purge_flow, Upsert};

@@ -19,10 +19,8 @@ pub(crate) async fn commit_of_an_unknown_message_is_not_found_and_creates_nothin
     assert_untouched(s, State::Missing, &None, 0).await;
 }
 
-pub(crate) async fn commit_of_a_prepared_message_commits_it_and_claims_it_for_sending(
-    s: &DynStore,
-) {
-    let s = s.as_ref();
+pub(crate) async fn commit_of_a_prepared_message_commits_it_and_claims_it_for_sending(b: &Backend) {
+    let s = b.store.as_ref();
     let before = arrange(s, State::Prepared, Due::Later).await.unwrap();
     let lease = Duration::from_millis(60_250);
     let m = decided(decide_key(s, &before.message_key, true, producer(), lease).await);
@@ -45,9 +43,46 @@ pub(crate) async fn commit_of_a_prepared_message_commits_it_and_claims_it_for_se
         audit_lines(s, m.id).await,
         ["producer:shop commit PREPARED=>COMMITTED send -=>PENDING"]
     );
+    // The producer's own decision is in the trail, told by the row: it
+    // writes no audit row, and the producer's reason is always the same.
     let entry = &s.audit_trail(m.id).await.unwrap()[0];
-    assert_eq!(entry.reason, "decided by the test");
+    assert_eq!(entry.reason, store::producer_reason(true));
     assert_eq!(entry.message_id, m.id);
+    assert_eq!(entry.created_at, decided_at);
+    let rows = "SELECT COUNT(*) FROM audit_log WHERE message_id = ?";
+    assert_eq!(b.raw_count(rows, m.id).await, 0);
+}
+
+pub(crate) async fn a_producer_commit_after_a_reverify_follows_it_in_the_trail(b: &Backend) {
+    let s = b.store.as_ref();
+    let before = arrange(s, State::VerifyFailed, Due::Later).await.unwrap();
+    let failed = audit_lines(s, before.id).await;
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    let again = s
+        .transition(&reverify(&before))
+        .await
+        .unwrap()
+        .expect("re-verified");
+    let m = decided(decide_key(s, &again.message_key, true, producer(), LATER).await);
+    let later = Actor::Operator("bob".into());
+    let failed_send = s
+        .mark_send_failed(m.id, m.version, "broker gone", &later)
+        .await
+        .unwrap();
+    assert!(failed_send.is_some());
+    let mut want = failed.clone();
+    want.extend([
+        "operator:alice reverify VERIFY_FAILED=>PREPARED send -=>-".to_string(),
+        "producer:shop commit PREPARED=>COMMITTED send -=>PENDING".to_string(),
+        "operator:bob send_failed COMMITTED=>COMMITTED send PENDING=>SEND_FAILED".to_string(),
+    ]);
+    assert_eq!(audit_lines(s, m.id).await, want);
+    let rows = "SELECT COUNT(*) FROM audit_log WHERE message_id = ?";
+    assert_eq!(
+        b.raw_count(rows, m.id).await,
+        3,
+        "every change but the producer's"
+    );
 }
 
 pub(crate) async fn commit_of_a_verify_failed_message_commits_it_and_audits_it(s: &DynStore) {

@@ -21,6 +21,7 @@ mod decisions;
 mod delivery;
 mod flow;
 pub(crate) mod harness;
+mod headroom;
 mod keepalive;
 mod ledger;
 mod operators;
@@ -98,6 +99,7 @@ conformance! {
     decisions: [
         commit_of_an_unknown_message_is_not_found_and_creates_nothing,
         commit_of_a_prepared_message_commits_it_and_claims_it_for_sending,
+        a_producer_commit_after_a_reverify_follows_it_in_the_trail,
         commit_of_a_verify_failed_message_commits_it_and_audits_it,
         commit_of_a_committed_message_is_an_idempotent_repeat_in_every_send_state,
         commit_after_rollback_is_a_conflict,
