@@ -1,13 +1,19 @@
 //! Group commit, written once: callers queue jobs, each with its own reply,
 //! and a few workers write whatever is queued as one batch.
 //!
-//! A job never waits for company: a worker takes the first job as soon as it
-//! arrives, plus whatever else is already queued, up to `max_batch` (tokio's
-//! `recv_many` does the collecting), so an idle queue answers with no added
-//! delay and a busy one batches more. The workers share one receiver: the
-//! one holding it waits for the next batch while the others write theirs, so
-//! at most `workers` batches are written at once and a storm of jobs holds
-//! at most that many database connections.
+//! A job never waits for company on an idle batcher: a worker takes the
+//! first job as soon as it arrives, plus whatever else is already queued, up
+//! to `max_batch` (tokio's `recv_many` does the collecting), so an idle queue
+//! answers with no added delay and a busy one batches more. The workers
+//! share one receiver: the one holding it waits for the next batch while the
+//! others write theirs, so at most `workers` batches are written at once and
+//! a storm of jobs holds at most that many database connections.
+//!
+//! While another batch is being written, a worker that has its first jobs
+//! waits for that batch to finish, at most [`LINGER`], and takes whatever
+//! arrived meanwhile too: under load, batches are fuller (each costs the
+//! database a statement, a commit and its wake-ups whatever its size), and a
+//! batch that stalls still holds the next one up no longer than that.
 //!
 //! What a batch does (one statement, a fallback one by one, which jobs to
 //! skip) is its [`BatchWrite`]'s business; each job is answered through
@@ -21,7 +27,20 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, Mutex, Notify};
+
+/// The longest a batch waits for another one being written to finish.
+pub(crate) const LINGER: Duration = Duration::from_millis(2);
+
+/// How many batches are being written, and a wake-up when one is done.
+#[derive(Default)]
+struct Writing {
+    batches: AtomicUsize,
+    done: Notify,
+}
 
 /// One queued write and where its answer goes.
 pub(crate) struct Job<T, R> {
@@ -72,17 +91,32 @@ impl<T: Send + 'static, R: Send + 'static> Batcher<T, R> {
         max_batch: usize,
         queue: usize,
     ) -> Self {
+        Self::lingering(write, workers, max_batch, queue, LINGER)
+    }
+
+    /// [`Batcher::start`] waiting at most `linger` for a batch being written.
+    fn lingering(
+        write: Arc<impl BatchWrite<T, R>>,
+        workers: usize,
+        max_batch: usize,
+        queue: usize,
+        linger: Duration,
+    ) -> Self {
         let (tx, rx) = mpsc::channel(queue.max(1));
         let rx = Arc::new(Mutex::new(rx));
+        let writing = Arc::new(Writing::default());
         let max_batch = max_batch.max(1);
         for _ in 0..workers.max(1) {
-            let (rx, write) = (rx.clone(), write.clone());
+            let (rx, write, writing) = (rx.clone(), write.clone(), writing.clone());
             tokio::spawn(async move {
                 // Kept from batch to batch: its room is allocated once.
                 let mut jobs = Vec::new();
-                while next_batch(&rx, &mut jobs, max_batch).await {
+                while next_batch(&rx, &mut jobs, max_batch, &writing, linger).await {
+                    writing.batches.fetch_add(1, Ordering::SeqCst);
                     write.write(&mut jobs).await;
                     jobs.clear();
+                    writing.batches.fetch_sub(1, Ordering::SeqCst);
+                    writing.done.notify_waiters();
                 }
             });
         }
@@ -127,9 +161,34 @@ pub(crate) async fn write_now<T, R>(
 }
 
 /// Waits for one job, then takes whatever else is queued, up to `max`;
-/// false once every sender is gone and the queue is empty.
-async fn next_batch<T>(rx: &Mutex<mpsc::Receiver<T>>, jobs: &mut Vec<T>, max: usize) -> bool {
-    rx.lock().await.recv_many(jobs, max).await > 0
+/// while another batch is being written, waits for it (at most `linger`)
+/// and takes what arrived meanwhile too. False once every sender is gone
+/// and the queue is empty.
+async fn next_batch<T>(
+    rx: &Mutex<mpsc::Receiver<T>>,
+    jobs: &mut Vec<T>,
+    max: usize,
+    writing: &Writing,
+    linger: Duration,
+) -> bool {
+    let mut rx = rx.lock().await;
+    if rx.recv_many(jobs, max).await == 0 {
+        return false;
+    }
+    if jobs.len() < max {
+        // Listening before looking, so a batch that ends in between is not missed.
+        let done = writing.done.notified();
+        if writing.batches.load(Ordering::SeqCst) > 0 {
+            let _ = tokio::time::timeout(linger, done).await;
+            while jobs.len() < max {
+                match rx.try_recv() {
+                    Ok(job) => jobs.push(job),
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+    true
 }
 
 /// Drops the jobs whose caller has gone, counting them in
@@ -177,6 +236,63 @@ mod tests {
         sizes.sort_unstable();
         assert_eq!(sizes, [1, 3, 3, 3, 3, 3, 3]);
         assert_eq!(batches.load(Ordering::SeqCst), 4);
+    }
+
+    /// Answers each job with the size of its batch, after `0` of writing.
+    struct SlowBatchSizes(Duration);
+
+    impl BatchWrite<u32, usize> for SlowBatchSizes {
+        async fn write(&self, jobs: &mut Vec<Job<u32, usize>>) {
+            tokio::time::sleep(self.0).await;
+            let n = jobs.len();
+            for job in jobs.drain(..) {
+                job.answer(n);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn while_a_batch_is_written_the_next_waits_for_it_at_most_the_linger() {
+        // Writing takes 100 ms, under the linger: the jobs that arrive one
+        // by one meanwhile go together once it is done.
+        let slow = Arc::new(SlowBatchSizes(Duration::from_millis(100)));
+        let b = Batcher::lingering(slow, 2, 64, 64, Duration::from_secs(5));
+        let submit = |i: u32| {
+            let b = b.clone();
+            tokio::spawn(async move { b.submit(i).await })
+        };
+        let first = submit(0);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let mut later = Vec::new();
+        for i in 1..=4 {
+            later.push(submit(i));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(
+            first.await.unwrap(),
+            Some(1),
+            "the first goes alone, at once"
+        );
+        for job in later {
+            assert_eq!(job.await.unwrap(), Some(4), "the rest go together");
+        }
+        // Writing takes 1 s, the linger 50 ms: the second batch goes after
+        // the linger, written alongside the first, not after it.
+        let slow = Arc::new(SlowBatchSizes(Duration::from_secs(1)));
+        let b = Batcher::lingering(slow, 2, 64, 64, Duration::from_millis(50));
+        let start = tokio::time::Instant::now();
+        let first = tokio::spawn({
+            let b = b.clone();
+            async move { b.submit(0).await }
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(b.submit(1).await, Some(1));
+        let took = start.elapsed();
+        assert!(
+            took < Duration::from_millis(1800),
+            "{took:?}: alongside the first, not after it"
+        );
+        assert_eq!(first.await.unwrap(), Some(1));
     }
 
     #[tokio::test]
