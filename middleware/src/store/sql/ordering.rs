@@ -384,7 +384,8 @@ where
         let done = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE messages SET send_status = 'SENT', next_send_at = NULL, \
              sent_at = {now}, updated_at = {now}, version = version + 1, \
-             send_attempts = send_attempts + 1, kafka_partition = ?, kafka_offset = ? \
+             send_attempts = send_attempts + 1, kafka_partition = ?, kafka_offset = ?, \
+             headroom = NULL \
              WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING'",
             now = D::NOW
         )))

@@ -163,6 +163,9 @@ impl Client {
             })
             .send()
             .await?;
+        if res.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE {
+            return Err(Shed("prepare").into());
+        }
         anyhow::ensure!(res.status().is_success(), "prepare: {}", res.status());
         let id = res
             .json::<Prepared>()
@@ -180,14 +183,32 @@ impl Client {
             })
             .send()
             .await?;
+        if res.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE {
+            return Err(Shed("commit").into());
+        }
         anyhow::ensure!(res.status().is_success(), "commit: {}", res.status());
         let t2 = Instant::now();
         Ok((t1 - t0, t2 - t1, id, t1))
     }
 }
 
+/// A call the service refused with 503 (its load shedder, or a database
+/// it could not reach in time): the open loop counts these and goes on.
+#[derive(Debug)]
+pub(crate) struct Shed(&'static str);
+
+impl std::fmt::Display for Shed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: 503 Service Unavailable", self.0)
+    }
+}
+
+impl std::error::Error for Shed {}
+
 #[derive(Default)]
 pub(crate) struct Samples {
+    /// Messages whose prepare or commit was answered 503.
+    shed: usize,
     prepare: Vec<Duration>,
     commit: Vec<Duration>,
     /// When each message's commit call started.
@@ -258,6 +279,7 @@ pub(crate) async fn load_result(
     Ok(LoadResult {
         throughput_per_s: n as f64 / last.duration_since(start).as_secs_f64(),
         messages: n,
+        shed: samples.shed,
         prepare: Percentiles::of(samples.prepare),
         commit: Percentiles::of(samples.commit),
         commit_to_kafka: Percentiles::of(to_kafka),
@@ -308,7 +330,15 @@ pub(crate) async fn open_loop(
         let token = token.to_string();
         let samples = samples.clone();
         tasks.push(tokio::spawn(async move {
-            let (p, c, id, _) = client.prepare_commit(&token, &format!("o-{i}")).await?;
+            // A fixed arrival rate outruns a stalled service: what it sheds
+            // is counted, as a user would see it, rather than ending the run.
+            let (p, c, id, _) = match client.prepare_commit(&token, &format!("o-{i}")).await {
+                Err(e) if e.is::<Shed>() => {
+                    samples.lock().await.shed += 1;
+                    return Ok(());
+                }
+                answer => answer?,
+            };
             // Charged from the intended start: time spent waiting to be sent counts.
             let queued = Instant::now().saturating_duration_since(intended) - p - c;
             let mut s = samples.lock().await;

@@ -15,6 +15,9 @@ pub(crate) struct LoadResult {
     pub(crate) throughput_per_s: f64,
     /// Messages counted.
     pub(crate) messages: usize,
+    /// Messages whose prepare or commit the service answered 503 (open loop
+    /// only; a closed loop stops on one), not counted in `messages`.
+    pub(crate) shed: usize,
     /// Prepare call latency.
     pub(crate) prepare: Percentiles,
     /// Commit call latency.
@@ -115,6 +118,9 @@ pub(crate) fn print_report(r: &Report) {
             l.commit_to_kafka.p50_ms, l.commit_to_kafka.p99_ms, l.commit_to_kafka.p999_ms,
             l.messages,
         );
+        if l.shed > 0 {
+            println!("  {} messages shed: prepare or commit answered 503", l.shed);
+        }
         println!(
             "  commit→kafka in stages, p50/p99: commit durable and answered {:.1}/{:.1} ms, then answer→consumed {:.1}/{:.1} ms",
             l.commit.p50_ms, l.commit.p99_ms,
