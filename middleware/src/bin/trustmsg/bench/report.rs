@@ -257,26 +257,26 @@ fn print_db_cost(db: &DbCost, scale: f64, unit: &str) {
     println!(
         "  database per {unit}: {:.2} statements ({}), {:.2} redo log fsyncs, {:.2} data fsyncs",
         db.statements_per_msg * scale,
-        db.by_kind
-            .iter()
-            .map(|(k, v)| (k, v * scale))
-            .filter(|(_, v)| *v > 0.005)
-            .map(|(k, v)| format!("{v:.2} {k}"))
-            .collect::<Vec<_>>()
-            .join(", "),
+        nonzero(&db.by_kind, scale),
         db.log_fsyncs_per_msg * scale,
         db.data_fsyncs_per_msg * scale,
     );
     println!(
         "    rows ({}), {:.1} page changes, {:.0} redo bytes",
-        db.rows_per_msg
-            .iter()
-            .map(|(k, v)| (k, v * scale))
-            .filter(|(_, v)| *v > 0.005)
-            .map(|(k, v)| format!("{v:.2} {k}"))
-            .collect::<Vec<_>>()
-            .join(", "),
+        nonzero(&db.rows_per_msg, scale),
         db.page_writes_per_msg * scale,
         db.redo_bytes_per_msg * scale,
     );
+}
+
+/// "1.00 insert, 0.25 update": each figure of `by_kind` times `scale`, those
+/// that round to more than zero.
+fn nonzero(by_kind: &BTreeMap<String, f64>, scale: f64) -> String {
+    by_kind
+        .iter()
+        .map(|(k, v)| (k, v * scale))
+        .filter(|(_, v)| *v > 0.005)
+        .map(|(k, v)| format!("{v:.2} {k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
