@@ -1284,12 +1284,7 @@ impl MySqlStore {
         let applied = match seen {
             // Producers' own decisions (of ordered messages) write no audit
             // row to read the clock from.
-            Some(seen) if audits.is_empty() => {
-                let now: DateTime<Utc> = sqlx::query_scalar("SELECT UTC_TIMESTAMP(3)")
-                    .fetch_one(&mut *tx)
-                    .await?;
-                Some((seen, now))
-            }
+            Some(seen) if audits.is_empty() => Some((seen, self.decision_time(seen).await?)),
             Some(seen) => {
                 let mut q = sql::audit_insert::<MySql>(&audits);
                 q.push(" RETURNING created_at");
@@ -1372,11 +1367,7 @@ impl MySqlStore {
         ts: &[Transition],
         seen: &[&Message],
     ) -> StoreResult<Vec<Option<Message>>> {
-        let read = async { self.now().await };
-        let now = seen
-            .iter()
-            .map(|m| m.updated_at)
-            .fold(self.clock.now(read).await?, DateTime::max);
+        let now = self.decision_time(seen).await?;
         let mut q = transition_update(&ts[0], Some(now));
         push_guards(&mut q, ts);
         let changed = match q.build().execute(&self.pool).await {
@@ -1410,6 +1401,17 @@ impl MySqlStore {
             .zip(seen)
             .map(|(t, m)| mine.contains(&t.id).then(|| transitioned(m, t, now)))
             .collect())
+    }
+
+    /// The time a batch of producers' own decisions binds, whose rows are
+    /// `seen`: the database clock as [`DbClock`] tells it, never earlier
+    /// than what the rows hold.
+    async fn decision_time(&self, seen: &[&Message]) -> StoreResult<DateTime<Utc>> {
+        let read = async { self.now().await };
+        Ok(seen
+            .iter()
+            .map(|m| m.updated_at)
+            .fold(self.clock.now(read).await?, DateTime::max))
     }
 
     /// SELECT the due rows with SKIP LOCKED (and the database clock), push
