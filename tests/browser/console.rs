@@ -406,12 +406,12 @@ async fn screenshots_of_every_page() {
     app.finish().await;
 }
 
-/// A service forwarding to a Kafka mock cluster (topic `orders`), with a
-/// producer `shop` never checked back; returns it, the cluster and the token.
-async fn service_with_kafka() -> (TestApp, MockKafka, String) {
+/// A service forwarding to a Kafka mock cluster (topic `orders`), counting
+/// its flow and backlog every `every`, with `extra` flags.
+async fn kafka_service(every: &str, extra: &[&str]) -> (TestApp, MockKafka) {
     let kafka = MockKafka::start(1);
     kafka.create_topic("orders", 1);
-    let app = TestApp::spawn_sqlite(&[
+    let mut flags = vec![
         "--kafka-brokers",
         kafka.bootstrap(),
         "--kafka-message-timeout",
@@ -422,14 +422,20 @@ async fn service_with_kafka() -> (TestApp, MockKafka, String) {
         "200ms",
         "--verify-interval",
         "20ms",
-        "--verify-backoff-base",
-        "20ms",
         "--flow-interval",
-        "500ms",
+        every,
         "--backlog-interval",
-        "500ms",
-    ])
-    .await;
+        every,
+    ];
+    flags.extend(extra);
+    let app = TestApp::spawn_sqlite(&flags).await;
+    (app, kafka)
+}
+
+/// A service forwarding to a Kafka mock cluster (topic `orders`), with a
+/// producer `shop` never checked back; returns it, the cluster and the token.
+async fn service_with_kafka() -> (TestApp, MockKafka, String) {
+    let (app, kafka) = kafka_service("500ms", &["--verify-backoff-base", "20ms"]).await;
     let (status, body) = app
         .put_producer(
             "shop",
@@ -936,27 +942,7 @@ const CHART_SUMS: &str = "const sums = {}; \
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_overview_charts_the_flow_of_real_traffic_and_a_message_page_tells_its_story() {
-    let kafka = MockKafka::start(1);
-    kafka.create_topic("orders", 1);
-    let app = TestApp::spawn_sqlite(&[
-        "--kafka-brokers",
-        kafka.bootstrap(),
-        "--kafka-message-timeout",
-        "2s",
-        "--send-lease",
-        "6s",
-        "--sweep-interval",
-        "200ms",
-        "--verify-interval",
-        "20ms",
-        "--verify-timeout",
-        "200ms",
-        "--flow-interval",
-        "200ms",
-        "--backlog-interval",
-        "200ms",
-    ])
-    .await;
+    let (app, _kafka) = kafka_service("200ms", &["--verify-timeout", "200ms"]).await;
     // `shop` is never checked back during the test; `lost` is checked at
     // once, gives up after one failed call: VERIFY_FAILED.
     let shop = app
