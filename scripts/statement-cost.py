@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """What each statement of a message's life costs the database, per row.
 
-Usage: scripts/statement-cost.py TRUSTMSG_BINARY [ROWS] [VARIANT]
+Usage: scripts/statement-cost.py TRUSTMSG_BINARY [ROWS] [VARIANT] [BATCH]
 
 Creates a database on the local MariaDB/MySQL server (root, no password,
 127.0.0.1:3306), migrates it with `TRUSTMSG_BINARY migrate`, then runs each
 kind of statement the service writes over ROWS rows (default 10000), in
-batches of 500, alone: the prepare's INSERT, the commit's UPDATE, a claim's
+batches of BATCH rows (default 500), alone: the prepare's INSERT, the commit's UPDATE, a claim's
 lease UPDATE, the SENT mark's UPDATE. For each it prints the database
 server's CPU time (its process's, from /proc, so run it on a machine where
 nothing else uses the server), its page changes and its redo bytes per row,
@@ -64,7 +64,7 @@ drops = {
 for index in drops:
     sql(f"ALTER TABLE messages DROP KEY {index}")
 payload = "x" * 256
-BATCH = 500
+BATCH = int(sys.argv[4]) if len(sys.argv) > 4 else 500
 
 
 def batches(statement):

@@ -251,11 +251,13 @@ pub(crate) async fn lifecycle(
     }
     let samples = std::mem::take(&mut *samples.lock().await);
     let result = load_result(samples, consumed, start).await?;
-    // A message counts only once its row is SENT as well.
+    // A message counts only once its row is SENT as well (each one's
+    // commit was answered: none is left PREPARED).
     wait_until(
         pool,
-        "SELECT COUNT(*) FROM messages WHERE biz_id = 'bench' AND send_status = 'SENT'",
-        result.messages as i64,
+        "SELECT COUNT(*) FROM messages WHERE status = 'COMMITTED' AND send_status = 'PENDING' \
+         AND biz_id = 'bench'",
+        0,
     )
     .await?;
     Ok(result)

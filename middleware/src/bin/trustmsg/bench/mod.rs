@@ -328,7 +328,7 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
             .await
             .context("registering the verifier producer")?;
         let rows = sizes.verifier_rows as f64;
-        let (rate, meter) = verifier(&pool, sizes.verifier_rows, service_pid).await?;
+        let (rate, meter) = verifier(&pool, &checker, sizes.verifier_rows, service_pid).await?;
         let (cpu, db) = meter.stop(&pool, rows).await?;
         report.measured("verifier", cpu, rows);
         (report.verifier_per_s, report.verifier_db) = (Some(rate), Some(db));

@@ -151,34 +151,41 @@ pub(crate) async fn insert_rows(
 }
 
 /// Stale PREPARED rows made due at once; the service's verifier asks the
-/// local check endpoint (which answers commit) about each. The rate, and
-/// the phase's meter, started at the release (`service`: the service's pid).
+/// local check endpoint (`checker`, which answers commit) about each. The
+/// rate starts at the release, the phase's meter right after it (the
+/// release is the bench's work, a scan of the whole table, not the
+/// service's; `service`: the service's pid). The end is seen without
+/// loading the database meanwhile: first the endpoint's own count of
+/// check-backs, then the committed rows, counted once or twice.
 pub(crate) async fn verifier(
     pool: &MySqlPool,
+    checker: &CheckEndpoint,
     rows: u64,
     service: Option<&str>,
 ) -> anyhow::Result<(f64, Meter)> {
     insert_rows(pool, "bench-verify", TOPIC, "PREPARED", None, rows).await?;
-    let meter = Meter::start(pool, service).await?;
-    // The clock starts when the release commits: that is when the rows become due.
+    let asked = checker.asked();
     sqlx::query(
         "UPDATE messages SET next_verify_at = UTC_TIMESTAMP(3) WHERE biz_id = 'bench-verify'",
     )
     .execute(pool)
     .await?;
+    // The clock starts when the release commits: that is when the rows become due.
     let start = Instant::now();
+    let meter = Meter::start(pool, service).await?;
+    checker.wait_for(asked + rows).await?;
     wait_until(
         pool,
-        "SELECT COUNT(*) FROM messages WHERE biz_id = 'bench-verify' AND status = 'COMMITTED'",
-        rows as i64,
+        "SELECT COUNT(*) FROM messages WHERE status = 'PREPARED' AND biz_id = 'bench-verify'",
+        0,
     )
     .await?;
     Ok((rows as f64 / start.elapsed().as_secs_f64(), meter))
 }
 
 /// Committed rows released at once; the sweeper drains them to Kafka. The
-/// rate, and the phase's meter, started at the release (`service`: the
-/// service's pid).
+/// rate starts at the release, the phase's meter right after it
+/// (`service`: the service's pid).
 pub(crate) async fn drain(
     pool: &MySqlPool,
     consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
@@ -197,18 +204,20 @@ pub(crate) async fn drain(
     let ids: Vec<u64> = sqlx::query_scalar("SELECT id FROM messages WHERE biz_id = 'bench-drain'")
         .fetch_all(pool)
         .await?;
-    let meter = Meter::start(pool, service).await?;
-    // The clock starts when the release commits: that is when the rows become due.
     sqlx::query("UPDATE messages SET next_send_at = UTC_TIMESTAMP(3) WHERE biz_id = 'bench-drain'")
         .execute(pool)
         .await?;
+    // The clock starts when the release commits: that is when the rows
+    // become due. The meter right after: the release is the bench's work.
     let start = Instant::now();
+    let meter = Meter::start(pool, service).await?;
     let committed_at: HashMap<u64, Instant> = ids.into_iter().map(|id| (id, start)).collect();
     let (_, last) = await_consumed(consumed, &committed_at, Duration::from_secs(300)).await?;
     wait_until(
         pool,
-        "SELECT COUNT(*) FROM messages WHERE biz_id = 'bench-drain' AND send_status = 'SENT'",
-        rows as i64,
+        "SELECT COUNT(*) FROM messages WHERE status = 'COMMITTED' AND send_status = 'PENDING' \
+         AND biz_id = 'bench-drain'",
+        0,
     )
     .await?;
     Ok((
@@ -265,15 +274,20 @@ pub(crate) async fn scan_cost(pool: &MySqlPool, db_url: &str, rows: u64) -> anyh
 /// A local check endpoint that answers `commit` to every check-back.
 pub(crate) struct CheckEndpoint {
     pub(crate) url: String,
+    /// Check-backs answered so far.
+    asked: std::sync::Arc<tokio::sync::watch::Sender<u64>>,
     pub(crate) _server: tokio::task::JoinHandle<()>,
 }
 
 impl CheckEndpoint {
     pub(crate) async fn start() -> anyhow::Result<Self> {
         use trustmsg_verify_api::{CheckRequest, CheckResponse, Decision};
+        let asked = std::sync::Arc::new(tokio::sync::watch::Sender::new(0u64));
+        let count = asked.clone();
         let app = axum::Router::new().route(
             "/check",
-            axum::routing::post(|axum::Json(req): axum::Json<CheckRequest>| async move {
+            axum::routing::post(move |axum::Json(req): axum::Json<CheckRequest>| async move {
+                count.send_modify(|n| *n += 1);
                 axum::Json(CheckResponse {
                     message_id: req.message_id,
                     decision: Decision::Commit,
@@ -287,8 +301,23 @@ impl CheckEndpoint {
         });
         Ok(Self {
             url,
+            asked,
             _server: server,
         })
+    }
+
+    /// Check-backs answered so far.
+    pub(crate) fn asked(&self) -> u64 {
+        *self.asked.borrow()
+    }
+
+    /// Waits (at most 300 s) until `n` check-backs have been answered.
+    pub(crate) async fn wait_for(&self, n: u64) -> anyhow::Result<()> {
+        let mut asked = self.asked.subscribe();
+        tokio::time::timeout(Duration::from_secs(300), asked.wait_for(|&a| a >= n))
+            .await
+            .map_err(|_| anyhow::anyhow!("only {} of {n} check-backs came", self.asked()))??;
+        Ok(())
     }
 }
 

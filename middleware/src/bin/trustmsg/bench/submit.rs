@@ -342,11 +342,13 @@ async fn finish(
     }
 
     let (read_at, last) = await_keys(consumed, &handed, Duration::from_secs(300)).await?;
-    // A message counts only once its row is SENT as well.
+    // A message counts only once its row is SENT as well (every prepare
+    // is written by now: its commit reached Kafka).
     wait_until(
         pool,
-        "SELECT COUNT(*) FROM messages WHERE biz_id = 'bench-submit' AND send_status = 'SENT'",
-        messages as i64 + 1,
+        "SELECT COUNT(*) FROM messages WHERE (status = 'PREPARED' OR \
+         (status = 'COMMITTED' AND send_status = 'PENDING')) AND biz_id = 'bench-submit'",
+        0,
     )
     .await?;
     let throughput_per_s = messages as f64 / last.duration_since(start).as_secs_f64();

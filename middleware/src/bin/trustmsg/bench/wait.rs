@@ -8,7 +8,10 @@ use anyhow::Context;
 use sqlx::MySqlPool;
 use trustmsg_kafka_mock as kafka;
 
-/// Polls until `count_sql` returns `expected`.
+/// Polls (every 20 ms) until `count_sql` returns `expected`. The polls load
+/// the database during the phase being measured: count what is left, over
+/// the state index (`status, send_status, …, biz_id`), so a poll reads the
+/// rows still to go, not every row of the phase.
 pub(crate) async fn wait_until(
     pool: &MySqlPool,
     count_sql: &'static str,
