@@ -73,7 +73,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
 use crate::handoff::CommitListener;
-use crate::store::{deadline, Actor, DynStore, Message, SentMark};
+use crate::store::{deadline, Actor, DynStore, Message, PayloadRoom, SentMark};
 use crate::telemetry::OwnSpan;
 use budget::{Held, PayloadBudget};
 use kafka::{KafkaSink, SendError};
@@ -332,12 +332,10 @@ impl Forwarder {
     /// budget for, and starts them. Returns whether the batch was full (more
     /// may be due).
     ///
-    /// A claim reads its rows whole, and their sizes are known only once
-    /// read, so it takes as many as fit the free budget if each were of the
-    /// largest size: whatever they turn out to be, the claim never reads more
-    /// than the budget has room for. (Reading the sizes first would cost the
-    /// database a read of every due payload: on MySQL, `LENGTH()` of a blob
-    /// reads the blob.)
+    /// A claim reads its rows whole; it takes, in due order, the rows whose
+    /// payloads fit the free budget by the lengths their prepares recorded
+    /// (a row from before that record counts as the largest payload), so
+    /// it never reads more than the budget has room for.
     async fn sweep_into(
         &self,
         permits: &Arc<Semaphore>,
@@ -353,15 +351,19 @@ impl Forwarder {
         // The room is not held during the claim: commits keep taking the
         // fast path meanwhile, and a claimed row that then finds its room
         // gone is given back below.
-        let limit = slots.min(budget.free() / cfg.max_payload_bytes.clamp(1, budget.limit()));
-        if limit == 0 {
+        let room = PayloadRoom {
+            bytes: budget.free() as u64,
+            unknown: cfg.max_payload_bytes.clamp(1, budget.limit()) as u64,
+        };
+        if room.bytes == 0 {
             budget.count_full("sweep");
             return false;
         }
+        let limit = slots;
         let claim = self
             .inner
             .store
-            .claim_due_sends(limit as u32, cfg.send_lease);
+            .claim_due_sends(limit as u32, room, cfg.send_lease);
         let claimed = match deadline::within(cfg.statement_timeout, "claim due sends", claim).await
         {
             Ok(claimed) => claimed,
@@ -371,8 +373,12 @@ impl Forwarder {
             }
         };
         // Quarantined rows took part of the limit too: more may be due
-        // (the claim wrote their alerts).
-        let full = claimed.taken() == limit;
+        // (the claim wrote their alerts). Due rows that did not fit wait for
+        // room, swept again at the next tick.
+        if claimed.out_of_room {
+            budget.count_full("sweep");
+        }
+        let full = claimed.taken() == limit && !claimed.out_of_room;
         if !claimed.messages.is_empty() {
             tracing::debug!(
                 claimed = claimed.messages.len(),

@@ -62,9 +62,9 @@ pub use model::{
     order_key, Actor, AlertFilter, AuditEntry, Backlog, BacklogSample, Began, CheckAttempt,
     CheckAttemptEntry, Claimed, ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord,
     Consumption, Delivery, Finished, FlowCounts, FlowMinute, Inserted, Message, MessageFilter,
-    NewAlert, NewMessage, NewWaitingCommit, OrderPos, Overdue, Producer, ProducerRecord,
-    ProducerSummary, Quarantined, Requeue, RequeuedChunk, SentMark, StuckConsumption, Transition,
-    VerifyLease, Wait, WaitingCommit,
+    NewAlert, NewMessage, NewWaitingCommit, OrderPos, Overdue, PayloadRoom, Producer,
+    ProducerRecord, ProducerSummary, Quarantined, Requeue, RequeuedChunk, SentMark,
+    StuckConsumption, Transition, VerifyLease, Wait, WaitingCommit,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should
@@ -202,11 +202,18 @@ pub trait Store: Send + Sync + 'static {
     }
     async fn audit_trail(&self, message_id: u64) -> StoreResult<Vec<AuditEntry>>;
 
-    /// Claims up to `limit` committed rows whose send is due, pushing their
-    /// `next_send_at` out by `lease` and bumping `version`. Rows another
-    /// instance is claiming right now are skipped, not waited for. A row it
-    /// cannot read is quarantined (see the module docs), not returned.
-    async fn claim_due_sends(&self, limit: u32, lease: Duration) -> StoreResult<Claimed>;
+    /// Claims up to `limit` committed rows whose send is due, oldest due
+    /// first and as many as fit `room` ([`Claimed::out_of_room`] when that
+    /// stopped it), pushing their `next_send_at` out by `lease` and bumping
+    /// `version`. Rows another instance is claiming right now are skipped,
+    /// not waited for. A row it cannot read is quarantined (see the module
+    /// docs), not returned.
+    async fn claim_due_sends(
+        &self,
+        limit: u32,
+        room: PayloadRoom,
+        lease: Duration,
+    ) -> StoreResult<Claimed>;
     /// Marks claimed rows SENT (guarded by the claim's version); returns how many matched.
     async fn mark_sent(&self, marks: &[SentMark]) -> StoreResult<u64>;
     /// Records a failed send attempt and schedules the next one after `delay`.

@@ -297,6 +297,51 @@ pub struct Claimed {
     /// nothing): each row's claim lasts from then to its due column, which
     /// tells a claimer how long it holds each row.
     pub claimed_at: Option<DateTime<Utc>>,
+    /// A send claim stopped before its limit because the next due row's
+    /// payload did not fit its [`PayloadRoom`]: more is due, and waits for
+    /// room.
+    pub out_of_room: bool,
+}
+
+/// How much payload a send claim may read ([`crate::store::Store::claim_due_sends`]):
+/// it takes rows in due order while their payloads, by the length the
+/// prepare recorded (`payload_bytes`), fit in `bytes`. A row from before
+/// that column counts as `unknown` bytes (the largest a payload may be).
+/// A claim's rows are read whole, so this is what bounds the memory a claim
+/// takes, whatever the payloads turn out to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PayloadRoom {
+    /// Payload bytes the claim may read.
+    pub bytes: u64,
+    /// What a row of unknown length counts for.
+    pub unknown: u64,
+}
+
+impl PayloadRoom {
+    /// Room for any number of rows of any size.
+    pub const UNBOUNDED: Self = Self {
+        bytes: u64::MAX,
+        unknown: 0,
+    };
+
+    /// Whether `limit` rows fit whatever their lengths: the claim need not
+    /// look at them first.
+    pub fn fits_any(self, limit: u32) -> bool {
+        u64::from(limit).saturating_mul(self.unknown) <= self.bytes
+    }
+
+    /// How many of `lengths` (in due order; None: unknown) fit, from the
+    /// first on.
+    pub fn prefix(self, lengths: impl IntoIterator<Item = Option<u64>>) -> usize {
+        let mut used = 0u64;
+        lengths
+            .into_iter()
+            .take_while(|len| {
+                used = used.saturating_add(len.unwrap_or(self.unknown));
+                used <= self.bytes
+            })
+            .count()
+    }
 }
 
 /// How long a check-back claim lasts ([`crate::store::Store::claim_due_verifies`]):
@@ -778,6 +823,22 @@ pub struct ProducerRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_payload_room_fits_rows_in_order_until_the_next_would_overflow() {
+        let room = PayloadRoom {
+            bytes: 100,
+            unknown: 60,
+        };
+        assert_eq!(room.prefix([Some(40), Some(60), Some(1)]), 2);
+        assert_eq!(room.prefix([Some(41), None]), 1, "unknown counts as 60");
+        // In order: a small row after one that does not fit waits too.
+        assert_eq!(room.prefix([Some(101), Some(1)]), 0);
+        assert_eq!(room.prefix([None, Some(40)]), 2);
+        assert!(room.fits_any(1) && !room.fits_any(2));
+        assert!(PayloadRoom::UNBOUNDED.fits_any(u32::MAX));
+        assert_eq!(PayloadRoom::UNBOUNDED.prefix([Some(u64::MAX), None]), 2);
+    }
 
     #[test]
     fn an_allow_list_matches_exact_names_and_prefixes_only() {

@@ -23,9 +23,9 @@ use super::sql::{
 use super::{
     Actor, AlertFilter, AuditEntry, Backlog, Began, CheckAttempt, CheckAttemptEntry, Claimed,
     ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Finished, FlowMinute,
-    Inserted, Message, MessageFilter, NewAlert, NewMessage, Overdue, Producer, ProducerRecord,
-    ProducerSummary, Requeue, RequeuedChunk, SentMark, Store, StoreError, StoreResult,
-    StuckConsumption, Transition, VerifyLease, Wait,
+    Inserted, Message, MessageFilter, NewAlert, NewMessage, Overdue, PayloadRoom, Producer,
+    ProducerRecord, ProducerSummary, Requeue, RequeuedChunk, SentMark, Store, StoreError,
+    StoreResult, StuckConsumption, Transition, VerifyLease, Wait,
 };
 
 /// The MySQL/MariaDB store.
@@ -240,6 +240,7 @@ fn insert_prepared_rows(creates: &[&NewMessage]) -> QueryBuilder<MySql> {
             .push_unseparated(", UTC_TIMESTAMP(3) + INTERVAL ")
             .push_bind_unseparated(after)
             .push_unseparated(" MICROSECOND)")
+            .push_bind(sql::payload_bytes(m))
             .push(HEADROOM);
     });
     q
@@ -530,14 +531,15 @@ impl Store for MySqlStore {
         let insert = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO messages ({PREPARE_COLUMNS}, headroom) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
              'PREPARED', UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(3), \
-             UTC_TIMESTAMP(3), COALESCE(?, UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND), \
+             UTC_TIMESTAMP(3), COALESCE(?, UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND), ?, \
              {HEADROOM}){returning}"
         )));
         let (at, after) = sql::deliver_binds::<MySql>(m);
         let insert = sql::bind_prepare(insert, m)
             .bind(micros(m.first_verify_after))
             .bind(at)
-            .bind(after);
+            .bind(after)
+            .bind(sql::payload_bytes(m));
         // Ok(row): RETURNING gave the new row; Err(done): read it back.
         let res = if self.returning {
             insert.fetch_one(&self.pool).await.map(Ok)
@@ -718,8 +720,13 @@ impl Store for MySqlStore {
         sql::audit_trail(&self.pool, message_id).await
     }
 
-    async fn claim_due_sends(&self, limit: u32, lease: Duration) -> StoreResult<Claimed> {
-        self.claim_due(ClaimKind::Sends, limit, Lease::Every(lease))
+    async fn claim_due_sends(
+        &self,
+        limit: u32,
+        room: PayloadRoom,
+        lease: Duration,
+    ) -> StoreResult<Claimed> {
+        self.claim_due(ClaimKind::Sends, limit, room, Lease::Every(lease))
             .await
     }
 
@@ -888,8 +895,13 @@ impl Store for MySqlStore {
     }
 
     async fn claim_due_verifies(&self, limit: u32, lease: VerifyLease) -> StoreResult<Claimed> {
-        self.claim_due(ClaimKind::Verifies, limit, Lease::Verify(lease))
-            .await
+        self.claim_due(
+            ClaimKind::Verifies,
+            limit,
+            PayloadRoom::UNBOUNDED,
+            Lease::Verify(lease),
+        )
+        .await
     }
 
     async fn reschedule_verify(
@@ -1423,19 +1435,32 @@ impl MySqlStore {
     /// the rows of one lease end are pushed out by one UPDATE. The claimed
     /// messages are the selected rows with the UPDATE's two changes applied
     /// here, so nothing is read twice.
-    async fn claim_due(&self, kind: ClaimKind, limit: u32, lease: Lease) -> StoreResult<Claimed> {
+    async fn claim_due(
+        &self,
+        kind: ClaimKind,
+        limit: u32,
+        room: PayloadRoom,
+        lease: Lease,
+    ) -> StoreResult<Claimed> {
         let due = kind.due_column();
+        // A send claim whose rows might not all fit its room reads their
+        // lengths first, then the payloads of the rows that fit.
+        let sized = kind == ClaimKind::Sends && !room.fits_any(limit);
+        let columns = if sized {
+            sql::sized_columns()
+        } else {
+            kind.columns()
+        };
         let mut tx = self.pool.begin().await?;
         // Decoded as they arrive, each raw row dropped at once: a claim of
         // large payloads holds them once, not as raw rows and messages both.
-        let mut decoded = sql::Decoded::default();
+        let mut decoded = sql::Sized::default();
         let mut claimed_at = None;
         {
             let mut rows = sqlx::query(sqlx::AssertSqlSafe(format!(
                 "SELECT {columns}, UTC_TIMESTAMP(3) AS claimed_at FROM messages \
                  WHERE {due} <= UTC_TIMESTAMP(3) AND {state} \
                  ORDER BY {due} LIMIT ? FOR UPDATE SKIP LOCKED",
-                columns = kind.columns(),
                 state = kind.state(),
             )))
             .bind(limit)
@@ -1444,17 +1469,31 @@ impl MySqlStore {
                 if claimed_at.is_none() {
                     claimed_at = Some(row.try_get::<DateTime<Utc>, _>("claimed_at")?);
                 }
-                decoded.push(&row)?;
+                if sized {
+                    decoded.push(&row)?;
+                } else {
+                    decoded.rows.push(&row)?;
+                }
             }
         }
-        let Some(claimed_at) = claimed_at else {
-            tx.commit().await?;
-            return Ok(Claimed::default());
-        };
+        // The rows past the room stay due: their locks go with the commit.
+        let out_of_room = sized && decoded.cut(room);
         let sql::Decoded {
             mut messages,
             unreadable,
-        } = decoded;
+        } = decoded.rows;
+        let Some(claimed_at) =
+            claimed_at.filter(|_| !(messages.is_empty() && unreadable.is_empty()))
+        else {
+            tx.commit().await?;
+            return Ok(Claimed {
+                out_of_room,
+                ..Claimed::default()
+            });
+        };
+        if sized && !messages.is_empty() {
+            read_payloads(&mut tx, &mut messages).await?;
+        }
         let timeouts = match lease {
             Lease::Verify(_) => producer_timeouts(&mut tx, &messages).await?,
             Lease::Every(_) => HashMap::new(),
@@ -1500,8 +1539,37 @@ impl MySqlStore {
             messages,
             quarantined,
             claimed_at: Some(claimed_at),
+            out_of_room,
         })
     }
+}
+
+/// Fills in the payloads of `messages`, claimed without them
+/// ([`sql::sized_columns`]), on the claim's transaction, which holds their
+/// rows.
+async fn read_payloads(
+    tx: &mut sqlx::MySqlConnection,
+    messages: &mut [Message],
+) -> StoreResult<()> {
+    let mut q = QueryBuilder::<MySql>::new("SELECT id, payload FROM messages WHERE id IN (");
+    let mut sep = q.separated(", ");
+    for m in messages.iter() {
+        sep.push_bind(m.id);
+    }
+    q.push(")");
+    let mut payloads = HashMap::with_capacity(messages.len());
+    {
+        let mut rows = q.build().fetch(&mut *tx);
+        while let Some(row) = rows.try_next().await? {
+            payloads.insert(row.unsigned::<u64>("id")?, row.bytes("payload")?);
+        }
+    }
+    for m in messages {
+        m.payload = payloads
+            .remove(&m.id)
+            .ok_or(StoreError::Vanished("a row the claim holds"))?;
+    }
+    Ok(())
 }
 
 /// Whether `ts` can go as one UPDATE: at least one, all to the same state

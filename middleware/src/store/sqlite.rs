@@ -38,9 +38,9 @@ use super::sql::{
 use super::{
     Actor, AlertFilter, AuditEntry, Backlog, Began, CheckAttempt, CheckAttemptEntry, Claimed,
     ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Finished, FlowMinute,
-    Inserted, Message, MessageFilter, NewAlert, NewMessage, Overdue, Producer, ProducerRecord,
-    ProducerSummary, Requeue, RequeuedChunk, SentMark, Store, StoreError, StoreResult,
-    StuckConsumption, Transition, VerifyLease, Wait,
+    Inserted, Message, MessageFilter, NewAlert, NewMessage, Overdue, PayloadRoom, Producer,
+    ProducerRecord, ProducerSummary, Requeue, RequeuedChunk, SentMark, Store, StoreError,
+    StoreResult, StuckConsumption, Transition, VerifyLease, Wait,
 };
 
 /// The database clock as INTEGER ms since the epoch. `julianday('now')` holds
@@ -246,7 +246,7 @@ impl Store for SqliteStore {
         let insert = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO messages ({PREPARE_COLUMNS}) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'PREPARED', {NOW_MS} + ?, {NOW_MS}, {NOW_MS}, \
-             COALESCE(?, {NOW_MS} + ?)) \
+             COALESCE(?, {NOW_MS} + ?), ?) \
              ON CONFLICT (biz_id, message_key) DO NOTHING RETURNING {MESSAGE_COLUMNS}"
         )));
         let (at, after) = sql::deliver_binds::<Sqlite>(m);
@@ -254,6 +254,7 @@ impl Store for SqliteStore {
             .bind(millis(m.first_verify_after))
             .bind(at)
             .bind(after)
+            .bind(sql::payload_bytes(m))
             .fetch_all(&self.pool)
             .await?;
         if let Some(created) = first_message(&rows)? {
@@ -365,8 +366,13 @@ impl Store for SqliteStore {
         sql::audit_trail(&self.pool, message_id).await
     }
 
-    async fn claim_due_sends(&self, limit: u32, lease: Duration) -> StoreResult<Claimed> {
-        self.claim_due(ClaimKind::Sends, limit, Lease::Every(lease))
+    async fn claim_due_sends(
+        &self,
+        limit: u32,
+        room: PayloadRoom,
+        lease: Duration,
+    ) -> StoreResult<Claimed> {
+        self.claim_due(ClaimKind::Sends, limit, room, Lease::Every(lease))
             .await
     }
 
@@ -532,8 +538,13 @@ impl Store for SqliteStore {
     }
 
     async fn claim_due_verifies(&self, limit: u32, lease: VerifyLease) -> StoreResult<Claimed> {
-        self.claim_due(ClaimKind::Verifies, limit, Lease::Verify(lease))
-            .await
+        self.claim_due(
+            ClaimKind::Verifies,
+            limit,
+            PayloadRoom::UNBOUNDED,
+            Lease::Verify(lease),
+        )
+        .await
     }
 
     async fn reschedule_verify(
@@ -888,12 +899,32 @@ impl SqliteStore {
     /// no rows, so reading the registration there holds nobody up). Rows that
     /// cannot be read are then quarantined in a second transaction; if that
     /// fails they keep the claim's lease and the next claim after it tries again.
-    async fn claim_due(&self, kind: ClaimKind, limit: u32, lease: Lease) -> StoreResult<Claimed> {
+    async fn claim_due(
+        &self,
+        kind: ClaimKind,
+        limit: u32,
+        room: PayloadRoom,
+        lease: Lease,
+    ) -> StoreResult<Claimed> {
         let (due_column, state) = (kind.due_column(), kind.state());
+        // A send claim whose rows might not all fit its room takes, of the
+        // due rows in due order, those whose payloads' running total fits.
+        let sized = kind == ClaimKind::Sends && !room.fits_any(limit);
+        let due_rows = format!(
+            "SELECT id, {due_column} AS due, payload_bytes FROM messages \
+             WHERE {due_column} <= {NOW_MS} AND {state} ORDER BY {due_column}, id LIMIT ?"
+        );
+        let taken = if sized {
+            format!(
+                "SELECT id FROM (SELECT id, SUM(COALESCE(payload_bytes, ?)) \
+                 OVER (ORDER BY due, id) AS upto FROM ({due_rows})) WHERE upto <= ?"
+            )
+        } else {
+            due_rows
+        };
         let sql = format!(
             "UPDATE messages SET {due_column} = {NOW_MS} + {span}, version = version + 1 \
-             WHERE id IN (SELECT id FROM messages WHERE {due_column} <= {NOW_MS} AND {state} \
-             ORDER BY {due_column} LIMIT ?) \
+             WHERE id IN (SELECT id FROM ({taken})) \
              RETURNING {columns}, {NOW_MS} AS claimed_at",
             span = lease_span_sql(lease),
             columns = kind.columns(),
@@ -906,7 +937,25 @@ impl SqliteStore {
                 .bind(millis(v.max_timeout))
                 .bind(millis(v.max_timeout)),
         };
-        let rows = q.bind(i64::from(limit)).fetch_all(&self.pool).await?;
+        let as_int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let rows = if sized {
+            q.bind(as_int(room.unknown))
+                .bind(i64::from(limit))
+                .bind(as_int(room.bytes))
+        } else {
+            q.bind(i64::from(limit))
+        }
+        .fetch_all(&self.pool)
+        .await?;
+        // Short of the limit with due rows left: what is left did not fit.
+        let out_of_room = sized
+            && rows.len() < limit as usize
+            && sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!(
+                "SELECT EXISTS (SELECT 1 FROM messages WHERE {due_column} <= {NOW_MS} AND {state})"
+            )))
+            .fetch_one(&self.pool)
+            .await?
+                != 0;
         // 'now' is one instant for the whole statement.
         let claimed_at = rows.first().map(|r| r.time("claimed_at")).transpose()?;
         let (mut messages, mut unreadable) = sql::decode_claimed(rows)?;
@@ -928,6 +977,7 @@ impl SqliteStore {
             messages,
             quarantined,
             claimed_at,
+            out_of_room,
         })
     }
 

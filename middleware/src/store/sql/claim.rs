@@ -53,7 +53,7 @@ impl ClaimKind {
     pub(in crate::store) fn columns(self) -> String {
         match self {
             Self::Sends => MESSAGE_COLUMNS.to_string(),
-            Self::Verifies => MESSAGE_COLUMNS.replace("payload,", "X'' AS payload,"),
+            Self::Verifies => without_payload(),
         }
     }
 
@@ -63,6 +63,49 @@ impl ClaimKind {
             Self::Sends => "status = 'COMMITTED' AND send_status = 'PENDING'",
             Self::Verifies => "status = 'PREPARED'",
         }
+    }
+}
+
+/// [`MESSAGE_COLUMNS`] with an empty payload in place of the payload.
+fn without_payload() -> String {
+    MESSAGE_COLUMNS.replace("payload,", "X'' AS payload,")
+}
+
+/// The columns of a send claim that reads the payloads' lengths first, and
+/// then the payloads of the rows that fit its room ([`Sized`]).
+pub(in crate::store) fn sized_columns() -> String {
+    format!("{}, payload_bytes", without_payload())
+}
+
+/// The rows of a send claim that reads [`sized_columns`] first: each
+/// readable row's payload length, in due order, to cut the claim where its
+/// room runs out ([`crate::store::PayloadRoom::prefix`]).
+#[derive(Debug, Default)]
+pub(in crate::store) struct Sized {
+    pub(in crate::store) rows: Decoded,
+    lengths: Vec<Option<u64>>,
+}
+
+impl Sized {
+    /// Decodes `row` (read with [`sized_columns`]).
+    pub(in crate::store) fn push<R: SqlRow>(&mut self, row: &R) -> StoreResult<()> {
+        let readable = self.rows.messages.len();
+        self.rows.push(row)?;
+        if self.rows.messages.len() > readable {
+            self.lengths.push(row.opt_u64("payload_bytes")?);
+        }
+        Ok(())
+    }
+
+    /// Keeps the readable rows whose payloads fit `room`, in due order, and
+    /// every unreadable one (quarantined without its payload); returns
+    /// whether the room cut the claim short.
+    pub(in crate::store) fn cut(&mut self, room: crate::store::PayloadRoom) -> bool {
+        let fit = room.prefix(self.lengths.iter().copied());
+        let cut = fit < self.rows.messages.len();
+        self.rows.messages.truncate(fit);
+        self.lengths.truncate(fit);
+        cut
     }
 }
 

@@ -49,7 +49,9 @@ pub(super) use alerts::{
     settle_alerts_without_webhook, ALERT_COLUMNS,
 };
 pub(super) use audit::{audit_insert, audit_trail, insert_audits, producer_decides, AuditRow};
-pub(super) use claim::{decode_claimed, quarantine, ClaimKind, Decoded, Lease};
+pub(super) use claim::{
+    decode_claimed, quarantine, sized_columns, ClaimKind, Decoded, Lease, Sized,
+};
 pub(super) use effects::{clip_error, transition_effects};
 pub(super) use flow::{add_flow, flow_since, purge_flow, Upsert};
 pub(super) use ledger::{
@@ -64,8 +66,8 @@ pub(super) use ordering::{
 };
 pub(super) use requeue::{count_requeueable, redeliver_update, requeue_chunk};
 pub(super) use row::{
-    bind_prepare, bind_producer, column_error, deliver_binds, message_from_row, producer_from_row,
-    SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
+    bind_prepare, bind_producer, column_error, deliver_binds, message_from_row, payload_bytes,
+    producer_from_row, SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
 };
 pub(super) use statements::{
     backlog, check_attempts, delete_producer, find_message, find_producer, flag_overdue,

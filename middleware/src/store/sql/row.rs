@@ -18,11 +18,13 @@ pub(in crate::store) const MESSAGE_COLUMNS: &str =
     created_at, updated_at, decided_at, sent_at, order_key, order_seq, deliver_at, traceparent, \
     tracestate";
 
-/// The columns a prepare writes; [`bind_prepare`] binds the first ten, and
-/// `deliver_at` (migration 0010) is last, from [`deliver_binds`].
+/// The columns a prepare writes; [`bind_prepare`] binds the first ten,
+/// `deliver_at` (migration 0010) comes from [`deliver_binds`], and
+/// `payload_bytes` (migration 0016) is last, from [`payload_bytes`].
 pub(in crate::store) const PREPARE_COLUMNS: &str =
     "biz_id, message_key, topic, record_key, payload, headers, content_digest, order_key, \
-    traceparent, tracestate, status, next_verify_at, created_at, updated_at, deliver_at";
+    traceparent, tracestate, status, next_verify_at, created_at, updated_at, deliver_at, \
+    payload_bytes";
 
 /// The columns [`producer_from_row`] reads, in table order; [`bind_producer`]
 /// binds all but the two times (`topics`, added by migration 0007, last).
@@ -197,6 +199,12 @@ where
         .bind(m.order_key.clone())
         .bind(m.traceparent.clone())
         .bind(m.tracestate.clone())
+}
+
+/// What a prepare binds for `payload_bytes`: the payload's length, which a
+/// send claim reads instead of the payload to know what fits its budget.
+pub(in crate::store) fn payload_bytes(m: &NewMessage) -> i64 {
+    i64::try_from(m.payload.len()).unwrap_or(i64::MAX)
 }
 
 /// What a prepare binds for `deliver_at`, as the backend's

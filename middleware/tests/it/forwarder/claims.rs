@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use trustmsg::config::ServeArgs;
 use trustmsg::startup::Application;
-use trustmsg::store::{Actor, Message, SentMark};
+use trustmsg::store::{Actor, Message, PayloadRoom, SentMark};
 use trustmsg_tests::kafka::{MockKafka, TopicReader};
 use trustmsg_tests::{TestApp, TestDb, UNREACHABLE_VERIFY_URL};
 use trustmsg_verify_api::SendStatus;
@@ -20,7 +20,11 @@ fn same_db(db: &TestDb) -> TestDb {
 async fn claim_when_due(app: &TestApp, id: u64, lease: Duration) -> Message {
     let start = Instant::now();
     loop {
-        let claimed = app.store().claim_due_sends(100, lease).await.unwrap();
+        let claimed = app
+            .store()
+            .claim_due_sends(100, PayloadRoom::UNBOUNDED, lease)
+            .await
+            .unwrap();
         if let Some(m) = claimed.messages.into_iter().find(|m| m.id == id) {
             return m;
         }

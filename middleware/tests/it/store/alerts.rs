@@ -132,14 +132,14 @@ pub(crate) async fn a_quarantine_and_an_overdue_flag_each_write_one_alert(b: &Ba
         .await,
         1
     );
-    let claimed = s.claim_due_sends(10, LATER).await.unwrap();
+    let claimed = s.claim_due_sends(10, ROOM, LATER).await.unwrap();
     assert_eq!(claimed.quarantined.len(), 1);
     let a = the_pending_alert(s, bad.id, AlertKind::Quarantined).await;
     assert_eq!(
         (a.attempts, a.last_error),
         (0, claimed.quarantined[0].reason.clone())
     );
-    assert_eq!(s.claim_due_sends(10, LATER).await.unwrap().taken(), 0);
+    assert_eq!(s.claim_due_sends(10, ROOM, LATER).await.unwrap().taken(), 0);
     assert_eq!(alerts_of(s, bad.id).await.len(), 1);
 
     let waiting = prepare(s, "waiting", Due::Later).await;

@@ -179,7 +179,7 @@ pub(crate) async fn a_claim_from_before_a_bulk_redeliver_matches_nothing(s: &Dyn
         order: None,
     };
     assert_eq!(s.mark_sent(&[stale]).await.unwrap(), 0);
-    let claimed = s.claim_due_sends(10, LATER).await.unwrap().messages;
+    let claimed = s.claim_due_sends(10, ROOM, LATER).await.unwrap().messages;
     assert_eq!(
         claimed.iter().map(|m| m.id).collect::<Vec<_>>(),
         [failed.id],

@@ -91,8 +91,12 @@ pub(crate) async fn a_commit_before_deliver_at_makes_it_due_then_unclaimed_and_a
         "{summary:?}"
     );
 
-    assert_eq!(s.claim_due_sends(10, LATER).await.unwrap().messages, []);
-    let claimed = claim_eventually(|| async { s.claim_due_sends(10, LATER).await.unwrap() }).await;
+    assert_eq!(
+        s.claim_due_sends(10, ROOM, LATER).await.unwrap().messages,
+        []
+    );
+    let claimed =
+        claim_eventually(|| async { s.claim_due_sends(10, ROOM, LATER).await.unwrap() }).await;
     assert_eq!(ids(&claimed.messages), [later.id], "due at its time");
     assert!(claimed.claimed_at.unwrap() >= later.deliver_at.unwrap());
     assert_eq!(s.backlog().await.unwrap().scheduled, 0);
@@ -197,7 +201,7 @@ pub(crate) async fn send_now_applies_only_to_a_committed_send_waiting_for_its_ti
         None,
         "its time has come"
     );
-    let claimed = s.claim_due_sends(10, LATER).await.unwrap().messages;
+    let claimed = s.claim_due_sends(10, ROOM, LATER).await.unwrap().messages;
     assert_eq!(ids(&claimed), [m.id], "due at once");
 
     prepare(s, "plain", Due::Later).await;

@@ -16,6 +16,9 @@ use trustmsg_tests as common;
 pub(crate) const BIZ: &str = "shop";
 /// Far enough out that nothing arranged with it becomes due during a test.
 pub(crate) const LATER: Duration = Duration::from_secs(3600);
+
+/// A send claim's room when its payloads' sizes do not matter to the test.
+pub(crate) const ROOM: trustmsg::store::PayloadRoom = trustmsg::store::PayloadRoom::UNBOUNDED;
 /// A check-back lease of `d` for a row of a producer that is not registered
 /// (as none of [`BIZ`]'s rows' is): `d` is then the longest call plus the margin.
 pub(crate) fn lasting(d: Duration) -> VerifyLease {

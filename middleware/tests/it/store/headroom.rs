@@ -66,7 +66,7 @@ async fn a_row_is_prepared_with_room_a_decision_and_its_sent_mark_give_back() {
     }
     // The SENT mark gives back the rest.
     let claimed = s
-        .claim_due_sends(10, Duration::from_secs(30))
+        .claim_due_sends(10, ROOM, Duration::from_secs(30))
         .await
         .unwrap()
         .messages;

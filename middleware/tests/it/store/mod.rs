@@ -119,6 +119,8 @@ conformance! {
         claim_due_sends_takes_only_committed_pending_rows_that_are_due,
         claim_due_sends_skips_claimed_rows_until_a_short_lease_runs_out,
         claim_due_sends_takes_at_most_the_limit,
+        a_send_claim_takes_the_rows_whose_payloads_fit_its_room,
+        a_send_claim_counts_an_unrecorded_length_as_the_largest,
         racing_claimers_never_take_the_same_row,
         mark_sent_matches_only_the_claimed_version_of_a_pending_row,
         mark_sent_with_a_stale_version_matches_nothing,

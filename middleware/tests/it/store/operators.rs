@@ -237,7 +237,7 @@ pub(crate) async fn redeliver_applies_only_to_a_send_failed_row_and_makes_it_due
             audit_lines(s, m.id).await.last().map(String::as_str),
             Some("operator:alice redeliver COMMITTED=>COMMITTED send SEND_FAILED=>PENDING")
         );
-        let claimed = s.claim_due_sends(10, LATER).await.unwrap().messages;
+        let claimed = s.claim_due_sends(10, ROOM, LATER).await.unwrap().messages;
         assert_eq!(
             claimed.iter().map(|c| c.id).collect::<Vec<_>>(),
             [m.id],

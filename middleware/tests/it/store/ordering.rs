@@ -33,7 +33,7 @@ async fn commit_ordered(s: &DynStore, message_key: &str, record_key: &str) -> Me
 /// The ids the sweeper may claim now, claiming them.
 async fn due(s: &DynStore) -> Vec<Message> {
     let mut claimed = s
-        .claim_due_sends(100, Duration::from_secs(60))
+        .claim_due_sends(100, crate::store::harness::ROOM, Duration::from_secs(60))
         .await
         .unwrap()
         .messages;

@@ -49,7 +49,7 @@ pub(crate) async fn an_unreadable_row_is_quarantined_and_the_rest_of_its_send_cl
 
     let short = Duration::from_millis(300);
     let claimed = s
-        .claim_due_sends(10, short)
+        .claim_due_sends(10, ROOM, short)
         .await
         .expect("one unreadable row does not fail the claim");
     assert_eq!(ids(&claimed.messages), [good_a.id, good_b.id]);
@@ -57,7 +57,8 @@ pub(crate) async fn an_unreadable_row_is_quarantined_and_the_rest_of_its_send_cl
 
     // Once the short lease is over the good rows are due again; the
     // quarantined one is not.
-    let again = claim_eventually(|| async { s.claim_due_sends(10, LATER).await.unwrap() }).await;
+    let again =
+        claim_eventually(|| async { s.claim_due_sends(10, ROOM, LATER).await.unwrap() }).await;
     assert_eq!(ids(&again.messages), [good_a.id, good_b.id]);
     assert_eq!(
         again.quarantined,

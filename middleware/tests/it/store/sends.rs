@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use trustmsg::store::{Actor, DynStore, SentMark};
+use trustmsg::store::{Actor, DynStore, Message, PayloadRoom, SentMark};
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
 use crate::store::harness::*;
@@ -26,7 +26,7 @@ pub(crate) async fn claim_due_sends_takes_only_committed_pending_rows_that_are_d
 
     let lease = Duration::from_secs(120);
     let t0 = s.now().await.unwrap();
-    let claimed = s.claim_due_sends(100, lease).await.unwrap().messages;
+    let claimed = s.claim_due_sends(100, ROOM, lease).await.unwrap().messages;
     let t1 = s.now().await.unwrap();
     assert_eq!(
         claimed.iter().map(|m| m.id).collect::<Vec<_>>(),
@@ -63,11 +63,11 @@ pub(crate) async fn claim_due_sends_skips_claimed_rows_until_a_short_lease_runs_
     let s = s.as_ref();
     let before = arrange(s, State::SendPending, Due::Now).await.unwrap();
     let lease = Duration::from_millis(300);
-    let first = s.claim_due_sends(10, lease).await.unwrap().messages;
+    let first = s.claim_due_sends(10, ROOM, lease).await.unwrap().messages;
     assert_eq!(first.len(), 1);
     assert_eq!(first[0].version, before.version + 1);
     assert!(
-        s.claim_due_sends(10, lease)
+        s.claim_due_sends(10, ROOM, lease)
             .await
             .unwrap()
             .messages
@@ -75,7 +75,8 @@ pub(crate) async fn claim_due_sends_skips_claimed_rows_until_a_short_lease_runs_
         "a claimed row is not claimed again within its lease"
     );
     let again =
-        claim_eventually(|| async { s.claim_due_sends(10, LATER).await.unwrap().messages }).await;
+        claim_eventually(|| async { s.claim_due_sends(10, ROOM, LATER).await.unwrap().messages })
+            .await;
     let now = s.now().await.unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].id, before.id);
@@ -91,12 +92,97 @@ pub(crate) async fn claim_due_sends_takes_at_most_the_limit(s: &DynStore) {
     for i in 0..3 {
         arrange_key(s, &format!("batch-{i}"), State::SendPending, Due::Now).await;
     }
-    let a = s.claim_due_sends(2, LATER).await.unwrap().messages;
-    let b = s.claim_due_sends(2, LATER).await.unwrap().messages;
-    let c = s.claim_due_sends(2, LATER).await.unwrap().messages;
+    let a = s.claim_due_sends(2, ROOM, LATER).await.unwrap().messages;
+    let b = s.claim_due_sends(2, ROOM, LATER).await.unwrap().messages;
+    let c = s.claim_due_sends(2, ROOM, LATER).await.unwrap().messages;
     assert_eq!((a.len(), b.len(), c.len()), (2, 1, 0));
     let ids: BTreeSet<u64> = a.iter().chain(&b).map(|m| m.id).collect();
     assert_eq!(ids.len(), 3);
+}
+
+/// A send claim reads its rows whole, so its room bounds the memory it
+/// takes: it takes, in due order, the rows whose payloads fit by the
+/// lengths their prepares recorded; the rest stay due, and the claim says
+/// it ran out of room. What it takes comes with the whole payload.
+pub(crate) async fn a_send_claim_takes_the_rows_whose_payloads_fit_its_room(s: &DynStore) {
+    let s = s.as_ref();
+    let mut arranged = BTreeSet::new();
+    for i in 0..3 {
+        let m = arrange_key(s, &format!("sized-{i}"), State::SendPending, Due::Now).await;
+        arranged.insert(m.unwrap().id);
+    }
+    let payload = new_message("any", LATER).payload;
+    let len = payload.len() as u64;
+    // Room for two payloads, and for none if a length were unknown: the
+    // claim must read the lengths (10 rows of unknown length do not fit).
+    let room = PayloadRoom {
+        bytes: 2 * len + 1,
+        unknown: len + 1,
+    };
+    let first = s.claim_due_sends(10, room, LATER).await.unwrap();
+    assert_eq!(first.messages.len(), 2, "{:?}", first.messages);
+    assert!(first.out_of_room, "a due row did not fit");
+    let rest = s.claim_due_sends(10, room, LATER).await.unwrap();
+    assert_eq!(rest.messages.len(), 1);
+    assert!(!rest.out_of_room, "nothing is left to fit");
+    let claimed: Vec<&Message> = first.messages.iter().chain(&rest.messages).collect();
+    assert_eq!(
+        claimed.iter().map(|m| m.id).collect::<BTreeSet<_>>(),
+        arranged
+    );
+    for m in claimed {
+        assert_eq!(
+            m.payload, payload,
+            "message {} came without its payload",
+            m.id
+        );
+        assert_eq!(s.find_message_by_id(m.id).await.unwrap().as_ref(), Some(m));
+    }
+    assert!(
+        s.claim_due_sends(10, room, LATER)
+            .await
+            .unwrap()
+            .messages
+            .is_empty(),
+        "each row was leased once claimed"
+    );
+}
+
+/// A row too large for the room is not claimed at all; a row whose length
+/// was never recorded (written before migration 0016) counts as the
+/// largest payload.
+pub(crate) async fn a_send_claim_counts_an_unrecorded_length_as_the_largest(b: &Backend) {
+    let s = b.store.as_ref();
+    let m = arrange_key(s, "unsized", State::SendPending, Due::Now)
+        .await
+        .unwrap();
+    let len = m.payload.len() as u64;
+    let too_small = PayloadRoom {
+        bytes: len - 1,
+        unknown: len,
+    };
+    let claim = s.claim_due_sends(10, too_small, LATER).await.unwrap();
+    assert!(claim.messages.is_empty() && claim.out_of_room, "{claim:?}");
+
+    let sql = "UPDATE messages SET payload_bytes = NULL WHERE id = ?";
+    assert_eq!(b.raw_execute(sql, m.id).await, 1);
+    let unknown_too_large = PayloadRoom {
+        bytes: 1000,
+        unknown: 1001,
+    };
+    let claim = s
+        .claim_due_sends(10, unknown_too_large, LATER)
+        .await
+        .unwrap();
+    assert!(claim.messages.is_empty() && claim.out_of_room, "{claim:?}");
+    let unknown_fits = PayloadRoom {
+        bytes: 1001,
+        unknown: 1001,
+    };
+    let claim = s.claim_due_sends(10, unknown_fits, LATER).await.unwrap();
+    assert_eq!(claim.messages.len(), 1);
+    assert_eq!(claim.messages[0].payload, m.payload);
+    assert!(!claim.out_of_room);
 }
 
 pub(crate) async fn racing_claimers_never_take_the_same_row(s: &DynStore) {
@@ -109,9 +195,9 @@ pub(crate) async fn racing_claimers_never_take_the_same_row(s: &DynStore) {
         )
         .await;
     }
-    let claim = || async { s.claim_due_sends(5, LATER).await.unwrap().messages };
+    let claim = || async { s.claim_due_sends(5, ROOM, LATER).await.unwrap().messages };
     let (a, b, c, d) = tokio::join!(claim(), claim(), claim(), claim());
-    let rest = s.claim_due_sends(100, LATER).await.unwrap().messages;
+    let rest = s.claim_due_sends(100, ROOM, LATER).await.unwrap().messages;
     let all: Vec<u64> = [a, b, c, d, rest].iter().flatten().map(|m| m.id).collect();
     let distinct: BTreeSet<u64> = all.iter().copied().collect();
     assert_eq!(
@@ -172,7 +258,7 @@ pub(crate) async fn mark_sent_with_a_stale_version_matches_nothing(s: &DynStore)
         .unwrap();
     // Another instance re-claims `a` after our lease ran out: our version is stale.
     let reclaimed = s
-        .claim_due_sends(10, LATER)
+        .claim_due_sends(10, ROOM, LATER)
         .await
         .unwrap()
         .messages
@@ -374,7 +460,7 @@ pub(crate) async fn release_sends_makes_only_the_named_pending_claims_due_at_onc
         .map(|(_, m, _)| (id_of(m), version_of(m)))
         .collect();
     assert!(s
-        .claim_due_sends(10, LATER)
+        .claim_due_sends(10, ROOM, LATER)
         .await
         .unwrap()
         .messages
@@ -386,7 +472,7 @@ pub(crate) async fn release_sends_makes_only_the_named_pending_claims_due_at_onc
         }
     }
     let pending = rows[2].1.clone().unwrap();
-    let claimed = s.claim_due_sends(10, LATER).await.unwrap().messages;
+    let claimed = s.claim_due_sends(10, ROOM, LATER).await.unwrap().messages;
     assert_eq!(
         claimed.iter().map(|m| m.id).collect::<Vec<_>>(),
         [pending.id],
@@ -406,7 +492,7 @@ pub(crate) async fn release_sends_makes_only_the_named_pending_claims_due_at_onc
         0
     );
     assert!(s
-        .claim_due_sends(10, LATER)
+        .claim_due_sends(10, ROOM, LATER)
         .await
         .unwrap()
         .messages

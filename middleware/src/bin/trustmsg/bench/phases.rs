@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::MySqlPool;
 use trustmsg::store::mysql::MySqlStore;
-use trustmsg::store::Store;
+use trustmsg::store::{PayloadRoom, Store};
 use trustmsg_kafka_mock as kafka;
 
 use super::percentiles::Percentiles;
@@ -96,7 +96,7 @@ pub(crate) async fn ceiling(
 /// the service leaves them in that state: a PREPARED row due for its
 /// check-back and a PENDING one for its send in an hour, with the
 /// `headroom` the service's prepare (40 bytes) or commit (16) leaves
-/// (migration 0015).
+/// (migration 0015) and the payload length its prepare records (0016).
 pub(crate) async fn insert_rows(
     pool: &MySqlPool,
     biz_id: &str,
@@ -107,19 +107,27 @@ pub(crate) async fn insert_rows(
 ) -> anyhow::Result<()> {
     const BATCH: u64 = 1000;
     let payload = vec![b'x'; PAYLOAD_BYTES];
-    // A `--service-binary` from before migration 0015 has no such column.
-    let has_headroom: bool = sqlx::query_scalar(
-        "SELECT COUNT(*) > 0 FROM information_schema.columns WHERE table_schema = DATABASE() \
-         AND table_name = 'messages' AND column_name = 'headroom'",
-    )
-    .fetch_one(pool)
-    .await?;
-    let headroom_column = if has_headroom { ", headroom" } else { "" };
+    // A `--service-binary` from before migration 0015 (0016) has no such column.
+    let has = |column: &'static str| async move {
+        sqlx::query_scalar::<_, bool>(
+            "SELECT COUNT(*) > 0 FROM information_schema.columns WHERE table_schema = DATABASE() \
+             AND table_name = 'messages' AND column_name = ?",
+        )
+        .bind(column)
+        .fetch_one(pool)
+        .await
+    };
+    let (has_headroom, has_lengths) = (has("headroom").await?, has("payload_bytes").await?);
+    let extra_columns = format!(
+        "{}{}",
+        if has_headroom { ", headroom" } else { "" },
+        if has_lengths { ", payload_bytes" } else { "" }
+    );
     let mut done = 0;
     while done < rows {
         let n = BATCH.min(rows - done);
         let mut q = sqlx::QueryBuilder::<sqlx::MySql>::new(
-            format!("INSERT INTO messages (biz_id, message_key, topic, payload, headers, content_digest, status, send_status, created_at, updated_at, next_verify_at, next_send_at{headroom_column}) "),
+            format!("INSERT INTO messages (biz_id, message_key, topic, payload, headers, content_digest, status, send_status, created_at, updated_at, next_verify_at, next_send_at{extra_columns}) "),
         );
         let later = "UTC_TIMESTAMP(3) + INTERVAL 1 HOUR";
         let (verify_at, send_at, headroom) = match (status, send_status) {
@@ -142,6 +150,9 @@ pub(crate) async fn insert_rows(
                 .push(send_at);
             if has_headroom {
                 b.push(headroom);
+            }
+            if has_lengths {
+                b.push_bind(PAYLOAD_BYTES as u64);
             }
         });
         q.build().execute(pool).await?;
@@ -226,6 +237,13 @@ pub(crate) async fn drain(
     ))
 }
 
+/// The room a service's sweep has with nothing in flight, at the defaults
+/// (`--payload-budget-mib 128`, `--max-payload-bytes 960000`).
+const SERVICE_ROOM: PayloadRoom = PayloadRoom {
+    bytes: 128 << 20,
+    unknown: 960_000,
+};
+
 /// Median time of the forwarder's claim (256 due rows) with `rows` finished
 /// rows in the table, in a database of its own.
 pub(crate) async fn scan_cost(pool: &MySqlPool, db_url: &str, rows: u64) -> anyhow::Result<f64> {
@@ -255,7 +273,9 @@ pub(crate) async fn scan_cost(pool: &MySqlPool, db_url: &str, rows: u64) -> anyh
                 .execute(store.pool())
                 .await?;
             let t = Instant::now();
-            let claimed = store.claim_due_sends(256, Duration::from_secs(60)).await?;
+            let claimed = store
+                .claim_due_sends(256, SERVICE_ROOM, Duration::from_secs(60))
+                .await?;
             times.push(t.elapsed());
             let n = claimed.messages.len();
             anyhow::ensure!(n == 256, "claimed {n} of 256");
@@ -286,13 +306,15 @@ impl CheckEndpoint {
         let count = asked.clone();
         let app = axum::Router::new().route(
             "/check",
-            axum::routing::post(move |axum::Json(req): axum::Json<CheckRequest>| async move {
-                count.send_modify(|n| *n += 1);
-                axum::Json(CheckResponse {
-                    message_id: req.message_id,
-                    decision: Decision::Commit,
-                })
-            }),
+            axum::routing::post(
+                move |axum::Json(req): axum::Json<CheckRequest>| async move {
+                    count.send_modify(|n| *n += 1);
+                    axum::Json(CheckResponse {
+                        message_id: req.message_id,
+                        decision: Decision::Commit,
+                    })
+                },
+            ),
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}/check", listener.local_addr()?);

@@ -1,0 +1,11 @@
+-- The payload's length in bytes, written by the prepare (issue 31). A send
+-- claim reads its rows whole and must never read more payload than the
+-- forwarder's budget has room for; without the lengths it had to assume
+-- each row the largest a payload may be (`--max-payload-bytes`), which
+-- capped a claim at about 140 rows whatever the payloads were (128 MiB
+-- ÷ 960,000 bytes), and `LENGTH(payload)` reads the payload. With them a
+-- claim takes, in due order, the rows whose payloads fit. NULL for a row
+-- from before this column: it counts as the largest. Never changed after
+-- the prepare, so no UPDATE makes a record longer for it (migration 0015).
+-- Instant on MySQL >= 8.0.12 and MariaDB >= 10.3 (a nullable column at the end).
+ALTER TABLE messages ADD COLUMN payload_bytes INT UNSIGNED NULL;
