@@ -231,6 +231,8 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
     let service_pid = service.as_ref().map(|s| s.pid().to_string());
     let service_pid = service_pid.as_deref();
     let batches_before = batch_counters(&client).await;
+    // The purge the first ceiling left behind is not the lifecycle's work.
+    phases::settle(&pool).await?;
     let meter = Meter::start(&pool, service_pid).await?;
     report.lifecycle = lifecycle(
         &client,
