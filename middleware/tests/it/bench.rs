@@ -91,12 +91,16 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
     );
     assert!(db["page_writes_per_msg"].as_f64().unwrap() > 1.0, "{db}");
     assert!(db["redo_bytes_per_msg"].as_f64().unwrap() > 100.0, "{db}");
+    // A service that just started prepares its statements on each of its
+    // connections once at least.
+    assert!(db["prepares_per_msg"].as_f64().unwrap() > 0.0, "{db}");
     let yardstick = &report["ceiling_db"];
     assert!(
         yardstick["by_kind"]["update"].as_f64().unwrap() >= 0.99,
         "{yardstick}"
     );
     assert!(stdout.contains("redo bytes"), "{stdout}");
+    assert!(stdout.contains("statements prepared anew"), "{stdout}");
     // The drain's rows were claimed and marked SENT: updates, per drained row.
     let drain = &report["drain_db"];
     assert!(

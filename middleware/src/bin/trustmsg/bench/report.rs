@@ -262,10 +262,11 @@ fn print_db_cost(db: &DbCost, scale: f64, unit: &str) {
         db.data_fsyncs_per_msg * scale,
     );
     println!(
-        "    rows ({}), {:.1} page changes, {:.0} redo bytes",
+        "    rows ({}), {:.1} page changes, {:.0} redo bytes, {:.3} statements prepared anew",
         nonzero(&db.rows_per_msg, scale),
         db.page_writes_per_msg * scale,
         db.redo_bytes_per_msg * scale,
+        db.prepares_per_msg * scale,
     );
 }
 
