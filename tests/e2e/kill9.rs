@@ -164,7 +164,7 @@ async fn kill_9_mid_stream_loses_nothing_and_publishes_nothing_wrong() {
     // What the producer was told before the kill is its own decision on
     // record, never check-back's (a lost commit re-decided by check-back
     // would have the verifier as its actor).
-    let by = deciders(&pool, "shop").await;
+    let by = deciders(&db.url, "shop").await;
     let before_kill: Vec<&String> = answers
         .iter()
         .filter(|(_, (_, acked))| *acked < killed_at)

@@ -120,54 +120,36 @@ impl TestDb {
     }
 }
 
-/// Who decided each message of `biz_id` (commit or rollback), in order, as
-/// its audit trail tells it: the `commit`/`rollback` audit rows, and the
-/// producer's own decision over the API, which the message row records
-/// instead of an audit row (`docs/architecture.md`, States): a message now
-/// COMMITTED or ROLLED_BACK whose last status-changing audit row left it
-/// PREPARED (or that has none) was decided by its producer, after that row.
-pub async fn deciders(pool: &MySqlPool, biz_id: &str) -> HashMap<u64, Vec<String>> {
-    type AuditRow = (u64, Vec<u8>, Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>);
-    let rows: Vec<AuditRow> = sqlx::query_as(
-        "SELECT a.message_id, a.actor, a.action, a.from_status, a.to_status FROM audit_log a \
-         JOIN messages m ON m.id = a.message_id WHERE m.biz_id = ? ORDER BY a.id",
-    )
-    .bind(biz_id)
-    .fetch_all(pool)
-    .await
-    .expect("read the audit log");
-    let decided: Vec<(u64, Vec<u8>)> = sqlx::query_as(
-        "SELECT id, status FROM messages WHERE biz_id = ? AND decided_at IS NOT NULL \
-         AND status IN ('COMMITTED', 'ROLLED_BACK')",
-    )
-    .bind(biz_id)
-    .fetch_all(pool)
-    .await
-    .expect("read the messages");
-    let text = |b: &[u8]| String::from_utf8(b.to_vec()).expect("UTF-8");
-    let mut trails: HashMap<u64, Vec<AuditRow>> = HashMap::new();
-    for row in rows {
-        trails.entry(row.0).or_default().push(row);
-    }
-    let mut by_id: HashMap<u64, Vec<String>> = HashMap::new();
-    for (id, _) in decided {
-        let trail = trails.remove(&id).unwrap_or_default();
-        let last_change = trail.iter().rposition(|r| r.4.is_some() && r.3 != r.4);
-        let left_prepared =
-            last_change.is_none_or(|i| trail[i].4.as_deref() == Some(b"PREPARED".as_slice()));
-        let mut actors = Vec::new();
-        if left_prepared && last_change.is_none() {
-            actors.push(format!("producer:{biz_id}"));
+/// Who decided each message of `biz_id` (the actors of its `commit` and
+/// `rollback` entries, in order), as the audit trail operators see shows it
+/// (`Store::audit_trail`, the trail of the admin API): `producer:<biz_id>`
+/// for the producer's own call (recorded by the message row, not an audit
+/// row; `docs/architecture.md`, States), `verifier` for check-back. A
+/// message decided once has exactly one; one never decided is absent.
+/// `url`: the MySQL database.
+pub async fn deciders(url: &str, biz_id: &str) -> HashMap<u64, Vec<String>> {
+    use trustmsg::store::Store;
+    let store = trustmsg::store::mysql::MySqlStore::connect(url)
+        .await
+        .expect("connect to the test database");
+    let ids: Vec<u64> = sqlx::query_scalar("SELECT id FROM messages WHERE biz_id = ?")
+        .bind(biz_id)
+        .fetch_all(store.pool())
+        .await
+        .expect("read the messages");
+    let mut by_id = HashMap::new();
+    for id in ids {
+        let actors: Vec<String> = store
+            .audit_trail(id)
+            .await
+            .expect("read the audit trail")
+            .into_iter()
+            .filter(|e| matches!(e.action.as_str(), "commit" | "rollback"))
+            .map(|e| e.actor)
+            .collect();
+        if !actors.is_empty() {
+            by_id.insert(id, actors);
         }
-        for (i, r) in trail.iter().enumerate() {
-            if matches!(r.2.as_slice(), b"commit" | b"rollback") {
-                actors.push(text(&r.1));
-            }
-            if left_prepared && last_change == Some(i) {
-                actors.push(format!("producer:{biz_id}"));
-            }
-        }
-        by_id.insert(id, actors);
     }
     by_id
 }

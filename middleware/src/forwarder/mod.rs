@@ -359,11 +359,10 @@ impl Forwarder {
             budget.count_full("sweep");
             return false;
         }
-        let limit = slots;
         let claim = self
             .inner
             .store
-            .claim_due_sends(limit as u32, room, cfg.send_lease);
+            .claim_due_sends(slots as u32, room, cfg.send_lease);
         let claimed = match deadline::within(cfg.statement_timeout, "claim due sends", claim).await
         {
             Ok(claimed) => claimed,
@@ -378,7 +377,7 @@ impl Forwarder {
         if claimed.out_of_room {
             budget.count_full("sweep");
         }
-        let full = claimed.taken() == limit && !claimed.out_of_room;
+        let full = claimed.taken() == slots && !claimed.out_of_room;
         if !claimed.messages.is_empty() {
             tracing::debug!(
                 claimed = claimed.messages.len(),

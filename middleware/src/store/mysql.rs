@@ -617,7 +617,7 @@ impl Store for MySqlStore {
             Err(e) if is_lock_conflict(&e) => return Ok(None),
             Err(e) => return Err(e.into()),
         }
-        sql::insert_audits(&mut *tx, &Vec::from_iter(AuditRow::transition(t))).await?;
+        sql::insert_audits(&mut *tx, AuditRow::transition(t).as_slice()).await?;
         let mut row = select_messages_by_ids(&mut *tx, &[t.id]).await?.pop();
         let mut alerts = verify_failed_alerts([&row]);
         if let Some(m) = row.as_mut() {
@@ -1454,7 +1454,7 @@ impl MySqlStore {
         let mut tx = self.pool.begin().await?;
         // Decoded as they arrive, each raw row dropped at once: a claim of
         // large payloads holds them once, not as raw rows and messages both.
-        let mut decoded = sql::Sized::default();
+        let mut decoded = sql::ClaimedRows::new(sized);
         let mut claimed_at = None;
         {
             let mut rows = sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -1469,15 +1469,11 @@ impl MySqlStore {
                 if claimed_at.is_none() {
                     claimed_at = Some(row.try_get::<DateTime<Utc>, _>("claimed_at")?);
                 }
-                if sized {
-                    decoded.push(&row)?;
-                } else {
-                    decoded.rows.push(&row)?;
-                }
+                decoded.push(&row)?;
             }
         }
         // The rows past the room stay due: their locks go with the commit.
-        let out_of_room = sized && decoded.cut(room);
+        let out_of_room = decoded.cut(room);
         let sql::Decoded {
             mut messages,
             unreadable,

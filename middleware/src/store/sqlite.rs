@@ -341,7 +341,7 @@ impl Store for SqliteStore {
         let Some(mut row) = first_message(&rows)? else {
             return Ok(None);
         };
-        sql::insert_audits(&mut *tx, &Vec::from_iter(AuditRow::transition(t))).await?;
+        sql::insert_audits(&mut *tx, AuditRow::transition(t).as_slice()).await?;
         let mut alerts: Vec<NewAlert> = (row.status == MessageStatus::VerifyFailed)
             .then(|| NewAlert::failed(AlertKind::VerifyFailed, &row))
             .into_iter()

@@ -70,7 +70,7 @@ impl Rig {
             .into_iter()
             .map(|(k, id, st, ss)| (String::from_utf8(k).unwrap(), (id, st, ss)))
             .collect();
-        let decided_by = deciders(&pool, SHOP).await;
+        let decided_by = deciders(&self.db.url("chaos"), SHOP).await;
         let owed = alerts::owed(&pool, u64::MAX)
             .await
             .expect("read the audit log");

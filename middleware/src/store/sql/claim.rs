@@ -72,39 +72,54 @@ fn without_payload() -> String {
 }
 
 /// The columns of a send claim that reads the payloads' lengths first, and
-/// then the payloads of the rows that fit its room ([`Sized`]).
+/// then the payloads of the rows that fit its room ([`ClaimedRows`]).
 pub(in crate::store) fn sized_columns() -> String {
     format!("{}, payload_bytes", without_payload())
 }
 
-/// The rows of a send claim that reads [`sized_columns`] first: each
-/// readable row's payload length, in due order, to cut the claim where its
-/// room runs out ([`crate::store::PayloadRoom::prefix`]).
+/// A claim's rows as they are read, decoded one by one; for a claim read
+/// with [`sized_columns`], each readable row's payload length too, in due
+/// order, to cut the claim where its room runs out
+/// ([`crate::store::PayloadRoom::prefix`]).
 #[derive(Debug, Default)]
-pub(in crate::store) struct Sized {
+pub(in crate::store) struct ClaimedRows {
     pub(in crate::store) rows: Decoded,
-    lengths: Vec<Option<u64>>,
+    /// None: the claim does not read the lengths (it is not cut).
+    lengths: Option<Vec<Option<u64>>>,
 }
 
-impl Sized {
-    /// Decodes `row` (read with [`sized_columns`]).
+impl ClaimedRows {
+    /// Rows of a claim read with [`sized_columns`] (`sized`) or not.
+    pub(in crate::store) fn new(sized: bool) -> Self {
+        Self {
+            rows: Decoded::default(),
+            lengths: sized.then(Vec::new),
+        }
+    }
+
+    /// Decodes `row`.
     pub(in crate::store) fn push<R: SqlRow>(&mut self, row: &R) -> StoreResult<()> {
         let readable = self.rows.messages.len();
         self.rows.push(row)?;
-        if self.rows.messages.len() > readable {
-            self.lengths.push(row.opt_u64("payload_bytes")?);
+        if let Some(lengths) = &mut self.lengths {
+            if self.rows.messages.len() > readable {
+                lengths.push(row.opt_u64("payload_bytes")?);
+            }
         }
         Ok(())
     }
 
     /// Keeps the readable rows whose payloads fit `room`, in due order, and
     /// every unreadable one (quarantined without its payload); returns
-    /// whether the room cut the claim short.
+    /// whether the room cut the claim short (never, for a claim that did
+    /// not read the lengths).
     pub(in crate::store) fn cut(&mut self, room: crate::store::PayloadRoom) -> bool {
-        let fit = room.prefix(self.lengths.iter().copied());
+        let Some(lengths) = &self.lengths else {
+            return false;
+        };
+        let fit = room.prefix(lengths.iter().copied());
         let cut = fit < self.rows.messages.len();
         self.rows.messages.truncate(fit);
-        self.lengths.truncate(fit);
         cut
     }
 }

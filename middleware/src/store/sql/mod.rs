@@ -50,7 +50,7 @@ pub(super) use alerts::{
 };
 pub(super) use audit::{audit_insert, audit_trail, insert_audits, producer_decides, AuditRow};
 pub(super) use claim::{
-    decode_claimed, quarantine, sized_columns, ClaimKind, Decoded, Lease, Sized,
+    decode_claimed, quarantine, sized_columns, ClaimKind, ClaimedRows, Decoded, Lease,
 };
 pub(super) use effects::{clip_error, transition_effects};
 pub(super) use flow::{add_flow, flow_since, purge_flow, Upsert};

@@ -194,16 +194,9 @@ impl Client {
 
 /// A call the service refused with 503 (its load shedder, or a database
 /// it could not reach in time): the open loop counts these and goes on.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}: 503 Service Unavailable")]
 pub(crate) struct Shed(&'static str);
-
-impl std::fmt::Display for Shed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: 503 Service Unavailable", self.0)
-    }
-}
-
-impl std::error::Error for Shed {}
 
 #[derive(Default)]
 pub(crate) struct Samples {

@@ -47,7 +47,7 @@ mod wait;
 
 pub(crate) use args::BenchArgs;
 use args::Sizes;
-use cost::{CpuClock, DbCost, DbCounters, PhaseCpu};
+use cost::{CpuClock, DbCost, DbCounters};
 use load::{lifecycle, one_at_a_time, open_loop, Client};
 use phases::{ceiling, drain, scan_cost, verifier, CheckEndpoint, OtlpSink};
 use report::{print_report, Report};
@@ -123,11 +123,8 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
     let meter = Meter::start(&pool, None).await?;
     let rate = ceiling(&pool, args.concurrency, sizes.duration, 0).await?;
     report.ceilings_per_s.push(rate);
-    let (cpu, db) = meter
-        .stop(&pool, rate * sizes.duration.as_secs_f64())
-        .await?;
-    report.measured("ceiling", cpu, rate * sizes.duration.as_secs_f64());
-    report.ceiling_db = db;
+    let pairs = rate * sizes.duration.as_secs_f64();
+    report.ceiling_db = meter.stop(&pool, &mut report, "ceiling", pairs).await?;
 
     let mock = match &args.kafka_brokers {
         Some(_) => None,
@@ -244,9 +241,9 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
     )
     .await?;
     let messages = report.lifecycle.messages as f64;
-    let (cpu, db) = meter.stop(&pool, messages).await?;
-    report.measured("lifecycle", cpu, messages);
-    report.lifecycle_db = db;
+    report.lifecycle_db = meter
+        .stop(&pool, &mut report, "lifecycle", messages)
+        .await?;
     report.lifecycle_batches = Some(BatchSizes::between(
         &batches_before,
         &batch_counters(&client).await,
@@ -261,7 +258,9 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
     let rate = ceiling(&pool, args.concurrency, sizes.duration, 1).await?;
     report.ceilings_per_s.push(rate);
     let pairs = rate * sizes.duration.as_secs_f64();
-    report.measured("ceiling_after", meter.stop(&pool, pairs).await?.0, pairs);
+    meter
+        .stop(&pool, &mut report, "ceiling_after", pairs)
+        .await?;
     report.ceiling_per_s =
         report.ceilings_per_s.iter().sum::<f64>() / report.ceilings_per_s.len() as f64;
     report.ratio = if report.ceiling_per_s > 0.0 {
@@ -299,9 +298,8 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
                 report.lifecycle.throughput_per_s,
             )
             .await?;
-        let (cpu, db) = meter.stop(&pool, result.messages as f64).await?;
-        report.measured("submit", cpu, result.messages as f64);
-        report.submit_db = Some(db);
+        let messages = result.messages as f64;
+        report.submit_db = Some(meter.stop(&pool, &mut report, "submit", messages).await?);
         result.batches = BatchSizes::between(&batches_before, &batch_counters(&client).await);
         eprintln!("bench: one submitted message at a time");
         result.one_at_a_time = submitter.one_at_a_time(&mut submitted, 100).await?;
@@ -331,16 +329,14 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
             .context("registering the verifier producer")?;
         let rows = sizes.verifier_rows as f64;
         let (rate, meter) = verifier(&pool, &checker, sizes.verifier_rows, service_pid).await?;
-        let (cpu, db) = meter.stop(&pool, rows).await?;
-        report.measured("verifier", cpu, rows);
+        let db = meter.stop(&pool, &mut report, "verifier", rows).await?;
         (report.verifier_per_s, report.verifier_db) = (Some(rate), Some(db));
 
         eprintln!("bench: drain ({} rows)", sizes.drain_rows);
         let (mut drained, stop_drain) = kafka::consume(&brokers, DRAIN_TOPIC)?;
         let rows = sizes.drain_rows as f64;
         let (rate, meter) = drain(&pool, &mut drained, sizes.drain_rows, service_pid).await?;
-        let (cpu, db) = meter.stop(&pool, rows).await?;
-        report.measured("drain", cpu, rows);
+        let db = meter.stop(&pool, &mut report, "drain", rows).await?;
         (report.drain_per_s, report.drain_db) = (Some(rate), Some(db));
         stop_drain.set();
     }
@@ -383,15 +379,19 @@ impl Meter {
         })
     }
 
-    /// The cores used meanwhile, and the database's work per one of `messages`.
+    /// Records in `report` the cores `phase` used and their CPU per one of
+    /// its `messages`; returns the database's work per message.
     pub(crate) async fn stop(
         self,
         pool: &MySqlPool,
+        report: &mut Report,
+        phase: &'static str,
         messages: f64,
-    ) -> anyhow::Result<(PhaseCpu, DbCost)> {
+    ) -> anyhow::Result<DbCost> {
         let cpu = self.clock.stop();
         let after = DbCounters::read(pool).await?;
-        Ok((cpu, DbCost::between(&self.before, &after, messages)))
+        report.measured(phase, cpu, messages);
+        Ok(DbCost::between(&self.before, &after, messages))
     }
 }
 
