@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """What each statement of a message's life costs the database, per row.
 
-Usage: scripts/statement-cost.py TRUSTMSG_BINARY [ROWS] [VARIANT] [BATCH]
+Usage: scripts/statement-cost.py TRUSTMSG_BINARY [ROWS] [VARIANT] [BATCH] [CLIENTS] [SHAPE]
 
 Creates a database on the local MariaDB/MySQL server (root, no password,
 127.0.0.1:3306), migrates it with `TRUSTMSG_BINARY migrate`, then runs each
 kind of statement the service writes over ROWS rows (default 10000), in
-batches of BATCH rows (default 500), alone: the prepare's INSERT, the commit's UPDATE, a claim's
+batches of BATCH rows (default 500), from CLIENTS connections at once
+(default 1; the service writes from two), alone: the prepare's INSERT, the commit's UPDATE, a claim's
 lease UPDATE, a whole claim (its SELECT … FOR UPDATE SKIP LOCKED and lease
 UPDATE in one transaction), the SENT mark's UPDATE. For each it prints the database
 server's CPU time (its process's, from /proc, so run it on a machine where
@@ -14,10 +15,18 @@ nothing else uses the server), its page changes and its redo bytes per row,
 purge waited out and counted. VARIANT drops secondary indexes first, to
 price them: all (default), no_topic_sent, no_state, no_due, none, or
 folded (the state index and both due indexes as one, over a stored column).
+SHAPE `service` writes the commit and the SENT mark as the service writes
+them (ids listed with their (id, status, version) guards, the commit's IF()s,
+the marks as a derived table joined on (id, version)) instead of over an id
+range (`simple`, the default); `tvc`, `in` and `span` write the service's
+commit and the mark in other forms (a table value constructor; an id list
+with ELT(FIELD()) for the offsets; that over the ids' span). Shapes other
+than `simple` skip the claims, as the lifecycle's hand-off does.
 docs/performance.md has the figures.
 """
 import subprocess
 import sys
+import threading
 import time
 
 binary = sys.argv[1]
@@ -80,8 +89,32 @@ payload = "x" * 256
 BATCH = int(sys.argv[4]) if len(sys.argv) > 4 else 500
 
 
+CLIENTS = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+SHAPE = sys.argv[6] if len(sys.argv) > 6 else "simple"
+
+
 def batches(statement):
-    return ";\n".join(statement(lo, min(lo + BATCH, N)) for lo in range(0, N, BATCH)) + ";"
+    return [statement(lo, min(lo + BATCH, N)) + ";" for lo in range(0, N, BATCH)]
+
+
+def run(statements, count):
+    """The statements dealt round-robin to `count` connections that run at once."""
+    clients = [subprocess.Popen(["mysql", "-uroot", "-N", DB], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL)
+               for _ in range(count)]
+    def feed(client, share):
+        client.stdin.write("\n".join(share).encode())
+        client.stdin.close()
+
+    feeders = [threading.Thread(target=feed, args=(client, statements[i::len(clients)]))
+               for i, client in enumerate(clients)]
+    for feeder in feeders:
+        feeder.start()
+    for feeder in feeders:
+        feeder.join()
+    for client in clients:
+        if client.wait() != 0:
+            sys.exit("a client failed")
 
 
 def rows(lo, hi):
@@ -96,12 +129,81 @@ COLUMNS = ("id, biz_id, message_key, topic, record_key, payload, headers, conten
            "next_verify_at, next_send_at, kafka_partition, kafka_offset, created_at, updated_at, "
            "decided_at, sent_at, UTC_TIMESTAMP(3) AS claimed_at")
 DUE = "state_at" if variant == "folded" else "next_send_at"
+NOW = "'2026-11-25 12:00:00.000'"
+
+
+def service_commit(lo, hi):
+    """A producers' commit batch as `MySqlStore::decide_together` writes it."""
+    ids = ",".join(str(i) for i in range(lo + 1, hi + 1))
+    guards = ",".join(f"({i},'PREPARED',0)" for i in range(lo + 1, hi + 1))
+    return (
+        "UPDATE messages SET status = 'COMMITTED', send_status = 'PENDING', "
+        "version = version + 1, verify_attempts = IF('COMMITTED' = 'PREPARED', 0, "
+        "verify_attempts + 0), last_error = COALESCE(NULL, last_error), "
+        f"next_verify_at = IF('COMMITTED' = 'PREPARED', {NOW}, NULL), "
+        "verify_overdue_alerted = IF('COMMITTED' = 'PREPARED', FALSE, verify_overdue_alerted), "
+        f"requeued_at = IF('COMMITTED' = 'PREPARED', {NOW}, requeued_at), "
+        f"next_send_at = IF('COMMITTED' = 'COMMITTED', IF(deliver_at > {NOW}, deliver_at, "
+        f"'2026-11-25 12:00:30.000'), NULL), decided_at = IF('COMMITTED' IN ('COMMITTED', "
+        f"'ROLLED_BACK', 'VERIFY_FAILED'), {NOW}, decided_at), updated_at = {NOW}, "
+        f"headroom = LEFT(headroom, 16) WHERE id IN ({ids}) AND (id, status, version) IN ({guards})")
+
+
+def tvc_mark(lo, hi):
+    """The marks as one table value constructor behind a row that names
+    the columns and joins nothing (ids start at 1)."""
+    marks = ",".join(f"({i},1,0,{i})" for i in range(lo + 1, hi + 1))
+    return (
+        "UPDATE messages m JOIN (SELECT 0 AS id, 0 AS version, 0 AS kafka_partition, "
+        f"0 AS kafka_offset UNION ALL VALUES {marks}) s ON m.id = s.id AND m.version = s.version "
+        "SET m.send_status = 'SENT', m.next_send_at = NULL, m.sent_at = UTC_TIMESTAMP(3), "
+        "m.updated_at = UTC_TIMESTAMP(3), m.send_attempts = m.send_attempts + 1, "
+        "m.kafka_partition = s.kafka_partition, m.kafka_offset = s.kafka_offset, "
+        "m.version = m.version + 1, m.headroom = NULL "
+        "WHERE m.status = 'COMMITTED' AND m.send_status = 'PENDING'")
+
+
+def in_mark(lo, hi):
+    """The marks as an id list with their (id, version) guards, each row's
+    offset picked from a list by its id's place in the other."""
+    ids = ",".join(str(i) for i in range(lo + 1, hi + 1))
+    guards = ",".join(f"({i},1)" for i in range(lo + 1, hi + 1))
+    return (
+        "UPDATE messages SET send_status = 'SENT', next_send_at = NULL, "
+        "sent_at = UTC_TIMESTAMP(3), updated_at = UTC_TIMESTAMP(3), "
+        "send_attempts = send_attempts + 1, kafka_partition = 0, "
+        f"kafka_offset = ELT(FIELD(id, {ids}), {ids}), version = version + 1, headroom = NULL "
+        f"WHERE id IN ({ids}) AND (id, version) IN ({guards}) "
+        "AND status = 'COMMITTED' AND send_status = 'PENDING'")
+
+
+def span_mark(lo, hi):
+    """As `in_mark`, over the span of its ids instead of the ids' list."""
+    return in_mark(lo, hi).replace(f"WHERE id IN ({','.join(str(i) for i in range(lo + 1, hi + 1))})",
+                                   f"WHERE id BETWEEN {lo + 1} AND {hi}")
+
+
+def service_mark(lo, hi):
+    """A batch of SENT marks as `mark_sent_statement` writes it (after the
+    commit and no claim, the version is 1, as in the lifecycle's handoff)."""
+    marks = " UNION ALL ".join(
+        (f"SELECT {i} AS id, 1 AS version, 0 AS kafka_partition, {i} AS kafka_offset"
+         if i == lo + 1 else f"SELECT {i}, 1, 0, {i}") for i in range(lo + 1, hi + 1))
+    return (
+        f"UPDATE messages m JOIN ({marks}) s ON m.id = s.id AND m.version = s.version "
+        "SET m.send_status = 'SENT', m.next_send_at = NULL, m.sent_at = UTC_TIMESTAMP(3), "
+        "m.updated_at = UTC_TIMESTAMP(3), m.send_attempts = m.send_attempts + 1, "
+        "m.kafka_partition = s.kafka_partition, m.kafka_offset = s.kafka_offset, "
+        "m.version = m.version + 1, m.headroom = NULL "
+        "WHERE m.status = 'COMMITTED' AND m.send_status = 'PENDING'")
+
+
 steps = [
     ("prepare INSERT", batches(lambda lo, hi: (
         "INSERT INTO messages (biz_id, message_key, topic, record_key, payload, headers, "
         "content_digest, status, next_verify_at, created_at, updated_at, headroom) "
         f"VALUES {rows(lo, hi)}"))),
-    ("commit UPDATE", batches(lambda lo, hi: (
+    ("commit UPDATE", batches(service_commit if SHAPE != "simple" else lambda lo, hi: (
         "UPDATE messages SET status='COMMITTED', send_status='PENDING', version=version+1, "
         "next_verify_at=NULL, next_send_at=UTC_TIMESTAMP(3)+INTERVAL 40 SECOND, "
         "decided_at=UTC_TIMESTAMP(3), updated_at=UTC_TIMESTAMP(3), headroom=LEFT(headroom,16) "
@@ -117,20 +219,30 @@ steps = [
         f"AND send_status = 'PENDING' ORDER BY {DUE} LIMIT {hi - lo} FOR UPDATE SKIP LOCKED; "
         "UPDATE messages SET next_send_at=UTC_TIMESTAMP(3)+INTERVAL 2 HOUR, "
         f"version=version+1 WHERE id > {lo} AND id <= {hi}; COMMIT"))),
-    ("SENT UPDATE", batches(lambda lo, hi: (
+    ("SENT UPDATE", batches({"service": service_mark, "tvc": tvc_mark, "in": in_mark, "span": span_mark}.get(SHAPE) or (lambda lo, hi: (
         "UPDATE messages SET send_status='SENT', next_send_at=NULL, sent_at=UTC_TIMESTAMP(3), "
         "updated_at=UTC_TIMESTAMP(3), send_attempts=send_attempts+1, kafka_partition=1, "
         "kafka_offset=12345, version=version+1, headroom=NULL "
-        f"WHERE id > {lo} AND id <= {hi}"))),
+        f"WHERE id > {lo} AND id <= {hi}")))),
 ]
+if SHAPE != "simple":
+    # As in the lifecycle, where the commit hands its message to the
+    # forwarder: no claim between the commit and the mark.
+    steps = [step for step in steps if not step[0].startswith("claim")]
 for name, text in steps:
     settle()
     before, cpu0 = status(), cpu()
-    sql(text)
+    # A whole claim leases a range of ids, not the rows it locked, so two
+    # at once would deadlock: claims run from one connection.
+    clients = 1 if name.startswith("claim") else CLIENTS
+    run(text, clients)
     settle()
     cpu1, after = cpu(), status()
     pages = after["Innodb_buffer_pool_write_requests"] - before["Innodb_buffer_pool_write_requests"]
     redo = after["Innodb_lsn_current"] - before["Innodb_lsn_current"]
-    print(f"{variant:14} {name:20} database CPU {(cpu1 - cpu0) / N * 1e6:6.1f} µs/row  "
+    print(f"{variant:14} x{clients} {name:20} database CPU {(cpu1 - cpu0) / N * 1e6:6.1f} µs/row  "
           f"page changes {pages / N:5.1f}/row  redo {redo / N:6.0f} B/row")
+sent = int(sql("SELECT COUNT(*) FROM messages WHERE send_status = 'SENT'").strip())
+if sent != N:
+    sys.exit(f"only {sent} of {N} rows were marked SENT: the statements did not match")
 sql(f"DROP DATABASE {DB}", db="")
