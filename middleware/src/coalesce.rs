@@ -116,11 +116,17 @@ pub(crate) enum Via {
 type PrepareJob = Job<NewMessage, StoreResult<Inserted>>;
 type DecideJob = Job<Decision, StoreResult<DecideOutcome>>;
 
-/// Hands prepares and producer decisions to the batching workers.
+/// Hands prepares and producer decisions to the batching workers: one set
+/// of queues and workers per shard of the store, so that a batch is written
+/// to one database, and a shard that does not answer holds up and fails
+/// only its own keys' calls.
 #[derive(Clone)]
 pub(crate) struct Coalescer {
-    prepares: Batcher<NewMessage, StoreResult<Inserted>>,
-    decisions: Batcher<Decision, StoreResult<DecideOutcome>>,
+    store: DynStore,
+    /// By shard.
+    prepares: Vec<Batcher<NewMessage, StoreResult<Inserted>>>,
+    /// By shard.
+    decisions: Vec<Batcher<Decision, StoreResult<DecideOutcome>>>,
     /// The writers themselves, for batches a caller gathered
     /// ([`Coalescer::prepare_now`], [`Coalescer::decide_now`]).
     write_prepares: Arc<WritePrepares>,
@@ -174,15 +180,21 @@ impl Coalescer {
             rows: rows.clone(),
         });
         let decisions = Arc::new(WriteDecisions {
-            store,
+            store: store.clone(),
             commits,
             send_lease: settings.send_lease,
             deadline: settings.deadline,
             rows,
         });
+        let shards = store.shards();
         Self {
-            prepares: Batcher::start(prepares.clone(), workers, max_batch, queue),
-            decisions: Batcher::start(decisions.clone(), workers, max_batch, queue),
+            store,
+            prepares: (0..shards)
+                .map(|_| Batcher::start(prepares.clone(), workers, max_batch, queue))
+                .collect(),
+            decisions: (0..shards)
+                .map(|_| Batcher::start(decisions.clone(), workers, max_batch, queue))
+                .collect(),
             write_prepares: prepares,
             write_decisions: decisions,
             max_batch,
@@ -205,7 +217,11 @@ impl Coalescer {
 
     /// [`crate::store::Store::insert_prepared`], batched with concurrent calls.
     pub(crate) async fn prepare(&self, message: NewMessage) -> StoreResult<Inserted> {
-        self.prepares.submit(message).await.ok_or_else(gone)?
+        let shard = self.store.shard_of_new(&message);
+        self.prepares[shard]
+            .submit(message)
+            .await
+            .ok_or_else(gone)?
     }
 
     /// A producer's commit or rollback ([`store::decide`]), batched with concurrent calls.
@@ -215,13 +231,17 @@ impl Coalescer {
         message_key: String,
         commit: bool,
     ) -> StoreResult<DecideOutcome> {
+        let shard = self.store.shard_of_key(&biz_id, &message_key);
         let decision = Decision {
             biz_id,
             message_key,
             commit,
             via: Via::Http,
         };
-        self.decisions.submit(decision).await.ok_or_else(gone)?
+        self.decisions[shard]
+            .submit(decision)
+            .await
+            .ok_or_else(gone)?
     }
 }
 

@@ -128,9 +128,23 @@ pub struct ConfigError(String);
 /// Where the store lives.
 #[derive(Debug, Clone, Args)]
 pub struct DatabaseArgs {
-    /// Database URL: `mysql://user:pass@host:3306/db` (production) or `sqlite://path.db?mode=rwc`.
-    #[arg(long, env = "TRUSTMSG_DATABASE_URL")]
-    pub database_url: Secret,
+    /// Database URL: `mysql://user:pass@host:3306/db` (production) or
+    /// `sqlite://path.db?mode=rwc`. Repeat it to spread messages over several
+    /// MySQL/MariaDB databases (shards, docs/scaling.md): the first also holds
+    /// the producers, the consumer groups and the slot map, and the list keeps
+    /// the order it was first given in.
+    #[arg(long = "database-url", env = "TRUSTMSG_DATABASE_URL", required = true)]
+    pub database_urls: Vec<Secret>,
+}
+
+impl DatabaseArgs {
+    /// The URLs, first the one that holds the registry.
+    pub fn urls(&self) -> Vec<String> {
+        self.database_urls
+            .iter()
+            .map(|u| u.expose().to_string())
+            .collect()
+    }
 }
 
 /// `--tls-cert` and `--tls-key`: both or neither.
@@ -579,8 +593,8 @@ impl ServeArgs {
 /// What `trustmsg serve` runs with: checked, and typed for each component.
 #[derive(Debug)]
 pub(crate) struct Settings {
-    /// The store's URL.
-    pub(crate) database_url: Secret,
+    /// The store's URLs, one per shard (usually one).
+    pub(crate) database_urls: Vec<Secret>,
     /// Create the database and apply migrations at start-up.
     pub(crate) auto_migrate: bool,
     /// Where the HTTP API listens.
@@ -710,7 +724,7 @@ impl ServeArgs {
             })
         };
         Ok(Settings {
-            database_url: self.database.database_url.clone(),
+            database_urls: self.database.database_urls.clone(),
             auto_migrate: self.auto_migrate,
             listen: self.listen,
             tls: match (&self.tls.tls_cert, &self.tls.tls_key) {

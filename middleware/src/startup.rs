@@ -30,17 +30,32 @@ use crate::metrics_setup;
 use crate::overdue;
 use crate::registry::{GroupRegistry, Registry};
 use crate::retention;
-use crate::store::{self, DynStore};
+use crate::store::{self, DynStore, Store};
 use crate::verifier::Verifier;
 
-/// Connects to the database at `url`; with `migrate`, first creates the
+/// Connects to the database at each of `urls` (one, or several shards:
+/// [`store::shards::ShardedStore`]); with `migrate`, first creates each
 /// database if it is missing and then applies the migrations (`serve
 /// --auto-migrate` and `trustmsg migrate`).
-pub async fn open_store(url: &str, migrate: bool) -> anyhow::Result<DynStore> {
+pub async fn open_store(urls: &[String], migrate: bool) -> anyhow::Result<DynStore> {
+    let [url] = urls else {
+        let sharded = store::shards::ShardedStore::open(urls, migrate).await?;
+        return Ok(Arc::new(sharded));
+    };
     if migrate {
         store::create_database_if_missing(url)
             .await
             .with_context(|| format!("creating the database at {}", store::redact_url(url)))?;
+    }
+    if url.starts_with("mysql://") {
+        let one = store::mysql::MySqlStore::connect(url)
+            .await
+            .with_context(|| format!("connecting to {}", store::redact_url(url)))?;
+        if migrate {
+            one.migrate().await.context("applying migrations")?;
+        }
+        store::shards::ShardedStore::refuse_if_sharded(&one, url).await?;
+        return Ok(Arc::new(one));
     }
     let store = store::connect(url)
         .await
@@ -160,7 +175,12 @@ impl Application {
         let address_policy = Arc::new(cfg.address_policy);
         let webhook =
             alert_webhook(cfg.alert_webhook, cfg.alert_signing_secret, &address_policy).await?;
-        let store = open_store(cfg.database_url.expose(), cfg.auto_migrate).await?;
+        let urls: Vec<String> = cfg
+            .database_urls
+            .iter()
+            .map(|u| u.expose().to_string())
+            .collect();
+        let store = open_store(&urls, cfg.auto_migrate).await?;
         let registry = Registry::new(store.clone(), cfg.producer_cache_ttl);
         let groups = GroupRegistry::new(store.clone(), cfg.producer_cache_ttl);
         warn_about_producers_without_topics(&store, cfg.require_producer_topics).await;
@@ -217,6 +237,17 @@ impl Application {
             shutdown.clone(),
         );
         workers.push(liveness.watch("backlog", task, shutdown.clone()));
+        if store.shards() > 1 {
+            // `trustmsg_shard_up` per shard, whether or not /readyz is asked.
+            let (store, timeout) = (store.clone(), cfg.request_timeout);
+            let task = crate::periodic::spawn(cfg.backlog_interval, shutdown.clone(), move || {
+                let store = store.clone();
+                async move {
+                    let _ = tokio::time::timeout(timeout, store.ping()).await;
+                }
+            });
+            workers.push(liveness.watch("shard watch", task, shutdown.clone()));
+        }
         let task = ledger::spawn_stuck_watch(store.clone(), cfg.request_timeout, shutdown.clone());
         workers.push(liveness.watch("consumption stuck watch", task, shutdown.clone()));
         let task = ledger::spawn_gauges(

@@ -35,7 +35,16 @@ async fn readyz(State(state): State<AppState>) -> Response {
         );
     }
     match state.store.ping().await {
-        Ok(()) => (StatusCode::OK, "ready").into_response(),
+        // Ready while any shard answers (a load balancer must not take
+        // every instance out for one shard); the body names the others.
+        Ok(()) => match state.store.degraded().await {
+            down if down.is_empty() => (StatusCode::OK, "ready").into_response(),
+            down => (
+                StatusCode::OK,
+                format!("ready, degraded: {} not answering", down.join(", ")),
+            )
+                .into_response(),
+        },
         Err(e) => {
             tracing::warn!(error = %e, "not ready: store unreachable");
             with_retry_after((StatusCode::SERVICE_UNAVAILABLE, "store unreachable").into_response())

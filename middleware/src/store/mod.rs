@@ -44,6 +44,7 @@ pub(crate) mod deadline;
 mod decide;
 mod model;
 pub mod mysql;
+pub mod shards;
 mod sql;
 pub mod sqlite;
 
@@ -143,8 +144,28 @@ pub trait Store: Send + Sync + 'static {
     async fn migrate(&self) -> StoreResult<()>;
     /// The database clock (UTC).
     async fn now(&self) -> StoreResult<DateTime<Utc>>;
-    /// Cheap liveness query for `/readyz`.
+    /// Cheap liveness query for `/readyz`: Ok while the store can serve
+    /// anything (with several shards, while any shard answers).
     async fn ping(&self) -> StoreResult<()>;
+    /// The shards that do not answer now, by name (`/readyz` lists them);
+    /// empty for a store of one database, which `ping` covers.
+    async fn degraded(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// How many message databases the store spreads messages over.
+    fn shards(&self) -> usize {
+        1
+    }
+    /// The shard (`0..shards()`) a new message is written to.
+    fn shard_of_new(&self, m: &NewMessage) -> usize {
+        let _ = m;
+        0
+    }
+    /// The shard to look for (biz_id, message_key) on first.
+    fn shard_of_key(&self, biz_id: &str, message_key: &str) -> usize {
+        let _ = (biz_id, message_key);
+        0
+    }
 
     /// Inserts a PREPARED row, or returns the row already holding (biz_id, message_key).
     async fn insert_prepared(&self, m: &NewMessage) -> StoreResult<Inserted>;

@@ -52,12 +52,19 @@ impl std::ops::Deref for Backend {
 enum Raw {
     MySql(sqlx::MySqlPool),
     Sqlite(sqlx::SqlitePool),
+    /// One pool per shard: a raw statement about a row goes to the shard
+    /// its id was created on (the registry's to the first).
+    Shards(Vec<sqlx::MySqlPool>),
 }
 
 pub(crate) enum Cleanup {
     MySql(common::TestDb),
     Sqlite(tempfile::TempDir),
+    Shards(Vec<common::TestDb>),
 }
+
+/// Databases of the sharded backend.
+pub(crate) const SHARDS: usize = 3;
 
 impl Backend {
     pub(crate) async fn mysql() -> Self {
@@ -88,6 +95,31 @@ impl Backend {
         }
     }
 
+    /// [`SHARDS`] fresh MariaDB databases as the shards of one store.
+    pub(crate) async fn sharded() -> Self {
+        let mut dbs = Vec::new();
+        for _ in 0..SHARDS {
+            dbs.push(common::TestDb::create().await);
+        }
+        let urls: Vec<String> = dbs.iter().map(|d| d.url.clone()).collect();
+        let store = store::shards::ShardedStore::open(&urls, true)
+            .await
+            .expect("open the shards");
+        let mut raw = Vec::new();
+        for url in &urls {
+            raw.push(
+                sqlx::MySqlPool::connect(url)
+                    .await
+                    .expect("raw pool on a shard"),
+            );
+        }
+        Self {
+            store: std::sync::Arc::new(store),
+            raw: Raw::Shards(raw),
+            cleanup: Cleanup::Shards(dbs),
+        }
+    }
+
     pub(crate) async fn sqlite() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let url = format!(
@@ -107,7 +139,7 @@ impl Backend {
     }
 
     /// Runs `sql` (SQL both dialects read the same) with `id` bound to its one
-    /// `?`, straight on the database; returns the rows it matched.
+    /// `?`, straight on the database (on every shard); returns the rows it matched.
     pub(crate) async fn raw_execute(&self, sql: &str, id: u64) -> u64 {
         let sql = sqlx::AssertSqlSafe(sql.to_string());
         match &self.raw {
@@ -116,6 +148,18 @@ impl Backend {
                 .execute(p)
                 .await
                 .map(|done| done.rows_affected()),
+            // On every shard, the rows matched added up: a statement about
+            // one row matches on the shard that holds it, and `?` is not
+            // always an id.
+            Raw::Shards(pools) => {
+                let mut matched = Ok(0);
+                for p in pools {
+                    let once = sqlx::AssertSqlSafe(sql.0.clone());
+                    let done = sqlx::query(once).bind(id).execute(p).await;
+                    matched = matched.and_then(|n| done.map(|d| n + d.rows_affected()));
+                }
+                matched
+            }
             Raw::Sqlite(p) => sqlx::query(sql)
                 .bind(i64::try_from(id).unwrap())
                 .execute(p)
@@ -132,8 +176,10 @@ impl Backend {
         &self,
         biz_id: &str,
     ) -> Option<sqlx::Transaction<'static, sqlx::MySql>> {
-        let Raw::MySql(p) = &self.raw else {
-            return None;
+        let p = match &self.raw {
+            Raw::MySql(p) => p,
+            Raw::Shards(pools) => &pools[0],
+            Raw::Sqlite(_) => return None,
         };
         let mut tx = p.begin().await.expect("begin");
         let locked = sqlx::query("SELECT biz_id FROM producers WHERE biz_id = ? FOR UPDATE")
@@ -153,8 +199,10 @@ impl Backend {
         sql: &str,
         id: u64,
     ) -> Option<sqlx::Transaction<'static, sqlx::MySql>> {
-        let Raw::MySql(p) = &self.raw else {
-            return None;
+        let p = match &self.raw {
+            Raw::MySql(p) => p,
+            Raw::Shards(pools) => &pools[store::shards::shard_of_id(id)],
+            Raw::Sqlite(_) => return None,
         };
         let mut tx = p.begin().await.expect("begin on MariaDB");
         sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
@@ -165,11 +213,24 @@ impl Backend {
         Some(tx)
     }
 
-    /// The integer `sql` selects (one `?`, bound to `id`), straight from the database.
+    /// The integer `sql` selects (one `?`, bound to `id`), straight from the
+    /// database (summed over the shards).
     pub(crate) async fn raw_count(&self, sql: &str, id: u64) -> i64 {
         let sql = sqlx::AssertSqlSafe(sql.to_string());
         match &self.raw {
             Raw::MySql(p) => sqlx::query_scalar(sql).bind(id).fetch_one(p).await,
+            // The shards' answers added up (a count is every shard's; a
+            // row's value comes from the one shard that holds the row).
+            Raw::Shards(pools) => {
+                let mut sum = Ok(0);
+                for p in pools {
+                    let once = sqlx::AssertSqlSafe(sql.0.clone());
+                    let one: Result<Option<i64>, _> =
+                        sqlx::query_scalar(once).bind(id).fetch_optional(p).await;
+                    sum = sum.and_then(|n| one.map(|v| n + v.unwrap_or(0)));
+                }
+                sum
+            }
             Raw::Sqlite(p) => {
                 sqlx::query_scalar(sql)
                     .bind(i64::try_from(id).unwrap())
@@ -184,11 +245,21 @@ impl Backend {
         match &self.raw {
             Raw::MySql(p) => p.close().await,
             Raw::Sqlite(p) => p.close().await,
+            Raw::Shards(pools) => {
+                for p in pools {
+                    p.close().await;
+                }
+            }
         }
         drop(self.store);
         match self.cleanup {
             Cleanup::MySql(db) => db.drop_db().await,
             Cleanup::Sqlite(dir) => drop(dir),
+            Cleanup::Shards(dbs) => {
+                for db in dbs {
+                    db.drop_db().await;
+                }
+            }
         }
     }
 }

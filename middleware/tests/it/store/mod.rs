@@ -35,8 +35,9 @@ mod sqlite_only;
 mod verifies;
 mod waiting;
 
-/// Instantiates every listed test once per backend, as `mysql::<name>` and
-/// `sqlite::<name>`, whatever module the test function lives in.
+/// Instantiates every listed test once per backend, as `mysql::<name>`,
+/// `sharded::<name>` and `sqlite::<name>`, whatever module the test
+/// function lives in.
 macro_rules! conformance {
     ($($module:ident: [$($name:ident),* $(,)?]),* $(,)?) => {
         /// Every conformance test on a fresh MariaDB database.
@@ -45,6 +46,19 @@ macro_rules! conformance {
                 #[tokio::test]
                 async fn $name() {
                     let backend = crate::store::harness::Backend::mysql().await;
+                    crate::store::$module::$name(&backend).await;
+                    backend.finish().await;
+                }
+            )*)*
+        }
+
+        /// Every conformance test on three fresh MariaDB databases as the
+        /// shards of one store.
+        mod sharded {
+            $($(
+                #[tokio::test]
+                async fn $name() {
+                    let backend = crate::store::harness::Backend::sharded().await;
                     crate::store::$module::$name(&backend).await;
                     backend.finish().await;
                 }
