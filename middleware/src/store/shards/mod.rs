@@ -28,7 +28,7 @@ mod route;
 mod setup;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -54,7 +54,15 @@ struct Shard {
     store: MySqlStore,
     /// Its URL with the password redacted, for logs, `/readyz` and errors.
     name: String,
+    /// Whether it answered its last ping and no call since found it
+    /// unreachable. The workers' fan-outs leave a shard that is not up
+    /// out, instead of waiting on it each round; the shard watch's pings
+    /// ([`Store::ping`]) bring it back.
+    up: AtomicBool,
 }
+
+/// How long a shard's ping may take before it counts as down.
+const PING_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Several message databases as one store; see the module docs.
 pub struct ShardedStore {
@@ -101,7 +109,11 @@ impl ShardedStore {
                     .await
                     .with_context(|| format!("applying migrations to {name}"))?;
             }
-            shards.push(Shard { store, name });
+            shards.push(Shard {
+                store,
+                name,
+                up: AtomicBool::new(true),
+            });
         }
         let pools: Vec<_> = shards.iter().map(|s| s.store.pool().clone()).collect();
         let slots = setup::check(&pools, urls, migrate).await?;
@@ -178,10 +190,43 @@ impl ShardedStore {
         Ok(store)
     }
 
-    /// Counts and logs a shard's failure in a fan-out that goes on without it.
+    /// Counts and logs a shard's failure in a fan-out that goes on without
+    /// it; a shard that could not be reached is down until a ping answers.
     fn left_out(&self, shard: usize, what: &str, e: &StoreError) {
         metrics::counter!("trustmsg_shard_errors_total", "shard" => shard.to_string()).increment(1);
         tracing::warn!(shard, db = %self.shards[shard].name, error = %e, "{what}: shard left out");
+        if e.is_unreachable() {
+            self.set_up(shard, false);
+        }
+    }
+
+    fn is_up(&self, shard: usize) -> bool {
+        self.shards[shard].up.load(Ordering::Relaxed)
+    }
+
+    /// Records whether `shard` is up, logging a change once.
+    fn set_up(&self, shard: usize, up: bool) {
+        metrics::gauge!("trustmsg_shard_up", "shard" => shard.to_string()).set(if up {
+            1.0
+        } else {
+            0.0
+        });
+        let was = self.shards[shard].up.swap(up, Ordering::Relaxed);
+        let db = &self.shards[shard].name;
+        match (was, up) {
+            (true, false) => tracing::warn!(
+                shard,
+                %db,
+                "shard down: its keys' calls fail, the workers go on with the others"
+            ),
+            (false, true) => tracing::info!(shard, %db, "shard back"),
+            _ => {}
+        }
+    }
+
+    /// The error of a fan-out that found no shard up.
+    fn none_up() -> StoreError {
+        StoreError::Unavailable("no shard answers".into())
     }
 
     /// `op` on every shard at once, with the shards' answers in shard order.
@@ -193,35 +238,16 @@ impl ShardedStore {
         join_all(self.shards.iter().enumerate().map(|(i, s)| op(i, &s.store))).await
     }
 
-    /// The answers of the shards that gave one (the others logged and
-    /// counted); the first error when none did.
-    fn answered<T>(&self, what: &str, results: Vec<StoreResult<T>>) -> StoreResult<Vec<T>> {
-        let mut ok = Vec::with_capacity(results.len());
-        let mut first_error = None;
-        for (i, r) in results.into_iter().enumerate() {
-            match r {
-                Ok(v) => ok.push(v),
-                Err(e) => {
-                    self.left_out(i, what, &e);
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        match first_error {
-            Some(e) if ok.is_empty() => Err(e),
-            _ => Ok(ok),
-        }
-    }
-
     /// Every shard's answer, or the first error: for what must be whole.
     fn all<T>(results: Vec<StoreResult<T>>) -> StoreResult<Vec<T>> {
         results.into_iter().collect()
     }
 
-    /// The shares of a fan-out claim of `limit`, turned from call to call.
-    fn shares(&self, limit: u32) -> Vec<u32> {
-        let first = self.turn.fetch_add(1, Ordering::Relaxed) % self.shards.len();
-        route::shares(limit, self.shards.len(), first)
+    /// The shares of a fan-out claim of `limit` over `parts` shards,
+    /// turned from call to call.
+    fn shares(&self, limit: u32, parts: usize) -> Vec<u32> {
+        let first = self.turn.fetch_add(1, Ordering::Relaxed) % parts.max(1);
+        route::shares(limit, parts, first)
     }
 
     /// Items grouped by the shard `shard_of` names, each with its index in
@@ -250,29 +276,43 @@ impl ShardedStore {
         F: Fn(&'a MySqlStore, u32) -> Fut,
         Fut: std::future::Future<Output = StoreResult<T>> + 'a,
     {
-        let shares = self.shares(limit);
-        let results = join_all(self.shards.iter().zip(&shares).map(|(s, &share)| {
+        let up: Vec<usize> = (0..self.shards.len()).filter(|&i| self.is_up(i)).collect();
+        if up.is_empty() {
+            return Err(Self::none_up());
+        }
+        let shares = self.shares(limit, up.len());
+        let results = join_all(up.iter().zip(&shares).map(|(&i, &share)| {
             let claim = &claim;
             async move {
                 if share == 0 {
                     return Ok(T::default());
                 }
-                claim(&s.store, share).await
+                claim(&self.shards[i].store, share).await
             }
         }))
         .await;
         let mut total = T::default();
         let mut more = Vec::new();
-        let mut answers = Vec::new();
-        for (i, r) in results.into_iter().enumerate() {
-            answers.push(r.map(|c| {
-                if c.taken() >= shares[i] {
-                    more.push(i);
+        let mut first_error = None;
+        let mut answered = false;
+        for ((&i, share), r) in up.iter().zip(shares).zip(results) {
+            match r {
+                Ok(c) => {
+                    answered = true;
+                    if c.taken() >= share {
+                        more.push(i);
+                    }
+                    total.add(c);
                 }
-                total.add(c);
-            }));
+                Err(e) => {
+                    self.left_out(i, what, &e);
+                    first_error.get_or_insert(e);
+                }
+            }
         }
-        self.answered(what, answers)?;
+        if let (false, Some(e)) = (answered, first_error) {
+            return Err(e);
+        }
         for i in more {
             let left = limit.saturating_sub(total.taken());
             if left == 0 {
@@ -305,26 +345,35 @@ impl ShardedStore {
             if taken >= limit {
                 break;
             }
+            if !self.is_up(i) {
+                continue;
+            }
             let answer = op(&self.shards[i].store, limit - taken).await;
             if let Ok(t) = &answer {
                 taken = taken.saturating_add(t.taken());
             }
-            answers.push(answer);
+            answers.push((i, answer));
         }
         let mut total = T::default();
         let mut first_error = None;
-        for (k, answer) in answers.into_iter().enumerate() {
+        let mut answered = false;
+        for (i, answer) in answers {
             match answer {
-                Ok(t) => total.add(t),
+                Ok(t) => {
+                    answered = true;
+                    total.add(t);
+                }
                 Err(e) => {
-                    self.left_out((first + k) % self.shards.len(), what, &e);
+                    self.left_out(i, what, &e);
                     first_error.get_or_insert(e);
                 }
             }
         }
-        match first_error {
-            Some(e) if taken == 0 && total.taken() == 0 => Err(e),
-            _ => Ok(total),
+        match (answered, first_error) {
+            (true, _) => Ok(total),
+            (false, Some(e)) => Err(e),
+            (false, None) if limit == 0 => Ok(total),
+            (false, None) => Err(Self::none_up()),
         }
     }
 
@@ -481,24 +530,30 @@ impl Store for ShardedStore {
     }
 
     async fn ping(&self) -> StoreResult<()> {
-        let results = self.each(|_, s| s.ping()).await;
-        for (i, r) in results.iter().enumerate() {
-            metrics::gauge!("trustmsg_shard_up", "shard" => i.to_string()).set(if r.is_ok() {
-                1.0
-            } else {
-                0.0
-            });
+        let results = self
+            .each(|_, s| async move {
+                tokio::time::timeout(PING_TIMEOUT, s.ping())
+                    .await
+                    .unwrap_or_else(|_| Err(StoreError::Unavailable("no answer to a ping".into())))
+            })
+            .await;
+        let mut first_error = None;
+        for (i, r) in results.into_iter().enumerate() {
+            self.set_up(i, r.is_ok());
+            if let Err(e) = r {
+                first_error.get_or_insert(e);
+            }
         }
-        self.answered("ping", results).map(|_| ())
+        match first_error {
+            Some(e) if !(0..self.shards.len()).any(|i| self.is_up(i)) => Err(e),
+            _ => Ok(()),
+        }
     }
 
     async fn degraded(&self) -> Vec<String> {
-        let results = self.each(|_, s| s.ping()).await;
-        results
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.is_err())
-            .map(|(i, _)| format!("shard {i} ({})", self.shards[i].name))
+        (0..self.shards.len())
+            .filter(|&i| !self.is_up(i))
+            .map(|i| format!("shard {i} ({})", self.shards[i].name))
             .collect()
     }
 
@@ -699,6 +754,9 @@ impl Store for ShardedStore {
             if taken >= limit {
                 break;
             }
+            if !self.is_up(i) {
+                continue;
+            }
             match self.shards[i]
                 .store
                 .claim_due_sends(limit - taken, left, lease)
@@ -716,9 +774,10 @@ impl Store for ShardedStore {
                 }
             }
         }
-        match first_error {
-            Some(e) if !answered => Err(e),
-            _ => Ok(merged),
+        match (answered, first_error) {
+            (true, _) => Ok(merged),
+            (false, Some(e)) => Err(e),
+            (false, None) => Err(Self::none_up()),
         }
     }
 

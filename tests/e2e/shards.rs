@@ -1,0 +1,302 @@
+//! Three message databases under the real binary (`--database-url` three
+//! times), the third on a private `mariadbd` that the test kills with
+//! SIGKILL: calls for keys on the other two shards go on as usual, calls
+//! for the dead shard's keys answer 503 with `Retry-After` within the
+//! request timeout, `/readyz` stays ready and names the dead shard, and
+//! `/metrics` shows it down; once it is back, every message acknowledged
+//! before the kill reaches Kafka, and the dead shard's keys work again.
+//!
+//! Which shard a key lives on is computed here from the contract
+//! (docs/scaling.md): slot = CRC-32 of `biz_id`, a zero byte and the
+//! message key, modulo 1024; a new deployment of three puts slot s on shard
+//! s mod 3. Ids carry their shard in their top bits (id >> 48).
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use trustmsg_client::{Message, Producer};
+use trustmsg_tests::kafka::{MockKafka, TopicReader};
+use trustmsg_tests::{eventually, PrivateMariaDb, ServiceProcess, TestDb, UNREACHABLE_VERIFY_URL};
+
+use crate::harness::settings;
+
+const TOPIC: &str = "e2e-shards";
+const BIZ: &str = "shop";
+
+/// The shard `key` of [`BIZ`] lives on, by the documented slot rule.
+fn shard_of(key: &str) -> u64 {
+    let slot = crc32fast::hash(format!("{BIZ}\0{key}").as_bytes()) % 1024;
+    u64::from(slot % 3)
+}
+
+/// The first `n` keys named `prefix-i` that live on `shard`.
+fn keys_on(shard: u64, prefix: &str, n: usize) -> Vec<String> {
+    (0..)
+        .map(|i| format!("{prefix}-{i}"))
+        .filter(|k| shard_of(k) == shard)
+        .take(n)
+        .collect()
+}
+
+/// A raw `POST path` with the producer's token: status, Retry-After, body.
+async fn post(
+    service: &ServiceProcess,
+    token: &str,
+    path: &str,
+    body: &Value,
+) -> (u16, Option<String>, Value) {
+    let res = service
+        .http_client()
+        .post(format!("{}{path}", service.url()))
+        .bearer_auth(token)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    let retry_after = res
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    let text = res.text().await.unwrap();
+    (
+        status,
+        retry_after,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+fn prepare_body(key: &str) -> Value {
+    serde_json::to_value(Message::new(key, TOPIC, format!("payload of {key}")).to_request(BIZ))
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_shard_fails_only_its_own_keys_and_loses_nothing() {
+    let first = TestDb::create().await;
+    let second = TestDb::create().await;
+    let mut third = PrivateMariaDb::start().await;
+    let third_url = third.url("trustmsg_shard");
+    let kafka = MockKafka::start(1);
+    kafka.create_topic(TOPIC, 3);
+    let service = ServiceProcess::start_logged(
+        &first.url,
+        kafka.bootstrap(),
+        &[
+            "--database-url",
+            &second.url,
+            "--database-url",
+            &third_url,
+            "--request-timeout",
+            "2s",
+            "--sweep-interval",
+            "200ms",
+            "--send-backoff-base",
+            "100ms",
+            "--send-backoff-max",
+            "1s",
+            "--backlog-interval",
+            "200ms",
+        ],
+        None,
+    )
+    .await;
+    let (token, _) = service
+        .register(BIZ, settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3))
+        .await;
+    let producer = Producer::new(&service.url(), BIZ, token.clone()).unwrap();
+    let mut reader = TopicReader::new(kafka.bootstrap(), TOPIC);
+
+    // Before the kill: committed messages on every shard, and on the third
+    // one prepared but not yet committed, and committed ones whose send is
+    // held back by a delivery time (acknowledged, not yet in Kafka).
+    let mut acknowledged = BTreeSet::new();
+    for shard in 0..3 {
+        for key in keys_on(shard, "before", 4) {
+            let m = producer
+                .prepare(&Message::new(&key, TOPIC, format!("payload of {key}")))
+                .await
+                .unwrap();
+            assert_eq!(m.id >> 48, shard, "{key}'s id names its shard");
+            producer.commit(&key).await.unwrap();
+            acknowledged.insert(m.id);
+        }
+    }
+    let prepared_on_third = keys_on(2, "open", 2);
+    for key in &prepared_on_third {
+        producer
+            .prepare(&Message::new(key, TOPIC, format!("payload of {key}")))
+            .await
+            .unwrap();
+    }
+    let held = keys_on(2, "held", 3);
+    for key in &held {
+        let m = producer
+            .prepare(
+                &Message::new(key, TOPIC, format!("payload of {key}"))
+                    .deliver_after(Duration::from_secs(8)),
+            )
+            .await
+            .unwrap();
+        producer.commit(key).await.unwrap();
+        acknowledged.insert(m.id);
+    }
+    reader
+        .read_until(Duration::from_secs(30), "the 12 committed", |rs| {
+            rs.iter()
+                .filter(|r| acknowledged.contains(&r.message_id))
+                .count()
+                == 12
+        })
+        .await;
+
+    third.kill_9();
+    let killed = Instant::now();
+
+    // Keys on the living shards: as usual, prepare and commit at once.
+    for shard in 0..2 {
+        for key in keys_on(shard, "during", 3) {
+            let (status, _, body) = post(
+                &service,
+                &token,
+                "/v1/messages/prepare",
+                &prepare_body(&key),
+            )
+            .await;
+            assert_eq!(status, 201, "{key} on living shard {shard}: {body}");
+            let id = body["id"].as_u64().unwrap();
+            let (status, _, body) = post(
+                &service,
+                &token,
+                "/v1/messages/commit",
+                &json!({"biz_id": BIZ, "message_key": key}),
+            )
+            .await;
+            assert_eq!(status, 200, "commit of {key}: {body}");
+            acknowledged.insert(id);
+        }
+    }
+    // Keys on the dead shard: 503 with Retry-After, within the request
+    // timeout, for a new prepare and for a commit of a prepared one.
+    for key in keys_on(2, "during", 2) {
+        let asked = Instant::now();
+        let (status, retry_after, body) = post(
+            &service,
+            &token,
+            "/v1/messages/prepare",
+            &prepare_body(&key),
+        )
+        .await;
+        assert_eq!(status, 503, "{key} on the dead shard: {body}");
+        assert!(retry_after.is_some(), "a 503 says when to retry");
+        assert!(
+            asked.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            asked.elapsed()
+        );
+    }
+    let (status, retry_after, body) = post(
+        &service,
+        &token,
+        "/v1/messages/commit",
+        &json!({"biz_id": BIZ, "message_key": prepared_on_third[0]}),
+    )
+    .await;
+    assert_eq!(status, 503, "a commit on the dead shard: {body}");
+    assert!(retry_after.is_some());
+
+    // Ready (a load balancer keeps the instance), naming the dead shard.
+    let ready = service
+        .http_client()
+        .get(format!("{}/readyz", service.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status().as_u16(), 200);
+    let body = ready.text().await.unwrap();
+    assert!(
+        body.contains("degraded") && body.contains("shard 2"),
+        "{body}"
+    );
+    assert!(
+        !body.contains("shard 0") && !body.contains("shard 1"),
+        "{body}"
+    );
+    eventually(10, "trustmsg_shard_up{shard=\"2\"} 0", async || {
+        let metrics = service.metrics().await;
+        metrics
+            .lines()
+            .any(|l| l.starts_with("trustmsg_shard_up{shard=\"2\"} 0"))
+            && metrics
+                .lines()
+                .any(|l| l.starts_with("trustmsg_shard_up{shard=\"0\"} 1"))
+    })
+    .await;
+    // The living shards' messages of the outage are sent meanwhile.
+    reader
+        .read_until(
+            Duration::from_secs(30),
+            "the outage's 6 from living shards",
+            |rs| {
+                rs.iter()
+                    .filter(|r| acknowledged.contains(&r.message_id))
+                    .count()
+                    == 18
+            },
+        )
+        .await;
+    eprintln!(
+        "kill → living shards' outage messages in Kafka: {:?}",
+        killed.elapsed()
+    );
+
+    third.restart().await;
+    // Back: its prepared message can be committed, and everything
+    // acknowledged (the held ones included) reaches Kafka exactly once.
+    eventually(30, "a commit on the revived shard", async || {
+        producer.commit(&prepared_on_third[0]).await.is_ok()
+    })
+    .await;
+    let revived = producer
+        .prepare(&Message::new(
+            &prepared_on_third[1],
+            TOPIC,
+            format!("payload of {}", prepared_on_third[1]),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(revived.id >> 48, 2);
+    let committed = producer.commit(&prepared_on_third[0]).await.unwrap();
+    acknowledged.insert(committed.id);
+    reader
+        .read_until(
+            Duration::from_secs(60),
+            "every acknowledged message",
+            |rs| {
+                acknowledged
+                    .iter()
+                    .all(|id| rs.iter().any(|r| r.message_id == *id))
+            },
+        )
+        .await;
+    let mut seen = BTreeSet::new();
+    for r in &reader.records {
+        if acknowledged.contains(&r.message_id) {
+            assert!(seen.insert(r.message_id), "{} sent twice", r.message_id);
+            let view = service
+                .admin_get(&format!("/v1/admin/messages/{}", r.message_id))
+                .await;
+            let key = view["message"]["message_key"].as_str().unwrap().to_string();
+            assert_eq!(
+                r.payload.as_deref(),
+                Some(format!("payload of {key}").as_bytes()),
+                "the record byte for byte"
+            );
+        }
+    }
+    assert_eq!(seen.len(), acknowledged.len());
+    drop(service);
+    first.drop_db().await;
+    second.drop_db().await;
+}
