@@ -128,8 +128,8 @@ pub(super) async fn check(
     let deployment = match mine {
         Some(i) if i.shard != 0 => {
             return Err(Refused(format!(
-                "{} is shard {} of its deployment, not its first: list the databases in the \
-                 order they were first listed (the first holds the registry and the slot map)",
+                "{} is shard {} of its deployment, not its first: keep the order the shards \
+                 were first listed in (the first holds the registry and the slot map)",
                 redact_url(&urls[0]),
                 i.shard
             ))
