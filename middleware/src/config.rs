@@ -135,12 +135,29 @@ pub struct DatabaseArgs {
     /// the order it was first given in.
     #[arg(long = "database-url", env = "TRUSTMSG_DATABASE_URL", required = true)]
     pub database_urls: Vec<Secret>,
+
+    /// A read replica of a `--database-url` (MySQL/MariaDB), repeatable: the
+    /// first `--replica-url` is the first database's, and so on. Operator
+    /// views that read much (message and alert lists, the summary, the
+    /// backlog gauges) read it, as stale as its lag; claims, decisions and
+    /// single-message reads never do. Falls back to the database itself
+    /// while the replica does not answer.
+    #[arg(long = "replica-url", env = "TRUSTMSG_REPLICA_URL")]
+    pub replica_urls: Vec<Secret>,
 }
 
 impl DatabaseArgs {
     /// The URLs, first the one that holds the registry.
     pub fn urls(&self) -> Vec<String> {
         self.database_urls
+            .iter()
+            .map(|u| u.expose().to_string())
+            .collect()
+    }
+
+    /// The replicas' URLs, in the order of the databases they copy.
+    pub fn replicas(&self) -> Vec<String> {
+        self.replica_urls
             .iter()
             .map(|u| u.expose().to_string())
             .collect()
@@ -595,6 +612,8 @@ impl ServeArgs {
 pub(crate) struct Settings {
     /// The store's URLs, one per shard (usually one).
     pub(crate) database_urls: Vec<Secret>,
+    /// Read replicas of the first of them.
+    pub(crate) replica_urls: Vec<Secret>,
     /// Create the database and apply migrations at start-up.
     pub(crate) auto_migrate: bool,
     /// Where the HTTP API listens.
@@ -725,6 +744,7 @@ impl ServeArgs {
         };
         Ok(Settings {
             database_urls: self.database.database_urls.clone(),
+            replica_urls: self.database.replica_urls.clone(),
             auto_migrate: self.auto_migrate,
             listen: self.listen,
             tls: match (&self.tls.tls_cert, &self.tls.tls_key) {

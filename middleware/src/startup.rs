@@ -33,13 +33,17 @@ use crate::retention;
 use crate::store::{self, DynStore, Store};
 use crate::verifier::Verifier;
 
-/// Connects to the database at each of `urls` (one, or several shards:
-/// [`store::shards::ShardedStore`]); with `migrate`, first creates each
-/// database if it is missing and then applies the migrations (`serve
-/// --auto-migrate` and `trustmsg migrate`).
-pub async fn open_store(urls: &[String], migrate: bool) -> anyhow::Result<DynStore> {
-    let [url] = urls else {
-        let sharded = store::shards::ShardedStore::open(urls, migrate).await?;
+/// Connects to the database at each of `urls` (one, or several shards, or
+/// with read `replicas`: [`store::shards::ShardedStore`]); with `migrate`,
+/// first creates each database if it is missing and then applies the
+/// migrations (`serve --auto-migrate` and `trustmsg migrate`).
+pub async fn open_store(
+    urls: &[String],
+    replicas: &[String],
+    migrate: bool,
+) -> anyhow::Result<DynStore> {
+    let ([url], []) = (urls, replicas) else {
+        let sharded = store::shards::ShardedStore::open(urls, replicas, migrate).await?;
         return Ok(Arc::new(sharded));
     };
     if migrate {
@@ -180,7 +184,12 @@ impl Application {
             .iter()
             .map(|u| u.expose().to_string())
             .collect();
-        let store = open_store(&urls, cfg.auto_migrate).await?;
+        let replicas: Vec<String> = cfg
+            .replica_urls
+            .iter()
+            .map(|u| u.expose().to_string())
+            .collect();
+        let store = open_store(&urls, &replicas, cfg.auto_migrate).await?;
         let registry = Registry::new(store.clone(), cfg.producer_cache_ttl);
         let groups = GroupRegistry::new(store.clone(), cfg.producer_cache_ttl);
         warn_about_producers_without_topics(&store, cfg.require_producer_topics).await;

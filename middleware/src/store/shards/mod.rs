@@ -59,6 +59,8 @@ struct Shard {
     /// out, instead of waiting on it each round; the shard watch's pings
     /// ([`Store::ping`]) bring it back.
     up: AtomicBool,
+    /// Its read replica, for the operator views that read much.
+    replica: Option<MySqlStore>,
 }
 
 /// How long a shard's ping may take before it counts as down.
@@ -75,13 +77,21 @@ pub struct ShardedStore {
 
 impl ShardedStore {
     /// Connects to every database of `urls` (the first holds the registry
-    /// and the slot map), with `migrate` first creating and migrating each
+    /// and the slot map) and to `replicas[i]` as the read replica of
+    /// `urls[i]`, with `migrate` first creating and migrating each database
     /// and recording what a new shard needs, and checks the list against
     /// what the databases say ([`setup::check`]). Every database must answer
     /// now.
-    pub async fn open(urls: &[String], migrate: bool) -> anyhow::Result<Self> {
+    pub async fn open(urls: &[String], replicas: &[String], migrate: bool) -> anyhow::Result<Self> {
         use anyhow::Context;
         anyhow::ensure!(!urls.is_empty(), "no --database-url given");
+        anyhow::ensure!(
+            replicas.len() <= urls.len(),
+            "{} --replica-url for {} --database-url: each replica copies the database listed \
+             in its place",
+            replicas.len(),
+            urls.len()
+        );
         anyhow::ensure!(
             urls.len() <= MAX_SHARDS,
             "{} databases listed; at most {MAX_SHARDS} shards",
@@ -113,10 +123,27 @@ impl ShardedStore {
                 store,
                 name,
                 up: AtomicBool::new(true),
+                replica: None,
             });
         }
+        for (shard, url) in shards.iter_mut().zip(replicas) {
+            anyhow::ensure!(
+                url.starts_with("mysql://"),
+                "--replica-url must name a MySQL or MariaDB database, not {}",
+                redact_url(url)
+            );
+            let replica = MySqlStore::connect(url)
+                .await
+                .with_context(|| format!("connecting to the replica {}", redact_url(url)))?;
+            shard.replica = Some(replica);
+        }
         let pools: Vec<_> = shards.iter().map(|s| s.store.pool().clone()).collect();
-        let slots = setup::check(&pools, urls, migrate).await?;
+        let mut slots = setup::check(&pools, urls, migrate).await?;
+        if slots.is_empty() {
+            // One database that was never sharded (opened here for its
+            // replica): every slot is its.
+            slots = vec![0; usize::from(SLOTS)];
+        }
         let store = Self {
             shards,
             slots,
@@ -222,6 +249,27 @@ impl ShardedStore {
             (false, true) => tracing::info!(shard, %db, "shard back"),
             _ => {}
         }
+    }
+
+    /// `view` on shard `i`'s replica, or on the shard itself when it has
+    /// none or the replica cannot be reached now.
+    async fn read_view<'a, T, F, Fut>(&'a self, i: usize, view: F) -> StoreResult<T>
+    where
+        F: Fn(&'a MySqlStore) -> Fut,
+        Fut: std::future::Future<Output = StoreResult<T>> + 'a,
+    {
+        let shard = &self.shards[i];
+        if let Some(replica) = &shard.replica {
+            match view(replica).await {
+                Err(e) if e.is_unreachable() => {
+                    metrics::counter!("trustmsg_replica_fallbacks_total", "shard" => i.to_string())
+                        .increment(1);
+                    tracing::warn!(shard = i, error = %e, "replica unreachable: reading the database itself");
+                }
+                answer => return answer,
+            }
+        }
+        view(&shard.store).await
     }
 
     /// The error of a fan-out that found no shard up.
@@ -1015,9 +1063,7 @@ impl Store for ShardedStore {
                 break;
             }
             out.extend(
-                self.shards[shard]
-                    .store
-                    .list_alerts(filter, want, before)
+                self.read_view(shard, |s| s.list_alerts(filter, want, before))
                     .await?,
             );
         }
@@ -1042,9 +1088,7 @@ impl Store for ShardedStore {
                 break;
             }
             out.extend(
-                self.shards[shard]
-                    .store
-                    .list_messages(filter, want, before)
+                self.read_view(shard, |s| s.list_messages(filter, want, before))
                     .await?,
             );
         }
@@ -1052,7 +1096,9 @@ impl Store for ShardedStore {
     }
 
     async fn summary(&self, recent: Duration) -> StoreResult<Vec<ProducerSummary>> {
-        let results = self.each(|_, s| s.summary(recent)).await;
+        let results =
+            join_all((0..self.shards.len()).map(|i| self.read_view(i, |s| s.summary(recent))))
+                .await;
         let mut by_producer: BTreeMap<String, ProducerSummary> = BTreeMap::new();
         for summary in Self::all(results)?.into_iter().flatten() {
             match by_producer.get_mut(&summary.biz_id) {
@@ -1077,7 +1123,8 @@ impl Store for ShardedStore {
     }
 
     async fn backlog(&self) -> StoreResult<Backlog> {
-        let results = self.each(|_, s| s.backlog()).await;
+        let results =
+            join_all((0..self.shards.len()).map(|i| self.read_view(i, |s| s.backlog()))).await;
         let mut sum = Backlog::default();
         let mut counts: BTreeMap<(String, Option<String>), u64> = BTreeMap::new();
         for b in Self::all(results)? {

@@ -102,7 +102,7 @@ impl Backend {
             dbs.push(common::TestDb::create().await);
         }
         let urls: Vec<String> = dbs.iter().map(|d| d.url.clone()).collect();
-        let store = store::shards::ShardedStore::open(&urls, true)
+        let store = store::shards::ShardedStore::open(&urls, &[], true)
             .await
             .expect("open the shards");
         let mut raw = Vec::new();

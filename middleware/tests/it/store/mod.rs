@@ -31,6 +31,7 @@ mod prepare;
 mod producers;
 mod quarantine;
 mod sends;
+mod sharding;
 mod sqlite_only;
 mod verifies;
 mod waiting;

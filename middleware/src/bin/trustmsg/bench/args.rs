@@ -38,6 +38,13 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     pub(crate) ordered: bool,
 
+    /// Spread the service's messages over this many databases on the
+    /// server (shards, `--database-url` repeated). With more than one the
+    /// bench runs the ceiling, the lifecycle and the open loop only: the
+    /// other phases write rows behind the service's back in one database.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=32))]
+    pub(crate) shards: u16,
+
     /// Also write the results as JSON to this file.
     #[arg(long)]
     pub(crate) json: Option<PathBuf>,

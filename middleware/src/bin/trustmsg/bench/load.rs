@@ -213,7 +213,7 @@ pub(crate) struct Samples {
 pub(crate) async fn lifecycle(
     client: &Client,
     token: &str,
-    pool: &MySqlPool,
+    pools: &[MySqlPool],
     consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
     concurrency: usize,
     duration: Duration,
@@ -245,14 +245,16 @@ pub(crate) async fn lifecycle(
     let samples = std::mem::take(&mut *samples.lock().await);
     let result = load_result(samples, consumed, start).await?;
     // A message counts only once its row is SENT as well (each one's
-    // commit was answered: none is left PREPARED).
-    wait_until(
-        pool,
-        "SELECT COUNT(*) FROM messages WHERE status = 'COMMITTED' AND send_status = 'PENDING' \
-         AND biz_id = 'bench'",
-        0,
-    )
-    .await?;
+    // commit was answered: none is left PREPARED), on every shard.
+    for pool in pools {
+        wait_until(
+            pool,
+            "SELECT COUNT(*) FROM messages WHERE status = 'COMMITTED' AND send_status = 'PENDING' \
+             AND biz_id = 'bench'",
+            0,
+        )
+        .await?;
+    }
     Ok(result)
 }
 

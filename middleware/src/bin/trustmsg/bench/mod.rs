@@ -72,16 +72,27 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<Report> {
         .connect(&server)
         .await
         .with_context(|| format!("connecting to {}", trustmsg::store::redact_url(&server)))?;
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE `{db_name}`")))
+    // The first shard's database is the one the bench's own phases use.
+    let names: Vec<String> = (0..args.shards)
+        .map(|i| match i {
+            0 => db_name.clone(),
+            i => format!("{db_name}_s{i}"),
+        })
+        .collect();
+    for name in &names {
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE `{name}`")))
+            .execute(&admin)
+            .await?;
+    }
+    let db_urls: Vec<String> = names.iter().map(|n| format!("{server}/{n}")).collect();
+    let result = run_in(&args, &sizes, &db_urls).await;
+    for name in &names {
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS `{name}`"
+        )))
         .execute(&admin)
-        .await?;
-    let db_url = format!("{server}/{db_name}");
-    let result = run_in(&args, &sizes, &db_url).await;
-    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS `{db_name}`"
-    )))
-    .execute(&admin)
-    .await;
+        .await;
+    }
     let report = result?;
     print_report(&report);
     if let Some(path) = &args.json {
@@ -104,14 +115,27 @@ fn server_url(url: &str) -> anyhow::Result<String> {
     Ok(u.to_string().trim_end_matches('/').to_string())
 }
 
-async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result<Report> {
+async fn run_in(args: &BenchArgs, sizes: &Sizes, db_urls: &[String]) -> anyhow::Result<Report> {
+    let db_url = db_urls[0].as_str();
     let pool = MySqlPoolOptions::new()
         .max_connections((args.concurrency + 4) as u32)
         .connect(db_url)
         .await?;
+    // Each shard's database, for the polls that count what is left.
+    let mut shard_pools = vec![pool.clone()];
+    for url in &db_urls[1..] {
+        shard_pools.push(
+            MySqlPoolOptions::new()
+                .max_connections(2)
+                .connect(url)
+                .await?,
+        );
+    }
+    let sharded = db_urls.len() > 1;
     let mut report = Report {
         durability: durability(&pool).await?,
         concurrency: args.concurrency,
+        shards: db_urls.len(),
         ..Report::default()
     };
     eprintln!("bench: durability {}", report.durability);
@@ -165,17 +189,23 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
         }
         None => {
             let listen = service::free_address()?;
+            let databases: Vec<(&str, Option<&str>)> = db_urls
+                .iter()
+                .map(|url| ("--database-url", Some(url.as_str())))
+                .collect();
             let (flags, fixed) = ServeFlags::new(&args.serve_args)
-                .fixed(&[
-                    ("--database-url", Some(db_url)),
-                    ("--listen", Some(listen.as_str())),
-                    ("--admin-token", Some(admin_token.expose())),
-                    ("--auto-migrate", None),
-                    ("--kafka-brokers", Some(brokers.as_str())),
-                    // From the start, so its consumer has joined its group
-                    // by the submit phase.
-                    ("--submit-topic", Some(submit::SUBMIT_TOPIC)),
-                ])
+                .fixed(&databases)
+                .and_then(|flags| {
+                    flags.fixed(&[
+                        ("--listen", Some(listen.as_str())),
+                        ("--admin-token", Some(admin_token.expose())),
+                        ("--auto-migrate", None),
+                        ("--kafka-brokers", Some(brokers.as_str())),
+                        // From the start, so its consumer has joined its group
+                        // by the submit phase.
+                        ("--submit-topic", Some(submit::SUBMIT_TOPIC)),
+                    ])
+                })
                 .map_err(|fixed| {
                     anyhow::anyhow!("{fixed} is set by the bench; leave it out of --serve-arg")
                 })?
@@ -234,7 +264,7 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
     report.lifecycle = lifecycle(
         &client,
         &producer_token,
-        &pool,
+        &shard_pools,
         &mut consumed,
         args.concurrency,
         sizes.duration,
@@ -269,7 +299,7 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
         0.0
     };
 
-    if service.is_some() {
+    if service.is_some() && !sharded {
         let messages = args
             .submit_messages
             .unwrap_or(report.lifecycle.messages.max(1000));
@@ -321,7 +351,7 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
     report.one_at_a_time = one_at_a_time(&client, &producer_token, &mut consumed, 200).await?;
     stop_consumer.set();
 
-    if service.is_some() {
+    if service.is_some() && !sharded {
         eprintln!("bench: verifier ({} rows)", sizes.verifier_rows);
         client
             .register("bench-verify", &checker.url, 0)
@@ -354,7 +384,7 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_url: &str) -> anyhow::Result
         });
     }
 
-    for &rows in &sizes.scan_rows {
+    for &rows in sizes.scan_rows.iter().filter(|_| !sharded) {
         eprintln!("bench: claim query cost with {rows} rows");
         let ms = scan_cost(&pool, db_url, rows).await?;
         report.scan_ms.push((rows, ms));

@@ -37,6 +37,8 @@ pub(crate) struct Report {
     pub(crate) durability: serde_json::Value,
     /// Concurrency used.
     pub(crate) concurrency: usize,
+    /// Databases the service spread its messages over (`--shards`).
+    pub(crate) shards: usize,
     /// Ceiling: INSERT + UPDATE pairs per second straight through sqlx, the
     /// mean of the rounds in `ceilings_per_s`.
     pub(crate) ceiling_per_s: f64,
@@ -129,6 +131,12 @@ pub(crate) fn print_report(r: &Report) {
     };
     println!("durability {}", r.durability);
     println!("concurrency {}", r.concurrency);
+    if r.shards > 1 {
+        println!(
+            "shards {} (databases on one server; submit, verifier, drain and scan phases skipped)",
+            r.shards
+        );
+    }
     let rounds: Vec<String> = r.ceilings_per_s.iter().map(|c| format!("{c:.0}")).collect();
     println!(
         "ceiling    {:>9.0} insert+update/s (sqlx, autocommit; mean of {} before and after the lifecycle)",

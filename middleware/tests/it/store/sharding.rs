@@ -1,0 +1,184 @@
+//! What only a store of several databases does (the conformance suite
+//! holds it to everything a store of one does): where a key's message is
+//! written, a claim that a backlog on one shard does not starve, the
+//! registry on every shard, and operator views read from replicas.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use trustmsg::store::mysql::MySqlStore;
+use trustmsg::store::shards::{shard_of_id, slot_of, ShardedStore};
+use trustmsg::store::{DynStore, MessageFilter, Store};
+
+use super::harness::{arrange_key, new_message, Backend, Due, State, BIZ, LATER, ROOM, SHARDS};
+use trustmsg_tests::TestDb;
+
+/// The first `n` keys named `prefix-i` whose messages live on `shard` (a new
+/// deployment of [`SHARDS`] puts slot s on shard s mod SHARDS).
+fn keys_on(shard: usize, prefix: &str, n: usize) -> Vec<String> {
+    (0..)
+        .map(|i| format!("{prefix}-{i}"))
+        .filter(|k| usize::from(slot_of(BIZ, k.as_bytes())) % SHARDS == shard)
+        .take(n)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_message_is_written_to_its_keys_shard_and_found_by_key_and_by_id() {
+    let b = Backend::sharded().await;
+    let s = b.store.as_ref();
+    for shard in 0..SHARDS {
+        for key in keys_on(shard, "k", 5) {
+            let m = arrange_key(s, &key, State::Prepared, Due::Later)
+                .await
+                .unwrap();
+            assert_eq!(shard_of_id(m.id), shard, "{key}");
+            let count = b
+                .raw_count("SELECT COUNT(*) FROM messages WHERE id = ?", m.id)
+                .await;
+            assert_eq!(count, 1, "{key} is on one shard only");
+            assert_eq!(s.find_message(BIZ, &key).await.unwrap().unwrap().id, m.id);
+            assert_eq!(
+                s.find_message_by_id(m.id)
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .message_key,
+                key
+            );
+        }
+    }
+    b.finish().await;
+}
+
+#[tokio::test]
+async fn a_backlog_on_one_shard_does_not_starve_the_others_claims() {
+    let b = Backend::sharded().await;
+    let s = b.store.as_ref();
+    for key in keys_on(0, "busy", 40) {
+        arrange_key(s, &key, State::SendPending, Due::Now)
+            .await
+            .unwrap();
+    }
+    let mut quiet = BTreeSet::new();
+    for shard in 1..SHARDS {
+        for key in keys_on(shard, "quiet", 2) {
+            let m = arrange_key(s, &key, State::SendPending, Due::Now)
+                .await
+                .unwrap();
+            quiet.insert(m.id);
+        }
+    }
+    // Older rows on the busy shard come first in its due order; a claim of
+    // 6 still takes the other shards' rows.
+    let claimed = s.claim_due_sends(6, ROOM, LATER).await.unwrap().messages;
+    assert_eq!(claimed.len(), 6);
+    let ids: BTreeSet<u64> = claimed.iter().map(|m| m.id).collect();
+    assert!(quiet.is_subset(&ids), "{quiet:?} not all in {ids:?}");
+    // And what the quiet shards leave of a claim goes to the busy one.
+    let next = s.claim_due_sends(30, ROOM, LATER).await.unwrap().messages;
+    assert_eq!(next.len(), 30);
+    assert!(next.iter().all(|m| shard_of_id(m.id) == 0));
+    b.finish().await;
+}
+
+#[tokio::test]
+async fn the_registry_is_on_every_shard_and_read_from_the_first() {
+    let b = Backend::sharded().await;
+    let s = b.store.as_ref();
+    s.upsert_producer(&super::producers::producer_record("orders"))
+        .await
+        .unwrap();
+    let on_every_shard = b
+        .raw_count(
+            "SELECT COUNT(*) FROM producers WHERE biz_id = 'orders' AND ? = 0",
+            0,
+        )
+        .await;
+    assert_eq!(on_every_shard, SHARDS as i64);
+    assert!(s.set_producer_token("orders", &[7u8; 32]).await.unwrap());
+    let rotated = b
+        .raw_count(
+            "SELECT COUNT(*) FROM producers WHERE biz_id = 'orders' \
+             AND token_hash = UNHEX(REPEAT('07', 32)) AND ? = 0",
+            0,
+        )
+        .await;
+    assert_eq!(rotated, SHARDS as i64, "the token on every shard");
+    assert!(s.delete_producer("orders").await.unwrap());
+    let left = b
+        .raw_count("SELECT COUNT(*) FROM producers WHERE ? = 0", 0)
+        .await;
+    assert_eq!(left, 0);
+    b.finish().await;
+}
+
+#[tokio::test]
+async fn operator_views_read_the_replica_and_the_rest_reads_the_database() {
+    let primary = TestDb::create().await;
+    let replica = TestDb::create().await;
+    // The replica's schema, as replication would have copied it.
+    let r = MySqlStore::connect(&replica.url).await.unwrap();
+    r.migrate().await.unwrap();
+    let store: DynStore = Arc::new(
+        ShardedStore::open(
+            std::slice::from_ref(&primary.url),
+            std::slice::from_ref(&replica.url),
+            true,
+        )
+        .await
+        .unwrap(),
+    );
+    let s = store.as_ref();
+    let m = arrange_key(s, "fresh", State::Prepared, Due::Later)
+        .await
+        .unwrap();
+    // Not replicated yet: the views do not show it, the message itself is there.
+    let listed = s
+        .list_messages(&MessageFilter::default(), 10, None)
+        .await
+        .unwrap();
+    assert!(listed.is_empty(), "{listed:?}");
+    assert!(s.summary(LATER).await.unwrap().is_empty());
+    assert_eq!(
+        s.find_message_by_id(m.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .message_key,
+        "fresh"
+    );
+    assert_eq!(
+        s.find_message(BIZ, "fresh").await.unwrap().unwrap().id,
+        m.id
+    );
+    // Replicated: the views show it.
+    let copy = format!(
+        "INSERT INTO `{}`.messages SELECT * FROM `{}`.messages",
+        replica.name, primary.name
+    );
+    let pool = sqlx::MySqlPool::connect(&primary.url).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(copy))
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let listed = s
+        .list_messages(&MessageFilter::default(), 10, None)
+        .await
+        .unwrap();
+    assert_eq!(listed.iter().map(|v| v.id).collect::<Vec<_>>(), [m.id]);
+    let summary = s.summary(LATER).await.unwrap();
+    assert_eq!(summary[0].by_status.get("PREPARED"), Some(&1));
+    // A decision goes to the database, whatever the replica holds.
+    let prepared = s.find_message_by_id(m.id).await.unwrap().unwrap();
+    assert_eq!(prepared.version, m.version);
+    assert!(s
+        .insert_prepared(&new_message("second", LATER))
+        .await
+        .is_ok());
+    drop(store);
+    drop(r);
+    primary.drop_db().await;
+    replica.drop_db().await;
+}
