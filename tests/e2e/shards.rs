@@ -300,3 +300,108 @@ async fn a_dead_shard_fails_only_its_own_keys_and_loses_nothing() {
     first.drop_db().await;
     second.drop_db().await;
 }
+
+/// The Kafka way in and per-key order over three shards (on the shared
+/// server): submitted records land on their keys' shards and are
+/// forwarded; an ordered producer's messages of one record key, whatever
+/// their message keys' slots, share a shard and reach Kafka in commit order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submission_and_per_key_order_work_across_shards() {
+    use trustmsg_tests::submit::{Submission, Submitter};
+    const SUBMIT: &str = "e2e.shards.submit";
+    let dbs = [
+        TestDb::create().await,
+        TestDb::create().await,
+        TestDb::create().await,
+    ];
+    let kafka = MockKafka::start(1);
+    kafka.create_topic(SUBMIT, 3);
+    kafka.create_topic(TOPIC, 3);
+    let service = ServiceProcess::start(
+        &dbs[0],
+        kafka.bootstrap(),
+        &[
+            "--database-url",
+            &dbs[1].url,
+            "--database-url",
+            &dbs[2].url,
+            "--submit-topic",
+            SUBMIT,
+            "--sweep-interval",
+            "200ms",
+        ],
+    )
+    .await;
+    let (_, secret) = service
+        .register(BIZ, settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3))
+        .await;
+    let mut ordered_settings = settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3);
+    ordered_settings["ordered"] = json!(true);
+    let (ordered_token, _) = service.register("fifo", ordered_settings).await;
+    let mut reader = TopicReader::new(kafka.bootstrap(), TOPIC);
+
+    let submitter = Submitter::new(kafka.bootstrap(), SUBMIT, BIZ, &secret);
+    let keys: Vec<String> = (0..3)
+        .flat_map(|shard| keys_on(shard, "kafka", 4))
+        .collect();
+    for key in &keys {
+        submitter
+            .prepare(
+                key,
+                Submission {
+                    topic: TOPIC,
+                    value: format!("payload of {key}").as_bytes(),
+                    ..Default::default()
+                },
+            )
+            .await;
+        submitter.commit(key).await;
+    }
+    let fifo = Producer::new(&service.url(), "fifo", ordered_token).unwrap();
+    let mut fifo_ids = Vec::new();
+    for i in 0..9 {
+        let key = format!("step-{i}");
+        let m = fifo
+            .prepare(&Message::new(&key, TOPIC, format!("payload of {key}")).key("one-key"))
+            .await
+            .unwrap();
+        fifo.commit(&key).await.unwrap();
+        fifo_ids.push(m.id);
+    }
+    let shards: BTreeSet<u64> = fifo_ids.iter().map(|id| id >> 48).collect();
+    assert_eq!(shards.len(), 1, "one record key's messages share a shard");
+
+    reader
+        .read_until(
+            Duration::from_secs(60),
+            "12 submitted and 9 ordered",
+            |rs| rs.len() >= 21,
+        )
+        .await;
+    let mut submitted_shards = BTreeSet::new();
+    for key in &keys {
+        let r = reader
+            .records
+            .iter()
+            .find(|r| r.payload.as_deref() == Some(format!("payload of {key}").as_bytes()))
+            .unwrap_or_else(|| panic!("{key} reached Kafka"));
+        assert_eq!(
+            r.message_id >> 48,
+            shard_of(key),
+            "{key} on its key's shard"
+        );
+        submitted_shards.insert(r.message_id >> 48);
+    }
+    assert_eq!(submitted_shards.len(), 3);
+    let order: Vec<u64> = reader
+        .records
+        .iter()
+        .filter(|r| r.key.as_deref() == Some(b"one-key".as_slice()))
+        .map(|r| r.message_id)
+        .collect();
+    assert_eq!(order, fifo_ids, "in commit order");
+    drop(service);
+    for db in dbs {
+        db.drop_db().await;
+    }
+}

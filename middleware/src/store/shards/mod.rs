@@ -618,10 +618,8 @@ impl Store for ShardedStore {
     }
 
     async fn insert_prepared(&self, m: &NewMessage) -> StoreResult<Inserted> {
-        self.shards[self.home_of_new(m)]
-            .store
-            .insert_prepared(m)
-            .await
+        let mut answers = self.insert_prepared_batch(std::slice::from_ref(m)).await?;
+        Ok(answers.pop().expect("one answer for one message"))
     }
 
     async fn insert_tombstone(
@@ -675,20 +673,38 @@ impl Store for ShardedStore {
     }
 
     async fn insert_prepared_batch(&self, batch: &[NewMessage]) -> StoreResult<Vec<Inserted>> {
-        let groups = self.grouped(batch, |m| self.home_of_new(m));
+        let mut out: Vec<Option<Inserted>> = (0..batch.len()).map(|_| None).collect();
+        // An ordered message lives by its order key. A message of the same
+        // key may already live elsewhere (its prepare named another record
+        // key): that one is the message, for the caller to compare with
+        // what it was asked to prepare, as it would on one database. (Two
+        // such prepares at the same moment are not told apart across shards.)
+        for (i, m) in batch.iter().enumerate() {
+            if m.order_key.is_none() || self.shards.len() == 1 {
+                continue;
+            }
+            for other in self.others(self.home_of_new(m)) {
+                if let Some(found) = other.find_message(&m.biz_id, &m.message_key).await? {
+                    out[i] = Some(Inserted::Existing(found));
+                    break;
+                }
+            }
+        }
+        let fresh: Vec<usize> = (0..batch.len()).filter(|&i| out[i].is_none()).collect();
+        let groups = self.grouped(&fresh, |&i| self.home_of_new(&batch[i]));
         let results = join_all(groups.into_iter().map(|(shard, items)| async move {
-            let part: Vec<NewMessage> = items.iter().map(|(_, m)| (*m).clone()).collect();
-            let done = self.shards[shard].store.insert_prepared_batch(&part).await;
-            done.map(|answers| {
-                items
-                    .into_iter()
-                    .map(|(i, _)| i)
-                    .zip(answers)
-                    .collect::<Vec<_>>()
-            })
+            let part: Vec<NewMessage> = items.iter().map(|&(_, &i)| batch[i].clone()).collect();
+            let answers = self.shards[shard]
+                .store
+                .insert_prepared_batch(&part)
+                .await?;
+            Ok(items
+                .into_iter()
+                .map(|(_, &i)| i)
+                .zip(answers)
+                .collect::<Vec<_>>())
         }))
         .await;
-        let mut out: Vec<Option<Inserted>> = (0..batch.len()).map(|_| None).collect();
         for part in Self::all(results)? {
             for (i, answer) in part {
                 out[i] = Some(answer);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use trustmsg::store::mysql::MySqlStore;
 use trustmsg::store::shards::{shard_of_id, slot_of, ShardedStore};
-use trustmsg::store::{DynStore, MessageFilter, Store};
+use trustmsg::store::{DynStore, Inserted, MessageFilter, Store};
 
 use super::harness::{arrange_key, new_message, Backend, Due, State, BIZ, LATER, ROOM, SHARDS};
 use trustmsg_tests::TestDb;
@@ -181,4 +181,39 @@ async fn operator_views_read_the_replica_and_the_rest_reads_the_database() {
     drop(r);
     primary.drop_db().await;
     replica.drop_db().await;
+}
+
+#[tokio::test]
+async fn an_ordered_message_key_names_one_message_whichever_record_key_it_is_prepared_with() {
+    let b = Backend::sharded().await;
+    let s = b.store.as_ref();
+    // An ordered message lives by its order key (biz_id, topic, record key);
+    // two record keys whose order keys are on different shards.
+    let shard = |record_key: &str| {
+        let order = trustmsg::store::order_key(BIZ, "orders", record_key);
+        usize::from(slot_of(BIZ, &order)) % SHARDS
+    };
+    let first = "order-1";
+    let other = (2..)
+        .map(|i| format!("order-{i}"))
+        .find(|k| shard(k) != shard(first))
+        .unwrap();
+    let ordered = |record_key: &str| trustmsg::store::NewMessage {
+        key: Some(record_key.to_string()),
+        order_key: Some(trustmsg::store::order_key(BIZ, "orders", record_key)),
+        ..new_message("same-key", LATER)
+    };
+    let Inserted::Created(m) = s.insert_prepared(&ordered(first)).await.unwrap() else {
+        panic!("created");
+    };
+    assert_eq!(shard_of_id(m.id), shard(first), "by its order key");
+    match s.insert_prepared(&ordered(&other)).await.unwrap() {
+        Inserted::Existing(found) => assert_eq!(found.id, m.id),
+        Inserted::Created(dup) => panic!("a second message {} for one key", dup.id),
+    }
+    assert_eq!(
+        s.find_message(BIZ, "same-key").await.unwrap().unwrap().id,
+        m.id
+    );
+    b.finish().await;
 }
