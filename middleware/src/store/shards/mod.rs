@@ -444,50 +444,87 @@ impl ShardedStore {
         }
     }
 
-    async fn copy_producer(&self, biz_id: &str) {
-        match self.first().find_producer(biz_id).await {
-            Ok(Some(p)) => {
-                self.copy_to_others("copying a producer", |mut conn| {
-                    let p = p.clone();
-                    async move { setup::put_producer(&mut conn, &p).await }
-                })
-                .await
+    /// Up to `limit` rows with ids below `before`, highest id first:
+    /// `page(shard, want)` lists one shard's, and the last shard's ids are
+    /// the highest, so shard by shard from the one `before` is on down to
+    /// the first, until `limit` are found.
+    async fn newest_first<'a, T, F, Fut>(
+        &'a self,
+        limit: u32,
+        before: Option<u64>,
+        page: F,
+    ) -> StoreResult<Vec<T>>
+    where
+        F: Fn(usize, u32) -> Fut,
+        Fut: std::future::Future<Output = StoreResult<Vec<T>>> + 'a,
+    {
+        let mut out = Vec::new();
+        let last = before.map_or(self.shards.len() - 1, |b| {
+            self.home_of_id(b.saturating_sub(1))
+        });
+        for shard in (0..=last).rev() {
+            let want = limit.saturating_sub(u32::try_from(out.len()).unwrap_or(u32::MAX));
+            if want == 0 {
+                break;
+            }
+            out.extend(page(shard, want).await?);
+        }
+        Ok(out)
+    }
+
+    /// Copies the registry row `key` (of `kind`, as `read` finds it on the
+    /// first database) to every other shard with `put`, or deletes it there
+    /// with `delete` (its one `?` bound to `key`) when the first has none.
+    async fn copy_row<T, P, PF>(
+        &self,
+        kind: &str,
+        key: &str,
+        read: impl std::future::Future<Output = StoreResult<Option<T>>>,
+        delete: &'static str,
+        put: P,
+    ) where
+        T: Clone,
+        P: Fn(sqlx::pool::PoolConnection<sqlx::MySql>, T) -> PF,
+        PF: std::future::Future<Output = StoreResult<()>>,
+    {
+        match read.await {
+            Ok(Some(row)) => {
+                self.copy_to_others(&format!("copying a {kind}"), |conn| put(conn, row.clone()))
+                    .await
             }
             Ok(None) => {
-                self.copy_to_others("removing a producer", |mut conn| async move {
-                    sqlx::query("DELETE FROM producers WHERE biz_id = ?")
-                        .bind(biz_id)
-                        .execute(&mut *conn)
-                        .await?;
+                self.copy_to_others(&format!("removing a {kind}"), |mut conn| async move {
+                    sqlx::query(delete).bind(key).execute(&mut *conn).await?;
                     Ok(())
                 })
                 .await
             }
-            Err(e) => self.left_out(0, "reading a producer to copy", &e),
+            Err(e) => self.left_out(0, &format!("reading a {kind} to copy"), &e),
         }
     }
 
+    async fn copy_producer(&self, biz_id: &str) {
+        let read = self.first().find_producer(biz_id);
+        self.copy_row(
+            "producer",
+            biz_id,
+            read,
+            "DELETE FROM producers WHERE biz_id = ?",
+            |mut conn, p| async move { setup::put_producer(&mut conn, &p).await },
+        )
+        .await
+    }
+
     async fn copy_group(&self, name: &str) {
-        match self.first().find_consumer_group(name).await {
-            Ok(Some(g)) => {
-                self.copy_to_others("copying a consumer group", |mut conn| {
-                    let g = g.clone();
-                    async move { setup::put_group(&mut conn, &g).await }
-                })
-                .await
-            }
-            Ok(None) => {
-                self.copy_to_others("removing a consumer group", |mut conn| async move {
-                    sqlx::query("DELETE FROM consumer_groups WHERE group_name = ?")
-                        .bind(name)
-                        .execute(&mut *conn)
-                        .await?;
-                    Ok(())
-                })
-                .await
-            }
-            Err(e) => self.left_out(0, "reading a consumer group to copy", &e),
-        }
+        let read = self.first().find_consumer_group(name);
+        self.copy_row(
+            "consumer group",
+            name,
+            read,
+            "DELETE FROM consumer_groups WHERE group_name = ?",
+            |mut conn, g| async move { setup::put_group(&mut conn, &g).await },
+        )
+        .await
     }
 }
 
@@ -1069,21 +1106,10 @@ impl Store for ShardedStore {
                 .list_alerts(filter, limit, before)
                 .await;
         }
-        let mut out = Vec::new();
-        let last = before.map_or(self.shards.len() - 1, |b| {
-            self.home_of_id(b.saturating_sub(1))
-        });
-        for shard in (0..=last).rev() {
-            let want = limit.saturating_sub(u32::try_from(out.len()).unwrap_or(u32::MAX));
-            if want == 0 {
-                break;
-            }
-            out.extend(
-                self.read_view(shard, |s| s.list_alerts(filter, want, before))
-                    .await?,
-            );
-        }
-        Ok(out)
+        self.newest_first(limit, before, |shard, want| {
+            self.read_view(shard, move |s| s.list_alerts(filter, want, before))
+        })
+        .await
     }
 
     async fn list_messages(
@@ -1092,23 +1118,10 @@ impl Store for ShardedStore {
         limit: u32,
         before: Option<u64>,
     ) -> StoreResult<Vec<MessageView>> {
-        // Newest id first: the last shard's ids are the highest, so shard
-        // by shard from the one `before` is on down to the first.
-        let mut out = Vec::new();
-        let last = before.map_or(self.shards.len() - 1, |b| {
-            self.home_of_id(b.saturating_sub(1))
-        });
-        for shard in (0..=last).rev() {
-            let want = limit.saturating_sub(u32::try_from(out.len()).unwrap_or(u32::MAX));
-            if want == 0 {
-                break;
-            }
-            out.extend(
-                self.read_view(shard, |s| s.list_messages(filter, want, before))
-                    .await?,
-            );
-        }
-        Ok(out)
+        self.newest_first(limit, before, |shard, want| {
+            self.read_view(shard, move |s| s.list_messages(filter, want, before))
+        })
+        .await
     }
 
     async fn summary(&self, recent: Duration) -> StoreResult<Vec<ProducerSummary>> {
