@@ -217,6 +217,32 @@ impl ShardedStore {
         Ok(store)
     }
 
+    /// `op` on the shard id `id` was created on; when that finds no such
+    /// row (`missed`), on whichever other shard holds it (a moved slot's
+    /// message), if any. One statement in the usual case.
+    async fn by_id<'a, T, F, Fut>(
+        &'a self,
+        id: u64,
+        op: F,
+        missed: fn(&T) -> bool,
+    ) -> StoreResult<T>
+    where
+        F: Fn(&'a MySqlStore) -> Fut,
+        Fut: std::future::Future<Output = StoreResult<T>> + 'a,
+    {
+        let home = self.home_of_id(id);
+        let answer = op(&self.shards[home].store).await?;
+        if !missed(&answer) || self.shards.len() == 1 {
+            return Ok(answer);
+        }
+        for other in self.others(home) {
+            if holds(other, id).await? {
+                return op(other).await;
+            }
+        }
+        Ok(answer)
+    }
+
     /// Counts and logs a shard's failure in a fan-out that goes on without
     /// it; a shard that could not be reached is down until a ping answers.
     fn left_out(&self, shard: usize, what: &str, e: &StoreError) {
@@ -706,7 +732,7 @@ impl Store for ShardedStore {
     }
 
     async fn transition(&self, t: &Transition) -> StoreResult<Option<Message>> {
-        self.holder_of(t.id).await?.transition(t).await
+        self.by_id(t.id, |s| s.transition(t), Option::is_none).await
     }
 
     async fn insert_prepared_batch(&self, batch: &[NewMessage]) -> StoreResult<Vec<Inserted>> {
@@ -822,9 +848,7 @@ impl Store for ShardedStore {
     }
 
     async fn audit_trail(&self, message_id: u64) -> StoreResult<Vec<AuditEntry>> {
-        self.holder_of(message_id)
-            .await?
-            .audit_trail(message_id)
+        self.by_id(message_id, |s| s.audit_trail(message_id), Vec::is_empty)
             .await
     }
 
@@ -899,10 +923,12 @@ impl Store for ShardedStore {
         error: &str,
         delay: Duration,
     ) -> StoreResult<bool> {
-        self.holder_of(id)
-            .await?
-            .reschedule_send(id, version, error, delay)
-            .await
+        self.by_id(
+            id,
+            |s| s.reschedule_send(id, version, error, delay),
+            |done| !done,
+        )
+        .await
     }
 
     async fn postpone_send(
@@ -912,10 +938,12 @@ impl Store for ShardedStore {
         error: &str,
         delay: Duration,
     ) -> StoreResult<bool> {
-        self.holder_of(id)
-            .await?
-            .postpone_send(id, version, error, delay)
-            .await
+        self.by_id(
+            id,
+            |s| s.postpone_send(id, version, error, delay),
+            |done| !done,
+        )
+        .await
     }
 
     async fn release_sends(&self, claims: &[(u64, u64)]) -> StoreResult<u64> {
@@ -935,10 +963,12 @@ impl Store for ShardedStore {
         error: &str,
         actor: &Actor,
     ) -> StoreResult<Option<Message>> {
-        self.holder_of(id)
-            .await?
-            .mark_send_failed(id, version, error, actor)
-            .await
+        self.by_id(
+            id,
+            |s| s.mark_send_failed(id, version, error, actor),
+            Option::is_none,
+        )
+        .await
     }
 
     async fn redeliver(
@@ -948,10 +978,12 @@ impl Store for ShardedStore {
         actor: &Actor,
         reason: &str,
     ) -> StoreResult<Option<Message>> {
-        self.holder_of(id)
-            .await?
-            .redeliver(id, version, actor, reason)
-            .await
+        self.by_id(
+            id,
+            |s| s.redeliver(id, version, actor, reason),
+            Option::is_none,
+        )
+        .await
     }
 
     async fn skip_blocked(
@@ -960,9 +992,7 @@ impl Store for ShardedStore {
         actor: &Actor,
         reason: &str,
     ) -> StoreResult<Option<Message>> {
-        self.holder_of(m.id)
-            .await?
-            .skip_blocked(m, actor, reason)
+        self.by_id(m.id, |s| s.skip_blocked(m, actor, reason), Option::is_none)
             .await
     }
 
@@ -977,10 +1007,12 @@ impl Store for ShardedStore {
         actor: &Actor,
         reason: &str,
     ) -> StoreResult<Option<Message>> {
-        self.holder_of(id)
-            .await?
-            .send_now(id, version, actor, reason)
-            .await
+        self.by_id(
+            id,
+            |s| s.send_now(id, version, actor, reason),
+            Option::is_none,
+        )
+        .await
     }
 
     async fn requeue_chunk(
@@ -1033,10 +1065,12 @@ impl Store for ShardedStore {
         error: &str,
         delay: Duration,
     ) -> StoreResult<bool> {
-        self.holder_of(id)
-            .await?
-            .reschedule_verify(id, version, error, delay)
-            .await
+        self.by_id(
+            id,
+            |s| s.reschedule_verify(id, version, error, delay),
+            |done| !done,
+        )
+        .await
     }
 
     async fn release_verifies(&self, claims: &[(u64, u64)], delay: Duration) -> StoreResult<u64> {
@@ -1188,9 +1222,7 @@ impl Store for ShardedStore {
     }
 
     async fn check_attempts(&self, message_id: u64) -> StoreResult<Vec<CheckAttemptEntry>> {
-        self.holder_of(message_id)
-            .await?
-            .check_attempts(message_id)
+        self.by_id(message_id, |s| s.check_attempts(message_id), Vec::is_empty)
             .await
     }
 
@@ -1356,9 +1388,7 @@ impl Store for ShardedStore {
     }
 
     async fn consumptions_of(&self, message_id: u64) -> StoreResult<Vec<Consumption>> {
-        self.holder_of(message_id)
-            .await?
-            .consumptions_of(message_id)
+        self.by_id(message_id, |s| s.consumptions_of(message_id), Vec::is_empty)
             .await
     }
 
