@@ -205,14 +205,22 @@ impl Coalescer {
     /// in `--write-batch` chunks: the Kafka way in, whose batch is the
     /// records it read. One result per message, in order.
     pub(crate) async fn prepare_now(&self, batch: Vec<NewMessage>) -> Vec<StoreResult<Inserted>> {
-        answered(write_now(self.write_prepares.as_ref(), batch, self.max_batch).await)
+        let shard_of = |m: &NewMessage| self.store.shard_of_new(m);
+        per_shard(batch, shard_of, |part| {
+            write_now(self.write_prepares.as_ref(), part, self.max_batch)
+        })
+        .await
     }
 
     /// Decides a batch the caller gathered, as [`Coalescer::prepare_now`]:
     /// in order, so that of one ordered key's commits the earlier record
     /// takes the earlier place.
     pub(crate) async fn decide_now(&self, batch: Vec<Decision>) -> Vec<StoreResult<DecideOutcome>> {
-        answered(write_now(self.write_decisions.as_ref(), batch, self.max_batch).await)
+        let shard_of = |d: &Decision| self.store.shard_of_key(&d.biz_id, &d.message_key);
+        per_shard(batch, shard_of, |part| {
+            write_now(self.write_decisions.as_ref(), part, self.max_batch)
+        })
+        .await
     }
 
     /// [`crate::store::Store::insert_prepared`], batched with concurrent calls.
@@ -243,6 +251,40 @@ impl Coalescer {
             .await
             .ok_or_else(gone)?
     }
+}
+
+/// `write`s `inputs` one shard's at a time, all shards at once, each shard's
+/// in their order (of one key's decisions, the earlier record takes the
+/// earlier place): a shard that does not answer fails only its own. One
+/// answer per input, in order.
+async fn per_shard<T, R, W, Fut>(
+    inputs: Vec<T>,
+    shard_of: impl Fn(&T) -> usize,
+    write: W,
+) -> Vec<StoreResult<R>>
+where
+    W: Fn(Vec<T>) -> Fut,
+    Fut: std::future::Future<Output = Vec<Option<StoreResult<R>>>>,
+{
+    let mut parts: std::collections::BTreeMap<usize, (Vec<usize>, Vec<T>)> = Default::default();
+    let total = inputs.len();
+    for (i, input) in inputs.into_iter().enumerate() {
+        let part = parts.entry(shard_of(&input)).or_default();
+        part.0.push(i);
+        part.1.push(input);
+    }
+    let written = futures::future::join_all(parts.into_values().map(|(at, part)| {
+        let answers = write(part);
+        async move { (at, answers.await) }
+    }))
+    .await;
+    let mut out: Vec<Option<StoreResult<R>>> = (0..total).map(|_| None).collect();
+    for (at, answers) in written {
+        for (i, answer) in at.into_iter().zip(answers) {
+            out[i] = answer;
+        }
+    }
+    answered(out)
 }
 
 /// The answer for every job of a batch that failed because the database

@@ -19,10 +19,22 @@ struct Identity {
     shard: usize,
 }
 
+/// Whether `e` says a table does not exist (MySQL error 1146): a database
+/// not migrated to shards yet (migration 0017), which was never a shard.
+fn no_such_table(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db)
+        if db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+            .is_some_and(|m| m.number() == 1146))
+}
+
 async fn identity(pool: &MySqlPool) -> StoreResult<Option<Identity>> {
-    let row = sqlx::query("SELECT deployment, shard FROM shard_identity WHERE id = 1")
+    let row = match sqlx::query("SELECT deployment, shard FROM shard_identity WHERE id = 1")
         .fetch_optional(pool)
-        .await?;
+        .await
+    {
+        Err(e) if no_such_table(&e) => return Ok(None),
+        row => row?,
+    };
     row.map(|r| {
         Ok(Identity {
             deployment: r.try_get("deployment")?,
@@ -55,9 +67,14 @@ async fn holds_messages(pool: &MySqlPool) -> StoreResult<bool> {
 
 /// The slot map as the first database holds it (empty: never written).
 pub(super) async fn slot_map(pool: &MySqlPool) -> StoreResult<Vec<u16>> {
-    let rows: Vec<(u16, u16)> = sqlx::query_as("SELECT slot, shard FROM shard_slots ORDER BY slot")
-        .fetch_all(pool)
-        .await?;
+    let rows: Vec<(u16, u16)> =
+        match sqlx::query_as("SELECT slot, shard FROM shard_slots ORDER BY slot")
+            .fetch_all(pool)
+            .await
+        {
+            Err(e) if no_such_table(&e) => return Ok(Vec::new()),
+            rows => rows?,
+        };
     if rows.is_empty() {
         return Ok(Vec::new());
     }

@@ -217,3 +217,29 @@ async fn an_ordered_message_key_names_one_message_whichever_record_key_it_is_pre
     );
     b.finish().await;
 }
+
+#[tokio::test]
+async fn a_database_from_before_shards_opens_as_it_always_did() {
+    let db = TestDb::create().await;
+    MySqlStore::connect(&db.url)
+        .await
+        .unwrap()
+        .migrate()
+        .await
+        .unwrap();
+    // As a database the previous release migrated (no migration 0017).
+    let pool = sqlx::MySqlPool::connect(&db.url).await.unwrap();
+    for sql in [
+        "DROP TABLE shard_identity, shard_slots",
+        "DELETE FROM _sqlx_migrations WHERE version = 17",
+    ] {
+        sqlx::query(sql).execute(&pool).await.unwrap();
+    }
+    pool.close().await;
+    let store = trustmsg::startup::open_store(std::slice::from_ref(&db.url), &[], false)
+        .await
+        .expect("one database that was never a shard opens without the shard tables");
+    assert!(store.find_message(BIZ, "none").await.unwrap().is_none());
+    drop(store);
+    db.drop_db().await;
+}
