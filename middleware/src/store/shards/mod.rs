@@ -470,6 +470,47 @@ impl ShardedStore {
         }
     }
 
+    /// `op` over `items` (each naming a message by `id_of`), one statement
+    /// per shard the ids were created on, all at once; how many rows they
+    /// matched, added up. When a shard matched fewer than it was given,
+    /// the items whose rows it does not hold (a moved slot's) go to the
+    /// shard that does, one by one.
+    async fn counted_by_ids<'a, T, F, Fut>(
+        &'a self,
+        items: &'a [T],
+        id_of: fn(&T) -> u64,
+        op: F,
+    ) -> StoreResult<u64>
+    where
+        T: Copy,
+        F: Fn(&'a MySqlStore, Vec<T>) -> Fut,
+        Fut: std::future::Future<Output = StoreResult<u64>> + 'a,
+    {
+        let groups = self.grouped(items, |t| self.home_of_id(id_of(t)));
+        let results = join_all(groups.into_iter().map(|(shard, part)| {
+            let op = &op;
+            async move {
+                let part: Vec<T> = part.into_iter().map(|(_, t)| *t).collect();
+                let store = &self.shards[shard].store;
+                let mut matched = op(store, part.clone()).await?;
+                if matched < part.len() as u64 && self.shards.len() > 1 {
+                    for t in part {
+                        if holds(store, id_of(&t)).await? {
+                            continue;
+                        }
+                        let holder = self.holder_of(id_of(&t)).await?;
+                        if !std::ptr::eq(holder, store) {
+                            matched += op(holder, vec![t]).await?;
+                        }
+                    }
+                }
+                Ok(matched)
+            }
+        }))
+        .await;
+        Ok(Self::all(results)?.into_iter().sum())
+    }
+
     /// Up to `limit` rows with ids below `before`, highest id first:
     /// `page(shard, want)` lists one shard's, and the last shard's ids are
     /// the highest, so shard by shard from the one `before` is on down to
@@ -907,13 +948,12 @@ impl Store for ShardedStore {
     }
 
     async fn mark_sent(&self, marks: &[SentMark]) -> StoreResult<u64> {
-        let groups = self.grouped(marks, |m| self.home_of_id(m.id));
-        let results = join_all(groups.into_iter().map(|(shard, items)| async move {
-            let part: Vec<SentMark> = items.into_iter().map(|(_, m)| *m).collect();
-            self.shards[shard].store.mark_sent(&part).await
-        }))
-        .await;
-        Ok(Self::all(results)?.into_iter().sum())
+        self.counted_by_ids(
+            marks,
+            |m| m.id,
+            |s, part| async move { s.mark_sent(&part).await },
+        )
+        .await
     }
 
     async fn reschedule_send(
@@ -947,13 +987,12 @@ impl Store for ShardedStore {
     }
 
     async fn release_sends(&self, claims: &[(u64, u64)]) -> StoreResult<u64> {
-        let groups = self.grouped(claims, |c| self.home_of_id(c.0));
-        let results = join_all(groups.into_iter().map(|(shard, items)| async move {
-            let part: Vec<(u64, u64)> = items.into_iter().map(|(_, c)| *c).collect();
-            self.shards[shard].store.release_sends(&part).await
-        }))
-        .await;
-        Ok(Self::all(results)?.into_iter().sum())
+        self.counted_by_ids(
+            claims,
+            |c| c.0,
+            |s, part| async move { s.release_sends(&part).await },
+        )
+        .await
     }
 
     async fn mark_send_failed(
@@ -1074,16 +1113,12 @@ impl Store for ShardedStore {
     }
 
     async fn release_verifies(&self, claims: &[(u64, u64)], delay: Duration) -> StoreResult<u64> {
-        let groups = self.grouped(claims, |c| self.home_of_id(c.0));
-        let results = join_all(groups.into_iter().map(|(shard, items)| async move {
-            let part: Vec<(u64, u64)> = items.into_iter().map(|(_, c)| *c).collect();
-            self.shards[shard]
-                .store
-                .release_verifies(&part, delay)
-                .await
-        }))
-        .await;
-        Ok(Self::all(results)?.into_iter().sum())
+        self.counted_by_ids(
+            claims,
+            |c| c.0,
+            |s, part| async move { s.release_verifies(&part, delay).await },
+        )
+        .await
     }
 
     async fn flag_overdue(

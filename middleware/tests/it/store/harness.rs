@@ -169,6 +169,31 @@ impl Backend {
         .unwrap_or_else(|e| panic!("raw SQL failed: {e}"))
     }
 
+    /// On the sharded backend, moves message `id`'s row to shard `to`, as
+    /// the procedure for moving a slot does (docs/scaling.md); the row
+    /// keeps its id.
+    pub(crate) async fn move_row(&self, id: u64, to: usize) {
+        let (Raw::Shards(pools), Cleanup::Shards(dbs)) = (&self.raw, &self.cleanup) else {
+            panic!("only shards move rows");
+        };
+        let from = store::shards::shard_of_id(id);
+        let copy = format!(
+            "INSERT INTO messages SELECT * FROM `{}`.messages WHERE id = ?",
+            dbs[from].name
+        );
+        let copied = sqlx::query(sqlx::AssertSqlSafe(copy))
+            .bind(id)
+            .execute(&pools[to])
+            .await
+            .unwrap();
+        assert_eq!(copied.rows_affected(), 1);
+        sqlx::query("DELETE FROM messages WHERE id = ?")
+            .bind(id)
+            .execute(&pools[from])
+            .await
+            .unwrap();
+    }
+
     /// On MySQL, a transaction holding `biz_id`'s producer row locked (as an
     /// update of the registration does) until it is dropped; None on SQLite,
     /// which locks no rows.

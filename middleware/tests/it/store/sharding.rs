@@ -243,3 +243,38 @@ async fn a_database_from_before_shards_opens_as_it_always_did() {
     drop(store);
     db.drop_db().await;
 }
+
+#[tokio::test]
+async fn a_message_whose_slot_moved_is_found_and_changed_on_its_new_shard() {
+    let b = Backend::sharded().await;
+    let s = b.store.as_ref();
+    let key = &keys_on(0, "moving", 1)[0];
+    arrange_key(s, key, State::SendPending, Due::Now)
+        .await
+        .unwrap();
+    let claimed = s.claim_due_sends(10, ROOM, LATER).await.unwrap().messages;
+    assert_eq!(claimed.len(), 1);
+    let m = &claimed[0];
+    b.move_row(m.id, 2).await;
+    // By key (its slot still names shard 0) and by id (which names 0).
+    assert_eq!(s.find_message(BIZ, key).await.unwrap().unwrap().id, m.id);
+    assert_eq!(s.find_message_by_id(m.id).await.unwrap().unwrap().id, m.id);
+    let mark = trustmsg::store::SentMark {
+        id: m.id,
+        version: m.version,
+        partition: 1,
+        offset: 42,
+        order: None,
+    };
+    assert_eq!(
+        s.mark_sent(&[mark]).await.unwrap(),
+        1,
+        "marked where it lives"
+    );
+    let sent = s.find_message_by_id(m.id).await.unwrap().unwrap();
+    assert_eq!(
+        (sent.send_status, sent.kafka_offset),
+        (Some(trustmsg_verify_api::SendStatus::Sent), Some(42))
+    );
+    b.finish().await;
+}
