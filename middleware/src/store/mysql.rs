@@ -504,9 +504,27 @@ fn is_lock_conflict(e: &sqlx::Error) -> bool {
 #[async_trait]
 impl Store for MySqlStore {
     async fn migrate(&self) -> StoreResult<()> {
-        sqlx::migrate!("../migrations/mysql")
-            .run(&self.pool)
+        // sqlx takes `GET_LOCK(…, -1)` to keep two migrators apart, and
+        // ignores its answer; MariaDB reads a negative timeout as none and
+        // answers 0 at once, so two instances starting with --auto-migrate
+        // both applied migration 1 and one failed (duplicate entry). This
+        // lock waits, on the connection the migrations run on.
+        let mut conn = self.pool.acquire().await?;
+        let locked: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK('trustmsg_migrate', 300)")
+            .fetch_one(&mut *conn)
             .await?;
+        if locked != Some(1) {
+            return Err(StoreError::Unavailable(
+                "another migration held the lock for 5 minutes".into(),
+            ));
+        }
+        let done = sqlx::migrate!("../migrations/mysql")
+            .run_direct(None, &mut *conn, false)
+            .await;
+        let _ = sqlx::query("SELECT RELEASE_LOCK('trustmsg_migrate')")
+            .execute(&mut *conn)
+            .await;
+        done?;
         Ok(())
     }
 

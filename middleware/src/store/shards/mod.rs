@@ -149,10 +149,13 @@ impl ShardedStore {
             slots,
             turn: AtomicUsize::new(0),
         };
-        for shard in &store.shards[1..] {
-            setup::copy_registry(&store.shards[0].store, shard.store.pool())
-                .await
-                .with_context(|| format!("copying the registry to {}", shard.name))?;
+        // Best effort: a copy that fails (another instance copying at the
+        // same moment won a lock) leaves that shard's copy as the last
+        // writer left it, and the next change or start writes it again.
+        for (i, shard) in store.shards.iter().enumerate().skip(1) {
+            if let Err(e) = setup::copy_registry(&store.shards[0].store, shard.store.pool()).await {
+                store.left_out(i, "copying the registry", &e);
+            }
         }
         Ok(store)
     }

@@ -44,16 +44,21 @@ async fn identity(pool: &MySqlPool) -> StoreResult<Option<Identity>> {
     .transpose()
 }
 
-async fn write_identity(pool: &MySqlPool, deployment: &str, shard: usize) -> StoreResult<()> {
+/// Records that `pool` is shard `shard` of `deployment` unless it says
+/// something already (another instance starting at the same moment got
+/// there first); returns what it says now.
+async fn write_identity(pool: &MySqlPool, deployment: &str, shard: usize) -> StoreResult<Identity> {
     sqlx::query(
-        "INSERT INTO shard_identity (id, deployment, shard, created_at) \
+        "INSERT IGNORE INTO shard_identity (id, deployment, shard, created_at) \
          VALUES (1, ?, ?, UTC_TIMESTAMP(3))",
     )
     .bind(deployment)
     .bind(u16::try_from(shard).expect("at most MAX_SHARDS"))
     .execute(pool)
     .await?;
-    Ok(())
+    identity(pool)
+        .await?
+        .ok_or(StoreError::Vanished("the shard identity just written"))
 }
 
 async fn holds_messages(pool: &MySqlPool) -> StoreResult<bool> {
@@ -89,14 +94,17 @@ pub(super) async fn slot_map(pool: &MySqlPool) -> StoreResult<Vec<u16>> {
     Ok(rows.into_iter().map(|(_, shard)| shard).collect())
 }
 
-async fn write_slot_map(pool: &MySqlPool, map: &[u16]) -> StoreResult<()> {
-    let mut q = sqlx::QueryBuilder::<sqlx::MySql>::new("INSERT INTO shard_slots (slot, shard) ");
+/// Writes the slot map unless another instance starting at the same moment
+/// wrote one first; returns the map as the first database holds it now.
+async fn write_slot_map(pool: &MySqlPool, map: &[u16]) -> StoreResult<Vec<u16>> {
+    let mut q =
+        sqlx::QueryBuilder::<sqlx::MySql>::new("INSERT IGNORE INTO shard_slots (slot, shard) ");
     q.push_values(map.iter().enumerate(), |mut row, (slot, shard)| {
         row.push_bind(u16::try_from(slot).expect("slots fit u16"))
             .push_bind(*shard);
     });
     q.build().execute(pool).await?;
-    Ok(())
+    slot_map(pool).await
 }
 
 /// Sets the AUTO_INCREMENT of the tables whose ids are routed (messages,
@@ -155,8 +163,7 @@ pub(super) async fn check(
         Some(i) => i.deployment,
         None if write => {
             let deployment = hex::encode(rand::random::<[u8; 16]>());
-            write_identity(first, &deployment, 0).await?;
-            deployment
+            write_identity(first, &deployment, 0).await?.deployment
         }
         None => return Err(not_migrated(urls).into()),
     };
@@ -195,7 +202,16 @@ pub(super) async fn check(
             }
             None => {
                 raise_id_floor(pool, route::id_floor(shard)).await?;
-                write_identity(pool, &deployment, shard).await?;
+                let stored = write_identity(pool, &deployment, shard).await?;
+                if stored.deployment != deployment || stored.shard != shard {
+                    return Err(Refused(format!(
+                        "{} was made shard {} of another list while this one started: \
+                         start again with one list",
+                        redact_url(url),
+                        stored.shard
+                    ))
+                    .into());
+                }
                 fresh.push(shard);
             }
         }
@@ -216,8 +232,7 @@ pub(super) async fn check(
         } else {
             route::spread(pools.len())
         };
-        write_slot_map(first, &map).await?;
-        map
+        write_slot_map(first, &map).await?
     } else {
         map
     };

@@ -278,3 +278,30 @@ async fn a_message_whose_slot_moved_is_found_and_changed_on_its_new_shard() {
     );
     b.finish().await;
 }
+
+/// Two instances started with --auto-migrate at once on new databases:
+/// both migrate (one waits for the other), and both route by one map.
+#[tokio::test]
+async fn instances_that_start_a_new_deployment_together_agree_on_it() {
+    let dbs = [
+        TestDb::create().await,
+        TestDb::create().await,
+        TestDb::create().await,
+    ];
+    let urls: Vec<String> = dbs.iter().map(|d| d.url.clone()).collect();
+    let (one, two) = tokio::join!(
+        ShardedStore::open(&urls, &[], true),
+        ShardedStore::open(&urls, &[], true)
+    );
+    let (one, two) = (one.expect("first starter"), two.expect("second starter"));
+    // Both route a key to the same shard, by the one map they wrote.
+    for key in ["a", "b", "c", "d"] {
+        assert_eq!(one.shard_of_key(BIZ, key), two.shard_of_key(BIZ, key));
+    }
+    drop((one, two));
+    let reordered = [urls[1].clone(), urls[0].clone(), urls[2].clone()];
+    assert!(ShardedStore::open(&reordered, &[], true).await.is_err());
+    for db in dbs {
+        db.drop_db().await;
+    }
+}
