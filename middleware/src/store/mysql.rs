@@ -505,8 +505,8 @@ fn is_lock_conflict(e: &sqlx::Error) -> bool {
 impl Store for MySqlStore {
     async fn migrate(&self) -> StoreResult<()> {
         // sqlx takes `GET_LOCK(…, -1)` to keep two migrators apart, and
-        // ignores its answer; MariaDB reads a negative timeout as none and
-        // answers 0 at once, so two instances starting with --auto-migrate
+        // ignores its answer; MariaDB answers a negative timeout with NULL
+        // at once, without the lock, so two instances starting with --auto-migrate
         // both applied migration 1 and one failed (duplicate entry). This
         // lock waits, on the connection the migrations run on.
         let mut conn = self.pool.acquire().await?;
