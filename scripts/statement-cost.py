@@ -149,6 +149,14 @@ def service_commit(lo, hi):
         f"headroom = LEFT(headroom, 16) WHERE id IN ({ids}) AND (id, status, version) IN ({guards})")
 
 
+# What the service's SENT mark sets, over the marks joined as `s`.
+MARK_SET = ("SET m.send_status = 'SENT', m.next_send_at = NULL, m.sent_at = UTC_TIMESTAMP(3), "
+            "m.updated_at = UTC_TIMESTAMP(3), m.send_attempts = m.send_attempts + 1, "
+            "m.kafka_partition = s.kafka_partition, m.kafka_offset = s.kafka_offset, "
+            "m.version = m.version + 1, m.headroom = NULL "
+            "WHERE m.status = 'COMMITTED' AND m.send_status = 'PENDING'")
+
+
 def tvc_mark(lo, hi):
     """The marks as one table value constructor behind a row that names
     the columns and joins nothing (ids start at 1)."""
@@ -156,11 +164,7 @@ def tvc_mark(lo, hi):
     return (
         "UPDATE messages m JOIN (SELECT 0 AS id, 0 AS version, 0 AS kafka_partition, "
         f"0 AS kafka_offset UNION ALL VALUES {marks}) s ON m.id = s.id AND m.version = s.version "
-        "SET m.send_status = 'SENT', m.next_send_at = NULL, m.sent_at = UTC_TIMESTAMP(3), "
-        "m.updated_at = UTC_TIMESTAMP(3), m.send_attempts = m.send_attempts + 1, "
-        "m.kafka_partition = s.kafka_partition, m.kafka_offset = s.kafka_offset, "
-        "m.version = m.version + 1, m.headroom = NULL "
-        "WHERE m.status = 'COMMITTED' AND m.send_status = 'PENDING'")
+        + MARK_SET)
 
 
 def in_mark(lo, hi):
@@ -191,11 +195,7 @@ def service_mark(lo, hi):
          if i == lo + 1 else f"SELECT {i}, 1, 0, {i}") for i in range(lo + 1, hi + 1))
     return (
         f"UPDATE messages m JOIN ({marks}) s ON m.id = s.id AND m.version = s.version "
-        "SET m.send_status = 'SENT', m.next_send_at = NULL, m.sent_at = UTC_TIMESTAMP(3), "
-        "m.updated_at = UTC_TIMESTAMP(3), m.send_attempts = m.send_attempts + 1, "
-        "m.kafka_partition = s.kafka_partition, m.kafka_offset = s.kafka_offset, "
-        "m.version = m.version + 1, m.headroom = NULL "
-        "WHERE m.status = 'COMMITTED' AND m.send_status = 'PENDING'")
+        + MARK_SET)
 
 
 steps = [

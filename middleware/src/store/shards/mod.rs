@@ -204,20 +204,26 @@ impl ShardedStore {
             .map(|(_, s)| &s.store)
     }
 
+    /// The shard other than `home` that holds message `id` (a moved
+    /// slot's message), if any.
+    async fn elsewhere(&self, home: usize, id: u64) -> StoreResult<Option<&MySqlStore>> {
+        for other in self.others(home) {
+            if holds(other, id).await? {
+                return Ok(Some(other));
+            }
+        }
+        Ok(None)
+    }
+
     /// The shard holding message `id`: its home, or, when the home has no
-    /// such row, whichever other shard has it (a moved slot's message).
+    /// such row, whichever other shard has it.
     async fn holder_of(&self, id: u64) -> StoreResult<&MySqlStore> {
         let home = self.home_of_id(id);
         let store = &self.shards[home].store;
         if self.shards.len() == 1 || holds(store, id).await? {
             return Ok(store);
         }
-        for other in self.others(home) {
-            if holds(other, id).await? {
-                return Ok(other);
-            }
-        }
-        Ok(store)
+        Ok(self.elsewhere(home, id).await?.unwrap_or(store))
     }
 
     /// `op` on the shard id `id` was created on; when that finds no such
@@ -238,12 +244,10 @@ impl ShardedStore {
         if !missed(&answer) || self.shards.len() == 1 {
             return Ok(answer);
         }
-        for other in self.others(home) {
-            if holds(other, id).await? {
-                return op(other).await;
-            }
+        match self.elsewhere(home, id).await? {
+            Some(holder) => op(holder).await,
+            None => Ok(answer),
         }
-        Ok(answer)
     }
 
     /// Counts and logs a shard's failure in a fan-out that goes on without
@@ -501,8 +505,7 @@ impl ShardedStore {
                         if holds(store, id_of(&t)).await? {
                             continue;
                         }
-                        let holder = self.holder_of(id_of(&t)).await?;
-                        if !std::ptr::eq(holder, store) {
+                        if let Some(holder) = self.elsewhere(shard, id_of(&t)).await? {
                             matched += op(holder, vec![t]).await?;
                         }
                     }
@@ -763,16 +766,8 @@ impl Store for ShardedStore {
     }
 
     async fn find_message_by_id(&self, id: u64) -> StoreResult<Option<Message>> {
-        let home = self.home_of_id(id);
-        if let Some(m) = self.shards[home].store.find_message_by_id(id).await? {
-            return Ok(Some(m));
-        }
-        for other in self.others(home) {
-            if let Some(m) = other.find_message_by_id(id).await? {
-                return Ok(Some(m));
-            }
-        }
-        Ok(None)
+        self.by_id(id, |s| s.find_message_by_id(id), Option::is_none)
+            .await
     }
 
     async fn transition(&self, t: &Transition) -> StoreResult<Option<Message>> {
@@ -823,14 +818,6 @@ impl Store for ShardedStore {
             .collect())
     }
 
-    async fn find_messages(&self, keys: &[(&str, &str)]) -> StoreResult<Vec<Message>> {
-        let mut found = Vec::with_capacity(keys.len());
-        for (b, k) in keys {
-            found.extend(self.find_message(b, k).await?);
-        }
-        Ok(found)
-    }
-
     async fn transition_batch(&self, ts: &[Transition]) -> StoreResult<Vec<Option<Message>>> {
         let groups = self.grouped(ts, |t| self.home_of_id(t.id));
         let results = join_all(groups.into_iter().map(|(shard, items)| async move {
@@ -852,11 +839,15 @@ impl Store for ShardedStore {
         // A guard that matched nothing on its home: the row may live
         // elsewhere (a moved slot). Each such one by the row's holder.
         for (i, t) in ts.iter().enumerate() {
-            if out[i].is_none() && self.shards.len() > 1 {
-                let holder = self.holder_of(t.id).await?;
-                if !std::ptr::eq(holder, &self.shards[self.home_of_id(t.id)].store) {
-                    out[i] = holder.transition(t).await?;
-                }
+            let home = self.home_of_id(t.id);
+            if out[i].is_some()
+                || self.shards.len() == 1
+                || holds(&self.shards[home].store, t.id).await?
+            {
+                continue;
+            }
+            if let Some(holder) = self.elsewhere(home, t.id).await? {
+                out[i] = holder.transition(t).await?;
             }
         }
         Ok(out)
@@ -1391,16 +1382,12 @@ impl Store for ShardedStore {
         group: &ConsumerGroup,
         message_id: u64,
     ) -> StoreResult<Began> {
-        let home = &self.shards[self.home_of_id(message_id)].store;
-        match home.begin_consumption(group, message_id).await? {
-            Began::UnknownMessage if self.shards.len() > 1 => {
-                self.holder_of(message_id)
-                    .await?
-                    .begin_consumption(group, message_id)
-                    .await
-            }
-            began => Ok(began),
-        }
+        self.by_id(
+            message_id,
+            |s| s.begin_consumption(group, message_id),
+            |b| matches!(b, Began::UnknownMessage),
+        )
+        .await
     }
 
     async fn finish_consumption(
@@ -1410,19 +1397,12 @@ impl Store for ShardedStore {
         ok: bool,
         error: Option<&str>,
     ) -> StoreResult<Finished> {
-        let home = &self.shards[self.home_of_id(message_id)].store;
-        match home
-            .finish_consumption(group, message_id, ok, error)
-            .await?
-        {
-            Finished::UnknownMessage if self.shards.len() > 1 => {
-                self.holder_of(message_id)
-                    .await?
-                    .finish_consumption(group, message_id, ok, error)
-                    .await
-            }
-            finished => Ok(finished),
-        }
+        self.by_id(
+            message_id,
+            |s| s.finish_consumption(group, message_id, ok, error),
+            |f| matches!(f, Finished::UnknownMessage),
+        )
+        .await
     }
 
     async fn consumptions_of(&self, message_id: u64) -> StoreResult<Vec<Consumption>> {
