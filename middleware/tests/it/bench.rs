@@ -192,6 +192,50 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
     assert!(report["peak_rss_mib"].as_f64().unwrap() > 1.0);
     assert!(report["service_peak_rss_mib"].as_f64().unwrap() > 1.0);
 
+    // `--shards 2`: the service over two databases, the lifecycle and the
+    // open loop measured, the phases that write behind its back skipped.
+    // (In this test, after the first run: both check that the bench drops
+    // every database it made.)
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_trustmsg"))
+        .args([
+            "bench",
+            "--quick",
+            "--shards",
+            "2",
+            "--database-url",
+            &mysql_server_url(),
+            "--concurrency",
+            "4",
+            "--duration",
+            "1s",
+            "--json",
+            json.path().to_str().unwrap(),
+        ])
+        .env("TRUSTMSG_LOG", "error")
+        .output()
+        .expect("run trustmsg bench --shards 2");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bench --shards failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("shards 2"), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json.path()).unwrap()).unwrap();
+    assert_eq!(report["shards"].as_u64(), Some(2));
+    assert!(report["lifecycle"]["messages"].as_u64().unwrap() > 0);
+    assert!(
+        report["cpu_per_message"]["lifecycle"]["service_us"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    assert!(report["open_loop"]["messages"].as_u64().unwrap() > 0);
+    assert!(report["verifier_per_s"].is_null() && report["drain_per_s"].is_null());
+    assert!(report["submit"].is_null());
+
     let admin = sqlx::MySqlPool::connect(&mysql_server_url()).await.unwrap();
     let left: Vec<String> = sqlx::query_scalar(
         "SELECT CAST(schema_name AS CHAR) FROM information_schema.schemata \

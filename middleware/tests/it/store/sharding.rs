@@ -170,13 +170,42 @@ async fn operator_views_read_the_replica_and_the_rest_reads_the_database() {
     assert_eq!(listed.iter().map(|v| v.id).collect::<Vec<_>>(), [m.id]);
     let summary = s.summary(LATER).await.unwrap();
     assert_eq!(summary[0].by_status.get("PREPARED"), Some(&1));
-    // A decision goes to the database, whatever the replica holds.
-    let prepared = s.find_message_by_id(m.id).await.unwrap().unwrap();
-    assert_eq!(prepared.version, m.version);
-    assert!(s
-        .insert_prepared(&new_message("second", LATER))
+    // Writes go to the database, never to the replica: a decision and a
+    // prepare change the database's rows and leave the replica's as they were.
+    let failed = s
+        .transition(&super::harness::verify_failed(&m))
         .await
-        .is_ok());
+        .unwrap()
+        .expect("the guard matched the database's row");
+    assert_eq!(failed.version, m.version + 1);
+    s.insert_prepared(&new_message("second", LATER))
+        .await
+        .unwrap();
+    let status = |db: &TestDb| {
+        let url = db.url.clone();
+        async move {
+            let pool = sqlx::MySqlPool::connect(&url).await.unwrap();
+            let rows: Vec<(String, String)> = sqlx::query_as(
+                "SELECT CAST(message_key AS CHAR), CAST(status AS CHAR) FROM messages ORDER BY id",
+            )
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+            pool.close().await;
+            rows
+        }
+    };
+    assert_eq!(
+        status(&primary).await,
+        [
+            ("fresh".to_string(), "VERIFY_FAILED".to_string()),
+            ("second".to_string(), "PREPARED".to_string())
+        ]
+    );
+    assert_eq!(
+        status(&replica).await,
+        [("fresh".to_string(), "PREPARED".to_string())]
+    );
     drop(store);
     drop(r);
     primary.drop_db().await;
