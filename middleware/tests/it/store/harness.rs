@@ -169,6 +169,19 @@ impl Backend {
         .unwrap_or_else(|e| panic!("raw SQL failed: {e}"))
     }
 
+    /// Runs `sql` on shard `shard` of the sharded backend only: what the
+    /// store never writes there (a registry copy changed behind its back).
+    pub(crate) async fn raw_execute_on_shard(&self, shard: usize, sql: &str) -> u64 {
+        let Raw::Shards(pools) = &self.raw else {
+            panic!("only the sharded backend has shards");
+        };
+        sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
+            .execute(&pools[shard])
+            .await
+            .unwrap_or_else(|e| panic!("raw SQL failed: {e}"))
+            .rows_affected()
+    }
+
     /// On the sharded backend, moves message `id`'s row to shard `to`, as
     /// the procedure for moving a slot does (docs/scaling.md); the row
     /// keeps its id.
@@ -218,16 +231,16 @@ impl Backend {
 
     /// Runs `sql` (a `SELECT … FOR UPDATE` with `id` bound to its one `?`) in
     /// a transaction on MySQL and holds it, with its row locks, until the
-    /// returned transaction is dropped. None on SQLite, which has no row locks.
+    /// returned transaction is dropped. Not on SQLite, which has no row locks.
     pub(crate) async fn lock_row(
         &self,
         sql: &str,
         id: u64,
-    ) -> Option<sqlx::Transaction<'static, sqlx::MySql>> {
+    ) -> sqlx::Transaction<'static, sqlx::MySql> {
         let p = match &self.raw {
             Raw::MySql(p) => p,
             Raw::Shards(pools) => &pools[store::shards::shard_of_id(id)],
-            Raw::Sqlite(_) => return None,
+            Raw::Sqlite(_) => panic!("SQLite locks no rows (see store::row_locks)"),
         };
         let mut tx = p.begin().await.expect("begin on MariaDB");
         sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
@@ -235,7 +248,7 @@ impl Backend {
             .fetch_all(&mut *tx)
             .await
             .unwrap_or_else(|e| panic!("raw SQL failed: {e}"));
-        Some(tx)
+        tx
     }
 
     /// The integer `sql` selects (one `?`, bound to `id`), straight from the

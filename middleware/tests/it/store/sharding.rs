@@ -96,6 +96,30 @@ async fn the_registry_is_on_every_shard_and_read_from_the_first() {
         )
         .await;
     assert_eq!(on_every_shard, SHARDS as i64);
+    // Read from the first: the other shards' copies, changed behind the
+    // store's back, are not what it answers.
+    for shard in 1..SHARDS {
+        let changed = b
+            .raw_execute_on_shard(
+                shard,
+                "UPDATE producers SET verify_url = 'http://127.0.0.1:1/not-the-first' \
+                 WHERE biz_id = 'orders'",
+            )
+            .await;
+        assert_eq!(changed, 1, "shard {shard} holds a copy");
+    }
+    let first_url = super::producers::producer_record("orders").verify_url;
+    let found = s.find_producer("orders").await.unwrap().unwrap();
+    assert_eq!(found.verify_url, first_url, "found on the first");
+    let listed = s.list_producers().await.unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|p| p.verify_url.as_str())
+            .collect::<Vec<_>>(),
+        [first_url.as_str()],
+        "listed from the first"
+    );
     assert!(s.set_producer_token("orders", &[7u8; 32]).await.unwrap());
     let rotated = b
         .raw_count(
@@ -308,8 +332,12 @@ async fn a_message_whose_slot_moved_is_found_and_changed_on_its_new_shard() {
     b.finish().await;
 }
 
-/// Two instances started with --auto-migrate at once on new databases:
-/// both migrate (one waits for the other), and both route by one map.
+/// Two instances started with --auto-migrate at once on new databases,
+/// held in step so that both find the first database unclaimed (a lock on
+/// its `shard_identity` table makes both wait at their first look): both
+/// start, and they leave one deployment behind, each database the shard of
+/// its place in the list, one slot map, by which both route; a third
+/// instance accepts the list and a reordered one is refused.
 #[tokio::test]
 async fn instances_that_start_a_new_deployment_together_agree_on_it() {
     let dbs = [
@@ -318,18 +346,88 @@ async fn instances_that_start_a_new_deployment_together_agree_on_it() {
         TestDb::create().await,
     ];
     let urls: Vec<String> = dbs.iter().map(|d| d.url.clone()).collect();
-    let (one, two) = tokio::join!(
-        ShardedStore::open(&urls, &[], true),
-        ShardedStore::open(&urls, &[], true)
-    );
-    let (one, two) = (one.expect("first starter"), two.expect("second starter"));
-    // Both route a key to the same shard, by the one map they wrote.
-    for key in ["a", "b", "c", "d"] {
-        assert_eq!(one.shard_of_key(BIZ, key), two.shard_of_key(BIZ, key));
+    let mut pools = Vec::new();
+    for url in &urls {
+        let store = MySqlStore::connect(url).await.unwrap();
+        store.migrate().await.unwrap();
+        pools.push(store.pool().clone());
+    }
+    let mut lock = pools[0].acquire().await.unwrap();
+    sqlx::query("LOCK TABLES shard_identity WRITE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let one = tokio::spawn({
+        let urls = urls.clone();
+        async move { ShardedStore::open(&urls, &[], true).await }
+    });
+    let two = tokio::spawn({
+        let urls = urls.clone();
+        async move { ShardedStore::open(&urls, &[], true).await }
+    });
+    let waiting = "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+                   WHERE DB = ? AND INFO LIKE '%shard_identity%' AND STATE LIKE 'Waiting%'";
+    trustmsg_tests::eventually(
+        20,
+        "both starters waiting at the first database",
+        async || {
+            sqlx::query_scalar::<_, i64>(waiting)
+                .bind(&dbs[0].name)
+                .fetch_one(&pools[1])
+                .await
+                .unwrap()
+                == 2
+        },
+    )
+    .await;
+    sqlx::query("UNLOCK TABLES")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    drop(lock);
+    let one = one.await.unwrap().expect("the first starter starts");
+    let two = two.await.unwrap().expect("the second starter starts");
+
+    let mut deployments = BTreeSet::new();
+    for (shard, pool) in pools.iter().enumerate() {
+        let rows: Vec<(String, u16)> =
+            sqlx::query_as("SELECT deployment, shard FROM shard_identity")
+                .fetch_all(pool)
+                .await
+                .unwrap();
+        assert_eq!(rows.len(), 1, "one identity on shard {shard}: {rows:?}");
+        assert_eq!(
+            usize::from(rows[0].1),
+            shard,
+            "shard {shard} knows its place"
+        );
+        deployments.insert(rows[0].0.clone());
+    }
+    assert_eq!(deployments.len(), 1, "one deployment: {deployments:?}");
+    let map: Vec<(u16, u16)> = sqlx::query_as("SELECT slot, shard FROM shard_slots ORDER BY slot")
+        .fetch_all(&pools[0])
+        .await
+        .unwrap();
+    assert_eq!(map.len(), usize::from(trustmsg::store::shards::SLOTS));
+    // Both route every key by that map.
+    for i in 0..2000 {
+        let key = format!("k-{i}");
+        let stored = usize::from(map[usize::from(slot_of(BIZ, key.as_bytes()))].1);
+        assert_eq!(
+            (one.shard_of_key(BIZ, &key), two.shard_of_key(BIZ, &key)),
+            (stored, stored),
+            "{key}"
+        );
     }
     drop((one, two));
+    let third = ShardedStore::open(&urls, &[], false).await;
+    assert!(third.is_ok(), "the list as set up: {:?}", third.err());
+    drop(third);
     let reordered = [urls[1].clone(), urls[0].clone(), urls[2].clone()];
     assert!(ShardedStore::open(&reordered, &[], true).await.is_err());
+    for pool in pools {
+        pool.close().await;
+    }
     for db in dbs {
         db.drop_db().await;
     }
