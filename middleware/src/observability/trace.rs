@@ -73,7 +73,7 @@ pub(crate) fn install(settings: &OtlpSettings) -> anyhow::Result<()> {
         tracing::warn!("an OTLP exporter is installed already in this process; it is kept");
         return Ok(());
     }
-    crate::tls::install_crypto_provider();
+    crate::net::client_tls::install_crypto_provider();
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
