@@ -466,7 +466,10 @@ async fn a_group_of_instances_that_grows_shrinks_and_loses_one_to_kill_9_applies
     let killed = (t0.elapsed(), rows(&pool).await);
     let partitions = stream.await.unwrap();
     assert_eq!(partitions.len(), PARTITIONS as usize, "{partitions:?}");
-    assert!(killed.1 < N, "A was killed mid-stream: {killed:?}");
+    // Mid-batch, which freeze_mid_batch saw (records applied, offsets not
+    // committed), not merely before every prepare had a row: under load the
+    // last batch, commits still in flight, may follow the last prepare.
+    assert!(again > 0, "A was killed mid-batch: {killed:?}");
     let ledger = assert_ledger(&c, &pool, &mut orders, N).await;
     assert_nothing_dead_lettered(kafka.bootstrap(), &producer, PARTITIONS, DLQ).await;
     eprintln!(
