@@ -32,7 +32,8 @@ use crate::handoff::record::record_size;
 use crate::https::TlsFiles;
 use crate::kafka_config::KafkaConfigArg;
 use crate::overdue::OverdueSettings;
-pub use crate::secret::Secret;
+pub use crate::secret::{quiet, quiet_with, Quiet, RedactedUrl, Secret};
+use crate::store::DatabaseUrl;
 use crate::store::VerifyLease;
 use crate::verifier::VerifierConfig;
 
@@ -125,16 +126,20 @@ fn check_signing_secret(secret: &Secret) -> Result<(), ConfigError> {
 #[error("{0}")]
 pub struct ConfigError(String);
 
-/// Where the store lives.
+/// Where the store lives. The URLs are parsed here, once, into
+/// [`DatabaseUrl`]s, which never show their passwords; one that cannot be
+/// used is refused without being repeated.
 #[derive(Debug, Clone, Args)]
 pub struct DatabaseArgs {
     /// Database URL: `mysql://user:pass@host:3306/db` (production) or
-    /// `sqlite://path.db?mode=rwc`. Repeat it to spread messages over several
-    /// MySQL/MariaDB databases (shards, docs/scaling.md): the first also holds
-    /// the producers, the consumer groups and the slot map, and the list keeps
-    /// the order it was first given in.
-    #[arg(long = "database-url", env = "TRUSTMSG_DATABASE_URL", required = true)]
-    pub database_urls: Vec<Secret>,
+    /// `sqlite://path.db?mode=rwc`; characters such as `# / ? @ %` in the
+    /// user name or password percent-encoded (`%23 %2F %3F %40 %25`). Repeat
+    /// it to spread messages over several MySQL/MariaDB databases (shards,
+    /// docs/scaling.md): the first also holds the producers, the consumer
+    /// groups and the slot map, and the list keeps the order it was first
+    /// given in.
+    #[arg(long = "database-url", env = "TRUSTMSG_DATABASE_URL", hide_env_values = true, required = true, value_parser = quiet::<DatabaseUrl>())]
+    pub database_urls: Vec<DatabaseUrl>,
 
     /// A read replica of a `--database-url` (MySQL/MariaDB), repeatable: the
     /// first `--replica-url` is the first database's, and so on. Operator
@@ -142,25 +147,19 @@ pub struct DatabaseArgs {
     /// backlog gauges) read it, as stale as its lag; claims, decisions and
     /// single-message reads never do. Falls back to the database itself
     /// while the replica does not answer.
-    #[arg(long = "replica-url", env = "TRUSTMSG_REPLICA_URL")]
-    pub replica_urls: Vec<Secret>,
+    #[arg(long = "replica-url", env = "TRUSTMSG_REPLICA_URL", hide_env_values = true, value_parser = quiet::<DatabaseUrl>())]
+    pub replica_urls: Vec<DatabaseUrl>,
 }
 
 impl DatabaseArgs {
     /// The URLs, first the one that holds the registry.
-    pub fn urls(&self) -> Vec<String> {
-        self.database_urls
-            .iter()
-            .map(|u| u.expose().to_string())
-            .collect()
+    pub fn urls(&self) -> &[DatabaseUrl] {
+        &self.database_urls
     }
 
     /// The replicas' URLs, in the order of the databases they copy.
-    pub fn replicas(&self) -> Vec<String> {
-        self.replica_urls
-            .iter()
-            .map(|u| u.expose().to_string())
-            .collect()
+    pub fn replicas(&self) -> &[DatabaseUrl] {
+        &self.replica_urls
     }
 }
 
@@ -211,7 +210,7 @@ pub struct ServeArgs {
     pub tls: TlsArgs,
 
     /// Bearer token for the admin API (producer registry, operators).
-    #[arg(long, env = "TRUSTMSG_ADMIN_TOKEN")]
+    #[arg(long, env = "TRUSTMSG_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<Secret>,
 
     /// Accept every request without a token. Local development only.
@@ -348,8 +347,8 @@ pub struct TracingArgs {
     /// Export spans to this OpenTelemetry collector: its OTLP/HTTP base URL
     /// (e.g. `http://127.0.0.1:4318`; spans are POSTed to `<URL>/v1/traces`
     /// as protobuf). Off when not given: no spans are made at all.
-    #[arg(long, env = "TRUSTMSG_OTLP_ENDPOINT")]
-    pub otlp_endpoint: Option<url::Url>,
+    #[arg(long, env = "TRUSTMSG_OTLP_ENDPOINT", hide_env_values = true, value_parser = quiet::<RedactedUrl>())]
+    pub otlp_endpoint: Option<RedactedUrl>,
 
     /// The `service.name` the exported spans carry.
     #[arg(long, env = "TRUSTMSG_OTLP_SERVICE_NAME", default_value = "trustmsg")]
@@ -363,9 +362,10 @@ pub struct TracingArgs {
 /// Kafka and forwarder settings.
 #[derive(Debug, Clone, Args)]
 pub struct ForwarderArgs {
-    /// Kafka bootstrap servers (`host:port,host:port`). Without it nothing is sent
-    /// and committed messages wait, safely, until a forwarder runs.
-    #[arg(long, env = "TRUSTMSG_KAFKA_BROKERS")]
+    /// Kafka bootstrap servers (`host:port,host:port`; credentials go in
+    /// `--kafka-config`). Without it nothing is sent and committed messages
+    /// wait, safely, until a forwarder runs.
+    #[arg(long, env = "TRUSTMSG_KAFKA_BROKERS", hide_env_values = true, value_parser = quiet_with(crate::kafka_config::brokers))]
     pub kafka_brokers: Option<String>,
 
     /// Extra librdkafka producer settings, `key=value`, repeatable (TLS,
@@ -374,6 +374,7 @@ pub struct ForwarderArgs {
     #[arg(
         long = "kafka-config",
         env = "TRUSTMSG_KAFKA_CONFIG",
+        hide_env_values = true,
         value_delimiter = ','
     )]
     pub kafka_config: Vec<KafkaConfigArg>,
@@ -566,15 +567,15 @@ pub struct AlertArgs {
     /// The webhook is dialled under the check-back address rules
     /// (--verify-allow-cidr, --verify-deny-cidr, the built-in denials),
     /// checked at start-up and on every connection.
-    #[arg(long, env = "TRUSTMSG_ALERT_WEBHOOK")]
-    pub alert_webhook: Option<url::Url>,
+    #[arg(long, env = "TRUSTMSG_ALERT_WEBHOOK", hide_env_values = true, value_parser = quiet::<RedactedUrl>())]
+    pub alert_webhook: Option<RedactedUrl>,
 
     /// Sign every alert POST the Standard Webhooks way (`webhook-id` = the
     /// alert id, `webhook-timestamp`, `webhook-signature`) with this secret,
     /// `whsec_` followed by the base64 of 24 to 64 random bytes (e.g.
     /// `echo whsec_$(openssl rand -base64 32)`). Without it alerts are POSTed
     /// unsigned and anyone who can reach the webhook can forge one.
-    #[arg(long, env = "TRUSTMSG_ALERT_SIGNING_SECRET")]
+    #[arg(long, env = "TRUSTMSG_ALERT_SIGNING_SECRET", hide_env_values = true)]
     pub alert_signing_secret: Option<Secret>,
 
     /// Alert once for a committed message still not in Kafka this long after
@@ -611,9 +612,9 @@ impl ServeArgs {
 #[derive(Debug)]
 pub(crate) struct Settings {
     /// The store's URLs, one per shard (usually one).
-    pub(crate) database_urls: Vec<Secret>,
+    pub(crate) database_urls: Vec<DatabaseUrl>,
     /// Read replicas of the first of them.
-    pub(crate) replica_urls: Vec<Secret>,
+    pub(crate) replica_urls: Vec<DatabaseUrl>,
     /// Create the database and apply migrations at start-up.
     pub(crate) auto_migrate: bool,
     /// Where the HTTP API listens.
@@ -645,7 +646,7 @@ pub(crate) struct Settings {
     /// This instance's verifier, unless `--no-verifier`.
     pub(crate) verifier: Option<VerifierConfig>,
     /// Where alerts are POSTed, if anywhere.
-    pub(crate) alert_webhook: Option<url::Url>,
+    pub(crate) alert_webhook: Option<RedactedUrl>,
     /// What alert POSTs are signed with, if anything.
     pub(crate) alert_signing_secret: Option<Secret>,
     /// How long in-flight alert POSTs may take to finish on shutdown.
@@ -803,9 +804,10 @@ impl ServeArgs {
         let Some(endpoint) = t.otlp_endpoint.clone() else {
             return Ok(None);
         };
-        if !matches!(endpoint.scheme(), "http" | "https")
-            || endpoint.query().is_some()
-            || endpoint.fragment().is_some()
+        let url = endpoint.expose();
+        if !matches!(url.scheme(), "http" | "https")
+            || url.query().is_some()
+            || url.fragment().is_some()
         {
             return Err(ConfigError(format!(
                 "--otlp-endpoint {endpoint} must be the collector's OTLP/HTTP base URL, \
@@ -1005,23 +1007,64 @@ mod tests {
         assert_eq!(format!("{s:?}"), "Secret(***)");
         let args = ServeArgs::from_args([
             "--database-url",
-            "mysql://u:pw@h/db",
+            "mysql://u:db-pw%23@h/db",
+            "--replica-url",
+            "mysql://u:replica-pw@h/db",
             "--admin-token",
             "tok",
             "--kafka-brokers",
             "k:9093",
             "--kafka-config",
             "sasl.password=kafka-pw",
+            "--alert-webhook",
+            "https://u:webhook-pw@hooks.test/alerts",
+            "--otlp-endpoint",
+            "http://u:otlp-pw@collector.test:4318",
         ])
         .unwrap();
         let dump = format!("{args:?}");
-        assert!(!dump.contains("pw@") && !dump.contains("tok\""), "{dump}");
-        assert!(!dump.contains("kafka-pw"), "{dump}");
+        assert!(!dump.contains("-pw") && !dump.contains("tok\""), "{dump}");
+        assert!(dump.contains("mysql://u:***@h/db"), "{dump}");
         let dump = format!("{:?}", args.settings().unwrap());
         assert!(
-            !dump.contains("kafka-pw") && dump.contains("sasl.password"),
+            !dump.contains("-pw") && dump.contains("sasl.password"),
             "{dump}"
         );
+    }
+
+    #[test]
+    fn a_url_flag_that_cannot_be_used_is_refused_naming_the_flag_but_not_the_password() {
+        for (flag, value) in [
+            (
+                "--database-url",
+                "mysql://root:hunter2#swordfish@127.0.0.1:1/x",
+            ),
+            (
+                "--database-url",
+                "mysql//root:hunter2swordfish@127.0.0.1:1/x",
+            ),
+            (
+                "--replica-url",
+                "mysql://root:hunter2/swordfish@127.0.0.1:1/x",
+            ),
+            ("--alert-webhook", "https://u:hunter2?swordfish@hooks.test/"),
+            (
+                "--otlp-endpoint",
+                "http://u:hunter2#swordfish@collector.test:4318",
+            ),
+            ("--kafka-brokers", "u:hunter2swordfish@k:9092"),
+        ] {
+            let mut args = vec!["--admin-token", "t", flag, value];
+            if flag != "--database-url" {
+                args.extend(["--database-url", "sqlite://x.db"]);
+            }
+            let err = ServeArgs::from_args(args).expect_err(value).to_string();
+            assert!(
+                !err.contains("hunter2") && !err.contains("swordfish"),
+                "{flag}: {err}"
+            );
+            assert!(err.contains(flag), "{flag}: {err}");
+        }
     }
 
     #[test]
