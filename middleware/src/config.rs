@@ -20,22 +20,22 @@ use std::time::Duration;
 
 use clap::{Args, Parser};
 
-use crate::address_policy::{AddressPolicy, StaticResolver, SystemResolver};
 use crate::api::auth::AuthConfig;
 use crate::api::validate::{MAX_BIZ_ID, MAX_MESSAGE_KEY};
 use crate::api::ProducerDefaults;
 use crate::backoff::Backoff;
-use crate::coalesce::WriteSettings;
 use crate::forwarder::kafka::KafkaSettings;
 use crate::forwarder::ForwarderConfig;
+use crate::group_commit::producer_writes::WriteSettings;
 use crate::handoff::record::record_size;
-use crate::https::TlsFiles;
-use crate::kafka_config::KafkaConfigArg;
-use crate::overdue::OverdueSettings;
-pub use crate::secret::{quiet, quiet_with, Quiet, RedactedUrl, Secret};
+use crate::net::address_policy::{AddressPolicy, StaticResolver, SystemResolver};
+use crate::net::kafka_settings::KafkaConfigArg;
+pub use crate::net::secret::{quiet, quiet_with, Quiet, RedactedUrl, Secret};
+use crate::net::server_tls::TlsFiles;
 use crate::store::DatabaseUrl;
 use crate::store::VerifyLease;
 use crate::verifier::VerifierConfig;
+use crate::workers::overdue::OverdueSettings;
 
 /// Any duration, `0s` included.
 fn duration(s: &str) -> Result<Duration, String> {
@@ -365,7 +365,7 @@ pub struct ForwarderArgs {
     /// Kafka bootstrap servers (`host:port,host:port`; credentials go in
     /// `--kafka-config`). Without it nothing is sent and committed messages
     /// wait, safely, until a forwarder runs.
-    #[arg(long, env = "TRUSTMSG_KAFKA_BROKERS", hide_env_values = true, value_parser = quiet_with(crate::kafka_config::brokers))]
+    #[arg(long, env = "TRUSTMSG_KAFKA_BROKERS", hide_env_values = true, value_parser = quiet_with(crate::net::kafka_settings::brokers))]
     pub kafka_brokers: Option<String>,
 
     /// Extra librdkafka producer settings, `key=value`, repeatable (TLS,
@@ -660,7 +660,7 @@ pub(crate) struct Settings {
     /// How long finished messages are kept; None: forever.
     pub(crate) retention: Option<Duration>,
     /// Where spans are exported, if anywhere.
-    pub(crate) otlp: Option<crate::telemetry::OtlpSettings>,
+    pub(crate) otlp: Option<crate::observability::trace::OtlpSettings>,
     /// The Kafka way in, if on.
     pub(crate) submit: Option<crate::submit::SubmitSettings>,
 }
@@ -799,7 +799,7 @@ impl ServeArgs {
     }
 
     /// `--otlp-endpoint`: an http or https URL without query or fragment.
-    fn otlp(&self) -> Result<Option<crate::telemetry::OtlpSettings>, ConfigError> {
+    fn otlp(&self) -> Result<Option<crate::observability::trace::OtlpSettings>, ConfigError> {
         let t = &self.tracing;
         let Some(endpoint) = t.otlp_endpoint.clone() else {
             return Ok(None);
@@ -817,7 +817,7 @@ impl ServeArgs {
         if t.otlp_service_name.trim().is_empty() {
             return Err(ConfigError("--otlp-service-name must not be empty".into()));
         }
-        Ok(Some(crate::telemetry::OtlpSettings {
+        Ok(Some(crate::observability::trace::OtlpSettings {
             endpoint,
             service_name: t.otlp_service_name.clone(),
             interval: t.otlp_export_interval,
@@ -879,7 +879,7 @@ impl ServeArgs {
                 "--submit-topic {topic:?} needs --kafka-brokers: the records are consumed from Kafka"
             )));
         };
-        let extra = crate::kafka_config::settings(&f.kafka_config)
+        let extra = crate::net::kafka_settings::settings(&f.kafka_config)
             .map_err(|e| ConfigError(e.to_string()))?;
         Ok(Some(crate::submit::SubmitSettings {
             topic,

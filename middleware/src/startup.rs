@@ -12,27 +12,27 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
 
-use crate::address_policy::{AddressPolicy, Refusal};
-use crate::alert::{AlertDelivery, Webhook};
 use crate::api::load_shed::InFlight;
 use crate::api::{self, AppState, Shared};
-use crate::backlog;
-use crate::coalesce::Coalescer;
 use crate::config::{Forwarding, ServeArgs};
-use crate::flow;
 use crate::forwarder::kafka::KafkaSink;
 use crate::forwarder::Forwarder;
+use crate::group_commit::producer_writes::Coalescer;
 use crate::handoff::{CommitListener, NoForwarder};
-use crate::https::{self, Certificates, TlsListener};
-use crate::ledger;
-use crate::liveness::Liveness;
-use crate::metrics_setup;
-use crate::overdue;
+use crate::net::address_policy::{AddressPolicy, Refusal};
+use crate::net::secret::RedactedUrl;
+use crate::net::server_tls::{self, Certificates, TlsListener};
+use crate::observability::prometheus;
 use crate::registry::{GroupRegistry, Registry};
-use crate::retention;
-use crate::secret::RedactedUrl;
 use crate::store::{self, Backend, DatabaseUrl, DynStore, Store};
 use crate::verifier::Verifier;
+use crate::workers::alerts::{AlertDelivery, Webhook};
+use crate::workers::backlog;
+use crate::workers::flow;
+use crate::workers::liveness::Liveness;
+use crate::workers::overdue;
+use crate::workers::retention;
+use crate::workers::stuck_consumptions;
 
 /// Connects to the database at each of `urls` (one, or several shards, or
 /// with read `replicas`: [`store::shards::ShardedStore`]); with `migrate`,
@@ -115,7 +115,7 @@ async fn warn_about_producers_without_topics(store: &DynStore, required: bool) {
 /// when its POSTs go unsigned.
 async fn alert_webhook(
     url: Option<RedactedUrl>,
-    signing_secret: Option<crate::secret::Secret>,
+    signing_secret: Option<crate::net::secret::Secret>,
     policy: &Arc<AddressPolicy>,
 ) -> anyhow::Result<Option<Webhook>> {
     let Some(shown) = url else {
@@ -166,10 +166,10 @@ impl Application {
         let cfg = args.settings()?;
         // A bad certificate stops the start-up before anything is touched.
         let certificates = cfg.tls.clone().map(Certificates::load).transpose()?;
-        metrics_setup::install();
-        crate::telemetry::describe_metrics();
+        prometheus::install();
+        crate::observability::trace::describe_metrics();
         if let Some(otlp) = &cfg.otlp {
-            crate::telemetry::install(otlp)?;
+            crate::observability::trace::install(otlp)?;
         }
         if cfg.auth.insecure {
             tracing::warn!(
@@ -240,17 +240,25 @@ impl Application {
         if store.shards() > 1 {
             // `trustmsg_shard_up` per shard, whether or not /readyz is asked.
             let (store, timeout) = (store.clone(), cfg.request_timeout);
-            let task = crate::periodic::spawn(cfg.backlog_interval, shutdown.clone(), move || {
-                let store = store.clone();
-                async move {
-                    let _ = tokio::time::timeout(timeout, store.ping()).await;
-                }
-            });
+            let task = crate::workers::periodic::spawn(
+                cfg.backlog_interval,
+                shutdown.clone(),
+                move || {
+                    let store = store.clone();
+                    async move {
+                        let _ = tokio::time::timeout(timeout, store.ping()).await;
+                    }
+                },
+            );
             workers.push(liveness.watch("shard watch", task, shutdown.clone()));
         }
-        let task = ledger::spawn_stuck_watch(store.clone(), cfg.request_timeout, shutdown.clone());
+        let task = stuck_consumptions::spawn_stuck_watch(
+            store.clone(),
+            cfg.request_timeout,
+            shutdown.clone(),
+        );
         workers.push(liveness.watch("consumption stuck watch", task, shutdown.clone()));
-        let task = ledger::spawn_gauges(
+        let task = stuck_consumptions::spawn_gauges(
             store.clone(),
             cfg.backlog_interval,
             cfg.request_timeout,
@@ -314,7 +322,7 @@ impl Application {
             }),
             Some(certs) => {
                 let listener = TlsListener::new(listener, certs.server_config()?)?;
-                workers.push(https::spawn_reloader(certs.clone(), shutdown.clone())?);
+                workers.push(server_tls::spawn_reloader(certs.clone(), shutdown.clone())?);
                 tokio::spawn(async move {
                     axum::serve(listener, app)
                         .with_graceful_shutdown(stop.cancelled_owned())
@@ -364,7 +372,7 @@ impl Application {
         }
         // Once nothing counts any more: the last counts outlive the process.
         flow::flush_at_shutdown(&self.store, self.statement_timeout).await;
-        crate::telemetry::shutdown().await;
+        crate::observability::trace::shutdown().await;
         served.context("HTTP server")?;
         tracing::info!("trustmsg stopped");
         Ok(())

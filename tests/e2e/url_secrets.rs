@@ -35,9 +35,9 @@ fn database_urls() -> Vec<(&'static str, bool)> {
         ("mysql://root:1234/hunter2swordfish@127.0.0.1:1/x", false),
         ("mysql://root:1234?hunter2swordfish@127.0.0.1:1/x", false),
         ("mysql://root:1234#hunter2swordfish@127.0.0.1:1/x", false),
-        ("mysql//root:hunter2swordfish@127.0.0.1:3306/x", false),
-        ("mysql:/root:hunter2swordfish@127.0.0.1:3306/x", false),
-        ("root:hunter2swordfish@127.0.0.1:3306/x", false),
+        ("mysql//root:hunter2swordfish@127.0.0.1:1/x", false),
+        ("mysql:/root:hunter2swordfish@127.0.0.1:1/x", false),
+        ("root:hunter2swordfish@127.0.0.1:1/x", false),
         ("postgres://root:hunter2swordfish@127.0.0.1:1/x", false),
         (
             "mysql://root:hunter2%23%2F%3F%40%25swordfish@127.0.0.1:1/x",
@@ -568,7 +568,10 @@ fn help_never_prints_a_secret_the_environment_holds() {
         ("TRUSTMSG_BROKERS", "hunter2swordfish:9092"),
         ("TRUSTMSG_ALERT_WEBHOOK", "https://ops:hunter2swordfish@h/"),
         ("TRUSTMSG_ALERT_SIGNING_SECRET", "whsec_hunter2swordfish"),
-        ("TRUSTMSG_OTLP_ENDPOINT", "http://ops:hunter2swordfish@h:4318"),
+        (
+            "TRUSTMSG_OTLP_ENDPOINT",
+            "http://ops:hunter2swordfish@h:4318",
+        ),
         ("TRUSTMSG_URL", "http://ops:hunter2swordfish@h/"),
     ];
     let cases = ["serve", "migrate", "bench", "admin", "tail"]

@@ -30,7 +30,7 @@ use std::fmt;
 
 use percent_encoding::percent_decode_str;
 
-use crate::secret::{hide_userinfo, redacted};
+use crate::net::secret::{hide_userinfo, redacted};
 
 /// The database family a URL's scheme names. PostgreSQL comes next: one
 /// variant here, its arm in [`Backend::of_scheme`], and the compiler lists

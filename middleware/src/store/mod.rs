@@ -37,7 +37,7 @@
 //!   the same transaction, so the alert exists if and only if the change
 //!   does, whatever crashes after; the instance whose transaction wrote it
 //!   logs and counts it once that transaction has committed (see
-//!   `sql/alerts.rs`), and any instance delivers it ([`crate::alert`]).
+//!   `sql/alerts.rs`), and any instance delivers it ([`crate::workers::alerts`]).
 
 mod database_url;
 mod db_clock;

@@ -330,3 +330,42 @@ async fn instances_that_start_a_new_deployment_together_agree_on_it() {
         db.drop_db().await;
     }
 }
+
+/// The batch paths reach a moved row as the one-by-one paths do: the
+/// verifier's batch (`transition_batch`) and a producer's decision batch
+/// (`transition_batch_seen`) each change a prepared row that now lives on
+/// another shard than its id names, beside a row that did not move.
+#[tokio::test]
+async fn batch_transitions_reach_a_row_whose_slot_moved() {
+    let b = Backend::sharded().await;
+    let s = b.store.as_ref();
+    let keys = keys_on(0, "moved-batch", 4);
+    let mut rows = Vec::new();
+    for key in &keys {
+        rows.push(super::harness::prepare(s, key, Due::Later).await);
+    }
+    b.move_row(rows[0].id, 2).await;
+    b.move_row(rows[2].id, 1).await;
+    let failed = |m: &trustmsg::store::Message| super::harness::verify_failed(m);
+    let by_verifier = s
+        .transition_batch(&[failed(&rows[0]), failed(&rows[1])])
+        .await
+        .unwrap();
+    let seen: Vec<&trustmsg::store::Message> = rows[2..].iter().collect();
+    let by_producer = s
+        .transition_batch_seen(&[failed(&rows[2]), failed(&rows[3])], &seen)
+        .await
+        .unwrap();
+    for (m, result) in rows.iter().zip(by_verifier.iter().chain(&by_producer)) {
+        let changed = result
+            .as_ref()
+            .unwrap_or_else(|| panic!("row {} changed", m.id));
+        assert_eq!(
+            changed.status,
+            trustmsg_verify_api::MessageStatus::VerifyFailed
+        );
+        let stored = s.find_message_by_id(m.id).await.unwrap().unwrap();
+        assert_eq!(&stored, changed, "the row as stored where it lives");
+    }
+    b.finish().await;
+}

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 use trustmsg::config::{quiet, quiet_with, RedactedUrl, Secret};
-use trustmsg::kafka_config;
+use trustmsg::net::kafka_settings;
 use trustmsg::store::DatabaseUrl;
 
 /// Flags of `trustmsg bench`.
@@ -18,7 +18,7 @@ pub(crate) struct BenchArgs {
     pub(crate) database_url: DatabaseUrl,
 
     /// Kafka brokers; without them an in-process librdkafka mock cluster is used.
-    #[arg(long, env = "TRUSTMSG_KAFKA_BROKERS", hide_env_values = true, value_parser = quiet_with(kafka_config::brokers))]
+    #[arg(long, env = "TRUSTMSG_KAFKA_BROKERS", hide_env_values = true, value_parser = quiet_with(kafka_settings::brokers))]
     pub(crate) kafka_brokers: Option<String>,
 
     /// Drive an already running trustmsg instead of starting one

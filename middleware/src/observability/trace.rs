@@ -53,7 +53,7 @@ const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OtlpSettings {
     /// `--otlp-endpoint`: the collector's base URL; spans go to `<URL>/v1/traces`.
-    pub endpoint: crate::secret::RedactedUrl,
+    pub endpoint: crate::net::secret::RedactedUrl,
     /// `--otlp-service-name`: the `service.name` resource attribute.
     pub service_name: String,
     /// How often the batch processor exports (the SDK's default is 5 s).
@@ -76,7 +76,7 @@ pub(crate) fn install(settings: &OtlpSettings) -> anyhow::Result<()> {
         tracing::warn!("an OTLP exporter is installed already in this process; it is kept");
         return Ok(());
     }
-    crate::tls::install_crypto_provider();
+    crate::net::client_tls::install_crypto_provider();
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
