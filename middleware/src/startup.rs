@@ -20,10 +20,11 @@ use crate::forwarder::Forwarder;
 use crate::group_commit::producer_writes::Coalescer;
 use crate::handoff::{CommitListener, NoForwarder};
 use crate::net::address_policy::{AddressPolicy, Refusal};
+use crate::net::secret::RedactedUrl;
 use crate::net::server_tls::{self, Certificates, TlsListener};
 use crate::observability::prometheus;
 use crate::registry::{GroupRegistry, Registry};
-use crate::store::{self, DynStore, Store};
+use crate::store::{self, Backend, DatabaseUrl, DynStore, Store};
 use crate::verifier::Verifier;
 use crate::workers::alerts::{AlertDelivery, Webhook};
 use crate::workers::backlog;
@@ -38,8 +39,8 @@ use crate::workers::stuck_consumptions;
 /// first creates each database if it is missing and then applies the
 /// migrations (`serve --auto-migrate` and `trustmsg migrate`).
 pub async fn open_store(
-    urls: &[String],
-    replicas: &[String],
+    urls: &[DatabaseUrl],
+    replicas: &[DatabaseUrl],
     migrate: bool,
 ) -> anyhow::Result<DynStore> {
     let ([url], []) = (urls, replicas) else {
@@ -49,12 +50,12 @@ pub async fn open_store(
     if migrate {
         store::create_database_if_missing(url)
             .await
-            .with_context(|| format!("creating the database at {}", store::redact_url(url)))?;
+            .with_context(|| format!("creating the database at {url}"))?;
     }
-    if url.starts_with("mysql://") {
+    if url.backend() == Backend::MySql {
         let one = store::mysql::MySqlStore::connect(url)
             .await
-            .with_context(|| format!("connecting to {}", store::redact_url(url)))?;
+            .with_context(|| format!("connecting to {url}"))?;
         if migrate {
             one.migrate().await.context("applying migrations")?;
         }
@@ -63,7 +64,7 @@ pub async fn open_store(
     }
     let store = store::connect(url)
         .await
-        .with_context(|| format!("connecting to {}", store::redact_url(url)))?;
+        .with_context(|| format!("connecting to {url}"))?;
     if migrate {
         store.migrate().await.context("applying migrations")?;
     }
@@ -113,14 +114,14 @@ async fn warn_about_producers_without_topics(store: &DynStore, required: bool) {
 /// its URL (each connection is checked again when it is dialled); warns
 /// when its POSTs go unsigned.
 async fn alert_webhook(
-    url: Option<url::Url>,
+    url: Option<RedactedUrl>,
     signing_secret: Option<crate::net::secret::Secret>,
     policy: &Arc<AddressPolicy>,
 ) -> anyhow::Result<Option<Webhook>> {
-    let Some(url) = url else {
+    let Some(shown) = url else {
         return Ok(None);
     };
-    let shown = store::redact_url(url.as_str());
+    let url = shown.expose().clone();
     match policy.check_url(&url).await {
         Ok(()) => {}
         // DNS may be down for a moment; the connection is checked anyway.
@@ -179,17 +180,7 @@ impl Application {
         let address_policy = Arc::new(cfg.address_policy);
         let webhook =
             alert_webhook(cfg.alert_webhook, cfg.alert_signing_secret, &address_policy).await?;
-        let urls: Vec<String> = cfg
-            .database_urls
-            .iter()
-            .map(|u| u.expose().to_string())
-            .collect();
-        let replicas: Vec<String> = cfg
-            .replica_urls
-            .iter()
-            .map(|u| u.expose().to_string())
-            .collect();
-        let store = open_store(&urls, &replicas, cfg.auto_migrate).await?;
+        let store = open_store(&cfg.database_urls, &cfg.replica_urls, cfg.auto_migrate).await?;
         let registry = Registry::new(store.clone(), cfg.producer_cache_ttl);
         let groups = GroupRegistry::new(store.clone(), cfg.producer_cache_ttl);
         warn_about_producers_without_topics(&store, cfg.require_producer_topics).await;

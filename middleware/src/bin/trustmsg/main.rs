@@ -76,7 +76,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Migrate(db) => {
-            startup::open_store(&db.urls(), &db.replicas(), true).await?;
+            startup::open_store(db.urls(), db.replicas(), true).await?;
             tracing::info!("migrations applied");
             Ok(())
         }

@@ -20,8 +20,9 @@ use trustmsg::net::kafka_settings::{self, KafkaConfigArg};
 /// `trustmsg tail` flags.
 #[derive(Debug, clap::Args)]
 pub(crate) struct TailArgs {
-    /// Kafka bootstrap servers, `host:port,…`.
-    #[arg(long, env = "TRUSTMSG_BROKERS")]
+    /// Kafka bootstrap servers, `host:port,…` (credentials go in
+    /// `--kafka-config`).
+    #[arg(long, env = "TRUSTMSG_BROKERS", hide_env_values = true, value_parser = trustmsg::config::quiet_with(kafka_settings::brokers))]
     pub(crate) brokers: String,
 
     /// The topic to print.
@@ -47,6 +48,7 @@ pub(crate) struct TailArgs {
         long = "kafka-config",
         value_name = "KEY=VALUE|@FILE",
         env = "TRUSTMSG_KAFKA_CONFIG",
+        hide_env_values = true,
         value_delimiter = ','
     )]
     pub(crate) kafka_config: Vec<KafkaConfigArg>,

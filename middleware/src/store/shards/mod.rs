@@ -42,9 +42,9 @@ pub use setup::Refused;
 
 use super::mysql::MySqlStore;
 use super::{
-    redact_url, Actor, AlertFilter, AuditEntry, Backlog, Began, CheckAttempt, CheckAttemptEntry,
-    Claimed, ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Finished,
-    FlowMinute, Inserted, Message, MessageFilter, NewMessage, NewWaitingCommit, Overdue,
+    Actor, AlertFilter, AuditEntry, Backend, Backlog, Began, CheckAttempt, CheckAttemptEntry,
+    Claimed, ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, DatabaseUrl,
+    Finished, FlowMinute, Inserted, Message, MessageFilter, NewMessage, NewWaitingCommit, Overdue,
     PayloadRoom, Producer, ProducerRecord, ProducerSummary, Requeue, RequeuedChunk, SentMark,
     Store, StoreError, StoreResult, StuckConsumption, Transition, VerifyLease, Wait, WaitingCommit,
 };
@@ -82,7 +82,11 @@ impl ShardedStore {
     /// and recording what a new shard needs, and checks the list against
     /// what the databases say ([`setup::check`]). Every database must answer
     /// now.
-    pub async fn open(urls: &[String], replicas: &[String], migrate: bool) -> anyhow::Result<Self> {
+    pub async fn open(
+        urls: &[DatabaseUrl],
+        replicas: &[DatabaseUrl],
+        migrate: bool,
+    ) -> anyhow::Result<Self> {
         use anyhow::Context;
         anyhow::ensure!(!urls.is_empty(), "no --database-url given");
         anyhow::ensure!(
@@ -100,11 +104,10 @@ impl ShardedStore {
         let mut shards = Vec::with_capacity(urls.len());
         for url in urls {
             anyhow::ensure!(
-                url.starts_with("mysql://"),
-                "several --database-url need MySQL or MariaDB databases, not {}",
-                redact_url(url)
+                url.backend() == Backend::MySql,
+                "several --database-url need MySQL or MariaDB databases, not {url}"
             );
-            let name = redact_url(url);
+            let name = url.to_string();
             if migrate {
                 super::create_database_if_missing(url)
                     .await
@@ -128,13 +131,12 @@ impl ShardedStore {
         }
         for (shard, url) in shards.iter_mut().zip(replicas) {
             anyhow::ensure!(
-                url.starts_with("mysql://"),
-                "--replica-url must name a MySQL or MariaDB database, not {}",
-                redact_url(url)
+                url.backend() == Backend::MySql,
+                "--replica-url must name a MySQL or MariaDB database, not {url}"
             );
             let replica = MySqlStore::connect(url)
                 .await
-                .with_context(|| format!("connecting to the replica {}", redact_url(url)))?;
+                .with_context(|| format!("connecting to the replica {url}"))?;
             shard.replica = Some(replica);
         }
         let pools: Vec<_> = shards.iter().map(|s| s.store.pool().clone()).collect();
@@ -162,10 +164,10 @@ impl ShardedStore {
 
     /// For a deployment given one MySQL database: refuses it when it is a
     /// shard of several (listing one of them would route every key to it).
-    pub async fn refuse_if_sharded(store: &MySqlStore, url: &str) -> anyhow::Result<()> {
+    pub async fn refuse_if_sharded(store: &MySqlStore, url: &DatabaseUrl) -> anyhow::Result<()> {
         setup::check(
             std::slice::from_ref(store.pool()),
-            &[url.to_string()],
+            std::slice::from_ref(url),
             false,
         )
         .await

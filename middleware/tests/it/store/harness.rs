@@ -69,14 +69,16 @@ pub(crate) const SHARDS: usize = 3;
 impl Backend {
     pub(crate) async fn mysql() -> Self {
         let db = common::TestDb::create().await;
-        let store = store::connect(&db.url).await.expect("connect to MariaDB");
+        let store = store::connect(&db.database_url())
+            .await
+            .expect("connect to MariaDB");
         Self::mysql_with(db, store).await
     }
 
     /// MariaDB without `INSERT … RETURNING`, the way a MySQL server is used.
     pub(crate) async fn mysql_without_returning() -> Self {
         let db = common::TestDb::create().await;
-        let store = store::mysql::MySqlStore::connect(&db.url)
+        let store = store::mysql::MySqlStore::connect(&db.database_url())
             .await
             .expect("connect to MariaDB")
             .without_insert_returning();
@@ -101,14 +103,14 @@ impl Backend {
         for _ in 0..SHARDS {
             dbs.push(common::TestDb::create().await);
         }
-        let urls: Vec<String> = dbs.iter().map(|d| d.url.clone()).collect();
+        let urls: Vec<_> = dbs.iter().map(|d| d.database_url()).collect();
         let store = store::shards::ShardedStore::open(&urls, &[], true)
             .await
             .expect("open the shards");
         let mut raw = Vec::new();
-        for url in &urls {
+        for db in &dbs {
             raw.push(
-                sqlx::MySqlPool::connect(url)
+                sqlx::MySqlPool::connect(&db.url)
                     .await
                     .expect("raw pool on a shard"),
             );
@@ -126,7 +128,9 @@ impl Backend {
             "sqlite://{}?mode=rwc",
             dir.path().join("trustmsg.db").display()
         );
-        let store = store::connect(&url).await.expect("open sqlite file");
+        let store = store::connect(&url.parse().unwrap())
+            .await
+            .expect("open sqlite file");
         store.migrate().await.expect("sqlite migrations");
         let raw = sqlx::SqlitePool::connect(&url)
             .await

@@ -142,16 +142,12 @@ async fn operator_views_read_the_replica_and_the_rest_reads_the_database() {
     let primary = TestDb::create().await;
     let replica = TestDb::create().await;
     // The replica's schema, as replication would have copied it.
-    let r = MySqlStore::connect(&replica.url).await.unwrap();
+    let r = MySqlStore::connect(&replica.database_url()).await.unwrap();
     r.migrate().await.unwrap();
     let store: DynStore = Arc::new(
-        ShardedStore::open(
-            std::slice::from_ref(&primary.url),
-            std::slice::from_ref(&replica.url),
-            true,
-        )
-        .await
-        .unwrap(),
+        ShardedStore::open(&[primary.database_url()], &[replica.database_url()], true)
+            .await
+            .unwrap(),
     );
     let s = store.as_ref();
     let m = arrange_key(s, "fresh", State::Prepared, Due::Later)
@@ -274,7 +270,7 @@ async fn an_ordered_message_key_names_one_message_whichever_record_key_it_is_pre
 #[tokio::test]
 async fn a_database_from_before_shards_opens_as_it_always_did() {
     let db = TestDb::create().await;
-    MySqlStore::connect(&db.url)
+    MySqlStore::connect(&db.database_url())
         .await
         .unwrap()
         .migrate()
@@ -289,7 +285,7 @@ async fn a_database_from_before_shards_opens_as_it_always_did() {
         sqlx::query(sql).execute(&pool).await.unwrap();
     }
     pool.close().await;
-    let store = trustmsg::startup::open_store(std::slice::from_ref(&db.url), &[], false)
+    let store = trustmsg::startup::open_store(&[db.database_url()], &[], false)
         .await
         .expect("one database that was never a shard opens without the shard tables");
     assert!(store.find_message(BIZ, "none").await.unwrap().is_none());
@@ -345,7 +341,7 @@ async fn instances_that_start_a_new_deployment_together_agree_on_it() {
         TestDb::create().await,
         TestDb::create().await,
     ];
-    let urls: Vec<String> = dbs.iter().map(|d| d.url.clone()).collect();
+    let urls: Vec<_> = dbs.iter().map(|d| d.database_url()).collect();
     let mut pools = Vec::new();
     for url in &urls {
         let store = MySqlStore::connect(url).await.unwrap();
