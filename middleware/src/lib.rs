@@ -20,6 +20,7 @@
 //! - `liveness`: which background workers still run, for `/readyz`;
 //! - `metrics_setup`: the process-wide Prometheus recorder;
 //! - `overdue`: one alert for a message that waited far too long;
+//! - `payload_move`: long contents of rows from before migration 0018 moved out of their rows;
 //! - `periodic`: the tick-and-cancel loop of the periodic workers;
 //! - [`registry`]: the producer registry, read through a cache;
 //! - `retention`: deleting finished messages after `--retention`;
@@ -46,6 +47,7 @@ mod ledger;
 mod liveness;
 mod metrics_setup;
 mod overdue;
+mod payload_move;
 mod periodic;
 pub mod registry;
 mod retention;
