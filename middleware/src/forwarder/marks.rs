@@ -342,7 +342,12 @@ mod tests {
         }
         drop(tx);
         let marker = Marker::new(db.clone(), pending, 1024, Duration::from_secs(5));
-        marker.run(rx, Arc::new(Notify::new())).await;
+        // An hour of (paused) time is far more than any of these takes.
+        let ended = tokio::time::timeout(
+            Duration::from_secs(3600),
+            marker.run(rx, Arc::new(Notify::new())),
+        );
+        assert!(ended.await.is_ok(), "the marker did not end");
     }
 
     fn written_ids(db: &Db) -> Vec<u64> {
@@ -385,9 +390,13 @@ mod tests {
         for id in 1..=3 {
             tx.send(mark(id)).await.unwrap();
         }
-        while written_ids(&db).len() < 3 {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        // An hour of (paused) time: twenty backoffs of at most 5 s fit.
+        let written = tokio::time::timeout(Duration::from_secs(3600), async {
+            while written_ids(&db).len() < 3 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        assert!(written.await.is_ok(), "the marks were given up");
         assert_eq!(written_ids(&db), vec![1, 2, 3]);
         assert_eq!(db.calls.load(Ordering::SeqCst), 21);
         drop(tx);
