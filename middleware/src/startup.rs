@@ -227,6 +227,13 @@ impl Application {
         ) {
             workers.push(liveness.watch("retention", task, shutdown.clone()));
         }
+        // Ends by itself once nothing is left to move: not a worker whose
+        // end /readyz reports.
+        workers.push(crate::workers::payload_move::spawn(
+            store.clone(),
+            cfg.request_timeout,
+            shutdown.clone(),
+        ));
         let task = AlertDelivery::new(store.clone(), webhook, cfg.request_timeout)
             .spawn(shutdown.clone(), cfg.shutdown_grace);
         workers.push(liveness.watch("alert delivery", task, shutdown.clone()));

@@ -53,18 +53,22 @@
 //!   time; a head's SENT mark makes the next one due and wakes this
 //!   sweeper at once, so a key's messages follow each other in send round
 //!   trips, not sweep intervals.
+//! - **An acknowledged record is marked, not resent.** A SENT mark the
+//!   database does not take is written again until it does, in smaller
+//!   statements when one missed its deadline, and a row this instance
+//!   claims again while its mark waits is not sent again ([`marks`]).
 //! - **Graceful shutdown.** On cancellation the worker stops claiming, lets
 //!   in-flight sends finish up to the grace period, writes their SENT marks and
 //!   leaves everything else to the lease.
 
 mod budget;
 pub(crate) mod kafka;
+mod marks;
 mod release;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use backon::{ExponentialBuilder, Retryable};
 use opentelemetry::trace::SpanKind;
 use opentelemetry::KeyValue;
 use tokio::sync::{mpsc, Notify, Semaphore};
@@ -77,6 +81,7 @@ use crate::observability::trace::OwnSpan;
 use crate::store::{deadline, Actor, DynStore, Message, PayloadRoom, SentMark};
 use budget::{Held, PayloadBudget};
 use kafka::{KafkaSink, SendError};
+use marks::{Marker, PendingMarks};
 use release::Releaser;
 
 /// How the forwarder behaves.
@@ -238,13 +243,14 @@ impl Forwarder {
         // Rung when a SENT mark made an ordered key's next message due: it
         // is swept at once, not a sweep interval later.
         let promoted = Arc::new(Notify::new());
-        let marker = tokio::spawn(write_marks(
+        let pending = PendingMarks::default();
+        let marker = Marker::new(
             self.inner.store.clone(),
-            mark_rx,
+            pending.clone(),
             cfg.sweep_batch.max(1) as usize,
             cfg.statement_timeout,
-            promoted.clone(),
-        ));
+        );
+        let marker = tokio::spawn(marker.run(mark_rx, promoted.clone()));
         let mut inflight = JoinSet::new();
         let mut tick = tokio::time::interval(cfg.sweep_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -271,13 +277,13 @@ impl Forwarder {
                     });
                 }
                 _ = async {}, if backlog && permits.available_permits() > 0 => {
-                    backlog = self.sweep_into(&permits, &mark_tx, &releaser, &mut inflight).await;
+                    backlog = self.sweep_into(&permits, &mark_tx, &pending, &releaser, &mut inflight).await;
                 }
                 _ = promoted.notified() => {
-                    backlog = self.sweep_into(&permits, &mark_tx, &releaser, &mut inflight).await;
+                    backlog = self.sweep_into(&permits, &mark_tx, &pending, &releaser, &mut inflight).await;
                 }
                 _ = tick.tick() => {
-                    backlog = self.sweep_into(&permits, &mark_tx, &releaser, &mut inflight).await;
+                    backlog = self.sweep_into(&permits, &mark_tx, &pending, &releaser, &mut inflight).await;
                 }
             }
         }
@@ -340,6 +346,7 @@ impl Forwarder {
         &self,
         permits: &Arc<Semaphore>,
         marks: &mpsc::Sender<SentMark>,
+        pending: &PendingMarks,
         releaser: &Releaser,
         inflight: &mut JoinSet<()>,
     ) -> bool {
@@ -385,6 +392,17 @@ impl Forwarder {
             );
         }
         for m in claimed.messages {
+            // Its record is in Kafka, its mark not written yet (the
+            // database was slow) and its lease ran out: the mark now names
+            // this claim, and the record is not sent again.
+            if pending.retarget(m.id, m.version) {
+                metrics::counter!("trustmsg_forwarder_resends_spared_total").increment(1);
+                tracing::debug!(
+                    message_id = m.id,
+                    "claimed again while its SENT mark waits; not sent again"
+                );
+                continue;
+            }
             let Some(held) = budget.try_hold(m.payload.len()) else {
                 // Commits took the room after the claim looked: due at once
                 // again, for the next sweep with room.
@@ -484,63 +502,6 @@ impl Inner {
                 Outcome::Unrecorded
             }
         }
-    }
-}
-
-/// How long the first SENT mark of a batch waits for others. A mark is off
-/// every caller's path (the record is in Kafka, the row keeps its claim
-/// meanwhile), so waiting costs nothing but the moment the row shows SENT,
-/// and it saves a statement and an fsync per message under steady load.
-const MARK_LINGER: Duration = Duration::from_millis(20);
-
-/// Writes SENT marks in batches: everything that arrives within
-/// [`MARK_LINGER`] of a batch's first mark, up to `max_batch`, goes in one
-/// UPDATE.
-async fn write_marks(
-    store: DynStore,
-    mut rx: mpsc::Receiver<SentMark>,
-    max_batch: usize,
-    limit: Duration,
-    promoted: Arc<Notify>,
-) {
-    let mut batch = Vec::with_capacity(max_batch);
-    while let Some(mark) = rx.recv().await {
-        batch.push(mark);
-        let deadline = tokio::time::Instant::now() + MARK_LINGER;
-        while batch.len() < max_batch {
-            let room = max_batch - batch.len();
-            match tokio::time::timeout_at(deadline, rx.recv_many(&mut batch, room)).await {
-                Ok(n) if n > 0 => {}
-                // Closed (shutdown) or the linger is over: write what there is.
-                _ => break,
-            }
-        }
-        let write = || deadline::within(limit, "mark SENT", store.mark_sent(&batch));
-        match write
-            .retry(
-                ExponentialBuilder::default()
-                    .with_min_delay(Duration::from_millis(100))
-                    .with_max_times(5)
-                    .with_jitter(),
-            )
-            .await
-        {
-            Ok(matched) if matched < batch.len() as u64 => tracing::info!(
-                marks = batch.len(),
-                matched,
-                "some SENT marks matched nothing: their claims were taken over (the new owner resends; consumers de-duplicate on the message id)"
-            ),
-            Ok(_) => {}
-            Err(e) => tracing::error!(
-                error = %e,
-                marks = batch.len(),
-                "could not write SENT marks; those rows will be resent after their lease"
-            ),
-        }
-        if batch.iter().any(|m| m.order.is_some()) {
-            promoted.notify_one();
-        }
-        batch.clear();
     }
 }
 

@@ -51,17 +51,35 @@ pub(crate) async fn within<T>(
     what: &str,
     statement: impl Future<Output = StoreResult<T>>,
 ) -> StoreResult<T> {
+    race(limit, what, statement)
+        .await
+        .unwrap_or_else(|Missed(e)| Err(e))
+}
+
+/// A statement that got no answer within its deadline ([`race`]); the
+/// error it counts as is [`StoreError::Unavailable`].
+#[derive(Debug)]
+pub(crate) struct Missed(pub(crate) StoreError);
+
+/// [`within`], telling a statement cut off at its deadline (`Err`) from one
+/// that answered, well or not (`Ok`): a caller may then make its statement
+/// smaller rather than try the same one again.
+pub(crate) async fn race<T>(
+    limit: Duration,
+    what: &str,
+    statement: impl Future<Output = StoreResult<T>>,
+) -> Result<StoreResult<T>, Missed> {
     let statement = std::pin::pin!(statement);
     tokio::select! {
-        done = statement => done,
+        done = statement => Ok(done),
         _ = tokio::time::sleep(limit) => {
             // Before the statement (and its connection) is dropped, so the
             // pool sees the mark when the connection comes back.
             LAST_ABANDONED.store(now_ms(), Ordering::SeqCst);
             metrics::counter!("trustmsg_worker_statement_timeouts_total").increment(1);
-            Err(StoreError::Unavailable(format!(
+            Err(Missed(StoreError::Unavailable(format!(
                 "{what}: no answer from the database within {limit:?}"
-            )))
+            ))))
         }
     }
 }

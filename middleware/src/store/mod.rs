@@ -65,7 +65,7 @@ pub use model::{
     order_key, Actor, AlertFilter, AuditEntry, Backlog, BacklogSample, Began, CheckAttempt,
     CheckAttemptEntry, Claimed, ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord,
     Consumption, Delivery, Finished, FlowCounts, FlowMinute, Inserted, Message, MessageFilter,
-    NewAlert, NewMessage, NewWaitingCommit, OrderPos, Overdue, PayloadRoom, Producer,
+    NewAlert, NewMessage, NewWaitingCommit, OrderPos, Overdue, PayloadMove, PayloadRoom, Producer,
     ProducerRecord, ProducerSummary, Quarantined, Requeue, RequeuedChunk, SentMark,
     StuckConsumption, Transition, VerifyLease, Wait, WaitingCommit,
 };
@@ -418,12 +418,20 @@ pub trait Store: Send + Sync + 'static {
     async fn list_producers(&self) -> StoreResult<Vec<Producer>>;
     /// Retention: deletes up to `limit` messages that are SENT or
     /// ROLLED_BACK and unchanged for longer than `older_than`, with their
-    /// audit, check-attempt and consumption-ledger rows, in one short transaction; returns how
+    /// audit, check-attempt and consumption-ledger rows and their content
+    /// kept apart (`message_payloads`), in one short transaction; returns how
     /// many rows it deleted. Never touches PREPARED, VERIFY_FAILED,
     /// PENDING or SEND_FAILED rows. In the same transaction, up to `limit`
     /// settled alerts (delivered or no_webhook) unchanged for longer than
     /// `older_than` go too (never a pending one); the count includes them.
     async fn purge_finished(&self, older_than: Duration, limit: u32) -> StoreResult<u64>;
+    /// The move of long contents out of rows written before migration
+    /// 0018 (`sql/content.rs`): walks up to `limit` rows past where the
+    /// last call stopped, in id order, and moves the content of those whose
+    /// content is too long for their row to `message_payloads`, in one
+    /// short transaction. [`PayloadMove::finished`] once the walk found no
+    /// row left; every call after that does nothing.
+    async fn move_payloads(&self, limit: u32) -> StoreResult<PayloadMove>;
     /// The waiting messages in one grouped query over the status index's
     /// waiting ranges (never the whole table), and the pending alerts.
     async fn backlog(&self) -> StoreResult<Backlog>;

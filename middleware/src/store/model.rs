@@ -303,6 +303,27 @@ pub struct Claimed {
     pub out_of_room: bool,
 }
 
+/// What one chunk of the move of long contents out of rows written before
+/// migration 0018 did ([`crate::store::Store::move_payloads`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PayloadMove {
+    /// Rows walked past.
+    pub walked: u64,
+    /// Of those, rows whose content was moved to `message_payloads`.
+    pub moved: u64,
+    /// The walk had reached the last row: there is nothing more to move.
+    pub finished: bool,
+}
+
+impl PayloadMove {
+    /// A walk that is over.
+    pub const FINISHED: Self = Self {
+        walked: 0,
+        moved: 0,
+        finished: true,
+    };
+}
+
 /// How much payload a send claim may read ([`crate::store::Store::claim_due_sends`]):
 /// it takes rows in due order while their payloads, by the length the
 /// prepare recorded (`payload_bytes`), fit in `bytes`. A row from before

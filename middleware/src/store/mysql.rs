@@ -19,12 +19,13 @@ use super::db_clock::DbClock;
 use super::sql::{
     self, clip_error, message_from_row, transition_effects, AuditRow, ClaimKind, Dialect, Lease,
     SqlRow, ALERT_COLUMNS, GROUP_COLUMNS, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
+    STORED_COLUMNS,
 };
 use super::{
     Actor, AlertFilter, AuditEntry, Backlog, Began, CheckAttempt, CheckAttemptEntry, Claimed,
     ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Finished, FlowMinute,
-    Inserted, Message, MessageFilter, NewAlert, NewMessage, Overdue, PayloadRoom, Producer,
-    ProducerRecord, ProducerSummary, Requeue, RequeuedChunk, SentMark, Store, StoreError,
+    Inserted, Message, MessageFilter, NewAlert, NewMessage, Overdue, PayloadMove, PayloadRoom,
+    Producer, ProducerRecord, ProducerSummary, Requeue, RequeuedChunk, SentMark, Store, StoreError,
     StoreResult, StuckConsumption, Transition, VerifyLease, Wait,
 };
 
@@ -142,10 +143,11 @@ impl MySqlStore {
     }
 
     /// The fast path of a prepare on a server with `INSERT … RETURNING`: one
-    /// statement (autocommit, so all rows or none) creates every row of the
-    /// batch and returns them. None when it does not apply: no RETURNING, a
-    /// key twice in the batch, or a key that exists already (a producer's
-    /// retry), which the caller then sorts out with a read first.
+    /// statement creates every row of the batch and returns them (autocommit,
+    /// so all rows or none; in a transaction with the INSERT of their
+    /// contents when some are apart). None when it does not apply: no
+    /// RETURNING, a key twice in the batch, or a key that exists already (a
+    /// producer's retry), which the caller then sorts out with a read first.
     async fn insert_all_returning(
         &self,
         batch: &[NewMessage],
@@ -155,18 +157,28 @@ impl MySqlStore {
         if !self.returning || distinct.len() != keys.len() {
             return Ok(None);
         }
-        let creates: Vec<&NewMessage> = batch.iter().collect();
+        let contents: Vec<sql::Content<'_>> = batch.iter().map(sql::Content::of).collect();
+        let creates: Vec<(&NewMessage, &sql::Content<'_>)> = batch.iter().zip(&contents).collect();
         let mut q = insert_prepared_rows(&creates);
-        q.push(format!(" RETURNING {MESSAGE_COLUMNS}"));
-        let rows = match q.build().fetch_all(&self.pool).await {
+        q.push(format!(" RETURNING {STORED_COLUMNS}"));
+        let mut tx = if contents.iter().any(sql::Content::apart) {
+            Some(self.pool.begin().await?)
+        } else {
+            None
+        };
+        let inserted = match &mut tx {
+            Some(tx) => q.build().fetch_all(&mut **tx).await,
+            None => q.build().fetch_all(&self.pool).await,
+        };
+        let rows = match inserted {
             Ok(rows) => rows,
             Err(e) if is_unique_violation(&e) || is_lock_conflict(&e) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        let mut by_key: HashMap<(String, String), Message> = HashMap::new();
-        for row in &rows {
-            let m = message_from_row(row)?;
-            by_key.insert((m.biz_id.clone(), m.message_key.clone()), m);
+        let mut by_key = rows_by_key(&rows)?;
+        if let Some(mut tx) = tx {
+            created_apart(&mut tx, &mut by_key, &creates).await?;
+            tx.commit().await?;
         }
         keys.iter()
             .map(|(b, k)| {
@@ -212,22 +224,23 @@ const HEADROOM: &str = "REPEAT(X'00', 40)";
 /// none where there was none (a row from before migration 0015).
 const HEADROOM_DECIDED: &str = "LEFT(headroom, 16)";
 
-/// `INSERT INTO messages … VALUES (…), (…)` for `creates`, without a terminator.
-fn insert_prepared_rows(creates: &[&NewMessage]) -> QueryBuilder<MySql> {
+/// `INSERT INTO messages … VALUES (…), (…)` for `creates`, each with where
+/// its content goes, without a terminator.
+fn insert_prepared_rows(creates: &[(&NewMessage, &sql::Content<'_>)]) -> QueryBuilder<MySql> {
     let mut q = QueryBuilder::<MySql>::new(format!(
         "INSERT INTO messages ({PREPARE_COLUMNS}, headroom) "
     ));
-    q.push_values(creates, |mut b, m| {
-        b.push_bind(m.biz_id.clone())
-            .push_bind(m.message_key.clone())
-            .push_bind(m.topic.clone())
-            .push_bind(m.key.clone())
-            .push_bind(m.payload.clone())
-            .push_bind(serde_json::to_string(&m.headers).expect("string map serialises"))
+    q.push_values(creates, |mut b, (m, content)| {
+        b.push_bind(m.biz_id.as_str())
+            .push_bind(m.message_key.as_str())
+            .push_bind(m.topic.as_str())
+            .push_bind(m.key.as_deref())
+            .push_bind(content.row_payload())
+            .push_bind(content.row_headers())
             .push_bind(m.digest())
-            .push_bind(m.order_key.clone())
-            .push_bind(m.traceparent.clone())
-            .push_bind(m.tracestate.clone())
+            .push_bind(m.order_key.as_deref())
+            .push_bind(m.traceparent.as_deref())
+            .push_bind(m.tracestate.as_deref())
             .push("'PREPARED'")
             .push("UTC_TIMESTAMP(3) + INTERVAL ")
             .push_bind_unseparated(micros(m.first_verify_after))
@@ -241,9 +254,41 @@ fn insert_prepared_rows(creates: &[&NewMessage]) -> QueryBuilder<MySql> {
             .push_bind_unseparated(after)
             .push_unseparated(" MICROSECOND)")
             .push_bind(sql::payload_bytes(m))
+            .push_bind(content.apart())
             .push(HEADROOM);
     });
     q
+}
+
+/// Rows a prepare created, read as they are stored ([`STORED_COLUMNS`]),
+/// by (biz_id, message_key).
+fn rows_by_key(rows: &[MySqlRow]) -> StoreResult<HashMap<(String, String), Message>> {
+    let mut by_key = HashMap::with_capacity(rows.len());
+    for row in rows {
+        let m = message_from_row(row)?;
+        by_key.insert((m.biz_id.clone(), m.message_key.clone()), m);
+    }
+    Ok(by_key)
+}
+
+/// On the transaction that created the rows `by_key` from `creates`:
+/// writes the contents that are apart, and puts each such content into its
+/// row as read (which holds none of it).
+async fn created_apart(
+    tx: &mut sqlx::MySqlConnection,
+    by_key: &mut HashMap<(String, String), Message>,
+    creates: &[(&NewMessage, &sql::Content<'_>)],
+) -> StoreResult<()> {
+    let mut apart = Vec::new();
+    for (m, content) in creates.iter().filter(|(_, c)| c.apart()) {
+        let key = (m.biz_id.clone(), m.message_key.clone());
+        let row = by_key
+            .remove(&key)
+            .ok_or(StoreError::Vanished("a row a batched prepare wrote"))?;
+        apart.push((row.id, *content));
+        by_key.insert(key, sql::with_content(row, m));
+    }
+    sql::insert_apart::<MySql>(tx, &apart).await
 }
 
 fn micros(d: Duration) -> i64 {
@@ -313,24 +358,26 @@ async fn select_messages_by_ids<'e, E>(exec: E, ids: &[u64]) -> StoreResult<Vec<
 where
     E: sqlx::Executor<'e, Database = MySql>,
 {
-    select_rows_by_ids(exec, ids)
+    select_rows_by_ids(exec, MESSAGE_COLUMNS, ids)
         .await?
         .iter()
         .map(message_from_row)
         .collect()
 }
 
-/// The undecoded rows of `ids`, in id order.
-async fn select_rows_by_ids<'e, E>(exec: E, ids: &[u64]) -> StoreResult<Vec<MySqlRow>>
+/// The undecoded rows of `ids` (`columns` of each), in id order.
+async fn select_rows_by_ids<'e, E>(
+    exec: E,
+    columns: &str,
+    ids: &[u64],
+) -> StoreResult<Vec<MySqlRow>>
 where
     E: sqlx::Executor<'e, Database = MySql>,
 {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let mut q = QueryBuilder::<MySql>::new(format!(
-        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN ("
-    ));
+    let mut q = QueryBuilder::<MySql>::new(format!("SELECT {columns} FROM messages WHERE id IN ("));
     let mut sep = q.separated(", ");
     for id in ids {
         sep.push_bind(*id);
@@ -465,6 +512,19 @@ async fn select_messages_by_keys<'e, E>(exec: E, keys: &[(&str, &str)]) -> Store
 where
     E: sqlx::Executor<'e, Database = MySql>,
 {
+    select_by_keys(exec, MESSAGE_COLUMNS, keys).await
+}
+
+/// [`select_messages_by_keys`] reading `columns` ([`MESSAGE_COLUMNS`] or
+/// [`STORED_COLUMNS`]).
+async fn select_by_keys<'e, E>(
+    exec: E,
+    columns: &str,
+    keys: &[(&str, &str)],
+) -> StoreResult<Vec<Message>>
+where
+    E: sqlx::Executor<'e, Database = MySql>,
+{
     if keys.is_empty() {
         return Ok(Vec::new());
     }
@@ -472,8 +532,7 @@ where
     for (b, k) in keys {
         by_biz.entry(b).or_default().push(k);
     }
-    let mut q =
-        QueryBuilder::<MySql>::new(format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE "));
+    let mut q = QueryBuilder::<MySql>::new(format!("SELECT {columns} FROM messages WHERE "));
     for (i, (biz, ks)) in by_biz.iter().enumerate() {
         if i > 0 {
             q.push(" OR ");
@@ -539,49 +598,77 @@ impl Store for MySqlStore {
     }
 
     async fn insert_prepared(&self, m: &NewMessage) -> StoreResult<Inserted> {
+        let content = sql::Content::of(m);
         // With RETURNING the new row comes back with the INSERT; without, it
         // is read back by its id.
         let returning = if self.returning {
-            format!(" RETURNING {MESSAGE_COLUMNS}")
+            format!(" RETURNING {STORED_COLUMNS}")
         } else {
             String::new()
         };
         let insert = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO messages ({PREPARE_COLUMNS}, headroom) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
              'PREPARED', UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(3), \
-             UTC_TIMESTAMP(3), COALESCE(?, UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND), ?, \
+             UTC_TIMESTAMP(3), COALESCE(?, UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND), ?, ?, \
              {HEADROOM}){returning}"
         )));
         let (at, after) = sql::deliver_binds::<MySql>(m);
-        let insert = sql::bind_prepare(insert, m)
+        let insert = sql::bind_prepare(insert, m, &content)
             .bind(micros(m.first_verify_after))
             .bind(at)
             .bind(after)
-            .bind(sql::payload_bytes(m));
-        // Ok(row): RETURNING gave the new row; Err(done): read it back.
-        let res = if self.returning {
-            insert.fetch_one(&self.pool).await.map(Ok)
+            .bind(sql::payload_bytes(m))
+            .bind(content.apart());
+        // A content apart is written with its row in one transaction; a
+        // row with its own content is one autocommit statement.
+        let mut tx = if content.apart() {
+            Some(self.pool.begin().await?)
         } else {
-            insert.execute(&self.pool).await.map(Err)
+            None
         };
-        match res {
-            Ok(Ok(row)) => Ok(Inserted::Created(message_from_row(&row)?)),
-            Ok(Err(done)) => {
-                let row = self
-                    .find_message_by_id(done.last_insert_id())
-                    .await?
-                    .ok_or(StoreError::Vanished("a row just inserted"))?;
-                Ok(Inserted::Created(row))
-            }
+        // Ok(row): RETURNING gave the new row; Err(done): read it back.
+        let res = match (&mut tx, self.returning) {
+            (Some(tx), true) => insert.fetch_one(&mut **tx).await.map(Ok),
+            (Some(tx), false) => insert.execute(&mut **tx).await.map(Err),
+            (None, true) => insert.fetch_one(&self.pool).await.map(Ok),
+            (None, false) => insert.execute(&self.pool).await.map(Err),
+        };
+        let created = match res {
+            Ok(created) => created,
             Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
+                drop(tx);
                 let row = self
                     .find_message(&m.biz_id, &m.message_key)
                     .await?
                     .ok_or(StoreError::Vanished("the row a duplicate key names"))?;
-                Ok(Inserted::Existing(row))
+                return Ok(Inserted::Existing(row));
             }
-            Err(e) => Err(e.into()),
-        }
+            Err(e) => return Err(e.into()),
+        };
+        let Some(mut tx) = tx else {
+            let row = match created {
+                Ok(row) => message_from_row(&row)?,
+                Err(done) => self
+                    .find_message_by_id(done.last_insert_id())
+                    .await?
+                    .ok_or(StoreError::Vanished("a row just inserted"))?,
+            };
+            return Ok(Inserted::Created(row));
+        };
+        let row = match created {
+            Ok(row) => message_from_row(&row)?,
+            Err(done) => {
+                let id = [done.last_insert_id()];
+                let rows = select_rows_by_ids(&mut *tx, STORED_COLUMNS, &id).await?;
+                let row = rows
+                    .first()
+                    .ok_or(StoreError::Vanished("a row just inserted"))?;
+                message_from_row(row)?
+            }
+        };
+        sql::insert_apart::<MySql>(&mut tx, &[(row.id, &content)]).await?;
+        tx.commit().await?;
+        Ok(Inserted::Created(sql::with_content(row, m)))
     }
 
     async fn insert_tombstone(
@@ -669,6 +756,9 @@ impl Store for MySqlStore {
             .iter()
             .filter(|m| seen.insert((m.biz_id.as_str(), m.message_key.as_str())))
             .collect();
+        let contents: Vec<sql::Content<'_>> = creates.iter().map(|m| sql::Content::of(m)).collect();
+        let creates: Vec<(&NewMessage, &sql::Content<'_>)> =
+            creates.into_iter().zip(&contents).collect();
         if !creates.is_empty() {
             let mut q = insert_prepared_rows(&creates);
             match q.build().execute(&mut *tx).await {
@@ -684,10 +774,17 @@ impl Store for MySqlStore {
         }
         let created_keys: Vec<(&str, &str)> = creates
             .iter()
-            .map(|m| (m.biz_id.as_str(), m.message_key.as_str()))
+            .map(|(m, _)| (m.biz_id.as_str(), m.message_key.as_str()))
             .collect();
-        let created = select_messages_by_keys(&mut *tx, &created_keys).await?;
+        // As stored: the contents apart are not written yet.
+        let created = select_by_keys(&mut *tx, STORED_COLUMNS, &created_keys).await?;
+        let mut by_key: HashMap<(String, String), Message> = created
+            .into_iter()
+            .map(|m| ((m.biz_id.clone(), m.message_key.clone()), m))
+            .collect();
+        created_apart(&mut tx, &mut by_key, &creates).await?;
         tx.commit().await?;
+        let created: Vec<Message> = by_key.into_values().collect();
 
         let mut rows: HashMap<(&str, &str), (&Message, bool)> = HashMap::new();
         for m in &existing {
@@ -1030,6 +1127,13 @@ impl Store for MySqlStore {
         let n = sql::purge_finished::<MySql>(&mut tx, older_than, limit).await?;
         tx.commit().await?;
         Ok(n)
+    }
+
+    async fn move_payloads(&self, limit: u32) -> StoreResult<PayloadMove> {
+        let mut tx = self.pool.begin().await?;
+        let chunk = sql::move_chunk::<MySql>(&mut tx, " FOR UPDATE", limit).await?;
+        tx.commit().await?;
+        Ok(chunk)
     }
 
     async fn backlog(&self) -> StoreResult<Backlog> {
@@ -1494,8 +1598,18 @@ impl MySqlStore {
         let out_of_room = decoded.cut(room);
         let sql::Decoded {
             mut messages,
-            unreadable,
+            mut unreadable,
+            apart,
         } = decoded.rows;
+        // The content of the rows taken, read now that they are locked: of
+        // every row for a claim that read the lengths first, else of the
+        // rows whose content is apart.
+        let fill: Vec<u64> = if sized {
+            messages.iter().map(|m| m.id).collect()
+        } else {
+            apart
+        };
+        unreadable.extend(sql::fill_contents(&mut *tx, &mut messages, &fill).await?);
         let Some(claimed_at) =
             claimed_at.filter(|_| !(messages.is_empty() && unreadable.is_empty()))
         else {
@@ -1505,9 +1619,6 @@ impl MySqlStore {
                 ..Claimed::default()
             });
         };
-        if sized && !messages.is_empty() {
-            read_payloads(&mut tx, &mut messages).await?;
-        }
         let timeouts = match lease {
             Lease::Verify(_) => producer_timeouts(&mut tx, &messages).await?,
             Lease::Every(_) => HashMap::new(),
@@ -1556,34 +1667,6 @@ impl MySqlStore {
             out_of_room,
         })
     }
-}
-
-/// Fills in the payloads of `messages`, claimed without them
-/// ([`sql::sized_columns`]), on the claim's transaction, which holds their
-/// rows.
-async fn read_payloads(
-    tx: &mut sqlx::MySqlConnection,
-    messages: &mut [Message],
-) -> StoreResult<()> {
-    let mut q = QueryBuilder::<MySql>::new("SELECT id, payload FROM messages WHERE id IN (");
-    let mut sep = q.separated(", ");
-    for m in messages.iter() {
-        sep.push_bind(m.id);
-    }
-    q.push(")");
-    let mut payloads = HashMap::with_capacity(messages.len());
-    {
-        let mut rows = q.build().fetch(&mut *tx);
-        while let Some(row) = rows.try_next().await? {
-            payloads.insert(row.unsigned::<u64>("id")?, row.bytes("payload")?);
-        }
-    }
-    for m in messages {
-        m.payload = payloads
-            .remove(&m.id)
-            .ok_or(StoreError::Vanished("a row the claim holds"))?;
-    }
-    Ok(())
 }
 
 /// Whether `ts` can go as one UPDATE: at least one, all to the same state

@@ -33,13 +33,13 @@ use trustmsg_verify_api::{MessageStatus, MessageView};
 use super::sql::{
     self, clip_error, message_from_row, producer_from_row, transition_effects, AuditRow, ClaimKind,
     Dialect, Lease, SqlRow, ALERT_COLUMNS, GROUP_COLUMNS, MESSAGE_COLUMNS, PREPARE_COLUMNS,
-    PRODUCER_COLUMNS,
+    PRODUCER_COLUMNS, STORED_COLUMNS,
 };
 use super::{
     Actor, AlertFilter, AuditEntry, Backlog, Began, CheckAttempt, CheckAttemptEntry, Claimed,
     ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Finished, FlowMinute,
-    Inserted, Message, MessageFilter, NewAlert, NewMessage, Overdue, PayloadRoom, Producer,
-    ProducerRecord, ProducerSummary, Requeue, RequeuedChunk, SentMark, Store, StoreError,
+    Inserted, Message, MessageFilter, NewAlert, NewMessage, Overdue, PayloadMove, PayloadRoom,
+    Producer, ProducerRecord, ProducerSummary, Requeue, RequeuedChunk, SentMark, Store, StoreError,
     StoreResult, StuckConsumption, Transition, VerifyLease, Wait,
 };
 
@@ -242,23 +242,38 @@ impl Store for SqliteStore {
     }
 
     async fn insert_prepared(&self, m: &NewMessage) -> StoreResult<Inserted> {
+        let content = sql::Content::of(m);
         // DO NOTHING only swallows the (biz_id, message_key) conflict; any other
         // constraint still fails the call.
         let insert = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO messages ({PREPARE_COLUMNS}) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'PREPARED', {NOW_MS} + ?, {NOW_MS}, {NOW_MS}, \
-             COALESCE(?, {NOW_MS} + ?), ?) \
-             ON CONFLICT (biz_id, message_key) DO NOTHING RETURNING {MESSAGE_COLUMNS}"
+             COALESCE(?, {NOW_MS} + ?), ?, ?) \
+             ON CONFLICT (biz_id, message_key) DO NOTHING RETURNING {STORED_COLUMNS}"
         )));
         let (at, after) = sql::deliver_binds::<Sqlite>(m);
-        let rows = sql::bind_prepare(insert, m)
+        let insert = sql::bind_prepare(insert, m, &content)
             .bind(millis(m.first_verify_after))
             .bind(at)
             .bind(after)
             .bind(sql::payload_bytes(m))
-            .fetch_all(&self.pool)
-            .await?;
-        if let Some(created) = first_message(&rows)? {
+            .bind(content.apart());
+        let created = if content.apart() {
+            // The row and its content apart in one transaction.
+            let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+            let rows = insert.fetch_all(&mut *tx).await?;
+            let created = first_message(&rows)?;
+            if let Some(row) = &created {
+                sql::insert_apart::<Sqlite>(&mut tx, &[(row.id, &content)]).await?;
+                tx.commit().await?;
+            } else {
+                tx.rollback().await?;
+            }
+            created.map(|row| sql::with_content(row, m))
+        } else {
+            first_message(&insert.fetch_all(&self.pool).await?)?
+        };
+        if let Some(created) = created {
             return Ok(Inserted::Created(created));
         }
         let row = self
@@ -661,6 +676,13 @@ impl Store for SqliteStore {
         Ok(n)
     }
 
+    async fn move_payloads(&self, limit: u32) -> StoreResult<PayloadMove> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let chunk = sql::move_chunk::<Sqlite>(&mut tx, "", limit).await?;
+        tx.commit().await?;
+        Ok(chunk)
+    }
+
     async fn backlog(&self) -> StoreResult<Backlog> {
         sql::backlog(&self.pool).await
     }
@@ -959,7 +981,14 @@ impl SqliteStore {
                 != 0;
         // 'now' is one instant for the whole statement.
         let claimed_at = rows.first().map(|r| r.time("claimed_at")).transpose()?;
-        let (mut messages, mut unreadable) = sql::decode_claimed(rows)?;
+        let sql::Decoded {
+            mut messages,
+            mut unreadable,
+            apart,
+        } = sql::decode_claimed(rows)?;
+        // The rows are claimed (no other claimer takes them) and their
+        // content never changes: it is read after the claim's UPDATE.
+        unreadable.extend(sql::fill_contents(&self.pool, &mut messages, &apart).await?);
         // RETURNING comes in no defined order; MySQL returns id order.
         messages.sort_by_key(|m| m.id);
         unreadable.sort_by_key(|q| q.id);

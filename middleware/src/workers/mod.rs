@@ -7,6 +7,8 @@
 //! - `flow`: the flow per minute (counted here, summed in the database);
 //! - `liveness`: which background workers still run, for `/readyz`;
 //! - `overdue`: one alert for a message that waited far too long;
+//! - `payload_move`: long contents of rows from before migration 0018 moved
+//!   out of their rows, in the background;
 //! - `periodic`: the tick-and-cancel loop the periodic workers share;
 //! - `retention`: deleting finished messages after `--retention`;
 //! - `stuck_consumptions`: the consumption ledger's watch (stuck
@@ -17,6 +19,7 @@ pub(crate) mod backlog;
 pub(crate) mod flow;
 pub(crate) mod liveness;
 pub(crate) mod overdue;
+pub(crate) mod payload_move;
 pub(crate) mod periodic;
 pub(crate) mod retention;
 pub(crate) mod stuck_consumptions;

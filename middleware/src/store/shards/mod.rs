@@ -45,8 +45,9 @@ use super::{
     Actor, AlertFilter, AuditEntry, Backend, Backlog, Began, CheckAttempt, CheckAttemptEntry,
     Claimed, ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, DatabaseUrl,
     Finished, FlowMinute, Inserted, Message, MessageFilter, NewMessage, NewWaitingCommit, Overdue,
-    PayloadRoom, Producer, ProducerRecord, ProducerSummary, Requeue, RequeuedChunk, SentMark,
-    Store, StoreError, StoreResult, StuckConsumption, Transition, VerifyLease, Wait, WaitingCommit,
+    PayloadMove, PayloadRoom, Producer, ProducerRecord, ProducerSummary, Requeue, RequeuedChunk,
+    SentMark, Store, StoreError, StoreResult, StuckConsumption, Transition, VerifyLease, Wait,
+    WaitingCommit,
 };
 
 /// One message database.
@@ -1239,6 +1240,37 @@ impl Store for ShardedStore {
             s.purge_finished(older_than, n)
         })
         .await
+    }
+
+    /// Shard after shard, the limit shared: a shard whose walk is over
+    /// takes none of it. A shard that fails leaves the move unfinished (it
+    /// is moved on a later call).
+    async fn move_payloads(&self, limit: u32) -> StoreResult<PayloadMove> {
+        let mut total = PayloadMove::FINISHED;
+        let mut first_error = None;
+        for (i, shard) in self.shards.iter().enumerate() {
+            let left = limit.saturating_sub(u32::try_from(total.walked).unwrap_or(u32::MAX));
+            if left == 0 {
+                total.finished = false;
+                break;
+            }
+            match shard.store.move_payloads(left).await {
+                Ok(chunk) => {
+                    total.walked += chunk.walked;
+                    total.moved += chunk.moved;
+                    total.finished &= chunk.finished;
+                }
+                Err(e) => {
+                    self.left_out(i, "moving payloads", &e);
+                    total.finished = false;
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) if total.walked == 0 => Err(e),
+            _ => Ok(total),
+        }
     }
 
     async fn backlog(&self) -> StoreResult<Backlog> {

@@ -10,7 +10,7 @@ use trustmsg_verify_api::{MessageStatus, SendStatus};
 use super::alerts::{raise_alerts, Raised};
 use super::audit::{insert_audits, AuditRow};
 use super::effects::clip_error;
-use super::row::{lossy_text, message_from_row, SqlRow, MESSAGE_COLUMNS};
+use super::row::{lossy_text, message_from_row, SqlRow, STATE_COLUMNS, STORED_COLUMNS};
 use super::{Bind, Dialect};
 use crate::store::{Actor, Message, NewAlert, Quarantined, StoreError, StoreResult, VerifyLease};
 
@@ -45,15 +45,23 @@ impl ClaimKind {
         }
     }
 
-    /// The columns a claim reads, as [`message_from_row`] decodes them.
-    /// Check-back never looks at a payload, so its claims read an empty one
-    /// instead: a batch of large payloads would otherwise be read, and held
-    /// for the calls, for nothing. (A check-back commit reads its row back
+    /// The columns a claim reads, as [`message_from_row`] decodes them,
+    /// and `payload_apart`. A send claim reads the content as the row
+    /// stores it, so that it reads no other table while it locks its rows;
+    /// the content of rows apart is filled in after ([`Decoded::apart`],
+    /// [`super::fill_contents`]). Check-back never looks at a payload, so
+    /// its claims read none: a batch of large payloads would otherwise be
+    /// read, and held for the calls, for nothing. They read the headers the
+    /// row holds (none for a content apart), so that a row whose headers
+    /// cannot be read is set aside by the claim, not found out by the
+    /// decision that reads it back. (A check-back commit reads its row back
     /// whole for the forwarder, see `crate::verifier::writes`.)
     pub(in crate::store) fn columns(self) -> String {
         match self {
-            Self::Sends => MESSAGE_COLUMNS.to_string(),
-            Self::Verifies => without_payload(),
+            Self::Sends => STORED_COLUMNS.to_string(),
+            Self::Verifies => {
+                format!("{STATE_COLUMNS}, X'' AS payload, headers, 0 AS payload_apart")
+            }
         }
     }
 
@@ -66,15 +74,11 @@ impl ClaimKind {
     }
 }
 
-/// [`MESSAGE_COLUMNS`] with an empty payload in place of the payload.
-fn without_payload() -> String {
-    MESSAGE_COLUMNS.replace("payload,", "X'' AS payload,")
-}
-
 /// The columns of a send claim that reads the payloads' lengths first, and
-/// then the payloads of the rows that fit its room ([`ClaimedRows`]).
+/// then the content of the rows that fit its room ([`ClaimedRows`],
+/// [`super::fill_contents`]).
 pub(in crate::store) fn sized_columns() -> String {
-    format!("{}, payload_bytes", without_payload())
+    format!("{STATE_COLUMNS}, X'' AS payload, headers, payload_apart, payload_bytes")
 }
 
 /// A claim's rows as they are read, decoded one by one; for a claim read
@@ -157,6 +161,9 @@ pub(in crate::store) struct Decoded {
     pub(in crate::store) messages: Vec<Message>,
     /// The rows to quarantine.
     pub(in crate::store) unreadable: Vec<Quarantined>,
+    /// The ids of readable rows whose content is apart (read empty): the
+    /// claim fills it in.
+    pub(in crate::store) apart: Vec<u64>,
 }
 
 impl Decoded {
@@ -165,7 +172,12 @@ impl Decoded {
     /// and messages both.
     pub(in crate::store) fn push<R: SqlRow>(&mut self, row: &R) -> StoreResult<()> {
         match message_from_row(row) {
-            Ok(m) => self.messages.push(m),
+            Ok(m) => {
+                if row.flag("payload_apart")? {
+                    self.apart.push(m.id);
+                }
+                self.messages.push(m);
+            }
             Err(e @ StoreError::Corrupt(_)) => self.unreadable.push(Quarantined {
                 id: row.unsigned("id")?,
                 biz_id: lossy_text(row, "biz_id"),
@@ -179,14 +191,12 @@ impl Decoded {
 }
 
 /// [`Decoded`] of `rows`, each dropped once decoded.
-pub(in crate::store) fn decode_claimed<R: SqlRow>(
-    rows: Vec<R>,
-) -> StoreResult<(Vec<Message>, Vec<Quarantined>)> {
+pub(in crate::store) fn decode_claimed<R: SqlRow>(rows: Vec<R>) -> StoreResult<Decoded> {
     let mut decoded = Decoded::default();
     for row in rows {
         decoded.push(&row)?;
     }
-    Ok((decoded.messages, decoded.unreadable))
+    Ok(decoded)
 }
 
 /// Sets aside claimed rows the claim could not read: their due column

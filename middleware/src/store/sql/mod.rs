@@ -17,7 +17,9 @@
 //! delivery statements both backends share); [`row`] what a row holds (the
 //! column lists, decoding a row, binding a prepare or a registration);
 //! [`claim`] how long a claim holds each row, decoding claimed rows one by
-//! one and quarantining the unreadable; [`audit`] the audit row
+//! one and quarantining the unreadable; [`content`] where a message's
+//! payload and headers are stored (in its row, or apart when long) and the
+//! move of old rows' long contents; [`audit`] the audit row
 //! of each kind of change, its INSERT and its read-back; [`effects`] what a
 //! transition sets and errors clipped to their column; [`requeue`] an
 //! operator's redeliver and re-verify, one or in bulk; [`waiting`] submitted
@@ -32,6 +34,7 @@
 mod alerts;
 mod audit;
 mod claim;
+mod content;
 mod effects;
 mod flow;
 mod ledger;
@@ -52,6 +55,7 @@ pub(super) use audit::{audit_insert, audit_trail, insert_audits, producer_decide
 pub(super) use claim::{
     decode_claimed, quarantine, sized_columns, ClaimKind, ClaimedRows, Decoded, Lease,
 };
+pub(super) use content::{fill_contents, insert_apart, move_chunk, with_content, Content};
 pub(super) use effects::{clip_error, transition_effects};
 pub(super) use flow::{add_flow, flow_since, purge_flow, Upsert};
 pub(super) use ledger::{
@@ -67,7 +71,7 @@ pub(super) use ordering::{
 pub(super) use requeue::{count_requeueable, redeliver_update, requeue_chunk};
 pub(super) use row::{
     bind_prepare, bind_producer, column_error, deliver_binds, message_from_row, payload_bytes,
-    producer_from_row, SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
+    producer_from_row, SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS, STORED_COLUMNS,
 };
 pub(super) use statements::{
     backlog, check_attempts, delete_producer, find_message, find_producer, flag_overdue,

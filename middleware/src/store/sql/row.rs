@@ -5,26 +5,62 @@
 use chrono::{DateTime, Utc};
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
-use super::{Bind, Dialect, Query};
+use super::{Bind, Content, Dialect, Query};
 use crate::store::{
     Delivery, Message, NewMessage, Producer, ProducerRecord, StoreError, StoreResult,
 };
 
-/// The columns [`message_from_row`] reads, in table order.
+/// The columns of a message row other than its content (payload and
+/// headers): what state changes write, and what a prepare writes once
+/// that stays small. A macro so the column lists below are literals.
+macro_rules! state_columns {
+    () => {
+        "id, biz_id, message_key, topic, record_key, content_digest, status, send_status, \
+        tombstone, version, verify_attempts, send_attempts, last_error, next_verify_at, \
+        next_send_at, kafka_partition, kafka_offset, created_at, updated_at, decided_at, sent_at, \
+        order_key, order_seq, deliver_at, traceparent, tracestate"
+    };
+}
+
+/// [`state_columns`] as a constant, for the column lists of claims.
+pub(in crate::store) const STATE_COLUMNS: &str = state_columns!();
+
+/// The content (payload and headers) of a message row wherever it is
+/// stored: in the row, or in `message_payloads` when `payload_apart` (see
+/// [`super::content`]); the subqueries run only for such rows. Of a
+/// statement `FROM messages`, never under another name.
+macro_rules! content_columns {
+    () => {
+        "CASE WHEN payload_apart THEN (SELECT p.payload FROM message_payloads p \
+        WHERE p.message_id = messages.id) ELSE payload END AS payload, \
+        CASE WHEN payload_apart THEN (SELECT p.headers FROM message_payloads p \
+        WHERE p.message_id = messages.id) ELSE headers END AS headers"
+    };
+}
+
+/// [`content_columns`] as a constant.
+pub(in crate::store) const CONTENT_COLUMNS: &str = content_columns!();
+
+/// The columns [`message_from_row`] reads, the content wherever it is
+/// stored ([`CONTENT_COLUMNS`]).
 pub(in crate::store) const MESSAGE_COLUMNS: &str =
-    "id, biz_id, message_key, topic, record_key, payload, \
-    headers, content_digest, status, send_status, tombstone, version, verify_attempts, \
-    send_attempts, last_error, next_verify_at, next_send_at, kafka_partition, kafka_offset, \
-    created_at, updated_at, decided_at, sent_at, order_key, order_seq, deliver_at, traceparent, \
-    tracestate";
+    concat!(state_columns!(), ", ", content_columns!());
+
+/// The columns [`message_from_row`] reads with the content as the row
+/// stores it (empty for a row whose content is apart), and `payload_apart`:
+/// for a statement that must not read `message_payloads` (a locking claim,
+/// an INSERT's RETURNING), whose caller fills the content in.
+pub(in crate::store) const STORED_COLUMNS: &str =
+    concat!(state_columns!(), ", payload, headers, payload_apart");
 
 /// The columns a prepare writes; [`bind_prepare`] binds the first ten,
-/// `deliver_at` (migration 0010) comes from [`deliver_binds`], and
-/// `payload_bytes` (migration 0016) is last, from [`payload_bytes`].
+/// `deliver_at` (migration 0010) comes from [`deliver_binds`],
+/// `payload_bytes` (migration 0016) from [`payload_bytes`] and
+/// `payload_apart` (migration 0018) from [`super::Content::apart`].
 pub(in crate::store) const PREPARE_COLUMNS: &str =
     "biz_id, message_key, topic, record_key, payload, headers, content_digest, order_key, \
     traceparent, tracestate, status, next_verify_at, created_at, updated_at, deliver_at, \
-    payload_bytes";
+    payload_bytes, payload_apart";
 
 /// The columns [`producer_from_row`] reads, in table order; [`bind_producer`]
 /// binds all but the two times (`topics`, added by migration 0007, last).
@@ -178,8 +214,13 @@ pub(super) fn lossy_text(row: &impl SqlRow, col: &str) -> String {
 }
 
 /// Binds what a prepare stores, in [`PREPARE_COLUMNS`] order up to
-/// `tracestate`; the status and the times are the backend's SQL.
-pub(in crate::store) fn bind_prepare<'q, D>(q: Query<'q, D>, m: &NewMessage) -> Query<'q, D>
+/// `tracestate`, with the row's share of `content` (nothing of a content
+/// that goes apart); the status and the times are the backend's SQL.
+pub(in crate::store) fn bind_prepare<'q, D>(
+    q: Query<'q, D>,
+    m: &NewMessage,
+    content: &Content<'_>,
+) -> Query<'q, D>
 where
     D: Dialect,
     for<'a> &'a str: Bind<D>,
@@ -193,8 +234,8 @@ where
         .bind(m.message_key.as_str())
         .bind(m.topic.as_str())
         .bind(m.key.clone())
-        .bind(m.payload.as_slice())
-        .bind(serde_json::to_string(&m.headers).expect("string map serialises"))
+        .bind(content.row_payload())
+        .bind(content.row_headers())
         .bind(m.digest())
         .bind(m.order_key.clone())
         .bind(m.traceparent.clone())

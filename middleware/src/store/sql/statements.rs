@@ -10,7 +10,7 @@ use super::alerts::raise_alerts;
 use super::claim::ClaimKind;
 use super::effects::clip_to;
 use super::row::{lossy_text, message_from_row, producer_from_row, SqlRow};
-use super::row::{MESSAGE_COLUMNS, PRODUCER_COLUMNS};
+use super::row::{MESSAGE_COLUMNS, PRODUCER_COLUMNS, STATE_COLUMNS};
 use super::{Bind, Dialect};
 use crate::store::{
     Backlog, CheckAttempt, CheckAttemptEntry, Message, MessageFilter, NewAlert, Overdue, Producer,
@@ -163,8 +163,9 @@ where
 }
 
 /// [`crate::store::Store::list_messages`]: the filter's conditions, a keyset bound
-/// and `ORDER BY id DESC`, reading an empty payload and its length instead
-/// of the payload itself.
+/// and `ORDER BY id DESC`, reading no content: an empty payload, and its
+/// length as the prepare recorded it (read from the payload only for a row
+/// from before that record, whose payload is in the row).
 pub(in crate::store) async fn list_messages<D>(
     pool: &sqlx::Pool<D>,
     f: &MessageFilter,
@@ -178,9 +179,10 @@ where
     &'static str: Bind<D>,
     i64: Bind<D>,
 {
-    let columns = MESSAGE_COLUMNS.replace("payload,", "X'' AS payload,");
     let mut q = QueryBuilder::<D>::new(format!(
-        "SELECT {columns}, LENGTH(payload) AS payload_size FROM messages WHERE 1 = 1"
+        "SELECT {STATE_COLUMNS}, X'' AS payload, '{{}}' AS headers, \
+         CAST(COALESCE(payload_bytes, LENGTH(payload)) AS SIGNED) AS payload_size \
+         FROM messages WHERE 1 = 1"
     ));
     push_filter(&mut q, f);
     if let Some(id) = before {
@@ -442,8 +444,8 @@ where
     Ok(messages + alerts)
 }
 
-/// The finished messages of [`purge_finished`], with their audit and
-/// check-attempt rows.
+/// The finished messages of [`purge_finished`], with their audit,
+/// check-attempt and ledger rows and their content kept apart.
 async fn purge_finished_messages<D>(
     conn: &mut D::Connection,
     older_than: std::time::Duration,
@@ -458,8 +460,14 @@ where
     else {
         return Ok(0);
     };
-    // A message's consumption ledger rows go with it, as its audit rows do.
-    for table in ["audit_log", "check_attempts", "consumptions"] {
+    // A message's consumption ledger rows go with it, as its audit rows and
+    // its content kept apart do.
+    for table in [
+        "audit_log",
+        "check_attempts",
+        "consumptions",
+        "message_payloads",
+    ] {
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "DELETE FROM {table} WHERE message_id IN ({list})"
         )))

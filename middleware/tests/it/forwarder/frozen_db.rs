@@ -85,3 +85,63 @@ async fn sending_carries_on_after_the_forwarders_connections_froze_for_good() {
     );
     app.finish().await;
 }
+
+/// A SENT mark the database does not take is written again as a mark until
+/// it does (issue 42). The database stops answering right after a commit
+/// whose record Kafka then acknowledges, for longer than the five tries
+/// marks used to have (about 9 to 12 s at a 1 s deadline) and than the
+/// claim's lease (6 s); then its connections freeze for good (what they
+/// hold is never delivered) and new ones work. The row becomes SENT and its
+/// record is in Kafka once: it was not sent again although its lease had
+/// run out (this instance's sweeper, claiming it again, leaves the record
+/// to the waiting mark). Before, the mark was given up and the row resent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sent_mark_held_up_by_a_hung_database_is_written_once_it_answers_and_nothing_is_resent() {
+    let kafka = MockKafka::start(1);
+    kafka.create_topic("orders", 1);
+    let proxy = DbProxy::start().await;
+    let db = TestDb::create().await;
+    let direct = db.pool().await;
+    let mut via_proxy = db.share();
+    via_proxy.url = proxy.url_of(&db);
+    let mut flags = kafka_flags(kafka.bootstrap());
+    flags.extend([
+        "--request-timeout".into(),
+        "1s".into(),
+        "--no-verifier".into(),
+    ]);
+    let app = TestApp::spawn_on(via_proxy, &refs(&flags)).await;
+    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
+    let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
+    let id = prepare_and_commit(&app, &token, body("shop", "held-up", "orders")).await;
+    // The commit handed the row to the forwarder, whose mark waits 20 ms
+    // for others after Kafka's answer: it meets a database that hangs.
+    proxy.hang();
+    reader
+        .read_until(Duration::from_secs(10), "the record", |rs| {
+            rs.iter().any(|r| r.message_id == id)
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    proxy.freeze_open();
+    let row = async || -> (Option<String>, u32) {
+        sqlx::query_as("SELECT send_status, send_attempts FROM messages WHERE id = ?")
+            .bind(id)
+            .fetch_one(&direct)
+            .await
+            .unwrap()
+    };
+    eventually(30, "the row SENT", async || {
+        row().await.0.as_deref() == Some("SENT")
+    })
+    .await;
+    // A resend would have gone out with the claim that found the lease over.
+    reader.read_for(Duration::from_secs(3)).await;
+    assert_eq!(
+        reader.id_counts().get(&id),
+        Some(&1),
+        "the record was sent again"
+    );
+    assert_eq!(row().await.1, 1, "one send, marked once");
+    app.finish().await;
+}

@@ -186,7 +186,8 @@ impl Backend {
             .rows_affected()
     }
 
-    /// On the sharded backend, moves message `id`'s row to shard `to`, as
+    /// On the sharded backend, moves message `id`'s row (and its content
+    /// kept apart, if any) to shard `to`, as
     /// the procedure for moving a slot does (docs/scaling.md); the row
     /// keeps its id.
     pub(crate) async fn move_row(&self, id: u64, to: usize) {
@@ -204,11 +205,25 @@ impl Backend {
             .await
             .unwrap();
         assert_eq!(copied.rows_affected(), 1);
-        sqlx::query("DELETE FROM messages WHERE id = ?")
+        let copy = format!(
+            "INSERT INTO message_payloads SELECT * FROM `{}`.message_payloads WHERE message_id = ?",
+            dbs[from].name
+        );
+        sqlx::query(sqlx::AssertSqlSafe(copy))
             .bind(id)
-            .execute(&pools[from])
+            .execute(&pools[to])
             .await
             .unwrap();
+        for delete in [
+            "DELETE FROM message_payloads WHERE message_id = ?",
+            "DELETE FROM messages WHERE id = ?",
+        ] {
+            sqlx::query(delete)
+                .bind(id)
+                .execute(&pools[from])
+                .await
+                .unwrap();
+        }
     }
 
     /// On MySQL, a transaction holding `biz_id`'s producer row locked (as an

@@ -17,6 +17,7 @@ mod alerts;
 mod batches;
 mod bulk;
 mod clock;
+mod content;
 mod decisions;
 mod delivery;
 mod flow;
@@ -81,6 +82,11 @@ macro_rules! conformance {
 }
 
 conformance! {
+    content: [
+        a_long_content_is_kept_apart_and_every_read_finds_it_whole,
+        the_move_takes_long_contents_out_of_older_rows_and_then_ends,
+        a_claimed_row_whose_content_apart_is_gone_is_quarantined,
+    ],
     ledger: [
         a_registration_keeps_its_token_on_update_and_is_listed_rotated_and_deleted,
         a_begin_goes_once_and_a_finished_consumption_is_skipped,
@@ -265,6 +271,9 @@ mod mysql_without_returning {
     }
 
     without_returning! {
+        content: [
+            a_long_content_is_kept_apart_and_every_read_finds_it_whole,
+        ],
         ordering: [
             a_commit_batch_gives_a_keys_rows_their_seqs_in_batch_order,
         ],
