@@ -405,16 +405,13 @@ fn reader(bootstrap: &str) -> BaseConsumer {
         .unwrap()
 }
 
+/// How many records of each message id [`count_records`] has read so far.
+type Counts = Arc<Mutex<BTreeMap<u64, usize>>>;
+
 /// Counts the records of [`TOPIC`] by their `trustmsg-message-id` header, as
 /// they arrive, from the beginning of every partition, on a thread of its
 /// own, until the returned flag is set; keeps no payload.
-fn count_records(
-    bootstrap: &str,
-) -> (
-    Arc<Mutex<BTreeMap<u64, usize>>>,
-    Arc<AtomicBool>,
-    std::thread::JoinHandle<()>,
-) {
+fn count_records(bootstrap: &str) -> (Counts, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "e2e-memory-count")
