@@ -535,7 +535,6 @@ async fn a_database_that_goes_away_mid_batch_is_waited_out_and_dead_letters_noth
     let retries_before = logged(&service_log, SUBMIT_RETRIES);
     let submitted_before = log.lock().unwrap().len();
     proxy.hang();
-    let hung_at = rows(&pool).await;
     // Hung until the submit path has met it: a batch it wrote was not
     // taken (its statements ran out of time) while records kept coming.
     eventually(
@@ -544,6 +543,10 @@ async fn a_database_that_goes_away_mid_batch_is_waited_out_and_dead_letters_noth
         async || logged(&service_log, SUBMIT_RETRIES) > retries_before,
     )
     .await;
+    // A commit the server had before the hang may have landed meanwhile;
+    // from here on nothing may.
+    let hung_at = rows(&pool).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         rows(&pool).await,
         hung_at,

@@ -352,11 +352,12 @@ fn dev_never_prints_a_password_of_a_url_given_after_the_double_dash() {
                 .map(|(u, ok)| ("--alert-webhook", u, ok)),
         )
         .collect();
-    for (flag, url, _) in &all {
-        let dir = tempfile::tempdir().unwrap();
+    // Free ports picked now may be taken by another test before `dev`
+    // binds them: such a run is made again on other ports.
+    let case = |dir: &tempfile::TempDir, flag: &str, url: &str| {
         let listen = format!("127.0.0.1:{}", free_port());
         let kafka = format!("127.0.0.1:{}", free_port());
-        cases.push(strings(&[
+        strings(&[
             "dev",
             "--data",
             &dir.path().display().to_string(),
@@ -367,10 +368,22 @@ fn dev_never_prints_a_password_of_a_url_given_after_the_double_dash() {
             "--",
             flag,
             url,
-        ]));
+        ])
+    };
+    for (flag, url, _) in &all {
+        let dir = tempfile::tempdir().unwrap();
+        cases.push(case(&dir, flag, url));
         dirs.push(dir);
     }
-    let ran = run_all(cases, PATIENCE);
+    let mut ran = run_all(cases, PATIENCE);
+    for (i, (flag, url, _)) in all.iter().enumerate() {
+        for _ in 0..3 {
+            if !ran[i].said.contains("cannot listen on") {
+                break;
+            }
+            ran[i] = run_all(vec![case(&dirs[i], flag, url)], PATIENCE).remove(0);
+        }
+    }
     assert_no_leak(&ran);
     for (r, (flag, _, ok)) in ran.iter().zip(&all) {
         let hint = match (*flag, *ok) {
