@@ -37,6 +37,20 @@ mod sqlite_only;
 mod verifies;
 mod waiting;
 
+/// One `#[tokio::test]` per listed test, each on a fresh backend made by
+/// `Backend::$make()` and finished after it; the lists below choose the
+/// backends.
+macro_rules! on_backend {
+    ($make:ident; $($module:ident: [$($name:ident),* $(,)?]),* $(,)?) => {$($(
+        #[tokio::test]
+        async fn $name() {
+            let backend = crate::store::harness::Backend::$make().await;
+            crate::store::$module::$name(&backend).await;
+            backend.finish().await;
+        }
+    )*)*};
+}
+
 /// Instantiates every listed test once per backend, as `mysql::<name>`,
 /// `sharded::<name>` and `sqlite::<name>`, whatever module the test
 /// function lives in.
@@ -44,39 +58,18 @@ macro_rules! conformance {
     ($($module:ident: [$($name:ident),* $(,)?]),* $(,)?) => {
         /// Every conformance test on a fresh MariaDB database.
         mod mysql {
-            $($(
-                #[tokio::test]
-                async fn $name() {
-                    let backend = crate::store::harness::Backend::mysql().await;
-                    crate::store::$module::$name(&backend).await;
-                    backend.finish().await;
-                }
-            )*)*
+            on_backend!(mysql; $($module: [$($name),*]),*);
         }
 
         /// Every conformance test on three fresh MariaDB databases as the
         /// shards of one store.
         mod sharded {
-            $($(
-                #[tokio::test]
-                async fn $name() {
-                    let backend = crate::store::harness::Backend::sharded().await;
-                    crate::store::$module::$name(&backend).await;
-                    backend.finish().await;
-                }
-            )*)*
+            on_backend!(sharded; $($module: [$($name),*]),*);
         }
 
         /// Every conformance test on a fresh SQLite file.
         mod sqlite {
-            $($(
-                #[tokio::test]
-                async fn $name() {
-                    let backend = crate::store::harness::Backend::sqlite().await;
-                    crate::store::$module::$name(&backend).await;
-                    backend.finish().await;
-                }
-            )*)*
+            on_backend!(sqlite; $($module: [$($name),*]),*);
         }
     };
 }
@@ -226,25 +219,11 @@ mod row_locks {
     macro_rules! row_locks {
         ($($module:ident: [$($name:ident),* $(,)?]),* $(,)?) => {
             mod mysql {
-                $($(
-                    #[tokio::test]
-                    async fn $name() {
-                        let backend = crate::store::harness::Backend::mysql().await;
-                        crate::store::$module::$name(&backend).await;
-                        backend.finish().await;
-                    }
-                )*)*
+                on_backend!(mysql; $($module: [$($name),*]),*);
             }
 
             mod sharded {
-                $($(
-                    #[tokio::test]
-                    async fn $name() {
-                        let backend = crate::store::harness::Backend::sharded().await;
-                        crate::store::$module::$name(&backend).await;
-                        backend.finish().await;
-                    }
-                )*)*
+                on_backend!(sharded; $($module: [$($name),*]),*);
             }
         };
     }
@@ -260,14 +239,9 @@ mod row_locks {
 /// RETURNING`, as on MySQL: the read-back paths must give the same rows.
 mod mysql_without_returning {
     macro_rules! without_returning {
-        ($($module:ident: [$($name:ident),* $(,)?]),* $(,)?) => {$($(
-            #[tokio::test]
-            async fn $name() {
-                let backend = crate::store::harness::Backend::mysql_without_returning().await;
-                crate::store::$module::$name(&backend).await;
-                backend.finish().await;
-            }
-        )*)*};
+        ($($module:ident: [$($name:ident),* $(,)?]),* $(,)?) => {
+            on_backend!(mysql_without_returning; $($module: [$($name),*]),*);
+        };
     }
 
     without_returning! {
