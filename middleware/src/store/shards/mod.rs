@@ -384,6 +384,35 @@ impl ShardedStore {
             .collect())
     }
 
+    /// A batch of transitions, each on the shard its id names (with the
+    /// rows the caller read, when it has them), then each that matched
+    /// nothing there because its row moved, where the row lives.
+    async fn transitions(
+        &self,
+        ts: &[Transition],
+        seen: Option<&[&Message]>,
+    ) -> StoreResult<Vec<Option<Message>>> {
+        let mut out = self
+            .scatter(
+                ts.len(),
+                |i| self.home_of_id(ts[i].id),
+                |store, is| {
+                    let part: Vec<Transition> = is.iter().map(|&i| ts[i].clone()).collect();
+                    let rows: Option<Vec<&Message>> =
+                        seen.map(|seen| is.iter().map(|&i| seen[i]).collect());
+                    async move {
+                        match rows {
+                            Some(rows) => store.transition_batch_seen(&part, &rows).await,
+                            None => store.transition_batch(&part).await,
+                        }
+                    }
+                },
+            )
+            .await?;
+        self.transition_moved(ts, &mut out).await?;
+        Ok(out)
+    }
+
     /// After a batch of transitions on the rows' home shards: each guard
     /// that matched nothing there because the row lives elsewhere (its slot
     /// moved) is applied by the shard that holds it.
@@ -876,18 +905,7 @@ impl Store for ShardedStore {
     }
 
     async fn transition_batch(&self, ts: &[Transition]) -> StoreResult<Vec<Option<Message>>> {
-        let mut out = self
-            .scatter(
-                ts.len(),
-                |i| self.home_of_id(ts[i].id),
-                |store, is| {
-                    let part: Vec<Transition> = is.iter().map(|&i| ts[i].clone()).collect();
-                    async move { store.transition_batch(&part).await }
-                },
-            )
-            .await?;
-        self.transition_moved(ts, &mut out).await?;
-        Ok(out)
+        self.transitions(ts, None).await
     }
 
     async fn transition_batch_seen(
@@ -895,19 +913,7 @@ impl Store for ShardedStore {
         ts: &[Transition],
         seen: &[&Message],
     ) -> StoreResult<Vec<Option<Message>>> {
-        let mut out = self
-            .scatter(
-                ts.len(),
-                |i| self.home_of_id(ts[i].id),
-                |store, is| {
-                    let part: Vec<Transition> = is.iter().map(|&i| ts[i].clone()).collect();
-                    let rows: Vec<&Message> = is.iter().map(|&i| seen[i]).collect();
-                    async move { store.transition_batch_seen(&part, &rows).await }
-                },
-            )
-            .await?;
-        self.transition_moved(ts, &mut out).await?;
-        Ok(out)
+        self.transitions(ts, Some(seen)).await
     }
 
     async fn audit_trail(&self, message_id: u64) -> StoreResult<Vec<AuditEntry>> {
