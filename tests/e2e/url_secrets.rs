@@ -166,6 +166,22 @@ fn strings(args: &[&str]) -> Vec<String> {
 const HOW: &str = "mysql://user:password@host";
 const ENCODE: &str = "percent-encoded";
 
+/// What run `r` of a database URL must say: `usable_hint` when the URL was
+/// usable (it then fails on the unreachable server), otherwise why it was
+/// refused: PostgreSQL not yet, a MySQL URL to percent-encode, or the form
+/// of one.
+fn database_hint(r: &Ran, usable: bool, usable_hint: &'static str) -> &'static str {
+    if usable {
+        usable_hint
+    } else if r.what.contains("postgres") {
+        "PostgreSQL"
+    } else if r.what.contains("mysql://") {
+        ENCODE
+    } else {
+        HOW
+    }
+}
+
 #[test]
 fn migrate_never_prints_a_database_password() {
     let urls = database_urls();
@@ -184,15 +200,11 @@ fn migrate_never_prints_a_database_password() {
     let usable: Vec<bool> = urls.iter().map(|u| u.1).collect();
     let (direct, replica) = ran.split_at(urls.len());
     for (r, &ok) in direct.iter().zip(&usable) {
-        let hint = if ok {
-            "creating the database at mysql://root:***@127.0.0.1:1/x"
-        } else if r.what.contains("postgres") {
-            "PostgreSQL"
-        } else if r.what.contains("mysql://") {
-            ENCODE
-        } else {
-            HOW
-        };
+        let hint = database_hint(
+            r,
+            ok,
+            "creating the database at mysql://root:***@127.0.0.1:1/x",
+        );
         assert_refused(std::slice::from_ref(r), &[false], hint, hint);
     }
     for (r, &ok) in replica.iter().zip(&usable) {
@@ -275,15 +287,7 @@ fn serve_never_prints_a_password_of_any_url_it_is_given() {
     assert_no_leak(&ran);
     let usable: Vec<bool> = urls.iter().map(|u| u.1).collect();
     for (r, &ok) in ran[..n_db].iter().zip(&usable) {
-        let hint = if ok {
-            "connecting to mysql://root:***@127.0.0.1:1/x"
-        } else if r.what.contains("postgres") {
-            "PostgreSQL"
-        } else if r.what.contains("mysql://") {
-            ENCODE
-        } else {
-            HOW
-        };
+        let hint = database_hint(r, ok, "connecting to mysql://root:***@127.0.0.1:1/x");
         assert_refused(std::slice::from_ref(r), &[false], hint, hint);
     }
     let webhooks = &ran[n_db..n_db + https.len()];
@@ -422,15 +426,7 @@ fn bench_never_prints_a_password_of_its_server_or_its_target() {
     let ran = run_all(cases, PATIENCE);
     assert_no_leak(&ran);
     for (r, (_, ok)) in ran.iter().zip(&urls) {
-        let hint = if *ok {
-            "connecting to mysql://root:***@127.0.0.1:1"
-        } else if r.what.contains("postgres") {
-            "PostgreSQL"
-        } else if r.what.contains("mysql://") {
-            ENCODE
-        } else {
-            HOW
-        };
+        let hint = database_hint(r, *ok, "connecting to mysql://root:***@127.0.0.1:1");
         assert_refused(std::slice::from_ref(r), &[false], hint, hint);
     }
     for r in &ran[urls.len()..] {
