@@ -330,16 +330,13 @@ const SENT_WITHIN_SECS: u64 = 20;
 /// partitions' ends add up to.
 const MANY_PARTITIONS: i32 = 1000;
 
+/// How many records of each message id a consumer read.
+type Counts = Arc<Mutex<BTreeMap<u64, usize>>>;
+
 /// Counts the records of [`TOPIC`] by their `trustmsg-message-id` header, as
 /// they arrive, from the beginning of every partition, on a thread of its
 /// own, until the returned flag is set; keeps no payload.
-fn count_records(
-    bootstrap: &str,
-) -> (
-    Arc<Mutex<BTreeMap<u64, usize>>>,
-    Arc<AtomicBool>,
-    std::thread::JoinHandle<()>,
-) {
+fn count_records(bootstrap: &str) -> (Counts, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "e2e-memory-count")
@@ -356,7 +353,7 @@ fn count_records(
             .unwrap();
     }
     consumer.assign(&from_start).unwrap();
-    let (counts, stop): (Arc<Mutex<BTreeMap<u64, usize>>>, Arc<AtomicBool>) = Default::default();
+    let (counts, stop): (Counts, Arc<AtomicBool>) = Default::default();
     let thread = {
         let (counts, stop) = (counts.clone(), stop.clone());
         std::thread::spawn(move || {
