@@ -248,6 +248,8 @@ fn restarts_of(bootstrap: &str) -> Option<Arc<AtomicU64>> {
 pub struct MockKafka {
     bootstrap: String,
     restartable: bool,
+    /// Bytes a second clients may send through the proxies (0: no limit).
+    upload: Arc<AtomicU64>,
     tx: Option<std_mpsc::Sender<Request>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -271,6 +273,8 @@ impl MockKafka {
         let (tx, rx) = std_mpsc::channel::<Request>();
         let (boot_tx, boot_rx) = std_mpsc::sync_channel(1);
         let restarts = Arc::new(AtomicU64::new(0));
+        let upload = Arc::new(AtomicU64::new(0));
+        let proxy_upload = upload.clone();
         let thread = std::thread::Builder::new()
             .name("mock-kafka".into())
             .spawn(move || {
@@ -283,8 +287,8 @@ impl MockKafka {
                 };
                 let cluster = Cluster::new(brokers).expect("mock cluster starts");
                 let bootstrap = if restartable {
-                    let proxies =
-                        Proxies::start(&cluster.listeners()).expect("mock kafka proxies start");
+                    let proxies = Proxies::start(&cluster.listeners(), proxy_upload)
+                        .expect("mock kafka proxies start");
                     let bootstrap = proxies
                         .addrs()
                         .iter()
@@ -312,10 +316,21 @@ impl MockKafka {
         Self {
             bootstrap,
             restartable,
+            upload,
             tx: Some(tx),
             thread: Some(thread),
         }
     }
+    /// Clients' requests reach the brokers at most at `bytes_per_second`
+    /// per connection (0: as fast as they come), as over a slow link: a
+    /// producer's records then arrive no faster than that, while a
+    /// consumer's small fetch requests are not held up. Only for a cluster
+    /// from [`MockKafka::start_restartable`] (its proxies do it).
+    pub fn limit_upload(&self, bytes_per_second: u64) {
+        assert!(self.restartable, "only a restartable cluster has proxies");
+        self.upload.store(bytes_per_second, Ordering::Relaxed);
+    }
+
     /// `host:port,…` of the mock brokers.
     pub fn bootstrap(&self) -> &str {
         &self.bootstrap

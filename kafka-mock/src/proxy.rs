@@ -11,9 +11,13 @@
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
+use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -39,7 +43,7 @@ pub(crate) struct Proxies {
 
 impl Proxies {
     /// One proxy per upstream, each on a fresh loopback port, forwarding at once.
-    pub(crate) fn start(upstreams: &[SocketAddr]) -> io::Result<Self> {
+    pub(crate) fn start(upstreams: &[SocketAddr], upload: Arc<AtomicU64>) -> io::Result<Self> {
         let (ready_tx, ready_rx) = std_mpsc::sync_channel(1);
         let upstreams = upstreams.to_vec();
         let thread = std::thread::Builder::new()
@@ -70,7 +74,7 @@ impl Proxies {
                             .local_addr()
                             .expect("bound listener has an address");
                         let (tx, rx) = mpsc::unbounded_channel();
-                        proxies.spawn(serve(addr, listener, upstream, rx));
+                        proxies.spawn(serve(addr, listener, upstream, rx, upload.clone()));
                         started.push((addr, tx));
                     }
                     let _ = ready_tx.send(Ok(started));
@@ -133,6 +137,7 @@ async fn serve(
     listener: TcpListener,
     upstream: SocketAddr,
     mut orders: mpsc::UnboundedReceiver<Command>,
+    upload: Arc<AtomicU64>,
 ) {
     let mut route = Some((listener, upstream));
     let mut conns = JoinSet::new();
@@ -163,7 +168,7 @@ async fn serve(
             }
             accepted = accept(&route) => {
                 if let (Ok((client, _)), Some((_, up))) = (accepted, &route) {
-                    conns.spawn(pipe(client, *up));
+                    conns.spawn(pipe(client, *up, upload.clone()));
                 }
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
@@ -178,12 +183,35 @@ async fn accept(route: &Option<(TcpListener, SocketAddr)>) -> io::Result<(TcpStr
     }
 }
 
-/// Copies both ways until either side closes.
-async fn pipe(mut client: TcpStream, upstream: SocketAddr) {
-    let Ok(mut server) = TcpStream::connect(upstream).await else {
+/// Copies both ways until either side closes; what clients send goes at
+/// most at `upload` bytes a second when that is not 0.
+async fn pipe(client: TcpStream, upstream: SocketAddr, upload: Arc<AtomicU64>) {
+    let Ok(server) = TcpStream::connect(upstream).await else {
         return;
     };
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
-    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+    let (mut client_r, mut client_w) = client.into_split();
+    let (mut server_r, mut server_w) = server.into_split();
+    let up = async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match client_r.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            if server_w.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+            let limit = upload.load(Ordering::Relaxed);
+            if limit > 0 {
+                tokio::time::sleep(Duration::from_secs_f64(n as f64 / limit as f64)).await;
+            }
+        }
+    };
+    let down = tokio::io::copy(&mut server_r, &mut client_w);
+    tokio::select! {
+        () = up => {}
+        _ = down => {}
+    }
 }

@@ -12,34 +12,35 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
 
-use crate::address_policy::{AddressPolicy, Refusal};
-use crate::alert::{AlertDelivery, Webhook};
 use crate::api::load_shed::InFlight;
 use crate::api::{self, AppState, Shared};
-use crate::backlog;
-use crate::coalesce::Coalescer;
 use crate::config::{Forwarding, ServeArgs};
-use crate::flow;
 use crate::forwarder::kafka::KafkaSink;
 use crate::forwarder::Forwarder;
+use crate::group_commit::producer_writes::Coalescer;
 use crate::handoff::{CommitListener, NoForwarder};
-use crate::https::{self, Certificates, TlsListener};
-use crate::ledger;
-use crate::liveness::Liveness;
-use crate::metrics_setup;
-use crate::overdue;
+use crate::net::address_policy::{AddressPolicy, Refusal};
+use crate::net::secret::RedactedUrl;
+use crate::net::server_tls::{self, Certificates, TlsListener};
+use crate::observability::prometheus;
 use crate::registry::{GroupRegistry, Registry};
-use crate::retention;
-use crate::store::{self, DynStore, Store};
+use crate::store::{self, Backend, DatabaseUrl, DynStore, Store};
 use crate::verifier::Verifier;
+use crate::workers::alerts::{AlertDelivery, Webhook};
+use crate::workers::backlog;
+use crate::workers::flow;
+use crate::workers::liveness::Liveness;
+use crate::workers::overdue;
+use crate::workers::retention;
+use crate::workers::stuck_consumptions;
 
 /// Connects to the database at each of `urls` (one, or several shards, or
 /// with read `replicas`: [`store::shards::ShardedStore`]); with `migrate`,
 /// first creates each database if it is missing and then applies the
 /// migrations (`serve --auto-migrate` and `trustmsg migrate`).
 pub async fn open_store(
-    urls: &[String],
-    replicas: &[String],
+    urls: &[DatabaseUrl],
+    replicas: &[DatabaseUrl],
     migrate: bool,
 ) -> anyhow::Result<DynStore> {
     let ([url], []) = (urls, replicas) else {
@@ -49,12 +50,12 @@ pub async fn open_store(
     if migrate {
         store::create_database_if_missing(url)
             .await
-            .with_context(|| format!("creating the database at {}", store::redact_url(url)))?;
+            .with_context(|| format!("creating the database at {url}"))?;
     }
-    if url.starts_with("mysql://") {
+    if url.backend() == Backend::MySql {
         let one = store::mysql::MySqlStore::connect(url)
             .await
-            .with_context(|| format!("connecting to {}", store::redact_url(url)))?;
+            .with_context(|| format!("connecting to {url}"))?;
         if migrate {
             one.migrate().await.context("applying migrations")?;
         }
@@ -63,7 +64,7 @@ pub async fn open_store(
     }
     let store = store::connect(url)
         .await
-        .with_context(|| format!("connecting to {}", store::redact_url(url)))?;
+        .with_context(|| format!("connecting to {url}"))?;
     if migrate {
         store.migrate().await.context("applying migrations")?;
     }
@@ -113,14 +114,14 @@ async fn warn_about_producers_without_topics(store: &DynStore, required: bool) {
 /// its URL (each connection is checked again when it is dialled); warns
 /// when its POSTs go unsigned.
 async fn alert_webhook(
-    url: Option<url::Url>,
-    signing_secret: Option<crate::secret::Secret>,
+    url: Option<RedactedUrl>,
+    signing_secret: Option<crate::net::secret::Secret>,
     policy: &Arc<AddressPolicy>,
 ) -> anyhow::Result<Option<Webhook>> {
-    let Some(url) = url else {
+    let Some(shown) = url else {
         return Ok(None);
     };
-    let shown = store::redact_url(url.as_str());
+    let url = shown.expose().clone();
     match policy.check_url(&url).await {
         Ok(()) => {}
         // DNS may be down for a moment; the connection is checked anyway.
@@ -165,10 +166,10 @@ impl Application {
         let cfg = args.settings()?;
         // A bad certificate stops the start-up before anything is touched.
         let certificates = cfg.tls.clone().map(Certificates::load).transpose()?;
-        metrics_setup::install();
-        crate::telemetry::describe_metrics();
+        prometheus::install();
+        crate::observability::trace::describe_metrics();
         if let Some(otlp) = &cfg.otlp {
-            crate::telemetry::install(otlp)?;
+            crate::observability::trace::install(otlp)?;
         }
         if cfg.auth.insecure {
             tracing::warn!(
@@ -179,17 +180,7 @@ impl Application {
         let address_policy = Arc::new(cfg.address_policy);
         let webhook =
             alert_webhook(cfg.alert_webhook, cfg.alert_signing_secret, &address_policy).await?;
-        let urls: Vec<String> = cfg
-            .database_urls
-            .iter()
-            .map(|u| u.expose().to_string())
-            .collect();
-        let replicas: Vec<String> = cfg
-            .replica_urls
-            .iter()
-            .map(|u| u.expose().to_string())
-            .collect();
-        let store = open_store(&urls, &replicas, cfg.auto_migrate).await?;
+        let store = open_store(&cfg.database_urls, &cfg.replica_urls, cfg.auto_migrate).await?;
         let registry = Registry::new(store.clone(), cfg.producer_cache_ttl);
         let groups = GroupRegistry::new(store.clone(), cfg.producer_cache_ttl);
         warn_about_producers_without_topics(&store, cfg.require_producer_topics).await;
@@ -238,7 +229,7 @@ impl Application {
         }
         // Ends by itself once nothing is left to move: not a worker whose
         // end /readyz reports.
-        workers.push(crate::payload_move::spawn(
+        workers.push(crate::workers::payload_move::spawn(
             store.clone(),
             cfg.request_timeout,
             shutdown.clone(),
@@ -256,17 +247,25 @@ impl Application {
         if store.shards() > 1 {
             // `trustmsg_shard_up` per shard, whether or not /readyz is asked.
             let (store, timeout) = (store.clone(), cfg.request_timeout);
-            let task = crate::periodic::spawn(cfg.backlog_interval, shutdown.clone(), move || {
-                let store = store.clone();
-                async move {
-                    let _ = tokio::time::timeout(timeout, store.ping()).await;
-                }
-            });
+            let task = crate::workers::periodic::spawn(
+                cfg.backlog_interval,
+                shutdown.clone(),
+                move || {
+                    let store = store.clone();
+                    async move {
+                        let _ = tokio::time::timeout(timeout, store.ping()).await;
+                    }
+                },
+            );
             workers.push(liveness.watch("shard watch", task, shutdown.clone()));
         }
-        let task = ledger::spawn_stuck_watch(store.clone(), cfg.request_timeout, shutdown.clone());
+        let task = stuck_consumptions::spawn_stuck_watch(
+            store.clone(),
+            cfg.request_timeout,
+            shutdown.clone(),
+        );
         workers.push(liveness.watch("consumption stuck watch", task, shutdown.clone()));
-        let task = ledger::spawn_gauges(
+        let task = stuck_consumptions::spawn_gauges(
             store.clone(),
             cfg.backlog_interval,
             cfg.request_timeout,
@@ -330,7 +329,7 @@ impl Application {
             }),
             Some(certs) => {
                 let listener = TlsListener::new(listener, certs.server_config()?)?;
-                workers.push(https::spawn_reloader(certs.clone(), shutdown.clone())?);
+                workers.push(server_tls::spawn_reloader(certs.clone(), shutdown.clone())?);
                 tokio::spawn(async move {
                     axum::serve(listener, app)
                         .with_graceful_shutdown(stop.cancelled_owned())
@@ -380,7 +379,7 @@ impl Application {
         }
         // Once nothing counts any more: the last counts outlive the process.
         flow::flush_at_shutdown(&self.store, self.statement_timeout).await;
-        crate::telemetry::shutdown().await;
+        crate::observability::trace::shutdown().await;
         served.context("HTTP server")?;
         tracing::info!("trustmsg stopped");
         Ok(())

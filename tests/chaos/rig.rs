@@ -25,6 +25,7 @@ use sqlx::MySqlPool;
 use trustmsg_client::Producer;
 use trustmsg_tests::kafka::{Consumed, MockKafka, TopicReader};
 use trustmsg_tests::{fast_retry, AlertSink, Endpoint, PrivateMariaDb, ServiceProcess};
+use trustmsg_tests::{flags, FAST_SEND};
 
 use crate::ledger::Ledger;
 use crate::load::{Clients, Load, TOPIC};
@@ -41,21 +42,16 @@ const INSTANCES: usize = 3;
 /// The hold producer's check-back timeout, short as the was.
 const HOLD_TIMEOUT_MS: u64 = 2000;
 
+/// The rig's send lease, shorter than [`FAST_SEND`]'s: `faults` sizes its
+/// pauses by it.
+const SEND_LEASE: &str = "4s";
+
+/// Fast check-backs on top of [`FAST_SEND`] (its lease made [`SEND_LEASE`]).
 /// The check-back claim settings keep their defaults, as in production:
 /// a claim must be sized by the producer it covers, not by the slowest one
 /// anyone may register (`--verify-timeout-max`, 2 min), and the campaign
 /// shows it when it is not.
 const FLAGS: &[&str] = &[
-    "--kafka-message-timeout",
-    "2s",
-    "--send-lease",
-    "4s",
-    "--sweep-interval",
-    "200ms",
-    "--send-backoff-base",
-    "100ms",
-    "--send-backoff-max",
-    "1s",
     "--first-verify-after",
     "1s",
     "--verify-interval",
@@ -109,7 +105,8 @@ impl Rig {
         let reader = TopicReader::new(kafka.bootstrap(), TOPIC);
         let alerts = AlertSink::start().await;
         let log_dir = tempfile::tempdir().unwrap();
-        let mut flags: Vec<String> = FLAGS.iter().map(|s| s.to_string()).collect();
+        let mut flags = flags::flags(&[FAST_SEND, FLAGS]);
+        flags::set_flag(&mut flags, "--send-lease", SEND_LEASE);
         flags.extend(["--alert-webhook".to_string(), alerts.url()]);
         let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
         let url = db.url("chaos");

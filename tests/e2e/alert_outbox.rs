@@ -67,7 +67,7 @@ async fn a_verify_failed_alert_outlives(death: Death) {
 
     match death {
         Death::Kill9 => service.kill_9(),
-        Death::Graceful => service.terminate(),
+        Death::Graceful => service.terminate_cleanly(),
     }
     sink.answer(StatusCode::NO_CONTENT);
     service.restart().await;

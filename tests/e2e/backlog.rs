@@ -5,19 +5,18 @@
 use std::time::Duration;
 
 use trustmsg_client::{Message, Producer};
-use trustmsg_tests::{eventually, ServiceProcess, TestDb, UNREACHABLE_VERIFY_URL};
+use trustmsg_tests::{eventually, Metrics, ServiceProcess, TestDb, UNREACHABLE_VERIFY_URL};
 
 use crate::harness::{settings, Kafka};
 
 const TOPIC: &str = "e2e-backlog";
 
-/// The value of the sample whose line starts with `series`.
-fn sample(metrics: &str, series: &str) -> Option<f64> {
-    metrics
-        .lines()
-        .find(|l| l.starts_with(series))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
+/// The backlog gauge of messages in `status` and `send_status`.
+fn backlog(m: &Metrics, status: &str, send_status: &str) -> Option<f64> {
+    m.value(
+        "trustmsg_backlog_messages",
+        &[("status", status), ("send_status", send_status)],
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -53,54 +52,35 @@ async fn the_backlog_gauges_count_waiting_messages_and_age_the_oldest() {
     }
     producer.commit("stuck").await.unwrap();
 
-    let http = reqwest::Client::new();
-    let url = format!("{}/metrics", service.url());
-    let read = || {
-        let (http, url) = (http.clone(), url.clone());
-        async move { http.get(url).send().await.unwrap().text().await.unwrap() }
-    };
     eventually(20, "the backlog gauges", async || {
-        let m = read().await;
-        sample(
-            &m,
-            "trustmsg_backlog_messages{status=\"PREPARED\",send_status=\"\"}",
-        ) == Some(2.0)
-            && sample(
-                &m,
-                "trustmsg_backlog_messages{status=\"COMMITTED\",send_status=\"PENDING\"}",
-            ) == Some(1.0)
+        let m = service.metrics().await;
+        backlog(&m, "PREPARED", "") == Some(2.0) && backlog(&m, "COMMITTED", "PENDING") == Some(1.0)
     })
     .await;
-    let m = read().await;
-    let oldest = sample(&m, "trustmsg_backlog_oldest_prepared_seconds").unwrap();
+    let m = service.metrics().await;
+    let oldest = m
+        .value("trustmsg_backlog_oldest_prepared_seconds", &[])
+        .unwrap();
     assert!(
         oldest >= 1.2,
         "the oldest prepare waited 1.2 s at least: {oldest}"
     );
-    let pending = sample(&m, "trustmsg_backlog_oldest_pending_send_seconds").unwrap();
+    let pending = m
+        .value("trustmsg_backlog_oldest_pending_send_seconds", &[])
+        .unwrap();
     assert!(pending < oldest, "{pending} vs {oldest}");
-    assert_eq!(
-        sample(
-            &m,
-            "trustmsg_backlog_messages{status=\"VERIFY_FAILED\",send_status=\"\"}"
-        ),
-        Some(0.0)
-    );
+    assert_eq!(backlog(&m, "VERIFY_FAILED", ""), Some(0.0));
 
     // Kafka back: the send goes out and the gauge follows.
     kafka.mock.brokers_up();
     eventually(30, "no pending send", async || {
-        sample(
-            &read().await,
-            "trustmsg_backlog_messages{status=\"COMMITTED\",send_status=\"PENDING\"}",
-        ) == Some(0.0)
+        backlog(&service.metrics().await, "COMMITTED", "PENDING") == Some(0.0)
     })
     .await;
     assert_eq!(
-        sample(
-            &read().await,
-            "trustmsg_backlog_oldest_pending_send_seconds"
-        ),
+        service
+            .metric("trustmsg_backlog_oldest_pending_send_seconds", &[])
+            .await,
         Some(0.0)
     );
     drop(service);
@@ -152,14 +132,10 @@ async fn retention_deletes_finished_messages_past_the_window_and_counts_them() {
         .await
         .unwrap();
     assert_eq!(audit, 0, "its audit rows went with it");
-    let metrics = reqwest::get(format!("{}/metrics", service.url()))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
     assert_eq!(
-        sample(&metrics, "trustmsg_retention_deleted_total"),
+        service
+            .metric("trustmsg_retention_deleted_total", &[])
+            .await,
         Some(1.0)
     );
     pool.close().await;

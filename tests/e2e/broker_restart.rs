@@ -12,7 +12,9 @@ use serde_json::json;
 use sqlx::MySqlPool;
 use trustmsg_client::{Message, Producer};
 use trustmsg_tests::kafka::{Consumed, MockKafka, RDKafkaApiKey, RDKafkaRespErr, TopicReader};
-use trustmsg_tests::{eventually, ServiceProcess, TestDb, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL};
+use trustmsg_tests::{
+    eventually, ServiceProcess, TestDb, ADMIN_TOKEN, FAST_SEND, UNREACHABLE_VERIFY_URL,
+};
 use trustmsg_verify_api::kafka_headers;
 
 use crate::harness::settings;
@@ -79,23 +81,7 @@ async fn a_broker_back_without_its_state_gets_every_message_without_a_restart() 
     let pool = db.pool().await;
     let kafka = MockKafka::start_restartable(1);
     kafka.create_topic(TOPIC, 3);
-    let service = ServiceProcess::start(
-        &db,
-        kafka.bootstrap(),
-        &[
-            "--kafka-message-timeout",
-            "2s",
-            "--send-lease",
-            "6s",
-            "--sweep-interval",
-            "200ms",
-            "--send-backoff-base",
-            "100ms",
-            "--send-backoff-max",
-            "1s",
-        ],
-    )
-    .await;
+    let service = ServiceProcess::start(&db, kafka.bootstrap(), FAST_SEND).await;
     let (token, _) = service
         .register("shop", settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3))
         .await;

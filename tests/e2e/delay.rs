@@ -28,15 +28,6 @@ const SWEEP: &[&str] = &[
     "1s",
 ];
 
-/// The value of the sample whose line starts with `series`.
-fn sample(metrics: &str, series: &str) -> Option<f64> {
-    metrics
-        .lines()
-        .find(|l| l.starts_with(series))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-}
-
 /// A service with one producer, "shop", whose check-back never decides
 /// anything (each test commits itself).
 async fn start(db: &TestDb, kafka: &Kafka) -> (ServiceProcess, Producer) {
@@ -51,15 +42,6 @@ async fn start(db: &TestDb, kafka: &Kafka) -> (ServiceProcess, Producer) {
 /// The record of message `id`, if it reached Kafka by now.
 fn record_of(kafka: &Kafka, id: u64) -> Option<Consumed> {
     kafka.records().into_iter().find(|r| r.message_id == id)
-}
-
-async fn admin(
-    service: &ServiceProcess,
-    method: Method,
-    path: &str,
-    body: Option<&Value>,
-) -> (u16, Value) {
-    service.call(method, path, ADMIN_TOKEN, body).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,13 +75,13 @@ async fn a_message_delayed_5s_is_not_sent_at_2_5s_and_is_sent_by_8s_as_the_usual
     );
 
     // Operators see it as scheduled, "due at" its time, and not as backlog.
-    let (status, detail) = admin(
-        &service,
-        Method::GET,
-        &format!("/v1/admin/messages/{}", view.id),
-        None,
-    )
-    .await;
+    let (status, detail) = service
+        .admin(
+            Method::GET,
+            &format!("/v1/admin/messages/{}", view.id),
+            None,
+        )
+        .await;
     assert_eq!(status, 200, "{detail}");
     assert_eq!(
         detail["message"]["deliver_at"]
@@ -107,15 +89,11 @@ async fn a_message_delayed_5s_is_not_sent_at_2_5s_and_is_sent_by_8s_as_the_usual
             .map(|s| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap()),
         Some(deliver_at)
     );
-    let (_, list) = admin(
-        &service,
-        Method::GET,
-        "/v1/admin/messages?biz_id=shop",
-        None,
-    )
-    .await;
+    let (_, list) = service
+        .admin(Method::GET, "/v1/admin/messages?biz_id=shop", None)
+        .await;
     assert!(list["items"][0]["deliver_at"].is_string(), "{list}");
-    let (_, summary) = admin(&service, Method::GET, "/v1/admin/summary", None).await;
+    let (_, summary) = service.admin(Method::GET, "/v1/admin/summary", None).await;
     let shop = &summary["producers"][0];
     assert_eq!(shop["scheduled"], 1, "{summary}");
     assert!(shop["by_send_status"].get("PENDING").is_none(), "{summary}");
@@ -226,13 +204,9 @@ async fn a_delay_beyond_7_days_or_two_delays_at_once_is_a_400_naming_the_field()
         if code == "invalid_delivery" {
             assert!(message.contains("deliver_at"), "names both: {message}");
         }
-        let (status, _) = admin(
-            &service,
-            Method::GET,
-            &format!("/v1/messages/shop/{key}"),
-            None,
-        )
-        .await;
+        let (status, _) = service
+            .admin(Method::GET, &format!("/v1/messages/shop/{key}"), None)
+            .await;
         assert_eq!(status, 404, "{key}: nothing was stored");
     }
     // The longest delay itself is accepted.
@@ -263,42 +237,37 @@ async fn send_now_sends_a_message_delayed_by_an_hour_at_once() {
         .unwrap();
     // Before the commit it is not a waiting send: 409.
     let path = format!("/v1/admin/messages/{}/send-now", view.id);
-    let (status, body) = admin(
-        &service,
-        Method::POST,
-        &path,
-        Some(&json!({"reason": "too early"})),
-    )
-    .await;
+    let (status, body) = service
+        .admin(Method::POST, &path, Some(&json!({"reason": "too early"})))
+        .await;
     assert_eq!(status, 409, "{body}");
     producer.commit("hour").await.unwrap();
     // Scheduled, not backlog, and not overdue although its commit is older
     // than --alert-send-overdue-after (1 s) by far.
-    let metrics = format!("{}/metrics", service.url());
     eventually(5, "the scheduled gauge", async || {
-        let m = reqwest::get(&metrics).await.unwrap().text().await.unwrap();
-        sample(&m, "trustmsg_messages_scheduled") == Some(1.0)
-            && sample(
-                &m,
-                "trustmsg_backlog_messages{status=\"COMMITTED\",send_status=\"PENDING\"}",
+        let m = service.metrics().await;
+        m.value("trustmsg_messages_scheduled", &[]) == Some(1.0)
+            && m.value(
+                "trustmsg_backlog_messages",
+                &[("status", "COMMITTED"), ("send_status", "PENDING")],
             ) == Some(0.0)
     })
     .await;
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     assert!(record_of(&kafka, view.id).is_none(), "delayed by an hour");
-    let (_, alerts) = admin(&service, Method::GET, "/v1/admin/alerts", None).await;
+    let (_, alerts) = service.admin(Method::GET, "/v1/admin/alerts", None).await;
     assert_eq!(alerts["items"], json!([]), "not overdue: {alerts}");
 
-    let (status, body) = admin(&service, Method::POST, &path, Some(&json!({}))).await;
+    let (status, body) = service.admin(Method::POST, &path, Some(&json!({}))).await;
     assert_eq!(status, 400, "a reason is required: {body}");
     let asked = Instant::now();
-    let (status, body) = admin(
-        &service,
-        Method::POST,
-        &path,
-        Some(&json!({"reason": "customer asked for it now"})),
-    )
-    .await;
+    let (status, body) = service
+        .admin(
+            Method::POST,
+            &path,
+            Some(&json!({"reason": "customer asked for it now"})),
+        )
+        .await;
     assert_eq!(status, 200, "{body}");
     eventually(3, "the message sent now", async || {
         record_of(&kafka, view.id).is_some()
@@ -306,13 +275,13 @@ async fn send_now_sends_a_message_delayed_by_an_hour_at_once() {
     .await;
     assert!(asked.elapsed() < Duration::from_secs(3));
 
-    let (_, detail) = admin(
-        &service,
-        Method::GET,
-        &format!("/v1/admin/messages/{}", view.id),
-        None,
-    )
-    .await;
+    let (_, detail) = service
+        .admin(
+            Method::GET,
+            &format!("/v1/admin/messages/{}", view.id),
+            None,
+        )
+        .await;
     let audit = detail["audit"].as_array().unwrap();
     let entry = audit
         .iter()
@@ -321,13 +290,9 @@ async fn send_now_sends_a_message_delayed_by_an_hour_at_once() {
     assert_eq!(entry["actor"], "operator:admin");
     assert_eq!(entry["reason"], "customer asked for it now");
     // Sent (or at least no longer waiting for its time): a second send-now changes nothing.
-    let (status, body) = admin(
-        &service,
-        Method::POST,
-        &path,
-        Some(&json!({"reason": "again"})),
-    )
-    .await;
+    let (status, body) = service
+        .admin(Method::POST, &path, Some(&json!({"reason": "again"})))
+        .await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "wrong_state");
     drop(service);
@@ -395,13 +360,13 @@ async fn a_commit_by_check_back_or_by_an_operator_also_waits_for_the_time() {
         .prepare(&Message::new("by-operator", TOPIC, "p").deliver_after(Duration::from_secs(4)))
         .await
         .unwrap();
-    let (status, body) = admin(
-        &service,
-        Method::POST,
-        &format!("/v1/admin/messages/{}/resolve", by_operator.id),
-        Some(&json!({"decision": "commit", "reason": "known to be committed"})),
-    )
-    .await;
+    let (status, body) = service
+        .admin(
+            Method::POST,
+            &format!("/v1/admin/messages/{}/resolve", by_operator.id),
+            Some(&json!({"decision": "commit", "reason": "known to be committed"})),
+        )
+        .await;
     assert_eq!(status, 200, "{body}");
     eventually(3, "check-back committed it", async || {
         producer.get("by-check").await.unwrap().status == trustmsg_client::MessageStatus::Committed

@@ -12,7 +12,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use trustmsg_client::{Message, Producer};
 use trustmsg_tests::kafka::Consumed;
-use trustmsg_tests::{ServiceProcess, TestDb, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL};
+use trustmsg_tests::{ServiceProcess, TestDb, UNREACHABLE_VERIFY_URL};
 
 use crate::harness::{settings, Kafka};
 
@@ -82,17 +82,6 @@ fn assert_in_order(records: &[Consumed]) {
     }
 }
 
-async fn admin(
-    service: &ServiceProcess,
-    method: Method,
-    path: &str,
-    body: Option<&Value>,
-) -> Value {
-    let (status, view) = service.call(method, path, ADMIN_TOKEN, body).await;
-    assert_eq!(status, 200, "{path}: {view}");
-    view
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delayed_message_holds_back_the_later_messages_of_its_key_only_until_its_time() {
     let db = TestDb::create().await;
@@ -111,7 +100,7 @@ async fn a_delayed_message_holds_back_the_later_messages_of_its_key_only_until_i
     // Another key is not held back by k's delayed head.
     wait_for(&kafka, &[other], Duration::from_secs(5)).await;
     let path = format!("/v1/admin/messages/{b}");
-    let detail = admin(&service, Method::GET, &path, None).await;
+    let detail = service.admin_ok(Method::GET, &path, None).await;
     assert_eq!(detail["blocked_by"], json!(a), "{detail}");
     tokio::time::sleep(Duration::from_millis(1_500).saturating_sub(started.elapsed())).await;
     let early = first_records(&kafka, &[a, b, c, d]);
@@ -146,13 +135,13 @@ async fn send_now_of_a_delayed_head_lets_its_key_go_and_of_a_message_behind_it_k
     let reason = json!({"reason": "the customer asked"});
 
     // The one behind the head loses its delay but stays behind the head.
-    let view = admin(
-        &service,
-        Method::POST,
-        &format!("/v1/admin/messages/{behind}/send-now"),
-        Some(&reason),
-    )
-    .await;
+    let view = service
+        .admin_ok(
+            Method::POST,
+            &format!("/v1/admin/messages/{behind}/send-now"),
+            Some(&reason),
+        )
+        .await;
     assert_eq!(view["next_send_at"], Value::Null, "{view}");
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let early = first_records(&kafka, &[head, behind, last]);
@@ -162,13 +151,13 @@ async fn send_now_of_a_delayed_head_lets_its_key_go_and_of_a_message_behind_it_k
     );
 
     // The head goes now, and the rest follow it in order.
-    admin(
-        &service,
-        Method::POST,
-        &format!("/v1/admin/messages/{head}/send-now"),
-        Some(&reason),
-    )
-    .await;
+    service
+        .admin_ok(
+            Method::POST,
+            &format!("/v1/admin/messages/{head}/send-now"),
+            Some(&reason),
+        )
+        .await;
     let records = wait_for(&kafka, &[head, behind, last], Duration::from_secs(10)).await;
     assert_in_order(&records);
 }

@@ -65,16 +65,10 @@ async fn a_database_frozen_with_sigstop_holds_nothing_up_after_sigcont() {
     // The workers give up their statements at the deadline (1 s) while the
     // database stays frozen, instead of waiting on it.
     eventually(10, "worker statements given up while frozen", async || {
-        let metrics = reqwest::get(format!("{}/metrics", service.url()))
+        service
+            .metric("trustmsg_worker_statement_timeouts_total", &[])
             .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        metrics
-            .lines()
-            .filter_map(|l| l.strip_prefix("trustmsg_worker_statement_timeouts_total "))
-            .any(|n| n.parse::<f64>().is_ok_and(|n| n >= 3.0))
+            .is_some_and(|n| n >= 3.0)
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -58,15 +58,12 @@ async fn producers_and_operators_talk_to_the_service_over_https_and_plain_http_i
         .unwrap();
     assert_eq!(shown["message"]["status"], "COMMITTED");
     assert_eq!(shown["payload"], "over https");
-    let metrics = http
-        .get(format!("{}/metrics", svc.url()))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(metrics.contains("trustmsg_"), "{metrics}");
+    let metrics = svc.metrics_via(&http).await;
+    assert!(
+        metrics.sum("trustmsg_forwarder_sent_total") >= 1.0,
+        "the send of k1 counted: {}",
+        metrics.text()
+    );
     let console = http
         .get(format!("{}/console", svc.url()))
         .send()
@@ -107,9 +104,10 @@ async fn producers_and_operators_talk_to_the_service_over_https_and_plain_http_i
     let refused = untrusting.get("k1").await.unwrap_err().to_string();
     assert!(refused.contains("UnknownIssuer"), "{refused}");
 
-    // A graceful shutdown with a kept-alive HTTPS connection open (`http`'s).
+    // A graceful shutdown with a kept-alive HTTPS connection open (`http`'s):
+    // it exits 0, its shutdown not cut off by the connection.
     let mut svc = svc;
-    svc.terminate();
+    svc.terminate_cleanly();
     db.drop_db().await;
 }
 
@@ -257,18 +255,10 @@ async fn reloads_via(svc: &ServiceProcess, ca: &TestCa, result: &str) -> u64 {
 }
 
 async fn metric(http: &reqwest::Client, svc: &ServiceProcess, result: &str) -> u64 {
-    let text = http
-        .get(format!("{}/metrics", svc.url()))
-        .send()
+    svc.metrics_via(http)
         .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let name = format!("trustmsg_tls_cert_reloads_total{{result=\"{result}\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&name))
-        .map_or(0, |v| v.trim().parse().unwrap())
+        .value("trustmsg_tls_cert_reloads_total", &[("result", result)])
+        .unwrap_or(0.0) as u64
 }
 
 /// Writes `new` over `files` the way a renewal tool does: each file to a

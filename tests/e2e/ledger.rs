@@ -69,14 +69,6 @@ fn admin_cli(svc: &ServiceProcess, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// The value of the one `/metrics` line of `name` with `labels` in it.
-fn metric(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")))
-        .find(|l| labels.iter().all(|want| l.contains(want)))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_groups_consume_one_topic_with_one_failing_alert_one_stuck_alert_and_their_lag() {
     let db = TestDb::create().await;
@@ -370,27 +362,25 @@ async fn two_groups_consume_one_topic_with_one_failing_alert_one_stuck_alert_and
     );
     eventually(10, "the gauges in /metrics", async || {
         let m = svc.metrics().await;
-        metric(&m, "trustmsg_consumer_lag", &["group=\"analytics\""]) == Some(2.0)
-            && metric(&m, "trustmsg_consumer_lag", &["group=\"billing\""]) == Some(0.0)
-            && metric(&m, "trustmsg_consumer_processed", &["group=\"billing\""]) == Some(3.0)
-            && metric(&m, "trustmsg_consumer_failing", &["group=\"analytics\""]) == Some(1.0)
+        m.value("trustmsg_consumer_lag", &[("group", "analytics")]) == Some(2.0)
+            && m.value("trustmsg_consumer_lag", &[("group", "billing")]) == Some(0.0)
+            && m.value("trustmsg_consumer_processed", &[("group", "billing")]) == Some(3.0)
+            && m.value("trustmsg_consumer_failing", &[("group", "analytics")]) == Some(1.0)
     })
     .await;
     let m = svc.metrics().await;
     assert_eq!(
-        metric(
-            &m,
+        m.value(
             "trustmsg_consumptions_total",
-            &["group=\"billing\"", "outcome=\"done\""]
+            &[("group", "billing"), ("outcome", "done")]
         ),
         Some(3.0),
         "{m}"
     );
     assert_eq!(
-        metric(
-            &m,
+        m.value(
             "trustmsg_consumptions_total",
-            &["group=\"analytics\"", "outcome=\"failed\""]
+            &[("group", "analytics"), ("outcome", "failed")]
         ),
         Some(4.0)
     );

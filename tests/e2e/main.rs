@@ -34,4 +34,5 @@ mod submit_faults;
 mod tail;
 mod topics;
 mod tracing;
+mod url_secrets;
 mod verify_lease;

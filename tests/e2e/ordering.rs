@@ -10,27 +10,14 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use trustmsg_client::{Message, Producer};
 use trustmsg_tests::kafka::{Consumed, MockKafka, RDKafkaApiKey, RDKafkaRespErr, TopicReader};
-use trustmsg_tests::{eventually, ServiceProcess, TestDb, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL};
+use trustmsg_tests::{
+    eventually, ServiceProcess, TestDb, ADMIN_TOKEN, FAST_SEND, UNREACHABLE_VERIFY_URL,
+};
 
 use crate::harness::{settings, statuses};
 
 const KEYS: usize = 30;
 const PER_KEY: usize = 8;
-
-/// Fast sends: a short message timeout (a send to a broker that is down
-/// gives up quickly and is retried), a short lease, frequent sweeps.
-const FAST_SEND: &[&str] = &[
-    "--kafka-message-timeout",
-    "2s",
-    "--send-lease",
-    "6s",
-    "--sweep-interval",
-    "200ms",
-    "--send-backoff-base",
-    "100ms",
-    "--send-backoff-max",
-    "1s",
-];
 
 fn ordered_settings(ordered: bool) -> Value {
     let mut s = settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3);
@@ -52,17 +39,32 @@ fn by_record_key(records: &[Consumed]) -> BTreeMap<Vec<u8>, Vec<&Consumed>> {
     out
 }
 
+/// What [`thirty_keys_through_an_outage`] saw.
+pub(crate) struct Outcome {
+    /// Keys that reached the log out of commit order.
+    pub(crate) keys_out_of_order: usize,
+    /// Records of an earlier message that came after a later one's.
+    pub(crate) late_records: usize,
+    /// Each record key's message ids, in commit order.
+    pub(crate) commit_order: HashMap<Vec<u8>, Vec<u64>>,
+}
+
 /// Commits 30 keys × 8 messages, in order per key, alternating between two
-/// instances while the broker goes down and comes back, and reads them all
-/// back. Returns how many keys reached the log out of commit order, and how
-/// many records of an earlier message came after a later one's.
-async fn thirty_keys_through_an_outage(ordered: bool) -> (usize, usize) {
-    let db = TestDb::create().await;
+/// instances over `databases` message databases (shards when more than
+/// one) while the broker goes down and comes back, and reads them all back.
+pub(crate) async fn thirty_keys_through_an_outage(ordered: bool, databases: usize) -> Outcome {
+    let dbs: Vec<TestDb> =
+        futures::future::join_all((0..databases).map(|_| TestDb::create())).await;
+    let db = &dbs[0];
     let kafka = MockKafka::start(1);
     let topic = "e2e-ordering";
     kafka.create_topic(topic, 3);
-    let a = ServiceProcess::start(&db, kafka.bootstrap(), FAST_SEND).await;
-    let b = ServiceProcess::start(&db, kafka.bootstrap(), FAST_SEND).await;
+    let mut flags: Vec<&str> = FAST_SEND.to_vec();
+    for other in &dbs[1..] {
+        flags.extend(["--database-url", other.url.as_str()]);
+    }
+    let a = ServiceProcess::start(db, kafka.bootstrap(), &flags).await;
+    let b = ServiceProcess::start(db, kafka.bootstrap(), &flags).await;
     let (token, _) = a.register("shop", ordered_settings(ordered)).await;
     let producers = [
         Producer::new(&a.url(), "shop", token.clone()).unwrap(),
@@ -95,9 +97,15 @@ async fn thirty_keys_through_an_outage(ordered: bool) -> (usize, usize) {
             tokio::time::sleep(Duration::from_secs(3)).await;
         }
     }
-    let pool = db.pool().await;
+    let mut pools = Vec::new();
+    for db in &dbs {
+        pools.push(db.pool().await);
+    }
     eventually(120, "all 240 SENT", async || {
-        let rows = statuses(&pool, "shop").await;
+        let mut rows = HashMap::new();
+        for pool in &pools {
+            rows.extend(statuses(pool, "shop").await);
+        }
         rows.len() == KEYS * PER_KEY && rows.values().all(|(_, _, s)| s.as_deref() == Some("SENT"))
     })
     .await;
@@ -148,16 +156,22 @@ async fn thirty_keys_through_an_outage(ordered: bool) -> (usize, usize) {
          {late_records} records of an earlier message after a later one"
     );
     drop((a, b));
-    db.drop_db().await;
-    (keys_out_of_order, late_records)
+    for db in dbs {
+        db.drop_db().await;
+    }
+    Outcome {
+        keys_out_of_order,
+        late_records,
+        commit_order,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ordered_producers_keys_reach_kafka_in_commit_order_across_two_instances_and_an_outage()
 {
-    let (out_of_order, late) = thirty_keys_through_an_outage(true).await;
+    let o = thirty_keys_through_an_outage(true, 1).await;
     assert_eq!(
-        (out_of_order, late),
+        (o.keys_out_of_order, o.late_records),
         (0, 0),
         "keys out of order, records of an earlier message after a later one"
     );
@@ -167,14 +181,11 @@ async fn an_ordered_producers_keys_reach_kafka_in_commit_order_across_two_instan
 /// keys, so the test above could fail (it is not ordered by luck).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unordered_producers_keys_are_reordered_by_the_same_outage() {
-    let (out_of_order, _) = thirty_keys_through_an_outage(false).await;
-    assert!(out_of_order > 0, "no key out of order without ordering");
-}
-
-async fn admin(service: &ServiceProcess, method: Method, path: &str, body: Option<Value>) -> Value {
-    let (status, answer) = service.call(method, path, ADMIN_TOKEN, body.as_ref()).await;
-    assert_eq!(status, 200, "{path}: {answer}");
-    answer
+    let o = thirty_keys_through_an_outage(false, 1).await;
+    assert!(
+        o.keys_out_of_order > 0,
+        "no key out of order without ordering"
+    );
 }
 
 fn send_status(rows: &HashMap<String, (u64, String, Option<String>)>, key: &str) -> String {
@@ -183,13 +194,13 @@ fn send_status(rows: &HashMap<String, (u64, String, Option<String>)>, key: &str)
 
 /// The `key_blocked` alerts of message `id`.
 async fn key_blocked_alerts(service: &ServiceProcess, id: u64) -> usize {
-    let page = admin(
-        service,
-        Method::GET,
-        &format!("/v1/admin/alerts?message_id={id}"),
-        None,
-    )
-    .await;
+    let page = service
+        .admin_ok(
+            Method::GET,
+            &format!("/v1/admin/alerts?message_id={id}"),
+            None,
+        )
+        .await;
     page["items"]
         .as_array()
         .unwrap()
@@ -254,22 +265,14 @@ async fn a_send_failed_head_blocks_its_key_only_until_skipped_or_redelivered() {
     assert_eq!(send_status(&rows, "a2"), "PENDING");
     assert_eq!(send_status(&rows, "a3"), "PENDING");
     for waiting in [a2, a3] {
-        let detail = admin(
-            &service,
-            Method::GET,
-            &format!("/v1/admin/messages/{waiting}"),
-            None,
-        )
-        .await;
+        let detail = service
+            .admin_ok(Method::GET, &format!("/v1/admin/messages/{waiting}"), None)
+            .await;
         assert_eq!(detail["blocked_by"], json!(a1), "{detail}");
     }
-    let head = admin(
-        &service,
-        Method::GET,
-        &format!("/v1/admin/messages/{a1}"),
-        None,
-    )
-    .await;
+    let head = service
+        .admin_ok(Method::GET, &format!("/v1/admin/messages/{a1}"), None)
+        .await;
     assert!(head.get("blocked_by").is_none(), "{head}");
     eventually(10, "one key_blocked alert", async || {
         key_blocked_alerts(&service, a1).await == 1
@@ -277,13 +280,13 @@ async fn a_send_failed_head_blocks_its_key_only_until_skipped_or_redelivered() {
     .await;
 
     // Skip: a1 stays SEND_FAILED, a2 then a3 go, in that order.
-    let skipped = admin(
-        &service,
-        Method::POST,
-        &format!("/v1/admin/messages/{a1}/skip"),
-        Some(json!({"reason": "the record is too large; dropped by the team"})),
-    )
-    .await;
+    let skipped = service
+        .admin_ok(
+            Method::POST,
+            &format!("/v1/admin/messages/{a1}/skip"),
+            Some(&json!({"reason": "the record is too large; dropped by the team"})),
+        )
+        .await;
     assert_eq!(skipped["send_status"], "SEND_FAILED");
     reader
         .read_until(Duration::from_secs(30), "a2 and a3", |rs| {
@@ -314,13 +317,13 @@ async fn a_send_failed_head_blocks_its_key_only_until_skipped_or_redelivered() {
     // the one behind it.
     let c1 = failed_head("c1", "c").await;
     let c2 = commit("c2", "c").await;
-    admin(
-        &service,
-        Method::POST,
-        &format!("/v1/admin/messages/{c1}/redeliver"),
-        Some(json!({"reason": "the broker takes it now"})),
-    )
-    .await;
+    service
+        .admin_ok(
+            Method::POST,
+            &format!("/v1/admin/messages/{c1}/redeliver"),
+            Some(&json!({"reason": "the broker takes it now"})),
+        )
+        .await;
     reader
         .read_until(Duration::from_secs(30), "c1 and c2", |rs| {
             [c1, c2]

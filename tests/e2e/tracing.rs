@@ -233,16 +233,10 @@ async fn a_malformed_traceparent_is_ignored_and_counted_never_refused() {
     .await;
     assert_eq!(status, 201, "{zeroed}");
 
-    let metrics = reqwest::get(format!("{}/metrics", service.url()))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(
-        metrics
-            .lines()
-            .any(|l| l == "trustmsg_traceparent_invalid_total 2"),
+    let metrics = service.metrics().await;
+    assert_eq!(
+        metrics.value("trustmsg_traceparent_invalid_total", &[]),
+        Some(2.0),
         "{metrics}"
     );
     let pool = db.pool().await;

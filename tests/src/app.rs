@@ -168,13 +168,7 @@ impl TestApp {
             .text()
             .await
             .expect("the metrics text");
-        text.lines()
-            .filter(|l| {
-                l.strip_prefix(name)
-                    .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum::<f64>() as u64
+        crate::metrics::Metrics::parse(&text).sum(name) as u64
     }
 
     /// Waits (at most 20 s) until the worker behind the round counter `name`

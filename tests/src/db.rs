@@ -33,6 +33,11 @@ pub struct TestDb {
 }
 
 impl TestDb {
+    /// [`TestDb::url`] as the store takes it.
+    pub fn database_url(&self) -> trustmsg::store::DatabaseUrl {
+        self.url.parse().expect("a test database's URL parses")
+    }
+
     /// Creates an empty MySQL database with a name no other test uses.
     pub async fn create() -> Self {
         static N: AtomicU32 = AtomicU32::new(0);
@@ -129,7 +134,7 @@ impl TestDb {
 /// `url`: the MySQL database.
 pub async fn deciders(url: &str, biz_id: &str) -> HashMap<u64, Vec<String>> {
     use trustmsg::store::Store;
-    let store = trustmsg::store::mysql::MySqlStore::connect(url)
+    let store = trustmsg::store::mysql::MySqlStore::connect(&url.parse().expect("a URL"))
         .await
         .expect("connect to the test database");
     let ids: Vec<u64> = sqlx::query_scalar("SELECT id FROM messages WHERE biz_id = ?")

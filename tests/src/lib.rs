@@ -8,10 +8,15 @@
 //! - [`app`]: the real service booted in-process on port 0 ([`TestApp`]),
 //!   through the same entry points as the binary, and the HTTP calls tests make.
 //! - [`process`]: the real `trustmsg` binary as a child process, for tests that
-//!   kill it ([`ServiceProcess`]).
+//!   kill it ([`ServiceProcess`]), with the calls the end-to-end tests make
+//!   (admin API, `/metrics`, signals).
+//! - [`metrics`]: `/metrics` read by name and labels ([`Metrics`]), for both;
+//!   [`flags`]: the flags tests share ([`FAST_SEND`]).
 //! - [`kafka`]: librdkafka's mock cluster and the one consumer, from
-//!   `trustmsg-kafka-mock`; [`kafka_tls`]: that cluster reachable only over
-//!   TLS (Debian's socat in front), optionally with SASL (PLAIN, SCRAM).
+//!   `trustmsg-kafka-mock`, and a check that a topic holds nothing which
+//!   cannot pass by looking too early ([`kafka::assert_holds_nothing`]);
+//!   [`kafka_tls`]: that cluster reachable only over TLS (Debian's socat in
+//!   front), optionally with SASL (PLAIN, SCRAM).
 //! - [`check_server`] and [`servers`]: local endpoints trustmsg calls (a
 //!   scripted check-back endpoint, an alert webhook) and servers that fail
 //!   or listen on purpose.
@@ -33,9 +38,11 @@ pub mod certs;
 pub mod check_server;
 pub mod db;
 pub mod db_proxy;
+pub mod flags;
 pub mod kafka;
 pub mod kafka_tls;
 pub mod mariadb;
+pub mod metrics;
 pub mod process;
 pub mod servers;
 pub mod submit;
@@ -48,7 +55,9 @@ pub use app::{
 pub use check_server::{CheckServer, Reply};
 pub use db::{deciders, mysql_server_url, TestDb};
 pub use db_proxy::DbProxy;
+pub use flags::FAST_SEND;
 pub use mariadb::PrivateMariaDb;
+pub use metrics::Metrics;
 pub use process::ServiceProcess;
 pub use servers::{serve, AlertSink, Canary, Counter, Endpoint};
 pub use trace::init_tracing;

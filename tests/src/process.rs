@@ -4,7 +4,7 @@
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::app::ADMIN_TOKEN;
 use crate::certs::ServerCert;
 use crate::db::TestDb;
+use crate::metrics::Metrics;
 
 /// The `trustmsg` binary of this workspace's debug build (under
 /// `CARGO_TARGET_DIR` if set). Build it first with
@@ -207,12 +208,23 @@ impl ServiceProcess {
         }
     }
 
-    /// SIGTERM, then waits for it to exit: a graceful shutdown.
-    pub fn terminate(&mut self) {
+    /// SIGTERM, then waits for it to exit: a graceful shutdown. Returns
+    /// how it exited, for the test to judge (see
+    /// [`ServiceProcess::terminate_cleanly`]).
+    pub fn terminate(&mut self) -> ExitStatus {
         self.signal("-TERM");
-        if let Some(mut c) = self.child.take() {
-            c.wait().unwrap();
-        }
+        let mut c = self.child.take().expect("the service runs");
+        c.wait().expect("wait for the service to exit")
+    }
+
+    /// [`ServiceProcess::terminate`], failing the test unless it exited
+    /// with status 0 (its shutdown finished within its deadline).
+    pub fn terminate_cleanly(&mut self) {
+        let status = self.terminate();
+        assert!(
+            status.success(),
+            "trustmsg did not shut down cleanly on SIGTERM: {status}"
+        );
     }
 
     /// SIGHUP: with HTTPS, reloads the certificate files.
@@ -273,25 +285,57 @@ impl ServiceProcess {
         )
     }
 
-    /// `GET path` with the admin token: the answer, which must be a 200.
-    pub async fn admin_get(&self, path: &str) -> Value {
-        let (status, body) = self
-            .call(reqwest::Method::GET, path, ADMIN_TOKEN, None)
-            .await;
-        assert_eq!(status, 200, "GET {path}: {body}");
-        body
+    /// `method` on `path` with the admin token and a JSON `body`: the
+    /// status and the answer.
+    pub async fn admin(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> (u16, Value) {
+        self.call(method, path, ADMIN_TOKEN, body).await
     }
 
-    /// `/metrics` as text.
-    pub async fn metrics(&self) -> String {
-        self.http_client()
+    /// [`ServiceProcess::admin`] whose answer must be a 200: the answer.
+    pub async fn admin_ok(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Value {
+        let (status, answer) = self.admin(method.clone(), path, body).await;
+        assert_eq!(status, 200, "{method} {path}: {answer}");
+        answer
+    }
+
+    /// `GET path` with the admin token: the answer, which must be a 200.
+    pub async fn admin_get(&self, path: &str) -> Value {
+        self.admin_ok(reqwest::Method::GET, path, None).await
+    }
+
+    /// What `/metrics` says now.
+    pub async fn metrics(&self) -> Metrics {
+        self.metrics_via(&self.http_client()).await
+    }
+
+    /// What `/metrics` says now, asked through `http` (one trusting
+    /// another CA, say).
+    pub async fn metrics_via(&self, http: &reqwest::Client) -> Metrics {
+        let text = http
             .get(format!("{}/metrics", self.url()))
             .send()
             .await
-            .unwrap()
+            .expect("GET /metrics")
             .text()
             .await
-            .unwrap()
+            .expect("the metrics text");
+        Metrics::parse(&text)
+    }
+
+    /// The value of the sample of `name` with these labels now (see
+    /// [`Metrics::value`]); `None` when it has none.
+    pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        self.metrics().await.value(name, labels)
     }
 
     /// Registers a producer with these settings; returns (token, signing secret).

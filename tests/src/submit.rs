@@ -306,3 +306,74 @@ pub fn committed_offsets(
         })
         .collect()
 }
+
+/// The dead-letter topic `dead_letters` holds no letter of what was
+/// submitted to `submitter`'s topic (`partitions` partitions) by now. Not
+/// by looking for a while: an unsigned record (a sentinel, keyed
+/// `sentinel-<partition>`) is first submitted to each partition, which the
+/// service dead-letters only after every record before it there was
+/// applied or dead-lettered, and the topic is read (with
+/// [`crate::kafka::records_in`]) until each sentinel's letter is in it;
+/// then any other letter fails the test, as does a sentinel dead-lettered
+/// twice.
+pub async fn assert_nothing_dead_lettered(
+    bootstrap: &str,
+    submitter: &Submitter,
+    partitions: i32,
+    dead_letters: &str,
+) {
+    let run = format!("{:?}", Instant::now());
+    let sentinel_key = |p: i32| format!("sentinel-{p}-{run}");
+    for p in 0..partitions {
+        let key = sentinel_key(p);
+        let s = Submission {
+            topic: "sentinels",
+            value: b"s",
+            partition: Some(p),
+            ..Default::default()
+        };
+        let mut h = submitter.signed_headers(Op::Prepare, &key, &s);
+        h.retain(|(n, _)| n != submit::SIGNATURE);
+        submitter.raw(Some(key.as_bytes()), h, b"s", Some(p)).await;
+    }
+    let sentinels: Vec<Vec<u8>> = (0..partitions)
+        .map(|p| sentinel_key(p).into_bytes())
+        .collect();
+    let is_sentinel = |r: &RawRecord| r.key.as_ref().is_some_and(|k| sentinels.contains(k));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let letters = loop {
+        let letters = crate::kafka::records_in(bootstrap, dead_letters).await;
+        let seen = sentinels
+            .iter()
+            .filter(|s| letters.iter().any(|r| r.key.as_ref() == Some(*s)))
+            .count();
+        if seen == sentinels.len() {
+            break letters;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{seen} of the {} sentinels dead-lettered within 60 s; the letters: {letters:#?}",
+            sentinels.len()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let others: Vec<String> = letters
+        .iter()
+        .filter(|r| !is_sentinel(r))
+        .map(|r| {
+            format!(
+                "{:?} {:?}: {:?} {:?}",
+                r.key.as_deref().map(String::from_utf8_lossy),
+                r.header(submit::OP),
+                r.header(submit::ERROR_CODE),
+                r.header(submit::ERROR)
+            )
+        })
+        .collect();
+    assert!(others.is_empty(), "dead-lettered: {others:#?}");
+    assert_eq!(
+        letters.len(),
+        sentinels.len(),
+        "each sentinel dead-lettered once: {letters:#?}"
+    );
+}

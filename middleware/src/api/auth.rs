@@ -31,7 +31,7 @@ use subtle::ConstantTimeEq;
 use super::error::ApiError;
 use super::validate::{self, MAX_BIZ_ID};
 use super::AppState;
-use crate::secret::Secret;
+use crate::net::secret::Secret;
 use crate::store::{ConsumerGroup, Producer};
 
 /// Who may do what.

@@ -8,7 +8,7 @@
 //! store's `sql/ledger.rs`), so two deliveries of one message begun at once
 //! get one `go`. A delivery that neither finishes nor is taken over within
 //! the group's `in_progress_timeout_ms` raises `consumption_stuck` (the
-//! ledger watch, [`crate::ledger`]); a failure that makes `max_failures`
+//! ledger watch, [`crate::workers::stuck_consumptions`]); a failure that makes `max_failures`
 //! raises `consumption_failing`, in the finish's transaction.
 //!
 //! A repeated finish: the same outcome again, on a consumption that is

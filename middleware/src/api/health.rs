@@ -9,7 +9,7 @@ use utoipa::OpenApi;
 
 use super::error::with_retry_after;
 use super::AppState;
-use crate::metrics_setup;
+use crate::observability::prometheus;
 
 /// `/healthz`, `/readyz`, `/metrics`, `/openapi.json`.
 pub(crate) fn router() -> Router<AppState> {
@@ -55,6 +55,6 @@ async fn readyz(State(state): State<AppState>) -> Response {
 async fn metrics() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        metrics_setup::render(),
+        prometheus::render(),
     )
 }

@@ -16,8 +16,8 @@ use trustmsg_verify_api::{DecisionRequest, ErrorBody, MessageView, PrepareReques
 use super::auth::{self, Authenticated};
 use super::error::ApiError;
 use super::{validate, AppState, Json, Shared};
+use crate::observability::trace::{self, OwnSpan, TraceHeaders};
 use crate::store::{order_key, DecideOutcome, Inserted, Message, NewMessage, Producer};
-use crate::telemetry::{self, OwnSpan, TraceHeaders};
 
 /// The most a commit or rollback body may be: two short strings, each at
 /// most a few hundred bytes even with every character JSON-escaped.
@@ -307,7 +307,7 @@ async fn decide(
     req: DecisionRequest,
     commit: bool,
 ) -> Result<axum::Json<MessageView>, ApiError> {
-    if !telemetry::exporting() {
+    if !trace::exporting() {
         return decide_message(state, who, req, commit)
             .await
             .map(|m| axum::Json(m.view()));

@@ -40,9 +40,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use serde::de::DeserializeOwned;
 
-use crate::address_policy::AddressPolicy;
-use crate::coalesce::Coalescer;
+use crate::group_commit::producer_writes::Coalescer;
 use crate::handoff::CommitListener;
+use crate::net::address_policy::AddressPolicy;
 use crate::registry::Registry;
 use crate::store::DynStore;
 use error::ApiError;
@@ -106,7 +106,7 @@ pub(crate) struct Shared {
     /// Longest time a request may take before it is answered 503.
     pub(crate) request_timeout: Duration,
     /// Which background workers stopped (`/readyz` fails then).
-    pub(crate) liveness: crate::liveness::Liveness,
+    pub(crate) liveness: crate::workers::liveness::Liveness,
     /// Every producer must have a topic allow-list (`--require-producer-topics`).
     pub(crate) require_producer_topics: bool,
     /// The operator summary, computed once for every caller of a moment.

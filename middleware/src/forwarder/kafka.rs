@@ -54,7 +54,7 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 use tokio::sync::oneshot;
 use trustmsg_verify_api::kafka_headers;
 
-use crate::kafka_config::{self, KafkaConfigArg, Redacted};
+use crate::net::kafka_settings::{self, KafkaConfigArg, Redacted};
 use crate::store::Message;
 
 /// librdkafka settings the forwarder owns: overriding them through
@@ -151,7 +151,7 @@ impl KafkaSettings {
         entries: &[KafkaConfigArg],
         message_max_bytes: usize,
     ) -> anyhow::Result<Vec<(String, String)>> {
-        kafka_config::settings(entries)?
+        kafka_settings::settings(entries)?
             .into_iter()
             .map(|(k, v)| {
                 let k = k.as_str();

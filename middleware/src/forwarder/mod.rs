@@ -77,8 +77,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
 use crate::handoff::CommitListener;
+use crate::observability::trace::OwnSpan;
 use crate::store::{deadline, Actor, DynStore, Message, PayloadRoom, SentMark};
-use crate::telemetry::OwnSpan;
 use budget::{Held, PayloadBudget};
 use kafka::{KafkaSink, SendError};
 use marks::{Marker, PendingMarks};
@@ -199,7 +199,7 @@ impl Forwarder {
         match sent {
             Ok((partition, offset)) => {
                 metrics::counter!("trustmsg_forwarder_sent_total").increment(1);
-                crate::flow::count(crate::flow::Event::Sent);
+                crate::workers::flow::count(crate::workers::flow::Event::Sent);
                 Outcome::Sent(SentMark {
                     id: m.id,
                     version: m.version,
@@ -487,7 +487,7 @@ impl Inner {
             // The SEND_FAILED and its alert were written together.
             Ok(Some(_)) => {
                 metrics::counter!("trustmsg_forwarder_failed_total").increment(1);
-                crate::flow::count(crate::flow::Event::Failed);
+                crate::workers::flow::count(crate::workers::flow::Event::Failed);
                 Outcome::Failed
             }
             Ok(None) => {

@@ -37,8 +37,9 @@
 //!   the same transaction, so the alert exists if and only if the change
 //!   does, whatever crashes after; the instance whose transaction wrote it
 //!   logs and counts it once that transaction has committed (see
-//!   `sql/alerts.rs`), and any instance delivers it ([`crate::alert`]).
+//!   `sql/alerts.rs`), and any instance delivers it ([`crate::workers::alerts`]).
 
+mod database_url;
 mod db_clock;
 pub(crate) mod deadline;
 mod decide;
@@ -56,6 +57,7 @@ use chrono::{DateTime, Utc};
 use trustmsg_verify_api::admin::AlertView;
 use trustmsg_verify_api::MessageView;
 
+pub use database_url::{Backend, DatabaseUrl, UrlRefused};
 pub use decide::{
     decide, decide_batch, decide_batch_known, producer_reason, DecideOutcome, DecideRequest, Target,
 };
@@ -104,10 +106,6 @@ pub enum StoreError {
     /// Retry against another instance (or this one once it is back).
     #[error("the write batcher stopped (shutting down)")]
     ShuttingDown,
-    /// `--database-url` names no backend this build supports (the URL is shown
-    /// with its password redacted). Fix the configuration.
-    #[error("unsupported --database-url {0:?}: use mysql://user:pass@host/db or sqlite://path.db")]
-    UnsupportedUrl(String),
 }
 
 impl StoreError {
@@ -553,36 +551,28 @@ async fn transition_each<S: Store + ?Sized>(
 /// Shared handle to the configured backend.
 pub type DynStore = Arc<dyn Store>;
 
-/// Opens the backend named by the URL scheme (`mysql://` or `sqlite://`).
-pub async fn connect(url: &str) -> StoreResult<DynStore> {
-    if url.starts_with("mysql://") {
-        Ok(Arc::new(mysql::MySqlStore::connect(url).await?))
-    } else if url.starts_with("sqlite:") {
-        Ok(Arc::new(sqlite::SqliteStore::connect(url).await?))
-    } else {
-        Err(StoreError::UnsupportedUrl(redact_url(url)))
-    }
-}
-
-/// The URL with any password replaced, safe to log.
-pub fn redact_url(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(Some("***"));
-            u.to_string()
-        }
-        _ => url.to_string(),
-    }
+/// Opens the backend its URL's scheme names.
+pub async fn connect(url: &DatabaseUrl) -> StoreResult<DynStore> {
+    Ok(match url.backend() {
+        Backend::MySql => Arc::new(mysql::MySqlStore::connect(url).await?),
+        Backend::Sqlite => Arc::new(sqlite::SqliteStore::connect(url).await?),
+    })
 }
 
 /// Creates the MySQL database named in `url` if it does not exist yet
 /// (`trustmsg migrate` and `serve --auto-migrate`). SQLite files are created
 /// on connect.
-pub async fn create_database_if_missing(url: &str) -> StoreResult<()> {
+pub async fn create_database_if_missing(url: &DatabaseUrl) -> StoreResult<()> {
     use sqlx::migrate::MigrateDatabase;
-    if url.starts_with("mysql://") && !sqlx::MySql::database_exists(url).await? {
-        sqlx::MySql::create_database(url).await?;
-        tracing::info!(url = %redact_url(url), "created database");
+    match url.backend() {
+        Backend::MySql => {
+            let driver = url.expose_for_driver();
+            if !sqlx::MySql::database_exists(driver).await? {
+                sqlx::MySql::create_database(driver).await?;
+                tracing::info!(%url, "created database");
+            }
+        }
+        Backend::Sqlite => {}
     }
     Ok(())
 }

@@ -1050,7 +1050,7 @@ pub struct FlowMinute {
     pub backlog: Option<BacklogSample>,
 }
 
-/// The backlog at one moment, as `crate::backlog` read it.
+/// The backlog at one moment, as `crate::workers::backlog` read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BacklogSample {
     /// When it was read (the database clock); of two samples of a minute

@@ -93,8 +93,8 @@ impl MySqlStore {
         Ok(rows)
     }
     /// Connects a pool to `url` (`mysql://user:pass@host:port/db`).
-    pub async fn connect(url: &str) -> StoreResult<Self> {
-        let opts: MySqlConnectOptions = url.parse()?;
+    pub async fn connect(url: &super::DatabaseUrl) -> StoreResult<Self> {
+        let opts: MySqlConnectOptions = url.expose_for_driver().parse()?;
         let pool = MySqlPoolOptions::new()
             .max_connections(32)
             .acquire_timeout(Duration::from_secs(10))

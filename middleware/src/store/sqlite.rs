@@ -103,7 +103,8 @@ impl SqliteStore {
 
     /// Opens (creating if missing) the database at `url`: `sqlite://path.db`,
     /// `sqlite://path.db?mode=rwc` or `sqlite::memory:`.
-    pub async fn connect(url: &str) -> StoreResult<Self> {
+    pub async fn connect(url: &super::DatabaseUrl) -> StoreResult<Self> {
+        let url = url.expose_for_driver();
         let opts = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .busy_timeout(BUSY_TIMEOUT)

@@ -21,7 +21,7 @@ use crate::api::error::ApiError;
 use crate::api::messages::{decided, new_message, prepared};
 use crate::api::{validate, AppState};
 use crate::backoff::Backoff;
-use crate::coalesce::{Decision, Via};
+use crate::group_commit::producer_writes::{Decision, Via};
 use crate::store::{
     DecideOutcome, NewMessage, NewWaitingCommit, Producer, StoreError, WaitingCommit,
 };

@@ -33,7 +33,7 @@
 //!   (then it is dead-lettered with `message_not_found`).
 //! - **Group commit.** A batch is the records ready to read (up to
 //!   `--submit-batch`); its prepares are written as multi-row INSERTs and
-//!   its decisions as batched UPDATEs ([`crate::coalesce`]), so the Kafka way
+//!   its decisions as batched UPDATEs ([`crate::group_commit::producer_writes`]), so the Kafka way
 //!   costs no more statements per message than the HTTP way.
 
 mod apply;
@@ -55,7 +55,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::AppState;
-use crate::kafka_config::Redacted;
+use crate::net::kafka_settings::Redacted;
 use apply::Ingest;
 use dead_letters::DeadLetters;
 use record::Record;

@@ -15,9 +15,9 @@ use super::client::{CheckFailure, Endpoint, Trace};
 use super::limit::{Load, Permit};
 use super::writes::Reschedule;
 use super::{Inner, Outcome};
-use crate::flow::{self, Event};
+use crate::observability::trace::OwnSpan;
 use crate::store::{Actor, CheckAttempt, Message, Transition};
-use crate::telemetry::OwnSpan;
+use crate::workers::flow::{self, Event};
 
 impl Inner {
     /// Calls the producer about the claimed row and applies the answer; the

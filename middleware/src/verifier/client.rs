@@ -24,7 +24,7 @@ use trustmsg_verify_api::{signature, CheckRequest, CheckResponse, Decision};
 use reqwest::StatusCode;
 
 use super::limit::Load;
-use crate::address_policy::{self, AddressPolicy, Refusal};
+use crate::net::address_policy::{self, AddressPolicy, Refusal};
 
 /// Why a check-back call decided nothing. The text goes to `last_error`, so
 /// it says what an operator should look at on the producer's side.

@@ -86,9 +86,9 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore};
 
-use crate::address_policy::AddressPolicy;
 use crate::backoff::Backoff;
 use crate::handoff::CommitListener;
+use crate::net::address_policy::AddressPolicy;
 use crate::registry::Registry;
 use crate::store::{DynStore, VerifyLease};
 use client::CheckClient;

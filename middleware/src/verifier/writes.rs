@@ -14,7 +14,7 @@
 //! back to one by one when a guard lost a race, and a batch that fails as a
 //! whole is retried one transition at a time.
 //!
-//! The queues and workers are [`crate::batcher`]'s; this module says what a
+//! The queues and workers are [`crate::group_commit::batcher`]'s; this module says what a
 //! batch of each kind writes.
 
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use trustmsg_verify_api::MessageStatus;
 
-use crate::batcher::{BatchWrite, Batcher, Job};
+use crate::group_commit::batcher::{BatchWrite, Batcher, Job};
 use crate::store::{
     deadline, CheckAttempt, DynStore, Message, StoreError, StoreResult, Transition,
 };

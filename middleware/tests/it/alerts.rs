@@ -11,9 +11,9 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::Router;
-use trustmsg::address_policy::{AddressPolicy, StaticResolver};
-use trustmsg::alert::{AlertDelivery, Webhook};
+use trustmsg::net::address_policy::{AddressPolicy, StaticResolver};
 use trustmsg::store::{Actor, AlertFilter, Store};
+use trustmsg::workers::alerts::{AlertDelivery, Webhook};
 use trustmsg_tests::{eventually, prepare_body, AlertSink, TestApp};
 use trustmsg_verify_api::admin::{AlertState, AlertView};
 

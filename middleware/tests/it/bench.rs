@@ -2,14 +2,29 @@
 //! prints `ratio=<x>` as its last line, and drops the database it created.
 //! (Tiny sizes: this checks the harness, not the speed.)
 
-use std::process::Command;
+use std::process::{Command, Output};
+
+/// Runs `command` to its end; returns its output and its pid, which the
+/// bench puts in the names of the databases it creates.
+fn run(command: &mut Command) -> (Output, u32) {
+    let child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run trustmsg bench");
+    let pid = child.id();
+    (
+        child.wait_with_output().expect("wait for trustmsg bench"),
+        pid,
+    )
+}
 
 use trustmsg_tests::mysql_server_url;
 
 #[tokio::test]
 async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_behind() {
     let json = tempfile::NamedTempFile::new().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_trustmsg"))
+    let (out, first) = run(Command::new(env!("CARGO_BIN_EXE_trustmsg"))
         .args([
             "bench",
             "--quick",
@@ -30,9 +45,7 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
             // A flag the bench sets itself too: the user's value replaces it.
             "--serve-arg=--sweep-interval=200ms",
         ])
-        .env("TRUSTMSG_LOG", "error")
-        .output()
-        .expect("run trustmsg bench");
+        .env("TRUSTMSG_LOG", "error"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -197,7 +210,7 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
     // (In this test, after the first run: both check that the bench drops
     // every database it made.)
     let json = tempfile::NamedTempFile::new().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_trustmsg"))
+    let (out, second) = run(Command::new(env!("CARGO_BIN_EXE_trustmsg"))
         .args([
             "bench",
             "--quick",
@@ -212,9 +225,7 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
             "--json",
             json.path().to_str().unwrap(),
         ])
-        .env("TRUSTMSG_LOG", "error")
-        .output()
-        .expect("run trustmsg bench --shards 2");
+        .env("TRUSTMSG_LOG", "error"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -237,10 +248,15 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
     assert!(report["submit"].is_null());
 
     let admin = sqlx::MySqlPool::connect(&mysql_server_url()).await.unwrap();
+    // Only the databases these two runs made: other benches may be running
+    // on the same server.
     let left: Vec<String> = sqlx::query_scalar(
         "SELECT CAST(schema_name AS CHAR) FROM information_schema.schemata \
-         WHERE schema_name LIKE 'trustmsg\\_bench\\_%'",
+         WHERE schema_name LIKE CONCAT('trustmsg\\_bench\\_', ?, '\\_%') \
+            OR schema_name LIKE CONCAT('trustmsg\\_bench\\_', ?, '\\_%')",
     )
+    .bind(first)
+    .bind(second)
     .fetch_all(&admin)
     .await
     .unwrap();

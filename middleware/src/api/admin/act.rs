@@ -136,7 +136,7 @@ pub(crate) async fn resolve(
     let decided = tokio::spawn(async move {
         let outcome = store::decide(store.as_ref(), request).await;
         if let Ok(DecideOutcome::Decided(done)) = &outcome {
-            crate::flow::count_decided(done.status);
+            crate::workers::flow::count_decided(done.status);
             if commit {
                 commits.committed(done.clone());
             }

@@ -1,6 +1,6 @@
 //! `GET /v1/admin/flow`: the flow of the last minutes (prepared, committed,
 //! rolled back, sent, failed, check-back answers, backlog), summed over
-//! every instance from `flow_minutes` (see `crate::flow`), one entry per
+//! every instance from `flow_minutes` (see `crate::workers::flow`), one entry per
 //! minute with zeros where nothing happened. Nothing here changes anything.
 
 use std::collections::BTreeMap;
@@ -14,8 +14,8 @@ use super::alerts::only;
 use super::{bad, number_param};
 use crate::api::error::ApiError;
 use crate::api::AppState;
-use crate::flow::minute_of;
 use crate::store::FlowMinute;
+use crate::workers::flow::minute_of;
 
 /// Minutes when `minutes` is not given, and at most (a day: what is kept).
 const DEFAULT_MINUTES: u32 = 60;

@@ -14,6 +14,7 @@ use comfy_table::Table;
 use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
+use trustmsg::config::{quiet, RedactedUrl, Secret};
 use trustmsg_verify_api::admin::{
     ActionRequest, AlertPage, MessageDetail, MessagePage, OperatorDecision, ResolveRequest, Summary,
 };
@@ -28,12 +29,13 @@ use trustmsg_verify_api::{
 /// Where the service is and who asks.
 #[derive(Debug, Args)]
 pub(crate) struct AdminArgs {
-    /// The service's base URL.
-    #[arg(long, env = "TRUSTMSG_URL", default_value = "http://127.0.0.1:8080")]
-    url: String,
+    /// The service's base URL (a password in it percent-encoded; it is
+    /// never shown).
+    #[arg(long, env = "TRUSTMSG_URL", hide_env_values = true, default_value = "http://127.0.0.1:8080", value_parser = quiet::<RedactedUrl>())]
+    url: RedactedUrl,
     /// The admin token.
     #[arg(long, env = "TRUSTMSG_ADMIN_TOKEN", hide_env_values = true)]
-    admin_token: String,
+    admin_token: Secret,
     /// Your name, for the audit trail of what you change.
     #[arg(long, env = "TRUSTMSG_OPERATOR")]
     operator: Option<String>,
@@ -445,8 +447,12 @@ fn serde_urlencoded(pairs: &[(&str, String)]) -> String {
 
 struct Client {
     http: reqwest::Client,
+    /// `--url`, password and all: requests go there (reqwest moves a
+    /// password in it to a basic Authorization header).
     base: String,
-    token: String,
+    /// `--url` with its password as `***`, for messages.
+    shown: String,
+    token: Secret,
     operator: Option<String>,
 }
 
@@ -480,7 +486,8 @@ impl Client {
             .build()?;
         Ok(Self {
             http,
-            base: args.url.trim_end_matches('/').to_string(),
+            base: args.url.expose().as_str().trim_end_matches('/').to_string(),
+            shown: args.url.to_string().trim_end_matches('/').to_string(),
             token: args.admin_token.clone(),
             operator: args.operator.clone(),
         })
@@ -493,7 +500,10 @@ impl Client {
         body: Option<Value>,
     ) -> anyhow::Result<Answer> {
         let url = format!("{}{path}", self.base);
-        let mut req = self.http.request(method, &url).bearer_auth(&self.token);
+        let mut req = self
+            .http
+            .request(method, &url)
+            .bearer_auth(self.token.expose());
         if let Some(op) = &self.operator {
             req = req.header("x-trustmsg-operator", op);
         }
@@ -503,7 +513,7 @@ impl Client {
         let res = req
             .send()
             .await
-            .with_context(|| format!("cannot reach trustmsg at {}", self.base))?;
+            .with_context(|| format!("cannot reach trustmsg at {}", self.shown))?;
         let status = res.status();
         let bytes = res.bytes().await.context("reading the answer")?;
         if status.is_success() {

@@ -581,7 +581,13 @@ mod tests {
         assert_eq!(serve.verifier.first_verify_after, Duration::from_secs(1));
         assert_eq!(serve.verifier.max_verify_attempts.get(), 9);
         assert_eq!(serve.verifier.verify_backoff_base, Duration::from_secs(2));
-        assert_eq!(serve.database.urls(), ["sqlite://some/dir/trustmsg.db"]);
+        let urls: Vec<_> = serve
+            .database
+            .urls()
+            .iter()
+            .map(|u| u.to_string())
+            .collect();
+        assert_eq!(urls, ["sqlite://some/dir/trustmsg.db"]);
     }
 
     #[test]

@@ -27,7 +27,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    trustmsg::tls::install_crypto_provider();
+    trustmsg::net::client_tls::install_crypto_provider();
     // The bench prints a report; the service it runs in-process should only speak up when worried.
     let default_level = match cli.command {
         Command::Bench(_) | Command::Admin(_) | Command::Tail(_) => "warn",
@@ -76,7 +76,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Migrate(db) => {
-            startup::open_store(&db.urls(), &db.replicas(), true).await?;
+            startup::open_store(db.urls(), db.replicas(), true).await?;
             tracing::info!("migrations applied");
             Ok(())
         }

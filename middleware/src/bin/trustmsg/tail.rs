@@ -15,13 +15,14 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::{json, Map, Value};
-use trustmsg::kafka_config::{self, KafkaConfigArg};
+use trustmsg::net::kafka_settings::{self, KafkaConfigArg};
 
 /// `trustmsg tail` flags.
 #[derive(Debug, clap::Args)]
 pub(crate) struct TailArgs {
-    /// Kafka bootstrap servers, `host:port,…`.
-    #[arg(long, env = "TRUSTMSG_BROKERS")]
+    /// Kafka bootstrap servers, `host:port,…` (credentials go in
+    /// `--kafka-config`).
+    #[arg(long, env = "TRUSTMSG_BROKERS", hide_env_values = true, value_parser = trustmsg::config::quiet_with(kafka_settings::brokers))]
     pub(crate) brokers: String,
 
     /// The topic to print.
@@ -47,6 +48,7 @@ pub(crate) struct TailArgs {
         long = "kafka-config",
         value_name = "KEY=VALUE|@FILE",
         env = "TRUSTMSG_KAFKA_CONFIG",
+        hide_env_values = true,
         value_delimiter = ','
     )]
     pub(crate) kafka_config: Vec<KafkaConfigArg>,
@@ -69,7 +71,7 @@ fn tail(args: &TailArgs) -> anyhow::Result<()> {
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("allow.auto.create.topics", "false");
-    for (k, v) in kafka_config::settings(&args.kafka_config)? {
+    for (k, v) in kafka_settings::settings(&args.kafka_config)? {
         config.set(k, v);
     }
     let consumer: BaseConsumer = config.create().context("creating the Kafka consumer")?;

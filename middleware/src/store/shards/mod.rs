@@ -42,9 +42,9 @@ pub use setup::Refused;
 
 use super::mysql::MySqlStore;
 use super::{
-    redact_url, Actor, AlertFilter, AuditEntry, Backlog, Began, CheckAttempt, CheckAttemptEntry,
-    Claimed, ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Finished,
-    FlowMinute, Inserted, Message, MessageFilter, NewMessage, NewWaitingCommit, Overdue,
+    Actor, AlertFilter, AuditEntry, Backend, Backlog, Began, CheckAttempt, CheckAttemptEntry,
+    Claimed, ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, DatabaseUrl,
+    Finished, FlowMinute, Inserted, Message, MessageFilter, NewMessage, NewWaitingCommit, Overdue,
     PayloadMove, PayloadRoom, Producer, ProducerRecord, ProducerSummary, Requeue, RequeuedChunk,
     SentMark, Store, StoreError, StoreResult, StuckConsumption, Transition, VerifyLease, Wait,
     WaitingCommit,
@@ -83,7 +83,11 @@ impl ShardedStore {
     /// and recording what a new shard needs, and checks the list against
     /// what the databases say ([`setup::check`]). Every database must answer
     /// now.
-    pub async fn open(urls: &[String], replicas: &[String], migrate: bool) -> anyhow::Result<Self> {
+    pub async fn open(
+        urls: &[DatabaseUrl],
+        replicas: &[DatabaseUrl],
+        migrate: bool,
+    ) -> anyhow::Result<Self> {
         use anyhow::Context;
         anyhow::ensure!(!urls.is_empty(), "no --database-url given");
         anyhow::ensure!(
@@ -101,11 +105,10 @@ impl ShardedStore {
         let mut shards = Vec::with_capacity(urls.len());
         for url in urls {
             anyhow::ensure!(
-                url.starts_with("mysql://"),
-                "several --database-url need MySQL or MariaDB databases, not {}",
-                redact_url(url)
+                url.backend() == Backend::MySql,
+                "several --database-url need MySQL or MariaDB databases, not {url}"
             );
-            let name = redact_url(url);
+            let name = url.to_string();
             if migrate {
                 super::create_database_if_missing(url)
                     .await
@@ -129,13 +132,12 @@ impl ShardedStore {
         }
         for (shard, url) in shards.iter_mut().zip(replicas) {
             anyhow::ensure!(
-                url.starts_with("mysql://"),
-                "--replica-url must name a MySQL or MariaDB database, not {}",
-                redact_url(url)
+                url.backend() == Backend::MySql,
+                "--replica-url must name a MySQL or MariaDB database, not {url}"
             );
             let replica = MySqlStore::connect(url)
                 .await
-                .with_context(|| format!("connecting to the replica {}", redact_url(url)))?;
+                .with_context(|| format!("connecting to the replica {url}"))?;
             shard.replica = Some(replica);
         }
         let pools: Vec<_> = shards.iter().map(|s| s.store.pool().clone()).collect();
@@ -163,10 +165,10 @@ impl ShardedStore {
 
     /// For a deployment given one MySQL database: refuses it when it is a
     /// shard of several (listing one of them would route every key to it).
-    pub async fn refuse_if_sharded(store: &MySqlStore, url: &str) -> anyhow::Result<()> {
+    pub async fn refuse_if_sharded(store: &MySqlStore, url: &DatabaseUrl) -> anyhow::Result<()> {
         setup::check(
             std::slice::from_ref(store.pool()),
-            &[url.to_string()],
+            std::slice::from_ref(url),
             false,
         )
         .await
@@ -344,6 +346,65 @@ impl ShardedStore {
             groups.entry(shard_of(item)).or_default().push((i, item));
         }
         groups
+    }
+
+    /// The scatter and gather of a batch written shard by shard: `call`
+    /// runs on each shard with the positions (in `0..n`) `shard_of` sends
+    /// there, all shards at once, and must answer one result per position,
+    /// in the order given; the answers come back in position order. The
+    /// first shard that fails fails the batch.
+    async fn scatter<'a, R, F, Fut>(
+        &'a self,
+        n: usize,
+        shard_of: impl Fn(usize) -> usize,
+        call: F,
+    ) -> StoreResult<Vec<R>>
+    where
+        F: Fn(&'a MySqlStore, Vec<usize>) -> Fut,
+        Fut: std::future::Future<Output = StoreResult<Vec<R>>> + 'a,
+    {
+        let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for i in 0..n {
+            groups.entry(shard_of(i)).or_default().push(i);
+        }
+        let results = join_all(groups.into_iter().map(|(shard, positions)| {
+            let answers = call(&self.shards[shard].store, positions.clone());
+            async move { Ok::<_, StoreError>(positions.into_iter().zip(answers.await?)) }
+        }))
+        .await;
+        let mut out: Vec<Option<R>> = (0..n).map(|_| None).collect();
+        for part in Self::all(results)? {
+            for (i, answer) in part {
+                out[i] = Some(answer);
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|a| a.expect("every shard answers each position it was given"))
+            .collect())
+    }
+
+    /// After a batch of transitions on the rows' home shards: each guard
+    /// that matched nothing there because the row lives elsewhere (its slot
+    /// moved) is applied by the shard that holds it.
+    async fn transition_moved(
+        &self,
+        ts: &[Transition],
+        out: &mut [Option<Message>],
+    ) -> StoreResult<()> {
+        if self.shards.len() == 1 {
+            return Ok(());
+        }
+        for (i, t) in ts.iter().enumerate() {
+            let home = self.home_of_id(t.id);
+            if out[i].is_some() || holds(&self.shards[home].store, t.id).await? {
+                continue;
+            }
+            if let Some(holder) = self.elsewhere(home, t.id).await? {
+                out[i] = holder.transition(t).await?;
+            }
+        }
+        Ok(())
     }
 
     /// A claim spread over the shards: each claims its share of `limit`
@@ -794,24 +855,19 @@ impl Store for ShardedStore {
             }
         }
         let fresh: Vec<usize> = (0..batch.len()).filter(|&i| out[i].is_none()).collect();
-        let groups = self.grouped(&fresh, |&i| self.home_of_new(&batch[i]));
-        let results = join_all(groups.into_iter().map(|(shard, items)| async move {
-            let part: Vec<NewMessage> = items.iter().map(|&(_, &i)| batch[i].clone()).collect();
-            let answers = self.shards[shard]
-                .store
-                .insert_prepared_batch(&part)
-                .await?;
-            Ok(items
-                .into_iter()
-                .map(|(_, &i)| i)
-                .zip(answers)
-                .collect::<Vec<_>>())
-        }))
-        .await;
-        for part in Self::all(results)? {
-            for (i, answer) in part {
-                out[i] = Some(answer);
-            }
+        let answers = self
+            .scatter(
+                fresh.len(),
+                |k| self.home_of_new(&batch[fresh[k]]),
+                |store, ks| {
+                    let part: Vec<NewMessage> =
+                        ks.iter().map(|&k| batch[fresh[k]].clone()).collect();
+                    async move { store.insert_prepared_batch(&part).await }
+                },
+            )
+            .await?;
+        for (k, answer) in answers.into_iter().enumerate() {
+            out[fresh[k]] = Some(answer);
         }
         Ok(out
             .into_iter()
@@ -820,37 +876,17 @@ impl Store for ShardedStore {
     }
 
     async fn transition_batch(&self, ts: &[Transition]) -> StoreResult<Vec<Option<Message>>> {
-        let groups = self.grouped(ts, |t| self.home_of_id(t.id));
-        let results = join_all(groups.into_iter().map(|(shard, items)| async move {
-            let part: Vec<Transition> = items.iter().map(|(_, t)| (*t).clone()).collect();
-            let answers = self.shards[shard].store.transition_batch(&part).await?;
-            Ok(items
-                .into_iter()
-                .map(|(i, _)| i)
-                .zip(answers)
-                .collect::<Vec<_>>())
-        }))
-        .await;
-        let mut out: Vec<Option<Message>> = vec![None; ts.len()];
-        for part in Self::all(results)? {
-            for (i, answer) in part {
-                out[i] = answer;
-            }
-        }
-        // A guard that matched nothing on its home: the row may live
-        // elsewhere (a moved slot). Each such one by the row's holder.
-        for (i, t) in ts.iter().enumerate() {
-            let home = self.home_of_id(t.id);
-            if out[i].is_some()
-                || self.shards.len() == 1
-                || holds(&self.shards[home].store, t.id).await?
-            {
-                continue;
-            }
-            if let Some(holder) = self.elsewhere(home, t.id).await? {
-                out[i] = holder.transition(t).await?;
-            }
-        }
+        let mut out = self
+            .scatter(
+                ts.len(),
+                |i| self.home_of_id(ts[i].id),
+                |store, is| {
+                    let part: Vec<Transition> = is.iter().map(|&i| ts[i].clone()).collect();
+                    async move { store.transition_batch(&part).await }
+                },
+            )
+            .await?;
+        self.transition_moved(ts, &mut out).await?;
         Ok(out)
     }
 
@@ -859,27 +895,18 @@ impl Store for ShardedStore {
         ts: &[Transition],
         seen: &[&Message],
     ) -> StoreResult<Vec<Option<Message>>> {
-        let groups = self.grouped(ts, |t| self.home_of_id(t.id));
-        let results = join_all(groups.into_iter().map(|(shard, items)| async move {
-            let part: Vec<Transition> = items.iter().map(|(_, t)| (*t).clone()).collect();
-            let rows: Vec<&Message> = items.iter().map(|(i, _)| seen[*i]).collect();
-            let answers = self.shards[shard]
-                .store
-                .transition_batch_seen(&part, &rows)
-                .await?;
-            Ok(items
-                .into_iter()
-                .map(|(i, _)| i)
-                .zip(answers)
-                .collect::<Vec<_>>())
-        }))
-        .await;
-        let mut out: Vec<Option<Message>> = vec![None; ts.len()];
-        for part in Self::all(results)? {
-            for (i, answer) in part {
-                out[i] = answer;
-            }
-        }
+        let mut out = self
+            .scatter(
+                ts.len(),
+                |i| self.home_of_id(ts[i].id),
+                |store, is| {
+                    let part: Vec<Transition> = is.iter().map(|&i| ts[i].clone()).collect();
+                    let rows: Vec<&Message> = is.iter().map(|&i| seen[i]).collect();
+                    async move { store.transition_batch_seen(&part, &rows).await }
+                },
+            )
+            .await?;
+        self.transition_moved(ts, &mut out).await?;
         Ok(out)
     }
 

@@ -6,7 +6,7 @@
 use sqlx::{MySqlPool, Row};
 
 use super::route::{self, SLOTS};
-use crate::store::{redact_url, Store, StoreError, StoreResult};
+use crate::store::{DatabaseUrl, Store, StoreError, StoreResult};
 
 /// A shard list refused at start-up, in words an operator can act on.
 #[derive(Debug, thiserror::Error)]
@@ -140,7 +140,7 @@ async fn raise_id_floor(pool: &MySqlPool, floor: u64) -> StoreResult<()> {
 /// list the databases have not been migrated for.
 pub(super) async fn check(
     pools: &[MySqlPool],
-    urls: &[String],
+    urls: &[DatabaseUrl],
     write: bool,
 ) -> Result<Vec<u16>, anyhow::Error> {
     let first = &pools[0];
@@ -155,8 +155,7 @@ pub(super) async fn check(
             return Err(Refused(format!(
                 "{} is shard {} of its deployment, not its first: keep the order the shards \
                  were first listed in (the first holds the registry and the slot map)",
-                redact_url(&urls[0]),
-                i.shard
+                urls[0], i.shard
             ))
             .into())
         }
@@ -174,8 +173,7 @@ pub(super) async fn check(
                 return Err(Refused(format!(
                     "{} is a shard of another deployment (its first database is not {}): \
                      a database belongs to one deployment",
-                    redact_url(url),
-                    redact_url(&urls[0])
+                    url, urls[0]
                 ))
                 .into())
             }
@@ -184,7 +182,7 @@ pub(super) async fn check(
                     "{} is shard {} of this deployment but is listed as shard {shard} \
                      (--database-url number {}): keep the order the shards were first listed in, \
                      or keys would be looked for on databases that do not hold them",
-                    redact_url(url),
+                    url,
                     i.shard,
                     shard + 1
                 ))
@@ -196,7 +194,7 @@ pub(super) async fn check(
                 return Err(Refused(format!(
                     "{} holds messages but was never a shard of this deployment: a new shard \
                      starts empty (docs/scaling.md, adding a shard)",
-                    redact_url(url)
+                    url
                 ))
                 .into())
             }
@@ -207,8 +205,7 @@ pub(super) async fn check(
                     return Err(Refused(format!(
                         "{} was made shard {} of another list while this one started: \
                          start again with one list",
-                        redact_url(url),
-                        stored.shard
+                        url, stored.shard
                     ))
                     .into());
                 }
@@ -253,7 +250,7 @@ pub(super) async fn check(
         if !map.iter().any(|&s| usize::from(s) == shard) {
             tracing::warn!(
                 shard,
-                url = %redact_url(&urls[shard]),
+                url = %urls[shard],
                 "a new shard holds no slots yet: move slots to it as docs/scaling.md says"
             );
         }
@@ -261,7 +258,7 @@ pub(super) async fn check(
     Ok(map)
 }
 
-fn not_migrated(urls: &[String]) -> Refused {
+fn not_migrated(urls: &[DatabaseUrl]) -> Refused {
     Refused(format!(
         "the {} databases are not set up as shards of one deployment yet: run `trustmsg migrate` \
          (or serve with --auto-migrate) with the same --database-url list first",

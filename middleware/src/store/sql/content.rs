@@ -21,7 +21,7 @@
 //! - Rows written before the migration keep their content in the row and
 //!   are read as before. [`move_chunk`] moves the long ones out, a short
 //!   transaction at a time in id order, on every instance
-//!   (`crate::payload_move`); the walk's place is in `payload_move`.
+//!   (`crate::workers::payload_move`); the walk's place is in `payload_move`.
 
 use std::collections::{HashMap, HashSet};
 

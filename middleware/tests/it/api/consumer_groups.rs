@@ -29,6 +29,17 @@ async fn begin(app: &TestApp, token: &str, group: &str) -> u16 {
     .0
 }
 
+/// A finish of message 1 for `group` with `token`: its status.
+async fn finish(app: &TestApp, token: &str, group: &str) -> u16 {
+    app.post(
+        "/v1/consumptions/finish",
+        Some(token),
+        &json!({ "group": group, "message_id": 1, "ok": true }),
+    )
+    .await
+    .0
+}
+
 #[tokio::test]
 async fn a_group_token_is_shown_once_revoked_by_rotation_and_deletion_and_good_only_for_begin_and_finish(
 ) {
@@ -36,8 +47,10 @@ async fn a_group_token_is_shown_once_revoked_by_rotation_and_deletion_and_good_o
     let (s, created) = put(&app, "billing", &json!({ "topics": ["orders"] })).await;
     assert_eq!(s, 201, "{created}");
     let token = created["token"].as_str().unwrap().to_string();
-    // No message 1: a valid token gets as far as the message lookup.
+    // No message 1: a valid token gets as far as the message lookup, for
+    // a begin and for a finish.
     assert_eq!(begin(&app, &token, "billing").await, 404);
+    assert_eq!(finish(&app, &token, "billing").await, 404);
 
     let (s, updated) = put(
         &app,
@@ -65,6 +78,7 @@ async fn a_group_token_is_shown_once_revoked_by_rotation_and_deletion_and_good_o
     assert_eq!(s, 403);
     let producer = app.register("shop", "http://127.0.0.1:9/check").await;
     assert_eq!(begin(&app, &producer, "billing").await, 401);
+    assert_eq!(finish(&app, &producer, "billing").await, 401);
 
     let (s, rotated) = app
         .post(
@@ -81,7 +95,13 @@ async fn a_group_token_is_shown_once_revoked_by_rotation_and_deletion_and_good_o
         401,
         "the old token is revoked"
     );
+    assert_eq!(
+        finish(&app, &token, "billing").await,
+        401,
+        "the old token is revoked for a finish too"
+    );
     assert_eq!(begin(&app, &new_token, "billing").await, 404);
+    assert_eq!(finish(&app, &new_token, "billing").await, 404);
 
     let (s, list) = app.get("/v1/consumer-groups", Some(ADMIN_TOKEN)).await;
     assert_eq!(s, 200);
@@ -101,6 +121,7 @@ async fn a_group_token_is_shown_once_revoked_by_rotation_and_deletion_and_good_o
         401,
         "deleted: revoked"
     );
+    assert_eq!(finish(&app, &new_token, "billing").await, 401);
     let (s, gone) = app
         .get("/v1/consumer-groups/billing", Some(ADMIN_TOKEN))
         .await;

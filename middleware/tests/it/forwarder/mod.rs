@@ -15,42 +15,19 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use trustmsg::store::Message;
-use trustmsg_tests::TestApp;
+use trustmsg_tests::flags::flags;
+use trustmsg_tests::{TestApp, FAST_SEND};
 
-/// Flags for an instance forwarding to `bootstrap`, with short test timings.
+pub(crate) use trustmsg_tests::flags::{refs, set_flag};
+
+/// Flags for an instance forwarding to `bootstrap` with fast sends
+/// ([`FAST_SEND`]) and no check-back for an hour.
 pub(crate) fn kafka_flags(bootstrap: &str) -> Vec<String> {
-    [
-        "--kafka-brokers",
-        bootstrap,
-        "--kafka-message-timeout",
-        "2s",
-        "--send-lease",
-        "6s",
-        "--sweep-interval",
-        "200ms",
-        "--send-backoff-base",
-        "100ms",
-        "--send-backoff-max",
-        "1s",
-        "--first-verify-after",
-        "1h",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
-}
-
-/// Replaces the value of `--name` in `flags`.
-pub(crate) fn set_flag(flags: &mut [String], name: &str, value: &str) {
-    let pos = flags
-        .iter()
-        .position(|f| f == name)
-        .unwrap_or_else(|| panic!("{name} not in {flags:?}"));
-    flags[pos + 1] = value.to_string();
-}
-
-pub(crate) fn refs(v: &[String]) -> Vec<&str> {
-    v.iter().map(String::as_str).collect()
+    flags(&[
+        &["--kafka-brokers", bootstrap],
+        FAST_SEND,
+        &["--first-verify-after", "1h"],
+    ])
 }
 
 /// Prepares and commits (or only prepares, or rolls back) one message; returns its id.

@@ -69,14 +69,16 @@ pub(crate) const SHARDS: usize = 3;
 impl Backend {
     pub(crate) async fn mysql() -> Self {
         let db = common::TestDb::create().await;
-        let store = store::connect(&db.url).await.expect("connect to MariaDB");
+        let store = store::connect(&db.database_url())
+            .await
+            .expect("connect to MariaDB");
         Self::mysql_with(db, store).await
     }
 
     /// MariaDB without `INSERT … RETURNING`, the way a MySQL server is used.
     pub(crate) async fn mysql_without_returning() -> Self {
         let db = common::TestDb::create().await;
-        let store = store::mysql::MySqlStore::connect(&db.url)
+        let store = store::mysql::MySqlStore::connect(&db.database_url())
             .await
             .expect("connect to MariaDB")
             .without_insert_returning();
@@ -101,14 +103,14 @@ impl Backend {
         for _ in 0..SHARDS {
             dbs.push(common::TestDb::create().await);
         }
-        let urls: Vec<String> = dbs.iter().map(|d| d.url.clone()).collect();
+        let urls: Vec<_> = dbs.iter().map(|d| d.database_url()).collect();
         let store = store::shards::ShardedStore::open(&urls, &[], true)
             .await
             .expect("open the shards");
         let mut raw = Vec::new();
-        for url in &urls {
+        for db in &dbs {
             raw.push(
-                sqlx::MySqlPool::connect(url)
+                sqlx::MySqlPool::connect(&db.url)
                     .await
                     .expect("raw pool on a shard"),
             );
@@ -126,7 +128,9 @@ impl Backend {
             "sqlite://{}?mode=rwc",
             dir.path().join("trustmsg.db").display()
         );
-        let store = store::connect(&url).await.expect("open sqlite file");
+        let store = store::connect(&url.parse().unwrap())
+            .await
+            .expect("open sqlite file");
         store.migrate().await.expect("sqlite migrations");
         let raw = sqlx::SqlitePool::connect(&url)
             .await
@@ -167,6 +171,19 @@ impl Backend {
                 .map(|done| done.rows_affected()),
         }
         .unwrap_or_else(|e| panic!("raw SQL failed: {e}"))
+    }
+
+    /// Runs `sql` on shard `shard` of the sharded backend only: what the
+    /// store never writes there (a registry copy changed behind its back).
+    pub(crate) async fn raw_execute_on_shard(&self, shard: usize, sql: &str) -> u64 {
+        let Raw::Shards(pools) = &self.raw else {
+            panic!("only the sharded backend has shards");
+        };
+        sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
+            .execute(&pools[shard])
+            .await
+            .unwrap_or_else(|e| panic!("raw SQL failed: {e}"))
+            .rows_affected()
     }
 
     /// On the sharded backend, moves message `id`'s row (and its content
@@ -233,16 +250,16 @@ impl Backend {
 
     /// Runs `sql` (a `SELECT … FOR UPDATE` with `id` bound to its one `?`) in
     /// a transaction on MySQL and holds it, with its row locks, until the
-    /// returned transaction is dropped. None on SQLite, which has no row locks.
+    /// returned transaction is dropped. Not on SQLite, which has no row locks.
     pub(crate) async fn lock_row(
         &self,
         sql: &str,
         id: u64,
-    ) -> Option<sqlx::Transaction<'static, sqlx::MySql>> {
+    ) -> sqlx::Transaction<'static, sqlx::MySql> {
         let p = match &self.raw {
             Raw::MySql(p) => p,
             Raw::Shards(pools) => &pools[store::shards::shard_of_id(id)],
-            Raw::Sqlite(_) => return None,
+            Raw::Sqlite(_) => panic!("SQLite locks no rows (see store::row_locks)"),
         };
         let mut tx = p.begin().await.expect("begin on MariaDB");
         sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
@@ -250,7 +267,7 @@ impl Backend {
             .fetch_all(&mut *tx)
             .await
             .unwrap_or_else(|e| panic!("raw SQL failed: {e}"));
-        Some(tx)
+        tx
     }
 
     /// The integer `sql` selects (one `?`, bound to `id`), straight from the

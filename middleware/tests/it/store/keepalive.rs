@@ -47,7 +47,7 @@ fn timers_of_connections_to(port: u16) -> Vec<String> {
 #[tokio::test]
 async fn every_connection_to_the_database_has_tcp_keepalive() {
     let db = TestDb::create().await;
-    let store = trustmsg::store::connect(&db.url).await.unwrap();
+    let store = trustmsg::store::connect(&db.database_url()).await.unwrap();
     store.ping().await.unwrap();
     let port = Url::parse(&db.url).unwrap().port().unwrap_or(3306);
 

@@ -308,10 +308,25 @@ pub(crate) async fn a_hold_that_runs_out_is_alerted_stuck_once_per_begin_and_tak
     let alerts = ledger_alerts(s, m.id, AlertKind::ConsumptionStuck).await;
     assert_eq!(alerts.len(), 2, "one alert per begin");
     assert!(alerts.iter().all(|a| a.group.as_deref() == Some("billing")));
-    // A finished consumption is never stuck.
-    s.finish_consumption(&g, m.id, true, None).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // A finished consumption is never stuck: a third begin (the second hold
+    // ran out too), finished within its hold, is not flagged once that hold
+    // would have run out, as the two unfinished ones above were.
+    assert_eq!(go(s.begin_consumption(&g, m.id).await.unwrap()), 3);
+    let Finished::Recorded { row, changed: true } =
+        s.finish_consumption(&g, m.id, true, None).await.unwrap()
+    else {
+        panic!("the finish of the third begin is recorded");
+    };
+    assert_eq!((row.state, row.attempts), (ConsumptionState::Done, 3));
+    tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(s.flag_stuck_consumptions(100).await.unwrap(), []);
+    assert_eq!(
+        ledger_alerts(s, m.id, AlertKind::ConsumptionStuck)
+            .await
+            .len(),
+        2,
+        "no alert for the finished one"
+    );
 }
 
 pub(crate) async fn counts_and_lag_follow_each_groups_topics_since_its_registration(s: &DynStore) {

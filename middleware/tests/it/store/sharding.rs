@@ -96,6 +96,30 @@ async fn the_registry_is_on_every_shard_and_read_from_the_first() {
         )
         .await;
     assert_eq!(on_every_shard, SHARDS as i64);
+    // Read from the first: the other shards' copies, changed behind the
+    // store's back, are not what it answers.
+    for shard in 1..SHARDS {
+        let changed = b
+            .raw_execute_on_shard(
+                shard,
+                "UPDATE producers SET verify_url = 'http://127.0.0.1:1/not-the-first' \
+                 WHERE biz_id = 'orders'",
+            )
+            .await;
+        assert_eq!(changed, 1, "shard {shard} holds a copy");
+    }
+    let first_url = super::producers::producer_record("orders").verify_url;
+    let found = s.find_producer("orders").await.unwrap().unwrap();
+    assert_eq!(found.verify_url, first_url, "found on the first");
+    let listed = s.list_producers().await.unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|p| p.verify_url.as_str())
+            .collect::<Vec<_>>(),
+        [first_url.as_str()],
+        "listed from the first"
+    );
     assert!(s.set_producer_token("orders", &[7u8; 32]).await.unwrap());
     let rotated = b
         .raw_count(
@@ -118,16 +142,12 @@ async fn operator_views_read_the_replica_and_the_rest_reads_the_database() {
     let primary = TestDb::create().await;
     let replica = TestDb::create().await;
     // The replica's schema, as replication would have copied it.
-    let r = MySqlStore::connect(&replica.url).await.unwrap();
+    let r = MySqlStore::connect(&replica.database_url()).await.unwrap();
     r.migrate().await.unwrap();
     let store: DynStore = Arc::new(
-        ShardedStore::open(
-            std::slice::from_ref(&primary.url),
-            std::slice::from_ref(&replica.url),
-            true,
-        )
-        .await
-        .unwrap(),
+        ShardedStore::open(&[primary.database_url()], &[replica.database_url()], true)
+            .await
+            .unwrap(),
     );
     let s = store.as_ref();
     let m = arrange_key(s, "fresh", State::Prepared, Due::Later)
@@ -250,7 +270,7 @@ async fn an_ordered_message_key_names_one_message_whichever_record_key_it_is_pre
 #[tokio::test]
 async fn a_database_from_before_shards_opens_as_it_always_did() {
     let db = TestDb::create().await;
-    MySqlStore::connect(&db.url)
+    MySqlStore::connect(&db.database_url())
         .await
         .unwrap()
         .migrate()
@@ -265,7 +285,7 @@ async fn a_database_from_before_shards_opens_as_it_always_did() {
         sqlx::query(sql).execute(&pool).await.unwrap();
     }
     pool.close().await;
-    let store = trustmsg::startup::open_store(std::slice::from_ref(&db.url), &[], false)
+    let store = trustmsg::startup::open_store(&[db.database_url()], &[], false)
         .await
         .expect("one database that was never a shard opens without the shard tables");
     assert!(store.find_message(BIZ, "none").await.unwrap().is_none());
@@ -308,8 +328,12 @@ async fn a_message_whose_slot_moved_is_found_and_changed_on_its_new_shard() {
     b.finish().await;
 }
 
-/// Two instances started with --auto-migrate at once on new databases:
-/// both migrate (one waits for the other), and both route by one map.
+/// Two instances started with --auto-migrate at once on new databases,
+/// held in step so that both find the first database unclaimed (a lock on
+/// its `shard_identity` table makes both wait at their first look): both
+/// start, and they leave one deployment behind, each database the shard of
+/// its place in the list, one slot map, by which both route; a third
+/// instance accepts the list and a reordered one is refused.
 #[tokio::test]
 async fn instances_that_start_a_new_deployment_together_agree_on_it() {
     let dbs = [
@@ -317,20 +341,129 @@ async fn instances_that_start_a_new_deployment_together_agree_on_it() {
         TestDb::create().await,
         TestDb::create().await,
     ];
-    let urls: Vec<String> = dbs.iter().map(|d| d.url.clone()).collect();
-    let (one, two) = tokio::join!(
-        ShardedStore::open(&urls, &[], true),
-        ShardedStore::open(&urls, &[], true)
-    );
-    let (one, two) = (one.expect("first starter"), two.expect("second starter"));
-    // Both route a key to the same shard, by the one map they wrote.
-    for key in ["a", "b", "c", "d"] {
-        assert_eq!(one.shard_of_key(BIZ, key), two.shard_of_key(BIZ, key));
+    let urls: Vec<_> = dbs.iter().map(|d| d.database_url()).collect();
+    let mut pools = Vec::new();
+    for url in &urls {
+        let store = MySqlStore::connect(url).await.unwrap();
+        store.migrate().await.unwrap();
+        pools.push(store.pool().clone());
+    }
+    let mut lock = pools[0].acquire().await.unwrap();
+    sqlx::query("LOCK TABLES shard_identity WRITE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let one = tokio::spawn({
+        let urls = urls.clone();
+        async move { ShardedStore::open(&urls, &[], true).await }
+    });
+    let two = tokio::spawn({
+        let urls = urls.clone();
+        async move { ShardedStore::open(&urls, &[], true).await }
+    });
+    let waiting = "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+                   WHERE DB = ? AND INFO LIKE '%shard_identity%' AND STATE LIKE 'Waiting%'";
+    trustmsg_tests::eventually(
+        20,
+        "both starters waiting at the first database",
+        async || {
+            sqlx::query_scalar::<_, i64>(waiting)
+                .bind(&dbs[0].name)
+                .fetch_one(&pools[1])
+                .await
+                .unwrap()
+                == 2
+        },
+    )
+    .await;
+    sqlx::query("UNLOCK TABLES")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    drop(lock);
+    let one = one.await.unwrap().expect("the first starter starts");
+    let two = two.await.unwrap().expect("the second starter starts");
+
+    let mut deployments = BTreeSet::new();
+    for (shard, pool) in pools.iter().enumerate() {
+        let rows: Vec<(String, u16)> =
+            sqlx::query_as("SELECT deployment, shard FROM shard_identity")
+                .fetch_all(pool)
+                .await
+                .unwrap();
+        assert_eq!(rows.len(), 1, "one identity on shard {shard}: {rows:?}");
+        assert_eq!(
+            usize::from(rows[0].1),
+            shard,
+            "shard {shard} knows its place"
+        );
+        deployments.insert(rows[0].0.clone());
+    }
+    assert_eq!(deployments.len(), 1, "one deployment: {deployments:?}");
+    let map: Vec<(u16, u16)> = sqlx::query_as("SELECT slot, shard FROM shard_slots ORDER BY slot")
+        .fetch_all(&pools[0])
+        .await
+        .unwrap();
+    assert_eq!(map.len(), usize::from(trustmsg::store::shards::SLOTS));
+    // Both route every key by that map.
+    for i in 0..2000 {
+        let key = format!("k-{i}");
+        let stored = usize::from(map[usize::from(slot_of(BIZ, key.as_bytes()))].1);
+        assert_eq!(
+            (one.shard_of_key(BIZ, &key), two.shard_of_key(BIZ, &key)),
+            (stored, stored),
+            "{key}"
+        );
     }
     drop((one, two));
+    let third = ShardedStore::open(&urls, &[], false).await;
+    assert!(third.is_ok(), "the list as set up: {:?}", third.err());
+    drop(third);
     let reordered = [urls[1].clone(), urls[0].clone(), urls[2].clone()];
     assert!(ShardedStore::open(&reordered, &[], true).await.is_err());
+    for pool in pools {
+        pool.close().await;
+    }
     for db in dbs {
         db.drop_db().await;
     }
+}
+
+/// The batch paths reach a moved row as the one-by-one paths do: the
+/// verifier's batch (`transition_batch`) and a producer's decision batch
+/// (`transition_batch_seen`) each change a prepared row that now lives on
+/// another shard than its id names, beside a row that did not move.
+#[tokio::test]
+async fn batch_transitions_reach_a_row_whose_slot_moved() {
+    let b = Backend::sharded().await;
+    let s = b.store.as_ref();
+    let keys = keys_on(0, "moved-batch", 4);
+    let mut rows = Vec::new();
+    for key in &keys {
+        rows.push(super::harness::prepare(s, key, Due::Later).await);
+    }
+    b.move_row(rows[0].id, 2).await;
+    b.move_row(rows[2].id, 1).await;
+    let failed = |m: &trustmsg::store::Message| super::harness::verify_failed(m);
+    let by_verifier = s
+        .transition_batch(&[failed(&rows[0]), failed(&rows[1])])
+        .await
+        .unwrap();
+    let seen: Vec<&trustmsg::store::Message> = rows[2..].iter().collect();
+    let by_producer = s
+        .transition_batch_seen(&[failed(&rows[2]), failed(&rows[3])], &seen)
+        .await
+        .unwrap();
+    for (m, result) in rows.iter().zip(by_verifier.iter().chain(&by_producer)) {
+        let changed = result
+            .as_ref()
+            .unwrap_or_else(|| panic!("row {} changed", m.id));
+        assert_eq!(
+            changed.status,
+            trustmsg_verify_api::MessageStatus::VerifyFailed
+        );
+        let stored = s.find_message_by_id(m.id).await.unwrap().unwrap();
+        assert_eq!(&stored, changed, "the row as stored where it lives");
+    }
+    b.finish().await;
 }

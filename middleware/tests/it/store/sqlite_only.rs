@@ -7,7 +7,9 @@ use crate::store::harness::*;
 
 #[tokio::test]
 async fn sqlite_in_memory_url_keeps_one_database_for_the_life_of_the_store() {
-    let s = store::connect("sqlite::memory:").await.unwrap();
+    let s = store::connect(&"sqlite::memory:".parse().unwrap())
+        .await
+        .unwrap();
     s.migrate().await.unwrap();
     let m = prepare(s.as_ref(), "in-memory", Due::Later).await;
     // Concurrent calls must all see the same (single-connection) database.
@@ -24,7 +26,7 @@ async fn sqlite_file_is_created_when_missing_and_runs_in_wal_mode() {
     let path = dir.path().join("fresh.db");
     assert!(!path.exists());
     let url = format!("sqlite://{}", path.display());
-    let s = trustmsg::store::sqlite::SqliteStore::connect(&url)
+    let s = trustmsg::store::sqlite::SqliteStore::connect(&url.parse().unwrap())
         .await
         .unwrap();
     s.migrate().await.unwrap();
@@ -42,7 +44,7 @@ async fn sqlite_file_is_created_when_missing_and_runs_in_wal_mode() {
     // And the schema is really there: a second connect sees the same rows.
     prepare(&s, "persisted", Due::Later).await;
     s.pool().close().await;
-    let again = store::connect(&url).await.unwrap();
+    let again = store::connect(&url.parse().unwrap()).await.unwrap();
     again.migrate().await.unwrap();
     assert!(again
         .find_message(BIZ, "persisted")
@@ -55,7 +57,7 @@ async fn sqlite_file_is_created_when_missing_and_runs_in_wal_mode() {
 async fn sqlite_due_scans_use_their_indexes() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("plan.db").display());
-    let s = trustmsg::store::sqlite::SqliteStore::connect(&url)
+    let s = trustmsg::store::sqlite::SqliteStore::connect(&url.parse().unwrap())
         .await
         .unwrap();
     s.migrate().await.unwrap();

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use trustmsg::address_policy::AddressPolicy;
+use trustmsg::net::address_policy::AddressPolicy;
 use trustmsg::verifier::Outcome;
 use trustmsg_tests::{decision_body, eventually, AlertSink, CheckServer, Reply, TestApp};
 use trustmsg_verify_api::{MessageStatus, SendStatus};

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use trustmsg::address_policy::{AddressPolicy, StaticResolver};
+use trustmsg::net::address_policy::{AddressPolicy, StaticResolver};
 use trustmsg::verifier::Outcome;
 use trustmsg_tests::{eventually, Canary, CheckServer, Reply, TestApp};
 use trustmsg_verify_api::MessageStatus;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::json;
-use trustmsg::address_policy::{AddressPolicy, HostResolver};
+use trustmsg::net::address_policy::{AddressPolicy, HostResolver};
 use trustmsg::verifier::Outcome;
 use trustmsg_tests::{eventually, Canary, CheckServer, Reply, TestApp};
 use trustmsg_verify_api::MessageStatus;

@@ -6,9 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use trustmsg::address_policy::AddressPolicy;
 use trustmsg::backoff::Backoff;
 use trustmsg::handoff::CommitListener;
+use trustmsg::net::address_policy::AddressPolicy;
 use trustmsg::registry::Registry;
 use trustmsg::store::{Message, VerifyLease};
 use trustmsg::verifier::{Verifier, VerifierConfig};

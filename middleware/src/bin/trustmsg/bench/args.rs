@@ -4,27 +4,30 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use trustmsg::config::Secret;
+use trustmsg::config::{quiet, quiet_with, RedactedUrl, Secret};
+use trustmsg::net::kafka_settings;
+use trustmsg::store::DatabaseUrl;
 
 /// Flags of `trustmsg bench`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct BenchArgs {
-    /// MySQL/MariaDB server (`mysql://user:pass@host:port[/ignored]`). The bench
-    /// creates a database of its own there and drops it when done.
-    #[arg(long, env = "TRUSTMSG_DATABASE_URL")]
-    pub(crate) database_url: Secret,
+    /// MySQL/MariaDB server (`mysql://user:pass@host:port[/ignored]`, a
+    /// password percent-encoded). The bench creates a database of its own
+    /// there and drops it when done.
+    #[arg(long, env = "TRUSTMSG_DATABASE_URL", hide_env_values = true, value_parser = quiet::<DatabaseUrl>())]
+    pub(crate) database_url: DatabaseUrl,
 
     /// Kafka brokers; without them an in-process librdkafka mock cluster is used.
-    #[arg(long, env = "TRUSTMSG_KAFKA_BROKERS")]
+    #[arg(long, env = "TRUSTMSG_KAFKA_BROKERS", hide_env_values = true, value_parser = quiet_with(kafka_settings::brokers))]
     pub(crate) kafka_brokers: Option<String>,
 
     /// Drive an already running trustmsg instead of starting one
     /// (lifecycle and open-loop only; needs --kafka-brokers and --admin-token).
-    #[arg(long)]
-    pub(crate) target: Option<url::Url>,
+    #[arg(long, value_parser = quiet::<RedactedUrl>())]
+    pub(crate) target: Option<RedactedUrl>,
 
     /// Admin token of the --target service.
-    #[arg(long, env = "TRUSTMSG_ADMIN_TOKEN")]
+    #[arg(long, env = "TRUSTMSG_ADMIN_TOKEN", hide_env_values = true)]
     pub(crate) admin_token: Option<Secret>,
 
     /// Small sizes: the whole run takes under a minute on 2 cores.

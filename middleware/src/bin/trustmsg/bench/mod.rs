@@ -31,6 +31,7 @@ use sqlx::mysql::MySqlPoolOptions;
 use sqlx::{MySqlPool, Row};
 
 use trustmsg::config::Secret;
+use trustmsg::store::DatabaseUrl;
 use trustmsg_kafka_mock as kafka;
 
 use crate::serve_flags::ServeFlags;
@@ -61,7 +62,10 @@ pub(crate) const PAYLOAD_BYTES: usize = 256;
 /// Runs the benchmark and prints the table; the last line is `ratio=<x>`.
 pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<Report> {
     let sizes = args.sizes();
-    let server = server_url(args.database_url.expose())?;
+    let server = args
+        .database_url
+        .with_database(None)
+        .context("the bench needs a MySQL or MariaDB server")?;
     let db_name = format!(
         "trustmsg_bench_{}_{}",
         std::process::id(),
@@ -69,9 +73,9 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<Report> {
     );
     let admin = MySqlPoolOptions::new()
         .max_connections(2)
-        .connect(&server)
+        .connect(server.expose_for_driver())
         .await
-        .with_context(|| format!("connecting to {}", trustmsg::store::redact_url(&server)))?;
+        .with_context(|| format!("connecting to {server}"))?;
     // The first shard's database is the one the bench's own phases use.
     let names: Vec<String> = (0..args.shards)
         .map(|i| match i {
@@ -84,7 +88,10 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<Report> {
             .execute(&admin)
             .await?;
     }
-    let db_urls: Vec<String> = names.iter().map(|n| format!("{server}/{n}")).collect();
+    let db_urls = names
+        .iter()
+        .map(|n| server.with_database(Some(n)))
+        .collect::<Result<Vec<_>, _>>()?;
     let result = run_in(&args, &sizes, &db_urls).await;
     for name in &names {
         let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -117,23 +124,15 @@ fn drain_partitions(args: &BenchArgs, sizes: &Sizes) -> i32 {
     i32::try_from(partitions).unwrap_or(i32::MAX).clamp(4, 1024)
 }
 
-/// `mysql://user:pass@host:port` with any database path removed.
-fn server_url(url: &str) -> anyhow::Result<String> {
-    let mut u = url::Url::parse(url).context("--database-url is not a URL")?;
-    anyhow::ensure!(
-        u.scheme() == "mysql",
-        "the bench needs a mysql:// server URL"
-    );
-    u.set_path("");
-    u.set_query(None);
-    Ok(u.to_string().trim_end_matches('/').to_string())
-}
-
-async fn run_in(args: &BenchArgs, sizes: &Sizes, db_urls: &[String]) -> anyhow::Result<Report> {
-    let db_url = db_urls[0].as_str();
+async fn run_in(
+    args: &BenchArgs,
+    sizes: &Sizes,
+    db_urls: &[DatabaseUrl],
+) -> anyhow::Result<Report> {
+    let db_url = &db_urls[0];
     let pool = MySqlPoolOptions::new()
         .max_connections((args.concurrency + 4) as u32)
-        .connect(db_url)
+        .connect(db_url.expose_for_driver())
         .await?;
     // Each shard's database, for the polls that count what is left.
     let mut shard_pools = vec![pool.clone()];
@@ -141,7 +140,7 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_urls: &[String]) -> anyhow::
         shard_pools.push(
             MySqlPoolOptions::new()
                 .max_connections(2)
-                .connect(url)
+                .connect(url.expose_for_driver())
                 .await?,
         );
     }
@@ -197,7 +196,7 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_urls: &[String]) -> anyhow::
                 .context("--target needs --admin-token")?;
             (
                 None,
-                url.to_string().trim_end_matches('/').to_string(),
+                url.expose().as_str().trim_end_matches('/').to_string(),
                 token,
             )
         }
@@ -205,7 +204,8 @@ async fn run_in(args: &BenchArgs, sizes: &Sizes, db_urls: &[String]) -> anyhow::
             let listen = service::free_address()?;
             let databases: Vec<(&str, Option<&str>)> = db_urls
                 .iter()
-                .map(|url| ("--database-url", Some(url.as_str())))
+                // The child parses it again.
+                .map(|url| ("--database-url", Some(url.expose_for_driver())))
                 .collect();
             let (flags, fixed) = ServeFlags::new(&args.serve_args)
                 .fixed(&databases)

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::MySqlPool;
 use trustmsg::store::mysql::MySqlStore;
-use trustmsg::store::{PayloadRoom, Store};
+use trustmsg::store::{DatabaseUrl, PayloadRoom, Store};
 use trustmsg_kafka_mock as kafka;
 
 use super::percentiles::Percentiles;
@@ -299,7 +299,11 @@ const SERVICE_ROOM: PayloadRoom = PayloadRoom {
 
 /// Median time of the forwarder's claim (256 due rows) with `rows` finished
 /// rows in the table, in a database of its own.
-pub(crate) async fn scan_cost(pool: &MySqlPool, db_url: &str, rows: u64) -> anyhow::Result<f64> {
+pub(crate) async fn scan_cost(
+    pool: &MySqlPool,
+    db_url: &DatabaseUrl,
+    rows: u64,
+) -> anyhow::Result<f64> {
     let base: String = sqlx::query_scalar("SELECT CAST(DATABASE() AS CHAR)")
         .fetch_one(pool)
         .await?;
@@ -312,10 +316,9 @@ pub(crate) async fn scan_cost(pool: &MySqlPool, db_url: &str, rows: u64) -> anyh
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE `{name}`")))
         .execute(pool)
         .await?;
-    let mut scan_url = url::Url::parse(db_url)?;
-    scan_url.set_path(&format!("/{name}"));
+    let scan_url = db_url.with_database(Some(&name))?;
     let result = async {
-        let store = MySqlStore::connect(scan_url.as_str()).await?;
+        let store = MySqlStore::connect(&scan_url).await?;
         store.migrate().await?;
         let (done, due) = (("COMMITTED", Some("SENT")), ("COMMITTED", Some("PENDING")));
         insert_rows(store.pool(), "scan-done", TOPIC, done, rows, PAYLOAD_BYTES).await?;

@@ -1,4 +1,4 @@
-//! Group commit for the producer API.
+//! What the producer API writes in one batch: its prepares and decisions.
 //!
 //! Prepares and decisions that arrive while the store is busy are gathered
 //! into one batch and written together: one multi-row INSERT, or one guarded
@@ -27,7 +27,7 @@
 //! client hung up, would otherwise leave the row claimed for a forwarder that
 //! never hears of it, unsent until the claim runs out.
 //!
-//! The queues, the workers and the batch collection are [`crate::batcher`]'s;
+//! The queues, the workers and the batch collection are [`crate::group_commit::batcher`]'s;
 //! this module says what a batch of prepares or decisions writes.
 //!
 //! A store call of a batch is given up (its connection dropped) after twice
@@ -55,13 +55,13 @@ use moka::future::Cache;
 
 use trustmsg_verify_api::MessageStatus;
 
-use crate::batcher::{skip_abandoned, write_now, BatchWrite, Batcher, Job};
-use crate::flow::{self, Event};
+use crate::group_commit::batcher::{skip_abandoned, write_now, BatchWrite, Batcher, Job};
 use crate::handoff::CommitListener;
 use crate::store::{
     self, Actor, DecideOutcome, DecideRequest, DynStore, Inserted, Message, NewMessage, StoreError,
     StoreResult, Target,
 };
+use crate::workers::flow::{self, Event};
 
 /// Rows this instance prepared and nobody has decided yet, by (biz_id, key).
 type PreparedRows = Cache<(String, String), Arc<Message>>;

@@ -13,7 +13,7 @@
 //! A flush that fails gives its counts back to be added next time (one
 //! given up after its deadline may still have been applied: then they
 //! count twice, the price of never losing them). The
-//! last backlog sample (`crate::backlog`, PREPARED and PENDING) goes with
+//! last backlog sample (`crate::workers::backlog`, PREPARED and PENDING) goes with
 //! the flush that follows it if taken in the same minute; of the samples
 //! of a minute the database keeps the latest, whoever adds it. Minutes older than a day are deleted, about
 //! once an hour.

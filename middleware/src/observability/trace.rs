@@ -53,7 +53,7 @@ const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OtlpSettings {
     /// `--otlp-endpoint`: the collector's base URL; spans go to `<URL>/v1/traces`.
-    pub endpoint: url::Url,
+    pub endpoint: crate::net::secret::RedactedUrl,
     /// `--otlp-service-name`: the `service.name` resource attribute.
     pub service_name: String,
     /// How often the batch processor exports (the SDK's default is 5 s).
@@ -63,7 +63,10 @@ pub struct OtlpSettings {
 impl OtlpSettings {
     /// `<endpoint>/v1/traces`, as the collectors' OTLP/HTTP receivers expect.
     pub fn traces_url(&self) -> String {
-        format!("{}/v1/traces", self.endpoint.as_str().trim_end_matches('/'))
+        format!(
+            "{}/v1/traces",
+            self.endpoint.expose().as_str().trim_end_matches('/')
+        )
     }
 }
 
@@ -73,7 +76,7 @@ pub(crate) fn install(settings: &OtlpSettings) -> anyhow::Result<()> {
         tracing::warn!("an OTLP exporter is installed already in this process; it is kept");
         return Ok(());
     }
-    crate::tls::install_crypto_provider();
+    crate::net::client_tls::install_crypto_provider();
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
@@ -102,7 +105,7 @@ pub(crate) fn install(settings: &OtlpSettings) -> anyhow::Result<()> {
     if EXPORT.set(Export { provider, tracer }).is_err() {
         tracing::warn!("an OTLP exporter was installed meanwhile; it is kept");
     }
-    tracing::info!(endpoint = %settings.traces_url(), service = %settings.service_name,
+    tracing::info!(endpoint = %settings.endpoint, service = %settings.service_name,
         "exporting spans over OTLP/HTTP");
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! Group commit, written once: callers queue jobs, each with its own reply,
+//! The queue behind every group commit, written once: callers queue jobs, each with its own reply,
 //! and a few workers write whatever is queued as one batch.
 //!
 //! A job never waits for company on an idle batcher: a worker takes the
@@ -21,7 +21,7 @@
 //! stopped, tells its caller the batcher is gone ([`Batcher::submit`] returns
 //! `None`). The workers end when the last [`Batcher`] clone is dropped.
 //!
-//! Used by the API's prepares and decisions ([`crate::coalesce`]) and the
+//! Used by the API's prepares and decisions ([`crate::group_commit::producer_writes`]) and the
 //! verifier's call records, decisions and reschedules.
 
 use std::future::Future;

@@ -390,7 +390,7 @@ impl Resolve for PolicyResolver {
 /// redirect is followed. Check each URL with [`AddressPolicy::check_literal`]
 /// before the call.
 pub(crate) fn client_builder(policy: Arc<AddressPolicy>) -> reqwest::ClientBuilder {
-    crate::tls::install_crypto_provider();
+    crate::net::client_tls::install_crypto_provider();
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         // A proxy would dial on our behalf, past the resolver's check.

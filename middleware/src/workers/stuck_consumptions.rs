@@ -20,8 +20,8 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::periodic;
 use crate::store::{deadline, DynStore};
+use crate::workers::periodic;
 
 /// Consumptions flagged per look; more wait for the next one.
 const BATCH: u32 = 256;

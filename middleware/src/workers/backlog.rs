@@ -16,7 +16,7 @@
 //! `trustmsg_alerts_undelivered` and `trustmsg_alerts_oldest_undelivered_seconds`
 //! for the alert outbox's pending alerts (a count over the state index).
 //! Each reading of PREPARED and PENDING is also the sample of the flow's
-//! backlog for its minute (`crate::flow`).
+//! backlog for its minute (`crate::workers::flow`).
 
 use std::time::Duration;
 
@@ -24,9 +24,9 @@ use chrono::{DateTime, Utc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::flow;
-use crate::periodic;
 use crate::store::{deadline, Backlog, BacklogSample, DynStore};
+use crate::workers::flow;
+use crate::workers::periodic;
 
 /// The waiting states, as (status, send_status) labels.
 const WAITING: [(&str, &str); 4] = [

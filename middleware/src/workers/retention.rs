@@ -17,8 +17,8 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::periodic;
 use crate::store::{deadline, DynStore};
+use crate::workers::periodic;
 
 /// Messages deleted per transaction.
 const BATCH: u32 = 500;

@@ -27,8 +27,8 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::periodic;
 use crate::store::{deadline, DynStore, Wait};
+use crate::workers::periodic;
 
 /// Messages flagged per kind of wait and round; more wait for the next round.
 const BATCH: u32 = 256;

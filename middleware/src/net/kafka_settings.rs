@@ -66,12 +66,32 @@ impl fmt::Debug for Redacted<'_> {
     }
 }
 
+/// `--kafka-brokers` (`--brokers` of `tail`): `host:port` or
+/// `PROTOCOL://host:port`, comma-separated, as librdkafka reads them. One
+/// with an `@` is refused without being repeated: a broker address has no
+/// user or password (librdkafka would take them for a host name, and
+/// repeat them in every connection error); they go in `--kafka-config`.
+pub fn brokers(list: &str) -> Result<String, String> {
+    if list.contains('@') {
+        return Err(
+            "has an `@`: a broker list is host:port,host:port and holds no \
+                    credentials; give them with --kafka-config sasl.username=… and \
+                    sasl.password=… (or @FILE) instead (the list is not shown: it may hold a \
+                    password)"
+                .into(),
+        );
+    }
+    Ok(list.to_string())
+}
+
 /// The settings the entries make, in order (a later one wins in librdkafka),
 /// with each `@FILE` read in place; an entry that is neither `KEY=VALUE` nor
-/// `@FILE` is refused, naming it (but never a value).
+/// `@FILE` is refused by its place in the list, never by what it says (a
+/// password holding a comma is split by the flag's delimiter, and its tail
+/// is such an entry).
 pub fn settings(entries: &[KafkaConfigArg]) -> anyhow::Result<Vec<(String, String)>> {
     let mut out = Vec::new();
-    for KafkaConfigArg(entry) in entries {
+    for (n, KafkaConfigArg(entry)) in entries.iter().enumerate() {
         let entry = entry.trim();
         if entry.is_empty() {
             continue;
@@ -80,7 +100,12 @@ pub fn settings(entries: &[KafkaConfigArg]) -> anyhow::Result<Vec<(String, Strin
             out.extend(file(Path::new(path))?);
         } else {
             out.push(pair(entry).ok_or_else(|| {
-                anyhow::anyhow!("--kafka-config {entry:?} is not of the form key=value (or @file)")
+                // Not shown: a mistyped `sasl.password hunter2` is a secret.
+                anyhow::anyhow!(
+                    "--kafka-config number {} is not of the form key=value (or @file); it is not \
+                     shown, as it may hold a secret",
+                    n + 1
+                )
             })?);
         }
     }
@@ -162,14 +187,33 @@ mod tests {
     }
 
     #[test]
-    fn malformed_entries_and_lines_are_refused_by_name() {
-        let err = settings(&["sasl.mechanisms".into()])
+    fn a_broker_list_with_credentials_is_refused_without_repeating_it() {
+        assert_eq!(
+            brokers("k1:9092,SSL://k2:9093").unwrap(),
+            "k1:9092,SSL://k2:9093"
+        );
+        for list in [
+            "ops:hunter2@k:9092",
+            "SASL_SSL://ops:hunter2@k:9092,k2:9092",
+        ] {
+            let why = brokers(list).unwrap_err();
+            assert!(!why.contains("hunter2"), "{why}");
+            assert!(why.contains("sasl.password"), "{why}");
+        }
+    }
+
+    #[test]
+    fn malformed_entries_and_lines_are_refused_by_place_never_by_content() {
+        // A password with a comma, split by the flag's delimiter: its tail
+        // is an entry of its own.
+        let err = settings(&["sasl.password=hunter2".into(), "swordfish".into()])
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("\"sasl.mechanisms\" is not of the form"),
+            err.contains("--kafka-config number 2 is not of the form"),
             "{err}"
         );
+        assert!(!err.contains("swordfish"), "{err}");
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bad");
         std::fs::write(&path, "a=1\nnot a setting\n").unwrap();

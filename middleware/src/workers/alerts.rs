@@ -54,11 +54,11 @@ use tokio_util::sync::CancellationToken;
 use trustmsg_verify_api::admin::{AlertKind, AlertView};
 use trustmsg_verify_api::{signature, webhook};
 
-use crate::address_policy::{self, AddressPolicy};
 use crate::backoff::Backoff;
-use crate::periodic;
-use crate::secret::Secret;
+use crate::net::address_policy::{self, AddressPolicy};
+use crate::net::secret::Secret;
 use crate::store::{deadline, DynStore};
+use crate::workers::periodic;
 
 /// How much longer than a POST ([`POST_TIMEOUT`]) and the statement that
 /// records it (the workers' statement deadline) a claimed alert stays this
