@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """What each statement of a message's life costs the database, per row.
 
-Usage: scripts/statement-cost.py TRUSTMSG_BINARY [ROWS] [VARIANT] [BATCH] [CLIENTS] [SHAPE]
+Usage: scripts/statement-cost.py TRUSTMSG_BINARY [ROWS] [VARIANT] [BATCH] [CLIENTS] [SHAPE] [PAYLOAD]
 
 Creates a database on the local MariaDB/MySQL server (root, no password,
-127.0.0.1:3306), migrates it with `TRUSTMSG_BINARY migrate`, then runs each
+127.0.0.1, port 3306 or $STATEMENT_COST_PORT: a server of its own gives the
+server's CPU time to these statements alone), migrates it with
+`TRUSTMSG_BINARY migrate`, then runs each
 kind of statement the service writes over ROWS rows (default 10000), in
 batches of BATCH rows (default 500), from CLIENTS connections at once
 (default 1; the service writes from two), alone: the prepare's INSERT, the commit's UPDATE, a claim's
@@ -22,8 +24,16 @@ range (`simple`, the default); `tvc`, `in` and `span` write the service's
 commit and the mark in other forms (a table value constructor; an id list
 with ELT(FIELD()) for the offsets; that over the ids' span). Shapes other
 than `simple` skip the claims, as the lifecycle's hand-off does.
+PAYLOAD is each row's payload in bytes (default 256): written where the
+migrated schema's prepare would keep it, in the row, or in
+`message_payloads` for a content longer than 2 KiB (migration 0018; a
+claim then also reads it from there, as the service's does). It prints
+each statement's wall time per row too. For 900 kB payloads use few rows:
+`statement-cost.py BINARY 300 all 300 1 simple 900000`.
 docs/performance.md has the figures.
 """
+import os
+import re
 import subprocess
 import sys
 import threading
@@ -33,7 +43,12 @@ binary = sys.argv[1]
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 10000
 variant = sys.argv[3] if len(sys.argv) > 3 else "all"
 DB = "trustmsg_statement_cost"
-pid = subprocess.run(["pidof", "mariadbd", "mysqld"], capture_output=True, text=True).stdout.split()[0]
+PORT = int(os.environ.get("STATEMENT_COST_PORT", "3306"))
+# The server listening on PORT (`ss` names the process).
+listening = subprocess.run(["ss", "-Hltnp", f"sport = :{PORT}"], capture_output=True,
+                           text=True).stdout
+pid = re.search(r"pid=(\d+)", listening).group(1)
+CLIENT = ["mysql", "--protocol=tcp", "-h127.0.0.1", f"-P{PORT}", "-uroot", "-N"]
 
 
 def cpu():
@@ -42,7 +57,7 @@ def cpu():
 
 
 def sql(text, db=DB):
-    return subprocess.run(["mysql", "-uroot", "-N", db], input=text.encode(), check=True,
+    return subprocess.run(CLIENT + [db], input=text.encode(), check=True,
                           capture_output=True).stdout.decode(errors="replace")
 
 
@@ -62,7 +77,7 @@ def settle():
 
 
 sql(f"DROP DATABASE IF EXISTS {DB}; CREATE DATABASE {DB}", db="")
-subprocess.run([binary, "migrate", "--database-url", f"mysql://root@127.0.0.1:3306/{DB}"],
+subprocess.run([binary, "migrate", "--database-url", f"mysql://root@127.0.0.1:{PORT}/{DB}"],
                check=True, capture_output=True)
 drops = {
     "all": [],
@@ -85,8 +100,13 @@ if variant == "folded":
         "WHEN status = 'COMMITTED' AND send_status = 'PENDING' THEN next_send_at "
         "ELSE updated_at END) STORED, "
         "ADD KEY idx_messages_folded (status, send_status, state_at, biz_id)")
-payload = "x" * 256
 BATCH = int(sys.argv[4]) if len(sys.argv) > 4 else 500
+PAYLOAD = int(sys.argv[7]) if len(sys.argv) > 7 else 256
+payload = f"'{'x' * PAYLOAD}'" if PAYLOAD <= 4096 else f"REPEAT('x', {PAYLOAD})"
+# Where the migrated schema's prepare keeps this content (its headers are "{}").
+APART = bool(sql("SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = "
+                 f"'{DB}' AND table_name = 'messages' AND column_name = 'payload_apart'")
+             .strip() != "0") and PAYLOAD + 2 > 2048
 
 
 CLIENTS = int(sys.argv[5]) if len(sys.argv) > 5 else 1
@@ -99,7 +119,7 @@ def batches(statement):
 
 def run(statements, count):
     """The statements dealt round-robin to `count` connections that run at once."""
-    clients = [subprocess.Popen(["mysql", "-uroot", "-N", DB], stdin=subprocess.PIPE,
+    clients = [subprocess.Popen(CLIENT + [DB], stdin=subprocess.PIPE,
                                 stdout=subprocess.DEVNULL)
                for _ in range(count)]
     def feed(client, share):
@@ -118,10 +138,31 @@ def run(statements, count):
 
 
 def rows(lo, hi):
+    in_row = "''" if APART else payload
+    apart = ",TRUE" if APART else ""
     return ",".join(
-        f"('bench','k{i}','trustmsg-bench',NULL,'{payload}','{{}}',UNHEX(REPEAT('ab',32)),"
+        f"('bench','k{i}','trustmsg-bench',NULL,{in_row},'{{}}',UNHEX(REPEAT('ab',32)),"
         "'PREPARED',UTC_TIMESTAMP(3)+INTERVAL 3600 SECOND,UTC_TIMESTAMP(3),UTC_TIMESTAMP(3),"
-        "REPEAT(X'00',40))" for i in range(lo, hi))
+        f"REPEAT(X'00',40){apart})" for i in range(lo, hi))
+
+
+def prepare(lo, hi):
+    """The prepare's INSERT, with its content's where the content is kept apart."""
+    insert = ("INSERT INTO messages (biz_id, message_key, topic, record_key, payload, headers, "
+              "content_digest, status, next_verify_at, created_at, updated_at, headroom"
+              f"{', payload_apart' if APART else ''}) VALUES {rows(lo, hi)}")
+    if not APART:
+        return insert
+    return (f"BEGIN; {insert}; INSERT INTO message_payloads (message_id, payload, headers) "
+            f"SELECT id, {payload}, '{{}}' FROM messages WHERE id > {lo} AND id <= {hi}; COMMIT")
+
+
+def contents(lo, hi):
+    """What a claim of rows whose contents are apart reads after locking them."""
+    if not APART:
+        return ""
+    return (f" SELECT message_id, payload, headers FROM message_payloads "
+            f"WHERE message_id > {lo} AND message_id <= {hi};")
 
 
 COLUMNS = ("id, biz_id, message_key, topic, record_key, payload, headers, content_digest, "
@@ -199,10 +240,7 @@ def service_mark(lo, hi):
 
 
 steps = [
-    ("prepare INSERT", batches(lambda lo, hi: (
-        "INSERT INTO messages (biz_id, message_key, topic, record_key, payload, headers, "
-        "content_digest, status, next_verify_at, created_at, updated_at, headroom) "
-        f"VALUES {rows(lo, hi)}"))),
+    ("prepare INSERT", batches(prepare)),
     ("commit UPDATE", batches(service_commit if SHAPE != "simple" else lambda lo, hi: (
         "UPDATE messages SET status='COMMITTED', send_status='PENDING', version=version+1, "
         "next_verify_at=NULL, next_send_at=UTC_TIMESTAMP(3)+INTERVAL 40 SECOND, "
@@ -218,7 +256,7 @@ steps = [
         f"WHERE {DUE} <= UTC_TIMESTAMP(3) + INTERVAL 1 HOUR AND status = 'COMMITTED' "
         f"AND send_status = 'PENDING' ORDER BY {DUE} LIMIT {hi - lo} FOR UPDATE SKIP LOCKED; "
         "UPDATE messages SET next_send_at=UTC_TIMESTAMP(3)+INTERVAL 2 HOUR, "
-        f"version=version+1 WHERE id > {lo} AND id <= {hi}; COMMIT"))),
+        f"version=version+1 WHERE id > {lo} AND id <= {hi};{contents(lo, hi)} COMMIT"))),
     ("SENT UPDATE", batches({"service": service_mark, "tvc": tvc_mark, "in": in_mark, "span": span_mark}.get(SHAPE) or (lambda lo, hi: (
         "UPDATE messages SET send_status='SENT', next_send_at=NULL, sent_at=UTC_TIMESTAMP(3), "
         "updated_at=UTC_TIMESTAMP(3), send_attempts=send_attempts+1, kafka_partition=1, "
@@ -235,13 +273,16 @@ for name, text in steps:
     # A whole claim leases a range of ids, not the rows it locked, so two
     # at once would deadlock: claims run from one connection.
     clients = 1 if name.startswith("claim") else CLIENTS
+    began = time.monotonic()
     run(text, clients)
+    wall = time.monotonic() - began
     settle()
     cpu1, after = cpu(), status()
     pages = after["Innodb_buffer_pool_write_requests"] - before["Innodb_buffer_pool_write_requests"]
     redo = after["Innodb_lsn_current"] - before["Innodb_lsn_current"]
-    print(f"{variant:14} x{clients} {name:20} database CPU {(cpu1 - cpu0) / N * 1e6:6.1f} µs/row  "
-          f"page changes {pages / N:5.1f}/row  redo {redo / N:6.0f} B/row")
+    print(f"{variant:14} x{clients} {PAYLOAD}B{' apart' if APART else ''} {name:22} "
+          f"database CPU {(cpu1 - cpu0) / N * 1e6:8.1f} µs/row  wall {wall / N * 1e6:8.1f} µs/row  "
+          f"page changes {pages / N:6.1f}/row  redo {redo / N:7.0f} B/row")
 sent = int(sql("SELECT COUNT(*) FROM messages WHERE send_status = 'SENT'").strip())
 if sent != N:
     sys.exit(f"only {sent} of {N} rows were marked SENT: the statements did not match")

@@ -428,7 +428,7 @@ fn count_records(bootstrap: &str) -> (Counts, Arc<AtomicBool>, std::thread::Join
             .unwrap();
     }
     consumer.assign(&from_start).unwrap();
-    let (counts, stop): (Arc<Mutex<BTreeMap<u64, usize>>>, Arc<AtomicBool>) = Default::default();
+    let (counts, stop): (Counts, Arc<AtomicBool>) = Default::default();
     let thread = {
         let (counts, stop) = (counts.clone(), stop.clone());
         std::thread::spawn(move || {

@@ -1601,15 +1601,20 @@ impl MySqlStore {
             mut unreadable,
             apart,
         } = decoded.rows;
-        // The content of the rows taken, read now that they are locked: of
-        // every row for a claim that read the lengths first, else of the
-        // rows whose content is apart.
-        let fill: Vec<u64> = if sized {
-            messages.iter().map(|m| m.id).collect()
-        } else {
-            apart
-        };
-        unreadable.extend(sql::fill_contents(&mut *tx, &mut messages, &fill).await?);
+        // The content of the rows taken, read now that they are locked: the
+        // payloads in their rows for a claim that read the lengths first,
+        // and the contents apart.
+        // (Of the rows the room kept: the others stay due, unread.)
+        let taken: HashSet<u64> = messages.iter().map(|m| m.id).collect();
+        let apart: Vec<u64> = apart.into_iter().filter(|id| taken.contains(id)).collect();
+        if sized {
+            let inline: Vec<u64> = taken
+                .difference(&apart.iter().copied().collect())
+                .copied()
+                .collect();
+            sql::fill_payloads(&mut *tx, &mut messages, &inline).await?;
+        }
+        unreadable.extend(sql::fill_apart(&mut *tx, &mut messages, &apart).await?);
         let Some(claimed_at) =
             claimed_at.filter(|_| !(messages.is_empty() && unreadable.is_empty()))
         else {

@@ -988,7 +988,7 @@ impl SqliteStore {
         } = sql::decode_claimed(rows)?;
         // The rows are claimed (no other claimer takes them) and their
         // content never changes: it is read after the claim's UPDATE.
-        unreadable.extend(sql::fill_contents(&self.pool, &mut messages, &apart).await?);
+        unreadable.extend(sql::fill_apart(&self.pool, &mut messages, &apart).await?);
         // RETURNING comes in no defined order; MySQL returns id order.
         messages.sort_by_key(|m| m.id);
         unreadable.sort_by_key(|q| q.id);

@@ -49,7 +49,7 @@ impl ClaimKind {
     /// and `payload_apart`. A send claim reads the content as the row
     /// stores it, so that it reads no other table while it locks its rows;
     /// the content of rows apart is filled in after ([`Decoded::apart`],
-    /// [`super::fill_contents`]). Check-back never looks at a payload, so
+    /// [`super::fill_apart`]). Check-back never looks at a payload, so
     /// its claims read none: a batch of large payloads would otherwise be
     /// read, and held for the calls, for nothing. They read the headers the
     /// row holds (none for a content apart), so that a row whose headers
@@ -75,8 +75,8 @@ impl ClaimKind {
 }
 
 /// The columns of a send claim that reads the payloads' lengths first, and
-/// then the content of the rows that fit its room ([`ClaimedRows`],
-/// [`super::fill_contents`]).
+/// then the payloads of the rows that fit its room ([`ClaimedRows`],
+/// [`super::fill_payloads`], [`super::fill_apart`]).
 pub(in crate::store) fn sized_columns() -> String {
     format!("{STATE_COLUMNS}, X'' AS payload, headers, payload_apart, payload_bytes")
 }

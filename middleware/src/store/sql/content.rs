@@ -15,8 +15,8 @@
 //!   page, where an UPDATE reads it at no extra cost: small messages are
 //!   written and read as before, with no second row.
 //! - No UPDATE ever names `message_payloads`; the send claim and the views
-//!   read it ([`super::MESSAGE_COLUMNS`] reads it only for rows apart, a
-//!   locking claim reads the rows alone and then [`fill_contents`]), and
+//!   read it ([`super::MESSAGE_COLUMNS`] reads it only for rows apart; a
+//!   locking claim reads the rows alone and then [`fill_apart`]), and
 //!   retention deletes from it with the message.
 //! - Rows written before the migration keep their content in the row and
 //!   are read as before. [`move_chunk`] moves the long ones out, a short
@@ -27,7 +27,7 @@ use std::collections::{HashMap, HashSet};
 
 use sqlx::{Executor, QueryBuilder};
 
-use super::row::{SqlRow, CONTENT_COLUMNS};
+use super::row::SqlRow;
 use super::{clip_error, Bind, Dialect};
 use crate::store::{Message, NewMessage, PayloadMove, Quarantined, StoreError, StoreResult};
 
@@ -119,13 +119,49 @@ pub(in crate::store) fn with_content(mut row: Message, m: &NewMessage) -> Messag
     row
 }
 
-/// Fills in the payload and headers of the `messages` named by `ids`
-/// (claimed without them: read as the row stores them, or not at all) with
-/// one read, wherever each is stored. A message whose content cannot be
-/// read (its `message_payloads` row missing, headers that are not JSON) is
-/// taken out of `messages` and returned, to be quarantined with the
-/// claim's other unreadable rows.
-pub(in crate::store) async fn fill_contents<'c, D, E>(
+/// Fills in the payloads of the `messages` named by `ids`, whose content is
+/// in their rows, claimed without their payloads (a claim that read the
+/// lengths first), with one read of their rows.
+pub(in crate::store) async fn fill_payloads<'c, D, E>(
+    exec: E,
+    messages: &mut [Message],
+    ids: &[u64],
+) -> StoreResult<()>
+where
+    D: Dialect,
+    E: Executor<'c, Database = D>,
+{
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let mut q = QueryBuilder::<D>::new("SELECT id, payload FROM messages WHERE id IN (");
+    let mut sep = q.separated(", ");
+    for id in ids {
+        sep.push_bind(D::int(*id));
+    }
+    q.push(")");
+    let mut payloads = HashMap::with_capacity(ids.len());
+    {
+        let mut rows = q.build().fetch(exec);
+        while let Some(row) = futures::TryStreamExt::try_next(&mut rows).await? {
+            payloads.insert(row.unsigned::<u64>("id")?, row.bytes("payload")?);
+        }
+    }
+    let named: HashSet<u64> = ids.iter().copied().collect();
+    for m in messages.iter_mut().filter(|m| named.contains(&m.id)) {
+        m.payload = payloads
+            .remove(&m.id)
+            .ok_or(StoreError::Vanished("a row the claim holds"))?;
+    }
+    Ok(())
+}
+
+/// Fills in the payload and headers of the `messages` named by `ids`, whose
+/// content is apart, with one read of `message_payloads`. A message whose
+/// content cannot be read there (missing, headers that are not JSON) is
+/// taken out of `messages` and returned, to be quarantined with the claim's
+/// other unreadable rows.
+pub(in crate::store) async fn fill_apart<'c, D, E>(
     exec: E,
     messages: &mut Vec<Message>,
     ids: &[u64],
@@ -137,9 +173,9 @@ where
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let mut q = QueryBuilder::<D>::new(format!(
-        "SELECT id, {CONTENT_COLUMNS} FROM messages WHERE id IN ("
-    ));
+    let mut q = QueryBuilder::<D>::new(
+        "SELECT message_id, payload, headers FROM message_payloads WHERE message_id IN (",
+    );
     let mut sep = q.separated(", ");
     for id in ids {
         sep.push_bind(D::int(*id));
@@ -152,7 +188,7 @@ where
             let content = row
                 .bytes("payload")
                 .and_then(|payload| Ok((payload, row.text("headers")?)));
-            read.insert(row.unsigned("id")?, content);
+            read.insert(row.unsigned("message_id")?, content);
         }
     }
     let named: HashSet<u64> = ids.iter().copied().collect();
@@ -165,7 +201,7 @@ where
         }
         let content = read
             .remove(&m.id)
-            .ok_or(StoreError::Vanished("a row the claim holds"))?
+            .unwrap_or_else(|| Err(StoreError::Corrupt("its content apart is missing".into())))
             .and_then(|(payload, headers)| {
                 let headers = serde_json::from_str(&headers)
                     .map_err(|e| StoreError::Corrupt(format!("headers: {e}")))?;

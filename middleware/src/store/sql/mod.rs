@@ -55,7 +55,9 @@ pub(super) use audit::{audit_insert, audit_trail, insert_audits, producer_decide
 pub(super) use claim::{
     decode_claimed, quarantine, sized_columns, ClaimKind, ClaimedRows, Decoded, Lease,
 };
-pub(super) use content::{fill_contents, insert_apart, move_chunk, with_content, Content};
+pub(super) use content::{
+    fill_apart, fill_payloads, insert_apart, move_chunk, with_content, Content,
+};
 pub(super) use effects::{clip_error, transition_effects};
 pub(super) use flow::{add_flow, flow_since, purge_flow, Upsert};
 pub(super) use ledger::{

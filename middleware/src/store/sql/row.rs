@@ -38,11 +38,8 @@ macro_rules! content_columns {
     };
 }
 
-/// [`content_columns`] as a constant.
-pub(in crate::store) const CONTENT_COLUMNS: &str = content_columns!();
-
 /// The columns [`message_from_row`] reads, the content wherever it is
-/// stored ([`CONTENT_COLUMNS`]).
+/// stored ([`content_columns`]).
 pub(in crate::store) const MESSAGE_COLUMNS: &str =
     concat!(state_columns!(), ", ", content_columns!());
 

@@ -72,6 +72,13 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     pub(crate) drain_rows: Option<u64>,
 
+    /// Payload bytes of the rows the verifier and drain phases write (the
+    /// API's phases send 256-byte payloads whatever this is), to price what
+    /// a check-back, a claim and a SENT mark cost a large message: e.g.
+    /// `--row-payload-bytes 900000 --verifier-rows 300 --drain-rows 300`.
+    #[arg(long, default_value_t = super::PAYLOAD_BYTES)]
+    pub(crate) row_payload_bytes: usize,
+
     /// The `trustmsg` binary to run as the service (default: this one), to
     /// compare two builds under the same load generator.
     #[arg(long)]

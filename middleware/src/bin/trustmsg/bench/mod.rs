@@ -110,6 +110,20 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<Report> {
     Ok(report)
 }
 
+/// Partitions of the mock's drain topic: librdkafka's mock broker keeps the
+/// last 5 MB of a partition, and the drain's records may reach it faster
+/// than the bench's consumer reads them, so they are spread (keyless, at
+/// random) over enough partitions that each expects a tenth of what it
+/// holds (4 for small rows; 600 for 300 rows of 900 kB).
+fn drain_partitions(args: &BenchArgs, sizes: &Sizes) -> i32 {
+    if args.row_payload_bytes <= PAYLOAD_BYTES {
+        return 4;
+    }
+    let holds = ((5u64 << 20) / (args.row_payload_bytes as u64).max(1)).max(1);
+    let partitions = sizes.drain_rows.saturating_mul(10).div_ceil(holds);
+    i32::try_from(partitions).unwrap_or(i32::MAX).clamp(4, 1024)
+}
+
 async fn run_in(
     args: &BenchArgs,
     sizes: &Sizes,
@@ -154,7 +168,7 @@ async fn run_in(
         None => {
             let mock = kafka::MockKafka::start(1);
             mock.create_topic(TOPIC, 4);
-            mock.create_topic(DRAIN_TOPIC, 4);
+            mock.create_topic(DRAIN_TOPIC, drain_partitions(args, sizes));
             mock.create_topic(submit::SUBMIT_TOPIC, 4);
             mock.create_topic(&format!("{}.dlq", submit::SUBMIT_TOPIC), 1);
             mock.create_topic(submit::SUBMITTED_TOPIC, 4);
@@ -229,6 +243,14 @@ async fn run_in(
                 .defaults(
                     otlp.as_ref()
                         .map(|sink| ("--otlp-endpoint", sink.url.as_str())),
+                )
+                // The drain's rows have no record key, and librdkafka sends
+                // keyless records to one partition for 10 ms at a time: large
+                // ones would overflow the mock's 5 MB partitions before the
+                // bench reads them (see `drain_partitions`).
+                .defaults(
+                    (mock.is_some() && args.row_payload_bytes > PAYLOAD_BYTES)
+                        .then_some(("--kafka-config", "sticky.partitioning.linger.ms=0")),
                 )
                 .build();
             eprintln!("bench: service flags {:?}", &flags[fixed..]);
@@ -358,14 +380,16 @@ async fn run_in(
             .await
             .context("registering the verifier producer")?;
         let rows = sizes.verifier_rows as f64;
-        let (rate, meter) = verifier(&pool, &checker, sizes.verifier_rows, service_pid).await?;
+        let rows_of = (sizes.verifier_rows, args.row_payload_bytes);
+        let (rate, meter) = verifier(&pool, &checker, rows_of, service_pid).await?;
         let db = meter.stop(&pool, &mut report, "verifier", rows).await?;
         (report.verifier_per_s, report.verifier_db) = (Some(rate), Some(db));
 
         eprintln!("bench: drain ({} rows)", sizes.drain_rows);
         let (mut drained, stop_drain) = kafka::consume(&brokers, DRAIN_TOPIC)?;
         let rows = sizes.drain_rows as f64;
-        let (rate, meter) = drain(&pool, &mut drained, sizes.drain_rows, service_pid).await?;
+        let rows_of = (sizes.drain_rows, args.row_payload_bytes);
+        let (rate, meter) = drain(&pool, &mut drained, rows_of, service_pid).await?;
         let db = meter.stop(&pool, &mut report, "drain", rows).await?;
         (report.drain_per_s, report.drain_db) = (Some(rate), Some(db));
         stop_drain.set();

@@ -96,18 +96,21 @@ pub(crate) async fn ceiling(
 /// the service leaves them in that state: a PREPARED row due for its
 /// check-back and a PENDING one for its send in an hour, with the
 /// `headroom` the service's prepare (40 bytes) or commit (16) leaves
-/// (migration 0015) and the payload length its prepare records (0016).
+/// (migration 0015), the payload length its prepare records (0016), and a
+/// payload of `payload_bytes` where the service's prepare would keep it: in
+/// the row, or in `message_payloads` when it is longer than the service
+/// keeps in a row (0018).
 pub(crate) async fn insert_rows(
     pool: &MySqlPool,
     biz_id: &str,
     topic: &str,
-    status: &str,
-    send_status: Option<&str>,
+    (status, send_status): (&str, Option<&str>),
     rows: u64,
+    payload_bytes: usize,
 ) -> anyhow::Result<()> {
-    const BATCH: u64 = 1000;
-    let payload = vec![b'x'; PAYLOAD_BYTES];
-    // A `--service-binary` from before migration 0015 (0016) has no such column.
+    let payload = vec![b'x'; payload_bytes];
+    // A `--service-binary` from before migration 0015 (0016, 0018) has no
+    // such column.
     let has = |column: &'static str| async move {
         sqlx::query_scalar::<_, bool>(
             "SELECT COUNT(*) > 0 FROM information_schema.columns WHERE table_schema = DATABASE() \
@@ -118,14 +121,24 @@ pub(crate) async fn insert_rows(
         .await
     };
     let (has_headroom, has_lengths) = (has("headroom").await?, has("payload_bytes").await?);
+    // "{}", the headers, counts towards what a row keeps.
+    let apart = has("payload_apart").await? && payload_bytes + 2 > ROW_CONTENT_MAX;
     let extra_columns = format!(
-        "{}{}",
+        "{}{}{}",
         if has_headroom { ", headroom" } else { "" },
-        if has_lengths { ", payload_bytes" } else { "" }
+        if has_lengths { ", payload_bytes" } else { "" },
+        if apart { ", payload_apart" } else { "" },
     );
+    // A statement's payloads stay well under the server's default
+    // max_allowed_packet (16 MiB).
+    let batch = if apart {
+        1000
+    } else {
+        ((8 << 20) / payload_bytes.max(1)).clamp(1, 1000) as u64
+    };
     let mut done = 0;
     while done < rows {
-        let n = BATCH.min(rows - done);
+        let n = batch.min(rows - done);
         let mut q = sqlx::QueryBuilder::<sqlx::MySql>::new(
             format!("INSERT INTO messages (biz_id, message_key, topic, payload, headers, content_digest, status, send_status, created_at, updated_at, next_verify_at, next_send_at{extra_columns}) "),
         );
@@ -135,11 +148,12 @@ pub(crate) async fn insert_rows(
             (_, Some("PENDING")) => ("NULL", later, "REPEAT(X'00', 16)"),
             _ => ("NULL", "NULL", "NULL"),
         };
+        let in_row: &[u8] = if apart { b"" } else { &payload };
         q.push_values(done..done + n, |mut b, i| {
             b.push_bind(biz_id)
                 .push_bind(format!("{biz_id}-{i}"))
                 .push_bind(topic)
-                .push_bind(&payload)
+                .push_bind(in_row)
                 .push_bind("{}")
                 .push_bind(vec![0u8; 32])
                 .push_bind(status)
@@ -152,14 +166,41 @@ pub(crate) async fn insert_rows(
                 b.push(headroom);
             }
             if has_lengths {
-                b.push_bind(PAYLOAD_BYTES as u64);
+                b.push_bind(payload_bytes as u64);
+            }
+            if apart {
+                b.push("TRUE");
             }
         });
         q.build().execute(pool).await?;
         done += n;
     }
+    if apart {
+        // The payload bound once, copied into each row's content.
+        let ids: Vec<u64> =
+            sqlx::query_scalar("SELECT id FROM messages WHERE biz_id = ? ORDER BY id")
+                .bind(biz_id)
+                .fetch_all(pool)
+                .await?;
+        for chunk in ids.chunks(1000) {
+            sqlx::query(
+                "INSERT INTO message_payloads (message_id, payload, headers) \
+                 SELECT id, ?, '{}' FROM messages WHERE id BETWEEN ? AND ? AND biz_id = ?",
+            )
+            .bind(&payload)
+            .bind(chunk[0])
+            .bind(chunk[chunk.len() - 1])
+            .bind(biz_id)
+            .execute(pool)
+            .await?;
+        }
+    }
     Ok(())
 }
+
+/// The longest content (payload and headers) the service keeps in its
+/// message row (`store/sql/content.rs`).
+const ROW_CONTENT_MAX: usize = 2048;
 
 /// Stale PREPARED rows made due at once; the service's verifier asks the
 /// local check endpoint (`checker`, which answers commit) about each. The
@@ -171,10 +212,18 @@ pub(crate) async fn insert_rows(
 pub(crate) async fn verifier(
     pool: &MySqlPool,
     checker: &CheckEndpoint,
-    rows: u64,
+    (rows, payload_bytes): (u64, usize),
     service: Option<&str>,
 ) -> anyhow::Result<(f64, Meter)> {
-    insert_rows(pool, "bench-verify", TOPIC, "PREPARED", None, rows).await?;
+    insert_rows(
+        pool,
+        "bench-verify",
+        TOPIC,
+        ("PREPARED", None),
+        rows,
+        payload_bytes,
+    )
+    .await?;
     // What the phases before left InnoDB to purge is not this phase's work.
     settle(pool).await?;
     let asked = checker.asked();
@@ -202,16 +251,16 @@ pub(crate) async fn verifier(
 pub(crate) async fn drain(
     pool: &MySqlPool,
     consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
-    rows: u64,
+    (rows, payload_bytes): (u64, usize),
     service: Option<&str>,
 ) -> anyhow::Result<(f64, Meter)> {
     insert_rows(
         pool,
         "bench-drain",
         DRAIN_TOPIC,
-        "COMMITTED",
-        Some("PENDING"),
+        ("COMMITTED", Some("PENDING")),
         rows,
+        payload_bytes,
     )
     .await?;
     let ids: Vec<u64> = sqlx::query_scalar("SELECT id FROM messages WHERE biz_id = 'bench-drain'")
@@ -271,8 +320,9 @@ pub(crate) async fn scan_cost(
     let result = async {
         let store = MySqlStore::connect(&scan_url).await?;
         store.migrate().await?;
-        insert_rows(store.pool(), "scan-done", TOPIC, "COMMITTED", Some("SENT"), rows).await?;
-        insert_rows(store.pool(), "scan-due", TOPIC, "COMMITTED", Some("PENDING"), 256).await?;
+        let (done, due) = (("COMMITTED", Some("SENT")), ("COMMITTED", Some("PENDING")));
+        insert_rows(store.pool(), "scan-done", TOPIC, done, rows, PAYLOAD_BYTES).await?;
+        insert_rows(store.pool(), "scan-due", TOPIC, due, 256, PAYLOAD_BYTES).await?;
         sqlx::query("ANALYZE TABLE messages").execute(store.pool()).await?;
         let mut times = Vec::new();
         for _ in 0..20 {
