@@ -765,7 +765,7 @@ impl SlowSummary {
         let (started, in_flight, most): (Arc<AtomicU32>, Arc<AtomicU32>, Arc<AtomicU32>) =
             Default::default();
         let upstream = app.url("");
-        let http = reqwest::Client::new();
+        let http = trustmsg_tests::http_client();
         let counters = (
             Arc::clone(&started),
             Arc::clone(&in_flight),
@@ -1158,7 +1158,7 @@ async fn the_message_page_says_which_group_processed_it_and_which_fails_and_the_
         )
         .await;
     assert_eq!(status, 200, "{body}");
-    let http = reqwest::Client::new();
+    let http = trustmsg_tests::http_client();
     for group in ["billing", "analytics"] {
         let res = http
             .put(app.url(&format!("/v1/consumer-groups/{group}")))

@@ -36,7 +36,7 @@ async fn a_verify_failed_alert_outlives(death: Death) {
         .register("shop", settings(&check.url(), 100, 2))
         .await;
     check.set_secret(&secret);
-    let http = reqwest::Client::new();
+    let http = trustmsg_tests::http_client();
     let prepared: Value = http
         .post(format!("{}/v1/messages/prepare", service.url()))
         .bearer_auth(&token)

@@ -160,7 +160,7 @@ async fn a_broker_back_without_its_state_gets_every_message_without_a_restart() 
         sends(&pool).await["refused"].0.as_deref() == Some("SEND_FAILED")
     })
     .await;
-    let res = reqwest::Client::new()
+    let res = trustmsg_tests::http_client()
         .post(format!(
             "{}/v1/admin/messages/{refused}/redeliver",
             service.url()

@@ -43,7 +43,7 @@ async fn a_bulk_redeliver_of_a_hundred_thousand_send_failed_messages_changes_the
     );
 
     let started = Instant::now();
-    let res = reqwest::Client::new()
+    let res = trustmsg_tests::http_client()
         .post(format!("{}/v1/admin/messages/redeliver", service.url()))
         .bearer_auth(ADMIN_TOKEN)
         .header("x-trustmsg-operator", "alice")
@@ -78,7 +78,7 @@ async fn a_bulk_redeliver_of_a_hundred_thousand_send_failed_messages_changes_the
     );
 
     // A repeat finds nothing left to change.
-    let again: Value = reqwest::Client::new()
+    let again: Value = trustmsg_tests::http_client()
         .post(format!("{}/v1/admin/messages/redeliver", service.url()))
         .bearer_auth(ADMIN_TOKEN)
         .json(&json!({"filter": {}, "reason": "topic created"}))

@@ -73,7 +73,7 @@ async fn no_secret_reaches_the_log_at_debug_level() {
         .stderr(Stdio::from(log))
         .spawn()
         .expect("start trustmsg");
-    let http = reqwest::Client::new();
+    let http = trustmsg_tests::http_client();
     wait_ready(&base).await;
 
     // Producers: one answered by a real check endpoint, one that always fails.

@@ -123,7 +123,7 @@ async fn dev_mode_in_an_empty_directory_runs_the_whole_loop_with_check_back() {
     assert!(dir.path().join("trustmsg-dev/trustmsg.db").exists());
 
     // The console and the admin API, with the printed admin token.
-    let http = reqwest::Client::new();
+    let http = trustmsg_tests::http_client();
     let console = http.get(format!("{api}/console")).send().await.unwrap();
     assert_eq!(console.status(), 200);
     let admin = dev.printed("admin token");

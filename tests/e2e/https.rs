@@ -91,7 +91,7 @@ async fn producers_and_operators_talk_to_the_service_over_https_and_plain_http_i
     assert!(!untrusted.status.success(), "{untrusted:?}");
 
     // Plain HTTP to the HTTPS port gets no answer a client could read.
-    let plain = reqwest::Client::new()
+    let plain = trustmsg_tests::http_client()
         .get(format!("http://{}/healthz", svc.addr))
         .send()
         .await;

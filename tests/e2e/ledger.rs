@@ -120,7 +120,7 @@ async fn two_groups_consume_one_topic_with_one_failing_alert_one_stuck_alert_and
     );
 
     // Three messages produced, committed and SENT through the mock Kafka.
-    let http = reqwest::Client::new();
+    let http = trustmsg_tests::http_client();
     for key in ["m1", "m2", "m3"] {
         for (path, body) in [
             (

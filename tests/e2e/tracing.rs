@@ -42,7 +42,7 @@ async fn prepare(
     if let Some(h) = user_headers {
         body["headers"] = h;
     }
-    let mut req = reqwest::Client::new()
+    let mut req = trustmsg_tests::http_client()
         .post(format!("{}/v1/messages/prepare", service.url()))
         .bearer_auth(token)
         .json(&body);

@@ -63,7 +63,7 @@ impl TestApp {
         let app = Application::build(cfg).await.expect("service starts");
         Self {
             addr: app.address(),
-            http: reqwest::Client::new(),
+            http: crate::http::http_client(),
             db,
             app,
         }

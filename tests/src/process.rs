@@ -41,7 +41,7 @@ pub fn free_port() -> u16 {
 
 /// Waits until the service at `base_url` answers `/readyz` with 200 (30 s at most).
 pub async fn wait_ready(base_url: &str) {
-    wait_ready_with(&reqwest::Client::new(), base_url).await
+    wait_ready_with(&crate::http::http_client(), base_url).await
 }
 
 /// [`wait_ready`] through `http` (one that trusts the service's CA, for HTTPS).
@@ -150,7 +150,7 @@ impl ServiceProcess {
     /// the test CA.
     pub fn http_client(&self) -> reqwest::Client {
         match &self.tls_ca {
-            None => reqwest::Client::new(),
+            None => crate::http::http_client(),
             // `localhost` is dialled on the service's own 127.0.0.1 address,
             // never on what a resolver says.
             Some(ca) => client_builder_trusting(ca)
@@ -392,7 +392,7 @@ pub fn client_trusting(ca_file: &Path) -> reqwest::Client {
 fn client_builder_trusting(ca_file: &Path) -> reqwest::ClientBuilder {
     let pem = std::fs::read(ca_file).expect("read the CA file");
     let ca = reqwest::Certificate::from_pem(&pem).expect("a PEM CA certificate");
-    reqwest::Client::builder().tls_certs_only([ca])
+    crate::http::http_client_builder().tls_certs_only([ca])
 }
 
 impl Drop for ServiceProcess {

@@ -52,7 +52,7 @@ async fn endpoint() -> (String, Counter) {
 }
 
 async fn post(url: &str, headers: &[(&str, String)], body: Vec<u8>) -> (u16, Value) {
-    let mut req = reqwest::Client::new()
+    let mut req = trustmsg_tests::http_client()
         .post(url)
         .header("content-type", "application/json")
         .body(body);

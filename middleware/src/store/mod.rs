@@ -43,6 +43,7 @@ mod database_url;
 mod db_clock;
 pub(crate) mod deadline;
 mod decide;
+mod migrations;
 mod model;
 pub mod mysql;
 pub mod shards;

@@ -577,7 +577,7 @@ impl Store for MySqlStore {
                 "another migration held the lock for 5 minutes".into(),
             ));
         }
-        let done = sqlx::migrate!("../migrations/mysql")
+        let done = super::migrations::mysql()
             .run_direct(None, &mut *conn, false)
             .await;
         let _ = sqlx::query("SELECT RELEASE_LOCK('trustmsg_migrate')")

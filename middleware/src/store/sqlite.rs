@@ -223,9 +223,7 @@ fn first_message(rows: &[SqliteRow]) -> StoreResult<Option<Message>> {
 #[async_trait]
 impl Store for SqliteStore {
     async fn migrate(&self) -> StoreResult<()> {
-        sqlx::migrate!("../migrations/sqlite")
-            .run(&self.pool)
-            .await?;
+        super::migrations::sqlite().run(&self.pool).await?;
         Ok(())
     }
 

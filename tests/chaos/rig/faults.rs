@@ -283,7 +283,7 @@ impl Rig {
     /// An operator's bulk redeliver of every SEND_FAILED message, through
     /// whichever instance answers.
     async fn redeliver_send_failed(&self) {
-        let http = reqwest::Client::new();
+        let http = trustmsg_tests::http_client();
         for n in 0..100 {
             let res = http
                 .post(format!(

@@ -49,7 +49,7 @@ async fn unavailable_in_time(
     token: &str,
     body: Option<Value>,
 ) -> String {
-    let http = reqwest::Client::builder()
+    let http = trustmsg_tests::http_client_builder()
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap();
@@ -154,7 +154,7 @@ async fn with_the_database_hanging_requests_answer_503_in_time_and_writes_whose_
         let (app_url, token) = (app.url("/v1/messages/prepare"), token.clone());
         tokio::spawn(async move {
             let start = Instant::now();
-            let res = reqwest::Client::new()
+            let res = trustmsg_tests::http_client()
                 .post(app_url)
                 .bearer_auth(token)
                 .json(&prepare_body("shop", "stuck"))

@@ -1,0 +1,69 @@
+//! The schema's migrations, one list per SQL backend, embedded in the binary
+//! by `build.rs` from `migrations/<backend>/NNNN_description.sql`.
+//!
+//! sqlx's `Migrator` applies them and keeps `_sqlx_migrations`. A migration's
+//! checksum is the SHA-384 of its SQL, as `sqlx::migrate!` computes it, so a
+//! database migrated by an earlier build (made with that macro) is recognised
+//! and nothing already applied is run again or reported as changed. A file
+//! that starts with `-- no-transaction` runs outside a transaction, as with
+//! the macro.
+
+use std::borrow::Cow;
+
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::SqlStr;
+
+mod list {
+    include!(concat!(env!("OUT_DIR"), "/migrations.rs"));
+}
+
+/// The MySQL/MariaDB migrations.
+pub(crate) fn mysql() -> Migrator {
+    migrator(list::MYSQL)
+}
+
+/// The SQLite migrations.
+pub(crate) fn sqlite() -> Migrator {
+    migrator(list::SQLITE)
+}
+
+fn migrator(list: &'static [(i64, &'static str, &'static str)]) -> Migrator {
+    Migrator::with_migrations(
+        list.iter()
+            .map(|&(version, description, sql)| {
+                Migration::new(
+                    version,
+                    Cow::Borrowed(description),
+                    MigrationType::Simple,
+                    SqlStr::from_static(sql),
+                    sql.starts_with("-- no-transaction"),
+                )
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_migration_file_is_listed_in_version_order() {
+        for (backend, list) in [("mysql", list::MYSQL), ("sqlite", list::SQLITE)] {
+            let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations");
+            let files = std::fs::read_dir(format!("{dir}/{backend}"))
+                .unwrap()
+                .filter(|e| {
+                    e.as_ref()
+                        .unwrap()
+                        .file_name()
+                        .to_string_lossy()
+                        .ends_with(".sql")
+                })
+                .count();
+            assert_eq!(list.len(), files, "{backend}");
+            assert!(list.windows(2).all(|w| w[0].0 < w[1].0), "{backend}");
+            assert_eq!(list[0].1, "init");
+        }
+    }
+}
