@@ -497,18 +497,19 @@ impl Producer {
     }
 
     /// Replaces the HTTP client (timeouts, TLS roots, proxies). Prefer one
-    /// that follows no redirects.
+    /// that follows no redirects. `Producer::new` installs ring as rustls's
+    /// crypto provider when none is; a client built before it needs one
+    /// installed (reqwest's default features bring their own).
     ///
     /// ```
     /// use std::time::Duration;
+    /// let p = trustmsg_client::Producer::new("http://127.0.0.1:8080", "shop", "token").unwrap();
     /// let http = reqwest::Client::builder()
     ///     .timeout(Duration::from_secs(2))
     ///     .redirect(reqwest::redirect::Policy::none())
     ///     .build()
     ///     .unwrap();
-    /// let p = trustmsg_client::Producer::new("http://127.0.0.1:8080", "shop", "token")
-    ///     .unwrap()
-    ///     .with_http_client(http);
+    /// let p = p.with_http_client(http);
     /// # let _ = p;
     /// ```
     pub fn with_http_client(mut self, http: reqwest::Client) -> Self {
