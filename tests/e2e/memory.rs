@@ -212,30 +212,7 @@ async fn large_payloads_committed_during_an_outage_are_all_sent_within_the_memor
     )
     .await;
     let pid = service.pid().expect("the service runs");
-    let (token, _) = service
-        .register("shop", settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3))
-        .await;
-    let producer = Producer::new(&service.url(), "shop", token).unwrap();
-
-    kafka.lose_state();
-    let started = Instant::now();
-    let ids: Vec<u64> = futures::stream::iter(0..MESSAGES)
-        .map(|i| {
-            let producer = &producer;
-            async move {
-                let m = Message::from_bytes(key(i), TOPIC, &payload(i)).key(key(i));
-                let view = producer.prepare(&m).await.unwrap();
-                producer.commit(&key(i)).await.unwrap();
-                view.id
-            }
-        })
-        .buffered(8)
-        .collect()
-        .await;
-    eprintln!(
-        "{MESSAGES} committed while the broker was away: {:?}",
-        started.elapsed()
-    );
+    let ids = commit_during_an_outage(&service, &kafka).await;
     let during = peak_rss_kib(pid);
 
     // The reader reads every partition before the service may send, and the
@@ -483,30 +460,7 @@ async fn large_payloads_sent_on_a_busy_machine_are_marked_sent_without_being_sen
     )
     .await;
     let pid = service.pid().expect("the service runs");
-    let (token, _) = service
-        .register("shop", settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3))
-        .await;
-    let producer = Producer::new(&service.url(), "shop", token).unwrap();
-
-    kafka.lose_state();
-    let started = Instant::now();
-    let ids: Vec<u64> = futures::stream::iter(0..MESSAGES)
-        .map(|i| {
-            let producer = &producer;
-            async move {
-                let m = Message::from_bytes(key(i), TOPIC, &payload(i)).key(key(i));
-                let view = producer.prepare(&m).await.unwrap();
-                producer.commit(&key(i)).await.unwrap();
-                view.id
-            }
-        })
-        .buffered(8)
-        .collect()
-        .await;
-    eprintln!(
-        "{MESSAGES} committed while the broker was away: {:?}",
-        started.elapsed()
-    );
+    let ids = commit_during_an_outage(&service, &kafka).await;
 
     kafka.come_back_empty();
     let back = Instant::now();
@@ -652,4 +606,35 @@ async fn checking_back_large_messages_reads_none_of_their_payloads() {
         "trustmsg's peak RSS was {} MiB checking back, over {LIMIT_MIB} MiB",
         peak / 1024
     );
+}
+
+/// Registers the producer "shop", takes the broker away (losing its state)
+/// and prepares and commits [`MESSAGES`] large messages, eight at a time;
+/// returns their ids in key order.
+async fn commit_during_an_outage(service: &ServiceProcess, kafka: &MockKafka) -> Vec<u64> {
+    let (token, _) = service
+        .register("shop", settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3))
+        .await;
+    let producer = Producer::new(&service.url(), "shop", token).unwrap();
+
+    kafka.lose_state();
+    let started = Instant::now();
+    let ids: Vec<u64> = futures::stream::iter(0..MESSAGES)
+        .map(|i| {
+            let producer = &producer;
+            async move {
+                let m = Message::from_bytes(key(i), TOPIC, &payload(i)).key(key(i));
+                let view = producer.prepare(&m).await.unwrap();
+                producer.commit(&key(i)).await.unwrap();
+                view.id
+            }
+        })
+        .buffered(8)
+        .collect()
+        .await;
+    eprintln!(
+        "{MESSAGES} committed while the broker was away: {:?}",
+        started.elapsed()
+    );
+    ids
 }
