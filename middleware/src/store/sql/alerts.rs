@@ -12,7 +12,7 @@
 //! Delivery statements: the claim is each backend's (it is the one place the
 //! dialects lock differently); marking delivered, retrying later, settling
 //! without a webhook and listing are here, written once; the outbox's
-//! retention is part of the purge in `statements.rs`.
+//! retention is part of the purge in `retention.rs`.
 
 use sqlx::{Executor, QueryBuilder};
 use trustmsg_verify_api::admin::{AlertKind, AlertState, AlertView};

@@ -13,8 +13,8 @@
 use sqlx::{Executor, QueryBuilder};
 
 use super::audit::{audit_insert_select, AuditRow};
+use super::listing::push_filter;
 use super::row::SqlRow;
-use super::statements::push_filter;
 use super::{Bind, Dialect};
 use crate::store::{Actor, MessageFilter, Requeue, RequeuedChunk, StoreError, StoreResult};
 
