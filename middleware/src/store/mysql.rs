@@ -902,33 +902,15 @@ impl Store for MySqlStore {
         actor: &Actor,
     ) -> StoreResult<Option<Message>> {
         let mut tx = self.pool.begin().await?;
-        let done = sqlx::query(
-            "UPDATE messages SET send_status = 'SEND_FAILED', send_attempts = send_attempts + 1, \
-             last_error = ?, next_send_at = NULL, version = version + 1, updated_at = UTC_TIMESTAMP(3) \
-             WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING'",
-        )
-        .bind(clip_error(error))
-        .bind(id)
-        .bind(version)
-        .execute(&mut *tx)
-        .await?;
-        if done.rows_affected() != 1 {
+        let failed =
+            sql::mark_send_failed::<MySql>(&mut tx, " FOR UPDATE", (id, version), error, actor);
+        let Some((row, raised)) = failed.await? else {
             tx.rollback().await?;
             return Ok(None);
-        }
-        sql::insert_audits(&mut *tx, &[AuditRow::send_failed(id, actor, error)]).await?;
-        let row = select_messages_by_ids(&mut *tx, &[id]).await?.pop();
-        let mut alerts: Vec<NewAlert> = row
-            .iter()
-            .map(|m| NewAlert::failed(AlertKind::SendFailed, m))
-            .collect();
-        if let Some(m) = row.as_ref().filter(|m| m.order_key.is_some()) {
-            alerts.extend(sql::blocked_alert::<MySql>(&mut tx, " FOR UPDATE", m).await?);
-        }
-        let raised = sql::raise_alerts::<MySql>(&mut tx, alerts).await?;
+        };
         tx.commit().await?;
         raised.announce();
-        Ok(row)
+        Ok(Some(row))
     }
 
     async fn redeliver(

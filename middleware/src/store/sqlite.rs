@@ -450,26 +450,12 @@ impl Store for SqliteStore {
         actor: &Actor,
     ) -> StoreResult<Option<Message>> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE messages SET send_status = 'SEND_FAILED', send_attempts = send_attempts + 1, \
-             last_error = ?, next_send_at = NULL, version = version + 1, updated_at = {NOW_MS} \
-             WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING' \
-             RETURNING {MESSAGE_COLUMNS}"
-        )))
-        .bind(clip_error(error))
-        .bind(sql_int(id))
-        .bind(sql_int(version))
-        .fetch_all(&mut *tx)
-        .await?;
-        let Some(row) = first_message(&rows)? else {
+        let failed = sql::mark_send_failed::<Sqlite>(&mut tx, "", (id, version), error, actor);
+        let Some((row, raised)) = failed.await? else {
             // Ended now: BEGIN IMMEDIATE holds the write lock until then.
             tx.rollback().await?;
             return Ok(None);
         };
-        sql::insert_audits(&mut *tx, &[AuditRow::send_failed(id, actor, error)]).await?;
-        let mut alerts = vec![NewAlert::failed(AlertKind::SendFailed, &row)];
-        alerts.extend(sql::blocked_alert::<Sqlite>(&mut tx, "", &row).await?);
-        let raised = sql::raise_alerts::<Sqlite>(&mut tx, alerts).await?;
         tx.commit().await?;
         raised.announce();
         Ok(Some(row))

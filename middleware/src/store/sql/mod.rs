@@ -85,8 +85,7 @@ pub(super) use ledger::{
 pub(super) use listing::list_messages;
 pub(super) use messages::{find_message, ping};
 pub(super) use ordering::{
-    blocked_alert, blocked_by, mark_sent_ordered, order_commit_batch, order_commits, promoted_due,
-    skip,
+    blocked_by, mark_sent_ordered, order_commit_batch, order_commits, promoted_due, skip,
 };
 pub(super) use overdue::flag_overdue;
 pub(super) use producers::{delete_producer, find_producer, list_producers, set_producer_token};
@@ -96,7 +95,7 @@ pub(super) use row::{
     bind_prepare, bind_producer, column_error, deliver_binds, message_from_row, payload_bytes,
     producer_from_row, SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS, STORED_COLUMNS,
 };
-pub(super) use sends::{release_sends, send_now_update};
+pub(super) use sends::{mark_send_failed, release_sends, send_now_update};
 pub(super) use summary::summary;
 pub(super) use waiting::{
     count_waiting_commits, list_waiting_commits, park_commit, retry_waiting_commit, unpark_commit,

@@ -1,10 +1,17 @@
 //! A message's send, the statements both backends share: a claim given
-//! back, and an operator's "send now".
+//! back, a send given up (SEND_FAILED with its audit row and alerts), and
+//! an operator's "send now".
 
 use sqlx::{Executor, QueryBuilder};
+use trustmsg_verify_api::admin::AlertKind;
 
-use super::Dialect;
-use crate::store::StoreResult;
+use super::alerts::{raise_alerts, Raised};
+use super::audit::{insert_audits, AuditRow};
+use super::effects::clip_error;
+use super::ordering::blocked_alert;
+use super::row::{message_from_row, MESSAGE_COLUMNS};
+use super::{Bind, Dialect};
+use crate::store::{Actor, Message, NewAlert, StoreError, StoreResult};
 
 /// What [`crate::store::Store::send_now`] sets (`now` is the dialect's
 /// clock) on a committed, PENDING row (`id`, `version`) whose `deliver_at`
@@ -57,4 +64,60 @@ where
     }
     q.push(")");
     Ok(D::rows_affected(&q.build().execute(pool).await?))
+}
+
+/// [`crate::store::SendStore::mark_send_failed`] on `conn`, the backend's
+/// transaction: the guarded UPDATE to SEND_FAILED (a counted attempt, the
+/// error kept, no longer due), its audit row, and its alerts in the same
+/// transaction: `send_failed`, and `key_blocked` when an ordered head
+/// leaves later messages of its key waiting (their key row read with
+/// `lock` appended, see [`blocked_alert`]). None when the guard matched
+/// nothing: nothing was written, and the caller rolls back at once so the
+/// transaction's locks go with it. The caller commits, then announces.
+pub(in crate::store) async fn mark_send_failed<D>(
+    conn: &mut D::Connection,
+    lock: &str,
+    (id, version): (u64, u64),
+    error: &str,
+    actor: &Actor,
+) -> StoreResult<Option<(Message, Raised)>>
+where
+    D: Dialect,
+    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
+    Vec<u8>: Bind<D>,
+    String: Bind<D>,
+    Option<String>: Bind<D>,
+    &'static str: Bind<D>,
+    Option<&'static str>: Bind<D>,
+    i64: Bind<D>,
+{
+    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE messages SET send_status = 'SEND_FAILED', send_attempts = send_attempts + 1, \
+         last_error = ?, next_send_at = NULL, version = version + 1, updated_at = {now} \
+         WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING'",
+        now = D::NOW
+    )))
+    .bind(clip_error(error).to_string())
+    .bind(D::int(id))
+    .bind(D::int(version))
+    .execute(&mut *conn)
+    .await?;
+    if D::rows_affected(&done) != 1 {
+        return Ok(None);
+    }
+    insert_audits(&mut *conn, &[AuditRow::send_failed(id, actor, error)]).await?;
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?"
+    )))
+    .bind(D::int(id))
+    .fetch_optional(&mut *conn)
+    .await?
+    .as_ref()
+    .map(message_from_row)
+    .transpose()?
+    .ok_or(StoreError::Vanished("a row just marked SEND_FAILED"))?;
+    let mut alerts = vec![NewAlert::failed(AlertKind::SendFailed, &row)];
+    alerts.extend(blocked_alert::<D>(conn, lock, &row).await?);
+    let raised = raise_alerts::<D>(conn, alerts).await?;
+    Ok(Some((row, raised)))
 }
