@@ -24,7 +24,7 @@ use crate::net::secret::RedactedUrl;
 use crate::net::server_tls::{self, Certificates, TlsListener};
 use crate::observability::prometheus;
 use crate::registry::{GroupRegistry, Registry};
-use crate::store::{self, Backend, DatabaseUrl, DynStore, Store};
+use crate::store::{self, Backend, DatabaseUrl, DynStore, LifecycleStore};
 use crate::verifier::Verifier;
 use crate::workers::alerts::{AlertDelivery, Webhook};
 use crate::workers::backlog;

@@ -16,6 +16,10 @@ use trustmsg_verify_api::admin::{AlertKind, AlertView};
 use trustmsg_verify_api::{MessageStatus, MessageView, SendStatus};
 
 use super::db_clock::DbClock;
+use super::prelude::{
+    AlertStore, HousekeepingStore, LedgerStore, LifecycleStore, MessageStore, OperatorStore,
+    RegistryStore, SendStore, VerifyStore, WaitingStore,
+};
 use super::sql::{
     self, clip_error, message_from_row, transition_effects, AuditRow, ClaimKind, Dialect, Lease,
     SqlRow, ALERT_COLUMNS, GROUP_COLUMNS, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS,
@@ -25,7 +29,7 @@ use super::{
     Actor, AlertFilter, AuditEntry, Backlog, Began, CheckAttempt, CheckAttemptEntry, Claimed,
     ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Finished, FlowMinute,
     Inserted, Message, MessageFilter, NewAlert, NewMessage, Overdue, PayloadMove, PayloadRoom,
-    Producer, ProducerRecord, ProducerSummary, Requeue, RequeuedChunk, SentMark, Store, StoreError,
+    Producer, ProducerRecord, ProducerSummary, Requeue, RequeuedChunk, SentMark, StoreError,
     StoreResult, StuckConsumption, Transition, VerifyLease, Wait,
 };
 
@@ -561,7 +565,7 @@ fn is_lock_conflict(e: &sqlx::Error) -> bool {
 }
 
 #[async_trait]
-impl Store for MySqlStore {
+impl LifecycleStore for MySqlStore {
     async fn migrate(&self) -> StoreResult<()> {
         // sqlx takes `GET_LOCK(…, -1)` to keep two migrators apart, and
         // ignores its answer; MariaDB answers a negative timeout with NULL
@@ -596,7 +600,10 @@ impl Store for MySqlStore {
     async fn ping(&self) -> StoreResult<()> {
         sql::ping(&self.pool).await
     }
+}
 
+#[async_trait]
+impl MessageStore for MySqlStore {
     async fn insert_prepared(&self, m: &NewMessage) -> StoreResult<Inserted> {
         let content = sql::Content::of(m);
         // With RETURNING the new row comes back with the INSERT; without, it
@@ -834,7 +841,10 @@ impl Store for MySqlStore {
     async fn audit_trail(&self, message_id: u64) -> StoreResult<Vec<AuditEntry>> {
         sql::audit_trail(&self.pool, message_id).await
     }
+}
 
+#[async_trait]
+impl SendStore for MySqlStore {
     async fn claim_due_sends(
         &self,
         limit: u32,
@@ -912,7 +922,74 @@ impl Store for MySqlStore {
         raised.announce();
         Ok(Some(row))
     }
+}
 
+#[async_trait]
+impl VerifyStore for MySqlStore {
+    async fn claim_due_verifies(&self, limit: u32, lease: VerifyLease) -> StoreResult<Claimed> {
+        self.claim_due(
+            ClaimKind::Verifies,
+            limit,
+            PayloadRoom::UNBOUNDED,
+            Lease::Verify(lease),
+        )
+        .await
+    }
+
+    async fn reschedule_verify(
+        &self,
+        id: u64,
+        version: u64,
+        error: &str,
+        delay: Duration,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE messages SET verify_attempts = verify_attempts + 1, last_error = ?, \
+             next_verify_at = UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, version = version + 1, \
+             updated_at = UTC_TIMESTAMP(3) WHERE id = ? AND version = ? AND status = 'PREPARED'",
+        )
+        .bind(clip_error(error))
+        .bind(micros(delay))
+        .bind(id)
+        .bind(version)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn release_verifies(&self, claims: &[(u64, u64)], delay: Duration) -> StoreResult<u64> {
+        if claims.is_empty() {
+            return Ok(0);
+        }
+        let mut q = QueryBuilder::<MySql>::new(
+            "UPDATE messages SET next_verify_at = UTC_TIMESTAMP(3) + INTERVAL ",
+        );
+        q.push_bind(micros(delay)).push(
+            " MICROSECOND, version = version + 1 WHERE status = 'PREPARED' AND (id, version) IN (",
+        );
+        let mut sep = q.separated(", ");
+        for (id, version) in claims {
+            sep.push("(")
+                .push_bind_unseparated(*id)
+                .push_unseparated(", ")
+                .push_bind_unseparated(*version)
+                .push_unseparated(")");
+        }
+        q.push(")");
+        Ok(q.build().execute(&self.pool).await?.rows_affected())
+    }
+
+    async fn record_check_attempts(&self, calls: &[CheckAttempt]) -> StoreResult<()> {
+        sql::record_check_attempts(&self.pool, calls).await
+    }
+
+    async fn check_attempts(&self, message_id: u64) -> StoreResult<Vec<CheckAttemptEntry>> {
+        sql::check_attempts(&self.pool, message_id).await
+    }
+}
+
+#[async_trait]
+impl OperatorStore for MySqlStore {
     async fn redeliver(
         &self,
         id: u64,
@@ -991,68 +1068,22 @@ impl Store for MySqlStore {
         sql::count_requeueable(&self.pool, requeue, filter).await
     }
 
-    async fn claim_due_verifies(&self, limit: u32, lease: VerifyLease) -> StoreResult<Claimed> {
-        self.claim_due(
-            ClaimKind::Verifies,
-            limit,
-            PayloadRoom::UNBOUNDED,
-            Lease::Verify(lease),
-        )
-        .await
-    }
-
-    async fn reschedule_verify(
+    async fn list_messages(
         &self,
-        id: u64,
-        version: u64,
-        error: &str,
-        delay: Duration,
-    ) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE messages SET verify_attempts = verify_attempts + 1, last_error = ?, \
-             next_verify_at = UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, version = version + 1, \
-             updated_at = UTC_TIMESTAMP(3) WHERE id = ? AND version = ? AND status = 'PREPARED'",
-        )
-        .bind(clip_error(error))
-        .bind(micros(delay))
-        .bind(id)
-        .bind(version)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn release_verifies(&self, claims: &[(u64, u64)], delay: Duration) -> StoreResult<u64> {
-        if claims.is_empty() {
-            return Ok(0);
-        }
-        let mut q = QueryBuilder::<MySql>::new(
-            "UPDATE messages SET next_verify_at = UTC_TIMESTAMP(3) + INTERVAL ",
-        );
-        q.push_bind(micros(delay)).push(
-            " MICROSECOND, version = version + 1 WHERE status = 'PREPARED' AND (id, version) IN (",
-        );
-        let mut sep = q.separated(", ");
-        for (id, version) in claims {
-            sep.push("(")
-                .push_bind_unseparated(*id)
-                .push_unseparated(", ")
-                .push_bind_unseparated(*version)
-                .push_unseparated(")");
-        }
-        q.push(")");
-        Ok(q.build().execute(&self.pool).await?.rows_affected())
-    }
-
-    async fn flag_overdue(
-        &self,
-        wait: Wait,
-        older_than: Duration,
+        filter: &MessageFilter,
         limit: u32,
-    ) -> StoreResult<Vec<Overdue>> {
-        sql::flag_overdue(&self.pool, wait, older_than, limit).await
+        before: Option<u64>,
+    ) -> StoreResult<Vec<MessageView>> {
+        sql::list_messages(&self.pool, filter, limit, before).await
     }
 
+    async fn summary(&self, recent: std::time::Duration) -> StoreResult<Vec<ProducerSummary>> {
+        sql::summary(&self.pool, recent).await
+    }
+}
+
+#[async_trait]
+impl AlertStore for MySqlStore {
     async fn claim_due_alerts(&self, limit: u32, lease: Duration) -> StoreResult<Vec<AlertView>> {
         let rows = self
             .claim_due_rows(
@@ -1086,22 +1117,17 @@ impl Store for MySqlStore {
     ) -> StoreResult<Vec<AlertView>> {
         sql::list_alerts(&self.pool, filter, limit, before).await
     }
+}
 
-    async fn list_messages(
+#[async_trait]
+impl HousekeepingStore for MySqlStore {
+    async fn flag_overdue(
         &self,
-        filter: &MessageFilter,
+        wait: Wait,
+        older_than: Duration,
         limit: u32,
-        before: Option<u64>,
-    ) -> StoreResult<Vec<MessageView>> {
-        sql::list_messages(&self.pool, filter, limit, before).await
-    }
-
-    async fn summary(&self, recent: std::time::Duration) -> StoreResult<Vec<ProducerSummary>> {
-        sql::summary(&self.pool, recent).await
-    }
-
-    async fn list_producers(&self) -> StoreResult<Vec<Producer>> {
-        sql::list_producers(&self.pool).await
+    ) -> StoreResult<Vec<Overdue>> {
+        sql::flag_overdue(&self.pool, wait, older_than, limit).await
     }
 
     async fn purge_finished(&self, older_than: Duration, limit: u32) -> StoreResult<u64> {
@@ -1122,14 +1148,6 @@ impl Store for MySqlStore {
         sql::backlog(&self.pool).await
     }
 
-    async fn record_check_attempts(&self, calls: &[CheckAttempt]) -> StoreResult<()> {
-        sql::record_check_attempts(&self.pool, calls).await
-    }
-
-    async fn check_attempts(&self, message_id: u64) -> StoreResult<Vec<CheckAttemptEntry>> {
-        sql::check_attempts(&self.pool, message_id).await
-    }
-
     async fn add_flow(&self, f: &FlowMinute) -> StoreResult<()> {
         const UPSERT: sql::Upsert = sql::Upsert {
             clause: "ON DUPLICATE KEY UPDATE",
@@ -1145,7 +1163,10 @@ impl Store for MySqlStore {
     async fn purge_flow(&self, before: DateTime<Utc>) -> StoreResult<u64> {
         sql::purge_flow(&self.pool, before).await
     }
+}
 
+#[async_trait]
+impl WaitingStore for MySqlStore {
     async fn park_commit(&self, w: &super::NewWaitingCommit) -> StoreResult<bool> {
         sql::park_commit(&self.pool, "INSERT IGNORE", w).await
     }
@@ -1188,6 +1209,13 @@ impl Store for MySqlStore {
         after: u64,
     ) -> StoreResult<Vec<super::WaitingCommit>> {
         sql::list_waiting_commits(&self.pool, limit, after).await
+    }
+}
+
+#[async_trait]
+impl RegistryStore for MySqlStore {
+    async fn list_producers(&self) -> StoreResult<Vec<Producer>> {
+        sql::list_producers(&self.pool).await
     }
 
     async fn upsert_producer(&self, p: &ProducerRecord) -> StoreResult<Producer> {
@@ -1251,7 +1279,10 @@ impl Store for MySqlStore {
     async fn set_consumer_group_token(&self, name: &str, token_hash: &[u8]) -> StoreResult<bool> {
         sql::set_consumer_group_token(&self.pool, name, token_hash).await
     }
+}
 
+#[async_trait]
+impl LedgerStore for MySqlStore {
     async fn begin_consumption(
         &self,
         group: &ConsumerGroup,
@@ -1376,7 +1407,7 @@ impl MySqlStore {
         Ok(done.rows_affected() == 1)
     }
 
-    /// [`Store::transition_batch`] in one transaction when the batch is
+    /// [`MessageStore::transition_batch`] in one transaction when the batch is
     /// uniform (one by one otherwise, or when a guard lost its race). With
     /// `seen` (the rows as read at the guards), the audit rows go first and
     /// their `RETURNING created_at` is the clock the UPDATE binds, so the

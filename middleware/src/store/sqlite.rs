@@ -30,6 +30,10 @@ use sqlx::{Row, Sqlite, SqlitePool};
 use trustmsg_verify_api::admin::{AlertKind, AlertView};
 use trustmsg_verify_api::{MessageStatus, MessageView};
 
+use super::prelude::{
+    AlertStore, HousekeepingStore, LedgerStore, LifecycleStore, MessageStore, OperatorStore,
+    RegistryStore, SendStore, VerifyStore, WaitingStore,
+};
 use super::sql::{
     self, clip_error, message_from_row, producer_from_row, transition_effects, AuditRow, ClaimKind,
     Dialect, Lease, SqlRow, ALERT_COLUMNS, GROUP_COLUMNS, MESSAGE_COLUMNS, PREPARE_COLUMNS,
@@ -39,7 +43,7 @@ use super::{
     Actor, AlertFilter, AuditEntry, Backlog, Began, CheckAttempt, CheckAttemptEntry, Claimed,
     ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Finished, FlowMinute,
     Inserted, Message, MessageFilter, NewAlert, NewMessage, Overdue, PayloadMove, PayloadRoom,
-    Producer, ProducerRecord, ProducerSummary, Requeue, RequeuedChunk, SentMark, Store, StoreError,
+    Producer, ProducerRecord, ProducerSummary, Requeue, RequeuedChunk, SentMark, StoreError,
     StoreResult, StuckConsumption, Transition, VerifyLease, Wait,
 };
 
@@ -221,7 +225,7 @@ fn first_message(rows: &[SqliteRow]) -> StoreResult<Option<Message>> {
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl LifecycleStore for SqliteStore {
     async fn migrate(&self) -> StoreResult<()> {
         sqlx::migrate!("../migrations/sqlite")
             .run(&self.pool)
@@ -240,7 +244,10 @@ impl Store for SqliteStore {
     async fn ping(&self) -> StoreResult<()> {
         sql::ping(&self.pool).await
     }
+}
 
+#[async_trait]
+impl MessageStore for SqliteStore {
     async fn insert_prepared(&self, m: &NewMessage) -> StoreResult<Inserted> {
         let content = sql::Content::of(m);
         // DO NOTHING only swallows the (biz_id, message_key) conflict; any other
@@ -381,7 +388,10 @@ impl Store for SqliteStore {
     async fn audit_trail(&self, message_id: u64) -> StoreResult<Vec<AuditEntry>> {
         sql::audit_trail(&self.pool, message_id).await
     }
+}
 
+#[async_trait]
+impl SendStore for SqliteStore {
     async fn claim_due_sends(
         &self,
         limit: u32,
@@ -460,7 +470,75 @@ impl Store for SqliteStore {
         raised.announce();
         Ok(Some(row))
     }
+}
 
+#[async_trait]
+impl VerifyStore for SqliteStore {
+    async fn claim_due_verifies(&self, limit: u32, lease: VerifyLease) -> StoreResult<Claimed> {
+        self.claim_due(
+            ClaimKind::Verifies,
+            limit,
+            PayloadRoom::UNBOUNDED,
+            Lease::Verify(lease),
+        )
+        .await
+    }
+
+    async fn reschedule_verify(
+        &self,
+        id: u64,
+        version: u64,
+        error: &str,
+        delay: Duration,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE messages SET verify_attempts = verify_attempts + 1, last_error = ?, \
+             next_verify_at = {NOW_MS} + ?, version = version + 1, updated_at = {NOW_MS} \
+             WHERE id = ? AND version = ? AND status = 'PREPARED'"
+        )))
+        .bind(clip_error(error))
+        .bind(millis(delay))
+        .bind(sql_int(id))
+        .bind(sql_int(version))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn release_verifies(&self, claims: &[(u64, u64)], delay: Duration) -> StoreResult<u64> {
+        if claims.is_empty() {
+            return Ok(0);
+        }
+        // One transaction for the batch: one fsync, and the write lock is taken once.
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut matched = 0;
+        for (id, version) in claims {
+            matched += sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE messages SET next_verify_at = {NOW_MS} + ?, version = version + 1 \
+                 WHERE id = ? AND version = ? AND status = 'PREPARED'"
+            )))
+            .bind(millis(delay))
+            .bind(sql_int(*id))
+            .bind(sql_int(*version))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        }
+        tx.commit().await?;
+        Ok(matched)
+    }
+
+    async fn record_check_attempts(&self, calls: &[CheckAttempt]) -> StoreResult<()> {
+        sql::record_check_attempts(&self.pool, calls).await
+    }
+
+    async fn check_attempts(&self, message_id: u64) -> StoreResult<Vec<CheckAttemptEntry>> {
+        sql::check_attempts(&self.pool, message_id).await
+    }
+}
+
+#[async_trait]
+impl OperatorStore for SqliteStore {
     async fn redeliver(
         &self,
         id: u64,
@@ -539,69 +617,22 @@ impl Store for SqliteStore {
         sql::count_requeueable(&self.pool, requeue, filter).await
     }
 
-    async fn claim_due_verifies(&self, limit: u32, lease: VerifyLease) -> StoreResult<Claimed> {
-        self.claim_due(
-            ClaimKind::Verifies,
-            limit,
-            PayloadRoom::UNBOUNDED,
-            Lease::Verify(lease),
-        )
-        .await
-    }
-
-    async fn reschedule_verify(
+    async fn list_messages(
         &self,
-        id: u64,
-        version: u64,
-        error: &str,
-        delay: Duration,
-    ) -> StoreResult<bool> {
-        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE messages SET verify_attempts = verify_attempts + 1, last_error = ?, \
-             next_verify_at = {NOW_MS} + ?, version = version + 1, updated_at = {NOW_MS} \
-             WHERE id = ? AND version = ? AND status = 'PREPARED'"
-        )))
-        .bind(clip_error(error))
-        .bind(millis(delay))
-        .bind(sql_int(id))
-        .bind(sql_int(version))
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn release_verifies(&self, claims: &[(u64, u64)], delay: Duration) -> StoreResult<u64> {
-        if claims.is_empty() {
-            return Ok(0);
-        }
-        // One transaction for the batch: one fsync, and the write lock is taken once.
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let mut matched = 0;
-        for (id, version) in claims {
-            matched += sqlx::query(sqlx::AssertSqlSafe(format!(
-                "UPDATE messages SET next_verify_at = {NOW_MS} + ?, version = version + 1 \
-                 WHERE id = ? AND version = ? AND status = 'PREPARED'"
-            )))
-            .bind(millis(delay))
-            .bind(sql_int(*id))
-            .bind(sql_int(*version))
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        }
-        tx.commit().await?;
-        Ok(matched)
-    }
-
-    async fn flag_overdue(
-        &self,
-        wait: Wait,
-        older_than: Duration,
+        filter: &MessageFilter,
         limit: u32,
-    ) -> StoreResult<Vec<Overdue>> {
-        sql::flag_overdue(&self.pool, wait, older_than, limit).await
+        before: Option<u64>,
+    ) -> StoreResult<Vec<MessageView>> {
+        sql::list_messages(&self.pool, filter, limit, before).await
     }
 
+    async fn summary(&self, recent: std::time::Duration) -> StoreResult<Vec<ProducerSummary>> {
+        sql::summary(&self.pool, recent).await
+    }
+}
+
+#[async_trait]
+impl AlertStore for SqliteStore {
     /// One statement under the write lock, like the message claims: no
     /// two claimers can take the same alert.
     async fn claim_due_alerts(&self, limit: u32, lease: Duration) -> StoreResult<Vec<AlertView>> {
@@ -637,22 +668,17 @@ impl Store for SqliteStore {
     ) -> StoreResult<Vec<AlertView>> {
         sql::list_alerts(&self.pool, filter, limit, before).await
     }
+}
 
-    async fn list_messages(
+#[async_trait]
+impl HousekeepingStore for SqliteStore {
+    async fn flag_overdue(
         &self,
-        filter: &MessageFilter,
+        wait: Wait,
+        older_than: Duration,
         limit: u32,
-        before: Option<u64>,
-    ) -> StoreResult<Vec<MessageView>> {
-        sql::list_messages(&self.pool, filter, limit, before).await
-    }
-
-    async fn summary(&self, recent: std::time::Duration) -> StoreResult<Vec<ProducerSummary>> {
-        sql::summary(&self.pool, recent).await
-    }
-
-    async fn list_producers(&self) -> StoreResult<Vec<Producer>> {
-        sql::list_producers(&self.pool).await
+    ) -> StoreResult<Vec<Overdue>> {
+        sql::flag_overdue(&self.pool, wait, older_than, limit).await
     }
 
     async fn purge_finished(&self, older_than: Duration, limit: u32) -> StoreResult<u64> {
@@ -673,14 +699,6 @@ impl Store for SqliteStore {
         sql::backlog(&self.pool).await
     }
 
-    async fn record_check_attempts(&self, calls: &[CheckAttempt]) -> StoreResult<()> {
-        sql::record_check_attempts(&self.pool, calls).await
-    }
-
-    async fn check_attempts(&self, message_id: u64) -> StoreResult<Vec<CheckAttemptEntry>> {
-        sql::check_attempts(&self.pool, message_id).await
-    }
-
     async fn add_flow(&self, f: &FlowMinute) -> StoreResult<()> {
         const UPSERT: sql::Upsert = sql::Upsert {
             clause: "ON CONFLICT (minute) DO UPDATE SET",
@@ -696,7 +714,10 @@ impl Store for SqliteStore {
     async fn purge_flow(&self, before: DateTime<Utc>) -> StoreResult<u64> {
         sql::purge_flow(&self.pool, before).await
     }
+}
 
+#[async_trait]
+impl WaitingStore for SqliteStore {
     async fn park_commit(&self, w: &super::NewWaitingCommit) -> StoreResult<bool> {
         sql::park_commit(&self.pool, "INSERT OR IGNORE", w).await
     }
@@ -737,6 +758,13 @@ impl Store for SqliteStore {
         after: u64,
     ) -> StoreResult<Vec<super::WaitingCommit>> {
         sql::list_waiting_commits(&self.pool, limit, after).await
+    }
+}
+
+#[async_trait]
+impl RegistryStore for SqliteStore {
+    async fn list_producers(&self) -> StoreResult<Vec<Producer>> {
+        sql::list_producers(&self.pool).await
     }
 
     async fn upsert_producer(&self, p: &ProducerRecord) -> StoreResult<Producer> {
@@ -799,7 +827,10 @@ impl Store for SqliteStore {
     async fn set_consumer_group_token(&self, name: &str, token_hash: &[u8]) -> StoreResult<bool> {
         sql::set_consumer_group_token(&self.pool, name, token_hash).await
     }
+}
 
+#[async_trait]
+impl LedgerStore for SqliteStore {
     async fn begin_consumption(
         &self,
         group: &ConsumerGroup,

@@ -19,7 +19,7 @@ pub enum Wait {
     Decision,
 }
 
-/// A message [`crate::store::Store::flag_overdue`] flagged: it has waited
+/// A message [`crate::store::HousekeepingStore::flag_overdue`] flagged: it has waited
 /// longer than the threshold, and this call is the one that found it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Overdue {

@@ -48,7 +48,7 @@ pub struct Quarantined {
     pub reason: String,
 }
 
-/// How much payload a send claim may read ([`crate::store::Store::claim_due_sends`]):
+/// How much payload a send claim may read ([`crate::store::SendStore::claim_due_sends`]):
 /// it takes rows in due order while their payloads, by the length the
 /// prepare recorded (`payload_bytes`), fit in `bytes`. A row from before
 /// that column counts as `unknown` bytes (the largest a payload may be).

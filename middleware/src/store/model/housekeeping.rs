@@ -41,7 +41,7 @@ pub struct BacklogSample {
 }
 
 /// What happened in one minute, counted by the instances as they did it
-/// (`flow_minutes`, see [`crate::store::Store::add_flow`]).
+/// (`flow_minutes`, see [`crate::store::HousekeepingStore::add_flow`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FlowCounts {
     /// Messages prepared (rows created; a repeated prepare is not counted).
@@ -117,8 +117,8 @@ impl FlowCounts {
 }
 
 /// One minute of the flow: as one instance adds it
-/// ([`crate::store::Store::add_flow`]), or as the sum of all is read back
-/// ([`crate::store::Store::flow_since`]).
+/// ([`crate::store::HousekeepingStore::add_flow`]), or as the sum of all is read back
+/// ([`crate::store::HousekeepingStore::flow_since`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlowMinute {
     /// The minute's start (seconds and below zero).
@@ -129,7 +129,7 @@ pub struct FlowMinute {
 }
 
 /// What one chunk of the move of long contents out of rows written before
-/// migration 0018 did ([`crate::store::Store::move_payloads`]).
+/// migration 0018 did ([`crate::store::HousekeepingStore::move_payloads`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PayloadMove {
     /// Rows walked past.

@@ -19,7 +19,7 @@ pub struct Consumption {
     pub updated_at: DateTime<Utc>,
 }
 
-/// What a begin decided ([`crate::store::Store::begin_consumption`]).
+/// What a begin decided ([`crate::store::LedgerStore::begin_consumption`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Began {
     /// No such message.
@@ -32,7 +32,7 @@ pub enum Began {
     Done(Consumption),
 }
 
-/// What a finish did ([`crate::store::Store::finish_consumption`]).
+/// What a finish did ([`crate::store::LedgerStore::finish_consumption`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Finished {
     /// No such message.

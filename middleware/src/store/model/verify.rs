@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-/// How long a check-back claim lasts ([`crate::store::Store::claim_due_verifies`]):
+/// How long a check-back claim lasts ([`crate::store::VerifyStore::claim_due_verifies`]):
 /// per row, what its call may take plus a margin. A call takes at most its
 /// producer's `verify_timeout_ms`, cut to `max_timeout` (`--verify-timeout-max`)
 /// for a registration made under a higher cap; a row whose producer is not

@@ -22,7 +22,7 @@
 //!   by id, shard by shard.
 //! - **A shard down** fails only the calls that need it: its keys' calls
 //!   (the API answers 503 with Retry-After), its share of each claim. `ping`
-//!   answers while any shard does; [`Store::degraded`] names the others.
+//!   answers while any shard does; [`LifecycleStore::degraded`] names the others.
 
 mod route;
 mod setup;
@@ -41,12 +41,16 @@ pub use route::{id_floor, shard_of_id, slot_of, ID_BITS, MAX_SHARDS, SLOTS};
 pub use setup::Refused;
 
 use super::mysql::MySqlStore;
+use super::prelude::{
+    AlertStore, HousekeepingStore, LedgerStore, LifecycleStore, MessageStore, OperatorStore,
+    RegistryStore, SendStore, VerifyStore, WaitingStore,
+};
 use super::{
     Actor, AlertFilter, AuditEntry, Backend, Backlog, Began, CheckAttempt, CheckAttemptEntry,
     Claimed, ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, DatabaseUrl,
     Finished, FlowMinute, Inserted, Message, MessageFilter, NewMessage, NewWaitingCommit, Overdue,
     PayloadMove, PayloadRoom, Producer, ProducerRecord, ProducerSummary, Requeue, RequeuedChunk,
-    SentMark, Store, StoreError, StoreResult, StuckConsumption, Transition, VerifyLease, Wait,
+    SentMark, StoreError, StoreResult, StuckConsumption, Transition, VerifyLease, Wait,
     WaitingCommit,
 };
 
@@ -58,7 +62,7 @@ struct Shard {
     /// Whether it answered its last ping and no call since found it
     /// unreachable. The workers' fan-outs leave a shard that is not up
     /// out, instead of waiting on it each round; the shard watch's pings
-    /// ([`Store::ping`]) bring it back.
+    /// ([`LifecycleStore::ping`]) bring it back.
     up: AtomicBool,
     /// Its read replica, for the operator views that read much.
     replica: Option<MySqlStore>,
@@ -769,7 +773,7 @@ fn earliest(a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) -> Option<DateTi
 }
 
 #[async_trait]
-impl Store for ShardedStore {
+impl LifecycleStore for ShardedStore {
     async fn migrate(&self) -> StoreResult<()> {
         Self::all(self.each(|_, s| s.migrate()).await).map(|_| ())
     }
@@ -817,7 +821,10 @@ impl Store for ShardedStore {
     fn shard_of_key(&self, biz_id: &str, message_key: &str) -> usize {
         self.shard_index(biz_id, message_key.as_bytes())
     }
+}
 
+#[async_trait]
+impl MessageStore for ShardedStore {
     async fn insert_prepared(&self, m: &NewMessage) -> StoreResult<Inserted> {
         let mut answers = self.insert_prepared_batch(std::slice::from_ref(m)).await?;
         Ok(answers.pop().expect("one answer for one message"))
@@ -920,7 +927,10 @@ impl Store for ShardedStore {
         self.by_id(message_id, |s| s.audit_trail(message_id), Vec::is_empty)
             .await
     }
+}
 
+#[async_trait]
+impl SendStore for ShardedStore {
     async fn claim_due_sends(
         &self,
         limit: u32,
@@ -1037,7 +1047,59 @@ impl Store for ShardedStore {
         )
         .await
     }
+}
 
+#[async_trait]
+impl VerifyStore for ShardedStore {
+    async fn claim_due_verifies(&self, limit: u32, lease: VerifyLease) -> StoreResult<Claimed> {
+        self.spread("claiming check-backs", limit, |s, share| {
+            s.claim_due_verifies(share, lease)
+        })
+        .await
+    }
+
+    async fn reschedule_verify(
+        &self,
+        id: u64,
+        version: u64,
+        error: &str,
+        delay: Duration,
+    ) -> StoreResult<bool> {
+        self.by_id(
+            id,
+            |s| s.reschedule_verify(id, version, error, delay),
+            |done| !done,
+        )
+        .await
+    }
+
+    async fn release_verifies(&self, claims: &[(u64, u64)], delay: Duration) -> StoreResult<u64> {
+        self.counted_by_ids(
+            claims,
+            |c| c.0,
+            |s, part| async move { s.release_verifies(&part, delay).await },
+        )
+        .await
+    }
+
+    async fn record_check_attempts(&self, calls: &[CheckAttempt]) -> StoreResult<()> {
+        let groups = self.grouped(calls, |c| self.home_of_id(c.message_id));
+        let results = join_all(groups.into_iter().map(|(shard, items)| async move {
+            let part: Vec<CheckAttempt> = items.into_iter().map(|(_, c)| c.clone()).collect();
+            self.shards[shard].store.record_check_attempts(&part).await
+        }))
+        .await;
+        Self::all(results).map(|_| ())
+    }
+
+    async fn check_attempts(&self, message_id: u64) -> StoreResult<Vec<CheckAttemptEntry>> {
+        self.by_id(message_id, |s| s.check_attempts(message_id), Vec::is_empty)
+            .await
+    }
+}
+
+#[async_trait]
+impl OperatorStore for ShardedStore {
     async fn redeliver(
         &self,
         id: u64,
@@ -1118,49 +1180,37 @@ impl Store for ShardedStore {
         Ok(Self::all(counts)?.into_iter().sum())
     }
 
-    async fn claim_due_verifies(&self, limit: u32, lease: VerifyLease) -> StoreResult<Claimed> {
-        self.spread("claiming check-backs", limit, |s, share| {
-            s.claim_due_verifies(share, lease)
-        })
-        .await
-    }
-
-    async fn reschedule_verify(
+    async fn list_messages(
         &self,
-        id: u64,
-        version: u64,
-        error: &str,
-        delay: Duration,
-    ) -> StoreResult<bool> {
-        self.by_id(
-            id,
-            |s| s.reschedule_verify(id, version, error, delay),
-            |done| !done,
-        )
-        .await
-    }
-
-    async fn release_verifies(&self, claims: &[(u64, u64)], delay: Duration) -> StoreResult<u64> {
-        self.counted_by_ids(
-            claims,
-            |c| c.0,
-            |s, part| async move { s.release_verifies(&part, delay).await },
-        )
-        .await
-    }
-
-    async fn flag_overdue(
-        &self,
-        wait: Wait,
-        older_than: Duration,
+        filter: &MessageFilter,
         limit: u32,
-    ) -> StoreResult<Vec<Overdue>> {
-        self.up_to("flagging overdue messages", limit, |s, n| {
-            s.flag_overdue(wait, older_than, n)
+        before: Option<u64>,
+    ) -> StoreResult<Vec<MessageView>> {
+        self.newest_first(limit, before, |shard, want| {
+            self.read_view(shard, move |s| s.list_messages(filter, want, before))
         })
         .await
     }
 
+    async fn summary(&self, recent: Duration) -> StoreResult<Vec<ProducerSummary>> {
+        let results =
+            join_all((0..self.shards.len()).map(|i| self.read_view(i, |s| s.summary(recent))))
+                .await;
+        let mut by_producer: BTreeMap<String, ProducerSummary> = BTreeMap::new();
+        for summary in Self::all(results)?.into_iter().flatten() {
+            match by_producer.get_mut(&summary.biz_id) {
+                Some(sum) => add_summary(sum, summary),
+                None => {
+                    by_producer.insert(summary.biz_id.clone(), summary);
+                }
+            }
+        }
+        Ok(by_producer.into_values().collect())
+    }
+}
+
+#[async_trait]
+impl AlertStore for ShardedStore {
     async fn claim_due_alerts(&self, limit: u32, lease: Duration) -> StoreResult<Vec<AlertView>> {
         self.spread("claiming alerts", limit, |s, n| {
             s.claim_due_alerts(n, lease)
@@ -1208,37 +1258,20 @@ impl Store for ShardedStore {
         })
         .await
     }
+}
 
-    async fn list_messages(
+#[async_trait]
+impl HousekeepingStore for ShardedStore {
+    async fn flag_overdue(
         &self,
-        filter: &MessageFilter,
+        wait: Wait,
+        older_than: Duration,
         limit: u32,
-        before: Option<u64>,
-    ) -> StoreResult<Vec<MessageView>> {
-        self.newest_first(limit, before, |shard, want| {
-            self.read_view(shard, move |s| s.list_messages(filter, want, before))
+    ) -> StoreResult<Vec<Overdue>> {
+        self.up_to("flagging overdue messages", limit, |s, n| {
+            s.flag_overdue(wait, older_than, n)
         })
         .await
-    }
-
-    async fn summary(&self, recent: Duration) -> StoreResult<Vec<ProducerSummary>> {
-        let results =
-            join_all((0..self.shards.len()).map(|i| self.read_view(i, |s| s.summary(recent))))
-                .await;
-        let mut by_producer: BTreeMap<String, ProducerSummary> = BTreeMap::new();
-        for summary in Self::all(results)?.into_iter().flatten() {
-            match by_producer.get_mut(&summary.biz_id) {
-                Some(sum) => add_summary(sum, summary),
-                None => {
-                    by_producer.insert(summary.biz_id.clone(), summary);
-                }
-            }
-        }
-        Ok(by_producer.into_values().collect())
-    }
-
-    async fn list_producers(&self) -> StoreResult<Vec<Producer>> {
-        self.first().list_producers().await
     }
 
     async fn purge_finished(&self, older_than: Duration, limit: u32) -> StoreResult<u64> {
@@ -1305,21 +1338,6 @@ impl Store for ShardedStore {
         Ok(sum)
     }
 
-    async fn record_check_attempts(&self, calls: &[CheckAttempt]) -> StoreResult<()> {
-        let groups = self.grouped(calls, |c| self.home_of_id(c.message_id));
-        let results = join_all(groups.into_iter().map(|(shard, items)| async move {
-            let part: Vec<CheckAttempt> = items.into_iter().map(|(_, c)| c.clone()).collect();
-            self.shards[shard].store.record_check_attempts(&part).await
-        }))
-        .await;
-        Self::all(results).map(|_| ())
-    }
-
-    async fn check_attempts(&self, message_id: u64) -> StoreResult<Vec<CheckAttemptEntry>> {
-        self.by_id(message_id, |s| s.check_attempts(message_id), Vec::is_empty)
-            .await
-    }
-
     async fn add_flow(&self, f: &FlowMinute) -> StoreResult<()> {
         self.first().add_flow(f).await
     }
@@ -1331,7 +1349,10 @@ impl Store for ShardedStore {
     async fn purge_flow(&self, before: DateTime<Utc>) -> StoreResult<u64> {
         self.first().purge_flow(before).await
     }
+}
 
+#[async_trait]
+impl WaitingStore for ShardedStore {
     async fn park_commit(&self, w: &NewWaitingCommit) -> StoreResult<bool> {
         self.shards[self.shard_index(&w.biz_id, w.message_key.as_bytes())]
             .store
@@ -1390,6 +1411,13 @@ impl Store for ShardedStore {
         }
         Ok(out)
     }
+}
+
+#[async_trait]
+impl RegistryStore for ShardedStore {
+    async fn list_producers(&self) -> StoreResult<Vec<Producer>> {
+        self.first().list_producers().await
+    }
 
     async fn upsert_producer(&self, p: &ProducerRecord) -> StoreResult<Producer> {
         let stored = self.first().upsert_producer(p).await?;
@@ -1441,7 +1469,10 @@ impl Store for ShardedStore {
         self.copy_group(name).await;
         Ok(set)
     }
+}
 
+#[async_trait]
+impl LedgerStore for ShardedStore {
     async fn begin_consumption(
         &self,
         group: &ConsumerGroup,

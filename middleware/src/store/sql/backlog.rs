@@ -8,7 +8,7 @@ use super::summary::{scheduled, send_wait_since};
 use super::Dialect;
 use crate::store::{Backlog, StoreResult};
 
-/// [`crate::store::Store::backlog`].
+/// [`crate::store::HousekeepingStore::backlog`].
 pub(in crate::store) async fn backlog<D>(pool: &sqlx::Pool<D>) -> StoreResult<Backlog>
 where
     D: Dialect,

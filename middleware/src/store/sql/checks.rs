@@ -8,7 +8,7 @@ use super::row::SqlRow;
 use super::{Bind, Dialect};
 use crate::store::{CheckAttempt, CheckAttemptEntry, StoreResult, CHECK_ATTEMPTS_KEPT};
 
-/// [`crate::store::Store::record_check_attempts`]: one multi-row INSERT, and for
+/// [`crate::store::VerifyStore::record_check_attempts`]: one multi-row INSERT, and for
 /// the calls past the bound one DELETE of their messages' oldest.
 pub(in crate::store) async fn record_check_attempts<D>(
     pool: &sqlx::Pool<D>,
@@ -57,7 +57,7 @@ where
     Ok(())
 }
 
-/// [`crate::store::Store::check_attempts`].
+/// [`crate::store::VerifyStore::check_attempts`].
 pub(in crate::store) async fn check_attempts<D>(
     pool: &sqlx::Pool<D>,
     message_id: u64,

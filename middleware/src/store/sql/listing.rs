@@ -8,7 +8,7 @@ use super::row::{message_from_row, SqlRow, STATE_COLUMNS};
 use super::{Bind, Dialect};
 use crate::store::{MessageFilter, StoreResult};
 
-/// [`crate::store::Store::list_messages`]: the filter's conditions, a keyset bound
+/// [`crate::store::OperatorStore::list_messages`]: the filter's conditions, a keyset bound
 /// and `ORDER BY id DESC`, reading no content: an empty payload, and its
 /// length as the prepare recorded it (read from the payload only for a row
 /// from before that record, whose payload is in the row).

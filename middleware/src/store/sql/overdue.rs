@@ -9,7 +9,7 @@ use super::row::{lossy_text, SqlRow};
 use super::{Bind, Dialect};
 use crate::store::{NewAlert, Overdue, StoreResult, Wait};
 
-/// [`crate::store::Store::flag_overdue`]: reads the candidates, then flags each with
+/// [`crate::store::HousekeepingStore::flag_overdue`]: reads the candidates, then flags each with
 /// an UPDATE guarded by the flag and the state, so of several instances
 /// scanning at once exactly one flags (and alerts) each message. Each kind
 /// of wait has its own flag (a message alerted `verify_overdue` can still be

@@ -7,7 +7,7 @@ use super::row::{producer_from_row, PRODUCER_COLUMNS};
 use super::{Bind, Dialect};
 use crate::store::{Producer, StoreResult};
 
-/// [`crate::store::Store::list_producers`].
+/// [`crate::store::RegistryStore::list_producers`].
 pub(in crate::store) async fn list_producers<D>(pool: &sqlx::Pool<D>) -> StoreResult<Vec<Producer>>
 where
     D: Dialect,

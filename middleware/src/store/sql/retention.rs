@@ -12,7 +12,7 @@ use crate::store::StoreResult;
 const FINISHED: &str =
     "((status = 'COMMITTED' AND send_status = 'SENT') OR status = 'ROLLED_BACK')";
 
-/// [`crate::store::Store::purge_finished`], given a transaction on the backend:
+/// [`crate::store::HousekeepingStore::purge_finished`], given a transaction on the backend:
 /// the finished messages, then the settled alerts.
 pub(in crate::store) async fn purge_finished<D>(
     conn: &mut D::Connection,

@@ -13,7 +13,7 @@ use super::row::{message_from_row, MESSAGE_COLUMNS};
 use super::{Bind, Dialect};
 use crate::store::{Actor, Message, NewAlert, StoreError, StoreResult};
 
-/// What [`crate::store::Store::send_now`] sets (`now` is the dialect's
+/// What [`crate::store::OperatorStore::send_now`] sets (`now` is the dialect's
 /// clock) on a committed, PENDING row (`id`, `version`) whose `deliver_at`
 /// is still ahead: its delivery time now (so its wait counts from now),
 /// version bumped, and due now, unless it is an ordered message waiting
@@ -30,7 +30,7 @@ pub(in crate::store) fn send_now_update(now: &str) -> String {
     )
 }
 
-/// [`crate::store::Store::release_sends`]: one guarded UPDATE for the lot.
+/// [`crate::store::SendStore::release_sends`]: one guarded UPDATE for the lot.
 /// The ids alone come first so MariaDB finds the rows by the primary key.
 pub(in crate::store) async fn release_sends<D>(
     pool: &sqlx::Pool<D>,

@@ -33,7 +33,7 @@ pub(super) fn send_wait_since<D: Dialect>() -> String {
     )
 }
 
-/// [`crate::store::Store::summary`]: two statements, neither of which reads
+/// [`crate::store::OperatorStore::summary`]: two statements, neither of which reads
 /// the finished rows that make up most of the table. The live states are
 /// counted exactly from their index ranges; the finished ones only over the
 /// last `recent`, from the `(status, send_status, updated_at, biz_id)` index
