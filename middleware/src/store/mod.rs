@@ -45,17 +45,17 @@ pub(crate) mod deadline;
 mod decide;
 mod model;
 pub mod mysql;
+mod open;
 pub mod shards;
 mod sql;
 pub mod sqlite;
 mod traits;
 
-use std::sync::Arc;
-
 pub use database_url::{Backend, DatabaseUrl, UrlRefused};
 pub use decide::{
     decide, decide_batch, decide_batch_known, producer_reason, DecideOutcome, DecideRequest, Target,
 };
+pub use open::{connect, create_database_if_missing, open};
 use traits::{insert_prepared_each, transition_each};
 pub use traits::{
     AlertStore, DynStore, HousekeepingStore, LedgerStore, LifecycleStore, MessageStore,
@@ -146,32 +146,6 @@ pub const CHECK_ATTEMPTS_KEPT: u32 = 50;
 
 /// Result of a store operation.
 pub type StoreResult<T> = Result<T, StoreError>;
-
-/// Opens the backend its URL's scheme names.
-pub async fn connect(url: &DatabaseUrl) -> StoreResult<DynStore> {
-    Ok(match url.backend() {
-        Backend::MySql => Arc::new(mysql::MySqlStore::connect(url).await?),
-        Backend::Sqlite => Arc::new(sqlite::SqliteStore::connect(url).await?),
-    })
-}
-
-/// Creates the MySQL database named in `url` if it does not exist yet
-/// (`trustmsg migrate` and `serve --auto-migrate`). SQLite files are created
-/// on connect.
-pub async fn create_database_if_missing(url: &DatabaseUrl) -> StoreResult<()> {
-    use sqlx::migrate::MigrateDatabase;
-    match url.backend() {
-        Backend::MySql => {
-            let driver = url.expose_for_driver();
-            if !sqlx::MySql::database_exists(driver).await? {
-                sqlx::MySql::create_database(driver).await?;
-                tracing::info!(%url, "created database");
-            }
-        }
-        Backend::Sqlite => {}
-    }
-    Ok(())
-}
 
 #[cfg(test)]
 mod tests {
