@@ -38,25 +38,29 @@ pub async fn open(
     }
     match url.backend() {
         Backend::MySql => {
-            let one = MySqlStore::connect(url)
-                .await
-                .with_context(|| format!("connecting to {url}"))?;
-            if migrate {
-                one.migrate().await.context("applying migrations")?;
-            }
+            let one = ready(MySqlStore::connect(url).await, url, migrate).await?;
             ShardedStore::refuse_if_sharded(&one, url).await?;
             Ok(Arc::new(one))
         }
         Backend::Sqlite => {
-            let one = SqliteStore::connect(url)
-                .await
-                .with_context(|| format!("connecting to {url}"))?;
-            if migrate {
-                one.migrate().await.context("applying migrations")?;
-            }
+            let one = ready(SqliteStore::connect(url).await, url, migrate).await?;
             Ok(Arc::new(one))
         }
     }
+}
+
+/// A store just connected to `url`, with the migrations applied when
+/// `migrate`.
+async fn ready<S: LifecycleStore>(
+    connected: StoreResult<S>,
+    url: &DatabaseUrl,
+    migrate: bool,
+) -> anyhow::Result<S> {
+    let store = connected.with_context(|| format!("connecting to {url}"))?;
+    if migrate {
+        store.migrate().await.context("applying migrations")?;
+    }
+    Ok(store)
 }
 
 /// Opens the one database at `url` as [`open`] does, without creating or

@@ -80,16 +80,8 @@ impl SendStore for MySqlStore {
         error: &str,
         actor: &Actor,
     ) -> StoreResult<Option<Message>> {
-        let mut tx = self.pool.begin().await?;
-        let failed =
-            sql::mark_send_failed::<MySql>(&mut tx, " FOR UPDATE", (id, version), error, actor);
-        let Some((row, raised)) = failed.await? else {
-            tx.rollback().await?;
-            return Ok(None);
-        };
-        tx.commit().await?;
-        raised.announce();
-        Ok(Some(row))
+        let tx = self.pool.begin().await?;
+        sql::mark_send_failed::<MySql>(tx, " FOR UPDATE", (id, version), error, actor).await
     }
 }
 

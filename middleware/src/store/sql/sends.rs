@@ -5,7 +5,7 @@
 use sqlx::{Executor, QueryBuilder};
 use trustmsg_verify_api::admin::AlertKind;
 
-use super::alerts::{raise_alerts, Raised};
+use super::alerts::raise_alerts;
 use super::audit::{insert_audits, AuditRow};
 use super::effects::clip_error;
 use super::ordering::blocked_alert;
@@ -66,21 +66,22 @@ where
     Ok(D::rows_affected(&q.build().execute(pool).await?))
 }
 
-/// [`crate::store::SendStore::mark_send_failed`] on `conn`, the backend's
-/// transaction: the guarded UPDATE to SEND_FAILED (a counted attempt, the
-/// error kept, no longer due), its audit row, and its alerts in the same
-/// transaction: `send_failed`, and `key_blocked` when an ordered head
-/// leaves later messages of its key waiting (their key row read with
-/// `lock` appended, see [`blocked_alert`]). None when the guard matched
-/// nothing: nothing was written, and the caller rolls back at once so the
-/// transaction's locks go with it. The caller commits, then announces.
+/// [`crate::store::SendStore::mark_send_failed`] in `tx`, the backend's
+/// transaction (begun its way: SQLite's takes the write lock at once): the
+/// guarded UPDATE to SEND_FAILED (a counted attempt, the error kept, no
+/// longer due), its audit row, and its alerts in the same transaction:
+/// `send_failed`, and `key_blocked` when an ordered head leaves later
+/// messages of its key waiting (their key row read with `lock` appended,
+/// see [`blocked_alert`]). Committed, then the alerts announced. None when
+/// the guard matched nothing: nothing was written, and the transaction is
+/// rolled back at once so its locks go with it.
 pub(in crate::store) async fn mark_send_failed<D>(
-    conn: &mut D::Connection,
+    mut tx: sqlx::Transaction<'_, D>,
     lock: &str,
     (id, version): (u64, u64),
     error: &str,
     actor: &Actor,
-) -> StoreResult<Option<(Message, Raised)>>
+) -> StoreResult<Option<Message>>
 where
     D: Dialect,
     for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
@@ -100,24 +101,27 @@ where
     .bind(clip_error(error).to_string())
     .bind(D::int(id))
     .bind(D::int(version))
-    .execute(&mut *conn)
+    .execute(&mut *tx)
     .await?;
     if D::rows_affected(&done) != 1 {
+        tx.rollback().await?;
         return Ok(None);
     }
-    insert_audits(&mut *conn, &[AuditRow::send_failed(id, actor, error)]).await?;
+    insert_audits(&mut *tx, &[AuditRow::send_failed(id, actor, error)]).await?;
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?"
     )))
     .bind(D::int(id))
-    .fetch_optional(&mut *conn)
+    .fetch_optional(&mut *tx)
     .await?
     .as_ref()
     .map(message_from_row)
     .transpose()?
     .ok_or(StoreError::Vanished("a row just marked SEND_FAILED"))?;
     let mut alerts = vec![NewAlert::failed(AlertKind::SendFailed, &row)];
-    alerts.extend(blocked_alert::<D>(conn, lock, &row).await?);
-    let raised = raise_alerts::<D>(conn, alerts).await?;
-    Ok(Some((row, raised)))
+    alerts.extend(blocked_alert::<D>(&mut tx, lock, &row).await?);
+    let raised = raise_alerts::<D>(&mut tx, alerts).await?;
+    tx.commit().await?;
+    raised.announce();
+    Ok(Some(row))
 }

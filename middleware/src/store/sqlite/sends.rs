@@ -80,16 +80,8 @@ impl SendStore for SqliteStore {
         error: &str,
         actor: &Actor,
     ) -> StoreResult<Option<Message>> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let failed = sql::mark_send_failed::<Sqlite>(&mut tx, "", (id, version), error, actor);
-        let Some((row, raised)) = failed.await? else {
-            // Ended now: BEGIN IMMEDIATE holds the write lock until then.
-            tx.rollback().await?;
-            return Ok(None);
-        };
-        tx.commit().await?;
-        raised.announce();
-        Ok(Some(row))
+        let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        sql::mark_send_failed::<Sqlite>(tx, "", (id, version), error, actor).await
     }
 }
 
