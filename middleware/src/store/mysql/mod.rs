@@ -7,7 +7,7 @@
 //! One file per concern, one `impl` of a [`crate::store`] sub-trait in
 //! each; this file holds the store itself, its connection (READ COMMITTED,
 //! and whether the server takes `INSERT … RETURNING`), the dialect
-//! ([`crate::store::sql::Dialect`], [`crate::store::sql::SqlRow`]) and the
+//! (`sql::Dialect`, `sql::SqlRow`) and the
 //! few reads the concerns share. `claims.rs`, `prepare.rs` and
 //! `transitions.rs` hold the statements more than one concern builds on.
 

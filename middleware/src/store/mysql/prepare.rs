@@ -14,13 +14,14 @@ use crate::store::{Inserted, Message, NewMessage, StoreError, StoreResult};
 use super::{is_lock_conflict, is_unique_violation, micros, MySqlStore};
 
 /// What a prepare writes to `headroom` (migration 0015): 40 bytes, which a
-/// decision ([`transition_update`]) cuts to 16 and the SENT mark
-/// ([`mark_sent_statement`]) to none. Each of those changes fills in more
-/// than it empties (a commit: `send_status`, `next_send_at`, `decided_at`,
-/// 16 bytes net; with an ordered message's seq, 24; the SENT mark:
-/// `sent_at`, the partition and offset, 9), so with the room given back the
-/// record never grows, and InnoDB rewrites it in its own place instead of
-/// moving it and reorganising its page (3–7 KB of redo per change).
+/// decision ([`transition_update`](super::transitions::transition_update))
+/// cuts to 16 and the SENT mark (`mark_sent_statement` in `sends.rs`) to
+/// none. Each of those changes fills in more than it empties (a commit:
+/// `send_status`, `next_send_at`, `decided_at`, 16 bytes net; with an
+/// ordered message's seq, 24; the SENT mark: `sent_at`, the partition and
+/// offset, 9), so with the room given back the record never grows, and
+/// InnoDB rewrites it in its own place instead of moving it and
+/// reorganising its page (3–7 KB of redo per change).
 pub(super) const HEADROOM: &str = "REPEAT(X'00', 40)";
 
 /// `headroom` after a decision (see [`HEADROOM`]): at most 16 bytes, and

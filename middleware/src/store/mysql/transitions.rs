@@ -136,7 +136,7 @@ fn transitioned(seen: &Message, t: &Transition, now: DateTime<Utc>) -> Message {
 }
 
 impl MySqlStore {
-    /// [`MessageStore::transition_batch`] in one transaction when the batch is
+    /// [`crate::store::MessageStore::transition_batch`] in one transaction when the batch is
     /// uniform (one by one otherwise, or when a guard lost its race). With
     /// `seen` (the rows as read at the guards), the audit rows go first and
     /// their `RETURNING created_at` is the clock the UPDATE binds, so the
@@ -232,7 +232,7 @@ impl MySqlStore {
     /// rows at hand (`seen`; see [`decide_alone`]): one autocommit UPDATE
     /// and nothing else. Such a decision writes no audit row (the message
     /// row records it), takes no key's seq and raises no alert, so nothing
-    /// else has to commit with it; the UPDATE binds the time [`DbClock`]
+    /// else has to commit with it; the UPDATE binds the time [`DbClock`](crate::store::db_clock::DbClock)
     /// tells (never earlier than what the rows hold), and the results are
     /// computed from `seen` rather than read back. When a guard lost its
     /// race, the rows this UPDATE changed are read back (each carries the
@@ -280,7 +280,7 @@ impl MySqlStore {
     }
 
     /// The time a batch of producers' own decisions binds, whose rows are
-    /// `seen`: the database clock as [`DbClock`] tells it, never earlier
+    /// `seen`: the database clock as [`DbClock`](crate::store::db_clock::DbClock) tells it, never earlier
     /// than what the rows hold.
     async fn decision_time(&self, seen: &[&Message]) -> StoreResult<DateTime<Utc>> {
         let read = async { self.now().await };

@@ -1,4 +1,4 @@
-//! Messages across several MySQL/MariaDB databases, one [`Store`] to the
+//! Messages across several MySQL/MariaDB databases, one [`crate::store::Store`] to the
 //! rest of the service (issue 32; docs/scaling.md).
 //!
 //! - **Routing.** A message lives on the shard of its slot ([`route::slot_of`]

@@ -31,7 +31,7 @@
 //! same on both backends, one file per concern: [`messages`] a message by
 //! its key and the ping; [`sends`] a send given back, marked SEND_FAILED
 //! or sent now; [`listing`] the operators' list and its filter;
-//! [`summary`] the per-producer summary; [`backlog`] the backlog for
+//! [`summary`](mod@summary) the per-producer summary; [`backlog`](mod@backlog) the backlog for
 //! `/metrics`; [`checks`] the record of check-back calls; [`overdue`] the
 //! overdue watch; [`retention`] the purge of what is finished;
 //! [`producers`] the producer registry. This file holds [`Dialect`] and

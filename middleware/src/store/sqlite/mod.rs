@@ -20,8 +20,8 @@
 //!
 //! One file per concern, one `impl` of a [`crate::store`] sub-trait in
 //! each; this file holds the store itself, its connection, the clock
-//! expression and the dialect ([`crate::store::sql::Dialect`],
-//! [`crate::store::sql::SqlRow`]). `claims.rs` holds the claim every
+//! expression and the dialect (`sql::Dialect`,
+//! `sql::SqlRow`). `claims.rs` holds the claim every
 //! claiming concern builds on.
 
 mod alerts;
