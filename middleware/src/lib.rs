@@ -18,7 +18,8 @@
 //! - [`observability`]: trace propagation, trustmsg's own spans, `/metrics`;
 //! - [`registry`]: producers and consumer groups, read through a cache;
 //! - [`startup`]: wiring, shared by `main` and the tests;
-//! - [`store`]: the storage trait and its MySQL and SQLite backends;
+//! - [`store`]: the storage trait (a sub-trait per concern) and its MySQL,
+//!   SQLite and sharded backends;
 //! - `submit`: the Kafka way in (signed prepare/commit/rollback records);
 //! - [`verifier`]: check-back of undecided messages;
 //! - [`workers`]: the periodic workers (alert delivery, backlog, flow,

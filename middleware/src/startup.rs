@@ -24,7 +24,7 @@ use crate::net::secret::RedactedUrl;
 use crate::net::server_tls::{self, Certificates, TlsListener};
 use crate::observability::prometheus;
 use crate::registry::{GroupRegistry, Registry};
-use crate::store::{self, Backend, DatabaseUrl, DynStore, Store};
+use crate::store::{self, DynStore};
 use crate::verifier::Verifier;
 use crate::workers::alerts::{AlertDelivery, Webhook};
 use crate::workers::backlog;
@@ -34,42 +34,10 @@ use crate::workers::overdue;
 use crate::workers::retention;
 use crate::workers::stuck_consumptions;
 
-/// Connects to the database at each of `urls` (one, or several shards, or
-/// with read `replicas`: [`store::shards::ShardedStore`]); with `migrate`,
-/// first creates each database if it is missing and then applies the
-/// migrations (`serve --auto-migrate` and `trustmsg migrate`).
-pub async fn open_store(
-    urls: &[DatabaseUrl],
-    replicas: &[DatabaseUrl],
-    migrate: bool,
-) -> anyhow::Result<DynStore> {
-    let ([url], []) = (urls, replicas) else {
-        let sharded = store::shards::ShardedStore::open(urls, replicas, migrate).await?;
-        return Ok(Arc::new(sharded));
-    };
-    if migrate {
-        store::create_database_if_missing(url)
-            .await
-            .with_context(|| format!("creating the database at {url}"))?;
-    }
-    if url.backend() == Backend::MySql {
-        let one = store::mysql::MySqlStore::connect(url)
-            .await
-            .with_context(|| format!("connecting to {url}"))?;
-        if migrate {
-            one.migrate().await.context("applying migrations")?;
-        }
-        store::shards::ShardedStore::refuse_if_sharded(&one, url).await?;
-        return Ok(Arc::new(one));
-    }
-    let store = store::connect(url)
-        .await
-        .with_context(|| format!("connecting to {url}"))?;
-    if migrate {
-        store.migrate().await.context("applying migrations")?;
-    }
-    Ok(store)
-}
+/// Opens the store the settings name; the decision is
+/// [`crate::store::open`]'s, kept under this name for the callers that
+/// boot the service.
+pub use crate::store::open as open_store;
 
 /// Logs a warning naming the producers registered without a topic allow-list:
 /// they may prepare for any topic, or, under `--require-producer-topics`,
@@ -180,7 +148,7 @@ impl Application {
         let address_policy = Arc::new(cfg.address_policy);
         let webhook =
             alert_webhook(cfg.alert_webhook, cfg.alert_signing_secret, &address_policy).await?;
-        let store = open_store(&cfg.database_urls, &cfg.replica_urls, cfg.auto_migrate).await?;
+        let store = store::open(&cfg.database_urls, &cfg.replica_urls, cfg.auto_migrate).await?;
         let registry = Registry::new(store.clone(), cfg.producer_cache_ttl);
         let groups = GroupRegistry::new(store.clone(), cfg.producer_cache_ttl);
         warn_about_producers_without_topics(&store, cfg.require_producer_topics).await;

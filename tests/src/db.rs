@@ -127,13 +127,13 @@ impl TestDb {
 
 /// Who decided each message of `biz_id` (the actors of its `commit` and
 /// `rollback` entries, in order), as the audit trail operators see shows it
-/// (`Store::audit_trail`, the trail of the admin API): `producer:<biz_id>`
+/// (`MessageStore::audit_trail`, the trail of the admin API): `producer:<biz_id>`
 /// for the producer's own call (recorded by the message row, not an audit
 /// row; `docs/architecture.md`, States), `verifier` for check-back. A
 /// message decided once has exactly one; one never decided is absent.
 /// `url`: the MySQL database.
 pub async fn deciders(url: &str, biz_id: &str) -> HashMap<u64, Vec<String>> {
-    use trustmsg::store::Store;
+    use trustmsg::store::prelude::*;
     let store = trustmsg::store::mysql::MySqlStore::connect(&url.parse().expect("a URL"))
         .await
         .expect("connect to the test database");

@@ -34,7 +34,7 @@ use async_trait::async_trait;
 use tokio::sync::{mpsc, Notify};
 
 use crate::backoff::Backoff;
-use crate::store::{deadline, DynStore, SentMark, Store, StoreResult};
+use crate::store::{deadline, DynStore, SendStore, SentMark, StoreResult};
 
 /// How long the first SENT mark of a batch waits for others. A mark is off
 /// every caller's path (the record is in Kafka, the row keeps its claim
@@ -54,14 +54,14 @@ const RETRY: Backoff = Backoff {
 /// Where the marker writes: the store, or a test's stand-in.
 #[async_trait]
 pub(super) trait MarkSink: Send + Sync + 'static {
-    /// [`crate::store::Store::mark_sent`].
+    /// [`crate::store::SendStore::mark_sent`].
     async fn mark_sent(&self, marks: &[SentMark]) -> StoreResult<u64>;
 }
 
 #[async_trait]
 impl MarkSink for DynStore {
     async fn mark_sent(&self, marks: &[SentMark]) -> StoreResult<u64> {
-        Store::mark_sent(self.as_ref(), marks).await
+        SendStore::mark_sent(self.as_ref(), marks).await
     }
 }
 

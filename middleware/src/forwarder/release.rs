@@ -6,7 +6,7 @@
 //! for) or closed (the forwarder stopping), nobody here will send the row,
 //! yet the claim keeps every sweeper off it for the whole lease. The
 //! [`Releaser`] gives such claims back: one guarded UPDATE
-//! ([`crate::store::Store::release_sends`]) per batch of whatever has
+//! ([`crate::store::SendStore::release_sends`]) per batch of whatever has
 //! gathered meanwhile, so a burst costs a statement, not one per row. A
 //! claim that changed meanwhile matches nothing; a release that fails (the
 //! database away) leaves the row to its lease, as before.

@@ -223,7 +223,7 @@ impl Coalescer {
         .await
     }
 
-    /// [`crate::store::Store::insert_prepared`], batched with concurrent calls.
+    /// [`crate::store::MessageStore::insert_prepared`], batched with concurrent calls.
     pub(crate) async fn prepare(&self, message: NewMessage) -> StoreResult<Inserted> {
         let shard = self.store.shard_of_new(&message);
         self.prepares[shard]

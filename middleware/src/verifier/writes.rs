@@ -10,7 +10,7 @@
 //! answers holds at most [`WORKERS`] database connections, not one per call
 //! in flight, and leaves the rest of the pool to the API.
 //!
-//! Each call still gets its own answer: [`crate::store::Store::transition_batch`] falls
+//! Each call still gets its own answer: [`crate::store::MessageStore::transition_batch`] falls
 //! back to one by one when a guard lost a race, and a batch that fails as a
 //! whole is retried one transition at a time.
 //!
@@ -36,7 +36,7 @@ type RecordJob = Job<CheckAttempt, Result<(), String>>;
 type DecideJob = Job<(Transition, Message), StoreResult<Option<Message>>>;
 type RescheduleJob = Job<Reschedule, StoreResult<bool>>;
 
-/// [`crate::store::Store::reschedule_verify`]'s arguments.
+/// [`crate::store::VerifyStore::reschedule_verify`]'s arguments.
 pub(crate) struct Reschedule {
     pub(crate) id: u64,
     pub(crate) version: u64,
@@ -72,7 +72,7 @@ impl Writes {
         }
     }
 
-    /// [`crate::store::Store::record_check_attempts`] for one call, batched with others.
+    /// [`crate::store::VerifyStore::record_check_attempts`] for one call, batched with others.
     pub(crate) async fn record(&self, call: CheckAttempt) -> Result<(), String> {
         self.records
             .submit(call)
@@ -80,7 +80,7 @@ impl Writes {
             .unwrap_or_else(|| Err("the verifier is stopping".to_string()))
     }
 
-    /// [`crate::store::Store::reschedule_verify`], by one of the workers.
+    /// [`crate::store::VerifyStore::reschedule_verify`], by one of the workers.
     pub(crate) async fn reschedule(&self, r: Reschedule) -> StoreResult<bool> {
         self.reschedules
             .submit(r)
@@ -88,7 +88,7 @@ impl Writes {
             .unwrap_or(Err(StoreError::ShuttingDown))
     }
 
-    /// [`crate::store::Store::transition`] of the claimed row `seen`, batched with others.
+    /// [`crate::store::MessageStore::transition`] of the claimed row `seen`, batched with others.
     pub(crate) async fn transition(
         &self,
         t: Transition,
@@ -142,7 +142,7 @@ impl BatchWrite<(Transition, Message), StoreResult<Option<Message>>> for WriteDe
                 deadline::within(self.1, "write check-back decisions", write).await
             } else {
                 // The claimed rows are what the store would read back; with
-                // them it can skip that read (see `Store::transition_batch_seen`).
+                // them it can skip that read (see `MessageStore::transition_batch_seen`).
                 let seen: Vec<&Message> = group.iter().map(|j| &j.input.1).collect();
                 let write = store.transition_batch_seen(&ts, &seen);
                 deadline::within(self.1, "write check-back decisions", write).await

@@ -7,7 +7,7 @@
 //! Prometheus counter of the same event, after the write it counts), never
 //! a statement. Every `--flow-interval` (ticks on wall-clock multiples of
 //! it) and once at shutdown, the counts are taken (swapped to zero) and
-//! added to their minute's row in one statement ([`Store::add_flow`]); the
+//! added to their minute's row in one statement ([`HousekeepingStore::add_flow`]); the
 //! minute is the one of the middle of the span they were counted in, so with
 //! an interval that divides a minute no count lands in the wrong minute.
 //! A flush that fails gives its counts back to be added next time (one

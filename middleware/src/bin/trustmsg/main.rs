@@ -14,7 +14,7 @@ use std::io::IsTerminal;
 use clap::{CommandFactory, Parser};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
-use trustmsg::startup::{self, Application};
+use trustmsg::startup::Application;
 
 use cli::{Cli, Command};
 
@@ -76,7 +76,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Migrate(db) => {
-            startup::open_store(db.urls(), db.replicas(), true).await?;
+            trustmsg::store::open(db.urls(), db.replicas(), true).await?;
             tracing::info!("migrations applied");
             Ok(())
         }

@@ -12,7 +12,7 @@
 //! Delivery statements: the claim is each backend's (it is the one place the
 //! dialects lock differently); marking delivered, retrying later, settling
 //! without a webhook and listing are here, written once; the outbox's
-//! retention is part of the purge in `statements.rs`.
+//! retention is part of the purge in `retention.rs`.
 
 use sqlx::{Executor, QueryBuilder};
 use trustmsg_verify_api::admin::{AlertKind, AlertState, AlertView};
@@ -119,7 +119,7 @@ pub(in crate::store) fn alert_from_row<R: SqlRow>(row: &R) -> StoreResult<AlertV
     })
 }
 
-/// [`crate::store::Store::mark_alert_delivered`]: guarded by the pending
+/// [`crate::store::AlertStore::mark_alert_delivered`]: guarded by the pending
 /// state only. Two instances may both have POSTed it (a claim whose lease ran
 /// out mid-POST); either mark is true, and the second matches nothing.
 pub(in crate::store) async fn mark_alert_delivered<D>(
@@ -142,7 +142,7 @@ where
     Ok(D::rows_affected(&done) == 1)
 }
 
-/// [`crate::store::Store::retry_alert_later`].
+/// [`crate::store::AlertStore::retry_alert_later`].
 pub(in crate::store) async fn retry_alert_later<D>(
     pool: &sqlx::Pool<D>,
     id: u64,
@@ -170,7 +170,7 @@ where
     Ok(D::rows_affected(&done) == 1)
 }
 
-/// [`crate::store::Store::settle_alerts_without_webhook`]: one statement over
+/// [`crate::store::AlertStore::settle_alerts_without_webhook`]: one statement over
 /// the due range, the ids picked first so the UPDATE touches at most
 /// `limit` rows on both backends.
 pub(in crate::store) async fn settle_alerts_without_webhook<D>(
@@ -208,7 +208,7 @@ where
     Ok(D::rows_affected(&q.build().execute(pool).await?))
 }
 
-/// [`crate::store::Store::list_alerts`]: newest first, ids below `before`.
+/// [`crate::store::AlertStore::list_alerts`]: newest first, ids below `before`.
 pub(in crate::store) async fn list_alerts<D>(
     pool: &sqlx::Pool<D>,
     f: AlertFilter,

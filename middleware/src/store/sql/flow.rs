@@ -19,7 +19,7 @@ pub(in crate::store) struct Upsert {
     pub(in crate::store) proposed: fn(&str) -> String,
 }
 
-/// [`crate::store::Store::add_flow`]: one statement, whatever the counts.
+/// [`crate::store::HousekeepingStore::add_flow`]: one statement, whatever the counts.
 pub(in crate::store) async fn add_flow<D>(
     pool: &sqlx::Pool<D>,
     upsert: &Upsert,
@@ -70,7 +70,7 @@ where
     Ok(())
 }
 
-/// [`crate::store::Store::flow_since`].
+/// [`crate::store::HousekeepingStore::flow_since`].
 pub(in crate::store) async fn flow_since<D>(
     pool: &sqlx::Pool<D>,
     since: DateTime<Utc>,
@@ -111,7 +111,7 @@ where
         .collect()
 }
 
-/// [`crate::store::Store::purge_flow`].
+/// [`crate::store::HousekeepingStore::purge_flow`].
 pub(in crate::store) async fn purge_flow<D>(
     pool: &sqlx::Pool<D>,
     before: DateTime<Utc>,

@@ -111,7 +111,7 @@ where
     .transpose()
 }
 
-/// [`crate::store::Store::list_consumer_groups`].
+/// [`crate::store::RegistryStore::list_consumer_groups`].
 pub(in crate::store) async fn list_consumer_groups<'c, D, E>(
     exec: E,
 ) -> StoreResult<Vec<ConsumerGroup>>
@@ -129,7 +129,7 @@ where
     .collect()
 }
 
-/// [`crate::store::Store::delete_consumer_group`].
+/// [`crate::store::RegistryStore::delete_consumer_group`].
 pub(in crate::store) async fn delete_consumer_group<'c, D, E>(
     exec: E,
     name: &str,
@@ -146,7 +146,7 @@ where
     Ok(D::rows_affected(&done) == 1)
 }
 
-/// [`crate::store::Store::set_consumer_group_token`].
+/// [`crate::store::RegistryStore::set_consumer_group_token`].
 pub(in crate::store) async fn set_consumer_group_token<'c, D, E>(
     exec: E,
     name: &str,
@@ -222,7 +222,7 @@ where
     )))
 }
 
-/// [`crate::store::Store::begin_consumption`] on `conn`, a transaction the
+/// [`crate::store::LedgerStore::begin_consumption`] on `conn`, a transaction the
 /// caller commits (see the module docs for `keep` and `lock`).
 pub(in crate::store) async fn begin<D>(
     conn: &mut D::Connection,
@@ -279,7 +279,7 @@ where
     Ok(Began::Go(row))
 }
 
-/// [`crate::store::Store::finish_consumption`] on `conn`, a transaction the
+/// [`crate::store::LedgerStore::finish_consumption`] on `conn`, a transaction the
 /// caller commits and then announces the alerts of.
 pub(in crate::store) async fn finish<D>(
     conn: &mut D::Connection,
@@ -374,7 +374,7 @@ where
     Ok((Finished::Recorded { row, changed: true }, raised))
 }
 
-/// [`crate::store::Store::consumptions_of`].
+/// [`crate::store::LedgerStore::consumptions_of`].
 pub(in crate::store) async fn consumptions_of<'c, D, E>(
     exec: E,
     id: u64,
@@ -394,7 +394,7 @@ where
     .collect()
 }
 
-/// [`crate::store::Store::flag_stuck_consumptions`]: reads the candidates
+/// [`crate::store::LedgerStore::flag_stuck_consumptions`]: reads the candidates
 /// (an index range over unflagged expired holds), then flags each with an
 /// UPDATE guarded by the flag, the state and the attempt it was read at (a
 /// takeover counts an attempt), so of several instances exactly one flags
@@ -477,7 +477,7 @@ fn prefix_end(prefix: &str) -> String {
     format!("{prefix}\u{7f}")
 }
 
-/// [`crate::store::Store::consumer_group_counts`]: one grouped count over
+/// [`crate::store::LedgerStore::consumer_group_counts`]: one grouped count over
 /// the ledger's (group, state) index, then per group one count of the
 /// messages SENT to its topics since its registration without a `done` row,
 /// each topic (or prefix) a range of the (topic, sent_at) index; `*` scans

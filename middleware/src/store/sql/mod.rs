@@ -27,21 +27,35 @@
 //! (consumer groups, begin and finish under the row lock, its alerts and
 //! counts); [`ordering`] in
 //! order per key (seqs at commit, a key's head, moving it on); [`flow`] the
-//! flow per minute the instances add up; [`statements`] the
-//! statements whose SQL is the same on both backends. This file holds
-//! [`Dialect`] and what it builds on ([`Bind`], [`Query`]).
+//! flow per minute the instances add up. The statements whose SQL is the
+//! same on both backends, one file per concern: [`messages`] a message by
+//! its key and the ping; [`sends`] a send given back, marked SEND_FAILED
+//! or sent now; [`listing`] the operators' list and its filter;
+//! [`summary`](mod@summary) the per-producer summary; [`backlog`](mod@backlog) the backlog for
+//! `/metrics`; [`checks`] the record of check-back calls; [`overdue`] the
+//! overdue watch; [`retention`] the purge of what is finished;
+//! [`producers`] the producer registry. This file holds [`Dialect`] and
+//! what it builds on ([`Bind`], [`Query`]).
 
 mod alerts;
 mod audit;
+mod backlog;
+mod checks;
 mod claim;
 mod content;
 mod effects;
 mod flow;
 mod ledger;
+mod listing;
+mod messages;
 mod ordering;
+mod overdue;
+mod producers;
 mod requeue;
+mod retention;
 mod row;
-mod statements;
+mod sends;
+mod summary;
 mod waiting;
 
 use chrono::{DateTime, Utc};
@@ -52,6 +66,8 @@ pub(super) use alerts::{
     settle_alerts_without_webhook, ALERT_COLUMNS,
 };
 pub(super) use audit::{audit_insert, audit_trail, insert_audits, producer_decides, AuditRow};
+pub(super) use backlog::backlog;
+pub(super) use checks::{check_attempts, record_check_attempts};
 pub(super) use claim::{
     decode_claimed, quarantine, sized_columns, ClaimKind, ClaimedRows, Decoded, Lease,
 };
@@ -66,20 +82,21 @@ pub(super) use ledger::{
     flag_stuck as flag_stuck_consumptions, group_from_row, list_consumer_groups,
     set_consumer_group_token, GROUP_COLUMNS,
 };
+pub(super) use listing::list_messages;
+pub(super) use messages::{find_message, ping};
 pub(super) use ordering::{
-    blocked_alert, blocked_by, mark_sent_ordered, order_commit_batch, order_commits, promoted_due,
-    skip,
+    blocked_by, mark_sent_ordered, order_commit_batch, order_commits, promoted_due, skip,
 };
+pub(super) use overdue::flag_overdue;
+pub(super) use producers::{delete_producer, find_producer, list_producers, set_producer_token};
 pub(super) use requeue::{count_requeueable, redeliver_update, requeue_chunk};
+pub(super) use retention::purge_finished;
 pub(super) use row::{
     bind_prepare, bind_producer, column_error, deliver_binds, message_from_row, payload_bytes,
     producer_from_row, SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS, STORED_COLUMNS,
 };
-pub(super) use statements::{
-    backlog, check_attempts, delete_producer, find_message, find_producer, flag_overdue,
-    list_messages, list_producers, ping, purge_finished, record_check_attempts, release_sends,
-    send_now_update, set_producer_token, summary,
-};
+pub(super) use sends::{mark_send_failed, release_sends, send_now_update};
+pub(super) use summary::summary;
 pub(super) use waiting::{
     count_waiting_commits, list_waiting_commits, park_commit, retry_waiting_commit, unpark_commit,
     waiting_from_row, WAITING_COLUMNS,

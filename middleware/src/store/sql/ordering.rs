@@ -403,7 +403,7 @@ where
     Ok(matched)
 }
 
-/// [`crate::store::Store::skip_blocked`] on `conn` (one transaction): `m`,
+/// [`crate::store::OperatorStore::skip_blocked`] on `conn` (one transaction): `m`,
 /// as the caller read it, must be its key's SEND_FAILED head at `m.version`.
 /// It stays SEND_FAILED, leaves its key's order (`order_key` cleared: a
 /// later redeliver sends it as an unordered message), the key moves past it
@@ -451,7 +451,7 @@ where
     .transpose()
 }
 
-/// [`crate::store::Store::blocked_by`]: for a committed, PENDING ordered
+/// [`crate::store::OperatorStore::blocked_by`]: for a committed, PENDING ordered
 /// message that is not its key's head, the head's id.
 pub(in crate::store) async fn blocked_by<D>(
     pool: &sqlx::Pool<D>,

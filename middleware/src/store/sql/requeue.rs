@@ -13,8 +13,8 @@
 use sqlx::{Executor, QueryBuilder};
 
 use super::audit::{audit_insert_select, AuditRow};
+use super::listing::push_filter;
 use super::row::SqlRow;
-use super::statements::push_filter;
 use super::{Bind, Dialect};
 use crate::store::{Actor, MessageFilter, Requeue, RequeuedChunk, StoreError, StoreResult};
 
@@ -45,7 +45,7 @@ pub(in crate::store) fn requeue_set(requeue: Requeue, now: &str) -> String {
     }
 }
 
-/// [`crate::store::Store::redeliver`]'s UPDATE of one message (`now` is the
+/// [`crate::store::OperatorStore::redeliver`]'s UPDATE of one message (`now` is the
 /// dialect's clock; binds `id`, `version`): SEND_FAILED back to PENDING as
 /// [`requeue_set`] puts it.
 pub(in crate::store) fn redeliver_update(now: &str) -> String {
@@ -56,7 +56,7 @@ pub(in crate::store) fn redeliver_update(now: &str) -> String {
     )
 }
 
-/// [`crate::store::Store::requeue_chunk`], given a transaction that holds
+/// [`crate::store::OperatorStore::requeue_chunk`], given a transaction that holds
 /// the rows it reads (`lock` is appended to the SELECT: `FOR UPDATE` on
 /// MySQL; SQLite's `BEGIN IMMEDIATE` holds the whole database).
 pub(in crate::store) async fn requeue_chunk<D>(
@@ -122,7 +122,7 @@ where
     })
 }
 
-/// [`crate::store::Store::count_requeueable`].
+/// [`crate::store::OperatorStore::count_requeueable`].
 pub(in crate::store) async fn count_requeueable<D>(
     pool: &sqlx::Pool<D>,
     requeue: Requeue,

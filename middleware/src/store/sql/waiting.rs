@@ -37,7 +37,7 @@ pub(in crate::store) fn waiting_from_row<R: SqlRow>(row: &R) -> StoreResult<Wait
     })
 }
 
-/// [`crate::store::Store::park_commit`]; `insert_ignore` is the dialect's
+/// [`crate::store::WaitingStore::park_commit`]; `insert_ignore` is the dialect's
 /// `INSERT IGNORE` or `INSERT OR IGNORE`.
 pub(in crate::store) async fn park_commit<D>(
     pool: &sqlx::Pool<D>,
@@ -73,7 +73,7 @@ where
     Ok(D::rows_affected(&done) == 1)
 }
 
-/// [`crate::store::Store::retry_waiting_commit`].
+/// [`crate::store::WaitingStore::retry_waiting_commit`].
 pub(in crate::store) async fn retry_waiting_commit<D>(
     pool: &sqlx::Pool<D>,
     id: u64,
@@ -96,7 +96,7 @@ where
     Ok(D::rows_affected(&done) == 1)
 }
 
-/// [`crate::store::Store::unpark_commit`].
+/// [`crate::store::WaitingStore::unpark_commit`].
 pub(in crate::store) async fn unpark_commit<D>(pool: &sqlx::Pool<D>, id: u64) -> StoreResult<bool>
 where
     D: Dialect,
@@ -109,7 +109,7 @@ where
     Ok(D::rows_affected(&done) == 1)
 }
 
-/// [`crate::store::Store::list_waiting_commits`].
+/// [`crate::store::WaitingStore::list_waiting_commits`].
 pub(in crate::store) async fn list_waiting_commits<D>(
     pool: &sqlx::Pool<D>,
     limit: u32,

@@ -7,8 +7,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use trustmsg::store::mysql::MySqlStore;
+use trustmsg::store::prelude::*;
 use trustmsg::store::shards::{shard_of_id, slot_of, ShardedStore};
-use trustmsg::store::{DynStore, Inserted, MessageFilter, Store};
+use trustmsg::store::{DynStore, Inserted, MessageFilter};
 
 use super::harness::{arrange_key, new_message, Backend, Due, State, BIZ, LATER, ROOM, SHARDS};
 use trustmsg_tests::TestDb;

@@ -1,6 +1,7 @@
 //! SQLite only: how the embedded store is opened.
 
-use trustmsg::store::{self, Store};
+use trustmsg::store;
+use trustmsg::store::prelude::*;
 use trustmsg_verify_api::MessageStatus;
 
 use crate::store::harness::*;

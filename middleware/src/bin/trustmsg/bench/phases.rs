@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use sqlx::MySqlPool;
 use trustmsg::store::mysql::MySqlStore;
-use trustmsg::store::{DatabaseUrl, PayloadRoom, Store};
+use trustmsg::store::prelude::*;
+use trustmsg::store::{DatabaseUrl, PayloadRoom};
 use trustmsg_kafka_mock as kafka;
 
 use super::percentiles::Percentiles;

@@ -1,0 +1,150 @@
+//! What the periodic workers read and keep: the backlog, the flow per
+//! minute (its counts in `flow_minutes`' column order), and the move of old
+//! rows' long contents.
+
+use chrono::{DateTime, Utc};
+
+/// The messages that wait for something, for `/metrics`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Backlog {
+    /// `(status, send_status, count)` for PREPARED, VERIFY_FAILED, and
+    /// COMMITTED with PENDING or SEND_FAILED; states with none are absent.
+    pub counts: Vec<(String, Option<String>, u64)>,
+    /// When the oldest PREPARED message was prepared.
+    pub oldest_prepared_at: Option<DateTime<Utc>>,
+    /// Since when the oldest message whose send is PENDING and due has
+    /// waited: its commit, or its `deliver_at` if later.
+    pub oldest_pending_send_at: Option<DateTime<Utc>>,
+    /// Committed messages whose send waits for a `deliver_at` still in the
+    /// future: not backlog, so not in `counts` either.
+    pub scheduled: u64,
+    /// Alerts not yet delivered to the webhook (state pending).
+    pub pending_alerts: u64,
+    /// Submitted commits waiting for their prepare (the Kafka way in).
+    pub waiting_commits: u64,
+    /// When the oldest of them was raised.
+    pub oldest_pending_alert_at: Option<DateTime<Utc>>,
+    /// The database clock when this was read.
+    pub at: DateTime<Utc>,
+}
+
+/// The backlog at one moment, as `crate::workers::backlog` read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BacklogSample {
+    /// When it was read (the database clock); of two samples of a minute
+    /// the later one is kept, whichever instance adds it first.
+    pub at: DateTime<Utc>,
+    /// Messages PREPARED.
+    pub prepared: u64,
+    /// Committed messages whose send is PENDING (and due).
+    pub pending: u64,
+}
+
+/// What happened in one minute, counted by the instances as they did it
+/// (`flow_minutes`, see [`crate::store::HousekeepingStore::add_flow`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowCounts {
+    /// Messages prepared (rows created; a repeated prepare is not counted).
+    pub prepared: u64,
+    /// Messages committed, by whoever decided (producer, check-back, operator).
+    pub committed: u64,
+    /// Messages rolled back (a rollback of an unknown message included).
+    pub rolled_back: u64,
+    /// Records Kafka acknowledged.
+    pub sent: u64,
+    /// Messages that went VERIFY_FAILED or SEND_FAILED.
+    pub failed: u64,
+    /// Check-back calls answered `commit`.
+    pub checks_commit: u64,
+    /// Check-back calls answered `rollback`.
+    pub checks_rollback: u64,
+    /// Check-back calls answered `unknown`.
+    pub checks_unknown: u64,
+    /// Check-back calls that got no usable answer.
+    pub checks_failed: u64,
+}
+
+impl FlowCounts {
+    /// The column names of `flow_minutes`, in the order of [`FlowCounts::values`].
+    pub const COLUMNS: [&'static str; 9] = [
+        "prepared",
+        "committed",
+        "rolled_back",
+        "sent",
+        "failed",
+        "checks_commit",
+        "checks_rollback",
+        "checks_unknown",
+        "checks_failed",
+    ];
+
+    /// The counts in the order of [`FlowCounts::COLUMNS`].
+    pub fn values(&self) -> [u64; 9] {
+        [
+            self.prepared,
+            self.committed,
+            self.rolled_back,
+            self.sent,
+            self.failed,
+            self.checks_commit,
+            self.checks_rollback,
+            self.checks_unknown,
+            self.checks_failed,
+        ]
+    }
+
+    /// The counts from values in the order of [`FlowCounts::COLUMNS`].
+    pub fn from_values(v: [u64; 9]) -> Self {
+        let [prepared, committed, rolled_back, sent, failed, checks_commit, checks_rollback, checks_unknown, checks_failed] =
+            v;
+        Self {
+            prepared,
+            committed,
+            rolled_back,
+            sent,
+            failed,
+            checks_commit,
+            checks_rollback,
+            checks_unknown,
+            checks_failed,
+        }
+    }
+
+    /// Whether nothing was counted.
+    pub fn is_zero(&self) -> bool {
+        self.values() == [0; 9]
+    }
+}
+
+/// One minute of the flow: as one instance adds it
+/// ([`crate::store::HousekeepingStore::add_flow`]), or as the sum of all is read back
+/// ([`crate::store::HousekeepingStore::flow_since`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowMinute {
+    /// The minute's start (seconds and below zero).
+    pub minute: DateTime<Utc>,
+    pub counts: FlowCounts,
+    /// The backlog as last sampled in the minute; None when not sampled.
+    pub backlog: Option<BacklogSample>,
+}
+
+/// What one chunk of the move of long contents out of rows written before
+/// migration 0018 did ([`crate::store::HousekeepingStore::move_payloads`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PayloadMove {
+    /// Rows walked past.
+    pub walked: u64,
+    /// Of those, rows whose content was moved to `message_payloads`.
+    pub moved: u64,
+    /// The walk had reached the last row: there is nothing more to move.
+    pub finished: bool,
+}
+
+impl PayloadMove {
+    /// A walk that is over.
+    pub const FINISHED: Self = Self {
+        walked: 0,
+        moved: 0,
+        finished: true,
+    };
+}

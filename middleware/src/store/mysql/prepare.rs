@@ -1,0 +1,200 @@
+//! The prepare's statements on MySQL: the multi-row INSERT (with the
+//! `headroom` a decision and the SENT mark give back), its fast path with
+//! `INSERT … RETURNING` (MariaDB), the contents kept apart written in the
+//! same transaction, and reading rows back by key.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use sqlx::mysql::MySqlRow;
+use sqlx::{MySql, QueryBuilder};
+
+use crate::store::sql::{self, message_from_row, MESSAGE_COLUMNS, PREPARE_COLUMNS, STORED_COLUMNS};
+use crate::store::{Inserted, Message, NewMessage, StoreError, StoreResult};
+
+use super::{is_lock_conflict, is_unique_violation, micros, MySqlStore};
+
+/// What a prepare writes to `headroom` (migration 0015): 40 bytes, which a
+/// decision ([`transition_update`](super::transitions::transition_update))
+/// cuts to 16 and the SENT mark (`mark_sent_statement` in `sends.rs`) to
+/// none. Each of those changes fills in more than it empties (a commit:
+/// `send_status`, `next_send_at`, `decided_at`, 16 bytes net; with an
+/// ordered message's seq, 24; the SENT mark: `sent_at`, the partition and
+/// offset, 9), so with the room given back the record never grows, and
+/// InnoDB rewrites it in its own place instead of moving it and
+/// reorganising its page (3–7 KB of redo per change).
+pub(super) const HEADROOM: &str = "REPEAT(X'00', 40)";
+
+/// `headroom` after a decision (see [`HEADROOM`]): at most 16 bytes, and
+/// none where there was none (a row from before migration 0015).
+pub(super) const HEADROOM_DECIDED: &str = "LEFT(headroom, 16)";
+
+impl MySqlStore {
+    /// The fast path of a prepare on a server with `INSERT … RETURNING`: one
+    /// statement creates every row of the batch and returns them (autocommit,
+    /// so all rows or none; in a transaction with the INSERT of their
+    /// contents when some are apart). None when it does not apply: no
+    /// RETURNING, a key twice in the batch, or a key that exists already (a
+    /// producer's retry), which the caller then sorts out with a read first.
+    pub(super) async fn insert_all_returning(
+        &self,
+        batch: &[NewMessage],
+        keys: &[(&str, &str)],
+    ) -> StoreResult<Option<Vec<Inserted>>> {
+        let distinct: HashSet<&(&str, &str)> = keys.iter().collect();
+        if !self.returning || distinct.len() != keys.len() {
+            return Ok(None);
+        }
+        let contents: Vec<sql::Content<'_>> = batch.iter().map(sql::Content::of).collect();
+        let creates: Vec<(&NewMessage, &sql::Content<'_>)> = batch.iter().zip(&contents).collect();
+        let mut q = insert_prepared_rows(&creates);
+        q.push(format!(" RETURNING {STORED_COLUMNS}"));
+        let mut tx = if contents.iter().any(sql::Content::apart) {
+            Some(self.pool.begin().await?)
+        } else {
+            None
+        };
+        let inserted = match &mut tx {
+            Some(tx) => q.build().fetch_all(&mut **tx).await,
+            None => q.build().fetch_all(&self.pool).await,
+        };
+        let rows = match inserted {
+            Ok(rows) => rows,
+            Err(e) if is_unique_violation(&e) || is_lock_conflict(&e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let mut by_key = rows_by_key(&rows)?;
+        if let Some(mut tx) = tx {
+            created_apart(&mut tx, &mut by_key, &creates).await?;
+            tx.commit().await?;
+        }
+        keys.iter()
+            .map(|(b, k)| {
+                by_key
+                    .remove(&(b.to_string(), k.to_string()))
+                    .map(Inserted::Created)
+                    .ok_or(StoreError::Vanished("a row INSERT … RETURNING wrote"))
+            })
+            .collect::<StoreResult<Vec<_>>>()
+            .map(Some)
+    }
+}
+
+/// `INSERT INTO messages … VALUES (…), (…)` for `creates`, each with where
+/// its content goes, without a terminator.
+pub(super) fn insert_prepared_rows(
+    creates: &[(&NewMessage, &sql::Content<'_>)],
+) -> QueryBuilder<MySql> {
+    let mut q = QueryBuilder::<MySql>::new(format!(
+        "INSERT INTO messages ({PREPARE_COLUMNS}, headroom) "
+    ));
+    q.push_values(creates, |mut b, (m, content)| {
+        b.push_bind(m.biz_id.as_str())
+            .push_bind(m.message_key.as_str())
+            .push_bind(m.topic.as_str())
+            .push_bind(m.key.as_deref())
+            .push_bind(content.row_payload())
+            .push_bind(content.row_headers())
+            .push_bind(m.digest())
+            .push_bind(m.order_key.as_deref())
+            .push_bind(m.traceparent.as_deref())
+            .push_bind(m.tracestate.as_deref())
+            .push("'PREPARED'")
+            .push("UTC_TIMESTAMP(3) + INTERVAL ")
+            .push_bind_unseparated(micros(m.first_verify_after))
+            .push_unseparated(" MICROSECOND")
+            .push("UTC_TIMESTAMP(3)")
+            .push("UTC_TIMESTAMP(3)");
+        let (at, after) = sql::deliver_binds::<MySql>(m);
+        b.push("COALESCE(")
+            .push_bind_unseparated(at)
+            .push_unseparated(", UTC_TIMESTAMP(3) + INTERVAL ")
+            .push_bind_unseparated(after)
+            .push_unseparated(" MICROSECOND)")
+            .push_bind(sql::payload_bytes(m))
+            .push_bind(content.apart())
+            .push(HEADROOM);
+    });
+    q
+}
+
+/// Rows a prepare created, read as they are stored ([`STORED_COLUMNS`]),
+/// by (biz_id, message_key).
+fn rows_by_key(rows: &[MySqlRow]) -> StoreResult<HashMap<(String, String), Message>> {
+    let mut by_key = HashMap::with_capacity(rows.len());
+    for row in rows {
+        let m = message_from_row(row)?;
+        by_key.insert((m.biz_id.clone(), m.message_key.clone()), m);
+    }
+    Ok(by_key)
+}
+
+/// On the transaction that created the rows `by_key` from `creates`:
+/// writes the contents that are apart, and puts each such content into its
+/// row as read (which holds none of it).
+pub(super) async fn created_apart(
+    tx: &mut sqlx::MySqlConnection,
+    by_key: &mut HashMap<(String, String), Message>,
+    creates: &[(&NewMessage, &sql::Content<'_>)],
+) -> StoreResult<()> {
+    let mut apart = Vec::new();
+    for (m, content) in creates.iter().filter(|(_, c)| c.apart()) {
+        let key = (m.biz_id.clone(), m.message_key.clone());
+        let row = by_key
+            .remove(&key)
+            .ok_or(StoreError::Vanished("a row a batched prepare wrote"))?;
+        apart.push((row.id, *content));
+        by_key.insert(key, sql::with_content(row, m));
+    }
+    sql::insert_apart::<MySql>(tx, &apart).await
+}
+
+/// The rows holding these keys, grouped per biz_id so each group is a range
+/// on the unique (biz_id, message_key) index.
+pub(super) async fn select_messages_by_keys<'e, E>(
+    exec: E,
+    keys: &[(&str, &str)],
+) -> StoreResult<Vec<Message>>
+where
+    E: sqlx::Executor<'e, Database = MySql>,
+{
+    select_by_keys(exec, MESSAGE_COLUMNS, keys).await
+}
+
+/// [`select_messages_by_keys`] reading `columns` ([`MESSAGE_COLUMNS`] or
+/// [`STORED_COLUMNS`]).
+pub(super) async fn select_by_keys<'e, E>(
+    exec: E,
+    columns: &str,
+    keys: &[(&str, &str)],
+) -> StoreResult<Vec<Message>>
+where
+    E: sqlx::Executor<'e, Database = MySql>,
+{
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut by_biz: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (b, k) in keys {
+        by_biz.entry(b).or_default().push(k);
+    }
+    let mut q = QueryBuilder::<MySql>::new(format!("SELECT {columns} FROM messages WHERE "));
+    for (i, (biz, ks)) in by_biz.iter().enumerate() {
+        if i > 0 {
+            q.push(" OR ");
+        }
+        q.push("(biz_id = ")
+            .push_bind(*biz)
+            .push(" AND message_key IN (");
+        let mut sep = q.separated(", ");
+        for k in ks {
+            sep.push_bind(*k);
+        }
+        q.push("))");
+    }
+    q.build()
+        .fetch_all(exec)
+        .await?
+        .iter()
+        .map(message_from_row)
+        .collect()
+}

@@ -1,0 +1,57 @@
+//! [`WaitingStore`] on MySQL: commits waiting for their prepare.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::store::sql::{self};
+use crate::store::{StoreResult, WaitingStore};
+
+use super::MySqlStore;
+
+#[async_trait]
+impl WaitingStore for MySqlStore {
+    async fn park_commit(&self, w: &crate::store::NewWaitingCommit) -> StoreResult<bool> {
+        sql::park_commit(&self.pool, "INSERT IGNORE", w).await
+    }
+
+    async fn claim_waiting_commits(
+        &self,
+        limit: u32,
+        lease: Duration,
+    ) -> StoreResult<Vec<crate::store::WaitingCommit>> {
+        let rows = self
+            .claim_due_rows(
+                &format!(
+                    "{}, UTC_TIMESTAMP(3) AS now FROM submit_waiting",
+                    sql::WAITING_COLUMNS
+                ),
+                "submit_waiting",
+                "next_try_at",
+                limit,
+                lease,
+            )
+            .await?;
+        rows.iter().map(sql::waiting_from_row).collect()
+    }
+
+    async fn retry_waiting_commit(&self, id: u64, delay: Duration) -> StoreResult<bool> {
+        sql::retry_waiting_commit(&self.pool, id, delay).await
+    }
+
+    async fn count_waiting_commits(&self) -> StoreResult<u64> {
+        sql::count_waiting_commits(&self.pool).await
+    }
+
+    async fn unpark_commit(&self, id: u64) -> StoreResult<bool> {
+        sql::unpark_commit(&self.pool, id).await
+    }
+
+    async fn list_waiting_commits(
+        &self,
+        limit: u32,
+        after: u64,
+    ) -> StoreResult<Vec<crate::store::WaitingCommit>> {
+        sql::list_waiting_commits(&self.pool, limit, after).await
+    }
+}

@@ -1,0 +1,133 @@
+//! [`SendStore`] over the shards: the send claim spread over the shards
+//! (shard after shard when a payload room bounds it), marks and retries
+//! on the shard each id names.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::store::{Actor, Claimed, Message, PayloadRoom, SendStore, SentMark, StoreResult};
+
+use super::fanout::merge;
+use super::ShardedStore;
+
+#[async_trait]
+impl SendStore for ShardedStore {
+    async fn claim_due_sends(
+        &self,
+        limit: u32,
+        room: PayloadRoom,
+        lease: Duration,
+    ) -> StoreResult<Claimed> {
+        if room.fits_any(limit) {
+            return self
+                .spread("claiming sends", limit, |s, share| {
+                    s.claim_due_sends(share, room, lease)
+                })
+                .await;
+        }
+        // The room bounds what the claims read together: one shard after
+        // another, each with the room the ones before it left, starting
+        // from a different shard each time.
+        let first = self.turn.fetch_add(1, Ordering::Relaxed);
+        let mut merged = Claimed::default();
+        let mut left = room;
+        let mut first_error = None;
+        let mut answered = false;
+        for k in 0..self.shards.len() {
+            let i = (first + k) % self.shards.len();
+            let taken = u32::try_from(merged.messages.len()).unwrap_or(u32::MAX);
+            if taken >= limit {
+                break;
+            }
+            if !self.is_up(i) {
+                continue;
+            }
+            match self.shards[i]
+                .store
+                .claim_due_sends(limit - taken, left, lease)
+                .await
+            {
+                Ok(c) => {
+                    answered = true;
+                    let read: u64 = c.messages.iter().map(|m| m.payload.len() as u64).sum();
+                    left.bytes = left.bytes.saturating_sub(read);
+                    merge(&mut merged, c);
+                }
+                Err(e) => {
+                    self.left_out(i, "claiming sends", &e);
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match (answered, first_error) {
+            (true, _) => Ok(merged),
+            (false, Some(e)) => Err(e),
+            (false, None) => Err(Self::none_up()),
+        }
+    }
+
+    async fn mark_sent(&self, marks: &[SentMark]) -> StoreResult<u64> {
+        self.counted_by_ids(
+            marks,
+            |m| m.id,
+            |s, part| async move { s.mark_sent(&part).await },
+        )
+        .await
+    }
+
+    async fn reschedule_send(
+        &self,
+        id: u64,
+        version: u64,
+        error: &str,
+        delay: Duration,
+    ) -> StoreResult<bool> {
+        self.by_id(
+            id,
+            |s| s.reschedule_send(id, version, error, delay),
+            |done| !done,
+        )
+        .await
+    }
+
+    async fn postpone_send(
+        &self,
+        id: u64,
+        version: u64,
+        error: &str,
+        delay: Duration,
+    ) -> StoreResult<bool> {
+        self.by_id(
+            id,
+            |s| s.postpone_send(id, version, error, delay),
+            |done| !done,
+        )
+        .await
+    }
+
+    async fn release_sends(&self, claims: &[(u64, u64)]) -> StoreResult<u64> {
+        self.counted_by_ids(
+            claims,
+            |c| c.0,
+            |s, part| async move { s.release_sends(&part).await },
+        )
+        .await
+    }
+
+    async fn mark_send_failed(
+        &self,
+        id: u64,
+        version: u64,
+        error: &str,
+        actor: &Actor,
+    ) -> StoreResult<Option<Message>> {
+        self.by_id(
+            id,
+            |s| s.mark_send_failed(id, version, error, actor),
+            Option::is_none,
+        )
+        .await
+    }
+}

@@ -1,0 +1,41 @@
+//! Reading a message by its key, and the cheapest statement that proves
+//! the database answers.
+
+use sqlx::Executor;
+
+use super::row::{message_from_row, MESSAGE_COLUMNS};
+use super::{Bind, Dialect};
+use crate::store::{Message, StoreResult};
+
+/// The cheapest statement that proves the database answers.
+pub(in crate::store) async fn ping<'c, D, E>(exec: E) -> StoreResult<()>
+where
+    D: Dialect,
+    E: Executor<'c, Database = D>,
+{
+    sqlx::query("SELECT 1").execute(exec).await?;
+    Ok(())
+}
+
+/// The message holding (biz_id, message_key).
+pub(in crate::store) async fn find_message<'c, D, E>(
+    exec: E,
+    biz_id: &str,
+    message_key: &str,
+) -> StoreResult<Option<Message>>
+where
+    D: Dialect,
+    E: Executor<'c, Database = D>,
+    for<'a> &'a str: Bind<D>,
+{
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE biz_id = ? AND message_key = ?"
+    )))
+    .bind(biz_id)
+    .bind(message_key)
+    .fetch_optional(exec)
+    .await?
+    .as_ref()
+    .map(message_from_row)
+    .transpose()
+}

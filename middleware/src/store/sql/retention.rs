@@ -1,0 +1,132 @@
+//! Retention: finished messages (with their audit, check-attempt, ledger
+//! and content rows) and settled alerts, deleted in short chunks. Never a
+//! message an operator may still act on, never a pending alert.
+
+use sqlx::Executor;
+
+use super::row::SqlRow;
+use super::{Bind, Dialect};
+use crate::store::StoreResult;
+
+/// What retention may delete, as SQL: finished rows only.
+const FINISHED: &str =
+    "((status = 'COMMITTED' AND send_status = 'SENT') OR status = 'ROLLED_BACK')";
+
+/// [`crate::store::HousekeepingStore::purge_finished`], given a transaction on the backend:
+/// the finished messages, then the settled alerts.
+pub(in crate::store) async fn purge_finished<D>(
+    conn: &mut D::Connection,
+    older_than: std::time::Duration,
+    limit: u32,
+) -> StoreResult<u64>
+where
+    D: Dialect,
+    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
+    i64: Bind<D>,
+{
+    let messages = purge_finished_messages::<D>(&mut *conn, older_than, limit).await?;
+    let alerts = purge_settled_alerts::<D>(&mut *conn, older_than, limit).await?;
+    Ok(messages + alerts)
+}
+
+/// The finished messages of [`purge_finished`], with their audit,
+/// check-attempt and ledger rows and their content kept apart.
+async fn purge_finished_messages<D>(
+    conn: &mut D::Connection,
+    older_than: std::time::Duration,
+    limit: u32,
+) -> StoreResult<u64>
+where
+    D: Dialect,
+    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
+    i64: Bind<D>,
+{
+    let Some(list) = stale_ids::<D>(&mut *conn, "messages", FINISHED, older_than, limit).await?
+    else {
+        return Ok(0);
+    };
+    // A message's consumption ledger rows go with it, as its audit rows and
+    // its content kept apart do.
+    for table in [
+        "audit_log",
+        "check_attempts",
+        "consumptions",
+        "message_payloads",
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM {table} WHERE message_id IN ({list})"
+        )))
+        .execute(&mut *conn)
+        .await?;
+    }
+    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DELETE FROM messages WHERE id IN ({list}) AND {FINISHED}"
+    )))
+    .execute(&mut *conn)
+    .await?;
+    Ok(D::rows_affected(&done))
+}
+
+/// Where an alert is settled (delivered, or without a webhook): only those
+/// are ever deleted.
+const SETTLED: &str = "state IN ('delivered', 'no_webhook')";
+
+/// The outbox's share of [`purge_finished`]: up to `limit` settled alerts
+/// unchanged for longer than `older_than`. A pending alert is never deleted,
+/// however old: it has not reached anyone yet.
+async fn purge_settled_alerts<D>(
+    conn: &mut D::Connection,
+    older_than: std::time::Duration,
+    limit: u32,
+) -> StoreResult<u64>
+where
+    D: Dialect,
+    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
+    i64: Bind<D>,
+{
+    let Some(list) = stale_ids::<D>(&mut *conn, "alerts", SETTLED, older_than, limit).await? else {
+        return Ok(0);
+    };
+    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DELETE FROM alerts WHERE id IN ({list}) AND {SETTLED}"
+    )))
+    .execute(&mut *conn)
+    .await?;
+    Ok(D::rows_affected(&done))
+}
+
+/// The ids of up to `limit` rows of `table` where `condition` holds and that
+/// are unchanged for longer than `older_than` (lowest first), as an SQL list
+/// of numbers; None when there are none. The ids are numbers this query
+/// read, so the list is safe to splice into the DELETEs that follow.
+async fn stale_ids<D>(
+    conn: &mut D::Connection,
+    table: &str,
+    condition: &str,
+    older_than: std::time::Duration,
+    limit: u32,
+) -> StoreResult<Option<String>>
+where
+    D: Dialect,
+    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
+    i64: Bind<D>,
+{
+    let ids: Vec<u64> = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT id FROM {table} WHERE {condition} AND updated_at < {}{} ORDER BY id LIMIT ?",
+        D::NOW,
+        D::MINUS_SPAN
+    )))
+    .bind(D::span(older_than))
+    .bind(i64::from(limit))
+    .fetch_all(&mut *conn)
+    .await?
+    .iter()
+    .map(|row| row.unsigned("id"))
+    .collect::<StoreResult<_>>()?;
+    Ok((!ids.is_empty()).then(|| {
+        ids.iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }))
+}

@@ -1,0 +1,127 @@
+//! A message's send, the statements both backends share: a claim given
+//! back, a send given up (SEND_FAILED with its audit row and alerts), and
+//! an operator's "send now".
+
+use sqlx::{Executor, QueryBuilder};
+use trustmsg_verify_api::admin::AlertKind;
+
+use super::alerts::raise_alerts;
+use super::audit::{insert_audits, AuditRow};
+use super::effects::clip_error;
+use super::ordering::blocked_alert;
+use super::row::{message_from_row, MESSAGE_COLUMNS};
+use super::{Bind, Dialect};
+use crate::store::{Actor, Message, NewAlert, StoreError, StoreResult};
+
+/// What [`crate::store::OperatorStore::send_now`] sets (`now` is the dialect's
+/// clock) on a committed, PENDING row (`id`, `version`) whose `deliver_at`
+/// is still ahead: its delivery time now (so its wait counts from now),
+/// version bumped, and due now, unless it is an ordered message waiting
+/// behind its key's head (`next_send_at` NULL): that one keeps waiting for
+/// the head, and then goes at once.
+pub(in crate::store) fn send_now_update(now: &str) -> String {
+    format!(
+        "UPDATE messages SET \
+         next_send_at = CASE WHEN next_send_at IS NULL THEN NULL ELSE {now} END, \
+         deliver_at = {now}, \
+         version = version + 1, updated_at = {now} \
+         WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING' \
+         AND deliver_at > {now}"
+    )
+}
+
+/// [`crate::store::SendStore::release_sends`]: one guarded UPDATE for the lot.
+/// The ids alone come first so MariaDB finds the rows by the primary key.
+pub(in crate::store) async fn release_sends<D>(
+    pool: &sqlx::Pool<D>,
+    claims: &[(u64, u64)],
+) -> StoreResult<u64>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+{
+    if claims.is_empty() {
+        return Ok(0);
+    }
+    let mut q = QueryBuilder::<D>::new(format!(
+        "UPDATE messages SET next_send_at = {} \
+         WHERE status = 'COMMITTED' AND send_status = 'PENDING' AND id IN (",
+        D::NOW
+    ));
+    let mut ids = q.separated(", ");
+    for (id, _) in claims {
+        ids.push_bind(D::int(*id));
+    }
+    q.push(") AND (");
+    let mut guards = q.separated(" OR ");
+    for (id, version) in claims {
+        guards
+            .push("(id = ")
+            .push_bind_unseparated(D::int(*id))
+            .push_unseparated(" AND version = ")
+            .push_bind_unseparated(D::int(*version))
+            .push_unseparated(")");
+    }
+    q.push(")");
+    Ok(D::rows_affected(&q.build().execute(pool).await?))
+}
+
+/// [`crate::store::SendStore::mark_send_failed`] in `tx`, the backend's
+/// transaction (begun its way: SQLite's takes the write lock at once): the
+/// guarded UPDATE to SEND_FAILED (a counted attempt, the error kept, no
+/// longer due), its audit row, and its alerts in the same transaction:
+/// `send_failed`, and `key_blocked` when an ordered head leaves later
+/// messages of its key waiting (their key row read with `lock` appended,
+/// see [`blocked_alert`]). Committed, then the alerts announced. None when
+/// the guard matched nothing: nothing was written, and the transaction is
+/// rolled back at once so its locks go with it.
+pub(in crate::store) async fn mark_send_failed<D>(
+    mut tx: sqlx::Transaction<'_, D>,
+    lock: &str,
+    (id, version): (u64, u64),
+    error: &str,
+    actor: &Actor,
+) -> StoreResult<Option<Message>>
+where
+    D: Dialect,
+    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
+    Vec<u8>: Bind<D>,
+    String: Bind<D>,
+    Option<String>: Bind<D>,
+    &'static str: Bind<D>,
+    Option<&'static str>: Bind<D>,
+    i64: Bind<D>,
+{
+    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE messages SET send_status = 'SEND_FAILED', send_attempts = send_attempts + 1, \
+         last_error = ?, next_send_at = NULL, version = version + 1, updated_at = {now} \
+         WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING'",
+        now = D::NOW
+    )))
+    .bind(clip_error(error).to_string())
+    .bind(D::int(id))
+    .bind(D::int(version))
+    .execute(&mut *tx)
+    .await?;
+    if D::rows_affected(&done) != 1 {
+        tx.rollback().await?;
+        return Ok(None);
+    }
+    insert_audits(&mut *tx, &[AuditRow::send_failed(id, actor, error)]).await?;
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?"
+    )))
+    .bind(D::int(id))
+    .fetch_optional(&mut *tx)
+    .await?
+    .as_ref()
+    .map(message_from_row)
+    .transpose()?
+    .ok_or(StoreError::Vanished("a row just marked SEND_FAILED"))?;
+    let mut alerts = vec![NewAlert::failed(AlertKind::SendFailed, &row)];
+    alerts.extend(blocked_alert::<D>(&mut tx, lock, &row).await?);
+    let raised = raise_alerts::<D>(&mut tx, alerts).await?;
+    tx.commit().await?;
+    raised.announce();
+    Ok(Some(row))
+}

@@ -1,0 +1,62 @@
+//! [`LedgerStore`] on SQLite: begin and finish in `BEGIN IMMEDIATE`
+//! transactions, whose one write lock stands in for the row lock.
+
+use async_trait::async_trait;
+use sqlx::Sqlite;
+
+use crate::store::sql::{self};
+use crate::store::{
+    Began, ConsumerGroup, ConsumerGroupCounts, Consumption, Finished, LedgerStore, StoreResult,
+    StuckConsumption,
+};
+
+use super::SqliteStore;
+
+#[async_trait]
+impl LedgerStore for SqliteStore {
+    async fn begin_consumption(
+        &self,
+        group: &ConsumerGroup,
+        message_id: u64,
+    ) -> StoreResult<Began> {
+        // BEGIN IMMEDIATE holds the one write lock: the row needs no lock of its own.
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let began = sql::begin_consumption::<Sqlite>(
+            &mut tx,
+            "ON CONFLICT (group_name, message_id) DO NOTHING",
+            "",
+            group,
+            message_id,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(began)
+    }
+
+    async fn finish_consumption(
+        &self,
+        group: &ConsumerGroup,
+        message_id: u64,
+        ok: bool,
+        error: Option<&str>,
+    ) -> StoreResult<Finished> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let (finished, raised) =
+            sql::finish_consumption::<Sqlite>(&mut tx, "", group, message_id, ok, error).await?;
+        tx.commit().await?;
+        raised.announce();
+        Ok(finished)
+    }
+
+    async fn consumptions_of(&self, message_id: u64) -> StoreResult<Vec<Consumption>> {
+        sql::consumptions_of(&self.pool, message_id).await
+    }
+
+    async fn flag_stuck_consumptions(&self, limit: u32) -> StoreResult<Vec<StuckConsumption>> {
+        sql::flag_stuck_consumptions(&self.pool, limit).await
+    }
+
+    async fn consumer_group_counts(&self) -> StoreResult<Vec<ConsumerGroupCounts>> {
+        sql::consumer_group_counts(&self.pool).await
+    }
+}
