@@ -16,6 +16,8 @@
 //! - [`net`]: the network's edge: the SSRF guard, TLS in and out, Kafka
 //!   settings, secrets;
 //! - [`observability`]: trace propagation, trustmsg's own spans, `/metrics`;
+//! - [`outbox`]: the local message table way (relaying the producers' own
+//!   outbox tables);
 //! - [`registry`]: producers and consumer groups, read through a cache;
 //! - [`startup`]: wiring, shared by `main` and the tests;
 //! - [`store`]: the storage trait (a sub-trait per concern) and its MySQL,
@@ -33,6 +35,7 @@ mod group_commit;
 pub mod handoff;
 pub mod net;
 pub mod observability;
+pub mod outbox;
 pub mod registry;
 pub mod startup;
 pub mod store;

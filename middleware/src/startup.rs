@@ -248,6 +248,8 @@ impl Application {
         );
         workers.push(liveness.watch("flow", task, shutdown.clone()));
         let submit = cfg.submit;
+        let outbox = cfg.outbox;
+        let sources = crate::outbox::Sources::new(outbox.as_ref())?;
         let state = AppState::new(Shared {
             writes: Coalescer::start(store.clone(), cfg.writes, commits.clone()),
             store: store.clone(),
@@ -266,6 +268,7 @@ impl Application {
             summary: Default::default(),
             groups,
             group_counts: Default::default(),
+            outbox: sources,
         });
 
         if let Some(submit) = submit {
@@ -281,6 +284,15 @@ impl Application {
                     .liveness
                     .watch("waiting commits", waiting, shutdown.clone()),
             );
+        }
+
+        if let Some(outbox) = outbox {
+            for (name, task) in crate::outbox::spawn(state.clone(), outbox, shutdown.clone()) {
+                // A worker's name lives as long as the process (one per
+                // source, made once).
+                let name: &'static str = Box::leak(name.into_boxed_str());
+                workers.push(state.liveness.watch(name, task, shutdown.clone()));
+            }
         }
 
         let listener = TcpListener::bind(cfg.listen)

@@ -370,11 +370,17 @@ pub enum AlertKind {
     /// finished nor was taken over within the group's
     /// `in_progress_timeout_ms`: raised once per begin.
     ConsumptionStuck,
+    /// A row of a producer's own outbox table (the local message table
+    /// way) was marked failed: refused for good (its content conflicts with
+    /// the message already under its key, or its topic, size or fields are
+    /// invalid). Raised once per row and attempt; an operator retries or
+    /// gives it up.
+    OutboxFailed,
 }
 
 impl AlertKind {
     /// Every kind, in declaration order.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::VerifyFailed,
         Self::SendFailed,
         Self::Quarantined,
@@ -383,6 +389,7 @@ impl AlertKind {
         Self::KeyBlocked,
         Self::ConsumptionFailing,
         Self::ConsumptionStuck,
+        Self::OutboxFailed,
     ];
 
     /// The wire and database spelling.
@@ -396,6 +403,7 @@ impl AlertKind {
             Self::KeyBlocked => "key_blocked",
             Self::ConsumptionFailing => "consumption_failing",
             Self::ConsumptionStuck => "consumption_stuck",
+            Self::OutboxFailed => "outbox_failed",
         }
     }
 

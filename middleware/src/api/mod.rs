@@ -115,6 +115,8 @@ pub(crate) struct Shared {
     pub(crate) groups: crate::registry::GroupRegistry,
     /// The consumer groups at a glance, computed once for every caller of a moment.
     pub(crate) group_counts: admin::read::GroupCountsCache,
+    /// The producers' outbox tables this instance relays (`--outbox-source`).
+    pub(crate) outbox: crate::outbox::Sources,
 }
 
 /// The whole API, every route under the request deadline but the bulk

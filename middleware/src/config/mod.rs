@@ -15,7 +15,8 @@
 //! One file per group of flags (`#[command(flatten)]`), each with the rules
 //! that relate its own flags: `database`, `tls`, `forwarder` (Kafka and the
 //! forwarder), `verifier` (check-back and the address policy), `alerts`,
-//! `otlp` (trustmsg's own spans), `submit` (the Kafka way in); `parse` holds
+//! `otlp` (trustmsg's own spans), `submit` (the Kafka way in), `outbox`
+//! (the producers' own outbox tables); `parse` holds
 //! the value parsers they share. This file holds `serve`'s own flags and
 //! [`ServeArgs::settings`], which joins the groups into [`Settings`].
 
@@ -23,6 +24,7 @@ mod alerts;
 mod database;
 mod forwarder;
 mod otlp;
+mod outbox;
 mod parse;
 mod submit;
 #[cfg(test)]
@@ -57,6 +59,7 @@ pub use database::DatabaseArgs;
 pub use forwarder::ForwarderArgs;
 pub(crate) use forwarder::Forwarding;
 pub use otlp::TracingArgs;
+pub use outbox::{OutboxArgs, OutboxSource};
 pub use submit::SubmitArgs;
 pub use tls::TlsArgs;
 pub use verifier::{ResolveOverride, VerifierArgs};
@@ -182,6 +185,10 @@ pub struct ServeArgs {
     /// The Kafka way in: prepare, commit and rollback submitted as records.
     #[command(flatten)]
     pub submit: SubmitArgs,
+
+    /// The local message table way: the producers' own outbox tables.
+    #[command(flatten)]
+    pub outbox: OutboxArgs,
 }
 
 impl ServeArgs {
@@ -257,6 +264,8 @@ pub(crate) struct Settings {
     pub(crate) otlp: Option<crate::observability::trace::OtlpSettings>,
     /// The Kafka way in, if on.
     pub(crate) submit: Option<crate::submit::SubmitSettings>,
+    /// The producers' outbox tables relayed, if any.
+    pub(crate) outbox: Option<crate::outbox::OutboxSettings>,
 }
 
 impl ServeArgs {
@@ -368,6 +377,7 @@ impl ServeArgs {
             retention: Some(self.retention).filter(|d| !d.is_zero()),
             otlp: self.otlp()?,
             submit: self.submit()?,
+            outbox: self.outbox()?,
             overdue: OverdueSettings {
                 send_after: Some(self.alerts.alert_send_overdue_after).filter(|d| !d.is_zero()),
                 verify_after: Some(self.alerts.alert_verify_overdue_after).filter(|d| !d.is_zero()),

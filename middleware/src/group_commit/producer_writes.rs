@@ -111,6 +111,12 @@ pub(crate) enum Via {
         /// The record's offset.
         offset: i64,
     },
+    /// A row of the producer's outbox table, committed by the producer's
+    /// own transaction and relayed (`crate::outbox`).
+    Outbox {
+        /// The row's id in the source table.
+        row: u64,
+    },
 }
 
 type PrepareJob = Job<NewMessage, StoreResult<Inserted>>;
@@ -374,12 +380,17 @@ fn request(d: &Decision, send_lease: Duration) -> DecideRequest<'_> {
         actor: match d.via {
             Via::Http => Actor::Producer(d.biz_id.clone()),
             Via::Kafka { .. } => Actor::Kafka,
+            Via::Outbox { .. } => Actor::Outbox,
         },
         reason: match d.via {
             Via::Http => store::producer_reason(d.commit),
             Via::Kafka { partition, offset } => format!(
                 "{} by producer {}, submitted through Kafka (partition {partition}, offset {offset})",
                 if d.commit { "commit" } else { "rollback" },
+                d.biz_id
+            ),
+            Via::Outbox { row } => format!(
+                "committed by producer {}'s own transaction: row {row} of its outbox table, relayed",
                 d.biz_id
             ),
         },

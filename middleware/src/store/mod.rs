@@ -68,7 +68,7 @@ pub use open::{connect, create_database_if_missing, open};
 use traits::{insert_prepared_each, transition_each};
 pub use traits::{
     AlertStore, DynStore, HousekeepingStore, LedgerStore, LifecycleStore, MessageStore,
-    OperatorStore, RegistryStore, SendStore, Store, VerifyStore, WaitingStore,
+    OperatorStore, OutboxStore, RegistryStore, SendStore, Store, VerifyStore, WaitingStore,
 };
 
 /// The store's traits, for code that calls a concrete backend (a
@@ -78,7 +78,7 @@ pub use traits::{
 pub mod prelude {
     pub use super::{
         AlertStore, HousekeepingStore, LedgerStore, LifecycleStore, MessageStore, OperatorStore,
-        RegistryStore, SendStore, Store, VerifyStore, WaitingStore,
+        OutboxStore, RegistryStore, SendStore, Store, VerifyStore, WaitingStore,
     };
 }
 
@@ -86,9 +86,10 @@ pub use model::{
     order_key, Actor, AlertFilter, AuditEntry, Backlog, BacklogSample, Began, CheckAttempt,
     CheckAttemptEntry, Claimed, ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord,
     Consumption, Delivery, Finished, FlowCounts, FlowMinute, Inserted, Message, MessageFilter,
-    NewAlert, NewMessage, NewWaitingCommit, OrderPos, Overdue, PayloadMove, PayloadRoom, Producer,
-    ProducerRecord, ProducerSummary, Quarantined, Requeue, RequeuedChunk, SentMark,
-    StuckConsumption, Transition, VerifyLease, Wait, WaitingCommit,
+    NewAlert, NewMessage, NewWaitingCommit, OrderPos, OutboxAction, OutboxActionKind,
+    OutboxFailure, Overdue, PayloadMove, PayloadRoom, Producer, ProducerRecord, ProducerSummary,
+    Quarantined, Requeue, RequeuedChunk, SentMark, StuckConsumption, Transition, VerifyLease, Wait,
+    WaitingCommit,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should

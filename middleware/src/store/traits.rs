@@ -1,10 +1,11 @@
 //! The [`Store`] trait, as one sub-trait per concern, so that a backend is
 //! written (and read) concern by concern, one file per sub-trait: its
 //! lifecycle, messages, sends, check-backs, operator views and repairs,
-//! alerts, housekeeping, waiting commits, registry and consumption ledger.
+//! alerts, housekeeping, waiting commits, registry, consumption ledger and
+//! the producers' outbox tables.
 //!
 //! [`Store`] is all of them together, implemented for every type that
-//! implements all ten, so `Arc<dyn Store>` ([`DynStore`]) is what the rest
+//! implements all eleven, so `Arc<dyn Store>` ([`DynStore`]) is what the rest
 //! of the service holds. Calls on a `dyn Store` or a generic `S: Store` need
 //! no import; calls on a concrete backend (a `MySqlStore`) need its
 //! sub-traits in scope: `use crate::store::prelude::*`.
@@ -20,9 +21,10 @@ use trustmsg_verify_api::MessageView;
 use super::{
     Actor, AlertFilter, AuditEntry, Backlog, Began, CheckAttempt, CheckAttemptEntry, Claimed,
     ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Finished, FlowMinute,
-    Inserted, Message, MessageFilter, NewMessage, NewWaitingCommit, Overdue, PayloadMove,
-    PayloadRoom, Producer, ProducerRecord, ProducerSummary, Requeue, RequeuedChunk, SentMark,
-    StoreResult, StuckConsumption, Transition, VerifyLease, Wait, WaitingCommit,
+    Inserted, Message, MessageFilter, NewMessage, NewWaitingCommit, OutboxAction, OutboxFailure,
+    Overdue, PayloadMove, PayloadRoom, Producer, ProducerRecord, ProducerSummary, Requeue,
+    RequeuedChunk, SentMark, StoreResult, StuckConsumption, Transition, VerifyLease, Wait,
+    WaitingCommit,
 };
 
 /// Lifecycle and topology: the schema, the database clock, health, and how
@@ -464,6 +466,27 @@ pub trait LedgerStore: Send + Sync + 'static {
     async fn consumer_group_counts(&self) -> StoreResult<Vec<ConsumerGroupCounts>>;
 }
 
+/// The local message table way ([`crate::outbox`]): what trustmsg keeps
+/// about the producers' own outbox tables (their rows stay in the
+/// producers' databases).
+#[async_trait]
+pub trait OutboxStore: Send + Sync + 'static {
+    /// Records that the relay marks a source row failed, with its
+    /// `outbox_failed` alert, in one transaction, once per (biz_id, row,
+    /// attempt): true when it was new (the alert was raised now), false
+    /// when it was recorded before (a relay that failed the row again
+    /// after a crash raises no second alert).
+    async fn record_outbox_failure(&self, f: &OutboxFailure) -> StoreResult<bool>;
+    /// Audits an operator's retry or give-up of a source row.
+    async fn record_outbox_action(&self, a: &OutboxAction) -> StoreResult<()>;
+    /// The audited actions on one source row, oldest first.
+    async fn outbox_actions(
+        &self,
+        biz_id: &str,
+        source_row_id: u64,
+    ) -> StoreResult<Vec<OutboxAction>>;
+}
+
 /// The storage operations, every concern together; see the module docs of
 /// [`crate::store`] for what every backend guarantees.
 pub trait Store:
@@ -477,6 +500,7 @@ pub trait Store:
     + WaitingStore
     + RegistryStore
     + LedgerStore
+    + OutboxStore
 {
 }
 
@@ -491,6 +515,7 @@ impl<T> Store for T where
         + WaitingStore
         + RegistryStore
         + LedgerStore
+        + OutboxStore
         + ?Sized
 {
 }

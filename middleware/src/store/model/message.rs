@@ -249,6 +249,10 @@ pub enum Actor {
     /// The producer, through a record it submitted to Kafka (the Kafka way
     /// in); the message names the producer.
     Kafka,
+    /// The producer's own transaction, which wrote the row to its outbox
+    /// table (the local message table way), relayed by trustmsg; the
+    /// message names the producer.
+    Outbox,
 }
 
 impl std::fmt::Display for Actor {
@@ -259,6 +263,7 @@ impl std::fmt::Display for Actor {
             Actor::Forwarder => f.write_str("forwarder"),
             Actor::Operator(who) => write!(f, "operator:{who}"),
             Actor::Kafka => f.write_str("kafka"),
+            Actor::Outbox => f.write_str("outbox"),
         }
     }
 }

@@ -9,7 +9,8 @@
 //! `verify.rs`; the text of an alert ([`NewAlert`]) in `alert.rs`; the
 //! column order of the flow counts ([`FlowCounts`]) in `housekeeping.rs`;
 //! a producer's topic allow-list ([`Producer::allows_topic`]) in
-//! `registry.rs`.
+//! `registry.rs`; what is kept about the producers' own outbox tables
+//! ([`OutboxFailure`], [`OutboxAction`]) in `outbox.rs`.
 
 mod alert;
 mod claim;
@@ -17,6 +18,7 @@ mod housekeeping;
 mod ledger;
 mod message;
 mod operator;
+mod outbox;
 mod registry;
 mod verify;
 mod waiting;
@@ -29,6 +31,7 @@ pub use message::{
     order_key, Actor, AuditEntry, Delivery, Inserted, Message, NewMessage, OrderPos, Transition,
 };
 pub use operator::{MessageFilter, ProducerSummary, Requeue, RequeuedChunk};
+pub use outbox::{OutboxAction, OutboxActionKind, OutboxFailure};
 pub use registry::{ConsumerGroup, ConsumerGroupRecord, Producer, ProducerRecord};
 pub use verify::{CheckAttempt, CheckAttemptEntry, VerifyLease};
 pub use waiting::{NewWaitingCommit, WaitingCommit};

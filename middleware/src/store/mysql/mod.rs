@@ -18,6 +18,7 @@ mod ledger;
 mod lifecycle;
 mod messages;
 mod operator;
+mod outbox;
 mod prepare;
 mod registry;
 mod sends;

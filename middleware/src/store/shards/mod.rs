@@ -39,6 +39,7 @@ mod ledger;
 mod lifecycle;
 mod messages;
 mod operator;
+mod outbox;
 mod registry;
 mod route;
 mod sends;

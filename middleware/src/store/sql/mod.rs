@@ -34,7 +34,9 @@
 //! [`summary`](mod@summary) the per-producer summary; [`backlog`](mod@backlog) the backlog for
 //! `/metrics`; [`checks`] the record of check-back calls; [`overdue`] the
 //! overdue watch; [`retention`] the purge of what is finished;
-//! [`producers`] the producer registry. This file holds [`Dialect`] and
+//! [`producers`] the producer registry; [`outbox`] what is kept about
+//! the producers' own outbox tables (failures with their alert, operators'
+//! actions). This file holds [`Dialect`] and
 //! what it builds on ([`Bind`], [`Query`]).
 
 mod alerts;
@@ -49,6 +51,7 @@ mod ledger;
 mod listing;
 mod messages;
 mod ordering;
+mod outbox;
 mod overdue;
 mod producers;
 mod requeue;
@@ -87,6 +90,7 @@ pub(super) use messages::{find_message, ping};
 pub(super) use ordering::{
     blocked_by, mark_sent_ordered, order_commit_batch, order_commits, promoted_due, skip,
 };
+pub(super) use outbox::{outbox_actions, record_outbox_action, record_outbox_failure};
 pub(super) use overdue::flag_overdue;
 pub(super) use producers::{delete_producer, find_producer, list_producers, set_producer_token};
 pub(super) use requeue::{count_requeueable, redeliver_update, requeue_chunk};

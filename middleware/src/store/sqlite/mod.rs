@@ -31,6 +31,7 @@ mod ledger;
 mod lifecycle;
 mod messages;
 mod operator;
+mod outbox;
 mod registry;
 mod sends;
 mod verifies;

@@ -1,0 +1,366 @@
+//! The relay of one source: take the source's lock (or wait as a standby),
+//! then claim pending rows in batches, write each batch's messages to
+//! trustmsg (prepare and commit, as the producer would have), mark the
+//! rows relayed or failed, commit, and purge what retention lets go. Any
+//! error drops the connection (its batch rolls back) and starts again
+//! after a backoff.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::row;
+use super::source::{RelayConn, SourceRow};
+use super::{OutboxSettings, RelayState, Source};
+use crate::api::messages::{decided, prepared};
+use crate::api::AppState;
+use crate::backoff::Backoff;
+use crate::group_commit::producer_writes::{Decision, Via};
+use crate::store::{DecideOutcome, OutboxFailure, Producer, StoreError};
+
+/// Waits between attempts at a source that failed.
+const RETRY: Backoff = Backoff {
+    base: Duration::from_millis(200),
+    max: Duration::from_secs(10),
+};
+
+/// How often a standby asks for the lock again, and a source waiting for
+/// its producer's registration looks again.
+const STANDBY_POLL: Duration = Duration::from_secs(1);
+
+/// How often the lock holder purges what retention lets go.
+const PURGE_EVERY: Duration = Duration::from_secs(10);
+
+/// Rows purged per statement.
+const PURGE_CHUNK: u32 = 1000;
+
+/// Why a session with the source ended.
+enum Ended {
+    Shutdown,
+    /// The source failed (its connection is dropped).
+    Source(String),
+}
+
+/// What became of one claimed row.
+enum Outcome {
+    Relayed,
+    Failed { reason: String, message_id: u64 },
+}
+
+pub(crate) struct Relay {
+    pub(crate) source: Arc<Source>,
+    pub(crate) state: AppState,
+    pub(crate) settings: Arc<OutboxSettings>,
+}
+
+/// `fut`, or an error once `deadline` has passed.
+async fn within<T, E: std::fmt::Display>(
+    deadline: Duration,
+    what: &str,
+    fut: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(deadline, fut).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(format!("{what}: {e}")),
+        Err(_) => Err(format!(
+            "{what}: no answer within {}",
+            humantime::format_duration(deadline)
+        )),
+    }
+}
+
+impl Relay {
+    /// Relays until `shutdown`, starting again after every failure.
+    pub(crate) async fn run(self, shutdown: CancellationToken) {
+        let biz_id = self.source.biz_id.clone();
+        let mut attempt = 0u32;
+        loop {
+            match self.session(&shutdown, &mut attempt).await {
+                Ended::Shutdown => break,
+                Ended::Source(e) => {
+                    tracing::warn!(source = %biz_id, error = %e, "outbox source: the relay starts again after a pause");
+                    self.source.error("source", e);
+                    self.source.set_state(RelayState::Down);
+                    attempt += 1;
+                    tokio::select! {
+                        () = shutdown.cancelled() => break,
+                        () = tokio::time::sleep(RETRY.delay(attempt)) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// One connection's life: lock, then batches until an error or shutdown.
+    async fn session(&self, shutdown: &CancellationToken, attempt: &mut u32) -> Ended {
+        let s = &self.settings;
+        let mut conn = match within(s.deadline, "connecting", self.source.db.relay_conn()).await {
+            Ok(c) => c,
+            Err(e) => return Ended::Source(e),
+        };
+        loop {
+            match within(s.deadline, "taking the source's lock", conn.try_lock()).await {
+                Ok(true) => break,
+                Ok(false) => {
+                    self.source.set_state(RelayState::Standby);
+                    *attempt = 0;
+                }
+                Err(e) => return Ended::Source(e),
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => return Ended::Shutdown,
+                () = tokio::time::sleep(STANDBY_POLL) => {}
+            }
+        }
+        tracing::info!(source = %self.source.biz_id, "outbox source: this instance relays it");
+        let mut last_purge: Option<Instant> = None;
+        loop {
+            if shutdown.is_cancelled() {
+                return Ended::Shutdown;
+            }
+            let producer = match self.state.registry.get(&self.source.biz_id).await {
+                Ok(Some(p)) => p,
+                Ok(None) => {
+                    if self.source.status().state != RelayState::WaitingForProducer {
+                        tracing::warn!(
+                            source = %self.source.biz_id,
+                            "outbox source: no producer {:?} is registered; its rows wait until \
+                             it is (PUT /v1/producers/{})",
+                            self.source.biz_id, self.source.biz_id
+                        );
+                    }
+                    self.source.set_state(RelayState::WaitingForProducer);
+                    self.state.registry.invalidate(&self.source.biz_id).await;
+                    tokio::select! {
+                        () = shutdown.cancelled() => return Ended::Shutdown,
+                        () = tokio::time::sleep(STANDBY_POLL) => {}
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    self.pause_for_trustmsg(
+                        format!("reading the registration: {e}"),
+                        attempt,
+                        shutdown,
+                    )
+                    .await;
+                    continue;
+                }
+            };
+            if self.source.status().state != RelayState::Relaying {
+                self.source.set_state(RelayState::Relaying);
+            }
+            let rows = match within(s.deadline, "claiming rows", conn.claim(s.batch)).await {
+                Ok(rows) => rows,
+                Err(e) => return Ended::Source(e),
+            };
+            let full = rows.len() == s.batch as usize;
+            if !rows.is_empty() {
+                match self.relay_batch(&mut conn, &producer, rows).await {
+                    Ok(()) => *attempt = 0,
+                    Err(BatchError::Source(e)) => return Ended::Source(e),
+                    Err(BatchError::Trustmsg(e)) => {
+                        if let Err(e) = within(s.deadline, "rolling back", conn.rollback()).await {
+                            return Ended::Source(e);
+                        }
+                        self.pause_for_trustmsg(e, attempt, shutdown).await;
+                        continue;
+                    }
+                }
+            }
+            if last_purge.is_none_or(|at| at.elapsed() >= PURGE_EVERY) {
+                last_purge = Some(Instant::now());
+                if let Err(e) = self.purge(&mut conn).await {
+                    return Ended::Source(e);
+                }
+            }
+            if !full {
+                tokio::select! {
+                    () = shutdown.cancelled() => return Ended::Shutdown,
+                    () = tokio::time::sleep(s.interval) => {}
+                }
+            }
+        }
+    }
+
+    /// trustmsg's own database failed: the batch was given back; wait.
+    async fn pause_for_trustmsg(&self, e: String, attempt: &mut u32, shutdown: &CancellationToken) {
+        tracing::warn!(source = %self.source.biz_id, error = %e, "outbox source: trustmsg's database did not take a batch; the rows stay pending");
+        self.source.error("trustmsg", e);
+        *attempt += 1;
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            () = tokio::time::sleep(RETRY.delay(*attempt)) => {}
+        }
+    }
+
+    /// Deletes relayed and given-up rows older than the retention.
+    async fn purge(&self, conn: &mut RelayConn) -> Result<(), String> {
+        let s = &self.settings;
+        loop {
+            let deleted = within(
+                s.deadline,
+                "purging relayed rows",
+                conn.purge(s.retention, PURGE_CHUNK),
+            )
+            .await?;
+            if deleted > 0 {
+                metrics::counter!("trustmsg_outbox_purged_total", "source" => self.source.biz_id.clone())
+                    .increment(deleted);
+            }
+            if deleted < u64::from(PURGE_CHUNK) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Writes a claimed batch's messages to trustmsg, records its failures,
+    /// then marks the rows and commits the source transaction.
+    async fn relay_batch(
+        &self,
+        conn: &mut RelayConn,
+        producer: &Producer,
+        rows: Vec<SourceRow>,
+    ) -> Result<(), BatchError> {
+        let s = &self.settings;
+        let outcomes = within(s.deadline, "writing to trustmsg", async {
+            self.write(producer, &rows).await.map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(BatchError::Trustmsg)?;
+        let mut relayed = Vec::with_capacity(rows.len());
+        let mut failed = Vec::new();
+        for (row, outcome) in rows.iter().zip(outcomes) {
+            match outcome {
+                Outcome::Relayed => relayed.push(row.id),
+                Outcome::Failed { reason, message_id } => {
+                    let failure = OutboxFailure {
+                        biz_id: producer.biz_id.clone(),
+                        source_row_id: row.id,
+                        attempt: row.retry_count,
+                        message_key: String::from_utf8_lossy(&row.message_key).into_owned(),
+                        reason: reason.clone(),
+                        message_id,
+                    };
+                    within(
+                        s.deadline,
+                        "recording a failed row",
+                        self.state.store.record_outbox_failure(&failure),
+                    )
+                    .await
+                    .map_err(BatchError::Trustmsg)?;
+                    tracing::warn!(source = %producer.biz_id, row = row.id, message_key = %failure.message_key, %reason, "outbox source: a row is marked failed");
+                    failed.push((row.id, reason));
+                }
+            }
+        }
+        let keep = !s.retention.is_zero();
+        within(
+            s.deadline,
+            "marking relayed rows",
+            conn.finish(&relayed, &failed, keep),
+        )
+        .await
+        .map_err(BatchError::Source)?;
+        self.source
+            .relayed(relayed.len() as u64, failed.len() as u64);
+        Ok(())
+    }
+
+    /// Each row's outcome: prepared and committed, or refused for good.
+    /// Err when trustmsg's database could not take the batch (nothing is
+    /// marked; the rows are relayed again, and what was written is found).
+    async fn write(
+        &self,
+        producer: &Producer,
+        rows: &[SourceRow],
+    ) -> Result<Vec<Outcome>, StoreError> {
+        let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(rows.len());
+        let mut news = Vec::new();
+        let mut at = Vec::new();
+        for (i, r) in rows.iter().enumerate() {
+            match row::message(&self.state, producer, r) {
+                Ok(new) => {
+                    at.push(i);
+                    news.push(new);
+                    outcomes.push(None);
+                }
+                Err(reason) => outcomes.push(Some(Outcome::Failed {
+                    reason,
+                    message_id: 0,
+                })),
+            }
+        }
+        let digests: Vec<Vec<u8>> = news.iter().map(|n| n.digest()).collect();
+        let keys: Vec<String> = news.iter().map(|n| n.message_key.clone()).collect();
+        let inserted = self.state.writes.prepare_now(news).await;
+        let mut commits = Vec::new();
+        let mut commit_at = Vec::new();
+        for (j, (&i, result)) in at.iter().zip(inserted).enumerate() {
+            let existing = match &result {
+                Ok(crate::store::Inserted::Existing(m)) => m.id,
+                _ => 0,
+            };
+            match result.map(|ins| prepared(ins, &digests[j])) {
+                Ok(Ok(_)) => {
+                    commit_at.push(i);
+                    commits.push(Decision {
+                        biz_id: producer.biz_id.clone(),
+                        message_key: keys[j].clone(),
+                        commit: true,
+                        via: Via::Outbox { row: rows[i].id },
+                    });
+                }
+                Ok(Err(refused)) => {
+                    outcomes[i] = Some(Outcome::Failed {
+                        reason: format!("{}: {refused}", refused.code()),
+                        message_id: existing,
+                    });
+                }
+                Err(StoreError::Corrupt(e)) => {
+                    outcomes[i] = Some(Outcome::Failed {
+                        reason: format!("trustmsg cannot read the message under its key: {e}"),
+                        message_id: 0,
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let outcomes_of_commits = self.state.writes.decide_now(commits).await;
+        for (&i, result) in commit_at.iter().zip(outcomes_of_commits) {
+            let key = String::from_utf8_lossy(&rows[i].message_key).into_owned();
+            match result {
+                Ok(DecideOutcome::NotFound) => {
+                    return Err(StoreError::Vanished("a relayed row's prepared message"))
+                }
+                Ok(outcome) => {
+                    let id = match &outcome {
+                        DecideOutcome::Conflict(m) => m.id,
+                        _ => 0,
+                    };
+                    outcomes[i] = Some(match decided(outcome, true, &producer.biz_id, &key) {
+                        Ok(_) => Outcome::Relayed,
+                        Err(refused) => Outcome::Failed {
+                            reason: format!("{}: {refused}", refused.code()),
+                            message_id: id,
+                        },
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(outcomes
+            .into_iter()
+            .map(|o| o.expect("every row has an outcome"))
+            .collect())
+    }
+}
+
+/// Why a batch was not finished.
+enum BatchError {
+    /// The source failed: drop the connection.
+    Source(String),
+    /// trustmsg's database failed: give the batch back and wait.
+    Trustmsg(String),
+}
