@@ -204,12 +204,12 @@ impl SourceDb {
                             // gap locks, so producers' INSERTs never wait on it.
                             // A lock wait (a row another relay holds, which
                             // SKIP LOCKED avoids anyway) gives up in 5 s.
-                            sqlx::query(
-                                "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED, \
-                                 SESSION innodb_lock_wait_timeout = 5",
-                            )
-                            .execute(conn)
-                            .await?;
+                            sqlx::query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                                .execute(&mut *conn)
+                                .await?;
+                            sqlx::query("SET SESSION innodb_lock_wait_timeout = 5")
+                                .execute(&mut *conn)
+                                .await?;
                             Ok(())
                         })
                     })

@@ -34,4 +34,24 @@ pub(crate) enum Command {
     Dev(Box<DevArgs>),
     /// Print the records of a Kafka topic as they arrive.
     Tail(Box<TailArgs>),
+    /// The local message table way: print the producer's outbox table.
+    #[command(subcommand)]
+    Outbox(OutboxCommand),
+}
+
+/// `trustmsg outbox …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum OutboxCommand {
+    /// Print the `CREATE TABLE` of a producer's outbox table (the same SQL
+    /// as `migrations/outbox/` in the repository): run it in the producer's
+    /// database, then insert one row per message in the business
+    /// transaction (docs/outbox.md).
+    Schema {
+        /// The producer database's dialect.
+        #[arg(long, value_enum)]
+        dialect: trustmsg::outbox::schema::SchemaDialect,
+        /// The table's name (`--outbox-table` of `trustmsg serve`).
+        #[arg(long, default_value = trustmsg::outbox::schema::DEFAULT_TABLE)]
+        table: String,
+    },
 }

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 use trustmsg::startup::Application;
 
-use cli::{Cli, Command};
+use cli::{Cli, Command, OutboxCommand};
 
 /// mimalloc rather than glibc's malloc: under the bench's load glibc's
 /// allocator took about an eighth of the process's CPU (`perf`, see
@@ -30,7 +30,7 @@ async fn main() -> anyhow::Result<()> {
     trustmsg::net::client_tls::install_crypto_provider();
     // The bench prints a report; the service it runs in-process should only speak up when worried.
     let default_level = match cli.command {
-        Command::Bench(_) | Command::Admin(_) | Command::Tail(_) => "warn",
+        Command::Bench(_) | Command::Admin(_) | Command::Tail(_) | Command::Outbox(_) => "warn",
         _ => "info",
     };
     let filter =
@@ -73,6 +73,18 @@ async fn main() -> anyhow::Result<()> {
                 eprintln!("error: {e:#}");
                 std::process::exit(1);
             }
+            Ok(())
+        }
+        Command::Outbox(OutboxCommand::Schema { dialect, table }) => {
+            if let Err(e) = trustmsg::outbox::schema::check_table(&table) {
+                Cli::command()
+                    .error(
+                        clap::error::ErrorKind::ValueValidation,
+                        format!("--table {e}"),
+                    )
+                    .exit();
+            }
+            print!("{}", trustmsg::outbox::schema::schema(dialect, &table));
             Ok(())
         }
         Command::Migrate(db) => {
