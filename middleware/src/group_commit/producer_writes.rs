@@ -229,6 +229,36 @@ impl Coalescer {
         .await
     }
 
+    /// Prepares a batch the caller gathered and bounded itself as one
+    /// batch per shard (one multi-row INSERT, one durable commit), not in
+    /// `--write-batch` chunks: the outbox relay, whose batch is the rows it
+    /// claimed. One result per message, in order.
+    pub(crate) async fn prepare_together(
+        &self,
+        batch: Vec<NewMessage>,
+    ) -> Vec<StoreResult<Inserted>> {
+        let shard_of = |m: &NewMessage| self.store.shard_of_new(m);
+        let whole = batch.len().max(1);
+        per_shard(batch, shard_of, |part| {
+            write_now(self.write_prepares.as_ref(), part, whole)
+        })
+        .await
+    }
+
+    /// Decides a batch as [`Coalescer::prepare_together`] prepares one: one
+    /// guarded UPDATE and its audit INSERT per shard, in order.
+    pub(crate) async fn decide_together(
+        &self,
+        batch: Vec<Decision>,
+    ) -> Vec<StoreResult<DecideOutcome>> {
+        let shard_of = |d: &Decision| self.store.shard_of_key(&d.biz_id, &d.message_key);
+        let whole = batch.len().max(1);
+        per_shard(batch, shard_of, |part| {
+            write_now(self.write_decisions.as_ref(), part, whole)
+        })
+        .await
+    }
+
     /// [`crate::store::MessageStore::insert_prepared`], batched with concurrent calls.
     pub(crate) async fn prepare(&self, message: NewMessage) -> StoreResult<Inserted> {
         let shard = self.store.shard_of_new(&message);

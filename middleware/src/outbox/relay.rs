@@ -5,9 +5,11 @@
 //! error drops the connection (its batch rolls back) and starts again
 //! after a backoff.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::row;
@@ -35,6 +37,45 @@ const PURGE_EVERY: Duration = Duration::from_secs(10);
 /// Rows purged per statement.
 const PURGE_CHUNK: u32 = 1000;
 
+/// Most content written to trustmsg in one prepare (and one decision)
+/// transaction: a batch of large rows is written in parts.
+const WRITE_BYTES: usize = 8 << 20;
+
+/// `rows` in consecutive parts of at most `budget` bytes of content each
+/// (a row larger than the budget is a part of its own).
+fn by_bytes(rows: &[SourceRow], budget: usize) -> impl Iterator<Item = &[SourceRow]> {
+    let mut rest = rows;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut bytes = 0;
+        let mut n = 0;
+        for r in rest {
+            let size = r.payload.len() + r.headers.as_ref().map_or(0, Vec::len);
+            if n > 0 && bytes + size > budget {
+                break;
+            }
+            bytes += size;
+            n += 1;
+        }
+        let (part, tail) = rest.split_at(n);
+        rest = tail;
+        Some(part)
+    })
+}
+
+/// Lanes relaying one source at once, for a producer that is not ordered.
+pub(crate) const LANES: usize = 4;
+
+/// A lane's part.
+enum Lane {
+    /// The lane holding the source's lock, on its connection.
+    First(RelayConn),
+    /// A lane that joins in while the source is busy.
+    Helper,
+}
+
 /// Why a session with the source ended.
 enum Ended {
     Shutdown,
@@ -45,7 +86,14 @@ enum Ended {
 /// What became of one claimed row.
 enum Outcome {
     Relayed,
-    Failed { reason: String, message_id: u64 },
+    Failed {
+        reason: String,
+        message_id: u64,
+    },
+    /// An ordered producer's row behind a row of its record key that failed
+    /// in this batch: left pending, claimed again once an operator has
+    /// retried or given up the failed row.
+    Held,
 }
 
 pub(crate) struct Relay {
@@ -92,7 +140,8 @@ impl Relay {
         }
     }
 
-    /// One connection's life: lock, then batches until an error or shutdown.
+    /// One connection's life: lock, then batches on [`LANES`] lanes until an
+    /// error or shutdown.
     async fn session(&self, shutdown: &CancellationToken, attempt: &mut u32) -> Ended {
         let s = &self.settings;
         let mut conn = match within(s.deadline, "connecting", self.source.db.relay_conn()).await {
@@ -114,71 +163,132 @@ impl Relay {
             }
         }
         tracing::info!(source = %self.source.biz_id, "outbox source: this instance relays it");
+        *attempt = 0;
+        // The first lane holds the lock and polls; the others join in only
+        // while its batches come back full, each on a connection of its
+        // own, and never for an ordered producer (one lane keeps the order).
+        let busy = Notify::new();
+        let busy = &busy;
+        let lanes = std::iter::once(Lane::First(conn))
+            .chain((1..LANES).map(|_| Lane::Helper))
+            .map(|lane| Box::pin(self.lane(lane, busy, shutdown)));
+        let (ended, _, _) = futures::future::select_all(lanes).await;
+        ended
+    }
+
+    /// The producer of this source, or why there is none now (the lane
+    /// waits and looks again).
+    async fn producer(&self, first: bool, shutdown: &CancellationToken) -> Option<Arc<Producer>> {
+        match self.state.registry.get(&self.source.biz_id).await {
+            Ok(Some(p)) => return Some(p),
+            Ok(None) if first => {
+                if self.source.status().state != RelayState::WaitingForProducer {
+                    tracing::warn!(
+                        source = %self.source.biz_id,
+                        "outbox source: no producer {:?} is registered; its rows wait until \
+                         it is (PUT /v1/producers/{})",
+                        self.source.biz_id, self.source.biz_id
+                    );
+                }
+                self.source.set_state(RelayState::WaitingForProducer);
+                self.state.registry.invalidate(&self.source.biz_id).await;
+            }
+            Ok(None) => {}
+            Err(e) if first => {
+                self.source
+                    .error("trustmsg", format!("reading the registration: {e}"));
+            }
+            Err(_) => {}
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            () = tokio::time::sleep(STANDBY_POLL) => {}
+        }
+        None
+    }
+
+    /// One lane: claims and relays batches until an error or shutdown. The
+    /// first polls every `--outbox-interval` and purges; a helper waits to
+    /// be woken by a full batch of the first and works until it finds the
+    /// source drained.
+    async fn lane(&self, lane: Lane, busy: &Notify, shutdown: &CancellationToken) -> Ended {
+        let s = &self.settings;
+        let (first, mut conn) = match lane {
+            Lane::First(conn) => (true, Some(conn)),
+            Lane::Helper => (false, None),
+        };
+        let mut attempt = 0u32;
         let mut last_purge: Option<Instant> = None;
         loop {
-            if shutdown.is_cancelled() {
-                return Ended::Shutdown;
-            }
-            let producer = match self.state.registry.get(&self.source.biz_id).await {
-                Ok(Some(p)) => p,
-                Ok(None) => {
-                    if self.source.status().state != RelayState::WaitingForProducer {
-                        tracing::warn!(
-                            source = %self.source.biz_id,
-                            "outbox source: no producer {:?} is registered; its rows wait until \
-                             it is (PUT /v1/producers/{})",
-                            self.source.biz_id, self.source.biz_id
-                        );
-                    }
-                    self.source.set_state(RelayState::WaitingForProducer);
-                    self.state.registry.invalidate(&self.source.biz_id).await;
-                    tokio::select! {
-                        () = shutdown.cancelled() => return Ended::Shutdown,
-                        () = tokio::time::sleep(STANDBY_POLL) => {}
-                    }
-                    continue;
-                }
-                Err(e) => {
-                    self.pause_for_trustmsg(
-                        format!("reading the registration: {e}"),
-                        attempt,
-                        shutdown,
-                    )
-                    .await;
-                    continue;
-                }
-            };
-            if self.source.status().state != RelayState::Relaying {
-                self.source.set_state(RelayState::Relaying);
-            }
-            let rows = match within(s.deadline, "claiming rows", conn.claim(s.batch)).await {
-                Ok(rows) => rows,
-                Err(e) => return Ended::Source(e),
-            };
-            let full = rows.len() == s.batch as usize;
-            if !rows.is_empty() {
-                match self.relay_batch(&mut conn, &producer, rows).await {
-                    Ok(()) => *attempt = 0,
-                    Err(BatchError::Source(e)) => return Ended::Source(e),
-                    Err(BatchError::Trustmsg(e)) => {
-                        if let Err(e) = within(s.deadline, "rolling back", conn.rollback()).await {
-                            return Ended::Source(e);
-                        }
-                        self.pause_for_trustmsg(e, attempt, shutdown).await;
-                        continue;
-                    }
-                }
-            }
-            if last_purge.is_none_or(|at| at.elapsed() >= PURGE_EVERY) {
-                last_purge = Some(Instant::now());
-                if let Err(e) = self.purge(&mut conn).await {
-                    return Ended::Source(e);
-                }
-            }
-            if !full {
+            if !first {
                 tokio::select! {
                     () = shutdown.cancelled() => return Ended::Shutdown,
-                    () = tokio::time::sleep(s.interval) => {}
+                    () = busy.notified() => {}
+                }
+            }
+            loop {
+                if shutdown.is_cancelled() {
+                    return Ended::Shutdown;
+                }
+                let Some(producer) = self.producer(first, shutdown).await else {
+                    if first {
+                        continue;
+                    }
+                    break;
+                };
+                if !first && producer.ordered {
+                    break;
+                }
+                if first && self.source.status().state != RelayState::Relaying {
+                    self.source.set_state(RelayState::Relaying);
+                }
+                let c = match &mut conn {
+                    Some(c) => c,
+                    None => {
+                        match within(s.deadline, "connecting", self.source.db.relay_conn()).await {
+                            Ok(c) => conn.insert(c),
+                            Err(e) => return Ended::Source(e),
+                        }
+                    }
+                };
+                let claimed_in = Instant::now();
+                let claim = c.claim(s.batch, producer.ordered);
+                let rows = match within(s.deadline, "claiming rows", claim).await {
+                    Ok(rows) => rows,
+                    Err(e) => return Ended::Source(e),
+                };
+                tracing::debug!(rows = rows.len(), took = ?claimed_in.elapsed(), "outbox: claimed");
+                let full = rows.len() == s.batch as usize;
+                if full && first && !producer.ordered {
+                    busy.notify_waiters();
+                }
+                if !rows.is_empty() {
+                    match self.relay_batch(c, &producer, rows).await {
+                        Ok(()) => attempt = 0,
+                        Err(BatchError::Source(e)) => return Ended::Source(e),
+                        Err(BatchError::Trustmsg(e)) => {
+                            if let Err(e) = within(s.deadline, "rolling back", c.rollback()).await {
+                                return Ended::Source(e);
+                            }
+                            self.pause_for_trustmsg(e, &mut attempt, shutdown).await;
+                            continue;
+                        }
+                    }
+                }
+                if first && last_purge.is_none_or(|at| at.elapsed() >= PURGE_EVERY) {
+                    last_purge = Some(Instant::now());
+                    if let Err(e) = self.purge(c).await {
+                        return Ended::Source(e);
+                    }
+                }
+                if !full {
+                    if !first {
+                        break;
+                    }
+                    tokio::select! {
+                        () = shutdown.cancelled() => return Ended::Shutdown,
+                        () = tokio::time::sleep(s.interval) => {}
+                    }
                 }
             }
         }
@@ -224,8 +334,13 @@ impl Relay {
         rows: Vec<SourceRow>,
     ) -> Result<(), BatchError> {
         let s = &self.settings;
+        let started = Instant::now();
         let outcomes = within(s.deadline, "writing to trustmsg", async {
-            self.write(producer, &rows).await.map_err(|e| e.to_string())
+            let mut outcomes = Vec::with_capacity(rows.len());
+            for part in by_bytes(&rows, WRITE_BYTES) {
+                outcomes.extend(self.write(producer, part).await?);
+            }
+            Ok::<_, StoreError>(outcomes)
         })
         .await
         .map_err(BatchError::Trustmsg)?;
@@ -234,6 +349,7 @@ impl Relay {
         for (row, outcome) in rows.iter().zip(outcomes) {
             match outcome {
                 Outcome::Relayed => relayed.push(row.id),
+                Outcome::Held => {}
                 Outcome::Failed { reason, message_id } => {
                     let failure = OutboxFailure {
                         biz_id: producer.biz_id.clone(),
@@ -255,6 +371,7 @@ impl Relay {
                 }
             }
         }
+        let written = started.elapsed();
         let keep = !s.retention.is_zero();
         within(
             s.deadline,
@@ -277,24 +394,37 @@ impl Relay {
         rows: &[SourceRow],
     ) -> Result<Vec<Outcome>, StoreError> {
         let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(rows.len());
+        // An ordered producer's record keys with a row failed in this batch:
+        // the key's later rows are held, as the claim holds rows behind a
+        // row failed before.
+        let mut blocked: HashSet<Vec<u8>> = HashSet::new();
         let mut news = Vec::new();
         let mut at = Vec::new();
         for (i, r) in rows.iter().enumerate() {
+            if producer.ordered && r.record_key.as_ref().is_some_and(|k| blocked.contains(k)) {
+                outcomes.push(Some(Outcome::Held));
+                continue;
+            }
             match row::message(&self.state, producer, r) {
                 Ok(new) => {
                     at.push(i);
                     news.push(new);
                     outcomes.push(None);
                 }
-                Err(reason) => outcomes.push(Some(Outcome::Failed {
-                    reason,
-                    message_id: 0,
-                })),
+                Err(reason) => {
+                    blocked.extend(r.record_key.clone());
+                    outcomes.push(Some(Outcome::Failed {
+                        reason,
+                        message_id: 0,
+                    }));
+                }
             }
         }
         let digests: Vec<Vec<u8>> = news.iter().map(|n| n.digest()).collect();
         let keys: Vec<String> = news.iter().map(|n| n.message_key.clone()).collect();
-        let inserted = self.state.writes.prepare_now(news).await;
+        let t = Instant::now();
+        let inserted = self.state.writes.prepare_together(news).await;
+        tracing::debug!(took = ?t.elapsed(), "outbox: prepared");
         let mut commits = Vec::new();
         let mut commit_at = Vec::new();
         for (j, (&i, result)) in at.iter().zip(inserted).enumerate() {
@@ -302,7 +432,16 @@ impl Relay {
                 Ok(crate::store::Inserted::Existing(m)) => m.id,
                 _ => 0,
             };
+            let held = producer.ordered
+                && rows[i]
+                    .record_key
+                    .as_ref()
+                    .is_some_and(|k| blocked.contains(k));
             match result.map(|ins| prepared(ins, &digests[j])) {
+                // Prepared (or found) behind a row of its key that failed
+                // just now: its commit waits with it (the prepared message's
+                // first check-back is an hour off, see `row`).
+                Ok(Ok(_)) if held => outcomes[i] = Some(Outcome::Held),
                 Ok(Ok(_)) => {
                     commit_at.push(i);
                     commits.push(Decision {
@@ -313,6 +452,7 @@ impl Relay {
                     });
                 }
                 Ok(Err(refused)) => {
+                    blocked.extend(rows[i].record_key.clone());
                     outcomes[i] = Some(Outcome::Failed {
                         reason: format!("{}: {refused}", refused.code()),
                         message_id: existing,
@@ -327,7 +467,9 @@ impl Relay {
                 Err(e) => return Err(e),
             }
         }
-        let outcomes_of_commits = self.state.writes.decide_now(commits).await;
+        let t = Instant::now();
+        let outcomes_of_commits = self.state.writes.decide_together(commits).await;
+        tracing::debug!(took = ?t.elapsed(), "outbox: committed");
         for (&i, result) in commit_at.iter().zip(outcomes_of_commits) {
             let key = String::from_utf8_lossy(&rows[i].message_key).into_owned();
             match result {
@@ -363,4 +505,33 @@ enum BatchError {
     Source(String),
     /// trustmsg's database failed: give the batch back and wait.
     Trustmsg(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(bytes: usize) -> SourceRow {
+        SourceRow {
+            id: 1,
+            message_key: b"k".to_vec(),
+            topic: b"t".to_vec(),
+            record_key: None,
+            payload: vec![0; bytes],
+            headers: None,
+            content_type: None,
+            deliver_at: None,
+            traceparent: None,
+            retry_count: 0,
+        }
+    }
+
+    #[test]
+    fn a_batch_is_written_in_parts_within_the_byte_budget_and_in_order() {
+        let rows: Vec<SourceRow> = [4, 4, 4, 10, 1, 1].into_iter().map(row).collect();
+        let sizes: Vec<Vec<usize>> = by_bytes(&rows, 8)
+            .map(|p| p.iter().map(|r| r.payload.len()).collect())
+            .collect();
+        assert_eq!(sizes, vec![vec![4, 4], vec![4], vec![10], vec![1, 1]]);
+    }
 }

@@ -21,10 +21,9 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, NaiveDateTime, Utc};
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
-use sqlx::pool::PoolConnection;
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
-use sqlx::{MySql, Row, Sqlite};
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool, SqlitePoolOptions};
+use sqlx::Row;
 
 use crate::store::{Backend, DatabaseUrl};
 
@@ -91,8 +90,8 @@ pub(crate) mod status {
     }
 }
 
-/// A source database: a small pool (the relay's connection is taken out of
-/// it for good; the gauges and operators' actions share the rest).
+/// A source database: a small pool (the relay's connections are taken out
+/// of it for good; the gauges and operators' actions share the rest).
 #[derive(Debug, Clone)]
 pub(crate) enum SourceDb {
     MySql { pool: MySqlPool, table: String },
@@ -101,13 +100,17 @@ pub(crate) enum SourceDb {
 
 /// The relay's own connection, holding the source's named lock and, between
 /// [`RelayConn::claim`] and [`RelayConn::finish`], its batch's row locks.
+///
+/// Detached from the pool: dropped, it closes, and the server rolls back its
+/// transaction and frees its lock. (Given back to the pool it would keep
+/// both while it waits there: the named lock with nobody relaying.)
 pub(crate) enum RelayConn {
     MySql {
-        conn: PoolConnection<MySql>,
+        conn: MySqlConnection,
         table: String,
     },
     Sqlite {
-        conn: PoolConnection<Sqlite>,
+        conn: SqliteConnection,
         table: String,
     },
 }
@@ -195,7 +198,7 @@ impl SourceDb {
             Backend::MySql => {
                 let opts = MySqlConnectOptions::from_str(url.expose_for_driver())?;
                 let pool = MySqlPoolOptions::new()
-                    .max_connections(3)
+                    .max_connections(super::relay::LANES as u32 + 2)
                     .min_connections(0)
                     .acquire_timeout(Duration::from_secs(5))
                     .after_connect(|conn, _| {
@@ -220,7 +223,7 @@ impl SourceDb {
                 let opts = SqliteConnectOptions::from_str(url.expose_for_driver())?
                     .busy_timeout(Duration::from_secs(5));
                 let pool = SqlitePoolOptions::new()
-                    .max_connections(3)
+                    .max_connections(super::relay::LANES as u32 + 2)
                     .min_connections(0)
                     .acquire_timeout(Duration::from_secs(5))
                     .connect_lazy_with(opts);
@@ -229,15 +232,15 @@ impl SourceDb {
         })
     }
 
-    /// Takes a connection out of the pool for the relay.
+    /// Takes a connection out of the pool for the relay, for good.
     pub(crate) async fn relay_conn(&self) -> Result<RelayConn, sqlx::Error> {
         Ok(match self {
             Self::MySql { pool, table } => RelayConn::MySql {
-                conn: pool.acquire().await?,
+                conn: pool.acquire().await?.detach(),
                 table: table.clone(),
             },
             Self::Sqlite { pool, table } => RelayConn::Sqlite {
-                conn: pool.acquire().await?,
+                conn: pool.acquire().await?.detach(),
                 table: table.clone(),
             },
         })
@@ -313,8 +316,9 @@ impl SourceDb {
         match self {
             Self::MySql { pool, table } => {
                 let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "SELECT {LIST_COLUMNS} FROM {table} WHERE status = ? AND id > ? \
-                     ORDER BY id LIMIT ?"
+                    "SELECT {LIST_COLUMNS} FROM {table} o FORCE INDEX ({}) WHERE status = ? \
+                     AND o.id > ? ORDER BY o.status, o.id LIMIT ?",
+                    status_index(table)
                 )))
                 .bind(status)
                 .bind(after)
@@ -325,8 +329,8 @@ impl SourceDb {
             }
             Self::Sqlite { pool, table } => {
                 let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "SELECT {LIST_COLUMNS_SQLITE} FROM {table} WHERE status = ? AND id > ? \
-                     ORDER BY id LIMIT ?"
+                    "SELECT {LIST_COLUMNS_SQLITE} FROM {table} o WHERE status = ? AND o.id > ? \
+                     ORDER BY o.status, o.id LIMIT ?"
                 )))
                 .bind(status)
                 .bind(after)
@@ -422,6 +426,25 @@ fn stats(pending: i64, failed: i64, age_ms: Option<i64>) -> SourceStats {
     }
 }
 
+/// The claim's condition for an ordered producer: no failed row of the same
+/// record key before this one (failed rows are few: a short range of the
+/// `(status, id)` index per candidate).
+fn behind_failed(table: &str) -> String {
+    format!(
+        " AND (o.record_key IS NULL OR NOT EXISTS (SELECT 1 FROM {table} f WHERE f.status = 3 \
+         AND f.record_key = o.record_key AND f.id < o.id))"
+    )
+}
+
+/// The `(status, id)` index of the table (`idx_<table>_status`, as the
+/// schema names it), named in the MySQL scans: with most rows pending, the
+/// optimizer would rather read the whole table and sort it, which for a
+/// locking claim locks every pending row and leaves the other lanes and
+/// relays nothing to claim.
+fn status_index(table: &str) -> String {
+    format!("idx_{table}_status")
+}
+
 /// SQLite's clock in the table's text form (UTC).
 const SQLITE_NOW: &str = "strftime('%Y-%m-%d %H:%M:%f', 'now')";
 
@@ -443,7 +466,7 @@ impl RelayConn {
                      '.', ?), 64), 0)",
                 )
                 .bind(table.clone())
-                .fetch_one(&mut **conn)
+                .fetch_one(&mut *conn)
                 .await?;
                 Ok(got == Some(1))
             }
@@ -453,33 +476,50 @@ impl RelayConn {
 
     /// Begins the batch's transaction and locks up to `limit` pending rows
     /// that are due, oldest id first, skipping rows another transaction
-    /// holds. Empty: nothing to do (the transaction is rolled back).
-    pub(crate) async fn claim(&mut self, limit: u32) -> Result<Vec<SourceRow>, sqlx::Error> {
+    /// holds; for an `ordered` producer, not the rows behind a failed row
+    /// of their record key (they wait for an operator's retry or give-up).
+    /// Empty: nothing to do (the transaction is rolled back).
+    pub(crate) async fn claim(
+        &mut self,
+        limit: u32,
+        ordered: bool,
+    ) -> Result<Vec<SourceRow>, sqlx::Error> {
         let rows = match self {
             Self::MySql { conn, table } => {
-                sqlx::query("BEGIN").execute(&mut **conn).await?;
+                let index = status_index(table);
+                sqlx::query("BEGIN").execute(&mut *conn).await?;
                 sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "SELECT {} FROM {table} WHERE status = 0 AND (next_retry_time IS NULL \
-                     OR next_retry_time <= UTC_TIMESTAMP(3)) ORDER BY id LIMIT ? \
-                     FOR UPDATE SKIP LOCKED",
-                    claim_columns(true)
+                    "SELECT {} FROM {table} o FORCE INDEX ({index}) WHERE status = 0 AND \
+                     (next_retry_time IS NULL OR next_retry_time <= UTC_TIMESTAMP(3)){} \
+                     ORDER BY o.status, o.id LIMIT ? FOR UPDATE SKIP LOCKED",
+                    claim_columns(true),
+                    if ordered {
+                        behind_failed(table)
+                    } else {
+                        String::new()
+                    }
                 )))
                 .bind(i64::from(limit))
-                .fetch_all(&mut **conn)
+                .fetch_all(&mut *conn)
                 .await?
                 .iter()
                 .map(source_row)
                 .collect::<Result<Vec<_>, _>>()?
             }
             Self::Sqlite { conn, table } => {
-                sqlx::query("BEGIN IMMEDIATE").execute(&mut **conn).await?;
+                sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await?;
                 sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "SELECT {} FROM {table} WHERE status = 0 AND (next_retry_time IS NULL \
-                     OR next_retry_time <= {SQLITE_NOW}) ORDER BY id LIMIT ?",
-                    claim_columns(false)
+                    "SELECT {} FROM {table} o WHERE status = 0 AND (next_retry_time IS NULL \
+                     OR next_retry_time <= {SQLITE_NOW}){} ORDER BY o.status, o.id LIMIT ?",
+                    claim_columns(false),
+                    if ordered {
+                        behind_failed(table)
+                    } else {
+                        String::new()
+                    }
                 )))
                 .bind(i64::from(limit))
-                .fetch_all(&mut **conn)
+                .fetch_all(&mut *conn)
                 .await?
                 .iter()
                 .map(source_row)
@@ -521,7 +561,7 @@ impl RelayConn {
                     for id in chunk {
                         q = q.bind(*id);
                     }
-                    q.execute(&mut **conn).await?;
+                    q.execute(&mut *conn).await?;
                 }
                 for (id, reason) in failed {
                     sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -530,10 +570,10 @@ impl RelayConn {
                     )))
                     .bind(clip(reason))
                     .bind(i64::try_from(*id).unwrap_or(i64::MAX))
-                    .execute(&mut **conn)
+                    .execute(&mut *conn)
                     .await?;
                 }
-                sqlx::query("COMMIT").execute(&mut **conn).await?;
+                sqlx::query("COMMIT").execute(&mut *conn).await?;
             }
             Self::Sqlite { conn, table } => {
                 for chunk in ids.chunks(500) {
@@ -550,7 +590,7 @@ impl RelayConn {
                     for id in chunk {
                         q = q.bind(*id);
                     }
-                    q.execute(&mut **conn).await?;
+                    q.execute(&mut *conn).await?;
                 }
                 for (id, reason) in failed {
                     sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -560,10 +600,10 @@ impl RelayConn {
                     )))
                     .bind(clip(reason))
                     .bind(i64::try_from(*id).unwrap_or(i64::MAX))
-                    .execute(&mut **conn)
+                    .execute(&mut *conn)
                     .await?;
                 }
-                sqlx::query("COMMIT").execute(&mut **conn).await?;
+                sqlx::query("COMMIT").execute(&mut *conn).await?;
             }
         }
         Ok(())
@@ -573,10 +613,10 @@ impl RelayConn {
     pub(crate) async fn rollback(&mut self) -> Result<(), sqlx::Error> {
         match self {
             Self::MySql { conn, .. } => {
-                sqlx::query("ROLLBACK").execute(&mut **conn).await?;
+                sqlx::query("ROLLBACK").execute(&mut *conn).await?;
             }
             Self::Sqlite { conn, .. } => {
-                sqlx::query("ROLLBACK").execute(&mut **conn).await?;
+                sqlx::query("ROLLBACK").execute(&mut *conn).await?;
             }
         }
         Ok(())
@@ -598,27 +638,29 @@ impl RelayConn {
             let ids: Vec<i64> = match self {
                 Self::MySql { conn, table } => {
                     let rows: Vec<(i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                        "SELECT CAST(id AS SIGNED), CAST(COALESCE(last_execute_time, gmt_modified) < \
-                         UTC_TIMESTAMP(3) - INTERVAL ? * 1000 MICROSECOND AS SIGNED) \
-                         FROM {table} WHERE status = ? ORDER BY id LIMIT ?"
+                        "SELECT CAST(o.id AS SIGNED), CAST(COALESCE(last_execute_time, gmt_modified) \
+                         < UTC_TIMESTAMP(3) - INTERVAL ? * 1000 MICROSECOND AS SIGNED) \
+                         FROM {table} o FORCE INDEX ({}) WHERE status = ? ORDER BY o.status, o.id \
+                         LIMIT ?",
+                        status_index(table)
                     )))
                     .bind(retention_ms)
                     .bind(st)
                     .bind(i64::from(limit))
-                    .fetch_all(&mut **conn)
+                    .fetch_all(&mut *conn)
                     .await?;
                     old_prefix(rows)
                 }
                 Self::Sqlite { conn, table } => {
                     let rows: Vec<(i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                        "SELECT id, (julianday('now') - julianday(COALESCE(last_execute_time, \
-                         gmt_modified))) * 86400000.0 > ? FROM {table} WHERE status = ? \
-                         ORDER BY id LIMIT ?"
+                        "SELECT o.id, (julianday('now') - julianday(COALESCE(last_execute_time, \
+                         gmt_modified))) * 86400000.0 > ? FROM {table} o WHERE status = ? \
+                         ORDER BY o.status, o.id LIMIT ?"
                     )))
                     .bind(retention_ms)
                     .bind(st)
                     .bind(i64::from(limit))
-                    .fetch_all(&mut **conn)
+                    .fetch_all(&mut *conn)
                     .await?;
                     old_prefix(rows)
                 }
@@ -638,14 +680,14 @@ impl RelayConn {
                     for id in &ids {
                         q = q.bind(*id);
                     }
-                    q.execute(&mut **conn).await?.rows_affected()
+                    q.execute(&mut *conn).await?.rows_affected()
                 }
                 Self::Sqlite { conn, table } => {
                     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql(table)));
                     for id in &ids {
                         q = q.bind(*id);
                     }
-                    q.execute(&mut **conn).await?.rows_affected()
+                    q.execute(&mut *conn).await?.rows_affected()
                 }
             };
             deleted += done;

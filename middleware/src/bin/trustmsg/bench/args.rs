@@ -72,6 +72,11 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     pub(crate) drain_rows: Option<u64>,
 
+    /// Rows the outbox phase commits at once in its source table (default
+    /// 50000; --quick 10000).
+    #[arg(long)]
+    pub(crate) outbox_rows: Option<u64>,
+
     /// Payload bytes of the rows the verifier and drain phases write (the
     /// API's phases send 256-byte payloads whatever this is), to price what
     /// a check-back, a claim and a SENT mark cost a large message: e.g.
@@ -115,6 +120,7 @@ pub(crate) struct Sizes {
     pub(crate) duration: Duration,
     pub(crate) verifier_rows: u64,
     pub(crate) drain_rows: u64,
+    pub(crate) outbox_rows: u64,
     pub(crate) scan_rows: Vec<u64>,
 }
 
@@ -129,6 +135,7 @@ impl BenchArgs {
             duration: self.duration.unwrap_or(Duration::from_secs(d)),
             verifier_rows: self.verifier_rows.unwrap_or(v),
             drain_rows: self.drain_rows.unwrap_or(dr),
+            outbox_rows: self.outbox_rows.unwrap_or(dr),
             scan_rows: if self.scan_rows.is_empty() {
                 s
             } else {

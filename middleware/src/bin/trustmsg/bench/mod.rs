@@ -20,6 +20,10 @@
 //!   commit: rows resolved per second;
 //! - **drain**: committed rows inserted directly, then released at once: Kafka
 //!   records per second until none is left;
+//! - **outbox** (issue 44, the local message table way): rows committed at
+//!   once in a source table on the same server, relayed by the service
+//!   (`--outbox-source`): rows per second until the last is read from
+//!   Kafka, then rows one per transaction at half that rate: commit → Kafka;
 //! - **scan**: the forwarder's claim query with 10k and 1M rows in the table.
 //!
 //! The bench creates its own database on the given server and drops it at the
@@ -39,6 +43,7 @@ use crate::serve_flags::ServeFlags;
 mod args;
 mod cost;
 mod load;
+mod outbox;
 mod percentiles;
 mod phases;
 mod report;
@@ -92,7 +97,31 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<Report> {
         .iter()
         .map(|n| server.with_database(Some(n)))
         .collect::<Result<Vec<_>, _>>()?;
-    let result = run_in(&args, &sizes, &db_urls).await;
+    // The outbox phase's source: a producer's database, on the same server.
+    let source_name = format!("{db_name}_outbox");
+    let with_outbox = args.target.is_none() && args.shards == 1;
+    if with_outbox {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "CREATE DATABASE `{source_name}`"
+        )))
+        .execute(&admin)
+        .await?;
+    }
+    let result = async {
+        let source = match with_outbox {
+            true => Some(outbox::Source::create(server.with_database(Some(&source_name))?).await?),
+            false => None,
+        };
+        run_in(&args, &sizes, &db_urls, source).await
+    }
+    .await;
+    if with_outbox {
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS `{source_name}`"
+        )))
+        .execute(&admin)
+        .await;
+    }
     for name in &names {
         let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
             "DROP DATABASE IF EXISTS `{name}`"
@@ -128,6 +157,7 @@ async fn run_in(
     args: &BenchArgs,
     sizes: &Sizes,
     db_urls: &[DatabaseUrl],
+    source: Option<outbox::Source>,
 ) -> anyhow::Result<Report> {
     let db_url = &db_urls[0];
     let pool = MySqlPoolOptions::new()
@@ -172,6 +202,7 @@ async fn run_in(
             mock.create_topic(submit::SUBMIT_TOPIC, 4);
             mock.create_topic(&format!("{}.dlq", submit::SUBMIT_TOPIC), 1);
             mock.create_topic(submit::SUBMITTED_TOPIC, 4);
+            mock.create_topic(outbox::OUTBOX_TOPIC, 4);
             Some(mock)
         }
     };
@@ -202,10 +233,12 @@ async fn run_in(
         }
         None => {
             let listen = service::free_address()?;
+            let source_flag = source.as_ref().map(outbox::Source::flag);
             let databases: Vec<(&str, Option<&str>)> = db_urls
                 .iter()
                 // The child parses it again.
                 .map(|url| ("--database-url", Some(url.expose_for_driver())))
+                .chain(source_flag.as_deref().map(|s| ("--outbox-source", Some(s))))
                 .collect();
             let (flags, fixed) = ServeFlags::new(&args.serve_args)
                 .fixed(&databases)
@@ -393,6 +426,37 @@ async fn run_in(
         let db = meter.stop(&pool, &mut report, "drain", rows).await?;
         (report.drain_per_s, report.drain_db) = (Some(rate), Some(db));
         stop_drain.set();
+    }
+
+    if let (Some(source), Some(_)) = (source, &service) {
+        let source = std::sync::Arc::new(source);
+        eprintln!(
+            "bench: outbox ({} rows committed at once)",
+            sizes.outbox_rows
+        );
+        client
+            .register(outbox::BIZ_ID, &checker.url, 3_600_000)
+            .await
+            .context("registering the outbox producer")?;
+        let (mut relayed, stop_relayed) = kafka::consume(&brokers, outbox::OUTBOX_TOPIC)?;
+        outbox::warm_up(&source, &mut relayed).await?;
+        phases::settle(&pool).await?;
+        let (rate, meter) = outbox::throughput(&source, &mut relayed, sizes.outbox_rows, || {
+            Meter::start(&pool, service_pid)
+        })
+        .await?;
+        let rows = sizes.outbox_rows as f64;
+        report.outbox_db = Some(meter?.stop(&pool, &mut report, "outbox", rows).await?);
+        let half = rate / 2.0;
+        eprintln!("bench: outbox latency, one row per transaction at {half:.0}/s");
+        let latency = outbox::latency(&source, &mut relayed, half, sizes.duration).await?;
+        report.outbox = Some(outbox::OutboxResult {
+            rows: sizes.outbox_rows,
+            relayed_per_s: rate,
+            latency_rate_per_s: half,
+            commit_to_kafka: latency,
+        });
+        stop_relayed.set();
     }
     report.peak_rss_mib = cost::peak_rss_mib("self");
     report.service_peak_rss_mib = service_pid.and_then(cost::peak_rss_mib);

@@ -56,6 +56,11 @@ pub(crate) struct Report {
     pub(crate) verifier_per_s: Option<f64>,
     /// Drain rate, Kafka records per second (None when skipped).
     pub(crate) drain_per_s: Option<f64>,
+    /// The outbox phase: the local message table way (None when skipped).
+    pub(crate) outbox: Option<super::outbox::OutboxResult>,
+    /// The database's work per relayed row, the source's included (None
+    /// when skipped).
+    pub(crate) outbox_db: Option<DbCost>,
     /// Claim query median time in ms per table size.
     pub(crate) scan_ms: Vec<(u64, f64)>,
     /// The database's work per INSERT + UPDATE pair of the first ceiling
@@ -187,6 +192,25 @@ pub(crate) fn print_report(r: &Report) {
     }
     if let Some(db) = &r.drain_db {
         // A claim or a mark covers up to --sweep-batch rows: per thousand.
+        print_db_cost(db, 1000.0, "1,000 rows");
+    }
+    match &r.outbox {
+        Some(o) => {
+            println!(
+                "outbox     {:>9.0} rows/s relayed ({} committed at once); one per transaction at {:.0}/s: commit→kafka p50/p99/max {:.1}/{:.1}/{:.1} ms (n={})",
+                o.relayed_per_s,
+                o.rows,
+                o.latency_rate_per_s,
+                o.commit_to_kafka.p50_ms,
+                o.commit_to_kafka.p99_ms,
+                o.commit_to_kafka.max_ms,
+                o.commit_to_kafka.count
+            );
+        }
+        None => println!("outbox     skipped"),
+    }
+    if let Some(db) = &r.outbox_db {
+        // The relay's statements cover up to --outbox-batch rows: per thousand.
         print_db_cost(db, 1000.0, "1,000 rows");
     }
     let one = &r.one_at_a_time;

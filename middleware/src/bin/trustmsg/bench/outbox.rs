@@ -1,0 +1,237 @@
+//! The `outbox` phase (issue 44): the local message table way. The source
+//! is a database of the bench's own on the same server, its table made by
+//! `trustmsg outbox schema`, relayed by the service (`--outbox-source`).
+//!
+//! - **throughput**: `rows` rows committed in one producer transaction
+//!   (all visible at once), then relayed, sent and consumed: rows per
+//!   second from that commit to the last record read, with the database's
+//!   work per row (the source's statements included: it is the same
+//!   server);
+//! - **latency**: rows inserted one per producer transaction at half that
+//!   rate (an open loop: each charged from its intended start), from the
+//!   INSERT's commit to its record read, with the service's default
+//!   `--outbox-interval`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::Serialize;
+use sqlx::mysql::MySqlPoolOptions;
+use sqlx::MySqlPool;
+use tokio::sync::Mutex;
+use trustmsg::outbox::schema::{schema, SchemaDialect, DEFAULT_TABLE};
+use trustmsg::store::DatabaseUrl;
+use trustmsg_kafka_mock as kafka;
+
+use super::percentiles::Percentiles;
+use super::PAYLOAD_BYTES;
+
+/// The topic the relayed rows go to.
+pub(crate) const OUTBOX_TOPIC: &str = "trustmsg-bench-outbox";
+/// The producer whose source the bench writes.
+pub(crate) const BIZ_ID: &str = "bench-outbox";
+
+/// What the phase measured.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct OutboxResult {
+    /// Rows of the throughput part.
+    pub(crate) rows: u64,
+    /// Rows committed at once, relayed, sent and read from Kafka, per second.
+    pub(crate) relayed_per_s: f64,
+    /// The latency part's arrival rate: half of `relayed_per_s`.
+    pub(crate) latency_rate_per_s: f64,
+    /// From each row's INSERT (its intended start) to its record read.
+    pub(crate) commit_to_kafka: Percentiles,
+}
+
+/// The bench's source database: its pool and the URL the service relays.
+pub(crate) struct Source {
+    pub(crate) pool: MySqlPool,
+    pub(crate) url: DatabaseUrl,
+}
+
+impl Source {
+    /// Creates the table in `url`'s (empty) database.
+    pub(crate) async fn create(url: DatabaseUrl) -> anyhow::Result<Self> {
+        let pool = MySqlPoolOptions::new()
+            .max_connections(64)
+            .connect(url.expose_for_driver())
+            .await
+            .with_context(|| format!("connecting to the outbox source {url}"))?;
+        sqlx::raw_sql(sqlx::AssertSqlSafe(schema(
+            SchemaDialect::Mysql,
+            DEFAULT_TABLE,
+        )))
+        .execute(&pool)
+        .await?;
+        Ok(Self { pool, url })
+    }
+
+    /// `--outbox-source`'s value (the child parses it again).
+    pub(crate) fn flag(&self) -> String {
+        format!("{BIZ_ID}={}", self.url.expose_for_driver())
+    }
+
+    /// Inserts `keys` in one transaction.
+    async fn insert_together(&self, keys: &[String]) -> anyhow::Result<()> {
+        let payload = vec![b'o'; PAYLOAD_BYTES];
+        let mut tx = self.pool.begin().await?;
+        for chunk in keys.chunks(1000) {
+            let mut q = sqlx::QueryBuilder::new(format!(
+                "INSERT INTO {DEFAULT_TABLE} (message_key, topic, record_key, payload) "
+            ));
+            q.push_values(chunk, |mut row, key| {
+                row.push_bind(key.as_str())
+                    .push_bind(OUTBOX_TOPIC)
+                    .push_bind(key.as_str())
+                    .push_bind(payload.as_slice());
+            });
+            q.build().execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Inserts one row in a transaction of its own (autocommit).
+    async fn insert_one(&self, key: &str) -> anyhow::Result<()> {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO {DEFAULT_TABLE} (message_key, topic, record_key, payload) \
+             VALUES (?, ?, ?, ?)"
+        )))
+        .bind(key)
+        .bind(OUTBOX_TOPIC)
+        .bind(key)
+        .bind(vec![b'o'; PAYLOAD_BYTES])
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Rows the relay has not marked relayed yet.
+    async fn pending(&self) -> anyhow::Result<i64> {
+        Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT COUNT(*) FROM {DEFAULT_TABLE} WHERE status = 0"
+        )))
+        .fetch_one(&self.pool)
+        .await?)
+    }
+}
+
+/// Reads records until every key of `wanted` was seen once; returns when
+/// each was read.
+async fn await_keys(
+    consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
+    wanted: usize,
+    prefix: &str,
+    timeout: Duration,
+) -> anyhow::Result<HashMap<String, Instant>> {
+    let mut seen = HashMap::with_capacity(wanted);
+    let deadline = tokio::time::Instant::now() + timeout;
+    while seen.len() < wanted {
+        let c = tokio::time::timeout_at(deadline, consumed.recv())
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "only {} of {wanted} relayed rows reached Kafka in {timeout:?}",
+                    seen.len()
+                )
+            })?
+            .context("consumer stopped")?;
+        let key = c
+            .header(trustmsg_verify_api::kafka_headers::MESSAGE_KEY)
+            .map(|k| String::from_utf8_lossy(k).into_owned())
+            .unwrap_or_default();
+        if key.starts_with(prefix) {
+            seen.entry(key).or_insert(c.at);
+        }
+    }
+    Ok(seen)
+}
+
+/// One row through the relay, so the phase starts with the producer's
+/// registration read and the consumer reading.
+pub(crate) async fn warm_up(
+    source: &Source,
+    consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
+) -> anyhow::Result<()> {
+    source.insert_one("warm-up").await?;
+    await_keys(consumed, 1, "warm-up", Duration::from_secs(60)).await?;
+    Ok(())
+}
+
+/// The throughput part: `rows` committed at once; rows per second until the
+/// last record is read. The clock starts at the commit; `started` is
+/// called right after it (the caller's meter).
+pub(crate) async fn throughput<F, Fut>(
+    source: &Source,
+    consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
+    rows: u64,
+    started: F,
+) -> anyhow::Result<(f64, Fut::Output)>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future,
+{
+    let keys: Vec<String> = (0..rows).map(|i| format!("t-{i}")).collect();
+    source.insert_together(&keys).await?;
+    let start = Instant::now();
+    let meter = started().await;
+    let seen = await_keys(consumed, keys.len(), "t-", Duration::from_secs(300)).await?;
+    let last = seen.values().max().copied().unwrap_or(start);
+    // Every row marked relayed, not only sent.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while source.pending().await? > 0 {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "relayed rows still pending after 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok((
+        rows as f64 / last.duration_since(start).as_secs_f64(),
+        meter,
+    ))
+}
+
+/// The latency part: one row per transaction at `rate` for `duration`,
+/// each charged from its intended start to its record read.
+pub(crate) async fn latency(
+    source: &Arc<Source>,
+    consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
+    rate: f64,
+    duration: Duration,
+) -> anyhow::Result<Percentiles> {
+    anyhow::ensure!(rate > 0.0, "the latency part needs a positive rate");
+    let interval = Duration::from_secs_f64(1.0 / rate);
+    let intended_at = Arc::new(Mutex::new(HashMap::new()));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    let mut i = 0u64;
+    loop {
+        let intended = start + interval.mul_f64(i as f64);
+        if intended >= start + duration {
+            break;
+        }
+        tokio::time::sleep_until(intended.into()).await;
+        let (source, intended_at) = (source.clone(), intended_at.clone());
+        tasks.push(tokio::spawn(async move {
+            let key = format!("l-{i}");
+            source.insert_one(&key).await?;
+            intended_at.lock().await.insert(key, intended);
+            anyhow::Ok(())
+        }));
+        i += 1;
+    }
+    for t in futures::future::join_all(tasks).await {
+        t??;
+    }
+    let intended_at = std::mem::take(&mut *intended_at.lock().await);
+    let seen = await_keys(consumed, intended_at.len(), "l-", Duration::from_secs(120)).await?;
+    let samples = seen
+        .iter()
+        .filter_map(|(k, at)| Some(at.saturating_duration_since(*intended_at.get(k)?)))
+        .collect();
+    Ok(Percentiles::of(samples))
+}

@@ -1,0 +1,727 @@
+//! The local message table way (issue 44), against the real binary: a
+//! producer's transactions write its business rows and its outbox rows in
+//! its own MariaDB database, and `trustmsg serve --outbox-source` relays
+//! them. What a user relies on: every committed row reaches Kafka with its
+//! content byte for byte, a rolled-back one never does, a kill -9 at any
+//! point loses and duplicates no message, two instances relay one source
+//! one at a time, a source that goes away fails no row and holds nothing
+//! else up, an ordered producer's keys keep their order, a row refused for
+//! good is failed with its reason and one alert, and retention empties the
+//! table of what was relayed.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use sqlx::MySqlPool;
+use trustmsg_tests::kafka::{Consumed, MockKafka, TopicReader};
+use trustmsg_tests::process::binary;
+use trustmsg_tests::{eventually, PrivateMariaDb, ServiceProcess, TestDb, FAST_SEND};
+
+use crate::harness::statuses;
+
+const TOPIC: &str = "e2e-outbox";
+
+/// The producer's own database: its business table and its outbox table,
+/// made from `trustmsg outbox schema`.
+struct Producer {
+    db: TestDb,
+    pool: MySqlPool,
+}
+
+/// The `CREATE TABLE` the binary prints.
+fn schema() -> String {
+    let out = Command::new(binary())
+        .args(["outbox", "schema", "--dialect", "mysql"])
+        .output()
+        .expect("run trustmsg outbox schema");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+async fn create_tables(pool: &MySqlPool) {
+    sqlx::raw_sql(sqlx::AssertSqlSafe(schema()))
+        .execute(pool)
+        .await
+        .expect("the outbox table");
+    sqlx::raw_sql(
+        "CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, state VARCHAR(16) NOT NULL); \
+         CREATE TABLE key_counters (record_key VARCHAR(64) PRIMARY KEY, n INT NOT NULL)",
+    )
+    .execute(pool)
+    .await
+    .expect("the business tables");
+}
+
+impl Producer {
+    async fn create() -> Self {
+        let db = TestDb::create().await;
+        let pool = db.pool_of(16).await;
+        create_tables(&pool).await;
+        Self { db, pool }
+    }
+
+    fn source_flag(&self, biz_id: &str) -> String {
+        format!("{biz_id}={}", self.db.url)
+    }
+}
+
+/// One business transaction: the order and its outbox row, committed or
+/// rolled back.
+async fn place_order(pool: &MySqlPool, key: &str, commit: bool) {
+    let mut tx = pool.begin().await.unwrap();
+    sqlx::query("INSERT INTO orders (id, state) VALUES (?, 'placed')")
+        .bind(key)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, headers, \
+         content_type) VALUES (?, ?, ?, ?, ?, 'application/octet-stream')",
+    )
+    .bind(key)
+    .bind(TOPIC)
+    .bind(format!("customer-{}", key.len()))
+    .bind(payload_of(key))
+    .bind(json!({ "order": key }).to_string())
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    if commit {
+        tx.commit().await.unwrap();
+    } else {
+        tx.rollback().await.unwrap();
+    }
+}
+
+/// A payload no two keys share, with bytes that are not text.
+fn payload_of(key: &str) -> Vec<u8> {
+    let mut p = vec![0u8, 0xff, 0x80];
+    p.extend_from_slice(key.as_bytes());
+    p
+}
+
+fn header<'a>(r: &'a Consumed, name: &str) -> Option<&'a [u8]> {
+    r.header(name)
+}
+
+/// Each record's message key header → the records with it.
+fn by_key(records: &[Consumed]) -> HashMap<String, Vec<&Consumed>> {
+    let mut m: HashMap<String, Vec<&Consumed>> = HashMap::new();
+    for r in records {
+        let key = String::from_utf8(header(r, "trustmsg-message-key").unwrap().to_vec()).unwrap();
+        m.entry(key).or_default().push(r);
+    }
+    m
+}
+
+/// The source rows by status.
+async fn source_statuses(pool: &MySqlPool) -> BTreeMap<i64, i64> {
+    let rows: Vec<(i64, i64)> = sqlx::query_as(
+        "SELECT CAST(status AS SIGNED), COUNT(*) FROM trustmsg_outbox GROUP BY status",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    rows.into_iter().collect()
+}
+
+fn register_body() -> serde_json::Value {
+    json!({ "verify_url": "http://127.0.0.1:9/check", "topics": [TOPIC] })
+}
+
+fn service_flags(source: &str, extra: &[&str]) -> Vec<String> {
+    let mut f: Vec<String> = FAST_SEND.iter().map(|s| s.to_string()).collect();
+    f.extend(["--outbox-source".to_string(), source.to_string()]);
+    f.extend(extra.iter().map(|s| s.to_string()));
+    f
+}
+
+fn refs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_and_rolled_back_ones_never()
+{
+    let trustmsg_db = TestDb::create().await;
+    let producer = Producer::create().await;
+    let kafka = MockKafka::start(1);
+    kafka.create_topic(TOPIC, 3);
+    let mut reader = TopicReader::new(kafka.bootstrap(), TOPIC);
+    // Small batches: a kill lands mid-relay, between a batch's trustmsg
+    // writes and its source commit, many times over.
+    let flags = service_flags(&producer.source_flag("shop"), &["--outbox-batch", "20"]);
+    let mut service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    service.register("shop", register_body()).await;
+
+    // Eight writers; one transaction in five rolls back.
+    const N: usize = 1200;
+    let next = Arc::new(AtomicUsize::new(0));
+    let writers: Vec<_> = (0..8)
+        .map(|_| {
+            let (pool, next) = (producer.pool.clone(), next.clone());
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= N {
+                        break;
+                    }
+                    place_order(&pool, &format!("order-{i}"), i % 5 != 0).await;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            })
+        })
+        .collect();
+
+    // Killed mid-relay, twice; then down while rows pile up.
+    for _ in 0..2 {
+        let relayed_before = reader.poll().len();
+        eventually(60, "more rows relayed", async || {
+            reader.poll().len() > relayed_before + 100
+        })
+        .await;
+        service.kill_9();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        service.restart().await;
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    // Down while rows pile up.
+    service.kill_9();
+    for i in 0..200 {
+        place_order(&producer.pool, &format!("piled-{i}"), i % 5 != 0).await;
+    }
+    service.restart().await;
+
+    let committed: HashSet<String> = (0..N)
+        .filter(|i| i % 5 != 0)
+        .map(|i| format!("order-{i}"))
+        .chain(
+            (0..200)
+                .filter(|i| i % 5 != 0)
+                .map(|i| format!("piled-{i}")),
+        )
+        .collect();
+    reader
+        .read_until(Duration::from_secs(120), "every committed row", |records| {
+            let seen: HashSet<String> = by_key(records).into_keys().collect();
+            committed.iter().all(|k| seen.contains(k))
+        })
+        .await;
+    eventually(
+        60,
+        "every committed source row marked relayed",
+        async || {
+            source_statuses(&producer.pool).await == BTreeMap::from([(2, committed.len() as i64)])
+        },
+    )
+    .await;
+
+    let records = reader.poll().to_vec();
+    let keyed = by_key(&records);
+    let mut repeats = 0;
+    for (key, copies) in &keyed {
+        assert!(
+            committed.contains(key),
+            "{key} was rolled back, yet it reached Kafka"
+        );
+        let ids: HashSet<u64> = copies.iter().map(|r| r.message_id).collect();
+        assert_eq!(ids.len(), 1, "{key} became {} messages: {ids:?}", ids.len());
+        repeats += copies.len() - 1;
+        for r in copies {
+            assert_eq!(
+                r.payload.as_deref(),
+                Some(payload_of(key).as_slice()),
+                "{key}'s payload"
+            );
+            assert_eq!(
+                r.key.as_deref(),
+                Some(format!("customer-{}", key.len()).as_bytes())
+            );
+            assert_eq!(header(r, "order"), Some(key.as_bytes()));
+            assert_eq!(
+                header(r, "content-type"),
+                Some(&b"application/octet-stream"[..])
+            );
+        }
+    }
+    eprintln!(
+        "{} records for {} committed rows ({repeats} repeats)",
+        records.len(),
+        committed.len()
+    );
+
+    // In trustmsg: one message per committed row, committed by the
+    // producer's own transaction, sent.
+    let pool = trustmsg_db.pool().await;
+    let rows = statuses(&pool, "shop").await;
+    assert_eq!(rows.len(), committed.len());
+    eventually(60, "every message SENT", async || {
+        statuses(&pool, "shop")
+            .await
+            .values()
+            .all(|(_, s, ss)| s == "COMMITTED" && ss.as_deref() == Some("SENT"))
+    })
+    .await;
+    let actors: Vec<(Vec<u8>, i64)> = sqlx::query_as(
+        "SELECT actor, COUNT(*) FROM audit_log WHERE action = 'commit' GROUP BY actor",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(actors, vec![(b"outbox".to_vec(), committed.len() as i64)]);
+    service.terminate_cleanly();
+    producer.db.drop_db().await;
+    trustmsg_db.drop_db().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_instances_relay_one_source_one_at_a_time_and_the_standby_takes_over_a_killed_one() {
+    let trustmsg_db = TestDb::create().await;
+    let producer = Producer::create().await;
+    let kafka = MockKafka::start(1);
+    kafka.create_topic(TOPIC, 3);
+    let mut reader = TopicReader::new(kafka.bootstrap(), TOPIC);
+    let flags = service_flags(&producer.source_flag("shop"), &[]);
+    let mut a = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    let mut b = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    a.register("shop", register_body()).await;
+    let relaying = async |s: &ServiceProcess| {
+        s.metric("trustmsg_outbox_relaying", &[("source", "shop")])
+            .await
+            .unwrap_or(0.0)
+    };
+    eventually(
+        20,
+        "one instance relaying and one standing by",
+        async || relaying(&a).await + relaying(&b).await == 1.0,
+    )
+    .await;
+    for i in 0..100 {
+        place_order(&producer.pool, &format!("first-{i}"), true).await;
+    }
+    reader
+        .read_until(Duration::from_secs(60), "the first 100", |r| {
+            by_key(r).len() == 100
+        })
+        .await;
+    // Still one at a time after a whole batch.
+    assert_eq!(relaying(&a).await + relaying(&b).await, 1.0);
+
+    let (killed, standby) = if relaying(&a).await == 1.0 {
+        (&mut a, &b)
+    } else {
+        (&mut b, &a)
+    };
+    killed.kill_9();
+    eventually(20, "the standby relaying", async || {
+        relaying(standby).await == 1.0
+    })
+    .await;
+    for i in 0..100 {
+        place_order(&producer.pool, &format!("second-{i}"), true).await;
+    }
+    reader
+        .read_until(Duration::from_secs(60), "the second 100", |r| {
+            by_key(r).len() == 200
+        })
+        .await;
+    let keyed = by_key(reader.poll());
+    for (key, copies) in keyed {
+        let ids: HashSet<u64> = copies.iter().map(|r| r.message_id).collect();
+        assert_eq!(ids.len(), 1, "{key} became several messages");
+    }
+    drop(a);
+    drop(b);
+    producer.db.drop_db().await;
+    trustmsg_db.drop_db().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_source_database_killed_and_brought_back_fails_no_row_and_holds_nothing_else_up() {
+    let trustmsg_db = TestDb::create().await;
+    let mut source_server = PrivateMariaDb::start().await;
+    let admin = sqlx::MySqlPool::connect(&source_server.url(""))
+        .await
+        .unwrap();
+    sqlx::query("CREATE DATABASE shop")
+        .execute(&admin)
+        .await
+        .unwrap();
+    admin.close().await;
+    let source_url = source_server.url("shop");
+    let pool = sqlx::mysql::MySqlPoolOptions::new()
+        .max_connections(4)
+        .connect(&source_url)
+        .await
+        .unwrap();
+    create_tables(&pool).await;
+    let kafka = MockKafka::start(1);
+    kafka.create_topic(TOPIC, 3);
+    let mut reader = TopicReader::new(kafka.bootstrap(), TOPIC);
+    let flags = service_flags(&format!("shop={source_url}"), &[]);
+    let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    service.register("shop", register_body()).await;
+    let (http_token, _) = service
+        .register(
+            "http-shop",
+            json!({ "verify_url": "http://127.0.0.1:9/check" }),
+        )
+        .await;
+    for i in 0..20 {
+        place_order(&pool, &format!("before-{i}"), true).await;
+    }
+    reader
+        .read_until(Duration::from_secs(30), "the rows before", |r| {
+            by_key(r).len() == 20
+        })
+        .await;
+    // Rows committed just before the kill are relayed once it is back.
+    for i in 0..20 {
+        place_order(&pool, &format!("unrelayed-{i}"), true).await;
+    }
+    pool.close().await;
+    source_server.kill_9();
+    eventually(30, "the source shown down", async || {
+        service
+            .metric("trustmsg_outbox_up", &[("source", "shop")])
+            .await
+            == Some(0.0)
+    })
+    .await;
+    // The HTTP way keeps working meanwhile.
+    let http = trustmsg_client::Producer::new(&service.url(), "http-shop", http_token).unwrap();
+    let message = trustmsg_client::Message::new("while-down", TOPIC, "http");
+    http.prepare(&message).await.unwrap();
+    http.commit("while-down").await.unwrap();
+    reader
+        .read_until(Duration::from_secs(30), "the HTTP message", |r| {
+            by_key(r).contains_key("while-down")
+        })
+        .await;
+    let errors = service
+        .metric(
+            "trustmsg_outbox_errors_total",
+            &[("source", "shop"), ("stage", "source")],
+        )
+        .await
+        .unwrap_or(0.0);
+    assert!(errors >= 1.0, "the source's errors are counted: {errors}");
+
+    source_server.restart().await;
+    let pool = sqlx::MySqlPool::connect(&source_url).await.unwrap();
+    for i in 0..20 {
+        place_order(&pool, &format!("after-{i}"), true).await;
+    }
+    reader
+        .read_until(Duration::from_secs(60), "every row", |r| {
+            by_key(r).len() == 61
+        })
+        .await;
+    assert_eq!(
+        source_statuses(&pool).await,
+        BTreeMap::from([(2, 60)]),
+        "no row failed"
+    );
+    assert_eq!(
+        service
+            .metric("trustmsg_outbox_up", &[("source", "shop")])
+            .await,
+        Some(1.0)
+    );
+    drop(service);
+    trustmsg_db.drop_db().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_ordered_producers_keys_keep_their_commit_order_under_concurrent_writers_and_a_kill() {
+    let trustmsg_db = TestDb::create().await;
+    let producer = Producer::create().await;
+    let kafka = MockKafka::start(1);
+    kafka.create_topic(TOPIC, 3);
+    let mut reader = TopicReader::new(kafka.bootstrap(), TOPIC);
+    let flags = service_flags(&producer.source_flag("shop"), &["--outbox-batch", "25"]);
+    let mut service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    let mut body = register_body();
+    body["ordered"] = json!(true);
+    service.register("shop", body).await;
+
+    // Eight writers over four keys: each transaction takes its key's counter
+    // row FOR UPDATE, so the transactions of one key follow each other and
+    // the counter is their commit order, written into the payload.
+    const KEYS: usize = 4;
+    const PER_WRITER: usize = 60;
+    for k in 0..KEYS {
+        sqlx::query("INSERT INTO key_counters (record_key, n) VALUES (?, 0)")
+            .bind(format!("k{k}"))
+            .execute(&producer.pool)
+            .await
+            .unwrap();
+    }
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let pool = producer.pool.clone();
+            tokio::spawn(async move {
+                for i in 0..PER_WRITER {
+                    let key = format!("k{}", (w + i) % KEYS);
+                    let mut tx = pool.begin().await.unwrap();
+                    let (n,): (i32,) = sqlx::query_as(
+                        "SELECT n FROM key_counters WHERE record_key = ? FOR UPDATE",
+                    )
+                    .bind(&key)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .unwrap();
+                    sqlx::query("UPDATE key_counters SET n = n + 1 WHERE record_key = ?")
+                        .bind(&key)
+                        .execute(&mut *tx)
+                        .await
+                        .unwrap();
+                    sqlx::query(
+                        "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload) \
+                         VALUES (?, ?, ?, ?)",
+                    )
+                    .bind(format!("{key}-{}", n + 1))
+                    .bind(TOPIC)
+                    .bind(&key)
+                    .bind((n + 1).to_string())
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
+                    tx.commit().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    eventually(60, "some rows relayed", async || reader.poll().len() > 80).await;
+    service.kill_9();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    service.restart().await;
+    for w in writers {
+        w.await.unwrap();
+    }
+    let total = 8 * PER_WRITER;
+    reader
+        .read_until(Duration::from_secs(120), "every row", |r| {
+            by_key(r).len() == total
+        })
+        .await;
+
+    // Per key, the first copy of each message in the order read: 1, 2, 3, …
+    // (a repeat after the kill may come again later; its first place counts).
+    let mut firsts: BTreeMap<Vec<u8>, Vec<i32>> = BTreeMap::new();
+    let mut seen = HashSet::new();
+    for r in reader.poll() {
+        if seen.insert(r.message_id) {
+            let n: i32 = String::from_utf8(r.payload.clone().unwrap())
+                .unwrap()
+                .parse()
+                .unwrap();
+            firsts.entry(r.key.clone().unwrap()).or_default().push(n);
+        }
+    }
+    assert_eq!(firsts.len(), KEYS);
+    for (key, ns) in firsts {
+        let expected: Vec<i32> = (1..=ns.len() as i32).collect();
+        assert_eq!(
+            ns,
+            expected,
+            "key {:?} out of order",
+            String::from_utf8_lossy(&key)
+        );
+    }
+    service.terminate_cleanly();
+    producer.db.drop_db().await;
+    trustmsg_db.drop_db().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rows_refused_for_good_are_failed_with_their_reason_and_one_alert_and_hold_only_their_ordered_key(
+) {
+    let trustmsg_db = TestDb::create().await;
+    let producer = Producer::create().await;
+    let kafka = MockKafka::start(1);
+    kafka.create_topic(TOPIC, 3);
+    let mut reader = TopicReader::new(kafka.bootstrap(), TOPIC);
+    let flags = service_flags(&producer.source_flag("shop"), &[]);
+    let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    let mut body = register_body();
+    body["ordered"] = json!(true);
+    let (token, _) = service.register("shop", body).await;
+
+    // The same key prepared over HTTP with other content first.
+    let http = trustmsg_client::Producer::new(&service.url(), "shop", token).unwrap();
+    http.prepare(&trustmsg_client::Message::new(
+        "taken",
+        TOPIC,
+        "http content",
+    ))
+    .await
+    .unwrap();
+    let insert = async |key: &str, topic: &str, record_key: &str, headers: Option<&str>| {
+        sqlx::query(
+            "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, headers) \
+             VALUES (?, ?, ?, 'x', ?)",
+        )
+        .bind(key)
+        .bind(topic)
+        .bind(record_key)
+        .bind(headers)
+        .execute(&producer.pool)
+        .await
+        .unwrap();
+    };
+    insert("taken", TOPIC, "a", None).await;
+    insert("not-allowed", "other-topic", "b", None).await;
+    insert("bad-headers", TOPIC, "c", Some(r#"{"n": 1}"#)).await;
+    // Behind the failed row of key c (the producer is ordered): held.
+    insert("behind-c", TOPIC, "c", None).await;
+    insert("fine", TOPIC, "d", None).await;
+    reader
+        .read_until(Duration::from_secs(30), "the fine row", |r| {
+            by_key(r).contains_key("fine")
+        })
+        .await;
+    let failed: Vec<(Vec<u8>, Vec<u8>)> = {
+        let mut out = Vec::new();
+        for _ in 0..100 {
+            out = sqlx::query_as(
+                "SELECT message_key, fail_reason FROM trustmsg_outbox WHERE status = 3 ORDER BY id",
+            )
+            .fetch_all(&producer.pool)
+            .await
+            .unwrap();
+            if out.len() == 3 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        out
+    };
+    let failed: Vec<(String, String)> = failed
+        .into_iter()
+        .map(|(k, r)| (String::from_utf8(k).unwrap(), String::from_utf8(r).unwrap()))
+        .collect();
+    assert_eq!(failed.len(), 3, "{failed:?}");
+    assert_eq!(failed[0].0, "taken");
+    assert!(
+        failed[0].1.starts_with("prepare_conflict"),
+        "{}",
+        failed[0].1
+    );
+    assert_eq!(failed[1].0, "not-allowed");
+    assert!(
+        failed[1].1.starts_with("topic_not_allowed"),
+        "{}",
+        failed[1].1
+    );
+    assert_eq!(failed[2].0, "bad-headers");
+    assert!(failed[2].1.contains("headers.n is 1"), "{}", failed[2].1);
+
+    // One alert each, however long the relay goes on.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let pool = trustmsg_db.pool().await;
+    let alerts: Vec<(Vec<u8>, i64)> = sqlx::query_as(
+        "SELECT message_key, COUNT(*) FROM alerts WHERE kind = 'outbox_failed' \
+         GROUP BY message_key ORDER BY message_key",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        alerts,
+        vec![
+            (b"bad-headers".to_vec(), 1),
+            (b"not-allowed".to_vec(), 1),
+            (b"taken".to_vec(), 1)
+        ]
+    );
+    let (pending,): (i64,) = sqlx::query_as(
+        "SELECT COUNT(*) FROM trustmsg_outbox WHERE status = 0 AND message_key = 'behind-c'",
+    )
+    .fetch_one(&producer.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        pending, 1,
+        "the row behind the failed row of its key is held"
+    );
+    assert!(!by_key(reader.poll()).contains_key("behind-c"));
+
+    // Given up (as an operator's give-up does): the key's later row goes on.
+    sqlx::query("UPDATE trustmsg_outbox SET status = 4 WHERE message_key = 'bad-headers'")
+        .execute(&producer.pool)
+        .await
+        .unwrap();
+    reader
+        .read_until(Duration::from_secs(30), "the row behind", |r| {
+            by_key(r).contains_key("behind-c")
+        })
+        .await;
+    drop(service);
+    producer.db.drop_db().await;
+    trustmsg_db.drop_db().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn retention_deletes_relayed_rows_after_its_window_and_keeps_failed_ones() {
+    let trustmsg_db = TestDb::create().await;
+    let producer = Producer::create().await;
+    let kafka = MockKafka::start(1);
+    kafka.create_topic(TOPIC, 3);
+    let mut reader = TopicReader::new(kafka.bootstrap(), TOPIC);
+    let flags = service_flags(&producer.source_flag("shop"), &["--outbox-retention", "1s"]);
+    let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    // Not registered yet: the rows wait, none fails.
+    for i in 0..30 {
+        place_order(&producer.pool, &format!("kept-{i}"), true).await;
+    }
+    sqlx::query(
+        "INSERT INTO trustmsg_outbox (message_key, topic, payload) VALUES ('broken', 'a b', 'x')",
+    )
+    .execute(&producer.pool)
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        source_statuses(&producer.pool).await,
+        BTreeMap::from([(0, 31)])
+    );
+    assert!(reader.poll().is_empty());
+    service.register("shop", register_body()).await;
+    reader
+        .read_until(Duration::from_secs(30), "the 30 rows", |r| {
+            by_key(r).len() == 30
+        })
+        .await;
+    // Deleted within the window plus a purge round (10 s); the failed row stays.
+    eventually(30, "the relayed rows deleted", async || {
+        source_statuses(&producer.pool).await == BTreeMap::from([(3, 1)])
+    })
+    .await;
+    drop(service);
+
+    // `--outbox-retention 0`: a row goes as it is relayed.
+    let flags = service_flags(&producer.source_flag("shop"), &["--outbox-retention", "0"]);
+    let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    for i in 0..10 {
+        place_order(&producer.pool, &format!("gone-{i}"), true).await;
+    }
+    reader
+        .read_until(Duration::from_secs(30), "the 10 rows", |r| {
+            by_key(r).len() == 40
+        })
+        .await;
+    eventually(10, "nothing relayed left in the table", async || {
+        source_statuses(&producer.pool).await == BTreeMap::from([(3, 1)])
+    })
+    .await;
+    drop(service);
+    producer.db.drop_db().await;
+    trustmsg_db.drop_db().await;
+}
