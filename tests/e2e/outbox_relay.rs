@@ -129,6 +129,35 @@ async fn source_statuses(pool: &MySqlPool) -> BTreeMap<i64, i64> {
     rows.into_iter().collect()
 }
 
+/// trustmsg's database, the producer's, and a Kafka cluster whose topic is
+/// read from the start.
+struct Rig {
+    trustmsg_db: TestDb,
+    producer: Producer,
+    kafka: MockKafka,
+    reader: TopicReader,
+}
+
+impl Rig {
+    async fn start() -> Self {
+        let kafka = MockKafka::start(1);
+        kafka.create_topic(TOPIC, 3);
+        let reader = TopicReader::new(kafka.bootstrap(), TOPIC);
+        Self {
+            trustmsg_db: TestDb::create().await,
+            producer: Producer::create().await,
+            kafka,
+            reader,
+        }
+    }
+}
+
+/// Drops both databases (at the end of a passing test).
+async fn drop_dbs(producer: Producer, trustmsg_db: TestDb) {
+    producer.db.drop_db().await;
+    trustmsg_db.drop_db().await;
+}
+
 fn register_body() -> serde_json::Value {
     json!({ "verify_url": "http://127.0.0.1:9/check", "topics": [TOPIC] })
 }
@@ -147,11 +176,12 @@ fn refs(v: &[String]) -> Vec<&str> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_and_rolled_back_ones_never()
 {
-    let trustmsg_db = TestDb::create().await;
-    let producer = Producer::create().await;
-    let kafka = MockKafka::start(1);
-    kafka.create_topic(TOPIC, 3);
-    let mut reader = TopicReader::new(kafka.bootstrap(), TOPIC);
+    let Rig {
+        trustmsg_db,
+        producer,
+        kafka,
+        mut reader,
+    } = Rig::start().await;
     // Small batches: a kill lands mid-relay, between a batch's trustmsg
     // writes and its source commit, many times over.
     let flags = service_flags(&producer.source_flag("shop"), &["--outbox-batch", "20"]);
@@ -276,17 +306,17 @@ async fn rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_and_rolle
     .unwrap();
     assert_eq!(actors, vec![(b"outbox".to_vec(), committed.len() as i64)]);
     service.terminate_cleanly();
-    producer.db.drop_db().await;
-    trustmsg_db.drop_db().await;
+    drop_dbs(producer, trustmsg_db).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_instances_relay_one_source_one_at_a_time_and_the_standby_takes_over_a_killed_one() {
-    let trustmsg_db = TestDb::create().await;
-    let producer = Producer::create().await;
-    let kafka = MockKafka::start(1);
-    kafka.create_topic(TOPIC, 3);
-    let mut reader = TopicReader::new(kafka.bootstrap(), TOPIC);
+    let Rig {
+        trustmsg_db,
+        producer,
+        kafka,
+        mut reader,
+    } = Rig::start().await;
     let flags = service_flags(&producer.source_flag("shop"), &[]);
     let mut a = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
     let mut b = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
@@ -338,8 +368,7 @@ async fn two_instances_relay_one_source_one_at_a_time_and_the_standby_takes_over
     }
     drop(a);
     drop(b);
-    producer.db.drop_db().await;
-    trustmsg_db.drop_db().await;
+    drop_dbs(producer, trustmsg_db).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -440,11 +469,12 @@ async fn a_source_database_killed_and_brought_back_fails_no_row_and_holds_nothin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_ordered_producers_keys_keep_their_commit_order_under_concurrent_writers_and_a_kill() {
-    let trustmsg_db = TestDb::create().await;
-    let producer = Producer::create().await;
-    let kafka = MockKafka::start(1);
-    kafka.create_topic(TOPIC, 3);
-    let mut reader = TopicReader::new(kafka.bootstrap(), TOPIC);
+    let Rig {
+        trustmsg_db,
+        producer,
+        kafka,
+        mut reader,
+    } = Rig::start().await;
     let flags = service_flags(&producer.source_flag("shop"), &["--outbox-batch", "25"]);
     let mut service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
     let mut body = register_body();
@@ -536,18 +566,18 @@ async fn an_ordered_producers_keys_keep_their_commit_order_under_concurrent_writ
         );
     }
     service.terminate_cleanly();
-    producer.db.drop_db().await;
-    trustmsg_db.drop_db().await;
+    drop_dbs(producer, trustmsg_db).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rows_refused_for_good_are_failed_with_their_reason_and_one_alert_and_hold_only_their_ordered_key(
 ) {
-    let trustmsg_db = TestDb::create().await;
-    let producer = Producer::create().await;
-    let kafka = MockKafka::start(1);
-    kafka.create_topic(TOPIC, 3);
-    let mut reader = TopicReader::new(kafka.bootstrap(), TOPIC);
+    let Rig {
+        trustmsg_db,
+        producer,
+        kafka,
+        mut reader,
+    } = Rig::start().await;
     let flags = service_flags(&producer.source_flag("shop"), &[]);
     let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
     let mut body = register_body();
@@ -664,17 +694,17 @@ async fn rows_refused_for_good_are_failed_with_their_reason_and_one_alert_and_ho
         })
         .await;
     drop(service);
-    producer.db.drop_db().await;
-    trustmsg_db.drop_db().await;
+    drop_dbs(producer, trustmsg_db).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn retention_deletes_relayed_rows_after_its_window_and_keeps_failed_ones() {
-    let trustmsg_db = TestDb::create().await;
-    let producer = Producer::create().await;
-    let kafka = MockKafka::start(1);
-    kafka.create_topic(TOPIC, 3);
-    let mut reader = TopicReader::new(kafka.bootstrap(), TOPIC);
+    let Rig {
+        trustmsg_db,
+        producer,
+        kafka,
+        mut reader,
+    } = Rig::start().await;
     let flags = service_flags(&producer.source_flag("shop"), &["--outbox-retention", "1s"]);
     let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
     // Not registered yet: the rows wait, none fails.
@@ -722,6 +752,5 @@ async fn retention_deletes_relayed_rows_after_its_window_and_keeps_failed_ones()
     })
     .await;
     drop(service);
-    producer.db.drop_db().await;
-    trustmsg_db.drop_db().await;
+    drop_dbs(producer, trustmsg_db).await;
 }

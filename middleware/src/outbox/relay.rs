@@ -382,6 +382,12 @@ impl Relay {
         .map_err(BatchError::Source)?;
         self.source
             .relayed(relayed.len() as u64, failed.len() as u64);
+        tracing::debug!(
+            rows = rows.len(),
+            ?written,
+            marked = ?started.elapsed().saturating_sub(written),
+            "outbox: batch relayed"
+        );
         Ok(())
     }
 

@@ -429,7 +429,10 @@ fn stats(pending: i64, failed: i64, age_ms: Option<i64>) -> SourceStats {
 /// The claim's condition for an ordered producer: no failed row of the same
 /// record key before this one (failed rows are few: a short range of the
 /// `(status, id)` index per candidate).
-fn behind_failed(table: &str) -> String {
+fn behind_failed(table: &str, ordered: bool) -> String {
+    if !ordered {
+        return String::new();
+    }
     format!(
         " AND (o.record_key IS NULL OR NOT EXISTS (SELECT 1 FROM {table} f WHERE f.status = 3 \
          AND f.record_key = o.record_key AND f.id < o.id))"
@@ -451,6 +454,34 @@ const SQLITE_NOW: &str = "strftime('%Y-%m-%d %H:%M:%f', 'now')";
 /// `?, ?, …` for `n` ids.
 fn marks(n: usize) -> String {
     vec!["?"; n].join(", ")
+}
+
+/// `body` for the relay connection of either dialect, with `conn` its
+/// connection, `table` the table's name and `touched` what a mark sets
+/// besides the status: when the relay last acted on the row (and, on
+/// SQLite, which has no `ON UPDATE`, `gmt_modified`).
+macro_rules! on_conn {
+    ($self:expr, |$conn:ident, $table:ident, $touched:ident| $body:expr) => {
+        match $self {
+            RelayConn::MySql {
+                conn: $conn,
+                table: $table,
+            } => {
+                let $touched = "last_execute_time = UTC_TIMESTAMP(3)";
+                $body
+            }
+            RelayConn::Sqlite {
+                conn: $conn,
+                table: $table,
+            } => {
+                let $touched = concat!(
+                    "last_execute_time = strftime('%Y-%m-%d %H:%M:%f', 'now'), ",
+                    "gmt_modified = strftime('%Y-%m-%d %H:%M:%f', 'now')"
+                );
+                $body
+            }
+        }
+    };
 }
 
 impl RelayConn {
@@ -484,48 +515,38 @@ impl RelayConn {
         limit: u32,
         ordered: bool,
     ) -> Result<Vec<SourceRow>, sqlx::Error> {
-        let rows = match self {
-            Self::MySql { conn, table } => {
-                let index = status_index(table);
-                sqlx::query("BEGIN").execute(&mut *conn).await?;
-                sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "SELECT {} FROM {table} o FORCE INDEX ({index}) WHERE status = 0 AND \
+        let (begin, sql) = match &*self {
+            Self::MySql { table, .. } => (
+                "BEGIN",
+                format!(
+                    "SELECT {} FROM {table} o FORCE INDEX ({}) WHERE status = 0 AND \
                      (next_retry_time IS NULL OR next_retry_time <= UTC_TIMESTAMP(3)){} \
                      ORDER BY o.status, o.id LIMIT ? FOR UPDATE SKIP LOCKED",
                     claim_columns(true),
-                    if ordered {
-                        behind_failed(table)
-                    } else {
-                        String::new()
-                    }
-                )))
-                .bind(i64::from(limit))
-                .fetch_all(&mut *conn)
-                .await?
-                .iter()
-                .map(source_row)
-                .collect::<Result<Vec<_>, _>>()?
-            }
-            Self::Sqlite { conn, table } => {
-                sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await?;
-                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    status_index(table),
+                    behind_failed(table, ordered),
+                ),
+            ),
+            Self::Sqlite { table, .. } => (
+                "BEGIN IMMEDIATE",
+                format!(
                     "SELECT {} FROM {table} o WHERE status = 0 AND (next_retry_time IS NULL \
                      OR next_retry_time <= {SQLITE_NOW}){} ORDER BY o.status, o.id LIMIT ?",
                     claim_columns(false),
-                    if ordered {
-                        behind_failed(table)
-                    } else {
-                        String::new()
-                    }
-                )))
+                    behind_failed(table, ordered),
+                ),
+            ),
+        };
+        let rows = on_conn!(self, |conn, _table, _touched| {
+            sqlx::query(begin).execute(&mut *conn).await?;
+            sqlx::query(sqlx::AssertSqlSafe(sql))
                 .bind(i64::from(limit))
                 .fetch_all(&mut *conn)
                 .await?
                 .iter()
                 .map(source_row)
                 .collect::<Result<Vec<_>, _>>()?
-            }
-        };
+        });
         if rows.is_empty() {
             self.rollback().await?;
         }
@@ -545,80 +566,41 @@ impl RelayConn {
             .iter()
             .map(|&id| i64::try_from(id).unwrap_or(i64::MAX))
             .collect();
-        match self {
-            Self::MySql { conn, table } => {
-                for chunk in ids.chunks(1000) {
-                    let sql = if keep_relayed {
-                        format!(
-                            "UPDATE {table} SET status = 2, last_execute_time = UTC_TIMESTAMP(3) \
-                             WHERE id IN ({})",
-                            marks(chunk.len())
-                        )
-                    } else {
-                        format!("DELETE FROM {table} WHERE id IN ({})", marks(chunk.len()))
-                    };
-                    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-                    for id in chunk {
-                        q = q.bind(*id);
-                    }
-                    q.execute(&mut *conn).await?;
+        on_conn!(self, |conn, table, touched| {
+            for chunk in ids.chunks(1000) {
+                let sql = if keep_relayed {
+                    format!(
+                        "UPDATE {table} SET status = 2, {touched} WHERE id IN ({})",
+                        marks(chunk.len())
+                    )
+                } else {
+                    format!("DELETE FROM {table} WHERE id IN ({})", marks(chunk.len()))
+                };
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+                for id in chunk {
+                    q = q.bind(*id);
                 }
-                for (id, reason) in failed {
-                    sqlx::query(sqlx::AssertSqlSafe(format!(
-                        "UPDATE {table} SET status = 3, fail_reason = ?, \
-                         last_execute_time = UTC_TIMESTAMP(3) WHERE id = ?"
-                    )))
-                    .bind(clip(reason))
-                    .bind(i64::try_from(*id).unwrap_or(i64::MAX))
-                    .execute(&mut *conn)
-                    .await?;
-                }
-                sqlx::query("COMMIT").execute(&mut *conn).await?;
+                q.execute(&mut *conn).await?;
             }
-            Self::Sqlite { conn, table } => {
-                for chunk in ids.chunks(500) {
-                    let sql = if keep_relayed {
-                        format!(
-                            "UPDATE {table} SET status = 2, last_execute_time = {SQLITE_NOW}, \
-                             gmt_modified = {SQLITE_NOW} WHERE id IN ({})",
-                            marks(chunk.len())
-                        )
-                    } else {
-                        format!("DELETE FROM {table} WHERE id IN ({})", marks(chunk.len()))
-                    };
-                    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-                    for id in chunk {
-                        q = q.bind(*id);
-                    }
-                    q.execute(&mut *conn).await?;
-                }
-                for (id, reason) in failed {
-                    sqlx::query(sqlx::AssertSqlSafe(format!(
-                        "UPDATE {table} SET status = 3, fail_reason = ?, \
-                         last_execute_time = {SQLITE_NOW}, gmt_modified = {SQLITE_NOW} \
-                         WHERE id = ?"
-                    )))
-                    .bind(clip(reason))
-                    .bind(i64::try_from(*id).unwrap_or(i64::MAX))
-                    .execute(&mut *conn)
-                    .await?;
-                }
-                sqlx::query("COMMIT").execute(&mut *conn).await?;
+            for (id, reason) in failed {
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "UPDATE {table} SET status = 3, fail_reason = ?, {touched} WHERE id = ?"
+                )))
+                .bind(clip(reason))
+                .bind(i64::try_from(*id).unwrap_or(i64::MAX))
+                .execute(&mut *conn)
+                .await?;
             }
-        }
+            sqlx::query("COMMIT").execute(&mut *conn).await?;
+        });
         Ok(())
     }
 
     /// Gives a claimed batch back untouched.
     pub(crate) async fn rollback(&mut self) -> Result<(), sqlx::Error> {
-        match self {
-            Self::MySql { conn, .. } => {
-                sqlx::query("ROLLBACK").execute(&mut *conn).await?;
-            }
-            Self::Sqlite { conn, .. } => {
-                sqlx::query("ROLLBACK").execute(&mut *conn).await?;
-            }
-        }
+        on_conn!(self, |conn, _table, _touched| {
+            sqlx::query("ROLLBACK").execute(&mut *conn).await?;
+        });
         Ok(())
     }
 
@@ -668,28 +650,16 @@ impl RelayConn {
             if ids.is_empty() {
                 continue;
             }
-            let sql = |table: &str| {
-                format!(
+            let done = on_conn!(self, |conn, table, _touched| {
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(format!(
                     "DELETE FROM {table} WHERE status = {st} AND id IN ({})",
                     marks(ids.len())
-                )
-            };
-            let done = match self {
-                Self::MySql { conn, table } => {
-                    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql(table)));
-                    for id in &ids {
-                        q = q.bind(*id);
-                    }
-                    q.execute(&mut *conn).await?.rows_affected()
+                )));
+                for id in &ids {
+                    q = q.bind(*id);
                 }
-                Self::Sqlite { conn, table } => {
-                    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql(table)));
-                    for id in &ids {
-                        q = q.bind(*id);
-                    }
-                    q.execute(&mut *conn).await?.rows_affected()
-                }
-            };
+                q.execute(&mut *conn).await?.rows_affected()
+            });
             deleted += done;
         }
         Ok(deleted)
