@@ -217,6 +217,7 @@ function route() {
   if (parts[0] === "producers" && parts[1]) return producerForm(parts[1]);
   if (parts[0] === "producers") return producersPage();
   if (parts[0] === "alerts") return alertsPage(params);
+  if (parts[0] === "outbox") return outboxPage();
   return overviewPage();
 }
 
@@ -621,6 +622,155 @@ async function alertsPage(params) {
       state === "pending" ? "Every alert has reached the webhook." : "No alert matches.",
     ),
     nav,
+  );
+}
+
+// ---------------------------------------------------------------- outbox sources
+
+// The producers' outbox tables this instance relays (the local message
+// table way): each source's relay state and figures, and its failed rows,
+// each with Retry and Give up (a reason and a confirmation first).
+async function outboxPage() {
+  const title = h("h1", {}, "Outbox sources");
+  show(title, h("p", { class: "muted" }, "Loading…"));
+  let list;
+  try {
+    list = await api("GET", "/v1/admin/outbox-sources");
+  } catch (e) {
+    return failed(e);
+  }
+  const items = list.items || [];
+  if (!items.length) {
+    return show(
+      title,
+      h("p", { class: "empty", id: "no-outbox-source" }, "This instance relays no outbox source: trustmsg serve --outbox-source BIZ_ID=DATABASE_URL starts one."),
+    );
+  }
+  let sources;
+  try {
+    sources = await Promise.all(items.map(outboxSource));
+  } catch (e) {
+    return failed(e);
+  }
+  show(
+    title,
+    h(
+      "p",
+      { class: "muted" },
+      "As this instance sees them: with several instances, one relays each source and the others stand by. Counts are since this instance started; the rows are counted every --backlog-interval.",
+    ),
+    ...sources,
+    h("p", {}, h("button", { type: "button", class: "secondary", id: "outbox-refresh", onclick: () => outboxPage() }, "Refresh")),
+  );
+}
+
+const RELAY_STATES = {
+  starting: "starting",
+  relaying: "relaying",
+  standby: "standby: another instance relays it",
+  waiting_for_producer: "waiting: its producer is not registered",
+  down: "down: retried with backoff",
+};
+
+function count(n) {
+  return n === null || n === undefined ? "not counted yet" : String(n);
+}
+
+// One source: its figures, then its failed rows (read from its database;
+// a source that does not answer says so here, the others still show).
+async function outboxSource(s) {
+  const path = "/v1/admin/outbox-sources/" + encodeURIComponent(s.biz_id);
+  const healthy = s.state === "relaying" || s.state === "standby";
+  const badge = h("span", { class: "badge " + (s.state === "relaying" ? "sent" : healthy ? "pending" : "bad"), id: "outbox-state-" + s.biz_id }, RELAY_STATES[s.state] || s.state);
+  const figures = kv([
+    ["Database", h("span", { class: "url" }, s.database)],
+    ["Table", s.table],
+    ["Pending rows", count(s.pending_rows)],
+    ["Oldest pending", age(s.oldest_pending_age_ms)],
+    ["Failed rows", s.failed_rows ? h("strong", { class: "bad", id: "outbox-failed-" + s.biz_id }, String(s.failed_rows)) : count(s.failed_rows)],
+    ["Relayed", s.relayed_total + " (" + (s.relayed_per_s || 0).toFixed(1) + " per second lately)"],
+    ["Failed by this instance", String(s.failed_total)],
+    ["Errors", String(s.errors_total)],
+    ["Last error", s.last_error ? h("span", { class: "bad" }, s.last_error + " (" + since(s.last_error_at) + " ago)") : "—"],
+    ["Last relayed", s.last_relayed_at ? when(s.last_relayed_at) + " (" + since(s.last_relayed_at) + " ago)" : "—"],
+    ["Rows counted", s.stats_at ? since(s.stats_at) + " ago" : "not yet"],
+  ]);
+  const out = h("div", { class: "result", role: "status", id: "outbox-action-" + s.biz_id });
+  let rows;
+  try {
+    const page = await api("GET", path + "/rows?status=failed&limit=" + PAGE_SIZE);
+    const more = page.next_after
+      ? h("p", { class: "muted small" }, "The first " + PAGE_SIZE + " failed rows; trustmsg admin outbox-rows " + s.biz_id + " --after " + page.next_after + " lists the next.")
+      : null;
+    rows = [table(["Id", "Key", "Topic", "Record key", "Retries", "Failed at", "Created", "Why", ""], page.items.map((r) => outboxRow(s, r, out)), "No failed row."), more];
+  } catch (e) {
+    if (e instanceof ApiFailure && (e.status === 401 || e.status === 403)) throw e;
+    rows = [h("p", { class: "bad", id: "outbox-rows-error-" + s.biz_id }, "Its rows could not be read: " + (e.status ? e.status + " " + e.code + ": " : "") + e.message)];
+  }
+  return h(
+    "section",
+    { class: "card", id: "outbox-" + s.biz_id },
+    h("h2", {}, "Producer " + s.biz_id + " ", badge),
+    figures,
+    h("h3", {}, "Failed rows"),
+    rows,
+    out,
+  );
+}
+
+function outboxRow(s, r, out) {
+  const ask = (action, label, hint) => () => {
+    const reason = h("textarea", { id: "outbox-reason-" + s.biz_id, rows: 2, placeholder: "why (required, audited)", required: true });
+    const result = h("div", {});
+    out.replaceChildren(
+      h("p", {}, label + " row " + r.id + " (key " + r.message_key + ", topic " + r.topic + ") of " + s.biz_id + "? " + hint),
+      h("label", { for: "outbox-reason-" + s.biz_id }, "Reason"),
+      reason,
+      h(
+        "button",
+        {
+          type: "button",
+          id: "outbox-confirm-" + s.biz_id,
+          class: "danger",
+          onclick: async () => {
+            const why = reason.value.trim();
+            if (!why) return result.replaceChildren(h("p", { class: "bad" }, "A reason is required."));
+            try {
+              const done = await api("POST", "/v1/admin/outbox-sources/" + encodeURIComponent(s.biz_id) + "/rows/" + r.id + "/" + action, { reason: why });
+              out.replaceChildren(h("p", { class: "ok" }, "Done: row " + r.id + " is now " + (done.row ? done.row.status : "relayed and deleted") + "."));
+              setTimeout(() => {
+                if (location.hash.startsWith("#/outbox")) outboxPage();
+              }, 1500);
+            } catch (e) {
+              const lost = e instanceof ApiFailure && e.status === 409;
+              result.replaceChildren(h("p", { class: "bad" }, (lost ? "Not done, the row changed first: " : "Not done: ") + e.message));
+            }
+          },
+        },
+        "Confirm",
+      ),
+      h("button", { type: "button", class: "secondary", onclick: () => out.replaceChildren() }, "Cancel"),
+      result,
+    );
+    reason.focus();
+  };
+  return h(
+    "tr",
+    { class: "failed" },
+    h("td", { class: "num" }, String(r.id)),
+    h("td", { class: "key" }, r.message_key),
+    h("td", {}, r.topic),
+    h("td", { class: "key" }, r.record_key === null || r.record_key === undefined ? "—" : r.record_key),
+    h("td", { class: "num" }, String(r.retry_count)),
+    h("td", { class: "num" }, r.last_execute_time ? since(r.last_execute_time) + " ago" : "—"),
+    h("td", {}, r.created ? r.created.replace("T", " ") : "—"),
+    h("td", { class: "err" }, r.fail_reason || ""),
+    h(
+      "td",
+      {},
+      h("button", { type: "button", id: "outbox-retry-" + s.biz_id + "-" + r.id, onclick: ask("retry", "Retry", "It is relayed again as a new attempt: fix what its reason names first.") }, "Retry…"),
+      h("button", { type: "button", class: "secondary", id: "outbox-give-up-" + s.biz_id + "-" + r.id, onclick: ask("give-up", "Give up", "It is never relayed; the source's retention deletes it later.") }, "Give up…"),
+    ),
   );
 }
 

@@ -1284,3 +1284,110 @@ async fn the_message_page_says_which_group_processed_it_and_which_fails_and_the_
     browser.finish().await;
     app.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_retries_and_gives_up_failed_outbox_rows_from_the_console() {
+    let table = trustmsg_tests::OutboxTable::create().await;
+    let source = table.source("shop");
+    // On MariaDB: a SQLite store cannot record a failed row yet (its alerts
+    // table's CHECK on kind lacks outbox_failed).
+    let app = TestApp::spawn(&[
+        "--outbox-source",
+        &source,
+        "--outbox-interval",
+        "20ms",
+        "--backlog-interval",
+        "100ms",
+    ])
+    .await;
+    app.register("shop", UNREACHABLE_VERIFY_URL).await;
+    table.insert("order-1", "orders", "{}").await;
+    let fixed = table.insert("order-2", "bad topic!", "{}").await;
+    // A hostile key stays text on the page.
+    let dropped = table.insert(XSS, "bad topic!", "{}").await;
+    eventually(20, "two failed rows counted", async || {
+        let (_, list) = app.get("/v1/admin/outbox-sources", Some(ADMIN_TOKEN)).await;
+        list["items"][0]["failed_rows"] == 2 && list["items"][0]["relayed_total"] == 1
+    })
+    .await;
+
+    let browser = signed_in(&app, 1280, 900).await;
+    browser.click("a[data-page=outbox]").await;
+    let text = browser.until_text("Producer shop").await;
+    for shown in ["relaying", "bad topic!", "invalid_topic", XSS] {
+        assert!(text.contains(shown), "{shown} in {text}");
+    }
+    let failed = browser.element("#outbox-failed-shop").await;
+    assert_eq!(failed.text().await.unwrap(), "2");
+
+    // The producer fixes one row; the operator retries it, with a reason.
+    table.set_topic(fixed, "orders").await;
+    browser.click(&format!("#outbox-retry-shop-{fixed}")).await;
+    browser.until_text(&format!("Retry row {fixed}")).await;
+    browser.click("#outbox-confirm-shop").await;
+    browser.until_text("A reason is required").await;
+    browser.fill("#outbox-reason-shop", "topic fixed").await;
+    browser.click("#outbox-confirm-shop").await;
+    browser
+        .until_text(&format!("Done: row {fixed} is now"))
+        .await;
+    eventually(20, "the retried row relayed", async || {
+        table.status(fixed).await == 2
+    })
+    .await;
+    // The page reloads: the retried row is no longer among the failed ones.
+    eventually(
+        20,
+        "the page reloaded without the retried row",
+        async || {
+            let text = browser.page_text().await;
+            !text.contains("Done:") && !text.contains("order-2") && text.contains("Producer shop")
+        },
+    )
+    .await;
+
+    browser
+        .click(&format!("#outbox-give-up-shop-{dropped}"))
+        .await;
+    browser.until_text(&format!("Give up row {dropped}")).await;
+    browser
+        .fill("#outbox-reason-shop", "a test row, never to be sent")
+        .await;
+    browser.click("#outbox-confirm-shop").await;
+    browser
+        .until_text(&format!("Done: row {dropped} is now given_up"))
+        .await;
+    assert_eq!(table.status(dropped).await, 4);
+    browser.until_text("No failed row.").await;
+
+    let title: serde_json::Value = browser
+        .client
+        .execute("return document.title", vec![])
+        .await
+        .unwrap();
+    assert_eq!(title, "trustmsg console", "nothing a row held ran");
+    for (row, action, reason) in [
+        (
+            fixed,
+            trustmsg::store::OutboxActionKind::Retry,
+            "topic fixed",
+        ),
+        (
+            dropped,
+            trustmsg::store::OutboxActionKind::GiveUp,
+            "a test row, never to be sent",
+        ),
+    ] {
+        let audit = app.store().outbox_actions("shop", row).await.unwrap();
+        assert_eq!(
+            audit
+                .iter()
+                .map(|a| (a.action, a.actor.as_str(), a.reason.as_str()))
+                .collect::<Vec<_>>(),
+            [(action, "operator:alice", reason)]
+        );
+    }
+    browser.finish().await;
+    app.finish().await;
+    table.finish().await;
+}

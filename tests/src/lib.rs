@@ -10,6 +10,8 @@
 //! - [`process`]: the real `trustmsg` binary as a child process, for tests that
 //!   kill it ([`ServiceProcess`]), with the calls the end-to-end tests make
 //!   (admin API, `/metrics`, signals).
+//! - [`outbox`]: a producer's own outbox table in a database of its own
+//!   ([`OutboxTable`]), for `--outbox-source`.
 //! - [`metrics`]: `/metrics` read by name and labels ([`Metrics`]), for both;
 //!   [`flags`]: the flags tests share ([`FAST_SEND`]).
 //! - [`kafka`]: librdkafka's mock cluster and the one consumer, from
@@ -44,6 +46,7 @@ pub mod kafka;
 pub mod kafka_tls;
 pub mod mariadb;
 pub mod metrics;
+pub mod outbox;
 pub mod process;
 pub mod servers;
 pub mod submit;
@@ -60,6 +63,7 @@ pub use flags::FAST_SEND;
 pub use http::{http_client, http_client_builder};
 pub use mariadb::PrivateMariaDb;
 pub use metrics::Metrics;
+pub use outbox::OutboxTable;
 pub use process::ServiceProcess;
 pub use servers::{serve, AlertSink, Canary, Counter, Endpoint};
 pub use trace::init_tracing;

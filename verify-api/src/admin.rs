@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::openapi::schema::{AnyOfBuilder, ObjectBuilder, Type};
 use utoipa::openapi::{KnownFormat, Object, Schema, SchemaFormat};
@@ -174,7 +174,9 @@ pub struct ResolveRequest {
     pub reason: Option<String>,
 }
 
-/// `POST /v1/admin/messages/{id}/reverify`, `…/redeliver` and `…/send-now`.
+/// `POST /v1/admin/messages/{id}/reverify`, `…/redeliver`, `…/skip` and
+/// `…/send-now`; `POST /v1/admin/outbox-sources/{biz_id}/rows/{id}/retry`
+/// and `…/give-up`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ActionRequest {
@@ -612,4 +614,215 @@ pub struct FlowQuery {
     /// How many minutes, the current one included: 1 to 1440 (default 60).
     #[param(minimum = 1, maximum = 1440)]
     pub minutes: Option<u32>,
+}
+
+/// What an outbox source's relay is doing, as the instance answering sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OutboxRelayState {
+    /// Not connected to the source yet.
+    Starting,
+    /// This instance holds the source's lock and relays its rows.
+    Relaying,
+    /// Another instance relays the source; this one takes over if it goes.
+    Standby,
+    /// The source's producer is not registered: its rows wait until it is.
+    WaitingForProducer,
+    /// The source (or trustmsg's own database) does not answer: retried
+    /// with backoff; `last_error` says why.
+    Down,
+}
+
+impl OutboxRelayState {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Starting => "starting",
+            Self::Relaying => "relaying",
+            Self::Standby => "standby",
+            Self::WaitingForProducer => "waiting_for_producer",
+            Self::Down => "down",
+        }
+    }
+}
+
+/// One producer's outbox table (the local message table way) as the
+/// instance answering relays it: its relay's state and counters since that
+/// instance started, and the table's gauges as last read (every
+/// `--backlog-interval`; `stats_at` says when, null until first read).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct OutboxSourceView {
+    /// The producer whose rows the table holds.
+    pub biz_id: String,
+    /// The table's name (`--outbox-table`).
+    pub table: String,
+    /// The source database's URL, its password shown as `***`.
+    pub database: String,
+    /// What the relay is doing.
+    pub state: OutboxRelayState,
+    /// Rows waiting to be relayed (counted up to 1,000,000); null until the
+    /// gauges are first read.
+    pub pending_rows: Option<u64>,
+    /// How long the oldest pending row has waited, in milliseconds; null
+    /// when none waits or the gauges are not read yet.
+    pub oldest_pending_age_ms: Option<u64>,
+    /// Rows marked failed that wait for an operator to retry or give them
+    /// up; null until the gauges are first read.
+    pub failed_rows: Option<u64>,
+    /// Rows relayed per second by this instance between the last two
+    /// gauge readings.
+    pub relayed_per_s: f64,
+    /// Rows this instance relayed since it started.
+    pub relayed_total: u64,
+    /// Rows this instance marked failed since it started.
+    pub failed_total: u64,
+    /// Errors of the source or of trustmsg's database this instance met
+    /// while relaying (each retried), since it started.
+    pub errors_total: u64,
+    /// The last of those errors.
+    pub last_error: Option<String>,
+    /// When it happened.
+    pub last_error_at: Option<DateTime<Utc>>,
+    /// When this instance last relayed a row.
+    pub last_relayed_at: Option<DateTime<Utc>>,
+    /// When the gauges (`pending_rows`, `oldest_pending_age_ms`,
+    /// `failed_rows`) were read.
+    pub stats_at: Option<DateTime<Utc>>,
+}
+
+/// Every outbox source the instance answering relays
+/// (`GET /v1/admin/outbox-sources`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct OutboxSourceList {
+    /// By biz_id; empty when the instance was started without `--outbox-source`.
+    pub items: Vec<OutboxSourceView>,
+}
+
+/// A row's status in a producer's outbox table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OutboxRowStatus {
+    /// Waiting to be relayed (0).
+    Pending,
+    /// Relayed: its message is committed in trustmsg (2).
+    Relayed,
+    /// Refused for good (`fail_reason` says why): waits for an operator
+    /// to retry or give it up (3).
+    Failed,
+    /// An operator gave it up: never relayed (4).
+    GivenUp,
+    /// A status number trustmsg does not use (written by something else).
+    Unknown,
+}
+
+impl OutboxRowStatus {
+    /// The statuses a row list can ask for.
+    pub const LISTED: [Self; 4] = [Self::Failed, Self::Pending, Self::Relayed, Self::GivenUp];
+
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Relayed => "relayed",
+            Self::Failed => "failed",
+            Self::GivenUp => "given_up",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    /// Parses the wire spelling of a status a row list can ask for.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::LISTED.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// One row of a producer's outbox table, without its payload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct OutboxRowView {
+    /// The row's id in the source table.
+    pub id: u64,
+    /// The message's key (the message's `message_key` in trustmsg once relayed).
+    pub message_key: String,
+    /// The Kafka topic the row names.
+    pub topic: String,
+    /// The Kafka record key, if any.
+    pub record_key: Option<String>,
+    /// Where the row is.
+    pub status: OutboxRowStatus,
+    /// Times an operator retried it.
+    pub retry_count: u32,
+    /// Why the relay refused it (a failed row).
+    pub fail_reason: Option<String>,
+    /// When the relay last relayed or failed it, or an operator gave it up (UTC).
+    pub last_execute_time: Option<DateTime<Utc>>,
+    /// The row's `gmt_create` as the source database wrote it: its own
+    /// clock and time zone, without an offset (`2026-11-23T08:00:00.123`).
+    #[schema(value_type = Option<String>, example = "2026-11-23T08:00:00.123")]
+    pub created: Option<NaiveDateTime>,
+}
+
+/// One page of a source's rows
+/// (`GET /v1/admin/outbox-sources/{biz_id}/rows`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct OutboxRowPage {
+    /// By id, lowest first.
+    pub items: Vec<OutboxRowView>,
+    /// Pass as `after` for the next page; null on the last page.
+    pub next_after: Option<u64>,
+}
+
+/// The query of `GET /v1/admin/outbox-sources/{biz_id}/rows`. Any other
+/// parameter is refused (400).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct OutboxRowsQuery {
+    /// failed (the default), pending, relayed or given_up.
+    #[param(schema_with = outbox_status_filter)]
+    pub status: Option<String>,
+    /// Rows with ids above this one: the previous page's `next_after`
+    /// (default 0, the first page).
+    #[param(minimum = 0, maximum = 9223372036854775807_f64)]
+    pub after: Option<u64>,
+    /// Rows per page, 1 to 1000 (default 50).
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<u32>,
+}
+
+/// An outbox row list's `status` (a parameter's schema_with drops its doc
+/// comment, so the schema says it).
+fn outbox_status_filter() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(["", "failed", "pending", "relayed", "given_up"]))
+        .description(Some(
+            "failed (the default, also when empty), pending, relayed or given_up.",
+        ))
+        .build()
+}
+
+/// An operator's action on a failed outbox row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OutboxRowAction {
+    /// Pending again, as a new attempt (`retry_count` + 1).
+    Retry,
+    /// Never relayed (status 4); deleted by the source's retention.
+    GiveUp,
+}
+
+/// What `POST /v1/admin/outbox-sources/{biz_id}/rows/{id}/retry` or
+/// `…/give-up` did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct OutboxActionResult {
+    /// The source's producer.
+    pub biz_id: String,
+    /// The row's id in the source table.
+    pub id: u64,
+    /// What was done.
+    pub action: OutboxRowAction,
+    /// Who did it, as audited: `operator:<name>`.
+    pub actor: String,
+    /// The row as it is now (a retried row may already be relayed); null
+    /// when it is gone already (relayed and deleted: `--outbox-retention 0`).
+    pub row: Option<OutboxRowView>,
 }

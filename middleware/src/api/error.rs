@@ -87,6 +87,18 @@ pub(crate) enum ApiError {
     /// Looking up a producer's registration failed in the store: 503, cause logged.
     #[error(transparent)]
     Registry(#[from] LookupError),
+    /// A producer's outbox source database failed or did not answer in
+    /// time: 503 naming the source (its URL with the password hidden),
+    /// cause logged.
+    #[error("the outbox source of producer {biz_id} ({database}) did not answer: {cause}")]
+    SourceUnavailable {
+        /// The source's producer.
+        biz_id: String,
+        /// The source's URL as shown (password hidden).
+        database: String,
+        /// What failed, for the log only.
+        cause: String,
+    },
     /// The request took longer than `--request-timeout`: 503.
     #[error("no answer within --request-timeout ({})", humantime::format_duration(*.0))]
     Timeout(Duration),
@@ -150,6 +162,9 @@ impl ApiError {
             Self::Store(_) | Self::Registry(_) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable")
             }
+            Self::SourceUnavailable { .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, "outbox_source_unavailable")
+            }
             Self::Timeout(_) => (StatusCode::SERVICE_UNAVAILABLE, "request_timeout"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
@@ -168,6 +183,16 @@ impl IntoResponse for ApiError {
             Self::Store(_) | Self::Registry(_) => {
                 tracing::error!(error = %self, "store failure while serving a request");
                 "the message store is unavailable; retry later".to_string()
+            }
+            Self::SourceUnavailable {
+                biz_id, database, ..
+            } => {
+                tracing::warn!(error = %self, "an outbox source failed while serving a request");
+                format!(
+                    "the database of producer {biz_id}'s outbox source ({database}) did not \
+                     answer; retry later (its relay retries on its own: see \
+                     GET /v1/admin/outbox-sources)"
+                )
             }
             Self::Internal(e) => {
                 tracing::error!(error = ?e, "internal error while serving a request");

@@ -6,7 +6,9 @@
 //! - [`consumptions`]: the consumption ledger's begin and finish (a group's
 //!   token or the admin token);
 //! - [`admin`]: the operator API (admin token): what operators read (messages,
-//!   one message, the summary) and what they change (resolve, re-verify, redeliver);
+//!   one message, the summary, the outbox sources and their rows) and what
+//!   they change (resolve, re-verify, redeliver; retry or give up a failed
+//!   outbox row);
 //! - [`console`]: the operator console at `/console` (static, over the admin API);
 //! - [`health`]: `/healthz`, `/readyz`, `/metrics`, `/openapi.json`;
 //! - [`auth`]: tokens, checked before any body is read;

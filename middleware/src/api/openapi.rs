@@ -47,6 +47,10 @@ use super::error::RETRY_AFTER_SECS;
         crate::api::admin::act::send_now,
         crate::api::admin::act::bulk_reverify,
         crate::api::admin::act::bulk_redeliver,
+        crate::api::admin::outbox::list_sources,
+        crate::api::admin::outbox::list_rows,
+        crate::api::admin::outbox::retry,
+        crate::api::admin::outbox::give_up,
     ),
     components(schemas(
         trustmsg_verify_api::CheckRequest,
@@ -98,6 +102,16 @@ fn error_answer(description: &str) -> Response {
 
 impl Modify for CommonAnswers {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let retry_after = HeaderBuilder::new()
+            .schema(Some(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(0)),
+            ))
+            .description(Some(format!(
+                "Seconds to wait before retrying ({RETRY_AFTER_SECS})"
+            )))
+            .build();
         let unavailable = {
             let mut r = error_answer(
                 "Try again later; nothing is wrong with the request: too many requests in \
@@ -105,20 +119,8 @@ impl Modify for CommonAnswers {
                  no answer within the request deadline (`request_timeout`; a write may or may \
                  not have taken effect, and prepare, commit and rollback are safe to repeat)",
             );
-            r.headers.insert(
-                "Retry-After".into(),
-                HeaderBuilder::new()
-                    .schema(Some(
-                        ObjectBuilder::new()
-                            .schema_type(Type::Integer)
-                            .minimum(Some(0)),
-                    ))
-                    .description(Some(format!(
-                        "Seconds to wait before retrying ({RETRY_AFTER_SECS})"
-                    )))
-                    .build()
-                    .into(),
-            );
+            r.headers
+                .insert("Retry-After".into(), retry_after.clone().into());
             r
         };
         for item in openapi.paths.paths.values_mut() {
@@ -162,6 +164,12 @@ impl Modify for CommonAnswers {
                     });
                 }
                 add(op, "503", || unavailable.clone());
+                // Every 503 carries Retry-After, one an operation describes itself too.
+                if let Some(RefOr::T(own)) = op.responses.responses.get_mut("503") {
+                    own.headers
+                        .entry("Retry-After".into())
+                        .or_insert_with(|| retry_after.clone().into());
+                }
             }
         }
     }

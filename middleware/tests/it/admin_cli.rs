@@ -407,3 +407,127 @@ async fn an_operator_sees_when_a_delayed_message_is_due_and_sends_it_now_from_th
     assert!(stderr(&out).contains("send-now"), "{}", stderr(&out));
     app.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_lists_outbox_sources_and_retries_and_gives_up_failed_rows_from_the_terminal() {
+    let table = trustmsg_tests::OutboxTable::create().await;
+    let source = table.source("shop");
+    let app = TestApp::spawn(&[
+        "--outbox-source",
+        &source,
+        "--outbox-interval",
+        "20ms",
+        "--backlog-interval",
+        "100ms",
+    ])
+    .await;
+    app.register("shop", trustmsg_tests::UNREACHABLE_VERIFY_URL)
+        .await;
+    let fixed = table.insert("order-1", "bad topic!", "{}").await;
+    let dropped = table.insert("order-2", "bad topic!", "{}").await;
+    trustmsg_tests::eventually(20, "both rows failed and counted", async || {
+        let (_, list) = app.get("/v1/admin/outbox-sources", Some(ADMIN_TOKEN)).await;
+        list["items"][0]["failed_rows"] == 2
+    })
+    .await;
+
+    let out = admin(&app, ADMIN_TOKEN, &["outbox-sources"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let sources = stdout(&out);
+    let row = sources
+        .lines()
+        .find(|l| l.contains("shop"))
+        .unwrap_or_else(|| panic!("a row for shop: {sources}"));
+    let cells: Vec<&str> = row
+        .split('|')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    // producer, state, pending, oldest pending, failed rows
+    assert_eq!(
+        &cells[..5],
+        ["shop", "relaying", "0", "-", "2"],
+        "{sources}"
+    );
+    assert!(
+        sources.contains("table trustmsg_outbox in mysql://"),
+        "{sources}"
+    );
+
+    let out = admin(&app, ADMIN_TOKEN, &["outbox-rows", "shop", "--limit", "1"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows = stdout(&out);
+    assert!(
+        rows.contains("order-1") && rows.contains("failed") && rows.contains("invalid_topic"),
+        "{rows}"
+    );
+    assert!(!rows.contains("order-2"), "one row per page: {rows}");
+    assert!(rows.contains(&format!("more: --after {fixed}")), "{rows}");
+
+    table.set_topic(fixed, "orders").await;
+    let out = admin(
+        &app,
+        ADMIN_TOKEN,
+        &[
+            "outbox-retry",
+            "shop",
+            &fixed.to_string(),
+            "--reason",
+            "topic fixed",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!(
+            "outbox row {fixed} of shop: retried by operator:cli-op"
+        )),
+        "{}",
+        stdout(&out)
+    );
+    let out = admin(
+        &app,
+        ADMIN_TOKEN,
+        &[
+            "--json",
+            "outbox-give-up",
+            "shop",
+            &dropped.to_string(),
+            "--reason",
+            "order cancelled",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let done: Value = serde_json::from_slice(&out.stdout).expect("--json prints JSON");
+    assert_eq!(done["row"]["status"], "given_up", "{done}");
+    assert_eq!(table.status(dropped).await, 4);
+    trustmsg_tests::eventually(20, "the retried row relayed", async || {
+        table.status(fixed).await == 2
+    })
+    .await;
+
+    // Nothing failed is left; a second give-up is refused with the server's word.
+    let out = admin(&app, ADMIN_TOKEN, &["outbox-rows", "shop"]).await;
+    assert_eq!(stdout(&out).trim(), "no row matches");
+    let out = admin(
+        &app,
+        ADMIN_TOKEN,
+        &[
+            "outbox-give-up",
+            "shop",
+            &dropped.to_string(),
+            "--reason",
+            "again",
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("409 wrong_state") && stderr(&out).contains("is given_up"),
+        "{}",
+        stderr(&out)
+    );
+    app.finish().await;
+    table.finish().await;
+}

@@ -10,6 +10,8 @@
 //! - `cli`: `trustmsg serve` refuses bad flags before touching anything.
 //! - `admin_cli`: `trustmsg admin` against a running service.
 //! - `openapi`: `docs/openapi.json` matches the code.
+//! - `outbox`: the outbox sources for operators: listed, their failed rows
+//!   retried or given up (audited), refusals, a source that is down.
 //! - `alerts`: delivery from the alert outbox, retried under a stable id.
 //! - `overdue`: messages waiting far too long are alerted once.
 //! - `store`: the conformance suite, every store test on both backends.
@@ -21,6 +23,7 @@ mod bench;
 mod cli;
 mod forwarder;
 mod openapi;
+mod outbox;
 mod overdue;
 mod store;
 mod verifier;

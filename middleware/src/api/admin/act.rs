@@ -57,14 +57,14 @@ pub(crate) fn operator(headers: &HeaderMap) -> Result<Actor, ApiError> {
     Ok(Actor::Operator(name.to_string()))
 }
 
-fn reason_of(reason: Option<String>) -> Result<String, ApiError> {
+pub(super) fn reason_of(reason: Option<String>) -> Result<String, ApiError> {
     let reason = reason.map(|r| r.trim().to_string()).unwrap_or_default();
     if reason.is_empty() || reason.len() > MAX_REASON {
         return Err(ApiError::invalid(
             "invalid_reason",
             format!(
                 "a reason is required (1 to {MAX_REASON} characters): it goes into the \
-                 message's audit trail"
+                 audit trail of what you change"
             ),
         ));
     }

@@ -1,5 +1,7 @@
 //! The operator API (admin token; a producer token gets 403): [`read`] what
-//! operators look at, [`act`] what they change, [`alerts`] the alert outbox, [`flow`] the flow per minute. This file holds their routes
+//! operators look at, [`act`] what they change, [`alerts`] the alert outbox, [`flow`] the flow per minute,
+//! [`outbox`] the producers' outbox tables this instance relays (and the
+//! retry or give-up of a failed row). This file holds their routes
 //! and what both need: the message an id names, and the list's filters.
 //!
 //! Every parameter is checked and a bad one is a 400 that says what is
@@ -8,6 +10,7 @@
 pub(crate) mod act;
 pub(crate) mod alerts;
 pub(crate) mod flow;
+pub(crate) mod outbox;
 pub(crate) mod read;
 
 use std::collections::BTreeMap;
@@ -50,6 +53,19 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
         .route("/v1/admin/flow", get(flow::flow))
         .route("/v1/admin/alerts", get(alerts::list_alerts))
         .route("/v1/admin/submit/waiting", get(alerts::list_waiting))
+        .route("/v1/admin/outbox-sources", get(outbox::list_sources))
+        .route(
+            "/v1/admin/outbox-sources/{biz_id}/rows",
+            get(outbox::list_rows),
+        )
+        .route(
+            "/v1/admin/outbox-sources/{biz_id}/rows/{id}/retry",
+            post(outbox::retry),
+        )
+        .route(
+            "/v1/admin/outbox-sources/{biz_id}/rows/{id}/give-up",
+            post(outbox::give_up),
+        )
         .route_layer(from_fn_with_state(state.clone(), auth::admin_only))
 }
 

@@ -16,7 +16,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use trustmsg::config::{quiet, RedactedUrl, Secret};
 use trustmsg_verify_api::admin::{
-    ActionRequest, AlertPage, MessageDetail, MessagePage, OperatorDecision, ResolveRequest, Summary,
+    ActionRequest, AlertPage, MessageDetail, MessagePage, OperatorDecision, OutboxActionResult,
+    OutboxRowAction, OutboxRowPage, OutboxRowView, OutboxSourceList, ResolveRequest, Summary,
 };
 use trustmsg_verify_api::consumers::{
     ConsumerGroupSettings, ConsumerGroupStatsList, ConsumerGroupView,
@@ -75,6 +76,43 @@ enum AdminCommand {
         /// The next page (printed under the table).
         #[arg(long)]
         cursor: Option<String>,
+    },
+    /// The producers' outbox tables the instance answering relays
+    /// (`--outbox-source`): its relay's state, the pending and failed rows,
+    /// rows relayed, errors and the last one.
+    OutboxSources,
+    /// One outbox source's rows of a status, lowest id first.
+    OutboxRows {
+        /// The source's producer.
+        biz_id: String,
+        /// failed (the default), pending, relayed or given_up.
+        #[arg(long)]
+        status: Option<String>,
+        /// Rows (1 to 1000).
+        #[arg(long)]
+        limit: Option<u32>,
+        /// Rows with ids above this one (the next page: printed under the table).
+        #[arg(long)]
+        after: Option<u64>,
+    },
+    /// A failed outbox row is relayed again, as a new attempt: fix what its
+    /// fail reason names first.
+    OutboxRetry {
+        /// The source's producer.
+        biz_id: String,
+        /// The row's id in the source table.
+        row_id: u64,
+        #[arg(long)]
+        reason: String,
+    },
+    /// A failed outbox row is never relayed (status 4).
+    OutboxGiveUp {
+        /// The source's producer.
+        biz_id: String,
+        /// The row's id in the source table.
+        row_id: u64,
+        #[arg(long)]
+        reason: String,
     },
 }
 
@@ -272,6 +310,58 @@ pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 .call(Method::GET, &path, None)
                 .await?
                 .render(alerts_table)?
+        }
+        AdminCommand::OutboxSources => client
+            .call(Method::GET, "/v1/admin/outbox-sources", None)
+            .await?
+            .render(outbox_sources_table)?,
+        AdminCommand::OutboxRows {
+            biz_id,
+            status,
+            limit,
+            after,
+        } => {
+            let query: Vec<(&str, String)> = [
+                ("status", status),
+                ("limit", limit.map(|l| l.to_string())),
+                ("after", after.map(|a| a.to_string())),
+            ]
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect();
+            let path = format!(
+                "/v1/admin/outbox-sources/{biz_id}/rows?{}",
+                serde_urlencoded(&query)
+            );
+            client
+                .call(Method::GET, &path, None)
+                .await?
+                .render(outbox_rows_table)?
+        }
+        action @ (AdminCommand::OutboxRetry { .. } | AdminCommand::OutboxGiveUp { .. }) => {
+            let (path, biz_id, row_id, reason) = match action {
+                AdminCommand::OutboxRetry {
+                    biz_id,
+                    row_id,
+                    reason,
+                } => ("retry", biz_id, row_id, reason),
+                AdminCommand::OutboxGiveUp {
+                    biz_id,
+                    row_id,
+                    reason,
+                } => ("give-up", biz_id, row_id, reason),
+                _ => unreachable!("the arm matches these two only"),
+            };
+            client
+                .call(
+                    Method::POST,
+                    &format!("/v1/admin/outbox-sources/{biz_id}/rows/{row_id}/{path}"),
+                    Some(serde_json::to_value(ActionRequest {
+                        reason: Some(reason),
+                    })?),
+                )
+                .await?
+                .render(outbox_action_line)?
         }
         AdminCommand::Messages(MessagesCommand::Show { id }) => client
             .call(Method::GET, &format!("/v1/admin/messages/{id}"), None)
@@ -703,6 +793,128 @@ fn alerts_table(v: &AlertPage) -> String {
         ]);
     }
     with_more(t, v.next_cursor.as_deref())
+}
+
+fn outbox_sources_table(v: &OutboxSourceList) -> String {
+    if v.items.is_empty() {
+        return "this instance relays no outbox source (trustmsg serve --outbox-source \
+                BIZ_ID=DATABASE_URL starts one)"
+            .into();
+    }
+    let mut t = table(&[
+        "producer",
+        "state",
+        "pending",
+        "oldest pending",
+        "failed rows",
+        "relayed/s",
+        "relayed",
+        "failed",
+        "errors",
+        "last relayed",
+        "last error",
+    ]);
+    for s in &v.items {
+        t.add_row(vec![
+            s.biz_id.clone(),
+            s.state.as_str().to_string(),
+            opt(s.pending_rows),
+            age_cell(s.oldest_pending_age_ms),
+            opt(s.failed_rows),
+            format!("{:.1}", s.relayed_per_s),
+            s.relayed_total.to_string(),
+            s.failed_total.to_string(),
+            s.errors_total.to_string(),
+            opt(s.last_relayed_at.as_ref().map(time)),
+            clipped(
+                s.last_error
+                    .as_ref()
+                    .map(|e| match &s.last_error_at {
+                        Some(at) => format!("{}: {e}", time(at)),
+                        None => e.clone(),
+                    })
+                    .as_deref(),
+            ),
+        ]);
+    }
+    let mut out = vec![t.to_string()];
+    for s in &v.items {
+        out.push(format!(
+            "{}: table {} in {}{}",
+            s.biz_id,
+            s.table,
+            s.database,
+            s.stats_at
+                .as_ref()
+                .map(|at| format!(", rows counted at {}", time(at)))
+                .unwrap_or_default()
+        ));
+    }
+    out.push(
+        "as this instance sees them: with several instances, one relays each source and the \
+         others stand by; `trustmsg admin outbox-rows BIZ_ID` lists a source's failed rows"
+            .into(),
+    );
+    out.join("\n")
+}
+
+fn outbox_rows_table(v: &OutboxRowPage) -> String {
+    if v.items.is_empty() {
+        return "no row matches".into();
+    }
+    let mut t = table(&[
+        "id",
+        "key",
+        "topic",
+        "record key",
+        "status",
+        "retries",
+        "last attempt",
+        "created",
+        "fail reason",
+    ]);
+    for r in &v.items {
+        t.add_row(vec![
+            r.id.to_string(),
+            r.message_key.clone(),
+            r.topic.clone(),
+            opt(r.record_key.as_deref()),
+            r.status.as_str().to_string(),
+            r.retry_count.to_string(),
+            opt(r.last_execute_time.as_ref().map(time)),
+            opt(r.created.map(|c| c.format("%Y-%m-%d %H:%M:%S%.3f"))),
+            clipped(r.fail_reason.as_deref()),
+        ]);
+    }
+    match v.next_after {
+        Some(after) => format!("{t}\nmore: --after {after}"),
+        None => t.to_string(),
+    }
+}
+
+fn outbox_row_line(r: &OutboxRowView) -> String {
+    format!(
+        "{} (retries: {}), key {}, topic {}",
+        r.status.as_str(),
+        r.retry_count,
+        r.message_key,
+        r.topic
+    )
+}
+
+fn outbox_action_line(v: &OutboxActionResult) -> String {
+    let done = match v.action {
+        OutboxRowAction::Retry => "retried",
+        OutboxRowAction::GiveUp => "given up",
+    };
+    let now = v.row.as_ref().map_or_else(
+        || "already relayed and deleted".to_string(),
+        outbox_row_line,
+    );
+    format!(
+        "outbox row {} of {}: {done} by {}; now {now}",
+        v.id, v.biz_id, v.actor
+    )
 }
 
 fn view_line(m: &MessageView) -> String {
