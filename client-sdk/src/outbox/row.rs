@@ -65,16 +65,16 @@ impl Row {
         let message_key = message.message_key();
         check_message_key(message_key)?;
         check_topic(&message.topic)?;
-        if let Some(k) = &message.key {
-            if k.len() > MAX_RECORD_KEY {
-                return Err(invalid(
-                    "invalid_key",
-                    format!(
-                        "key must be at most {MAX_RECORD_KEY} bytes (got {})",
-                        k.len()
-                    ),
-                ));
-            }
+        if let Some(k) = &message.key
+            && k.len() > MAX_RECORD_KEY
+        {
+            return Err(invalid(
+                "invalid_key",
+                format!(
+                    "key must be at most {MAX_RECORD_KEY} bytes (got {})",
+                    k.len()
+                ),
+            ));
         }
         check_headers(message)?;
         let headers = (!message.headers.is_empty())
