@@ -99,19 +99,19 @@ impl RetryPolicy {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Message {
     message_key: String,
-    topic: String,
-    key: Option<String>,
+    pub(crate) topic: String,
+    pub(crate) key: Option<String>,
     payload: String,
     encoding: Option<PayloadEncoding>,
-    headers: BTreeMap<String, String>,
+    pub(crate) headers: BTreeMap<String, String>,
     traceparent: Option<String>,
     tracestate: Option<String>,
-    deliver: Option<Deliver>,
+    pub(crate) deliver: Option<Deliver>,
 }
 
 /// When a message may be sent at the earliest.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Deliver {
+pub(crate) enum Deliver {
     At(chrono::DateTime<chrono::Utc>),
     After(Duration),
 }
@@ -285,7 +285,6 @@ impl Message {
     /// The record value's bytes: the payload as given to [`Message::new`]
     /// or [`Message::from_bytes`] (decoded again from the base64 the HTTP
     /// request carries).
-    #[cfg(feature = "kafka")]
     pub(crate) fn payload_bytes(&self) -> Vec<u8> {
         match self.encoding {
             Some(PayloadEncoding::Base64) => base64::engine::general_purpose::STANDARD

@@ -14,6 +14,8 @@
 //!   check-back.
 //! - [`check_router()`]: an axum router serving the check-back endpoint; it
 //!   verifies the Standard Webhooks signature and calls your decision function.
+//! - [`outbox`]: the other way to publish, the local message table: the
+//!   message is one row written in your own transaction, relayed by trustmsg.
 //! - [`barrier`]: a marker table in the producer's MySQL/MariaDB database that
 //!   makes check-back answers exact, even while the local transaction is still
 //!   running.
@@ -37,6 +39,16 @@
 //! dead-letter topic `NAME.dlq`, and check-back settles a message whose
 //! decision was lost. The contract (headers, signature, dead letters, flags,
 //! metrics) is in `docs/kafka-submit.md`.
+//!
+//! # The local message table
+//!
+//! A producer whose database can hold trustmsg's outbox table needs no call
+//! to trustmsg at all: [`outbox::enqueue`] writes the same [`Message`] as a
+//! row of that table inside the producer's own transaction (MySQL/MariaDB or
+//! SQLite), and `trustmsg serve --outbox-source BIZ_ID=DATABASE_URL` relays
+//! each committed row as a COMMITTED message. Nothing on the request path,
+//! no check-back, and orders keep being taken while trustmsg is down.
+//! `examples/outbox_order_service.rs` is an order service written this way.
 //!
 //! Consumers with their own MySQL/MariaDB process each message once, in
 //! effect, with [`inbox`]: the work and an inbox row keyed by (consumer
@@ -87,6 +99,7 @@ mod error;
 pub mod inbox;
 #[cfg(feature = "opentelemetry")]
 mod otel;
+pub mod outbox;
 #[cfg(feature = "kafka")]
 pub mod submit;
 mod transaction;

@@ -1,6 +1,7 @@
 //! `trustmsg dev` as a newcomer runs it: the real binary in an empty
 //! directory, no database server and no Kafka, driven through what its banner
-//! prints (API address, Kafka bootstrap, demo token) and the credentials file.
+//! prints (API address, Kafka bootstrap, demo token, the demo outbox and the
+//! statement that fills it) and the credentials file.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -9,7 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use trustmsg_client::{Error, Message, MessageStatus, Producer};
+use sqlx::SqlitePool;
+use trustmsg_client::{outbox, Error, Message, MessageStatus, Producer};
 use trustmsg_tests::kafka::TopicReader;
 use trustmsg_tests::process::{binary, free_port};
 use trustmsg_tests::submit::{Submission, Submitter};
@@ -20,6 +22,8 @@ struct Dev {
     child: Child,
     /// The banner's `label value` lines, by label.
     banner: HashMap<String, String>,
+    /// What it prints after the banner's table.
+    lines: mpsc::Receiver<String>,
 }
 
 impl Dev {
@@ -60,7 +64,24 @@ impl Dev {
                 banner.insert(label.trim().to_string(), value.trim().to_string());
             }
         }
-        Self { child, banner }
+        Self {
+            child,
+            banner,
+            lines: rx,
+        }
+    }
+
+    /// The first line printed after the banner's table that contains `needle`.
+    fn line_containing(&self, needle: &str) -> String {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("no line with {needle:?} after the banner's table"));
+            if line.contains(needle) {
+                return line;
+            }
+        }
     }
 
     /// The first word printed after `label`.
@@ -271,4 +292,93 @@ async fn a_restart_keeps_the_messages_and_tokens_and_reset_starts_clean() {
     assert!(matches!(err, Error::NotFound { .. }), "{err}");
     let stale = Producer::new(&api, "order-service", token).unwrap();
     assert!(stale.commit("kept").await.is_err(), "the old token is gone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_inserted_into_the_demo_outbox_is_relayed_to_its_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = Dev::start(
+        dir.path(),
+        &[
+            format!("--listen=127.0.0.1:{}", free_port()),
+            format!("--kafka-listen=127.0.0.1:{}", free_port()),
+        ],
+    );
+    let brokers = dev.printed("Kafka");
+    let file = dev.printed("outbox");
+    assert_eq!(file, "trustmsg-dev/trustmsg-dev-outbox.db");
+    let path = dir.path().join(&file);
+    assert!(
+        path.exists(),
+        "its table is made at start: {}",
+        path.display()
+    );
+
+    // The banner's own statement, as a newcomer pastes it into a shell:
+    // `sqlite3 … FILE "INSERT …"`.
+    let line = dev.line_containing("sqlite3 ");
+    assert!(line.contains(&format!(" {file} \"")), "{line}");
+    let (start, end) = (line.find('"').unwrap(), line.rfind('"').unwrap());
+    let statement = line[start + 1..end].to_string();
+    assert!(
+        statement.starts_with("INSERT INTO trustmsg_outbox (message_key, topic, payload)"),
+        "{statement}"
+    );
+    let pool = SqlitePool::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(statement))
+        .execute(&pool)
+        .await
+        .unwrap();
+    // And what an application does: the SDK's row, in its transaction.
+    let mut tx = pool.begin().await.unwrap();
+    outbox::enqueue(
+        &mut tx,
+        &Message::new("outbox-2", "orders", r#"{"total":7}"#)
+            .key("7")
+            .header("content-type", "application/json"),
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+
+    let mut reader = TopicReader::new(&brokers, "orders");
+    let from_outbox = |r: &trustmsg_tests::kafka::Consumed| {
+        matches!(
+            r.header("trustmsg-message-key"),
+            Some(b"outbox-1" | b"outbox-2")
+        )
+    };
+    reader
+        .read_until(Duration::from_secs(30), "both outbox rows", |r| {
+            r.iter().filter(|r| from_outbox(r)).count() == 2
+        })
+        .await;
+    let mut records: Vec<_> = reader.records.iter().filter(|r| from_outbox(r)).collect();
+    records.sort_by_key(|r| r.header("trustmsg-message-key").map(<[u8]>::to_vec));
+    assert_eq!(
+        records[0].payload.as_deref(),
+        Some(&b"hello from the outbox"[..])
+    );
+    assert_eq!(records[1].payload.as_deref(), Some(&br#"{"total":7}"#[..]));
+    assert_eq!(records[1].key.as_deref(), Some(&b"7"[..]));
+    assert_eq!(
+        records[1].header("content-type"),
+        Some(&b"application/json"[..])
+    );
+    for r in &records {
+        assert_eq!(r.header("trustmsg-biz-id"), Some(&b"order-service"[..]));
+    }
+
+    trustmsg_tests::eventually(10, "both rows marked relayed", async || {
+        let statuses: Vec<i64> = sqlx::query_scalar("SELECT status FROM trustmsg_outbox")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+        statuses == [2, 2]
+    })
+    .await;
+    pool.close().await;
+    drop(dev);
 }

@@ -26,6 +26,7 @@ mod memory;
 mod mysql_tls;
 mod no_forwarder;
 mod ordering;
+mod outbox;
 mod outbox_relay;
 mod shard_lists;
 mod shards;

@@ -1,6 +1,6 @@
 //! Integration tests of the producer SDK: the client against the real trustmsg
 //! service and against a local server that fails on purpose, the check-back
-//! router over real HTTP, the barrier on the real MariaDB/MySQL server, and
+//! router over real HTTP, the barrier and the outbox on the real MariaDB/MySQL server, and
 //! the Kafka way in (`Submitter`) against librdkafka's mock cluster.
 //! The service, the databases and the local servers come from the test kit
 //! (`trustmsg-tests`).
@@ -9,6 +9,7 @@ mod barrier;
 mod check_router;
 mod client;
 mod inbox;
+mod outbox;
 mod retry;
 mod submit;
 mod transaction;

@@ -9,6 +9,9 @@
 //! - the Kafka way in is on: signed prepare, commit and rollback records on
 //!   `trustmsg.submit` (created at start, 3 partitions) are applied, and what
 //!   cannot be is on `trustmsg.submit.dlq` (docs/kafka-submit.md);
+//! - the local message table is on: `<data>/trustmsg-dev-outbox.db` is a
+//!   SQLite outbox source (its table created at start) relayed for the demo
+//!   producer, so a row inserted there appears on its topic (docs/outbox.md);
 //! - the tokens and the signing secret are kept in `<data>/env` (a shell file
 //!   to source), so a restart keeps them; `--reset` starts clean.
 //!
@@ -27,6 +30,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use trustmsg::api::hash_token;
 use trustmsg::config::ServeArgs;
+use trustmsg::outbox::schema::{schema, SchemaDialect};
 use trustmsg::startup::Application;
 use trustmsg_kafka_mock::MockKafka;
 use trustmsg_verify_api::{ProducerSettings, ProducerView, SigningSecret};
@@ -43,6 +47,9 @@ const FIRST_CHECK_MS: u32 = FIRST_CHECK_SECS as u32 * 1000;
 const DB_FILE: &str = "trustmsg.db";
 /// The credentials file inside `--data`.
 const ENV_FILE: &str = "env";
+/// The demo outbox source inside `--data`: a producer's own database, as
+/// far as trustmsg is concerned.
+const OUTBOX_FILE: &str = "trustmsg-dev-outbox.db";
 
 /// `trustmsg dev` flags.
 #[derive(Debug, clap::Args)]
@@ -128,6 +135,10 @@ pub(crate) async fn run(args: DevArgs, stop: CancellationToken) -> anyhow::Resul
     if let Some(topic) = &submit_topic {
         broker.mock.create_topic(topic, 3);
     }
+    let outbox = demo_outbox(&args, &serve);
+    if let Some(outbox) = &outbox {
+        outbox.create().await?;
+    }
     let app = Application::build(serve).await.with_context(|| {
         format!(
             "starting the service on {} (--listen chooses another address)",
@@ -160,6 +171,7 @@ pub(crate) async fn run(args: DevArgs, stop: CancellationToken) -> anyhow::Resul
             &args,
             &base,
             &kafka,
+            outbox.as_ref(),
             &creds.admin_token,
             &demo,
             &this_binary()
@@ -171,12 +183,16 @@ pub(crate) async fn run(args: DevArgs, stop: CancellationToken) -> anyhow::Resul
     result
 }
 
-/// Deletes the dev database (with its WAL files) and the credentials.
+/// Deletes the dev database and the demo outbox (with their WAL files) and
+/// the credentials.
 fn reset(data: &Path) -> anyhow::Result<()> {
     for name in [
         DB_FILE.to_string(),
         format!("{DB_FILE}-wal"),
         format!("{DB_FILE}-shm"),
+        OUTBOX_FILE.to_string(),
+        format!("{OUTBOX_FILE}-wal"),
+        format!("{OUTBOX_FILE}-shm"),
         ENV_FILE.to_string(),
     ] {
         let path = data.join(name);
@@ -201,6 +217,7 @@ fn serve_args(args: &DevArgs, admin_token: &str, brokers: &str) -> anyhow::Resul
     let db = format!("sqlite://{}", args.data.join(DB_FILE).display());
     let listen = args.listen.to_string();
     let first_check = format!("{FIRST_CHECK_SECS}s");
+    let outbox = format!("{}={}", args.demo_biz_id, outbox_url(args));
     let (argv, _) = ServeFlags::new(&args.serve_args)
         .fixed(&[
             ("--database-url", Some(db.as_str())),
@@ -214,7 +231,10 @@ fn serve_args(args: &DevArgs, admin_token: &str, brokers: &str) -> anyhow::Resul
             DEV_SERVE_FLAGS
                 .iter()
                 .copied()
-                .chain([("--first-verify-after", first_check.as_str())]),
+                .chain([
+                    ("--first-verify-after", first_check.as_str()),
+                    ("--outbox-source", outbox.as_str()),
+                ]),
         )
         .build();
     let serve = ServeArgs::from_args(argv).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -227,6 +247,59 @@ fn serve_args(args: &DevArgs, admin_token: &str, brokers: &str) -> anyhow::Resul
     }
     serve.validate()?;
     Ok(serve)
+}
+
+/// The demo outbox source's URL.
+fn outbox_url(args: &DevArgs) -> String {
+    format!("sqlite://{}", args.data.join(OUTBOX_FILE).display())
+}
+
+/// The demo outbox source, unless `--outbox-source` after `--` replaced it.
+#[derive(Debug)]
+struct DevOutbox {
+    /// The SQLite file.
+    path: PathBuf,
+    /// The table in it (`--outbox-table`).
+    table: String,
+}
+
+fn demo_outbox(args: &DevArgs, serve: &ServeArgs) -> Option<DevOutbox> {
+    let url = outbox_url(args);
+    serve
+        .outbox
+        .outbox_sources
+        .iter()
+        .any(|s| s.biz_id == args.demo_biz_id && s.url.expose_for_driver() == url)
+        .then(|| DevOutbox {
+            path: args.data.join(OUTBOX_FILE),
+            table: serve.outbox.outbox_table.clone(),
+        })
+}
+
+impl DevOutbox {
+    /// Creates the file and its table when missing, as a producer's own
+    /// migrations would. WAL, so that a reader never holds up the writers
+    /// (the relay, `sqlite3`, an application).
+    async fn create(&self) -> anyhow::Result<()> {
+        use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
+        use sqlx::{ConnectOptions, Connection};
+        let mut conn = SqliteConnectOptions::new()
+            .filename(&self.path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .connect()
+            .await
+            .with_context(|| format!("creating the demo outbox {}", self.path.display()))?;
+        sqlx::raw_sql(sqlx::AssertSqlSafe(schema(
+            SchemaDialect::Sqlite,
+            &self.table,
+        )))
+        .execute(&mut conn)
+        .await
+        .with_context(|| format!("creating the table of {}", self.path.display()))?;
+        conn.close().await.ok();
+        Ok(())
+    }
 }
 
 /// The demo producer as registered: its token (shown once at creation, kept
@@ -410,6 +483,7 @@ fn banner(
     args: &DevArgs,
     base: &str,
     kafka: &DevKafka<'_>,
+    outbox: Option<&DevOutbox>,
     admin: &str,
     demo: &Demo,
     exe: &str,
@@ -439,6 +513,17 @@ fn banner(
             format!("{}  (first after {FIRST_CHECK_SECS} s)", demo.verify_url),
         ),
     ];
+    if let Some(outbox) = outbox {
+        rows.push((
+            "outbox",
+            format!(
+                "{}  (SQLite; its {} rows are relayed for {})",
+                outbox.path.display(),
+                outbox.table,
+                demo.biz_id
+            ),
+        ));
+    }
     if let Some(topic) = kafka.submit_topic {
         rows.push((
             "Kafka way in",
@@ -473,9 +558,19 @@ Try it, in another terminal:
 
 A prepare left without commit or rollback is checked back after {FIRST_CHECK_SECS} s at the
 producer's check endpoint; `{exe} admin messages list` shows where it is.
-{kafka_way}"#,
+{outbox_way}{kafka_way}"#,
         biz = demo.biz_id,
         env = env.display(),
+        outbox_way = outbox.map_or(String::new(), |o| format!(
+            "\nThe local message table needs no call at all: a row inserted into the demo outbox (as a\n\
+             producer does, in the transaction of its business change) is relayed as a committed\n\
+             message of {biz}, and the tail above shows it on orders (docs/outbox.md):\n\n  \
+             sqlite3 -cmd '.timeout 5000' {path} \"INSERT INTO {table} (message_key, topic, payload) \
+             VALUES ('outbox-1', 'orders', 'hello from the outbox')\"\n",
+            biz = demo.biz_id,
+            path = o.path.display(),
+            table = o.table,
+        )),
         kafka_way = kafka.submit_topic.map_or(String::new(), |topic| format!(
             "\nA producer with only a Kafka client submits the same prepare and commit as records to\n\
              {topic}, signed with $TRUSTMSG_DEMO_SIGNING_SECRET: docs/kafka-submit.md shows it with\n\
@@ -588,6 +683,19 @@ mod tests {
             .map(|u| u.to_string())
             .collect();
         assert_eq!(urls, ["sqlite://some/dir/trustmsg.db"]);
+    }
+
+    #[test]
+    fn the_demo_outbox_is_relayed_for_the_demo_producer_unless_replaced() {
+        let serve = serve_args(&dev(&[]), "t", "127.0.0.1:1").unwrap();
+        let outbox = demo_outbox(&dev(&[]), &serve).expect("on by default");
+        assert_eq!(outbox.path, Path::new("some/dir/trustmsg-dev-outbox.db"));
+        assert_eq!(outbox.table, "trustmsg_outbox");
+
+        let mine = dev(&["--outbox-source=order-service=mysql://root@127.0.0.1:3306/shop"]);
+        let serve = serve_args(&mine, "t", "127.0.0.1:1").unwrap();
+        assert_eq!(serve.outbox.outbox_sources.len(), 1, "replaced, not added");
+        assert!(demo_outbox(&mine, &serve).is_none());
     }
 
     #[test]

@@ -1,0 +1,390 @@
+//! A [`Message`] as an outbox row, checked as trustmsg checks a prepare
+//! wherever the SDK can tell: the same limits and the same error codes as
+//! the service's `api/validate.rs`. A row that passes here can still be
+//! refused by what only the service knows (`--max-payload-bytes`, the
+//! producer's topic allow-list, the Kafka record limit).
+
+use chrono::{DateTime, TimeDelta, Utc};
+use trustmsg_verify_api::trace_context::{TraceParent, TRACEPARENT};
+use trustmsg_verify_api::{kafka_headers, MAX_DELIVERY_DELAY_MS};
+
+use super::EnqueueError;
+use crate::client::Deliver;
+use crate::Message;
+
+/// Longest message_key, in bytes.
+const MAX_MESSAGE_KEY: usize = 128;
+/// Longest Kafka topic name.
+const MAX_TOPIC: usize = 249;
+/// Longest record key, in bytes.
+const MAX_RECORD_KEY: usize = 1024;
+/// Most user headers per message.
+const MAX_HEADERS: usize = 64;
+/// Longest header name, in bytes.
+const MAX_HEADER_NAME: usize = 256;
+/// Most bytes of all header names and values together.
+const MAX_HEADER_BYTES: usize = 16 * 1024;
+/// Longest table name the relay accepts.
+const MAX_TABLE: usize = 64;
+
+/// When the row's message may be sent at the earliest.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Due {
+    /// At this time (milliseconds).
+    At(DateTime<Utc>),
+    /// This many milliseconds after the INSERT, by the database's clock.
+    AfterMs(u64),
+}
+
+/// The columns [`enqueue`](super::enqueue) writes; the others keep their
+/// defaults (`content_type` too: a `content-type` header stays a header).
+#[derive(Debug, Clone, PartialEq)]
+#[allow(unreachable_pub)] // named by the sealed `Target`, reachable by nobody
+pub struct Row {
+    pub(super) message_key: String,
+    pub(super) topic: String,
+    pub(super) record_key: Option<String>,
+    pub(super) payload: Vec<u8>,
+    /// A JSON object of strings; None without headers.
+    pub(super) headers: Option<String>,
+    pub(super) traceparent: Option<String>,
+    pub(super) due: Option<Due>,
+}
+
+fn invalid(code: &str, message: String) -> EnqueueError {
+    EnqueueError::Invalid {
+        code: code.to_string(),
+        message,
+    }
+}
+
+impl Row {
+    /// The row of `message`, or the refusal trustmsg would give it (`now`
+    /// bounds `deliver_at`).
+    pub(super) fn of(message: &Message, now: DateTime<Utc>) -> Result<Self, EnqueueError> {
+        let message_key = message.message_key();
+        check_message_key(message_key)?;
+        check_topic(&message.topic)?;
+        if let Some(k) = &message.key
+            && k.len() > MAX_RECORD_KEY
+        {
+            return Err(invalid(
+                "invalid_key",
+                format!(
+                    "key must be at most {MAX_RECORD_KEY} bytes (got {})",
+                    k.len()
+                ),
+            ));
+        }
+        check_headers(message)?;
+        let headers = (!message.headers.is_empty())
+            .then(|| serde_json::to_string(&message.headers).expect("a map of strings is JSON"));
+        // As the service does with a prepare's header: an invalid one is
+        // ignored, never refused. Written as the service stores it.
+        let traceparent = message
+            .trace_headers()
+            .into_iter()
+            .find(|(name, _)| *name == TRACEPARENT)
+            .and_then(|(_, value)| TraceParent::parse(&value))
+            .map(|tp| tp.to_string());
+        Ok(Self {
+            message_key: message_key.to_string(),
+            topic: message.topic.clone(),
+            record_key: message.key.clone(),
+            payload: message.payload_bytes(),
+            headers,
+            traceparent,
+            due: due(message.deliver, now)?,
+        })
+    }
+}
+
+/// 1 to 128 bytes, no control characters.
+fn check_message_key(v: &str) -> Result<(), EnqueueError> {
+    if v.is_empty() || v.len() > MAX_MESSAGE_KEY {
+        return Err(invalid(
+            "invalid_message_key",
+            format!(
+                "message_key must be 1 to {MAX_MESSAGE_KEY} bytes long (got {})",
+                v.len()
+            ),
+        ));
+    }
+    if v.chars().any(char::is_control) {
+        return Err(invalid(
+            "invalid_message_key",
+            "message_key must not contain control characters".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// 1 to 249 of `[A-Za-z0-9._-]`, not `.` or `..`.
+fn check_topic(v: &str) -> Result<(), EnqueueError> {
+    let bad = |why: String| Err(invalid("invalid_topic", why));
+    if v.is_empty() || v.len() > MAX_TOPIC {
+        return bad(format!(
+            "topic must be 1 to {MAX_TOPIC} characters long (got {})",
+            v.len()
+        ));
+    }
+    if v == "." || v == ".." {
+        return bad(format!("topic cannot be {v:?}"));
+    }
+    if let Some(c) = v
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "._-".contains(*c)))
+    {
+        return bad(format!(
+            "topic may contain only ASCII letters, digits, '.', '_' and '-' (found {c:?})"
+        ));
+    }
+    Ok(())
+}
+
+/// Bounded count and size, non-empty names, no control characters, none
+/// in the reserved `trustmsg-` namespace.
+fn check_headers(message: &Message) -> Result<(), EnqueueError> {
+    let h = &message.headers;
+    let bad = |why: String| Err(invalid("invalid_headers", why));
+    if h.len() > MAX_HEADERS {
+        return bad(format!(
+            "at most {MAX_HEADERS} headers are allowed (got {})",
+            h.len()
+        ));
+    }
+    let mut total = 0;
+    for (name, value) in h {
+        if name.is_empty() || name.len() > MAX_HEADER_NAME {
+            return bad(format!(
+                "header names must be 1 to {MAX_HEADER_NAME} bytes long"
+            ));
+        }
+        if name.chars().any(char::is_control) {
+            return bad(format!(
+                "header name {name:?} contains a control character; names and values must be printable text"
+            ));
+        }
+        if value.chars().any(char::is_control) {
+            return bad(format!(
+                "the value of header {name:?} contains a control character; values must be printable text"
+            ));
+        }
+        if name
+            .to_ascii_lowercase()
+            .starts_with(kafka_headers::RESERVED_PREFIX)
+        {
+            return bad(format!(
+                "header {name:?} uses the reserved prefix {:?}; trustmsg sets those itself",
+                kafka_headers::RESERVED_PREFIX
+            ));
+        }
+        total += name.len() + value.len();
+    }
+    if total > MAX_HEADER_BYTES {
+        return bad(format!(
+            "headers total {total} bytes; at most {MAX_HEADER_BYTES} are allowed"
+        ));
+    }
+    Ok(())
+}
+
+/// The delivery time: at most 7 days ahead of `now` (a delay at most 7
+/// days), milliseconds kept, not before 1970.
+fn due(deliver: Option<Deliver>, now: DateTime<Utc>) -> Result<Option<Due>, EnqueueError> {
+    let max_days = MAX_DELIVERY_DELAY_MS / (24 * 60 * 60 * 1000);
+    match deliver {
+        None => Ok(None),
+        Some(Deliver::After(delay)) => {
+            let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+            if ms > MAX_DELIVERY_DELAY_MS {
+                return Err(invalid(
+                    "invalid_deliver_after_ms",
+                    format!(
+                        "deliver_after_ms is {ms}; the longest delay is {MAX_DELIVERY_DELAY_MS} \
+                         ms ({max_days} days)"
+                    ),
+                ));
+            }
+            Ok(Some(Due::AfterMs(ms)))
+        }
+        Some(Deliver::At(at)) => {
+            let bad = |why: String| Err(invalid("invalid_deliver_at", why));
+            let shown = at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            // The column keeps milliseconds: what is written is what is sent.
+            let Some(t) = DateTime::from_timestamp_millis(at.timestamp_millis()) else {
+                return bad(format!("deliver_at {shown} is out of range"));
+            };
+            if t.timestamp_millis() < 0 {
+                return bad(format!("deliver_at {shown} is before 1970"));
+            }
+            let latest = now + TimeDelta::milliseconds(MAX_DELIVERY_DELAY_MS as i64);
+            if t > latest {
+                return bad(format!(
+                    "deliver_at {shown} is more than {max_days} days ahead (the latest now is \
+                     {}); the longest delay is {max_days} days",
+                    latest.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                ));
+            }
+            Ok(Some(Due::At(t)))
+        }
+    }
+}
+
+/// A table name the relay can put in its statements unquoted: 1 to 64 of
+/// `A-Z a-z 0-9 _`, not starting with a digit (the service's rule).
+pub(super) fn check_table(name: &str) -> Result<(), EnqueueError> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_TABLE
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && !name.as_bytes()[0].is_ascii_digit();
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(
+            "invalid_table",
+            format!(
+                "{name:?} is not a table name the relay accepts: 1 to {MAX_TABLE} of \
+                 A-Z a-z 0-9 _, not starting with a digit"
+            ),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use chrono::TimeZone;
+
+    use super::*;
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap()
+    }
+
+    fn code(m: &Message) -> String {
+        match Row::of(m, now()) {
+            Err(EnqueueError::Invalid { code, .. }) => code,
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_message_becomes_the_row_it_describes() {
+        let m = Message::from_bytes("order-1", "orders", &[0, 159, 146, 150])
+            .key("customer-7")
+            .header("content-type", "application/json")
+            .header("source", "shop")
+            .trace_context(
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                Some("shop=1"),
+            );
+        let row = Row::of(&m, now()).unwrap();
+        assert_eq!(
+            row,
+            Row {
+                message_key: "order-1".into(),
+                topic: "orders".into(),
+                record_key: Some("customer-7".into()),
+                payload: vec![0, 159, 146, 150],
+                headers: Some(r#"{"content-type":"application/json","source":"shop"}"#.into()),
+                traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()),
+                due: None,
+            }
+        );
+        let plain = Row::of(&Message::new("k", "t", "hi"), now()).unwrap();
+        assert_eq!((plain.payload, plain.headers), (b"hi".to_vec(), None));
+    }
+
+    #[test]
+    fn an_invalid_traceparent_is_left_out_not_refused() {
+        let m = Message::new("k", "t", "").trace_context("not-a-traceparent", None::<String>);
+        assert_eq!(Row::of(&m, now()).unwrap().traceparent, None);
+    }
+
+    #[test]
+    fn what_trustmsg_would_refuse_is_refused_with_the_apis_code() {
+        let m = |key: &str, topic: &str| Message::new(key, topic, "x");
+        assert_eq!(code(&m("", "orders")), "invalid_message_key");
+        assert_eq!(code(&m(&"k".repeat(129), "orders")), "invalid_message_key");
+        assert_eq!(code(&m("a\nb", "orders")), "invalid_message_key");
+        assert_eq!(code(&m("k", "")), "invalid_topic");
+        assert_eq!(code(&m("k", "..")), "invalid_topic");
+        assert_eq!(code(&m("k", "orders/eu")), "invalid_topic");
+        assert_eq!(code(&m("k", "t").key("x".repeat(1025))), "invalid_key");
+        assert_eq!(
+            code(&m("k", "t").header("trustmsg-id", "1")),
+            "invalid_headers"
+        );
+        assert_eq!(
+            code(&m("k", "t").header("Trustmsg-X", "1")),
+            "invalid_headers"
+        );
+        assert_eq!(code(&m("k", "t").header("", "1")), "invalid_headers");
+        assert_eq!(code(&m("k", "t").header("a", "b\r\n")), "invalid_headers");
+        assert_eq!(
+            code(&m("k", "t").header("a", "x".repeat(16 * 1024))),
+            "invalid_headers"
+        );
+        let many = (0..65).fold(m("k", "t"), |m, i| m.header(format!("h{i}"), "v"));
+        assert_eq!(code(&many), "invalid_headers");
+        // At the limits: accepted.
+        assert!(Row::of(
+            &m(&"k".repeat(128), &"t".repeat(249)).key("x".repeat(1024)),
+            now()
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn delivery_is_at_most_seven_days_ahead_in_milliseconds() {
+        let week = Duration::from_millis(MAX_DELIVERY_DELAY_MS);
+        let m = |d: Duration| Message::new("k", "t", "").deliver_after(d);
+        assert_eq!(
+            Row::of(&m(week), now()).unwrap().due,
+            Some(Due::AfterMs(MAX_DELIVERY_DELAY_MS))
+        );
+        assert_eq!(
+            code(&m(week + Duration::from_millis(1))),
+            "invalid_deliver_after_ms"
+        );
+
+        let at = |t: DateTime<Utc>| Message::new("k", "t", "").deliver_at(t);
+        let latest = now() + TimeDelta::milliseconds(MAX_DELIVERY_DELAY_MS as i64);
+        assert_eq!(
+            Row::of(&at(latest), now()).unwrap().due,
+            Some(Due::At(latest))
+        );
+        assert_eq!(
+            code(&at(latest + TimeDelta::milliseconds(1))),
+            "invalid_deliver_at"
+        );
+        assert_eq!(
+            code(&at(Utc.with_ymd_and_hms(1969, 12, 31, 23, 0, 0).unwrap())),
+            "invalid_deliver_at"
+        );
+        let past = Utc.with_ymd_and_hms(2029, 6, 1, 0, 0, 0).unwrap();
+        assert_eq!(
+            Row::of(&at(past), now()).unwrap().due,
+            Some(Due::At(past)),
+            "at once"
+        );
+        let fine = now() + TimeDelta::microseconds(1_234_567);
+        assert_eq!(
+            Row::of(&at(fine), now()).unwrap().due,
+            Some(Due::At(now() + TimeDelta::milliseconds(1_234))),
+            "sub-millisecond parts dropped"
+        );
+    }
+
+    #[test]
+    fn table_names_that_would_need_quoting_are_refused() {
+        for bad in ["", "1x", "a-b", "a b", "t;drop", &"x".repeat(65)] {
+            assert!(check_table(bad).is_err(), "{bad:?}");
+        }
+        for good in ["trustmsg_outbox", "T1", "_x", &"x".repeat(64)] {
+            assert!(check_table(good).is_ok(), "{good:?}");
+        }
+    }
+}
