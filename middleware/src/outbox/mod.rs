@@ -61,8 +61,8 @@ pub struct OutboxSettings {
     pub table: String,
     /// Most rows relayed in one source transaction.
     pub batch: u32,
-    /// How often an idle source is looked at again (a full batch is
-    /// followed by the next at once).
+    /// How often a source found empty is looked at again (a claim that
+    /// found rows is followed by the next at once).
     pub interval: Duration,
     /// How long relayed and given-up rows are kept; zero deletes a row as
     /// it is relayed.

@@ -165,7 +165,7 @@ impl Relay {
         tracing::info!(source = %self.source.biz_id, "outbox source: this instance relays it");
         *attempt = 0;
         // The first lane holds the lock and polls; the others join in only
-        // while its batches come back full, each on a connection of its
+        // while its batches come back at least half full, each on a connection of its
         // own, and never for an ordered producer (one lane keeps the order).
         let busy = Notify::new();
         let busy = &busy;
@@ -208,9 +208,10 @@ impl Relay {
     }
 
     /// One lane: claims and relays batches until an error or shutdown. The
-    /// first polls every `--outbox-interval` and purges; a helper waits to
-    /// be woken by a full batch of the first and works until it finds the
-    /// source drained.
+    /// first claims again at once after a batch, and after
+    /// `--outbox-interval` when it found nothing, and purges; a helper waits
+    /// to be woken by a batch of the first that was at least half full and
+    /// works until its own claims come back less than half full.
     async fn lane(&self, lane: Lane, busy: &Notify, shutdown: &CancellationToken) -> Ended {
         let s = &self.settings;
         let (first, mut conn) = match lane {
@@ -258,8 +259,11 @@ impl Relay {
                     Err(e) => return Ended::Source(e),
                 };
                 tracing::debug!(rows = rows.len(), took = ?claimed_in.elapsed(), "outbox: claimed");
-                let full = rows.len() == s.batch as usize;
-                if full && first && !producer.ordered {
+                // Busy: half a batch or more came at once. The helpers join
+                // in, and keep on while it stays so.
+                let busy_now = rows.len() * 2 >= s.batch as usize;
+                let empty = rows.is_empty();
+                if busy_now && first && !producer.ordered {
                     busy.notify_waiters();
                 }
                 if !rows.is_empty() {
@@ -281,10 +285,13 @@ impl Relay {
                         return Ended::Source(e);
                     }
                 }
-                if !full {
-                    if !first {
-                        break;
-                    }
+                if !first && !busy_now {
+                    break;
+                }
+                // Rows keep coming: the next claim follows at once (a row
+                // waits one batch, not an interval); a source found empty is
+                // looked at again after `--outbox-interval`.
+                if first && empty {
                     tokio::select! {
                         () = shutdown.cancelled() => return Ended::Shutdown,
                         () = tokio::time::sleep(s.interval) => {}
