@@ -18,19 +18,15 @@ use std::time::Duration;
 use serde_json::json;
 use sqlx::MySqlPool;
 use trustmsg_tests::kafka::{Consumed, MockKafka, TopicReader};
+use trustmsg_tests::outbox::OutboxTable;
 use trustmsg_tests::process::binary;
-use trustmsg_tests::{eventually, PrivateMariaDb, ServiceProcess, TestDb, FAST_SEND};
+use trustmsg_tests::{
+    eventually, mysql_server_url, PrivateMariaDb, ServiceProcess, TestDb, FAST_SEND,
+};
 
 use crate::harness::statuses;
 
 const TOPIC: &str = "e2e-outbox";
-
-/// The producer's own database: its business table and its outbox table,
-/// made from `trustmsg outbox schema`.
-struct Producer {
-    db: TestDb,
-    pool: MySqlPool,
-}
 
 /// The `CREATE TABLE` the binary prints.
 fn schema() -> String {
@@ -42,11 +38,8 @@ fn schema() -> String {
     String::from_utf8(out.stdout).expect("UTF-8")
 }
 
-async fn create_tables(pool: &MySqlPool) {
-    sqlx::raw_sql(sqlx::AssertSqlSafe(schema()))
-        .execute(pool)
-        .await
-        .expect("the outbox table");
+/// The producer's business tables.
+async fn create_business_tables(pool: &MySqlPool) {
     sqlx::raw_sql(
         "CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, state VARCHAR(16) NOT NULL); \
          CREATE TABLE key_counters (record_key VARCHAR(64) PRIMARY KEY, n INT NOT NULL)",
@@ -56,17 +49,12 @@ async fn create_tables(pool: &MySqlPool) {
     .expect("the business tables");
 }
 
-impl Producer {
-    async fn create() -> Self {
-        let db = TestDb::create().await;
-        let pool = db.pool_of(16).await;
-        create_tables(&pool).await;
-        Self { db, pool }
-    }
-
-    fn source_flag(&self, biz_id: &str) -> String {
-        format!("{biz_id}={}", self.db.url)
-    }
+/// The producer's own database: its outbox table (the kit's) and its
+/// business tables, with room for eight concurrent writers.
+async fn producer_database() -> OutboxTable {
+    let table = OutboxTable::with_connections(16).await;
+    create_business_tables(&table.pool).await;
+    table
 }
 
 /// One business transaction: the order and its outbox row, committed or
@@ -133,7 +121,7 @@ async fn source_statuses(pool: &MySqlPool) -> BTreeMap<i64, i64> {
 /// read from the start.
 struct Rig {
     trustmsg_db: TestDb,
-    producer: Producer,
+    producer: OutboxTable,
     kafka: MockKafka,
     reader: TopicReader,
 }
@@ -145,7 +133,7 @@ impl Rig {
         let reader = TopicReader::new(kafka.bootstrap(), TOPIC);
         Self {
             trustmsg_db: TestDb::create().await,
-            producer: Producer::create().await,
+            producer: producer_database().await,
             kafka,
             reader,
         }
@@ -153,8 +141,8 @@ impl Rig {
 }
 
 /// Drops both databases (at the end of a passing test).
-async fn drop_dbs(producer: Producer, trustmsg_db: TestDb) {
-    producer.db.drop_db().await;
+async fn drop_dbs(producer: OutboxTable, trustmsg_db: TestDb) {
+    producer.finish().await;
     trustmsg_db.drop_db().await;
 }
 
@@ -184,7 +172,7 @@ async fn rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_and_rolle
     } = Rig::start().await;
     // Small batches: a kill lands mid-relay, between a batch's trustmsg
     // writes and its source commit, many times over.
-    let flags = service_flags(&producer.source_flag("shop"), &["--outbox-batch", "20"]);
+    let flags = service_flags(&producer.source("shop"), &["--outbox-batch", "20"]);
     let mut service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
     service.register("shop", register_body()).await;
 
@@ -317,7 +305,7 @@ async fn two_instances_relay_one_source_one_at_a_time_and_the_standby_takes_over
         kafka,
         mut reader,
     } = Rig::start().await;
-    let flags = service_flags(&producer.source_flag("shop"), &[]);
+    let flags = service_flags(&producer.source("shop"), &[]);
     let mut a = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
     let mut b = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
     a.register("shop", register_body()).await;
@@ -395,7 +383,12 @@ async fn a_source_database_killed_and_brought_back_fails_no_row_and_holds_nothin
         .connect(&source_url)
         .await
         .unwrap();
-    create_tables(&pool).await;
+    // The table as `trustmsg outbox schema` prints it.
+    sqlx::raw_sql(sqlx::AssertSqlSafe(schema()))
+        .execute(&pool)
+        .await
+        .expect("the outbox table");
+    create_business_tables(&pool).await;
     let kafka = MockKafka::start(1);
     kafka.create_topic(TOPIC, 3);
     let mut reader = TopicReader::new(kafka.bootstrap(), TOPIC);
@@ -481,7 +474,7 @@ async fn an_ordered_producers_keys_keep_their_commit_order_under_concurrent_writ
         kafka,
         mut reader,
     } = Rig::start().await;
-    let flags = service_flags(&producer.source_flag("shop"), &["--outbox-batch", "25"]);
+    let flags = service_flags(&producer.source("shop"), &["--outbox-batch", "25"]);
     let mut service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
     let mut body = register_body();
     body["ordered"] = json!(true);
@@ -584,7 +577,7 @@ async fn rows_refused_for_good_are_failed_with_their_reason_and_one_alert_and_ho
         kafka,
         mut reader,
     } = Rig::start().await;
-    let flags = service_flags(&producer.source_flag("shop"), &[]);
+    let flags = service_flags(&producer.source("shop"), &[]);
     let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
     let mut body = register_body();
     body["ordered"] = json!(true);
@@ -711,7 +704,7 @@ async fn retention_deletes_relayed_rows_after_its_window_and_keeps_failed_ones()
         kafka,
         mut reader,
     } = Rig::start().await;
-    let flags = service_flags(&producer.source_flag("shop"), &["--outbox-retention", "1s"]);
+    let flags = service_flags(&producer.source("shop"), &["--outbox-retention", "1s"]);
     let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
     // Not registered yet: the rows wait, none fails.
     for i in 0..30 {
@@ -743,7 +736,7 @@ async fn retention_deletes_relayed_rows_after_its_window_and_keeps_failed_ones()
     drop(service);
 
     // `--outbox-retention 0`: a row goes as it is relayed.
-    let flags = service_flags(&producer.source_flag("shop"), &["--outbox-retention", "0"]);
+    let flags = service_flags(&producer.source("shop"), &["--outbox-retention", "0"]);
     let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
     for i in 0..10 {
         place_order(&producer.pool, &format!("gone-{i}"), true).await;
@@ -758,5 +751,74 @@ async fn retention_deletes_relayed_rows_after_its_window_and_keeps_failed_ones()
     })
     .await;
     drop(service);
+    drop_dbs(producer, trustmsg_db).await;
+}
+
+/// docs/outbox.md's least privilege is enough: a relay whose user may only
+/// SELECT, UPDATE and DELETE the outbox table relays, fails a row, and
+/// purges (nothing it does needs more: not the lock, not the index it
+/// names).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_relay_user_with_only_select_update_delete_on_the_table_relays_fails_and_purges() {
+    let Rig {
+        trustmsg_db,
+        producer,
+        kafka,
+        mut reader,
+    } = Rig::start().await;
+    let user = format!("tm_relay_{}", std::process::id());
+    for host in ["%", "localhost"] {
+        for sql in [
+            format!("CREATE USER '{user}'@'{host}' IDENTIFIED BY 'relay-pw'"),
+            format!(
+                "GRANT SELECT, UPDATE, DELETE ON `{}`.trustmsg_outbox TO '{user}'@'{host}'",
+                producer.db.name
+            ),
+        ] {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&producer.pool)
+                .await
+                .unwrap();
+        }
+    }
+    let mut url = reqwest::Url::parse(&mysql_server_url()).unwrap();
+    url.set_username(&user).unwrap();
+    url.set_password(Some("relay-pw")).unwrap();
+    url.set_path(&producer.db.name);
+    let flags = service_flags(&format!("shop={url}"), &["--outbox-retention", "0"]);
+    let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    service.register("shop", register_body()).await;
+    for i in 0..20 {
+        place_order(&producer.pool, &format!("least-{i}"), true).await;
+    }
+    producer.insert("refused", "a b", "x").await;
+    reader
+        .read_until(Duration::from_secs(30), "the 20 rows", |r| {
+            by_key(r).len() == 20
+        })
+        .await;
+    // Relayed rows deleted (retention 0), the refused one failed.
+    eventually(10, "only the failed row left", async || {
+        source_statuses(&producer.pool).await == BTreeMap::from([(3, 1)])
+    })
+    .await;
+    assert_eq!(
+        service
+            .metric(
+                "trustmsg_outbox_errors_total",
+                &[("source", "shop"), ("stage", "source")]
+            )
+            .await
+            .unwrap_or(0.0),
+        0.0,
+        "no statement of the relay was refused"
+    );
+    drop(service);
+    for host in ["%", "localhost"] {
+        sqlx::query(sqlx::AssertSqlSafe(format!("DROP USER '{user}'@'{host}'")))
+            .execute(&producer.pool)
+            .await
+            .unwrap();
+    }
     drop_dbs(producer, trustmsg_db).await;
 }

@@ -19,8 +19,14 @@ pub struct OutboxTable {
 impl OutboxTable {
     /// Creates the database and the table.
     pub async fn create() -> Self {
+        Self::with_connections(2).await
+    }
+
+    /// [`OutboxTable::create`] with a pool of up to `connections`, for
+    /// tests whose producers write concurrently.
+    pub async fn with_connections(connections: u32) -> Self {
         let db = TestDb::create().await;
-        let pool = db.pool_of(2).await;
+        let pool = db.pool_of(connections).await;
         sqlx::raw_sql(sqlx::AssertSqlSafe(schema(
             SchemaDialect::Mysql,
             DEFAULT_TABLE,

@@ -152,6 +152,11 @@ impl Source {
         self.status.lock().expect("status lock").clone()
     }
 
+    /// What the relay is doing now (without copying the rest).
+    pub(crate) fn state(&self) -> RelayState {
+        self.status.lock().expect("status lock").state
+    }
+
     fn update(&self, f: impl FnOnce(&mut Status)) {
         f(&mut self.status.lock().expect("status lock"));
     }

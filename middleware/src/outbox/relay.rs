@@ -182,7 +182,7 @@ impl Relay {
         match self.state.registry.get(&self.source.biz_id).await {
             Ok(Some(p)) => return Some(p),
             Ok(None) if first => {
-                if self.source.status().state != RelayState::WaitingForProducer {
+                if self.source.state() != RelayState::WaitingForProducer {
                     tracing::warn!(
                         source = %self.source.biz_id,
                         "outbox source: no producer {:?} is registered; its rows wait until \
@@ -240,7 +240,7 @@ impl Relay {
                 if !first && producer.ordered {
                     break;
                 }
-                if first && self.source.status().state != RelayState::Relaying {
+                if first && self.source.state() != RelayState::Relaying {
                     self.source.set_state(RelayState::Relaying);
                 }
                 let c = match &mut conn {
