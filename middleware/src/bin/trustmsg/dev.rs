@@ -1,6 +1,7 @@
 //! `trustmsg dev`: the whole loop on one machine with nothing installed.
 //!
-//! - the store is SQLite in `<data>/trustmsg.db`, migrated at start;
+//! - the store is SQLite in `<data>/trustmsg.db`, migrated at start (or the
+//!   database given as `-- --database-url URL`, migrated too);
 //! - Kafka is librdkafka's mock cluster, in this process, reached through a
 //!   fixed bootstrap address (`--kafka-listen`, default `127.0.0.1:9092`);
 //!   topics are created the first time a producer writes to them;
@@ -136,6 +137,7 @@ pub(crate) async fn run(args: DevArgs, stop: CancellationToken) -> anyhow::Resul
         broker.mock.create_topic(topic, 3);
     }
     let outbox = demo_outbox(&args, &serve);
+    let store = store_shown(&args, &serve);
     if let Some(outbox) = &outbox {
         outbox.create().await?;
     }
@@ -171,6 +173,7 @@ pub(crate) async fn run(args: DevArgs, stop: CancellationToken) -> anyhow::Resul
             &args,
             &base,
             &kafka,
+            &store,
             outbox.as_ref(),
             &creds.admin_token,
             &demo,
@@ -220,7 +223,6 @@ fn serve_args(args: &DevArgs, admin_token: &str, brokers: &str) -> anyhow::Resul
     let outbox = format!("{}={}", args.demo_biz_id, outbox_url(args));
     let (argv, _) = ServeFlags::new(&args.serve_args)
         .fixed(&[
-            ("--database-url", Some(db.as_str())),
             ("--auto-migrate", None),
             ("--listen", Some(listen.as_str())),
             ("--admin-token", Some(admin_token)),
@@ -232,6 +234,10 @@ fn serve_args(args: &DevArgs, admin_token: &str, brokers: &str) -> anyhow::Resul
                 .iter()
                 .copied()
                 .chain([
+                    // A store of the user's own (`-- --database-url
+                    // mysql://…`) replaces the SQLite file: the SDKs'
+                    // contract kit runs dev mode on MariaDB.
+                    ("--database-url", db.as_str()),
                     ("--first-verify-after", first_check.as_str()),
                     ("--outbox-source", outbox.as_str()),
                 ]),
@@ -247,6 +253,22 @@ fn serve_args(args: &DevArgs, admin_token: &str, brokers: &str) -> anyhow::Resul
     }
     serve.validate()?;
     Ok(serve)
+}
+
+/// The store as the banner shows it: dev's SQLite file, or the database given
+/// after `--` (its password never shown).
+fn store_shown(args: &DevArgs, serve: &ServeArgs) -> String {
+    let sqlite = args.data.join(DB_FILE);
+    match serve.database.urls() {
+        [url] if url.expose_for_driver() == format!("sqlite://{}", sqlite.display()) => {
+            format!("{}  (SQLite; --reset starts clean)", sqlite.display())
+        }
+        urls => urls
+            .iter()
+            .map(|u| u.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
 }
 
 /// The demo outbox source's URL.
@@ -483,6 +505,7 @@ fn banner(
     args: &DevArgs,
     base: &str,
     kafka: &DevKafka<'_>,
+    store: &str,
     outbox: Option<&DevOutbox>,
     admin: &str,
     demo: &Demo,
@@ -490,7 +513,6 @@ fn banner(
 ) -> String {
     let bootstrap = kafka.bootstrap;
     let env = args.data.join(ENV_FILE);
-    let db = args.data.join(DB_FILE);
     let key = "order-1";
     let mut rows = vec![
         ("API", base.to_string()),
@@ -502,10 +524,7 @@ fn banner(
             "Kafka",
             format!("{bootstrap}  (bootstrap; records kept in memory)"),
         ),
-        (
-            "database",
-            format!("{}  (SQLite; --reset starts clean)", db.display()),
-        ),
+        ("database", store.to_string()),
         ("admin token", admin.to_string()),
         ("producer", format!("{}  token {}", demo.biz_id, demo.token)),
         (
@@ -683,6 +702,23 @@ mod tests {
             .map(|u| u.to_string())
             .collect();
         assert_eq!(urls, ["sqlite://some/dir/trustmsg.db"]);
+    }
+
+    #[test]
+    fn a_database_url_after_the_double_dash_replaces_the_sqlite_store() {
+        let mine = dev(&["--database-url", "mysql://kit:s3cret@127.0.0.1:3306/tm_kit"]);
+        let serve = serve_args(&mine, "t", "127.0.0.1:1").unwrap();
+        let urls: Vec<_> = serve
+            .database
+            .urls()
+            .iter()
+            .map(|u| u.expose_for_driver().to_string())
+            .collect();
+        assert_eq!(urls, ["mysql://kit:s3cret@127.0.0.1:3306/tm_kit"]);
+        let shown = store_shown(&mine, &serve);
+        assert!(shown.contains("127.0.0.1:3306/tm_kit"), "{shown}");
+        assert!(!shown.contains("s3cret"), "the password is shown: {shown}");
+        assert!(store_shown(&dev(&[]), &serve_args(&dev(&[]), "t", "b").unwrap()).contains("(SQLite"));
     }
 
     #[test]

@@ -22,7 +22,7 @@
 //! two messages, and the marker of one must never answer for the other.
 //!
 //! The table's SQL ships with the crate as [`MIGRATION`] and
-//! [`EXACT_KEYS_MIGRATION`] (`client-sdk/migrations/`); [`create_table`]
+//! [`EXACT_KEYS_MIGRATION`] (`client-sdk/rust/migrations/`); [`create_table`]
 //! applies both.
 
 use std::future::Future;

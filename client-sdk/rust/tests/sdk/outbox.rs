@@ -410,15 +410,15 @@ async fn on_sqlite_the_row_commits_and_rolls_back_with_the_transaction() {
 fn the_shipped_sql_is_the_repositorys() {
     assert_eq!(
         outbox::MYSQL_MIGRATION,
-        include_str!("../../../migrations/outbox/mysql.sql")
+        include_str!("../../../../migrations/outbox/mysql.sql")
     );
     assert_eq!(
         outbox::SQLITE_MIGRATION,
-        include_str!("../../../migrations/outbox/sqlite.sql")
+        include_str!("../../../../migrations/outbox/sqlite.sql")
     );
     assert_eq!(
         outbox::POSTGRES_MIGRATION,
-        include_str!("../../../migrations/outbox/postgres.sql")
+        include_str!("../../../../migrations/outbox/postgres.sql")
     );
     let renamed = outbox::schema(Dialect::Sqlite, "shop_outbox").unwrap();
     assert!(!renamed.contains("trustmsg_outbox"), "{renamed}");
