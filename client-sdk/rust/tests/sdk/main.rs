@@ -8,6 +8,7 @@
 mod barrier;
 mod check_router;
 mod client;
+mod conformance;
 mod inbox;
 mod outbox;
 mod retry;

@@ -137,7 +137,7 @@ pub(crate) async fn run(args: DevArgs, stop: CancellationToken) -> anyhow::Resul
         broker.mock.create_topic(topic, 3);
     }
     let outbox = demo_outbox(&args, &serve);
-    let store = store_shown(&args, &serve);
+    let store_line = store_shown(&args, &serve);
     if let Some(outbox) = &outbox {
         outbox.create().await?;
     }
@@ -173,7 +173,7 @@ pub(crate) async fn run(args: DevArgs, stop: CancellationToken) -> anyhow::Resul
             &args,
             &base,
             &kafka,
-            &store,
+            &store_line,
             outbox.as_ref(),
             &creds.admin_token,
             &demo,
@@ -718,7 +718,9 @@ mod tests {
         let shown = store_shown(&mine, &serve);
         assert!(shown.contains("127.0.0.1:3306/tm_kit"), "{shown}");
         assert!(!shown.contains("s3cret"), "the password is shown: {shown}");
-        assert!(store_shown(&dev(&[]), &serve_args(&dev(&[]), "t", "b").unwrap()).contains("(SQLite"));
+        assert!(
+            store_shown(&dev(&[]), &serve_args(&dev(&[]), "t", "b").unwrap()).contains("(SQLite")
+        );
     }
 
     #[test]
