@@ -17,6 +17,9 @@ use crate::harness::{settings, statuses, Kafka, FAST_VERIFY};
 const TOPIC: &str = "e2e-barrier";
 const RUNS: usize = 200;
 
+/// Contract kit scenarios S03 and S04 for the Rust SDK: the producer never
+/// calls commit or rollback, check-back alone decides through the barrier,
+/// while local transactions are open and after they commit or roll back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn check_back_during_an_open_local_transaction_is_always_answered_right() {
     let db = TestDb::create().await;

@@ -51,6 +51,7 @@ fn header(name: &str, value: &[u8]) -> (String, Option<Vec<u8>>) {
     (name.to_string(), Some(value.to_vec()))
 }
 
+/// Contract kit scenario S09 for the Rust SDK: the local message table delivers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn committed_rows_reach_kafka_byte_for_byte_and_a_rolled_back_one_never_does() {
     let db = TestDb::create().await;

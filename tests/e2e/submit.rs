@@ -510,6 +510,7 @@ async fn a_commit_before_its_prepare_waits_for_it_visibly_and_is_dead_lettered_w
     assert!(!statuses(&pool, "shop").await.contains_key("orphan"));
 }
 
+/// Contract kit scenario S08 for the Rust SDK: the Kafka way in delivers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sdks_submitter_and_transaction_helper_commit_what_succeeds_and_roll_back_what_fails() {
     use trustmsg_client::submit::Submitter as SdkSubmitter;

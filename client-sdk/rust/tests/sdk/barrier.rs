@@ -149,6 +149,7 @@ async fn the_same_key_twice_is_already_decided_commit() {
     db.drop_db().await;
 }
 
+/// Contract kit scenario S04, case a (the transaction commits).
 #[tokio::test]
 async fn check_waits_for_an_open_transaction_that_then_commits_and_answers_commit() {
     let (db, pool) = setup().await;
@@ -178,6 +179,7 @@ async fn check_waits_for_an_open_transaction_that_then_commits_and_answers_commi
     db.drop_db().await;
 }
 
+/// Contract kit scenario S04, case b (the transaction rolls back).
 #[tokio::test]
 async fn check_waits_for_an_open_transaction_that_then_rolls_back_and_answers_rollback() {
     let (db, pool) = setup().await;

@@ -97,6 +97,8 @@ async fn a_retry_after_that_is_not_seconds_leaves_the_policy_in_charge() {
     );
 }
 
+/// Contract kit scenario S10 (a 503 is retried with backoff), against a
+/// local server that fails on purpose rather than the kit's proxy.
 #[tokio::test]
 async fn server_errors_are_retried_until_the_call_succeeds() {
     let (url, count) = flaky(3, StatusCode::SERVICE_UNAVAILABLE).await;
@@ -132,6 +134,7 @@ async fn exhausted_retries_are_unavailable_with_the_last_server_code() {
     assert_eq!(count.get(), 3, "one try and two retries");
 }
 
+/// Contract kit scenario S10 (a 409 is not retried).
 #[tokio::test]
 async fn client_errors_are_never_retried() {
     for (status, is_expected) in [
