@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -617,3 +618,153 @@ func TestS10_503_is_retried_with_backoff_and_409_is_not(t *testing.T) {
 		t.Fatalf("requests for the conflicting key: %+v, want 2 (the second a single 409)", seen)
 	}
 }
+
+func TestS09_local_message_table_delivers(t *testing.T) {
+	e := kittest.Kit(t)
+	t.Parallel()
+	ctx := context.Background()
+	t.Run("mysql relayed", func(t *testing.T) {
+		conn := kittest.Open(t, e, trustmsg.MySQL)
+		outbox := trustmsg.Outbox{Dialect: trustmsg.MySQL}
+		topic := e.OutboxTopicPrefix + "go-s09-" + kittest.Random()
+		rolled := trustmsg.Message{MessageKey: "go-s09-" + kittest.Random(), Topic: topic, Payload: []byte("never")}
+		committed := trustmsg.Message{
+			MessageKey: "go-s09-" + kittest.Random(), Topic: topic, Key: "customer-9",
+			Payload: []byte{0, 0xff, 'o', 'k', 0x80}, Headers: map[string]string{"content-type": "application/octet-stream", "source": "go-outbox"},
+		}
+		for _, c := range []struct {
+			msg    trustmsg.Message
+			commit bool
+		}{{rolled, false}, {committed, true}} {
+			tx, err := conn.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id, err := outbox.Enqueue(ctx, tx, c.msg); err != nil || id <= 0 {
+				t.Fatalf("enqueue: %d, %v", id, err)
+			}
+			if c.commit {
+				err = tx.Commit()
+			} else {
+				err = tx.Rollback()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		records := kittest.ReadAll(t, e, topic, 1, 30*time.Second, time.Second)
+		if len(records) != 1 {
+			t.Fatalf("%d records on %s, want only the committed row's", len(records), topic)
+		}
+		r := records[0]
+		if string(r.Key) != committed.Key || !bytes.Equal(r.Value, committed.Payload) {
+			t.Fatalf("record key %q value %x", r.Key, r.Value)
+		}
+		for name, value := range committed.Headers {
+			if got, _ := kittest.Header(r, name); got != value {
+				t.Fatalf("header %s = %q, want %q", name, got, value)
+			}
+		}
+		if k, _ := kittest.Header(r, trustmsg.HeaderMessageKey); k != committed.MessageKey {
+			t.Fatalf("trustmsg-message-key %q", k)
+		}
+		if _, ok := kittest.Header(r, trustmsg.HeaderMessageID); !ok {
+			t.Fatal("no trustmsg-message-id")
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var status int
+			if err := conn.QueryRow("SELECT status FROM trustmsg_outbox WHERE message_key = ?", committed.MessageKey).Scan(&status); err != nil {
+				t.Fatal(err)
+			}
+			if status == 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the row's status is %d, not 2 (relayed)", status)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if n := count(t, conn, trustmsg.MySQL, "SELECT COUNT(*) FROM trustmsg_outbox WHERE message_key = ?", rolled.MessageKey); n != 0 {
+			t.Fatal("the rolled-back row exists")
+		}
+	})
+	// Every case of vectors/outbox-rows.json, written and read back (then
+	// rolled back: the relay never sees it), on MariaDB and PostgreSQL.
+	valid, invalidCases := loadOutboxVectors(t)
+	for _, db := range kittest.Dialects {
+		t.Run(db.Name+" vectors", func(t *testing.T) {
+			conn := kittest.Open(t, e, db.Dialect)
+			if err := trustmsg.CreateOutboxTable(ctx, conn, db.Dialect); err != nil {
+				t.Fatal(err)
+			}
+			outbox := trustmsg.Outbox{Dialect: db.Dialect}
+			q := "SELECT message_key, topic, record_key, payload, headers, traceparent, content_type, status, %s FROM trustmsg_outbox WHERE id = " + ph(db.Dialect, 1)
+			delay := "TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(3), deliver_at) DIV 1000"
+			if db.Dialect == trustmsg.Postgres {
+				delay = "CAST(EXTRACT(EPOCH FROM (deliver_at - now())) * 1000 AS BIGINT)"
+			}
+			for _, c := range valid {
+				tx, err := conn.BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				id, err := outbox.Enqueue(ctx, tx, c.message(t))
+				if err != nil {
+					_ = tx.Rollback()
+					t.Fatalf("%s: %v", c.Name, err)
+				}
+				var key, topic string
+				var recordKey, headers, tp, contentType sql.NullString
+				var payload []byte
+				var status int
+				var afterMs sql.NullInt64
+				err = tx.QueryRow(fmt.Sprintf(q, delay), id).Scan(&key, &topic, &recordKey, &payload, &headers, &tp, &contentType, &status, &afterMs)
+				_ = tx.Rollback()
+				if err != nil {
+					t.Fatalf("%s: %v", c.Name, err)
+				}
+				w := c.Row
+				if key != w.MessageKey || topic != w.Topic || base64Std(payload) != w.PayloadBase64 || status != 0 || contentType.Valid {
+					t.Fatalf("%s: row %q %q %q status %d content_type %v", c.Name, key, topic, base64Std(payload), status, contentType)
+				}
+				if (w.RecordKey == nil) != !recordKey.Valid || w.RecordKey != nil && *w.RecordKey != recordKey.String {
+					t.Fatalf("%s: record_key %v, want %v", c.Name, recordKey, w.RecordKey)
+				}
+				var gotHeaders map[string]string
+				if headers.Valid {
+					if err := json.Unmarshal([]byte(headers.String), &gotHeaders); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if fmt.Sprint(gotHeaders) != fmt.Sprint(w.Headers) || (w.Headers == nil) != !headers.Valid {
+					t.Fatalf("%s: headers %v, want %v", c.Name, headers, w.Headers)
+				}
+				if (w.TraceParent == nil) != !tp.Valid || w.TraceParent != nil && *w.TraceParent != tp.String {
+					t.Fatalf("%s: traceparent %v, want %v", c.Name, tp, w.TraceParent)
+				}
+				switch {
+				case w.Deliver == nil && afterMs.Valid:
+					t.Fatalf("%s: deliver_at set (%d ms ahead)", c.Name, afterMs.Int64)
+				case w.Deliver != nil && (!afterMs.Valid || afterMs.Int64 < w.Deliver.AfterMs-5000 || afterMs.Int64 > w.Deliver.AfterMs):
+					t.Fatalf("%s: deliver_at %v ms ahead, want the database's now + %d", c.Name, afterMs, w.Deliver.AfterMs)
+				}
+			}
+			for _, c := range invalidCases {
+				tx, err := conn.BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = outbox.Enqueue(ctx, tx, c.message(t))
+				var n int
+				cerr := tx.QueryRow("SELECT COUNT(*) FROM trustmsg_outbox WHERE message_key = "+ph(db.Dialect, 1), c.Message.MessageKey).Scan(&n)
+				_ = tx.Rollback()
+				if trustmsg.ErrorCode(err) != c.Error || cerr != nil || n != 0 {
+					t.Fatalf("%s: %v (rows %d, %v), want refused %q before writing", c.Name, err, n, cerr, c.Error)
+				}
+			}
+		})
+	}
+}
+
+func base64Std(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
