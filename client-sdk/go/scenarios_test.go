@@ -41,9 +41,7 @@ func ph(d trustmsg.Dialect, n int) string {
 // ordersTable creates the business table of the scenarios.
 func ordersTable(t *testing.T, db *sql.DB) {
 	t.Helper()
-	if _, err := db.Exec("CREATE TABLE IF NOT EXISTS go_orders (id VARCHAR(128) PRIMARY KEY, amount INT NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
+	kittest.DDL(t, db, "CREATE TABLE IF NOT EXISTS go_orders (id VARCHAR(128) PRIMARY KEY, amount INT NOT NULL)")
 }
 
 func insertOrder(d trustmsg.Dialect, id string, amount int) func(context.Context, *sql.Tx) error {
@@ -483,9 +481,7 @@ func TestS07_inbox_drops_redelivered_record_and_keeps_work_atomic(t *testing.T) 
 			t.Parallel()
 			conn := kittest.Open(t, e, db.Dialect)
 			ordersTable(t, conn)
-			if _, err := conn.Exec("CREATE TABLE IF NOT EXISTS go_shipments (order_id VARCHAR(128) PRIMARY KEY)"); err != nil {
-				t.Fatal(err)
-			}
+			kittest.DDL(t, conn, "CREATE TABLE IF NOT EXISTS go_shipments (order_id VARCHAR(128) PRIMARY KEY)")
 			b := barrier(t, conn, db.Dialect)
 			p := kittest.Register(t, e, "s07", "", 60000, "")
 			topic := "go-s07-" + kittest.Random()
@@ -695,9 +691,11 @@ func TestS09_local_message_table_delivers(t *testing.T) {
 	for _, db := range kittest.Dialects {
 		t.Run(db.Name+" vectors", func(t *testing.T) {
 			conn := kittest.Open(t, e, db.Dialect)
-			if err := trustmsg.CreateOutboxTable(ctx, conn, db.Dialect); err != nil {
-				t.Fatal(err)
-			}
+			kittest.WithDDL(func() {
+				if err := trustmsg.CreateOutboxTable(ctx, conn, db.Dialect); err != nil {
+					t.Fatal(err)
+				}
+			})
 			outbox := trustmsg.Outbox{Dialect: db.Dialect}
 			q := "SELECT message_key, topic, record_key, payload, headers, traceparent, content_type, status, %s FROM trustmsg_outbox WHERE id = " + ph(db.Dialect, 1)
 			delay := "TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(3), deliver_at) DIV 1000"

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -135,10 +136,33 @@ func Open(t testing.TB, e Env, d trustmsg.Dialect) *sql.DB {
 	t.Cleanup(func() { _ = db.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	ddl.Lock()
+	defer ddl.Unlock()
 	if err := trustmsg.CreateTables(ctx, db, d); err != nil {
 		t.Fatal(err)
 	}
 	return db
+}
+
+// ddl serializes this process's CREATE TABLE IF NOT EXISTS: PostgreSQL's
+// can fail on a unique index of its catalog when two run at once.
+var ddl sync.Mutex
+
+// WithDDL runs f while no other DDL of this process runs.
+func WithDDL(f func()) {
+	ddl.Lock()
+	defer ddl.Unlock()
+	f()
+}
+
+// DDL runs a CREATE ... IF NOT EXISTS statement, one at a time.
+func DDL(t testing.TB, db *sql.DB, stmt string) {
+	t.Helper()
+	ddl.Lock()
+	defer ddl.Unlock()
+	if _, err := db.Exec(stmt); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Dialects are the producer databases a scenario runs on, by name.
@@ -154,7 +178,7 @@ type Producer struct {
 }
 
 // Register registers producer "go-<name>-<random>" with verifyURL (a
-// placeholder when ""), topics ["go-*"], the first check-back after
+// placeholder when ""), topics ["go-*", "orders"], the first check-back after
 // firstVerifyMs, and returns its client (on base, the service or the
 // proxy).
 func Register(t testing.TB, e Env, name, verifyURL string, firstVerifyMs int, base string, opts ...trustmsg.Option) Producer {
@@ -168,7 +192,7 @@ func Register(t testing.TB, e Env, name, verifyURL string, firstVerifyMs int, ba
 	}
 	bizID := "go-" + name + "-" + Random()
 	view, err := admin.PutProducer(context.Background(), bizID, trustmsg.ProducerSettings{
-		VerifyURL: verifyURL, Topics: []string{"go-*"}, FirstVerifyAfterMs: &firstVerifyMs,
+		VerifyURL: verifyURL, Topics: []string{"go-*", "orders"}, FirstVerifyAfterMs: &firstVerifyMs,
 	})
 	if err != nil {
 		t.Fatal(err)
