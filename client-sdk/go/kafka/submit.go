@@ -334,7 +334,7 @@ func (s *Submitter) send(ctx context.Context, r SignedRecord) (Submitted, error)
 	res := s.cl.ProduceSync(ctx, rec)
 	got, err := res.First()
 	if err != nil {
-		return Submitted{}, trustmsg.NewUnavailableError(op, 1, fmt.Errorf("Kafka did not acknowledge the record: %w", err))
+		return Submitted{}, trustmsg.NewUnavailableError(op, 1, fmt.Errorf("the record was not acknowledged by Kafka: %w", err))
 	}
 	return Submitted{Partition: got.Partition, Offset: got.Offset}, nil
 }
