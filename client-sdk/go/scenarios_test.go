@@ -310,6 +310,9 @@ func TestS04_check_back_during_open_transaction_waits_and_answers_its_outcome(t 
 				if err != nil {
 					t.Fatal(err)
 				}
+				// A failing test must not leave the transaction (and its
+				// locks) open for the other tests.
+				defer func() { _ = tx.Rollback() }()
 				if err := b.Insert(ctx, tx, p.BizID, key); err != nil {
 					t.Fatal(err)
 				}
