@@ -1,6 +1,6 @@
 module github.com/trustmsg/trustmsg/client-sdk/go
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/go-sql-driver/mysql v1.10.1

@@ -73,7 +73,7 @@ type Message struct {
 
 // traceHeaders returns the trace context prepare sends: the message's own,
 // else the span in ctx (OpenTelemetry's W3C propagator), else none.
-func (m *Message) traceHeaders(ctx context.Context) (traceparent, tracestate string) {
+func (m Message) traceHeaders(ctx context.Context) (traceparent, tracestate string) {
 	if m.TraceParent != "" {
 		return m.TraceParent, m.TraceState
 	}
@@ -91,7 +91,7 @@ func TraceContext(ctx context.Context) (traceparent, tracestate string) {
 
 // payloadField returns the payload as the prepare request carries it: the
 // text itself when it is UTF-8, else base64.
-func (m *Message) payloadField() (payload, encoding string) {
+func (m Message) payloadField() (payload, encoding string) {
 	if utf8.Valid(m.Payload) {
 		return string(m.Payload), ""
 	}
@@ -101,13 +101,13 @@ func (m *Message) payloadField() (payload, encoding string) {
 // Validate returns what trustmsg would refuse in m, as an *[Error] with the
 // HTTP API's code ([IsInvalid]), or nil. What only the service knows (the
 // payload limit, the producer's topic allow-list) is not checked.
-func (m *Message) Validate() error {
+func (m Message) Validate() error {
 	return m.validate("validate", time.Now())
 }
 
 // validate checks what trustmsg would refuse, with its error codes; now
 // bounds DeliverAt.
-func (m *Message) validate(op string, now time.Time) error {
+func (m Message) validate(op string, now time.Time) error {
 	if err := checkMessageKey(op, m.MessageKey); err != nil {
 		return err
 	}
@@ -126,7 +126,7 @@ func (m *Message) validate(op string, now time.Time) error {
 
 // due returns the delivery time: a delay in milliseconds (>= 0, -1 for
 // none) or a time (zero for none).
-func (m *Message) due(op string, now time.Time) (afterMs int64, at time.Time, err error) {
+func (m Message) due(op string, now time.Time) (afterMs int64, at time.Time, err error) {
 	afterMs = -1
 	if m.DeliverAfter != 0 && !m.DeliverAt.IsZero() {
 		return 0, time.Time{}, invalid(op, "invalid_delivery", "give DeliverAfter or DeliverAt, not both")

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	trustmsg "github.com/trustmsg/trustmsg/client-sdk/go"
 	"github.com/trustmsg/trustmsg/client-sdk/go/internal/kittest"
 )
@@ -404,4 +406,45 @@ func TestEmbeddedTablesAreTheKits(t *testing.T) {
 			t.Errorf("sql/%s differs from client-sdk/conformance/sql/%s: copy it again", name, name)
 		}
 	}
+}
+
+// The OpenTelemetry span in the context is the trace context prepare
+// sends; a message's own trace context wins; none without a span.
+func TestTraceContextFromTheContext(t *testing.T) {
+	if tp, ts := trustmsg.TraceContext(context.Background()); tp != "" || ts != "" {
+		t.Fatalf("no span, yet %q %q", tp, ts)
+	}
+	s := &service{statuses: []int{200}}
+	c := newClient(t, s)
+	ctx := spanContext(t)
+	if _, err := c.Prepare(ctx, trustmsg.Message{MessageKey: "k", Topic: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.headers[0].Get("traceparent"); got != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" {
+		t.Fatalf("traceparent %q", got)
+	}
+	own := "00-11111111111111111111111111111111-2222222222222222-00"
+	if _, err := c.Prepare(ctx, trustmsg.Message{MessageKey: "k", Topic: "t", TraceParent: own}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.headers[1].Get("traceparent"); got != own {
+		t.Fatalf("traceparent %q, want the message's own", got)
+	}
+	if trustmsg.ValidTraceParent("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01") != "" ||
+		trustmsg.ValidTraceParent("00-00000000000000000000000000000000-00f067aa0ba902b7-01") != "" ||
+		trustmsg.ValidTraceParent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03-x") != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" {
+		t.Fatal("ValidTraceParent is not trustmsg's rule")
+	}
+	if err := (trustmsg.Message{MessageKey: "k", Topic: "t"}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func spanContext(t *testing.T) context.Context {
+	t.Helper()
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	return trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true,
+	}))
 }
