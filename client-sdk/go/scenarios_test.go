@@ -751,6 +751,27 @@ func TestS09_local_message_table_delivers(t *testing.T) {
 					t.Fatalf("%s: deliver_at %v ms ahead, want the database's now + %d", c.Name, afterMs, w.Deliver.AfterMs)
 				}
 			}
+			// A delivery time is written as given, in UTC, to the millisecond.
+			at := time.Now().Add(time.Hour).Truncate(time.Millisecond).In(time.FixedZone("UTC+5", 5*3600))
+			tx, err := conn.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := outbox.Enqueue(ctx, tx, trustmsg.Message{MessageKey: "order-at", Topic: "orders", Payload: []byte("x"), DeliverAt: at.Add(999 * time.Microsecond)})
+			if err != nil {
+				_ = tx.Rollback()
+				t.Fatal(err)
+			}
+			var written string
+			column := "DATE_FORMAT(deliver_at, '%Y-%m-%d %H:%i:%s.%f')"
+			if db.Dialect == trustmsg.Postgres {
+				column = "to_char(deliver_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')"
+			}
+			err = tx.QueryRow("SELECT "+column+" FROM trustmsg_outbox WHERE id = "+ph(db.Dialect, 1), id).Scan(&written)
+			_ = tx.Rollback()
+			if want := at.UTC().Format("2006-01-02 15:04:05.000000"); err != nil || written != want {
+				t.Fatalf("deliver_at %q (%v), want %q", written, err, want)
+			}
 			for _, c := range invalidCases {
 				tx, err := conn.BeginTx(ctx, nil)
 				if err != nil {
