@@ -1,0 +1,28 @@
+// Package trustmsg is the Go SDK of trustmsg, a reliable-message service:
+// a producer prepares a message, runs its local transaction, then commits or
+// rolls the message back; trustmsg delivers committed messages to Kafka and
+// asks the producer ("check-back") about messages whose decision never came.
+//
+// What it holds:
+//
+//   - [Client]: the producer API over HTTP (prepare, commit, rollback, get),
+//     context first, typed errors ([*Error], [IsConflict], ...), retries with
+//     backoff and jitter on 5xx and connection errors only.
+//   - [Transaction] and [Barrier]: prepare → local transaction on
+//     database/sql (MySQL/MariaDB or PostgreSQL) with the barrier's marker →
+//     commit or rollback; the barrier answers check-back exactly.
+//   - [Verifier] and [CheckHandler]: the check-back endpoint as an
+//     [net/http.Handler], signatures verified the Standard Webhooks way.
+//   - [Inbox]: a consumer processes each trustmsg message once, the work and
+//     its inbox row in one local transaction.
+//   - [Outbox]: the local message table's row, written inside the caller's
+//     *sql.Tx.
+//   - Package kafka (a sub-package): the Kafka way in (signed records,
+//     idempotent producer, acks=all) and the inbox for franz-go records.
+//
+// The producer's tables are embedded ([SQL], [CreateTables]); they are the
+// same for every trustmsg SDK.
+package trustmsg
+
+// Version is this SDK's version.
+const Version = "0.1.0"

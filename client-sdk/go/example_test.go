@@ -1,0 +1,102 @@
+package trustmsg_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log"
+	"net/http"
+	"os"
+
+	trustmsg "github.com/trustmsg/trustmsg/client-sdk/go"
+)
+
+// The transaction helper: the order and its message commit together, or
+// neither does.
+func ExampleTransaction() {
+	ctx := context.Background()
+	db, _ := sql.Open("mysql", "root@tcp(127.0.0.1:3306)/shop") // import _ "github.com/go-sql-driver/mysql"
+	producer, err := trustmsg.NewClient("http://127.0.0.1:8080", "order-service", os.Getenv("TRUSTMSG_TOKEN"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	barrier, err := trustmsg.NewBarrier(db, trustmsg.MySQL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	msg := trustmsg.Message{MessageKey: "order-42", Topic: "orders", Key: "customer-7", Payload: []byte(`{"order":42}`)}
+	out, err := trustmsg.Transaction(ctx, producer, barrier, msg, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "INSERT INTO orders (id, amount_cents) VALUES (?, ?)", 42, 1250)
+		return err
+	})
+	switch {
+	case trustmsg.IsConflict(err):
+		log.Printf("order 42 was placed before with other content: %v", err)
+	case err != nil:
+		log.Printf("order 42 not placed: %v", err) // errors.Is finds the work's own error
+	case out.LeftToCheckBack():
+		log.Printf("order 42 placed; trustmsg was unreachable, check-back will commit its message")
+	default:
+		log.Printf("order 42 placed, message %d committed", out.Prepared.ID)
+	}
+}
+
+// The check-back endpoint, answered from the barrier.
+func ExampleCheckHandler() {
+	db, _ := sql.Open("pgx", os.Getenv("DATABASE_URL")) // import _ "github.com/jackc/pgx/v5/stdlib"
+	barrier, err := trustmsg.NewBarrier(db, trustmsg.Postgres)
+	if err != nil {
+		log.Fatal(err)
+	}
+	verifier, err := trustmsg.NewVerifier(os.Getenv("TRUSTMSG_SIGNING_SECRET")) // whsec_…
+	if err != nil {
+		log.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /trustmsg/check", trustmsg.CheckHandler(verifier, barrier.Decide))
+	log.Fatal(http.ListenAndServe("127.0.0.1:3000", mux))
+}
+
+// The inbox: a redelivered message does not run the work twice.
+func ExampleInbox_Process() {
+	ctx := context.Background()
+	db, _ := sql.Open("mysql", "root@tcp(127.0.0.1:3306)/billing")
+	inbox, err := trustmsg.NewInbox(db, trustmsg.MySQL, "billing")
+	if err != nil {
+		log.Fatal(err)
+	}
+	var messageID uint64 = 4711 // the record's trustmsg-message-id (package kafka: MessageID, Process)
+	done, err := inbox.Process(ctx, messageID, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "UPDATE accounts SET balance = balance - 1250 WHERE id = ?", 7)
+		return err
+	})
+	if err != nil {
+		log.Printf("not processed, will be again: %v", err)
+		return
+	}
+	log.Printf("message %d: %v", messageID, done) // done or repeat
+}
+
+// The local message table: the row goes in the caller's transaction.
+func ExampleOutbox_Enqueue() {
+	ctx := context.Background()
+	db, _ := sql.Open("mysql", "root@tcp(127.0.0.1:3306)/shop")
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, "INSERT INTO orders (id, amount_cents) VALUES (?, ?)", 42, 1250); err != nil {
+		log.Fatal(err)
+	}
+	outbox := trustmsg.Outbox{Dialect: trustmsg.MySQL}
+	if _, err := outbox.Enqueue(ctx, tx, trustmsg.Message{MessageKey: "order-42", Topic: "orders", Payload: []byte(`{"order":42}`)}); err != nil {
+		if trustmsg.IsInvalid(err) {
+			log.Fatalf("trustmsg would refuse it (%s): %v", trustmsg.ErrorCode(err), err)
+		}
+		log.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		log.Fatal(err)
+	}
+}

@@ -1,0 +1,155 @@
+package trustmsg
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// ErrNoMessageID: a record carries no usable trustmsg-message-id header (none,
+// no value, not a decimal number from 1 to 2^64-1): it was not sent by
+// trustmsg, and the inbox refuses it rather than process it unkeyed.
+var ErrNoMessageID = errors.New("trustmsg: the record has no valid trustmsg-message-id header; it was not sent by trustmsg")
+
+// ParseMessageID reads a trustmsg-message-id header value: a decimal number
+// from 1 to 2^64-1, digits only. ok is false for anything else (a header
+// without a value is passed as nil).
+func ParseMessageID(value []byte) (id uint64, ok bool) {
+	if len(value) == 0 {
+		return 0, false
+	}
+	for _, c := range value {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	id, err := strconv.ParseUint(string(value), 10, 64)
+	if err != nil || id == 0 {
+		return 0, false
+	}
+	return id, true
+}
+
+// InboxTable is the inbox's table.
+const InboxTable = "trustmsg_inbox"
+
+// MaxGroupBytes is the longest consumer group name the inbox holds.
+const MaxGroupBytes = 255
+
+// Processed says what [Inbox.Process] did.
+type Processed int
+
+const (
+	// Done: the first delivery for the group; the work ran and committed
+	// with the inbox row.
+	Done Processed = iota + 1
+	// Repeat: the group had processed this message already; the work did
+	// not run.
+	Repeat
+)
+
+func (p Processed) String() string {
+	switch p {
+	case Done:
+		return "done"
+	case Repeat:
+		return "repeat"
+	}
+	return "Processed(" + strconv.Itoa(int(p)) + ")"
+}
+
+// Inbox processes each trustmsg message once, in effect, for one consumer
+// group with its own database.
+//
+// Delivery is at least once: a record may come again (the forwarder's
+// retry, a consumer restart before its offset commit). Every record
+// carries a stable trustmsg-message-id; the inbox keeps one row per
+// (group, message id) and writes it in the same local transaction as the
+// work: a repeat finds the row and skips the work; two deliveries at once
+// wait on each other's row lock; a failed work rolls back the work and the
+// row together, so the next delivery runs it again.
+//
+// The table is [SQL]'s trustmsg_inbox ([CreateTables]). Safe for concurrent
+// use.
+type Inbox struct {
+	db      *sql.DB
+	dialect Dialect
+	group   string
+}
+
+// NewInbox returns the inbox of consumer group (1 to 255 bytes, compared
+// byte for byte) in db, whose SQL is d's.
+func NewInbox(db *sql.DB, d Dialect, group string) (*Inbox, error) {
+	if db == nil {
+		return nil, errors.New("trustmsg: NewInbox: db is nil")
+	}
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	if group == "" || len(group) > MaxGroupBytes {
+		return nil, fmt.Errorf("trustmsg: a consumer group is 1 to %d bytes (got %d)", MaxGroupBytes, len(group))
+	}
+	return &Inbox{db: db, dialect: d, group: group}, nil
+}
+
+// Group is the inbox's consumer group.
+func (in *Inbox) Group() string { return in.group }
+
+// Process runs work once per (group, messageID): in one local transaction
+// with the inbox row, skipped for a repeat ([Repeat]). When work fails its
+// error comes back wrapped in a *[LocalError] ([errors.Is] finds it) and
+// nothing of the work nor the inbox row is kept: the next delivery runs it
+// again. Commit the record's offset only after Process returned nil.
+func (in *Inbox) Process(ctx context.Context, messageID uint64, work func(ctx context.Context, tx *sql.Tx) error) (Processed, error) {
+	if messageID == 0 {
+		return 0, ErrNoMessageID
+	}
+	if work == nil {
+		return 0, errors.New("trustmsg: Process: work is nil")
+	}
+	var insert string
+	var id any = messageID
+	if in.dialect == Postgres {
+		if messageID > math.MaxInt64 {
+			return 0, fmt.Errorf("trustmsg: message id %d does not fit PostgreSQL's BIGINT (trustmsg's ids do)", messageID)
+		}
+		id = int64(messageID)
+		insert = "INSERT INTO trustmsg_inbox (consumer_group, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+	} else {
+		// IGNORE for the duplicate only: the group's length was checked and
+		// the id fits. (ON DUPLICATE KEY UPDATE would count a duplicate as
+		// one row affected under the DSN's clientFoundRows=true.)
+		insert = "INSERT IGNORE INTO trustmsg_inbox (consumer_group, message_id) VALUES (?, ?)"
+	}
+	tx, err := in.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("trustmsg: inbox: beginning the transaction: %w", err)
+	}
+	// Waits for a concurrent delivery's uncommitted row, then either finds
+	// it (a repeat) or, that delivery having rolled back, takes it.
+	res, err := tx.ExecContext(ctx, insert, in.group, id)
+	if err != nil {
+		_ = tx.Rollback()
+		return 0, fmt.Errorf("trustmsg: inbox: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		_ = tx.Rollback()
+		return 0, fmt.Errorf("trustmsg: inbox: %w", err)
+	}
+	if n != 1 {
+		_ = tx.Rollback()
+		return Repeat, nil
+	}
+	if err := runWork(ctx, tx, work); err != nil {
+		_ = tx.Rollback()
+		return 0, &LocalError{MessageKey: strconv.FormatUint(messageID, 10), Err: err}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("trustmsg: inbox: committing: %w", err)
+	}
+	return Done, nil
+}
