@@ -278,7 +278,7 @@ def sync_db(conn: object) -> SyncDB:
     mod = _module(conn)
     if mod.startswith("pymysql"):
         return PyMySQLDB(conn)
-    if mod.startswith("psycopg.") and not mod.startswith("psycopg2"):
+    if mod == "psycopg" or mod.startswith("psycopg."):
         import psycopg
 
         if isinstance(conn, psycopg.Connection):
@@ -298,7 +298,7 @@ def async_db(conn: object) -> AsyncDB:
     """The adapter of an asyncio connection or session; a synchronous one is
     run in worker threads."""
     mod = _module(conn)
-    if mod.startswith("psycopg.") and not mod.startswith("psycopg2"):
+    if mod == "psycopg" or mod.startswith("psycopg."):
         import psycopg
 
         if isinstance(conn, psycopg.AsyncConnection):
