@@ -75,7 +75,9 @@ def pg_dsn(url: str) -> str:
 def sa_url(dialect: str, url: str, driver: str) -> str:
     u = urllib.parse.urlsplit(url)
     scheme = {"mysql": f"mysql+{driver}", "postgres": f"postgresql+{driver}"}[dialect]
-    return urllib.parse.urlunsplit(u._replace(scheme=scheme)) + ("?charset=utf8mb4" if dialect == "mysql" else "")
+    return urllib.parse.urlunsplit(u._replace(scheme=scheme)) + (
+        "?charset=utf8mb4" if dialect == "mysql" else ""
+    )
 
 
 @dataclass
@@ -204,7 +206,12 @@ class Kit:
         return trustmsg.AsyncClient(self.url, p.biz_id, p.token, **kw)
 
     def wait_status(
-        self, client: trustmsg.Client, key: str, status: str, send_status: Optional[str] = None, secs: float = 30
+        self,
+        client: trustmsg.Client,
+        key: str,
+        status: str,
+        send_status: Optional[str] = None,
+        secs: float = 30,
     ) -> trustmsg.MessageView:
         deadline = time.monotonic() + secs
         while True:
@@ -212,7 +219,9 @@ class Kit:
             if view.status == status and (send_status is None or view.send_status == send_status):
                 return view
             if time.monotonic() > deadline:
-                raise AssertionError(f"{key}: still {view.status}/{view.send_status}, wanted {status}/{send_status}")
+                raise AssertionError(
+                    f"{key}: still {view.status}/{view.send_status}, wanted {status}/{send_status}"
+                )
             time.sleep(0.2)
 
 
@@ -277,10 +286,11 @@ def consume(brokers: str, topic: str, until: Callable[[list[Any]], bool], secs: 
             msg = consumer.poll(0.2)
             if msg is None:
                 continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
+            error = msg.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
                     continue
-                raise AssertionError(f"Kafka: {msg.error()}")
+                raise AssertionError(f"Kafka: {error}")
             out.append(msg)
     finally:
         consumer.close()
@@ -291,7 +301,9 @@ def records(messages: list[Any]) -> list[Record]:
     return [Record(m.key(), m.value() or b"", list(m.headers() or [])) for m in messages]
 
 
-def read_topic(brokers: str, topic: str, until: Callable[[list[Record]], bool], secs: float = 30.0) -> list[Record]:
+def read_topic(
+    brokers: str, topic: str, until: Callable[[list[Record]], bool], secs: float = 30.0
+) -> list[Record]:
     """Like :func:`consume`, as :class:`Record`s."""
     return records(consume(brokers, topic, lambda ms: until(records(ms)), secs))
 
@@ -312,7 +324,9 @@ def serve_asgi() -> Iterator[Callable[[Any], str]]:
 
     def start(app: Any) -> str:
         port = free_port()
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+        server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+        )
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         deadline = time.monotonic() + 10
@@ -330,7 +344,7 @@ def serve_asgi() -> Iterator[Callable[[Any], str]]:
 
 
 class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
@@ -344,7 +358,7 @@ class _ThreadingWSGIServer(WSGIServer):
     def _handle(self, request: Any, client_address: Any) -> None:
         try:
             self.finish_request(request, client_address)
-        except Exception:  # noqa: BLE001
+        except Exception:
             self.handle_error(request, client_address)
         finally:
             self.shutdown_request(request)
@@ -356,7 +370,9 @@ def serve_wsgi() -> Iterator[Callable[[Any], str]]:
     servers: list[tuple[WSGIServer, threading.Thread]] = []
 
     def start(app: Any) -> str:
-        server = make_server("127.0.0.1", 0, app, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler)
+        server = make_server(
+            "127.0.0.1", 0, app, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler
+        )
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         thread.start()
         servers.append((server, thread))

@@ -28,23 +28,35 @@ OTHER_SECRET = "whsec_dHJ1c3Rtc2ctc3VibWl0LXRlc3Qta2V5LTMyYnl0ZXM="
 
 def body_of(biz_id: str, key: str, message_id: int = 4711) -> bytes:
     return json.dumps(
-        {"biz_id": biz_id, "message_key": key, "message_id": message_id, "attempt": 1,
-         "prepared_at": "2026-01-01T00:00:00.123Z"}
+        {
+            "biz_id": biz_id,
+            "message_key": key,
+            "message_id": message_id,
+            "attempt": 1,
+            "prepared_at": "2026-01-01T00:00:00.123Z",
+        }
     ).encode()
 
 
 def markers(db: DB, biz_id: str) -> list[tuple[str, str]]:
-    rows = db.query("SELECT message_key, op FROM trustmsg_barrier WHERE biz_id = %s ORDER BY message_key", (biz_id,))
-    return [(k.decode() if isinstance(k, bytes) else k, o.decode() if isinstance(o, bytes) else o) for k, o in rows]
+    rows = db.query(
+        "SELECT message_key, op FROM trustmsg_barrier WHERE biz_id = %s ORDER BY message_key", (biz_id,)
+    )
+    return [
+        (k.decode() if isinstance(k, bytes) else k, o.decode() if isinstance(o, bytes) else o)
+        for k, o in rows
+    ]
 
 
-def serve(kind: str, decide: Callable[[Any], str], serve_asgi: Any, serve_wsgi: Any, secret: str = SECRET) -> str:
+def serve(
+    kind: str, decide: Callable[[Any], str], serve_asgi: Any, serve_wsgi: Any, secret: str = SECRET
+) -> str:
     """The check-back endpoint URL, on a real server of the given kind."""
     if kind == "asgi":
         import fastapi
 
         app = fastapi.FastAPI()
-        app.add_route("/trustmsg/check", CheckBackASGI(secret, decide), methods=["POST"])
+        app.routes.append(CheckBackASGI(secret, decide).route())
         return str(serve_asgi(app)) + "/trustmsg/check"
     if kind == "flask":
         fapp = flask.Flask(__name__)
@@ -135,8 +147,11 @@ async def test_S04_async_check_back_waits_for_an_async_transaction(postgres_db: 
     conn = await psycopg.AsyncConnection.connect(pg_dsn(db.url))
     ts = int(time.time())
     body = body_of(biz_id, key, 9007199254740993)
-    headers = {"webhook-id": "chk_1_1", "webhook-timestamp": str(ts),
-               "webhook-signature": sign(SECRET, "chk_1_1", ts, body)}
+    headers = {
+        "webhook-id": "chk_1_1",
+        "webhook-timestamp": str(ts),
+        "webhook-signature": sign(SECRET, "chk_1_1", ts, body),
+    }
     try:
         async with httpx.AsyncClient(timeout=30) as http:
             async with trustmsg.AsyncLocalTransaction(conn, biz_id, key):
@@ -153,7 +168,9 @@ async def test_S04_async_check_back_waits_for_an_async_transaction(postgres_db: 
 
 
 @pytest.mark.parametrize("kind", ["asgi", "flask", "wsgi"])
-def test_S06_forged_or_stale_check_back_is_refused(mysql_db: DB, kind: str, serve_asgi: Any, serve_wsgi: Any) -> None:
+def test_S06_forged_or_stale_check_back_is_refused(
+    mysql_db: DB, kind: str, serve_asgi: Any, serve_wsgi: Any
+) -> None:
     db = mysql_db
     biz_id, key = f"py-s06-{suffix()}", f"order-{suffix()}"
     calls: list[trustmsg.CheckRequest] = []
@@ -169,8 +186,11 @@ def test_S06_forged_or_stale_check_back_is_refused(mysql_db: DB, kind: str, serv
 
     assert signed_post(url, OTHER_SECRET, body)[0] == 401, "signed with another secret"
     ts = now
-    tampered_headers = {"webhook-id": "chk_9_1", "webhook-timestamp": str(ts),
-                        "webhook-signature": sign(SECRET, "chk_9_1", ts, body)}
+    tampered_headers = {
+        "webhook-id": "chk_9_1",
+        "webhook-timestamp": str(ts),
+        "webhook-signature": sign(SECRET, "chk_9_1", ts, body),
+    }
     status, answer = post(url, body.replace(b"4711", b"4712"), tampered_headers)
     assert status == 401, "a tampered body"
     assert answer["error"]["code"] == "bad_signature"

@@ -138,7 +138,9 @@ def test_S01_sqlalchemy_session(kit: Kit, db: DB) -> None:
     try:
         with kit.client(p) as client, Session(engine) as session:
             with client.transaction(Message(key, p.topic, PAYLOAD), session) as tx:
-                session.execute(sa.text(f"INSERT INTO {table} (id, note) VALUES (:id, :note)"), {"id": key, "note": "sa"})
+                session.execute(
+                    sa.text(f"INSERT INTO {table} (id, note) VALUES (:id, :note)"), {"id": key, "note": "sa"}
+                )
             assert tx.outcome == Outcome.COMMITTED
             assert tx.message is not None
             message_id = tx.message.id
@@ -165,7 +167,10 @@ def test_S02_failed_local_transaction_is_rolled_back_and_never_delivered(kit: Ki
     conn = db.connect()
     try:
         with kit.client(p) as client:
-            with pytest.raises(CardDeclined) as raised, client.transaction(Message(failed, p.topic, b"x"), conn) as tx:
+            with (
+                pytest.raises(CardDeclined) as raised,
+                client.transaction(Message(failed, p.topic, b"x"), conn) as tx,
+            ):
                 insert(conn, table, failed, "paid")
                 raise declined
             assert raised.value is declined, "the work's own exception, not another"
@@ -178,7 +183,9 @@ def test_S02_failed_local_transaction_is_rolled_back_and_never_delivered(kit: Ki
         conn.close()
     assert business_rows(db, table) == [(later, "paid")]
     assert marker(db, p.biz_id, failed) == []
-    recs = read_topic(kit.kafka, p.topic, lambda rs: any(r.header("trustmsg-message-key") == later for r in rs))
+    recs = read_topic(
+        kit.kafka, p.topic, lambda rs: any(r.header("trustmsg-message-key") == later for r in rs)
+    )
     assert [r.header("trustmsg-message-key") for r in recs] == [later]
 
 
@@ -196,7 +203,9 @@ async def test_S02_async_sqlalchemy_failed_work_is_rolled_back(kit: Kit, postgre
         async with kit.async_client(p) as client, AsyncSession(engine) as session:
             with pytest.raises(ZeroDivisionError):
                 async with client.transaction(Message(key, p.topic, b"x"), session) as tx:
-                    await session.execute(sa.text(f"INSERT INTO {table} (id, note) VALUES (:id, 'x')"), {"id": key})
+                    await session.execute(
+                        sa.text(f"INSERT INTO {table} (id, note) VALUES (:id, 'x')"), {"id": key}
+                    )
                     _ = 1 / 0
             assert tx.outcome == Outcome.ROLLED_BACK
             assert (await client.get(key)).status == MessageStatus.ROLLED_BACK
@@ -226,7 +235,7 @@ def test_S03_crash_after_local_commit_is_committed_by_check_back(
         import fastapi
 
         app = fastapi.FastAPI()
-        app.add_route("/trustmsg/check", CheckBackASGI(p.secret, decide), methods=["POST"])
+        app.routes.append(CheckBackASGI(p.secret, decide).route())
         url = serve_asgi(app) + "/trustmsg/check"
     else:
         import flask
@@ -292,10 +301,15 @@ def test_S07_inbox_drops_a_redelivered_record_and_keeps_the_work_atomic(kit: Kit
         with pytest.raises(CardDeclined):
             inbox.process(conn, group, by_key[failing], failing_work)
         assert business_rows(db, table) == [("charge-1", "once")]
-        ids = [int(r[0]) for r in db.query("SELECT message_id FROM trustmsg_inbox WHERE consumer_group = %s", (group,))]
+        ids = [
+            int(r[0])
+            for r in db.query("SELECT message_id FROM trustmsg_inbox WHERE consumer_group = %s", (group,))
+        ]
         assert ids == [inbox.message_id(by_key[first].headers())]
         # Processed again later: it runs.
-        assert not inbox.process(conn, group, by_key[failing], lambda c: insert(c, table, "charge-2", "ok")).repeat
+        assert not inbox.process(
+            conn, group, by_key[failing], lambda c: insert(c, table, "charge-2", "ok")
+        ).repeat
         assert business_rows(db, table) == [("charge-1", "once"), ("charge-2", "ok")]
 
         # A record that is not trustmsg's is refused, nothing written.
@@ -369,7 +383,9 @@ def test_S08_submit_records_are_the_vectors_records(kit: Kit) -> None:
     topic = f"py.s08v.{suffix()}"
     key = case["message_key"] + "-" + suffix()
     with Submitter(kit.kafka, topic, p.biz_id, p.secret) as submitter:
-        submitter.prepare(Message(key, case["topic"], b'{"total":42}', key=case["key"], headers=case["headers"]))
+        submitter.prepare(
+            Message(key, case["topic"], b'{"total":42}', key=case["key"], headers=case["headers"])
+        )
     rec = read_topic(kit.kafka, topic, lambda rs: len(rs) >= 1)[0]
     want = trustmsg.submit.submit_record(
         p.secret, "prepare", p.biz_id, key, case["topic"], case["key"], case["headers"], b'{"total":42}'
@@ -451,8 +467,8 @@ def test_S09_every_outbox_vector_writes_its_row(dialect: str, mysql_db: DB, post
         else:
             delay = "(EXTRACT(EPOCH FROM deliver_at - now()) * 1000000)::bigint"
         got = db.query(
-            f"SELECT message_key, topic, record_key, payload, headers, traceparent, {delay}, status, retry_count, "
-            f"content_type, next_retry_time FROM {table} WHERE id = %s",
+            f"SELECT message_key, topic, record_key, payload, headers, traceparent, {delay}, status, "
+            f"retry_count, content_type, next_retry_time FROM {table} WHERE id = %s",
             (row_id,),
         )[0]
         row = case["row"]
@@ -479,8 +495,12 @@ def test_S09_every_outbox_vector_writes_its_row(dialect: str, mysql_db: DB, post
 
 
 def proxy_post(kit: Kit, path: str, body: dict[str, Any]) -> None:
-    req = urllib.request.Request(kit.proxy_url + path, data=json.dumps(body).encode(), method="POST",
-                                 headers={"content-type": "application/json"})
+    req = urllib.request.Request(
+        kit.proxy_url + path,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"content-type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=10) as a:
         a.read()
 
@@ -522,12 +542,16 @@ async def test_S10_async_503_is_retried_and_409_is_not(kit: Kit) -> None:
         await client.prepare(Message(key, p.topic, b"x"))
         await asyncio.to_thread(proxy_post, kit, "/_kit/faults", {"match": key, "status": 503, "count": 2})
         assert (await client.commit(key)).status == MessageStatus.COMMITTED
-        commits = [r for r in await asyncio.to_thread(proxy_seen, kit, key) if r["path"] == "/v1/messages/commit"]
+        commits = [
+            r for r in await asyncio.to_thread(proxy_seen, kit, key) if r["path"] == "/v1/messages/commit"
+        ]
         assert [r["status"] for r in commits] == [503, 503, 200]
         with pytest.raises(ConflictError) as e:
             await client.prepare(Message(key, p.topic, b"other"))
         assert e.value.code == "prepare_conflict"
-        prepares = [r for r in await asyncio.to_thread(proxy_seen, kit, key) if r["path"] == "/v1/messages/prepare"]
+        prepares = [
+            r for r in await asyncio.to_thread(proxy_seen, kit, key) if r["path"] == "/v1/messages/prepare"
+        ]
         assert len(prepares) == 2
 
 
@@ -557,9 +581,9 @@ def test_connection_errors_are_retried_then_unavailable() -> None:
     from .conftest import free_port
 
     retry = RetryPolicy(max_retries=2, min_delay=0.01, max_delay=0.02)
-    with trustmsg.Client(f"http://127.0.0.1:{free_port()}", "shop", "t", retry=retry) as client:
-        with pytest.raises(trustmsg.UnavailableError) as e:
-            client.get("order-1")
+    client = trustmsg.Client(f"http://127.0.0.1:{free_port()}", "shop", "t", retry=retry)
+    with client, pytest.raises(trustmsg.UnavailableError) as e:
+        client.get("order-1")
     assert e.value.attempts == 3
     assert e.value.status is None
 
@@ -590,7 +614,12 @@ def test_errors_carry_the_services_code_and_status(kit: Kit) -> None:
         with pytest.raises(trustmsg.ForbiddenError) as fb:
             client.prepare(Message(f"k-{suffix()}", "not.allowed", b"x"))
         assert fb.value.status == 403 or fb.value.code == "topic_not_allowed"
-    with trustmsg.Client(kit.url, p.biz_id, "wrong-token") as bad, pytest.raises(trustmsg.UnauthorizedError) as ua:
+    with (
+        trustmsg.Client(kit.url, p.biz_id, "wrong-token") as bad,
+        pytest.raises(trustmsg.UnauthorizedError) as ua,
+    ):
         bad.get("k")
     assert ua.value.status == 401
+
+
 _ = (records, Record)

@@ -39,8 +39,9 @@ def test_check_signature_headers_are_case_insensitive_and_sign_agrees() -> None:
     upper = {k.upper(): v for k, v in case["headers"].items()}
     checkback.verify(case["secret"], upper, case["body"].encode(), now=case["now"])
     h = case["headers"]
-    assert checkback.sign(case["secret"], h["webhook-id"], int(h["webhook-timestamp"]), case["body"].encode()) == (
-        h["webhook-signature"]
+    assert (
+        checkback.sign(case["secret"], h["webhook-id"], int(h["webhook-timestamp"]), case["body"].encode())
+        == (h["webhook-signature"])
     )
 
 
@@ -70,8 +71,11 @@ def test_the_handler_answers_every_request_body(case: dict[str, Any]) -> None:
     import time
 
     ts = int(time.time())
-    headers = {"webhook-id": "chk_1_1", "webhook-timestamp": str(ts), "webhook-signature": checkback.sign(
-        secret, "chk_1_1", ts, body)}
+    headers = {
+        "webhook-id": "chk_1_1",
+        "webhook-timestamp": str(ts),
+        "webhook-signature": checkback.sign(secret, "chk_1_1", ts, body),
+    }
     answer = handler.handle(headers, body)
     assert answer.status == 200
     assert json.loads(answer.body) == {"message_id": case["request"]["message_id"], "decision": "commit"}
@@ -113,8 +117,9 @@ def test_submit_records_sign_to_the_same_bytes(case: dict[str, Any]) -> None:
     assert record.key == case["record"]["key"].encode()
     assert record.value == base64.b64decode(case["record"]["value_base64"])
     assert [(n, v) for n, v in record.headers] == [(n, v.encode()) for n, v in case["record"]["headers"]]
-    assert {n for n, _ in record.headers} >= {h for h in SUBMIT["contract_headers"] if h not in (
-        "trustmsg-topic", "trustmsg-key")}
+    assert {n for n, _ in record.headers} >= {
+        h for h in SUBMIT["contract_headers"] if h not in ("trustmsg-topic", "trustmsg-key")
+    }
 
 
 @pytest.mark.parametrize("case", SUBMIT["ambiguous"], ids=lambda c: c["name"])
@@ -156,7 +161,11 @@ def test_outbox_rows_values(case: dict[str, Any]) -> None:
     row = case["row"]
     key, topic, record_key, payload, headers, traceparent, at, delay_us = values
     assert (key, topic, record_key, traceparent) == (
-        row["message_key"], row["topic"], row["record_key"], row["traceparent"])
+        row["message_key"],
+        row["topic"],
+        row["record_key"],
+        row["traceparent"],
+    )
     assert payload == base64.b64decode(row["payload_base64"])
     assert (None if headers is None else json.loads(str(headers))) == row["headers"]
     assert at is None

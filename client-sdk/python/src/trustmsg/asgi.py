@@ -5,7 +5,7 @@ any ASGI server (uvicorn, hypercorn) on its own.
     from trustmsg.asgi import CheckBackASGI
 
     check = CheckBackASGI(SIGNING_SECRET, barrier.decider(engine))
-    app.add_route("/trustmsg/check", check, methods=["POST"])   # FastAPI / Starlette
+    app.routes.append(check.route("/trustmsg/check"))   # FastAPI / Starlette
 
 A synchronous ``decide`` (the barrier's) runs in a worker thread, so the
 event loop never waits on the database; an ``async def decide`` is awaited.
@@ -17,9 +17,12 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Awaitable
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .checkback import DEFAULT_TOLERANCE, MAX_BODY, CheckBackHandler, Decide, Response, _error
+from .checkback import DEFAULT_PATH, DEFAULT_TOLERANCE, MAX_BODY, CheckBackHandler, Decide, Response, _error
+
+if TYPE_CHECKING:
+    from starlette.routing import Route
 
 __all__ = ["CheckBackASGI"]
 
@@ -43,6 +46,13 @@ class CheckBackASGI:
     ) -> None:
         self.handler = CheckBackHandler(secret, decide, tolerance=tolerance)
         self.path = path
+
+    def route(self, path: str = DEFAULT_PATH) -> Route:
+        """A Starlette/FastAPI route (POST ``path``) to this app:
+        ``app.routes.append(check.route())``."""
+        from starlette.routing import Route
+
+        return Route(path, endpoint=self, methods=["POST"])
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
