@@ -93,7 +93,7 @@ def create_app(settings: Settings) -> FastAPI:
             trustmsg.create_tables(conn)
             conn.execute(
                 sa.text(
-                    "CREATE TABLE IF NOT EXISTS orders (id VARCHAR(64) PRIMARY KEY, "
+                    "CREATE TABLE IF NOT EXISTS shop_orders (id VARCHAR(64) PRIMARY KEY, "
                     "customer VARCHAR(64) NOT NULL, amount_cents BIGINT NOT NULL)"
                 )
             )
@@ -122,7 +122,8 @@ def create_app(settings: Settings) -> FastAPI:
             with client.transaction(message, db) as tx:
                 db.execute(
                     sa.text(
-                        "INSERT INTO orders (id, customer, amount_cents) VALUES (:id, :customer, :amount)"
+                        "INSERT INTO shop_orders (id, customer, amount_cents) "
+                        "VALUES (:id, :customer, :amount)"
                     ),
                     {"id": order.order_id, "customer": order.customer, "amount": order.amount_cents},
                 )
@@ -142,7 +143,7 @@ def create_app(settings: Settings) -> FastAPI:
     @app.get("/orders/{order_id}")
     def get_order(order_id: str, db: Session = Depends(session)) -> dict[str, object]:  # noqa: B008
         row = db.execute(
-            sa.text("SELECT id, customer, amount_cents FROM orders WHERE id = :id"), {"id": order_id}
+            sa.text("SELECT id, customer, amount_cents FROM shop_orders WHERE id = :id"), {"id": order_id}
         ).first()
         if row is None:
             raise HTTPException(status_code=404, detail="no such order")

@@ -90,3 +90,33 @@ def test_order_service_example(kit: Kit, db: DB, serve_asgi: Any) -> None:
         200,
         {"message_id": body["message_id"], "decision": "commit"},
     )
+
+
+def test_quickstart_runs_and_is_the_readme_example(kit: Kit, postgres_db: DB) -> None:
+    import os
+    import subprocess
+
+    quickstart = EXAMPLE.parent / "quickstart.py"
+    readme = (EXAMPLE.parent.parent / "README.md").read_text(encoding="utf-8")
+    assert quickstart.read_text(encoding="utf-8").split('"""', 2)[2].strip() in readme
+    p = kit.register("quick")
+    order_id = f"order-{suffix()}"
+    env = dict(
+        os.environ,
+        TRUSTMSG_URL=kit.url,
+        TRUSTMSG_DEMO_BIZ_ID=p.biz_id,
+        TRUSTMSG_DEMO_TOKEN=p.token,
+        DATABASE_URL=postgres_db.url,
+        ORDER_ID=order_id,
+        ORDERS_TOPIC=p.topic,
+    )
+    done = subprocess.run(
+        [sys.executable, str(quickstart)], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    outcome, message_id = done.stdout.split()
+    assert outcome == "committed"
+    recs = read_topic(kit.kafka, p.topic, lambda rs: len(rs) >= 1)
+    assert recs[0].header("trustmsg-message-id") == message_id
+    assert recs[0].value == b'{"total_cents":4200}'
+    assert postgres_db.query("SELECT total_cents FROM orders WHERE id = %s", (order_id,)) == [(4200,)]

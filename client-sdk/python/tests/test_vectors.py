@@ -177,3 +177,20 @@ def test_outbox_invalid_messages_are_refused_with_the_apis_code(case: dict[str, 
     with pytest.raises(InvalidRequestError) as e:
         _message(case["message"])
     assert e.value.code == case["error"]
+
+
+@pytest.mark.parametrize(
+    ("shipped", "source"),
+    [
+        ("mysql.sql", "client-sdk/conformance/sql/mysql.sql"),
+        ("postgres.sql", "client-sdk/conformance/sql/postgres.sql"),
+        ("outbox-mysql.sql", "migrations/outbox/mysql.sql"),
+        ("outbox-postgres.sql", "migrations/outbox/postgres.sql"),
+    ],
+)
+def test_the_shipped_sql_is_the_repositorys(shipped: str, source: str) -> None:
+    """The package ships copies (a wheel cannot reach outside itself): they must not drift."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    assert trustmsg.schema.sql(shipped) == (root / source).read_text(encoding="utf-8")
