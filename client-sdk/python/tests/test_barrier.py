@@ -230,15 +230,35 @@ def test_the_wsgi_app_passes_other_paths_to_the_fallback(serve_wsgi: Any) -> Non
     assert signed_post(base + "/trustmsg/check", SECRET, body_of("shop", "k"))[1]["decision"] == "commit"
 
 
-def test_a_connection_inside_a_transaction_is_refused(db: DB) -> None:
+@pytest.mark.parametrize("ends", ["commit", "raise"])
+def test_a_transaction_the_connection_has_open_is_joined(db: DB, ends: str) -> None:
+    """Work done before the helper, in the transaction the connection had
+    open (PyMySQL and psycopg without autocommit), commits or rolls back with
+    the marker: a PyMySQL BEGIN would have committed it on its own."""
+    biz_id, key = f"py-join-{suffix()}", f"order-{suffix()}"
+    table = db.business_table()
     conn = db.connect()
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT 1")
-        if db.dialect == "mysql":
-            conn.begin()
-        with pytest.raises(ValueError, match="inside a transaction"):
+            cur.execute(f"INSERT INTO {table} (id, note) VALUES (%s, %s)", ("before", "x"))
+        if ends == "commit":
+            with LocalTransaction(conn, biz_id, key):
+                pass
+            assert db.query(f"SELECT id FROM {table}") == [("before",)]
+            assert markers(db, biz_id) == [(key, "commit")]
+        else:
+            with pytest.raises(KeyError), LocalTransaction(conn, biz_id, key):
+                raise KeyError("no")
+            assert db.query(f"SELECT id FROM {table}") == []
+            assert markers(db, biz_id) == []
+    finally:
+        conn.close()
+
+
+def test_a_psycopg_transaction_block_is_refused(postgres_db: DB) -> None:
+    conn = postgres_db.connect()
+    try:
+        with conn.transaction(), pytest.raises(ValueError, match="transaction"):
             LocalTransaction(conn, "shop", "k").__enter__()
     finally:
-        conn.rollback()
         conn.close()

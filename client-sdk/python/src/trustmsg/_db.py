@@ -44,8 +44,8 @@ def _module(obj: object) -> str:
 
 def _busy(what: str) -> ValueError:
     return ValueError(
-        f"the {what} is inside a transaction already: commit or roll it back first; trustmsg's helper "
-        "runs the local transaction itself (BEGIN, the barrier marker, your work, COMMIT)"
+        f"the {what} is inside a `with conn.transaction()` block or a failed transaction: the local "
+        "transaction must be one the helper can COMMIT (end the block, or roll the failed one back)"
     )
 
 
@@ -68,10 +68,10 @@ class PyMySQLDB:
     def begin(self) -> None:
         from pymysql.constants import SERVER_STATUS
 
-        if self.conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS:
-            # BEGIN would silently commit what the connection has open.
-            raise _busy("PyMySQL connection")
-        self.conn.begin()
+        # A transaction the connection has open already is joined: it becomes
+        # the local transaction (a BEGIN would silently commit it).
+        if not self.conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS:
+            self.conn.begin()
 
     def commit(self) -> None:
         self.conn.commit()
@@ -90,6 +90,21 @@ class PyMySQLDB:
             return None if row is None else tuple(row.values()) if isinstance(row, dict) else tuple(row)
 
 
+def _psycopg_joins(conn: Any) -> bool:
+    """True when the psycopg connection has a transaction open to join (a
+    statement ran without autocommit); False when it is idle; refused inside
+    a ``conn.transaction()`` block (its COMMIT is the block's) or a failed one."""
+    from psycopg import pq
+
+    status = conn.info.transaction_status
+    if getattr(conn, "_num_transactions", 0) or status not in (
+        pq.TransactionStatus.IDLE,
+        pq.TransactionStatus.INTRANS,
+    ):
+        raise _busy("psycopg connection")
+    return bool(status == pq.TransactionStatus.INTRANS)
+
+
 class PsycopgDB:
     dialect = POSTGRES
 
@@ -98,22 +113,26 @@ class PsycopgDB:
         self._tx: Any = None
 
     def begin(self) -> None:
-        from psycopg import pq
-
-        if self.conn.info.transaction_status != pq.TransactionStatus.IDLE:
-            raise _busy("psycopg connection")
+        if _psycopg_joins(self.conn):
+            self._tx = None
+            return
         self._tx = self.conn.transaction()
         self._tx.__enter__()
 
     def commit(self) -> None:
         tx, self._tx = self._tx, None
-        tx.__exit__(None, None, None)
+        if tx is None:
+            self.conn.commit()
+        else:
+            tx.__exit__(None, None, None)
 
     def rollback(self) -> None:
         import psycopg
 
         tx, self._tx = self._tx, None
-        if tx is not None:
+        if tx is None:
+            self.conn.rollback()
+        else:
             tx.__exit__(psycopg.Rollback, psycopg.Rollback(), None)
 
     def execute(self, sql: str, params: Sequence[object] = ()) -> int:
@@ -142,9 +161,9 @@ class SAConnectionDB:
         return self.conn.connection() if self.session else self.conn
 
     def begin(self) -> None:
-        if self.conn.in_transaction():
-            raise _busy("SQLAlchemy session" if self.session else "SQLAlchemy connection")
-        self._tx = self.conn.begin()
+        # A transaction already begun (SQLAlchemy begins one at the first
+        # statement) is joined: it becomes the local transaction.
+        self._tx = self.conn.get_transaction() if self.conn.in_transaction() else self.conn.begin()
 
     def commit(self) -> None:
         tx, self._tx = self._tx, None
@@ -171,22 +190,26 @@ class AsyncPsycopgDB:
         self._tx: Any = None
 
     async def begin(self) -> None:
-        from psycopg import pq
-
-        if self.conn.info.transaction_status != pq.TransactionStatus.IDLE:
-            raise _busy("psycopg connection")
+        if _psycopg_joins(self.conn):
+            self._tx = None
+            return
         self._tx = self.conn.transaction()
         await self._tx.__aenter__()
 
     async def commit(self) -> None:
         tx, self._tx = self._tx, None
-        await tx.__aexit__(None, None, None)
+        if tx is None:
+            await self.conn.commit()
+        else:
+            await tx.__aexit__(None, None, None)
 
     async def rollback(self) -> None:
         import psycopg
 
         tx, self._tx = self._tx, None
-        if tx is not None:
+        if tx is None:
+            await self.conn.rollback()
+        else:
             await tx.__aexit__(psycopg.Rollback, psycopg.Rollback(), None)
 
     async def execute(self, sql: str, params: Sequence[object] = ()) -> int:
@@ -215,9 +238,7 @@ class AsyncSADB:
         return await self.conn.connection() if self.session else self.conn
 
     async def begin(self) -> None:
-        if self.conn.in_transaction():
-            raise _busy("SQLAlchemy session" if self.session else "SQLAlchemy connection")
-        self._tx = await self.conn.begin()
+        self._tx = self.conn.get_transaction() if self.conn.in_transaction() else await self.conn.begin()
 
     async def commit(self) -> None:
         tx, self._tx = self._tx, None

@@ -92,8 +92,8 @@ def process(conn: Any, group: str, record: Any, work: Callable[[Any], T]) -> Pro
     """Runs ``work(conn)`` for ``record`` (a confluent-kafka ``Message``, or a
     message id) unless consumer group ``group`` processed it already, in one
     local transaction of ``conn`` with the inbox row. ``conn`` is a PyMySQL or
-    psycopg 3 connection or an SQLAlchemy ``Connection``/``Session`` outside
-    a transaction. Raises :class:`NoMessageIdError` for a record without a
+    psycopg 3 connection or an SQLAlchemy ``Connection``/``Session`` (a
+    transaction it has open is joined). Raises :class:`NoMessageIdError` for a record without a
     usable id (nothing done); what ``work`` raises goes on as it is, after
     the rollback."""
     group = v.check_group(group)

@@ -24,8 +24,8 @@ def sql(name: str) -> str:
 def create_tables(conn: object, *, outbox: bool = False) -> None:
     """Creates the barrier and inbox tables (and with ``outbox=True`` the
     local message table ``trustmsg_outbox``) unless they exist, in the
-    database of ``conn`` (PyMySQL, psycopg 3 or SQLAlchemy; not inside a
-    transaction). Idempotent."""
+    database of ``conn`` (PyMySQL, psycopg 3 or SQLAlchemy; each statement
+    is committed, a transaction it has open with it). Idempotent."""
     db = _db.sync_db(conn)
     scripts = [f"{db.dialect}.sql"] + ([f"outbox-{db.dialect}.sql"] if outbox else [])
     for script in scripts:

@@ -119,8 +119,9 @@ class Transaction(_State):
     """``with client.transaction(message, conn) as tx:`` (see the module).
 
     ``conn`` is a PyMySQL or psycopg 3 connection, or an SQLAlchemy
-    ``Connection`` or ``Session``, not inside a transaction: the helper
-    begins and ends the local transaction itself. Entering raises what
+    ``Connection`` or ``Session``: the helper begins and ends the local
+    transaction itself (a transaction the connection has open already is
+    joined and committed with the marker). Entering raises what
     prepare raises (nothing local happened then), or
     :class:`AlreadyDecidedError` when the barrier already has a marker of the
     key. After the block, :attr:`outcome` says what happened.
