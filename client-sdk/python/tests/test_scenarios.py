@@ -374,6 +374,37 @@ def test_S08_kafka_way_in_delivers(kit: Kit) -> None:
     assert not any(n.startswith("trustmsg-op") or n == "trustmsg-signature" for n, _ in recs[0].headers)
 
 
+def test_S08_kafka_way_in_with_the_transaction_helper(kit: Kit, db: DB) -> None:
+    """The helper over the Submitter: prepare record, local transaction with
+    the barrier marker, commit record; and a failed block submits the rollback."""
+    p = kit.register("s08t")
+    table = db.business_table()
+    key, failed = f"order-{suffix()}", f"order-{suffix()}"
+    conn = db.connect()
+    try:
+        with Submitter(kit.kafka, kit.submit_topic, p.biz_id, p.secret) as submitter:
+            with submitter.transaction(Message(key, p.topic, PAYLOAD, headers=HEADERS), conn) as tx:
+                insert(conn, table, key, "paid")
+            assert tx.outcome == Outcome.COMMITTED
+            assert isinstance(tx.message, trustmsg.submit.Submitted)
+            with (
+                pytest.raises(CardDeclined),
+                submitter.transaction(Message(failed, p.topic, b"x"), conn) as tx2,
+            ):
+                insert(conn, table, failed, "paid")
+                raise CardDeclined("declined")
+            assert tx2.outcome == Outcome.ROLLED_BACK
+    finally:
+        conn.close()
+    assert business_rows(db, table) == [(key, "paid")]
+    with kit.client(p) as client:
+        view = kit.wait_status(client, key, MessageStatus.COMMITTED, SendStatus.SENT)
+        kit.wait_status(client, failed, MessageStatus.ROLLED_BACK)
+    recs = read_topic(kit.kafka, p.topic, lambda rs: len(rs) >= 1)
+    assert len(recs) == 1
+    assert_delivered(recs[0], key, None, PAYLOAD, HEADERS, view.id)
+
+
 def test_S08_submit_records_are_the_vectors_records(kit: Kit) -> None:
     """What the Submitter writes to the submit topic is the vectors' record, byte for byte."""
     from .conftest import vector

@@ -189,7 +189,7 @@ class Client(_Base):
         url = self._url("v1", "messages", self._biz_id, v.check_message_key(message_key))
         return MessageView.from_json(self._call("GET", url, None))
 
-    def transaction(self, message: Message, connection: object) -> Transaction:
+    def transaction(self, message: Message, connection: object) -> Transaction[MessageView]:
         """The transaction helper: ``with client.transaction(message, conn) as tx:``
         prepares, runs the block in a local transaction of ``conn`` with the
         barrier marker, then commits locally and in trustmsg; see
@@ -280,7 +280,7 @@ class AsyncClient(_Base):
         url = self._url("v1", "messages", self._biz_id, v.check_message_key(message_key))
         return MessageView.from_json(await self._call("GET", url, None))
 
-    def transaction(self, message: Message, connection: object) -> AsyncTransaction:
+    def transaction(self, message: Message, connection: object) -> AsyncTransaction[MessageView]:
         """``async with client.transaction(message, conn) as tx:``; see
         :class:`trustmsg.AsyncTransaction`."""
         from .transaction import AsyncTransaction

@@ -21,12 +21,15 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from . import _validate as v
 from .checkback import secret_key
 from .errors import InvalidRequestError, NotAcknowledgedError
 from .message import Message
+
+if TYPE_CHECKING:
+    from .transaction import Transaction
 
 __all__ = ["SubmitRecord", "Submitted", "Submitter", "signing_input", "submit_record"]
 
@@ -206,6 +209,18 @@ class Submitter:
                 message.payload_bytes,
             )
         )
+
+    def transaction(self, message: Message, connection: object) -> Transaction[Submitted]:
+        """The transaction helper over the Kafka way in: ``with
+        submitter.transaction(message, conn) as tx:`` submits the prepare, runs
+        the block in a local transaction with the barrier marker, then submits
+        the commit (the rollback when the block raises). A record Kafka did not
+        acknowledge leaves the decision to check-back
+        (``Outcome.COMMIT_LEFT_TO_CHECK_BACK``); what trustmsg refuses shows in
+        the dead-letter topic, never here."""
+        from .transaction import Transaction
+
+        return Transaction(self, message, connection)
 
     def commit(self, message_key: str) -> Submitted:
         return self._send(

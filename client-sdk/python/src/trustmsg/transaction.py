@@ -23,17 +23,41 @@ from __future__ import annotations
 
 import enum
 import logging
+from collections.abc import Awaitable
 from types import TracebackType
-from typing import TYPE_CHECKING, Optional
+from typing import Generic, Optional, Protocol, TypeVar
 
 from .barrier import AsyncLocalTransaction, LocalTransaction
 from .errors import AlreadyDecidedError, OutcomeUnknownError, TrustmsgError, UnavailableError
-from .message import Decision, Message, MessageView
+from .message import Decision, Message
 
-if TYPE_CHECKING:
-    from .client import AsyncClient, Client
+__all__ = ["AsyncProducer", "AsyncTransaction", "Outcome", "Producer", "Transaction"]
 
-__all__ = ["AsyncTransaction", "Outcome", "Transaction"]
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+
+class Producer(Protocol[R_co]):
+    """What the helper needs of a way in to trustmsg: :class:`trustmsg.Client`
+    (receipts are :class:`MessageView`) or :class:`trustmsg.submit.Submitter`
+    (receipts are ``Submitted``: Kafka acknowledged, trustmsg applies later)."""
+
+    @property
+    def biz_id(self) -> str: ...
+    def prepare(self, message: Message) -> R_co: ...
+    def commit(self, message_key: str) -> R_co: ...
+    def rollback(self, message_key: str) -> R_co: ...
+
+
+class AsyncProducer(Protocol[R_co]):
+    """The asyncio twin of :class:`Producer` (:class:`trustmsg.AsyncClient`)."""
+
+    @property
+    def biz_id(self) -> str: ...
+    def prepare(self, message: Message) -> Awaitable[R_co]: ...
+    def commit(self, message_key: str) -> Awaitable[R_co]: ...
+    def rollback(self, message_key: str) -> Awaitable[R_co]: ...
+
 
 log = logging.getLogger("trustmsg")
 
@@ -68,19 +92,20 @@ class Outcome(str, enum.Enum):
         return self in (Outcome.COMMITTED, Outcome.COMMIT_LEFT_TO_CHECK_BACK, Outcome.COMMIT_REJECTED)
 
 
-class _State:
+class _State(Generic[R]):
     def __init__(self, message: Message) -> None:
         if not isinstance(message, Message):
             raise TypeError(f"message must be a trustmsg.Message, not {type(message).__name__}")
         self.message_to_send = message
         self.key = message.message_key
         self.outcome: Optional[Outcome] = None
-        #: The message view of the prepare, then of the commit or rollback.
-        self.message: Optional[MessageView] = None
+        #: The receipt of the prepare, then of the commit or rollback: a
+        #: MessageView from a Client, a Submitted from a Submitter.
+        self.message: Optional[R] = None
         #: Why the commit or rollback call failed, when it did.
         self.decision_error: Optional[TrustmsgError] = None
 
-    def _after_commit(self, view: Optional[MessageView], error: Optional[TrustmsgError]) -> None:
+    def _after_commit(self, view: Optional[R], error: Optional[TrustmsgError]) -> None:
         if error is None:
             self.message = view
             self.outcome = Outcome.COMMITTED
@@ -97,7 +122,7 @@ class _State:
             )
             self.decision_error, self.outcome = error, Outcome.COMMIT_REJECTED
 
-    def _after_rollback(self, view: Optional[MessageView], error: Optional[TrustmsgError]) -> None:
+    def _after_rollback(self, view: Optional[R], error: Optional[TrustmsgError]) -> None:
         if error is None:
             self.message = view
             self.outcome = Outcome.ROLLED_BACK
@@ -115,7 +140,7 @@ class _State:
             self.decision_error, self.outcome = error, Outcome.ROLLBACK_REJECTED
 
 
-class Transaction(_State):
+class Transaction(_State[R]):
     """``with client.transaction(message, conn) as tx:`` (see the module).
 
     ``conn`` is a PyMySQL or psycopg 3 connection, or an SQLAlchemy
@@ -127,12 +152,12 @@ class Transaction(_State):
     key. After the block, :attr:`outcome` says what happened.
     """
 
-    def __init__(self, client: Client, message: Message, conn: object) -> None:
+    def __init__(self, client: Producer[R], message: Message, conn: object) -> None:
         super().__init__(message)
         self.client = client
         self.local = LocalTransaction(conn, client.biz_id, message.message_key)
 
-    def __enter__(self) -> Transaction:
+    def __enter__(self) -> Transaction[R]:
         self.message = self.client.prepare(self.message_to_send)
         try:
             self.local.__enter__()
@@ -185,18 +210,18 @@ class Transaction(_State):
             self._after_rollback(view, None)
 
 
-class AsyncTransaction(_State):
+class AsyncTransaction(_State[R]):
     """``async with client.transaction(message, conn) as tx:``, the asyncio
     twin of :class:`Transaction`. ``conn`` is a psycopg ``AsyncConnection``,
     an SQLAlchemy ``AsyncConnection`` or ``AsyncSession``, or a synchronous
     connection (its statements then run in a worker thread)."""
 
-    def __init__(self, client: AsyncClient, message: Message, conn: object) -> None:
+    def __init__(self, client: AsyncProducer[R], message: Message, conn: object) -> None:
         super().__init__(message)
         self.client = client
         self.local = AsyncLocalTransaction(conn, client.biz_id, message.message_key)
 
-    async def __aenter__(self) -> AsyncTransaction:
+    async def __aenter__(self) -> AsyncTransaction[R]:
         self.message = await self.client.prepare(self.message_to_send)
         try:
             await self.local.__aenter__()
