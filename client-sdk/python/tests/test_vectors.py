@@ -194,3 +194,35 @@ def test_the_shipped_sql_is_the_repositorys(shipped: str, source: str) -> None:
 
     root = Path(__file__).resolve().parents[3]
     assert trustmsg.schema.sql(shipped) == (root / source).read_text(encoding="utf-8")
+
+
+def test_retry_delays_double_with_bounded_jitter_and_honour_retry_after() -> None:
+    policy = trustmsg.RetryPolicy()
+    for retry, base in enumerate([0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]):
+        for _ in range(50):
+            assert base * 0.8 <= policy.delay(retry) <= base * 1.2
+    assert policy.delay(0, retry_after=2.0) >= 2.0
+    assert policy.delay(0, retry_after=3600.0) <= 60.0
+    assert trustmsg.RetryPolicy.none().max_retries == 0
+    with pytest.raises(ValueError, match="min_delay"):
+        trustmsg.RetryPolicy(min_delay=0)
+
+
+def test_inputs_are_refused_with_errors_a_person_can_act_on() -> None:
+    with pytest.raises(ValueError, match="http"):
+        trustmsg.Client("127.0.0.1:8080", "shop", "t")
+    with pytest.raises(InvalidRequestError) as e:
+        trustmsg.Client("http://127.0.0.1:8080", "my shop", "t")
+    assert e.value.code == "invalid_biz_id"
+    with pytest.raises(ValueError, match="token"):
+        trustmsg.Client("http://127.0.0.1:8080", "shop", "")
+    with pytest.raises(InvalidRequestError) as e:
+        Message("k", "t", b"", deliver_after_ms=1, deliver_at=__import__("datetime").datetime.now())
+    assert e.value.code == "invalid_delivery"
+    with pytest.raises(InvalidRequestError) as e:
+        outbox.enqueue(object(), Message("k", "t", b""), table="t; DROP TABLE x")
+    assert e.value.code == "invalid_table"
+    with pytest.raises(TypeError, match="PyMySQL"):
+        trustmsg.LocalTransaction(object(), "shop", "k")
+    with trustmsg.Client("http://127.0.0.1:1", "shop", "secret-token") as client:
+        assert "secret-token" not in repr(client)
