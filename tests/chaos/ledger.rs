@@ -29,14 +29,33 @@ pub(crate) enum Fate {
     /// The producer whose check endpoint always fails: must end
     /// VERIFY_FAILED with one alert, never in Kafka.
     Unverifiable,
+    /// A row of the local message table whose transaction's COMMIT was
+    /// acknowledged: must be relayed and reach Kafka.
+    OutboxCommitted,
+    /// A row of the local message table whose transaction rolled back or
+    /// never reached its COMMIT: must exist nowhere.
+    OutboxRolledBack,
+    /// A row whose COMMIT failed or timed out (the database killed or
+    /// frozen under it): the source table tells, once the database is back,
+    /// whether it committed, and it must then be delivered, or not.
+    OutboxAmbiguous,
 }
 
 impl Fate {
+    /// A row of the local message table: its message id is known only once
+    /// it is relayed, so recovery leaves it to the verdict.
+    pub(crate) fn is_outbox(self) -> bool {
+        matches!(
+            self,
+            Fate::OutboxCommitted | Fate::OutboxRolledBack | Fate::OutboxAmbiguous
+        )
+    }
+
     /// Whether the message must reach Kafka.
     pub(crate) fn must_deliver(self) -> bool {
         matches!(
             self,
-            Fate::AckedCommit | Fate::NeverDecided(Local::Committed)
+            Fate::AckedCommit | Fate::NeverDecided(Local::Committed) | Fate::OutboxCommitted
         )
     }
 }
@@ -121,6 +140,12 @@ pub(crate) struct Report {
     pub(crate) not_own: Vec<String>,
     pub(crate) check_back_rollbacks: usize,
     pub(crate) unverifiable: usize,
+    /// Local message table rows: committed, rolled back, and those whose
+    /// COMMIT was ambiguous (how many of those had committed).
+    pub(crate) outbox_committed: usize,
+    pub(crate) outbox_rolled_back: usize,
+    pub(crate) outbox_ambiguous: usize,
+    pub(crate) outbox_ambiguous_committed: usize,
     pub(crate) delivered: usize,
     pub(crate) records: usize,
     pub(crate) lost: Vec<String>,
@@ -263,10 +288,23 @@ impl Report {
                 self.unverifiable.to_string(),
             ),
             (
+                "local message table rows: committed / rolled back / COMMIT ambiguous (of which committed)".into(),
+                format!(
+                    "{} / {} / {} ({})",
+                    self.outbox_committed,
+                    self.outbox_rolled_back,
+                    self.outbox_ambiguous,
+                    self.outbox_ambiguous_committed
+                ),
+            ),
+            (
                 "must be delivered / delivered".into(),
                 format!(
                     "{} / {}",
-                    self.acked_commits + self.check_back_commits,
+                    self.acked_commits
+                        + self.check_back_commits
+                        + self.outbox_committed
+                        + self.outbox_ambiguous_committed,
                     self.delivered
                 ),
             ),

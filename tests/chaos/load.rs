@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sqlx::MySqlPool;
 use tokio::task::JoinSet;
-use trustmsg_client::{Error, Message, MessageStatus, MessageView, Producer};
+use trustmsg_client::{outbox, Error, Message, MessageStatus, MessageView, Producer};
 
 use crate::ledger::{Fate, Ledger, Local};
 
@@ -28,12 +29,31 @@ pub(crate) struct Load {
 }
 
 impl Load {
-    /// Starts the producer tasks: the shop's messages, and one in fifty of
-    /// the producer whose check endpoint never answers usefully.
-    pub(crate) fn start(shop: Clients, broken: Clients, ledger: Arc<Ledger>) -> Self {
+    /// Starts the producer tasks: the shop's messages, one in fifty of
+    /// the producer whose check endpoint never answers usefully, and the
+    /// outbox shop's rows in its own database (the local message table).
+    pub(crate) fn start(
+        shop: Clients,
+        broken: Clients,
+        outbox_shop: MySqlPool,
+        ledger: Arc<Ledger>,
+    ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let next = Arc::new(AtomicU64::new(0));
         let mut tasks = JoinSet::new();
+        {
+            let (stop, ledger) = (stop.clone(), ledger.clone());
+            tasks.spawn(async move {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    let key = format!("o-{n}");
+                    let fate = outbox_row(&outbox_shop, &key, n % 5 != 0).await;
+                    ledger.record(&key, 0, fate);
+                    tokio::time::sleep(PACE).await;
+                }
+            });
+        }
         for _ in 0..WORKERS {
             let (shop, broken, ledger) = (shop.clone(), broken.clone(), ledger.clone());
             let (stop, next) = (stop.clone(), next.clone());
@@ -152,6 +172,44 @@ pub(crate) async fn undecided(
     ledger.local_done(key, local);
     ledger.record(key, view.id, Fate::NeverDecided(local));
     view.id
+}
+
+/// How long a statement of the outbox shop may take before the writer
+/// gives up on it (the database frozen under it).
+const OUTBOX_STATEMENT: Duration = Duration::from_secs(5);
+
+/// One business transaction of the outbox shop: the message as a row of
+/// its local message table, committed or rolled back. What the writer was
+/// told decides the row's fate; a COMMIT that failed or timed out is
+/// ambiguous, and the source table tells once the database is back. The
+/// database killed or frozen under it is expected: nothing panics here.
+async fn outbox_row(pool: &MySqlPool, key: &str, commit: bool) -> Fate {
+    let message = Message::new(key, TOPIC, payload(key)).key(key);
+    let written = tokio::time::timeout(OUTBOX_STATEMENT, async {
+        let mut tx = pool.begin().await.map_err(|e| e.to_string())?;
+        outbox::enqueue(&mut *tx, &message)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>(tx)
+    })
+    .await;
+    let tx = match written {
+        Ok(Ok(tx)) => tx,
+        // Never reached its COMMIT: the transaction is rolled back (or its
+        // connection is gone with it).
+        _ => {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            return Fate::OutboxRolledBack;
+        }
+    };
+    if !commit {
+        let _ = tokio::time::timeout(OUTBOX_STATEMENT, tx.rollback()).await;
+        return Fate::OutboxRolledBack;
+    }
+    match tokio::time::timeout(OUTBOX_STATEMENT, tx.commit()).await {
+        Ok(Ok(())) => Fate::OutboxCommitted,
+        _ => Fate::OutboxAmbiguous,
+    }
 }
 
 /// A message of the producer whose check endpoint never answers usefully:

@@ -93,7 +93,7 @@ impl Recovery {
         let up_to = finished.values().map(|(id, _)| *id).max().unwrap_or(0);
         let mut pending: Vec<(u64, Fate)> = finished
             .into_values()
-            .filter(|(id, _)| !self.done.contains(id))
+            .filter(|(id, fate)| !fate.is_outbox() && !self.done.contains(id))
             .collect();
         let took = loop {
             if self.recovered(rig, &mut pending, up_to, backlog).await {

@@ -9,7 +9,7 @@ mod endpoints;
 mod faults;
 mod judge;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU8;
@@ -34,6 +34,12 @@ use endpoints::{from_ledger, hold_calls, misbehave, EndpointState, Held, NORMAL}
 pub(crate) use faults::{Fault, FAULTS};
 
 const SHOP: &str = "shop";
+/// The producer whose messages are rows of its own local message table,
+/// in a database of the campaign's MariaDB (the faults that hit trustmsg's
+/// store hit it too), relayed by every instance (one at a time).
+const OUTBOX_SHOP: &str = "outbox-shop";
+/// That database.
+const OUTBOX_DB: &str = "chaos_shop";
 const BROKEN: &str = "broken";
 /// The producer whose check endpoint holds calls while a fault needs them
 /// in flight; registered with a short timeout, as the was.
@@ -71,6 +77,8 @@ pub(crate) struct Rig {
     /// The rig's own connections to the campaign's database (what it looks
     /// at to know a fault has done its work, and to judge).
     pub(crate) pool: MySqlPool,
+    /// The outbox shop's own database (its orders' messages as rows).
+    outbox_shop: MySqlPool,
     kafka: MockKafka,
     reader: TopicReader,
     /// Every record read, by the cluster it was read from (how often the
@@ -110,6 +118,10 @@ impl Rig {
         flags.extend(["--alert-webhook".to_string(), alerts.url()]);
         let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
         let url = db.url("chaos");
+        let outbox_shop = outbox_shop(&db).await;
+        let source = format!("{OUTBOX_SHOP}={}", db.url(OUTBOX_DB));
+        let mut flags: Vec<&str> = flags;
+        flags.extend(["--outbox-source", source.as_str(), "--outbox-batch", "50"]);
         let mut services = Vec::new();
         let mut logs = Vec::new();
         for i in 0..INSTANCES {
@@ -174,6 +186,15 @@ impl Rig {
                 .layer(middleware::from_fn_with_state(held.clone(), hold_calls)),
         );
 
+        // Any topic of the campaign's; no check-back to speak of (its
+        // messages are decided by its own transactions).
+        services[0]
+            .register(
+                OUTBOX_SHOP,
+                json!({"verify_url": "http://127.0.0.1:9/unused", "topics": [TOPIC]}),
+            )
+            .await;
+
         let clients = |biz: &str, token: &str| {
             Clients(
                 services
@@ -194,6 +215,7 @@ impl Rig {
         Self {
             db,
             pool,
+            outbox_shop,
             kafka,
             reader,
             seen: BTreeMap::new(),
@@ -218,7 +240,25 @@ impl Rig {
     /// until [`Load::stop`]; the check endpoints answer from `ledger`.
     pub(crate) fn start_load(&self, ledger: Arc<Ledger>) -> Load {
         let _ = self.ledger_endpoint.ledger.set(ledger.clone());
-        Load::start(self.shop.clone(), self.broken.clone(), ledger)
+        Load::start(
+            self.shop.clone(),
+            self.broken.clone(),
+            self.outbox_shop.clone(),
+            ledger,
+        )
+    }
+
+    /// The outbox shop's rows by message key: their status (0 pending,
+    /// 2 relayed, 3 failed).
+    pub(crate) async fn outbox_rows(&self) -> sqlx::Result<HashMap<String, i64>> {
+        let rows: Vec<(Vec<u8>, i64)> =
+            sqlx::query_as("SELECT message_key, CAST(status AS SIGNED) FROM trustmsg_outbox")
+                .fetch_all(&self.outbox_shop)
+                .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(k, s)| (String::from_utf8(k).expect("a UTF-8 key"), s))
+            .collect())
     }
 
     /// The message ids Kafka took so far: read from the topic, or
@@ -255,4 +295,29 @@ impl Rig {
             s.kill_9();
         }
     }
+}
+
+/// Creates the outbox shop's database and its local message table on the
+/// campaign's MariaDB, as the shop's own migrations would; its pool is the
+/// shop's (a few connections, a short wait for one: the database is killed
+/// and frozen under it).
+async fn outbox_shop(db: &PrivateMariaDb) -> MySqlPool {
+    let root = MySqlPoolOptions::new()
+        .max_connections(1)
+        .connect(&db.url(""))
+        .await
+        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {OUTBOX_DB}")))
+        .execute(&root)
+        .await
+        .unwrap();
+    root.close().await;
+    let pool = MySqlPoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect(&db.url(OUTBOX_DB))
+        .await
+        .unwrap();
+    trustmsg_client::outbox::create_table(&pool).await.unwrap();
+    pool
 }

@@ -33,6 +33,14 @@ impl Rig {
             .fetch_one(&pool)
             .await
             .unwrap();
+            let unrelayed = self
+                .outbox_rows()
+                .await
+                .unwrap()
+                .values()
+                .filter(|s| **s == 0)
+                .count() as i64;
+            let waiting = waiting + unrelayed;
             if waiting == 0 {
                 break;
             }
@@ -71,6 +79,10 @@ impl Rig {
             .map(|(k, id, st, ss)| (String::from_utf8(k).unwrap(), (id, st, ss)))
             .collect();
         let decided_by = deciders(&self.db.url("chaos"), SHOP).await;
+        let source = self
+            .outbox_rows()
+            .await
+            .expect("read the outbox shop's table");
         let owed = alerts::owed(&pool, u64::MAX)
             .await
             .expect("read the audit log");
@@ -87,6 +99,10 @@ impl Rig {
         let messages = ledger.messages();
         let mut known = HashSet::new();
         for (key, (id, fate)) in &messages {
+            if fate.is_outbox() {
+                self.judge_outbox_row(key, *fate, &source, &rows, &by_id, &mut known, &mut report);
+                continue;
+            }
             known.insert(*id);
             report.prepared += 1;
             match fate {
@@ -95,6 +111,9 @@ impl Rig {
                 Fate::NeverDecided(Local::Committed) => report.check_back_commits += 1,
                 Fate::NeverDecided(Local::RolledBack) => report.check_back_rollbacks += 1,
                 Fate::Unverifiable => report.unverifiable += 1,
+                Fate::OutboxCommitted | Fate::OutboxRolledBack | Fate::OutboxAmbiguous => {
+                    unreachable!("judged above")
+                }
             }
             if matches!(fate, Fate::AckedCommit | Fate::AckedRollback) {
                 let actors = decided_by.get(id).map_or(&[][..], Vec::as_slice);
@@ -176,5 +195,80 @@ impl Rig {
             .sum();
         report.settle = settled;
         report
+    }
+
+    /// One row of the outbox shop: what its writer was told (or, for an
+    /// ambiguous COMMIT, what the source table says) against what trustmsg
+    /// holds and what reached Kafka. A committed row must be relayed (2),
+    /// one COMMITTED and SENT message, its record byte for byte; a row that
+    /// never committed must exist nowhere.
+    #[allow(clippy::too_many_arguments)]
+    fn judge_outbox_row(
+        &self,
+        key: &str,
+        fate: Fate,
+        source: &HashMap<String, i64>,
+        rows: &HashMap<String, (u64, String, Option<String>)>,
+        by_id: &BTreeMap<u64, Vec<&Consumed>>,
+        known: &mut HashSet<u64>,
+        report: &mut Report,
+    ) {
+        let in_source = source.get(key).copied();
+        let committed = match fate {
+            Fate::OutboxCommitted => {
+                report.outbox_committed += 1;
+                if in_source.is_none() {
+                    report
+                        .lost
+                        .push(format!("{key}: its COMMIT was acknowledged, yet no row"));
+                    return;
+                }
+                true
+            }
+            Fate::OutboxAmbiguous => {
+                report.outbox_ambiguous += 1;
+                report.outbox_ambiguous_committed += usize::from(in_source.is_some());
+                in_source.is_some()
+            }
+            _ => {
+                report.outbox_rolled_back += 1;
+                false
+            }
+        };
+        let message = rows.get(key);
+        if let Some((id, _, _)) = message {
+            known.insert(*id);
+        }
+        let got = message
+            .and_then(|(id, _, _)| by_id.get(id))
+            .map_or(&[][..], Vec::as_slice);
+        if !committed {
+            if in_source.is_some() || message.is_some() || !got.is_empty() {
+                report
+                    .wrong
+                    .push(format!("{key}: never committed, yet relayed or consumed"));
+            }
+            return;
+        }
+        if got.is_empty() && message.is_some_and(|(id, _, _)| self.lost_by_broker.contains(id)) {
+            report.lost_by_broker.push(key.to_string());
+        } else if got.is_empty() {
+            report.lost.push(key.to_string());
+        } else {
+            report.delivered += 1;
+        }
+        for r in got {
+            let payload_ok = r.payload.as_deref() == Some(payload(key).as_bytes());
+            let key_ok = r.key.as_deref() == Some(key.as_bytes());
+            if !(payload_ok && key_ok) {
+                report.corrupted.push(key.to_string());
+            }
+        }
+        let state = message.map(|(_, st, ss)| (st.as_str(), ss.as_deref()));
+        if state != Some(("COMMITTED", Some("SENT"))) || in_source != Some(2) {
+            report.undecided.push(format!(
+                "{key}: {state:?}, source row {in_source:?}, expected COMMITTED/SENT and 2"
+            ));
+        }
     }
 }
