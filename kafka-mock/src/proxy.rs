@@ -183,8 +183,60 @@ async fn accept(route: &Option<(TcpListener, SocketAddr)>) -> io::Result<(TcpStr
     }
 }
 
+/// The Kafka API key of ApiVersions.
+const API_VERSIONS: i16 = 18;
+/// The highest ApiVersions version librdkafka 2.12's mock broker implements.
+const MOCK_API_VERSIONS_MAX: i16 = 2;
+/// Error code UNSUPPORTED_VERSION.
+const UNSUPPORTED_VERSION: i16 = 35;
+/// The largest first request a client sends (an ApiVersions request is tens of bytes).
+const FIRST_REQUEST_MAX: usize = 64 * 1024;
+
+/// The first request of a connection, as it came (size prefix included).
+/// An ApiVersions request of a version the mock broker does not implement
+/// is answered here instead, in version 0's shape as KIP-511 says a broker
+/// must (error UNSUPPORTED_VERSION, and the versions of ApiVersions it
+/// implements), and the client's next request is read: the mock answers
+/// such a request with a body no client but librdkafka can read (a
+/// flexible-version count and no tagged fields; Java's kafka-clients reads
+/// a throttle of 20 minutes in it, franz-go and KafkaJS-like clients fail
+/// to parse it), so every other client would give up on the broker.
+async fn first_request(
+    client_r: &mut (impl AsyncReadExt + Unpin),
+    client_w: &mut (impl AsyncWriteExt + Unpin),
+) -> io::Result<Vec<u8>> {
+    loop {
+        let mut size = [0u8; 4];
+        client_r.read_exact(&mut size).await?;
+        let len = usize::try_from(i32::from_be_bytes(size)).unwrap_or(usize::MAX);
+        if len > FIRST_REQUEST_MAX || len < 8 {
+            // Not a Kafka request we know how to read: pass it on as it is.
+            return Ok(size.to_vec());
+        }
+        let mut frame = vec![0u8; 4 + len];
+        frame[..4].copy_from_slice(&size);
+        client_r.read_exact(&mut frame[4..]).await?;
+        let key = i16::from_be_bytes([frame[4], frame[5]]);
+        let version = i16::from_be_bytes([frame[6], frame[7]]);
+        if key != API_VERSIONS || version <= MOCK_API_VERSIONS_MAX {
+            return Ok(frame);
+        }
+        let correlation = &frame[8..12];
+        let mut answer = Vec::with_capacity(20);
+        answer.extend_from_slice(&16i32.to_be_bytes());
+        answer.extend_from_slice(correlation);
+        answer.extend_from_slice(&UNSUPPORTED_VERSION.to_be_bytes());
+        answer.extend_from_slice(&1i32.to_be_bytes());
+        answer.extend_from_slice(&API_VERSIONS.to_be_bytes());
+        answer.extend_from_slice(&0i16.to_be_bytes());
+        answer.extend_from_slice(&MOCK_API_VERSIONS_MAX.to_be_bytes());
+        client_w.write_all(&answer).await?;
+    }
+}
+
 /// Copies both ways until either side closes; what clients send goes at
-/// most at `upload` bytes a second when that is not 0.
+/// most at `upload` bytes a second when that is not 0. The connection's
+/// first request goes through [`first_request`].
 async fn pipe(client: TcpStream, upstream: SocketAddr, upload: Arc<AtomicU64>) {
     let Ok(server) = TcpStream::connect(upstream).await else {
         return;
@@ -193,6 +245,12 @@ async fn pipe(client: TcpStream, upstream: SocketAddr, upload: Arc<AtomicU64>) {
     let _ = server.set_nodelay(true);
     let (mut client_r, mut client_w) = client.into_split();
     let (mut server_r, mut server_w) = server.into_split();
+    let Ok(first) = first_request(&mut client_r, &mut client_w).await else {
+        return;
+    };
+    if server_w.write_all(&first).await.is_err() {
+        return;
+    }
     let up = async {
         let mut buf = vec![0u8; 64 * 1024];
         loop {

@@ -628,7 +628,7 @@ impl KafkaForDev {
             )
         })?;
         let bootstrap = listener.local_addr()?;
-        let mock = tokio::task::spawn_blocking(|| MockKafka::start(1))
+        let mock = tokio::task::spawn_blocking(|| MockKafka::start_restartable(1))
             .await
             .context("starting the in-process Kafka broker")?;
         let target = mock.bootstrap().to_string();
