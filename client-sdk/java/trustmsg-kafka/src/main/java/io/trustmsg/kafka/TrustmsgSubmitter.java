@@ -63,6 +63,17 @@ public final class TrustmsgSubmitter implements TransactionalProducer<RecordMeta
   }
 
   /**
+   * A submitter on a producer made elsewhere (the tests' producer for the kit's broker). It must be
+   * idempotent with {@code acks=all}; {@link #builder} makes one that is.
+   */
+  TrustmsgSubmitter(Producer<byte[], byte[]> producer, String topic, String bizId, String signingSecret) {
+    this.producer = Objects.requireNonNull(producer, "producer");
+    this.topic = Objects.requireNonNull(topic, "topic");
+    this.bizId = Objects.requireNonNull(bizId, "bizId");
+    this.signer = new WebhookSigner(signingSecret);
+  }
+
+  /**
    * @param brokers Kafka's bootstrap servers (the cluster trustmsg reads its submit topic on)
    * @param bizId the producer's registered id
    * @param signingSecret its registration's {@code signing_secret} ({@code whsec_…})
