@@ -158,6 +158,37 @@ public final class Kit {
     return new Producer(bizId, answer.get("token").asText(), answer.get("signing_secret").asText());
   }
 
+  /** Points a registered producer's check-back at {@code verifyUrl} (its token and secret unchanged). */
+  public static void updateVerifyUrl(String bizId, String verifyUrl) {
+    var body = JSON.createObjectNode();
+    body.put("verify_url", verifyUrl);
+    body.put("first_verify_after_ms", 1000);
+    body.put("verify_timeout_ms", 10000);
+    send("PUT", url() + "/v1/producers/" + bizId, body.toString(),
+        Map.of("authorization", "Bearer " + env("TRUSTMSG_KIT_ADMIN_TOKEN")), 200);
+  }
+
+  /** A kit database URL as a JDBC URL (user and password left out). */
+  public static String jdbcUrl(String kitUrl) {
+    URI u = URI.create(kitUrl);
+    boolean mysql = u.getScheme().startsWith("mysql") || u.getScheme().startsWith("mariadb");
+    return (mysql ? "jdbc:mariadb://" : "jdbc:postgresql://") + u.getHost() + ":"
+        + (u.getPort() < 0 ? (mysql ? 3306 : 5432) : u.getPort()) + u.getPath();
+  }
+
+  /** The user and password of a kit database URL ("" when none). */
+  public static String[] credentials(String kitUrl) {
+    String info = URI.create(kitUrl).getRawUserInfo();
+    if (info == null) {
+      return new String[] {"", ""};
+    }
+    String[] parts = info.split(":", 2);
+    return new String[] {
+      URLDecoder.decode(parts[0], StandardCharsets.UTF_8),
+      parts.length > 1 ? URLDecoder.decode(parts[1], StandardCharsets.UTF_8) : ""
+    };
+  }
+
   /** The proxy fails the next {@code count} requests containing {@code match} with {@code status}. */
   public static void fault(String match, int status, int count) {
     var body = JSON.createObjectNode();

@@ -28,15 +28,13 @@ import org.springframework.transaction.PlatformTransactionManager;
 
 /**
  * trustmsg for Spring Boot, from {@code trustmsg.*}: the {@link TrustmsgClient} (when {@code
- * trustmsg.url} is set), the {@link Barrier} and {@link TrustmsgTemplate} on the application's
- * DataSource and transaction manager, the check-back endpoint (Spring MVC, when {@code
- * trustmsg.signing-secret} is set) and the {@link TrustmsgInbox} (kafka-clients present). Every
- * bean backs off when the application defines its own.
+ * trustmsg.url} is set). {@link TrustmsgJdbcAutoConfiguration} adds the barrier, {@link
+ * TrustmsgTemplate} and {@link TrustmsgInbox}; {@link TrustmsgCheckBackAutoConfiguration} the
+ * check-back endpoint. Every bean backs off when the application defines its own.
  */
-@AutoConfiguration(after = {DataSourceAutoConfiguration.class, DataSourceTransactionManagerAutoConfiguration.class})
+@AutoConfiguration
 @EnableConfigurationProperties(TrustmsgProperties.class)
 public class TrustmsgAutoConfiguration {
-
   @Bean
   @ConditionalOnMissingBean(TrustmsgClient.class)
   @ConditionalOnProperty(prefix = "trustmsg", name = "url")
@@ -50,68 +48,4 @@ public class TrustmsgAutoConfiguration {
         .build();
   }
 
-  /** The barrier and the template, on the application's one DataSource. */
-  @Configuration(proxyBeanMethods = false)
-  @ConditionalOnClass(name = "org.springframework.jdbc.datasource.DataSourceUtils")
-  @ConditionalOnSingleCandidate(DataSource.class)
-  static class Jdbc {
-    @Bean
-    @ConditionalOnMissingBean
-    Barrier trustmsgBarrier(DataSource dataSource, TrustmsgProperties p) throws SQLException {
-      if (p.isCreateTables()) {
-        Barrier.createTables(dataSource);
-      }
-      return new Barrier(dataSource);
-    }
-
-    @Bean
-    @ConditionalOnMissingBean
-    @ConditionalOnBean({TransactionalProducer.class, PlatformTransactionManager.class})
-    TrustmsgTemplate trustmsgTemplate(
-        TransactionalProducer<?> producer, PlatformTransactionManager transactionManager, DataSource dataSource) {
-      return new TrustmsgTemplate(producer, transactionManager, dataSource);
-    }
-
-    @Bean
-    @ConditionalOnMissingBean
-    @ConditionalOnClass(name = "org.apache.kafka.clients.consumer.ConsumerRecord")
-    @ConditionalOnBean(PlatformTransactionManager.class)
-    TrustmsgInbox trustmsgInbox(
-        PlatformTransactionManager transactionManager,
-        DataSource dataSource,
-        TrustmsgProperties p,
-        @Value("${spring.kafka.consumer.group-id:}") String kafkaGroup) {
-      String group = p.getInbox().getGroup() != null ? p.getInbox().getGroup() : kafkaGroup;
-      return new TrustmsgInbox(transactionManager, dataSource, group.isEmpty() ? "default" : group);
-    }
-  }
-
-  /** The check-back endpoint of a Spring MVC application. */
-  @Configuration(proxyBeanMethods = false)
-  @ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.SERVLET)
-  @ConditionalOnClass(name = "org.springframework.web.servlet.DispatcherServlet")
-  @ConditionalOnProperty(prefix = "trustmsg", name = "signing-secret")
-  @ConditionalOnProperty(prefix = "trustmsg.check", name = "enabled", matchIfMissing = true)
-  static class CheckBack {
-    @Bean
-    @ConditionalOnMissingBean
-    CheckBackHandler trustmsgCheckBackHandler(
-        TrustmsgProperties p, ObjectProvider<CheckBackDecider> deciders) {
-      CheckBackDecider decider =
-          deciders.orderedStream()
-              .filter(d -> !(d instanceof Barrier))
-              .findFirst()
-              .or(() -> deciders.orderedStream().findFirst())
-              .orElseThrow(() -> new IllegalStateException(
-                  "the check-back endpoint needs a DataSource (the barrier answers) or a CheckBackDecider bean"));
-      return new CheckBackHandler(
-          new CheckBackVerifier(p.getSigningSecret(), p.getCheck().getTolerance(), Clock.systemUTC()), decider);
-    }
-
-    @Bean
-    @ConditionalOnMissingBean
-    TrustmsgCheckBackController trustmsgCheckBackController(CheckBackHandler handler) {
-      return new TrustmsgCheckBackController(handler);
-    }
-  }
 }

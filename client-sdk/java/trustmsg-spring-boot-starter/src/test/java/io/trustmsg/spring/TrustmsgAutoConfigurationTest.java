@@ -20,7 +20,7 @@ class TrustmsgAutoConfigurationTest {
 
   final ApplicationContextRunner runner =
       new ApplicationContextRunner()
-          .withConfiguration(AutoConfigurations.of(TrustmsgAutoConfiguration.class));
+          .withConfiguration(AutoConfigurations.of(TrustmsgAutoConfiguration.class, TrustmsgJdbcAutoConfiguration.class, TrustmsgCheckBackAutoConfiguration.class));
 
   @Test
   void theClientIsMadeFromTheProperties() {
@@ -57,7 +57,7 @@ class TrustmsgAutoConfigurationTest {
   void theCheckBackEndpointAnswersFromTheUsersDeciderWhenThereIsOne() {
     new WebApplicationContextRunner()
         .withConfiguration(AutoConfigurations.of(
-            DataSourceAutoConfiguration.class, DataSourceTransactionManagerAutoConfiguration.class, TrustmsgAutoConfiguration.class))
+            DataSourceAutoConfiguration.class, DataSourceTransactionManagerAutoConfiguration.class, TrustmsgAutoConfiguration.class, TrustmsgJdbcAutoConfiguration.class, TrustmsgCheckBackAutoConfiguration.class))
         .withPropertyValues(
             "trustmsg.signing-secret=" + SECRET,
             "spring.datasource.url=jdbc:postgresql://127.0.0.1:1/none")

@@ -1,0 +1,69 @@
+package io.trustmsg.spring;
+
+import io.trustmsg.client.Barrier;
+import io.trustmsg.client.CheckBackDecider;
+import io.trustmsg.client.CheckBackHandler;
+import io.trustmsg.client.CheckBackVerifier;
+import io.trustmsg.client.RetryPolicy;
+import io.trustmsg.client.TransactionalProducer;
+import io.trustmsg.client.TrustmsgClient;
+import java.sql.SQLException;
+import java.time.Clock;
+import javax.sql.DataSource;
+import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.annotation.Value;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
+import org.springframework.boot.autoconfigure.jdbc.DataSourceAutoConfiguration;
+import org.springframework.boot.autoconfigure.jdbc.DataSourceTransactionManagerAutoConfiguration;
+import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.transaction.PlatformTransactionManager;
+
+/** The barrier, {@link TrustmsgTemplate} and {@link TrustmsgInbox} on the application's one DataSource. */
+@AutoConfiguration(
+    after = {
+      TrustmsgAutoConfiguration.class,
+      DataSourceAutoConfiguration.class,
+      DataSourceTransactionManagerAutoConfiguration.class
+    })
+@EnableConfigurationProperties(TrustmsgProperties.class)
+@ConditionalOnClass(name = "org.springframework.jdbc.datasource.DataSourceUtils")
+@ConditionalOnSingleCandidate(DataSource.class)
+public class TrustmsgJdbcAutoConfiguration {
+  @Bean
+  @ConditionalOnMissingBean
+  Barrier trustmsgBarrier(DataSource dataSource, TrustmsgProperties p) throws SQLException {
+    if (p.isCreateTables()) {
+      Barrier.createTables(dataSource);
+    }
+    return new Barrier(dataSource);
+  }
+
+  @Bean
+  @ConditionalOnMissingBean
+  @ConditionalOnBean({TransactionalProducer.class, PlatformTransactionManager.class})
+  TrustmsgTemplate trustmsgTemplate(
+      TransactionalProducer<?> producer, PlatformTransactionManager transactionManager, DataSource dataSource) {
+    return new TrustmsgTemplate(producer, transactionManager, dataSource);
+  }
+
+  @Bean
+  @ConditionalOnMissingBean
+  @ConditionalOnClass(name = "org.apache.kafka.clients.consumer.ConsumerRecord")
+  @ConditionalOnBean(PlatformTransactionManager.class)
+  TrustmsgInbox trustmsgInbox(
+      PlatformTransactionManager transactionManager,
+      DataSource dataSource,
+      TrustmsgProperties p,
+      @Value("${spring.kafka.consumer.group-id:}") String kafkaGroup) {
+    String group = p.getInbox().getGroup() != null ? p.getInbox().getGroup() : kafkaGroup;
+    return new TrustmsgInbox(transactionManager, dataSource, group.isEmpty() ? "default" : group);
+  }
+}
