@@ -13,7 +13,6 @@ final class Json {
       JsonMapper.builder()
           .disable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES)
           .enable(DeserializationFeature.FAIL_ON_NULL_FOR_PRIMITIVES)
-          .enable(DeserializationFeature.FAIL_ON_MISSING_CREATOR_PROPERTIES)
           .disable(DeserializationFeature.ACCEPT_FLOAT_AS_INT)
           .build();
 
