@@ -13,7 +13,12 @@ public class AlreadyDecidedException extends BarrierException {
 
   public AlreadyDecidedException(String bizId, String messageKey, Decision decision) {
     super(
-        "the barrier already holds a " + decision.wire() + " marker for " + bizId + "/" + messageKey,
+        "the barrier already holds a "
+            + decision.wire()
+            + " marker for "
+            + bizId
+            + "/"
+            + messageKey,
         null);
     this.decision = decision;
   }

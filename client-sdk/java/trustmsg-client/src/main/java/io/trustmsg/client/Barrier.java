@@ -18,11 +18,12 @@ import org.slf4j.LoggerFactory;
  * <p>The local transaction inserts a {@code commit} marker ({@link #insert}) with its business
  * rows. A check-back inserts a {@code rollback} marker unless one exists ({@link #check}); while
  * the local transaction is still open, that insert waits on its row lock and then sees what the
- * transaction did. So the answer is exact: commit if and only if the business rows committed.
- * Keys compare byte for byte. Every value is bound as a parameter.
+ * transaction did. So the answer is exact: commit if and only if the business rows committed. Keys
+ * compare byte for byte. Every value is bound as a parameter.
  */
 public final class Barrier implements CheckBackDecider {
   private static final Logger log = LoggerFactory.getLogger(Barrier.class);
+
   /** The table's name. */
   public static final String TABLE = "trustmsg_barrier";
 
@@ -58,11 +59,11 @@ public final class Barrier implements CheckBackDecider {
   }
 
   /**
-   * Inserts the commit marker of {@code messageKey} on {@code connection}, inside the caller's
-   * open local transaction: it commits or rolls back with the business rows.
+   * Inserts the commit marker of {@code messageKey} on {@code connection}, inside the caller's open
+   * local transaction: it commits or rolls back with the business rows.
    *
-   * @throws AlreadyDecidedException a marker exists (a check-back rolled the message back first,
-   *     or the key was committed before): roll the transaction back
+   * @throws AlreadyDecidedException a marker exists (a check-back rolled the message back first, or
+   *     the key was committed before): roll the transaction back
    * @throws SQLException the database failed
    */
   public static void insert(Connection connection, String bizId, String messageKey)
@@ -95,7 +96,8 @@ public final class Barrier implements CheckBackDecider {
       }
     }
     String lock = dialect == Dialect.POSTGRES ? " FOR SHARE" : " LOCK IN SHARE MODE";
-    throw new AlreadyDecidedException(bizId, messageKey, readOp(connection, bizId, messageKey, lock));
+    throw new AlreadyDecidedException(
+        bizId, messageKey, readOp(connection, bizId, messageKey, lock));
   }
 
   /**
@@ -204,7 +206,9 @@ public final class Barrier implements CheckBackDecider {
       commitError.addSuppressed(checkError);
       log.error("local COMMIT of {}/{} has an unknown outcome", bizId, messageKey, commitError);
       throw new OutcomeUnknownException(
-          "the local COMMIT of " + messageKey + " failed and the barrier could not be read; "
+          "the local COMMIT of "
+              + messageKey
+              + " failed and the barrier could not be read; "
               + "check-back will decide",
           commitError);
     }
@@ -259,7 +263,9 @@ public final class Barrier implements CheckBackDecider {
     int k = messageKey.getBytes(StandardCharsets.UTF_8).length;
     if (k < 1 || k > 128) {
       throw new IllegalArgumentException(
-          "message_key must be 1 to 128 bytes of UTF-8 (got " + k + "): the barrier's column holds no more");
+          "message_key must be 1 to 128 bytes of UTF-8 (got "
+              + k
+              + "): the barrier's column holds no more");
     }
   }
 

@@ -2,8 +2,8 @@ package io.trustmsg.client;
 
 /**
  * Answers a check-back: what did the local transaction of this message do? {@link Barrier} answers
- * from its marker table; give your own to answer from your business tables instead. Answer from
- * the database, never from a guess: {@link Decision#UNKNOWN} when you cannot tell yet.
+ * from its marker table; give your own to answer from your business tables instead. Answer from the
+ * database, never from a guess: {@link Decision#UNKNOWN} when you cannot tell yet.
  */
 @FunctionalInterface
 public interface CheckBackDecider {

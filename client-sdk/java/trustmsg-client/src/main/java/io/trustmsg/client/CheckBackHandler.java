@@ -18,8 +18,8 @@ import org.slf4j.LoggerFactory;
  * {@link CheckBackDecider} (usually the {@link Barrier}) and answers {@code
  * {"message_id":…,"decision":…}}. A call that does not verify gets 401 and reaches nothing else.
  *
- * <p>Serve it from any framework with {@link #handle(Function, byte[])}, or as it is from the
- * JDK's own HTTP server:
+ * <p>Serve it from any framework with {@link #handle(Function, byte[])}, or as it is from the JDK's
+ * own HTTP server:
  *
  * <pre>{@code
  * HttpServer server = HttpServer.create(new InetSocketAddress(8081), 0);
@@ -29,8 +29,10 @@ import org.slf4j.LoggerFactory;
  */
 public final class CheckBackHandler implements HttpHandler {
   private static final Logger log = LoggerFactory.getLogger(CheckBackHandler.class);
+
   /** The path the starter and the examples serve it on. */
   public static final String DEFAULT_PATH = "/trustmsg/check";
+
   /** The largest body read: a check-back request is a few hundred bytes. */
   public static final int MAX_BODY = 64 * 1024;
 
@@ -74,7 +76,8 @@ public final class CheckBackHandler implements HttpHandler {
       }
       JsonNode id = tree.get("message_id");
       if (id == null || !id.canConvertToExactIntegral() || !id.canConvertToLong()) {
-        return error(400, "bad_body", "not a check-back request: message_id is not a 64-bit integer");
+        return error(
+            400, "bad_body", "not a check-back request: message_id is not a 64-bit integer");
       }
       request = Json.MAPPER.treeToValue(tree, CheckRequest.class);
     } catch (IOException | IllegalArgumentException e) {
@@ -114,7 +117,9 @@ public final class CheckBackHandler implements HttpHandler {
         r =
             body == null
                 ? error(413, "too_large", "a check-back body is at most " + MAX_BODY + " bytes")
-                : handle(name -> exchange.getRequestHeaders().getFirst(name.toLowerCase(Locale.ROOT)), body);
+                : handle(
+                    name -> exchange.getRequestHeaders().getFirst(name.toLowerCase(Locale.ROOT)),
+                    body);
       }
       exchange.getResponseHeaders().set("content-type", r.contentType());
       exchange.sendResponseHeaders(r.status(), r.body().length);

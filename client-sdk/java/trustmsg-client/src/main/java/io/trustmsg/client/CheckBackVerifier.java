@@ -39,7 +39,8 @@ public final class CheckBackVerifier {
    * @param body the raw body bytes, as received
    * @throws InvalidSignatureException answer 401
    */
-  public void verify(Function<String, String> header, byte[] body) throws InvalidSignatureException {
+  public void verify(Function<String, String> header, byte[] body)
+      throws InvalidSignatureException {
     verify(header, body, clock.instant().getEpochSecond());
   }
 
@@ -63,12 +64,17 @@ public final class CheckBackVerifier {
     if (Math.abs(nowSeconds - ts) > tolerance.getSeconds()) {
       throw new InvalidSignatureException(
           "signature_expired",
-          "webhook-timestamp is more than " + tolerance.getSeconds()
+          "webhook-timestamp is more than "
+              + tolerance.getSeconds()
               + " s away from this clock (a stale or replayed call, or a clock out of sync)");
     }
     byte[] expected =
         Base64.getDecoder()
-            .decode(signer.signWebhook(id, timestamp, body).substring(3).getBytes(StandardCharsets.US_ASCII));
+            .decode(
+                signer
+                    .signWebhook(id, timestamp, body)
+                    .substring(3)
+                    .getBytes(StandardCharsets.US_ASCII));
     for (String entry : signatures.split(" ")) {
       if (!entry.startsWith("v1,")) {
         continue;

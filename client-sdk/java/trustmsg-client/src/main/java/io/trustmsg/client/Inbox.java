@@ -10,10 +10,10 @@ import java.util.OptionalLong;
 import javax.sql.DataSource;
 
 /**
- * The consumer's inbox: Kafka delivers at least once, so a record may come again; the inbox
- * records each {@code trustmsg-message-id} processed by a consumer group ({@code trustmsg_inbox})
- * in the same local transaction as the work, so the work happens once: a repeat is skipped, and a
- * failed work leaves no inbox row (the record is processed again later).
+ * The consumer's inbox: Kafka delivers at least once, so a record may come again; the inbox records
+ * each {@code trustmsg-message-id} processed by a consumer group ({@code trustmsg_inbox}) in the
+ * same local transaction as the work, so the work happens once: a repeat is skipped, and a failed
+ * work leaves no inbox row (the record is processed again later).
  *
  * <pre>{@code
  * Inbox inbox = new Inbox(dataSource, "billing");
@@ -27,6 +27,7 @@ import javax.sql.DataSource;
 public final class Inbox {
   /** The table's name. */
   public static final String TABLE = "trustmsg_inbox";
+
   /** The header trustmsg puts on every record it delivers. */
   public static final String MESSAGE_ID_HEADER = "trustmsg-message-id";
 
@@ -134,7 +135,8 @@ public final class Inbox {
     if (dialect == Dialect.POSTGRES) {
       if (messageId <= 0) {
         throw new IllegalArgumentException(
-            "message id " + Long.toUnsignedString(messageId)
+            "message id "
+                + Long.toUnsignedString(messageId)
                 + " does not fit trustmsg_inbox on PostgreSQL (BIGINT, 1 to 2^63-1)");
       }
       try (PreparedStatement st =

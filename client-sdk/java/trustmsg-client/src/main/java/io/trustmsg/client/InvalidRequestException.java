@@ -1,9 +1,9 @@
 package io.trustmsg.client;
 
 /**
- * 400, 413 or 415: the request is invalid and will stay invalid (e.g. {@code invalid_topic},
- * {@code payload_too_large}). The SDK throws it too, with status 400 and the HTTP API's code, for
- * what it refuses before sending anything. Never retried.
+ * 400, 413 or 415: the request is invalid and will stay invalid (e.g. {@code invalid_topic}, {@code
+ * payload_too_large}). The SDK throws it too, with status 400 and the HTTP API's code, for what it
+ * refuses before sending anything. Never retried.
  */
 public class InvalidRequestException extends TrustmsgException {
   private static final long serialVersionUID = 1L;

@@ -31,6 +31,7 @@ import java.util.regex.Pattern;
 public final class LocalMessageTable {
   /** The table's default name. */
   public static final String DEFAULT_TABLE = "trustmsg_outbox";
+
   private static final Pattern TABLE = Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0,63}");
 
   private final String table;
@@ -50,7 +51,8 @@ public final class LocalMessageTable {
     if (!TABLE.matcher(table).matches()) {
       throw InvalidRequestException.refused(
           "invalid_table",
-          table + " is not a table name the relay accepts: 1 to 64 of A-Z a-z 0-9 _, not starting with a digit");
+          table
+              + " is not a table name the relay accepts: 1 to 64 of A-Z a-z 0-9 _, not starting with a digit");
     }
     this.table = table;
     this.clock = Objects.requireNonNull(clock, "clock");
@@ -76,18 +78,22 @@ public final class LocalMessageTable {
   public long insert(Connection connection, Message message) throws SQLException {
     Objects.requireNonNull(connection, "connection");
     MessageRules.check(message);
-    Instant at = message.deliverAt().map(t -> MessageRules.checkDeliverAt(t, clock.instant())).orElse(null);
+    Instant at =
+        message.deliverAt().map(t -> MessageRules.checkDeliverAt(t, clock.instant())).orElse(null);
     Long afterMs = message.deliverAfter().map(MessageRules::checkDelay).orElse(null);
     String headers = message.headers().isEmpty() ? null : Json.writeString(message.headers());
-    String traceparent =
-        MessageRules.validTraceparent(message.traceHeaders().get("traceparent"));
+    String traceparent = MessageRules.validTraceparent(message.traceHeaders().get("traceparent"));
     Dialect dialect = Dialect.of(connection);
     String sql =
         dialect == Dialect.POSTGRES
-            ? "INSERT INTO " + table + " (message_key, topic, record_key, payload, headers, traceparent, deliver_at) "
+            ? "INSERT INTO "
+                + table
+                + " (message_key, topic, record_key, payload, headers, traceparent, deliver_at) "
                 + "VALUES (?, ?, ?, ?, CAST(? AS JSONB), ?, "
                 + "COALESCE(CAST(? AS TIMESTAMPTZ), now() + CAST(? AS BIGINT) * INTERVAL '1 millisecond'))"
-            : "INSERT INTO " + table + " (message_key, topic, record_key, payload, headers, traceparent, deliver_at) "
+            : "INSERT INTO "
+                + table
+                + " (message_key, topic, record_key, payload, headers, traceparent, deliver_at) "
                 + "VALUES (?, ?, ?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND))";
     try (PreparedStatement st = connection.prepareStatement(sql, Statement.RETURN_GENERATED_KEYS)) {
       st.setString(1, message.messageKey());
@@ -105,7 +111,12 @@ public final class LocalMessageTable {
         setLong(st, 8, afterMs);
       } else {
         // DATETIME(3) in UTC: the wall-clock time of the instant at UTC, as text.
-        st.setString(7, at == null ? null : Timestamp.valueOf(java.time.LocalDateTime.ofInstant(at, java.time.ZoneOffset.UTC)).toString());
+        st.setString(
+            7,
+            at == null
+                ? null
+                : Timestamp.valueOf(java.time.LocalDateTime.ofInstant(at, java.time.ZoneOffset.UTC))
+                    .toString());
         setLong(st, 8, afterMs == null ? null : afterMs * 1000);
       }
       st.executeUpdate();

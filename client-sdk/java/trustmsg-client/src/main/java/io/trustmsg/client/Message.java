@@ -147,7 +147,12 @@ public final class Message {
 
   @Override
   public String toString() {
-    return "Message[messageKey=" + messageKey + ", topic=" + topic + ", payload=" + payload.length
+    return "Message[messageKey="
+        + messageKey
+        + ", topic="
+        + topic
+        + ", payload="
+        + payload.length
         + " bytes]";
   }
 

@@ -8,9 +8,9 @@ import java.util.Map;
 import java.util.regex.Pattern;
 
 /**
- * trustmsg's own rules for a message, checked where nothing would otherwise check them before
- * they matter (the local message table's row, a Kafka way in record): what trustmsg would refuse
- * is refused here, with the HTTP API's code, as an {@link InvalidRequestException}.
+ * trustmsg's own rules for a message, checked where nothing would otherwise check them before they
+ * matter (the local message table's row, a Kafka way in record): what trustmsg would refuse is
+ * refused here, with the HTTP API's code, as an {@link InvalidRequestException}.
  */
 public final class MessageRules {
   public static final int MAX_MESSAGE_KEY_BYTES = 128;
@@ -35,7 +35,9 @@ public final class MessageRules {
             k -> {
               int n = utf8(k);
               if (n > MAX_RECORD_KEY_BYTES) {
-                throw refused("invalid_key", "key must be at most " + MAX_RECORD_KEY_BYTES + " bytes (got " + n + ")");
+                throw refused(
+                    "invalid_key",
+                    "key must be at most " + MAX_RECORD_KEY_BYTES + " bytes (got " + n + ")");
               }
             });
     checkHeaders(m.headers());
@@ -55,19 +57,24 @@ public final class MessageRules {
 
   public static void checkTopic(String v) {
     if (v.isEmpty() || v.length() > MAX_TOPIC) {
-      throw refused("invalid_topic", "topic must be 1 to " + MAX_TOPIC + " characters (got " + v.length() + ")");
+      throw refused(
+          "invalid_topic",
+          "topic must be 1 to " + MAX_TOPIC + " characters (got " + v.length() + ")");
     }
     if (v.equals(".") || v.equals("..")) {
       throw refused("invalid_topic", "topic cannot be " + v);
     }
     if (!TOPIC.matcher(v).matches()) {
-      throw refused("invalid_topic", "topic may contain only ASCII letters, digits, '.', '_' and '-': " + v);
+      throw refused(
+          "invalid_topic", "topic may contain only ASCII letters, digits, '.', '_' and '-': " + v);
     }
   }
 
   public static void checkHeaders(Map<String, String> headers) {
     if (headers.size() > MAX_HEADERS) {
-      throw refused("invalid_headers", "at most " + MAX_HEADERS + " headers are allowed (got " + headers.size() + ")");
+      throw refused(
+          "invalid_headers",
+          "at most " + MAX_HEADERS + " headers are allowed (got " + headers.size() + ")");
     }
     int total = 0;
     for (Map.Entry<String, String> h : headers.entrySet()) {
@@ -75,22 +82,27 @@ public final class MessageRules {
       String value = h.getValue();
       int n = utf8(name);
       if (n < 1 || n > MAX_HEADER_NAME_BYTES) {
-        throw refused("invalid_headers", "header names must be 1 to " + MAX_HEADER_NAME_BYTES + " bytes");
+        throw refused(
+            "invalid_headers", "header names must be 1 to " + MAX_HEADER_NAME_BYTES + " bytes");
       }
       if (hasControl(name)) {
         throw refused("invalid_headers", "header name " + name + " contains a control character");
       }
       if (hasControl(value)) {
-        throw refused("invalid_headers", "the value of header " + name + " contains a control character");
+        throw refused(
+            "invalid_headers", "the value of header " + name + " contains a control character");
       }
       if (name.toLowerCase(Locale.ROOT).startsWith("trustmsg-")) {
         throw refused(
-            "invalid_headers", "header " + name + " uses the reserved prefix trustmsg-; trustmsg sets those itself");
+            "invalid_headers",
+            "header " + name + " uses the reserved prefix trustmsg-; trustmsg sets those itself");
       }
       total += n + utf8(value);
     }
     if (total > MAX_HEADER_BYTES) {
-      throw refused("invalid_headers", "headers total " + total + " bytes; at most " + MAX_HEADER_BYTES + " are allowed");
+      throw refused(
+          "invalid_headers",
+          "headers total " + total + " bytes; at most " + MAX_HEADER_BYTES + " are allowed");
     }
   }
 
@@ -105,7 +117,11 @@ public final class MessageRules {
     if (ms < 0 || ms > MAX_DELIVERY_DELAY_MS) {
       throw refused(
           "invalid_deliver_after_ms",
-          "deliver_after_ms is " + ms + "; a delay is 0 to " + MAX_DELIVERY_DELAY_MS + " ms (7 days)");
+          "deliver_after_ms is "
+              + ms
+              + "; a delay is 0 to "
+              + MAX_DELIVERY_DELAY_MS
+              + " ms (7 days)");
     }
     return ms;
   }
@@ -118,7 +134,9 @@ public final class MessageRules {
     }
     Instant latest = now.plusMillis(MAX_DELIVERY_DELAY_MS);
     if (t.isAfter(latest)) {
-      throw refused("invalid_deliver_at", "deliver_at " + t + " is more than 7 days ahead (the latest now is " + latest + ")");
+      throw refused(
+          "invalid_deliver_at",
+          "deliver_at " + t + " is more than 7 days ahead (the latest now is " + latest + ")");
     }
     return t;
   }

@@ -3,9 +3,9 @@ package io.trustmsg.client;
 import java.util.NoSuchElementException;
 
 /**
- * What {@link Inbox#process} did with a record: the work ran and committed ({@link #isDone()},
- * its value in {@link #value()}), or the record had been processed before and the work did not
- * run ({@link #isRepeat()}).
+ * What {@link Inbox#process} did with a record: the work ran and committed ({@link #isDone()}, its
+ * value in {@link #value()}), or the record had been processed before and the work did not run
+ * ({@link #isRepeat()}).
  */
 public final class Processed<T> {
   private static final Processed<?> REPEAT = new Processed<>(false, null);

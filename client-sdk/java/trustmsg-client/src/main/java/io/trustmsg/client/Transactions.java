@@ -6,10 +6,10 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The two-phase message without a database of the SDK's: prepare, run the local transaction,
- * then commit if it returned or roll back if it threw. Use {@link TrustmsgTransactionTemplate}
- * (or the Spring starter's template) to have the barrier marker written in the local transaction,
- * which is what lets check-back answer exactly.
+ * The two-phase message without a database of the SDK's: prepare, run the local transaction, then
+ * commit if it returned or roll back if it threw. Use {@link TrustmsgTransactionTemplate} (or the
+ * Spring starter's template) to have the barrier marker written in the local transaction, which is
+ * what lets check-back answer exactly.
  */
 public final class Transactions {
   private static final Logger log = LoggerFactory.getLogger(Transactions.class);
@@ -84,7 +84,8 @@ public final class Transactions {
       producer.rollback(key);
     } catch (TrustmsgException e) {
       if (e.isUnavailable()) {
-        log.warn("rollback of {} not delivered ({}); check-back will roll it back", key, e.getMessage());
+        log.warn(
+            "rollback of {} not delivered ({}); check-back will roll it back", key, e.getMessage());
       } else {
         log.error("local transaction of {} failed and trustmsg refused the rollback", key, e);
       }

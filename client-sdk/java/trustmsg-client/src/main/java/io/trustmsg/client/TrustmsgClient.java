@@ -36,11 +36,10 @@ import org.slf4j.LoggerFactory;
  * trustmsg.commit(message.messageKey());
  * }</pre>
  *
- * <p>Every call has a synchronous form and a {@link CompletableFuture} form ({@code
- * prepareAsync}, …). Network errors and 5xx answers are retried with backoff ({@link
- * RetryPolicy}); 4xx answers throw at once ({@link ConflictException} for a 409, …). Every call
- * is idempotent on trustmsg's side (the same prepare twice is one message), so a retry never
- * makes a second message.
+ * <p>Every call has a synchronous form and a {@link CompletableFuture} form ({@code prepareAsync},
+ * …). Network errors and 5xx answers are retried with backoff ({@link RetryPolicy}); 4xx answers
+ * throw at once ({@link ConflictException} for a 409, …). Every call is idempotent on trustmsg's
+ * side (the same prepare twice is one message), so a retry never makes a second message.
  */
 public final class TrustmsgClient implements TransactionalProducer<MessageView> {
   private static final Logger log = LoggerFactory.getLogger(TrustmsgClient.class);
@@ -210,7 +209,8 @@ public final class TrustmsgClient implements TransactionalProducer<MessageView> 
   }
 
   /** Completes {@code result} and returns null, or returns what to retry. */
-  private static Transient answer(HttpResponse<byte[]> response, CompletableFuture<MessageView> result) {
+  private static Transient answer(
+      HttpResponse<byte[]> response, CompletableFuture<MessageView> result) {
     int status = response.statusCode();
     byte[] bytes = response.body();
     if (status >= 200 && status < 300) {
@@ -233,7 +233,8 @@ public final class TrustmsgClient implements TransactionalProducer<MessageView> 
       message = null;
     }
     if (message == null) {
-      String text = new String(bytes, 0, Math.min(bytes.length, 200), StandardCharsets.UTF_8).trim();
+      String text =
+          new String(bytes, 0, Math.min(bytes.length, 200), StandardCharsets.UTF_8).trim();
       message = text.isEmpty() ? "HTTP " + status : "HTTP " + status + ": " + text;
     }
     if (status >= 500) {
@@ -324,7 +325,10 @@ public final class TrustmsgClient implements TransactionalProducer<MessageView> 
           m.isBinary() ? "base64" : null,
           m.headers().isEmpty() ? null : m.headers(),
           m.deliverAt()
-              .map(at -> DateTimeFormatter.ISO_INSTANT.format(at.truncatedTo(java.time.temporal.ChronoUnit.MILLIS)))
+              .map(
+                  at ->
+                      DateTimeFormatter.ISO_INSTANT.format(
+                          at.truncatedTo(java.time.temporal.ChronoUnit.MILLIS)))
               .orElse(null),
           m.deliverAfter().map(Duration::toMillis).orElse(null));
     }
@@ -357,7 +361,9 @@ public final class TrustmsgClient implements TransactionalProducer<MessageView> 
       }
       if (!BIZ_ID.matcher(bizId).matches()) {
         throw new IllegalArgumentException(
-            "bizId " + bizId + " is not 1 to 64 of A-Z a-z 0-9 . _ - (the producer's registered id)");
+            "bizId "
+                + bizId
+                + " is not 1 to 64 of A-Z a-z 0-9 . _ - (the producer's registered id)");
       }
       if (token.isBlank()) {
         throw new IllegalArgumentException("the producer's token is empty");

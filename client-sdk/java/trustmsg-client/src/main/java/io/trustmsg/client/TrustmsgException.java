@@ -32,7 +32,9 @@ public class TrustmsgException extends RuntimeException {
     this(status, code, message, null);
   }
 
-  /** trustmsg's error code ({@code prepare_conflict}, {@code invalid_topic}, …), when it sent one. */
+  /**
+   * trustmsg's error code ({@code prepare_conflict}, {@code invalid_topic}, …), when it sent one.
+   */
   public Optional<String> code() {
     return Optional.ofNullable(code);
   }

@@ -9,16 +9,16 @@ import javax.crypto.Mac;
 import javax.crypto.spec.SecretKeySpec;
 
 /**
- * HMAC-SHA256 with a Standard Webhooks secret ({@code whsec_<base64>}): the check-back's
- * signature and the Kafka way in's.
+ * HMAC-SHA256 with a Standard Webhooks secret ({@code whsec_<base64>}): the check-back's signature
+ * and the Kafka way in's.
  */
 public final class WebhookSigner {
   private static final String PREFIX = "whsec_";
   private final byte[] key;
 
   /**
-   * @param secret the producer's signing secret, {@code whsec_<base64>} (the registration's
-   *     {@code signing_secret})
+   * @param secret the producer's signing secret, {@code whsec_<base64>} (the registration's {@code
+   *     signing_secret})
    * @throws IllegalArgumentException not a {@code whsec_} secret
    */
   public WebhookSigner(String secret) {

@@ -22,7 +22,9 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
-/** The client against a local HTTP server standing in for trustmsg: headers, trace context, errors. */
+/**
+ * The client against a local HTTP server standing in for trustmsg: headers, trace context, errors.
+ */
 class ClientTest {
   static final String VIEW =
       "{\"id\":9007199254740993,\"biz_id\":\"shop\",\"message_key\":\"k\",\"status\":\"PREPARED\",\"verify_attempts\":0,"
@@ -37,22 +39,26 @@ class ClientTest {
   @BeforeEach
   void start() throws Exception {
     server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
-    server.createContext("/", ex -> {
-      seen.add(ex.getRequestHeaders());
-      bodies.add(new String(ex.getRequestBody().readAllBytes(), StandardCharsets.UTF_8));
-      byte[] body;
-      int status;
-      if (failures.getAndDecrement() > 0) {
-        status = failStatus;
-        body = "{\"error\":{\"code\":\"some_code\",\"message\":\"nope\"}}".getBytes(StandardCharsets.UTF_8);
-      } else {
-        status = 200;
-        body = VIEW.getBytes(StandardCharsets.UTF_8);
-      }
-      ex.sendResponseHeaders(status, body.length);
-      ex.getResponseBody().write(body);
-      ex.close();
-    });
+    server.createContext(
+        "/",
+        ex -> {
+          seen.add(ex.getRequestHeaders());
+          bodies.add(new String(ex.getRequestBody().readAllBytes(), StandardCharsets.UTF_8));
+          byte[] body;
+          int status;
+          if (failures.getAndDecrement() > 0) {
+            status = failStatus;
+            body =
+                "{\"error\":{\"code\":\"some_code\",\"message\":\"nope\"}}"
+                    .getBytes(StandardCharsets.UTF_8);
+          } else {
+            status = 200;
+            body = VIEW.getBytes(StandardCharsets.UTF_8);
+          }
+          ex.sendResponseHeaders(status, body.length);
+          ex.getResponseBody().write(body);
+          ex.close();
+        });
     server.start();
   }
 
@@ -62,12 +68,20 @@ class ClientTest {
   }
 
   TrustmsgClient client(RetryPolicy retry) {
-    return TrustmsgClient.builder("http://127.0.0.1:" + server.getAddress().getPort(), "shop", "t0k").retry(retry).build();
+    return TrustmsgClient.builder(
+            "http://127.0.0.1:" + server.getAddress().getPort(), "shop", "t0k")
+        .retry(retry)
+        .build();
   }
 
   @Test
   void prepareCarriesTheCurrentOpenTelemetryContext() {
-    SpanContext ctx = SpanContext.create("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7", TraceFlags.getSampled(), TraceState.getDefault());
+    SpanContext ctx =
+        SpanContext.create(
+            "4bf92f3577b34da6a3ce929d0e0e4736",
+            "00f067aa0ba902b7",
+            TraceFlags.getSampled(),
+            TraceState.getDefault());
     MessageView v;
     Scope scope = Span.wrap(ctx).makeCurrent();
     try {
@@ -76,7 +90,9 @@ class ClientTest {
       scope.close();
     }
     assertEquals(9007199254740993L, v.id(), "64-bit ids keep every digit");
-    assertEquals("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", seen.get(0).getFirst("traceparent"));
+    assertEquals(
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        seen.get(0).getFirst("traceparent"));
     assertEquals("Bearer t0k", seen.get(0).getFirst("authorization"));
     client(RetryPolicy.none()).prepare(Message.builder("k", "orders").payload("{}").build());
     assertNull(seen.get(1).getFirst("traceparent"), "no span, no traceparent");
@@ -84,7 +100,14 @@ class ClientTest {
 
   @Test
   void thePrepareBodyIsTheApis() throws Exception {
-    client(RetryPolicy.none()).prepare(Message.builder("k", "orders").payload(new byte[] {0, (byte) 0xff}).key("c").header("h", "v").deliverAfter(Duration.ofSeconds(5)).build());
+    client(RetryPolicy.none())
+        .prepare(
+            Message.builder("k", "orders")
+                .payload(new byte[] {0, (byte) 0xff})
+                .key("c")
+                .header("h", "v")
+                .deliverAfter(Duration.ofSeconds(5))
+                .build());
     var body = io.trustmsg.testkit.Kit.JSON.readTree(bodies.get(0));
     assertEquals("AP8=", body.get("payload").asText());
     assertEquals("base64", body.get("payload_encoding").asText());
@@ -97,7 +120,12 @@ class ClientTest {
   @Test
   void a5xxIsRetriedUntilTheRetriesRunOut() {
     failures.set(10);
-    var e = assertThrows(UnavailableException.class, () -> client(new RetryPolicy(2, Duration.ofMillis(10), Duration.ofMillis(20))).commit("k"));
+    var e =
+        assertThrows(
+            UnavailableException.class,
+            () ->
+                client(new RetryPolicy(2, Duration.ofMillis(10), Duration.ofMillis(20)))
+                    .commit("k"));
     assertEquals(3, e.attempts());
     assertEquals(3, seen.size());
     assertEquals("some_code", e.code().orElseThrow());
@@ -109,24 +137,32 @@ class ClientTest {
   void a400IsFinal() {
     failures.set(1);
     failStatus = 400;
-    var e = assertThrows(InvalidRequestException.class, () -> client(RetryPolicy.defaults()).commit("k"));
+    var e =
+        assertThrows(
+            InvalidRequestException.class, () -> client(RetryPolicy.defaults()).commit("k"));
     assertEquals(1, seen.size());
     assertEquals("some_code", e.code().orElseThrow());
   }
 
   @Test
   void aServiceThatIsNotThereIsUnavailableAfterTheRetries() {
-    TrustmsgClient c = TrustmsgClient.builder("http://127.0.0.1:9", "shop", "t").retry(new RetryPolicy(1, Duration.ofMillis(1), Duration.ofMillis(1))).build();
+    TrustmsgClient c =
+        TrustmsgClient.builder("http://127.0.0.1:9", "shop", "t")
+            .retry(new RetryPolicy(1, Duration.ofMillis(1), Duration.ofMillis(1)))
+            .build();
     var e = assertThrows(UnavailableException.class, () -> c.get("k"));
     assertEquals(2, e.attempts());
   }
 
   @Test
   void badSettingsAreRefusedWithAReason() {
-    assertThrows(IllegalArgumentException.class, () -> TrustmsgClient.builder("ftp://x", "shop", "t"));
+    assertThrows(
+        IllegalArgumentException.class, () -> TrustmsgClient.builder("ftp://x", "shop", "t"));
     assertThrows(IllegalArgumentException.class, () -> TrustmsgClient.builder("http://x", "", "t"));
-    assertThrows(IllegalArgumentException.class, () -> TrustmsgClient.builder("http://x", "shop", " "));
-    assertThrows(IllegalArgumentException.class, () -> new RetryPolicy(-1, Duration.ZERO, Duration.ZERO));
+    assertThrows(
+        IllegalArgumentException.class, () -> TrustmsgClient.builder("http://x", "shop", " "));
+    assertThrows(
+        IllegalArgumentException.class, () -> new RetryPolicy(-1, Duration.ZERO, Duration.ZERO));
     assertTrue(client(RetryPolicy.none()).toString().contains("***"), "the token is never shown");
   }
 }

@@ -30,9 +30,12 @@ class VectorsTest {
           DynamicTest.dynamicTest(
               c.get("name").asText(),
               () -> {
-                var verifier = new CheckBackVerifier(c.get("secret").asText(), tolerance, Clock.systemUTC());
+                var verifier =
+                    new CheckBackVerifier(c.get("secret").asText(), tolerance, Clock.systemUTC());
                 Map<String, String> headers = new HashMap<>();
-                c.get("headers").properties().forEach(e -> headers.put(e.getKey(), e.getValue().asText()));
+                c.get("headers")
+                    .properties()
+                    .forEach(e -> headers.put(e.getKey(), e.getValue().asText()));
                 byte[] body = c.get("body").asText().getBytes(StandardCharsets.UTF_8);
                 boolean valid;
                 try {
@@ -52,7 +55,8 @@ class VectorsTest {
   void checkBodiesParseAndAnswersEncode() throws Exception {
     JsonNode file = Kit.vectors("check-bodies.json");
     for (JsonNode c : file.get("requests")) {
-      CheckRequest r = Json.read(c.get("body").asText().getBytes(StandardCharsets.UTF_8), CheckRequest.class);
+      CheckRequest r =
+          Json.read(c.get("body").asText().getBytes(StandardCharsets.UTF_8), CheckRequest.class);
       JsonNode want = c.get("request");
       assertEquals(want.get("biz_id").asText(), r.bizId(), c.get("name").asText());
       assertEquals(want.get("message_key").asText(), r.messageKey(), c.get("name").asText());
@@ -75,16 +79,22 @@ class VectorsTest {
     JsonNode sigs = Kit.vectors("check-signatures.json");
     JsonNode good = sigs.get("cases").get(0);
     assertTrue(good.get("valid").asBoolean());
-    Clock at = Clock.fixed(java.time.Instant.ofEpochSecond(good.get("now").asLong()), java.time.ZoneOffset.UTC);
+    Clock at =
+        Clock.fixed(
+            java.time.Instant.ofEpochSecond(good.get("now").asLong()), java.time.ZoneOffset.UTC);
     var handler =
         new CheckBackHandler(
-            new CheckBackVerifier(good.get("secret").asText(), CheckBackVerifier.DEFAULT_TOLERANCE, at),
+            new CheckBackVerifier(
+                good.get("secret").asText(), CheckBackVerifier.DEFAULT_TOLERANCE, at),
             req -> Decision.COMMIT);
     Map<String, String> headers = new HashMap<>();
     good.get("headers").properties().forEach(e -> headers.put(e.getKey(), e.getValue().asText()));
-    var r = handler.handle(headers::get, good.get("body").asText().getBytes(StandardCharsets.UTF_8));
+    var r =
+        handler.handle(headers::get, good.get("body").asText().getBytes(StandardCharsets.UTF_8));
     assertEquals(200, r.status());
-    assertEquals("{\"message_id\":4711,\"decision\":\"commit\"}", new String(r.body(), StandardCharsets.UTF_8));
+    assertEquals(
+        "{\"message_id\":4711,\"decision\":\"commit\"}",
+        new String(r.body(), StandardCharsets.UTF_8));
     for (JsonNode c : sigs.get("cases")) {
       if (c.get("valid").asBoolean() || c.get("now").asLong() != good.get("now").asLong()) {
         continue;
@@ -112,7 +122,10 @@ class VectorsTest {
         assertFalse(parsed.isPresent(), c.get("name").asText());
       } else {
         assertTrue(parsed.isPresent(), c.get("name").asText());
-        assertEquals(c.get("message_id").asText(), Long.toUnsignedString(parsed.getAsLong()), c.get("name").asText());
+        assertEquals(
+            c.get("message_id").asText(),
+            Long.toUnsignedString(parsed.getAsLong()),
+            c.get("name").asText());
       }
     }
   }
@@ -136,7 +149,8 @@ class VectorsTest {
 
   @Test
   void aSecretThatIsNotWhsecIsRefusedWithAReason() {
-    var e = assertThrows(IllegalArgumentException.class, () -> new CheckBackVerifier("not-a-secret"));
+    var e =
+        assertThrows(IllegalArgumentException.class, () -> new CheckBackVerifier("not-a-secret"));
     assertTrue(e.getMessage().contains("whsec_"), e.getMessage());
   }
 }

@@ -42,12 +42,15 @@ public final class KafkaProbe {
   private static String probe() {
     String first = Kit.kafka().split(",")[0];
     int colon = first.lastIndexOf(':');
-    try (Socket s = new Socket(first.substring(0, colon), Integer.parseInt(first.substring(colon + 1)))) {
+    try (Socket s =
+        new Socket(first.substring(0, colon), Integer.parseInt(first.substring(colon + 1)))) {
       s.setSoTimeout(10_000);
       byte[] client = "probe".getBytes(StandardCharsets.UTF_8);
       byte[] sw = "java".getBytes(StandardCharsets.UTF_8);
       byte[] sv = "3.9".getBytes(StandardCharsets.UTF_8);
-      ByteBuffer req = ByteBuffer.allocate(4 + 2 + 2 + 4 + 2 + client.length + 1 + 1 + sw.length + 1 + sv.length + 1);
+      ByteBuffer req =
+          ByteBuffer.allocate(
+              4 + 2 + 2 + 4 + 2 + client.length + 1 + 1 + sw.length + 1 + sv.length + 1);
       req.putInt(req.capacity() - 4).putShort((short) 18).putShort((short) 4).putInt(1);
       req.putShort((short) client.length).put(client).put((byte) 0);
       req.put((byte) (sw.length + 1)).put(sw).put((byte) (sv.length + 1)).put(sv).put((byte) 0);
@@ -70,8 +73,12 @@ public final class KafkaProbe {
         return "";
       }
       return "kafka-clients cannot use the kit's broker: it answers ApiVersions v4 with UNSUPPORTED_VERSION "
-          + "and the body " + HexFormat.ofDelimiter(" ").formatHex(answer)
-          + " (a compact array of " + count + " entries followed by " + b.remaining()
+          + "and the body "
+          + HexFormat.ofDelimiter(" ").formatHex(answer)
+          + " (a compact array of "
+          + count
+          + " entries followed by "
+          + b.remaining()
           + " bytes); kafka-clients reads throttle_time_ms from the stray entry and mutes the broker";
     } catch (IOException e) {
       return "the kit's broker did not answer ApiVersions: " + e;

@@ -30,9 +30,9 @@ import org.mariadb.jdbc.MariaDbDataSource;
 import org.postgresql.ds.PGSimpleDataSource;
 
 /**
- * What the contract kit (client-sdk/conformance/kit) hands the tests: the real trustmsg, its
- * fault proxy, Kafka, and the producer's MariaDB and PostgreSQL databases. Without the kit the
- * scenario tests are skipped, unless -Dtrustmsg.kit.required=true (client-sdk/java/test sets it).
+ * What the contract kit (client-sdk/conformance/kit) hands the tests: the real trustmsg, its fault
+ * proxy, Kafka, and the producer's MariaDB and PostgreSQL databases. Without the kit the scenario
+ * tests are skipped, unless -Dtrustmsg.kit.required=true (client-sdk/java/test sets it).
  */
 public final class Kit {
   public static final ObjectMapper JSON = new ObjectMapper();
@@ -44,9 +44,11 @@ public final class Kit {
   public static void require() {
     if (System.getenv("TRUSTMSG_KIT_URL") == null) {
       if (Boolean.getBoolean("trustmsg.kit.required")) {
-        fail("TRUSTMSG_KIT_URL is not set: run the tests under client-sdk/conformance/kit run -- …");
+        fail(
+            "TRUSTMSG_KIT_URL is not set: run the tests under client-sdk/conformance/kit run -- …");
       }
-      Assumptions.abort("not under the contract kit (client-sdk/conformance/kit run -- mvn verify)");
+      Assumptions.abort(
+          "not under the contract kit (client-sdk/conformance/kit run -- mvn verify)");
     }
   }
 
@@ -87,7 +89,8 @@ public final class Kit {
       while (here != null && !Files.isDirectory(here.resolve("client-sdk/conformance/vectors"))) {
         here = here.getParent();
       }
-      assertTrue(here != null, "client-sdk/conformance/vectors not found above the working directory");
+      assertTrue(
+          here != null, "client-sdk/conformance/vectors not found above the working directory");
       path = here.resolve("client-sdk/conformance/vectors").resolve(file);
     }
     try {
@@ -103,7 +106,8 @@ public final class Kit {
     POSTGRES;
 
     public DataSource dataSource() {
-      return Kit.dataSource(env(this == MYSQL ? "TRUSTMSG_KIT_MYSQL_URL" : "TRUSTMSG_KIT_POSTGRES_URL"));
+      return Kit.dataSource(
+          env(this == MYSQL ? "TRUSTMSG_KIT_MYSQL_URL" : "TRUSTMSG_KIT_POSTGRES_URL"));
     }
   }
 
@@ -121,7 +125,11 @@ public final class Kit {
       if (u.getScheme().startsWith("mysql") || u.getScheme().startsWith("mariadb")) {
         MariaDbDataSource ds =
             new MariaDbDataSource(
-                "jdbc:mariadb://" + u.getHost() + ":" + (u.getPort() < 0 ? 3306 : u.getPort()) + u.getPath());
+                "jdbc:mariadb://"
+                    + u.getHost()
+                    + ":"
+                    + (u.getPort() < 0 ? 3306 : u.getPort())
+                    + u.getPath());
         ds.setUser(user);
         if (password != null) {
           ds.setPassword(password);
@@ -129,7 +137,12 @@ public final class Kit {
         return ds;
       }
       PGSimpleDataSource ds = new PGSimpleDataSource();
-      ds.setURL("jdbc:postgresql://" + u.getHost() + ":" + (u.getPort() < 0 ? 5432 : u.getPort()) + u.getPath());
+      ds.setURL(
+          "jdbc:postgresql://"
+              + u.getHost()
+              + ":"
+              + (u.getPort() < 0 ? 5432 : u.getPort())
+              + u.getPath());
       ds.setUser(user);
       ds.setPassword(password);
       return ds;
@@ -158,22 +171,32 @@ public final class Kit {
     return new Producer(bizId, answer.get("token").asText(), answer.get("signing_secret").asText());
   }
 
-  /** Points a registered producer's check-back at {@code verifyUrl} (its token and secret unchanged). */
+  /**
+   * Points a registered producer's check-back at {@code verifyUrl} (its token and secret
+   * unchanged).
+   */
   public static void updateVerifyUrl(String bizId, String verifyUrl) {
     var body = JSON.createObjectNode();
     body.put("verify_url", verifyUrl);
     body.put("first_verify_after_ms", 1000);
     body.put("verify_timeout_ms", 10000);
-    send("PUT", url() + "/v1/producers/" + bizId, body.toString(),
-        Map.of("authorization", "Bearer " + env("TRUSTMSG_KIT_ADMIN_TOKEN")), 200);
+    send(
+        "PUT",
+        url() + "/v1/producers/" + bizId,
+        body.toString(),
+        Map.of("authorization", "Bearer " + env("TRUSTMSG_KIT_ADMIN_TOKEN")),
+        200);
   }
 
   /** A kit database URL as a JDBC URL (user and password left out). */
   public static String jdbcUrl(String kitUrl) {
     URI u = URI.create(kitUrl);
     boolean mysql = u.getScheme().startsWith("mysql") || u.getScheme().startsWith("mariadb");
-    return (mysql ? "jdbc:mariadb://" : "jdbc:postgresql://") + u.getHost() + ":"
-        + (u.getPort() < 0 ? (mysql ? 3306 : 5432) : u.getPort()) + u.getPath();
+    return (mysql ? "jdbc:mariadb://" : "jdbc:postgresql://")
+        + u.getHost()
+        + ":"
+        + (u.getPort() < 0 ? (mysql ? 3306 : 5432) : u.getPort())
+        + u.getPath();
   }
 
   /** The user and password of a kit database URL ("" when none). */
@@ -189,7 +212,9 @@ public final class Kit {
     };
   }
 
-  /** The proxy fails the next {@code count} requests containing {@code match} with {@code status}. */
+  /**
+   * The proxy fails the next {@code count} requests containing {@code match} with {@code status}.
+   */
   public static void fault(String match, int status, int count) {
     var body = JSON.createObjectNode();
     body.put("match", match);
@@ -203,7 +228,9 @@ public final class Kit {
     JsonNode all =
         send(
             "GET",
-            proxyUrl() + "/_kit/requests?match=" + java.net.URLEncoder.encode(match, StandardCharsets.UTF_8),
+            proxyUrl()
+                + "/_kit/requests?match="
+                + java.net.URLEncoder.encode(match, StandardCharsets.UTF_8),
             null,
             Map.of(),
             200);
@@ -212,7 +239,8 @@ public final class Kit {
     return out;
   }
 
-  public static JsonNode send(String method, String url, String body, Map<String, String> headers, int expect) {
+  public static JsonNode send(
+      String method, String url, String body, Map<String, String> headers, int expect) {
     HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(30));
     headers.forEach(b::header);
     if (body != null) {
@@ -260,7 +288,8 @@ public final class Kit {
 
   /** How many rows {@code sql} (a SELECT COUNT(*) with bound string parameters) counts. */
   public static long count(DataSource ds, String sql, String... params) throws SQLException {
-    try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement(sql)) {
+    try (Connection c = ds.getConnection();
+        PreparedStatement st = c.prepareStatement(sql)) {
       for (int i = 0; i < params.length; i++) {
         st.setString(i + 1, params[i]);
       }
@@ -273,7 +302,8 @@ public final class Kit {
 
   /** Runs one statement (DDL of a test's own table). */
   public static void execute(DataSource ds, String sql) throws SQLException {
-    try (Connection c = ds.getConnection(); var st = c.createStatement()) {
+    try (Connection c = ds.getConnection();
+        var st = c.createStatement()) {
       st.execute(sql);
     }
   }

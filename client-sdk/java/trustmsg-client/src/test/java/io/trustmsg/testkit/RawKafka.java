@@ -23,8 +23,8 @@ import org.apache.kafka.common.record.TimestampType;
  * decoded by kafka-clients' own {@link MemoryRecords}), because kafka-clients' consumer cannot talk
  * to the kit's broker: librdkafka's mock cluster answers the ApiVersions v3+ request that every
  * kafka-clients since 2.4 sends first with a malformed UNSUPPORTED_VERSION body, which
- * kafka-clients reads as throttle_time_ms=1179648 and so mutes the broker for about 20 minutes
- * (see {@link KafkaProbe}). This reader starts with no ApiVersions request at all.
+ * kafka-clients reads as throttle_time_ms=1179648 and so mutes the broker for about 20 minutes (see
+ * {@link KafkaProbe}). This reader starts with no ApiVersions request at all.
  */
 public final class RawKafka implements AutoCloseable {
   private final Socket socket;
@@ -69,7 +69,8 @@ public final class RawKafka implements AutoCloseable {
   /** The topic's partitions and leaders; empty while the topic does not exist. */
   public List<Leader> metadata(String topic) throws IOException {
     byte[] name = topic.getBytes(StandardCharsets.UTF_8);
-    ByteBuffer body = ByteBuffer.allocate(4 + 2 + name.length).putInt(1).putShort((short) name.length).put(name);
+    ByteBuffer body =
+        ByteBuffer.allocate(4 + 2 + name.length).putInt(1).putShort((short) name.length).put(name);
     ByteBuffer r = call(3, 1, body.array());
     Map<Integer, String[]> brokers = new LinkedHashMap<>();
     for (int i = r.getInt(); i > 0; i--) {
@@ -104,8 +105,11 @@ public final class RawKafka implements AutoCloseable {
     return leaders;
   }
 
-  /** The records of one partition from {@code offset}, as kafka-clients' consumer would give them. */
-  public List<ConsumerRecord<byte[], byte[]>> fetch(String topic, int partition, long offset) throws IOException {
+  /**
+   * The records of one partition from {@code offset}, as kafka-clients' consumer would give them.
+   */
+  public List<ConsumerRecord<byte[], byte[]>> fetch(String topic, int partition, long offset)
+      throws IOException {
     byte[] name = topic.getBytes(StandardCharsets.UTF_8);
     ByteBuffer body = ByteBuffer.allocate(4 + 4 + 4 + 4 + 1 + 4 + 2 + name.length + 4 + 4 + 8 + 4);
     body.putInt(-1).putInt(500).putInt(1).putInt(8 << 20).put((byte) 0);
@@ -143,9 +147,17 @@ public final class RawKafka implements AutoCloseable {
             }
             records.add(
                 new ConsumerRecord<>(
-                    topic, part, rec.offset(), rec.timestamp(), TimestampType.CREATE_TIME,
-                    rec.keySize(), rec.valueSize(), bytes(rec.key()), bytes(rec.value()),
-                    new RecordHeaders(rec.headers()), Optional.empty()));
+                    topic,
+                    part,
+                    rec.offset(),
+                    rec.timestamp(),
+                    TimestampType.CREATE_TIME,
+                    rec.keySize(),
+                    rec.valueSize(),
+                    bytes(rec.key()),
+                    bytes(rec.value()),
+                    new RecordHeaders(rec.headers()),
+                    Optional.empty()));
           }
         }
       }
@@ -157,15 +169,22 @@ public final class RawKafka implements AutoCloseable {
    * Writes one record with Produce v3 (acks=-1) and returns its offset: a record batch of magic 2
    * built by kafka-clients' own {@link MemoryRecords}.
    */
-  public long produce(String topic, int partition, byte[] key, byte[] value, org.apache.kafka.common.header.Header[] headers)
+  public long produce(
+      String topic,
+      int partition,
+      byte[] key,
+      byte[] value,
+      org.apache.kafka.common.header.Header[] headers)
       throws IOException {
     MemoryRecords records =
         MemoryRecords.withRecords(
             org.apache.kafka.common.compress.Compression.NONE,
-            new org.apache.kafka.common.record.SimpleRecord(System.currentTimeMillis(), key, value, headers));
+            new org.apache.kafka.common.record.SimpleRecord(
+                System.currentTimeMillis(), key, value, headers));
     ByteBuffer batch = records.buffer();
     byte[] name = topic.getBytes(StandardCharsets.UTF_8);
-    ByteBuffer body = ByteBuffer.allocate(2 + 2 + 4 + 4 + 2 + name.length + 4 + 4 + 4 + batch.remaining());
+    ByteBuffer body =
+        ByteBuffer.allocate(2 + 2 + 4 + 4 + 2 + name.length + 4 + 4 + 4 + batch.remaining());
     body.putShort((short) -1).putShort((short) -1).putInt(30_000);
     body.putInt(1).putShort((short) name.length).put(name);
     body.putInt(1).putInt(partition).putInt(batch.remaining()).put(batch);

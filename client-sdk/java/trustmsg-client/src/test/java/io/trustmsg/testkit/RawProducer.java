@@ -27,7 +27,8 @@ public final class RawProducer extends MockProducer<byte[], byte[]> {
   }
 
   @Override
-  public synchronized Future<RecordMetadata> send(ProducerRecord<byte[], byte[]> record, Callback callback) {
+  public synchronized Future<RecordMetadata> send(
+      ProducerRecord<byte[], byte[]> record, Callback callback) {
     CompletableFuture<RecordMetadata> done = new CompletableFuture<>();
     try (RawKafka boot = RawKafka.bootstrap(bootstrap)) {
       List<RawKafka.Leader> leaders = boot.metadata(record.topic());
@@ -39,12 +40,26 @@ public final class RawProducer extends MockProducer<byte[], byte[]> {
         throw new IOException("topic " + record.topic() + " has no partitions");
       }
       int partition = Utils.toPositive(Utils.murmur2(record.key())) % leaders.size();
-      RawKafka.Leader leader = leaders.stream().filter(l -> l.partition() == partition).findFirst().orElseThrow();
+      RawKafka.Leader leader =
+          leaders.stream().filter(l -> l.partition() == partition).findFirst().orElseThrow();
       long offset;
       try (RawKafka k = new RawKafka(leader.host(), leader.port())) {
-        offset = k.produce(record.topic(), partition, record.key(), record.value(), record.headers().toArray());
+        offset =
+            k.produce(
+                record.topic(),
+                partition,
+                record.key(),
+                record.value(),
+                record.headers().toArray());
       }
-      RecordMetadata m = new RecordMetadata(new TopicPartition(record.topic(), partition), offset, 0, System.currentTimeMillis(), record.key().length, record.value().length);
+      RecordMetadata m =
+          new RecordMetadata(
+              new TopicPartition(record.topic(), partition),
+              offset,
+              0,
+              System.currentTimeMillis(),
+              record.key().length,
+              record.value().length);
       done.complete(m);
       if (callback != null) {
         callback.onCompletion(m, null);
@@ -52,7 +67,9 @@ public final class RawProducer extends MockProducer<byte[], byte[]> {
     } catch (IOException | RuntimeException e) {
       done.completeExceptionally(e);
       if (callback != null) {
-        callback.onCompletion(null, e instanceof RuntimeException re ? re : new org.apache.kafka.common.KafkaException(e));
+        callback.onCompletion(
+            null,
+            e instanceof RuntimeException re ? re : new org.apache.kafka.common.KafkaException(e));
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();

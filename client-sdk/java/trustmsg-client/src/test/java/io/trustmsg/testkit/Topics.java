@@ -44,12 +44,20 @@ public final class Topics {
       Map<Integer, Long> next = new java.util.HashMap<>();
       while (!until.test(seen)) {
         if (System.nanoTime() > deadline) {
-          throw new AssertionError("reading " + topic + ": not within " + timeout + " (" + seen.size() + " records read)");
+          throw new AssertionError(
+              "reading "
+                  + topic
+                  + ": not within "
+                  + timeout
+                  + " ("
+                  + seen.size()
+                  + " records read)");
         }
         boolean any = false;
         for (RawKafka.Leader l : leaders) {
           try (RawKafka k = new RawKafka(l.host(), l.port())) {
-            List<ConsumerRecord<byte[], byte[]>> got = k.fetch(topic, l.partition(), next.getOrDefault(l.partition(), 0L));
+            List<ConsumerRecord<byte[], byte[]>> got =
+                k.fetch(topic, l.partition(), next.getOrDefault(l.partition(), 0L));
             for (ConsumerRecord<byte[], byte[]> r : got) {
               seen.add(r);
               next.put(l.partition(), r.offset() + 1);
@@ -71,10 +79,14 @@ public final class Topics {
       String topic, Duration timeout, Predicate<List<ConsumerRecord<byte[], byte[]>>> until) {
     Map<String, Object> config =
         Map.of(
-            ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, Kit.kafka(),
-            ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false,
-            ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest",
-            ConsumerConfig.CLIENT_ID_CONFIG, "trustmsg-java-tests");
+            ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG,
+            Kit.kafka(),
+            ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG,
+            false,
+            ConsumerConfig.AUTO_OFFSET_RESET_CONFIG,
+            "earliest",
+            ConsumerConfig.CLIENT_ID_CONFIG,
+            "trustmsg-java-tests");
     long deadline = System.nanoTime() + timeout.toNanos();
     List<ConsumerRecord<byte[], byte[]>> seen = new ArrayList<>();
     try (KafkaConsumer<byte[], byte[]> consumer =
@@ -103,7 +115,13 @@ public final class Topics {
       while (!until.test(seen)) {
         if (System.nanoTime() > deadline) {
           throw new AssertionError(
-              "reading " + topic + ": not within " + timeout + " (" + seen.size() + " records read)");
+              "reading "
+                  + topic
+                  + ": not within "
+                  + timeout
+                  + " ("
+                  + seen.size()
+                  + " records read)");
         }
         consumer.poll(Duration.ofMillis(500)).forEach(seen::add);
       }
@@ -114,7 +132,9 @@ public final class Topics {
   /** The value of the last header {@code name} of a record, as UTF-8, or null. */
   public static String header(ConsumerRecord<byte[], byte[]> r, String name) {
     var h = r.headers().lastHeader(name);
-    return h == null || h.value() == null ? null : new String(h.value(), java.nio.charset.StandardCharsets.UTF_8);
+    return h == null || h.value() == null
+        ? null
+        : new String(h.value(), java.nio.charset.StandardCharsets.UTF_8);
   }
 
   public static String key(ConsumerRecord<byte[], byte[]> r) {

@@ -28,14 +28,19 @@ public final class KafkaInbox {
    * @throws IllegalArgumentException the record has no usable {@code trustmsg-message-id}: it was
    *     not delivered by trustmsg, and processing it unkeyed would lose the once-only guarantee
    */
-  public <T, X extends Exception> Processed<T> process(ConsumerRecord<?, ?> record, JdbcWork<T, X> work)
-      throws X {
+  public <T, X extends Exception> Processed<T> process(
+      ConsumerRecord<?, ?> record, JdbcWork<T, X> work) throws X {
     long id =
         messageId(record)
             .orElseThrow(
                 () ->
                     new IllegalArgumentException(
-                        "record " + record.topic() + "/" + record.partition() + "@" + record.offset()
+                        "record "
+                            + record.topic()
+                            + "/"
+                            + record.partition()
+                            + "@"
+                            + record.offset()
                             + " has no valid trustmsg-message-id header; it was not delivered by trustmsg"));
     return inbox.process(id, work);
   }

@@ -14,11 +14,11 @@ import org.apache.kafka.common.header.internals.RecordHeaders;
 
 /**
  * One record of the Kafka way in (docs/kafka-submit.md): a prepare, commit or rollback, keyed by
- * the message key, its contract headers, the other headers in byte order of their names, and
- * {@code trustmsg-signature: v1,<base64 HMAC-SHA256>} over the lines {@code op}, {@code biz_id},
- * {@code message_key}, {@code topic}, {@code key}, each other header {@code name=value}, then the
- * value's bytes. A field that would make the lines ambiguous (a line break, an {@code =} in a
- * header name) is refused before signing.
+ * the message key, its contract headers, the other headers in byte order of their names, and {@code
+ * trustmsg-signature: v1,<base64 HMAC-SHA256>} over the lines {@code op}, {@code biz_id}, {@code
+ * message_key}, {@code topic}, {@code key}, each other header {@code name=value}, then the value's
+ * bytes. A field that would make the lines ambiguous (a line break, an {@code =} in a header name)
+ * is refused before signing.
  */
 public final class SubmitRecord {
   /** Names in byte order of their UTF-8, as the signature orders them. */
@@ -36,7 +36,13 @@ public final class SubmitRecord {
   private final byte[] value;
 
   private SubmitRecord(
-      String op, String bizId, String messageKey, String topic, String key, Map<String, String> headers, byte[] value) {
+      String op,
+      String bizId,
+      String messageKey,
+      String topic,
+      String key,
+      Map<String, String> headers,
+      byte[] value) {
     this.op = op;
     this.bizId = Objects.requireNonNull(bizId, "bizId");
     this.messageKey = Objects.requireNonNull(messageKey, "messageKey");
@@ -49,11 +55,16 @@ public final class SubmitRecord {
   }
 
   /**
-   * A prepare: {@code headers} are the other headers as they go on the record (user headers,
-   * {@code traceparent}, {@code trustmsg-deliver-after-ms}, …).
+   * A prepare: {@code headers} are the other headers as they go on the record (user headers, {@code
+   * traceparent}, {@code trustmsg-deliver-after-ms}, …).
    */
   public static SubmitRecord prepare(
-      String bizId, String messageKey, String topic, String key, Map<String, String> headers, byte[] value) {
+      String bizId,
+      String messageKey,
+      String topic,
+      String key,
+      Map<String, String> headers,
+      byte[] value) {
     Objects.requireNonNull(topic, "topic");
     return new SubmitRecord("prepare", bizId, messageKey, topic, key, headers, value);
   }
@@ -68,9 +79,16 @@ public final class SubmitRecord {
 
   /** Any of the three, as the vectors give them. */
   public static SubmitRecord of(
-      String op, String bizId, String messageKey, String topic, String key, Map<String, String> headers, byte[] value) {
+      String op,
+      String bizId,
+      String messageKey,
+      String topic,
+      String key,
+      Map<String, String> headers,
+      byte[] value) {
     if (!(op.equals("prepare") || op.equals("commit") || op.equals("rollback"))) {
-      throw InvalidRequestException.refused("invalid_request", "op is prepare, commit or rollback, not " + op);
+      throw InvalidRequestException.refused(
+          "invalid_request", "op is prepare, commit or rollback, not " + op);
     }
     return new SubmitRecord(op, bizId, messageKey, topic, key, headers, value);
   }
@@ -87,7 +105,8 @@ public final class SubmitRecord {
       check("header " + h.getKey(), Objects.requireNonNull(h.getValue(), h.getKey()));
       if (h.getKey().indexOf('=') >= 0) {
         throw InvalidRequestException.refused(
-            "invalid_request", "header name " + h.getKey() + " holds '=': it would make the signed lines ambiguous");
+            "invalid_request",
+            "header name " + h.getKey() + " holds '=': it would make the signed lines ambiguous");
       }
     }
   }
@@ -95,7 +114,8 @@ public final class SubmitRecord {
   private static void check(String what, String v) {
     if (v.indexOf('\n') >= 0 || v.indexOf('\r') >= 0) {
       throw InvalidRequestException.refused(
-          "invalid_request", what + " holds a line break: it would make the signed lines ambiguous");
+          "invalid_request",
+          what + " holds a line break: it would make the signed lines ambiguous");
     }
   }
 
@@ -105,7 +125,8 @@ public final class SubmitRecord {
     for (String line : new String[] {op, bizId, messageKey, topic, key == null ? "" : key}) {
       out.writeBytes((line + "\n").getBytes(StandardCharsets.UTF_8));
     }
-    headers.forEach((n, v) -> out.writeBytes((n + "=" + v + "\n").getBytes(StandardCharsets.UTF_8)));
+    headers.forEach(
+        (n, v) -> out.writeBytes((n + "=" + v + "\n").getBytes(StandardCharsets.UTF_8)));
     out.writeBytes(value);
     return out.toByteArray();
   }

@@ -35,7 +35,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * }
  * }</pre>
  */
-public final class TrustmsgSubmitter implements TransactionalProducer<RecordMetadata>, AutoCloseable {
+public final class TrustmsgSubmitter
+    implements TransactionalProducer<RecordMetadata>, AutoCloseable {
   /** The settings the submitter owns. */
   private static final Set<String> OWN =
       Set.of(
@@ -56,7 +57,8 @@ public final class TrustmsgSubmitter implements TransactionalProducer<RecordMeta
     config.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
     config.put(ProducerConfig.ACKS_CONFIG, "all");
     config.putIfAbsent(ProducerConfig.CLIENT_ID_CONFIG, "trustmsg-submitter-" + b.bizId);
-    this.producer = new KafkaProducer<>(config, new ByteArraySerializer(), new ByteArraySerializer());
+    this.producer =
+        new KafkaProducer<>(config, new ByteArraySerializer(), new ByteArraySerializer());
     this.topic = b.topic;
     this.bizId = b.bizId;
     this.signer = b.signer;
@@ -66,7 +68,8 @@ public final class TrustmsgSubmitter implements TransactionalProducer<RecordMeta
    * A submitter on a producer made elsewhere (the tests' producer for the kit's broker). It must be
    * idempotent with {@code acks=all}; {@link #builder} makes one that is.
    */
-  TrustmsgSubmitter(Producer<byte[], byte[]> producer, String topic, String bizId, String signingSecret) {
+  TrustmsgSubmitter(
+      Producer<byte[], byte[]> producer, String topic, String bizId, String signingSecret) {
     this.producer = Objects.requireNonNull(producer, "producer");
     this.topic = Objects.requireNonNull(topic, "topic");
     this.bizId = Objects.requireNonNull(bizId, "bizId");
@@ -100,11 +103,25 @@ public final class TrustmsgSubmitter implements TransactionalProducer<RecordMeta
   public SubmitRecord prepareRecord(Message message) {
     MessageRules.check(message);
     Map<String, String> other = new TreeMap<>(message.headers());
-    message.deliverAfter().ifPresent(d -> other.put("trustmsg-deliver-after-ms", Long.toString(MessageRules.checkDelay(d))));
-    message.deliverAt().ifPresent(at -> other.put("trustmsg-deliver-at", DateTimeFormatter.ISO_INSTANT.format(at.truncatedTo(ChronoUnit.MILLIS))));
+    message
+        .deliverAfter()
+        .ifPresent(
+            d -> other.put("trustmsg-deliver-after-ms", Long.toString(MessageRules.checkDelay(d))));
+    message
+        .deliverAt()
+        .ifPresent(
+            at ->
+                other.put(
+                    "trustmsg-deliver-at",
+                    DateTimeFormatter.ISO_INSTANT.format(at.truncatedTo(ChronoUnit.MILLIS))));
     other.putAll(message.traceHeaders());
     return SubmitRecord.prepare(
-        bizId, message.messageKey(), message.topic(), message.key().orElse(null), other, message.payload());
+        bizId,
+        message.messageKey(),
+        message.topic(),
+        message.key().orElse(null),
+        other,
+        message.payload());
   }
 
   public CompletableFuture<RecordMetadata> prepareAsync(Message message) {
@@ -145,7 +162,16 @@ public final class TrustmsgSubmitter implements TransactionalProducer<RecordMeta
           if (error != null) {
             done.completeExceptionally(
                 new UnavailableException(
-                    1, 0, null, "Kafka did not acknowledge the " + r.op() + " of " + r.messageKey() + ": " + error, error));
+                    1,
+                    0,
+                    null,
+                    "Kafka did not acknowledge the "
+                        + r.op()
+                        + " of "
+                        + r.messageKey()
+                        + ": "
+                        + error,
+                    error));
           } else {
             done.complete(metadata);
           }
@@ -184,11 +210,13 @@ public final class TrustmsgSubmitter implements TransactionalProducer<RecordMeta
     private Builder(String brokers, String bizId, String signingSecret) {
       this.brokers = Objects.requireNonNull(brokers, "brokers");
       if (brokers.isBlank()) {
-        throw new IllegalArgumentException("brokers is empty: give Kafka's bootstrap servers, host:port[,…]");
+        throw new IllegalArgumentException(
+            "brokers is empty: give Kafka's bootstrap servers, host:port[,…]");
       }
       this.bizId = Objects.requireNonNull(bizId, "bizId");
       if (!bizId.matches("[A-Za-z0-9._-]{1,64}")) {
-        throw new IllegalArgumentException("bizId " + bizId + " is not 1 to 64 of A-Z a-z 0-9 . _ -");
+        throw new IllegalArgumentException(
+            "bizId " + bizId + " is not 1 to 64 of A-Z a-z 0-9 . _ -");
       }
       this.signer = new WebhookSigner(Objects.requireNonNull(signingSecret, "signingSecret"));
     }
@@ -207,7 +235,9 @@ public final class TrustmsgSubmitter implements TransactionalProducer<RecordMeta
     public Builder config(String name, Object value) {
       if (OWN.contains(name)) {
         throw new IllegalArgumentException(
-            "Kafka setting " + name + " is the submitter's own (brokers, enable.idempotence=true, acks=all, byte serializers)");
+            "Kafka setting "
+                + name
+                + " is the submitter's own (brokers, enable.idempotence=true, acks=all, byte serializers)");
       }
       config.put(name, value);
       return this;

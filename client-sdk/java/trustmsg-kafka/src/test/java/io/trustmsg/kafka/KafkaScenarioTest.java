@@ -18,12 +18,14 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import javax.sql.DataSource;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.apache.kafka.common.record.TimestampType;
 import org.apache.kafka.common.header.internals.RecordHeaders;
+import org.apache.kafka.common.record.TimestampType;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
-/** S08, the Kafka way in, against the kit's trustmsg and Kafka; the inbox on kafka-clients records. */
+/**
+ * S08, the Kafka way in, against the kit's trustmsg and Kafka; the inbox on kafka-clients records.
+ */
 class KafkaScenarioTest {
 
   @BeforeAll
@@ -51,21 +53,33 @@ class KafkaScenarioTest {
                 .topic(Kit.env("TRUSTMSG_KIT_SUBMIT_TOPIC"))
                 .config("delivery.timeout.ms", 30000)
                 .build()
-            : new TrustmsgSubmitter(new RawProducer(Kit.kafka()), Kit.env("TRUSTMSG_KIT_SUBMIT_TOPIC"), p.bizId(), p.secret())) {
+            : new TrustmsgSubmitter(
+                new RawProducer(Kit.kafka()),
+                Kit.env("TRUSTMSG_KIT_SUBMIT_TOPIC"),
+                p.bizId(),
+                p.secret())) {
       var template = new TrustmsgTransactionTemplate(submitter, new Barrier(ds));
       template.execute(
-          Message.builder(key, topic).payload(payload).key("customer-8").header("x-way", "kafka").build(),
+          Message.builder(key, topic)
+              .payload(payload)
+              .key("customer-8")
+              .header("x-way", "kafka")
+              .build(),
           conn -> null);
     }
     TrustmsgClient http = TrustmsgClient.builder(Kit.url(), p.bizId(), p.token()).build();
-    MessageView v = Kit.eventually(Duration.ofSeconds(40), "COMMITTED via Kafka", () -> {
-      try {
-        MessageView m = http.get(key);
-        return m.isCommitted() ? m : null;
-      } catch (io.trustmsg.client.NotFoundException e) {
-        return null;
-      }
-    });
+    MessageView v =
+        Kit.eventually(
+            Duration.ofSeconds(40),
+            "COMMITTED via Kafka",
+            () -> {
+              try {
+                MessageView m = http.get(key);
+                return m.isCommitted() ? m : null;
+              } catch (io.trustmsg.client.NotFoundException e) {
+                return null;
+              }
+            });
     var records = Topics.readUntil(topic, Duration.ofSeconds(45), r -> !r.isEmpty());
     ConsumerRecord<byte[], byte[]> r = records.get(0);
     assertArrayEquals(payload, r.value());
@@ -77,8 +91,19 @@ class KafkaScenarioTest {
     KafkaInbox inbox = new KafkaInbox(new Inbox(ds, Kit.unique("java-s08-group")));
     assertEquals("first", inbox.process(r, conn -> "first").value());
     assertEquals(true, inbox.process(r, conn -> "again").isRepeat());
-    var foreign = new ConsumerRecord<>(topic, 0, 0L, 0L, TimestampType.CREATE_TIME, 0, 0,
-        "k".getBytes(StandardCharsets.UTF_8), new byte[0], new RecordHeaders(), java.util.Optional.empty());
+    var foreign =
+        new ConsumerRecord<>(
+            topic,
+            0,
+            0L,
+            0L,
+            TimestampType.CREATE_TIME,
+            0,
+            0,
+            "k".getBytes(StandardCharsets.UTF_8),
+            new byte[0],
+            new RecordHeaders(),
+            java.util.Optional.empty());
     assertThrows(IllegalArgumentException.class, () -> inbox.process(foreign, conn -> "never"));
   }
 }

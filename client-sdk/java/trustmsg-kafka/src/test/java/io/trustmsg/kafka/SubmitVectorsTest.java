@@ -28,7 +28,10 @@ class SubmitVectorsTest {
   static SubmitRecord record(JsonNode c) {
     Map<String, String> headers = new LinkedHashMap<>();
     c.get("headers").properties().forEach(e -> headers.put(e.getKey(), e.getValue().asText()));
-    byte[] value = c.has("value_base64") ? Base64.getDecoder().decode(c.get("value_base64").asText()) : new byte[0];
+    byte[] value =
+        c.has("value_base64")
+            ? Base64.getDecoder().decode(c.get("value_base64").asText())
+            : new byte[0];
     return SubmitRecord.of(
         c.get("op").asText(),
         c.get("biz_id").asText(),
@@ -44,22 +47,30 @@ class SubmitVectorsTest {
     WebhookSigner signer = new WebhookSigner(FILE.get("secret").asText());
     List<DynamicTest> tests = new ArrayList<>();
     for (JsonNode c : FILE.get("cases")) {
-      tests.add(DynamicTest.dynamicTest(c.get("name").asText(), () -> {
-        SubmitRecord r = record(c);
-        assertArrayEquals(Base64.getDecoder().decode(c.get("signing_input_base64").asText()), r.signingInput());
-        assertEquals(c.get("signature").asText(), r.signature(signer));
-        ProducerRecord<byte[], byte[]> pr = r.toRecord("trustmsg.submit", signer);
-        JsonNode want = c.get("record");
-        assertEquals(want.get("key").asText(), new String(pr.key(), StandardCharsets.UTF_8));
-        assertArrayEquals(Base64.getDecoder().decode(want.get("value_base64").asText()), pr.value());
-        List<List<String>> got = new ArrayList<>();
-        for (Header h : pr.headers()) {
-          got.add(List.of(h.key(), new String(h.value(), StandardCharsets.UTF_8)));
-        }
-        List<List<String>> expected = new ArrayList<>();
-        want.get("headers").forEach(h -> expected.add(List.of(h.get(0).asText(), h.get(1).asText())));
-        assertEquals(expected, got);
-      }));
+      tests.add(
+          DynamicTest.dynamicTest(
+              c.get("name").asText(),
+              () -> {
+                SubmitRecord r = record(c);
+                assertArrayEquals(
+                    Base64.getDecoder().decode(c.get("signing_input_base64").asText()),
+                    r.signingInput());
+                assertEquals(c.get("signature").asText(), r.signature(signer));
+                ProducerRecord<byte[], byte[]> pr = r.toRecord("trustmsg.submit", signer);
+                JsonNode want = c.get("record");
+                assertEquals(
+                    want.get("key").asText(), new String(pr.key(), StandardCharsets.UTF_8));
+                assertArrayEquals(
+                    Base64.getDecoder().decode(want.get("value_base64").asText()), pr.value());
+                List<List<String>> got = new ArrayList<>();
+                for (Header h : pr.headers()) {
+                  got.add(List.of(h.key(), new String(h.value(), StandardCharsets.UTF_8)));
+                }
+                List<List<String>> expected = new ArrayList<>();
+                want.get("headers")
+                    .forEach(h -> expected.add(List.of(h.get(0).asText(), h.get(1).asText())));
+                assertEquals(expected, got);
+              }));
     }
     assertTrue(tests.size() >= 7);
     return tests;

@@ -1,30 +1,12 @@
 package io.trustmsg.spring;
 
-import io.trustmsg.client.Barrier;
-import io.trustmsg.client.CheckBackDecider;
-import io.trustmsg.client.CheckBackHandler;
-import io.trustmsg.client.CheckBackVerifier;
 import io.trustmsg.client.RetryPolicy;
-import io.trustmsg.client.TransactionalProducer;
 import io.trustmsg.client.TrustmsgClient;
-import java.sql.SQLException;
-import java.time.Clock;
-import javax.sql.DataSource;
-import org.springframework.beans.factory.ObjectProvider;
-import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
-import org.springframework.boot.autoconfigure.jdbc.DataSourceAutoConfiguration;
-import org.springframework.boot.autoconfigure.jdbc.DataSourceTransactionManagerAutoConfiguration;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.context.annotation.Bean;
-import org.springframework.context.annotation.Configuration;
-import org.springframework.transaction.PlatformTransactionManager;
 
 /**
  * trustmsg for Spring Boot, from {@code trustmsg.*}: the {@link TrustmsgClient} (when {@code
@@ -40,12 +22,12 @@ public class TrustmsgAutoConfiguration {
   @ConditionalOnProperty(prefix = "trustmsg", name = "url")
   public TrustmsgClient trustmsgClient(TrustmsgProperties p) {
     if (p.getBizId() == null || p.getToken() == null) {
-      throw new IllegalStateException("trustmsg.url is set: set trustmsg.biz-id and trustmsg.token too (the producer's registration)");
+      throw new IllegalStateException(
+          "trustmsg.url is set: set trustmsg.biz-id and trustmsg.token too (the producer's registration)");
     }
     TrustmsgProperties.Retry r = p.getRetry();
     return TrustmsgClient.builder(p.getUrl(), p.getBizId(), p.getToken())
         .retry(new RetryPolicy(r.getMaxRetries(), r.getMinDelay(), r.getMaxDelay()))
         .build();
   }
-
 }

@@ -4,29 +4,20 @@ import io.trustmsg.client.Barrier;
 import io.trustmsg.client.CheckBackDecider;
 import io.trustmsg.client.CheckBackHandler;
 import io.trustmsg.client.CheckBackVerifier;
-import io.trustmsg.client.RetryPolicy;
-import io.trustmsg.client.TransactionalProducer;
-import io.trustmsg.client.TrustmsgClient;
-import java.sql.SQLException;
 import java.time.Clock;
-import javax.sql.DataSource;
 import org.springframework.beans.factory.ObjectProvider;
-import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
-import org.springframework.boot.autoconfigure.jdbc.DataSourceAutoConfiguration;
-import org.springframework.boot.autoconfigure.jdbc.DataSourceTransactionManagerAutoConfiguration;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.context.annotation.Bean;
-import org.springframework.context.annotation.Configuration;
-import org.springframework.transaction.PlatformTransactionManager;
 
-/** The check-back endpoint of a Spring MVC application, answering from the barrier or the application's decider. */
+/**
+ * The check-back endpoint of a Spring MVC application, answering from the barrier or the
+ * application's decider.
+ */
 @AutoConfiguration(after = TrustmsgJdbcAutoConfiguration.class)
 @EnableConfigurationProperties(TrustmsgProperties.class)
 @ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.SERVLET)
@@ -39,14 +30,18 @@ public class TrustmsgCheckBackAutoConfiguration {
   CheckBackHandler trustmsgCheckBackHandler(
       TrustmsgProperties p, ObjectProvider<CheckBackDecider> deciders) {
     CheckBackDecider decider =
-        deciders.orderedStream()
+        deciders
+            .orderedStream()
             .filter(d -> !(d instanceof Barrier))
             .findFirst()
             .or(() -> deciders.orderedStream().findFirst())
-            .orElseThrow(() -> new IllegalStateException(
-                "the check-back endpoint needs a DataSource (the barrier answers) or a CheckBackDecider bean"));
+            .orElseThrow(
+                () ->
+                    new IllegalStateException(
+                        "the check-back endpoint needs a DataSource (the barrier answers) or a CheckBackDecider bean"));
     return new CheckBackHandler(
-        new CheckBackVerifier(p.getSigningSecret(), p.getCheck().getTolerance(), Clock.systemUTC()), decider);
+        new CheckBackVerifier(p.getSigningSecret(), p.getCheck().getTolerance(), Clock.systemUTC()),
+        decider);
   }
 
   @Bean

@@ -23,10 +23,13 @@ public class TrustmsgCheckBackController {
     this.handler = Objects.requireNonNull(handler, "handler");
   }
 
-  @PostMapping(path = "${trustmsg.check.path:/trustmsg/check}", produces = MediaType.APPLICATION_JSON_VALUE)
+  @PostMapping(
+      path = "${trustmsg.check.path:/trustmsg/check}",
+      produces = MediaType.APPLICATION_JSON_VALUE)
   public ResponseEntity<byte[]> check(
       @RequestHeader HttpHeaders headers, @RequestBody(required = false) byte[] body) {
-    CheckBackHandler.Response r = handler.handle(headers::getFirst, body == null ? new byte[0] : body);
+    CheckBackHandler.Response r =
+        handler.handle(headers::getFirst, body == null ? new byte[0] : body);
     return ResponseEntity.status(r.status()).contentType(MediaType.APPLICATION_JSON).body(r.body());
   }
 }

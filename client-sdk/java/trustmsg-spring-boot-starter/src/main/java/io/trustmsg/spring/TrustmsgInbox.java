@@ -31,8 +31,10 @@ public class TrustmsgInbox {
   private final DataSource dataSource;
   private final String group;
 
-  public TrustmsgInbox(PlatformTransactionManager transactionManager, DataSource dataSource, String consumerGroup) {
-    this.transactions = new TransactionTemplate(Objects.requireNonNull(transactionManager, "transactionManager"));
+  public TrustmsgInbox(
+      PlatformTransactionManager transactionManager, DataSource dataSource, String consumerGroup) {
+    this.transactions =
+        new TransactionTemplate(Objects.requireNonNull(transactionManager, "transactionManager"));
     this.dataSource = Objects.requireNonNull(dataSource, "dataSource");
     if (consumerGroup == null || consumerGroup.isEmpty()) {
       throw new IllegalArgumentException(
@@ -59,27 +61,35 @@ public class TrustmsgInbox {
   public <T> Processed<T> process(ConsumerRecord<?, ?> record, TransactionCallback<T> work) {
     long id =
         messageId(record)
-            .orElseThrow(() -> new IllegalArgumentException(
-                "record " + record.topic() + "/" + record.partition() + "@" + record.offset()
-                    + " has no valid trustmsg-message-id header; it was not delivered by trustmsg"));
+            .orElseThrow(
+                () ->
+                    new IllegalArgumentException(
+                        "record "
+                            + record.topic()
+                            + "/"
+                            + record.partition()
+                            + "@"
+                            + record.offset()
+                            + " has no valid trustmsg-message-id header; it was not delivered by trustmsg"));
     return process(id, work);
   }
 
   /** Runs {@code work} once for {@code messageId} in this group. */
   public <T> Processed<T> process(long messageId, TransactionCallback<T> work) {
     Objects.requireNonNull(work, "work");
-    return transactions.execute(status -> {
-      boolean first;
-      try {
-        first = Inbox.insert(DataSourceUtils.getConnection(dataSource), group, messageId);
-      } catch (SQLException e) {
-        throw new InboxException("inserting the inbox row", e);
-      }
-      if (!first) {
-        status.setRollbackOnly();
-        return Processed.<T>repeat();
-      }
-      return Processed.done(work.doInTransaction(status));
-    });
+    return transactions.execute(
+        status -> {
+          boolean first;
+          try {
+            first = Inbox.insert(DataSourceUtils.getConnection(dataSource), group, messageId);
+          } catch (SQLException e) {
+            throw new InboxException("inserting the inbox row", e);
+          }
+          if (!first) {
+            status.setRollbackOnly();
+            return Processed.<T>repeat();
+          }
+          return Processed.done(work.doInTransaction(status));
+        });
   }
 }

@@ -1,32 +1,25 @@
 package io.trustmsg.spring;
 
 import io.trustmsg.client.Barrier;
-import io.trustmsg.client.CheckBackDecider;
-import io.trustmsg.client.CheckBackHandler;
-import io.trustmsg.client.CheckBackVerifier;
-import io.trustmsg.client.RetryPolicy;
 import io.trustmsg.client.TransactionalProducer;
-import io.trustmsg.client.TrustmsgClient;
 import java.sql.SQLException;
-import java.time.Clock;
 import javax.sql.DataSource;
-import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
 import org.springframework.boot.autoconfigure.jdbc.DataSourceAutoConfiguration;
 import org.springframework.boot.autoconfigure.jdbc.DataSourceTransactionManagerAutoConfiguration;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.context.annotation.Bean;
-import org.springframework.context.annotation.Configuration;
 import org.springframework.transaction.PlatformTransactionManager;
 
-/** The barrier, {@link TrustmsgTemplate} and {@link TrustmsgInbox} on the application's one DataSource. */
+/**
+ * The barrier, {@link TrustmsgTemplate} and {@link TrustmsgInbox} on the application's one
+ * DataSource.
+ */
 @AutoConfiguration(
     after = {
       TrustmsgAutoConfiguration.class,
@@ -50,7 +43,9 @@ public class TrustmsgJdbcAutoConfiguration {
   @ConditionalOnMissingBean
   @ConditionalOnBean({TransactionalProducer.class, PlatformTransactionManager.class})
   TrustmsgTemplate trustmsgTemplate(
-      TransactionalProducer<?> producer, PlatformTransactionManager transactionManager, DataSource dataSource) {
+      TransactionalProducer<?> producer,
+      PlatformTransactionManager transactionManager,
+      DataSource dataSource) {
     return new TrustmsgTemplate(producer, transactionManager, dataSource);
   }
 

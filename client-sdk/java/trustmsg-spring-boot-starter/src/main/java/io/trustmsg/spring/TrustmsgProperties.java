@@ -8,12 +8,18 @@ import org.springframework.boot.context.properties.ConfigurationProperties;
 public class TrustmsgProperties {
   /** trustmsg's base URL, e.g. http://127.0.0.1:8080. The client is made only when it is set. */
   private String url;
+
   /** The producer's registered id (1 to 64 of A-Z a-z 0-9 . _ -). */
   private String bizId;
+
   /** The producer's bearer token. */
   private String token;
-  /** The registration's signing secret (whsec_…): the check-back endpoint is served when it is set. */
+
+  /**
+   * The registration's signing secret (whsec_…): the check-back endpoint is served when it is set.
+   */
   private String signingSecret;
+
   /** Create the barrier and inbox tables at startup if they do not exist. */
   private boolean createTables = false;
 
@@ -25,8 +31,10 @@ public class TrustmsgProperties {
   public static class Check {
     /** Serve the endpoint (when a signing secret is set). */
     private boolean enabled = true;
+
     /** Its path: the registration's verify_url points here. */
     private String path = "/trustmsg/check";
+
     /** How far a call's webhook-timestamp may be from this clock. */
     private Duration tolerance = Duration.ofMinutes(5);
 
@@ -59,8 +67,10 @@ public class TrustmsgProperties {
   public static class Retry {
     /** Retries after the first attempt. */
     private int maxRetries = 5;
+
     /** The first wait; each next one twice as long. */
     private Duration minDelay = Duration.ofMillis(100);
+
     /** The longest wait. */
     private Duration maxDelay = Duration.ofSeconds(5);
 
@@ -91,7 +101,10 @@ public class TrustmsgProperties {
 
   /** The consumer's inbox. */
   public static class Inbox {
-    /** The consumer group the inbox records processing for; spring.kafka.consumer.group-id unless set. */
+    /**
+     * The consumer group the inbox records processing for; spring.kafka.consumer.group-id unless
+     * set.
+     */
     private String group;
 
     public String getGroup() {

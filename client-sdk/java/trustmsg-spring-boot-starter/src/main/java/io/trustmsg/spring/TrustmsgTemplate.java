@@ -40,10 +40,13 @@ public class TrustmsgTemplate {
   private final Barrier barrier;
 
   public TrustmsgTemplate(
-      TransactionalProducer<?> producer, PlatformTransactionManager transactionManager, DataSource dataSource) {
+      TransactionalProducer<?> producer,
+      PlatformTransactionManager transactionManager,
+      DataSource dataSource) {
     this.producer = Objects.requireNonNull(producer, "producer");
     this.dataSource = Objects.requireNonNull(dataSource, "dataSource");
-    this.transactions = new TransactionTemplate(Objects.requireNonNull(transactionManager, "transactionManager"));
+    this.transactions =
+        new TransactionTemplate(Objects.requireNonNull(transactionManager, "transactionManager"));
     this.barrier = new Barrier(dataSource);
   }
 
@@ -63,17 +66,18 @@ public class TrustmsgTemplate {
           boolean[] workDone = {false};
           java.util.List<T> result = new java.util.ArrayList<>(1);
           try {
-            return transactions.execute(status -> {
-              try {
-                Barrier.insert(DataSourceUtils.getConnection(dataSource), bizId, key);
-              } catch (SQLException e) {
-                throw new BarrierException("inserting the barrier marker of " + key, e);
-              }
-              T value = work.doInTransaction(status);
-              workDone[0] = !status.isRollbackOnly();
-              result.add(value);
-              return value;
-            });
+            return transactions.execute(
+                status -> {
+                  try {
+                    Barrier.insert(DataSourceUtils.getConnection(dataSource), bizId, key);
+                  } catch (SQLException e) {
+                    throw new BarrierException("inserting the barrier marker of " + key, e);
+                  }
+                  T value = work.doInTransaction(status);
+                  workDone[0] = !status.isRollbackOnly();
+                  result.add(value);
+                  return value;
+                });
           } catch (TransactionException e) {
             if (!workDone[0]) {
               throw e;
@@ -93,7 +97,9 @@ public class TrustmsgTemplate {
     } catch (SQLException checkError) {
       commitError.addSuppressed(checkError);
       throw new OutcomeUnknownException(
-          "the local COMMIT of " + key + " failed and the barrier could not be read; check-back will decide",
+          "the local COMMIT of "
+              + key
+              + " failed and the barrier could not be read; check-back will decide",
           commitError);
     }
     if (d != Decision.COMMIT) {

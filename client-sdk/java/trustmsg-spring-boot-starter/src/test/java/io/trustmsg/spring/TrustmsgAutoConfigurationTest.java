@@ -14,22 +14,30 @@ import org.springframework.boot.autoconfigure.jdbc.DataSourceTransactionManagerA
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
 
-/** What the auto-configuration makes from trustmsg.*, and that it backs off for the user's beans. */
+/**
+ * What the auto-configuration makes from trustmsg.*, and that it backs off for the user's beans.
+ */
 class TrustmsgAutoConfigurationTest {
   static final String SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
   final ApplicationContextRunner runner =
       new ApplicationContextRunner()
-          .withConfiguration(AutoConfigurations.of(TrustmsgAutoConfiguration.class, TrustmsgJdbcAutoConfiguration.class, TrustmsgCheckBackAutoConfiguration.class));
+          .withConfiguration(
+              AutoConfigurations.of(
+                  TrustmsgAutoConfiguration.class,
+                  TrustmsgJdbcAutoConfiguration.class,
+                  TrustmsgCheckBackAutoConfiguration.class));
 
   @Test
   void theClientIsMadeFromTheProperties() {
     runner
-        .withPropertyValues("trustmsg.url=http://127.0.0.1:8080", "trustmsg.biz-id=shop", "trustmsg.token=t0k")
-        .run(ctx -> {
-          assertThat(ctx).hasSingleBean(TrustmsgClient.class);
-          assertThat(ctx.getBean(TrustmsgClient.class).bizId()).isEqualTo("shop");
-        });
+        .withPropertyValues(
+            "trustmsg.url=http://127.0.0.1:8080", "trustmsg.biz-id=shop", "trustmsg.token=t0k")
+        .run(
+            ctx -> {
+              assertThat(ctx).hasSingleBean(TrustmsgClient.class);
+              assertThat(ctx.getBean(TrustmsgClient.class).bizId()).isEqualTo("shop");
+            });
   }
 
   @Test
@@ -40,15 +48,19 @@ class TrustmsgAutoConfigurationTest {
   @Test
   void aBizIdTrustmsgWouldRefuseFailsTheStartWithTheReason() {
     runner
-        .withPropertyValues("trustmsg.url=http://127.0.0.1:8080", "trustmsg.biz-id=shop/eu", "trustmsg.token=t")
-        .run(ctx -> assertThat(ctx).getFailure().rootCause().hasMessageContaining("A-Z a-z 0-9 . _ -"));
+        .withPropertyValues(
+            "trustmsg.url=http://127.0.0.1:8080", "trustmsg.biz-id=shop/eu", "trustmsg.token=t")
+        .run(
+            ctx ->
+                assertThat(ctx).getFailure().rootCause().hasMessageContaining("A-Z a-z 0-9 . _ -"));
   }
 
   @Test
   void itBacksOffWhenTheUserDefinesTheClient() {
     TrustmsgClient mine = TrustmsgClient.builder("http://127.0.0.1:1", "mine", "x").build();
     runner
-        .withPropertyValues("trustmsg.url=http://127.0.0.1:8080", "trustmsg.biz-id=shop", "trustmsg.token=t0k")
+        .withPropertyValues(
+            "trustmsg.url=http://127.0.0.1:8080", "trustmsg.biz-id=shop", "trustmsg.token=t0k")
         .withBean(TrustmsgClient.class, () -> mine)
         .run(ctx -> assertThat(ctx.getBean(TrustmsgClient.class)).isSameAs(mine));
   }
@@ -56,17 +68,23 @@ class TrustmsgAutoConfigurationTest {
   @Test
   void theCheckBackEndpointAnswersFromTheUsersDeciderWhenThereIsOne() {
     new WebApplicationContextRunner()
-        .withConfiguration(AutoConfigurations.of(
-            DataSourceAutoConfiguration.class, DataSourceTransactionManagerAutoConfiguration.class, TrustmsgAutoConfiguration.class, TrustmsgJdbcAutoConfiguration.class, TrustmsgCheckBackAutoConfiguration.class))
+        .withConfiguration(
+            AutoConfigurations.of(
+                DataSourceAutoConfiguration.class,
+                DataSourceTransactionManagerAutoConfiguration.class,
+                TrustmsgAutoConfiguration.class,
+                TrustmsgJdbcAutoConfiguration.class,
+                TrustmsgCheckBackAutoConfiguration.class))
         .withPropertyValues(
             "trustmsg.signing-secret=" + SECRET,
             "spring.datasource.url=jdbc:postgresql://127.0.0.1:1/none")
         .withBean(CheckBackDecider.class, () -> req -> Decision.UNKNOWN)
-        .run(ctx -> {
-          assertThat(ctx).hasSingleBean(TrustmsgCheckBackController.class);
-          assertThat(ctx).hasSingleBean(Barrier.class);
-          CheckBackHandler handler = ctx.getBean(CheckBackHandler.class);
-          assertThat(handler).isNotNull();
-        });
+        .run(
+            ctx -> {
+              assertThat(ctx).hasSingleBean(TrustmsgCheckBackController.class);
+              assertThat(ctx).hasSingleBean(Barrier.class);
+              CheckBackHandler handler = ctx.getBean(CheckBackHandler.class);
+              assertThat(handler).isNotNull();
+            });
   }
 }

@@ -23,8 +23,12 @@ import org.springframework.web.bind.annotation.RestController;
 /** POST /orders places an order and publishes it to the topic {@code orders}; GET shows one. */
 @RestController
 public class OrderController {
-  /** A new order; {@code fail} makes its local transaction fail, {@code loseCommit} drops the commit call. */
-  public record NewOrder(String order_id, String customer, long amount_cents, boolean fail, boolean lose_commit) {}
+  /**
+   * A new order; {@code fail} makes its local transaction fail, {@code loseCommit} drops the commit
+   * call.
+   */
+  public record NewOrder(
+      String order_id, String customer, long amount_cents, boolean fail, boolean lose_commit) {}
 
   private final TrustmsgTemplate trustmsg;
   private final TrustmsgClient client;
@@ -33,7 +37,11 @@ public class OrderController {
   private final DataSource dataSource;
 
   public OrderController(
-      TrustmsgTemplate trustmsg, TrustmsgClient client, JdbcTemplate jdbc, TransactionTemplate transactions, DataSource dataSource) {
+      TrustmsgTemplate trustmsg,
+      TrustmsgClient client,
+      JdbcTemplate jdbc,
+      TransactionTemplate transactions,
+      DataSource dataSource) {
     this.trustmsg = trustmsg;
     this.client = client;
     this.jdbc = jdbc;
@@ -43,12 +51,21 @@ public class OrderController {
 
   @PostMapping("/orders")
   public ResponseEntity<Map<String, Object>> place(@RequestBody NewOrder order) {
-    if (order.order_id() == null || order.order_id().isBlank() || order.customer() == null || order.amount_cents() <= 0) {
-      return ResponseEntity.badRequest().body(Map.of("error", "order_id, customer and a positive amount_cents are required"));
+    if (order.order_id() == null
+        || order.order_id().isBlank()
+        || order.customer() == null
+        || order.amount_cents() <= 0) {
+      return ResponseEntity.badRequest()
+          .body(Map.of("error", "order_id, customer and a positive amount_cents are required"));
     }
     String payload =
-        "{\"order_id\":\"" + order.order_id().replace("\"", "") + "\",\"customer\":\""
-            + order.customer().replace("\"", "") + "\",\"amount_cents\":" + order.amount_cents() + "}";
+        "{\"order_id\":\""
+            + order.order_id().replace("\"", "")
+            + "\",\"customer\":\""
+            + order.customer().replace("\"", "")
+            + "\",\"amount_cents\":"
+            + order.amount_cents()
+            + "}";
     Message message =
         Message.builder(order.order_id(), "orders")
             .payload(payload)
@@ -59,35 +76,44 @@ public class OrderController {
       // As if the process stopped between its local commit and the commit call:
       // check-back settles the message from the barrier.
       client.prepare(message);
-      transactions.executeWithoutResult(status -> {
-        try {
-          Barrier.insert(DataSourceUtils.getConnection(dataSource), client.bizId(), order.order_id());
-        } catch (SQLException e) {
-          throw new IllegalStateException(e);
-        }
-        insert(order);
-      });
-      return ResponseEntity.status(HttpStatus.ACCEPTED).body(Map.of("order_id", order.order_id(), "commit", "lost"));
+      transactions.executeWithoutResult(
+          status -> {
+            try {
+              Barrier.insert(
+                  DataSourceUtils.getConnection(dataSource), client.bizId(), order.order_id());
+            } catch (SQLException e) {
+              throw new IllegalStateException(e);
+            }
+            insert(order);
+          });
+      return ResponseEntity.status(HttpStatus.ACCEPTED)
+          .body(Map.of("order_id", order.order_id(), "commit", "lost"));
     }
-    trustmsg.execute(message, status -> {
-      insert(order);
-      if (order.fail()) {
-        throw new OrderRefused("payment declined for " + order.order_id());
-      }
-      return null;
-    });
+    trustmsg.execute(
+        message,
+        status -> {
+          insert(order);
+          if (order.fail()) {
+            throw new OrderRefused("payment declined for " + order.order_id());
+          }
+          return null;
+        });
     return ResponseEntity.status(HttpStatus.CREATED).body(Map.of("order_id", order.order_id()));
   }
 
   private void insert(NewOrder order) {
     jdbc.update(
         "INSERT INTO placed_orders (order_id, customer, amount_cents) VALUES (?, ?, ?)",
-        order.order_id(), order.customer(), order.amount_cents());
+        order.order_id(),
+        order.customer(),
+        order.amount_cents());
   }
 
   @GetMapping("/orders/{id}")
   public ResponseEntity<Map<String, Object>> get(@PathVariable String id) {
-    List<Map<String, Object>> rows = jdbc.queryForList("SELECT order_id, customer, amount_cents FROM placed_orders WHERE order_id = ?", id);
+    List<Map<String, Object>> rows =
+        jdbc.queryForList(
+            "SELECT order_id, customer, amount_cents FROM placed_orders WHERE order_id = ?", id);
     if (rows.isEmpty()) {
       return ResponseEntity.notFound().build();
     }
@@ -107,6 +133,7 @@ public class OrderController {
 
   @ExceptionHandler(OrderRefused.class)
   ResponseEntity<Map<String, Object>> refused(OrderRefused e) {
-    return ResponseEntity.status(HttpStatus.UNPROCESSABLE_ENTITY).body(Map.of("error", e.getMessage()));
+    return ResponseEntity.status(HttpStatus.UNPROCESSABLE_ENTITY)
+        .body(Map.of("error", e.getMessage()));
   }
 }

@@ -74,19 +74,38 @@ class OrderServiceApplicationTest {
   void aPlacedOrderReachesKafkaAndAFailedOneNever() throws Exception {
     String ok = Kit.unique("A");
     String failed = Kit.unique("B");
-    assertThat(post("{\"order_id\":\"" + ok + "\",\"customer\":\"alice\",\"amount_cents\":1250}").statusCode()).isEqualTo(201);
-    HttpResponse<String> refused = post("{\"order_id\":\"" + failed + "\",\"customer\":\"bob\",\"amount_cents\":990,\"fail\":true}");
+    assertThat(
+            post("{\"order_id\":\"" + ok + "\",\"customer\":\"alice\",\"amount_cents\":1250}")
+                .statusCode())
+        .isEqualTo(201);
+    HttpResponse<String> refused =
+        post(
+            "{\"order_id\":\""
+                + failed
+                + "\",\"customer\":\"bob\",\"amount_cents\":990,\"fail\":true}");
     assertThat(refused.statusCode()).isEqualTo(422);
 
-    assertThat(jdbc.queryForObject("SELECT COUNT(*) FROM placed_orders WHERE order_id = ?", Long.class, ok)).isEqualTo(1);
-    assertThat(jdbc.queryForObject("SELECT COUNT(*) FROM placed_orders WHERE order_id = ?", Long.class, failed)).isZero();
-    assertThat(jdbc.queryForObject("SELECT COUNT(*) FROM trustmsg_barrier WHERE message_key = ?", Long.class, failed)).isZero();
+    assertThat(
+            jdbc.queryForObject(
+                "SELECT COUNT(*) FROM placed_orders WHERE order_id = ?", Long.class, ok))
+        .isEqualTo(1);
+    assertThat(
+            jdbc.queryForObject(
+                "SELECT COUNT(*) FROM placed_orders WHERE order_id = ?", Long.class, failed))
+        .isZero();
+    assertThat(
+            jdbc.queryForObject(
+                "SELECT COUNT(*) FROM trustmsg_barrier WHERE message_key = ?", Long.class, failed))
+        .isZero();
     assertThat(client.get(failed).status()).isEqualTo("ROLLED_BACK");
     MessageView view = client.get(ok);
     assertThat(view.status()).isEqualTo("COMMITTED");
 
-    var records = Topics.readUntil("orders", Duration.ofSeconds(45), rs -> rs.stream().anyMatch(r -> isOrder(r, ok)));
-    ConsumerRecord<byte[], byte[]> r = records.stream().filter(x -> isOrder(x, ok)).findFirst().orElseThrow();
+    var records =
+        Topics.readUntil(
+            "orders", Duration.ofSeconds(45), rs -> rs.stream().anyMatch(r -> isOrder(r, ok)));
+    ConsumerRecord<byte[], byte[]> r =
+        records.stream().filter(x -> isOrder(x, ok)).findFirst().orElseThrow();
     assertThat(Topics.key(r)).isEqualTo("alice");
     assertThat(new String(r.value(), StandardCharsets.UTF_8))
         .isEqualTo("{\"order_id\":\"" + ok + "\",\"customer\":\"alice\",\"amount_cents\":1250}");
@@ -98,25 +117,44 @@ class OrderServiceApplicationTest {
   void anOrderWhoseCommitIsLostIsCommittedByCheckBackThroughTheSpringEndpoint() throws Exception {
     Kit.updateVerifyUrl(producer.bizId(), "http://127.0.0.1:" + port + "/trustmsg/check");
     String lost = Kit.unique("C");
-    assertThat(post("{\"order_id\":\"" + lost + "\",\"customer\":\"carol\",\"amount_cents\":4200,\"lose_commit\":true}").statusCode())
+    assertThat(
+            post("{\"order_id\":\""
+                    + lost
+                    + "\",\"customer\":\"carol\",\"amount_cents\":4200,\"lose_commit\":true}")
+                .statusCode())
         .isEqualTo(202);
     assertThat(client.get(lost).status()).isEqualTo("PREPARED");
-    MessageView v = Kit.eventually(Duration.ofSeconds(40), "check-back commits " + lost, () -> {
-      MessageView m = client.get(lost);
-      return m.isCommitted() ? m : null;
-    });
+    MessageView v =
+        Kit.eventually(
+            Duration.ofSeconds(40),
+            "check-back commits " + lost,
+            () -> {
+              MessageView m = client.get(lost);
+              return m.isCommitted() ? m : null;
+            });
     assertThat(v.verifyAttempts()).isGreaterThanOrEqualTo(1);
-    JsonNode shown = Kit.JSON.readTree(http.send(
-        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/orders/" + lost)).build(),
-        HttpResponse.BodyHandlers.ofString()).body());
+    JsonNode shown =
+        Kit.JSON.readTree(
+            http.send(
+                    HttpRequest.newBuilder(
+                            URI.create("http://127.0.0.1:" + port + "/orders/" + lost))
+                        .build(),
+                    HttpResponse.BodyHandlers.ofString())
+                .body());
     assertThat(shown.get("message").asText()).isEqualTo("COMMITTED");
-    HttpResponse<String> forged = http.send(
-        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/trustmsg/check"))
-            .header("content-type", "application/json")
-            .POST(HttpRequest.BodyPublishers.ofString("{\"biz_id\":\"x\",\"message_key\":\"y\",\"message_id\":1,\"attempt\":1,\"prepared_at\":\"2026-01-01T00:00:00Z\"}"))
-            .build(),
-        HttpResponse.BodyHandlers.ofString());
+    HttpResponse<String> forged =
+        http.send(
+            HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/trustmsg/check"))
+                .header("content-type", "application/json")
+                .POST(
+                    HttpRequest.BodyPublishers.ofString(
+                        "{\"biz_id\":\"x\",\"message_key\":\"y\",\"message_id\":1,\"attempt\":1,\"prepared_at\":\"2026-01-01T00:00:00Z\"}"))
+                .build(),
+            HttpResponse.BodyHandlers.ofString());
     assertThat(forged.statusCode()).isEqualTo(401);
-    assertThat(jdbc.queryForObject("SELECT COUNT(*) FROM trustmsg_barrier WHERE biz_id = 'x'", Long.class)).isZero();
+    assertThat(
+            jdbc.queryForObject(
+                "SELECT COUNT(*) FROM trustmsg_barrier WHERE biz_id = 'x'", Long.class))
+        .isZero();
   }
 }
