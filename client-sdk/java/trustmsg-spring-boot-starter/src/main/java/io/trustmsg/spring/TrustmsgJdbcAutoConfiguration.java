@@ -8,6 +8,7 @@ import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnExpression;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
 import org.springframework.boot.autoconfigure.jdbc.DataSourceAutoConfiguration;
@@ -53,12 +54,13 @@ public class TrustmsgJdbcAutoConfiguration {
   @ConditionalOnMissingBean
   @ConditionalOnClass(name = "org.apache.kafka.clients.consumer.ConsumerRecord")
   @ConditionalOnBean(PlatformTransactionManager.class)
+  @ConditionalOnExpression("'${trustmsg.inbox.group:${spring.kafka.consumer.group-id:}}' != ''")
   TrustmsgInbox trustmsgInbox(
       PlatformTransactionManager transactionManager,
       DataSource dataSource,
       TrustmsgProperties p,
       @Value("${spring.kafka.consumer.group-id:}") String kafkaGroup) {
     String group = p.getInbox().getGroup() != null ? p.getInbox().getGroup() : kafkaGroup;
-    return new TrustmsgInbox(transactionManager, dataSource, group.isEmpty() ? "default" : group);
+    return new TrustmsgInbox(transactionManager, dataSource, group);
   }
 }

@@ -87,4 +87,25 @@ class TrustmsgAutoConfigurationTest {
               assertThat(handler).isNotNull();
             });
   }
+
+  @Test
+  void theInboxNeedsAConsumerGroup() {
+    ApplicationContextRunner jdbc =
+        runner
+            .withConfiguration(
+                AutoConfigurations.of(
+                    DataSourceAutoConfiguration.class,
+                    DataSourceTransactionManagerAutoConfiguration.class))
+            .withPropertyValues("spring.datasource.url=jdbc:postgresql://127.0.0.1:1/none");
+    jdbc.run(ctx -> assertThat(ctx).doesNotHaveBean(TrustmsgInbox.class));
+    jdbc.withPropertyValues("spring.kafka.consumer.group-id=billing")
+        .run(
+            ctx ->
+                assertThat(ctx.getBean(TrustmsgInbox.class).consumerGroup()).isEqualTo("billing"));
+    jdbc.withPropertyValues(
+            "spring.kafka.consumer.group-id=billing", "trustmsg.inbox.group=invoices")
+        .run(
+            ctx ->
+                assertThat(ctx.getBean(TrustmsgInbox.class).consumerGroup()).isEqualTo("invoices"));
+  }
 }
