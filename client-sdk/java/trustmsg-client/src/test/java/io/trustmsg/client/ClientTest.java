@@ -165,4 +165,21 @@ class ClientTest {
         IllegalArgumentException.class, () -> new RetryPolicy(-1, Duration.ZERO, Duration.ZERO));
     assertTrue(client(RetryPolicy.none()).toString().contains("***"), "the token is never shown");
   }
+
+  @Test
+  void theDefaultBackoffGrowsUpToItsCeiling() {
+    RetryPolicy p = RetryPolicy.defaults();
+    long previousMax = 0;
+    for (int retry = 1; retry <= 8; retry++) {
+      long d = p.delay(retry, null).toMillis();
+      long ceiling = Math.min(100L << (retry - 1), 5000);
+      assertTrue(d >= ceiling * 3 / 4 && d <= ceiling, "retry " + retry + " waits " + d + " ms");
+      assertTrue(d >= previousMax * 3 / 4, "retry " + retry);
+      previousMax = ceiling;
+    }
+    assertEquals(
+        Duration.ofSeconds(60),
+        p.delay(1, Duration.ofMinutes(10)),
+        "Retry-After capped at a minute");
+  }
 }
