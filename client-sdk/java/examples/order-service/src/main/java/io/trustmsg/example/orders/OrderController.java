@@ -1,0 +1,139 @@
+package io.trustmsg.example.orders;
+
+import io.trustmsg.client.Barrier;
+import io.trustmsg.client.Message;
+import io.trustmsg.client.TrustmsgClient;
+import io.trustmsg.spring.TrustmsgTemplate;
+import java.sql.SQLException;
+import java.util.List;
+import java.util.Map;
+import javax.sql.DataSource;
+import org.springframework.http.HttpStatus;
+import org.springframework.http.ResponseEntity;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DataSourceUtils;
+import org.springframework.transaction.support.TransactionTemplate;
+import org.springframework.web.bind.annotation.ExceptionHandler;
+import org.springframework.web.bind.annotation.GetMapping;
+import org.springframework.web.bind.annotation.PathVariable;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestBody;
+import org.springframework.web.bind.annotation.RestController;
+
+/** POST /orders places an order and publishes it to the topic {@code orders}; GET shows one. */
+@RestController
+public class OrderController {
+  /**
+   * A new order; {@code fail} makes its local transaction fail, {@code loseCommit} drops the commit
+   * call.
+   */
+  public record NewOrder(
+      String order_id, String customer, long amount_cents, boolean fail, boolean lose_commit) {}
+
+  private final TrustmsgTemplate trustmsg;
+  private final TrustmsgClient client;
+  private final JdbcTemplate jdbc;
+  private final TransactionTemplate transactions;
+  private final DataSource dataSource;
+
+  public OrderController(
+      TrustmsgTemplate trustmsg,
+      TrustmsgClient client,
+      JdbcTemplate jdbc,
+      TransactionTemplate transactions,
+      DataSource dataSource) {
+    this.trustmsg = trustmsg;
+    this.client = client;
+    this.jdbc = jdbc;
+    this.transactions = transactions;
+    this.dataSource = dataSource;
+  }
+
+  @PostMapping("/orders")
+  public ResponseEntity<Map<String, Object>> place(@RequestBody NewOrder order) {
+    if (order.order_id() == null
+        || order.order_id().isBlank()
+        || order.customer() == null
+        || order.amount_cents() <= 0) {
+      return ResponseEntity.badRequest()
+          .body(Map.of("error", "order_id, customer and a positive amount_cents are required"));
+    }
+    String payload =
+        "{\"order_id\":\""
+            + order.order_id().replace("\"", "")
+            + "\",\"customer\":\""
+            + order.customer().replace("\"", "")
+            + "\",\"amount_cents\":"
+            + order.amount_cents()
+            + "}";
+    Message message =
+        Message.builder(order.order_id(), "orders")
+            .payload(payload)
+            .key(order.customer())
+            .header("content-type", "application/json")
+            .build();
+    if (order.lose_commit()) {
+      // As if the process stopped between its local commit and the commit call:
+      // check-back settles the message from the barrier.
+      client.prepare(message);
+      transactions.executeWithoutResult(
+          status -> {
+            try {
+              Barrier.insert(
+                  DataSourceUtils.getConnection(dataSource), client.bizId(), order.order_id());
+            } catch (SQLException e) {
+              throw new IllegalStateException(e);
+            }
+            insert(order);
+          });
+      return ResponseEntity.status(HttpStatus.ACCEPTED)
+          .body(Map.of("order_id", order.order_id(), "commit", "lost"));
+    }
+    trustmsg.execute(
+        message,
+        status -> {
+          insert(order);
+          if (order.fail()) {
+            throw new OrderRefused("payment declined for " + order.order_id());
+          }
+          return null;
+        });
+    return ResponseEntity.status(HttpStatus.CREATED).body(Map.of("order_id", order.order_id()));
+  }
+
+  private void insert(NewOrder order) {
+    jdbc.update(
+        "INSERT INTO placed_orders (order_id, customer, amount_cents) VALUES (?, ?, ?)",
+        order.order_id(),
+        order.customer(),
+        order.amount_cents());
+  }
+
+  @GetMapping("/orders/{id}")
+  public ResponseEntity<Map<String, Object>> get(@PathVariable String id) {
+    List<Map<String, Object>> rows =
+        jdbc.queryForList(
+            "SELECT order_id, customer, amount_cents FROM placed_orders WHERE order_id = ?", id);
+    if (rows.isEmpty()) {
+      return ResponseEntity.notFound().build();
+    }
+    Map<String, Object> out = new java.util.LinkedHashMap<>(rows.get(0));
+    out.put("message", client.get(id).status());
+    return ResponseEntity.ok(out);
+  }
+
+  /** The local transaction's own failure: rolled back, the message too. */
+  static class OrderRefused extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    OrderRefused(String why) {
+      super(why);
+    }
+  }
+
+  @ExceptionHandler(OrderRefused.class)
+  ResponseEntity<Map<String, Object>> refused(OrderRefused e) {
+    return ResponseEntity.status(HttpStatus.UNPROCESSABLE_ENTITY)
+        .body(Map.of("error", e.getMessage()));
+  }
+}

@@ -1,0 +1,109 @@
+package io.trustmsg.spring;
+
+import io.trustmsg.client.Barrier;
+import io.trustmsg.client.BarrierException;
+import io.trustmsg.client.Decision;
+import io.trustmsg.client.Message;
+import io.trustmsg.client.OutcomeUnknownException;
+import io.trustmsg.client.TransactionalProducer;
+import io.trustmsg.client.Transactions;
+import io.trustmsg.client.TrustmsgTransactionTemplate;
+import java.sql.SQLException;
+import java.util.Objects;
+import javax.sql.DataSource;
+import org.springframework.jdbc.datasource.DataSourceUtils;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.TransactionException;
+import org.springframework.transaction.support.TransactionCallback;
+import org.springframework.transaction.support.TransactionTemplate;
+
+/**
+ * Publishes a message if and only if a Spring-managed transaction commits: prepare, then one
+ * transaction of Spring's {@link PlatformTransactionManager} in which the barrier marker is
+ * inserted on the transaction's own connection (so it commits with everything your {@code
+ * JdbcTemplate}, JPA or jOOQ code writes there), then commit; roll back if the callback throws.
+ *
+ * <pre>{@code
+ * Order order = trustmsg.execute(message, status -> {
+ *   jdbc.update("INSERT INTO orders (id, total) VALUES (?, ?)", id, total);
+ *   return new Order(id, total);
+ * });
+ * }</pre>
+ *
+ * <p>The callback's own exception is rethrown unchanged (the transaction and the message rolled
+ * back). The transaction must be on the barrier's {@link DataSource}.
+ */
+public class TrustmsgTemplate {
+  private final TransactionalProducer<?> producer;
+  private final DataSource dataSource;
+  private final TransactionTemplate transactions;
+  private final Barrier barrier;
+
+  public TrustmsgTemplate(
+      TransactionalProducer<?> producer,
+      PlatformTransactionManager transactionManager,
+      DataSource dataSource) {
+    this.producer = Objects.requireNonNull(producer, "producer");
+    this.dataSource = Objects.requireNonNull(dataSource, "dataSource");
+    this.transactions =
+        new TransactionTemplate(Objects.requireNonNull(transactionManager, "transactionManager"));
+    this.barrier = new Barrier(dataSource);
+  }
+
+  /** Runs {@code work} in a new transaction with the barrier marker, between prepare and commit. */
+  public <T> T execute(Message message, TransactionCallback<T> work) {
+    Objects.requireNonNull(work, "work");
+    return run(producer, message, work);
+  }
+
+  private <R, T> T run(TransactionalProducer<R> p, Message message, TransactionCallback<T> work) {
+    String bizId = p.bizId();
+    String key = message.messageKey();
+    return Transactions.run(
+        p,
+        message,
+        prepared -> {
+          boolean[] workDone = {false};
+          java.util.List<T> result = new java.util.ArrayList<>(1);
+          try {
+            return transactions.execute(
+                status -> {
+                  try {
+                    Barrier.insert(DataSourceUtils.getConnection(dataSource), bizId, key);
+                  } catch (SQLException e) {
+                    throw new BarrierException("inserting the barrier marker of " + key, e);
+                  }
+                  T value = work.doInTransaction(status);
+                  workDone[0] = !status.isRollbackOnly();
+                  result.add(value);
+                  return value;
+                });
+          } catch (TransactionException e) {
+            if (!workDone[0]) {
+              throw e;
+            }
+            afterFailedCommit(bizId, key, e);
+            return result.get(0);
+          }
+        },
+        TrustmsgTransactionTemplate::leaveToCheckBack);
+  }
+
+  /** The COMMIT failed after the work: committed or not, the barrier says. */
+  private void afterFailedCommit(String bizId, String key, TransactionException commitError) {
+    Decision d;
+    try {
+      d = barrier.check(bizId, key);
+    } catch (SQLException checkError) {
+      commitError.addSuppressed(checkError);
+      throw new OutcomeUnknownException(
+          "the local COMMIT of "
+              + key
+              + " failed and the barrier could not be read; check-back will decide",
+          commitError);
+    }
+    if (d != Decision.COMMIT) {
+      throw commitError;
+    }
+  }
+}

@@ -1,0 +1,157 @@
+package io.trustmsg.spring;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.trustmsg.client.Barrier;
+import io.trustmsg.client.Message;
+import io.trustmsg.client.Processed;
+import io.trustmsg.client.TrustmsgClient;
+import io.trustmsg.testkit.Kit;
+import io.trustmsg.testkit.Kit.Db;
+import io.trustmsg.testkit.Topics;
+import java.time.Duration;
+import javax.sql.DataSource;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.common.header.internals.RecordHeaders;
+import org.apache.kafka.common.record.TimestampType;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.support.JdbcTransactionManager;
+
+/**
+ * The starter's TrustmsgTemplate and TrustmsgInbox on Spring's own JDBC transaction manager,
+ * against the kit's trustmsg, MariaDB, PostgreSQL and Kafka (S01, S02 and S07 the Spring way).
+ */
+class SpringScenarioTest {
+
+  @BeforeAll
+  static void kit() throws Exception {
+    Kit.require();
+    for (Db db : Db.values()) {
+      Barrier.createTables(db.dataSource());
+      Kit.execute(
+          db.dataSource(), "CREATE TABLE IF NOT EXISTS spring_orders (id VARCHAR(64) PRIMARY KEY)");
+    }
+  }
+
+  @ParameterizedTest
+  @EnumSource(Db.class)
+  void S01_S02_the_template_commits_the_marker_with_the_jdbc_template_rows(Db db) throws Exception {
+    DataSource ds = db.dataSource();
+    Kit.Producer p = Kit.register(Kit.unique("java-spring"), "http://127.0.0.1:9/unused");
+    TrustmsgClient client = TrustmsgClient.builder(Kit.url(), p.bizId(), p.token()).build();
+    TrustmsgTemplate trustmsg = new TrustmsgTemplate(client, new JdbcTransactionManager(ds), ds);
+    JdbcTemplate jdbc = new JdbcTemplate(ds);
+    String topic = Kit.unique("java.spring");
+    String ok = Kit.unique("ok");
+    String bad = Kit.unique("bad");
+
+    String done =
+        trustmsg.execute(
+            Message.builder(ok, topic).payload("spring").build(),
+            status -> {
+              jdbc.update("INSERT INTO spring_orders (id) VALUES (?)", ok);
+              return ok;
+            });
+    IllegalStateException boom = new IllegalStateException("declined");
+    assertThatThrownBy(
+            () ->
+                trustmsg.execute(
+                    Message.builder(bad, topic).payload("never").build(),
+                    status -> {
+                      jdbc.update("INSERT INTO spring_orders (id) VALUES (?)", bad);
+                      throw boom;
+                    }))
+        .isSameAs(boom);
+
+    assertThat(done).isEqualTo(ok);
+    assertThat(Kit.count(ds, "SELECT COUNT(*) FROM spring_orders WHERE id = ?", ok)).isEqualTo(1);
+    assertThat(
+            Kit.count(
+                ds,
+                "SELECT COUNT(*) FROM trustmsg_barrier WHERE biz_id = ? AND message_key = ?",
+                p.bizId(),
+                ok))
+        .isEqualTo(1);
+    assertThat(Kit.count(ds, "SELECT COUNT(*) FROM spring_orders WHERE id = ?", bad)).isZero();
+    assertThat(
+            Kit.count(
+                ds,
+                "SELECT COUNT(*) FROM trustmsg_barrier WHERE biz_id = ? AND message_key = ?",
+                p.bizId(),
+                bad))
+        .isZero();
+    assertThat(client.get(ok).status()).isEqualTo("COMMITTED");
+    assertThat(client.get(bad).status()).isEqualTo("ROLLED_BACK");
+    var records = Topics.readUntil(topic, Duration.ofSeconds(45), r -> !r.isEmpty());
+    assertThat(records).hasSize(1);
+    assertThat(new String(records.get(0).value(), java.nio.charset.StandardCharsets.UTF_8))
+        .isEqualTo("spring");
+  }
+
+  @ParameterizedTest
+  @EnumSource(Db.class)
+  void S07_the_spring_inbox_processes_a_record_once(Db db) throws Exception {
+    DataSource ds = db.dataSource();
+    JdbcTemplate jdbc = new JdbcTemplate(ds);
+    TrustmsgInbox inbox =
+        new TrustmsgInbox(new JdbcTransactionManager(ds), ds, Kit.unique("java-spring-group"));
+    long id = System.nanoTime() & Long.MAX_VALUE;
+    RecordHeaders h = new RecordHeaders();
+    h.add(
+        "trustmsg-message-id", Long.toString(id).getBytes(java.nio.charset.StandardCharsets.UTF_8));
+    var record =
+        new ConsumerRecord<>(
+            "t",
+            0,
+            0L,
+            0L,
+            TimestampType.CREATE_TIME,
+            0,
+            0,
+            new byte[0],
+            new byte[0],
+            h,
+            java.util.Optional.empty());
+    String row = "inbox-" + id;
+
+    Processed<String> first =
+        inbox.process(
+            record,
+            status -> {
+              jdbc.update("INSERT INTO spring_orders (id) VALUES (?)", row);
+              return row;
+            });
+    Processed<String> again =
+        inbox.process(
+            record,
+            status -> {
+              jdbc.update("INSERT INTO spring_orders (id) VALUES (?)", row + "-again");
+              return "again";
+            });
+
+    assertThat(first.value()).isEqualTo(row);
+    assertThat(again.isRepeat()).isTrue();
+    assertThat(Kit.count(ds, "SELECT COUNT(*) FROM spring_orders WHERE id LIKE ?", row + "%"))
+        .isEqualTo(1);
+    String failing = "inbox-failed-" + id;
+    long other = id ^ 1;
+    assertThatThrownBy(
+            () ->
+                inbox.process(
+                    other,
+                    status -> {
+                      jdbc.update("INSERT INTO spring_orders (id) VALUES (?)", failing);
+                      throw new IllegalStateException("work failed");
+                    }))
+        .hasMessage("work failed");
+    assertThat(Kit.count(ds, "SELECT COUNT(*) FROM spring_orders WHERE id = ?", failing)).isZero();
+    assertThat(inbox.process(other, status -> "later").isDone()).isTrue();
+    var foreign = new ConsumerRecord<>("t", 0, 1L, new byte[0], new byte[0]);
+    assertThatThrownBy(() -> inbox.process(foreign, status -> "never"))
+        .isInstanceOf(IllegalArgumentException.class);
+  }
+}
