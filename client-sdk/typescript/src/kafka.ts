@@ -26,7 +26,7 @@ import { Producer as KafkaProducer, ProduceAcks, type ProducerOptions } from '@p
 import { signingKey } from './checkback.js';
 import { ConfigError, NotAcknowledgedError, UserAbortError } from './errors.js';
 import { checkDue, checkHeaders, checkMessageKey, checkRecordKey, checkShape, checkTopic, payloadBytes } from './message.js';
-import { submitRecord, type SubmitFields, type SubmitOp } from './submit.js';
+import { submitRecord, type SubmitFields, type SubmitOp, type SubmitRecord } from './submit.js';
 import { traceHeaders } from './trace.js';
 import { runTransaction, type TransactionOptions, type TransactionResult } from './transaction.js';
 import type { CallOptions, Logger, Message } from './types.js';
@@ -42,12 +42,59 @@ export interface Submitted {
 /** Kafka settings the Submitter owns: changing them would break what it promises. */
 const RESERVED = ['bootstrapBrokers', 'idempotent', 'acks', 'transactionalId', 'serializers', 'producerId', 'producerEpoch'] as const;
 
-type KafkaSettings = Omit<ProducerOptions<Buffer, Buffer, Buffer, Buffer>, (typeof RESERVED)[number] | 'clientId'>;
+/** `@platformatic/kafka` producer settings the Submitter leaves to the application (TLS, SASL, timeouts, retries). */
+export type KafkaSettings = Omit<ProducerOptions<Buffer, Buffer, Buffer, Buffer>, (typeof RESERVED)[number] | 'clientId'>;
+
+/** A Kafka producer the {@link Submitter} sends its records through: idempotent, `acks=all`. */
+export interface SubmitTransport {
+  /** Produces `record` to `topic`; resolves once Kafka acknowledged it. */
+  send(topic: string, record: SubmitRecord): Promise<Submitted>;
+  close(): Promise<void>;
+}
+
+/** Settings of {@link platformaticTransport}. */
+export interface PlatformaticTransportOptions {
+  /** The Kafka bootstrap brokers: `host:port`, several comma-separated or as a list. */
+  brokers: string | readonly string[];
+  clientId: string;
+  /** More producer settings; brokers, `idempotent` and `acks` are the transport's own and refused here. */
+  kafka?: KafkaSettings | undefined;
+}
+
+/**
+ * The default transport: a `@platformatic/kafka` producer with
+ * `idempotent: true` and `acks: ProduceAcks.ALL` (no duplicates from its own
+ * retries, written to every in-sync replica), whatever else `kafka` sets.
+ */
+export function platformaticTransport(options: PlatformaticTransportOptions): SubmitTransport {
+  const brokers = typeof options.brokers === 'string' ? options.brokers.split(',') : [...options.brokers];
+  const list = brokers.map((b) => b.trim()).filter((b) => b !== '');
+  if (list.length === 0) throw new ConfigError('brokers is required: host:port of the Kafka bootstrap brokers');
+  const extra = options.kafka ?? {};
+  for (const name of RESERVED) {
+    if (name in extra) throw new ConfigError(`Kafka setting ${name} is the Submitter's own (brokers, idempotent producer, acks=all)`);
+  }
+  const producer = new KafkaProducer({ ...extra, clientId: options.clientId, bootstrapBrokers: list, idempotent: true, acks: ProduceAcks.ALL });
+  return {
+    async send(topic, record) {
+      const headers = new Map<Buffer, Buffer>(record.headers.map(([k, v]) => [Buffer.from(k, 'utf8'), Buffer.from(v, 'utf8')]));
+      const result = await producer.send({ messages: [{ topic, key: Buffer.from(record.key, 'utf8'), value: Buffer.from(record.value), headers }] });
+      const at = result.offsets?.[0];
+      return { partition: at?.partition ?? -1, offset: at?.offset ?? -1n };
+    },
+    close: () => producer.close(),
+  };
+}
 
 /** How a {@link Submitter} is set up. */
 export interface SubmitterOptions {
-  /** The Kafka bootstrap brokers: `host:port`, several comma-separated or as a list. */
-  brokers: string | readonly string[];
+  /**
+   * The Kafka bootstrap brokers: `host:port`, several comma-separated or as
+   * a list. Records go through {@link platformaticTransport}.
+   */
+  brokers?: string | readonly string[];
+  /** Instead of `brokers`: the producer to send through; it must be idempotent with `acks=all`. */
+  transport?: SubmitTransport;
   /** trustmsg's submit topic (`--submit-topic`; `trustmsg.submit` under `trustmsg dev`). */
   topic: string;
   /** The producer's id. */
@@ -58,11 +105,7 @@ export interface SubmitterOptions {
   clientId?: string;
   /** How long a call waits for Kafka's acknowledgement (default 30 000 ms). */
   ackTimeoutMs?: number;
-  /**
-   * More `@platformatic/kafka` producer settings: TLS (`tls`), SASL
-   * (`sasl`), timeouts, retries. Brokers, `idempotent` and `acks` are the
-   * Submitter's own and refused here.
-   */
+  /** More `@platformatic/kafka` producer settings (with `brokers`): TLS (`tls`), SASL (`sasl`), timeouts, retries. */
   kafka?: KafkaSettings;
   /** Where warnings go (default `console`). */
   logger?: Logger;
@@ -85,40 +128,31 @@ export class Submitter {
   readonly topic: string;
   readonly logger: Logger;
   readonly #secret: string;
-  readonly #producer: KafkaProducer;
+  readonly #transport: SubmitTransport;
   readonly #ackTimeout: number;
 
   constructor(options: SubmitterOptions) {
     if (typeof options !== 'object' || options === null) throw new ConfigError('new Submitter({ brokers, topic, bizId, secret })');
     // A secret that cannot sign would fail every call; say so now.
     signingKey(options.secret);
-    const brokers = typeof options.brokers === 'string' ? options.brokers.split(',') : [...options.brokers];
-    const list = brokers.map((b) => b.trim()).filter((b) => b !== '');
-    if (list.length === 0) throw new ConfigError('brokers is required: host:port of the Kafka bootstrap brokers');
-    if (typeof options.topic !== 'string' || options.topic === '') throw new ConfigError('topic is required: trustmsg\'s submit topic');
+    if (typeof options.topic !== 'string' || options.topic === '') throw new ConfigError("topic is required: trustmsg's submit topic");
     if (typeof options.bizId !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(options.bizId)) {
       throw new ConfigError(`bizId must be 1 to 64 of A-Z a-z 0-9 . _ - (got ${JSON.stringify(options.bizId)})`);
     }
-    const extra = options.kafka ?? {};
-    for (const name of RESERVED) {
-      if (name in extra) {
-        throw new ConfigError(`Kafka setting ${name} is the Submitter's own (brokers, idempotent producer, acks=all)`);
-      }
+    if ((options.brokers === undefined) === (options.transport === undefined)) {
+      throw new ConfigError('give brokers (the Kafka bootstrap brokers) or a transport, one of them');
     }
+    const ack = options.ackTimeoutMs ?? 30_000;
+    if (!Number.isSafeInteger(ack) || ack <= 0) throw new ConfigError(`ackTimeoutMs must be a positive number of milliseconds (got ${ack})`);
     this.bizId = options.bizId;
     this.topic = options.topic;
     this.logger = options.logger ?? console;
     this.#secret = options.secret;
-    this.#ackTimeout = options.ackTimeoutMs ?? 30_000;
-    this.#producer = new KafkaProducer({
-      ...extra,
-      clientId: options.clientId ?? `trustmsg-${options.bizId}`,
-      bootstrapBrokers: list,
-      idempotent: true,
-      acks: ProduceAcks.ALL,
-    });
+    this.#ackTimeout = ack;
+    this.#transport =
+      options.transport ??
+      platformaticTransport({ brokers: options.brokers ?? [], clientId: options.clientId ?? `trustmsg-${options.bizId}`, kafka: options.kafka });
   }
-
   /**
    * Submits the prepare of `message`: one record whose value is the
    * payload's bytes, whose headers are the message's headers plus its
@@ -168,7 +202,7 @@ export class Submitter {
 
   /** Closes the Kafka connections. */
   async close(): Promise<void> {
-    await this.#producer.close();
+    await this.#transport.close();
   }
 
   #decide(op: SubmitOp, messageKey: string, options: CallOptions): Promise<Submitted> {
@@ -180,10 +214,7 @@ export class Submitter {
     const record = submitRecord(this.#secret, fields);
     const signal = options.signal;
     if (signal?.aborted) throw new UserAbortError(signal.reason);
-    const headers = new Map<Buffer, Buffer>(record.headers.map(([k, v]) => [Buffer.from(k, 'utf8'), Buffer.from(v, 'utf8')]));
-    const sent = this.#producer.send({
-      messages: [{ topic: this.topic, key: Buffer.from(record.key, 'utf8'), value: Buffer.from(record.value), headers }],
-    });
+    const sent = this.#transport.send(this.topic, record);
     let timer: NodeJS.Timeout | undefined;
     let onAbort: (() => void) | undefined;
     const stop = new Promise<never>((_, reject) => {
@@ -196,9 +227,7 @@ export class Submitter {
       signal?.addEventListener('abort', onAbort, { once: true });
     });
     try {
-      const result = await Promise.race([sent, stop]);
-      const at = result.offsets?.[0];
-      return { partition: at?.partition ?? -1, offset: at?.offset ?? -1n };
+      return await Promise.race([sent, stop]);
     } catch (e) {
       if (e instanceof NotAcknowledgedError || e instanceof UserAbortError) throw e;
       this.logger.warn('submitted record not acknowledged', { op: fields.op, messageKey: fields.message_key, topic: this.topic, error: String(e) });
