@@ -69,6 +69,16 @@ export async function register(bizId: string, verifyUrl: string, topics: string[
   return { bizId, token: body.token, secret: body.signing_secret };
 }
 
+/** Points producer `bizId`'s check-back at `verifyUrl` (its token and secret stay). */
+export async function setVerifyUrl(bizId: string, verifyUrl: string): Promise<void> {
+  const res = await fetch(`${kit.url}/v1/producers/${bizId}`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${kit.admin}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ verify_url: verifyUrl, first_verify_after_ms: 1000, topics: ['*'] }),
+  });
+  if (!res.ok) throw new Error(`updating ${bizId}: ${res.status} ${await res.text()}`);
+}
+
 export function producerFor(r: Registered, baseURL = kit.url): Producer {
   return new Producer({ baseURL, bizId: r.bizId, token: r.token, logger: quiet });
 }
