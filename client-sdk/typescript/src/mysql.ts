@@ -65,7 +65,10 @@ const dialect: core.Dialect<Pool, PoolConnection> = {
     barrierRollback: "INSERT INTO trustmsg_barrier (biz_id, message_key, op) VALUES (?, ?, 'rollback') ON DUPLICATE KEY UPDATE op = op",
     barrierRead: 'SELECT op FROM trustmsg_barrier WHERE biz_id = ? AND message_key = ?',
     barrierLockedRead: 'SELECT op FROM trustmsg_barrier WHERE biz_id = ? AND message_key = ? LOCK IN SHARE MODE',
-    inboxInsert: 'INSERT INTO trustmsg_inbox (consumer_group, message_id) VALUES (?, ?) ON DUPLICATE KEY UPDATE message_id = message_id',
+    // INSERT IGNORE, not ON DUPLICATE KEY UPDATE: mysql2 connects with CLIENT_FOUND_ROWS, under which a
+    // duplicate's no-op update still counts one affected row. The values are checked first (the group's
+    // length, an unsigned 64-bit id), so IGNORE has nothing else to hide.
+    inboxInsert: 'INSERT IGNORE INTO trustmsg_inbox (consumer_group, message_id) VALUES (?, ?)',
     purgeBarrier: 'DELETE FROM trustmsg_barrier WHERE created_at < CURRENT_TIMESTAMP(3) - INTERVAL (? * 1000) MICROSECOND LIMIT 1000',
     outboxInsert: (table) =>
       `INSERT INTO ${table} (message_key, topic, record_key, payload, headers, traceparent, deliver_at) ` +
