@@ -181,7 +181,7 @@ test('outbox-rows.json: every valid message makes that row, every invalid one is
         topic: row.topic,
         record_key: row.record_key,
         payload_base64: Buffer.from(row.payload).toString('base64'),
-        headers: row.headers === null ? null : JSON.parse(row.headers),
+        headers: row.headers === null ? null : (JSON.parse(row.headers) as unknown),
         traceparent: row.traceparent,
         deliver: row.due === null ? null : 'afterMs' in row.due ? { after_ms: row.due.afterMs } : { at: row.due.at.toISOString() },
       },
