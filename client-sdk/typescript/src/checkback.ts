@@ -36,7 +36,7 @@ function header(headers: HeaderSource, name: string): string | undefined {
 /** The HMAC key of a `whsec_<base64>` secret; a {@link ConfigError} for anything else. */
 export function signingKey(secret: string): Buffer {
   if (typeof secret !== 'string' || !secret.startsWith('whsec_')) {
-    throw new ConfigError('the signing secret is not whsec_<base64>: use the registration\'s signing_secret');
+    throw new ConfigError("the signing secret is not whsec_<base64>: use the registration's signing_secret");
   }
   const b64 = secret.slice('whsec_'.length);
   if (b64 === '' || !/^[A-Za-z0-9+/]+={0,2}$/.test(b64) || b64.length % 4 === 1) {
@@ -201,7 +201,8 @@ export function checkBackFetchHandler(options: CheckBackOptions): (request: Requ
     const length = Number(request.headers.get('content-length') ?? '0');
     if (length > MAX_BODY_BYTES) return new Response(error(413, 'too_large', 'a check-back body is at most 64 KiB').body, { status: 413, headers: json });
     const body = new Uint8Array(await request.arrayBuffer());
-    if (body.byteLength > MAX_BODY_BYTES) return new Response(error(413, 'too_large', 'a check-back body is at most 64 KiB').body, { status: 413, headers: json });
+    if (body.byteLength > MAX_BODY_BYTES)
+      return new Response(error(413, 'too_large', 'a check-back body is at most 64 KiB').body, { status: 413, headers: json });
     const answer = await handle(request.headers, body);
     return new Response(answer.body, { status: answer.status, headers: json });
   };

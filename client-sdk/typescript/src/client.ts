@@ -7,13 +7,7 @@
  * are therefore retried with exponential backoff and jitter; 4xx answers are
  * final and never retried, because repeating them cannot change the answer.
  */
-import {
-  APIError,
-  ConfigError,
-  UnavailableError,
-  UnexpectedResponseError,
-  UserAbortError,
-} from './errors.js';
+import { APIError, ConfigError, UnavailableError, UnexpectedResponseError, UserAbortError } from './errors.js';
 import { parseJson, type Json } from './json.js';
 import { checkShape } from './message.js';
 import { traceHeaders } from './trace.js';
@@ -147,7 +141,7 @@ export class Producer {
     if (typeof options.bizId !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(options.bizId)) {
       throw new ConfigError(`bizId must be 1 to 64 of A-Z a-z 0-9 . _ - (got ${JSON.stringify(options.bizId)})`);
     }
-    if (typeof options.token !== 'string' || options.token === '') throw new ConfigError('token is required: the producer\'s bearer token');
+    if (typeof options.token !== 'string' || options.token === '') throw new ConfigError("token is required: the producer's bearer token");
     const count = (name: string, v: number | undefined, d: number): number => {
       if (v === undefined) return d;
       if (!Number.isSafeInteger(v) || v < 0) throw new ConfigError(`${name} must be a whole number, 0 or more (got ${String(v)})`);
@@ -312,4 +306,3 @@ function errorBody(status: number, text: string): { code: string | undefined; me
   const shown = text.slice(0, 200).trim();
   return { code: undefined, message: shown === '' ? `HTTP ${status}` : `HTTP ${status}: ${shown}` };
 }
-

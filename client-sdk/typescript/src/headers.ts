@@ -11,9 +11,7 @@ const U64_MAX = 18446744073709551615n;
 type HeaderValue = string | Uint8Array | null | undefined;
 /** Record headers as Kafka clients give them: a `Map`, a list of pairs, or an object. */
 export type RecordHeaders =
-  | ReadonlyMap<string | Uint8Array, HeaderValue>
-  | Iterable<readonly [string | Uint8Array, HeaderValue]>
-  | Readonly<Record<string, HeaderValue>>;
+  ReadonlyMap<string | Uint8Array, HeaderValue> | Iterable<readonly [string | Uint8Array, HeaderValue]> | Readonly<Record<string, HeaderValue>>;
 
 function text(v: string | Uint8Array): string {
   return typeof v === 'string' ? v : Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('utf8');

@@ -12,17 +12,7 @@
  * producer's topic allow-list) is checked when the row is relayed.
  */
 import { ConfigError } from './errors.js';
-import {
-  checkDue,
-  checkHeaders,
-  checkMessageKey,
-  checkRecordKey,
-  checkShape,
-  checkTopic,
-  normalizeTraceparent,
-  payloadBytes,
-  type Due,
-} from './message.js';
+import { checkDue, checkHeaders, checkMessageKey, checkRecordKey, checkShape, checkTopic, normalizeTraceparent, payloadBytes, type Due } from './message.js';
 import { activeTraceHeaders } from './trace.js';
 import type { Message } from './types.js';
 
@@ -55,7 +45,8 @@ export function outboxRow(message: Message, now: Date = new Date(), activeTracep
   checkTopic(message.topic);
   checkRecordKey(message.key);
   checkHeaders(message.headers);
-  const headers = message.headers && Object.keys(message.headers).length > 0 ? JSON.stringify(Object.fromEntries(Object.entries(message.headers).sort())) : null;
+  const headers =
+    message.headers && Object.keys(message.headers).length > 0 ? JSON.stringify(Object.fromEntries(Object.entries(message.headers).sort())) : null;
   return {
     message_key: message.message_key,
     topic: message.topic,

@@ -128,13 +128,7 @@ async function rollbackQuietly<P, C>(d: Dialect<P, C>, conn: C): Promise<boolean
  * COMMIT fails, the barrier is read to learn whether it was applied; when
  * even that fails, {@link OutcomeUnknownError}.
  */
-export async function runInTransaction<P, C, T>(
-  d: Dialect<P, C>,
-  pool: P,
-  bizId: string,
-  messageKey: string,
-  work: (conn: C) => Promise<T>,
-): Promise<T> {
+export async function runInTransaction<P, C, T>(d: Dialect<P, C>, pool: P, bizId: string, messageKey: string, work: (conn: C) => Promise<T>): Promise<T> {
   checkKeyArgs(bizId, messageKey);
   if (typeof work !== 'function') throw new TypeError('work must be a function: async (conn) => { … }');
   const { conn, release } = await d.acquire(pool);

@@ -33,7 +33,17 @@ interface OutboxMessage {
   deliver_after_ms?: number;
 }
 interface Vectors {
-  valid: Array<{ name: string; message: OutboxMessage; row: { record_key: string | null; payload_base64: string; headers: Record<string, string> | null; traceparent: string | null; deliver: { after_ms: number } | null } }>;
+  valid: Array<{
+    name: string;
+    message: OutboxMessage;
+    row: {
+      record_key: string | null;
+      payload_base64: string;
+      headers: Record<string, string> | null;
+      traceparent: string | null;
+      deliver: { after_ms: number } | null;
+    };
+  }>;
   invalid: Array<{ name: string; message: OutboxMessage; error: string }>;
 }
 
@@ -63,7 +73,13 @@ test('S09 the local message table delivers (mysql)', async () => {
     await conn.query('ROLLBACK');
     // …then the one whose transaction commits.
     await conn.query('BEGIN');
-    const id = await my.enqueue(conn, { message_key: committed, topic, key: 'customer-7', payload, headers: { source: 'orders', 'content-type': 'application/octet-stream' } });
+    const id = await my.enqueue(conn, {
+      message_key: committed,
+      topic,
+      key: 'customer-7',
+      payload,
+      headers: { source: 'orders', 'content-type': 'application/octet-stream' },
+    });
     assert.ok(id > 0n);
     await assert.rejects(my.enqueue(conn, { message_key: committed, topic, payload: 'again' }), DuplicateMessageError);
     await conn.query('COMMIT');
@@ -160,7 +176,15 @@ for (const dbName of ['mysql', 'postgres'] as const) {
             traceparent: row.traceparent,
             status: row.status,
           },
-          { record_key: c.row.record_key, payload_base64: c.row.payload_base64, headers: c.row.headers, traceparent: c.row.traceparent, message_key: key, topic: c.message.topic, status: 0 },
+          {
+            record_key: c.row.record_key,
+            payload_base64: c.row.payload_base64,
+            headers: c.row.headers,
+            traceparent: c.row.traceparent,
+            message_key: key,
+            topic: c.message.topic,
+            status: 0,
+          },
           c.name,
         );
         if (c.row.deliver === null) assert.equal(row.deliver_after_ms, null, c.name);
@@ -169,9 +193,10 @@ for (const dbName of ['mysql', 'postgres'] as const) {
       for (const c of v.invalid) {
         await assert.rejects(enqueue(message(c.message, c.message.message_key)), (e: unknown) => e instanceof BadRequestError && e.code === c.error, c.name);
       }
-      const count = dbName === 'mysql'
-        ? Number(((await mysqlDb.query(`SELECT COUNT(*) AS n FROM ${table}`))[0] as Array<{ n: number }>)[0]!.n)
-        : Number((await pgDb.query<{ n: string }>(`SELECT COUNT(*) AS n FROM ${table}`)).rows[0]!.n);
+      const count =
+        dbName === 'mysql'
+          ? Number(((await mysqlDb.query(`SELECT COUNT(*) AS n FROM ${table}`))[0] as Array<{ n: number }>)[0]!.n)
+          : Number((await pgDb.query<{ n: string }>(`SELECT COUNT(*) AS n FROM ${table}`)).rows[0]!.n);
       assert.equal(count, v.valid.length, 'nothing written for a refused message');
     } finally {
       if (dbName === 'mysql') await mysqlDb.query(`DROP TABLE ${table}`);

@@ -25,7 +25,11 @@ after(async () => {
 
 interface Db {
   name: string;
-  process(group: string, record: { headers: Array<[string, string | null]> }, work: (charge: (key: string) => Promise<void>) => Promise<string>): Promise<my.Processed<string>>;
+  process(
+    group: string,
+    record: { headers: Array<[string, string | null]> },
+    work: (charge: (key: string) => Promise<void>) => Promise<string>,
+  ): Promise<my.Processed<string>>;
   charges(key: string): Promise<number>;
   inboxRows(group: string): Promise<number>;
 }
@@ -39,9 +43,12 @@ const dbs: Db[] = [
           await conn.execute('INSERT INTO ts_charges (order_key, note) VALUES (?, ?)', [key, 'charged']);
         }),
       ),
-    charges: async (key) => Number(((await mysqlDb.execute('SELECT COUNT(*) AS n FROM ts_charges WHERE order_key = ?', [key]))[0] as Array<{ n: number }>)[0]!.n),
+    charges: async (key) =>
+      Number(((await mysqlDb.execute('SELECT COUNT(*) AS n FROM ts_charges WHERE order_key = ?', [key]))[0] as Array<{ n: number }>)[0]!.n),
     inboxRows: async (group) =>
-      Number(((await mysqlDb.execute('SELECT COUNT(*) AS n FROM trustmsg_inbox WHERE consumer_group = ?', [Buffer.from(group)]))[0] as Array<{ n: number }>)[0]!.n),
+      Number(
+        ((await mysqlDb.execute('SELECT COUNT(*) AS n FROM trustmsg_inbox WHERE consumer_group = ?', [Buffer.from(group)]))[0] as Array<{ n: number }>)[0]!.n,
+      ),
   },
   {
     name: 'postgres',
@@ -52,7 +59,8 @@ const dbs: Db[] = [
         }),
       ),
     charges: async (key) => Number((await pgDb.query<{ n: string }>('SELECT COUNT(*) AS n FROM ts_charges WHERE order_key = $1', [key])).rows[0]!.n),
-    inboxRows: async (group) => Number((await pgDb.query<{ n: string }>('SELECT COUNT(*) AS n FROM trustmsg_inbox WHERE consumer_group = $1', [group])).rows[0]!.n),
+    inboxRows: async (group) =>
+      Number((await pgDb.query<{ n: string }>('SELECT COUNT(*) AS n FROM trustmsg_inbox WHERE consumer_group = $1', [group])).rows[0]!.n),
   },
 ];
 

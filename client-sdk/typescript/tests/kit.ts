@@ -94,17 +94,22 @@ export async function eventually<T>(what: string, probe: () => Promise<T | undef
     } catch (e) {
       last = e;
     }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}${last ? `: ${last instanceof Error ? last.message : JSON.stringify(last)}` : ''}`);
     await new Promise((r) => setTimeout(r, 200));
   }
 }
 
 /** The message's view once `ok` holds for it. */
 export function viewWhen(p: Producer, key: string, ok: (v: MessageView) => boolean, timeoutMs = 30_000): Promise<MessageView> {
-  return eventually(`${key} to be as expected`, async () => {
-    const v = await p.get(key);
-    return ok(v) ? v : undefined;
-  }, timeoutMs);
+  return eventually(
+    `${key} to be as expected`,
+    async () => {
+      const v = await p.get(key);
+      return ok(v) ? v : undefined;
+    },
+    timeoutMs,
+  );
 }
 
 export async function mysqlPool(): Promise<mysql.Pool> {

@@ -40,7 +40,11 @@ after(async () => {
 /** What each database's helpers look like to these tests. */
 interface Db {
   name: string;
-  transaction<T>(p: Producer, message: Parameters<Producer['prepare']>[0], work: (insert: (id: string, note: string) => Promise<void>) => Promise<T>): Promise<TransactionResult<T, MessageView>>;
+  transaction<T>(
+    p: Producer,
+    message: Parameters<Producer['prepare']>[0],
+    work: (insert: (id: string, note: string) => Promise<void>) => Promise<T>,
+  ): Promise<TransactionResult<T, MessageView>>;
   orders(id: string): Promise<number>;
   markers(bizId: string, key: string): Promise<number>;
 }
@@ -59,7 +63,10 @@ const dbs: Db[] = [
       return Number((rows as Array<{ n: number }>)[0]!.n);
     },
     markers: async (bizId, key) => {
-      const [rows] = await mysqlDb.execute('SELECT COUNT(*) AS n FROM trustmsg_barrier WHERE biz_id = ? AND message_key = ?', [Buffer.from(bizId), Buffer.from(key)]);
+      const [rows] = await mysqlDb.execute('SELECT COUNT(*) AS n FROM trustmsg_barrier WHERE biz_id = ? AND message_key = ?', [
+        Buffer.from(bizId),
+        Buffer.from(key),
+      ]);
       return Number((rows as Array<{ n: number }>)[0]!.n);
     },
   },
@@ -109,8 +116,15 @@ for (const db of dbs) {
       assert.deepEqual(recordKey(rec), Buffer.from('customer-7'));
       assert.deepEqual(recordValue(rec), Buffer.from(payload));
       const got = recordHeaders(rec);
-      for (const [k, v] of Object.entries(headers)) assert.ok(got.some(([gk, gv]) => gk === k && gv === v), `header ${k}`);
-      assert.ok(got.some(([k, v]) => k === 'trustmsg-message-id' && v === id.toString()), `trustmsg-message-id ${id}: ${JSON.stringify(got)}`);
+      for (const [k, v] of Object.entries(headers))
+        assert.ok(
+          got.some(([gk, gv]) => gk === k && gv === v),
+          `header ${k}`,
+        );
+      assert.ok(
+        got.some(([k, v]) => k === 'trustmsg-message-id' && v === id.toString()),
+        `trustmsg-message-id ${id}: ${JSON.stringify(got)}`,
+      );
       await viewWhen(p, key, (v) => v.status === 'COMMITTED' && v.send_status === 'SENT');
     });
 
@@ -158,19 +172,36 @@ test('S10 a 503 from trustmsg is retried with backoff and a 409 is not', async (
   assert.equal(fault.status, 204);
   const view = await p.commit(key);
   assert.equal(view.status, 'COMMITTED');
-  const seen = (await (await fetch(`${kit.proxyUrl}/_kit/requests?match=${encodeURIComponent(key)}`)).json()) as Array<{ path: string; at_ms: number; status: number }>;
+  const seen = (await (await fetch(`${kit.proxyUrl}/_kit/requests?match=${encodeURIComponent(key)}`)).json()) as Array<{
+    path: string;
+    at_ms: number;
+    status: number;
+  }>;
   const commits = seen.filter((s) => s.path === '/v1/messages/commit');
-  assert.deepEqual(commits.map((c) => c.status), [503, 503, 200]);
+  assert.deepEqual(
+    commits.map((c) => c.status),
+    [503, 503, 200],
+  );
   const gap1 = commits[1]!.at_ms - commits[0]!.at_ms;
   const gap2 = commits[2]!.at_ms - commits[1]!.at_ms;
   assert.ok(gap1 >= 90 && gap2 > gap1, `the gaps grow: ${gap1} ms then ${gap2} ms`);
 
   const key2 = `order-${rand()}`;
   await p.prepare({ message_key: key2, topic: 'ts-s10', payload: 'one' });
-  await assert.rejects(p.prepare({ message_key: key2, topic: 'ts-s10', payload: 'two' }), (e: unknown) => e instanceof ConflictError && e.code === 'prepare_conflict' && e.status === 409);
+  await assert.rejects(
+    p.prepare({ message_key: key2, topic: 'ts-s10', payload: 'two' }),
+    (e: unknown) => e instanceof ConflictError && e.code === 'prepare_conflict' && e.status === 409,
+  );
   const seen2 = await eventually('the proxy to list the prepares', async () => {
     const s = (await (await fetch(`${kit.proxyUrl}/_kit/requests?match=${encodeURIComponent(key2)}`)).json()) as Array<{ path: string; status: number }>;
     return s.length >= 2 ? s : undefined;
   });
-  assert.deepEqual(seen2.map((s) => [s.path, s.status]), [['/v1/messages/prepare', 201], ['/v1/messages/prepare', 409]], 'the 409 after exactly one request');
+  assert.deepEqual(
+    seen2.map((s) => [s.path, s.status]),
+    [
+      ['/v1/messages/prepare', 201],
+      ['/v1/messages/prepare', 409],
+    ],
+    'the 409 after exactly one request',
+  );
 });

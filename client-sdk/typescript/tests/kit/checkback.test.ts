@@ -4,14 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type mysql from 'mysql2/promise';
 import type pg from 'pg';
-import {
-  AlreadyDecidedError,
-  signCheckBack,
-  verifyCheckBack,
-  WebhookVerificationError,
-  type CheckRequest,
-  type Decider,
-} from '../../src/index.js';
+import { AlreadyDecidedError, signCheckBack, verifyCheckBack, WebhookVerificationError, type CheckRequest, type Decider } from '../../src/index.js';
 import * as my from '../../src/mysql.js';
 import * as pgsdk from '../../src/postgres.js';
 import { vectors } from '../vectors.js';
@@ -100,11 +93,21 @@ const dbs: Db[] = [
 ];
 
 /** A check-back call as trustmsg makes it, signed with `secret` (or as told). */
-function call(url: string, secret: string, req: { biz_id: string; message_key: string; message_id: bigint }, opts: { ts?: number; body?: string; headers?: boolean } = {}): Promise<Response> {
-  const body = opts.body ?? `{"biz_id":${JSON.stringify(req.biz_id)},"message_key":${JSON.stringify(req.message_key)},"message_id":${req.message_id},"attempt":1,"prepared_at":"2026-01-01T00:00:00Z"}`;
+function call(
+  url: string,
+  secret: string,
+  req: { biz_id: string; message_key: string; message_id: bigint },
+  opts: { ts?: number; body?: string; headers?: boolean } = {},
+): Promise<Response> {
+  const body =
+    opts.body ??
+    `{"biz_id":${JSON.stringify(req.biz_id)},"message_key":${JSON.stringify(req.message_key)},"message_id":${req.message_id},"attempt":1,"prepared_at":"2026-01-01T00:00:00Z"}`;
   const ts = opts.ts ?? Math.floor(Date.now() / 1000);
   const id = `chk_${req.message_id}_1`;
-  const signed = opts.body === undefined ? body : `{"biz_id":${JSON.stringify(req.biz_id)},"message_key":${JSON.stringify(req.message_key)},"message_id":${req.message_id},"attempt":1,"prepared_at":"2026-01-01T00:00:00Z"}`;
+  const signed =
+    opts.body === undefined
+      ? body
+      : `{"biz_id":${JSON.stringify(req.biz_id)},"message_key":${JSON.stringify(req.message_key)},"message_id":${req.message_id},"attempt":1,"prepared_at":"2026-01-01T00:00:00Z"}`;
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (opts.headers !== false) {
     headers['webhook-id'] = id;
@@ -139,7 +142,10 @@ for (const db of dbs) {
         // …and the process stops here: no commit call.
         const committed = await viewWhen(p, key, (v) => v.status === 'COMMITTED', 30_000);
         assert.equal(committed.id, view.id);
-        assert.ok(calls.some((c) => c.message_key === key && c.message_id === view.id && c.biz_id === r.bizId), 'the handler was asked, signed');
+        assert.ok(
+          calls.some((c) => c.message_key === key && c.message_id === view.id && c.biz_id === r.bizId),
+          'the handler was asked, signed',
+        );
         const records = await readTopic(topic, (rs) => ofMessage(rs, key).length > 0);
         assert.equal(ofMessage(records, key).length, 1);
       } finally {
@@ -201,7 +207,12 @@ for (const framework of FRAMEWORKS) {
       const req = { biz_id: bizId, message_key: `order-${rand()}`, message_id: 9007199254740993n };
       const refused = [
         ['another secret', await call(server.url, other, req)],
-        ['a tampered body', await call(server.url, secret, req, { body: `{"biz_id":"${bizId}","message_key":"${req.message_key}","message_id":9007199254740994,"attempt":1,"prepared_at":"2026-01-01T00:00:00Z"}` })],
+        [
+          'a tampered body',
+          await call(server.url, secret, req, {
+            body: `{"biz_id":"${bizId}","message_key":"${req.message_key}","message_id":9007199254740994,"attempt":1,"prepared_at":"2026-01-01T00:00:00Z"}`,
+          }),
+        ],
         ['a timestamp 10 minutes old', await call(server.url, secret, req, { ts: Math.floor(Date.now() / 1000) - 600 })],
         ['no signature headers', await call(server.url, secret, req, { headers: false })],
       ] as const;
@@ -219,9 +230,10 @@ for (const framework of FRAMEWORKS) {
 }
 
 test('S06 every case of check-signatures.json agrees with the verifier', () => {
-  const v = vectors<{ tolerance_secs: number; cases: Array<{ name: string; secret: string; headers: Record<string, string>; body: string; now: number; valid: boolean }> }>(
-    'check-signatures.json',
-  );
+  const v = vectors<{
+    tolerance_secs: number;
+    cases: Array<{ name: string; secret: string; headers: Record<string, string>; body: string; now: number; valid: boolean }>;
+  }>('check-signatures.json');
   for (const c of v.cases) {
     let valid = true;
     try {

@@ -127,7 +127,11 @@ test('submit-records.json: every case signs to the same bytes and makes the same
     assert.deepEqual(record.headers, c.record!.headers, c.name);
   }
   for (const c of v.ambiguous) {
-    assert.throws(() => submitRecord(v.secret, fields(c)), (e: unknown) => e instanceof BadRequestError && e.code === 'invalid_request', c.name);
+    assert.throws(
+      () => submitRecord(v.secret, fields(c)),
+      (e: unknown) => e instanceof BadRequestError && e.code === 'invalid_request',
+      c.name,
+    );
   }
 });
 
@@ -190,6 +194,10 @@ test('outbox-rows.json: every valid message makes that row, every invalid one is
     );
   }
   for (const c of v.invalid) {
-    assert.throws(() => outboxRow(outboxMessage(c.message)), (e: unknown) => e instanceof BadRequestError && e.code === c.error, c.name);
+    assert.throws(
+      () => outboxRow(outboxMessage(c.message)),
+      (e: unknown) => e instanceof BadRequestError && e.code === c.error,
+      c.name,
+    );
   }
 });

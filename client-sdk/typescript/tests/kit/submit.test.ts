@@ -64,9 +64,11 @@ test('S08 the Kafka way in delivers', async () => {
 
     // A rollback through the same way in.
     const key2 = `order-${rand()}`;
-    const result = await submitter.transaction({ message_key: key2, topic, payload: 'x' }, async () => {
-      throw new RangeError('out of stock');
-    }).catch((e: unknown) => e);
+    const result = await submitter
+      .transaction({ message_key: key2, topic, payload: 'x' }, async () => {
+        throw new RangeError('out of stock');
+      })
+      .catch((e: unknown) => e);
     assert.ok(result instanceof RangeError);
     await viewWhen(p, key2, (v) => v.status === 'ROLLED_BACK');
   } finally {
@@ -75,15 +77,25 @@ test('S08 the Kafka way in delivers', async () => {
 });
 
 test('S08 every case of submit-records.json signs to the same bytes', () => {
-  const v = vectors<{ secret: string; cases: Array<SubmitFields & { value_base64: string; signature: string; record: { headers: Array<[string, string]> } }> }>('submit-records.json');
+  const v = vectors<{ secret: string; cases: Array<SubmitFields & { value_base64: string; signature: string; record: { headers: Array<[string, string]> } }> }>(
+    'submit-records.json',
+  );
   for (const c of v.cases) {
-    const f: SubmitFields = { op: c.op, biz_id: c.biz_id, message_key: c.message_key, topic: c.topic, key: c.key, headers: c.headers, value: new Uint8Array(Buffer.from(c.value_base64, 'base64')) };
+    const f: SubmitFields = {
+      op: c.op,
+      biz_id: c.biz_id,
+      message_key: c.message_key,
+      topic: c.topic,
+      key: c.key,
+      headers: c.headers,
+      value: new Uint8Array(Buffer.from(c.value_base64, 'base64')),
+    };
     assert.equal(signSubmit(v.secret, f), c.signature);
     assert.deepEqual(submitRecord(v.secret, f).headers, c.record.headers);
   }
 });
 
-test('the default transport (@platformatic/kafka) is refused by the kit\'s mock broker at ApiVersions v3', async () => {
+test("the default transport (@platformatic/kafka) is refused by the kit's mock broker at ApiVersions v3", async () => {
   const r = await register(`ts-s08p-${rand()}`, 'http://127.0.0.1:9/unused');
   const submitter = new Submitter({ brokers: kit.kafka, topic: kit.submitTopic, bizId: r.bizId, secret: r.secret, ackTimeoutMs: 15_000, logger: quiet });
   try {

@@ -37,7 +37,8 @@ for (const db of ['mysql', 'postgres'] as const) {
         });
       });
       await setVerifyUrl(r.bizId, `${base}/trustmsg/check`);
-      const order = (body: object): Promise<Response> => fetch(`${base}/orders`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const order = (body: object): Promise<Response> =>
+        fetch(`${base}/orders`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
       const [a1, a2, a3] = [`A-${rand()}`, `A-${rand()}`, `A-${rand()}`];
 
       const placed = await order({ order_id: a1, customer: 'alice', amount_cents: 1250 });

@@ -7,7 +7,7 @@ import { BARRIER_INBOX_MYSQL, BARRIER_INBOX_POSTGRES, OUTBOX_MYSQL, OUTBOX_POSTG
 import { statements } from '../../src/sql/core.js';
 import { CONFORMANCE_DIR, SDK_DIR } from '../vectors.js';
 
-test('the barrier and inbox tables are the kit\'s sql/mysql.sql and sql/postgres.sql', () => {
+test("the barrier and inbox tables are the kit's sql/mysql.sql and sql/postgres.sql", () => {
   assert.equal(BARRIER_INBOX_MYSQL, readFileSync(join(CONFORMANCE_DIR, 'sql', 'mysql.sql'), 'utf8'));
   assert.equal(BARRIER_INBOX_POSTGRES, readFileSync(join(CONFORMANCE_DIR, 'sql', 'postgres.sql'), 'utf8'));
 });

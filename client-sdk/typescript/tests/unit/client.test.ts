@@ -172,10 +172,22 @@ test('settings a person can fix are refused with what to do', () => {
 });
 
 test('backoff doubles with up to +50 % jitter, capped', () => {
-  assert.equal(backoffDelay(1, 100, 5000, () => 0), 100);
-  assert.equal(backoffDelay(1, 100, 5000, () => 0.999), 150);
-  assert.equal(backoffDelay(3, 100, 5000, () => 0), 400);
-  assert.equal(backoffDelay(10, 100, 5000, () => 0.5), 5000);
+  assert.equal(
+    backoffDelay(1, 100, 5000, () => 0),
+    100,
+  );
+  assert.equal(
+    backoffDelay(1, 100, 5000, () => 0.999),
+    150,
+  );
+  assert.equal(
+    backoffDelay(3, 100, 5000, () => 0),
+    400,
+  );
+  assert.equal(
+    backoffDelay(10, 100, 5000, () => 0.5),
+    5000,
+  );
 });
 
 test('parseJson keeps integers beyond 2^53 and agrees with JSON.parse elsewhere', () => {

@@ -75,7 +75,7 @@ test('prepare carries the active span as traceparent and tracestate', async () =
   assert.equal(headers[2]!['tracestate'], undefined);
 });
 
-test('enqueue writes the active span\'s traceparent', async () => {
+test("enqueue writes the active span's traceparent", async () => {
   const row = await context.with(trace.setSpan(context.active(), span), () => outboxRowWithTrace({ message_key: 'k', topic: 't', payload: '' }));
   assert.equal(row.traceparent, '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01');
 });
