@@ -66,3 +66,17 @@ for (const db of ['mysql', 'postgres'] as const) {
     }
   });
 }
+
+test('the README quickstart runs as printed', async () => {
+  const r = await register(`ts-quickstart-${rand()}`, 'http://127.0.0.1:9/unused');
+  const { execFile } = await import('node:child_process');
+  const out = await new Promise<string>((resolve, reject) => {
+    execFile(
+      process.execPath,
+      [join(SDK_DIR, '.test-build', 'examples', 'quickstart.js')],
+      { env: { ...process.env, TRUSTMSG_URL: kit.url, TRUSTMSG_DEMO_BIZ_ID: r.bizId, TRUSTMSG_DEMO_TOKEN: r.token } },
+      (e, stdout, stderr) => (e ? reject(new Error(`${e.message}: ${stderr}`)) : resolve(stdout)),
+    );
+  });
+  assert.match(out, /^prepared message \d+\nA-\d+: committed\nsame key, other content: prepare_conflict\nCOMMITTED\n$/);
+});
