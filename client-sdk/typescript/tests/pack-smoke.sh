@@ -6,7 +6,8 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$here"
-tarball="$(npm pack --silent --pack-destination "$work" | tail -n 1)"
+# dist/ is built already: no prepack build again.
+tarball="$(npm pack --silent --ignore-scripts --pack-destination "$work" | tail -n 1)"
 mkdir "$work/app"
 cd "$work/app"
 printf 'omit-lockfile-registry-resolved=true\nfund=false\naudit=false\n' > .npmrc
