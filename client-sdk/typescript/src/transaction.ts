@@ -22,6 +22,8 @@ import type { CallOptions, Logger, Message } from './types.js';
  */
 export interface WayIn<R> {
   readonly bizId: string;
+  /** Where the helper reports a decision it could not deliver (else `console`). */
+  readonly logger?: Logger;
   prepare(message: Message, options?: CallOptions): Promise<R>;
   commit(messageKey: string, options?: CallOptions): Promise<R>;
   rollback(messageKey: string, options?: CallOptions): Promise<R>;
@@ -46,7 +48,7 @@ export type TransactionResult<T, R> =
 
 /** Options of the transaction helpers. */
 export interface TransactionOptions extends CallOptions {
-  /** Where a rollback that could not be delivered or was refused is reported (default: the producer's logger). */
+  /** Where a decision that could not be delivered or was refused is reported (default: the way in's `logger`). */
   logger?: Logger;
 }
 
@@ -76,7 +78,7 @@ export async function runTransaction<T, R>(
   options: TransactionOptions = {},
 ): Promise<TransactionResult<T, R>> {
   if (typeof local !== 'function') throw new TypeError('local must be a function: async (prepared) => { … }');
-  const logger = options.logger ?? console;
+  const logger = options.logger ?? way.logger ?? console;
   const call = { signal: options.signal };
   const key = message.message_key;
   const prepared = await way.prepare(message, call);

@@ -4,12 +4,24 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type mysql from 'mysql2/promise';
 import type pg from 'pg';
-import { AlreadyDecidedError, signCheckBack, verifyCheckBack, WebhookVerificationError, type CheckRequest, type Decider } from '../../src/index.js';
+import {
+  AlreadyDecidedError,
+  Producer,
+  signCheckBack,
+  UnavailableError,
+  verifyCheckBack,
+  WebhookVerificationError,
+  type CheckRequest,
+  type Decider,
+  type Message,
+  type MessageView,
+  type TransactionResult,
+} from '../../src/index.js';
 import * as my from '../../src/mysql.js';
 import * as pgsdk from '../../src/postgres.js';
 import { vectors } from '../vectors.js';
 import { checkServer, FRAMEWORKS, type Framework } from '../servers.js';
-import { mysqlPool, ofMessage, postgresPool, producerFor, quiet, rand, readTopic, register, setVerifyUrl, viewWhen } from '../kit.js';
+import { kit, mysqlPool, ofMessage, postgresPool, producerFor, quiet, rand, readTopic, register, setVerifyUrl, viewWhen } from '../kit.js';
 
 let mysqlDb: mysql.Pool;
 let pgDb: pg.Pool;
@@ -30,6 +42,8 @@ interface Db {
   decider(): Decider;
   check(bizId: string, key: string): Promise<'commit' | 'rollback'>;
   commitLocally(bizId: string, key: string): Promise<void>;
+  /** The barrier's transaction helper with an empty local work. */
+  transaction(p: Producer, message: Message): Promise<TransactionResult<string, MessageView>>;
   /** Opens a transaction with the commit marker of `key`; returns how to end it. */
   open(bizId: string, key: string): Promise<{ commit(): Promise<void>; rollback(): Promise<void> }>;
   markers(bizId: string): Promise<Array<{ key: string; op: string }>>;
@@ -44,6 +58,7 @@ const dbs: Db[] = [
     commitLocally: async (b, k) => {
       await my.runInTransaction(mysqlDb, b, k, async () => undefined);
     },
+    transaction: (p, m) => my.transaction(p, mysqlDb, m, async () => 'stored'),
     open: async (b, k) => {
       const conn = await mysqlDb.getConnection();
       await conn.query('BEGIN');
@@ -72,6 +87,7 @@ const dbs: Db[] = [
     commitLocally: async (b, k) => {
       await pgsdk.runInTransaction(pgDb, b, k, async () => undefined);
     },
+    transaction: (p, m) => pgsdk.transaction(p, pgDb, m, async () => 'stored'),
     open: async (b, k) => {
       const client = await pgDb.connect();
       await client.query('BEGIN');
@@ -148,6 +164,21 @@ for (const db of dbs) {
         );
         const records = await readTopic(topic, (rs) => ofMessage(rs, key).length > 0);
         assert.equal(ofMessage(records, key).length, 1);
+
+        // The same through the helper, its commit call failing (503 on every attempt,
+        // through the kit's fault proxy): the result says so, and check-back commits.
+        const lost = `order-${rand()}`;
+        const fault = await fetch(`${kit.proxyUrl}/_kit/faults`, {
+          method: 'POST',
+          body: JSON.stringify({ match: `"message_key":"${lost}"}`, status: 503, count: 100 }),
+        });
+        assert.equal(fault.status, 204);
+        const viaProxy = new Producer({ baseURL: kit.proxyUrl, bizId: r.bizId, token: r.token, maxRetries: 2, minRetryDelayMs: 10, logger: quiet });
+        const result = await db.transaction(viaProxy, { message_key: lost, topic, payload: 'commit call lost' });
+        assert.equal(result.status, 'commit_left_to_check_back');
+        assert.ok(result.status === 'commit_left_to_check_back' && result.error instanceof UnavailableError && result.error.attempts === 3);
+        assert.equal(result.value, 'stored');
+        await viewWhen(p, lost, (v) => v.status === 'COMMITTED', 30_000);
       } finally {
         await server.close();
       }
