@@ -8,7 +8,11 @@ const here = dirname(fileURLToPath(import.meta.url));
 export const SDK_DIR = resolve(here, '..', '..');
 export const CONFORMANCE_DIR = resolve(SDK_DIR, '..', 'conformance');
 
-export function vectors<T>(name: string): T {
+export function vectorsText(name: string): string {
   const dir = process.env['TRUSTMSG_KIT_VECTORS'] ?? join(CONFORMANCE_DIR, 'vectors');
-  return JSON.parse(readFileSync(join(dir, name), 'utf8')) as T;
+  return readFileSync(join(dir, name), 'utf8');
+}
+
+export function vectors<T>(name: string): T {
+  return JSON.parse(vectorsText(name)) as T;
 }
