@@ -22,7 +22,7 @@
  *   header name) and what trustmsg would refuse are refused here, before
  *   anything is sent, as {@link BadRequestError} with the HTTP API's code.
  */
-import { Producer as KafkaProducer, ProduceAcks, type ProducerOptions } from '@platformatic/kafka';
+import type { Producer as KafkaProducer, ProducerOptions } from '@platformatic/kafka';
 import { signingKey } from './checkback.js';
 import { ConfigError, NotAcknowledgedError, UserAbortError } from './errors.js';
 import { checkDue, checkHeaders, checkMessageKey, checkRecordKey, checkShape, checkTopic, payloadBytes } from './message.js';
@@ -74,15 +74,26 @@ export function platformaticTransport(options: PlatformaticTransportOptions): Su
   for (const name of RESERVED) {
     if (name in extra) throw new ConfigError(`Kafka setting ${name} is the Submitter's own (brokers, idempotent producer, acks=all)`);
   }
-  const producer = new KafkaProducer({ ...extra, clientId: options.clientId, bootstrapBrokers: list, idempotent: true, acks: ProduceAcks.ALL });
+  // Loaded on first use: with a transport of its own, an application need not install @platformatic/kafka.
+  let producer: Promise<KafkaProducer> | undefined;
+  const connect = (): Promise<KafkaProducer> =>
+    (producer ??= import('@platformatic/kafka').then(
+      ({ Producer, ProduceAcks }) => new Producer({ ...extra, clientId: options.clientId, bootstrapBrokers: list, idempotent: true, acks: ProduceAcks.ALL }),
+    ));
   return {
     async send(topic, record) {
       const headers = new Map<Buffer, Buffer>(record.headers.map(([k, v]) => [Buffer.from(k, 'utf8'), Buffer.from(v, 'utf8')]));
-      const result = await producer.send({ messages: [{ topic, key: Buffer.from(record.key, 'utf8'), value: Buffer.from(record.value), headers }] });
+      const result = await (
+        await connect()
+      ).send({
+        messages: [{ topic, key: Buffer.from(record.key, 'utf8'), value: Buffer.from(record.value), headers }],
+      });
       const at = result.offsets?.[0];
       return { partition: at?.partition ?? -1, offset: at?.offset ?? -1n };
     },
-    close: () => producer.close(),
+    async close() {
+      if (producer) await (await producer).close();
+    },
   };
 }
 
