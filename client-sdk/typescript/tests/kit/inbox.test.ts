@@ -133,5 +133,33 @@ for (const db of dbs) {
       }
       assert.equal(await db.inboxRows(group), 2);
     });
+
+    test(`S07 two deliveries at once: the second waits for the first and is a repeat (${db.name})`, async () => {
+      const group = `billing-${rand()}`;
+      const key = `order-${rand()}`;
+      const record = { headers: [['trustmsg-message-id', String(1_000_000 + Math.floor(Math.random() * 1e9))]] as Array<[string, string | null]> };
+      let release: () => void = () => undefined;
+      const held = new Promise<void>((r) => (release = r));
+      const order: string[] = [];
+      const first = db.process(group, record, async (charge) => {
+        await charge(key);
+        order.push('first working');
+        await held;
+        order.push('first done');
+        return 'first';
+      });
+      await new Promise((r) => setTimeout(r, 300));
+      const second = db.process(group, record, async () => {
+        order.push('second working');
+        return 'second';
+      });
+      await new Promise((r) => setTimeout(r, 500));
+      order.push('releasing');
+      release();
+      assert.deepEqual(await first, { status: 'done', value: 'first' });
+      assert.deepEqual(await second, { status: 'repeat' });
+      assert.deepEqual(order, ['first working', 'releasing', 'first done']);
+      assert.equal(await db.charges(key), 1);
+    });
   });
 }
