@@ -80,7 +80,10 @@ export function prepareRequest(bizId: string, m: Message): Record<string, unknow
   }
   if (m.key !== undefined) body['key'] = m.key;
   if (m.headers !== undefined && Object.keys(m.headers).length > 0) body['headers'] = { ...m.headers };
-  if (m.deliver_at !== undefined) body['deliver_at'] = m.deliver_at.toISOString();
+  if (m.deliver_at !== undefined) {
+    if (!(m.deliver_at instanceof Date) || Number.isNaN(m.deliver_at.getTime())) throw new ConfigError('message.deliver_at must be a valid Date');
+    body['deliver_at'] = m.deliver_at.toISOString();
+  }
   if (m.deliver_after_ms !== undefined) body['deliver_after_ms'] = m.deliver_after_ms;
   return body;
 }

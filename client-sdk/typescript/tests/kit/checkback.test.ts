@@ -47,6 +47,7 @@ interface Db {
   /** Opens a transaction with the commit marker of `key`; returns how to end it. */
   open(bizId: string, key: string): Promise<{ commit(): Promise<void>; rollback(): Promise<void> }>;
   markers(bizId: string): Promise<Array<{ key: string; op: string }>>;
+  purge(ageMs: number): Promise<number>;
 }
 
 const dbs: Db[] = [
@@ -59,6 +60,7 @@ const dbs: Db[] = [
       await my.runInTransaction(mysqlDb, b, k, async () => undefined);
     },
     transaction: (p, m) => my.transaction(p, mysqlDb, m, async () => 'stored'),
+    purge: (ageMs) => my.purgeBarrier(mysqlDb, ageMs),
     open: async (b, k) => {
       const conn = await mysqlDb.getConnection();
       await conn.query('BEGIN');
@@ -88,6 +90,7 @@ const dbs: Db[] = [
       await pgsdk.runInTransaction(pgDb, b, k, async () => undefined);
     },
     transaction: (p, m) => pgsdk.transaction(p, pgDb, m, async () => 'stored'),
+    purge: (ageMs) => pgsdk.purgeBarrier(pgDb, ageMs),
     open: async (b, k) => {
       const client = await pgDb.connect();
       await client.query('BEGIN');
@@ -223,6 +226,9 @@ for (const db of dbs) {
         assert.equal(await db.check(biz, b), 'rollback', `${name}: b has no marker of its own`);
         assert.equal(await db.check(biz, a), 'commit', `${name}: a is still commit`);
       }
+      // Purging markers older than a day keeps these (the databases are the run's own: nothing is that old).
+      assert.equal(await db.purge(24 * 60 * 60 * 1000), 0);
+      assert.equal(await db.check(`${bizId}-0`, pairs[0]!.a), 'commit');
     });
   });
 }
