@@ -1,0 +1,252 @@
+/**
+ * The Kafka way in (docs/kafka-submit.md), on `@platformatic/kafka` (a
+ * maintained, pure-JavaScript Kafka client: no native addon, nothing
+ * downloaded at install): prepare, commit and rollback submitted as signed
+ * records to trustmsg's submit topic, by an idempotent producer with
+ * `acks=all`.
+ *
+ * What a {@link Submitter} guarantees, and what it cannot:
+ *
+ * - Each call produces **one** record keyed by the message key, so every
+ *   operation of one message lands on one partition, in order.
+ * - A call resolves once Kafka has **acknowledged** the record (every
+ *   in-sync replica has it). Acknowledged means durable in Kafka, *not*
+ *   applied by trustmsg: what trustmsg cannot apply goes to the dead-letter
+ *   topic `<submit topic>.dlq`. A message whose decision was dead-lettered
+ *   stays PREPARED until check-back asks, which is why a producer on this
+ *   way in must answer check-back (the barrier does).
+ * - A record Kafka does not acknowledge in time is a
+ *   {@link NotAcknowledgedError}; it may still have been written, and every
+ *   operation is idempotent in trustmsg, so submitting it again is safe.
+ * - What the record signature cannot express (a line break, an `=` in a
+ *   header name) and what trustmsg would refuse are refused here, before
+ *   anything is sent, as {@link BadRequestError} with the HTTP API's code.
+ */
+import type { Producer as KafkaProducer, ProducerOptions } from '@platformatic/kafka';
+import { signingKey } from './checkback.js';
+import { ConfigError, NotAcknowledgedError, UserAbortError } from './errors.js';
+import { checkDue, checkHeaders, checkMessageKey, checkRecordKey, checkShape, checkTopic, payloadBytes } from './message.js';
+import { submitRecord, type SubmitFields, type SubmitOp, type SubmitRecord } from './submit.js';
+import { traceHeaders } from './trace.js';
+import { runTransaction, type TransactionOptions, type TransactionResult } from './transaction.js';
+import type { CallOptions, Logger, Message } from './types.js';
+
+export { messageIdOf, MESSAGE_ID_HEADER } from './headers.js';
+
+/** Where an acknowledged record is in the submit topic: durable in Kafka, not yet applied by trustmsg. */
+export interface Submitted {
+  partition: number;
+  offset: bigint;
+}
+
+/** Kafka settings the Submitter owns: changing them would break what it promises. */
+const RESERVED = ['bootstrapBrokers', 'idempotent', 'acks', 'transactionalId', 'serializers', 'producerId', 'producerEpoch'] as const;
+
+/** `@platformatic/kafka` producer settings the Submitter leaves to the application (TLS, SASL, timeouts, retries). */
+export type KafkaSettings = Omit<ProducerOptions<Buffer, Buffer, Buffer, Buffer>, (typeof RESERVED)[number] | 'clientId'>;
+
+/** A Kafka producer the {@link Submitter} sends its records through: idempotent, `acks=all`. */
+export interface SubmitTransport {
+  /** Produces `record` to `topic`; resolves once Kafka acknowledged it. */
+  send(topic: string, record: SubmitRecord): Promise<Submitted>;
+  close(): Promise<void>;
+}
+
+/** Settings of {@link platformaticTransport}. */
+export interface PlatformaticTransportOptions {
+  /** The Kafka bootstrap brokers: `host:port`, several comma-separated or as a list. */
+  brokers: string | readonly string[];
+  clientId: string;
+  /** More producer settings; brokers, `idempotent` and `acks` are the transport's own and refused here. */
+  kafka?: KafkaSettings | undefined;
+}
+
+/**
+ * The default transport: a `@platformatic/kafka` producer with
+ * `idempotent: true` and `acks: ProduceAcks.ALL` (no duplicates from its own
+ * retries, written to every in-sync replica), whatever else `kafka` sets.
+ */
+export function platformaticTransport(options: PlatformaticTransportOptions): SubmitTransport {
+  const brokers = typeof options.brokers === 'string' ? options.brokers.split(',') : [...options.brokers];
+  const list = brokers.map((b) => b.trim()).filter((b) => b !== '');
+  if (list.length === 0) throw new ConfigError('brokers is required: host:port of the Kafka bootstrap brokers');
+  const extra = options.kafka ?? {};
+  for (const name of RESERVED) {
+    if (name in extra) throw new ConfigError(`Kafka setting ${name} is the Submitter's own (brokers, idempotent producer, acks=all)`);
+  }
+  // Loaded on first use: with a transport of its own, an application need not install @platformatic/kafka.
+  let producer: Promise<KafkaProducer> | undefined;
+  const connect = (): Promise<KafkaProducer> =>
+    (producer ??= import('@platformatic/kafka').then(
+      ({ Producer, ProduceAcks }) => new Producer({ ...extra, clientId: options.clientId, bootstrapBrokers: list, idempotent: true, acks: ProduceAcks.ALL }),
+    ));
+  return {
+    async send(topic, record) {
+      const headers = new Map<Buffer, Buffer>(record.headers.map(([k, v]) => [Buffer.from(k, 'utf8'), Buffer.from(v, 'utf8')]));
+      const result = await (
+        await connect()
+      ).send({
+        messages: [{ topic, key: Buffer.from(record.key, 'utf8'), value: Buffer.from(record.value), headers }],
+      });
+      const at = result.offsets?.[0];
+      return { partition: at?.partition ?? -1, offset: at?.offset ?? -1n };
+    },
+    async close() {
+      if (producer) await (await producer).close();
+    },
+  };
+}
+
+/** How a {@link Submitter} is set up. */
+export interface SubmitterOptions {
+  /**
+   * The Kafka bootstrap brokers: `host:port`, several comma-separated or as
+   * a list. Records go through {@link platformaticTransport}.
+   */
+  brokers?: string | readonly string[];
+  /** Instead of `brokers`: the producer to send through; it must be idempotent with `acks=all`. */
+  transport?: SubmitTransport;
+  /** trustmsg's submit topic (`--submit-topic`; `trustmsg.submit` under `trustmsg dev`). */
+  topic: string;
+  /** The producer's id. */
+  bizId: string;
+  /** The producer's `signing_secret` (`whsec_…`) from its registration. */
+  secret: string;
+  /** The Kafka client id (default `trustmsg-<bizId>`). */
+  clientId?: string;
+  /** How long a call waits for Kafka's acknowledgement (default 30 000 ms). */
+  ackTimeoutMs?: number;
+  /** More `@platformatic/kafka` producer settings (with `brokers`): TLS (`tls`), SASL (`sasl`), timeouts, retries. */
+  kafka?: KafkaSettings;
+  /** Where warnings go (default `console`). */
+  logger?: Logger;
+}
+
+/**
+ * A producer that submits prepare, commit and rollback to trustmsg as signed
+ * Kafka records. Close it when done.
+ *
+ * ```ts
+ * const submitter = new Submitter({ brokers: 'kafka-1:9092', topic: 'trustmsg.submit', bizId: 'shop', secret });
+ * await submitter.prepare({ message_key: 'order-42', topic: 'orders', payload: '{"order":42}' });
+ * // … the local transaction …
+ * await submitter.commit('order-42');
+ * await submitter.close();
+ * ```
+ */
+export class Submitter {
+  readonly bizId: string;
+  readonly topic: string;
+  readonly logger: Logger;
+  readonly #secret: string;
+  readonly #transport: SubmitTransport;
+  readonly #ackTimeout: number;
+
+  constructor(options: SubmitterOptions) {
+    if (typeof options !== 'object' || options === null) throw new ConfigError('new Submitter({ brokers, topic, bizId, secret })');
+    // A secret that cannot sign would fail every call; say so now.
+    signingKey(options.secret);
+    if (typeof options.topic !== 'string' || options.topic === '') throw new ConfigError("topic is required: trustmsg's submit topic");
+    if (typeof options.bizId !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(options.bizId)) {
+      throw new ConfigError(`bizId must be 1 to 64 of A-Z a-z 0-9 . _ - (got ${JSON.stringify(options.bizId)})`);
+    }
+    if ((options.brokers === undefined) === (options.transport === undefined)) {
+      throw new ConfigError('give brokers (the Kafka bootstrap brokers) or a transport, one of them');
+    }
+    const ack = options.ackTimeoutMs ?? 30_000;
+    if (!Number.isSafeInteger(ack) || ack <= 0) throw new ConfigError(`ackTimeoutMs must be a positive number of milliseconds (got ${ack})`);
+    this.bizId = options.bizId;
+    this.topic = options.topic;
+    this.logger = options.logger ?? console;
+    this.#secret = options.secret;
+    this.#ackTimeout = ack;
+    this.#transport =
+      options.transport ??
+      platformaticTransport({ brokers: options.brokers ?? [], clientId: options.clientId ?? `trustmsg-${options.bizId}`, kafka: options.kafka });
+  }
+  /**
+   * Submits the prepare of `message`: one record whose value is the
+   * payload's bytes, whose headers are the message's headers plus its
+   * delivery time and trace context, signed. Resolves once Kafka
+   * acknowledged it.
+   */
+  async prepare(message: Message, options: CallOptions = {}): Promise<Submitted> {
+    checkShape(message);
+    checkMessageKey(message.message_key);
+    checkTopic(message.topic);
+    checkRecordKey(message.key);
+    checkHeaders(message.headers);
+    const due = checkDue(message, new Date());
+    const headers: Record<string, string> = { ...message.headers };
+    if (due && 'at' in due) headers['trustmsg-deliver-at'] = due.at.toISOString();
+    if (due && 'afterMs' in due) headers['trustmsg-deliver-after-ms'] = String(due.afterMs);
+    // The explicit trace context wins over a user header of that name.
+    Object.assign(headers, await traceHeaders(message));
+    return this.#send(
+      {
+        op: 'prepare',
+        biz_id: this.bizId,
+        message_key: message.message_key,
+        topic: message.topic,
+        key: message.key ?? null,
+        headers,
+        value: payloadBytes(message.payload),
+      },
+      options,
+    );
+  }
+
+  /** Submits the commit of message `messageKey`. Resolves once Kafka acknowledged it. */
+  commit(messageKey: string, options: CallOptions = {}): Promise<Submitted> {
+    return this.#decide('commit', messageKey, options);
+  }
+
+  /** Submits the rollback of message `messageKey`. Resolves once Kafka acknowledged it. */
+  rollback(messageKey: string, options: CallOptions = {}): Promise<Submitted> {
+    return this.#decide('rollback', messageKey, options);
+  }
+
+  /** {@link runTransaction} through this way in. */
+  transaction<T>(message: Message, local: (prepared: Submitted) => Promise<T>, options: TransactionOptions = {}): Promise<TransactionResult<T, Submitted>> {
+    return runTransaction(this, message, local, { logger: this.logger, ...options });
+  }
+
+  /** Closes the Kafka connections. */
+  async close(): Promise<void> {
+    await this.#transport.close();
+  }
+
+  #decide(op: SubmitOp, messageKey: string, options: CallOptions): Promise<Submitted> {
+    checkMessageKey(messageKey);
+    return this.#send({ op, biz_id: this.bizId, message_key: messageKey, topic: '', key: null, headers: {}, value: new Uint8Array() }, options);
+  }
+
+  async #send(fields: SubmitFields, options: CallOptions): Promise<Submitted> {
+    const record = submitRecord(this.#secret, fields);
+    const signal = options.signal;
+    if (signal?.aborted) throw new UserAbortError(signal.reason);
+    const sent = this.#transport.send(this.topic, record);
+    let timer: NodeJS.Timeout | undefined;
+    let onAbort: (() => void) | undefined;
+    const stop = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        reject(new NotAcknowledgedError(`Kafka did not acknowledge the ${fields.op} record within ${this.#ackTimeout} ms`));
+      }, this.#ackTimeout);
+      onAbort = () => {
+        reject(new UserAbortError(signal?.reason));
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+    try {
+      return await Promise.race([sent, stop]);
+    } catch (e) {
+      if (e instanceof NotAcknowledgedError || e instanceof UserAbortError) throw e;
+      this.logger.warn('submitted record not acknowledged', { op: fields.op, messageKey: fields.message_key, topic: this.topic, error: String(e) });
+      throw new NotAcknowledgedError(`Kafka did not acknowledge the ${fields.op} record: ${(e as Error).message}`, { cause: e });
+    } finally {
+      clearTimeout(timer);
+      if (onAbort) signal?.removeEventListener('abort', onAbort);
+      sent.catch(() => undefined);
+    }
+  }
+}

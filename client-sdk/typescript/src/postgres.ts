@@ -1,0 +1,139 @@
+/**
+ * The barrier, the transaction helper, the inbox and the local message table
+ * on PostgreSQL ≥ 13 through `pg`.
+ *
+ * ```ts
+ * import pg from 'pg';
+ * import { createTables, transaction, barrierDecider } from '@trustmsg/client/postgres';
+ *
+ * const pool = new pg.Pool({ connectionString: 'postgres://postgres:postgres@127.0.0.1:5432/shop' });
+ * await createTables(pool);
+ * const result = await transaction(producer, pool, { message_key: 'order-42', topic: 'orders', payload }, async (client) => {
+ *   await client.query('INSERT INTO orders (id, total) VALUES ($1, $2)', [42, 1250]);
+ *   return 42;
+ * });
+ * ```
+ *
+ * Keys compare byte for byte (COLLATE "C"). In PostgreSQL a failed statement
+ * aborts the transaction: after a {@link DuplicateMessageError} of `enqueue`,
+ * roll back.
+ */
+import type { Pool, PoolClient } from 'pg';
+import * as core from './sql/core.js';
+import { BARRIER_INBOX_POSTGRES, OUTBOX_POSTGRES } from './sql/schema.js';
+import type { TransactionOptions, TransactionResult, WayIn } from './transaction.js';
+import type { CheckRequest, Message } from './types.js';
+
+export type { Processed, InboxSubject } from './sql/core.js';
+export { BARRIER_INBOX_POSTGRES as SCHEMA, OUTBOX_POSTGRES as OUTBOX_SCHEMA } from './sql/schema.js';
+
+const dialect: core.Dialect<Pool, PoolClient> = {
+  name: 'postgres',
+  async acquire(pool) {
+    const conn = await pool.connect();
+    return {
+      conn,
+      release(broken) {
+        conn.release(broken === true ? true : undefined);
+      },
+    };
+  },
+  async run(conn, sql, params) {
+    const result = await conn.query(sql, params);
+    const first = result.rows[0] as Record<string, unknown> | undefined;
+    const id = first?.['id'];
+    return {
+      rows: result.rows as Array<Record<string, unknown>>,
+      affected: result.rowCount ?? 0,
+      insertId: typeof id === 'string' || typeof id === 'number' || typeof id === 'bigint' ? BigInt(id) : undefined,
+    };
+  },
+  isUniqueViolation(e) {
+    return (e as { code?: unknown } | null)?.code === '23505';
+  },
+  key: (v) => v,
+  schema: BARRIER_INBOX_POSTGRES,
+  outboxSchema: OUTBOX_POSTGRES,
+  sql: {
+    barrierCommit: "INSERT INTO trustmsg_barrier (biz_id, message_key, op) VALUES ($1, $2, 'commit') ON CONFLICT DO NOTHING",
+    barrierRollback: "INSERT INTO trustmsg_barrier (biz_id, message_key, op) VALUES ($1, $2, 'rollback') ON CONFLICT DO NOTHING",
+    barrierRead: 'SELECT op FROM trustmsg_barrier WHERE biz_id = $1 AND message_key = $2',
+    barrierLockedRead: 'SELECT op FROM trustmsg_barrier WHERE biz_id = $1 AND message_key = $2 FOR SHARE',
+    inboxInsert: 'INSERT INTO trustmsg_inbox (consumer_group, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING',
+    purgeBarrier:
+      'DELETE FROM trustmsg_barrier WHERE ctid IN (SELECT ctid FROM trustmsg_barrier ' +
+      "WHERE created_at < now() - $1::bigint * interval '1 millisecond' LIMIT 1000)",
+    outboxInsert: (table) =>
+      `INSERT INTO ${table} (message_key, topic, record_key, payload, headers, traceparent, deliver_at) ` +
+      "VALUES ($1, $2, $3, $4, $5::jsonb, $6, COALESCE($7::timestamptz, now() + $8::bigint * interval '1 millisecond')) RETURNING id",
+  },
+  dueParams(due) {
+    if (due === null) return [null, null];
+    if ('at' in due) return [due.at.toISOString(), null];
+    return [null, due.afterMs];
+  },
+};
+
+/** Creates the barrier and inbox tables if they do not exist (the contract kit's `sql/postgres.sql`). */
+export function createTables(pool: Pool): Promise<void> {
+  return core.createTables(dialect, pool);
+}
+
+/** Creates the local message table (`trustmsg outbox schema --dialect postgres`). */
+export function createOutboxTable(pool: Pool, table?: string): Promise<void> {
+  return core.createOutboxTable(dialect, pool, table);
+}
+
+/** Inserts the barrier's `commit` marker in the caller's open transaction; {@link AlreadyDecidedError} when a marker exists. */
+export function insertMarker(client: PoolClient, bizId: string, messageKey: string): Promise<void> {
+  return core.insertMarker(dialect, client, bizId, messageKey);
+}
+
+/** The barrier's answer to a check-back of `(bizId, messageKey)`; waits while its local transaction is open. */
+export function checkMarker(pool: Pool, bizId: string, messageKey: string): Promise<'commit' | 'rollback'> {
+  return core.checkMarker(dialect, pool, bizId, messageKey);
+}
+
+/** A check-back decider answering from the barrier: `checkBackFetchHandler({ secret, decide: barrierDecider(pool) })`. */
+export function barrierDecider(pool: Pool): (request: CheckRequest) => Promise<'commit' | 'rollback'> {
+  return core.barrierDecider(dialect, pool);
+}
+
+/** Runs `work` in a local transaction that first inserts the `commit` marker; rethrows `work`'s own error after the rollback. */
+export function runInTransaction<T>(pool: Pool, bizId: string, messageKey: string, work: (client: PoolClient) => Promise<T>): Promise<T> {
+  return core.runInTransaction(dialect, pool, bizId, messageKey, work);
+}
+
+/**
+ * Prepare → local transaction with the barrier → commit; on failure, rollback
+ * and `work`'s own error rethrown. `way` is a `Producer` (HTTP) or a
+ * `Submitter` (Kafka).
+ */
+export function transaction<T, R>(
+  way: WayIn<R>,
+  pool: Pool,
+  message: Message,
+  work: (client: PoolClient, prepared: R) => Promise<T>,
+  options?: TransactionOptions,
+): Promise<TransactionResult<T, R>> {
+  return core.transaction(dialect, way, pool, message, work, options);
+}
+
+/** Runs `work` once per `(group, message id)`, in one transaction with the inbox row. */
+export function processOnce<T>(pool: Pool, group: string, subject: core.InboxSubject, work: (client: PoolClient) => Promise<T>): Promise<core.Processed<T>> {
+  return core.processOnce(dialect, pool, group, subject, work);
+}
+
+/**
+ * Writes `message` to the local message table through `client` (your open
+ * transaction); returns the row's id. (trustmsg relays MySQL/MariaDB sources
+ * today; a PostgreSQL table is written the same way for when its relay comes.)
+ */
+export function enqueue(client: PoolClient, message: Message, options: { table?: string } = {}): Promise<bigint> {
+  return core.enqueue(dialect, client, message, options.table);
+}
+
+/** Deletes barrier markers older than `ageMs`. */
+export function purgeBarrier(pool: Pool, ageMs: number): Promise<number> {
+  return core.purgeBarrier(dialect, pool, ageMs);
+}
