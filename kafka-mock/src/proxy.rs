@@ -209,7 +209,7 @@ async fn first_request(
         let mut size = [0u8; 4];
         client_r.read_exact(&mut size).await?;
         let len = usize::try_from(i32::from_be_bytes(size)).unwrap_or(usize::MAX);
-        if len > FIRST_REQUEST_MAX || len < 8 {
+        if !(8..=FIRST_REQUEST_MAX).contains(&len) {
             // Not a Kafka request we know how to read: pass it on as it is.
             return Ok(size.to_vec());
         }

@@ -48,7 +48,7 @@ impl Load {
                 while !stop.load(Ordering::Relaxed) {
                     n += 1;
                     let key = format!("o-{n}");
-                    let fate = outbox_row(&outbox_shop, &key, n % 5 != 0).await;
+                    let fate = outbox_row(&outbox_shop, &key, !n.is_multiple_of(5)).await;
                     ledger.record(&key, 0, fate);
                     tokio::time::sleep(PACE).await;
                 }

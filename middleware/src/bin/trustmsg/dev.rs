@@ -500,7 +500,9 @@ fn write_credentials(
         .with_context(|| format!("writing {}", path.display()))
 }
 
-/// What is running where, and what to try next.
+/// What is running where, and what to try next. One argument per row of
+/// the banner's table, each computed where it is known.
+#[allow(clippy::too_many_arguments)]
 fn banner(
     args: &DevArgs,
     base: &str,
