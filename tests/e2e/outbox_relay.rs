@@ -8,6 +8,10 @@
 //! else up, an ordered producer's keys keep their order, a row refused for
 //! good is failed with its reason and one alert, and retention empties the
 //! table of what was relayed.
+//!
+//! The same tests run with the producer's database on PostgreSQL (the
+//! `postgres_` variants: one body, the producer's SQL in its dialect),
+//! trustmsg's own store staying MariaDB.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::process::Command;
@@ -16,12 +20,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use sqlx::MySqlPool;
+use sqlx::{MySqlPool, PgPool};
 use trustmsg_tests::kafka::{Consumed, MockKafka, TopicReader};
-use trustmsg_tests::outbox::OutboxTable;
+use trustmsg_tests::outbox::{OutboxTable, PgOutboxTable};
 use trustmsg_tests::process::binary;
 use trustmsg_tests::{
-    eventually, mysql_server_url, PrivateMariaDb, ServiceProcess, TestDb, FAST_SEND,
+    eventually, mysql_server_url, postgres_server_url, PrivateMariaDb, ServiceProcess, TestDb,
+    FAST_SEND,
 };
 
 use crate::harness::statuses;
@@ -49,12 +54,298 @@ async fn create_business_tables(pool: &MySqlPool) {
     .expect("the business tables");
 }
 
+/// Which database the producer's outbox table is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    MySql,
+    Postgres,
+}
+
 /// The producer's own database: its outbox table (the kit's) and its
 /// business tables, with room for eight concurrent writers.
-async fn producer_database() -> OutboxTable {
-    let table = OutboxTable::with_connections(16).await;
-    create_business_tables(&table.pool).await;
-    table
+enum ProducerDb {
+    MySql(OutboxTable),
+    Postgres(PgOutboxTable),
+}
+
+impl ProducerDb {
+    async fn create(dialect: Dialect) -> Self {
+        match dialect {
+            Dialect::MySql => {
+                let table = OutboxTable::with_connections(16).await;
+                create_business_tables(&table.pool).await;
+                Self::MySql(table)
+            }
+            Dialect::Postgres => {
+                let table = PgOutboxTable::with_connections(16).await;
+                sqlx::raw_sql(
+                    "CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, state VARCHAR(16) NOT NULL); \
+                     CREATE TABLE key_counters (record_key VARCHAR(64) PRIMARY KEY, n INT NOT NULL)",
+                )
+                .execute(&table.pool)
+                .await
+                .expect("the business tables");
+                Self::Postgres(table)
+            }
+        }
+    }
+
+    /// A pool on it.
+    fn pool(&self) -> Source {
+        match self {
+            Self::MySql(t) => Source::MySql(t.pool.clone()),
+            Self::Postgres(t) => Source::Postgres(t.pool.clone()),
+        }
+    }
+
+    /// `--outbox-source`'s value for `biz_id`.
+    fn source(&self, biz_id: &str) -> String {
+        match self {
+            Self::MySql(t) => t.source(biz_id),
+            Self::Postgres(t) => t.source(biz_id),
+        }
+    }
+
+    async fn finish(self) {
+        match self {
+            Self::MySql(t) => t.finish().await,
+            Self::Postgres(t) => t.finish().await,
+        }
+    }
+}
+
+/// A pool on the producer's database; what the producer and the tests do
+/// there, in its dialect.
+#[derive(Clone)]
+enum Source {
+    MySql(MySqlPool),
+    Postgres(PgPool),
+}
+
+impl Source {
+    /// One business transaction: the order and its outbox row, committed
+    /// or rolled back.
+    async fn place_order(&self, key: &str, commit: bool) {
+        match self {
+            Self::MySql(pool) => place_order(pool, key, commit).await,
+            Self::Postgres(pool) => {
+                let mut tx = pool.begin().await.unwrap();
+                sqlx::query("INSERT INTO orders (id, state) VALUES ($1, 'placed')")
+                    .bind(key)
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
+                sqlx::query(
+                    "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, \
+                     headers, content_type) VALUES ($1, $2, $3, $4, $5::text::jsonb, \
+                     'application/octet-stream')",
+                )
+                .bind(key)
+                .bind(TOPIC)
+                .bind(format!("customer-{}", key.len()))
+                .bind(payload_of(key))
+                .bind(json!({ "order": key }).to_string())
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+                if commit {
+                    tx.commit().await.unwrap();
+                } else {
+                    tx.rollback().await.unwrap();
+                }
+            }
+        }
+    }
+
+    /// The source rows by status.
+    async fn statuses(&self) -> BTreeMap<i64, i64> {
+        match self {
+            Self::MySql(pool) => source_statuses(pool).await,
+            Self::Postgres(pool) => {
+                let rows: Vec<(i64, i64)> = sqlx::query_as(
+                    "SELECT status::bigint, COUNT(*) FROM trustmsg_outbox GROUP BY status",
+                )
+                .fetch_all(pool)
+                .await
+                .unwrap();
+                rows.into_iter().collect()
+            }
+        }
+    }
+
+    /// A row with payload `x` and these columns.
+    async fn insert_row(&self, key: &str, topic: &str, record_key: &str, headers: Option<&str>) {
+        match self {
+            Self::MySql(pool) => sqlx::query(
+                "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, headers) \
+                 VALUES (?, ?, ?, 'x', ?)",
+            )
+            .bind(key)
+            .bind(topic)
+            .bind(record_key)
+            .bind(headers)
+            .execute(pool)
+            .await
+            .map(drop)
+            .unwrap(),
+            Self::Postgres(pool) => sqlx::query(
+                "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, headers) \
+                 VALUES ($1, $2, $3, 'x', $4::text::jsonb)",
+            )
+            .bind(key)
+            .bind(topic)
+            .bind(record_key)
+            .bind(headers)
+            .execute(pool)
+            .await
+            .map(drop)
+            .unwrap(),
+        }
+    }
+
+    /// The key's counter row, at 0.
+    async fn add_counter(&self, key: &str) {
+        match self {
+            Self::MySql(_) => {
+                let sql = "INSERT INTO key_counters (record_key, n) VALUES (?, 0)";
+                self.run_texts(sql, &[key]).await
+            }
+            Self::Postgres(_) => {
+                let sql = "INSERT INTO key_counters (record_key, n) VALUES ($1, 0)";
+                self.run_texts(sql, &[key]).await
+            }
+        }
+    }
+
+    async fn run_texts(&self, sql: &'static str, texts: &[&str]) {
+        match self {
+            Self::MySql(pool) => {
+                let mut q = sqlx::query(sql);
+                for t in texts {
+                    q = q.bind(*t);
+                }
+                q.execute(pool).await.unwrap();
+            }
+            Self::Postgres(pool) => {
+                let mut q = sqlx::query(sql);
+                for t in texts {
+                    q = q.bind(*t);
+                }
+                q.execute(pool).await.unwrap();
+            }
+        }
+    }
+
+    /// An ordered writer's transaction: takes the key's counter row FOR
+    /// UPDATE (so the transactions of one key follow each other), counts
+    /// on, and writes the count as the payload of the key's next row.
+    async fn write_next(&self, key: &str) {
+        match self {
+            Self::MySql(pool) => {
+                let mut tx = pool.begin().await.unwrap();
+                let (n,): (i32,) =
+                    sqlx::query_as("SELECT n FROM key_counters WHERE record_key = ? FOR UPDATE")
+                        .bind(key)
+                        .fetch_one(&mut *tx)
+                        .await
+                        .unwrap();
+                sqlx::query("UPDATE key_counters SET n = n + 1 WHERE record_key = ?")
+                    .bind(key)
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
+                sqlx::query(
+                    "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload) \
+                     VALUES (?, ?, ?, ?)",
+                )
+                .bind(format!("{key}-{}", n + 1))
+                .bind(TOPIC)
+                .bind(key)
+                .bind((n + 1).to_string())
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+                tx.commit().await.unwrap();
+            }
+            Self::Postgres(pool) => {
+                let mut tx = pool.begin().await.unwrap();
+                let (n,): (i32,) =
+                    sqlx::query_as("SELECT n FROM key_counters WHERE record_key = $1 FOR UPDATE")
+                        .bind(key)
+                        .fetch_one(&mut *tx)
+                        .await
+                        .unwrap();
+                sqlx::query("UPDATE key_counters SET n = n + 1 WHERE record_key = $1")
+                    .bind(key)
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
+                sqlx::query(
+                    "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload) \
+                     VALUES ($1, $2, $3, $4)",
+                )
+                .bind(format!("{key}-{}", n + 1))
+                .bind(TOPIC)
+                .bind(key)
+                .bind((n + 1).to_string().into_bytes())
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+                tx.commit().await.unwrap();
+            }
+        }
+    }
+
+    /// The failed rows' keys and reasons, by id.
+    async fn failed_rows(&self) -> Vec<(String, String)> {
+        let rows: Vec<(Vec<u8>, Vec<u8>)> = match self {
+            Self::MySql(pool) => sqlx::query_as(
+                "SELECT message_key, fail_reason FROM trustmsg_outbox WHERE status = 3 ORDER BY id",
+            )
+            .fetch_all(pool)
+            .await
+            .unwrap(),
+            Self::Postgres(pool) => sqlx::query_as(
+                "SELECT convert_to(message_key, 'UTF8'), convert_to(fail_reason, 'UTF8') \
+                 FROM trustmsg_outbox WHERE status = 3 ORDER BY id",
+            )
+            .fetch_all(pool)
+            .await
+            .unwrap(),
+        };
+        rows.into_iter()
+            .map(|(k, r)| (String::from_utf8(k).unwrap(), String::from_utf8(r).unwrap()))
+            .collect()
+    }
+
+    /// How many rows of `key` are pending.
+    async fn pending(&self, key: &str) -> i64 {
+        match self {
+            Self::MySql(pool) => sqlx::query_scalar(
+                "SELECT COUNT(*) FROM trustmsg_outbox WHERE status = 0 AND message_key = ?",
+            )
+            .bind(key)
+            .fetch_one(pool)
+            .await
+            .unwrap(),
+            Self::Postgres(pool) => sqlx::query_scalar(
+                "SELECT COUNT(*) FROM trustmsg_outbox WHERE status = 0 AND message_key = $1",
+            )
+            .bind(key)
+            .fetch_one(pool)
+            .await
+            .unwrap(),
+        }
+    }
+
+    /// Gives the row of `key` up (status 4), as an operator's give-up does.
+    async fn give_up(&self, key: &str) {
+        let sql = match self {
+            Self::MySql(_) => "UPDATE trustmsg_outbox SET status = 4 WHERE message_key = ?",
+            Self::Postgres(_) => "UPDATE trustmsg_outbox SET status = 4 WHERE message_key = $1",
+        };
+        self.run_texts(sql, &[key]).await;
+    }
 }
 
 /// One business transaction: the order and its outbox row, committed or
@@ -121,19 +412,19 @@ async fn source_statuses(pool: &MySqlPool) -> BTreeMap<i64, i64> {
 /// read from the start.
 struct Rig {
     trustmsg_db: TestDb,
-    producer: OutboxTable,
+    producer: ProducerDb,
     kafka: MockKafka,
     reader: TopicReader,
 }
 
 impl Rig {
-    async fn start() -> Self {
+    async fn start(dialect: Dialect) -> Self {
         let kafka = MockKafka::start(1);
         kafka.create_topic(TOPIC, 3);
         let reader = TopicReader::new(kafka.bootstrap(), TOPIC);
         Self {
             trustmsg_db: TestDb::create().await,
-            producer: producer_database().await,
+            producer: ProducerDb::create(dialect).await,
             kafka,
             reader,
         }
@@ -141,7 +432,7 @@ impl Rig {
 }
 
 /// Drops both databases (at the end of a passing test).
-async fn drop_dbs(producer: OutboxTable, trustmsg_db: TestDb) {
+async fn drop_dbs(producer: ProducerDb, trustmsg_db: TestDb) {
     producer.finish().await;
     trustmsg_db.drop_db().await;
 }
@@ -164,12 +455,22 @@ fn refs(v: &[String]) -> Vec<&str> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_and_rolled_back_ones_never()
 {
+    committed_rows_reach_kafka_once_each_through_kills(Dialect::MySql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_and_rolled_back_ones_never(
+) {
+    committed_rows_reach_kafka_once_each_through_kills(Dialect::Postgres).await;
+}
+
+async fn committed_rows_reach_kafka_once_each_through_kills(dialect: Dialect) {
     let Rig {
         trustmsg_db,
         producer,
         kafka,
         mut reader,
-    } = Rig::start().await;
+    } = Rig::start(dialect).await;
     // Small batches: a kill lands mid-relay, between a batch's trustmsg
     // writes and its source commit, many times over.
     let flags = service_flags(&producer.source("shop"), &["--outbox-batch", "20"]);
@@ -181,14 +482,14 @@ async fn rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_and_rolle
     let next = Arc::new(AtomicUsize::new(0));
     let writers: Vec<_> = (0..8)
         .map(|_| {
-            let (pool, next) = (producer.pool.clone(), next.clone());
+            let (pool, next) = (producer.pool(), next.clone());
             tokio::spawn(async move {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     if i >= N {
                         break;
                     }
-                    place_order(&pool, &format!("order-{i}"), i % 5 != 0).await;
+                    pool.place_order(&format!("order-{i}"), i % 5 != 0).await;
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
             })
@@ -212,7 +513,10 @@ async fn rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_and_rolle
     // Down while rows pile up.
     service.kill_9();
     for i in 0..200 {
-        place_order(&producer.pool, &format!("piled-{i}"), i % 5 != 0).await;
+        producer
+            .pool()
+            .place_order(&format!("piled-{i}"), i % 5 != 0)
+            .await;
     }
     service.restart().await;
 
@@ -234,9 +538,7 @@ async fn rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_and_rolle
     eventually(
         60,
         "every committed source row marked relayed",
-        async || {
-            source_statuses(&producer.pool).await == BTreeMap::from([(2, committed.len() as i64)])
-        },
+        async || producer.pool().statuses().await == BTreeMap::from([(2, committed.len() as i64)]),
     )
     .await;
 
@@ -299,12 +601,22 @@ async fn rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_and_rolle
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_instances_relay_one_source_one_at_a_time_and_the_standby_takes_over_a_killed_one() {
+    two_instances_relay_one_at_a_time(Dialect::MySql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_two_instances_relay_one_source_one_at_a_time_and_the_standby_takes_over_a_killed_one(
+) {
+    two_instances_relay_one_at_a_time(Dialect::Postgres).await;
+}
+
+async fn two_instances_relay_one_at_a_time(dialect: Dialect) {
     let Rig {
         trustmsg_db,
         producer,
         kafka,
         mut reader,
-    } = Rig::start().await;
+    } = Rig::start(dialect).await;
     let flags = service_flags(&producer.source("shop"), &[]);
     let mut a = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
     let mut b = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
@@ -327,7 +639,10 @@ async fn two_instances_relay_one_source_one_at_a_time_and_the_standby_takes_over
         "one instance relays, the other stands by"
     );
     for i in 0..100 {
-        place_order(&producer.pool, &format!("first-{i}"), true).await;
+        producer
+            .pool()
+            .place_order(&format!("first-{i}"), true)
+            .await;
     }
     reader
         .read_until(Duration::from_secs(60), "the first 100", |r| {
@@ -348,7 +663,10 @@ async fn two_instances_relay_one_source_one_at_a_time_and_the_standby_takes_over
     })
     .await;
     for i in 0..100 {
-        place_order(&producer.pool, &format!("second-{i}"), true).await;
+        producer
+            .pool()
+            .place_order(&format!("second-{i}"), true)
+            .await;
     }
     reader
         .read_until(Duration::from_secs(60), "the second 100", |r| {
@@ -468,12 +786,22 @@ async fn a_source_database_killed_and_brought_back_fails_no_row_and_holds_nothin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_ordered_producers_keys_keep_their_commit_order_under_concurrent_writers_and_a_kill() {
+    ordered_keys_keep_their_commit_order(Dialect::MySql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_an_ordered_producers_keys_keep_their_commit_order_under_concurrent_writers_and_a_kill(
+) {
+    ordered_keys_keep_their_commit_order(Dialect::Postgres).await;
+}
+
+async fn ordered_keys_keep_their_commit_order(dialect: Dialect) {
     let Rig {
         trustmsg_db,
         producer,
         kafka,
         mut reader,
-    } = Rig::start().await;
+    } = Rig::start(dialect).await;
     let flags = service_flags(&producer.source("shop"), &["--outbox-batch", "25"]);
     let mut service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
     let mut body = register_body();
@@ -486,43 +814,14 @@ async fn an_ordered_producers_keys_keep_their_commit_order_under_concurrent_writ
     const KEYS: usize = 4;
     const PER_WRITER: usize = 60;
     for k in 0..KEYS {
-        sqlx::query("INSERT INTO key_counters (record_key, n) VALUES (?, 0)")
-            .bind(format!("k{k}"))
-            .execute(&producer.pool)
-            .await
-            .unwrap();
+        producer.pool().add_counter(&format!("k{k}")).await;
     }
     let writers: Vec<_> = (0..8)
         .map(|w| {
-            let pool = producer.pool.clone();
+            let pool = producer.pool();
             tokio::spawn(async move {
                 for i in 0..PER_WRITER {
-                    let key = format!("k{}", (w + i) % KEYS);
-                    let mut tx = pool.begin().await.unwrap();
-                    let (n,): (i32,) = sqlx::query_as(
-                        "SELECT n FROM key_counters WHERE record_key = ? FOR UPDATE",
-                    )
-                    .bind(&key)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .unwrap();
-                    sqlx::query("UPDATE key_counters SET n = n + 1 WHERE record_key = ?")
-                        .bind(&key)
-                        .execute(&mut *tx)
-                        .await
-                        .unwrap();
-                    sqlx::query(
-                        "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload) \
-                         VALUES (?, ?, ?, ?)",
-                    )
-                    .bind(format!("{key}-{}", n + 1))
-                    .bind(TOPIC)
-                    .bind(&key)
-                    .bind((n + 1).to_string())
-                    .execute(&mut *tx)
-                    .await
-                    .unwrap();
-                    tx.commit().await.unwrap();
+                    pool.write_next(&format!("k{}", (w + i) % KEYS)).await;
                 }
             })
         })
@@ -571,12 +870,22 @@ async fn an_ordered_producers_keys_keep_their_commit_order_under_concurrent_writ
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rows_refused_for_good_are_failed_with_their_reason_and_one_alert_and_hold_only_their_ordered_key(
 ) {
+    refused_rows_are_failed_with_one_alert(Dialect::MySql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_rows_refused_for_good_are_failed_with_their_reason_and_one_alert_and_hold_only_their_ordered_key(
+) {
+    refused_rows_are_failed_with_one_alert(Dialect::Postgres).await;
+}
+
+async fn refused_rows_are_failed_with_one_alert(dialect: Dialect) {
     let Rig {
         trustmsg_db,
         producer,
         kafka,
         mut reader,
-    } = Rig::start().await;
+    } = Rig::start(dialect).await;
     let flags = service_flags(&producer.source("shop"), &[]);
     let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
     let mut body = register_body();
@@ -592,18 +901,9 @@ async fn rows_refused_for_good_are_failed_with_their_reason_and_one_alert_and_ho
     ))
     .await
     .unwrap();
+    let source = producer.pool();
     let insert = async |key: &str, topic: &str, record_key: &str, headers: Option<&str>| {
-        sqlx::query(
-            "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, headers) \
-             VALUES (?, ?, ?, 'x', ?)",
-        )
-        .bind(key)
-        .bind(topic)
-        .bind(record_key)
-        .bind(headers)
-        .execute(&producer.pool)
-        .await
-        .unwrap();
+        source.insert_row(key, topic, record_key, headers).await
     };
     insert("taken", TOPIC, "a", None).await;
     insert("not-allowed", "other-topic", "b", None).await;
@@ -616,15 +916,10 @@ async fn rows_refused_for_good_are_failed_with_their_reason_and_one_alert_and_ho
             by_key(r).contains_key("fine")
         })
         .await;
-    let failed: Vec<(Vec<u8>, Vec<u8>)> = {
+    let failed: Vec<(String, String)> = {
         let mut out = Vec::new();
         for _ in 0..100 {
-            out = sqlx::query_as(
-                "SELECT message_key, fail_reason FROM trustmsg_outbox WHERE status = 3 ORDER BY id",
-            )
-            .fetch_all(&producer.pool)
-            .await
-            .unwrap();
+            out = source.failed_rows().await;
             if out.len() == 3 {
                 break;
             }
@@ -632,10 +927,6 @@ async fn rows_refused_for_good_are_failed_with_their_reason_and_one_alert_and_ho
         }
         out
     };
-    let failed: Vec<(String, String)> = failed
-        .into_iter()
-        .map(|(k, r)| (String::from_utf8(k).unwrap(), String::from_utf8(r).unwrap()))
-        .collect();
     assert_eq!(failed.len(), 3, "{failed:?}");
     assert_eq!(failed[0].0, "taken");
     assert!(
@@ -670,12 +961,7 @@ async fn rows_refused_for_good_are_failed_with_their_reason_and_one_alert_and_ho
             (b"taken".to_vec(), 1)
         ]
     );
-    let (pending,): (i64,) = sqlx::query_as(
-        "SELECT COUNT(*) FROM trustmsg_outbox WHERE status = 0 AND message_key = 'behind-c'",
-    )
-    .fetch_one(&producer.pool)
-    .await
-    .unwrap();
+    let pending = source.pending("behind-c").await;
     assert_eq!(
         pending, 1,
         "the row behind the failed row of its key is held"
@@ -683,10 +969,7 @@ async fn rows_refused_for_good_are_failed_with_their_reason_and_one_alert_and_ho
     assert!(!by_key(reader.poll()).contains_key("behind-c"));
 
     // Given up (as an operator's give-up does): the key's later row goes on.
-    sqlx::query("UPDATE trustmsg_outbox SET status = 4 WHERE message_key = 'bad-headers'")
-        .execute(&producer.pool)
-        .await
-        .unwrap();
+    source.give_up("bad-headers").await;
     reader
         .read_until(Duration::from_secs(30), "the row behind", |r| {
             by_key(r).contains_key("behind-c")
@@ -698,29 +981,31 @@ async fn rows_refused_for_good_are_failed_with_their_reason_and_one_alert_and_ho
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn retention_deletes_relayed_rows_after_its_window_and_keeps_failed_ones() {
+    retention_deletes_relayed_rows(Dialect::MySql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_retention_deletes_relayed_rows_after_its_window_and_keeps_failed_ones() {
+    retention_deletes_relayed_rows(Dialect::Postgres).await;
+}
+
+async fn retention_deletes_relayed_rows(dialect: Dialect) {
     let Rig {
         trustmsg_db,
         producer,
         kafka,
         mut reader,
-    } = Rig::start().await;
+    } = Rig::start(dialect).await;
+    let source = producer.pool();
     let flags = service_flags(&producer.source("shop"), &["--outbox-retention", "1s"]);
     let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
     // Not registered yet: the rows wait, none fails.
     for i in 0..30 {
-        place_order(&producer.pool, &format!("kept-{i}"), true).await;
+        source.place_order(&format!("kept-{i}"), true).await;
     }
-    sqlx::query(
-        "INSERT INTO trustmsg_outbox (message_key, topic, payload) VALUES ('broken', 'a b', 'x')",
-    )
-    .execute(&producer.pool)
-    .await
-    .unwrap();
+    source.insert_row("broken", "a b", "r", None).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        source_statuses(&producer.pool).await,
-        BTreeMap::from([(0, 31)])
-    );
+    assert_eq!(source.statuses().await, BTreeMap::from([(0, 31)]));
     assert!(reader.poll().is_empty());
     service.register("shop", register_body()).await;
     reader
@@ -730,7 +1015,7 @@ async fn retention_deletes_relayed_rows_after_its_window_and_keeps_failed_ones()
         .await;
     // Deleted within the window plus a purge round (10 s); the failed row stays.
     eventually(30, "the relayed rows deleted", async || {
-        source_statuses(&producer.pool).await == BTreeMap::from([(3, 1)])
+        source.statuses().await == BTreeMap::from([(3, 1)])
     })
     .await;
     drop(service);
@@ -739,7 +1024,7 @@ async fn retention_deletes_relayed_rows_after_its_window_and_keeps_failed_ones()
     let flags = service_flags(&producer.source("shop"), &["--outbox-retention", "0"]);
     let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
     for i in 0..10 {
-        place_order(&producer.pool, &format!("gone-{i}"), true).await;
+        source.place_order(&format!("gone-{i}"), true).await;
     }
     reader
         .read_until(Duration::from_secs(30), "the 10 rows", |r| {
@@ -747,7 +1032,7 @@ async fn retention_deletes_relayed_rows_after_its_window_and_keeps_failed_ones()
         })
         .await;
     eventually(10, "nothing relayed left in the table", async || {
-        source_statuses(&producer.pool).await == BTreeMap::from([(3, 1)])
+        source.statuses().await == BTreeMap::from([(3, 1)])
     })
     .await;
     drop(service);
@@ -765,18 +1050,21 @@ async fn a_relay_user_with_only_select_update_delete_on_the_table_relays_fails_a
         producer,
         kafka,
         mut reader,
-    } = Rig::start().await;
+    } = Rig::start(Dialect::MySql).await;
+    let ProducerDb::MySql(table) = &producer else {
+        unreachable!("a MySQL producer")
+    };
     let user = format!("tm_relay_{}", std::process::id());
     for host in ["%", "localhost"] {
         for sql in [
             format!("CREATE USER '{user}'@'{host}' IDENTIFIED BY 'relay-pw'"),
             format!(
                 "GRANT SELECT, UPDATE, DELETE ON `{}`.trustmsg_outbox TO '{user}'@'{host}'",
-                producer.db.name
+                table.db.name
             ),
         ] {
             sqlx::query(sqlx::AssertSqlSafe(sql))
-                .execute(&producer.pool)
+                .execute(&table.pool)
                 .await
                 .unwrap();
         }
@@ -784,14 +1072,17 @@ async fn a_relay_user_with_only_select_update_delete_on_the_table_relays_fails_a
     let mut url = reqwest::Url::parse(&mysql_server_url()).unwrap();
     url.set_username(&user).unwrap();
     url.set_password(Some("relay-pw")).unwrap();
-    url.set_path(&producer.db.name);
+    url.set_path(&table.db.name);
     let flags = service_flags(&format!("shop={url}"), &["--outbox-retention", "0"]);
     let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
     service.register("shop", register_body()).await;
     for i in 0..20 {
-        place_order(&producer.pool, &format!("least-{i}"), true).await;
+        producer
+            .pool()
+            .place_order(&format!("least-{i}"), true)
+            .await;
     }
-    producer.insert("refused", "a b", "x").await;
+    table.insert("refused", "a b", "x").await;
     reader
         .read_until(Duration::from_secs(30), "the 20 rows", |r| {
             by_key(r).len() == 20
@@ -799,7 +1090,7 @@ async fn a_relay_user_with_only_select_update_delete_on_the_table_relays_fails_a
         .await;
     // Relayed rows deleted (retention 0), the refused one failed.
     eventually(10, "only the failed row left", async || {
-        source_statuses(&producer.pool).await == BTreeMap::from([(3, 1)])
+        producer.pool().statuses().await == BTreeMap::from([(3, 1)])
     })
     .await;
     assert_eq!(
@@ -816,7 +1107,82 @@ async fn a_relay_user_with_only_select_update_delete_on_the_table_relays_fails_a
     drop(service);
     for host in ["%", "localhost"] {
         sqlx::query(sqlx::AssertSqlSafe(format!("DROP USER '{user}'@'{host}'")))
-            .execute(&producer.pool)
+            .execute(&table.pool)
+            .await
+            .unwrap();
+    }
+    drop_dbs(producer, trustmsg_db).await;
+}
+
+/// The same on PostgreSQL with docs/outbox.md's GRANTs (CONNECT on the
+/// database, USAGE on the schema, SELECT, UPDATE, DELETE on the table) and
+/// nothing from PUBLIC: the advisory lock, the claim, the marks and the
+/// purge need no more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_relay_user_with_only_the_documented_grants_relays_fails_and_purges() {
+    let Rig {
+        trustmsg_db,
+        producer,
+        kafka,
+        mut reader,
+    } = Rig::start(Dialect::Postgres).await;
+    let ProducerDb::Postgres(table) = &producer else {
+        unreachable!("a PostgreSQL producer")
+    };
+    let db = &table.db.name;
+    // Roles are the server's: named after this test's own database.
+    let role = format!("{db}_relay");
+    for sql in [
+        format!("REVOKE ALL ON DATABASE \"{db}\" FROM PUBLIC"),
+        "REVOKE ALL ON SCHEMA public FROM PUBLIC".to_string(),
+        format!("CREATE ROLE {role} LOGIN PASSWORD 'relay-pw'"),
+        format!("GRANT CONNECT ON DATABASE \"{db}\" TO {role}"),
+        format!("GRANT USAGE ON SCHEMA public TO {role}"),
+        format!("GRANT SELECT, UPDATE, DELETE ON trustmsg_outbox TO {role}"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&table.pool)
+            .await
+            .unwrap();
+    }
+    let mut url = reqwest::Url::parse(&postgres_server_url()).unwrap();
+    url.set_username(&role).unwrap();
+    url.set_password(Some("relay-pw")).unwrap();
+    url.set_path(db);
+    let flags = service_flags(&format!("shop={url}"), &["--outbox-retention", "0"]);
+    let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    service.register("shop", register_body()).await;
+    for i in 0..20 {
+        producer
+            .pool()
+            .place_order(&format!("least-{i}"), true)
+            .await;
+    }
+    table.insert("refused", "a b", "x").await;
+    reader
+        .read_until(Duration::from_secs(30), "the 20 rows", |r| {
+            by_key(r).len() == 20
+        })
+        .await;
+    eventually(10, "only the failed row left", async || {
+        producer.pool().statuses().await == BTreeMap::from([(3, 1)])
+    })
+    .await;
+    assert_eq!(
+        service
+            .metric(
+                "trustmsg_outbox_errors_total",
+                &[("source", "shop"), ("stage", "source")]
+            )
+            .await
+            .unwrap_or(0.0),
+        0.0,
+        "no statement of the relay was refused"
+    );
+    drop(service);
+    for sql in [format!("DROP OWNED BY {role}"), format!("DROP ROLE {role}")] {
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&table.pool)
             .await
             .unwrap();
     }

@@ -4,7 +4,9 @@
 //! - [`db`]: a fresh database per test ([`TestDb`]) on the MariaDB/MySQL server
 //!   at `TRUSTMSG_TEST_MYSQL_URL`, or a fresh SQLite file; [`db_proxy`]: a
 //!   proxy to that server a test can cut for one service ([`DbProxy`]);
-//!   [`mariadb`]: a private MariaDB server a test may kill ([`PrivateMariaDb`]).
+//!   [`mariadb`]: a private MariaDB server a test may kill ([`PrivateMariaDb`]);
+//!   [`pg`]: the same fresh database per test on the PostgreSQL server at
+//!   `TRUSTMSG_TEST_POSTGRES_URL` ([`PgTestDb`]), for producers' databases.
 //! - [`app`]: the real service booted in-process on port 0 ([`TestApp`]),
 //!   through the same entry points as the binary, and the HTTP calls tests make.
 //! - [`process`]: the real `trustmsg` binary as a child process, for tests that
@@ -47,6 +49,7 @@ pub mod kafka_tls;
 pub mod mariadb;
 pub mod metrics;
 pub mod outbox;
+pub mod pg;
 pub mod process;
 pub mod servers;
 pub mod submit;
@@ -63,7 +66,8 @@ pub use flags::FAST_SEND;
 pub use http::{http_client, http_client_builder};
 pub use mariadb::PrivateMariaDb;
 pub use metrics::Metrics;
-pub use outbox::OutboxTable;
+pub use outbox::{OutboxTable, PgOutboxTable};
+pub use pg::{postgres_server_url, PgTestDb};
 pub use process::ServiceProcess;
 pub use servers::{serve, AlertSink, Canary, Counter, Endpoint};
 pub use trace::init_tracing;

@@ -1,12 +1,14 @@
 //! A producer's own outbox table (the local message table way): the table
 //! `trustmsg outbox schema --dialect mysql` prints, in a database of its
 //! own on the test server (a [`TestDb`], so named and dropped like one),
-//! and the rows a producer would write to it.
+//! and the rows a producer would write to it; [`PgOutboxTable`] the same on
+//! PostgreSQL.
 
-use sqlx::MySqlPool;
+use sqlx::{MySqlPool, PgPool};
 use trustmsg::outbox::schema::{schema, SchemaDialect, DEFAULT_TABLE};
 
 use crate::db::TestDb;
+use crate::pg::PgTestDb;
 
 /// A producer's database holding an empty `trustmsg_outbox` table.
 pub struct OutboxTable {
@@ -72,6 +74,69 @@ impl OutboxTable {
             .execute(&self.pool)
             .await
             .expect("update an outbox row");
+    }
+
+    /// Closes the pool and drops the database.
+    pub async fn finish(self) {
+        self.pool.close().await;
+        self.db.drop_db().await;
+    }
+}
+
+/// [`OutboxTable`] on PostgreSQL: a database of its own on the server at
+/// `TRUSTMSG_TEST_POSTGRES_URL` (a [`PgTestDb`]) holding the table
+/// `trustmsg outbox schema --dialect postgres` prints.
+pub struct PgOutboxTable {
+    /// Its database; [`PgOutboxTable::finish`] drops it.
+    pub db: PgTestDb,
+    /// A pool on it, for the producer's writes and the tests' reads.
+    pub pool: PgPool,
+}
+
+impl PgOutboxTable {
+    /// Creates the database and the table, with a pool of up to
+    /// `connections`.
+    pub async fn with_connections(connections: u32) -> Self {
+        let db = PgTestDb::create().await;
+        let pool = db.pool_of(connections).await;
+        sqlx::raw_sql(sqlx::AssertSqlSafe(schema(
+            SchemaDialect::Postgres,
+            DEFAULT_TABLE,
+        )))
+        .execute(&pool)
+        .await
+        .expect("create the outbox table");
+        Self { db, pool }
+    }
+
+    /// `--outbox-source`'s value relaying this table for `biz_id`.
+    pub fn source(&self, biz_id: &str) -> String {
+        format!("{biz_id}={}", self.db.url)
+    }
+
+    /// Writes a row as a producer would (only the required columns);
+    /// returns its id.
+    pub async fn insert(&self, message_key: &str, topic: &str, payload: &str) -> u64 {
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO trustmsg_outbox (message_key, topic, payload) VALUES ($1, $2, $3) \
+             RETURNING id",
+        )
+        .bind(message_key)
+        .bind(topic)
+        .bind(payload.as_bytes())
+        .fetch_one(&self.pool)
+        .await
+        .expect("insert an outbox row");
+        id as u64
+    }
+
+    /// A row's status (0 pending, 2 relayed, 3 failed, 4 given up).
+    pub async fn status(&self, id: u64) -> i64 {
+        sqlx::query_scalar("SELECT status::bigint FROM trustmsg_outbox WHERE id = $1")
+            .bind(id as i64)
+            .fetch_one(&self.pool)
+            .await
+            .expect("read an outbox row's status")
     }
 
     /// Closes the pool and drops the database.

@@ -1,4 +1,5 @@
-//! The barrier: exact check-back answers from the producer's MySQL/MariaDB database.
+//! The barrier: exact check-back answers from the producer's MySQL/MariaDB or
+//! PostgreSQL database.
 //!
 //! Answering check-back by "is my order row there?" is wrong while the local
 //! transaction is still running: the row is not visible yet, the answer is
@@ -10,27 +11,41 @@
 //! - [`check`] inserts a `rollback` marker unless one exists, then reads which
 //!   marker is there.
 //!
-//! Whoever inserts first wins, and InnoDB makes the other wait on the row
-//! lock. If the local transaction is still open when check-back arrives,
+//! Whoever inserts first wins, and the database makes the other wait on the
+//! key: InnoDB on the row lock, PostgreSQL on the uncommitted key of the
+//! unique index (its `INSERT … ON CONFLICT DO NOTHING` waits for the
+//! transaction that inserted the key, then does nothing if it committed and
+//! inserts if it rolled back). If the local transaction is still open when check-back arrives,
 //! [`check`] blocks until it ends: it commits (the marker is `commit`, answer
 //! commit) or rolls back (the `rollback` marker goes in, answer rollback). If
 //! check-back came first, the local transaction's own insert fails on the key
 //! and it cannot commit. The answer therefore always matches the business
 //! state. (This is the "2-phase message barrier" of DTM.)
 //!
-//! Keys are compared byte for byte (VARBINARY columns): `"A"` and `"A "` are
-//! two messages, and the marker of one must never answer for the other.
+//! Keys are compared byte for byte (VARBINARY columns on MySQL, `COLLATE "C"`
+//! on PostgreSQL): `"A"` and `"A "` are two messages, and so are `"A"` and
+//! `"a"`; the marker of one must never answer for the other.
 //!
-//! The table's SQL ships with the crate as [`MIGRATION`] and
-//! [`EXACT_KEYS_MIGRATION`] (`client-sdk/rust/migrations/`); [`create_table`]
-//! applies both.
+//! Every function takes the database it runs on: a pool (`&MySqlPool`,
+//! `&PgPool`) for [`check`], [`run_in_tx`], [`transaction`] and
+//! [`purge_older_than`], the local transaction or a connection ([`LocalTx`])
+//! for [`insert`]. Which databases: [`Database`].
+//!
+//! The table's SQL ships with the crate: for MySQL as [`MIGRATION`] and
+//! [`EXACT_KEYS_MIGRATION`] (`client-sdk/rust/migrations/`), for PostgreSQL
+//! as [`POSTGRES_MIGRATION`] (the barrier and the inbox, the contract kit's
+//! `client-sdk/conformance/sql/postgres.sql`); [`create_table`] applies
+//! what its database needs.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use sqlx::{MySqlConnection, MySqlPool};
+use sqlx::pool::PoolConnection;
+use sqlx::{MySql, MySqlConnection, PgConnection, Pool, Postgres, Transaction};
 use trustmsg_verify_api::Decision;
+
+mod sql;
 
 use crate::transaction::TxProducer;
 use crate::transaction::{run, TxOutcome};
@@ -61,6 +76,149 @@ pub const MIGRATION: &str = include_str!("../migrations/0001_trustmsg_barrier.sq
 /// ```
 pub const EXACT_KEYS_MIGRATION: &str =
     include_str!("../migrations/0002_trustmsg_barrier_exact_keys.sql");
+
+/// The SQL that creates the barrier's and the inbox's tables on PostgreSQL
+/// ≥ 13 (idempotent), the same file every trustmsg SDK uses
+/// (`client-sdk/conformance/sql/postgres.sql`). Copy it into your own
+/// migrations, or call [`create_table`] (the barrier's part) and
+/// [`inbox::create_table`](crate::inbox::create_table) (the inbox's).
+///
+/// ```
+/// let sql = trustmsg_client::barrier::POSTGRES_MIGRATION;
+/// assert!(sql.contains(r#"message_key VARCHAR(128) COLLATE "C" NOT NULL"#));
+/// ```
+pub const POSTGRES_MIGRATION: &str =
+    include_str!("../migrations/postgres/trustmsg_barrier_inbox.sql");
+
+/// Where [`POSTGRES_MIGRATION`]'s inbox part begins.
+const POSTGRES_INBOX_PART: &str = "-- The consumer's inbox.";
+
+/// [`POSTGRES_MIGRATION`]'s barrier part and its inbox part.
+pub(crate) fn postgres_parts() -> (&'static str, &'static str) {
+    let at = POSTGRES_MIGRATION
+        .find(POSTGRES_INBOX_PART)
+        .expect("the PostgreSQL SQL has an inbox part");
+    POSTGRES_MIGRATION.split_at(at)
+}
+
+/// A database the barrier and the inbox work on: `sqlx::MySql` (MySQL ≥ 8.0,
+/// MariaDB ≥ 10.6) or `sqlx::Postgres` (PostgreSQL ≥ 13). Implemented by
+/// this crate only; a pool of either (`&MySqlPool`, `&PgPool`) is what the
+/// functions take.
+///
+/// ```
+/// fn answers_check_back<DB: trustmsg_client::barrier::Database>(_: &sqlx::Pool<DB>) {}
+/// # fn show(mysql: sqlx::MySqlPool, postgres: sqlx::PgPool) {
+/// answers_check_back(&mysql);
+/// answers_check_back(&postgres);
+/// # }
+/// ```
+pub trait Database: sealed::Database {}
+
+impl Database for MySql {}
+impl Database for Postgres {}
+
+/// What [`insert`] writes the marker through: the local transaction
+/// (`&mut tx`, what `pool.begin()` gives), or a connection (`&mut conn`,
+/// also a pooled one, or the `&mut MySqlConnection`/`&mut PgConnection`
+/// that [`run_in_tx`] hands its closure), of MySQL or PostgreSQL.
+/// Implemented by this crate only.
+///
+/// ```
+/// use trustmsg_client::barrier::LocalTx;
+///
+/// fn marks<'a>(_: impl LocalTx<'a>) {}
+/// # async fn show(mysql: sqlx::MySqlPool, postgres: sqlx::PgPool) -> Result<(), sqlx::Error> {
+/// let mut tx = mysql.begin().await?;
+/// marks(&mut tx);
+/// marks(&mut *tx);
+/// let mut tx = postgres.begin().await?;
+/// marks(&mut tx);
+/// let mut conn = postgres.acquire().await?;
+/// marks(&mut conn);
+/// # Ok(())
+/// # }
+/// ```
+pub trait LocalTx<'a>: sealed::LocalTx<'a> {}
+
+impl<'a, T: sealed::LocalTx<'a>> LocalTx<'a> for T {}
+
+pub(crate) mod sealed {
+    use super::BoxFuture;
+
+    /// Each database's statements, out of the callers' reach.
+    #[allow(unreachable_pub)]
+    pub trait Database: sqlx::Database {
+        /// Creates the barrier's table (and upgrades it).
+        fn create_barrier(pool: &sqlx::Pool<Self>) -> BoxFuture<'_, Result<(), sqlx::Error>>;
+        /// Inserts the `commit` marker in the open transaction: None when it
+        /// went in, the marker already there (read with a share lock) when
+        /// not.
+        fn insert_commit<'c>(
+            conn: &'c mut Self::Connection,
+            biz_id: &'c str,
+            message_key: &'c str,
+        ) -> BoxFuture<'c, Result<Option<Vec<u8>>, sqlx::Error>>;
+        /// Inserts a `rollback` marker unless one exists (waiting for a
+        /// transaction that holds the key), then reads the marker there.
+        fn check<'c>(
+            conn: &'c mut Self::Connection,
+            biz_id: &'c str,
+            message_key: &'c str,
+        ) -> BoxFuture<'c, Result<Vec<u8>, sqlx::Error>>;
+        /// Deletes up to 1000 markers older than `micros`; how many.
+        fn purge_batch(
+            pool: &sqlx::Pool<Self>,
+            micros: i64,
+        ) -> BoxFuture<'_, Result<u64, sqlx::Error>>;
+        /// Creates the inbox's table.
+        fn create_inbox(pool: &sqlx::Pool<Self>) -> BoxFuture<'_, Result<(), sqlx::Error>>;
+        /// Inserts the inbox row unless one exists (waiting for a
+        /// transaction that holds it): true when it went in.
+        fn insert_inbox<'c>(
+            conn: &'c mut Self::Connection,
+            group: &'c str,
+            message_id: u64,
+        ) -> BoxFuture<'c, Result<bool, sqlx::Error>>;
+    }
+
+    /// What [`super::LocalTx`] does.
+    #[allow(unreachable_pub)]
+    pub trait LocalTx<'a>: Send {
+        /// The database it is a connection of.
+        type Db: super::Database;
+        /// The connection.
+        fn connection(self) -> &'a mut <Self::Db as sqlx::Database>::Connection;
+    }
+}
+
+impl<'a, 'c, DB: Database> sealed::LocalTx<'a> for &'a mut Transaction<'c, DB> {
+    type Db = DB;
+    fn connection(self) -> &'a mut DB::Connection {
+        self
+    }
+}
+
+impl<'a, DB: Database> sealed::LocalTx<'a> for &'a mut PoolConnection<DB> {
+    type Db = DB;
+    fn connection(self) -> &'a mut DB::Connection {
+        self
+    }
+}
+
+impl<'a> sealed::LocalTx<'a> for &'a mut MySqlConnection {
+    type Db = MySql;
+    fn connection(self) -> &'a mut MySqlConnection {
+        self
+    }
+}
+
+impl<'a> sealed::LocalTx<'a> for &'a mut PgConnection {
+    type Db = Postgres;
+    fn connection(self) -> &'a mut PgConnection {
+        self
+    }
+}
 
 /// A boxed future borrowing the local transaction, as [`run_in_tx`] expects
 /// from its closure (`|conn| Box::pin(async move { ... })`).
@@ -145,30 +303,22 @@ impl<E> From<InsertError> for RunError<E> {
     }
 }
 
-/// Creates the marker table if it does not exist ([`MIGRATION`]) and makes its
-/// keys compare byte for byte ([`EXACT_KEYS_MIGRATION`], applied only while a
-/// key column is not VARBINARY yet, so calling this at every start is cheap).
+/// Creates the marker table if it does not exist. On MySQL: [`MIGRATION`],
+/// and [`EXACT_KEYS_MIGRATION`] only while a key column is not VARBINARY yet,
+/// so calling this at every start is cheap. On PostgreSQL: the barrier's
+/// part of [`POSTGRES_MIGRATION`].
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), sqlx::Error> {
 /// let pool = sqlx::MySqlPool::connect("mysql://root@127.0.0.1:3306/shop").await?;
 /// trustmsg_client::barrier::create_table(&pool).await?;
+/// let pool = sqlx::PgPool::connect("postgres://shop@127.0.0.1:5432/shop").await?;
+/// trustmsg_client::barrier::create_table(&pool).await?;
 /// # Ok(())
 /// # }
 /// ```
-pub async fn create_table(pool: &MySqlPool) -> Result<(), sqlx::Error> {
-    sqlx::raw_sql(MIGRATION).execute(pool).await?;
-    let padded_keys: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM information_schema.COLUMNS \
-         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'trustmsg_barrier' \
-         AND COLUMN_NAME IN ('biz_id', 'message_key') AND DATA_TYPE <> 'varbinary'",
-    )
-    .fetch_one(pool)
-    .await?;
-    if padded_keys > 0 {
-        sqlx::raw_sql(EXACT_KEYS_MIGRATION).execute(pool).await?;
-    }
-    Ok(())
+pub async fn create_table<DB: Database>(pool: &Pool<DB>) -> Result<(), sqlx::Error> {
+    DB::create_barrier(pool).await
 }
 
 /// Inserts the `commit` marker inside the caller's open transaction. Call it
@@ -186,33 +336,15 @@ pub async fn create_table(pool: &MySqlPool) -> Result<(), sqlx::Error> {
 /// # Ok(())
 /// # }
 /// ```
-pub async fn insert(
-    conn: &mut MySqlConnection,
+pub async fn insert<'a, C: LocalTx<'a>>(
+    conn: C,
     biz_id: &str,
     message_key: &str,
 ) -> Result<(), InsertError> {
-    let inserted = sqlx::query(
-        "INSERT INTO trustmsg_barrier (biz_id, message_key, op) VALUES (?, ?, 'commit')",
-    )
-    .bind(biz_id)
-    .bind(message_key)
-    .execute(&mut *conn)
-    .await;
-    match inserted {
-        Ok(_) => Ok(()),
-        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-            // A failed statement leaves the transaction usable. A locking read
-            // sees the latest committed marker, not this transaction's snapshot.
-            let op: Vec<u8> = sqlx::query_scalar(
-                "SELECT op FROM trustmsg_barrier WHERE biz_id = ? AND message_key = ? LOCK IN SHARE MODE",
-            )
-            .bind(biz_id)
-            .bind(message_key)
-            .fetch_one(&mut *conn)
-            .await?;
-            Err(InsertError::AlreadyDecided(parse_op(&op)?))
-        }
-        Err(e) => Err(InsertError::Database(e)),
+    let conn = sealed::LocalTx::connection(conn);
+    match <C::Db as sealed::Database>::insert_commit(conn, biz_id, message_key).await? {
+        None => Ok(()),
+        Some(op) => Err(InsertError::AlreadyDecided(parse_op(&op)?)),
     }
 }
 
@@ -230,30 +362,13 @@ pub async fn insert(
 /// })
 /// # }
 /// ```
-pub async fn check(
-    pool: &MySqlPool,
+pub async fn check<DB: Database>(
+    pool: &Pool<DB>,
     biz_id: &str,
     message_key: &str,
 ) -> Result<Decision, sqlx::Error> {
     let mut conn = pool.acquire().await?;
-    // The spec'd "INSERT IGNORE", spelled so that only the duplicate key is
-    // ignored: INSERT IGNORE would also turn a too-long key into a warning and
-    // store it truncated, and then the read below would miss it.
-    sqlx::query(
-        "INSERT INTO trustmsg_barrier (biz_id, message_key, op) VALUES (?, ?, 'rollback') \
-         ON DUPLICATE KEY UPDATE op = op",
-    )
-    .bind(biz_id)
-    .bind(message_key)
-    .execute(&mut *conn)
-    .await?;
-    // Read as bytes: with a `_bin` collation MariaDB reports the column as binary.
-    let op: Vec<u8> =
-        sqlx::query_scalar("SELECT op FROM trustmsg_barrier WHERE biz_id = ? AND message_key = ?")
-            .bind(biz_id)
-            .bind(message_key)
-            .fetch_one(&mut *conn)
-            .await?;
+    let op = DB::check(&mut *conn, biz_id, message_key).await?;
     parse_op(&op)
 }
 
@@ -281,14 +396,15 @@ pub async fn check(
 /// }
 /// # }
 /// ```
-pub async fn run_in_tx<T, E, F>(
-    pool: &MySqlPool,
+pub async fn run_in_tx<DB, T, E, F>(
+    pool: &Pool<DB>,
     biz_id: &str,
     message_key: &str,
     work: F,
 ) -> Result<T, RunError<E>>
 where
-    F: for<'c> FnOnce(&'c mut MySqlConnection) -> BoxFuture<'c, Result<T, E>>,
+    DB: Database,
+    F: for<'c> FnOnce(&'c mut DB::Connection) -> BoxFuture<'c, Result<T, E>>,
 {
     let mut tx = pool.begin().await.map_err(RunError::Database)?;
     insert(&mut tx, biz_id, message_key).await?;
@@ -349,15 +465,16 @@ where
 /// # Ok(())
 /// # }
 /// ```
-pub async fn transaction<P, T, E, F>(
+pub async fn transaction<P, DB, T, E, F>(
     producer: &P,
-    pool: &MySqlPool,
+    pool: &Pool<DB>,
     message: Message,
     work: F,
 ) -> Result<TxOutcome<T, RunError<E>, P::Receipt>, crate::Error>
 where
     P: TxProducer,
-    F: for<'c> FnOnce(&'c mut MySqlConnection) -> BoxFuture<'c, Result<T, E>>,
+    DB: Database,
+    F: for<'c> FnOnce(&'c mut DB::Connection) -> BoxFuture<'c, Result<T, E>>,
 {
     let biz_id = producer.biz_id().to_string();
     let key = message.message_key().to_string();
@@ -389,28 +506,32 @@ where
 /// # Ok(())
 /// # }
 /// ```
-pub async fn purge_older_than(pool: &MySqlPool, age: Duration) -> Result<u64, sqlx::Error> {
+pub async fn purge_older_than<DB: Database>(
+    pool: &Pool<DB>,
+    age: Duration,
+) -> Result<u64, sqlx::Error> {
     // Microseconds bound as they are: multiplying in SQL overflowed BIGINT for
     // an age past ~292,000 years. An age no date can be that far back from
-    // makes the cut-off NULL, which matches (deletes) nothing.
+    // deletes nothing (MySQL makes the cut-off NULL; PostgreSQL would refuse
+    // it as out of range, so it is not asked).
+    if age > OLDER_THAN_ANY_DATE {
+        return Ok(0);
+    }
     let micros = i64::try_from(age.as_micros()).unwrap_or(i64::MAX);
     let mut total = 0;
     loop {
         // Small batches keep each DELETE's locks short.
-        let n = sqlx::query(
-            "DELETE FROM trustmsg_barrier \
-             WHERE created_at < CURRENT_TIMESTAMP(3) - INTERVAL ? MICROSECOND LIMIT 1000",
-        )
-        .bind(micros)
-        .execute(pool)
-        .await?
-        .rows_affected();
+        let n = DB::purge_batch(pool, micros).await?;
         total += n;
         if n < 1000 {
             return Ok(total);
         }
     }
 }
+
+/// An age past which no marker can be older: 6,000 years (PostgreSQL's
+/// timestamps begin in 4713 BC, MySQL's `TIMESTAMP` in 1970).
+const OLDER_THAN_ANY_DATE: Duration = Duration::from_secs(6_000 * 366 * 24 * 3600);
 
 fn parse_op(op: &[u8]) -> Result<Decision, sqlx::Error> {
     match op {

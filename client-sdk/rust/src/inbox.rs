@@ -1,5 +1,5 @@
 //! The inbox: process each trustmsg message once, in effect, in a consumer
-//! that has its own MySQL/MariaDB database.
+//! that has its own MySQL/MariaDB or PostgreSQL database.
 //!
 //! Delivery is at least once: a record may come again (the forwarder's
 //! retry, a consumer restart before its offset commit). Every record carries
@@ -12,19 +12,23 @@
 //! - two deliveries at once (two consumers of a group during a rebalance):
 //!   the second insert waits on the first one's row lock until that
 //!   transaction ends, then finds the row (skip) or, if the first rolled
-//!   back, takes it and runs the work. No distributed lock, just InnoDB's;
+//!   back, takes it and runs the work. No distributed lock, just the
+//!   database's unique key (InnoDB's row lock; on PostgreSQL, `ON CONFLICT
+//!   DO NOTHING` waiting on the uncommitted key);
 //! - a failure of the work rolls back the work and the row together, so the
 //!   next delivery runs it again.
 //!
-//! Groups are compared byte for byte (VARBINARY). The table's SQL ships with
-//! the crate as [`MIGRATION`]; [`create_table`] applies it. With the `kafka`
-//! feature, [`process`] takes an rdkafka record and reads its id.
+//! Groups are compared byte for byte (VARBINARY on MySQL, `COLLATE "C"` on
+//! PostgreSQL). The table's SQL ships with the crate as [`MIGRATION`]
+//! (MySQL) and in [`POSTGRES_MIGRATION`]; [`create_table`] applies it. The
+//! functions take a pool of either database ([`Database`]). With the
+//! `kafka` feature, [`process`] takes an rdkafka record and reads its id.
 
 use std::fmt;
 
-use sqlx::{MySqlConnection, MySqlPool};
+use sqlx::Pool;
 
-pub use crate::barrier::BoxFuture;
+pub use crate::barrier::{BoxFuture, Database, POSTGRES_MIGRATION};
 
 /// The inbox table's name.
 ///
@@ -44,18 +48,17 @@ pub const MIGRATION: &str = include_str!("../migrations/0003_trustmsg_inbox.sql"
 /// The longest consumer group name the table holds, in bytes.
 pub const MAX_GROUP: usize = 255;
 
-/// Creates the inbox table if it does not exist.
+/// Creates the inbox table if it does not exist ([`MIGRATION`] on MySQL,
+/// the inbox's part of [`POSTGRES_MIGRATION`] on PostgreSQL).
 ///
 /// ```no_run
-/// # async fn run(pool: sqlx::MySqlPool) -> Result<(), sqlx::Error> {
+/// # async fn run(pool: sqlx::MySqlPool, pg: sqlx::PgPool) -> Result<(), sqlx::Error> {
 /// trustmsg_client::inbox::create_table(&pool).await?;
+/// trustmsg_client::inbox::create_table(&pg).await?;
 /// # Ok(()) }
 /// ```
-pub async fn create_table(pool: &MySqlPool) -> Result<(), sqlx::Error> {
-    sqlx::raw_sql(sqlx::AssertSqlSafe(MIGRATION))
-        .execute(pool)
-        .await
-        .map(drop)
+pub async fn create_table<DB: Database>(pool: &Pool<DB>) -> Result<(), sqlx::Error> {
+    DB::create_inbox(pool).await
 }
 
 /// What [`process_id`] did.
@@ -121,14 +124,15 @@ impl<E: fmt::Debug + fmt::Display> std::error::Error for InboxError<E> {}
 /// }
 /// # }
 /// ```
-pub async fn process_id<T, E, F>(
-    pool: &MySqlPool,
+pub async fn process_id<DB, T, E, F>(
+    pool: &Pool<DB>,
     group: &str,
     message_id: u64,
     work: F,
 ) -> Result<Processed<T>, InboxError<E>>
 where
-    F: for<'c> FnOnce(&'c mut MySqlConnection) -> BoxFuture<'c, Result<T, E>>,
+    DB: Database,
+    F: for<'c> FnOnce(&'c mut DB::Connection) -> BoxFuture<'c, Result<T, E>>,
 {
     if group.is_empty() || group.len() > MAX_GROUP {
         return Err(InboxError::InvalidGroup(format!(
@@ -139,14 +143,10 @@ where
     let mut tx = pool.begin().await.map_err(InboxError::Database)?;
     // Waits for a concurrent delivery's uncommitted row, then either finds
     // it (0 rows: a repeat) or, that delivery having rolled back, takes it.
-    let inserted =
-        sqlx::query("INSERT IGNORE INTO trustmsg_inbox (consumer_group, message_id) VALUES (?, ?)")
-            .bind(group.as_bytes())
-            .bind(message_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(InboxError::Database)?;
-    if inserted.rows_affected() == 0 {
+    let inserted = DB::insert_inbox(&mut tx, group, message_id)
+        .await
+        .map_err(InboxError::Database)?;
+    if !inserted {
         let _ = tx.rollback().await;
         return Ok(Processed::Repeat);
     }
@@ -177,14 +177,15 @@ pub fn message_id(record: &impl rdkafka::Message) -> Option<u64> {
 /// its `trustmsg-message-id` header ([`InboxError::NoMessageId`] without
 /// one). Commit the record's offset after this returns `Ok`.
 #[cfg(feature = "kafka")]
-pub async fn process<T, E, F>(
-    pool: &MySqlPool,
+pub async fn process<DB, T, E, F>(
+    pool: &Pool<DB>,
     group: &str,
     record: &impl rdkafka::Message,
     work: F,
 ) -> Result<Processed<T>, InboxError<E>>
 where
-    F: for<'c> FnOnce(&'c mut MySqlConnection) -> BoxFuture<'c, Result<T, E>>,
+    DB: Database,
+    F: for<'c> FnOnce(&'c mut DB::Connection) -> BoxFuture<'c, Result<T, E>>,
 {
     let id = message_id(record).ok_or(InboxError::NoMessageId)?;
     process_id(pool, group, id, work).await

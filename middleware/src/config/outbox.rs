@@ -16,7 +16,8 @@ use crate::store::{Backend, DatabaseUrl};
 #[derive(Debug, Clone, Args)]
 pub struct OutboxArgs {
     /// Relay the outbox table in this database for the registered producer
-    /// BIZ_ID: `BIZ_ID=mysql://user:pass@host:3306/db` (or `sqlite://…`),
+    /// BIZ_ID: `BIZ_ID=mysql://user:pass@host:3306/db` (or `postgres://…`,
+    /// `sqlite://…`),
     /// repeatable, one per producer; characters such as `# / ? @ % ,` in
     /// the password percent-encoded. The URL is a secret: it is never
     /// logged. In the environment, several are separated by commas.
@@ -60,7 +61,7 @@ fn source(s: &str) -> Result<OutboxSource, String> {
     };
     crate::api::validate::biz_id(biz_id)
         .map_err(|e| format!("names the producer {biz_id:?}, which is not a producer id: {e}"))?;
-    let url = DatabaseUrl::parse(url).map_err(|e| format!("for {biz_id}: {e}"))?;
+    let url = DatabaseUrl::parse_outbox_source(url).map_err(|e| format!("for {biz_id}: {e}"))?;
     Ok(OutboxSource {
         biz_id: biz_id.to_string(),
         url,
@@ -83,9 +84,10 @@ impl ServeArgs {
                     s.biz_id
                 )));
             }
-            // Both are accepted by DatabaseUrl; say so if a backend is added.
+            // Every backend has a relay (outbox/source.rs); say so here if
+            // one is added that has not.
             match s.url.backend() {
-                Backend::MySql | Backend::Sqlite => {}
+                Backend::MySql | Backend::Postgres | Backend::Sqlite => {}
             }
             sources.push((s.biz_id.clone(), s.url.clone()));
         }

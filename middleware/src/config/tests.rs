@@ -427,3 +427,34 @@ fn resolve_overrides_go_through_the_policy() {
         );
     });
 }
+
+#[test]
+fn an_outbox_source_may_be_postgresql_but_trustmsgs_own_database_may_not() {
+    let args = parse(&[
+        "--outbox-source",
+        "shop=postgres://relay:hunter2@db:5432/shop?sslmode=verify-full",
+    ])
+    .unwrap();
+    let outbox = args.settings().unwrap().outbox.expect("a source");
+    assert_eq!(outbox.sources[0].0, "shop");
+    assert_eq!(
+        outbox.sources[0].1.backend(),
+        crate::store::Backend::Postgres
+    );
+    assert_eq!(
+        outbox.sources[0].1.to_string(),
+        "postgres://relay:***@db:5432/shop?sslmode=verify-full"
+    );
+    let why = ServeArgs::from_args(vec![
+        "--database-url",
+        "postgres://u:hunter2@db/trustmsg",
+        "--admin-token",
+        "t",
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(
+        why.contains("PostgreSQL") && why.contains("not support yet") && !why.contains("hunter2"),
+        "{why}"
+    );
+}

@@ -9,7 +9,7 @@ use std::fmt;
 pub enum SchemaDialect {
     /// MySQL >= 8.0 or MariaDB >= 10.6.
     Mysql,
-    /// PostgreSQL >= 13 (its relay comes with the PostgreSQL backend).
+    /// PostgreSQL >= 13.
     Postgres,
     /// SQLite (`trustmsg dev`'s demo source, single-machine producers).
     Sqlite,

@@ -1,6 +1,6 @@
 //! A producer's database holding its outbox table: the statements the relay,
 //! the source's gauges, retention and the operators' actions run on it,
-//! in each dialect a source may be (MySQL/MariaDB, SQLite).
+//! in each dialect a source may be (MySQL/MariaDB, PostgreSQL, SQLite).
 //!
 //! The relay's claim is a transaction on one connection of its own: it
 //! selects pending rows `FOR UPDATE SKIP LOCKED` (READ COMMITTED, so no gap
@@ -13,15 +13,24 @@
 //! out, no claim column to write.
 //!
 //! One instance relays a source at a time: the relay's connection holds a
-//! named lock (`GET_LOCK`) for as long as it lives; the others wait as
-//! standbys and take over within a second of its connection closing. The
-//! row locks keep two relays apart even if the named lock were lost.
+//! named lock (`GET_LOCK` on MySQL; on PostgreSQL a session advisory lock,
+//! `pg_try_advisory_lock`, on a key derived from the database's and the
+//! table's names) for as long as it lives; the others wait as standbys and
+//! take over within a second of its connection closing. The row locks keep
+//! two relays apart even if the named lock were lost.
+//!
+//! PostgreSQL's claim is the same as MySQL's: READ COMMITTED (its default,
+//! made explicit), `FOR UPDATE OF o SKIP LOCKED`. Its planner locks rows as
+//! the LIMIT takes them, so no index needs naming. Its text columns are
+//! read as their UTF-8 bytes (`convert_to`) and its `timestamptz` columns
+//! in UTC, so the rows come out as from MySQL.
 
 use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, NaiveDateTime, Utc};
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool, SqlitePoolOptions};
 use sqlx::Row;
 
@@ -95,6 +104,7 @@ pub(crate) mod status {
 #[derive(Debug, Clone)]
 pub(crate) enum SourceDb {
     MySql { pool: MySqlPool, table: String },
+    Postgres { pool: PgPool, table: String },
     Sqlite { pool: SqlitePool, table: String },
 }
 
@@ -109,6 +119,10 @@ pub(crate) enum RelayConn {
         conn: MySqlConnection,
         table: String,
     },
+    Postgres {
+        conn: PgConnection,
+        table: String,
+    },
     Sqlite {
         conn: SqliteConnection,
         table: String,
@@ -121,15 +135,32 @@ fn utc(t: Option<NaiveDateTime>) -> Option<DateTime<Utc>> {
 
 /// The columns the relay reads (`headers` as text: a JSON column comes as
 /// its own type otherwise).
-fn claim_columns(mysql: bool) -> &'static str {
-    if mysql {
-        "CAST(id AS SIGNED) AS id, message_key, topic, record_key, payload, \
-         CAST(headers AS CHAR) AS headers, content_type, deliver_at, traceparent, \
-         CAST(retry_count AS SIGNED) AS retry_count"
-    } else {
-        "id, message_key, topic, record_key, CAST(payload AS BLOB) AS payload, headers, \
-         content_type, deliver_at, traceparent, retry_count"
+fn claim_columns(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::MySql => {
+            "CAST(id AS SIGNED) AS id, message_key, topic, record_key, payload, \
+             CAST(headers AS CHAR) AS headers, content_type, deliver_at, traceparent, \
+             CAST(retry_count AS SIGNED) AS retry_count"
+        }
+        Dialect::Postgres => {
+            "o.id, convert_to(o.message_key, 'UTF8'), convert_to(o.topic, 'UTF8'), \
+             convert_to(o.record_key, 'UTF8'), o.payload, convert_to(o.headers::text, 'UTF8'), \
+             convert_to(o.content_type, 'UTF8'), o.deliver_at AT TIME ZONE 'UTC', \
+             convert_to(o.traceparent, 'UTF8'), o.retry_count::bigint"
+        }
+        Dialect::Sqlite => {
+            "id, message_key, topic, record_key, CAST(payload AS BLOB) AS payload, headers, \
+             content_type, deliver_at, traceparent, retry_count"
+        }
     }
+}
+
+/// Which SQL a statement is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    MySql,
+    Postgres,
+    Sqlite,
 }
 
 fn source_row<R: Row>(r: &R) -> Result<SourceRow, sqlx::Error>
@@ -188,6 +219,10 @@ const LIST_COLUMNS: &str =
      CAST(retry_count AS SIGNED) AS retry_count, fail_reason, last_execute_time, gmt_create";
 const LIST_COLUMNS_SQLITE: &str = "id, message_key, topic, record_key, status, retry_count, \
      fail_reason, last_execute_time, gmt_create";
+const LIST_COLUMNS_POSTGRES: &str = "id, convert_to(message_key, 'UTF8'), \
+     convert_to(topic, 'UTF8'), convert_to(record_key, 'UTF8'), status::bigint, \
+     retry_count::bigint, convert_to(fail_reason, 'UTF8'), last_execute_time AT TIME ZONE 'UTC', \
+     gmt_create AT TIME ZONE 'UTC'";
 
 impl SourceDb {
     /// A pool on `url` (connections are made when first needed, so a source
@@ -219,6 +254,31 @@ impl SourceDb {
                     .connect_lazy_with(opts);
                 Self::MySql { pool, table }
             }
+            Backend::Postgres => {
+                // TLS (`sslmode=verify-full&sslrootcert=…`) is read from the
+                // URL by sqlx, as for MySQL.
+                let opts = PgConnectOptions::from_str(url.expose_for_driver())?;
+                let pool = PgPoolOptions::new()
+                    .max_connections(super::relay::LANES as u32 + 2)
+                    .min_connections(0)
+                    .acquire_timeout(Duration::from_secs(5))
+                    .after_connect(|conn, _| {
+                        Box::pin(async move {
+                            // As on MySQL: READ COMMITTED whatever the
+                            // server's default, and a lock wait (which SKIP
+                            // LOCKED avoids) gives up in 5 s.
+                            sqlx::raw_sql(
+                                "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL \
+                                 READ COMMITTED; SET lock_timeout = '5s'",
+                            )
+                            .execute(&mut *conn)
+                            .await?;
+                            Ok(())
+                        })
+                    })
+                    .connect_lazy_with(opts);
+                Self::Postgres { pool, table }
+            }
             Backend::Sqlite => {
                 let opts = SqliteConnectOptions::from_str(url.expose_for_driver())?
                     .busy_timeout(Duration::from_secs(5));
@@ -239,6 +299,10 @@ impl SourceDb {
                 conn: pool.acquire().await?.detach(),
                 table: table.clone(),
             },
+            Self::Postgres { pool, table } => RelayConn::Postgres {
+                conn: pool.acquire().await?.detach(),
+                table: table.clone(),
+            },
             Self::Sqlite { pool, table } => RelayConn::Sqlite {
                 conn: pool.acquire().await?.detach(),
                 table: table.clone(),
@@ -255,6 +319,11 @@ impl SourceDb {
         match self {
             Self::MySql { pool, table } => {
                 sqlx::raw_sql(sqlx::AssertSqlSafe(schema(SchemaDialect::Mysql, table)))
+                    .execute(pool)
+                    .await?;
+            }
+            Self::Postgres { pool, table } => {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(schema(SchemaDialect::Postgres, table)))
                     .execute(pool)
                     .await?;
             }
@@ -286,6 +355,22 @@ impl SourceDb {
                 .await?
                 .flatten();
                 Ok(stats(pending, failed, age.map(|us| us / 1000)))
+            }
+            Self::Postgres { pool, table } => {
+                let (pending, failed): (i64, i64) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                    "SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE status = 0 \
+                     LIMIT {COUNT_CAP}) p), (SELECT COUNT(*) FROM {table} WHERE status = 3)"
+                )))
+                .fetch_one(pool)
+                .await?;
+                let age: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                    "SELECT (EXTRACT(EPOCH FROM now() - gmt_create) * 1000)::bigint FROM {table} \
+                     WHERE status = 0 ORDER BY status, id LIMIT 1"
+                )))
+                .fetch_optional(pool)
+                .await?
+                .flatten();
+                Ok(stats(pending, failed, age))
             }
             Self::Sqlite { pool, table } => {
                 let (pending, failed): (i64, i64) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
@@ -329,6 +414,18 @@ impl SourceDb {
                 .await?;
                 rows.iter().map(listed_row).collect()
             }
+            Self::Postgres { pool, table } => {
+                let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "SELECT {LIST_COLUMNS_POSTGRES} FROM {table} o WHERE status = $1 \
+                     AND o.id > $2 ORDER BY o.status, o.id LIMIT $3"
+                )))
+                .bind(status)
+                .bind(after)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?;
+                rows.iter().map(listed_row).collect()
+            }
             Self::Sqlite { pool, table } => {
                 let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
                     "SELECT {LIST_COLUMNS_SQLITE} FROM {table} o WHERE status = ? AND o.id > ? \
@@ -351,6 +448,15 @@ impl SourceDb {
             Self::MySql { pool, table } => {
                 let row = sqlx::query(sqlx::AssertSqlSafe(format!(
                     "SELECT {LIST_COLUMNS} FROM {table} WHERE id = ?"
+                )))
+                .bind(id)
+                .fetch_optional(pool)
+                .await?;
+                row.as_ref().map(listed_row).transpose()
+            }
+            Self::Postgres { pool, table } => {
+                let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "SELECT {LIST_COLUMNS_POSTGRES} FROM {table} WHERE id = $1"
                 )))
                 .bind(id)
                 .fetch_optional(pool)
@@ -385,6 +491,15 @@ impl SourceDb {
                 .execute(pool)
                 .await?
                 .rows_affected(),
+            Self::Postgres { pool, table } => sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE {table} SET status = 0, retry_count = retry_count + 1, \
+                 fail_reason = NULL, next_retry_time = NULL, gmt_modified = now() \
+                 WHERE id = $1 AND status = 3"
+            )))
+            .bind(id)
+            .execute(pool)
+            .await?
+            .rows_affected(),
             Self::Sqlite { pool, table } => sqlx::query(sqlx::AssertSqlSafe(sql(table)))
                 .bind(id)
                 .execute(pool)
@@ -402,6 +517,14 @@ impl SourceDb {
             Self::MySql { pool, table } => sqlx::query(sqlx::AssertSqlSafe(format!(
                 "UPDATE {table} SET status = 4, last_execute_time = UTC_TIMESTAMP(3) \
                  WHERE id = ? AND status = 3"
+            )))
+            .bind(id)
+            .execute(pool)
+            .await?
+            .rows_affected(),
+            Self::Postgres { pool, table } => sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE {table} SET status = 4, last_execute_time = now(), gmt_modified = now() \
+                 WHERE id = $1 AND status = 3"
             )))
             .bind(id)
             .execute(pool)
@@ -453,29 +576,52 @@ fn status_index(table: &str) -> String {
 /// SQLite's clock in the table's text form (UTC).
 const SQLITE_NOW: &str = "strftime('%Y-%m-%d %H:%M:%f', 'now')";
 
-/// `?, ?, …` for `n` ids.
-fn marks(n: usize) -> String {
-    vec!["?"; n].join(", ")
+/// The placeholders of `n` values: `?, ?, …`, or on PostgreSQL `$first,
+/// $first+1, …` (numbered from `first`).
+fn marks(dialect: Dialect, first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| mark(dialect, i))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
-/// `body` for the relay connection of either dialect, with `conn` its
-/// connection, `table` the table's name and `touched` what a mark sets
-/// besides the status: when the relay last acted on the row (and, on
-/// SQLite, which has no `ON UPDATE`, `gmt_modified`).
+/// The placeholder of the `i`th value (from 1).
+fn mark(dialect: Dialect, i: usize) -> String {
+    match dialect {
+        Dialect::Postgres => format!("${i}"),
+        Dialect::MySql | Dialect::Sqlite => "?".to_string(),
+    }
+}
+
+/// `body` for the relay connection of any dialect, with `conn` its
+/// connection, `table` the table's name, `dialect` its SQL (for
+/// placeholders) and `touched` what a mark sets besides the status: when
+/// the relay last acted on the row (and, on SQLite and PostgreSQL, which
+/// have no `ON UPDATE`, `gmt_modified`).
 macro_rules! on_conn {
-    ($self:expr, |$conn:ident, $table:ident, $touched:ident| $body:expr) => {
+    ($self:expr, |$conn:ident, $table:ident, $dialect:ident, $touched:ident| $body:expr) => {
         match $self {
             RelayConn::MySql {
                 conn: $conn,
                 table: $table,
             } => {
+                let $dialect = Dialect::MySql;
                 let $touched = "last_execute_time = UTC_TIMESTAMP(3)";
+                $body
+            }
+            RelayConn::Postgres {
+                conn: $conn,
+                table: $table,
+            } => {
+                let $dialect = Dialect::Postgres;
+                let $touched = "last_execute_time = now(), gmt_modified = now()";
                 $body
             }
             RelayConn::Sqlite {
                 conn: $conn,
                 table: $table,
             } => {
+                let $dialect = Dialect::Sqlite;
                 let $touched = concat!(
                     "last_execute_time = strftime('%Y-%m-%d %H:%M:%f', 'now'), ",
                     "gmt_modified = strftime('%Y-%m-%d %H:%M:%f', 'now')"
@@ -503,6 +649,19 @@ impl RelayConn {
                 .await?;
                 Ok(got == Some(1))
             }
+            Self::Postgres { conn, table } => {
+                // A session lock: held by this connection until it closes
+                // (a transaction's end does not release it). The key is a
+                // 64-bit hash of the names, as GET_LOCK's is the name.
+                let got: bool = sqlx::query_scalar(
+                    "SELECT pg_try_advisory_lock(hashtextextended(\
+                     'trustmsg.outbox.' || current_database() || '.' || $1, 0))",
+                )
+                .bind(table.clone())
+                .fetch_one(&mut *conn)
+                .await?;
+                Ok(got)
+            }
             Self::Sqlite { .. } => Ok(true),
         }
     }
@@ -524,8 +683,18 @@ impl RelayConn {
                     "SELECT {} FROM {table} o FORCE INDEX ({}) WHERE status = 0 AND \
                      (next_retry_time IS NULL OR next_retry_time <= UTC_TIMESTAMP(3)){} \
                      ORDER BY o.status, o.id LIMIT ? FOR UPDATE SKIP LOCKED",
-                    claim_columns(true),
+                    claim_columns(Dialect::MySql),
                     status_index(table),
+                    behind_failed(table, ordered),
+                ),
+            ),
+            Self::Postgres { table, .. } => (
+                "BEGIN ISOLATION LEVEL READ COMMITTED",
+                format!(
+                    "SELECT {} FROM {table} o WHERE status = 0 AND \
+                     (next_retry_time IS NULL OR next_retry_time <= now()){} \
+                     ORDER BY o.status, o.id LIMIT $1 FOR UPDATE OF o SKIP LOCKED",
+                    claim_columns(Dialect::Postgres),
                     behind_failed(table, ordered),
                 ),
             ),
@@ -534,12 +703,12 @@ impl RelayConn {
                 format!(
                     "SELECT {} FROM {table} o WHERE status = 0 AND (next_retry_time IS NULL \
                      OR next_retry_time <= {SQLITE_NOW}){} ORDER BY o.status, o.id LIMIT ?",
-                    claim_columns(false),
+                    claim_columns(Dialect::Sqlite),
                     behind_failed(table, ordered),
                 ),
             ),
         };
-        let rows = on_conn!(self, |conn, _table, _touched| {
+        let rows = on_conn!(self, |conn, _table, _dialect, _touched| {
             sqlx::query(begin).execute(&mut *conn).await?;
             sqlx::query(sqlx::AssertSqlSafe(sql))
                 .bind(i64::from(limit))
@@ -568,15 +737,18 @@ impl RelayConn {
             .iter()
             .map(|&id| i64::try_from(id).unwrap_or(i64::MAX))
             .collect();
-        on_conn!(self, |conn, table, touched| {
+        on_conn!(self, |conn, table, dialect, touched| {
             for chunk in ids.chunks(1000) {
                 let sql = if keep_relayed {
                     format!(
                         "UPDATE {table} SET status = 2, {touched} WHERE id IN ({})",
-                        marks(chunk.len())
+                        marks(dialect, 1, chunk.len())
                     )
                 } else {
-                    format!("DELETE FROM {table} WHERE id IN ({})", marks(chunk.len()))
+                    format!(
+                        "DELETE FROM {table} WHERE id IN ({})",
+                        marks(dialect, 1, chunk.len())
+                    )
                 };
                 let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
                 for id in chunk {
@@ -586,7 +758,9 @@ impl RelayConn {
             }
             for (id, reason) in failed {
                 sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "UPDATE {table} SET status = 3, fail_reason = ?, {touched} WHERE id = ?"
+                    "UPDATE {table} SET status = 3, fail_reason = {}, {touched} WHERE id = {}",
+                    mark(dialect, 1),
+                    mark(dialect, 2)
                 )))
                 .bind(clip(reason))
                 .bind(i64::try_from(*id).unwrap_or(i64::MAX))
@@ -600,7 +774,7 @@ impl RelayConn {
 
     /// Gives a claimed batch back untouched.
     pub(crate) async fn rollback(&mut self) -> Result<(), sqlx::Error> {
-        on_conn!(self, |conn, _table, _touched| {
+        on_conn!(self, |conn, _table, _dialect, _touched| {
             sqlx::query("ROLLBACK").execute(&mut *conn).await?;
         });
         Ok(())
@@ -635,6 +809,19 @@ impl RelayConn {
                     .await?;
                     old_prefix(rows)
                 }
+                Self::Postgres { conn, table } => {
+                    let rows: Vec<(i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                        "SELECT o.id, (COALESCE(last_execute_time, gmt_modified) \
+                         < now() - $1::float8 * interval '1 millisecond')::int::int8 \
+                         FROM {table} o WHERE status = $2 ORDER BY o.status, o.id LIMIT $3"
+                    )))
+                    .bind(retention_ms)
+                    .bind(st)
+                    .bind(i64::from(limit))
+                    .fetch_all(&mut *conn)
+                    .await?;
+                    old_prefix(rows)
+                }
                 Self::Sqlite { conn, table } => {
                     let rows: Vec<(i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
                         "SELECT o.id, (julianday('now') - julianday(COALESCE(last_execute_time, \
@@ -652,10 +839,10 @@ impl RelayConn {
             if ids.is_empty() {
                 continue;
             }
-            let done = on_conn!(self, |conn, table, _touched| {
+            let done = on_conn!(self, |conn, table, dialect, _touched| {
                 let mut q = sqlx::query(sqlx::AssertSqlSafe(format!(
                     "DELETE FROM {table} WHERE status = {st} AND id IN ({})",
-                    marks(ids.len())
+                    marks(dialect, 1, ids.len())
                 )));
                 for id in &ids {
                     q = q.bind(*id);

@@ -12,8 +12,10 @@
 //!
 //! What is refused, and why:
 //! - a scheme this build has no backend for, or none (`mysql//…`); PostgreSQL
-//!   is recognised and refused as not supported yet;
-//! - a `mysql://` URL that does not parse, or that parses into something
+//!   is recognised and, as trustmsg's own store (`--database-url`), refused as
+//!   not supported yet: it is accepted only where a producer's database may
+//!   be PostgreSQL ([`DatabaseUrl::parse_outbox_source`], `--outbox-source`);
+//! - a `mysql://` (or `postgres://`) URL that does not parse, or that parses into something
 //!   other than what its writer meant: a `#`, `/` or `?` unescaped in a
 //!   password ends the host there, so the password's head becomes a port
 //!   (refused as invalid) or a host, and its tail a fragment, a path or a
@@ -32,15 +34,16 @@ use percent_encoding::percent_decode_str;
 
 use crate::net::secret::{hide_userinfo, redacted};
 
-/// The database family a URL's scheme names. PostgreSQL comes next: one
-/// variant here, its arm in [`Backend::of_scheme`], and the compiler lists
-/// every place that must handle it.
+/// The database family a URL's scheme names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     /// `mysql://` (MySQL or MariaDB).
     MySql,
     /// `sqlite:` (a file, or `sqlite::memory:`).
     Sqlite,
+    /// `postgres://` or `postgresql://`: only a producer's database (an
+    /// outbox source) for now, never trustmsg's own store.
+    Postgres,
 }
 
 impl Backend {
@@ -49,14 +52,20 @@ impl Backend {
         match scheme.to_ascii_lowercase().as_str() {
             "mysql" => Ok(Self::MySql),
             "sqlite" => Ok(Self::Sqlite),
-            "postgres" | "postgresql" => Err(UrlRefused(
-                "names PostgreSQL, which this build does not support yet: use \
-                 mysql://user:password@host:3306/database (MySQL, MariaDB) or sqlite://path.db"
-                    .into(),
-            )),
+            "postgres" | "postgresql" => Ok(Self::Postgres),
             _ => Err(no_scheme()),
         }
     }
+}
+
+/// Why trustmsg's own store refuses a `postgres://` URL.
+fn postgres_store_refused() -> UrlRefused {
+    UrlRefused(
+        "names PostgreSQL, which this build does not support yet as trustmsg's own database: \
+         use mysql://user:password@host:3306/database (MySQL, MariaDB) or sqlite://path.db \
+         (a producer's outbox table may be on PostgreSQL: --outbox-source BIZ_ID=postgres://…)"
+            .into(),
+    )
 }
 
 /// Why a database URL was refused, in words an operator can act on. It
@@ -90,15 +99,31 @@ pub struct DatabaseUrl {
 }
 
 impl DatabaseUrl {
-    /// Parses and checks `s`; see the module docs for what is refused.
+    /// Parses and checks `s` as trustmsg's own database (MySQL/MariaDB or
+    /// SQLite); see the module docs for what is refused.
     pub fn parse(s: &str) -> Result<Self, UrlRefused> {
+        let url = Self::parse_any(s)?;
+        if url.backend == Backend::Postgres {
+            return Err(postgres_store_refused());
+        }
+        Ok(url)
+    }
+
+    /// Parses and checks `s` as a producer's database holding an outbox
+    /// table (`--outbox-source`): MySQL/MariaDB, PostgreSQL or SQLite.
+    pub fn parse_outbox_source(s: &str) -> Result<Self, UrlRefused> {
+        Self::parse_any(s)
+    }
+
+    fn parse_any(s: &str) -> Result<Self, UrlRefused> {
         let s = s.trim();
         if s.is_empty() {
             return Err(UrlRefused("is empty".into()));
         }
         let scheme = scheme_of(s).ok_or_else(no_scheme)?;
         match Backend::of_scheme(scheme)? {
-            Backend::MySql => Self::mysql(s, scheme),
+            Backend::MySql => Self::server(s, scheme, Backend::MySql),
+            Backend::Postgres => Self::server(s, scheme, Backend::Postgres),
             // A SQLite URL is a path: sqlx reads it itself, and it holds
             // no credentials to hide.
             Backend::Sqlite => Ok(Self {
@@ -109,18 +134,23 @@ impl DatabaseUrl {
         }
     }
 
-    fn mysql(s: &str, scheme: &str) -> Result<Self, UrlRefused> {
+    /// A database server's URL (`mysql://`, `postgres://`): checked so that
+    /// a password with an unescaped `# / ?` is refused, never shown.
+    fn server(s: &str, scheme: &str, backend: Backend) -> Result<Self, UrlRefused> {
+        let (kind, example) = match backend {
+            Backend::Postgres => ("postgres://", "postgres://user:password@host:5432/database"),
+            _ => ("mysql://", "mysql://user:password@host:3306/database"),
+        };
         let refuse = |why: &str| {
             UrlRefused(format!(
-                "is not a usable mysql:// URL ({why}; {}): {ENCODE}",
+                "is not a usable {kind} URL ({why}; {}): {ENCODE}",
                 hide_userinfo(s, scheme)
             ))
         };
         if !s[scheme.len()..].starts_with("://") {
             return Err(UrlRefused(format!(
-                "starts with {scheme:?} but not {scheme}://: write \
-                 mysql://user:password@host:3306/database (the value is not shown: it may hold \
-                 a password)"
+                "starts with {scheme:?} but not {scheme}://: write {example} (the value is not \
+                 shown: it may hold a password)"
             )));
         }
         let url = url::Url::parse(s).map_err(|e| refuse(&e.to_string()))?;
@@ -142,7 +172,7 @@ impl DatabaseUrl {
             }
         }
         Ok(Self {
-            backend: Backend::MySql,
+            backend,
             raw: s.to_string(),
             shown: redacted(&url),
         })
@@ -314,6 +344,30 @@ mod tests {
                 "{why}"
             );
             assert!(!leaks(&why), "{why}");
+        }
+    }
+
+    #[test]
+    fn an_outbox_source_may_be_postgresql_and_never_shows_its_password() {
+        for given in [
+            "postgres://u:hunter2swordfish@h/db",
+            "postgresql://u:hunter2%23swordfish@h:5433/db?sslmode=verify-full",
+        ] {
+            let url = DatabaseUrl::parse_outbox_source(given).expect(given);
+            assert_eq!(url.backend(), Backend::Postgres);
+            assert_eq!(url.expose_for_driver(), given);
+            let shown = format!("{url} {url:?}");
+            assert!(!leaks(&shown) && shown.contains("u:***@h"), "{shown}");
+        }
+        let why = DatabaseUrl::parse_outbox_source("postgres://u:hunter2#swordfish@h/db")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            !leaks(&why) && why.contains("postgres://") && why.contains("%23"),
+            "{why}"
+        );
+        for given in ["mysql://u:p@h/db", "sqlite://x.db"] {
+            assert!(DatabaseUrl::parse_outbox_source(given).is_ok(), "{given}");
         }
     }
 

@@ -46,6 +46,11 @@ pub async fn open(
             let one = ready(SqliteStore::connect(url).await, url, migrate).await?;
             Ok(Arc::new(one))
         }
+        // DatabaseUrl::parse refuses these; a URL parsed as an outbox
+        // source must not become a store by mistake.
+        Backend::Postgres => {
+            anyhow::bail!("{url}: trustmsg's own database cannot be PostgreSQL yet")
+        }
     }
 }
 
@@ -82,7 +87,8 @@ pub async fn create_database_if_missing(url: &DatabaseUrl) -> StoreResult<()> {
                 tracing::info!(%url, "created database");
             }
         }
-        Backend::Sqlite => {}
+        // A producer's database: trustmsg never creates it.
+        Backend::Sqlite | Backend::Postgres => {}
     }
     Ok(())
 }

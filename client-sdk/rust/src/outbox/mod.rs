@@ -28,17 +28,20 @@
 //!   only the service knows (the payload limit, the producer's topic
 //!   allow-list) is checked when the row is relayed.
 //! - **One row per message key.** `message_key` is the table's unique key:
-//!   a second row with the same key is [`EnqueueError::Duplicate`]. On
-//!   MySQL/MariaDB and SQLite the failed statement leaves the transaction
-//!   open and unchanged; roll it back or go on without the message.
+//!   a second row with the same key is [`EnqueueError::Duplicate`]. The
+//!   failed statement leaves the transaction open and unchanged (on
+//!   PostgreSQL, where a failed statement aborts a transaction, the INSERT
+//!   runs in a savepoint of its own); roll it back or go on without the
+//!   message.
 //! - **Nothing outside your transaction.** The row is one INSERT through the
 //!   transaction (or connection) you pass: rolled back with it, invisible to
 //!   the relay until it commits.
 //!
-//! MySQL ≥ 8.0 / MariaDB ≥ 10.6 and SQLite are supported ([`Target`]). The
-//! table's SQL ships with the crate ([`schema`], [`MYSQL_MIGRATION`],
-//! [`SQLITE_MIGRATION`], [`POSTGRES_MIGRATION`]); `trustmsg outbox schema
-//! --dialect mysql` prints the same.
+//! MySQL ≥ 8.0 / MariaDB ≥ 10.6, PostgreSQL ≥ 13 and SQLite are supported
+//! ([`Target`]). The table's SQL ships with the crate ([`schema`],
+//! [`MYSQL_MIGRATION`], [`POSTGRES_MIGRATION`], [`SQLITE_MIGRATION`]);
+//! `trustmsg outbox schema --dialect mysql` (or `postgres`, `sqlite`) prints
+//! the same.
 //!
 //! ```no_run
 //! use trustmsg_client::{outbox, Message};
@@ -95,8 +98,8 @@ pub const MYSQL_MIGRATION: &str = include_str!("../../migrations/outbox/mysql.sq
 /// ```
 pub const SQLITE_MIGRATION: &str = include_str!("../../migrations/outbox/sqlite.sql");
 
-/// The table's SQL for PostgreSQL ≥ 13, named [`TABLE`] (its relay comes
-/// with trustmsg's PostgreSQL backend; [`enqueue`] does not write to it yet).
+/// The table's SQL for PostgreSQL ≥ 13, named [`TABLE`]: the repository's
+/// `migrations/outbox/postgres.sql`.
 ///
 /// ```
 /// assert!(trustmsg_client::outbox::POSTGRES_MIGRATION.contains("BYTEA"));
@@ -111,7 +114,7 @@ pub enum Dialect {
     MySql,
     /// SQLite.
     Sqlite,
-    /// PostgreSQL ≥ 13 (the schema only).
+    /// PostgreSQL ≥ 13.
     Postgres,
 }
 
@@ -202,6 +205,11 @@ pub fn schema(dialect: Dialect, table: &str) -> Result<String, EnqueueError> {
 /// Creates the table [`TABLE`] if it does not exist. On MySQL/MariaDB,
 /// `CREATE TABLE` commits an open transaction: call it on a pool (at
 /// start-up), not inside your business transaction.
+///
+/// On PostgreSQL, rows made by concurrent transactions get their ids (an
+/// identity) in INSERT order, not commit order, as with MySQL's
+/// `AUTO_INCREMENT`; the relay never reads by an id cursor, so a row that
+/// commits late is relayed when it becomes visible.
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {

@@ -9,8 +9,9 @@ use std::pin::Pin;
 
 use sqlx::mysql::{MySql, MySqlConnection, MySqlPool};
 use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgConnection, PgPool, Postgres};
 use sqlx::sqlite::{Sqlite, SqliteConnection, SqlitePool};
-use sqlx::{AssertSqlSafe, Transaction};
+use sqlx::{AssertSqlSafe, Connection, Transaction};
 
 use super::row::{Due, Row};
 use super::Dialect;
@@ -33,7 +34,7 @@ mod sealed {
 }
 
 /// What [`enqueue`](super::enqueue) and [`create_table`](super::create_table)
-/// write through: on MySQL/MariaDB or SQLite, a transaction (`&mut tx`, what
+/// write through: on MySQL/MariaDB, PostgreSQL or SQLite, a transaction (`&mut tx`, what
 /// `pool.begin()` gives), a connection (`&mut conn`, also a pooled one), or
 /// a pool (`&pool`: the row commits on its own). Implemented by this crate
 /// only.
@@ -42,11 +43,13 @@ mod sealed {
 /// use trustmsg_client::outbox::Target;
 ///
 /// fn writes_rows<'a>(_: impl Target<'a>) {}
-/// # async fn show(mysql: sqlx::MySqlPool, sqlite: sqlx::SqlitePool) -> Result<(), sqlx::Error> {
+/// # async fn show(mysql: sqlx::MySqlPool, sqlite: sqlx::SqlitePool, pg: sqlx::PgPool) -> Result<(), sqlx::Error> {
 /// let mut tx = mysql.begin().await?;
 /// writes_rows(&mut tx);
 /// writes_rows(&mut *tx);
 /// writes_rows(&sqlite);
+/// let mut tx = pg.begin().await?;
+/// writes_rows(&mut tx);
 /// let mut conn = sqlite.acquire().await?;
 /// writes_rows(&mut conn);
 /// # Ok(())
@@ -73,6 +76,16 @@ fn sqlite_insert(table: &str) -> String {
         "INSERT INTO {table} (message_key, topic, record_key, payload, headers, traceparent, \
          deliver_at) VALUES (?, ?, ?, ?, ?, ?, \
          COALESCE(?, strftime('%Y-%m-%d %H:%M:%f', 'now', ?)))"
+    )
+}
+
+/// The INSERT into `table`, PostgreSQL: a delay (milliseconds) is added to
+/// `now()` (NULL for no delay); the headers' JSON text becomes `jsonb`.
+fn postgres_insert(table: &str) -> String {
+    format!(
+        "INSERT INTO {table} (message_key, topic, record_key, payload, headers, traceparent, \
+         deliver_at) VALUES ($1, $2, $3, $4, $5::text::jsonb, $6, \
+         COALESCE($7, now() + $8::float8 * interval '1 millisecond')) RETURNING id"
     )
 }
 
@@ -117,6 +130,52 @@ async fn insert_mysql<'e>(
     Ok(done.last_insert_id())
 }
 
+async fn insert_postgres<'e>(
+    executor: impl sqlx::Executor<'e, Database = Postgres>,
+    table: &str,
+    row: Row,
+) -> Result<u64, sqlx::Error> {
+    let (at, after_ms) = match row.due {
+        None => (None, None),
+        Some(Due::At(t)) => (Some(t), None),
+        Some(Due::AfterMs(ms)) => (None, Some(i64::try_from(ms).unwrap_or(i64::MAX))),
+    };
+    let id: i64 = sqlx::query_scalar(AssertSqlSafe(postgres_insert(table)))
+        .bind(row.message_key)
+        .bind(row.topic)
+        .bind(row.record_key)
+        .bind(row.payload)
+        .bind(row.headers)
+        .bind(row.traceparent)
+        .bind(at)
+        .bind(after_ms)
+        .fetch_one(executor)
+        .await?;
+    Ok(u64::try_from(id).unwrap_or_default())
+}
+
+/// The INSERT on a PostgreSQL connection, inside a savepoint (or a
+/// transaction of its own when none is open): a failed statement aborts a
+/// PostgreSQL transaction, and a duplicate key must leave the caller's
+/// transaction open and unchanged, as on MySQL and SQLite.
+async fn insert_postgres_conn(
+    conn: &mut PgConnection,
+    table: &str,
+    row: Row,
+) -> Result<u64, sqlx::Error> {
+    let mut savepoint = conn.begin().await?;
+    match insert_postgres(&mut *savepoint, table, row).await {
+        Ok(id) => {
+            savepoint.commit().await?;
+            Ok(id)
+        }
+        Err(e) => {
+            savepoint.rollback().await?;
+            Err(e)
+        }
+    }
+}
+
 async fn insert_sqlite<'e>(
     executor: impl sqlx::Executor<'e, Database = Sqlite>,
     table: &str,
@@ -140,13 +199,13 @@ async fn insert_sqlite<'e>(
 /// `Sealed` for the transaction, the connection, the pooled connection and
 /// the pool of one database, each reaching the executor its own way.
 macro_rules! targets {
-    ($db:ty, $conn:ty, $pool:ty, $dialect:expr, $insert:ident) => {
+    ($db:ty, $conn:ty, $pool:ty, $dialect:expr, $insert:ident, $insert_conn:ident) => {
         impl<'a, 'c> sealed::Sealed<'a> for &'a mut Transaction<'c, $db> {
             const DIALECT: Dialect = $dialect;
             fn insert(self, table: &str, row: Row) -> BoxFuture<'a, Result<u64, sqlx::Error>> {
                 let conn: &'a mut $conn = self;
                 let table = table.to_string();
-                Box::pin(async move { $insert(conn, &table, row).await })
+                Box::pin(async move { $insert_conn(conn, &table, row).await })
             }
             fn run_script(self, sql: String) -> BoxFuture<'a, Result<(), sqlx::Error>> {
                 let conn: &'a mut $conn = self;
@@ -163,7 +222,7 @@ macro_rules! targets {
             const DIALECT: Dialect = $dialect;
             fn insert(self, table: &str, row: Row) -> BoxFuture<'a, Result<u64, sqlx::Error>> {
                 let table = table.to_string();
-                Box::pin(async move { $insert(self, &table, row).await })
+                Box::pin(async move { $insert_conn(self, &table, row).await })
             }
             fn run_script(self, sql: String) -> BoxFuture<'a, Result<(), sqlx::Error>> {
                 Box::pin(async move {
@@ -210,6 +269,7 @@ targets!(
     MySqlConnection,
     MySqlPool,
     Dialect::MySql,
+    insert_mysql,
     insert_mysql
 );
 targets!(
@@ -217,7 +277,16 @@ targets!(
     SqliteConnection,
     SqlitePool,
     Dialect::Sqlite,
+    insert_sqlite,
     insert_sqlite
+);
+targets!(
+    Postgres,
+    PgConnection,
+    PgPool,
+    Dialect::Postgres,
+    insert_postgres,
+    insert_postgres_conn
 );
 
 #[cfg(test)]
