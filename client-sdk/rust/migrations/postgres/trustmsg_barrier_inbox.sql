@@ -15,10 +15,12 @@ CREATE TABLE IF NOT EXISTS trustmsg_barrier (
 );
 CREATE INDEX IF NOT EXISTS idx_trustmsg_barrier_created ON trustmsg_barrier (created_at);
 
--- The consumer's inbox.
+-- The consumer's inbox. A trustmsg-message-id is an unsigned 64-bit integer
+-- (vectors/record-headers.json has 18446744073709551615): BIGINT stops at
+-- 2^63 - 1, so the id is a NUMERIC(20, 0) held to the u64 range.
 CREATE TABLE IF NOT EXISTS trustmsg_inbox (
-    consumer_group VARCHAR(255) COLLATE "C" NOT NULL,
-    message_id     BIGINT       NOT NULL CHECK (message_id > 0),
+    consumer_group VARCHAR(255)   COLLATE "C" NOT NULL,
+    message_id     NUMERIC(20, 0) NOT NULL CHECK (message_id > 0 AND message_id <= 18446744073709551615),
     processed_at   TIMESTAMPTZ  NOT NULL DEFAULT now(),
     PRIMARY KEY (consumer_group, message_id)
 );

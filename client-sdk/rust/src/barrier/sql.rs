@@ -242,17 +242,14 @@ impl sealed::Database for Postgres {
         message_id: u64,
     ) -> BoxFuture<'c, Result<bool, sqlx::Error>> {
         Box::pin(async move {
-            // trustmsg's ids are BIGINT on PostgreSQL too: one past it is
-            // not an id trustmsg gave.
-            let id = i64::try_from(message_id).map_err(|_| {
-                sqlx::Error::Encode(format!("message id {message_id} is past BIGINT").into())
-            })?;
+            // The kit's column is NUMERIC(20, 0): every u64, bound as its
+            // decimal text (sqlx has no unsigned 64-bit encoding for PostgreSQL).
             let done = sqlx::query(
-                "INSERT INTO trustmsg_inbox (consumer_group, message_id) VALUES ($1, $2) \
+                "INSERT INTO trustmsg_inbox (consumer_group, message_id) VALUES ($1, $2::numeric) \
                  ON CONFLICT (consumer_group, message_id) DO NOTHING",
             )
             .bind(group)
-            .bind(id)
+            .bind(message_id.to_string())
             .execute(&mut *conn)
             .await?;
             Ok(done.rows_affected() == 1)

@@ -340,8 +340,21 @@ async fn postgres_inbox_processes_a_message_once_per_group_and_skips_repeats() {
         let other = charge(&pool, group, 7, &runs, Duration::ZERO, false).await;
         assert_eq!(other.unwrap(), Processed::Done(7), "{group:?}");
     }
-    assert_eq!(count(&pool, "SELECT COUNT(*) FROM charges").await, 4);
-    assert_eq!(count(&pool, "SELECT COUNT(*) FROM trustmsg_inbox").await, 4);
+    // A trustmsg-message-id is a u64 (the kit's column NUMERIC(20, 0)).
+    let top = charge(&pool, "billing", u64::MAX, &runs, Duration::ZERO, false).await;
+    assert_eq!(top.unwrap(), Processed::Done(u64::MAX));
+    let again = charge(&pool, "billing", u64::MAX, &runs, Duration::ZERO, false).await;
+    assert_eq!(again.unwrap(), Processed::Repeat);
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM charges").await, 5);
+    assert_eq!(
+        count(
+            &pool,
+            "SELECT COUNT(*) FROM trustmsg_inbox WHERE message_id = 18446744073709551615"
+        )
+        .await,
+        1
+    );
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM trustmsg_inbox").await, 5);
     db.drop_db().await;
 }
 
