@@ -14,6 +14,8 @@
 //! - ACLs: a topic the broker does not let trustmsg's user write to is
 //!   SEND_FAILED after one attempt, with the broker's reason, while the
 //!   allowed topic is delivered.
+//! - The Kafka way in: its consumer group applies every record across a
+//!   restart of the broker, 0 lost and 0 wrong.
 //!
 //! Run alone: `cargo test -p trustmsg-tests --test e2e real_kafka`.
 
@@ -321,4 +323,59 @@ async fn scram_sha_512_refuses_a_wrong_password_and_delivers_with_the_right_one(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sasl_plain_refuses_a_wrong_password_and_delivers_with_the_right_one() {
     sasl_refuses_a_wrong_password_and_delivers_with_the_right_one("PLAIN").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_the_brokers_acls_refuse_is_send_failed_with_its_reason_after_one_attempt() {
+    let began = Instant::now();
+    const REFUSED: &str = "e2e-real-kafka-refused";
+    // Both topics exist; the broker lets trustmsg's user write to one only.
+    let kafka = sasl_broker(&[TOPIC]).await;
+    kafka.create_topic(REFUSED, 1).await;
+    let db = TestDb::create().await;
+    let pool = db.pool().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("trustmsg.log");
+    let sasl = [
+        ("security.protocol", "SASL_PLAINTEXT"),
+        ("sasl.mechanism", "SCRAM-SHA-512"),
+        ("sasl.username", USER),
+        ("sasl.password", PASSWORD),
+    ];
+    let service = service(&db, &kafka, &sasl, &log).await;
+    let producer = shop(&service).await;
+    let mut reader = kafka.reader(TOPIC);
+
+    let refused = commit(&producer, REFUSED, "refused").await;
+    let allowed = commit(&producer, TOPIC, "allowed").await;
+    reader
+        .read_until(Duration::from_secs(60), "the allowed record", |rs| {
+            rs.iter().any(|r| r.message_id == allowed)
+        })
+        .await;
+    assert_record_is(&reader.records[0], "allowed", allowed);
+    eventually(60, "the refused message SEND_FAILED", async || {
+        row(&pool, "refused").await.1.as_deref() == Some("SEND_FAILED")
+    })
+    .await;
+    let (status, _, attempts, error, ..) = row(&pool, "refused").await;
+    assert_eq!(status, "COMMITTED");
+    // Permanent at the first answer: not retried until the attempt limit.
+    assert_eq!(attempts, 1, "refused message {refused}: {error:?}");
+    let error = error.unwrap_or_default();
+    assert!(
+        error.contains("TopicAuthorizationFailed") || error.contains("authorization"),
+        "the broker's reason is not in the last error: {error}"
+    );
+    // Still refused a while later: SEND_FAILED is where it stays (only an
+    // operator's redeliver moves it), and the broker holds nothing of it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(row(&pool, "refused").await.2, 1);
+    assert_eq!(records_in_topic(&kafka, REFUSED, 1), 0);
+    assert_eq!(row(&pool, "allowed").await.1.as_deref(), Some("SENT"));
+    eprintln!(
+        "acls: broker {:?}, all {:?}; the refused message's last error: {error}",
+        kafka.started_in,
+        began.elapsed()
+    );
 }
