@@ -28,6 +28,7 @@ use rdkafka::ClientConfig;
 use sqlx::MySqlPool;
 use trustmsg_client::{Message, Producer};
 use trustmsg_tests::kafka::Consumed;
+use trustmsg_tests::submit::{assert_nothing_dead_lettered, Submission, Submitter};
 use trustmsg_tests::{eventually, RealKafka, ServiceProcess, TestDb, UNREACHABLE_VERIFY_URL};
 use trustmsg_verify_api::kafka_headers;
 
@@ -375,6 +376,124 @@ async fn a_topic_the_brokers_acls_refuse_is_send_failed_with_its_reason_after_on
     assert_eq!(row(&pool, "allowed").await.1.as_deref(), Some("SENT"));
     eprintln!(
         "acls: broker {:?}, all {:?}; the refused message's last error: {error}",
+        kafka.started_in,
+        began.elapsed()
+    );
+}
+
+const SUBMIT: &str = "e2e-real-kafka.submit";
+const DLQ: &str = "e2e-real-kafka.submit.dlq";
+const ORDERS: &str = "e2e-real-kafka-orders";
+
+/// Prepares and commits `order-{from}` … `order-{to-1}` through the Kafka
+/// way in, each keyed `customer-{i % 3}` with its own payload.
+async fn submit_orders(producer: &Submitter, range: std::ops::Range<usize>) {
+    for i in range {
+        let key = format!("order-{i}");
+        let value = format!("{{\"order\":{i}}}");
+        producer
+            .prepare(
+                &key,
+                Submission {
+                    topic: ORDERS,
+                    key: Some(&format!("customer-{}", i % 3)),
+                    headers: &[("content-type", "application/json")],
+                    value: value.as_bytes(),
+                    partition: None,
+                },
+            )
+            .await;
+        producer.commit(&key).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kafka_way_ins_group_applies_every_record_across_a_broker_restart() {
+    let began = Instant::now();
+    const N: usize = 40;
+    let kafka = RealKafka::start();
+    kafka.create_topic(SUBMIT, 3).await;
+    kafka.create_topic(DLQ, 1).await;
+    kafka.create_topic(ORDERS, 2).await;
+    let db = TestDb::create().await;
+    let pool = db.pool().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("trustmsg.log");
+    let mut extra = vec!["--submit-topic", SUBMIT];
+    extra.extend_from_slice(&[
+        "--kafka-message-timeout",
+        "10s",
+        "--send-lease",
+        "15s",
+        "--sweep-interval",
+        "200ms",
+    ]);
+    let service =
+        ServiceProcess::start_logged(&db.url, kafka.bootstrap(), &extra, Some(log.clone())).await;
+    let mut registration = settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3);
+    registration["topics"] = serde_json::json!([ORDERS]);
+    let (_, secret) = service.register("shop", registration).await;
+    let producer = Submitter::new(kafka.internal_bootstrap(), SUBMIT, "shop", &secret);
+
+    // Half before the restart, applied (so the group has joined and
+    // committed offsets) and being forwarded when the broker goes down; the
+    // other half once it is back.
+    submit_orders(&producer, 0..N / 2).await;
+    eventually(60, "the first half COMMITTED", async || {
+        let rows = statuses(&pool, "shop").await;
+        rows.len() == N / 2 && rows.values().all(|(_, s, _)| s == "COMMITTED")
+    })
+    .await;
+    kafka.stop();
+    let sent_before = statuses(&pool, "shop")
+        .await
+        .values()
+        .filter(|(_, _, ss)| ss.as_deref() == Some("SENT"))
+        .count();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let restarted_in = kafka.restart();
+    submit_orders(&producer, N / 2..N).await;
+
+    eventually(120, "every order COMMITTED and SENT", async || {
+        let rows = statuses(&pool, "shop").await;
+        rows.len() == N
+            && rows
+                .values()
+                .all(|(_, s, ss)| s == "COMMITTED" && ss.as_deref() == Some("SENT"))
+    })
+    .await;
+    // 0 lost: every message's record is in the topic; 0 wrong: each as
+    // submitted (duplicates, at least once, are allowed and checked too).
+    let rows = statuses(&pool, "shop").await;
+    let mut orders = kafka.reader(ORDERS);
+    orders
+        .read_until(Duration::from_secs(60), "every order's record", |rs| {
+            rows.values()
+                .all(|(id, _, _)| rs.iter().any(|r| r.message_id == *id))
+        })
+        .await;
+    for r in orders.poll() {
+        let (key, _) = rows
+            .iter()
+            .find(|(_, (id, _, _))| *id == r.message_id)
+            .unwrap_or_else(|| panic!("a record of no stored message: {r:?}"));
+        let i: usize = key.trim_start_matches("order-").parse().unwrap();
+        assert_eq!(
+            r.key.as_deref(),
+            Some(format!("customer-{}", i % 3).as_bytes())
+        );
+        assert_eq!(
+            r.payload.as_deref(),
+            Some(format!("{{\"order\":{i}}}").as_bytes())
+        );
+        assert_eq!(r.header("content-type"), Some(&b"application/json"[..]));
+    }
+    assert_nothing_dead_lettered(kafka.internal_bootstrap(), &producer, 3, DLQ).await;
+    let duplicates = orders.records.len() - N;
+    eprintln!(
+        "kafka way in across a broker restart: broker {:?}, restarted in {restarted_in:?}, \
+         {sent_before} of {N} SENT before the stop, {duplicates} duplicate record(s), \
+         all {:?}",
         kafka.started_in,
         began.elapsed()
     );
