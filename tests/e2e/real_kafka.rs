@@ -133,15 +133,18 @@ type Row = (
     Option<i64>,
 );
 
+/// [`Row`] as MariaDB hands it over (the enums as bytes).
+type RawRow = (
+    Vec<u8>,
+    Option<Vec<u8>>,
+    u32,
+    Option<String>,
+    Option<i32>,
+    Option<i64>,
+);
+
 async fn row(pool: &MySqlPool, key: &str) -> Row {
-    let (status, send_status, attempts, error, partition, offset): (
-        Vec<u8>,
-        Option<Vec<u8>>,
-        u32,
-        Option<String>,
-        Option<i32>,
-        Option<i64>,
-    ) = sqlx::query_as(
+    let (status, send_status, attempts, error, partition, offset): RawRow = sqlx::query_as(
         "SELECT status, send_status, send_attempts, last_error, kafka_partition, kafka_offset \
          FROM messages WHERE biz_id = 'shop' AND message_key = ?",
     )
