@@ -17,6 +17,8 @@
 //! - TLS with a CA of the test's own: delivered with the broker's name
 //!   checked; a certificate for another name refused (nothing sent, the log
 //!   says why) until the check is turned off.
+//! - `trustmsg tail` reads a topic over SASL_SSL (SCRAM inside TLS, what
+//!   managed Kafkas use).
 //! - The Kafka way in: its consumer group applies every record across a
 //!   restart of the broker, 0 lost and 0 wrong.
 //!
@@ -604,6 +606,85 @@ async fn tls_refuses_a_broker_certificate_for_another_name_unless_the_check_is_o
     assert_record_is(&reader.records[0], "m", id);
     eprintln!(
         "tls name check: broker {:?}, all {:?}",
+        kafka.started_in,
+        began.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tail_reads_a_real_broker_over_sasl_ssl() {
+    let began = Instant::now();
+    let ca = TestCa::new();
+    ca.server_cert("kafka", &["localhost"]);
+    let certs = ca.dir().display().to_string();
+    let user = format!("{USER}:{PASSWORD}");
+    let kafka = RealKafka::start_with(&[
+        "--sasl",
+        "--user",
+        &user,
+        "--tls",
+        &certs,
+        "--host",
+        "localhost",
+    ]);
+    kafka.create_topic("t", 1).await;
+    kafka.acl(&[
+        "--add",
+        "--allow-principal",
+        "User:trustmsg",
+        "--operation",
+        "Read",
+        "--operation",
+        "Describe",
+        "--topic",
+        "t",
+        "--group",
+        "*",
+    ]);
+    let producer: rdkafka::producer::FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", kafka.internal_bootstrap())
+        .create()
+        .unwrap();
+    producer
+        .send(
+            rdkafka::producer::FutureRecord::to("t")
+                .key("k")
+                .payload("over SASL_SSL"),
+            Duration::from_secs(30),
+        )
+        .await
+        .map_err(|(e, _)| e)
+        .unwrap();
+
+    let ca_file = ca.ca_file().display().to_string();
+    let out = tokio::process::Command::new(trustmsg_tests::process::binary())
+        .args(["tail", "--brokers", kafka.bootstrap(), "--topic", "t"])
+        .args(["--from-beginning", "--count", "1", "--json"])
+        .args(["--kafka-config", "security.protocol=SASL_SSL"])
+        .args(["--kafka-config", &format!("ssl.ca.location={ca_file}")])
+        .args(["--kafka-config", "sasl.mechanism=SCRAM-SHA-256"])
+        .args(["--kafka-config", &format!("sasl.username={USER}")])
+        .args(["--kafka-config", &format!("sasl.password={PASSWORD}")])
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), out)
+        .await
+        .expect("tail ends within 60 s")
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    line.as_object_mut().unwrap().remove("timestamp_ms");
+    assert_eq!(
+        line,
+        serde_json::json!({"topic": "t", "partition": 0, "offset": 0, "key": "k",
+                           "headers": [], "payload": "over SASL_SSL"})
+    );
+    eprintln!(
+        "tail over SASL_SSL: broker {:?}, all {:?}",
         kafka.started_in,
         began.elapsed()
     );
