@@ -41,6 +41,8 @@ pub fn script() -> PathBuf {
 fn run_script(args: &[&str]) -> String {
     let out = Command::new(script())
         .args(args)
+        // Stopped with this process should it die before dropping it.
+        .env("TRUSTMSG_KAFKA_OWNER_PID", std::process::id().to_string())
         .output()
         .unwrap_or_else(|e| panic!("scripts/kafka-broker {args:?}: {e}"));
     assert!(
