@@ -19,6 +19,9 @@
 //!   says why) until the check is turned off.
 //! - `trustmsg tail` reads a topic over SASL_SSL (SCRAM inside TLS, what
 //!   managed Kafkas use).
+//! - The Rust SDK's `Submitter` and the Kafka way in with the broker's
+//!   users and ACLs (the shop may only write to the submit topic; trustmsg
+//!   reads it in its group): committed and rolled back as submitted.
 //! - The Kafka way in: its consumer group applies every record across a
 //!   restart of the broker, 0 lost and 0 wrong.
 //!
@@ -685,6 +688,139 @@ async fn tail_reads_a_real_broker_over_sasl_ssl() {
     );
     eprintln!(
         "tail over SASL_SSL: broker {:?}, all {:?}",
+        kafka.started_in,
+        began.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdks_submitter_and_the_way_in_work_with_the_brokers_users_and_acls() {
+    use trustmsg_client::submit::Submitter as SdkSubmitter;
+    use trustmsg_client::{transaction, TxOutcome};
+
+    let began = Instant::now();
+    const SHOP_PASSWORD: &str = "shop-battery-staple";
+    let trustmsg_user = format!("{USER}:{PASSWORD}");
+    let shop_user = format!("shop:{SHOP_PASSWORD}");
+    let kafka = RealKafka::start_with(&["--sasl", "--user", &trustmsg_user, "--user", &shop_user]);
+    kafka.create_topic(SUBMIT, 3).await;
+    kafka.create_topic(DLQ, 1).await;
+    kafka.create_topic(ORDERS, 1).await;
+    // trustmsg reads the submit topic in its group and writes letters and
+    // orders; the shop may only write to the submit topic.
+    kafka.acl(&[
+        "--add",
+        "--allow-principal",
+        "User:trustmsg",
+        "--operation",
+        "Read",
+        "--operation",
+        "Write",
+        "--operation",
+        "Describe",
+        "--topic",
+        SUBMIT,
+        "--topic",
+        DLQ,
+        "--topic",
+        ORDERS,
+    ]);
+    kafka.acl(&[
+        "--add",
+        "--allow-principal",
+        "User:trustmsg",
+        "--operation",
+        "Read",
+        "--group",
+        "trustmsg",
+    ]);
+    kafka.acl(&[
+        "--add",
+        "--allow-principal",
+        "User:shop",
+        "--operation",
+        "Write",
+        "--operation",
+        "Describe",
+        "--topic",
+        SUBMIT,
+    ]);
+    let db = TestDb::create().await;
+    let pool = db.pool().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("trustmsg.log");
+    let mut extra = vec!["--submit-topic", SUBMIT];
+    for setting in [
+        "security.protocol=SASL_PLAINTEXT",
+        "sasl.mechanism=SCRAM-SHA-512",
+        "sasl.username=trustmsg",
+    ] {
+        extra.extend_from_slice(&["--kafka-config", setting]);
+    }
+    let password = format!("sasl.password={PASSWORD}");
+    extra.extend_from_slice(&["--kafka-config", &password, "--sweep-interval", "200ms"]);
+    let service =
+        ServiceProcess::start_logged(&db.url, kafka.bootstrap(), &extra, Some(log.clone())).await;
+    let mut registration = settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3);
+    registration["topics"] = serde_json::json!([ORDERS]);
+    let (_, secret) = service.register("shop", registration).await;
+    let sdk = SdkSubmitter::new(
+        kafka.bootstrap(),
+        &[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "SCRAM-SHA-256"),
+            ("sasl.username", "shop"),
+            ("sasl.password", SHOP_PASSWORD),
+        ],
+        SUBMIT,
+        "shop",
+        secret.clone(),
+    )
+    .unwrap();
+
+    let placed = transaction(
+        &sdk,
+        Message::new("sdk-ok", ORDERS, r#"{"total":7}"#)
+            .key("customer-7")
+            .header("content-type", "application/json"),
+        async |_| Ok::<_, String>("order stored"),
+    )
+    .await
+    .unwrap();
+    assert!(matches!(placed, TxOutcome::Committed { .. }), "{placed:?}");
+    let failed = transaction(
+        &sdk,
+        Message::new("sdk-failed", ORDERS, "never"),
+        async |_| Err::<(), _>("payment declined".to_string()),
+    )
+    .await
+    .unwrap();
+    assert!(matches!(failed, TxOutcome::RolledBack { .. }), "{failed:?}");
+
+    let mut orders = kafka.reader(ORDERS);
+    orders
+        .read_until(Duration::from_secs(60), "the committed message", |r| {
+            !r.is_empty()
+        })
+        .await;
+    let record = &orders.poll()[0];
+    assert_eq!(record.payload.as_deref(), Some(&br#"{"total":7}"#[..]));
+    assert_eq!(record.key.as_deref(), Some(&b"customer-7"[..]));
+    assert_eq!(
+        record.header("content-type"),
+        Some(&b"application/json"[..])
+    );
+    eventually(60, "the rollback applied and the commit SENT", async || {
+        let rows = statuses(&pool, "shop").await;
+        rows.get("sdk-failed").map(|r| r.1.as_str()) == Some("ROLLED_BACK")
+            && rows.get("sdk-ok").and_then(|r| r.2.as_deref()) == Some("SENT")
+    })
+    .await;
+    let checker = Submitter::new(kafka.internal_bootstrap(), SUBMIT, "shop", &secret);
+    assert_nothing_dead_lettered(kafka.internal_bootstrap(), &checker, 3, DLQ).await;
+    assert_eq!(orders.poll().len(), 1, "only the committed message");
+    eprintln!(
+        "sdk submitter with users and acls: broker {:?}, all {:?}",
         kafka.started_in,
         began.elapsed()
     );
