@@ -20,7 +20,9 @@
 //!   `trustmsg-kafka-mock`, and a check that a topic holds nothing which
 //!   cannot pass by looking too early ([`kafka::assert_holds_nothing`]);
 //!   [`kafka_tls`]: that cluster reachable only over TLS (Debian's socat in
-//!   front), optionally with SASL (PLAIN, SCRAM).
+//!   front), optionally with SASL (PLAIN, SCRAM); [`real_kafka`]: a real
+//!   Apache Kafka broker per test ([`RealKafka`], `scripts/kafka-broker`),
+//!   with real SASL users, ACLs and restarts.
 //! - [`check_server`] and [`servers`]: local endpoints trustmsg calls (a
 //!   scripted check-back endpoint, an alert webhook) and servers that fail
 //!   or listen on purpose.
@@ -51,6 +53,7 @@ pub mod metrics;
 pub mod outbox;
 pub mod pg;
 pub mod process;
+pub mod real_kafka;
 pub mod servers;
 pub mod submit;
 pub mod trace;
@@ -69,6 +72,7 @@ pub use metrics::Metrics;
 pub use outbox::{OutboxTable, PgOutboxTable};
 pub use pg::{postgres_server_url, PgTestDb};
 pub use process::ServiceProcess;
+pub use real_kafka::RealKafka;
 pub use servers::{serve, AlertSink, Canary, Counter, Endpoint};
 pub use trace::init_tracing;
 pub use wait::{eventually, within};
