@@ -215,13 +215,21 @@ class Kit:
     ) -> trustmsg.MessageView:
         deadline = time.monotonic() + secs
         while True:
-            view = client.get(key)
-            if view.status == status and (send_status is None or view.send_status == send_status):
+            # Not there yet is a state too: a record of the Kafka way in is
+            # applied once trustmsg's consumer group has joined and read it.
+            try:
+                view: Optional[trustmsg.MessageView] = client.get(key)
+            except trustmsg.NotFoundError:
+                view = None
+            if (
+                view is not None
+                and view.status == status
+                and (send_status is None or view.send_status == send_status)
+            ):
                 return view
             if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"{key}: still {view.status}/{view.send_status}, wanted {status}/{send_status}"
-                )
+                now = "not found" if view is None else f"still {view.status}/{view.send_status}"
+                raise AssertionError(f"{key}: {now}, wanted {status}/{send_status}")
             time.sleep(0.2)
 
 
