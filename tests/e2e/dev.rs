@@ -382,3 +382,111 @@ async fn a_row_inserted_into_the_demo_outbox_is_relayed_to_its_topic() {
     pool.close().await;
     drop(dev);
 }
+
+/// `--kafka-brokers`: dev mode on a real Apache Kafka instead of its
+/// in-process broker. It starts none, names the given bootstrap in its
+/// banner and `env`, creates the Kafka way in's topic there, and the loop
+/// and the way in work on it (the SDKs' contract kit runs so with
+/// `--real-kafka`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_real_broker_of_your_own_the_loop_and_the_way_in_use_it() {
+    let kafka = trustmsg_tests::real_kafka::RealKafka::start();
+    let dir = tempfile::tempdir().unwrap();
+    let dev = Dev::start(
+        dir.path(),
+        &[
+            format!("--listen=127.0.0.1:{}", free_port()),
+            format!("--kafka-brokers={}", kafka.bootstrap()),
+        ],
+    );
+    assert_eq!(dev.printed("Kafka"), kafka.bootstrap());
+    assert!(
+        dev.banner["Kafka"].contains("a broker of your own"),
+        "{:?}",
+        dev.banner["Kafka"]
+    );
+    let env_file = dir.path().join("trustmsg-dev/env");
+    assert_eq!(exported(&env_file, "TRUSTMSG_BROKERS"), kafka.bootstrap());
+
+    let producer = Producer::new(
+        &dev.printed("API"),
+        "order-service",
+        exported(&env_file, "TRUSTMSG_DEMO_TOKEN"),
+    )
+    .unwrap();
+    let committed = producer
+        .prepare(&Message::new("order-1", "orders", r#"{"total":42}"#).key("42"))
+        .await
+        .unwrap();
+    producer.commit("order-1").await.unwrap();
+
+    // The way in's topic was made on the broker, with dev's 3 partitions
+    // (one the broker made by itself on a first record would have its
+    // default, 1), and a record submitted there is applied.
+    let topic = exported(&env_file, "TRUSTMSG_SUBMIT_TOPIC");
+    let metadata_reader: rdkafka::consumer::BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", kafka.internal_bootstrap())
+        .create()
+        .unwrap();
+    let metadata = tokio::task::spawn_blocking({
+        let topic = topic.clone();
+        move || {
+            rdkafka::consumer::Consumer::fetch_metadata(
+                &metadata_reader,
+                Some(&topic),
+                Duration::from_secs(10),
+            )
+        }
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        metadata.topics()[0].partitions().len(),
+        3,
+        "{topic} as dev mode made it"
+    );
+    let submitter = Submitter::new(
+        kafka.bootstrap(),
+        &topic,
+        "order-service",
+        &exported(&env_file, "TRUSTMSG_DEMO_SIGNING_SECRET"),
+    );
+    submitter
+        .prepare(
+            "order-2",
+            Submission {
+                topic: "orders",
+                key: Some("43"),
+                value: br#"{"total":43}"#,
+                ..Default::default()
+            },
+        )
+        .await;
+    submitter.commit("order-2").await;
+
+    let mut reader = kafka.reader("orders");
+    reader
+        .read_until(
+            Duration::from_secs(60),
+            "both records on the real broker",
+            |r| {
+                r.iter().any(|r| r.message_id == committed.id)
+                    && r.iter()
+                        .any(|r| r.payload.as_deref() == Some(&br#"{"total":43}"#[..]))
+            },
+        )
+        .await;
+    let record = reader
+        .records
+        .iter()
+        .find(|r| r.message_id == committed.id)
+        .unwrap();
+    assert_eq!(record.payload.as_deref(), Some(&br#"{"total":42}"#[..]));
+    assert_eq!(record.key.as_deref(), Some(&b"42"[..]));
+    assert_eq!(
+        producer.get("order-2").await.unwrap().status,
+        MessageStatus::Committed
+    );
+    drop(dev);
+}

@@ -75,6 +75,18 @@ pub(crate) struct DevArgs {
     )]
     pub(crate) kafka_listen: SocketAddr,
 
+    /// A Kafka of your own (bootstrap `HOST:PORT[,HOST:PORT…]`, plaintext)
+    /// instead of the in-process broker: dev mode then starts none, creates
+    /// the submit topic there if it is missing, and its banner and `env`
+    /// name this bootstrap. Options after `--` (`--kafka-config`) reach
+    /// the service as with `serve`.
+    #[arg(
+        long,
+        env = "TRUSTMSG_DEV_KAFKA_BROKERS",
+        conflicts_with = "kafka_listen"
+    )]
+    pub(crate) kafka_brokers: Option<String>,
+
     /// The demo producer's biz_id.
     #[arg(long, default_value = "order-service")]
     pub(crate) demo_biz_id: String,
@@ -128,13 +140,24 @@ pub(crate) async fn run(args: DevArgs, stop: CancellationToken) -> anyhow::Resul
         .map(|c| c.admin_token.clone())
         .unwrap_or_else(|| random_token("tm_admin_"));
 
-    let broker = KafkaForDev::start(args.kafka_listen, stop.clone()).await?;
-    let serve = serve_args(&args, &admin_token, broker.internal_bootstrap())?;
-    // A consumer does not create the topic it subscribes to: the mock
-    // cluster must have it before the service subscribes.
+    let broker = match &args.kafka_brokers {
+        None => Some(KafkaForDev::start(args.kafka_listen, stop.clone()).await?),
+        Some(_) => None,
+    };
+    let (internal, bootstrap) = match (&broker, &args.kafka_brokers) {
+        (Some(b), _) => (b.internal_bootstrap().to_string(), b.bootstrap.to_string()),
+        (None, Some(given)) => (given.clone(), given.clone()),
+        (None, None) => unreachable!("a broker is started when none is given"),
+    };
+    let serve = serve_args(&args, &admin_token, &internal)?;
+    // A consumer does not create the topic it subscribes to: the broker
+    // must have it before the service subscribes.
     let submit_topic = serve.submit.submit_topic.clone();
     if let Some(topic) = &submit_topic {
-        broker.mock.create_topic(topic, 3);
+        match &broker {
+            Some(b) => b.mock.create_topic(topic, 3),
+            None => create_topic(&serve, &internal, topic, 3).await?,
+        }
     }
     let outbox = demo_outbox(&args, &serve);
     let store_line = store_shown(&args, &serve);
@@ -163,7 +186,7 @@ pub(crate) async fn run(args: DevArgs, stop: CancellationToken) -> anyhow::Resul
         demo_token: Some(demo.token.clone()),
     };
     let kafka = DevKafka {
-        bootstrap: broker.bootstrap,
+        bootstrap: &bootstrap,
         submit_topic: submit_topic.as_deref(),
     };
     write_credentials(&data.join(ENV_FILE), &base, &kafka, &creds, &demo)?;
@@ -184,6 +207,42 @@ pub(crate) async fn run(args: DevArgs, stop: CancellationToken) -> anyhow::Resul
     let result = running.await.context("the service task")?;
     drop(broker);
     result
+}
+
+/// Creates `topic` with `partitions` at `brokers`, with `serve`'s
+/// `--kafka-config`; one that exists already is left as it is.
+async fn create_topic(
+    serve: &ServeArgs,
+    brokers: &str,
+    topic: &str,
+    partitions: i32,
+) -> anyhow::Result<()> {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::types::RDKafkaErrorCode;
+
+    let f = &serve.forwarder;
+    let mut config = rdkafka::ClientConfig::new();
+    config.set("bootstrap.servers", brokers);
+    for (key, value) in trustmsg::net::kafka_settings::settings(&f.kafka_config)? {
+        config.set(key, value);
+    }
+    let admin: AdminClient<DefaultClientContext> = config
+        .create()
+        .context("a Kafka admin client for the submit topic")?;
+    let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let results = admin
+        .create_topics([&new], &options)
+        .await
+        .with_context(|| format!("creating the submit topic {topic} at {brokers}"))?;
+    for result in results {
+        match result {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((name, code)) => bail!("creating the submit topic {name} at {brokers}: {code}"),
+        }
+    }
+    Ok(())
 }
 
 /// Deletes the dev database and the demo outbox (with their WAL files) and
@@ -460,7 +519,7 @@ fn read_credentials(path: &Path) -> anyhow::Result<Option<Credentials>> {
 /// example. Readable by its owner only.
 /// Where dev mode's Kafka is, and the submit topic if the Kafka way in is on.
 struct DevKafka<'a> {
-    bootstrap: SocketAddr,
+    bootstrap: &'a str,
     submit_topic: Option<&'a str>,
 }
 
@@ -524,7 +583,10 @@ fn banner(
         ),
         (
             "Kafka",
-            format!("{bootstrap}  (bootstrap; records kept in memory)"),
+            match args.kafka_brokers {
+                None => format!("{bootstrap}  (bootstrap; records kept in memory)"),
+                Some(_) => format!("{bootstrap}  (bootstrap; a broker of your own)"),
+            },
         ),
         ("database", store.to_string()),
         ("admin token", admin.to_string()),
@@ -680,6 +742,7 @@ mod tests {
             reset: false,
             listen: "127.0.0.1:8080".parse().unwrap(),
             kafka_listen: "127.0.0.1:9092".parse().unwrap(),
+            kafka_brokers: None,
             demo_biz_id: "order-service".into(),
             demo_verify_url: "http://127.0.0.1:3000/trustmsg/check".into(),
             serve_args: extra.iter().map(|s| s.to_string()).collect(),
@@ -776,7 +839,7 @@ mod tests {
             verify_url: "http://127.0.0.1:3000/c".into(),
         };
         let kafka = DevKafka {
-            bootstrap: "127.0.0.1:9092".parse().unwrap(),
+            bootstrap: "127.0.0.1:9092",
             submit_topic: Some(DEV_SUBMIT_TOPIC),
         };
         write_credentials(&path, "http://127.0.0.1:8080", &kafka, &creds, &demo).unwrap();
