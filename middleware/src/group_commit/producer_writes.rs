@@ -58,8 +58,8 @@ use trustmsg_verify_api::MessageStatus;
 use crate::group_commit::batcher::{skip_abandoned, write_now, BatchWrite, Batcher, Job};
 use crate::handoff::CommitListener;
 use crate::store::{
-    self, Actor, DecideOutcome, DecideRequest, DynStore, Inserted, Message, NewMessage, StoreError,
-    StoreResult, Target,
+    self, Actor, DecideOutcome, DecideRequest, DynStore, Inserted, Message, NewCommitted,
+    NewMessage, StoreError, StoreResult, Target,
 };
 use crate::workers::flow::{self, Event};
 
@@ -227,6 +227,27 @@ impl Coalescer {
             write_now(self.write_decisions.as_ref(), part, self.max_batch)
         })
         .await
+    }
+
+    /// Creates a batch of messages their producers' own transactions
+    /// committed (the outbox relay's rows) as committed rows in one step
+    /// where the store can ([`crate::store::MessageStore::insert_committed_batch`]),
+    /// each then handed to the fast path and counted as a commit is. None:
+    /// nothing was written; prepare and decide them instead.
+    pub(crate) async fn create_committed(
+        &self,
+        batch: &[NewCommitted],
+    ) -> StoreResult<Option<Vec<Message>>> {
+        let decisions = &self.write_decisions;
+        let created = self
+            .store
+            .insert_committed_batch(batch, decisions.send_lease)
+            .await?;
+        for m in created.iter().flatten() {
+            flow::count(Event::Prepared);
+            decisions.hand_off(&DecideOutcome::Decided(m.clone()));
+        }
+        Ok(created)
     }
 
     /// Prepares a batch the caller gathered and bounded itself as one
@@ -419,14 +440,19 @@ fn request(d: &Decision, send_lease: Duration) -> DecideRequest<'_> {
                 if d.commit { "commit" } else { "rollback" },
                 d.biz_id
             ),
-            Via::Outbox { row } => format!(
-                "committed by producer {}'s own transaction: row {row} of its outbox table, relayed",
-                d.biz_id
-            ),
+            Via::Outbox { row } => outbox_reason(&d.biz_id, row),
         },
         send_lease,
         verify_attempt: false,
     }
+}
+
+/// The audit reason of a message committed by `biz_id`'s own transaction,
+/// relayed from `row` of its outbox table.
+pub(crate) fn outbox_reason(biz_id: &str, row: u64) -> String {
+    format!(
+        "committed by producer {biz_id}'s own transaction: row {row} of its outbox table, relayed"
+    )
 }
 
 /// Writes decisions: one guarded UPDATE plus one audit INSERT per batch.

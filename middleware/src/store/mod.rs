@@ -86,7 +86,7 @@ pub use model::{
     order_key, Actor, AlertFilter, AuditEntry, Backlog, BacklogSample, Began, CheckAttempt,
     CheckAttemptEntry, Claimed, ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord,
     Consumption, Delivery, Finished, FlowCounts, FlowMinute, Inserted, Message, MessageFilter,
-    NewAlert, NewMessage, NewWaitingCommit, OrderPos, OutboxAction, OutboxActionKind,
+    NewAlert, NewCommitted, NewMessage, NewWaitingCommit, OrderPos, OutboxAction, OutboxActionKind,
     OutboxFailure, Overdue, PayloadMove, PayloadRoom, Producer, ProducerRecord, ProducerSummary,
     Quarantined, Requeue, RequeuedChunk, SentMark, StuckConsumption, Transition, VerifyLease, Wait,
     WaitingCommit,

@@ -21,9 +21,9 @@ use trustmsg_verify_api::MessageView;
 use super::{
     Actor, AlertFilter, AuditEntry, Backlog, Began, CheckAttempt, CheckAttemptEntry, Claimed,
     ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Finished, FlowMinute,
-    Inserted, Message, MessageFilter, NewMessage, NewWaitingCommit, OutboxAction, OutboxFailure,
-    Overdue, PayloadMove, PayloadRoom, Producer, ProducerRecord, ProducerSummary, Requeue,
-    RequeuedChunk, SentMark, StoreResult, StuckConsumption, Transition, VerifyLease, Wait,
+    Inserted, Message, MessageFilter, NewCommitted, NewMessage, NewWaitingCommit, OutboxAction,
+    OutboxFailure, Overdue, PayloadMove, PayloadRoom, Producer, ProducerRecord, ProducerSummary,
+    Requeue, RequeuedChunk, SentMark, StoreResult, StuckConsumption, Transition, VerifyLease, Wait,
     WaitingCommit,
 };
 
@@ -88,6 +88,24 @@ pub trait MessageStore: Send + Sync + 'static {
     /// Within one batch the first of several identical keys is the one created.
     async fn insert_prepared_batch(&self, batch: &[NewMessage]) -> StoreResult<Vec<Inserted>> {
         insert_prepared_each(self, batch).await
+    }
+
+    /// Creates every message of `batch` COMMITTED at once, as its producer's
+    /// own transaction decided it (a relayed outbox row), instead of a
+    /// prepare and a commit: with its audit row, its key's seq (ordered)
+    /// and any alert, all or nothing. Each is due as a commit makes it:
+    /// claimed for this instance's forwarder for `send_lease` (the fast
+    /// path), or at its delivery time. None when a key of the batch exists
+    /// already (a row relayed again), occurs twice, or this backend cannot
+    /// do it in one step: nothing was written, and the caller prepares and
+    /// commits instead, which sorts out what exists. The default is None.
+    async fn insert_committed_batch(
+        &self,
+        batch: &[NewCommitted],
+        send_lease: Duration,
+    ) -> StoreResult<Option<Vec<Message>>> {
+        let _ = (batch, send_lease);
+        Ok(None)
     }
 
     /// The rows holding these (biz_id, message_key) pairs, in any order.

@@ -152,6 +152,16 @@ pub struct NewMessage {
     pub deliver: Option<Delivery>,
 }
 
+/// A message its producer's own transaction committed (a relayed row of
+/// its outbox table), to be created COMMITTED with the audit row that says
+/// who decided it ([`crate::store::MessageStore::insert_committed_batch`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewCommitted {
+    pub message: NewMessage,
+    pub actor: Actor,
+    pub reason: String,
+}
+
 /// A prepare's delivery time, as the producer gave it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Delivery {

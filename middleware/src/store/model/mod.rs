@@ -28,7 +28,8 @@ pub use claim::{Claimed, PayloadRoom, Quarantined, SentMark};
 pub use housekeeping::{Backlog, BacklogSample, FlowCounts, FlowMinute, PayloadMove};
 pub use ledger::{Began, ConsumerGroupCounts, Consumption, Finished, StuckConsumption};
 pub use message::{
-    order_key, Actor, AuditEntry, Delivery, Inserted, Message, NewMessage, OrderPos, Transition,
+    order_key, Actor, AuditEntry, Delivery, Inserted, Message, NewCommitted, NewMessage, OrderPos,
+    Transition,
 };
 pub use operator::{MessageFilter, ProducerSummary, Requeue, RequeuedChunk};
 pub use outbox::{OutboxAction, OutboxActionKind, OutboxFailure};

@@ -3,14 +3,15 @@
 //! `transitions.rs`).
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::MySql;
 
 use crate::store::sql::{self, message_from_row, AuditRow, PREPARE_COLUMNS, STORED_COLUMNS};
 use crate::store::{
-    Actor, AuditEntry, Inserted, Message, MessageStore, NewMessage, StoreError, StoreResult,
-    Transition,
+    Actor, AuditEntry, Inserted, Message, MessageStore, NewCommitted, NewMessage, StoreError,
+    StoreResult, Transition,
 };
 
 use super::prepare::{
@@ -159,6 +160,14 @@ impl MessageStore for MySqlStore {
         tx.commit().await?;
         raised.announce();
         Ok(row)
+    }
+
+    async fn insert_committed_batch(
+        &self,
+        batch: &[NewCommitted],
+        send_lease: Duration,
+    ) -> StoreResult<Option<Vec<Message>>> {
+        self.insert_committed(batch, send_lease).await
     }
 
     async fn insert_prepared_batch(&self, batch: &[NewMessage]) -> StoreResult<Vec<Inserted>> {

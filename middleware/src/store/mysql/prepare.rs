@@ -4,9 +4,11 @@
 //! same transaction, and reading rows back by key.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
 
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySql, QueryBuilder};
+use trustmsg_verify_api::SendStatus;
 
 use crate::store::sql::{self, message_from_row, MESSAGE_COLUMNS, PREPARE_COLUMNS, STORED_COLUMNS};
 use crate::store::{Inserted, Message, NewMessage, StoreError, StoreResult};
@@ -27,6 +29,9 @@ pub(super) const HEADROOM: &str = "REPEAT(X'00', 40)";
 /// `headroom` after a decision (see [`HEADROOM`]): at most 16 bytes, and
 /// none where there was none (a row from before migration 0015).
 pub(super) const HEADROOM_DECIDED: &str = "LEFT(headroom, 16)";
+
+/// `headroom` of a row created decided: what [`HEADROOM_DECIDED`] leaves.
+const HEADROOM_CREATED_DECIDED: &str = "REPEAT(X'00', 16)";
 
 impl MySqlStore {
     /// The fast path of a prepare on a server with `INSERT … RETURNING`: one
@@ -84,9 +89,26 @@ impl MySqlStore {
 pub(super) fn insert_prepared_rows(
     creates: &[(&NewMessage, &sql::Content<'_>)],
 ) -> QueryBuilder<MySql> {
-    let mut q = QueryBuilder::<MySql>::new(format!(
-        "INSERT INTO messages ({PREPARE_COLUMNS}, headroom) "
-    ));
+    insert_rows(creates, None)
+}
+
+/// What a row created COMMITTED (its producer's own transaction decided it)
+/// has besides a prepared row's columns, which then hold `'COMMITTED'` and no
+/// check-back time: a decided row's headroom (see [`HEADROOM`]), the send
+/// pending, decided now, and due as a commit makes it (`next_send_at`, the
+/// last column, after `deliver_at`, which it reads).
+const COMMITTED_COLUMNS: &str = "headroom, send_status, decided_at, next_send_at";
+
+/// [`insert_prepared_rows`], or with `committed` (the send lease a commit
+/// claims) rows created COMMITTED ([`COMMITTED_COLUMNS`]).
+pub(super) fn insert_rows(
+    creates: &[(&NewMessage, &sql::Content<'_>)],
+    committed: Option<Duration>,
+) -> QueryBuilder<MySql> {
+    let mut q = QueryBuilder::<MySql>::new(match committed {
+        None => format!("INSERT INTO messages ({PREPARE_COLUMNS}, headroom) "),
+        Some(_) => format!("INSERT INTO messages ({PREPARE_COLUMNS}, {COMMITTED_COLUMNS}) "),
+    });
     q.push_values(creates, |mut b, (m, content)| {
         b.push_bind(m.biz_id.as_str())
             .push_bind(m.message_key.as_str())
@@ -97,13 +119,16 @@ pub(super) fn insert_prepared_rows(
             .push_bind(m.digest())
             .push_bind(m.order_key.as_deref())
             .push_bind(m.traceparent.as_deref())
-            .push_bind(m.tracestate.as_deref())
-            .push("'PREPARED'")
-            .push("UTC_TIMESTAMP(3) + INTERVAL ")
-            .push_bind_unseparated(micros(m.first_verify_after))
-            .push_unseparated(" MICROSECOND")
-            .push("UTC_TIMESTAMP(3)")
-            .push("UTC_TIMESTAMP(3)");
+            .push_bind(m.tracestate.as_deref());
+        match committed {
+            None => b
+                .push("'PREPARED'")
+                .push("UTC_TIMESTAMP(3) + INTERVAL ")
+                .push_bind_unseparated(micros(m.first_verify_after))
+                .push_unseparated(" MICROSECOND"),
+            Some(_) => b.push("'COMMITTED'").push("NULL"),
+        };
+        b.push("UTC_TIMESTAMP(3)").push("UTC_TIMESTAMP(3)");
         let (at, after) = sql::deliver_binds::<MySql>(m);
         b.push("COALESCE(")
             .push_bind_unseparated(at)
@@ -111,15 +136,25 @@ pub(super) fn insert_prepared_rows(
             .push_bind_unseparated(after)
             .push_unseparated(" MICROSECOND)")
             .push_bind(sql::payload_bytes(m))
-            .push_bind(content.apart())
-            .push(HEADROOM);
+            .push_bind(content.apart());
+        match committed {
+            None => b.push(HEADROOM),
+            // A value list may read a column it set before: `deliver_at`.
+            Some(lease) => b
+                .push(HEADROOM_CREATED_DECIDED)
+                .push_bind(SendStatus::Pending.as_str())
+                .push("UTC_TIMESTAMP(3)")
+                .push("IF(deliver_at > UTC_TIMESTAMP(3), deliver_at, UTC_TIMESTAMP(3) + INTERVAL ")
+                .push_bind_unseparated(micros(lease))
+                .push_unseparated(" MICROSECOND)"),
+        };
     });
     q
 }
 
 /// Rows a prepare created, read as they are stored ([`STORED_COLUMNS`]),
 /// by (biz_id, message_key).
-fn rows_by_key(rows: &[MySqlRow]) -> StoreResult<HashMap<(String, String), Message>> {
+pub(super) fn rows_by_key(rows: &[MySqlRow]) -> StoreResult<HashMap<(String, String), Message>> {
     let mut by_key = HashMap::with_capacity(rows.len());
     for row in rows {
         let m = message_from_row(row)?;

@@ -19,6 +19,12 @@ use super::claims::lease_end;
 use super::prepare::HEADROOM_DECIDED;
 use super::{is_lock_conflict, micros, select_messages_by_ids, MySqlStore};
 
+/// The upsert clause by which a batch of commits adds its rows to each of
+/// their keys' `last_seq` ([`sql::order_commit_batch`]).
+pub(super) const BUMP_KEYS: &str =
+    " ON DUPLICATE KEY UPDATE last_seq = last_seq + VALUES(last_seq), \
+     updated_at = UTC_TIMESTAMP(3)";
+
 /// `UPDATE messages SET …` for a transition like `t` (the caller adds the
 /// guard). The times are the database clock at the statement, or `at` (a
 /// database clock reading the caller took) when given.
@@ -205,13 +211,7 @@ impl MySqlStore {
         let mut alerts = verify_failed_alerts(&results);
         // In order per key: the batch's ordered rows take their seqs
         // together (nothing runs for a batch without one).
-        let ordered = sql::order_commit_batch::<MySql>(
-            &mut tx,
-            " ON DUPLICATE KEY UPDATE last_seq = last_seq + VALUES(last_seq), \
-             updated_at = UTC_TIMESTAMP(3)",
-            &mut results,
-        )
-        .await;
+        let ordered = sql::order_commit_batch::<MySql>(&mut tx, BUMP_KEYS, &mut results).await;
         match ordered {
             Ok(raised) => alerts.extend(raised),
             // A deadlock on a key row with another batch: undo, and let

@@ -2,10 +2,13 @@
 //! slot, found by id on the shard the id names (or wherever a moved slot
 //! put it), batches scattered by shard.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 
 use crate::store::{
-    Actor, AuditEntry, Inserted, Message, MessageStore, NewMessage, StoreResult, Transition,
+    Actor, AuditEntry, Inserted, Message, MessageStore, NewCommitted, NewMessage, StoreResult,
+    Transition,
 };
 
 use super::{holds, ShardedStore};
@@ -96,6 +99,29 @@ impl MessageStore for ShardedStore {
             .into_iter()
             .map(|a| a.expect("every input answered"))
             .collect())
+    }
+
+    /// On the one shard every message of the batch lives on (the writers
+    /// batch per shard); None for a batch across shards, or an ordered one
+    /// when a message of its key may live on another shard already.
+    async fn insert_committed_batch(
+        &self,
+        batch: &[NewCommitted],
+        send_lease: Duration,
+    ) -> StoreResult<Option<Vec<Message>>> {
+        let Some(first) = batch.first() else {
+            return Ok(None);
+        };
+        let home = self.home_of_new(&first.message);
+        let one_shard = batch.iter().all(|c| self.home_of_new(&c.message) == home);
+        let ordered = batch.iter().any(|c| c.message.order_key.is_some());
+        if !one_shard || (ordered && self.shards.len() > 1) {
+            return Ok(None);
+        }
+        self.shards[home]
+            .store
+            .insert_committed_batch(batch, send_lease)
+            .await
     }
 
     async fn transition_batch(&self, ts: &[Transition]) -> StoreResult<Vec<Option<Message>>> {

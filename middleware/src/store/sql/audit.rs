@@ -51,6 +51,26 @@ impl AuditRow {
         })
     }
 
+    /// A message created COMMITTED (its producer's own transaction decided
+    /// it): there was no state before it.
+    pub(in crate::store) fn created_committed(
+        message_id: u64,
+        actor: &Actor,
+        reason: &str,
+    ) -> Self {
+        let effects = transition_effects(MessageStatus::Committed);
+        Self {
+            message_id,
+            actor: actor.to_string(),
+            action: effects.action,
+            from_status: None,
+            to_status: Some(MessageStatus::Committed.as_str()),
+            from_send_status: None,
+            to_send_status: effects.send_status,
+            reason: clip_error(reason).to_string(),
+        }
+    }
+
     /// The rollback of an unknown message, which created a tombstone: there
     /// was no state before it.
     pub(in crate::store) fn tombstone(message_id: u64, actor: &Actor, reason: &str) -> Self {

@@ -17,6 +17,7 @@ mod alerts;
 mod batches;
 mod bulk;
 mod clock;
+mod committed;
 mod content;
 mod decisions;
 mod delivery;
@@ -232,6 +233,46 @@ mod row_locks {
         alerts: [
             claim_due_alerts_skips_an_alert_another_claimer_holds_locked,
         ],
+    }
+}
+
+/// Messages created COMMITTED in one step, on MariaDB only: the store that
+/// offers it (`INSERT … RETURNING`); the others answer None (nothing
+/// written), and their callers prepare and commit, which the rest of this
+/// suite holds them to. The sharded store passes a one-shard batch on to
+/// its shard: the relay's tests hold it to that.
+mod committed_in_one_step {
+    on_backend!(mysql;
+        committed: [
+            a_committed_batch_is_created_due_at_once_claimed_and_audited_once,
+            a_committed_batch_with_a_key_that_exists_writes_nothing,
+            committed_rows_of_an_ordered_key_take_their_seqs_in_batch_order,
+            a_committed_row_with_a_delivery_time_is_due_then_and_claimed_by_nobody,
+        ],
+    );
+
+    /// Without RETURNING (MySQL) the store says None and writes nothing.
+    #[tokio::test]
+    async fn without_returning_nothing_is_written_and_the_caller_is_told() {
+        let backend = crate::store::harness::Backend::mysql_without_returning().await;
+        let batch = [trustmsg::store::NewCommitted {
+            message: crate::store::harness::new_message("c1", std::time::Duration::from_secs(1)),
+            actor: trustmsg::store::Actor::Outbox,
+            reason: "relayed".into(),
+        }];
+        let created = backend
+            .insert_committed_batch(&batch, std::time::Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(created, None);
+        assert_eq!(
+            backend
+                .find_message(crate::store::harness::BIZ, "c1")
+                .await
+                .unwrap(),
+            None
+        );
+        backend.finish().await;
     }
 }
 
