@@ -47,8 +47,11 @@ use std::time::Duration;
 use anyhow::Context;
 use futures::StreamExt;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
+};
 use rdkafka::message::{Headers, Message as _};
+use rdkafka::ClientContext;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -151,7 +154,7 @@ pub(crate) fn spawn(
     shutdown: CancellationToken,
 ) -> anyhow::Result<(JoinHandle<()>, JoinHandle<()>)> {
     describe_metrics();
-    let consumer: StreamConsumer = settings
+    let consumer: SubmitConsumer = settings
         .consumer_config()
         .set("group.id", &settings.group)
         .set("enable.auto.commit", "false")
@@ -159,7 +162,7 @@ pub(crate) fn spawn(
         // A group's first start reads what producers submitted before it.
         .set("auto.offset.reset", "earliest")
         .set("isolation.level", "read_committed")
-        .create()
+        .create_with_context(Rebalances)
         .context("invalid Kafka consumer configuration for --submit-topic")?;
     consumer
         .subscribe(&[&settings.topic])
@@ -178,9 +181,42 @@ pub(crate) fn spawn(
     Ok((consuming, waiting))
 }
 
+/// The submit topic's consumer.
+type SubmitConsumer = StreamConsumer<Rebalances>;
+
+/// Says which of the submit topic's partitions this instance was given or
+/// lost in each rebalance of the group: where another instance's share went
+/// when one stopped or joined.
+struct Rebalances;
+
+impl ClientContext for Rebalances {}
+
+impl ConsumerContext for Rebalances {
+    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let partitions = |list: &rdkafka::TopicPartitionList| {
+            list.elements()
+                .iter()
+                .map(|e| format!("{}/{}", e.topic(), e.partition()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match rebalance {
+            Rebalance::Assign(list) => {
+                tracing::info!(partitions = %partitions(list), "Kafka way in: partitions assigned to this instance");
+            }
+            Rebalance::Revoke(list) => {
+                tracing::info!(partitions = %partitions(list), "Kafka way in: partitions revoked from this instance");
+            }
+            Rebalance::Error(e) => {
+                tracing::warn!(error = %e, "Kafka way in: the group's rebalance failed");
+            }
+        }
+    }
+}
+
 /// Reads batches, applies each whole, then commits its offsets.
 async fn consume(
-    consumer: Arc<StreamConsumer>,
+    consumer: Arc<SubmitConsumer>,
     ingest: Arc<Ingest>,
     settings: SubmitSettings,
     shutdown: CancellationToken,
@@ -232,7 +268,7 @@ async fn consume(
 /// Commits, per partition, the offset after the last record of the batch.
 /// A failed commit (a rebalance took the partition meanwhile) is only
 /// logged: the records are read again and change nothing.
-async fn commit_offsets(consumer: &Arc<StreamConsumer>, topic: &str, records: &[Record]) {
+async fn commit_offsets(consumer: &Arc<SubmitConsumer>, topic: &str, records: &[Record]) {
     let mut next: std::collections::BTreeMap<i32, i64> = Default::default();
     for r in records {
         let n = next.entry(r.partition).or_insert(r.offset + 1);
