@@ -95,7 +95,8 @@ function recordBytes(record: SubmitRecord): number {
  * carried the same sequence numbers, and the broker took all but the first
  * for retries of it: it acknowledged them, at the first one's offset, and
  * dropped them (7 of 10 concurrent prepares were lost against a real
- * Kafka 4.x). Records are partitioned here as Java's kafka-clients does
+ * Kafka 4.4; upstream: github.com/platformatic/kafka/issues/326, seen on
+ * 2.1.0 too). Records are partitioned here as Java's kafka-clients does
  * (murmur2 of the key, positive, modulo the partition count), so that each
  * record's offset is known from its partition's base offset.
  */
