@@ -45,9 +45,14 @@ const RESERVED = ['bootstrapBrokers', 'idempotent', 'acks', 'transactionalId', '
 /** `@platformatic/kafka` producer settings the Submitter leaves to the application (TLS, SASL, timeouts, retries). */
 export type KafkaSettings = Omit<ProducerOptions<Buffer, Buffer, Buffer, Buffer>, (typeof RESERVED)[number] | 'clientId'>;
 
-/** A Kafka producer the {@link Submitter} sends its records through: idempotent, `acks=all`. */
+/**
+ * A Kafka producer the {@link Submitter} sends its records through:
+ * idempotent, `acks=all`. `send` is called again before earlier calls
+ * resolved (one per operation the application runs at once): each record
+ * must be written once.
+ */
 export interface SubmitTransport {
-  /** Produces `record` to `topic`; resolves once Kafka acknowledged it. */
+  /** Produces `record` to `topic`; resolves once Kafka acknowledged it, with where it was written. */
   send(topic: string, record: SubmitRecord): Promise<Submitted>;
   close(): Promise<void>;
 }
