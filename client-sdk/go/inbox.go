@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 )
 
@@ -113,11 +112,11 @@ func (in *Inbox) Process(ctx context.Context, messageID uint64, work func(ctx co
 	var insert string
 	var id any = messageID
 	if in.dialect == Postgres {
-		if messageID > math.MaxInt64 {
-			return 0, fmt.Errorf("trustmsg: message id %d does not fit PostgreSQL's BIGINT (trustmsg's ids do)", messageID)
-		}
-		id = int64(messageID)
-		insert = "INSERT INTO trustmsg_inbox (consumer_group, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+		// The kit's column is NUMERIC(20,0), which keeps every uint64; an
+		// id goes as its decimal text, which pgx would refuse as a uint64
+		// above 2^63-1.
+		id = strconv.FormatUint(messageID, 10)
+		insert = "INSERT INTO trustmsg_inbox (consumer_group, message_id) VALUES ($1, $2::numeric) ON CONFLICT DO NOTHING"
 	} else {
 		// IGNORE for the duplicate only: the group's length was checked and
 		// the id fits. (ON DUPLICATE KEY UPDATE would count a duplicate as

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -48,6 +49,13 @@ func TestInboxConcurrentDeliveriesRunTheWorkOnce(t *testing.T) {
 			}
 			if n := count(t, conn, db.Dialect, "SELECT COUNT(*) FROM go_charges WHERE id = ?", charge); n != 1 {
 				t.Fatalf("the work ran %d times", n)
+			}
+			// The largest id a record can carry is kept as it is, once.
+			for i, want := range []trustmsg.Processed{trustmsg.Done, trustmsg.Repeat} {
+				got, err := in.Process(context.Background(), math.MaxUint64, func(context.Context, *sql.Tx) error { return nil })
+				if err != nil || got != want {
+					t.Fatalf("id 2^64-1, delivery %d: got %v (%v), want %v", i+1, got, err, want)
+				}
 			}
 			if _, err := trustmsg.NewInbox(conn, db.Dialect, ""); err == nil {
 				t.Fatal("an empty group was accepted")
