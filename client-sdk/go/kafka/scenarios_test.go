@@ -23,7 +23,7 @@ func TestS08_kafka_way_in_delivers(t *testing.T) {
 	e := kittest.Kit(t)
 	t.Parallel()
 	p := kittest.Register(t, e, "s08", "", 60000, "")
-	s, err := kafka.NewSubmitter([]string{e.Kafka}, e.SubmitTopic, p.BizID, p.Secret, kittest.KafkaOpts()...)
+	s, err := kafka.NewSubmitter([]string{e.Kafka}, e.SubmitTopic, p.BizID, p.Secret)
 	if err != nil {
 		t.Fatal(err)
 	}

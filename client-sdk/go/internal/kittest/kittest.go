@@ -363,26 +363,15 @@ func ReadAll(t testing.TB, e Env, topic string, n int, timeout, extra time.Durat
 	}
 }
 
-// KafkaOpts are the franz-go options the tests give their Kafka clients:
-// none. The kit's broker is librdkafka's mock cluster, which implements
-// ApiVersions v0-v2 only and used to answer franz-go's first request
-// (ApiVersions v5) with a body franz-go cannot read; trustmsg dev now
-// answers such a request in version 0's shape, as KIP-511 says a broker
-// must, and franz-go retries at v2 by itself, as it does with any broker.
-// Kept as the one place to add an option the kit's broker needs.
-func KafkaOpts() []kgo.Opt {
-	return nil
-}
-
 func consumer(t testing.TB, e Env, topic string) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append(KafkaOpts(),
+	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(e.Kafka),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.MetadataMinAge(100*time.Millisecond),
 		kgo.MetadataMaxAge(500*time.Millisecond),
-	)...)
+	)
 	if err != nil {
 		t.Fatal(err)
 	}
