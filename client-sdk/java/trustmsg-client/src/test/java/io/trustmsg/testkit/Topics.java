@@ -23,60 +23,6 @@ public final class Topics {
    */
   public static List<ConsumerRecord<byte[], byte[]>> readUntil(
       String topic, Duration timeout, Predicate<List<ConsumerRecord<byte[], byte[]>>> until) {
-    return KafkaProbe.javaClientProblem() == null
-        ? withConsumer(topic, timeout, until)
-        : withRawReader(topic, timeout, until);
-  }
-
-  static List<ConsumerRecord<byte[], byte[]>> withRawReader(
-      String topic, Duration timeout, Predicate<List<ConsumerRecord<byte[], byte[]>>> until) {
-    long deadline = System.nanoTime() + timeout.toNanos();
-    List<ConsumerRecord<byte[], byte[]>> seen = new ArrayList<>();
-    try (RawKafka boot = RawKafka.bootstrap(Kit.kafka())) {
-      List<RawKafka.Leader> leaders = boot.metadata(topic);
-      while (leaders.isEmpty()) {
-        if (System.nanoTime() > deadline) {
-          throw new AssertionError("topic " + topic + " did not appear within " + timeout);
-        }
-        sleep(300);
-        leaders = boot.metadata(topic);
-      }
-      Map<Integer, Long> next = new java.util.HashMap<>();
-      while (!until.test(seen)) {
-        if (System.nanoTime() > deadline) {
-          throw new AssertionError(
-              "reading "
-                  + topic
-                  + ": not within "
-                  + timeout
-                  + " ("
-                  + seen.size()
-                  + " records read)");
-        }
-        boolean any = false;
-        for (RawKafka.Leader l : leaders) {
-          try (RawKafka k = new RawKafka(l.host(), l.port())) {
-            List<ConsumerRecord<byte[], byte[]>> got =
-                k.fetch(topic, l.partition(), next.getOrDefault(l.partition(), 0L));
-            for (ConsumerRecord<byte[], byte[]> r : got) {
-              seen.add(r);
-              next.put(l.partition(), r.offset() + 1);
-              any = true;
-            }
-          }
-        }
-        if (!any) {
-          sleep(200);
-        }
-      }
-      return seen;
-    } catch (java.io.IOException e) {
-      throw new AssertionError("reading " + topic + " from the kit's Kafka", e);
-    }
-  }
-
-  static List<ConsumerRecord<byte[], byte[]>> withConsumer(
-      String topic, Duration timeout, Predicate<List<ConsumerRecord<byte[], byte[]>>> until) {
     Map<String, Object> config =
         Map.of(
             ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG,

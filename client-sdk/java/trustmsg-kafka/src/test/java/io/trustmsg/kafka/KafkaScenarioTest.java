@@ -10,9 +10,7 @@ import io.trustmsg.client.Message;
 import io.trustmsg.client.MessageView;
 import io.trustmsg.client.TrustmsgClient;
 import io.trustmsg.client.TrustmsgTransactionTemplate;
-import io.trustmsg.testkit.KafkaProbe;
 import io.trustmsg.testkit.Kit;
-import io.trustmsg.testkit.RawProducer;
 import io.trustmsg.testkit.Topics;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -41,23 +39,11 @@ class KafkaScenarioTest {
     String key = Kit.unique("order");
     byte[] payload = {'k', 0, (byte) 0xfe, '!'};
     DataSource ds = Kit.Db.MYSQL.dataSource();
-    // kafka-clients' own producer when it can talk to the kit's broker; else the tests' raw one
-    // (KafkaProbe says why), the records still the SDK's own, byte for byte.
-    String problem = KafkaProbe.javaClientProblem();
-    if (problem != null) {
-      System.err.println("KIT KAFKA: S08 produces through the tests' raw producer: " + problem);
-    }
     try (TrustmsgSubmitter submitter =
-        problem == null
-            ? TrustmsgSubmitter.builder(Kit.kafka(), p.bizId(), p.secret())
-                .topic(Kit.env("TRUSTMSG_KIT_SUBMIT_TOPIC"))
-                .config("delivery.timeout.ms", 30000)
-                .build()
-            : new TrustmsgSubmitter(
-                new RawProducer(Kit.kafka()),
-                Kit.env("TRUSTMSG_KIT_SUBMIT_TOPIC"),
-                p.bizId(),
-                p.secret())) {
+        TrustmsgSubmitter.builder(Kit.kafka(), p.bizId(), p.secret())
+            .topic(Kit.env("TRUSTMSG_KIT_SUBMIT_TOPIC"))
+            .config("delivery.timeout.ms", 30000)
+            .build()) {
       var template = new TrustmsgTransactionTemplate(submitter, new Barrier(ds));
       template.execute(
           Message.builder(key, topic)
