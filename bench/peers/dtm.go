@@ -5,11 +5,13 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,7 +29,14 @@ type dtmSystem struct {
 	sinkURL, checkURL     string
 	db                    *sql.DB
 	sink                  *http.Server
+	// Calls DTM answered 500 for a deadlock in its own statements, sent
+	// again: prepare and submit are idempotent by gid, and a producer
+	// would retry them so.
+	deadlocks atomic.Int64
 }
+
+// dtmDeadlockRetries bounds how often one call is sent again.
+const dtmDeadlockRetries = 10
 
 // dtmMsg is the body dtmcli sends for a msg transaction (its TransBase).
 type dtmMsg struct {
@@ -102,8 +111,21 @@ func (s *dtmSystem) send(ctx context.Context, key string) error {
 	return nil
 }
 
-// post succeeds as dtmcli's TransCallDtm does: 200 and no FAILURE in the body.
+// post succeeds as dtmcli's TransCallDtm does: 200 and no FAILURE in the
+// body. A deadlock DTM reports is sent again.
 func (s *dtmSystem) post(ctx context.Context, url string, body []byte) error {
+	for try := 0; ; try++ {
+		err := s.postOnce(ctx, url, body)
+		if !errors.Is(err, errDeadlock) || try == dtmDeadlockRetries {
+			return err
+		}
+		s.deadlocks.Add(1)
+	}
+}
+
+var errDeadlock = errors.New("DTM answered 500: deadlock")
+
+func (s *dtmSystem) postOnce(ctx context.Context, url string, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -118,6 +140,8 @@ func (s *dtmSystem) post(ctx context.Context, url string, body []byte) error {
 	switch {
 	case res.StatusCode == http.StatusServiceUnavailable:
 		return errShed
+	case res.StatusCode == http.StatusInternalServerError && bytes.Contains(answer, []byte("Deadlock found")):
+		return errDeadlock
 	case res.StatusCode != http.StatusOK || bytes.Contains(answer, []byte("FAILURE")):
 		return fmt.Errorf("%s %s", res.Status, answer)
 	}
@@ -134,6 +158,13 @@ func (s *dtmSystem) unsettled(ctx context.Context) (int, error) {
 }
 
 func (s *dtmSystem) afterSettled() { time.Sleep(dtmBranchFlush) }
+
+func (s *dtmSystem) warnings() []string {
+	if n := s.deadlocks.Load(); n > 0 {
+		return []string{fmt.Sprintf("%d calls sent again after DTM answered 500 for a deadlock", n)}
+	}
+	return nil
+}
 
 func (s *dtmSystem) close() {
 	s.sink.Close()

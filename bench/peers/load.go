@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"sort"
 	"sync"
@@ -20,7 +22,7 @@ type runConfig struct {
 	warmup, closed, open   time.Duration
 	deliveryTimeout        time.Duration
 	servicePids            []int
-	brokerPid              int
+	brokerPid, databasePid int
 	out                    string
 }
 
@@ -37,6 +39,8 @@ type system interface {
 	// read: what the system still writes after that (DTM's batched branch
 	// status) belongs to the phase.
 	afterSettled()
+	// warnings are what the run should say about the system's answers.
+	warnings() []string
 	close()
 }
 
@@ -172,12 +176,16 @@ type phase struct {
 }
 
 func run(ctx context.Context, cfg runConfig) (*result, error) {
-	mysqld, err := databasePid()
-	if err != nil {
-		return nil, err
+	mysqld := cfg.databasePid
+	if mysqld == 0 {
+		var err error
+		if mysqld, err = databasePid(); err != nil {
+			return nil, err
+		}
 	}
 	t := newTracker()
 	var sys system
+	var err error
 	switch cfg.system {
 	case "trustmsg":
 		sys, err = newTrustmsg(ctx, cfg, t)
@@ -200,16 +208,30 @@ func run(ctx context.Context, cfg runConfig) (*result, error) {
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 	}
+	db, err := sql.Open("mysql", cfg.dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	others := watchOthers(db)
 	closed, err := closedLoop(ctx, sys, t, meter(), cfg, "c", cfg.closed)
 	if err != nil {
 		return nil, fmt.Errorf("closed loop: %w", err)
 	}
 	res.Closed = closed
+	if w := others.done("closed loop"); w != "" {
+		res.Warnings = append(res.Warnings, w)
+	}
+	others = watchOthers(db)
 	open, err := openLoop(ctx, sys, t, meter(), cfg, closed.PerSecond/2)
 	if err != nil {
 		return nil, fmt.Errorf("open loop: %w", err)
 	}
 	res.Open = open
+	if w := others.done("open loop"); w != "" {
+		res.Warnings = append(res.Warnings, w)
+	}
+	res.Warnings = append(res.Warnings, sys.warnings()...)
 	if n := t.other.Load(); n > 0 {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%d deliveries of messages already delivered", n))
 	}
@@ -226,12 +248,12 @@ func closedLoop(ctx context.Context, sys system, t *tracker, m *cpuMeter, cfg ru
 	var sent atomic.Int64
 	errs := make(chan error, cfg.concurrency)
 	var wg sync.WaitGroup
-	for w := range cfg.concurrency {
+	for range cfg.concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; time.Now().Before(end); i++ {
-				key := fmt.Sprintf("%s%s-%d-%d", cfg.label, prefix, w, i)
+			for time.Now().Before(end) {
+				key := messageKey(cfg.label, prefix)
 				t.expect(key, time.Now())
 				if err := sys.send(ctx, key); err != nil {
 					t.forget(key)
@@ -288,7 +310,7 @@ func openLoop(ctx context.Context, sys system, t *tracker, m *cpuMeter, cfg runC
 			}
 		}
 		slots <- struct{}{}
-		key := fmt.Sprintf("%so-%d", cfg.label, i)
+		key := messageKey(cfg.label, "o")
 		t.expect(key, at)
 		wg.Add(1)
 		go func() {
@@ -340,6 +362,13 @@ func settle(ctx context.Context, sys system) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// messageKey is unique and random, as DTM's own gids (shortuuid) and
+// trustmsg's producers' keys are: consecutive keys would put every
+// producer's inserts side by side in the unique indexes.
+func messageKey(label, phase string) string {
+	return fmt.Sprintf("%s%s-%016x", label, phase, rand.Uint64())
 }
 
 func summarize(t *tracker, start time.Time, n int) phase {

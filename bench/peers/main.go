@@ -70,6 +70,7 @@ func runCommand(args []string) error {
 	fs.DurationVar(&cfg.deliveryTimeout, "delivery-timeout", 60*time.Second, "longest wait for the last delivery of a phase")
 	fs.Var((*pidList)(&cfg.servicePids), "service-pid", "the system's own process (repeatable)")
 	fs.IntVar(&cfg.brokerPid, "broker-pid", 0, "the Kafka broker's process (trustmsg)")
+	fs.IntVar(&cfg.databasePid, "database-pid", 0, "the database server's process (default: the mariadbd or mysqld running here)")
 	fs.StringVar(&cfg.out, "out", "", "write the result here (JSON)")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -56,6 +56,13 @@ func reportCommand(paths []string) error {
 			r.Label, r.System, r.Version, c.PerSecond, c.DatabaseCPUus, c.ProcessCPUus, c.BrokerCPUus,
 			o.Rate, o.P50ms, o.P99ms)
 	}
+	for _, rs := range [][]*result{by["trustmsg"], by["dtm"]} {
+		for _, r := range rs {
+			for _, w := range r.Warnings {
+				fmt.Printf("%s %s: %s\n", r.Label, r.System, w)
+			}
+		}
+	}
 	tm, dtm := by["trustmsg"], by["dtm"]
 	if len(tm) == 0 || len(dtm) == 0 {
 		return errors.New("report needs runs of both trustmsg and dtm")

@@ -215,6 +215,8 @@ func (s *trustmsgSystem) unsettled(ctx context.Context) (int, error) {
 
 func (s *trustmsgSystem) afterSettled() {}
 
+func (s *trustmsgSystem) warnings() []string { return nil }
+
 func (s *trustmsgSystem) close() {
 	if s.stopConsumer != nil {
 		s.stopConsumer()
