@@ -54,7 +54,13 @@ type tracker struct {
 	mu        sync.Mutex
 	pending   map[string]time.Time
 	latencies []time.Duration
-	last      time.Time
+	// When each message's last call (commit, submit) was answered, and
+	// from then to its delivery: the part of the latency after the
+	// producer was told its message is safe. 0 for a delivery that came
+	// before the answer was read.
+	answeredAt  map[string]time.Time
+	afterAnswer []time.Duration
+	last        time.Time
 	// Deliveries of keys not pending (a second delivery, or one from
 	// before this phase): counted, not timed.
 	other atomic.Int64
@@ -62,7 +68,7 @@ type tracker struct {
 }
 
 func newTracker() *tracker {
-	return &tracker{pending: map[string]time.Time{}}
+	return &tracker{pending: map[string]time.Time{}, answeredAt: map[string]time.Time{}}
 }
 
 // expect registers a message before its prepare: a delivery may come back
@@ -73,10 +79,22 @@ func (t *tracker) expect(key string, intended time.Time) {
 	t.mu.Unlock()
 }
 
+// answered notes that the message's last call was answered.
+func (t *tracker) answered(key string, at time.Time) {
+	t.mu.Lock()
+	if _, ok := t.pending[key]; ok {
+		t.answeredAt[key] = at
+	} else {
+		t.afterAnswer = append(t.afterAnswer, 0)
+	}
+	t.mu.Unlock()
+}
+
 // forget drops a message whose send failed.
 func (t *tracker) forget(key string) {
 	t.mu.Lock()
 	delete(t.pending, key)
+	delete(t.answeredAt, key)
 	t.signal()
 	t.mu.Unlock()
 }
@@ -91,6 +109,10 @@ func (t *tracker) delivered(key string, at time.Time) {
 	}
 	delete(t.pending, key)
 	t.latencies = append(t.latencies, at.Sub(start))
+	if answered, ok := t.answeredAt[key]; ok {
+		delete(t.answeredAt, key)
+		t.afterAnswer = append(t.afterAnswer, at.Sub(answered))
+	}
 	if at.After(t.last) {
 		t.last = at
 	}
@@ -111,6 +133,8 @@ func (t *tracker) reset() {
 	t.mu.Lock()
 	t.pending = map[string]time.Time{}
 	t.latencies = nil
+	t.answeredAt = map[string]time.Time{}
+	t.afterAnswer = nil
 	t.last = time.Time{}
 	t.mu.Unlock()
 }
@@ -166,6 +190,9 @@ type phase struct {
 	P50ms  float64 `json:"p50_ms"`
 	P99ms  float64 `json:"p99_ms"`
 	MaxMs  float64 `json:"max_ms"`
+	// From the last call's answer to delivery.
+	AnswerP50ms float64 `json:"answer_to_delivery_p50_ms"`
+	AnswerP99ms float64 `json:"answer_to_delivery_p99_ms"`
 	// Database (mysqld/mariadbd), the system's own process(es), the Kafka
 	// broker (trustmsg only) and this load generator (HTTP clients, the
 	// sink or the Kafka consumer).
@@ -260,6 +287,7 @@ func closedLoop(ctx context.Context, sys system, t *tracker, m *cpuMeter, cfg ru
 					errs <- err
 					return
 				}
+				t.answered(key, time.Now())
 				sent.Add(1)
 			}
 		}()
@@ -323,6 +351,7 @@ func openLoop(ctx context.Context, sys system, t *tracker, m *cpuMeter, cfg runC
 				}
 				return
 			}
+			t.answered(key, time.Now())
 			sent.Add(1)
 		}()
 	}
@@ -385,6 +414,11 @@ func summarize(t *tracker, start time.Time, n int) phase {
 		p.P50ms = ms(percentile(lat, 0.50))
 		p.P99ms = ms(percentile(lat, 0.99))
 		p.MaxMs = ms(lat[len(lat)-1])
+	}
+	if after := t.afterAnswer; len(after) > 0 {
+		sort.Slice(after, func(i, j int) bool { return after[i] < after[j] })
+		p.AnswerP50ms = ms(percentile(after, 0.50))
+		p.AnswerP99ms = ms(percentile(after, 0.99))
 	}
 	return p
 }

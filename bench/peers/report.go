@@ -26,8 +26,8 @@ func printRun(r *result) {
 		fmt.Printf(", Kafka broker %.0f µs", c.BrokerCPUus)
 	}
 	fmt.Printf(", load generator %.0f µs\n", c.LoadCPUus)
-	fmt.Printf("%s %s open loop at %.0f msg/s: prepare→delivery p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d msg, %d failed)\n",
-		r.Label, r.System, o.Rate, o.P50ms, o.P99ms, o.MaxMs, o.Messages, o.Failed)
+	fmt.Printf("%s %s open loop at %.0f msg/s: prepare→delivery p50 %.1f ms, p99 %.1f ms, max %.1f ms; answer→delivery p50 %.1f ms, p99 %.1f ms (%d msg, %d failed)\n",
+		r.Label, r.System, o.Rate, o.P50ms, o.P99ms, o.MaxMs, o.AnswerP50ms, o.AnswerP99ms, o.Messages, o.Failed)
 	for _, w := range r.Warnings {
 		fmt.Printf("%s %s warning: %s\n", r.Label, r.System, w)
 	}
