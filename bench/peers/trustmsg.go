@@ -130,6 +130,8 @@ func (s *trustmsgSystem) register(ctx context.Context, base, adminToken, checkUR
 }
 
 func (s *trustmsgSystem) createTopic(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	adm := kadm.NewClient(s.kafka)
 	res, err := adm.CreateTopics(ctx, 3, 1, nil, s.topic)
 	if err != nil {
