@@ -1,0 +1,441 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+type runConfig struct {
+	system, version, label string
+	url, dsn, adminToken   string
+	kafka, topic           string
+	concurrency            int
+	warmup, closed, open   time.Duration
+	deliveryTimeout        time.Duration
+	servicePids            []int
+	brokerPid, databasePid int
+	out                    string
+}
+
+// system is one middleware as the load generator drives it.
+type system interface {
+	// send is one message's producer side: prepare, the local step (empty)
+	// and commit (trustmsg) or submit (DTM), returning once the last call
+	// is answered. Delivery is reported to the tracker, not here.
+	send(ctx context.Context, key string) error
+	// unsettled counts the messages whose bookkeeping in the database is not
+	// finished (trustmsg: committed, not marked SENT; DTM: not succeeded).
+	unsettled(ctx context.Context) (int, error)
+	// afterSettled is called once unsettled is 0, before the phase's CPU is
+	// read: what the system still writes after that (DTM's batched branch
+	// status) belongs to the phase.
+	afterSettled()
+	// warnings are what the run should say about the system's answers.
+	warnings() []string
+	close()
+}
+
+// errShed is a call the system refused as overloaded (HTTP 503): the open
+// loop counts these and goes on.
+var errShed = errors.New("503: shed")
+
+// tracker matches deliveries to the messages sent: the latency of a message
+// runs from its intended start to the moment it was delivered.
+type tracker struct {
+	mu        sync.Mutex
+	pending   map[string]time.Time
+	latencies []time.Duration
+	// When each message's last call (commit, submit) was answered, and
+	// from then to its delivery: the part of the latency after the
+	// producer was told its message is safe. 0 for a delivery that came
+	// before the answer was read.
+	answeredAt  map[string]time.Time
+	afterAnswer []time.Duration
+	last        time.Time
+	// Deliveries of keys not pending (a second delivery, or one from
+	// before this phase): counted, not timed.
+	other atomic.Int64
+	done  chan struct{}
+}
+
+func newTracker() *tracker {
+	return &tracker{pending: map[string]time.Time{}, answeredAt: map[string]time.Time{}}
+}
+
+// expect registers a message before its prepare: a delivery may come back
+// before the call that caused it is answered.
+func (t *tracker) expect(key string, intended time.Time) {
+	t.mu.Lock()
+	t.pending[key] = intended
+	t.mu.Unlock()
+}
+
+// answered notes that the message's last call was answered.
+func (t *tracker) answered(key string, at time.Time) {
+	t.mu.Lock()
+	if _, ok := t.pending[key]; ok {
+		t.answeredAt[key] = at
+	} else {
+		t.afterAnswer = append(t.afterAnswer, 0)
+	}
+	t.mu.Unlock()
+}
+
+// forget drops a message whose send failed.
+func (t *tracker) forget(key string) {
+	t.mu.Lock()
+	delete(t.pending, key)
+	delete(t.answeredAt, key)
+	t.signal()
+	t.mu.Unlock()
+}
+
+func (t *tracker) delivered(key string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	start, ok := t.pending[key]
+	if !ok {
+		t.other.Add(1)
+		return
+	}
+	delete(t.pending, key)
+	t.latencies = append(t.latencies, at.Sub(start))
+	if answered, ok := t.answeredAt[key]; ok {
+		delete(t.answeredAt, key)
+		t.afterAnswer = append(t.afterAnswer, at.Sub(answered))
+	}
+	if at.After(t.last) {
+		t.last = at
+	}
+	t.signal()
+}
+
+// signal closes done once nothing is pending and a waiter asked for it.
+// Called with mu held.
+func (t *tracker) signal() {
+	if t.done != nil && len(t.pending) == 0 {
+		close(t.done)
+		t.done = nil
+	}
+}
+
+// reset starts a phase: what it returns are the previous phase's figures.
+func (t *tracker) reset() {
+	t.mu.Lock()
+	t.pending = map[string]time.Time{}
+	t.latencies = nil
+	t.answeredAt = map[string]time.Time{}
+	t.afterAnswer = nil
+	t.last = time.Time{}
+	t.mu.Unlock()
+}
+
+// wait returns once every expected message was delivered, or an error
+// naming how many were not.
+func (t *tracker) wait(ctx context.Context, timeout time.Duration) error {
+	t.mu.Lock()
+	if len(t.pending) == 0 {
+		t.mu.Unlock()
+		return nil
+	}
+	done := make(chan struct{})
+	t.done = done
+	t.mu.Unlock()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(timeout):
+		t.mu.Lock()
+		n := len(t.pending)
+		t.done = nil
+		t.mu.Unlock()
+		return fmt.Errorf("%d messages not delivered %s after the last send", n, timeout)
+	}
+}
+
+// result is one system's figures in one run.
+type result struct {
+	System      string   `json:"system"`
+	Version     string   `json:"version"`
+	Label       string   `json:"label"`
+	Concurrency int      `json:"concurrency"`
+	LoadAvg     string   `json:"loadavg"`
+	Closed      phase    `json:"closed"`
+	Open        phase    `json:"open"`
+	Warnings    []string `json:"warnings,omitempty"`
+}
+
+// phase is what one phase measured. CPU figures are µs per delivered
+// message, from /proc/<pid>/stat deltas between the phase's start and the
+// moment its last message was delivered and settled.
+type phase struct {
+	Messages  int     `json:"messages"`
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"per_second"`
+	// Open loop only: the arrival rate asked for, and the sends that failed
+	// (503 shed or an error).
+	Rate   float64 `json:"rate,omitempty"`
+	Failed int     `json:"failed,omitempty"`
+	P50ms  float64 `json:"p50_ms"`
+	P99ms  float64 `json:"p99_ms"`
+	MaxMs  float64 `json:"max_ms"`
+	// From the last call's answer to delivery.
+	AnswerP50ms float64 `json:"answer_to_delivery_p50_ms"`
+	AnswerP99ms float64 `json:"answer_to_delivery_p99_ms"`
+	// Database (mysqld/mariadbd), the system's own process(es), the Kafka
+	// broker (trustmsg only) and this load generator (HTTP clients, the
+	// sink or the Kafka consumer).
+	DatabaseCPUus float64 `json:"database_cpu_us"`
+	ProcessCPUus  float64 `json:"process_cpu_us"`
+	BrokerCPUus   float64 `json:"broker_cpu_us,omitempty"`
+	LoadCPUus     float64 `json:"load_generator_cpu_us"`
+}
+
+func run(ctx context.Context, cfg runConfig) (*result, error) {
+	mysqld := cfg.databasePid
+	if mysqld == 0 {
+		var err error
+		if mysqld, err = databasePid(); err != nil {
+			return nil, err
+		}
+	}
+	t := newTracker()
+	var sys system
+	var err error
+	switch cfg.system {
+	case "trustmsg":
+		sys, err = newTrustmsg(ctx, cfg, t)
+	case "dtm":
+		sys, err = newDTM(ctx, cfg, t)
+	default:
+		return nil, fmt.Errorf("unknown system %q", cfg.system)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer sys.close()
+	res := &result{System: cfg.system, Version: cfg.version, Label: cfg.label, Concurrency: cfg.concurrency, LoadAvg: loadAvg()}
+	meter := func() *cpuMeter {
+		return newCPUMeter(mysqld, cfg.servicePids, cfg.brokerPid)
+	}
+
+	if cfg.warmup > 0 {
+		if _, err := closedLoop(ctx, sys, t, meter(), cfg, "w", cfg.warmup); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	db, err := sql.Open("mysql", cfg.dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	others := watchOthers(db)
+	closed, err := closedLoop(ctx, sys, t, meter(), cfg, "c", cfg.closed)
+	if err != nil {
+		return nil, fmt.Errorf("closed loop: %w", err)
+	}
+	res.Closed = closed
+	if w := others.done("closed loop"); w != "" {
+		res.Warnings = append(res.Warnings, w)
+	}
+	others = watchOthers(db)
+	open, err := openLoop(ctx, sys, t, meter(), cfg, closed.PerSecond/2)
+	if err != nil {
+		return nil, fmt.Errorf("open loop: %w", err)
+	}
+	res.Open = open
+	if w := others.done("open loop"); w != "" {
+		res.Warnings = append(res.Warnings, w)
+	}
+	res.Warnings = append(res.Warnings, sys.warnings()...)
+	if n := t.other.Load(); n > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d deliveries of messages already delivered", n))
+	}
+	return res, nil
+}
+
+// closedLoop runs concurrency producers, each sending its next message once
+// its last was answered, for d; then waits for every delivery. msg/s is the
+// messages sent over the time from the start to the last delivery.
+func closedLoop(ctx context.Context, sys system, t *tracker, m *cpuMeter, cfg runConfig, prefix string, d time.Duration) (phase, error) {
+	t.reset()
+	start := time.Now()
+	end := start.Add(d)
+	var sent atomic.Int64
+	errs := make(chan error, cfg.concurrency)
+	var wg sync.WaitGroup
+	for range cfg.concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				key := messageKey(cfg.label, prefix)
+				t.expect(key, time.Now())
+				if err := sys.send(ctx, key); err != nil {
+					t.forget(key)
+					errs <- err
+					return
+				}
+				t.answered(key, time.Now())
+				sent.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return phase{}, err
+	}
+	if err := t.wait(ctx, cfg.deliveryTimeout); err != nil {
+		return phase{}, err
+	}
+	if err := settle(ctx, sys); err != nil {
+		return phase{}, err
+	}
+	n := int(sent.Load())
+	p := summarize(t, start, n)
+	m.charge(&p, n)
+	return p, nil
+}
+
+// openLoop sends at a fixed rate for cfg.open, whatever the answers take;
+// each message's latency runs from its intended start (no coordinated
+// omission).
+func openLoop(ctx context.Context, sys system, t *tracker, m *cpuMeter, cfg runConfig, rate float64) (phase, error) {
+	if rate <= 0 {
+		return phase{}, errors.New("no peak to take half of")
+	}
+	t.reset()
+	interval := time.Duration(float64(time.Second) / rate)
+	start := time.Now()
+	var sent, failed atomic.Int64
+	var firstErr atomic.Value
+	// A bound on calls in flight, far above what either system holds at
+	// half its peak: past it the schedule slips, and the latencies show it.
+	slots := make(chan struct{}, 4096)
+	var wg sync.WaitGroup
+	for i := 0; ; i++ {
+		at := start.Add(time.Duration(i) * interval)
+		if at.Sub(start) >= cfg.open {
+			break
+		}
+		if wait := time.Until(at); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return phase{}, ctx.Err()
+			}
+		}
+		slots <- struct{}{}
+		key := messageKey(cfg.label, "o")
+		t.expect(key, at)
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			if err := sys.send(ctx, key); err != nil {
+				t.forget(key)
+				failed.Add(1)
+				if !errors.Is(err, errShed) {
+					firstErr.CompareAndSwap(nil, err)
+				}
+				return
+			}
+			t.answered(key, time.Now())
+			sent.Add(1)
+		}()
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return phase{}, err
+	}
+	if err := t.wait(ctx, cfg.deliveryTimeout); err != nil {
+		return phase{}, err
+	}
+	if err := settle(ctx, sys); err != nil {
+		return phase{}, err
+	}
+	n := int(sent.Load())
+	p := summarize(t, start, n)
+	p.Rate = rate
+	p.Failed = int(failed.Load())
+	m.charge(&p, n)
+	return p, nil
+}
+
+// settle waits (at most a minute) until the system has finished its
+// bookkeeping for what was delivered, polling with an indexed count.
+func settle(ctx context.Context, sys system) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		n, err := sys.unsettled(ctx)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			sys.afterSettled()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d messages delivered but not settled after a minute", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// messageKey is unique and random, as DTM's own gids (shortuuid) and
+// trustmsg's producers' keys are: consecutive keys would put every
+// producer's inserts side by side in the unique indexes.
+func messageKey(label, phase string) string {
+	return fmt.Sprintf("%s%s-%016x", label, phase, rand.Uint64())
+}
+
+func summarize(t *tracker, start time.Time, n int) phase {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lat := t.latencies
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	seconds := t.last.Sub(start).Seconds()
+	p := phase{Messages: n, Seconds: seconds}
+	if seconds > 0 {
+		p.PerSecond = float64(n) / seconds
+	}
+	if len(lat) > 0 {
+		p.P50ms = ms(percentile(lat, 0.50))
+		p.P99ms = ms(percentile(lat, 0.99))
+		p.MaxMs = ms(lat[len(lat)-1])
+	}
+	if after := t.afterAnswer; len(after) > 0 {
+		sort.Slice(after, func(i, j int) bool { return after[i] < after[j] })
+		p.AnswerP50ms = ms(percentile(after, 0.50))
+		p.AnswerP99ms = ms(percentile(after, 0.99))
+	}
+	return p
+}
+
+// percentile of sorted samples, nearest rank.
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(i, 0)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// httpClient keeps a connection per producer: neither system should pay
+// for the load generator's TCP handshakes.
+func httpClient(conns int) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = conns
+	tr.MaxIdleConnsPerHost = conns
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}

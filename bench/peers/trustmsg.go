@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// payloadBytes is each message's content, as in trustmsg bench.
+const payloadBytes = 256
+
+const bizID = "peers"
+
+// trustmsgSystem drives trustmsg over its producer API: prepare, then
+// commit; a message is delivered when its record is read from Kafka.
+type trustmsgSystem struct {
+	http                  *http.Client
+	prepareURL, commitURL string
+	token                 string
+	topic                 string
+	db                    *sql.DB
+	kafka                 *kgo.Client
+	check                 *http.Server
+	stopConsumer          context.CancelFunc
+	consumerDone          chan struct{}
+}
+
+func newTrustmsg(ctx context.Context, cfg runConfig, t *tracker) (*trustmsgSystem, error) {
+	if cfg.kafka == "" || cfg.adminToken == "" {
+		return nil, errors.New("trustmsg needs --kafka and --admin-token")
+	}
+	s := &trustmsgSystem{
+		http:       httpClient(4096),
+		prepareURL: cfg.url + "/v1/messages/prepare",
+		commitURL:  cfg.url + "/v1/messages/commit",
+		topic:      cfg.topic,
+	}
+	var err error
+	if s.db, err = sql.Open("mysql", cfg.dsn); err != nil {
+		return nil, err
+	}
+	checkURL, err := s.serveCheck()
+	if err != nil {
+		return nil, err
+	}
+	if s.token, err = s.register(ctx, cfg.url, cfg.adminToken, checkURL); err != nil {
+		s.close()
+		return nil, err
+	}
+	if s.kafka, err = kgo.NewClient(
+		kgo.SeedBrokers(cfg.kafka),
+		kgo.ConsumeTopics(cfg.topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(500*time.Millisecond),
+	); err != nil {
+		s.close()
+		return nil, err
+	}
+	if err := s.createTopic(ctx); err != nil {
+		s.close()
+		return nil, err
+	}
+	consumeCtx, cancel := context.WithCancel(context.Background())
+	s.stopConsumer = cancel
+	s.consumerDone = make(chan struct{})
+	go s.consume(consumeCtx, t)
+	return s, nil
+}
+
+// serveCheck answers check-backs (commit): none is expected, every message
+// is committed well within the first check-back's delay, but the producer
+// registration needs an endpoint.
+func (s *trustmsgSystem) serveCheck() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	s.check = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			MessageID int64 `json:"message_id"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"message_id":%d,"decision":"commit"}`, req.MessageID)
+	})}
+	go s.check.Serve(l)
+	return "http://" + l.Addr().String() + "/check", nil
+}
+
+// register puts the producer and returns its token (shown once, on creation).
+func (s *trustmsgSystem) register(ctx context.Context, base, adminToken, checkURL string) (string, error) {
+	body, _ := json.Marshal(map[string]any{"verify_url": checkURL})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, base+"/v1/producers/"+bizID, bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := s.http.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	answer, _ := io.ReadAll(res.Body)
+	if res.StatusCode/100 != 2 {
+		return "", fmt.Errorf("register %s: %s %s", bizID, res.Status, answer)
+	}
+	var view struct {
+		Token *string `json:"token"`
+	}
+	if err := json.Unmarshal(answer, &view); err != nil {
+		return "", fmt.Errorf("register %s: %w", bizID, err)
+	}
+	if view.Token == nil {
+		return "", fmt.Errorf("register %s: already registered, its token is not shown again (use a fresh database)", bizID)
+	}
+	return *view.Token, nil
+}
+
+func (s *trustmsgSystem) createTopic(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(s.kafka)
+	res, err := adm.CreateTopics(ctx, 3, 1, nil, s.topic)
+	if err != nil {
+		return fmt.Errorf("creating topic %s: %w", s.topic, err)
+	}
+	for _, r := range res {
+		if r.Err != nil && !strings.Contains(r.Err.Error(), "TOPIC_ALREADY_EXISTS") {
+			return fmt.Errorf("creating topic %s: %w", s.topic, r.Err)
+		}
+	}
+	return nil
+}
+
+func (s *trustmsgSystem) consume(ctx context.Context, t *tracker) {
+	defer close(s.consumerDone)
+	for ctx.Err() == nil {
+		fetches := s.kafka.PollFetches(ctx)
+		now := time.Now()
+		fetches.EachRecord(func(r *kgo.Record) {
+			t.delivered(string(r.Key), now)
+		})
+	}
+}
+
+type trustmsgPrepare struct {
+	BizID      string `json:"biz_id"`
+	MessageKey string `json:"message_key"`
+	Topic      string `json:"topic"`
+	Key        string `json:"key"`
+	Payload    string `json:"payload"`
+}
+
+type trustmsgCommit struct {
+	BizID      string `json:"biz_id"`
+	MessageKey string `json:"message_key"`
+}
+
+var trustmsgPayload = strings.Repeat("x", payloadBytes)
+
+func (s *trustmsgSystem) send(ctx context.Context, key string) error {
+	prepare, _ := json.Marshal(trustmsgPrepare{BizID: bizID, MessageKey: key, Topic: s.topic, Key: key, Payload: trustmsgPayload})
+	if err := s.post(ctx, s.prepareURL, prepare); err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	commit, _ := json.Marshal(trustmsgCommit{BizID: bizID, MessageKey: key})
+	if err := s.post(ctx, s.commitURL, commit); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+func (s *trustmsgSystem) post(ctx context.Context, url string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := s.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	answer, _ := io.ReadAll(res.Body)
+	switch {
+	case res.StatusCode == http.StatusServiceUnavailable:
+		return errShed
+	case res.StatusCode/100 != 2:
+		return fmt.Errorf("%s %s", res.Status, answer)
+	}
+	return nil
+}
+
+// unsettled: committed rows not yet marked SENT (the mark follows Kafka's
+// acknowledgement), the statement trustmsg bench waits on.
+func (s *trustmsgSystem) unsettled(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx,
+		"SELECT COUNT(*) FROM messages WHERE status = 'COMMITTED' AND send_status = 'PENDING' AND biz_id = ?",
+		bizID).Scan(&n)
+	return n, err
+}
+
+func (s *trustmsgSystem) afterSettled() {}
+
+func (s *trustmsgSystem) warnings() []string { return nil }
+
+func (s *trustmsgSystem) close() {
+	if s.stopConsumer != nil {
+		s.stopConsumer()
+		<-s.consumerDone
+	}
+	if s.kafka != nil {
+		s.kafka.Close()
+	}
+	if s.check != nil {
+		s.check.Close()
+	}
+	if s.db != nil {
+		s.db.Close()
+	}
+}
