@@ -12,13 +12,12 @@
 //!
 //! The mock cluster speaks neither TLS nor SASL; a test puts fronts before
 //! its brokers and makes them advertise the fronts ([`MockKafka::advertise`]):
-//! a TLS terminator of its choosing, and [`SaslFront`] for SASL (PLAIN,
-//! SCRAM-SHA-256), a test fixture of ours (see its module).
+//! a TLS terminator of its choosing. (SASL is tested against a real Apache
+//! Kafka: `scripts/kafka-broker`.)
 //!
 //! Not part of the service: the `trustmsg` library never links it.
 
 mod proxy;
-mod sasl;
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -41,7 +40,6 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use trustmsg_verify_api::kafka_headers;
 
 use proxy::Proxies;
-pub use sasl::SaslFront;
 
 /// The request kinds and error codes [`MockKafka::request_errors`] takes.
 pub use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
@@ -403,7 +401,7 @@ impl MockKafka {
 
     /// Makes `broker` (1 to the broker count) tell clients, in metadata, that
     /// it is at `host:port`: where a test puts a front of its own (a TLS
-    /// terminator, a [`SaslFront`]) that forwards to the broker's own address
+    /// terminator) that forwards to the broker's own address
     /// in [`MockKafka::bootstrap`]. Clients bootstrapped anywhere then go
     /// through the front. Not for a cluster from
     /// [`MockKafka::start_restartable`] (it advertises its proxies).

@@ -1,4 +1,4 @@
-//! Kafka over TLS and SASL (issue 27, item 1), against the real binary: a
+//! Kafka over TLS (issue 27, item 1), against the real binary: a
 //! broker reachable only through a TLS listener (socat, OpenSSL) with a
 //! certificate from the test's own CA, advertised as `localhost`.
 //!
@@ -7,10 +7,10 @@
 //! - With another CA, or a certificate for another name, nothing is sent: the
 //!   message stays COMMITTED/PENDING and the log says why.
 //! - `trustmsg tail` reads over TLS.
-//! - SASL_SSL with PLAIN and with SCRAM-SHA-256 (our SASL front, a test
-//!   fixture, inside the TLS listener): the right password delivers (read
-//!   from an `@FILE`, not on the command line); a wrong one delivers nothing
-//!   and the log says authentication failed.
+//!
+//! SASL (PLAIN over SASL_SSL, SCRAM-SHA-256 and -512) is tested against a
+//! real Apache Kafka with broker-side users, in `real_kafka`; the SASL front
+//! of our own that these tests used before is retired.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -328,124 +328,4 @@ fn tail_reads_a_tls_only_broker() {
         json!({"topic": "t", "partition": 0, "offset": 0, "key": "k",
                "headers": [], "payload": "over TLS"})
     );
-}
-
-/// `SASL_SSL` with `mechanism` as `user`/`password`, trusting `ca_file`.
-fn sasl_ssl<'a>(
-    mechanism: &'a str,
-    ca_file: &'a str,
-    user: &'a str,
-    password: &'a str,
-) -> [(&'a str, &'a str); 5] {
-    [
-        ("security.protocol", "SASL_SSL"),
-        ("ssl.ca.location", ca_file),
-        ("sasl.mechanisms", mechanism),
-        ("sasl.username", user),
-        ("sasl.password", password),
-    ]
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sasl_plain_over_tls_delivers_with_the_right_password_and_nothing_with_a_wrong_one() {
-    let ca = TestCa::new();
-    let kafka = TlsKafka::start_sasl(
-        &ca.server_cert("kafka", &["localhost"]),
-        &[("trustmsg", "right horse battery")],
-    );
-    kafka.mock.create_topic(TOPIC, 3);
-    let ca_file = ca.ca_file().display().to_string();
-    let right = sasl_ssl("PLAIN", &ca_file, "trustmsg", "right horse battery");
-    let wrong = sasl_ssl("PLAIN", &ca_file, "trustmsg", "wrong horse battery");
-    let db = TestDb::create().await;
-    let pool = db.pool().await;
-    let dir = tempfile::tempdir().unwrap();
-    let log = log_file(&dir);
-
-    let mut refused = service(&db, &kafka, &wrong, &log).await;
-    let producer = shop(&refused).await;
-    let id = commit(&producer, "m").await;
-    eventually(30, "the log to say authentication failed", async || {
-        let log = read_log(&log);
-        log.contains("SASL authentication error") && log.contains("Invalid username or password")
-    })
-    .await;
-    still_pending(&pool, "m").await;
-    assert_eq!(records_in_topic(&kafka.bootstrap(), &right), 0);
-    assert!(
-        !read_log(&log).contains("wrong horse battery"),
-        "the password is in the log"
-    );
-    refused.terminate();
-
-    // The password from a file (`@FILE`), so it is not on the command line.
-    let properties = dir.path().join("kafka.properties");
-    std::fs::write(
-        &properties,
-        "# the broker's credentials\nsasl.password=right horse battery\n",
-    )
-    .unwrap();
-    let properties = properties.display().to_string();
-    let flags = [&right[..4], &[("@", properties.as_str())]].concat();
-    let service = service(&db, &kafka, &flags, &log).await;
-    let cmdline = std::fs::read(format!("/proc/{}/cmdline", service.pid().unwrap())).unwrap();
-    assert!(
-        !String::from_utf8_lossy(&cmdline).contains("horse"),
-        "the password is on the command line"
-    );
-    let mut reader = kafka.reader(TOPIC, &right);
-    reader
-        .read_until(Duration::from_secs(30), "the record", |rs| {
-            rs.iter().any(|r| r.message_id == id)
-        })
-        .await;
-    assert_eq!(reader.records.len(), 1);
-    assert_record_is(&reader.records[0], "m", id);
-    eventually(30, "SENT", async || {
-        statuses(&pool, "shop").await["m"].2.as_deref() == Some("SENT")
-    })
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn scram_sha_256_over_tls_delivers_with_the_right_password_and_nothing_with_a_wrong_one() {
-    let ca = TestCa::new();
-    let kafka = TlsKafka::start_sasl(
-        &ca.server_cert("kafka", &["localhost"]),
-        &[("trustmsg", "salted horse battery")],
-    );
-    kafka.mock.create_topic(TOPIC, 3);
-    let ca_file = ca.ca_file().display().to_string();
-    let right = sasl_ssl(
-        "SCRAM-SHA-256",
-        &ca_file,
-        "trustmsg",
-        "salted horse battery",
-    );
-    let wrong = sasl_ssl("SCRAM-SHA-256", &ca_file, "trustmsg", "wrong horse battery");
-    let dir = tempfile::tempdir().unwrap();
-
-    let db = TestDb::create().await;
-    let sending = service(&db, &kafka, &right, &log_file(&dir)).await;
-    let id = commit(&shop(&sending).await, "m").await;
-    let mut reader = kafka.reader(TOPIC, &right);
-    reader
-        .read_until(Duration::from_secs(30), "the record", |rs| {
-            rs.iter().any(|r| r.message_id == id)
-        })
-        .await;
-    assert_record_is(&reader.records[0], "m", id);
-
-    // Another service, with its own database, and a wrong password.
-    let other_db = TestDb::create().await;
-    let log = dir.path().join("wrong.log");
-    let refused = service(&other_db, &kafka, &wrong, &log).await;
-    commit(&shop(&refused).await, "m").await;
-    eventually(30, "the log to say authentication failed", async || {
-        let log = read_log(&log);
-        log.contains("SASL authentication error") && log.contains("invalid credentials")
-    })
-    .await;
-    still_pending(&other_db.pool().await, "m").await;
-    assert_eq!(records_in_topic(&kafka.bootstrap(), &right), 1);
 }

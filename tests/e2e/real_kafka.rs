@@ -235,10 +235,20 @@ async fn the_core_loop_delivers_to_a_real_broker_byte_for_byte() {
 }
 
 /// A broker that knows the user `trustmsg` (SCRAM-SHA-256 and -512
-/// credentials and a PLAIN login) and lets it write only to `topics`.
-async fn sasl_broker(topics: &[&str]) -> RealKafka {
+/// credentials and a PLAIN login) and lets it write only to `topics`; with
+/// `tls`, its listener is SASL_SSL with a certificate for `localhost` from
+/// that CA.
+async fn sasl_broker(topics: &[&str], tls: Option<&TestCa>) -> RealKafka {
     let user = format!("{USER}:{PASSWORD}");
-    let kafka = RealKafka::start_with(&["--sasl", "--user", &user]);
+    let mut options = vec!["--sasl", "--user", &user];
+    let certs = tls.map(|ca| {
+        ca.server_cert("kafka", &["localhost"]);
+        ca.dir().display().to_string()
+    });
+    if let Some(certs) = &certs {
+        options.extend(["--tls", certs, "--host", "localhost"]);
+    }
+    let kafka = RealKafka::start_with(&options);
     for topic in topics {
         kafka.create_topic(topic, 1).await;
         kafka.acl(&[
@@ -256,21 +266,28 @@ async fn sasl_broker(topics: &[&str]) -> RealKafka {
     kafka
 }
 
-/// With `mechanism`: a wrong password delivers nothing and is refused by the
-/// broker, saying so in the log without the password; the right one, read
-/// from a file, delivers the same message byte for byte.
-async fn sasl_refuses_a_wrong_password_and_delivers_with_the_right_one(mechanism: &str) {
+/// With `mechanism` (over TLS with `tls`, as PLAIN should be): a wrong
+/// password delivers nothing and is refused by the broker, saying so in the
+/// log without the password; the right one, read from a file, delivers the
+/// same message byte for byte.
+async fn sasl_refuses_a_wrong_password_and_delivers_with_the_right_one(mechanism: &str, tls: bool) {
     let began = Instant::now();
-    let kafka = sasl_broker(&[TOPIC]).await;
+    let ca = tls.then(TestCa::new);
+    let kafka = sasl_broker(&[TOPIC], ca.as_ref()).await;
     let db = TestDb::create().await;
     let pool = db.pool().await;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("trustmsg.log");
-    let sasl = [
+    let ca_file = ca.as_ref().map(|ca| ca.ca_file().display().to_string());
+    let mut sasl = vec![
         ("security.protocol", "SASL_PLAINTEXT"),
         ("sasl.mechanism", mechanism),
         ("sasl.username", USER),
     ];
+    if let Some(ca_file) = &ca_file {
+        sasl[0].1 = "SASL_SSL";
+        sasl.push(("ssl.ca.location", ca_file));
+    }
 
     let wrong = [&sasl[..], &[("sasl.password", WRONG_PASSWORD)]].concat();
     let mut refused = service(&db, &kafka, &wrong, &log).await;
@@ -325,17 +342,17 @@ async fn sasl_refuses_a_wrong_password_and_delivers_with_the_right_one(mechanism
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scram_sha_256_refuses_a_wrong_password_and_delivers_with_the_right_one() {
-    sasl_refuses_a_wrong_password_and_delivers_with_the_right_one("SCRAM-SHA-256").await;
+    sasl_refuses_a_wrong_password_and_delivers_with_the_right_one("SCRAM-SHA-256", false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scram_sha_512_refuses_a_wrong_password_and_delivers_with_the_right_one() {
-    sasl_refuses_a_wrong_password_and_delivers_with_the_right_one("SCRAM-SHA-512").await;
+    sasl_refuses_a_wrong_password_and_delivers_with_the_right_one("SCRAM-SHA-512", false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sasl_plain_refuses_a_wrong_password_and_delivers_with_the_right_one() {
-    sasl_refuses_a_wrong_password_and_delivers_with_the_right_one("PLAIN").await;
+async fn sasl_plain_over_tls_refuses_a_wrong_password_and_delivers_with_the_right_one() {
+    sasl_refuses_a_wrong_password_and_delivers_with_the_right_one("PLAIN", true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -343,7 +360,7 @@ async fn a_topic_the_brokers_acls_refuse_is_send_failed_with_its_reason_after_on
     let began = Instant::now();
     const REFUSED: &str = "e2e-real-kafka-refused";
     // Both topics exist; the broker lets trustmsg's user write to one only.
-    let kafka = sasl_broker(&[TOPIC]).await;
+    let kafka = sasl_broker(&[TOPIC], None).await;
     kafka.create_topic(REFUSED, 1).await;
     let db = TestDb::create().await;
     let pool = db.pool().await;

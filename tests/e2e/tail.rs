@@ -89,7 +89,14 @@ fn tail_prints_each_record_key_headers_and_payload_text_or_base64() {
         "3",
     ];
 
-    let out = tail(&[&base[..], &["--json"]].concat());
+    // A setting librdkafka warns about (a producer's, on tail's consumer):
+    // the warning goes to stderr, and stdout holds the JSON lines alone.
+    let out = tail(&[&base[..], &["--json", "--kafka-config", "linger.ms=5"]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("CONFWARN") && stderr.contains("will be ignored by this consumer"),
+        "librdkafka's warning on stderr: {stderr}"
+    );
     let lines: Vec<Value> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()

@@ -1,14 +1,13 @@
-//! Kafka that only speaks TLS (and optionally SASL inside it), for the
-//! tests of `security.protocol=SSL` and `SASL_SSL`: librdkafka's mock cluster
-//! with one broker, behind Debian's `socat` as the TLS terminator (a real TLS
-//! implementation, OpenSSL's, that nobody here wrote) and, for SASL, the
-//! kafka-mock crate's [`SaslFront`] between the two. The broker advertises
-//! the TLS listener as `localhost:<port>`, so every client, whatever address
-//! it bootstrapped from, reaches the broker through TLS and verifies the
-//! certificate against the name `localhost`.
+//! Kafka that only speaks TLS, for the tests of `security.protocol=SSL`:
+//! librdkafka's mock cluster with one broker, behind Debian's `socat` as the
+//! TLS terminator (a real TLS implementation, OpenSSL's, that nobody here
+//! wrote). The broker advertises the TLS listener as `localhost:<port>`, so
+//! every client, whatever address it bootstrapped from, reaches the broker
+//! through TLS and verifies the certificate against the name `localhost`.
+//! (SASL is a real broker's: [`crate::real_kafka`].)
 //!
 //! ```text
-//! client ──TLS──▶ socat OPENSSL-LISTEN ──▶ [SaslFront] ──▶ mock broker
+//! client ──TLS──▶ socat OPENSSL-LISTEN ──▶ mock broker
 //! ```
 
 use std::net::{SocketAddr, TcpStream};
@@ -16,7 +15,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use trustmsg_kafka_mock::{MockKafka, SaslFront, TopicReader};
+use trustmsg_kafka_mock::{MockKafka, TopicReader};
 
 use crate::certs::ServerCert;
 use crate::process::free_port;
@@ -75,42 +74,24 @@ impl Drop for TlsListener {
     }
 }
 
-/// A one-broker mock cluster reachable only through TLS, optionally with
-/// SASL (PLAIN or SCRAM-SHA-256) inside it.
+/// A one-broker mock cluster reachable only through TLS.
 pub struct TlsKafka {
     /// The cluster: topics and fault injection.
     pub mock: MockKafka,
     tls: TlsListener,
-    _sasl: Option<SaslFront>,
 }
 
 impl TlsKafka {
     /// The broker behind a TLS listener presenting `cert`.
     pub fn start(cert: &ServerCert) -> Self {
-        Self::start_with(cert, None)
-    }
-
-    /// The broker behind a TLS listener presenting `cert`, and inside it a
-    /// SASL front (PLAIN, SCRAM-SHA-256) that accepts these
-    /// `(username, password)` pairs.
-    pub fn start_sasl(cert: &ServerCert, users: &[(&str, &str)]) -> Self {
-        Self::start_with(cert, Some(users))
-    }
-
-    fn start_with(cert: &ServerCert, users: Option<&[(&str, &str)]>) -> Self {
         let mock = MockKafka::start(1);
         let broker: SocketAddr = mock
             .bootstrap()
             .parse()
             .expect("one mock broker at an IP address");
-        let sasl = users.map(|u| SaslFront::start(broker, u).expect("the SASL front starts"));
-        let tls = TlsListener::start(cert, sasl.as_ref().map_or(broker, SaslFront::addr));
+        let tls = TlsListener::start(cert, broker);
         mock.advertise(1, "localhost", tls.port());
-        Self {
-            mock,
-            tls,
-            _sasl: sasl,
-        }
+        Self { mock, tls }
     }
 
     /// `localhost:<port>` of the TLS listener: the only way in.

@@ -13,6 +13,7 @@ use std::io::IsTerminal;
 
 use clap::{CommandFactory, Parser};
 use tokio_util::sync::CancellationToken;
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::EnvFilter;
 use trustmsg::startup::Application;
 
@@ -28,16 +29,31 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     trustmsg::net::client_tls::install_crypto_provider();
-    // The bench prints a report; the service it runs in-process should only speak up when worried.
-    let default_level = match cli.command {
-        Command::Bench(_) | Command::Admin(_) | Command::Tail(_) | Command::Outbox(_) => "warn",
-        _ => "info",
-    };
+    // The commands that print data (a report, JSON lines, SQL) only speak
+    // up when worried, and on stderr: a warning on stdout would land inside
+    // `tail --json`'s lines (it did, under load, in a test reading them).
+    let prints_data = matches!(
+        cli.command,
+        Command::Bench(_) | Command::Admin(_) | Command::Tail(_) | Command::Outbox(_)
+    );
+    let default_level = if prints_data { "warn" } else { "info" };
     let filter =
         EnvFilter::try_from_env("TRUSTMSG_LOG").unwrap_or_else(|_| EnvFilter::new(default_level));
+    let (writer, terminal) = if prints_data {
+        (
+            BoxMakeWriter::new(std::io::stderr),
+            std::io::stderr().is_terminal(),
+        )
+    } else {
+        (
+            BoxMakeWriter::new(std::io::stdout),
+            std::io::stdout().is_terminal(),
+        )
+    };
     if std::env::var("TRUSTMSG_LOG_FORMAT").as_deref() == Ok("json") {
         tracing_subscriber::fmt()
             .with_env_filter(filter)
+            .with_writer(writer)
             .json()
             .init();
     } else {
@@ -45,7 +61,8 @@ async fn main() -> anyhow::Result<()> {
         // (escape codes there split `field=value` and break every grep).
         tracing_subscriber::fmt()
             .with_env_filter(filter)
-            .with_ansi(std::io::stdout().is_terminal())
+            .with_writer(writer)
+            .with_ansi(terminal)
             .init();
     }
 
