@@ -55,6 +55,7 @@ mod migrations;
 mod model;
 pub mod mysql;
 mod open;
+pub mod postgres;
 pub mod shards;
 mod sql;
 pub mod sqlite;
