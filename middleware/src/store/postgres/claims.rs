@@ -74,7 +74,7 @@ impl PgStore {
         };
         let sql = format!(
             "UPDATE messages SET {due_column} = {NOW} + ({span}){MS}, version = version + 1 \
-             WHERE id IN ({taken}) \
+             WHERE id IN (SELECT id FROM ({taken}) AS taken) \
              RETURNING {columns}, {NOW} AS claimed_at",
             span = lease_span_sql(lease),
             columns = kind.columns::<Postgres>(),

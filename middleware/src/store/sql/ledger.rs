@@ -436,10 +436,10 @@ where
             since: row.time("last_began_at")?,
         };
         let mut tx = pool.begin().await?;
-        let done = sqlx::query(
+        let done = sqlx::query(stmt::<D>(
             "UPDATE consumptions SET stuck_alerted = TRUE WHERE group_name = ? AND message_id = ? \
              AND stuck_alerted = FALSE AND state = 'in_progress' AND attempts = ?",
-        )
+        ))
         .bind(stuck.group.clone())
         .bind(D::int(stuck.message_id))
         .bind(i64::from(stuck.attempts))

@@ -471,10 +471,10 @@ where
     if m.send_status != Some(SendStatus::Pending) {
         return Ok(None);
     }
-    let head: Option<u64> = sqlx::query(
+    let head: Option<u64> = sqlx::query(stmt::<D>(
         "SELECT s.message_id FROM ordered_keys k JOIN ordered_seqs s \
          ON s.order_key = k.order_key AND s.seq = k.sent_through + 1 WHERE k.order_key = ?",
-    )
+    ))
     .bind(pos.key.to_vec())
     .fetch_optional(pool)
     .await?

@@ -103,10 +103,10 @@ where
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
     String: Bind<D>,
 {
-    let rows = sqlx::query(
+    let rows = sqlx::query(stmt::<D>(
         "SELECT biz_id, source_row_id, message_key, actor, action, reason, created_at \
          FROM outbox_actions WHERE biz_id = ? AND source_row_id = ? ORDER BY id",
-    )
+    ))
     .bind(biz_id.to_string())
     .bind(D::int(source_row_id))
     .fetch_all(pool)
