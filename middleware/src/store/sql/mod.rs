@@ -1,15 +1,19 @@
-//! The core both SQL backends share, so that what a row holds, what a
+//! The core the SQL backends share, so that what a row holds, what a
 //! transition sets and what the audit log records are each written once.
 //!
 //! Everything here is dialect-free: the column lists, the effects of each
 //! transition, the audit row of each kind of change, error clipping, row
-//! decoding, and the statements whose SQL is the same on MySQL and SQLite.
-//! Where the dialects differ, a backend says so through two small traits:
+//! decoding, and the statements whose SQL is the same on MySQL, PostgreSQL
+//! and SQLite (written with `?` placeholders, numbered for PostgreSQL by
+//! [`stmt`]). Where the dialects differ, a backend says so through two
+//! small traits:
 //! [`SqlRow`] (how a column is read: MySQL text columns are binary and read as
 //! bytes checked as UTF-8, times are `DATETIME(3)` and counters unsigned;
-//! SQLite times are INTEGER milliseconds and every integer is an i64) and
-//! [`Dialect`] (the clock expression, how an id is bound, how many rows a
-//! write matched). Everything else that is a dialect (SQL text, locking,
+//! SQLite times are INTEGER milliseconds and every integer is an i64;
+//! PostgreSQL decodes a value only as its own type, so its integers are
+//! read by their width) and [`Dialect`] (the clock expression, how an id is
+//! bound, how many rows a write matched, how an INSERT gives its id back,
+//! placeholders). Everything else that is a dialect (SQL text, locking,
 //! due-time arithmetic) stays in the backend's own file.
 //!
 //! One file per job: [`alerts`] the alert outbox (raising an alert in a
