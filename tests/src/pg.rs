@@ -48,8 +48,9 @@ impl PgTestDb {
         db
     }
 
-    /// A name (and URL) no other test uses, of a database not created yet.
-    fn named() -> Self {
+    /// A name (and URL) no other test uses, of a database not created yet:
+    /// for a test in which trustmsg creates it (`migrate`, `--auto-migrate`).
+    pub fn named() -> Self {
         static N: AtomicU32 = AtomicU32::new(0);
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)

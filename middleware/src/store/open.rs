@@ -79,23 +79,29 @@ pub async fn connect(url: &DatabaseUrl) -> anyhow::Result<DynStore> {
 /// exist yet (`trustmsg migrate` and `serve --auto-migrate`). SQLite files
 /// are created on connect.
 pub async fn create_database_if_missing(url: &DatabaseUrl) -> StoreResult<()> {
-    use sqlx::migrate::MigrateDatabase;
     match url.backend() {
-        Backend::MySql => {
-            let driver = url.expose_for_driver();
-            if !sqlx::MySql::database_exists(driver).await? {
-                sqlx::MySql::create_database(driver).await?;
-                tracing::info!(%url, "created database");
-            }
-        }
-        Backend::Postgres => {
-            let driver = url.expose_for_driver();
-            if !sqlx::Postgres::database_exists(driver).await? {
-                sqlx::Postgres::create_database(driver).await?;
-                tracing::info!(%url, "created database");
-            }
-        }
-        Backend::Sqlite => {}
+        Backend::MySql => create_if_missing::<sqlx::MySql>(url).await,
+        Backend::Postgres => create_if_missing::<sqlx::Postgres>(url).await,
+        Backend::Sqlite => Ok(()),
     }
-    Ok(())
+}
+
+/// [`create_database_if_missing`] on a server of `D`. Instances started
+/// together may all find the database missing: one creation wins, and the
+/// others' failure is no failure once the database is there.
+async fn create_if_missing<D: sqlx::migrate::MigrateDatabase>(
+    url: &DatabaseUrl,
+) -> StoreResult<()> {
+    let driver = url.expose_for_driver();
+    if D::database_exists(driver).await? {
+        return Ok(());
+    }
+    match D::create_database(driver).await {
+        Ok(()) => {
+            tracing::info!(%url, "created database");
+            Ok(())
+        }
+        Err(_) if D::database_exists(driver).await? => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
