@@ -13,7 +13,7 @@ use std::{env, fs};
 fn main() {
     println!("cargo:rerun-if-changed=../migrations");
     let mut out = String::new();
-    for backend in ["mysql", "sqlite"] {
+    for backend in ["mysql", "postgres", "sqlite"] {
         let dir = Path::new("../migrations").join(backend);
         println!("cargo:rerun-if-changed={}", dir.display());
         let mut files: Vec<(i64, String, String)> = Vec::new();

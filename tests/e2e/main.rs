@@ -28,6 +28,7 @@ mod no_forwarder;
 mod ordering;
 mod outbox;
 mod outbox_relay;
+mod postgres_store;
 mod real_kafka;
 mod sdk_scenarios;
 mod shard_lists;

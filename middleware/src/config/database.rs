@@ -10,13 +10,15 @@ use crate::store::DatabaseUrl;
 /// used is refused without being repeated.
 #[derive(Debug, Clone, Args)]
 pub struct DatabaseArgs {
-    /// Database URL: `mysql://user:pass@host:3306/db` (production) or
+    /// Database URL: `mysql://user:pass@host:3306/db` (MySQL ≥ 8.0, MariaDB
+    /// ≥ 10.6), `postgres://user:pass@host:5432/db` (PostgreSQL ≥ 13; TLS
+    /// with sqlx's `?sslmode=verify-full&sslrootcert=…`) or
     /// `sqlite://path.db?mode=rwc`; characters such as `# / ? @ %` in the
     /// user name or password percent-encoded (`%23 %2F %3F %40 %25`). Repeat
     /// it to spread messages over several MySQL/MariaDB databases (shards,
-    /// docs/scaling.md): the first also holds the producers, the consumer
-    /// groups and the slot map, and the list keeps the order it was first
-    /// given in.
+    /// docs/scaling.md; not PostgreSQL, which is refused there for now): the
+    /// first also holds the producers, the consumer groups and the slot map,
+    /// and the list keeps the order it was first given in.
     #[arg(long = "database-url", env = "TRUSTMSG_DATABASE_URL", hide_env_values = true, required = true, value_parser = quiet::<DatabaseUrl>())]
     pub database_urls: Vec<DatabaseUrl>,
 

@@ -429,7 +429,7 @@ fn resolve_overrides_go_through_the_policy() {
 }
 
 #[test]
-fn an_outbox_source_may_be_postgresql_but_trustmsgs_own_database_may_not() {
+fn an_outbox_source_and_trustmsgs_own_database_may_both_be_postgresql() {
     let args = parse(&[
         "--outbox-source",
         "shop=postgres://relay:hunter2@db:5432/shop?sslmode=verify-full",
@@ -445,16 +445,14 @@ fn an_outbox_source_may_be_postgresql_but_trustmsgs_own_database_may_not() {
         outbox.sources[0].1.to_string(),
         "postgres://relay:***@db:5432/shop?sslmode=verify-full"
     );
-    let why = ServeArgs::from_args(vec![
+    let own = ServeArgs::from_args(vec![
         "--database-url",
-        "postgres://u:hunter2@db/trustmsg",
+        "postgres://u:hunter2@db/trustmsg?sslmode=verify-full",
         "--admin-token",
         "t",
     ])
-    .unwrap_err()
-    .to_string();
-    assert!(
-        why.contains("PostgreSQL") && why.contains("not support yet") && !why.contains("hunter2"),
-        "{why}"
-    );
+    .expect("a PostgreSQL store");
+    let urls = own.database.urls();
+    assert_eq!(urls[0].backend(), crate::store::Backend::Postgres);
+    assert!(!format!("{:?}", urls[0]).contains("hunter2"));
 }

@@ -11,10 +11,7 @@
 //! [`DatabaseUrl::expose_for_driver`].
 //!
 //! What is refused, and why:
-//! - a scheme this build has no backend for, or none (`mysql//…`); PostgreSQL
-//!   is recognised and, as trustmsg's own store (`--database-url`), refused as
-//!   not supported yet: it is accepted only where a producer's database may
-//!   be PostgreSQL ([`DatabaseUrl::parse_outbox_source`], `--outbox-source`);
+//! - a scheme this build has no backend for, or none (`mysql//…`);
 //! - a `mysql://` (or `postgres://`) URL that does not parse, or that parses into something
 //!   other than what its writer meant: a `#`, `/` or `?` unescaped in a
 //!   password ends the host there, so the password's head becomes a port
@@ -41,8 +38,7 @@ pub enum Backend {
     MySql,
     /// `sqlite:` (a file, or `sqlite::memory:`).
     Sqlite,
-    /// `postgres://` or `postgresql://`: only a producer's database (an
-    /// outbox source) for now, never trustmsg's own store.
+    /// `postgres://` or `postgresql://` (PostgreSQL ≥ 13).
     Postgres,
 }
 
@@ -58,16 +54,6 @@ impl Backend {
     }
 }
 
-/// Why trustmsg's own store refuses a `postgres://` URL.
-fn postgres_store_refused() -> UrlRefused {
-    UrlRefused(
-        "names PostgreSQL, which this build does not support yet as trustmsg's own database: \
-         use mysql://user:password@host:3306/database (MySQL, MariaDB) or sqlite://path.db \
-         (a producer's outbox table may be on PostgreSQL: --outbox-source BIZ_ID=postgres://…)"
-            .into(),
-    )
-}
-
 /// Why a database URL was refused, in words an operator can act on. It
 /// never holds the URL's password.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -81,7 +67,8 @@ const ENCODE: &str = "characters such as # / ? @ % in the user name or password 
 fn no_scheme() -> UrlRefused {
     UrlRefused(
         "does not start with a scheme this build knows: write \
-         mysql://user:password@host:3306/database (MySQL, MariaDB) or sqlite://path.db \
+         mysql://user:password@host:3306/database (MySQL, MariaDB), \
+         postgres://user:password@host:5432/database (PostgreSQL) or sqlite://path.db \
          (the value is not shown: it may hold a password)"
             .into(),
     )
@@ -99,14 +86,10 @@ pub struct DatabaseUrl {
 }
 
 impl DatabaseUrl {
-    /// Parses and checks `s` as trustmsg's own database (MySQL/MariaDB or
-    /// SQLite); see the module docs for what is refused.
+    /// Parses and checks `s` as trustmsg's own database (MySQL/MariaDB,
+    /// PostgreSQL or SQLite); see the module docs for what is refused.
     pub fn parse(s: &str) -> Result<Self, UrlRefused> {
-        let url = Self::parse_any(s)?;
-        if url.backend == Backend::Postgres {
-            return Err(postgres_store_refused());
-        }
-        Ok(url)
+        Self::parse_any(s)
     }
 
     /// Parses and checks `s` as a producer's database holding an outbox
@@ -333,18 +316,20 @@ mod tests {
     }
 
     #[test]
-    fn postgresql_is_recognised_and_refused_as_not_supported_yet() {
+    fn postgresql_is_trustmsgs_own_database_too_and_never_shows_its_password() {
         for given in [
             "postgres://u:hunter2swordfish@h/db",
-            "postgresql://u:hunter2swordfish@h/db",
+            "postgresql://u:hunter2swordfish@h/db?sslmode=verify-full",
         ] {
-            let why = DatabaseUrl::parse(given).unwrap_err().to_string();
-            assert!(
-                why.contains("PostgreSQL") && why.contains("not support yet"),
-                "{why}"
-            );
-            assert!(!leaks(&why), "{why}");
+            let url = DatabaseUrl::parse(given).expect(given);
+            assert_eq!(url.backend(), Backend::Postgres);
+            assert_eq!(url.expose_for_driver(), given);
+            assert!(!leaks(&format!("{url} {url:?}")), "{url}");
         }
+        let why = DatabaseUrl::parse("postgres://u:hunter2#swordfish@h/db")
+            .unwrap_err()
+            .to_string();
+        assert!(!leaks(&why) && why.contains("%23"), "{why}");
     }
 
     #[test]

@@ -22,6 +22,11 @@ pub(crate) fn mysql() -> Migrator {
     migrator(list::MYSQL)
 }
 
+/// The PostgreSQL migrations.
+pub(crate) fn postgres() -> Migrator {
+    migrator(list::POSTGRES)
+}
+
 /// The SQLite migrations.
 pub(crate) fn sqlite() -> Migrator {
     migrator(list::SQLITE)
@@ -49,7 +54,11 @@ mod tests {
 
     #[test]
     fn every_migration_file_is_listed_in_version_order() {
-        for (backend, list) in [("mysql", list::MYSQL), ("sqlite", list::SQLITE)] {
+        for (backend, list) in [
+            ("mysql", list::MYSQL),
+            ("postgres", list::POSTGRES),
+            ("sqlite", list::SQLITE),
+        ] {
             let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations");
             let files = std::fs::read_dir(format!("{dir}/{backend}"))
                 .unwrap()

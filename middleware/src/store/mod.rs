@@ -3,16 +3,17 @@
 //! One [`Store`] trait, made of one sub-trait per concern (`traits.rs`:
 //! lifecycle, messages, sends, check-backs, operator views and repairs,
 //! alerts, housekeeping, waiting commits, registry, consumption ledger), and
-//! three backends, each a folder with one file per concern: [`mysql`] for
-//! production, [`sqlite`] for single-instance use, and [`shards`], several
+//! four backends, each a folder with one file per concern: [`mysql`] and
+//! [`postgres`] for production, [`sqlite`] for single-instance use, and
+//! [`shards`], several
 //! MySQL databases as one store (it routes and fans out to [`mysql`] stores
 //! and writes no SQL of its own but its setup's). [`open()`] is the one
 //! place that decides which of them a list of URLs opens. The trait exposes
 //! one small operation per statement (or per short transaction); the
 //! decision logic that combines them lives once, in [`decide()`], so every
-//! backend behaves the same. What the two SQL backends share (column lists,
+//! backend behaves the same. What the SQL backends share (column lists,
 //! what each transition sets, audit rows, row decoding, the statements whose
-//! SQL reads the same in both dialects) lives once too, in `sql/`; a SQL
+//! SQL reads the same in every dialect) lives once too, in `sql/`; a SQL
 //! backend's folder holds only its dialect: its SQL text, its locking and its
 //! clock expression. The data model is `model/`, one file per concern.
 //!
@@ -55,6 +56,7 @@ mod migrations;
 mod model;
 pub mod mysql;
 mod open;
+pub mod postgres;
 pub mod shards;
 mod sql;
 pub mod sqlite;

@@ -1,8 +1,9 @@
 //! Opening a store: the one place that decides, from the database URLs and
 //! the settings, which backend serves and how it is opened. One URL opens
-//! its scheme's backend (MySQL/MariaDB or SQLite); several, or one with a
-//! read replica, open the sharded store over MySQL databases. With
-//! `migrate`, each database is created if missing and migrated first. A
+//! its scheme's backend (MySQL/MariaDB, PostgreSQL or SQLite); several, or
+//! one with a read replica, open the sharded store over MySQL databases
+//! (a PostgreSQL URL among them is refused there: shards are MySQL-only).
+//! With `migrate`, each database is created if missing and migrated first. A
 //! single MySQL database is refused when it is one shard of several:
 //! listed alone, every key would be routed to it.
 //!
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use super::mysql::MySqlStore;
+use super::postgres::PgStore;
 use super::shards::ShardedStore;
 use super::sqlite::SqliteStore;
 use super::{Backend, DatabaseUrl, DynStore, LifecycleStore, StoreResult};
@@ -46,10 +48,9 @@ pub async fn open(
             let one = ready(SqliteStore::connect(url).await, url, migrate).await?;
             Ok(Arc::new(one))
         }
-        // DatabaseUrl::parse refuses these; a URL parsed as an outbox
-        // source must not become a store by mistake.
         Backend::Postgres => {
-            anyhow::bail!("{url}: trustmsg's own database cannot be PostgreSQL yet")
+            let one = ready(PgStore::connect(url).await, url, migrate).await?;
+            Ok(Arc::new(one))
         }
     }
 }
@@ -74,21 +75,33 @@ pub async fn connect(url: &DatabaseUrl) -> anyhow::Result<DynStore> {
     open(std::slice::from_ref(url), &[], false).await
 }
 
-/// Creates the MySQL database named in `url` if it does not exist yet
-/// (`trustmsg migrate` and `serve --auto-migrate`). SQLite files are created
-/// on connect.
+/// Creates the MySQL or PostgreSQL database named in `url` if it does not
+/// exist yet (`trustmsg migrate` and `serve --auto-migrate`). SQLite files
+/// are created on connect.
 pub async fn create_database_if_missing(url: &DatabaseUrl) -> StoreResult<()> {
-    use sqlx::migrate::MigrateDatabase;
     match url.backend() {
-        Backend::MySql => {
-            let driver = url.expose_for_driver();
-            if !sqlx::MySql::database_exists(driver).await? {
-                sqlx::MySql::create_database(driver).await?;
-                tracing::info!(%url, "created database");
-            }
-        }
-        // A producer's database: trustmsg never creates it.
-        Backend::Sqlite | Backend::Postgres => {}
+        Backend::MySql => create_if_missing::<sqlx::MySql>(url).await,
+        Backend::Postgres => create_if_missing::<sqlx::Postgres>(url).await,
+        Backend::Sqlite => Ok(()),
     }
-    Ok(())
+}
+
+/// [`create_database_if_missing`] on a server of `D`. Instances started
+/// together may all find the database missing: one creation wins, and the
+/// others' failure is no failure once the database is there.
+async fn create_if_missing<D: sqlx::migrate::MigrateDatabase>(
+    url: &DatabaseUrl,
+) -> StoreResult<()> {
+    let driver = url.expose_for_driver();
+    if D::database_exists(driver).await? {
+        return Ok(());
+    }
+    match D::create_database(driver).await {
+        Ok(()) => {
+            tracing::info!(%url, "created database");
+            Ok(())
+        }
+        Err(_) if D::database_exists(driver).await? => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }

@@ -91,9 +91,9 @@ impl MySqlStore {
         // lengths first, then the payloads of the rows that fit.
         let sized = kind == ClaimKind::Sends && !room.fits_any(limit);
         let columns = if sized {
-            sql::sized_columns()
+            sql::sized_columns::<MySql>()
         } else {
-            kind.columns()
+            kind.columns::<MySql>()
         };
         let mut tx = self.pool.begin().await?;
         // Decoded as they arrive, each raw row dropped at once: a claim of

@@ -138,6 +138,13 @@ impl Dialect for MySql {
         done.last_insert_id()
     }
 
+    const RETURNING_ID: &'static str = "";
+    const NUMBERED_PLACEHOLDERS: bool = false;
+    const INSERT_IGNORE: &'static str = "INSERT IGNORE";
+    const IGNORED: &'static str = "";
+    const NO_BYTES: &'static str = "X''";
+    const SIGNED: &'static str = "SIGNED";
+
     const MINUS_SPAN: &'static str = " - INTERVAL ? MICROSECOND";
     const GREATEST: &'static str = "GREATEST";
     const PLUS_SPAN: &'static str = " + INTERVAL ? MICROSECOND";

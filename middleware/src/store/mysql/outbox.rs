@@ -11,7 +11,7 @@ use super::MySqlStore;
 #[async_trait]
 impl OutboxStore for MySqlStore {
     async fn record_outbox_failure(&self, f: &OutboxFailure) -> StoreResult<bool> {
-        sql::record_outbox_failure(&self.pool, "INSERT IGNORE", f).await
+        sql::record_outbox_failure(&self.pool, f).await
     }
 
     async fn record_outbox_action(&self, a: &OutboxAction) -> StoreResult<()> {

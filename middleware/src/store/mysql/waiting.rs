@@ -12,7 +12,7 @@ use super::MySqlStore;
 #[async_trait]
 impl WaitingStore for MySqlStore {
     async fn park_commit(&self, w: &crate::store::NewWaitingCommit) -> StoreResult<bool> {
-        sql::park_commit(&self.pool, "INSERT IGNORE", w).await
+        sql::park_commit(&self.pool, w).await
     }
 
     async fn claim_waiting_commits(

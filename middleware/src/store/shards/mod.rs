@@ -104,6 +104,19 @@ impl ShardedStore {
             "{} databases listed; at most {MAX_SHARDS} shards",
             urls.len()
         );
+        // Before anything is created or connected: a list that cannot be
+        // opened leaves no database behind.
+        if let Some(url) = urls
+            .iter()
+            .chain(replicas)
+            .find(|url| url.backend() == Backend::Postgres)
+        {
+            anyhow::bail!(
+                "{url} is PostgreSQL, and shards (several --database-url) and read replicas \
+                 (--replica-url) are MySQL/MariaDB-only for now: the slot routing and its map \
+                 are written for MySQL. A PostgreSQL store is one --database-url, alone"
+            );
+        }
         let mut shards = Vec::with_capacity(urls.len());
         for url in urls {
             anyhow::ensure!(

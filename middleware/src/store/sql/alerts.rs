@@ -19,7 +19,7 @@ use trustmsg_verify_api::admin::{AlertKind, AlertState, AlertView};
 
 use super::effects::{clip_error, clip_to};
 use super::row::SqlRow;
-use super::{Bind, Dialect};
+use super::{stmt, Bind, Dialect};
 use crate::store::{AlertFilter, NewAlert, StoreError, StoreResult};
 
 /// The columns [`alert_from_row`] reads.
@@ -71,12 +71,13 @@ where
 {
     let mut raised = Vec::with_capacity(alerts.len());
     for a in alerts {
-        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+        let insert = sqlx::query(stmt::<D>(format!(
             "INSERT INTO alerts (kind, message_id, biz_id, message_key, attempts, last_error, \
              state, next_attempt_at, created_at, updated_at, trace_id, consumer_group) \
              VALUES (?, ?, ?, ?, ?, ?, 'pending', {now}, {now}, {now}, \
-             (SELECT SUBSTR(traceparent, 4, 32) FROM messages WHERE id = ?), ?)",
+             (SELECT SUBSTR(traceparent, 4, 32) FROM messages WHERE id = ?), ?){returning}",
             now = D::NOW,
+            returning = D::RETURNING_ID,
         )))
         .bind(a.kind.as_str())
         .bind(D::int(a.message_id))
@@ -86,10 +87,13 @@ where
         .bind(clip_error(&a.last_error).to_string())
         // The message's trace id, copied so the alert keeps it after retention.
         .bind(D::int(a.message_id))
-        .bind(a.group.clone())
-        .execute(&mut *conn)
-        .await?;
-        raised.push((D::last_insert_id(&done), a));
+        .bind(a.group.clone());
+        let id = if D::RETURNING_ID.is_empty() {
+            D::last_insert_id(&insert.execute(&mut *conn).await?)
+        } else {
+            insert.fetch_one(&mut *conn).await?.unsigned("id")?
+        };
+        raised.push((id, a));
     }
     Ok(Raised(raised))
 }
@@ -130,7 +134,7 @@ where
     D: Dialect,
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
 {
-    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let done = sqlx::query(stmt::<D>(format!(
         "UPDATE alerts SET state = 'delivered', next_attempt_at = NULL, \
          delivery_attempts = delivery_attempts + 1, delivered_at = {now}, updated_at = {now} \
          WHERE id = ? AND state = 'pending'",
@@ -155,7 +159,7 @@ where
     String: Bind<D>,
     i64: Bind<D>,
 {
-    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let done = sqlx::query(stmt::<D>(format!(
         "UPDATE alerts SET next_attempt_at = {now}{plus}, \
          delivery_attempts = delivery_attempts + 1, delivery_error = ?, updated_at = {now} \
          WHERE id = ? AND state = 'pending'",
@@ -182,7 +186,7 @@ where
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
     i64: Bind<D>,
 {
-    let ids: Vec<u64> = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let ids: Vec<u64> = sqlx::query(stmt::<D>(format!(
         "SELECT id FROM alerts WHERE next_attempt_at <= {} ORDER BY next_attempt_at LIMIT ?",
         D::NOW
     )))

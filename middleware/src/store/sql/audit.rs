@@ -7,7 +7,7 @@ use trustmsg_verify_api::{MessageStatus, SendStatus};
 
 use super::effects::{clip_error, transition_effects};
 use super::row::SqlRow;
-use super::{Bind, Dialect};
+use super::{stmt, Bind, Dialect};
 use crate::store::{producer_reason, Actor, AuditEntry, Requeue, StoreResult, Transition};
 
 /// The columns an [`AuditRow`] writes (the last, `created_at`, is the clock).
@@ -299,7 +299,7 @@ where
     D: Dialect,
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
 {
-    let mut entries = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let mut entries = sqlx::query(stmt::<D>(format!(
         "SELECT id, {AUDIT_COLUMNS} FROM audit_log WHERE message_id = ? ORDER BY id"
     )))
     .bind(D::int(message_id))
@@ -308,10 +308,12 @@ where
     .iter()
     .map(audit_entry_from_row)
     .collect::<StoreResult<Vec<_>>>()?;
-    let row = sqlx::query("SELECT biz_id, status, decided_at FROM messages WHERE id = ?")
-        .bind(D::int(message_id))
-        .fetch_optional(pool)
-        .await?;
+    let row = sqlx::query(stmt::<D>(
+        "SELECT biz_id, status, decided_at FROM messages WHERE id = ?",
+    ))
+    .bind(D::int(message_id))
+    .fetch_optional(pool)
+    .await?;
     if let Some(row) = row {
         let status = MessageStatus::parse(&row.text("status")?);
         if let (Some(status), Some(at)) = (status, row.opt_time("decided_at")?) {

@@ -5,7 +5,7 @@ use sqlx::Executor;
 
 use super::row::SqlRow;
 use super::summary::{scheduled, send_wait_since};
-use super::Dialect;
+use super::{stmt, Dialect};
 use crate::store::{Backlog, StoreResult};
 
 /// [`crate::store::HousekeepingStore::backlog`].
@@ -14,7 +14,7 @@ where
     D: Dialect,
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
 {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let rows = sqlx::query(stmt::<D>(format!(
         "SELECT status, send_status, {} AS scheduled, COUNT(*) AS n, \
          MIN(created_at) AS oldest_created, MIN({}) AS oldest_decided, {} AS now FROM messages \
          WHERE status IN ('PREPARED', 'VERIFY_FAILED') \
@@ -43,9 +43,9 @@ where
         }
         b.counts.push((status, send, n));
     }
-    let alerts = sqlx::query(
+    let alerts = sqlx::query(stmt::<D>(
         "SELECT COUNT(*) AS n, MIN(created_at) AS oldest FROM alerts WHERE state = 'pending'",
-    )
+    ))
     .fetch_one(pool)
     .await?;
     b.pending_alerts = u64::try_from(alerts.opt_i64("n")?.unwrap_or(0)).unwrap_or(0);
@@ -54,7 +54,7 @@ where
     b.at = match rows.first() {
         Some(row) => row.time("now")?,
         None => {
-            let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {} AS now", D::NOW)))
+            let row = sqlx::query(stmt::<D>(format!("SELECT {} AS now", D::NOW)))
                 .fetch_one(pool)
                 .await?;
             row.time("now")?

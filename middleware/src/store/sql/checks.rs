@@ -5,7 +5,7 @@ use sqlx::{Executor, QueryBuilder};
 
 use super::effects::clip_to;
 use super::row::SqlRow;
-use super::{Bind, Dialect};
+use super::{stmt, Bind, Dialect};
 use crate::store::{CheckAttempt, CheckAttemptEntry, StoreResult, CHECK_ATTEMPTS_KEPT};
 
 /// [`crate::store::VerifyStore::record_check_attempts`]: one multi-row INSERT, and for
@@ -66,10 +66,10 @@ where
     D: Dialect,
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
 {
-    sqlx::query(
+    sqlx::query(stmt::<D>(
         "SELECT attempt, at, duration_ms, http_status, outcome, error FROM check_attempts \
          WHERE message_id = ? ORDER BY id",
-    )
+    ))
     .bind(D::int(message_id))
     .fetch_all(pool)
     .await?

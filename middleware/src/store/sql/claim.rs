@@ -11,7 +11,7 @@ use super::alerts::{raise_alerts, Raised};
 use super::audit::{insert_audits, AuditRow};
 use super::effects::clip_error;
 use super::row::{lossy_text, message_from_row, SqlRow, STATE_COLUMNS, STORED_COLUMNS};
-use super::{Bind, Dialect};
+use super::{stmt, Bind, Dialect};
 use crate::store::{Actor, Message, NewAlert, Quarantined, StoreError, StoreResult, VerifyLease};
 
 /// Which due rows a claim takes; it says what a quarantine of one of them
@@ -56,12 +56,13 @@ impl ClaimKind {
     /// cannot be read is set aside by the claim, not found out by the
     /// decision that reads it back. (A check-back commit reads its row back
     /// whole for the forwarder, see `crate::verifier::writes`.)
-    pub(in crate::store) fn columns(self) -> String {
+    pub(in crate::store) fn columns<D: Dialect>(self) -> String {
         match self {
             Self::Sends => STORED_COLUMNS.to_string(),
-            Self::Verifies => {
-                format!("{STATE_COLUMNS}, X'' AS payload, headers, 0 AS payload_apart")
-            }
+            Self::Verifies => format!(
+                "{STATE_COLUMNS}, {} AS payload, headers, FALSE AS payload_apart",
+                D::NO_BYTES
+            ),
         }
     }
 
@@ -77,8 +78,11 @@ impl ClaimKind {
 /// The columns of a send claim that reads the payloads' lengths first, and
 /// then the payloads of the rows that fit its room ([`ClaimedRows`],
 /// [`super::fill_payloads`], [`super::fill_apart`]).
-pub(in crate::store) fn sized_columns() -> String {
-    format!("{STATE_COLUMNS}, X'' AS payload, headers, payload_apart, payload_bytes")
+pub(in crate::store) fn sized_columns<D: Dialect>() -> String {
+    format!(
+        "{STATE_COLUMNS}, {} AS payload, headers, payload_apart, payload_bytes",
+        D::NO_BYTES
+    )
 }
 
 /// A claim's rows as they are read, decoded one by one; for a claim read
@@ -222,7 +226,7 @@ where
 {
     let mut done = Vec::with_capacity(rows.len());
     for q in rows {
-        let matched = sqlx::query(sqlx::AssertSqlSafe(format!(
+        let matched = sqlx::query(stmt::<D>(format!(
             "UPDATE messages SET {due} = NULL, last_error = ?, version = version + 1,              updated_at = {now} WHERE id = ? AND {state}",
             due = kind.due_column(),
             now = D::NOW,

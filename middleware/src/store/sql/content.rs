@@ -28,7 +28,7 @@ use std::collections::{HashMap, HashSet};
 use sqlx::{Executor, QueryBuilder};
 
 use super::row::SqlRow;
-use super::{clip_error, Bind, Dialect};
+use super::{clip_error, stmt, Bind, Dialect};
 use crate::store::{Message, NewMessage, PayloadMove, Quarantined, StoreError, StoreResult};
 
 /// The longest content (payload bytes plus the headers' JSON) kept in its
@@ -246,7 +246,7 @@ where
     for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
     i64: Bind<D>,
 {
-    let place = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let place = sqlx::query(stmt::<D>(format!(
         "SELECT moved_through, finished_at FROM payload_move WHERE id = 1{lock}"
     )))
     .fetch_optional(&mut *conn)
@@ -258,14 +258,15 @@ where
         return Ok(PayloadMove::FINISHED);
     }
     let after: u64 = place.unsigned("moved_through")?;
-    let walked =
-        sqlx::query("SELECT id, payload_apart FROM messages WHERE id > ? ORDER BY id LIMIT ?")
-            .bind(D::int(after))
-            .bind(i64::from(limit))
-            .fetch_all(&mut *conn)
-            .await?;
+    let walked = sqlx::query(stmt::<D>(
+        "SELECT id, payload_apart FROM messages WHERE id > ? ORDER BY id LIMIT ?",
+    ))
+    .bind(D::int(after))
+    .bind(i64::from(limit))
+    .fetch_all(&mut *conn)
+    .await?;
     let Some(last) = walked.last() else {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
+        sqlx::query(stmt::<D>(format!(
             "UPDATE payload_move SET finished_at = {} WHERE id = 1",
             D::NOW
         )))
@@ -281,10 +282,12 @@ where
         }
     }
     let moved = move_long_contents::<D>(&mut *conn, lock, &candidates).await?;
-    sqlx::query("UPDATE payload_move SET moved_through = ? WHERE id = 1")
-        .bind(D::int(last))
-        .execute(&mut *conn)
-        .await?;
+    sqlx::query(stmt::<D>(
+        "UPDATE payload_move SET moved_through = ? WHERE id = 1",
+    ))
+    .bind(D::int(last))
+    .execute(&mut *conn)
+    .await?;
     Ok(PayloadMove {
         walked: walked.len() as u64,
         moved,
@@ -318,7 +321,7 @@ where
     let mut q = QueryBuilder::<D>::new("SELECT id FROM messages WHERE id IN (");
     in_list(&mut q, candidates);
     q.push(
-        ") AND payload_apart = 0 AND COALESCE(payload_bytes, LENGTH(payload)) + LENGTH(headers) > ",
+        ") AND payload_apart = FALSE AND COALESCE(payload_bytes, LENGTH(payload)) + LENGTH(headers) > ",
     )
     .push_bind(INLINE_CONTENT_MAX as i64)
     .push(lock);
@@ -343,10 +346,11 @@ where
     // near enough for where a content is kept.)
     // MySQL applies a SET's assignments left to right, each seeing the ones
     // before: the length is taken before the payload is emptied.
-    let mut q = QueryBuilder::<D>::new(
+    let mut q = QueryBuilder::<D>::new(format!(
         "UPDATE messages SET payload_bytes = COALESCE(payload_bytes, LENGTH(payload)), \
-         payload = X'', headers = '{}', payload_apart = 1 WHERE id IN (",
-    );
+         payload = {}, headers = '{{}}', payload_apart = TRUE WHERE id IN (",
+        D::NO_BYTES
+    ));
     in_list(&mut q, &long);
     q.push(")");
     q.build().execute(&mut *conn).await?;

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use sqlx::Executor;
 
 use super::row::SqlRow;
-use super::{Bind, Dialect};
+use super::{stmt, Bind, Dialect};
 use crate::store::{BacklogSample, FlowCounts, FlowMinute, StoreResult};
 
 /// How a backend says "on a duplicate minute, update": the clause that
@@ -34,19 +34,22 @@ where
     let counts = FlowCounts::COLUMNS;
     let add = counts
         .iter()
-        .map(|c| format!("{c} = {c} + {}", (upsert.proposed)(c)));
+        .map(|c| format!("{c} = flow_minutes.{c} + {}", (upsert.proposed)(c)));
     // A flush without a sample, or with one older than the minute's,
     // keeps the minute's. backlog_at goes last: MySQL's later assignments
-    // see the earlier ones' new values, SQLite's do not.
+    // see the earlier ones' new values, SQLite's and PostgreSQL's do not.
+    // The stored values are named with their table, which PostgreSQL
+    // requires (a bare name could be the proposed row's too).
     let newer = format!(
-        "({at} IS NOT NULL AND (backlog_at IS NULL OR {at} > backlog_at))",
+        "({at} IS NOT NULL AND (flow_minutes.backlog_at IS NULL \
+         OR {at} > flow_minutes.backlog_at))",
         at = (upsert.proposed)("backlog_at")
     );
     let sampled = ["backlog_prepared", "backlog_pending", "backlog_at"]
         .iter()
         .map(|c| {
             format!(
-                "{c} = CASE WHEN {newer} THEN {} ELSE {c} END",
+                "{c} = CASE WHEN {newer} THEN {} ELSE flow_minutes.{c} END",
                 (upsert.proposed)(c)
             )
         });
@@ -58,7 +61,7 @@ where
         clause = upsert.clause,
         updates = add.chain(sampled).collect::<Vec<_>>().join(", "),
     );
-    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(D::time(f.minute));
+    let mut q = sqlx::query(stmt::<D>(sql)).bind(D::time(f.minute));
     for v in f.counts.values() {
         q = q.bind(D::int(v));
     }
@@ -84,7 +87,7 @@ where
          WHERE minute >= ? ORDER BY minute",
         FlowCounts::COLUMNS.join(", ")
     );
-    sqlx::query(sqlx::AssertSqlSafe(sql))
+    sqlx::query(stmt::<D>(sql))
         .bind(D::time(since))
         .fetch_all(pool)
         .await?
@@ -120,7 +123,7 @@ where
     D: Dialect,
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
 {
-    let done = sqlx::query("DELETE FROM flow_minutes WHERE minute < ?")
+    let done = sqlx::query(stmt::<D>("DELETE FROM flow_minutes WHERE minute < ?"))
         .bind(D::time(before))
         .execute(pool)
         .await?;

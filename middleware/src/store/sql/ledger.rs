@@ -21,7 +21,7 @@ use trustmsg_verify_api::consumers::ConsumptionState;
 use super::alerts::{raise_alerts, Raised};
 use super::effects::clip_error;
 use super::row::SqlRow;
-use super::{Bind, Dialect};
+use super::{stmt, Bind, Dialect};
 use crate::store::{
     Began, ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Finished,
     NewAlert, StoreError, StoreResult, StuckConsumption,
@@ -65,13 +65,13 @@ where
     D: Dialect,
     String: Bind<D>,
     Vec<u8>: Bind<D>,
-    u32: Bind<D>,
+    i64: Bind<D>,
 {
     q.bind(g.name.clone())
         .bind(serde_json::to_string(&g.topics).expect("a string list serialises"))
         .bind(g.token_hash.clone())
-        .bind(g.max_failures)
-        .bind(g.in_progress_timeout_ms)
+        .bind(i64::from(g.max_failures))
+        .bind(i64::from(g.in_progress_timeout_ms))
 }
 
 fn consumption_from_row(row: &impl SqlRow) -> StoreResult<Consumption> {
@@ -100,7 +100,7 @@ where
     E: Executor<'c, Database = D>,
     String: Bind<D>,
 {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
+    sqlx::query(stmt::<D>(format!(
         "SELECT {GROUP_COLUMNS} FROM consumer_groups WHERE group_name = ?"
     )))
     .bind(name.to_string())
@@ -119,7 +119,7 @@ where
     D: Dialect,
     E: Executor<'c, Database = D>,
 {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
+    sqlx::query(stmt::<D>(format!(
         "SELECT {GROUP_COLUMNS} FROM consumer_groups ORDER BY group_name"
     )))
     .fetch_all(exec)
@@ -139,10 +139,12 @@ where
     E: Executor<'c, Database = D>,
     String: Bind<D>,
 {
-    let done = sqlx::query("DELETE FROM consumer_groups WHERE group_name = ?")
-        .bind(name.to_string())
-        .execute(exec)
-        .await?;
+    let done = sqlx::query(stmt::<D>(
+        "DELETE FROM consumer_groups WHERE group_name = ?",
+    ))
+    .bind(name.to_string())
+    .execute(exec)
+    .await?;
     Ok(D::rows_affected(&done) == 1)
 }
 
@@ -158,7 +160,7 @@ where
     String: Bind<D>,
     Vec<u8>: Bind<D>,
 {
-    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let done = sqlx::query(stmt::<D>(format!(
         "UPDATE consumer_groups SET token_hash = ?, updated_at = {} WHERE group_name = ?",
         D::NOW
     )))
@@ -178,10 +180,12 @@ where
     D: Dialect,
     for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
 {
-    let Some(row) = sqlx::query("SELECT biz_id, message_key FROM messages WHERE id = ?")
-        .bind(D::int(id))
-        .fetch_optional(&mut *conn)
-        .await?
+    let Some(row) = sqlx::query(stmt::<D>(
+        "SELECT biz_id, message_key FROM messages WHERE id = ?",
+    ))
+    .bind(D::int(id))
+    .fetch_optional(&mut *conn)
+    .await?
     else {
         return Ok(None);
     };
@@ -201,7 +205,7 @@ where
     for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
     String: Bind<D>,
 {
-    let Some(row) = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let Some(row) = sqlx::query(stmt::<D>(format!(
         "SELECT {CONSUMPTION_COLUMNS}, failing_alerted, \
          CASE WHEN expires_at <= {now} THEN 1 ELSE 0 END AS expired \
          FROM consumptions WHERE group_name = ? AND message_id = ?{lock}",
@@ -240,7 +244,7 @@ where
     if message_names::<D>(&mut *conn, id).await?.is_none() {
         return Ok(Began::UnknownMessage);
     }
-    sqlx::query(sqlx::AssertSqlSafe(format!(
+    sqlx::query(stmt::<D>(format!(
         "INSERT INTO consumptions (group_name, message_id, state, attempts, first_began_at, \
          last_began_at, updated_at) VALUES (?, ?, 'in_progress', 0, {now}, {now}, {now}) {keep}",
         now = D::NOW
@@ -261,10 +265,10 @@ where
             _ => Began::InProgress(row),
         });
     }
-    sqlx::query(sqlx::AssertSqlSafe(format!(
+    sqlx::query(stmt::<D>(format!(
         "UPDATE consumptions SET state = 'in_progress', attempts = attempts + 1, \
          last_began_at = {now}, finished_at = NULL, expires_at = {now}{plus}, \
-         stuck_alerted = 0, updated_at = {now} WHERE group_name = ? AND message_id = ?",
+         stuck_alerted = FALSE, updated_at = {now} WHERE group_name = ? AND message_id = ?",
         now = D::NOW,
         plus = D::PLUS_SPAN,
     )))
@@ -321,7 +325,7 @@ where
     }
     let error = error.map(|e| clip_error(e).to_string());
     if ok {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
+        sqlx::query(stmt::<D>(format!(
             "UPDATE consumptions SET state = 'done', finished_at = {now}, expires_at = NULL, \
              updated_at = {now} WHERE group_name = ? AND message_id = ?",
             now = D::NOW
@@ -331,9 +335,9 @@ where
         .execute(&mut *conn)
         .await?;
     } else {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
+        sqlx::query(stmt::<D>(format!(
             "UPDATE consumptions SET state = 'failed', last_error = ?, finished_at = {now}, \
-             expires_at = NULL, failing_alerted = CASE WHEN attempts >= ? THEN 1 \
+             expires_at = NULL, failing_alerted = CASE WHEN attempts >= ? THEN TRUE \
              ELSE failing_alerted END, updated_at = {now} \
              WHERE group_name = ? AND message_id = ?",
             now = D::NOW
@@ -383,7 +387,7 @@ where
     D: Dialect,
     E: Executor<'c, Database = D>,
 {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
+    sqlx::query(stmt::<D>(format!(
         "SELECT {CONSUMPTION_COLUMNS} FROM consumptions WHERE message_id = ? ORDER BY group_name"
     )))
     .bind(D::int(id))
@@ -412,12 +416,12 @@ where
     &'static str: Bind<D>,
     i64: Bind<D>,
 {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let rows = sqlx::query(stmt::<D>(format!(
         "SELECT c.group_name, c.message_id, c.attempts, c.last_began_at, c.last_error, \
          m.biz_id, m.message_key, g.in_progress_timeout_ms \
          FROM consumptions c JOIN messages m ON m.id = c.message_id \
          LEFT JOIN consumer_groups g ON g.group_name = c.group_name \
-         WHERE c.stuck_alerted = 0 AND c.expires_at <= {} ORDER BY c.expires_at LIMIT ?",
+         WHERE c.stuck_alerted = FALSE AND c.expires_at <= {} ORDER BY c.expires_at LIMIT ?",
         D::NOW
     )))
     .bind(i64::from(limit))
@@ -432,10 +436,10 @@ where
             since: row.time("last_began_at")?,
         };
         let mut tx = pool.begin().await?;
-        let done = sqlx::query(
-            "UPDATE consumptions SET stuck_alerted = 1 WHERE group_name = ? AND message_id = ? \
-             AND stuck_alerted = 0 AND state = 'in_progress' AND attempts = ?",
-        )
+        let done = sqlx::query(stmt::<D>(
+            "UPDATE consumptions SET stuck_alerted = TRUE WHERE group_name = ? AND message_id = ? \
+             AND stuck_alerted = FALSE AND state = 'in_progress' AND attempts = ?",
+        ))
         .bind(stuck.group.clone())
         .bind(D::int(stuck.message_id))
         .bind(i64::from(stuck.attempts))
@@ -504,9 +508,9 @@ where
             )
         })
         .collect();
-    let rows = sqlx::query(
+    let rows = sqlx::query(stmt::<D>(
         "SELECT group_name, state, COUNT(*) AS n FROM consumptions GROUP BY group_name, state",
-    )
+    ))
     .fetch_all(pool)
     .await?;
     for row in &rows {

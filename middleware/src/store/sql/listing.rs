@@ -26,9 +26,11 @@ where
     i64: Bind<D>,
 {
     let mut q = QueryBuilder::<D>::new(format!(
-        "SELECT {STATE_COLUMNS}, X'' AS payload, '{{}}' AS headers, \
-         CAST(COALESCE(payload_bytes, LENGTH(payload)) AS SIGNED) AS payload_size \
-         FROM messages WHERE 1 = 1"
+        "SELECT {STATE_COLUMNS}, {none} AS payload, '{{}}' AS headers, \
+         CAST(COALESCE(payload_bytes, LENGTH(payload)) AS {signed}) AS payload_size \
+         FROM messages WHERE 1 = 1",
+        none = D::NO_BYTES,
+        signed = D::SIGNED,
     ));
     push_filter(&mut q, f);
     if let Some(id) = before {

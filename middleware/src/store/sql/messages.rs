@@ -4,7 +4,7 @@
 use sqlx::Executor;
 
 use super::row::{message_from_row, MESSAGE_COLUMNS};
-use super::{Bind, Dialect};
+use super::{stmt, Bind, Dialect};
 use crate::store::{Message, StoreResult};
 
 /// The cheapest statement that proves the database answers.
@@ -13,7 +13,7 @@ where
     D: Dialect,
     E: Executor<'c, Database = D>,
 {
-    sqlx::query("SELECT 1").execute(exec).await?;
+    sqlx::query(stmt::<D>("SELECT 1")).execute(exec).await?;
     Ok(())
 }
 
@@ -28,7 +28,7 @@ where
     E: Executor<'c, Database = D>,
     for<'a> &'a str: Bind<D>,
 {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
+    sqlx::query(stmt::<D>(format!(
         "SELECT {MESSAGE_COLUMNS} FROM messages WHERE biz_id = ? AND message_key = ?"
     )))
     .bind(biz_id)

@@ -1,15 +1,19 @@
-//! The core both SQL backends share, so that what a row holds, what a
+//! The core the SQL backends share, so that what a row holds, what a
 //! transition sets and what the audit log records are each written once.
 //!
 //! Everything here is dialect-free: the column lists, the effects of each
 //! transition, the audit row of each kind of change, error clipping, row
-//! decoding, and the statements whose SQL is the same on MySQL and SQLite.
-//! Where the dialects differ, a backend says so through two small traits:
+//! decoding, and the statements whose SQL is the same on MySQL, PostgreSQL
+//! and SQLite (written with `?` placeholders, numbered for PostgreSQL by
+//! [`stmt`]). Where the dialects differ, a backend says so through two
+//! small traits:
 //! [`SqlRow`] (how a column is read: MySQL text columns are binary and read as
 //! bytes checked as UTF-8, times are `DATETIME(3)` and counters unsigned;
-//! SQLite times are INTEGER milliseconds and every integer is an i64) and
-//! [`Dialect`] (the clock expression, how an id is bound, how many rows a
-//! write matched). Everything else that is a dialect (SQL text, locking,
+//! SQLite times are INTEGER milliseconds and every integer is an i64;
+//! PostgreSQL decodes a value only as its own type, so its integers are
+//! read by their width) and [`Dialect`] (the clock expression, how an id is
+//! bound, how many rows a write matched, how an INSERT gives its id back,
+//! placeholders). Everything else that is a dialect (SQL text, locking,
 //! due-time arithmetic) stays in the backend's own file.
 //!
 //! One file per job: [`alerts`] the alert outbox (raising an alert in a
@@ -61,8 +65,12 @@ mod sends;
 mod summary;
 mod waiting;
 
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+
 use chrono::{DateTime, Utc};
-use sqlx::{Database, Encode, IntoArguments, Type};
+use sqlx::{AssertSqlSafe, Database, Encode, IntoArguments, Type};
 
 pub(super) use alerts::{
     alert_from_row, list_alerts, mark_alert_delivered, raise_alerts, retry_alert_later,
@@ -126,8 +134,30 @@ pub(in crate::store) trait Dialect:
     fn int(v: u64) -> Self::Int;
     /// How many rows a write matched.
     fn rows_affected(done: &Self::QueryResult) -> u64;
-    /// The id an INSERT of one row gave it.
+    /// The id an INSERT of one row gave it, where the database reports it
+    /// with the INSERT's result; where it does not (PostgreSQL), the INSERT
+    /// ends with [`Dialect::RETURNING_ID`] and its row says.
     fn last_insert_id(done: &Self::QueryResult) -> u64;
+    /// Appended to an INSERT of one row whose id the caller needs: empty
+    /// where [`Dialect::last_insert_id`] tells it, ` RETURNING id` where
+    /// the database has no such thing (PostgreSQL).
+    const RETURNING_ID: &'static str;
+    /// Whether statements number their placeholders (`$1`, `$2`: PostgreSQL)
+    /// instead of taking `?` (MySQL, SQLite). The SQL is written with `?`
+    /// (and SQLite's `?N`) once for every backend; [`stmt`] numbers it.
+    const NUMBERED_PLACEHOLDERS: bool;
+    /// An INSERT that skips a row whose unique key exists already (then
+    /// matching no row), with [`Dialect::IGNORED`] at its end: `INSERT
+    /// IGNORE`, `INSERT OR IGNORE`, or a plain `INSERT`.
+    const INSERT_IGNORE: &'static str;
+    /// The end of an [`Dialect::INSERT_IGNORE`] statement: empty, or `ON
+    /// CONFLICT DO NOTHING`.
+    const IGNORED: &'static str;
+    /// An empty binary value, as a literal (a claim's or a listing's
+    /// payload left unread).
+    const NO_BYTES: &'static str;
+    /// The type `CAST(… AS <this>)` names for a signed 64-bit integer.
+    const SIGNED: &'static str;
     /// Appended to [`Dialect::NOW`]: the time one bound span ago.
     const MINUS_SPAN: &'static str;
     /// Appended to [`Dialect::NOW`]: the time one bound span from now.
@@ -142,5 +172,107 @@ pub(in crate::store) trait Dialect:
     fn time(t: DateTime<Utc>) -> Self::Time;
 }
 
+/// `sql`, written with `?` placeholders, as backend `D` takes it: itself
+/// on MySQL and SQLite, numbered (`$1`, `$2`, …) on PostgreSQL. Every
+/// statement the shared code (or a backend written the same way) hands to
+/// `sqlx::query` goes through here. A literal statement is numbered once
+/// and kept for the life of the process (there are a few dozen of them); a
+/// formatted one is numbered each time it is made.
+pub(in crate::store) fn stmt<D: Dialect>(
+    sql: impl Into<Cow<'static, str>>,
+) -> AssertSqlSafe<Cow<'static, str>> {
+    let sql = sql.into();
+    if !D::NUMBERED_PLACEHOLDERS {
+        return AssertSqlSafe(sql);
+    }
+    AssertSqlSafe(match sql {
+        Cow::Borrowed(literal) => Cow::Borrowed(numbered_literal(literal)),
+        Cow::Owned(made) => Cow::Owned(numbered(&made)),
+    })
+}
+
+/// [`numbered`] of a literal statement, from the cache after its first use.
+fn numbered_literal(sql: &'static str) -> &'static str {
+    static DONE: LazyLock<Mutex<HashMap<&'static str, &'static str>>> =
+        LazyLock::new(Default::default);
+    let mut done = DONE.lock().expect("placeholder cache lock");
+    done.entry(sql)
+        .or_insert_with(|| Box::leak(numbered(sql).into_boxed_str()))
+}
+
+/// `sql` with its placeholders numbered as PostgreSQL takes them: `?N`
+/// becomes `$N`, and a bare `?` the number after the largest one so far
+/// (SQLite's rule, so a statement mixing both means the same on both).
+/// A `?` inside a string literal, a quoted name or a comment is left alone.
+fn numbered(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut largest = 0u32;
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' | '"' => {
+                out.push(c);
+                for inner in chars.by_ref() {
+                    out.push(inner);
+                    // A doubled quote closes and reopens: the same either way.
+                    if inner == c {
+                        break;
+                    }
+                }
+            }
+            '-' if chars.peek() == Some(&'-') => {
+                out.push(c);
+                for inner in chars.by_ref() {
+                    out.push(inner);
+                    if inner == '\n' {
+                        break;
+                    }
+                }
+            }
+            '?' => {
+                let mut digits = String::new();
+                while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+                    digits.push(*d);
+                    chars.next();
+                }
+                let n = match digits.parse::<u32>() {
+                    Ok(n) => n,
+                    Err(_) => largest + 1,
+                };
+                largest = largest.max(n);
+                out.push('$');
+                out.push_str(&n.to_string());
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
 /// A statement with its arguments, as [`sqlx::query`] makes it.
 pub(in crate::store) type Query<'q, D> = sqlx::query::Query<'q, D, <D as Database>::Arguments>;
+
+#[cfg(test)]
+mod tests {
+    use super::numbered;
+
+    #[test]
+    fn placeholders_are_numbered_outside_literals_names_and_comments() {
+        assert_eq!(
+            numbered("SELECT a FROM t WHERE b = ? AND c IN (?, ?) LIMIT ?"),
+            "SELECT a FROM t WHERE b = $1 AND c IN ($2, $3) LIMIT $4"
+        );
+        assert_eq!(
+            numbered("SELECT '?', \"a?\", 'it''s ?' FROM t WHERE x = ? -- why?\nAND y = ?"),
+            "SELECT '?', \"a?\", 'it''s ?' FROM t WHERE x = $1 -- why?\nAND y = $2"
+        );
+    }
+
+    #[test]
+    fn numbered_placeholders_keep_their_number_and_bare_ones_follow_the_largest() {
+        assert_eq!(
+            numbered("UPDATE t SET a = ?1, b = ?2 WHERE c = ?1 AND d = ? AND e = ?10 OR f = ?"),
+            "UPDATE t SET a = $1, b = $2 WHERE c = $1 AND d = $3 AND e = $10 OR f = $11"
+        );
+    }
+}

@@ -28,7 +28,7 @@ use trustmsg_verify_api::{MessageStatus, SendStatus};
 
 use super::audit::{insert_audits, AuditRow};
 use super::row::{message_from_row, SqlRow, MESSAGE_COLUMNS};
-use super::{Bind, Dialect};
+use super::{stmt, Bind, Dialect};
 use crate::store::{Actor, Message, NewAlert, OrderPos, SentMark, StoreResult};
 
 /// What the SET of a promotion makes of the next message's due-time: due at
@@ -70,36 +70,37 @@ where
         if m.status != MessageStatus::Committed || m.order_seq.is_some() {
             continue;
         }
-        sqlx::query(sqlx::AssertSqlSafe(upsert.to_string()))
+        sqlx::query(stmt::<D>(upsert.to_string()))
             .bind(key.clone())
             .execute(&mut *conn)
             .await?;
-        let row =
-            sqlx::query("SELECT last_seq, sent_through FROM ordered_keys WHERE order_key = ?")
-                .bind(key.clone())
-                .fetch_one(&mut *conn)
-                .await?;
+        let row = sqlx::query(stmt::<D>(
+            "SELECT last_seq, sent_through FROM ordered_keys WHERE order_key = ?",
+        ))
+        .bind(key.clone())
+        .fetch_one(&mut *conn)
+        .await?;
         let seq: u64 = row.unsigned("last_seq")?;
         let sent_through: u64 = row.unsigned("sent_through")?;
-        sqlx::query("INSERT INTO ordered_seqs (order_key, seq, message_id) VALUES (?, ?, ?)")
-            .bind(key.clone())
-            .bind(D::int(seq))
-            .bind(D::int(m.id))
-            .execute(&mut *conn)
-            .await?;
+        sqlx::query(stmt::<D>(
+            "INSERT INTO ordered_seqs (order_key, seq, message_id) VALUES (?, ?, ?)",
+        ))
+        .bind(key.clone())
+        .bind(D::int(seq))
+        .bind(D::int(m.id))
+        .execute(&mut *conn)
+        .await?;
         let head = seq == sent_through + 1;
         let set = if head {
             "order_seq = ?"
         } else {
             "order_seq = ?, next_send_at = NULL"
         };
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE messages SET {set} WHERE id = ?"
-        )))
-        .bind(D::int(seq))
-        .bind(D::int(m.id))
-        .execute(&mut *conn)
-        .await?;
+        sqlx::query(stmt::<D>(format!("UPDATE messages SET {set} WHERE id = ?")))
+            .bind(D::int(seq))
+            .bind(D::int(m.id))
+            .execute(&mut *conn)
+            .await?;
         m.order_seq = Some(seq);
         if !head {
             m.next_send_at = None;
@@ -253,7 +254,7 @@ where
     for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
     Vec<u8>: Bind<D>,
 {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
+    sqlx::query(stmt::<D>(format!(
         "SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = \
          (SELECT message_id FROM ordered_seqs WHERE order_key = ? AND seq = ?)"
     )))
@@ -297,7 +298,7 @@ where
     let Some(pos) = failed.order_pos() else {
         return Ok(None);
     };
-    let last: Option<u64> = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let last: Option<u64> = sqlx::query(stmt::<D>(format!(
         "SELECT last_seq FROM ordered_keys WHERE order_key = ?{lock}"
     )))
     .bind(pos.key.to_vec())
@@ -319,7 +320,7 @@ where
     Vec<u8>: Bind<D>,
 {
     let key = pos.key.to_vec();
-    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let done = sqlx::query(stmt::<D>(format!(
         "UPDATE ordered_keys SET sent_through = ?, updated_at = {now} \
          WHERE order_key = ? AND sent_through = ?",
         now = D::NOW
@@ -332,11 +333,13 @@ where
     if D::rows_affected(&done) != 1 {
         return Ok(false);
     }
-    sqlx::query("DELETE FROM ordered_seqs WHERE order_key = ? AND seq = ?")
-        .bind(key.clone())
-        .bind(D::int(pos.seq))
-        .execute(&mut *conn)
-        .await?;
+    sqlx::query(stmt::<D>(
+        "DELETE FROM ordered_seqs WHERE order_key = ? AND seq = ?",
+    ))
+    .bind(key.clone())
+    .bind(D::int(pos.seq))
+    .execute(&mut *conn)
+    .await?;
     promote::<D>(conn, &key, pos.seq + 1).await?;
     Ok(true)
 }
@@ -348,7 +351,7 @@ where
     for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
     Vec<u8>: Bind<D>,
 {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
+    sqlx::query(stmt::<D>(format!(
         "UPDATE messages SET {due}, version = version + 1 WHERE id = \
          (SELECT message_id FROM ordered_seqs WHERE order_key = ? AND seq = ?) \
          AND status = 'COMMITTED' AND send_status = 'PENDING' AND next_send_at IS NULL",
@@ -381,7 +384,7 @@ where
     ordered.sort_by_key(|(m, pos)| (pos.key, m.id));
     let mut matched = 0;
     for (mark, pos) in ordered {
-        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+        let done = sqlx::query(stmt::<D>(format!(
             "UPDATE messages SET send_status = 'SENT', next_send_at = NULL, \
              sent_at = {now}, updated_at = {now}, version = version + 1, \
              send_attempts = send_attempts + 1, kafka_partition = ?, kafka_offset = ?, \
@@ -426,7 +429,7 @@ where
     let Some(pos) = m.order_pos() else {
         return Ok(None);
     };
-    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let done = sqlx::query(stmt::<D>(format!(
         "UPDATE messages SET order_key = NULL, version = version + 1, updated_at = {now} \
          WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'SEND_FAILED' \
          AND order_key IS NOT NULL",
@@ -440,7 +443,7 @@ where
         return Ok(None);
     }
     insert_audits(&mut *conn, &[AuditRow::skip(m.id, actor, reason)]).await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
+    sqlx::query(stmt::<D>(format!(
         "SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?"
     )))
     .bind(D::int(m.id))
@@ -468,10 +471,10 @@ where
     if m.send_status != Some(SendStatus::Pending) {
         return Ok(None);
     }
-    let head: Option<u64> = sqlx::query(
+    let head: Option<u64> = sqlx::query(stmt::<D>(
         "SELECT s.message_id FROM ordered_keys k JOIN ordered_seqs s \
          ON s.order_key = k.order_key AND s.seq = k.sent_through + 1 WHERE k.order_key = ?",
-    )
+    ))
     .bind(pos.key.to_vec())
     .fetch_optional(pool)
     .await?

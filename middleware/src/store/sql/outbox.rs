@@ -8,17 +8,16 @@ use trustmsg_verify_api::admin::AlertKind;
 use super::alerts::raise_alerts;
 use super::effects::clip_error;
 use super::row::SqlRow;
-use super::{Bind, Dialect};
+use super::{stmt, Bind, Dialect};
 use crate::store::{
     NewAlert, OutboxAction, OutboxActionKind, OutboxFailure, StoreError, StoreResult,
 };
 
 /// [`crate::store::OutboxStore::record_outbox_failure`]: the failure row
 /// and its alert in one transaction, only when the failure is new.
-/// `insert_ignore` is the dialect's INSERT that skips a duplicate key.
+/// (A duplicate key is skipped: [`Dialect::INSERT_IGNORE`].)
 pub(in crate::store) async fn record_outbox_failure<D>(
     pool: &sqlx::Pool<D>,
-    insert_ignore: &str,
     f: &OutboxFailure,
 ) -> StoreResult<bool>
 where
@@ -30,9 +29,11 @@ where
     i64: Bind<D>,
 {
     let mut tx = pool.begin().await?;
-    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "{insert_ignore} INTO outbox_failures (biz_id, source_row_id, attempt, message_key, \
-         reason, created_at) VALUES (?, ?, ?, ?, ?, {now})",
+    let done = sqlx::query(stmt::<D>(format!(
+        "{insert} INTO outbox_failures (biz_id, source_row_id, attempt, message_key, \
+         reason, created_at) VALUES (?, ?, ?, ?, ?, {now}){ignored}",
+        insert = D::INSERT_IGNORE,
+        ignored = D::IGNORED,
         now = D::NOW
     )))
     .bind(f.biz_id.clone())
@@ -75,7 +76,7 @@ where
     String: Bind<D>,
     &'static str: Bind<D>,
 {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
+    sqlx::query(stmt::<D>(format!(
         "INSERT INTO outbox_actions (biz_id, source_row_id, message_key, actor, action, reason, \
          created_at) VALUES (?, ?, ?, ?, ?, ?, {now})",
         now = D::NOW
@@ -102,10 +103,10 @@ where
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
     String: Bind<D>,
 {
-    let rows = sqlx::query(
+    let rows = sqlx::query(stmt::<D>(
         "SELECT biz_id, source_row_id, message_key, actor, action, reason, created_at \
          FROM outbox_actions WHERE biz_id = ? AND source_row_id = ? ORDER BY id",
-    )
+    ))
     .bind(biz_id.to_string())
     .bind(D::int(source_row_id))
     .fetch_all(pool)

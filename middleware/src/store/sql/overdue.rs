@@ -6,7 +6,7 @@ use sqlx::Executor;
 use super::alerts::raise_alerts;
 use super::claim::ClaimKind;
 use super::row::{lossy_text, SqlRow};
-use super::{Bind, Dialect};
+use super::{stmt, Bind, Dialect};
 use crate::store::{NewAlert, Overdue, StoreResult, Wait};
 
 /// [`crate::store::HousekeepingStore::flag_overdue`]: reads the candidates, then flags each with
@@ -57,9 +57,9 @@ where
         "{}({since}, COALESCE(requeued_at, {since}){later})",
         D::GREATEST
     );
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let rows = sqlx::query(stmt::<D>(format!(
         "SELECT id, biz_id, message_key, {attempts} AS attempts, {since} AS since, last_error \
-         FROM messages WHERE {state} AND {due} IS NOT NULL AND {flag} = 0 \
+         FROM messages WHERE {state} AND {due} IS NOT NULL AND {flag} = FALSE \
          AND {since} < {now}{minus} ORDER BY id LIMIT ?",
         due = kind.due_column(),
         now = D::NOW,
@@ -73,8 +73,8 @@ where
     for row in &rows {
         let id = row.unsigned("id")?;
         let mut tx = pool.begin().await?;
-        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE messages SET {flag} = 1 WHERE id = ? AND {flag} = 0 AND {state}"
+        let done = sqlx::query(stmt::<D>(format!(
+            "UPDATE messages SET {flag} = TRUE WHERE id = ? AND {flag} = FALSE AND {state}"
         )))
         .bind(D::int(id))
         .execute(&mut *tx)

@@ -4,7 +4,7 @@
 use sqlx::Executor;
 
 use super::row::{producer_from_row, PRODUCER_COLUMNS};
-use super::{Bind, Dialect};
+use super::{stmt, Bind, Dialect};
 use crate::store::{Producer, StoreResult};
 
 /// [`crate::store::RegistryStore::list_producers`].
@@ -13,7 +13,7 @@ where
     D: Dialect,
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
 {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
+    sqlx::query(stmt::<D>(format!(
         "SELECT {PRODUCER_COLUMNS} FROM producers ORDER BY biz_id"
     )))
     .fetch_all(pool)
@@ -33,7 +33,7 @@ where
     E: Executor<'c, Database = D>,
     for<'a> &'a str: Bind<D>,
 {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
+    sqlx::query(stmt::<D>(format!(
         "SELECT {PRODUCER_COLUMNS} FROM producers WHERE biz_id = ?"
     )))
     .bind(biz_id)
@@ -51,7 +51,7 @@ where
     E: Executor<'c, Database = D>,
     for<'a> &'a str: Bind<D>,
 {
-    let done = sqlx::query("DELETE FROM producers WHERE biz_id = ?")
+    let done = sqlx::query(stmt::<D>("DELETE FROM producers WHERE biz_id = ?"))
         .bind(biz_id)
         .execute(exec)
         .await?;
@@ -70,7 +70,7 @@ where
     for<'a> &'a str: Bind<D>,
     for<'a> &'a [u8]: Bind<D>,
 {
-    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let done = sqlx::query(stmt::<D>(format!(
         "UPDATE producers SET token_hash = ?, updated_at = {} WHERE biz_id = ?",
         D::NOW
     )))

@@ -34,13 +34,13 @@ pub(in crate::store) fn requeue_set(requeue: Requeue, now: &str) -> String {
     match requeue {
         Requeue::Redeliver => format!(
             "send_status = 'PENDING', send_attempts = 0, next_send_at = {now}, \
-             version = version + 1, updated_at = {now}, send_overdue_alerted = 0, \
+             version = version + 1, updated_at = {now}, send_overdue_alerted = FALSE, \
              requeued_at = {now}"
         ),
         Requeue::Reverify => format!(
             "status = 'PREPARED', send_status = NULL, verify_attempts = 0, \
              next_verify_at = {now}, next_send_at = NULL, version = version + 1, \
-             updated_at = {now}, verify_overdue_alerted = 0, requeued_at = {now}"
+             updated_at = {now}, verify_overdue_alerted = FALSE, requeued_at = {now}"
         ),
     }
 }

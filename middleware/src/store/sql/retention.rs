@@ -5,7 +5,7 @@
 use sqlx::Executor;
 
 use super::row::SqlRow;
-use super::{Bind, Dialect};
+use super::{stmt, Bind, Dialect};
 use crate::store::StoreResult;
 
 /// What retention may delete, as SQL: finished rows only.
@@ -53,13 +53,13 @@ where
         "consumptions",
         "message_payloads",
     ] {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
+        sqlx::query(stmt::<D>(format!(
             "DELETE FROM {table} WHERE message_id IN ({list})"
         )))
         .execute(&mut *conn)
         .await?;
     }
-    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let done = sqlx::query(stmt::<D>(format!(
         "DELETE FROM messages WHERE id IN ({list}) AND {FINISHED}"
     )))
     .execute(&mut *conn)
@@ -87,7 +87,7 @@ where
     let Some(list) = stale_ids::<D>(&mut *conn, "alerts", SETTLED, older_than, limit).await? else {
         return Ok(0);
     };
-    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let done = sqlx::query(stmt::<D>(format!(
         "DELETE FROM alerts WHERE id IN ({list}) AND {SETTLED}"
     )))
     .execute(&mut *conn)
@@ -111,7 +111,7 @@ where
     for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
     i64: Bind<D>,
 {
-    let ids: Vec<u64> = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let ids: Vec<u64> = sqlx::query(stmt::<D>(format!(
         "SELECT id FROM {table} WHERE {condition} AND updated_at < {}{} ORDER BY id LIMIT ?",
         D::NOW,
         D::MINUS_SPAN

@@ -266,15 +266,15 @@ where
     D: Dialect,
     for<'a> &'a str: Bind<D>,
     for<'a> &'a [u8]: Bind<D>,
-    u32: Bind<D>,
     Option<String>: Bind<D>,
     bool: Bind<D>,
+    i64: Bind<D>,
 {
     q.bind(p.biz_id.as_str())
         .bind(p.verify_url.as_str())
-        .bind(p.verify_timeout_ms)
-        .bind(p.first_verify_after_ms)
-        .bind(p.max_verify_attempts)
+        .bind(i64::from(p.verify_timeout_ms))
+        .bind(i64::from(p.first_verify_after_ms))
+        .bind(i64::from(p.max_verify_attempts))
         .bind(p.token_hash.as_slice())
         .bind(p.signing_secret.as_str())
         .bind(

@@ -10,7 +10,7 @@ use super::audit::{insert_audits, AuditRow};
 use super::effects::clip_error;
 use super::ordering::blocked_alert;
 use super::row::{message_from_row, MESSAGE_COLUMNS};
-use super::{Bind, Dialect};
+use super::{stmt, Bind, Dialect};
 use crate::store::{Actor, Message, NewAlert, StoreError, StoreResult};
 
 /// What [`crate::store::OperatorStore::send_now`] sets (`now` is the dialect's
@@ -92,7 +92,7 @@ where
     Option<&'static str>: Bind<D>,
     i64: Bind<D>,
 {
-    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let done = sqlx::query(stmt::<D>(format!(
         "UPDATE messages SET send_status = 'SEND_FAILED', send_attempts = send_attempts + 1, \
          last_error = ?, next_send_at = NULL, version = version + 1, updated_at = {now} \
          WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING'",
@@ -108,7 +108,7 @@ where
         return Ok(None);
     }
     insert_audits(&mut *tx, &[AuditRow::send_failed(id, actor, error)]).await?;
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let row = sqlx::query(stmt::<D>(format!(
         "SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?"
     )))
     .bind(D::int(id))

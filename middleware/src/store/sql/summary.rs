@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use sqlx::Executor;
 
 use super::row::SqlRow;
-use super::{Bind, Dialect};
+use super::{stmt, Bind, Dialect};
 use crate::store::{ProducerSummary, StoreResult};
 
 /// The states an operator may still have to act on, as SQL. Their rows are
@@ -48,7 +48,7 @@ where
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
     i64: Bind<D>,
 {
-    let live = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let live = sqlx::query(stmt::<D>(format!(
         "SELECT biz_id, status, send_status, {SCHEDULED} AS scheduled, COUNT(*) AS n, \
          MIN(created_at) AS oldest_created, MIN({SEND_WAIT_SINCE}) AS oldest_decided \
          FROM messages WHERE {LIVE} GROUP BY biz_id, status, send_status, scheduled",
@@ -60,7 +60,7 @@ where
     // `send_status IS NULL` pins the index's second column, so `updated_at`
     // bounds the ROLLED_BACK range as it does the SENT one.
     let since = format!("{}{}", D::NOW, D::MINUS_SPAN);
-    let finished = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let finished = sqlx::query(stmt::<D>(format!(
         "SELECT biz_id, status, COUNT(*) AS n FROM messages \
          WHERE (status = 'COMMITTED' AND send_status = 'SENT' AND updated_at >= {since}) \
          OR (status = 'ROLLED_BACK' AND send_status IS NULL AND updated_at >= {since}) \

@@ -5,7 +5,7 @@
 
 use sqlx::Executor;
 
-use super::{Dialect, SqlRow};
+use super::{stmt, Dialect, SqlRow};
 use crate::store::{NewWaitingCommit, StoreError, StoreResult, WaitingCommit};
 
 /// The columns a waiting commit is read from, with the database clock as `now`.
@@ -37,11 +37,10 @@ pub(in crate::store) fn waiting_from_row<R: SqlRow>(row: &R) -> StoreResult<Wait
     })
 }
 
-/// [`crate::store::WaitingStore::park_commit`]; `insert_ignore` is the dialect's
-/// `INSERT IGNORE` or `INSERT OR IGNORE`.
+/// [`crate::store::WaitingStore::park_commit`]: nothing when the key waits
+/// already ([`Dialect::INSERT_IGNORE`]).
 pub(in crate::store) async fn park_commit<D>(
     pool: &sqlx::Pool<D>,
-    insert_ignore: &str,
     w: &NewWaitingCommit,
 ) -> StoreResult<bool>
 where
@@ -54,10 +53,12 @@ where
 {
     let headers = serde_json::to_string(&w.headers)
         .map_err(|e| StoreError::Corrupt(format!("waiting commit headers: {e}")))?;
-    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "{insert_ignore} INTO submit_waiting (biz_id, message_key, source_partition, \
+    let done = sqlx::query(stmt::<D>(format!(
+        "{insert} INTO submit_waiting (biz_id, message_key, source_partition, \
          source_offset, record_key, headers, attempts, received_at, give_up_at, next_try_at) \
-         VALUES (?, ?, ?, ?, ?, ?, 0, {now}, {now}{plus}, {now})",
+         VALUES (?, ?, ?, ?, ?, ?, 0, {now}, {now}{plus}, {now}){ignored}",
+        insert = D::INSERT_IGNORE,
+        ignored = D::IGNORED,
         now = D::NOW,
         plus = D::PLUS_SPAN,
     )))
@@ -84,7 +85,7 @@ where
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
     i64: super::Bind<D>,
 {
-    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let done = sqlx::query(stmt::<D>(format!(
         "UPDATE submit_waiting SET attempts = attempts + 1, next_try_at = {}{} WHERE id = ?",
         D::NOW,
         D::PLUS_SPAN
@@ -102,7 +103,7 @@ where
     D: Dialect,
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
 {
-    let done = sqlx::query("DELETE FROM submit_waiting WHERE id = ?")
+    let done = sqlx::query(stmt::<D>("DELETE FROM submit_waiting WHERE id = ?"))
         .bind(D::int(id))
         .execute(pool)
         .await?;
@@ -120,7 +121,7 @@ where
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
     i64: super::Bind<D>,
 {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
+    sqlx::query(stmt::<D>(format!(
         "SELECT {WAITING_COLUMNS}, {} AS now FROM submit_waiting WHERE id > ? ORDER BY id LIMIT ?",
         D::NOW
     )))
@@ -139,7 +140,7 @@ where
     D: Dialect,
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
 {
-    let row = sqlx::query("SELECT COUNT(*) AS n FROM submit_waiting")
+    let row = sqlx::query(stmt::<D>("SELECT COUNT(*) AS n FROM submit_waiting"))
         .fetch_one(pool)
         .await?;
     Ok(u64::try_from(row.opt_i64("n")?.unwrap_or(0)).unwrap_or(0))

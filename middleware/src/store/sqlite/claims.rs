@@ -75,7 +75,7 @@ impl SqliteStore {
              WHERE id IN (SELECT id FROM ({taken})) \
              RETURNING {columns}, {NOW_MS} AS claimed_at",
             span = lease_span_sql(lease),
-            columns = kind.columns(),
+            columns = kind.columns::<Sqlite>(),
         );
         let q = sqlx::query(sqlx::AssertSqlSafe(sql));
         let q = match lease {

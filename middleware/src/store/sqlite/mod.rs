@@ -137,6 +137,13 @@ impl Dialect for Sqlite {
         u64::try_from(done.last_insert_rowid()).unwrap_or(0)
     }
 
+    const RETURNING_ID: &'static str = "";
+    const NUMBERED_PLACEHOLDERS: bool = false;
+    const INSERT_IGNORE: &'static str = "INSERT OR IGNORE";
+    const IGNORED: &'static str = "";
+    const NO_BYTES: &'static str = "X''";
+    const SIGNED: &'static str = "INTEGER";
+
     const MINUS_SPAN: &'static str = " - ?";
     const GREATEST: &'static str = "MAX";
     const PLUS_SPAN: &'static str = " + ?";

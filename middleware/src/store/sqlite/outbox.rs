@@ -11,7 +11,7 @@ use super::SqliteStore;
 #[async_trait]
 impl OutboxStore for SqliteStore {
     async fn record_outbox_failure(&self, f: &OutboxFailure) -> StoreResult<bool> {
-        sql::record_outbox_failure(&self.pool, "INSERT OR IGNORE", f).await
+        sql::record_outbox_failure(&self.pool, f).await
     }
 
     async fn record_outbox_action(&self, a: &OutboxAction) -> StoreResult<()> {

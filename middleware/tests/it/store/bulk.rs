@@ -28,7 +28,7 @@ async fn copy_rows(b: &Backend, m: &Message, biz_id: &str) {
          s(n) AS (SELECT a.n + 10 * b.n + 100 * c.n + 1000 * e.n + 1 FROM d a, d b, d c, d e) \
          SELECT '{biz_id}', CAST(s.n AS CHAR), topic, record_key, payload, headers, \
          content_digest, status, send_status, version, verify_attempts, send_attempts, last_error, \
-         created_at, updated_at, decided_at, 1, 1 FROM s, messages WHERE s.n <= {COPIES} AND id = ?"
+         created_at, updated_at, decided_at, TRUE, TRUE FROM s, messages WHERE s.n <= {COPIES} AND id = ?"
     );
     assert_eq!(b.raw_execute(&sql, m.id).await, COPIES);
 }
@@ -98,7 +98,7 @@ async fn changes_every_matching_row_once(b: &Backend, requeue: Requeue, state: S
     };
     let back = format!(
         "SELECT COUNT(*) FROM messages WHERE biz_id = 'shop' AND {is_back} AND version = ? \
-         AND {flag} = 0 AND requeued_at IS NOT NULL"
+         AND {flag} = FALSE AND requeued_at IS NOT NULL"
     );
     assert_eq!(
         b.raw_count(&back, template.version + 1).await,

@@ -211,7 +211,7 @@ async fn as_before_the_migration(b: &Backend, id: u64) {
         "UPDATE messages SET \
          payload = COALESCE((SELECT p.payload FROM message_payloads p WHERE p.message_id = messages.id), payload), \
          headers = COALESCE((SELECT p.headers FROM message_payloads p WHERE p.message_id = messages.id), headers), \
-         payload_apart = 0, payload_bytes = NULL WHERE id = ?",
+         payload_apart = FALSE, payload_bytes = NULL WHERE id = ?",
         id,
     )
     .await;

@@ -1,4 +1,4 @@
-//! What every conformance test stands on: the two backends, the state matrix
+//! What every conformance test stands on: the backends, the state matrix
 //! and the helpers that arrange and inspect rows through the store's own
 //! operations.
 
@@ -51,6 +51,7 @@ impl std::ops::Deref for Backend {
 /// A second pool on the store's database, for what the store itself never writes.
 enum Raw {
     MySql(sqlx::MySqlPool),
+    Postgres(sqlx::PgPool),
     Sqlite(sqlx::SqlitePool),
     /// One pool per shard: a raw statement about a row goes to the shard
     /// its id was created on (the registry's to the first).
@@ -59,6 +60,7 @@ enum Raw {
 
 pub(crate) enum Cleanup {
     MySql(common::TestDb),
+    Postgres(common::PgTestDb),
     Sqlite(tempfile::TempDir),
     Shards(Vec<common::TestDb>),
 }
@@ -122,6 +124,20 @@ impl Backend {
         }
     }
 
+    /// A fresh PostgreSQL database, copied from a migrated template.
+    pub(crate) async fn postgres() -> Self {
+        let db = common::PgTestDb::migrated().await;
+        let store = store::connect(&db.database_url())
+            .await
+            .expect("connect to PostgreSQL");
+        let raw = db.pool_of(2).await;
+        Self {
+            store,
+            raw: Raw::Postgres(raw),
+            cleanup: Cleanup::Postgres(db),
+        }
+    }
+
     pub(crate) async fn sqlite() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let url = format!(
@@ -142,11 +158,17 @@ impl Backend {
         }
     }
 
-    /// Runs `sql` (SQL both dialects read the same) with `id` bound to its one
-    /// `?`, straight on the database (on every shard); returns the rows it matched.
+    /// Runs `sql` (SQL every dialect reads the same, see [`for_postgres`])
+    /// with `id` bound to its one `?`, straight on the database (on every
+    /// shard); returns the rows it matched.
     pub(crate) async fn raw_execute(&self, sql: &str, id: u64) -> u64 {
         let sql = sqlx::AssertSqlSafe(sql.to_string());
         match &self.raw {
+            Raw::Postgres(p) => sqlx::query(sqlx::AssertSqlSafe(for_postgres(&sql.0)))
+                .bind(i64::try_from(id).unwrap())
+                .execute(p)
+                .await
+                .map(|done| done.rows_affected()),
             Raw::MySql(p) => sqlx::query(sql)
                 .bind(id)
                 .execute(p)
@@ -226,39 +248,57 @@ impl Backend {
         }
     }
 
-    /// On MySQL, a transaction holding `biz_id`'s producer row locked (as an
-    /// update of the registration does) until it is dropped; None on SQLite,
-    /// which locks no rows.
-    pub(crate) async fn lock_producer(
-        &self,
-        biz_id: &str,
-    ) -> Option<sqlx::Transaction<'static, sqlx::MySql>> {
-        let p = match &self.raw {
-            Raw::MySql(p) => p,
-            Raw::Shards(pools) => &pools[0],
+    /// On MySQL and PostgreSQL, a transaction holding `biz_id`'s producer
+    /// row locked (as an update of the registration does) until it is
+    /// dropped; None on SQLite, which locks no rows.
+    pub(crate) async fn lock_producer(&self, biz_id: &str) -> Option<Held> {
+        let sql = "SELECT biz_id FROM producers WHERE biz_id = ? FOR UPDATE";
+        let (held, locked) = match &self.raw {
+            Raw::MySql(p) => {
+                let mut tx = p.begin().await.expect("begin");
+                let locked = sqlx::query(sql).bind(biz_id).fetch_all(&mut *tx).await;
+                (Held::MySql(tx), locked.map(|rows| rows.len()))
+            }
+            Raw::Shards(pools) => {
+                let mut tx = pools[0].begin().await.expect("begin");
+                let locked = sqlx::query(sql).bind(biz_id).fetch_all(&mut *tx).await;
+                (Held::MySql(tx), locked.map(|rows| rows.len()))
+            }
+            Raw::Postgres(p) => {
+                let mut tx = p.begin().await.expect("begin");
+                let locked = sqlx::query(sqlx::AssertSqlSafe(for_postgres(sql)))
+                    .bind(biz_id)
+                    .fetch_all(&mut *tx)
+                    .await;
+                (Held::Postgres(tx), locked.map(|rows| rows.len()))
+            }
             Raw::Sqlite(_) => return None,
         };
-        let mut tx = p.begin().await.expect("begin");
-        let locked = sqlx::query("SELECT biz_id FROM producers WHERE biz_id = ? FOR UPDATE")
-            .bind(biz_id)
-            .fetch_all(&mut *tx)
-            .await
-            .expect("lock the producer row");
-        assert_eq!(locked.len(), 1, "{biz_id} is registered");
-        Some(tx)
+        assert_eq!(
+            locked.expect("lock the producer row"),
+            1,
+            "{biz_id} is registered"
+        );
+        Some(held)
     }
 
     /// Runs `sql` (a `SELECT … FOR UPDATE` with `id` bound to its one `?`) in
-    /// a transaction on MySQL and holds it, with its row locks, until the
-    /// returned transaction is dropped. Not on SQLite, which has no row locks.
-    pub(crate) async fn lock_row(
-        &self,
-        sql: &str,
-        id: u64,
-    ) -> sqlx::Transaction<'static, sqlx::MySql> {
+    /// a transaction on MySQL or PostgreSQL and holds it, with its row
+    /// locks, until the returned transaction ends. Not on SQLite, which has
+    /// no row locks.
+    pub(crate) async fn lock_row(&self, sql: &str, id: u64) -> Held {
         let p = match &self.raw {
             Raw::MySql(p) => p,
             Raw::Shards(pools) => &pools[store::shards::shard_of_id(id)],
+            Raw::Postgres(p) => {
+                let mut tx = p.begin().await.expect("begin on PostgreSQL");
+                sqlx::query(sqlx::AssertSqlSafe(for_postgres(sql)))
+                    .bind(i64::try_from(id).unwrap())
+                    .fetch_all(&mut *tx)
+                    .await
+                    .unwrap_or_else(|e| panic!("raw SQL failed: {e}"));
+                return Held::Postgres(tx);
+            }
             Raw::Sqlite(_) => panic!("SQLite locks no rows (see store::row_locks)"),
         };
         let mut tx = p.begin().await.expect("begin on MariaDB");
@@ -267,7 +307,7 @@ impl Backend {
             .fetch_all(&mut *tx)
             .await
             .unwrap_or_else(|e| panic!("raw SQL failed: {e}"));
-        tx
+        Held::MySql(tx)
     }
 
     /// The integer `sql` selects (one `?`, bound to `id`), straight from the
@@ -276,6 +316,11 @@ impl Backend {
         let sql = sqlx::AssertSqlSafe(sql.to_string());
         match &self.raw {
             Raw::MySql(p) => sqlx::query_scalar(sql).bind(id).fetch_one(p).await,
+            Raw::Postgres(p) => sqlx::query(sqlx::AssertSqlSafe(for_postgres(&sql.0)))
+                .bind(i64::try_from(id).unwrap())
+                .fetch_one(p)
+                .await
+                .map(|row| pg_integer(&row)),
             // The shards' answers added up (a count is every shard's; a
             // row's value comes from the one shard that holds the row).
             Raw::Shards(pools) => {
@@ -301,6 +346,7 @@ impl Backend {
     pub(crate) async fn finish(self) {
         match &self.raw {
             Raw::MySql(p) => p.close().await,
+            Raw::Postgres(p) => p.close().await,
             Raw::Sqlite(p) => p.close().await,
             Raw::Shards(pools) => {
                 for p in pools {
@@ -311,6 +357,7 @@ impl Backend {
         drop(self.store);
         match self.cleanup {
             Cleanup::MySql(db) => db.drop_db().await,
+            Cleanup::Postgres(db) => db.drop_db().await,
             Cleanup::Sqlite(dir) => drop(dir),
             Cleanup::Shards(dbs) => {
                 for db in dbs {
@@ -318,6 +365,46 @@ impl Backend {
                 }
             }
         }
+    }
+}
+
+/// A transaction holding row locks, from [`Backend::lock_row`] or
+/// [`Backend::lock_producer`].
+pub(crate) enum Held {
+    MySql(sqlx::Transaction<'static, sqlx::MySql>),
+    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+}
+
+impl Held {
+    /// Ends the transaction, releasing its locks, before returning (a
+    /// dropped transaction's rollback is only queued).
+    pub(crate) async fn rollback(self) -> Result<(), sqlx::Error> {
+        match self {
+            Self::MySql(tx) => tx.rollback().await,
+            Self::Postgres(tx) => tx.rollback().await,
+        }
+    }
+}
+
+/// The tests' raw SQL, written for MySQL and SQLite alike, as PostgreSQL
+/// reads it: its one `?` as `$1`, and the two casts PostgreSQL spells
+/// otherwise (`SIGNED` is `BIGINT`, `CHAR` without a length is one character).
+pub(crate) fn for_postgres(sql: &str) -> String {
+    sql.replace('?', "$1")
+        .replace("AS SIGNED)", "AS BIGINT)")
+        .replace("AS CHAR)", "AS TEXT)")
+}
+
+/// The one value of `row` as an integer: PostgreSQL answers with the
+/// type of the expression (a COUNT is BIGINT, LENGTH an INTEGER, a flag
+/// a BOOLEAN), MySQL and SQLite with an integer that fits i64 anyway.
+fn pg_integer(row: &sqlx::postgres::PgRow) -> i64 {
+    use sqlx::{Column, Row, TypeInfo};
+    match row.columns()[0].type_info().name() {
+        "INT2" => row.get::<Option<i16>, _>(0).map_or(0, i64::from),
+        "INT4" => row.get::<Option<i32>, _>(0).map_or(0, i64::from),
+        "BOOL" => row.get::<Option<bool>, _>(0).map_or(0, i64::from),
+        _ => row.get::<Option<i64>, _>(0).unwrap_or(0),
     }
 }
 

@@ -3,7 +3,8 @@
 //! Each test is a plain `async fn(&DynStore)` (or `async fn(&Backend)` when it
 //! must write what the store never would) in the module of its concern; the
 //! `conformance!` list below instantiates it once per backend (`mysql::…` on a
-//! fresh MariaDB database, `sqlite::…` on a fresh temp file), so both backends
+//! fresh MariaDB database, `sharded::…` on three, `postgres::…` on a fresh
+//! PostgreSQL database, `sqlite::…` on a fresh temp file), so every backend
 //! are held to the same state machine, the same claim/lease rules and the same
 //! clock rules (`docs/architecture.md`: States, Storage, Forwarder, Verifier).
 //!
@@ -53,8 +54,8 @@ macro_rules! on_backend {
 }
 
 /// Instantiates every listed test once per backend, as `mysql::<name>`,
-/// `sharded::<name>` and `sqlite::<name>`, whatever module the test
-/// function lives in.
+/// `sharded::<name>`, `postgres::<name>` and `sqlite::<name>`, whatever
+/// module the test function lives in.
 macro_rules! conformance {
     ($($module:ident: [$($name:ident),* $(,)?]),* $(,)?) => {
         /// Every conformance test on a fresh MariaDB database.
@@ -66,6 +67,11 @@ macro_rules! conformance {
         /// shards of one store.
         mod sharded {
             on_backend!(sharded; $($module: [$($name),*]),*);
+        }
+
+        /// Every conformance test on a fresh PostgreSQL database.
+        mod postgres {
+            on_backend!(postgres; $($module: [$($name),*]),*);
         }
 
         /// Every conformance test on a fresh SQLite file.
@@ -212,7 +218,7 @@ conformance! {
 }
 
 /// Tests of a row another claimer holds locked (`FOR UPDATE SKIP LOCKED`),
-/// on MariaDB and on shards only: SQLite locks no rows (its claim is one
+/// on MariaDB, shards and PostgreSQL only: SQLite locks no rows (its claim is one
 /// statement under the database's one write lock), so there is nothing to
 /// skip and the tests do not run on it, rather than pass there having
 /// checked nothing.
@@ -225,6 +231,10 @@ mod row_locks {
 
             mod sharded {
                 on_backend!(sharded; $($module: [$($name),*]),*);
+            }
+
+            mod postgres {
+                on_backend!(postgres; $($module: [$($name),*]),*);
             }
         };
     }

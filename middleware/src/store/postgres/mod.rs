@@ -1,0 +1,203 @@
+//! PostgreSQL (≥ 13) backend: the second production store.
+//!
+//! Same guarantees as the MySQL backend (see the [`super`] module docs), met
+//! the PostgreSQL way:
+//! - A claim is one `UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED)
+//!   RETURNING …`: the due rows another claimer holds are skipped, not waited
+//!   for, and the ones taken get their lease and their version bump in the
+//!   same statement, so concurrent instances split the due rows and a
+//!   crashed claimer's rows come back when the lease runs out. Unreadable
+//!   rows are quarantined in the claim's transaction, as on MySQL.
+//! - Every state change is a guarded UPDATE. PostgreSQL reports the rows an
+//!   UPDATE matched, which here are the rows it changed: every guarded
+//!   UPDATE bumps `version`. Under READ COMMITTED (the default, kept), an
+//!   UPDATE that finds its row changed by a concurrent transaction
+//!   re-checks its guard against the new row, so the loser matches nothing.
+//! - Times are `TIMESTAMPTZ(3)`, UTC instants to the millisecond as MySQL's
+//!   `DATETIME(3)`, from [`NOW`]: `statement_timestamp()`, the start of the
+//!   statement as MySQL's `UTC_TIMESTAMP(3)`, not `now()`, which would be
+//!   the start of the transaction and stand still through a long one.
+//! - Names compare byte for byte (`COLLATE "C"`), as MySQL's binary columns.
+//! - The SQL, shared or this backend's own, is written with `?` like the
+//!   other backends' and numbered `$1…$n` by [`sql::stmt`]; an id is
+//!   `RETURNING id`, there being no last insert id.
+//! - Migrations run under sqlx's `pg_advisory_lock`, which waits: instances
+//!   starting together apply them once.
+//!
+//! Batches (a prepare batch, a decision batch, a batch of SENT marks) take
+//! the store traits' one-by-one defaults where MySQL has statements of its
+//! own for them: the same outcomes, more round trips.
+//!
+//! One file per concern, one `impl` of a [`crate::store`] sub-trait in
+//! each; this file holds the store itself, its connection, the clock
+//! expression and the dialect (`sql::Dialect`, `sql::SqlRow`). `claims.rs`
+//! holds the claim every claiming concern builds on.
+
+mod alerts;
+mod claims;
+mod housekeeping;
+mod ledger;
+mod lifecycle;
+mod messages;
+mod operator;
+mod outbox;
+mod registry;
+mod sends;
+mod verifies;
+mod waiting;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::{Connection, PgPool, Postgres, Row, TypeInfo, ValueRef};
+
+use crate::store::sql::{self, message_from_row, Dialect, SqlRow};
+use crate::store::{Message, StoreError, StoreResult};
+
+/// The database clock: the start of the current statement, to the
+/// millisecond the columns hold. Every time one statement writes is the
+/// same instant.
+const NOW: &str = "date_trunc('milliseconds', statement_timestamp())";
+
+/// Appended to a bound number of milliseconds: that span as an interval.
+const MS: &str = " * INTERVAL '1 millisecond'";
+
+/// The PostgreSQL store.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects a pool to `url` (`postgres://user:pass@host:port/db`, with
+    /// sqlx's options such as `sslmode=verify-full&sslrootcert=…`).
+    pub async fn connect(url: &crate::store::DatabaseUrl) -> StoreResult<Self> {
+        let opts = PgConnectOptions::from_str(url.expose_for_driver())?;
+        let pool = PgPoolOptions::new()
+            .max_connections(32)
+            .acquire_timeout(Duration::from_secs(10))
+            // As on MySQL: right after a worker abandoned a statement, close
+            // what comes back instead of testing it with a ping that would
+            // wait behind the lost statement.
+            .after_release(|conn, _| {
+                conn.shrink_buffers();
+                Box::pin(async { Ok(crate::store::deadline::reuse_released()) })
+            })
+            .connect_with(opts)
+            .await?;
+        Ok(Self { pool })
+    }
+
+    /// The underlying pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// Ids and versions are BIGINT; one beyond i64 cannot be stored, so it
+/// cannot match anything either.
+fn sql_int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(-1)
+}
+
+impl Dialect for Postgres {
+    const NOW: &'static str = NOW;
+    type Int = i64;
+
+    fn int(v: u64) -> i64 {
+        sql_int(v)
+    }
+
+    fn rows_affected(done: &sqlx::postgres::PgQueryResult) -> u64 {
+        done.rows_affected()
+    }
+
+    /// Never asked: [`Dialect::RETURNING_ID`] reads the id instead.
+    fn last_insert_id(_: &sqlx::postgres::PgQueryResult) -> u64 {
+        0
+    }
+
+    const RETURNING_ID: &'static str = " RETURNING id";
+    const NUMBERED_PLACEHOLDERS: bool = true;
+    const INSERT_IGNORE: &'static str = "INSERT";
+    const IGNORED: &'static str = " ON CONFLICT DO NOTHING";
+    const NO_BYTES: &'static str = "''::bytea";
+    const SIGNED: &'static str = "BIGINT";
+
+    const MINUS_SPAN: &'static str = " - ? * INTERVAL '1 microsecond'";
+    const GREATEST: &'static str = "GREATEST";
+    const PLUS_SPAN: &'static str = " + ? * INTERVAL '1 microsecond'";
+
+    fn span(d: Duration) -> i64 {
+        micros(d)
+    }
+
+    type Time = DateTime<Utc>;
+
+    fn time(t: DateTime<Utc>) -> DateTime<Utc> {
+        t
+    }
+}
+
+impl SqlRow for PgRow {
+    fn opt_text(&self, col: &str) -> StoreResult<Option<String>> {
+        self.try_get(col).map_err(|e| sql::column_error(col, e))
+    }
+
+    fn opt_bytes(&self, col: &str) -> StoreResult<Option<Vec<u8>>> {
+        self.try_get(col).map_err(|e| sql::column_error(col, e))
+    }
+
+    /// Every id, version and counter is a BIGINT (signed).
+    fn opt_u64(&self, col: &str) -> StoreResult<Option<u64>> {
+        self.opt_i64(col)?
+            .map(|v| {
+                u64::try_from(v)
+                    .map_err(|_| StoreError::Corrupt(format!("{col} = {v} is out of range")))
+            })
+            .transpose()
+    }
+
+    /// An integer of any width, or a boolean as 0 or 1: sqlx decodes a
+    /// PostgreSQL value only as its own type, and the shared SQL reads
+    /// BIGINT columns, INTEGER ones (a partition, an HTTP status), literals
+    /// and COUNTs, and BOOLEAN flags ([`SqlRow::flag`]) alike.
+    fn opt_i64(&self, col: &str) -> StoreResult<Option<i64>> {
+        let value = self
+            .try_get_raw(col)
+            .map_err(|e| sql::column_error(col, e))?;
+        let type_name = value.type_info().name().to_string();
+        let read = match type_name.as_str() {
+            "INT2" => self
+                .try_get::<Option<i16>, _>(col)
+                .map(|v| v.map(i64::from)),
+            "INT4" => self
+                .try_get::<Option<i32>, _>(col)
+                .map(|v| v.map(i64::from)),
+            "BOOL" => self
+                .try_get::<Option<bool>, _>(col)
+                .map(|v| v.map(i64::from)),
+            _ => self.try_get::<Option<i64>, _>(col),
+        };
+        read.map_err(|e| sql::column_error(col, e))
+    }
+
+    fn opt_time(&self, col: &str) -> StoreResult<Option<DateTime<Utc>>> {
+        self.try_get(col).map_err(|e| sql::column_error(col, e))
+    }
+}
+
+/// The first row of a RETURNING statement.
+fn first_message(rows: &[PgRow]) -> StoreResult<Option<Message>> {
+    rows.first().map(message_from_row).transpose()
+}
