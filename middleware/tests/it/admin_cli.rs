@@ -259,13 +259,25 @@ async fn an_operator_sees_an_alert_the_webhook_refused_as_pending_with_its_error
     })
     .await;
 
-    let out = admin(&app, ADMIN_TOKEN, &["alerts", "--state", "pending"]).await;
-    assert!(out.status.success(), "{}", stderr(&out));
-    let table = stdout(&out);
-    let row = table
-        .lines()
-        .find(|l| l.contains("lost-order"))
-        .unwrap_or_else(|| panic!("a row for the alert: {table}"));
+    // The sink counts the refusal as it answers; the service records the
+    // answer on the alert right after: read until it shows.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let row = loop {
+        let out = admin(&app, ADMIN_TOKEN, &["alerts", "--state", "pending"]).await;
+        assert!(out.status.success(), "{}", stderr(&out));
+        let table = stdout(&out);
+        if let Some(row) = table
+            .lines()
+            .find(|l| l.contains("lost-order") && l.contains("answered 500"))
+        {
+            break row.to_string();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no row for the alert with the webhook's answer: {table}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
     for cell in ["verify_failed", &id.to_string(), "pending", "answered 500"] {
         assert!(row.contains(cell), "{cell} in {row}");
     }
