@@ -10,6 +10,14 @@ use crate::store::{LifecycleStore, StoreError, StoreResult};
 
 use super::MySqlStore;
 
+/// The migration lock, one per database: its name is a hash of the
+/// database's, within the 64 characters MySQL allows a lock name (a database
+/// name alone may take 64).
+const TAKE_MIGRATE_LOCK: &str =
+    "SELECT GET_LOCK(CONCAT('trustmsg_migrate_', SHA1(COALESCE(DATABASE(), ''))), 300)";
+const RELEASE_MIGRATE_LOCK: &str =
+    "SELECT RELEASE_LOCK(CONCAT('trustmsg_migrate_', SHA1(COALESCE(DATABASE(), ''))))";
+
 #[async_trait]
 impl LifecycleStore for MySqlStore {
     async fn migrate(&self) -> StoreResult<()> {
@@ -17,9 +25,11 @@ impl LifecycleStore for MySqlStore {
         // ignores its answer; MariaDB answers a negative timeout with NULL
         // at once, without the lock, so two instances starting with --auto-migrate
         // both applied migration 1 and one failed (duplicate entry). This
-        // lock waits, on the connection the migrations run on.
+        // lock waits, on the connection the migrations run on. Its name is
+        // the database's (a user lock is server-wide): deployments in other
+        // databases of one server do not wait for each other's migrations.
         let mut conn = self.pool.acquire().await?;
-        let locked: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK('trustmsg_migrate', 300)")
+        let locked: Option<i64> = sqlx::query_scalar(TAKE_MIGRATE_LOCK)
             .fetch_one(&mut *conn)
             .await?;
         if locked != Some(1) {
@@ -30,9 +40,7 @@ impl LifecycleStore for MySqlStore {
         let done = crate::store::migrations::mysql()
             .run_direct(None, &mut *conn, false)
             .await;
-        let _ = sqlx::query("SELECT RELEASE_LOCK('trustmsg_migrate')")
-            .execute(&mut *conn)
-            .await;
+        let _ = sqlx::query(RELEASE_MIGRATE_LOCK).execute(&mut *conn).await;
         done?;
         Ok(())
     }
