@@ -24,9 +24,10 @@
 //! - Migrations run under sqlx's `pg_advisory_lock`, which waits: instances
 //!   starting together apply them once.
 //!
-//! Batches (a prepare batch, a decision batch, a batch of SENT marks) take
-//! the store traits' one-by-one defaults where MySQL has statements of its
-//! own for them: the same outcomes, more round trips.
+//! - Batches: a prepare batch is one multi-row `INSERT … ON CONFLICT DO
+//!   NOTHING RETURNING`, a decision batch and a batch of SENT marks one
+//!   transaction of guarded UPDATEs (one commit to wait for, a round trip
+//!   per row). A batch that deadlocks with another is done one by one.
 //!
 //! One file per concern, one `impl` of a [`crate::store`] sub-trait in
 //! each; this file holds the store itself, its connection, the clock
@@ -195,6 +196,13 @@ impl SqlRow for PgRow {
     fn opt_time(&self, col: &str) -> StoreResult<Option<DateTime<Utc>>> {
         self.try_get(col).map_err(|e| sql::column_error(col, e))
     }
+}
+
+/// A transaction PostgreSQL aborted to break a deadlock (or a
+/// serialization failure): nothing it wrote stays, and doing the same work
+/// in smaller transactions succeeds.
+fn is_deadlock(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("40P01" | "40001")))
 }
 
 /// The first row of a RETURNING statement.

@@ -350,3 +350,37 @@ fn batched(key: &'static str, commit: bool) -> DecideRequest<'static> {
         verify_attempt: false,
     }
 }
+
+/// Two prepare batches of the same new keys at once, in opposite orders
+/// (two instances taking the same producer's retries): each waits for the
+/// other's uncommitted keys, which a database may break as a deadlock.
+/// Whatever it does, both batches succeed and every key is created exactly
+/// once: one batch is told Created, the other Existing, of the same row.
+pub(crate) async fn concurrent_prepare_batches_of_the_same_keys_in_opposite_orders_create_each_once(
+    s: &DynStore,
+) {
+    for round in 0..3 {
+        let keys: Vec<String> = (0..100).map(|i| format!("race-{round}-{i}")).collect();
+        let forward: Vec<NewMessage> = keys
+            .iter()
+            .map(|k| new_message(k, Duration::from_secs(30)))
+            .collect();
+        let backward: Vec<NewMessage> = forward.iter().rev().cloned().collect();
+        let (a, b) = tokio::join!(
+            s.insert_prepared_batch(&forward),
+            s.insert_prepared_batch(&backward)
+        );
+        let (a, mut b) = (a.unwrap(), b.unwrap());
+        b.reverse();
+        for ((key, a), b) in keys.iter().zip(&a).zip(&b) {
+            match (a, b) {
+                (Inserted::Created(x), Inserted::Existing(y))
+                | (Inserted::Existing(x), Inserted::Created(y)) => {
+                    assert_eq!(x.id, y.id, "{key}: one row");
+                    assert_eq!(&x.message_key, key);
+                }
+                _ => panic!("{key}: created once and found once, not {a:?} and {b:?}"),
+            }
+        }
+    }
+}

@@ -158,6 +158,7 @@ conformance! {
         release_verifies_hands_claims_back_without_counting_an_attempt,
     ],
     batches: [
+        concurrent_prepare_batches_of_the_same_keys_in_opposite_orders_create_each_once,
         a_prepare_batch_creates_each_new_key_once_and_returns_the_rows_already_there,
         a_prepare_batch_of_new_keys_returns_each_row_as_stored_in_request_order,
         a_transition_batch_applies_the_guards_that_hold_and_nothing_for_a_stale_one,
