@@ -5,6 +5,7 @@
 //! transitions one transaction.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::{PgConnection, Postgres};
@@ -16,8 +17,8 @@ use crate::store::sql::{
     MESSAGE_COLUMNS, PREPARE_COLUMNS, STORED_COLUMNS,
 };
 use crate::store::{
-    Actor, AuditEntry, Inserted, Message, MessageStore, NewAlert, NewMessage, StoreError,
-    StoreResult, Transition,
+    Actor, AuditEntry, Inserted, Message, MessageStore, NewAlert, NewCommitted, NewMessage,
+    StoreError, StoreResult, Transition,
 };
 
 use crate::store::traits::{insert_prepared_each, transition_each};
@@ -42,18 +43,23 @@ const PREPARE_ROWS: usize = 1_000;
 /// [`bind_prepared`] binds its parameters.
 fn prepared_values() -> String {
     format!(
-        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'PREPARED', {NOW} + ?{MS}, {NOW}, {NOW}, \
-         COALESCE(?, {NOW}{plus}), ?, ?)",
-        plus = <Postgres as Dialect>::PLUS_SPAN,
+        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'PREPARED', {NOW} + ?{MS}, {NOW}, {NOW}, {}, ?, ?)",
+        deliver_at()
+    )
+}
+
+/// A message's `deliver_at`: the instant it was given, or the database
+/// clock plus its delay, or NULL; its two parameters are
+/// [`sql::deliver_binds`].
+pub(super) fn deliver_at() -> String {
+    format!(
+        "COALESCE(?, {NOW}{plus})",
+        plus = <Postgres as Dialect>::PLUS_SPAN
     )
 }
 
 /// Binds [`prepared_values`]' parameters for `m`, whose content is `content`.
-fn bind_prepared<'q>(
-    q: sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>,
-    m: &NewMessage,
-    content: &sql::Content<'_>,
-) -> sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments> {
+fn bind_prepared<'q>(q: PgQuery<'q>, m: &NewMessage, content: &sql::Content<'_>) -> PgQuery<'q> {
     let (at, after) = sql::deliver_binds::<Postgres>(m);
     sql::bind_prepare(q, m, content)
         .bind(millis(m.first_verify_after))
@@ -62,6 +68,9 @@ fn bind_prepared<'q>(
         .bind(sql::payload_bytes(m))
         .bind(content.apart())
 }
+
+/// A statement with its parameters bound.
+pub(super) type PgQuery<'q> = sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>;
 
 impl PgStore {
     /// Prepares `part` with one `INSERT … ON CONFLICT DO NOTHING RETURNING`
@@ -284,6 +293,14 @@ impl MessageStore for PgStore {
             }
             done => done,
         }
+    }
+
+    async fn insert_committed_batch(
+        &self,
+        batch: &[NewCommitted],
+        send_lease: Duration,
+    ) -> StoreResult<Option<Vec<Message>>> {
+        self.insert_committed(batch, send_lease).await
     }
 
     async fn audit_trail(&self, message_id: u64) -> StoreResult<Vec<AuditEntry>> {

@@ -36,6 +36,7 @@
 
 mod alerts;
 mod claims;
+mod committed;
 mod housekeeping;
 mod ledger;
 mod lifecycle;

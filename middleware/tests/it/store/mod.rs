@@ -247,20 +247,28 @@ mod row_locks {
     }
 }
 
-/// Messages created COMMITTED in one step, on MariaDB only: the store that
-/// offers it (`INSERT … RETURNING`); the others answer None (nothing
-/// written), and their callers prepare and commit, which the rest of this
-/// suite holds them to. The sharded store passes a one-shard batch on to
+/// Messages created COMMITTED in one step, on MariaDB and PostgreSQL: the
+/// stores that offer it (`INSERT … RETURNING`); the others answer None
+/// (nothing written), and their callers prepare and commit, which the rest
+/// of this suite holds them to. The sharded store passes a one-shard batch on to
 /// its shard: the relay's tests hold it to that.
 mod committed_in_one_step {
-    on_backend!(mysql;
-        committed: [
-            a_committed_batch_is_created_due_at_once_claimed_and_audited_once,
-            a_committed_batch_with_a_key_that_exists_writes_nothing,
-            committed_rows_of_an_ordered_key_take_their_seqs_in_batch_order,
-            a_committed_row_with_a_delivery_time_is_due_then_and_claimed_by_nobody,
-        ],
-    );
+    macro_rules! committed_on {
+        ($($backend:ident),*) => {$(
+            mod $backend {
+                on_backend!($backend;
+                    committed: [
+                        a_committed_batch_is_created_due_at_once_claimed_and_audited_once,
+                        a_committed_batch_with_a_key_that_exists_writes_nothing,
+                        committed_rows_of_an_ordered_key_take_their_seqs_in_batch_order,
+                        a_committed_row_with_a_delivery_time_is_due_then_and_claimed_by_nobody,
+                    ],
+                );
+            }
+        )*};
+    }
+
+    committed_on!(mysql, postgres);
 
     /// Without RETURNING (MySQL) the store says None and writes nothing.
     #[tokio::test]
