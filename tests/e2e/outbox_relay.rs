@@ -11,7 +11,8 @@
 //!
 //! The same tests run with the producer's database on PostgreSQL (the
 //! `postgres_` variants: one body, the producer's SQL in its dialect),
-//! trustmsg's own store staying MariaDB.
+//! trustmsg's own store staying MariaDB; the kill -9 test also runs with
+//! both on PostgreSQL (`postgres_store_`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::process::Command;
@@ -25,8 +26,8 @@ use trustmsg_tests::kafka::{Consumed, MockKafka, TopicReader};
 use trustmsg_tests::outbox::{OutboxTable, PgOutboxTable};
 use trustmsg_tests::process::binary;
 use trustmsg_tests::{
-    eventually, mysql_server_url, postgres_server_url, PrivateMariaDb, ServiceProcess, TestDb,
-    FAST_SEND,
+    eventually, mysql_server_url, postgres_server_url, PgTestDb, PrivateMariaDb, ServiceProcess,
+    TestDb, FAST_SEND,
 };
 
 use crate::harness::statuses;
@@ -464,17 +465,102 @@ async fn postgres_rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_
     committed_rows_reach_kafka_once_each_through_kills(Dialect::Postgres).await;
 }
 
+/// trustmsg's own store on PostgreSQL too, relaying a PostgreSQL table:
+/// its rows are created COMMITTED in one step there as on MariaDB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_store_rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_and_rolled_back_ones_never(
+) {
+    let Rig {
+        trustmsg_db,
+        producer,
+        kafka,
+        reader,
+    } = Rig::start(Dialect::Postgres).await;
+    trustmsg_db.drop_db().await;
+    let own = OwnDb::Postgres(PgTestDb::create().await);
+    relayed_through_kills(own, producer, kafka, reader).await;
+}
+
 async fn committed_rows_reach_kafka_once_each_through_kills(dialect: Dialect) {
     let Rig {
         trustmsg_db,
         producer,
         kafka,
-        mut reader,
+        reader,
     } = Rig::start(dialect).await;
+    relayed_through_kills(OwnDb::MySql(trustmsg_db), producer, kafka, reader).await;
+}
+
+/// trustmsg's own database, on either server, as far as these tests read it.
+enum OwnDb {
+    MySql(TestDb),
+    Postgres(PgTestDb),
+}
+
+impl OwnDb {
+    fn url(&self) -> &str {
+        match self {
+            Self::MySql(db) => &db.url,
+            Self::Postgres(db) => &db.url,
+        }
+    }
+
+    /// Each of `biz_id`'s messages: (status, send_status).
+    async fn states(&self, biz_id: &str) -> Vec<(String, Option<String>)> {
+        match self {
+            Self::MySql(db) => statuses(&db.pool().await, biz_id)
+                .await
+                .into_values()
+                .map(|(_, s, ss)| (s, ss))
+                .collect(),
+            Self::Postgres(db) => sqlx::query_as(
+                "SELECT status::text, send_status::text FROM messages WHERE biz_id = $1",
+            )
+            .bind(biz_id)
+            .fetch_all(&db.pool().await)
+            .await
+            .unwrap(),
+        }
+    }
+
+    /// The actors of the audited commits, with how many each made.
+    async fn commit_actors(&self) -> Vec<(Vec<u8>, i64)> {
+        match self {
+            Self::MySql(db) => sqlx::query_as(
+                "SELECT actor, COUNT(*) FROM audit_log WHERE action = 'commit' GROUP BY actor",
+            )
+            .fetch_all(&db.pool().await)
+            .await
+            .unwrap(),
+            Self::Postgres(db) => sqlx::query_as(
+                "SELECT convert_to(actor, 'UTF8'), COUNT(*) FROM audit_log \
+                 WHERE action = 'commit' GROUP BY actor",
+            )
+            .fetch_all(&db.pool().await)
+            .await
+            .unwrap(),
+        }
+    }
+
+    async fn drop_db(self) {
+        match self {
+            Self::MySql(db) => db.drop_db().await,
+            Self::Postgres(db) => db.drop_db().await,
+        }
+    }
+}
+
+async fn relayed_through_kills(
+    own: OwnDb,
+    producer: ProducerDb,
+    kafka: MockKafka,
+    mut reader: TopicReader,
+) {
     // Small batches: a kill lands mid-relay, between a batch's trustmsg
     // writes and its source commit, many times over.
     let flags = service_flags(&producer.source("shop"), &["--outbox-batch", "20"]);
-    let mut service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    let mut service =
+        ServiceProcess::start_logged(own.url(), kafka.bootstrap(), &refs(&flags), None).await;
     service.register("shop", register_body()).await;
 
     // Eight writers; one transaction in five rolls back.
@@ -578,25 +664,21 @@ async fn committed_rows_reach_kafka_once_each_through_kills(dialect: Dialect) {
 
     // In trustmsg: one message per committed row, committed by the
     // producer's own transaction, sent.
-    let pool = trustmsg_db.pool().await;
-    let rows = statuses(&pool, "shop").await;
-    assert_eq!(rows.len(), committed.len());
+    assert_eq!(own.states("shop").await.len(), committed.len());
     eventually(60, "every message SENT", async || {
-        statuses(&pool, "shop")
+        own.states("shop")
             .await
-            .values()
-            .all(|(_, s, ss)| s == "COMMITTED" && ss.as_deref() == Some("SENT"))
+            .iter()
+            .all(|(s, ss)| s == "COMMITTED" && ss.as_deref() == Some("SENT"))
     })
     .await;
-    let actors: Vec<(Vec<u8>, i64)> = sqlx::query_as(
-        "SELECT actor, COUNT(*) FROM audit_log WHERE action = 'commit' GROUP BY actor",
-    )
-    .fetch_all(&pool)
-    .await
-    .unwrap();
-    assert_eq!(actors, vec![(b"outbox".to_vec(), committed.len() as i64)]);
+    assert_eq!(
+        own.commit_actors().await,
+        vec![(b"outbox".to_vec(), committed.len() as i64)]
+    );
     service.terminate_cleanly();
-    drop_dbs(producer, trustmsg_db).await;
+    producer.finish().await;
+    own.drop_db().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
