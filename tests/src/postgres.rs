@@ -255,6 +255,15 @@ impl PrivatePostgres {
         signal(postmaster, "-CONT");
     }
 
+    /// The postmaster's pid and those of the processes it forked (its
+    /// backends, checkpointer, WAL writer…), while it runs.
+    pub fn processes(&self) -> Vec<u32> {
+        let postmaster = self.pid();
+        let mut all = vec![postmaster];
+        all.extend(children_of(postmaster));
+        all
+    }
+
     /// The postmaster's pid.
     fn pid(&self) -> u32 {
         self.child.as_ref().expect("postgres runs").id()
@@ -304,7 +313,7 @@ fn children_of(parent: u32) -> Vec<u32> {
 
 /// Whether `pid` still runs (a zombie does not: it holds no memory and no
 /// file any more, only its exit status for a parent to collect).
-fn alive(pid: u32) -> bool {
+pub fn alive(pid: u32) -> bool {
     stat(pid).is_some_and(|(state, _)| state != 'Z' && state != 'X')
 }
 
