@@ -16,7 +16,7 @@ use futures::StreamExt;
 use trustmsg_client::{check_router, Decision, Error, Message, MessageView, Producer};
 use trustmsg_tests::ServiceProcess;
 use trustmsg_tests::{deciders, eventually, message_states, open_store, within, Endpoint};
-use trustmsg_tests::{Database, PgTestDb, PrivateDb, TestDb};
+use trustmsg_tests::{flags, Database, PgTestDb, PrivateDb, TestDb};
 
 use crate::harness::{settings, Kafka, FAST_VERIFY};
 
@@ -112,8 +112,16 @@ async fn kill_9_mid_stream(database: Database, victim: Victim) {
     let mut home = Home::new(database, victim).await;
     let url = home.url();
     let kafka = Kafka::start(&[TOPIC]);
+    // A send claim the killed instance held runs out in 6 s, not the
+    // default 60 s, which the wait for every committed message below
+    // would only just outlast.
+    let flags = flags::flags(&[
+        FAST_VERIFY,
+        &["--kafka-message-timeout", "2s", "--send-lease", "6s"],
+    ]);
+    let flags = flags::refs(&flags);
     let mut service =
-        ServiceProcess::start_logged(&url, kafka.mock.bootstrap(), FAST_VERIFY, None).await;
+        ServiceProcess::start_logged(&url, kafka.mock.bootstrap(), &flags, None).await;
 
     // Check-back answers from the producer's own ledger (what it decided).
     let endpoint = Endpoint::bind().await;
