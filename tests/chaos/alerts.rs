@@ -8,7 +8,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
-use sqlx::MySqlPool;
+
+use crate::sql::Pool;
 
 /// The alert kinds a failed message owes, by the audit row's new state.
 pub(crate) const VERIFY_FAILED: &str = "verify_failed";
@@ -19,14 +20,8 @@ pub(crate) type Failure = (u64, &'static str);
 
 /// Entries into VERIFY_FAILED / SEND_FAILED of messages with ids up to
 /// `up_to`, counted per message and kind.
-pub(crate) async fn owed(pool: &MySqlPool, up_to: u64) -> sqlx::Result<HashMap<Failure, usize>> {
-    let rows: Vec<(u64, Option<String>, Option<String>)> = sqlx::query_as(
-        "SELECT message_id, CAST(to_status AS CHAR), CAST(to_send_status AS CHAR) FROM audit_log \
-         WHERE message_id <= ? AND (to_status = 'VERIFY_FAILED' OR to_send_status = 'SEND_FAILED')",
-    )
-    .bind(up_to)
-    .fetch_all(pool)
-    .await?;
+pub(crate) async fn owed(pool: &Pool, up_to: u64) -> sqlx::Result<HashMap<Failure, usize>> {
+    let rows = pool.failures(up_to).await?;
     let mut owed = HashMap::new();
     for (id, status, send) in rows {
         let kind = if status.as_deref() == Some("VERIFY_FAILED") {

@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sqlx::MySqlPool;
 use tokio::task::JoinSet;
-use trustmsg_client::{outbox, Error, Message, MessageStatus, MessageView, Producer};
+use trustmsg_client::{Error, Message, MessageStatus, MessageView, Producer};
 
 use crate::ledger::{Fate, Ledger, Local};
+use crate::sql::Pool;
 
 pub(crate) const TOPIC: &str = "chaos";
 /// Producer tasks, and the pause each takes between messages.
@@ -35,7 +35,7 @@ impl Load {
     pub(crate) fn start(
         shop: Clients,
         broken: Clients,
-        outbox_shop: MySqlPool,
+        outbox_shop: Pool,
         ledger: Arc<Ledger>,
     ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
@@ -178,38 +178,10 @@ pub(crate) async fn undecided(
 /// gives up on it (the database frozen under it).
 const OUTBOX_STATEMENT: Duration = Duration::from_secs(5);
 
-/// One business transaction of the outbox shop: the message as a row of
-/// its local message table, committed or rolled back. What the writer was
-/// told decides the row's fate; a COMMIT that failed or timed out is
-/// ambiguous, and the source table tells once the database is back. The
-/// database killed or frozen under it is expected: nothing panics here.
-async fn outbox_row(pool: &MySqlPool, key: &str, commit: bool) -> Fate {
+async fn outbox_row(pool: &Pool, key: &str, commit: bool) -> Fate {
     let message = Message::new(key, TOPIC, payload(key)).key(key);
-    let written = tokio::time::timeout(OUTBOX_STATEMENT, async {
-        let mut tx = pool.begin().await.map_err(|e| e.to_string())?;
-        outbox::enqueue(&mut *tx, &message)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok::<_, String>(tx)
-    })
-    .await;
-    let tx = match written {
-        Ok(Ok(tx)) => tx,
-        // Never reached its COMMIT: the transaction is rolled back (or its
-        // connection is gone with it).
-        _ => {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            return Fate::OutboxRolledBack;
-        }
-    };
-    if !commit {
-        let _ = tokio::time::timeout(OUTBOX_STATEMENT, tx.rollback()).await;
-        return Fate::OutboxRolledBack;
-    }
-    match tokio::time::timeout(OUTBOX_STATEMENT, tx.commit()).await {
-        Ok(Ok(())) => Fate::OutboxCommitted,
-        _ => Fate::OutboxAmbiguous,
-    }
+    pool.outbox_transaction(&message, commit, OUTBOX_STATEMENT)
+        .await
 }
 
 /// A message of the producer whose check endpoint never answers usefully:

@@ -27,11 +27,10 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
-use sqlx::{MySqlPool, QueryBuilder};
-
 use crate::alerts::{self, Delivered, Failure};
 use crate::ledger::{Fate, Ledger, Local};
 use crate::rig::{Fault, Rig};
+use crate::sql::Pool;
 
 /// How long a cycle waits for recovery before it is counted as not
 /// recovered (and the campaign fails): far beyond every goal, far below
@@ -47,7 +46,7 @@ const QUERY_DEADLINE: Duration = Duration::from_secs(5);
 /// (it is that cycle's failure, and the final verdict's): each figure
 /// belongs to one fault.
 pub(crate) struct Recovery {
-    pool: MySqlPool,
+    pool: Pool,
     done: HashSet<u64>,
     given_up: HashSet<Failure>,
     /// Per fault kind, each cycle's time to recovery (None: not within CAP).
@@ -55,7 +54,7 @@ pub(crate) struct Recovery {
 }
 
 impl Recovery {
-    pub(crate) fn new(pool: MySqlPool) -> Self {
+    pub(crate) fn new(pool: Pool) -> Self {
         Self {
             pool,
             done: HashSet::new(),
@@ -68,13 +67,7 @@ impl Recovery {
     /// second past their check-back (rows claimed by an instance are not
     /// due: those are caught by the messages that must reach their end).
     pub(crate) async fn backlog(&self) -> Option<i64> {
-        let q = sqlx::query_scalar(
-            "SELECT (SELECT COUNT(*) FROM messages WHERE send_status = 'PENDING' \
-                     AND next_send_at <= UTC_TIMESTAMP(3) - INTERVAL 1 SECOND) \
-                  + (SELECT COUNT(*) FROM messages WHERE status = 'PREPARED' \
-                     AND next_verify_at <= UTC_TIMESTAMP(3) - INTERVAL 1 SECOND)",
-        )
-        .fetch_one(&self.pool);
+        let q = self.pool.backlog();
         tokio::time::timeout(QUERY_DEADLINE, q).await.ok()?.ok()
     }
 
@@ -170,17 +163,9 @@ impl Recovery {
         if ask.is_empty() {
             return Ok(ended);
         }
-        let mut q =
-            QueryBuilder::new("SELECT id, CAST(status AS CHAR) FROM messages WHERE id IN (");
-        let mut ids = q.separated(", ");
-        for id in &ask {
-            ids.push_bind(*id);
-        }
-        q.push(")");
-        let rows: Vec<(u64, String)> =
-            tokio::time::timeout(QUERY_DEADLINE, q.build_query_as().fetch_all(&self.pool))
-                .await
-                .map_err(|_| sqlx::Error::PoolTimedOut)??;
+        let rows = tokio::time::timeout(QUERY_DEADLINE, self.pool.statuses(&ask))
+            .await
+            .map_err(|_| sqlx::Error::PoolTimedOut)??;
         let expected: std::collections::HashMap<u64, &str> = pending
             .iter()
             .map(|(id, fate)| {

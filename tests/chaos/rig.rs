@@ -1,4 +1,4 @@
-//! The rig: a private MariaDB, three `trustmsg serve` processes, a Kafka
+//! The rig: a private MariaDB or PostgreSQL, three `trustmsg serve` processes, a Kafka
 //! mock cluster with a consumer, an alert webhook, three check endpoints
 //! (the shop's, answering from the producers' ledger unless told to
 //! misbehave; one that never answers usefully; one of a producer with a
@@ -14,28 +14,26 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU8;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::http::StatusCode;
 use axum::middleware;
 use axum::Router;
 use serde_json::json;
-use sqlx::mysql::MySqlPoolOptions;
-use sqlx::MySqlPool;
 use trustmsg_client::Producer;
 use trustmsg_tests::kafka::{Consumed, MockKafka, TopicReader};
-use trustmsg_tests::{fast_retry, AlertSink, Endpoint, PrivateMariaDb, ServiceProcess};
+use trustmsg_tests::{fast_retry, AlertSink, Database, Endpoint, PrivateDb, ServiceProcess};
 use trustmsg_tests::{flags, FAST_SEND};
 
 use crate::ledger::Ledger;
 use crate::load::{Clients, Load, TOPIC};
+use crate::sql::Pool;
 
 use endpoints::{from_ledger, hold_calls, misbehave, EndpointState, Held, NORMAL};
 pub(crate) use faults::{Fault, FAULTS};
 
 const SHOP: &str = "shop";
 /// The producer whose messages are rows of its own local message table,
-/// in a database of the campaign's MariaDB (the faults that hit trustmsg's
+/// in a database of the campaign's server (the faults that hit trustmsg's
 /// store hit it too), relayed by every instance (one at a time).
 const OUTBOX_SHOP: &str = "outbox-shop";
 /// That database.
@@ -73,12 +71,12 @@ const FLAGS: &[&str] = &[
 ];
 
 pub(crate) struct Rig {
-    db: PrivateMariaDb,
+    db: PrivateDb,
     /// The rig's own connections to the campaign's database (what it looks
     /// at to know a fault has done its work, and to judge).
-    pub(crate) pool: MySqlPool,
+    pub(crate) pool: Pool,
     /// The outbox shop's own database (its orders' messages as rows).
-    outbox_shop: MySqlPool,
+    outbox_shop: Pool,
     kafka: MockKafka,
     reader: TopicReader,
     /// Every record read, by the cluster it was read from (how often the
@@ -106,8 +104,9 @@ pub(crate) struct Rig {
 }
 
 impl Rig {
-    pub(crate) async fn start() -> Self {
-        let db = PrivateMariaDb::start().await;
+    /// The rig on a private server of `database`.
+    pub(crate) async fn start(database: Database) -> Self {
+        let db = PrivateDb::start(database).await;
         let kafka = MockKafka::start_restartable(1);
         kafka.create_topic(TOPIC, 3);
         let reader = TopicReader::new(kafka.bootstrap(), TOPIC);
@@ -132,12 +131,7 @@ impl Rig {
             );
             logs.push(log);
         }
-        let pool = MySqlPoolOptions::new()
-            .max_connections(4)
-            .acquire_timeout(Duration::from_secs(5))
-            .connect(&url)
-            .await
-            .unwrap();
+        let pool = Pool::connect(&db, "chaos").await;
 
         let mode = Arc::new(AtomicU8::new(NORMAL));
         let ledger_endpoint = Arc::new(EndpointState::default());
@@ -251,14 +245,7 @@ impl Rig {
     /// The outbox shop's rows by message key: their status (0 pending,
     /// 2 relayed, 3 failed).
     pub(crate) async fn outbox_rows(&self) -> sqlx::Result<HashMap<String, i64>> {
-        let rows: Vec<(Vec<u8>, i64)> =
-            sqlx::query_as("SELECT message_key, CAST(status AS SIGNED) FROM trustmsg_outbox")
-                .fetch_all(&self.outbox_shop)
-                .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(k, s)| (String::from_utf8(k).expect("a UTF-8 key"), s))
-            .collect())
+        self.outbox_shop.outbox_rows().await
     }
 
     /// The message ids Kafka took so far: read from the topic, or
@@ -298,26 +285,12 @@ impl Rig {
 }
 
 /// Creates the outbox shop's database and its local message table on the
-/// campaign's MariaDB, as the shop's own migrations would; its pool is the
+/// campaign's server, as the shop's own migrations would; its pool is the
 /// shop's (a few connections, a short wait for one: the database is killed
 /// and frozen under it).
-async fn outbox_shop(db: &PrivateMariaDb) -> MySqlPool {
-    let root = MySqlPoolOptions::new()
-        .max_connections(1)
-        .connect(&db.url(""))
-        .await
-        .unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {OUTBOX_DB}")))
-        .execute(&root)
-        .await
-        .unwrap();
-    root.close().await;
-    let pool = MySqlPoolOptions::new()
-        .max_connections(4)
-        .acquire_timeout(Duration::from_secs(5))
-        .connect(&db.url(OUTBOX_DB))
-        .await
-        .unwrap();
-    trustmsg_client::outbox::create_table(&pool).await.unwrap();
+async fn outbox_shop(db: &PrivateDb) -> Pool {
+    db.create_database(OUTBOX_DB).await;
+    let pool = Pool::connect(db, OUTBOX_DB).await;
+    pool.create_outbox_table().await;
     pool
 }

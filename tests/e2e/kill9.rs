@@ -1,4 +1,7 @@
-//! kill -9 of the service in the middle of a stream of commits: after a restart
+//! kill -9 in the middle of a stream of commits: of the service (over
+//! MariaDB and over PostgreSQL), and of PostgreSQL itself under the
+//! service (a private server of the test's own, its postmaster and every
+//! backend killed, then started again on the same data). After the restart
 //! the ledger still shows zero lost and zero wrong publishes, and every
 //! decision acknowledged before the kill is on record as the producer's own
 //! (check-back answers from the producer's intent, so a commit the kill lost
@@ -11,9 +14,11 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use trustmsg_client::{check_router, Decision, Error, Message, MessageView, Producer};
-use trustmsg_tests::{deciders, eventually, within, Endpoint, ServiceProcess, TestDb};
+use trustmsg_tests::ServiceProcess;
+use trustmsg_tests::{deciders, eventually, message_states, open_store, within, Endpoint};
+use trustmsg_tests::{flags, Database, PgTestDb, PrivateDb, TestDb};
 
-use crate::harness::{settings, statuses, Kafka, FAST_VERIFY};
+use crate::harness::{settings, Kafka, FAST_VERIFY};
 
 const TOPIC: &str = "e2e-kill";
 const N: usize = 400;
@@ -42,16 +47,88 @@ where
     }
 }
 
+/// What the kill hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Victim {
+    /// The `trustmsg serve` process, over the shared server.
+    Service,
+    /// The database server under it, a private one.
+    Database,
+}
+
+/// trustmsg's database: one of the shared servers' (the service is
+/// killed), or a private server (killed itself).
+enum Home {
+    MariaDb(TestDb),
+    Postgres(PgTestDb),
+    Private(PrivateDb),
+}
+
+impl Home {
+    async fn new(database: Database, victim: Victim) -> Self {
+        match (database, victim) {
+            (Database::MariaDb, Victim::Service) => Self::MariaDb(TestDb::create().await),
+            (Database::Postgres, Victim::Service) => Self::Postgres(PgTestDb::named()),
+            (_, Victim::Database) => Self::Private(PrivateDb::start(database).await),
+        }
+    }
+
+    fn url(&self) -> String {
+        match self {
+            Self::MariaDb(db) => db.url.clone(),
+            Self::Postgres(db) => db.url.clone(),
+            Self::Private(server) => server.url("kill9"),
+        }
+    }
+
+    async fn drop_db(self) {
+        match self {
+            Self::MariaDb(db) => db.drop_db().await,
+            Self::Postgres(db) => db.drop_db().await,
+            Self::Private(_) => {}
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kill_9_mid_stream_loses_nothing_and_publishes_nothing_wrong() {
-    let db = TestDb::create().await;
+    kill_9_mid_stream(Database::MariaDb, Victim::Service).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_postgresql_kill_9_of_the_service_mid_stream_loses_nothing_and_publishes_nothing_wrong()
+{
+    kill_9_mid_stream(Database::Postgres, Victim::Service).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kill_9_of_postgresql_itself_mid_stream_loses_nothing_and_publishes_nothing_wrong() {
+    kill_9_mid_stream(Database::Postgres, Victim::Database).await;
+}
+
+/// N messages, a fifth rolled back, 16 at a time; the kill once a third
+/// are decided, 1.5 s down, then the restart; then the ledger.
+async fn kill_9_mid_stream(database: Database, victim: Victim) {
+    let mut home = Home::new(database, victim).await;
+    let url = home.url();
     let kafka = Kafka::start(&[TOPIC]);
-    let mut service = ServiceProcess::start(&db, kafka.mock.bootstrap(), FAST_VERIFY).await;
+    // A send claim the killed instance held runs out in 6 s, not the
+    // default 60 s, which the wait for every committed message below
+    // would only just outlast.
+    let flags = flags::flags(&[
+        FAST_VERIFY,
+        &["--kafka-message-timeout", "2s", "--send-lease", "6s"],
+    ]);
+    let flags = flags::refs(&flags);
+    let mut service =
+        ServiceProcess::start_logged(&url, kafka.mock.bootstrap(), &flags, None).await;
 
     // Check-back answers from the producer's own ledger (what it decided).
     let endpoint = Endpoint::bind().await;
-    let url = endpoint.url(trustmsg_client::DEFAULT_CHECK_PATH);
-    let (token, secret) = service.register("shop", settings(&url, 3_000, 15)).await;
+    let check_url = endpoint.url(trustmsg_client::DEFAULT_CHECK_PATH);
+    let (token, secret) = service
+        .register("shop", settings(&check_url, 3_000, 15))
+        .await;
     let router = check_router(secret, |req: trustmsg_client::CheckRequest| async move {
         let i: usize = req.message_key.trim_start_matches("k-").parse().unwrap();
         Ok::<_, std::convert::Infallible>(if commits(i) {
@@ -96,11 +173,19 @@ async fn kill_9_mid_stream_loses_nothing_and_publishes_nothing_wrong() {
     })
     .await;
     let killed_at = Instant::now();
-    service.kill_9();
+    match (&mut home, victim) {
+        (_, Victim::Service) => service.kill_9(),
+        (Home::Private(server), Victim::Database) => server.kill_9(),
+        _ => unreachable!("a killed database is a private one"),
+    }
     let at_kill = decided.load(Ordering::Relaxed);
     // Down for a while (the scenario, not a wait for something).
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    service.restart().await;
+    match (&mut home, victim) {
+        (_, Victim::Service) => service.restart().await,
+        (Home::Private(server), Victim::Database) => server.restart().await,
+        _ => unreachable!("a killed database is a private one"),
+    }
     let answers: HashMap<String, (u64, Instant)> = stream.await.unwrap().into_iter().collect();
     assert!(at_kill < N, "the kill happened mid-stream");
     let ids: HashMap<String, u64> = answers
@@ -108,10 +193,10 @@ async fn kill_9_mid_stream_loses_nothing_and_publishes_nothing_wrong() {
         .map(|(k, (id, _))| (k.clone(), *id))
         .collect();
 
-    let pool = db.pool().await;
+    let store = open_store(&url).await;
     let want_sent = (0..N).filter(|i| commits(*i)).count();
     eventually(60, "every committed message sent", async || {
-        statuses(&pool, "shop")
+        message_states(&store, "shop")
             .await
             .values()
             .filter(|(_, _, s)| s.as_deref() == Some("SENT"))
@@ -129,7 +214,7 @@ async fn kill_9_mid_stream_loses_nothing_and_publishes_nothing_wrong() {
     })
     .await;
 
-    let st = statuses(&pool, "shop").await;
+    let st = message_states(&store, "shop").await;
     let deliveries = kafka.deliveries();
     let records = kafka.records();
     let (mut lost, mut wrong) = (Vec::new(), Vec::new());
@@ -164,7 +249,7 @@ async fn kill_9_mid_stream_loses_nothing_and_publishes_nothing_wrong() {
     // What the producer was told before the kill is its own decision on
     // record, never check-back's (a lost commit re-decided by check-back
     // would have the verifier as its actor).
-    let by = deciders(&db.url, "shop").await;
+    let by = deciders(&url, "shop").await;
     let before_kill: Vec<&String> = answers
         .iter()
         .filter(|(_, (_, acked))| *acked < killed_at)
@@ -186,5 +271,5 @@ async fn kill_9_mid_stream_loses_nothing_and_publishes_nothing_wrong() {
         "acknowledged before the kill, yet not decided by the producer's call: {not_own:?}"
     );
     drop(service);
-    db.drop_db().await;
+    home.drop_db().await;
 }

@@ -29,6 +29,7 @@ mod ordering;
 mod outbox;
 mod outbox_relay;
 mod postgres_store;
+mod private_postgres;
 mod real_kafka;
 mod sdk_scenarios;
 mod shard_lists;

@@ -131,21 +131,13 @@ impl TestDb {
 /// for the producer's own call (recorded by the message row, not an audit
 /// row; `docs/architecture.md`, States), `verifier` for check-back. A
 /// message decided once has exactly one; one never decided is absent.
-/// `url`: the MySQL database.
+/// `url`: trustmsg's database, of any backend.
 pub async fn deciders(url: &str, biz_id: &str) -> HashMap<u64, Vec<String>> {
-    use trustmsg::store::prelude::*;
-    let store = trustmsg::store::mysql::MySqlStore::connect(&url.parse().expect("a URL"))
-        .await
-        .expect("connect to the test database");
-    let ids: Vec<u64> = sqlx::query_scalar("SELECT id FROM messages WHERE biz_id = ?")
-        .bind(biz_id)
-        .fetch_all(store.pool())
-        .await
-        .expect("read the messages");
+    let store = open_store(url).await;
     let mut by_id = HashMap::new();
-    for id in ids {
+    for m in messages_in(&store, biz_id).await {
         let actors: Vec<String> = store
-            .audit_trail(id)
+            .audit_trail(m.id)
             .await
             .expect("read the audit trail")
             .into_iter()
@@ -153,10 +145,63 @@ pub async fn deciders(url: &str, biz_id: &str) -> HashMap<u64, Vec<String>> {
             .map(|e| e.actor)
             .collect();
         if !actors.is_empty() {
-            by_id.insert(id, actors);
+            by_id.insert(m.id, actors);
         }
     }
     by_id
+}
+
+/// Every message of `biz_id` by its key: (id, status, send status), as
+/// the operator's list shows them, read from `store` (of any backend:
+/// [`open_store`]).
+pub async fn message_states(
+    store: &trustmsg::store::DynStore,
+    biz_id: &str,
+) -> HashMap<String, (u64, String, Option<String>)> {
+    messages_in(store, biz_id)
+        .await
+        .into_iter()
+        .map(|m| {
+            let state = (
+                m.id,
+                m.status.as_str().to_string(),
+                m.send_status.map(|s| s.as_str().to_string()),
+            );
+            (m.message_key, state)
+        })
+        .collect()
+}
+
+/// trustmsg's store at `url`, of any backend (not migrated: the service
+/// does that).
+pub async fn open_store(url: &str) -> trustmsg::store::DynStore {
+    trustmsg::store::open(&[url.parse().expect("a database URL")], &[], false)
+        .await
+        .expect("connect to trustmsg's database")
+}
+
+/// Every message of `biz_id`, page by page.
+async fn messages_in(
+    store: &trustmsg::store::DynStore,
+    biz_id: &str,
+) -> Vec<trustmsg_verify_api::MessageView> {
+    let filter = trustmsg::store::MessageFilter {
+        biz_id: Some(biz_id.to_string()),
+        ..Default::default()
+    };
+    let mut all = Vec::new();
+    let mut before = None;
+    loop {
+        let page = store
+            .list_messages(&filter, 1000, before)
+            .await
+            .expect("list the messages");
+        let Some(last) = page.last() else {
+            return all;
+        };
+        before = Some(last.id);
+        all.extend(page);
+    }
 }
 
 async fn admin_pool() -> MySqlPool {

@@ -4,7 +4,9 @@
 //! - [`db`]: a fresh database per test ([`TestDb`]) on the MariaDB/MySQL server
 //!   at `TRUSTMSG_TEST_MYSQL_URL`, or a fresh SQLite file; [`db_proxy`]: a
 //!   proxy to that server a test can cut for one service ([`DbProxy`]);
-//!   [`mariadb`]: a private MariaDB server a test may kill ([`PrivateMariaDb`]);
+//!   [`mariadb`]: a private MariaDB server a test may kill ([`PrivateMariaDb`]),
+//!   [`postgres`] its PostgreSQL twin ([`PrivatePostgres`]) and
+//!   [`private_db`] either of them, chosen by [`Database`] ([`PrivateDb`]);
 //!   [`pg`]: the same fresh database per test on the PostgreSQL server at
 //!   `TRUSTMSG_TEST_POSTGRES_URL` ([`PgTestDb`]), for producers' databases.
 //! - [`app`]: the real service booted in-process on port 0 ([`TestApp`]),
@@ -52,6 +54,8 @@ pub mod mariadb;
 pub mod metrics;
 pub mod outbox;
 pub mod pg;
+pub mod postgres;
+pub mod private_db;
 pub mod process;
 pub mod real_kafka;
 pub mod servers;
@@ -63,7 +67,7 @@ pub use app::{
     decision_body, fast_retry, prepare_body, TestApp, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL,
 };
 pub use check_server::{CheckServer, Reply};
-pub use db::{deciders, mysql_server_url, TestDb};
+pub use db::{deciders, message_states, mysql_server_url, open_store, TestDb};
 pub use db_proxy::DbProxy;
 pub use flags::FAST_SEND;
 pub use http::{http_client, http_client_builder};
@@ -71,6 +75,8 @@ pub use mariadb::PrivateMariaDb;
 pub use metrics::Metrics;
 pub use outbox::{OutboxTable, PgOutboxTable};
 pub use pg::{postgres_server_url, PgTestDb};
+pub use postgres::PrivatePostgres;
+pub use private_db::{Database, PrivateDb};
 pub use process::ServiceProcess;
 pub use real_kafka::RealKafka;
 pub use servers::{serve, AlertSink, Canary, Counter, Endpoint};

@@ -5,7 +5,6 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use serde_json::json;
-use sqlx::QueryBuilder;
 use trustmsg_tests::kafka::{RDKafkaApiKey, RDKafkaRespErr};
 use trustmsg_tests::{ServiceProcess, ADMIN_TOKEN};
 
@@ -36,7 +35,7 @@ const REFUSED_SENDS: usize = 3;
 /// each instance's producer meets one (four each on average), as each
 /// does against a real broker that lost its producer state.
 const REFUSED_AFTER_LOSS: usize = 12;
-/// How long a `FreezeDatabase` keeps mariadbd stopped: past the request
+/// How long a `FreezeDatabase` keeps the database server stopped: past the request
 /// deadline (`--request-timeout` 2 s) and the Kafka message timeout.
 const FREEZE: Duration = Duration::from_secs(5);
 
@@ -155,25 +154,18 @@ impl Rig {
         // The reader reads on from the empty broker's offset 0; whatever it
         // takes in from now on is the new cluster's.
         self.cluster += 1;
-        let acked: Vec<u64> = sqlx::query_scalar(
-            "SELECT id FROM messages WHERE send_status = 'SENT' AND sent_at \
-             BETWEEN CAST(? AS DATETIME(3)) - INTERVAL 5 SECOND AND CAST(? AS DATETIME(3))",
-        )
-        .bind(&lost_at)
-        .bind(&back_at)
-        .fetch_all(&self.pool)
-        .await
-        .expect("read what the lost broker had acknowledged");
+        let acked = self
+            .pool
+            .sent_between(&lost_at, &back_at)
+            .await
+            .expect("read what the lost broker had acknowledged");
         self.lost_by_broker
             .extend(acked.into_iter().filter(|id| !read.contains(id)));
     }
 
     /// The database's clock now (the one `sent_at` is written by).
     async fn db_now(&self) -> String {
-        sqlx::query_scalar("SELECT CAST(UTC_TIMESTAMP(3) AS CHAR)")
-            .fetch_one(&self.pool)
-            .await
-            .expect("the database's clock")
+        self.pool.now().await.expect("the database's clock")
     }
 
     /// Messages of the hold producer left to check-back; once its calls for
@@ -268,16 +260,10 @@ impl Rig {
     }
 
     async fn all_verify_failed(&self, ids: &[u64]) -> bool {
-        let mut q = QueryBuilder::new(
-            "SELECT COUNT(*) FROM messages WHERE status = 'VERIFY_FAILED' AND id IN (",
-        );
-        let mut list = q.separated(", ");
-        for id in ids {
-            list.push_bind(*id);
-        }
-        q.push(")");
-        let n: sqlx::Result<i64> = q.build_query_scalar().fetch_one(&self.pool).await;
-        n.is_ok_and(|n| n as usize == ids.len())
+        let rows = self.pool.statuses(ids).await;
+        rows.is_ok_and(|rows| {
+            rows.iter().filter(|(_, s)| s == "VERIFY_FAILED").count() == ids.len()
+        })
     }
 
     /// An operator's bulk redeliver of every SEND_FAILED message, through

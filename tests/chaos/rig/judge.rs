@@ -26,13 +26,7 @@ impl Rig {
         let pool = self.pool.clone();
         let deadline = Instant::now() + Duration::from_secs(180);
         loop {
-            let waiting: i64 = sqlx::query_scalar(
-                "SELECT COUNT(*) FROM messages WHERE status = 'PREPARED' \
-                 OR (status = 'COMMITTED' AND send_status = 'PENDING')",
-            )
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+            let waiting = pool.waiting().await.unwrap();
             let unrelayed = self
                 .outbox_rows()
                 .await
@@ -68,15 +62,12 @@ impl Rig {
             self.seen.len() - before
         );
 
-        let rows: Vec<(Vec<u8>, u64, String, Option<String>)> = sqlx::query_as(
-            "SELECT message_key, id, CAST(status AS CHAR), CAST(send_status AS CHAR) FROM messages",
-        )
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-        let rows: HashMap<String, (u64, String, Option<String>)> = rows
+        let rows: HashMap<String, (u64, String, Option<String>)> = pool
+            .rows()
+            .await
+            .unwrap()
             .into_iter()
-            .map(|(k, id, st, ss)| (String::from_utf8(k).unwrap(), (id, st, ss)))
+            .map(|(k, id, st, ss)| (k, (id, st, ss)))
             .collect();
         let decided_by = deciders(&self.db.url("chaos"), SHOP).await;
         let source = self
