@@ -452,6 +452,58 @@ mod tests {
     }
 
     #[test]
+    fn postgres_counters_make_postgres_cost_per_message() {
+        let reading = |v: u64, statements: Option<u64>| {
+            let names = [
+                "xact_commit",
+                "tup_inserted",
+                "wal_lsn_bytes",
+                "xids",
+                "wal_sync",
+            ];
+            DbCounters::postgres(
+                names.iter().map(|c| (c.to_string(), v)).collect(),
+                statements.map(|n| BTreeMap::from([("insert".to_string(), n)])),
+            )
+        };
+        let DbCost::Postgres(cost) =
+            DbCost::between(&reading(10, Some(5)), &reading(30, Some(25)), 10.0)
+        else {
+            panic!("PostgreSQL's counters make PostgreSQL's cost");
+        };
+        assert_eq!(cost.transactions_per_msg["commit"], 2.0);
+        assert_eq!(cost.transactions_per_msg["rollback"], 0.0);
+        assert_eq!(cost.rows_per_msg["inserted"], 2.0);
+        assert_eq!(cost.redo_bytes_per_msg, 2.0);
+        assert_eq!(cost.write_transactions_per_msg, 2.0);
+        assert_eq!(cost.log_fsyncs_per_msg, 2.0);
+        assert_eq!(cost.statements_per_msg, Some(2.0));
+        // Without pg_stat_statements, statements are not counted: None,
+        // not zero.
+        let DbCost::Postgres(cost) = DbCost::between(&reading(10, None), &reading(30, None), 10.0)
+        else {
+            panic!("PostgreSQL's counters make PostgreSQL's cost");
+        };
+        assert_eq!(cost.statements_per_msg, None);
+        assert!(cost.by_kind.is_empty());
+    }
+
+    #[test]
+    fn a_process_tree_counts_its_children_that_ran_and_ended() {
+        let me = std::process::id().to_string();
+        let before = tree_cpu_seconds(&me).unwrap();
+        // A child that spins for a while, then is waited for: its CPU
+        // moves into this process's cutime/cstime.
+        let status = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let after = tree_cpu_seconds(&me).unwrap();
+        assert!(after - before >= 0.01, "{before} → {after}");
+    }
+
+    #[test]
     fn cpu_per_message_is_each_process_share_of_the_phase() {
         let cpu = PhaseCpu {
             database_cores: Some(0.5),
