@@ -173,20 +173,21 @@ impl DatabaseUrl {
         &self.raw
     }
 
-    /// The same MySQL server with another database (None: none, to create
-    /// or drop databases there); the user, password and parameters are
-    /// kept. Refused for a URL that is not `mysql://`.
+    /// The same database server (MySQL or PostgreSQL) with another
+    /// database (None: none, to create or drop databases there; PostgreSQL
+    /// then connects to the database named as its user); the user,
+    /// password and parameters are kept. Refused for a SQLite URL.
     pub fn with_database(&self, name: Option<&str>) -> Result<Self, UrlRefused> {
-        if self.backend != Backend::MySql {
+        if self.backend == Backend::Sqlite {
             return Err(UrlRefused(format!(
-                "{self} is not a mysql:// URL: a MySQL or MariaDB server is needed here"
+                "{self} is not a mysql:// or postgres:// URL: a database server is needed here"
             )));
         }
         let mut url = url::Url::parse(&self.raw).expect("checked when it was parsed");
         url.set_path(name.map(|n| format!("/{n}")).as_deref().unwrap_or(""));
         let raw = url.to_string();
         Ok(Self {
-            backend: Backend::MySql,
+            backend: self.backend,
             shown: redacted(&url),
             raw,
         })
@@ -384,6 +385,10 @@ mod tests {
             other.expose_for_driver(),
             "mysql://root:hunter2swordfish@h:3306/bench_1?ssl-mode=DISABLED"
         );
+        let pg = DatabaseUrl::parse("postgres://postgres:hunter2swordfish@h:5432/x").unwrap();
+        let other = pg.with_database(Some("bench_1")).unwrap();
+        assert_eq!(other.to_string(), "postgres://postgres:***@h:5432/bench_1");
+        assert_eq!(other.backend(), Backend::Postgres);
         let sqlite = DatabaseUrl::parse("sqlite://x.db").unwrap();
         assert!(sqlite.with_database(None).is_err());
     }

@@ -262,3 +262,145 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
     .unwrap();
     assert!(left.is_empty(), "bench left databases behind: {left:?}");
 }
+
+/// `trustmsg bench --database-url postgres://…` (issue 45): every phase
+/// runs on PostgreSQL as on MariaDB, with PostgreSQL's own figures (its
+/// durability settings, its WAL and transactions, the CPU of its
+/// processes), refuses what is MySQL-only with a message, and drops every
+/// database it made.
+#[tokio::test]
+async fn bench_on_postgresql_reports_every_phase_with_its_own_counters_and_leaves_no_database_behind(
+) {
+    use trustmsg_tests::postgres_server_url;
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let (out, pid) = run(Command::new(env!("CARGO_BIN_EXE_trustmsg"))
+        .args([
+            "bench",
+            "--quick",
+            "--database-url",
+            &postgres_server_url(),
+            "--concurrency",
+            "4",
+            "--duration",
+            "1s",
+            "--verifier-rows",
+            "20",
+            "--drain-rows",
+            "50",
+            "--outbox-rows",
+            "200",
+            "--submit-messages",
+            "200",
+            "--scan-rows",
+            "1000",
+            "--json",
+            json.path().to_str().unwrap(),
+        ])
+        .env("TRUSTMSG_LOG", "error"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bench failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(last.starts_with("ratio="), "{last:?}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json.path()).unwrap()).unwrap();
+    // PostgreSQL's durability settings, not MySQL's.
+    let durability = &report["durability"];
+    for setting in ["synchronous_commit", "fsync", "wal_sync_method", "version"] {
+        assert!(durability[setting].is_string(), "{durability}");
+    }
+    assert!(durability["innodb_flush_log_at_trx_commit"].is_null());
+    // Every phase carried its messages to Kafka (each phase waits for all
+    // of them, so a count is a delivery).
+    assert!(report["ceiling_per_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(report["ceilings_per_s"].as_array().unwrap().len(), 2);
+    let lifecycle_n = report["lifecycle"]["messages"].as_u64().unwrap();
+    assert!(lifecycle_n > 0);
+    assert_eq!(
+        report["lifecycle"]["commit_to_kafka"]["count"].as_u64(),
+        Some(lifecycle_n)
+    );
+    assert!(report["ratio"].as_f64().unwrap() > 0.0);
+    assert_eq!(report["submit"]["messages"].as_u64(), Some(200));
+    assert!(report["open_loop"]["messages"].as_u64().unwrap() > 0);
+    assert!(report["verifier_per_s"].as_f64().unwrap() > 0.0);
+    assert!(report["drain_per_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(report["outbox"]["rows"].as_u64(), Some(200));
+    assert!(report["outbox"]["relayed_per_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(report["scan_ms"].as_array().unwrap().len(), 1);
+    assert_eq!(report["one_at_a_time"]["count"].as_u64(), Some(200));
+    // The exact counters: each message's prepare and commit write (at
+    // least one transaction id, hundreds of WAL bytes each); a ceiling
+    // pair is two autocommit writes.
+    let db = &report["lifecycle_db"];
+    assert!(
+        db["write_transactions_per_msg"].as_f64().unwrap() >= 1.0,
+        "{db}"
+    );
+    assert!(db["redo_bytes_per_msg"].as_f64().unwrap() > 100.0, "{db}");
+    let yardstick = &report["ceiling_db"];
+    assert!(
+        yardstick["write_transactions_per_msg"].as_f64().unwrap() >= 1.99,
+        "{yardstick}"
+    );
+    assert!(
+        yardstick["redo_bytes_per_msg"].as_f64().unwrap() > 100.0,
+        "{yardstick}"
+    );
+    // The statistics PostgreSQL publishes late (up to 10 s): over the whole
+    // run, the bench's databases committed transactions and wrote rows.
+    let phases = ["ceiling_db", "lifecycle_db", "submit_db", "verifier_db"]
+        .into_iter()
+        .chain(["drain_db", "outbox_db"]);
+    let (mut commits, mut inserted) = (0.0, 0.0);
+    for phase in phases {
+        let cost = &report[phase];
+        commits += cost["transactions_per_msg"]["commit"].as_f64().unwrap();
+        inserted += cost["rows_per_msg"]["inserted"].as_f64().unwrap();
+    }
+    assert!(commits > 0.0 && inserted > 0.0, "{report}");
+    assert!(stdout.contains("WAL bytes"), "{stdout}");
+    // The server runs here: its processes' CPU (the postmaster and its
+    // backends) is measured, and a one-second phase of writes shows some.
+    let cores = std::thread::available_parallelism().unwrap().get() as f64;
+    for phase in ["ceiling", "lifecycle"] {
+        let used = report["cpu"][phase]["database_cores"].as_f64().unwrap();
+        assert!(used > 0.0 && used <= cores * 1.05, "{phase}: {used}");
+        let per = report["cpu_per_message"][phase]["database_us"]
+            .as_f64()
+            .unwrap();
+        assert!(per > 0.0, "{phase}: {per}");
+    }
+
+    // What is MySQL-only is refused before anything is created.
+    for (flag, value, says) in [
+        ("--shards", "2", "--shards is MySQL-only"),
+        ("--target", "http://127.0.0.1:9", "--target is MySQL-only"),
+    ] {
+        let (out, _) = run(Command::new(env!("CARGO_BIN_EXE_trustmsg")).args([
+            "bench",
+            "--database-url",
+            &postgres_server_url(),
+            flag,
+            value,
+        ]));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flag}: {stderr}");
+        assert!(stderr.contains(says), "{flag}: {stderr}");
+    }
+
+    let admin = sqlx::PgPool::connect(&format!("{}/postgres", postgres_server_url()))
+        .await
+        .unwrap();
+    let left: Vec<String> = sqlx::query_scalar(
+        "SELECT datname::TEXT FROM pg_database WHERE starts_with(datname::TEXT, $1)",
+    )
+    .bind(format!("trustmsg_bench_{pid}_"))
+    .fetch_all(&admin)
+    .await
+    .unwrap();
+    assert!(left.is_empty(), "bench left databases behind: {left:?}");
+}

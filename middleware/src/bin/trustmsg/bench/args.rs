@@ -11,8 +11,9 @@ use trustmsg::store::DatabaseUrl;
 /// Flags of `trustmsg bench`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct BenchArgs {
-    /// MySQL/MariaDB server (`mysql://user:pass@host:port[/ignored]`, a
-    /// password percent-encoded). The bench creates a database of its own
+    /// MySQL/MariaDB server (`mysql://user:pass@host:port[/ignored]`) or
+    /// PostgreSQL server (`postgres://user:pass@host:port[/ignored]`), a
+    /// password percent-encoded. The bench creates a database of its own
     /// there and drops it when done.
     #[arg(long, env = "TRUSTMSG_DATABASE_URL", hide_env_values = true, value_parser = quiet::<DatabaseUrl>())]
     pub(crate) database_url: DatabaseUrl,
@@ -22,7 +23,8 @@ pub(crate) struct BenchArgs {
     pub(crate) kafka_brokers: Option<String>,
 
     /// Drive an already running trustmsg instead of starting one
-    /// (lifecycle and open-loop only; needs --kafka-brokers and --admin-token).
+    /// (lifecycle and open-loop only; needs --kafka-brokers and --admin-token;
+    /// MySQL only).
     #[arg(long, value_parser = quiet::<RedactedUrl>())]
     pub(crate) target: Option<RedactedUrl>,
 
@@ -45,6 +47,7 @@ pub(crate) struct BenchArgs {
     /// server (shards, `--database-url` repeated). With more than one the
     /// bench runs the ceiling, the lifecycle and the open loop only: the
     /// other phases write rows behind the service's back in one database.
+    /// MySQL only.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=32))]
     pub(crate) shards: u16,
 

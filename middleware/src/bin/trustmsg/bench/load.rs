@@ -7,13 +7,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use sqlx::MySqlPool;
 use tokio::sync::Mutex;
 use trustmsg_kafka_mock as kafka;
 use trustmsg_verify_api::{ProducerSettings, ProducerView};
 
 use super::percentiles::Percentiles;
 use super::report::LoadResult;
+use super::server::Db;
 use super::wait::{await_consumed, wait_until};
 use super::*;
 
@@ -213,7 +213,7 @@ pub(crate) struct Samples {
 pub(crate) async fn lifecycle(
     client: &Client,
     token: &str,
-    pools: &[MySqlPool],
+    pools: &[Db],
     consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
     concurrency: usize,
     duration: Duration,

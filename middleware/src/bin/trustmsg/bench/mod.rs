@@ -28,14 +28,15 @@
 //!
 //! The bench creates its own database on the given server and drops it at the
 //! end: it never reads or writes data it did not create.
+//!
+//! The server is MySQL/MariaDB or PostgreSQL (`--database-url`'s scheme):
+//! every phase runs on both, and what differs between them (SQL, counters,
+//! processes, durability settings) is asked of [`server::Db`].
 
 use anyhow::Context;
-use serde_json::json;
-use sqlx::mysql::MySqlPoolOptions;
-use sqlx::{MySqlPool, Row};
 
 use trustmsg::config::Secret;
-use trustmsg::store::DatabaseUrl;
+use trustmsg::store::{Backend, DatabaseUrl};
 use trustmsg_kafka_mock as kafka;
 
 use crate::serve_flags::ServeFlags;
@@ -47,6 +48,7 @@ mod outbox;
 mod percentiles;
 mod phases;
 mod report;
+mod server;
 mod service;
 mod submit;
 mod wait;
@@ -57,6 +59,7 @@ use cost::{CpuClock, DbCost, DbCounters};
 use load::{lifecycle, one_at_a_time, open_loop, Client};
 use phases::{ceiling, drain, scan_cost, verifier, CheckEndpoint, OtlpSink};
 use report::{print_report, Report};
+use server::{url_of, Db};
 use service::ServiceProcess;
 use submit::{BatchCounters, BatchSizes};
 
@@ -67,20 +70,26 @@ pub(crate) const PAYLOAD_BYTES: usize = 256;
 /// Runs the benchmark and prints the table; the last line is `ratio=<x>`.
 pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<Report> {
     let sizes = args.sizes();
-    let server = args
-        .database_url
-        .with_database(None)
-        .context("the bench needs a MySQL or MariaDB server")?;
+    let postgres = args.database_url.backend() == Backend::Postgres;
+    if postgres && args.shards > 1 {
+        anyhow::bail!(
+            "--shards is MySQL-only for now: the service spreads messages over several \
+             databases on MySQL/MariaDB servers only; leave it out with a postgres:// URL"
+        );
+    }
+    if postgres && args.target.is_some() {
+        anyhow::bail!(
+            "--target is MySQL-only for now: drive a running trustmsg on PostgreSQL by \
+             letting the bench start it (leave --target out)"
+        );
+    }
+    let server = url_of(&args.database_url, None)?;
     let db_name = format!(
         "trustmsg_bench_{}_{}",
         std::process::id(),
         chrono::Utc::now().timestamp_millis()
     );
-    let admin = MySqlPoolOptions::new()
-        .max_connections(2)
-        .connect(server.expose_for_driver())
-        .await
-        .with_context(|| format!("connecting to {server}"))?;
+    let admin = Db::connect(&server, 2, &db_name).await?;
     // The first shard's database is the one the bench's own phases use.
     let names: Vec<String> = (0..args.shards)
         .map(|i| match i {
@@ -89,45 +98,31 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<Report> {
         })
         .collect();
     for name in &names {
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE `{name}`")))
-            .execute(&admin)
-            .await?;
+        admin.create_database(name).await?;
     }
     let db_urls = names
         .iter()
-        .map(|n| server.with_database(Some(n)))
+        .map(|n| url_of(&server, Some(n)))
         .collect::<Result<Vec<_>, _>>()?;
     // The outbox phase's source: a producer's database, on the same server.
     let source_name = format!("{db_name}_outbox");
     let with_outbox = args.target.is_none() && args.shards == 1;
     if with_outbox {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "CREATE DATABASE `{source_name}`"
-        )))
-        .execute(&admin)
-        .await?;
+        admin.create_database(&source_name).await?;
     }
     let result = async {
         let source = match with_outbox {
-            true => Some(outbox::Source::create(server.with_database(Some(&source_name))?).await?),
+            true => Some(outbox::Source::create(url_of(&server, Some(&source_name))?).await?),
             false => None,
         };
-        run_in(&args, &sizes, &db_urls, source).await
+        run_in(&args, &sizes, &db_urls, &db_name, source).await
     }
     .await;
     if with_outbox {
-        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS `{source_name}`"
-        )))
-        .execute(&admin)
-        .await;
+        let _ = admin.drop_database(&source_name).await;
     }
     for name in &names {
-        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS `{name}`"
-        )))
-        .execute(&admin)
-        .await;
+        let _ = admin.drop_database(name).await;
     }
     let report = result?;
     print_report(&report);
@@ -157,26 +152,25 @@ async fn run_in(
     args: &BenchArgs,
     sizes: &Sizes,
     db_urls: &[DatabaseUrl],
+    db_name: &str,
     source: Option<outbox::Source>,
 ) -> anyhow::Result<Report> {
     let db_url = &db_urls[0];
-    let pool = MySqlPoolOptions::new()
-        .max_connections((args.concurrency + 4) as u32)
-        .connect(db_url.expose_for_driver())
-        .await?;
+    let pool = Db::connect(db_url, (args.concurrency + 4) as u32, db_name).await?;
     // Each shard's database, for the polls that count what is left.
     let mut shard_pools = vec![pool.clone()];
     for url in &db_urls[1..] {
-        shard_pools.push(
-            MySqlPoolOptions::new()
-                .max_connections(2)
-                .connect(url.expose_for_driver())
-                .await?,
-        );
+        shard_pools.push(Db::connect(url, 2, db_name).await?);
     }
     let sharded = db_urls.len() > 1;
+    if !pool.count_statements().await? {
+        eprintln!(
+            "bench: statements are not counted: the server does not load pg_stat_statements \
+             (shared_preload_libraries); transactions are"
+        );
+    }
     let mut report = Report {
-        durability: durability(&pool).await?,
+        durability: pool.durability().await?,
         concurrency: args.concurrency,
         shards: db_urls.len(),
         ..Report::default()
@@ -314,7 +308,7 @@ async fn run_in(
     let service_pid = service_pid.as_deref();
     let batches_before = batch_counters(&client).await;
     // The purge the first ceiling left behind is not the lifecycle's work.
-    phases::settle(&pool).await?;
+    pool.settle().await?;
     let meter = Meter::start(&pool, service_pid).await?;
     report.lifecycle = lifecycle(
         &client,
@@ -338,7 +332,7 @@ async fn run_in(
     // around the lifecycle rather than by one taken before it. The purge the
     // lifecycle left behind is waited out first, not charged to the ceiling.
     eprintln!("bench: ceiling again");
-    phases::settle(&pool).await?;
+    pool.settle().await?;
     let meter = Meter::start(&pool, service_pid).await?;
     let rate = ceiling(&pool, args.concurrency, sizes.duration, 1).await?;
     report.ceilings_per_s.push(rate);
@@ -371,7 +365,7 @@ async fn run_in(
             .context("a new registration shows its signing secret")?;
         let (mut submitted, stop_submitted) = kafka::consume(&brokers, submit::SUBMITTED_TOPIC)?;
         let submitter = submit::Submitter::warmed_up(&brokers, &secret, &mut submitted).await?;
-        phases::settle(&pool).await?;
+        pool.settle().await?;
         let batches_before = batch_counters(&client).await;
         let meter = Meter::start(&pool, service_pid).await?;
         let mut result = submitter
@@ -440,7 +434,7 @@ async fn run_in(
             .context("registering the outbox producer")?;
         let (mut relayed, stop_relayed) = kafka::consume(&brokers, outbox::OUTBOX_TOPIC)?;
         outbox::warm_up(&source, &mut relayed).await?;
-        phases::settle(&pool).await?;
+        pool.settle().await?;
         let (rate, meter) = outbox::throughput(&source, &mut relayed, sizes.outbox_rows, || {
             Meter::start(&pool, service_pid)
         })
@@ -474,7 +468,7 @@ async fn run_in(
 
     for &rows in sizes.scan_rows.iter().filter(|_| !sharded) {
         eprintln!("bench: claim query cost with {rows} rows");
-        let ms = scan_cost(&pool, db_url, rows).await?;
+        let ms = scan_cost(&pool, db_url, db_name, rows).await?;
         report.scan_ms.push((rows, ms));
     }
     drop(mock);
@@ -490,10 +484,11 @@ pub(crate) struct Meter {
 
 impl Meter {
     /// Starts measuring (`service`: the service's pid, when known).
-    pub(crate) async fn start(pool: &MySqlPool, service: Option<&str>) -> anyhow::Result<Self> {
+    pub(crate) async fn start(db: &Db, service: Option<&str>) -> anyhow::Result<Self> {
+        let database = db.process().await?;
         Ok(Self {
-            before: DbCounters::read(pool).await?,
-            clock: CpuClock::start(service),
+            before: db.counters().await?,
+            clock: CpuClock::start(database, service),
         })
     }
 
@@ -501,13 +496,13 @@ impl Meter {
     /// its `messages`; returns the database's work per message.
     pub(crate) async fn stop(
         self,
-        pool: &MySqlPool,
+        db: &Db,
         report: &mut Report,
         phase: &'static str,
         messages: f64,
     ) -> anyhow::Result<DbCost> {
         let cpu = self.clock.stop();
-        let after = DbCounters::read(pool).await?;
+        let after = db.counters().await?;
         report.measured(phase, cpu, messages);
         Ok(DbCost::between(&self.before, &after, messages))
     }
@@ -523,24 +518,4 @@ async fn batch_counters(client: &Client) -> BatchCounters {
             BatchCounters::default()
         }
     }
-}
-
-async fn durability(pool: &MySqlPool) -> anyhow::Result<serde_json::Value> {
-    let row = sqlx::query(
-        "SELECT CAST(@@innodb_flush_log_at_trx_commit AS CHAR) AS flush, \
-         CAST(@@sync_binlog AS CHAR) AS sync_binlog, CAST(@@log_bin AS CHAR) AS log_bin, \
-         CAST(VERSION() AS CHAR) AS version",
-    )
-    .fetch_one(pool)
-    .await?;
-    let get = |c: &str| -> anyhow::Result<String> {
-        let b: Vec<u8> = row.try_get(c)?;
-        Ok(String::from_utf8_lossy(&b).into_owned())
-    };
-    Ok(json!({
-        "innodb_flush_log_at_trx_commit": get("flush")?,
-        "sync_binlog": get("sync_binlog")?,
-        "log_bin": get("log_bin")?,
-        "version": get("version")?,
-    }))
 }

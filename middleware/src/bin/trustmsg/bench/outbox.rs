@@ -18,14 +18,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde::Serialize;
-use sqlx::mysql::MySqlPoolOptions;
-use sqlx::MySqlPool;
 use tokio::sync::Mutex;
 use trustmsg::outbox::schema::{schema, SchemaDialect, DEFAULT_TABLE};
 use trustmsg::store::DatabaseUrl;
 use trustmsg_kafka_mock as kafka;
 
 use super::percentiles::Percentiles;
+use super::server::Db;
 use super::PAYLOAD_BYTES;
 
 /// The topic the relayed rows go to.
@@ -46,26 +45,33 @@ pub(crate) struct OutboxResult {
     pub(crate) commit_to_kafka: Percentiles,
 }
 
-/// The bench's source database: its pool and the URL the service relays.
+/// The bench's source database (on the bench's server, of its kind): its
+/// pool and the URL the service relays.
 pub(crate) struct Source {
-    pub(crate) pool: MySqlPool,
+    pub(crate) pool: Db,
     pub(crate) url: DatabaseUrl,
 }
 
 impl Source {
-    /// Creates the table in `url`'s (empty) database.
+    /// Creates the table in `url`'s (empty) database, with the SQL
+    /// `trustmsg outbox schema` prints for the server's kind.
     pub(crate) async fn create(url: DatabaseUrl) -> anyhow::Result<Self> {
-        let pool = MySqlPoolOptions::new()
-            .max_connections(64)
-            .connect(url.expose_for_driver())
+        // Its statistics are counted with the bench's own databases', whose
+        // name it starts with.
+        let pool = Db::connect(&url, 64, "")
             .await
             .with_context(|| format!("connecting to the outbox source {url}"))?;
-        sqlx::raw_sql(sqlx::AssertSqlSafe(schema(
-            SchemaDialect::Mysql,
-            DEFAULT_TABLE,
-        )))
-        .execute(&pool)
-        .await?;
+        let sql = |dialect| sqlx::AssertSqlSafe(schema(dialect, DEFAULT_TABLE));
+        match &pool {
+            Db::Mysql(p) => {
+                sqlx::raw_sql(sql(SchemaDialect::Mysql)).execute(p).await?;
+            }
+            Db::Postgres { pool: p, .. } => {
+                sqlx::raw_sql(sql(SchemaDialect::Postgres))
+                    .execute(p)
+                    .await?;
+            }
+        }
         Ok(Self { pool, url })
     }
 
@@ -77,45 +83,78 @@ impl Source {
     /// Inserts `keys` in one transaction.
     async fn insert_together(&self, keys: &[String]) -> anyhow::Result<()> {
         let payload = vec![b'o'; PAYLOAD_BYTES];
-        let mut tx = self.pool.begin().await?;
-        for chunk in keys.chunks(1000) {
-            let mut q = sqlx::QueryBuilder::new(format!(
-                "INSERT INTO {DEFAULT_TABLE} (message_key, topic, record_key, payload) "
-            ));
-            q.push_values(chunk, |mut row, key| {
-                row.push_bind(key.as_str())
-                    .push_bind(OUTBOX_TOPIC)
-                    .push_bind(key.as_str())
-                    .push_bind(payload.as_slice());
-            });
-            q.build().execute(&mut *tx).await?;
+        match &self.pool {
+            Db::Mysql(pool) => {
+                let mut tx = pool.begin().await?;
+                for chunk in keys.chunks(1000) {
+                    let mut q = sqlx::QueryBuilder::new(format!(
+                        "INSERT INTO {DEFAULT_TABLE} (message_key, topic, record_key, payload) "
+                    ));
+                    q.push_values(chunk, |mut row, key| {
+                        row.push_bind(key.as_str())
+                            .push_bind(OUTBOX_TOPIC)
+                            .push_bind(key.as_str())
+                            .push_bind(payload.as_slice());
+                    });
+                    q.build().execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+            }
+            // One statement: the keys as an array, the payload bound once.
+            Db::Postgres { pool, .. } => {
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "INSERT INTO {DEFAULT_TABLE} (message_key, topic, record_key, payload) \
+                     SELECT k, $1, k, $2 FROM UNNEST($3::TEXT[]) AS k"
+                )))
+                .bind(OUTBOX_TOPIC)
+                .bind(&payload)
+                .bind(keys)
+                .execute(pool)
+                .await?;
+            }
         }
-        tx.commit().await?;
         Ok(())
     }
 
     /// Inserts one row in a transaction of its own (autocommit).
     async fn insert_one(&self, key: &str) -> anyhow::Result<()> {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO {DEFAULT_TABLE} (message_key, topic, record_key, payload) \
-             VALUES (?, ?, ?, ?)"
-        )))
-        .bind(key)
-        .bind(OUTBOX_TOPIC)
-        .bind(key)
-        .bind(vec![b'o'; PAYLOAD_BYTES])
-        .execute(&self.pool)
-        .await?;
+        let payload = vec![b'o'; PAYLOAD_BYTES];
+        match &self.pool {
+            Db::Mysql(pool) => {
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "INSERT INTO {DEFAULT_TABLE} (message_key, topic, record_key, payload) \
+                     VALUES (?, ?, ?, ?)"
+                )))
+                .bind(key)
+                .bind(OUTBOX_TOPIC)
+                .bind(key)
+                .bind(payload)
+                .execute(pool)
+                .await?;
+            }
+            Db::Postgres { pool, .. } => {
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "INSERT INTO {DEFAULT_TABLE} (message_key, topic, record_key, payload) \
+                     VALUES ($1, $2, $3, $4)"
+                )))
+                .bind(key)
+                .bind(OUTBOX_TOPIC)
+                .bind(key)
+                .bind(payload)
+                .execute(pool)
+                .await?;
+            }
+        }
         Ok(())
     }
 
     /// Rows the relay has not marked relayed yet.
     async fn pending(&self) -> anyhow::Result<i64> {
-        Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT COUNT(*) FROM {DEFAULT_TABLE} WHERE status = 0"
-        )))
-        .fetch_one(&self.pool)
-        .await?)
+        self.pool
+            .count(&format!(
+                "SELECT COUNT(*) FROM {DEFAULT_TABLE} WHERE status = 0"
+            ))
+            .await
     }
 }
 

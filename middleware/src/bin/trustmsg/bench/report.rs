@@ -33,7 +33,10 @@ pub(crate) struct LoadResult {
 /// Everything one run measured.
 #[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct Report {
-    /// `innodb_flush_log_at_trx_commit`, `sync_binlog`, `log_bin`, server version.
+    /// What a commit waits for, and the server's version: MySQL's
+    /// `innodb_flush_log_at_trx_commit`, `sync_binlog`, `log_bin`;
+    /// PostgreSQL's `synchronous_commit`, `fsync`, `wal_sync_method`,
+    /// `full_page_writes`.
     pub(crate) durability: serde_json::Value,
     /// Concurrency used.
     pub(crate) concurrency: usize,
@@ -286,20 +289,49 @@ fn print_batches(b: &BatchSizes) {
 
 /// `db`'s figures times `scale`, "per `unit`".
 fn print_db_cost(db: &DbCost, scale: f64, unit: &str) {
-    println!(
-        "  database per {unit}: {:.2} statements ({}), {:.2} redo log fsyncs, {:.2} data fsyncs",
-        db.statements_per_msg * scale,
-        nonzero(&db.by_kind, scale),
-        db.log_fsyncs_per_msg * scale,
-        db.data_fsyncs_per_msg * scale,
-    );
-    println!(
-        "    rows ({}), {:.1} page changes, {:.0} redo bytes, {:.3} statements prepared anew",
-        nonzero(&db.rows_per_msg, scale),
-        db.page_writes_per_msg * scale,
-        db.redo_bytes_per_msg * scale,
-        db.prepares_per_msg * scale,
-    );
+    match db {
+        DbCost::Mysql(db) => {
+            println!(
+                "  database per {unit}: {:.2} statements ({}), {:.2} redo log fsyncs, {:.2} data fsyncs",
+                db.statements_per_msg * scale,
+                nonzero(&db.by_kind, scale),
+                db.log_fsyncs_per_msg * scale,
+                db.data_fsyncs_per_msg * scale,
+            );
+            println!(
+                "    rows ({}), {:.1} page changes, {:.0} redo bytes, {:.3} statements prepared anew",
+                nonzero(&db.rows_per_msg, scale),
+                db.page_writes_per_msg * scale,
+                db.redo_bytes_per_msg * scale,
+                db.prepares_per_msg * scale,
+            );
+        }
+        DbCost::Postgres(db) => {
+            let statements = match db.statements_per_msg {
+                Some(n) => format!(
+                    "{:.2} statements ({})",
+                    n * scale,
+                    nonzero(&db.by_kind, scale)
+                ),
+                None => "statements not counted (no pg_stat_statements)".to_string(),
+            };
+            println!(
+                "  database per {unit}: {statements}, {:.2} transactions ({}; {:.2} that wrote), {:.2} WAL fsyncs",
+                db.transactions_per_msg.values().sum::<f64>() * scale,
+                nonzero(&db.transactions_per_msg, scale),
+                db.write_transactions_per_msg * scale,
+                db.log_fsyncs_per_msg * scale,
+            );
+            println!(
+                "    rows ({}), blocks ({}), {:.0} WAL bytes in {:.1} records ({:.2} full-page images)",
+                nonzero(&db.rows_per_msg, scale),
+                nonzero(&db.blocks_per_msg, scale),
+                db.redo_bytes_per_msg * scale,
+                db.wal_records_per_msg * scale,
+                db.wal_fpi_per_msg * scale,
+            );
+        }
+    }
 }
 
 /// "1.00 insert, 0.25 update": each figure of `by_kind` times `scale`, those

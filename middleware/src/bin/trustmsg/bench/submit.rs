@@ -23,12 +23,12 @@ use rdkafka::config::ClientConfig;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use serde::Serialize;
-use sqlx::MySqlPool;
 use tokio::sync::Semaphore;
 use trustmsg_kafka_mock as kafka;
 use trustmsg_verify_api::submit::{self, Op, Signed};
 
 use super::percentiles::Percentiles;
+use super::server::Db;
 use super::wait::wait_until;
 use super::PAYLOAD_BYTES;
 
@@ -256,7 +256,7 @@ impl Submitter {
     /// its target topic and its row is SENT.
     pub(crate) async fn run(
         &self,
-        pool: &MySqlPool,
+        pool: &Db,
         consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
         messages: usize,
         in_flight: usize,
@@ -326,7 +326,7 @@ type Acked = tokio::task::JoinHandle<anyhow::Result<(Vec<u8>, Instant)>>;
 
 /// Waits for the acknowledgements, the records and the SENT rows, and sums up.
 async fn finish(
-    pool: &MySqlPool,
+    pool: &Db,
     consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
     handed: HashMap<Vec<u8>, (Instant, Instant)>,
     acks: Vec<Acked>,

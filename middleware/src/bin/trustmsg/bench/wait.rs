@@ -5,21 +5,22 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use sqlx::MySqlPool;
 use trustmsg_kafka_mock as kafka;
+
+use super::server::Db;
 
 /// Polls (every 20 ms) until `count_sql` returns `expected`. The polls load
 /// the database during the phase being measured: count what is left, over
 /// the state index (`status, send_status, …, biz_id`), so a poll reads the
 /// rows still to go, not every row of the phase.
 pub(crate) async fn wait_until(
-    pool: &MySqlPool,
+    pool: &Db,
     count_sql: &'static str,
     expected: i64,
 ) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
-        let n: i64 = sqlx::query_scalar(count_sql).fetch_one(pool).await?;
+        let n = pool.count(count_sql).await?;
         if n == expected {
             return Ok(());
         }
