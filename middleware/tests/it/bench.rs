@@ -330,6 +330,17 @@ async fn bench_on_postgresql_reports_every_phase_with_its_own_counters_and_leave
     assert!(report["drain_per_s"].as_f64().unwrap() > 0.0);
     assert_eq!(report["outbox"]["rows"].as_u64(), Some(200));
     assert!(report["outbox"]["relayed_per_s"].as_f64().unwrap() > 0.0);
+    // Both clocks of the latency part time the same rows; from the commit
+    // is never longer than from the intended start, which comes before it.
+    let outbox = &report["outbox"];
+    let count = outbox["commit_to_kafka"]["count"].as_u64().unwrap();
+    assert!(count > 0, "{outbox}");
+    assert_eq!(outbox["intended_to_kafka"]["count"].as_u64(), Some(count));
+    assert!(
+        outbox["commit_to_kafka"]["p50_ms"].as_f64().unwrap()
+            <= outbox["intended_to_kafka"]["p50_ms"].as_f64().unwrap(),
+        "{outbox}"
+    );
     assert_eq!(report["scan_ms"].as_array().unwrap().len(), 1);
     assert_eq!(report["one_at_a_time"]["count"].as_u64(), Some(200));
     // The exact counters: each message's prepare and commit write (at

@@ -448,7 +448,8 @@ async fn run_in(
             rows: sizes.outbox_rows,
             relayed_per_s: rate,
             latency_rate_per_s: half,
-            commit_to_kafka: latency,
+            commit_to_kafka: latency.commit_to_kafka,
+            intended_to_kafka: latency.intended_to_kafka,
         });
         stop_relayed.set();
     }

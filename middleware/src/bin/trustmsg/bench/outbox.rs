@@ -8,9 +8,10 @@
 //!   work per row (the source's statements included: it is the same
 //!   server);
 //! - **latency**: rows inserted one per producer transaction at half that
-//!   rate (an open loop: each charged from its intended start), from the
-//!   INSERT's commit to its record read, with the service's default
-//!   `--outbox-interval`.
+//!   rate (an open loop), with the service's default `--outbox-interval`:
+//!   from each transaction's commit to its record read (what the relay
+//!   adds), and from its intended start (what the producer's own
+//!   transaction waited and took on the same server, added).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -41,8 +42,19 @@ pub(crate) struct OutboxResult {
     pub(crate) relayed_per_s: f64,
     /// The latency part's arrival rate: half of `relayed_per_s`.
     pub(crate) latency_rate_per_s: f64,
-    /// From each row's INSERT (its intended start) to its record read.
+    /// From each row's producer transaction committed (its COMMIT
+    /// answered) to its record read: what the relay adds.
     pub(crate) commit_to_kafka: Percentiles,
+    /// From each row's intended start (the open loop's schedule) to its
+    /// record read: [`OutboxResult::commit_to_kafka`] plus the time the
+    /// producer's own transaction waited and took, on the same server.
+    pub(crate) intended_to_kafka: Percentiles,
+}
+
+/// The latency part's two clocks ([`OutboxResult`]).
+pub(crate) struct Latency {
+    pub(crate) commit_to_kafka: Percentiles,
+    pub(crate) intended_to_kafka: Percentiles,
 }
 
 /// The bench's source database (on the bench's server, of its kind): its
@@ -241,10 +253,11 @@ pub(crate) async fn latency(
     consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
     rate: f64,
     duration: Duration,
-) -> anyhow::Result<Percentiles> {
+) -> anyhow::Result<Latency> {
     anyhow::ensure!(rate > 0.0, "the latency part needs a positive rate");
     let interval = Duration::from_secs_f64(1.0 / rate);
-    let intended_at = Arc::new(Mutex::new(HashMap::new()));
+    // Each key's intended start and when its transaction's commit answered.
+    let times = Arc::new(Mutex::new(HashMap::new()));
     let start = Instant::now();
     let mut tasks = Vec::new();
     let mut i = 0u64;
@@ -254,11 +267,12 @@ pub(crate) async fn latency(
             break;
         }
         tokio::time::sleep_until(intended.into()).await;
-        let (source, intended_at) = (source.clone(), intended_at.clone());
+        let (source, times) = (source.clone(), times.clone());
         tasks.push(tokio::spawn(async move {
             let key = format!("l-{i}");
             source.insert_one(&key).await?;
-            intended_at.lock().await.insert(key, intended);
+            let committed = Instant::now();
+            times.lock().await.insert(key, (intended, committed));
             anyhow::Ok(())
         }));
         i += 1;
@@ -266,11 +280,17 @@ pub(crate) async fn latency(
     for t in futures::future::join_all(tasks).await {
         t??;
     }
-    let intended_at = std::mem::take(&mut *intended_at.lock().await);
-    let seen = await_keys(consumed, intended_at.len(), "l-", Duration::from_secs(120)).await?;
-    let samples = seen
-        .iter()
-        .filter_map(|(k, at)| Some(at.saturating_duration_since(*intended_at.get(k)?)))
-        .collect();
-    Ok(Percentiles::of(samples))
+    let times = std::mem::take(&mut *times.lock().await);
+    let seen = await_keys(consumed, times.len(), "l-", Duration::from_secs(120)).await?;
+    let since = |pick: fn(&(Instant, Instant)) -> Instant| {
+        let samples = seen
+            .iter()
+            .filter_map(|(k, at)| Some(at.saturating_duration_since(pick(times.get(k)?))))
+            .collect();
+        Percentiles::of(samples)
+    };
+    Ok(Latency {
+        commit_to_kafka: since(|(_, committed)| *committed),
+        intended_to_kafka: since(|(intended, _)| *intended),
+    })
 }

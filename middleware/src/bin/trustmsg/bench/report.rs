@@ -200,14 +200,16 @@ pub(crate) fn print_report(r: &Report) {
     match &r.outbox {
         Some(o) => {
             println!(
-                "outbox     {:>9.0} rows/s relayed ({} committed at once); one per transaction at {:.0}/s: commit→kafka p50/p99/max {:.1}/{:.1}/{:.1} ms (n={})",
+                "outbox     {:>9.0} rows/s relayed ({} committed at once); one per transaction at {:.0}/s: commit→kafka p50/p99/max {:.1}/{:.1}/{:.1} ms (n={}), from the intended start p50/p99 {:.1}/{:.1} ms",
                 o.relayed_per_s,
                 o.rows,
                 o.latency_rate_per_s,
                 o.commit_to_kafka.p50_ms,
                 o.commit_to_kafka.p99_ms,
                 o.commit_to_kafka.max_ms,
-                o.commit_to_kafka.count
+                o.commit_to_kafka.count,
+                o.intended_to_kafka.p50_ms,
+                o.intended_to_kafka.p99_ms,
             );
         }
         None => println!("outbox     skipped"),
