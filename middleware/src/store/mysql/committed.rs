@@ -4,7 +4,6 @@
 //! alert, in one transaction) instead of a prepare's INSERT and a commit's
 //! UPDATE: one row write and its index changes fewer per message.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use sqlx::MySql;
@@ -28,14 +27,9 @@ impl MySqlStore {
         batch: &[NewCommitted],
         send_lease: Duration,
     ) -> StoreResult<Option<Vec<Message>>> {
-        let keys: Vec<(&str, &str)> = batch
-            .iter()
-            .map(|c| (c.message.biz_id.as_str(), c.message.message_key.as_str()))
-            .collect();
-        let distinct: HashSet<&(&str, &str)> = keys.iter().collect();
-        if !self.returning || batch.is_empty() || distinct.len() != keys.len() {
+        let Some(keys) = sql::distinct_keys(batch).filter(|_| self.returning) else {
             return Ok(None);
-        }
+        };
         let messages: Vec<&NewMessage> = batch.iter().map(|c| &c.message).collect();
         let contents: Vec<sql::Content<'_>> =
             messages.iter().map(|m| sql::Content::of(m)).collect();

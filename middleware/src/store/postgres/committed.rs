@@ -4,7 +4,7 @@
 //! alert, in one transaction) instead of a prepare's INSERT and a commit's
 //! UPDATE: one row version and its index entries fewer per message.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use sqlx::Postgres;
@@ -68,12 +68,8 @@ impl PgStore {
         batch: &[NewCommitted],
         send_lease: Duration,
     ) -> StoreResult<Option<Vec<Message>>> {
-        let keys: HashSet<(&str, &str)> = batch
-            .iter()
-            .map(|c| (c.message.biz_id.as_str(), c.message.message_key.as_str()))
-            .collect();
         // 22 parameters a row, within PostgreSQL's 65,535 a statement.
-        if batch.is_empty() || batch.len() > 2_000 || keys.len() != batch.len() {
+        if batch.len() > 2_000 || sql::distinct_keys(batch).is_none() {
             return Ok(None);
         }
         match self.insert_committed_all(batch, send_lease).await {

@@ -39,3 +39,18 @@ where
     .map(message_from_row)
     .transpose()
 }
+
+/// The (biz_id, message_key) of each message of a batch to create COMMITTED
+/// in one step, in order; None when the batch is empty or names a key twice
+/// (the one-step paths then write nothing and the caller prepares and
+/// commits, which sorts the repeats out).
+pub(in crate::store) fn distinct_keys(
+    batch: &[crate::store::NewCommitted],
+) -> Option<Vec<(&str, &str)>> {
+    let keys: Vec<(&str, &str)> = batch
+        .iter()
+        .map(|c| (c.message.biz_id.as_str(), c.message.message_key.as_str()))
+        .collect();
+    let distinct: std::collections::HashSet<&(&str, &str)> = keys.iter().collect();
+    (!keys.is_empty() && distinct.len() == keys.len()).then_some(keys)
+}

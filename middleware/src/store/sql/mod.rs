@@ -94,7 +94,7 @@ pub(super) use ledger::{
     set_consumer_group_token, GROUP_COLUMNS,
 };
 pub(super) use listing::list_messages;
-pub(super) use messages::{find_message, ping};
+pub(super) use messages::{distinct_keys, find_message, ping};
 pub(super) use ordering::{
     blocked_by, mark_sent_ordered, order_commit_batch, order_commits, promoted_due, skip,
 };
