@@ -14,9 +14,7 @@ use crate::store::{
     StoreResult, Transition,
 };
 
-use super::prepare::{
-    created_apart, insert_prepared_rows, select_by_keys, select_messages_by_keys, HEADROOM,
-};
+use super::prepare::{created_apart, insert_prepared_rows, select_messages_by_keys, HEADROOM};
 use super::transitions::{decide_alone, order_commits, transition_update, verify_failed_alerts};
 use super::{
     is_lock_conflict, is_unique_violation, micros, select_messages_by_ids, select_rows_by_ids,
@@ -213,7 +211,7 @@ impl MessageStore for MySqlStore {
             .map(|(m, _)| (m.biz_id.as_str(), m.message_key.as_str()))
             .collect();
         // As stored: the contents apart are not written yet.
-        let created = select_by_keys(&mut *tx, STORED_COLUMNS, &created_keys).await?;
+        let created = sql::select_by_keys(&mut *tx, STORED_COLUMNS, &created_keys).await?;
         let mut by_key: HashMap<(String, String), Message> = created
             .into_iter()
             .map(|m| ((m.biz_id.clone(), m.message_key.clone()), m))

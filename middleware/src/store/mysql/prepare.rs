@@ -3,7 +3,7 @@
 //! `INSERT … RETURNING` (MariaDB), the contents kept apart written in the
 //! same transaction, and reading rows back by key.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use sqlx::mysql::MySqlRow;
@@ -183,8 +183,7 @@ pub(super) async fn created_apart(
     sql::insert_apart::<MySql>(tx, &apart).await
 }
 
-/// The rows holding these keys, grouped per biz_id so each group is a range
-/// on the unique (biz_id, message_key) index.
+/// The rows holding these keys ([`sql::select_by_keys`] of every column).
 pub(super) async fn select_messages_by_keys<'e, E>(
     exec: E,
     keys: &[(&str, &str)],
@@ -192,44 +191,5 @@ pub(super) async fn select_messages_by_keys<'e, E>(
 where
     E: sqlx::Executor<'e, Database = MySql>,
 {
-    select_by_keys(exec, MESSAGE_COLUMNS, keys).await
-}
-
-/// [`select_messages_by_keys`] reading `columns` ([`MESSAGE_COLUMNS`] or
-/// [`STORED_COLUMNS`]).
-pub(super) async fn select_by_keys<'e, E>(
-    exec: E,
-    columns: &str,
-    keys: &[(&str, &str)],
-) -> StoreResult<Vec<Message>>
-where
-    E: sqlx::Executor<'e, Database = MySql>,
-{
-    if keys.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut by_biz: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for (b, k) in keys {
-        by_biz.entry(b).or_default().push(k);
-    }
-    let mut q = QueryBuilder::<MySql>::new(format!("SELECT {columns} FROM messages WHERE "));
-    for (i, (biz, ks)) in by_biz.iter().enumerate() {
-        if i > 0 {
-            q.push(" OR ");
-        }
-        q.push("(biz_id = ")
-            .push_bind(*biz)
-            .push(" AND message_key IN (");
-        let mut sep = q.separated(", ");
-        for k in ks {
-            sep.push_bind(*k);
-        }
-        q.push("))");
-    }
-    q.build()
-        .fetch_all(exec)
-        .await?
-        .iter()
-        .map(message_from_row)
-        .collect()
+    sql::select_by_keys(exec, MESSAGE_COLUMNS, keys).await
 }

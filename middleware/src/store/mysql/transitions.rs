@@ -157,7 +157,7 @@ impl MySqlStore {
         // audit INSERT's RETURNING stands in for the read-back, a round trip
         // fewer than `transition` (a quiet service decides one at a time).
         let lone_unseen = ts.len() < 2 && seen.is_none();
-        if lone_unseen || !one_update(ts) {
+        if lone_unseen || !sql::one_update(ts) {
             return crate::store::transition_each(self, ts).await;
         }
         let audits: Vec<AuditRow> = ts.iter().filter_map(AuditRow::transition).collect();
@@ -291,24 +291,13 @@ impl MySqlStore {
     }
 }
 
-/// Whether `ts` can go as one UPDATE: at least one, all to the same state
-/// with the same lease, attempt count and error, each row once.
-fn one_update(ts: &[Transition]) -> bool {
-    let uniform = ts.windows(2).all(|w| {
-        (w[0].to, w[0].send_lease, w[0].verify_attempt, &w[0].error)
-            == (w[1].to, w[1].send_lease, w[1].verify_attempt, &w[1].error)
-    });
-    let distinct: HashSet<u64> = ts.iter().map(|t| t.id).collect();
-    !ts.is_empty() && uniform && distinct.len() == ts.len()
-}
-
 /// Whether `ts`, with their rows `seen`, are decisions that need nothing
 /// but their UPDATE ([`MySqlStore::decide_together`]): one UPDATE's worth of
 /// producers' own decisions ([`sql::producer_decides`]), none of them the
 /// commit of an ordered message (which takes its key's seq in the same
 /// transaction).
 pub(super) fn decide_alone(ts: &[Transition], seen: &[&Message]) -> bool {
-    one_update(ts)
+    sql::one_update(ts)
         && ts.iter().zip(seen).all(|(t, m)| {
             sql::producer_decides(t) && !(t.to == MessageStatus::Committed && m.order_key.is_some())
         })

@@ -17,9 +17,12 @@ use super::{is_deadlock, millis, PgStore, MS, NOW};
 
 /// The upsert by which a batch of commits adds its rows to each of their
 /// keys' `last_seq` ([`sql::order_commit_batch`]).
-const BUMP_KEYS: &str = " ON CONFLICT (order_key) DO UPDATE SET \
-    last_seq = ordered_keys.last_seq + EXCLUDED.last_seq, \
-    updated_at = date_trunc('milliseconds', statement_timestamp())";
+pub(super) fn bump_keys() -> String {
+    format!(
+        " ON CONFLICT (order_key) DO UPDATE SET \
+         last_seq = ordered_keys.last_seq + EXCLUDED.last_seq, updated_at = {NOW}"
+    )
+}
 
 /// A committed row as `INSERT INTO messages ({PREPARE_COLUMNS},
 /// send_status, decided_at, next_send_at)` takes it: no check-back time,
@@ -127,7 +130,8 @@ impl PgStore {
             .map(|(m, c)| AuditRow::created_committed(m.id, &c.actor, &c.reason))
             .collect();
         sql::insert_audits(&mut *tx, &audits).await?;
-        let alerts = sql::order_commit_batch::<Postgres>(&mut tx, BUMP_KEYS, &mut created).await?;
+        let alerts =
+            sql::order_commit_batch::<Postgres>(&mut tx, &bump_keys(), &mut created).await?;
         let raised = sql::raise_alerts::<Postgres>(&mut tx, alerts).await?;
         tx.commit().await?;
         raised.announce();

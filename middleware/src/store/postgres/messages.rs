@@ -2,7 +2,7 @@
 //! RETURNING`), tombstones, reads, and a transition as one guarded
 //! `UPDATE … RETURNING` with its audit row, seq and alert in one
 //! transaction. A batch of prepares is one statement, a batch of
-//! transitions one transaction.
+//! transitions one transaction of one UPDATE per target state.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -23,6 +23,7 @@ use crate::store::{
 
 use crate::store::traits::{insert_prepared_each, transition_each};
 
+use super::committed::bump_keys;
 use super::{first_message, is_deadlock, millis, sql_int, PgStore, MS, NOW};
 
 /// When a commit makes its message due, as SQL (`next_send_at` of the
@@ -117,14 +118,28 @@ impl PgStore {
             sql::insert_apart::<Postgres>(&mut tx, &apart).await?;
             tx.commit().await?;
         }
+        // The keys that were there already, read with one statement.
+        let existing_keys: Vec<(&str, &str)> = out
+            .iter()
+            .zip(part)
+            .filter(|(row, _)| row.is_none())
+            .map(|(_, m)| (m.biz_id.as_str(), m.message_key.as_str()))
+            .collect();
+        let existing: HashMap<(String, String), Message> =
+            sql::select_by_keys(&self.pool, MESSAGE_COLUMNS, &existing_keys)
+                .await?
+                .into_iter()
+                .map(|m| ((m.biz_id.clone(), m.message_key.clone()), m))
+                .collect();
         let mut inserted = Vec::with_capacity(part.len());
         for ((row, m), content) in out.into_iter().zip(part).zip(&contents) {
             inserted.push(match row {
                 Some(row) if content.apart() => Inserted::Created(sql::with_content(row, m)),
                 Some(row) => Inserted::Created(row),
                 None => Inserted::Existing(
-                    self.find_message(&m.biz_id, &m.message_key)
-                        .await?
+                    existing
+                        .get(&(m.biz_id.clone(), m.message_key.clone()))
+                        .cloned()
                         .ok_or(StoreError::Vanished("the row a duplicate key names"))?,
                 ),
             });
@@ -134,13 +149,48 @@ impl PgStore {
 
     /// Applies `ts` in one transaction, in their order, with their audit
     /// rows, seqs and alerts; one result per transition (None where its
-    /// guard matched nothing).
+    /// guard matched nothing). Transitions to one state with one lease,
+    /// attempt count and error go as one guarded UPDATE, whose `RETURNING`
+    /// says which guards matched; a batch naming a row twice goes one
+    /// transition at a time.
     async fn transition_all(&self, ts: &[Transition]) -> StoreResult<Vec<Option<Message>>> {
         let mut tx = self.pool.begin().await?;
         let mut alerts = Vec::new();
         let mut out = Vec::with_capacity(ts.len());
-        for t in ts {
-            out.push(transition_on(&mut tx, t, &mut alerts).await?);
+        if distinct_rows(ts) {
+            out.resize(ts.len(), None);
+            for group in uniform_groups(ts) {
+                let part: Vec<Transition> = group.iter().map(|&i| ts[i].clone()).collect();
+                let mut changed: HashMap<u64, Message> = transition_together(&mut tx, &part)
+                    .await?
+                    .into_iter()
+                    .map(|m| (m.id, m))
+                    .collect();
+                for i in group {
+                    out[i] = changed.remove(&ts[i].id);
+                }
+            }
+            let audits: Vec<AuditRow> = ts
+                .iter()
+                .zip(&out)
+                .filter(|(_, row)| row.is_some())
+                .filter_map(|(t, _)| AuditRow::transition(t))
+                .collect();
+            sql::insert_audits(&mut *tx, &audits).await?;
+            alerts.extend(
+                out.iter()
+                    .flatten()
+                    .filter(|m| m.status == MessageStatus::VerifyFailed)
+                    .map(|m| NewAlert::failed(AlertKind::VerifyFailed, m)),
+            );
+            // In order per key: the batch's ordered commits take their seqs
+            // together, in the batch's order.
+            let bump = bump_keys();
+            alerts.extend(sql::order_commit_batch::<Postgres>(&mut tx, &bump, &mut out).await?);
+        } else {
+            for t in ts {
+                out.push(transition_on(&mut tx, t, &mut alerts).await?);
+            }
         }
         if out.iter().all(Option::is_none) {
             tx.rollback().await?;
@@ -153,18 +203,32 @@ impl PgStore {
     }
 }
 
-/// One transition on `tx`: its guarded `UPDATE … RETURNING`, its audit row
-/// and, for an ordered commit, its key's seq; the alerts it raises are
-/// added to `alerts`. None when the guard matched nothing.
-async fn transition_on(
-    tx: &mut PgConnection,
-    t: &Transition,
-    alerts: &mut Vec<NewAlert>,
-) -> StoreResult<Option<Message>> {
-    let send_status = transition_effects(t.to).send_status;
-    // `?1` is compared with text literals: typed so, it is one parameter
-    // of one type wherever it appears.
-    let rows = sqlx::query(stmt::<Postgres>(format!(
+/// Whether `ts` names each row once.
+fn distinct_rows(ts: &[Transition]) -> bool {
+    let ids: std::collections::HashSet<u64> = ts.iter().map(|t| t.id).collect();
+    ids.len() == ts.len()
+}
+
+/// The indices of `ts` split into groups that can each go as one UPDATE
+/// ([`sql::same_update`]: one target state, lease, attempt count and error),
+/// each group in the batch's order, the groups in the order of their first
+/// transition.
+fn uniform_groups(ts: &[Transition]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, t) in ts.iter().enumerate() {
+        match groups.iter_mut().find(|g| sql::same_update(&ts[g[0]], t)) {
+            Some(g) => g.push(i),
+            None => groups.push(vec![i]),
+        }
+    }
+    groups
+}
+
+/// The guarded UPDATE of a transition to `?1` (`?2` its send status, `?3`
+/// the attempts it adds, `?4` its error, `?5` a commit's send lease); the
+/// caller adds the guard.
+fn transition_set() -> String {
+    format!(
         "UPDATE messages SET status = ?1, send_status = ?2, version = version + 1, \
          verify_attempts = CASE WHEN ?1 = 'PREPARED' THEN 0 ELSE verify_attempts + ?3 END, \
          last_error = COALESCE(?4, last_error), \
@@ -175,21 +239,58 @@ async fn transition_on(
          next_send_at = CASE WHEN ?1 = 'COMMITTED' THEN {} END, \
          decided_at = CASE WHEN ?1 IN ('COMMITTED', 'ROLLED_BACK', 'VERIFY_FAILED') \
              THEN {NOW} ELSE decided_at END, \
-         updated_at = {NOW} \
-         WHERE id = ?6 AND status = ?7 AND version = ?8 RETURNING {MESSAGE_COLUMNS}",
+         updated_at = {NOW}",
         commit_due("?5")
-    )))
-    .bind(t.to.as_str())
-    .bind(send_status)
-    .bind(i64::from(t.verify_attempt))
-    .bind(t.error.as_deref().map(clip_error))
-    .bind(millis(t.send_lease))
-    .bind(sql_int(t.id))
-    .bind(t.from.as_str())
-    .bind(sql_int(t.version))
-    .fetch_all(&mut *tx)
-    .await?;
-    let Some(mut row) = first_message(&rows)? else {
+    )
+}
+
+/// [`transition_set`]'s parameters for `t`.
+fn bind_set<'q>(q: PgQuery<'q>, t: &'q Transition) -> PgQuery<'q> {
+    // `?1` is compared with text literals: typed so, it is one parameter
+    // of one type wherever it appears.
+    q.bind(t.to.as_str())
+        .bind(transition_effects(t.to).send_status)
+        .bind(i64::from(t.verify_attempt))
+        .bind(t.error.as_deref().map(clip_error))
+        .bind(millis(t.send_lease))
+}
+
+/// `ts` (at least one, [`sql::one_update`]) as one guarded `UPDATE …
+/// RETURNING` on `tx`, one statement text whatever their number: the rows
+/// whose guards matched, as they are now.
+async fn transition_together(
+    tx: &mut PgConnection,
+    ts: &[Transition],
+) -> StoreResult<Vec<Message>> {
+    // Each row's guard is its (id, status, version), bound as arrays; the
+    // ids alone first, so the rows are found on the primary key.
+    let text = stmt::<Postgres>(format!(
+        "{} WHERE id = ANY(?6) AND (id, status, version) IN \
+         (SELECT * FROM UNNEST(?6::BIGINT[], ?7::VARCHAR[], ?8::BIGINT[])) \
+         RETURNING {MESSAGE_COLUMNS}",
+        transition_set()
+    ));
+    bind_set(sqlx::query(text), &ts[0])
+        .bind(ts.iter().map(|t| sql_int(t.id)).collect::<Vec<i64>>())
+        .bind(ts.iter().map(|t| t.from.as_str()).collect::<Vec<&str>>())
+        .bind(ts.iter().map(|t| sql_int(t.version)).collect::<Vec<i64>>())
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(message_from_row)
+        .collect()
+}
+
+/// One transition on `tx`: its guarded `UPDATE … RETURNING`, its audit row
+/// and, for an ordered commit, its key's seq; the alerts it raises are
+/// added to `alerts`. None when the guard matched nothing.
+async fn transition_on(
+    tx: &mut PgConnection,
+    t: &Transition,
+    alerts: &mut Vec<NewAlert>,
+) -> StoreResult<Option<Message>> {
+    let rows = transition_together(tx, std::slice::from_ref(t)).await?;
+    let Some(mut row) = rows.into_iter().next() else {
         return Ok(None);
     };
     sql::insert_audits(&mut *tx, AuditRow::transition(t).as_slice()).await?;
@@ -263,6 +364,10 @@ impl MessageStore for PgStore {
 
     async fn find_message(&self, biz_id: &str, message_key: &str) -> StoreResult<Option<Message>> {
         sql::find_message(&self.pool, biz_id, message_key).await
+    }
+
+    async fn find_messages(&self, keys: &[(&str, &str)]) -> StoreResult<Vec<Message>> {
+        sql::select_by_keys(&self.pool, MESSAGE_COLUMNS, keys).await
     }
 
     async fn find_message_by_id(&self, id: u64) -> StoreResult<Option<Message>> {

@@ -25,9 +25,13 @@
 //!   starting together apply them once.
 //!
 //! - Batches: a prepare batch is one multi-row `INSERT … ON CONFLICT DO
-//!   NOTHING RETURNING`, a decision batch and a batch of SENT marks one
-//!   transaction of guarded UPDATEs (one commit to wait for, a round trip
-//!   per row). A batch that deadlocks with another is done one by one.
+//!   NOTHING RETURNING` (the keys there already read with one SELECT); a
+//!   decision batch one guarded `UPDATE … RETURNING` per target state (the
+//!   guards bound as arrays and `UNNEST`ed, so one statement text whatever
+//!   the batch's size), with its audit rows, seqs and alerts in the same
+//!   transaction; a batch of SENT marks one `UPDATE … FROM UNNEST(…)`.
+//!   `RETURNING` tells which guards matched, so a lost race never sends the
+//!   batch one by one. A batch that deadlocks with another is done one by one.
 //!
 //! One file per concern, one `impl` of a [`crate::store`] sub-trait in
 //! each; this file holds the store itself, its connection, the clock

@@ -1,4 +1,4 @@
-//! [`SendStore`] on PostgreSQL: the send claim, the SENT marks (one transaction
+//! [`SendStore`] on PostgreSQL: the send claim, the SENT marks (one statement
 //! for a batch), retries, releases and SEND_FAILED.
 
 use std::time::Duration;
@@ -9,6 +9,7 @@ use sqlx::Postgres;
 use crate::store::sql::{self, clip_error, stmt, ClaimKind, Lease};
 use crate::store::{Actor, Claimed, Message, PayloadRoom, SendStore, SentMark, StoreResult};
 
+use super::messages::PgQuery;
 use super::{millis, sql_int, PgStore, MS, NOW};
 
 #[async_trait]
@@ -27,25 +28,23 @@ impl SendStore for PgStore {
         if marks.is_empty() {
             return Ok(0);
         }
-        // One transaction for the batch: one commit to wait for.
-        let mut tx = self.pool.begin().await?;
-        let mut matched = sql::mark_sent_ordered::<Postgres>(&mut tx, marks).await?;
-        for m in marks.iter().filter(|m| m.order.is_none()) {
-            matched += sqlx::query(stmt::<Postgres>(format!(
-                "UPDATE messages SET send_status = 'SENT', next_send_at = NULL, \
-                 sent_at = {NOW}, updated_at = {NOW}, version = version + 1, \
-                 send_attempts = send_attempts + 1, kafka_partition = ?, kafka_offset = ? \
-                 WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING'"
-            )))
-            .bind(m.partition)
-            .bind(m.offset)
-            .bind(sql_int(m.id))
-            .bind(sql_int(m.version))
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+        // Ordered messages' marks move their keys on, in a transaction of
+        // their own; the others take one statement.
+        let (ordered, plain): (Vec<&SentMark>, Vec<&SentMark>) =
+            marks.iter().partition(|m| m.order.is_some());
+        let mut matched = 0;
+        if !ordered.is_empty() {
+            let ordered: Vec<SentMark> = ordered.into_iter().cloned().collect();
+            let mut tx = self.pool.begin().await?;
+            matched += sql::mark_sent_ordered::<Postgres>(&mut tx, &ordered).await?;
+            tx.commit().await?;
         }
-        tx.commit().await?;
+        if !plain.is_empty() {
+            matched += mark_sent_statement(&plain)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+        }
         Ok(matched)
     }
 
@@ -110,4 +109,31 @@ impl PgStore {
         .await?;
         Ok(done.rows_affected() == 1)
     }
+}
+
+/// The guarded SENT UPDATE of `marks` (not empty), one statement for the
+/// lot whatever their number: the marks, bound as arrays, are a table
+/// joined on (id, version), the claim's guard, so each row takes the
+/// partition and offset of its own claim's mark (a stale owner's mark for
+/// the same id joins nothing).
+fn mark_sent_statement<'q>(marks: &[&SentMark]) -> PgQuery<'q> {
+    sqlx::query(stmt::<Postgres>(format!(
+        "UPDATE messages m SET send_status = 'SENT', next_send_at = NULL, \
+         sent_at = {NOW}, updated_at = {NOW}, version = m.version + 1, \
+         send_attempts = m.send_attempts + 1, kafka_partition = s.kafka_partition, \
+         kafka_offset = s.kafka_offset \
+         FROM UNNEST(?::BIGINT[], ?::BIGINT[], ?::INTEGER[], ?::BIGINT[]) \
+             AS s (id, version, kafka_partition, kafka_offset) \
+         WHERE m.id = s.id AND m.version = s.version \
+         AND m.status = 'COMMITTED' AND m.send_status = 'PENDING'"
+    )))
+    .bind(marks.iter().map(|m| sql_int(m.id)).collect::<Vec<i64>>())
+    .bind(
+        marks
+            .iter()
+            .map(|m| sql_int(m.version))
+            .collect::<Vec<i64>>(),
+    )
+    .bind(marks.iter().map(|m| m.partition).collect::<Vec<i32>>())
+    .bind(marks.iter().map(|m| m.offset).collect::<Vec<i64>>())
 }

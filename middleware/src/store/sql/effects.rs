@@ -1,7 +1,11 @@
 //! What a write sets besides the values it is given: the send status and
 //! audit action of each transition, and errors clipped to their column.
 
+use std::collections::HashSet;
+
 use trustmsg_verify_api::{MessageStatus, SendStatus};
+
+use crate::store::Transition;
 
 /// What a transition to a status sets besides the status itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +47,21 @@ pub(super) fn clip_to(e: &str, max: usize) -> &str {
         end -= 1;
     }
     &e[..end]
+}
+
+/// Whether `ts` can go as one UPDATE: at least one, all to the same state
+/// with the same lease, attempt count and error, each row once.
+pub(in crate::store) fn one_update(ts: &[Transition]) -> bool {
+    let uniform = ts.windows(2).all(|w| same_update(&w[0], &w[1]));
+    let distinct: HashSet<u64> = ts.iter().map(|t| t.id).collect();
+    !ts.is_empty() && uniform && distinct.len() == ts.len()
+}
+
+/// Whether `a` and `b` set the same values (state, lease, attempt count and
+/// error), so one UPDATE can apply both.
+pub(in crate::store) fn same_update(a: &Transition, b: &Transition) -> bool {
+    (a.to, a.send_lease, a.verify_attempt, &a.error)
+        == (b.to, b.send_lease, b.verify_attempt, &b.error)
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! Reading a message by its key, and the cheapest statement that proves
 //! the database answers.
 
-use sqlx::Executor;
+use std::collections::BTreeMap;
+
+use sqlx::{Executor, QueryBuilder};
 
 use super::row::{message_from_row, MESSAGE_COLUMNS};
 use super::{stmt, Bind, Dialect};
@@ -38,6 +40,49 @@ where
     .as_ref()
     .map(message_from_row)
     .transpose()
+}
+
+/// The rows holding these (biz_id, message_key) pairs, in any order, with
+/// `columns` ([`MESSAGE_COLUMNS`] or `STORED_COLUMNS`): one statement,
+/// grouped per biz_id so each group is a range on the unique
+/// (biz_id, message_key) index.
+pub(in crate::store) async fn select_by_keys<'e, D, E>(
+    exec: E,
+    columns: &str,
+    keys: &[(&str, &str)],
+) -> StoreResult<Vec<Message>>
+where
+    D: Dialect,
+    E: Executor<'e, Database = D>,
+    for<'a> &'a str: Bind<D>,
+{
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut by_biz: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (b, k) in keys {
+        by_biz.entry(b).or_default().push(k);
+    }
+    let mut q = QueryBuilder::<D>::new(format!("SELECT {columns} FROM messages WHERE "));
+    for (i, (biz, ks)) in by_biz.iter().enumerate() {
+        if i > 0 {
+            q.push(" OR ");
+        }
+        q.push("(biz_id = ")
+            .push_bind(*biz)
+            .push(" AND message_key IN (");
+        let mut sep = q.separated(", ");
+        for k in ks {
+            sep.push_bind(*k);
+        }
+        q.push("))");
+    }
+    q.build()
+        .fetch_all(exec)
+        .await?
+        .iter()
+        .map(message_from_row)
+        .collect()
 }
 
 /// The (biz_id, message_key) of each message of a batch to create COMMITTED

@@ -85,7 +85,7 @@ pub(super) use claim::{
 pub(super) use content::{
     fill_apart, fill_payloads, insert_apart, move_chunk, with_content, Content,
 };
-pub(super) use effects::{clip_error, transition_effects};
+pub(super) use effects::{clip_error, one_update, same_update, transition_effects};
 pub(super) use flow::{add_flow, flow_since, purge_flow, Upsert};
 pub(super) use ledger::{
     begin as begin_consumption, bind_group, consumer_group_counts, consumptions_of,
@@ -94,7 +94,7 @@ pub(super) use ledger::{
     set_consumer_group_token, GROUP_COLUMNS,
 };
 pub(super) use listing::list_messages;
-pub(super) use messages::{distinct_keys, find_message, ping};
+pub(super) use messages::{distinct_keys, find_message, ping, select_by_keys};
 pub(super) use ordering::{
     blocked_by, mark_sent_ordered, order_commit_batch, order_commits, promoted_due, skip,
 };

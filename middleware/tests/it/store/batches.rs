@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use trustmsg::store::{
-    self, DecideOutcome, DecideRequest, DynStore, Inserted, Message, NewMessage, Target, Transition,
+    self, Actor, DecideOutcome, DecideRequest, DynStore, Inserted, Message, NewMessage, Target,
+    Transition,
 };
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
@@ -383,4 +384,85 @@ pub(crate) async fn concurrent_prepare_batches_of_the_same_keys_in_opposite_orde
             }
         }
     }
+}
+
+/// A batch mixing transitions to several states (commits, a rollback, a
+/// VERIFY_FAILED with its error and attempt, a stale guard) leaves each row
+/// as the same transition alone leaves its twin.
+pub(crate) async fn a_mixed_transition_batch_changes_each_row_as_its_transition_alone_does(
+    s: &DynStore,
+) {
+    let s = s.as_ref();
+    let changes = [
+        (MessageStatus::Committed, 0),
+        (MessageStatus::RolledBack, 0),
+        (MessageStatus::VerifyFailed, 0),
+        (MessageStatus::Committed, 3),
+        (MessageStatus::Committed, 0),
+        (MessageStatus::RolledBack, 0),
+    ];
+    let to = |m: &Message, (to, stale): (MessageStatus, u64)| Transition {
+        id: m.id,
+        from: MessageStatus::Prepared,
+        version: m.version + stale,
+        to,
+        send_lease: Duration::from_secs(60),
+        verify_attempt: to == MessageStatus::VerifyFailed,
+        error: (to == MessageStatus::VerifyFailed).then(|| "no answer".to_string()),
+        actor: Actor::Verifier,
+        reason: "mixed".into(),
+    };
+    let mut batched = Vec::new();
+    let mut alone = Vec::new();
+    for i in 0..changes.len() {
+        batched.push(prepare(s, &format!("mixed-batch-{i}"), Due::Later).await);
+        alone.push(prepare(s, &format!("mixed-alone-{i}"), Due::Later).await);
+    }
+    let ts: Vec<Transition> = batched.iter().zip(changes).map(|(m, c)| to(m, c)).collect();
+    let results = s.transition_batch(&ts).await.unwrap();
+    assert_eq!(results.len(), ts.len());
+    // What a row's transition made of it, whatever its id, key and times.
+    let outcome = |m: &Message| {
+        (
+            m.status,
+            m.send_status,
+            m.version,
+            m.verify_attempts,
+            m.last_error.clone(),
+            m.next_send_at.is_some(),
+            m.decided_at.is_some(),
+        )
+    };
+    for (i, ((m, twin), change)) in batched.iter().zip(&alone).zip(changes).enumerate() {
+        let one = s.transition(&to(twin, change)).await.unwrap();
+        assert_eq!(results[i].is_some(), one.is_some(), "transition {i}");
+        let stored = s.find_message_by_id(m.id).await.unwrap().unwrap();
+        if let Some(r) = &results[i] {
+            assert_eq!(
+                r, &stored,
+                "transition {i}: the result is the row as stored"
+            );
+        }
+        let twin_now = s.find_message_by_id(twin.id).await.unwrap().unwrap();
+        assert_eq!(outcome(&stored), outcome(&twin_now), "transition {i}");
+        assert_eq!(
+            audit_lines(s, m.id).await.len(),
+            audit_lines(s, twin.id).await.len(),
+            "transition {i}: audited as alone"
+        );
+    }
+    assert_eq!(
+        results
+            .iter()
+            .map(|r| r.as_ref().map(|m| m.status))
+            .collect::<Vec<_>>(),
+        [
+            Some(MessageStatus::Committed),
+            Some(MessageStatus::RolledBack),
+            Some(MessageStatus::VerifyFailed),
+            None,
+            Some(MessageStatus::Committed),
+            Some(MessageStatus::RolledBack),
+        ]
+    );
 }

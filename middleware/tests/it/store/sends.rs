@@ -499,3 +499,46 @@ pub(crate) async fn release_sends_makes_only_the_named_pending_claims_due_at_onc
         .is_empty());
     assert_eq!(s.release_sends(&[]).await.unwrap(), 0);
 }
+
+pub(crate) async fn a_batch_of_sent_marks_gives_each_row_its_own_partition_and_offset(
+    s: &DynStore,
+) {
+    let s = s.as_ref();
+    let mut rows = Vec::new();
+    for i in 0..5 {
+        let key = format!("marks-{i}");
+        rows.push(
+            arrange_key(s, &key, State::SendPending, Due::Later)
+                .await
+                .unwrap(),
+        );
+    }
+    let marks: Vec<SentMark> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, m)| SentMark {
+            id: m.id,
+            version: m.version,
+            partition: i as i32 % 3,
+            offset: 1_000 + 7 * i as i64,
+            order: None,
+        })
+        .collect();
+    assert_eq!(s.mark_sent(&marks).await.unwrap(), 5);
+    for (m, mark) in rows.iter().zip(&marks) {
+        let now = s.find_message_by_id(m.id).await.unwrap().unwrap();
+        assert_eq!(
+            (now.send_status, now.kafka_partition, now.kafka_offset),
+            (
+                Some(SendStatus::Sent),
+                Some(mark.partition),
+                Some(mark.offset)
+            ),
+            "{}",
+            m.message_key
+        );
+        assert_eq!(now.version, m.version + 1);
+        assert_eq!(now.send_attempts, m.send_attempts + 1);
+    }
+    assert_eq!(s.mark_sent(&marks).await.unwrap(), 0, "marked once");
+}
