@@ -289,6 +289,8 @@ async fn bench_on_postgresql_reports_every_phase_with_its_own_counters_and_leave
             "50",
             "--outbox-rows",
             "200",
+            "--outbox-rates",
+            "20,40",
             "--submit-messages",
             "200",
             "--scan-rows",
@@ -341,6 +343,19 @@ async fn bench_on_postgresql_reports_every_phase_with_its_own_counters_and_leave
             <= outbox["intended_to_kafka"]["p50_ms"].as_f64().unwrap(),
         "{outbox}"
     );
+    // Then once at each rate asked for, every row of each timed: 1 s at
+    // 20 and 40 rows/s.
+    let at: Vec<(f64, u64)> = outbox["at_rates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let n = l["commit_to_kafka"]["count"].as_u64().unwrap();
+            assert_eq!(l["intended_to_kafka"]["count"].as_u64(), Some(n), "{l}");
+            (l["rate_per_s"].as_f64().unwrap(), n)
+        })
+        .collect();
+    assert_eq!(at, [(20.0, 20), (40.0, 40)], "{outbox}");
     assert_eq!(report["scan_ms"].as_array().unwrap().len(), 1);
     assert_eq!(report["one_at_a_time"]["count"].as_u64(), Some(200));
     // The exact counters: each message's prepare and commit write (at
@@ -414,4 +429,23 @@ async fn bench_on_postgresql_reports_every_phase_with_its_own_counters_and_leave
     .await
     .unwrap();
     assert!(left.is_empty(), "bench left databases behind: {left:?}");
+}
+
+#[test]
+fn an_outbox_rate_that_is_not_a_positive_number_is_refused_before_anything_runs() {
+    for bad in ["0", "-5", "fast", "1000,nan"] {
+        let (out, _) = run(Command::new(env!("CARGO_BIN_EXE_trustmsg")).args([
+            "bench",
+            "--database-url",
+            "mysql://root@127.0.0.1:1",
+            &format!("--outbox-rates={bad}"),
+        ]));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(
+            stderr.contains("is not a rate: give rows per second, a positive number"),
+            "{bad}: {stderr}"
+        );
+        assert!(!stderr.contains("connecting"), "{bad}: {stderr}");
+    }
 }

@@ -80,6 +80,12 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     pub(crate) outbox_rows: Option<u64>,
 
+    /// Arrival rates (rows per second, comma-separated) at which the
+    /// outbox phase's latency part runs again after its run at half the
+    /// relayed rate: commit → Kafka against the load, in `outbox.at_rates`.
+    #[arg(long, value_delimiter = ',', value_parser = positive_rate)]
+    pub(crate) outbox_rates: Vec<f64>,
+
     /// Payload bytes of the rows the verifier and drain phases write (the
     /// API's phases send 256-byte payloads whatever this is), to price what
     /// a check-back, a claim and a SENT mark cost a large message: e.g.
@@ -145,5 +151,15 @@ impl BenchArgs {
                 self.scan_rows.clone()
             },
         }
+    }
+}
+
+/// A latency part's arrival rate: a positive number of rows per second.
+fn positive_rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!(
+            "{s:?} is not a rate: give rows per second, a positive number (e.g. 1000)"
+        )),
     }
 }

@@ -443,13 +443,20 @@ async fn run_in(
         report.outbox_db = Some(meter?.stop(&pool, &mut report, "outbox", rows).await?);
         let half = rate / 2.0;
         eprintln!("bench: outbox latency, one row per transaction at {half:.0}/s");
-        let latency = outbox::latency(&source, &mut relayed, half, sizes.duration).await?;
+        let latency = outbox::latency(&source, 0, &mut relayed, half, sizes.duration).await?;
+        let mut at_rates = Vec::new();
+        for (run, &rate) in args.outbox_rates.iter().enumerate() {
+            eprintln!("bench: outbox latency, one row per transaction at {rate:.0}/s");
+            let run = outbox::latency(&source, run + 1, &mut relayed, rate, sizes.duration);
+            at_rates.push(run.await?);
+        }
         report.outbox = Some(outbox::OutboxResult {
             rows: sizes.outbox_rows,
             relayed_per_s: rate,
             latency_rate_per_s: half,
             commit_to_kafka: latency.commit_to_kafka,
             intended_to_kafka: latency.intended_to_kafka,
+            at_rates,
         });
         stop_relayed.set();
     }

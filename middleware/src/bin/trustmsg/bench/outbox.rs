@@ -49,10 +49,15 @@ pub(crate) struct OutboxResult {
     /// record read: [`OutboxResult::commit_to_kafka`] plus the time the
     /// producer's own transaction waited and took, on the same server.
     pub(crate) intended_to_kafka: Percentiles,
+    /// The latency part again at each of `--outbox-rates`, in its order.
+    pub(crate) at_rates: Vec<Latency>,
 }
 
-/// The latency part's two clocks ([`OutboxResult`]).
+/// The latency part's two clocks ([`OutboxResult`]) at one arrival rate.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
 pub(crate) struct Latency {
+    /// Rows per second the producers committed, one per transaction.
+    pub(crate) rate_per_s: f64,
     pub(crate) commit_to_kafka: Percentiles,
     pub(crate) intended_to_kafka: Percentiles,
 }
@@ -250,6 +255,7 @@ where
 /// each charged from its intended start to its record read.
 pub(crate) async fn latency(
     source: &Arc<Source>,
+    run: usize,
     consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
     rate: f64,
     duration: Duration,
@@ -269,7 +275,7 @@ pub(crate) async fn latency(
         tokio::time::sleep_until(intended.into()).await;
         let (source, times) = (source.clone(), times.clone());
         tasks.push(tokio::spawn(async move {
-            let key = format!("l-{i}");
+            let key = format!("l{run}-{i}");
             source.insert_one(&key).await?;
             let committed = Instant::now();
             times.lock().await.insert(key, (intended, committed));
@@ -281,7 +287,8 @@ pub(crate) async fn latency(
         t??;
     }
     let times = std::mem::take(&mut *times.lock().await);
-    let seen = await_keys(consumed, times.len(), "l-", Duration::from_secs(120)).await?;
+    let prefix = format!("l{run}-");
+    let seen = await_keys(consumed, times.len(), &prefix, Duration::from_secs(120)).await?;
     let since = |pick: fn(&(Instant, Instant)) -> Instant| {
         let samples = seen
             .iter()
@@ -290,6 +297,7 @@ pub(crate) async fn latency(
         Percentiles::of(samples)
     };
     Ok(Latency {
+        rate_per_s: rate,
         commit_to_kafka: since(|(_, committed)| *committed),
         intended_to_kafka: since(|(intended, _)| *intended),
     })

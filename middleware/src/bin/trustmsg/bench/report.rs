@@ -211,6 +211,18 @@ pub(crate) fn print_report(r: &Report) {
                 o.intended_to_kafka.p50_ms,
                 o.intended_to_kafka.p99_ms,
             );
+            for l in &o.at_rates {
+                println!(
+                    "outbox     one per transaction at {:.0}/s: commit→kafka p50/p99/max {:.1}/{:.1}/{:.1} ms (n={}), from the intended start p50/p99 {:.1}/{:.1} ms",
+                    l.rate_per_s,
+                    l.commit_to_kafka.p50_ms,
+                    l.commit_to_kafka.p99_ms,
+                    l.commit_to_kafka.max_ms,
+                    l.commit_to_kafka.count,
+                    l.intended_to_kafka.p50_ms,
+                    l.intended_to_kafka.p99_ms,
+                );
+            }
         }
         None => println!("outbox     skipped"),
     }
