@@ -39,6 +39,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -83,6 +84,11 @@ type outboxResult struct {
 	// Latency: P50/P99 from each row's intended start, AnswerP50/P99 from
 	// its transaction's commit, to the record read.
 	Latency phase `json:"latency"`
+	// At the end, apart from the tracker: rows committed in the table in
+	// all phases, and records in the topic (end offsets summed; at least
+	// the rows, unless some were never sent).
+	RowsCommitted  int   `json:"rows_committed"`
+	RecordsInTopic int64 `json:"records_in_topic"`
 	// The same at --same-rate, one rate for every system.
 	SameRate phase    `json:"same_rate"`
 	Warnings []string `json:"warnings,omitempty"`
@@ -143,6 +149,8 @@ type outboxSource interface {
 	system
 	// insert commits keys' rows in one producer transaction.
 	insert(ctx context.Context, keys []string) error
+	// rows counts the rows in the table (none is deleted in a run).
+	rows(ctx context.Context) (int, error)
 }
 
 func openSource(dsn string) (*sql.DB, error) {
@@ -200,6 +208,12 @@ func (s *trustmsgOutbox) insert(ctx context.Context, keys []string) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+func (s *trustmsgOutbox) rows(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM trustmsg_outbox").Scan(&n)
+	return n, err
 }
 
 func (s *trustmsgOutbox) send(ctx context.Context, key string) error {
@@ -466,6 +480,21 @@ func runOutbox(ctx context.Context, cfg outboxConfig) (*outboxResult, error) {
 		}
 		res.Warnings = append(res.Warnings, lostWarning(src, "same rate", same.Lost)...)
 	}
+	if res.RowsCommitted, err = src.rows(ctx); err != nil {
+		return nil, err
+	}
+	ends, err := kadm.NewClient(kafka).ListEndOffsets(ctx, cfg.topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the topic's end offsets: %w", err)
+	}
+	ends.Each(func(o kadm.ListedOffset) { res.RecordsInTopic += o.Offset })
+	if res.RecordsInTopic < int64(res.RowsCommitted) {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the topic holds %d records for %d rows committed: %d rows were never sent",
+			res.RecordsInTopic, res.RowsCommitted, int64(res.RowsCommitted)-res.RecordsInTopic))
+	}
 	if n := t.other.Load(); n > 0 {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%d records of rows already read (sent twice)", n))
 	}
@@ -552,6 +581,7 @@ func printOutbox(r *outboxResult) {
 	fmt.Printf("%s %s %s: %.0f rows/s (%d rows in %.2f s from the relay's start, the first after %.0f ms; %.0f rows/s from the first to the last); per row: database %.0f µs, relay process %.0f µs, Kafka broker %.0f µs, load generator %.0f µs\n",
 		r.Label, r.System, r.Version, p.PerSecond, p.Messages, p.Seconds, r.FirstRecordMs, r.SteadyPerSecond,
 		p.DatabaseCPUus, p.ProcessCPUus, p.BrokerCPUus, p.LoadCPUus)
+	fmt.Printf("%s %s in all: %d rows committed, %d records in the topic\n", r.Label, r.System, r.RowsCommitted, r.RecordsInTopic)
 	for _, l := range []phase{l, r.SameRate} {
 		if l.Rate == 0 {
 			continue

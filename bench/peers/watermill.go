@@ -145,6 +145,12 @@ func (w *watermillOutbox) insert(ctx context.Context, keys []string) error {
 	return tx.Commit()
 }
 
+func (w *watermillOutbox) rows(ctx context.Context) (int, error) {
+	var n int
+	err := w.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM `watermill_"+forwarderTopic+"`").Scan(&n)
+	return n, err
+}
+
 func (w *watermillOutbox) send(ctx context.Context, key string) error {
 	return w.insert(ctx, []string{key})
 }
