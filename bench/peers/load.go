@@ -128,6 +128,17 @@ func (t *tracker) signal() {
 	}
 }
 
+// pendingKeys are the messages expected and not delivered yet.
+func (t *tracker) pendingKeys() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	keys := make([]string, 0, len(t.pending))
+	for k := range t.pending {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
 // reset starts a phase: what it returns are the previous phase's figures.
 func (t *tracker) reset() {
 	t.mu.Lock()
@@ -187,9 +198,12 @@ type phase struct {
 	// (503 shed or an error).
 	Rate   float64 `json:"rate,omitempty"`
 	Failed int     `json:"failed,omitempty"`
-	P50ms  float64 `json:"p50_ms"`
-	P99ms  float64 `json:"p99_ms"`
-	MaxMs  float64 `json:"max_ms"`
+	// Messages sent (committed) that the system passed over for good and
+	// never delivered (lossReporter); not in Messages.
+	Lost  int     `json:"lost,omitempty"`
+	P50ms float64 `json:"p50_ms"`
+	P99ms float64 `json:"p99_ms"`
+	MaxMs float64 `json:"max_ms"`
 	// From the last call's answer to delivery.
 	AnswerP50ms float64 `json:"answer_to_delivery_p50_ms"`
 	AnswerP99ms float64 `json:"answer_to_delivery_p99_ms"`
@@ -297,14 +311,16 @@ func closedLoop(ctx context.Context, sys system, t *tracker, m *cpuMeter, cfg ru
 	if err := <-errs; err != nil {
 		return phase{}, err
 	}
-	if err := t.wait(ctx, cfg.deliveryTimeout); err != nil {
+	lost, err := awaitDeliveries(ctx, sys, t, cfg.deliveryTimeout)
+	if err != nil {
 		return phase{}, err
 	}
 	if err := settle(ctx, sys); err != nil {
 		return phase{}, err
 	}
-	n := int(sent.Load())
+	n := int(sent.Load()) - lost
 	p := summarize(t, start, n)
+	p.Lost = lost
 	m.charge(&p, n)
 	return p, nil
 }
@@ -320,7 +336,9 @@ func openLoop(ctx context.Context, sys system, t *tracker, m *cpuMeter, cfg runC
 	interval := time.Duration(float64(time.Second) / rate)
 	start := time.Now()
 	var sent, failed atomic.Int64
-	var firstErr atomic.Value
+	// The first error; a pointer, as atomic.Value refuses errors of
+	// different concrete types.
+	var firstErr atomic.Pointer[error]
 	// A bound on calls in flight, far above what either system holds at
 	// half its peak: past it the schedule slips, and the latencies show it.
 	slots := make(chan struct{}, 4096)
@@ -347,7 +365,7 @@ func openLoop(ctx context.Context, sys system, t *tracker, m *cpuMeter, cfg runC
 				t.forget(key)
 				failed.Add(1)
 				if !errors.Is(err, errShed) {
-					firstErr.CompareAndSwap(nil, err)
+					firstErr.CompareAndSwap(nil, &err)
 				}
 				return
 			}
@@ -356,21 +374,78 @@ func openLoop(ctx context.Context, sys system, t *tracker, m *cpuMeter, cfg runC
 		}()
 	}
 	wg.Wait()
-	if err, _ := firstErr.Load().(error); err != nil {
-		return phase{}, err
+	if err := firstErr.Load(); err != nil {
+		return phase{}, *err
 	}
-	if err := t.wait(ctx, cfg.deliveryTimeout); err != nil {
+	lost, err := awaitDeliveries(ctx, sys, t, cfg.deliveryTimeout)
+	if err != nil {
 		return phase{}, err
 	}
 	if err := settle(ctx, sys); err != nil {
 		return phase{}, err
 	}
-	n := int(sent.Load())
+	n := int(sent.Load()) - lost
 	p := summarize(t, start, n)
+	p.Lost = lost
 	p.Rate = rate
 	p.Failed = int(failed.Load())
 	m.charge(&p, n)
 	return p, nil
+}
+
+// lossReporter is a system that can tell a message it will never deliver
+// (Watermill's forwarder: a row behind its acknowledged offset).
+type lossReporter interface {
+	// lost returns those of keys (committed, not delivered) the system has
+	// passed over for good.
+	lost(ctx context.Context, keys []string) ([]string, error)
+}
+
+// lossGrace is how long keys a lossReporter says it passed over must stay
+// undelivered (and passed over) before they are counted lost.
+const lossGrace = 5 * time.Second
+
+// awaitDeliveries waits, at most timeout, for every expected message. For
+// a lossReporter, messages it passed over for good (and still so after
+// lossGrace) are forgotten and counted instead of waited for.
+func awaitDeliveries(ctx context.Context, sys system, t *tracker, timeout time.Duration) (int, error) {
+	lr, ok := sys.(lossReporter)
+	if !ok {
+		return 0, t.wait(ctx, timeout)
+	}
+	deadline := time.Now().Add(timeout)
+	var since time.Time
+	for {
+		err := t.wait(ctx, time.Second)
+		if err == nil || ctx.Err() != nil {
+			return 0, err
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("%d messages not delivered %s after the last send", len(t.pendingKeys()), timeout)
+		}
+		// Only once the system has finished with every row: before, a
+		// key not delivered yet is in its way.
+		if n, uerr := sys.unsettled(ctx); uerr != nil || n > 0 {
+			since = time.Time{}
+			continue
+		}
+		keys := t.pendingKeys()
+		lost, lerr := lr.lost(ctx, keys)
+		if lerr != nil {
+			return 0, lerr
+		}
+		switch {
+		case len(keys) == 0 || len(lost) < len(keys):
+			since = time.Time{}
+		case since.IsZero():
+			since = time.Now()
+		case time.Since(since) >= lossGrace:
+			for _, k := range lost {
+				t.forget(k)
+			}
+			return len(lost), nil
+		}
+	}
 }
 
 // settle waits (at most a minute) until the system has finished its

@@ -5,6 +5,12 @@
 //	peers run --system trustmsg|dtm [flags]   one system, one run; writes --out
 //	peers report RESULT.json...               the runs side by side, last line
 //	                                          "peers: trustmsg/dtm msg/s ×R, database cpu/msg ×C"
+//	peers outbox --system trustmsg|watermill [flags] -- RELAY...
+//	                                          the local message table's relay, one run (outbox.go)
+//	peers outbox-report RESULT.json...        those runs side by side, last line
+//	                                          "peers outbox: trustmsg/watermill rows/s ×R, database cpu/row ×C"
+//	peers watermill-forwarder --dsn DSN --kafka ADDR
+//	                                          Watermill's SQL forwarder, MySQL to Kafka (watermill.go)
 //	peers free-ports N                        N free ports of 127.0.0.1
 //
 // A message is delivered when trustmsg's record is read from Kafka, or when
@@ -36,6 +42,12 @@ func main() {
 		err = runCommand(os.Args[2:])
 	case "report":
 		err = reportCommand(os.Args[2:])
+	case "outbox":
+		err = outboxCommand(os.Args[2:])
+	case "outbox-report":
+		err = outboxReportCommand(os.Args[2:])
+	case "watermill-forwarder":
+		err = watermillForwarderCommand(os.Args[2:])
 	case "free-ports":
 		err = freePortsCommand(os.Args[2:])
 	default:
@@ -48,7 +60,9 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: peers run --system trustmsg|dtm [flags] | peers report RESULT.json... | peers free-ports N")
+	fmt.Fprintln(os.Stderr, "usage: peers run --system trustmsg|dtm [flags] | peers report RESULT.json...\n"+
+		"     | peers outbox --system trustmsg|watermill [flags] -- RELAY... | peers outbox-report RESULT.json...\n"+
+		"     | peers watermill-forwarder --dsn DSN --kafka ADDR | peers free-ports N")
 	os.Exit(2)
 }
 

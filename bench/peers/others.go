@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -18,7 +19,9 @@ type othersWatch struct {
 	samples, busy int
 }
 
-func watchOthers(db *sql.DB) *othersWatch {
+// ours names databases besides the connection's own whose statements are
+// the system's (trustmsg's own database next to an outbox source).
+func watchOthers(db *sql.DB, ours ...string) *othersWatch {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &othersWatch{stop: cancel}
 	w.wg.Add(1)
@@ -33,10 +36,14 @@ func watchOthers(db *sql.DB) *othersWatch {
 			case <-tick.C:
 			}
 			var n int
+			args := make([]any, 0, len(ours))
+			for _, d := range ours {
+				args = append(args, d)
+			}
 			err := db.QueryRowContext(ctx,
 				`SELECT COUNT(*) FROM information_schema.PROCESSLIST
 				 WHERE COMMAND NOT IN ('Sleep', 'Daemon', 'Binlog Dump') AND ID <> CONNECTION_ID()
-				 AND (DB IS NULL OR DB <> DATABASE())`).Scan(&n)
+				 AND (DB IS NULL OR DB NOT IN (DATABASE()`+strings.Repeat(", ?", len(ours))+`))`, args...).Scan(&n)
 			if err != nil {
 				continue
 			}

@@ -130,16 +130,21 @@ func (s *trustmsgSystem) register(ctx context.Context, base, adminToken, checkUR
 }
 
 func (s *trustmsgSystem) createTopic(ctx context.Context) error {
+	return createTopic(ctx, s.kafka, s.topic)
+}
+
+// createTopic makes topic with 3 partitions (one replica: one broker).
+func createTopic(ctx context.Context, client *kgo.Client, topic string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	adm := kadm.NewClient(s.kafka)
-	res, err := adm.CreateTopics(ctx, 3, 1, nil, s.topic)
+	adm := kadm.NewClient(client)
+	res, err := adm.CreateTopics(ctx, 3, 1, nil, topic)
 	if err != nil {
-		return fmt.Errorf("creating topic %s: %w", s.topic, err)
+		return fmt.Errorf("creating topic %s: %w", topic, err)
 	}
 	for _, r := range res {
 		if r.Err != nil && !strings.Contains(r.Err.Error(), "TOPIC_ALREADY_EXISTS") {
-			return fmt.Errorf("creating topic %s: %w", s.topic, r.Err)
+			return fmt.Errorf("creating topic %s: %w", topic, r.Err)
 		}
 	}
 	return nil
