@@ -359,6 +359,20 @@ impl KafkaSink {
             .unwrap_or(false)
     }
 
+    /// Asks the cluster for `topic`'s metadata through `producer` (within
+    /// [`PROBE_TIMEOUT`]), which replaces what librdkafka remembers of it:
+    /// a topic it holds as refused is sendable again if the broker now says
+    /// so. An unanswered request changes nothing.
+    async fn refresh_topic(&self, producer: &Arc<KafkaProducer>, topic: &str) {
+        let (p, topic) = (producer.clone(), topic.to_owned());
+        let asked = tokio::task::spawn_blocking(move || {
+            p.client().fetch_metadata(Some(&topic), PROBE_TIMEOUT)
+        });
+        if let Ok(Err(e)) = asked.await {
+            tracing::debug!(error = %e, "a refused topic's metadata was not fetched");
+        }
+    }
+
     /// Decides whether `e`, met by a send through `producer`, means the
     /// producer is stuck; if so replaces it (once per producer) and says why.
     async fn diagnose(&self, producer: &Arc<KafkaProducer>, e: &KafkaError) -> Option<Stall> {
@@ -441,14 +455,29 @@ impl KafkaSink {
                 });
             }
         }
-        let (report, delivered) = oneshot::channel();
-        let mut record = BaseRecord::<'_, str, [u8], _>::with_opaque_to(topic, Box::new(report))
-            .payload(payload.as_slice())
-            .headers(headers);
-        if let Some(k) = m.key.as_deref() {
-            record = record.key(k);
+        let record = |report: oneshot::Sender<Report>| {
+            let record = BaseRecord::<'_, str, [u8], _>::with_opaque_to(topic, Box::new(report))
+                .payload(payload.as_slice())
+                .headers(headers.clone());
+            match m.key.as_deref() {
+                Some(k) => record.key(k),
+                None => record,
+            }
+        };
+        let (report, mut delivered) = oneshot::channel();
+        let mut queued = enqueue(&producer, record(report)).await;
+        if is_topic_refused(&queued) {
+            // librdkafka refuses at once every record of a topic a broker
+            // has refused (it marks the topic failed) until its metadata
+            // says otherwise, which may be seconds after an operator fixed
+            // the ACL and redelivered: ask the cluster now and try once
+            // more, so the refusal is the broker's of today.
+            self.refresh_topic(&producer, topic).await;
+            let (report, again) = oneshot::channel();
+            delivered = again;
+            queued = enqueue(&producer, record(report)).await;
         }
-        let delivered = match enqueue(&producer, record).await {
+        let delivered = match queued {
             Ok(()) => {
                 drop(payload);
                 // No report: the producer went away with the record taken.
@@ -520,6 +549,17 @@ async fn enqueue(producer: &KafkaProducer, mut record: Record<'_>) -> Result<(),
             Err((e, _)) => return Err(e),
         }
     }
+}
+
+/// Whether librdkafka refused to take a record because its topic's
+/// authorization failed: a refusal it remembers, made before this record.
+fn is_topic_refused(queued: &Result<(), KafkaError>) -> bool {
+    matches!(
+        queued,
+        Err(KafkaError::MessageProduction(
+            RDKafkaErrorCode::TopicAuthorizationFailed
+        ))
+    )
 }
 
 /// Sorts a produce error into what the forwarder does next.

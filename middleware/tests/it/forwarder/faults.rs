@@ -295,3 +295,64 @@ async fn waiting_out_a_broker_outage_uses_up_none_of_the_send_attempts() {
         .await;
     app.finish().await;
 }
+
+/// librdkafka remembers a topic a broker refused (authorization) and
+/// refuses every later record of it at once, without asking the broker,
+/// until its metadata of the topic is refreshed. A record sent just after
+/// the broker stopped refusing (an operator fixed the ACL) must be the
+/// broker's to refuse or take, not that memory's: it is delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_sent_right_after_a_topic_refusal_ends_are_the_brokers_to_take() {
+    let kafka = MockKafka::start(1);
+    kafka.create_topic("orders", 1);
+    let app = TestApp::spawn(&refs(&kafka_flags(kafka.bootstrap()))).await;
+    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
+    let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
+    prepare_and_commit(&app, &token, body("shop", "warm-up", "orders")).await;
+    reader
+        .read_until(Duration::from_secs(20), "the warm-up record", |rs| {
+            rs.len() == 1
+        })
+        .await;
+
+    // The broker refuses one produce request, then takes every other.
+    kafka.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED],
+    );
+    let refused = prepare_and_commit(&app, &token, body("shop", "refused", "orders")).await;
+    wait_for_row(&app, refused, Duration::from_secs(20), "SEND_FAILED", |m| {
+        m.send_status == Some(SendStatus::SendFailed)
+    })
+    .await;
+    let mut after = Vec::new();
+    for i in 0..5 {
+        let key = format!("after-{i}");
+        after.push(prepare_and_commit(&app, &token, body("shop", &key, "orders")).await);
+    }
+    for id in &after {
+        let row = wait_for_row(
+            &app,
+            *id,
+            Duration::from_secs(20),
+            "SENT or SEND_FAILED",
+            |m| {
+                matches!(
+                    m.send_status,
+                    Some(SendStatus::Sent | SendStatus::SendFailed)
+                )
+            },
+        )
+        .await;
+        assert_eq!(row.send_status, Some(SendStatus::Sent), "{row:?}");
+        assert_eq!(row.send_attempts, 1, "sent at the first attempt: {row:?}");
+    }
+    reader
+        .read_until(Duration::from_secs(20), "the records after", |rs| {
+            after
+                .iter()
+                .all(|id| rs.iter().any(|r| r.message_id == *id))
+        })
+        .await;
+    app.finish().await;
+}
