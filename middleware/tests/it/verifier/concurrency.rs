@@ -123,9 +123,12 @@ async fn a_producer_answering_quickly_gets_more_calls_and_a_slow_one_does_not() 
         "1h",
     ])
     .await;
-    // Answers in 20 ms, well within its 5 s timeout: its limit grows from 8.
+    // Answers in 150 ms, well within its 5 s timeout: its limit grows from
+    // 8. (Long enough for its calls to overlap: with answers in a few ms, a
+    // loaded machine claims rows slower than they are answered, and fewer
+    // than 8 are ever in flight whatever the limit.)
     let fast = CheckServer::start().await;
-    fast.default_reply(Reply::SlowUnknown(Duration::from_millis(20)));
+    fast.default_reply(Reply::SlowUnknown(Duration::from_millis(150)));
     // Answers commit in 120 ms, more than half its 200 ms timeout: a sign of
     // overload, so its limit halves from 8 instead of growing.
     let slow = CheckServer::start().await;
