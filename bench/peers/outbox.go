@@ -33,7 +33,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -642,19 +641,6 @@ func outboxReportCommand(paths []string) error {
 		fmt.Printf("medians of %d runs each:\n", len(tm))
 	}
 	fmt.Printf("peers outbox: trustmsg/watermill rows/s ×%.2f, database cpu/row ×%.2f\n",
-		medianOf(tm, rate)/medianOf(wm, rate), medianOf(tm, dbCPU)/medianOf(wm, dbCPU))
+		median(tm, rate)/median(wm, rate), median(tm, dbCPU)/median(wm, dbCPU))
 	return nil
-}
-
-func medianOf(rs []*outboxResult, f func(*outboxResult) float64) float64 {
-	v := make([]float64, len(rs))
-	for i, r := range rs {
-		v[i] = f(r)
-	}
-	sort.Float64s(v)
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
 }

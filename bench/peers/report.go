@@ -81,7 +81,8 @@ func reportCommand(paths []string) error {
 	return nil
 }
 
-func median(rs []*result, f func(*result) float64) float64 {
+// median is the median of f over rs (a run's figure, for either report).
+func median[R any](rs []R, f func(R) float64) float64 {
 	v := make([]float64, len(rs))
 	for i, r := range rs {
 		v[i] = f(r)
