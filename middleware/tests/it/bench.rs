@@ -291,6 +291,8 @@ async fn bench_on_postgresql_reports_every_phase_with_its_own_counters_and_leave
             "200",
             "--outbox-rates",
             "20,40",
+            "--outbox-rows-per-tx",
+            "5",
             "--submit-messages",
             "200",
             "--scan-rows",
@@ -343,8 +345,11 @@ async fn bench_on_postgresql_reports_every_phase_with_its_own_counters_and_leave
             <= outbox["intended_to_kafka"]["p50_ms"].as_f64().unwrap(),
         "{outbox}"
     );
-    // Then once at each rate asked for, every row of each timed: 1 s at
-    // 20 and 40 rows/s.
+    assert_eq!(outbox["rows_per_tx"].as_u64(), Some(5), "{outbox}");
+    assert!(outbox["latency_cpu"]["database_us"].as_f64().unwrap() > 0.0);
+    // Then once at each rate asked for, 5 rows per transaction, every row
+    // of each timed (1 s at 20 and 40 rows/s: 4 and 8 transactions), with
+    // what each part cost the database and the processes per row.
     let at: Vec<(f64, u64)> = outbox["at_rates"]
         .as_array()
         .unwrap()
@@ -352,6 +357,17 @@ async fn bench_on_postgresql_reports_every_phase_with_its_own_counters_and_leave
         .map(|l| {
             let n = l["commit_to_kafka"]["count"].as_u64().unwrap();
             assert_eq!(l["intended_to_kafka"]["count"].as_u64(), Some(n), "{l}");
+            assert_eq!(l["rows_per_tx"].as_u64(), Some(5), "{l}");
+            assert_eq!(l["cpu"]["messages"].as_f64(), Some(n as f64), "{l}");
+            for process in ["database_us", "service_us", "bench_process_us"] {
+                assert!(l["cpu"][process].as_f64().unwrap() > 0.0, "{l}");
+            }
+            // Each of its transactions wrote at least its rows' WAL.
+            let db = &l["db"];
+            assert!(
+                db["write_transactions_per_msg"].as_f64().unwrap() > 0.0,
+                "{l}"
+            );
             (l["rate_per_s"].as_f64().unwrap(), n)
         })
         .collect();
@@ -432,7 +448,7 @@ async fn bench_on_postgresql_reports_every_phase_with_its_own_counters_and_leave
 }
 
 #[test]
-fn an_outbox_rate_that_is_not_a_positive_number_is_refused_before_anything_runs() {
+fn an_outbox_rate_or_rows_per_transaction_out_of_range_is_refused_before_anything_runs() {
     for bad in ["0", "-5", "fast", "1000,nan"] {
         let (out, _) = run(Command::new(env!("CARGO_BIN_EXE_trustmsg")).args([
             "bench",
@@ -444,6 +460,21 @@ fn an_outbox_rate_that_is_not_a_positive_number_is_refused_before_anything_runs(
         assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
         assert!(
             stderr.contains("is not a rate: give rows per second, a positive number"),
+            "{bad}: {stderr}"
+        );
+        assert!(!stderr.contains("connecting"), "{bad}: {stderr}");
+    }
+    for bad in ["0", "1001", "ten"] {
+        let (out, _) = run(Command::new(env!("CARGO_BIN_EXE_trustmsg")).args([
+            "bench",
+            "--database-url",
+            "mysql://root@127.0.0.1:1",
+            &format!("--outbox-rows-per-tx={bad}"),
+        ]));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(
+            stderr.contains("invalid value") && stderr.contains("--outbox-rows-per-tx"),
             "{bad}: {stderr}"
         );
         assert!(!stderr.contains("connecting"), "{bad}: {stderr}");

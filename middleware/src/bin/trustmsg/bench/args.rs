@@ -86,6 +86,14 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_delimiter = ',', value_parser = positive_rate)]
     pub(crate) outbox_rates: Vec<f64>,
 
+    /// Rows each producer transaction of the outbox phase's latency parts
+    /// commits (at the rate divided by this many transactions per second):
+    /// 1, the default, charges the producer's own commit to every row; more
+    /// measures what the relay adds at a row rate the producer's commits
+    /// alone would not leave room for.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub(crate) outbox_rows_per_tx: u32,
+
     /// Payload bytes of the rows the verifier and drain phases write (the
     /// API's phases send 256-byte payloads whatever this is), to price what
     /// a check-back, a claim and a SENT mark cost a large message: e.g.

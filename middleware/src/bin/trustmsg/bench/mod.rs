@@ -55,7 +55,7 @@ mod wait;
 
 pub(crate) use args::BenchArgs;
 use args::Sizes;
-use cost::{CpuClock, DbCost, DbCounters};
+use cost::{CpuClock, DbCost, DbCounters, PhaseCpu};
 use load::{lifecycle, one_at_a_time, open_loop, Client};
 use phases::{ceiling, drain, scan_cost, verifier, CheckEndpoint, OtlpSink};
 use report::{print_report, Report};
@@ -442,13 +442,24 @@ async fn run_in(
         let rows = sizes.outbox_rows as f64;
         report.outbox_db = Some(meter?.stop(&pool, &mut report, "outbox", rows).await?);
         let half = rate / 2.0;
-        eprintln!("bench: outbox latency, one row per transaction at {half:.0}/s");
-        let latency = outbox::latency(&source, 0, &mut relayed, half, sizes.duration).await?;
+        let per_tx = args.outbox_rows_per_tx;
+        // Each latency part with the CPU it took, per row.
+        let mut latency_at = async |run: usize, rate: f64| -> anyhow::Result<outbox::Latency> {
+            eprintln!("bench: outbox latency, {per_tx} row(s) per transaction at {rate:.0}/s");
+            let meter = Meter::start(&pool, service_pid).await?;
+            let mut l =
+                outbox::latency(&source, run, &mut relayed, rate, per_tx, sizes.duration).await?;
+            let rows = l.commit_to_kafka.count as f64;
+            let (cores, db) = meter.read(&pool, rows).await?;
+            l.cpu = Some(cores.per_message(rows));
+            l.cores = Some(cores);
+            l.db = Some(db);
+            Ok(l)
+        };
+        let latency = latency_at(0, half).await?;
         let mut at_rates = Vec::new();
         for (run, &rate) in args.outbox_rates.iter().enumerate() {
-            eprintln!("bench: outbox latency, one row per transaction at {rate:.0}/s");
-            let run = outbox::latency(&source, run + 1, &mut relayed, rate, sizes.duration);
-            at_rates.push(run.await?);
+            at_rates.push(latency_at(run + 1, rate).await?);
         }
         report.outbox = Some(outbox::OutboxResult {
             rows: sizes.outbox_rows,
@@ -456,6 +467,9 @@ async fn run_in(
             latency_rate_per_s: half,
             commit_to_kafka: latency.commit_to_kafka,
             intended_to_kafka: latency.intended_to_kafka,
+            rows_per_tx: per_tx,
+            latency_cpu: latency.cpu,
+            latency_db: latency.db,
             at_rates,
         });
         stop_relayed.set();
@@ -498,6 +512,14 @@ impl Meter {
             before: db.counters().await?,
             clock: CpuClock::start(database, service),
         })
+    }
+
+    /// The cores used since the start, and the database's work per one of
+    /// `messages`, without recording a phase.
+    pub(crate) async fn read(self, db: &Db, messages: f64) -> anyhow::Result<(PhaseCpu, DbCost)> {
+        let cpu = self.clock.stop();
+        let after = db.counters().await?;
+        Ok((cpu, DbCost::between(&self.before, &after, messages)))
     }
 
     /// Records in `report` the cores `phase` used and their CPU per one of

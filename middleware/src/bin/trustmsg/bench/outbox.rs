@@ -7,8 +7,9 @@
 //!   second from that commit to the last record read, with the database's
 //!   work per row (the source's statements included: it is the same
 //!   server);
-//! - **latency**: rows inserted one per producer transaction at half that
-//!   rate (an open loop), with the service's default `--outbox-interval`:
+//! - **latency**: rows inserted one per producer transaction (or
+//!   `--outbox-rows-per-tx`) at half that rate (an open loop), with the
+//!   service's default `--outbox-interval`:
 //!   from each transaction's commit to its record read (what the relay
 //!   adds), and from its intended start (what the producer's own
 //!   transaction waited and took on the same server, added).
@@ -24,6 +25,7 @@ use trustmsg::outbox::schema::{schema, SchemaDialect, DEFAULT_TABLE};
 use trustmsg::store::DatabaseUrl;
 use trustmsg_kafka_mock as kafka;
 
+use super::cost::{CpuPerMessage, DbCost, PhaseCpu};
 use super::percentiles::Percentiles;
 use super::server::Db;
 use super::PAYLOAD_BYTES;
@@ -49,17 +51,34 @@ pub(crate) struct OutboxResult {
     /// record read: [`OutboxResult::commit_to_kafka`] plus the time the
     /// producer's own transaction waited and took, on the same server.
     pub(crate) intended_to_kafka: Percentiles,
+    /// Rows per producer transaction in the latency parts
+    /// (`--outbox-rows-per-tx`).
+    pub(crate) rows_per_tx: u32,
+    /// CPU per row during the latency part at half the relayed rate, by
+    /// process (the producers' transactions included, on the database).
+    pub(crate) latency_cpu: Option<CpuPerMessage>,
+    /// The database's work per row during that part.
+    pub(crate) latency_db: Option<DbCost>,
     /// The latency part again at each of `--outbox-rates`, in its order.
     pub(crate) at_rates: Vec<Latency>,
 }
 
 /// The latency part's two clocks ([`OutboxResult`]) at one arrival rate.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct Latency {
-    /// Rows per second the producers committed, one per transaction.
+    /// Rows per second the producers committed.
     pub(crate) rate_per_s: f64,
+    /// Rows per producer transaction (`--outbox-rows-per-tx`).
+    pub(crate) rows_per_tx: u32,
     pub(crate) commit_to_kafka: Percentiles,
     pub(crate) intended_to_kafka: Percentiles,
+    /// CPU per row while it ran, by process: the producers' transactions
+    /// (on the database), the relay and the forwarding, all at once.
+    pub(crate) cpu: Option<CpuPerMessage>,
+    /// Cores used while it ran, by process.
+    pub(crate) cores: Option<PhaseCpu>,
+    /// The database's work per row while it ran.
+    pub(crate) db: Option<DbCost>,
 }
 
 /// The bench's source database (on the bench's server, of its kind): its
@@ -131,6 +150,15 @@ impl Source {
             }
         }
         Ok(())
+    }
+
+    /// Inserts `keys` in a transaction of their own: one row autocommitted
+    /// (no BEGIN and COMMIT round trips), several in one statement.
+    async fn insert_tx(&self, keys: &[String]) -> anyhow::Result<()> {
+        match keys {
+            [key] => self.insert_one(key).await,
+            _ => self.insert_together(keys).await,
+        }
     }
 
     /// Inserts one row in a transaction of its own (autocommit).
@@ -251,17 +279,21 @@ where
     ))
 }
 
-/// The latency part: one row per transaction at `rate` for `duration`,
-/// each charged from its intended start to its record read.
+/// The latency part: `rows_per_tx` rows per transaction, `rate` rows per
+/// second for `duration`, each row charged from its transaction's intended
+/// start to its record read. Its cost is not measured here (`cpu`, `cores`
+/// and `db` are None).
 pub(crate) async fn latency(
     source: &Arc<Source>,
     run: usize,
     consumed: &mut tokio::sync::mpsc::UnboundedReceiver<kafka::Consumed>,
     rate: f64,
+    rows_per_tx: u32,
     duration: Duration,
 ) -> anyhow::Result<Latency> {
     anyhow::ensure!(rate > 0.0, "the latency part needs a positive rate");
-    let interval = Duration::from_secs_f64(1.0 / rate);
+    anyhow::ensure!(rows_per_tx > 0, "a transaction needs a row at least");
+    let interval = Duration::from_secs_f64(f64::from(rows_per_tx) / rate);
     // Each key's intended start and when its transaction's commit answered.
     let times = Arc::new(Mutex::new(HashMap::new()));
     let start = Instant::now();
@@ -275,10 +307,15 @@ pub(crate) async fn latency(
         tokio::time::sleep_until(intended.into()).await;
         let (source, times) = (source.clone(), times.clone());
         tasks.push(tokio::spawn(async move {
-            let key = format!("l{run}-{i}");
-            source.insert_one(&key).await?;
+            let keys: Vec<String> = (0..rows_per_tx)
+                .map(|j| format!("l{run}-{i}-{j}"))
+                .collect();
+            source.insert_tx(&keys).await?;
             let committed = Instant::now();
-            times.lock().await.insert(key, (intended, committed));
+            times
+                .lock()
+                .await
+                .extend(keys.into_iter().map(|k| (k, (intended, committed))));
             anyhow::Ok(())
         }));
         i += 1;
@@ -298,7 +335,11 @@ pub(crate) async fn latency(
     };
     Ok(Latency {
         rate_per_s: rate,
+        rows_per_tx,
         commit_to_kafka: since(|(_, committed)| *committed),
         intended_to_kafka: since(|(intended, _)| *intended),
+        cpu: None,
+        cores: None,
+        db: None,
     })
 }

@@ -200,27 +200,48 @@ pub(crate) fn print_report(r: &Report) {
     match &r.outbox {
         Some(o) => {
             println!(
-                "outbox     {:>9.0} rows/s relayed ({} committed at once); one per transaction at {:.0}/s: commit→kafka p50/p99/max {:.1}/{:.1}/{:.1} ms (n={}), from the intended start p50/p99 {:.1}/{:.1} ms",
-                o.relayed_per_s,
-                o.rows,
+                "outbox     {:>9.0} rows/s relayed ({} committed at once)",
+                o.relayed_per_s, o.rows,
+            );
+            let latency = |rate: f64,
+                           c: &Percentiles,
+                           i: &Percentiles,
+                           cpu: Option<&CpuPerMessage>,
+                           db: Option<&DbCost>| {
+                let per_tx = match o.rows_per_tx {
+                    1 => "one per transaction".to_string(),
+                    n => format!("{n} per transaction"),
+                };
+                let cpu = cpu.map_or(String::new(), |c| {
+                    format!(
+                        "; CPU µs per row: database {}, service {}, bench process {:.0}",
+                        c.database_us.map_or("-".into(), |u| format!("{u:.0}")),
+                        c.service_us.map_or("-".into(), |u| format!("{u:.0}")),
+                        c.bench_process_us,
+                    )
+                });
+                println!(
+                    "outbox     {per_tx} at {rate:.0}/s: commit→kafka p50/p99/max {:.1}/{:.1}/{:.1} ms (n={}), from the intended start p50/p99 {:.1}/{:.1} ms{cpu}",
+                    c.p50_ms, c.p99_ms, c.max_ms, c.count, i.p50_ms, i.p99_ms,
+                );
+                if let Some(db) = db {
+                    print_db_cost(db, 1000.0, "1,000 rows");
+                }
+            };
+            latency(
                 o.latency_rate_per_s,
-                o.commit_to_kafka.p50_ms,
-                o.commit_to_kafka.p99_ms,
-                o.commit_to_kafka.max_ms,
-                o.commit_to_kafka.count,
-                o.intended_to_kafka.p50_ms,
-                o.intended_to_kafka.p99_ms,
+                &o.commit_to_kafka,
+                &o.intended_to_kafka,
+                o.latency_cpu.as_ref(),
+                o.latency_db.as_ref(),
             );
             for l in &o.at_rates {
-                println!(
-                    "outbox     one per transaction at {:.0}/s: commit→kafka p50/p99/max {:.1}/{:.1}/{:.1} ms (n={}), from the intended start p50/p99 {:.1}/{:.1} ms",
+                latency(
                     l.rate_per_s,
-                    l.commit_to_kafka.p50_ms,
-                    l.commit_to_kafka.p99_ms,
-                    l.commit_to_kafka.max_ms,
-                    l.commit_to_kafka.count,
-                    l.intended_to_kafka.p50_ms,
-                    l.intended_to_kafka.p99_ms,
+                    &l.commit_to_kafka,
+                    &l.intended_to_kafka,
+                    l.cpu.as_ref(),
+                    l.db.as_ref(),
                 );
             }
         }
