@@ -16,6 +16,7 @@ use utoipa::ToSchema;
 
 pub mod admin;
 pub mod consumers;
+pub mod rules;
 pub mod submit;
 pub mod trace_context;
 

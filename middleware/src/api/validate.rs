@@ -9,7 +9,8 @@ use std::time::Duration;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use chrono::{DateTime, Utc};
-use trustmsg_verify_api::{kafka_headers, PayloadEncoding, PrepareRequest, MAX_DELIVERY_DELAY_MS};
+use trustmsg_verify_api::rules::{self, outside_name_alphabet, Refusal, MAX_TOPIC};
+use trustmsg_verify_api::{PayloadEncoding, PrepareRequest, MAX_DELIVERY_DELAY_MS};
 
 use super::error::ApiError;
 use crate::handoff::record::record_size;
@@ -17,24 +18,12 @@ use crate::store::Delivery;
 
 /// Longest biz_id.
 pub(crate) const MAX_BIZ_ID: usize = 64;
-/// Longest message_key, in bytes.
-pub(crate) const MAX_MESSAGE_KEY: usize = 128;
-/// Longest Kafka topic name (Kafka's own limit).
-pub(crate) const MAX_TOPIC: usize = 249;
-/// Longest record key, in bytes.
-pub(crate) const MAX_RECORD_KEY: usize = 1024;
-/// Most user headers per message.
-pub(crate) const MAX_HEADERS: usize = 64;
-/// Longest header name, in bytes.
-pub(crate) const MAX_HEADER_NAME: usize = 256;
-/// Most bytes of all header names and values together.
-pub(crate) const MAX_HEADER_BYTES: usize = 16 * 1024;
+pub(crate) use trustmsg_verify_api::rules::MAX_MESSAGE_KEY;
 
-/// The first character of `v` outside `[A-Za-z0-9._-]`, the alphabet of
-/// biz_ids, Kafka topic names and topic allow-list entries.
-fn outside_name_alphabet(v: &str) -> Option<char> {
-    v.chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || "._-".contains(*c)))
+impl From<Refusal> for ApiError {
+    fn from(r: Refusal) -> Self {
+        Self::invalid(r.code, r.message)
+    }
 }
 
 /// biz_id: 1–64 of `[A-Za-z0-9._-]`.
@@ -79,42 +68,12 @@ pub(crate) fn group(v: &str) -> Result<(), ApiError> {
 
 /// message_key: 1–128 bytes, no control characters.
 pub(crate) fn message_key(v: &str) -> Result<(), ApiError> {
-    if v.is_empty() || v.len() > MAX_MESSAGE_KEY {
-        return Err(ApiError::invalid(
-            "invalid_message_key",
-            format!(
-                "message_key must be 1 to {MAX_MESSAGE_KEY} bytes long (got {})",
-                v.len()
-            ),
-        ));
-    }
-    if v.chars().any(char::is_control) {
-        return Err(ApiError::invalid(
-            "invalid_message_key",
-            "message_key must not contain control characters",
-        ));
-    }
-    Ok(())
+    Ok(rules::message_key(v)?)
 }
 
 /// A Kafka topic name: 1–249 of `[a-zA-Z0-9._-]`, and not `.` or `..`.
 pub(crate) fn topic(v: &str) -> Result<(), ApiError> {
-    let bad = |why: String| Err(ApiError::invalid("invalid_topic", why));
-    if v.is_empty() || v.len() > MAX_TOPIC {
-        return bad(format!(
-            "topic must be 1 to {MAX_TOPIC} characters long (got {})",
-            v.len()
-        ));
-    }
-    if v == "." || v == ".." {
-        return bad(format!("topic cannot be {v:?}"));
-    }
-    if let Some(c) = outside_name_alphabet(v) {
-        return bad(format!(
-            "topic may contain only ASCII letters, digits, '.', '_' and '-' (found {c:?})"
-        ));
-    }
-    Ok(())
+    Ok(rules::topic(v)?)
 }
 
 /// Most entries in a producer's topic allow-list.
@@ -178,65 +137,13 @@ fn allow_list_entry(entry: &str) -> Option<String> {
 
 /// The record key: at most 1024 bytes.
 pub(crate) fn record_key(v: Option<&str>) -> Result<(), ApiError> {
-    match v {
-        Some(k) if k.len() > MAX_RECORD_KEY => Err(ApiError::invalid(
-            "invalid_key",
-            format!(
-                "key must be at most {MAX_RECORD_KEY} bytes (got {})",
-                k.len()
-            ),
-        )),
-        _ => Ok(()),
-    }
+    Ok(rules::record_key(v)?)
 }
 
 /// User headers: bounded count and size, non-empty names, no control
 /// characters, none in the reserved namespace.
 pub(crate) fn headers(h: &BTreeMap<String, String>) -> Result<(), ApiError> {
-    let bad = |why: String| Err(ApiError::invalid("invalid_headers", why));
-    if h.len() > MAX_HEADERS {
-        return bad(format!(
-            "at most {MAX_HEADERS} headers are allowed (got {})",
-            h.len()
-        ));
-    }
-    let mut total = 0;
-    for (name, value) in h {
-        if name.is_empty() || name.len() > MAX_HEADER_NAME {
-            return bad(format!(
-                "header names must be 1 to {MAX_HEADER_NAME} bytes long"
-            ));
-        }
-        // Headers are stored as JSON, where each control character is a
-        // six-byte escape: within the raw limit they could still overflow the
-        // column, and no header a consumer reads needs one.
-        if name.chars().any(char::is_control) {
-            return bad(format!(
-                "header name {name:?} contains a control character; names and values must be printable text"
-            ));
-        }
-        if value.chars().any(char::is_control) {
-            return bad(format!(
-                "the value of header {name:?} contains a control character; values must be printable text"
-            ));
-        }
-        if name
-            .to_ascii_lowercase()
-            .starts_with(kafka_headers::RESERVED_PREFIX)
-        {
-            return bad(format!(
-                "header {name:?} uses the reserved prefix {:?}; trustmsg sets those itself",
-                kafka_headers::RESERVED_PREFIX
-            ));
-        }
-        total += name.len() + value.len();
-    }
-    if total > MAX_HEADER_BYTES {
-        return bad(format!(
-            "headers total {total} bytes; at most {MAX_HEADER_BYTES} are allowed"
-        ));
-    }
-    Ok(())
+    Ok(rules::headers(h)?)
 }
 
 /// Decodes the payload and checks its size.
@@ -483,7 +390,7 @@ mod tests {
         let big: BTreeMap<_, _> = (0..65).map(|i| (format!("h{i}"), String::new())).collect();
         assert_eq!(code(headers(&big)), "invalid_headers");
         let mut huge = BTreeMap::new();
-        huge.insert("a".to_string(), "x".repeat(MAX_HEADER_BYTES));
+        huge.insert("a".to_string(), "x".repeat(rules::MAX_HEADER_BYTES));
         assert_eq!(code(headers(&huge)), "invalid_headers");
     }
 

@@ -35,18 +35,7 @@ const SQLITE: &str = include_str!("../../../migrations/outbox/sqlite.sql");
 /// A table name the relay can put in its statements unquoted: 1 to 64 of
 /// `A-Z a-z 0-9 _`, not starting with a digit.
 pub fn check_table(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-        && !name.as_bytes()[0].is_ascii_digit();
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{name:?} is not a table name the relay accepts: 1 to 64 of A-Z a-z 0-9 _, \
-             not starting with a digit"
-        ))
-    }
+    trustmsg_verify_api::rules::outbox_table(name).map_err(|r| r.message)
 }
 
 /// The `CREATE TABLE` (and its indexes) of the outbox table `table`.

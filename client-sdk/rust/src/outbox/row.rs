@@ -5,27 +5,13 @@
 //! producer's topic allow-list, the Kafka record limit).
 
 use chrono::{DateTime, TimeDelta, Utc};
+use trustmsg_verify_api::rules::{self, Refusal};
 use trustmsg_verify_api::trace_context::{TraceParent, TRACEPARENT};
-use trustmsg_verify_api::{kafka_headers, MAX_DELIVERY_DELAY_MS};
+use trustmsg_verify_api::MAX_DELIVERY_DELAY_MS;
 
 use super::EnqueueError;
 use crate::client::Deliver;
 use crate::Message;
-
-/// Longest message_key, in bytes.
-const MAX_MESSAGE_KEY: usize = 128;
-/// Longest Kafka topic name.
-const MAX_TOPIC: usize = 249;
-/// Longest record key, in bytes.
-const MAX_RECORD_KEY: usize = 1024;
-/// Most user headers per message.
-const MAX_HEADERS: usize = 64;
-/// Longest header name, in bytes.
-const MAX_HEADER_NAME: usize = 256;
-/// Most bytes of all header names and values together.
-const MAX_HEADER_BYTES: usize = 16 * 1024;
-/// Longest table name the relay accepts.
-const MAX_TABLE: usize = 64;
 
 /// When the row's message may be sent at the earliest.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -58,25 +44,21 @@ fn invalid(code: &str, message: String) -> EnqueueError {
     }
 }
 
+impl From<Refusal> for EnqueueError {
+    fn from(r: Refusal) -> Self {
+        invalid(r.code, r.message)
+    }
+}
+
 impl Row {
     /// The row of `message`, or the refusal trustmsg would give it (`now`
     /// bounds `deliver_at`).
     pub(super) fn of(message: &Message, now: DateTime<Utc>) -> Result<Self, EnqueueError> {
         let message_key = message.message_key();
-        check_message_key(message_key)?;
-        check_topic(&message.topic)?;
-        if let Some(k) = &message.key
-            && k.len() > MAX_RECORD_KEY
-        {
-            return Err(invalid(
-                "invalid_key",
-                format!(
-                    "key must be at most {MAX_RECORD_KEY} bytes (got {})",
-                    k.len()
-                ),
-            ));
-        }
-        check_headers(message)?;
+        rules::message_key(message_key)?;
+        rules::topic(&message.topic)?;
+        rules::record_key(message.key.as_deref())?;
+        rules::headers(&message.headers)?;
         let headers = (!message.headers.is_empty())
             .then(|| serde_json::to_string(&message.headers).expect("a map of strings is JSON"));
         // As the service does with a prepare's header: an invalid one is
@@ -97,96 +79,6 @@ impl Row {
             due: due(message.deliver, now)?,
         })
     }
-}
-
-/// 1 to 128 bytes, no control characters.
-fn check_message_key(v: &str) -> Result<(), EnqueueError> {
-    if v.is_empty() || v.len() > MAX_MESSAGE_KEY {
-        return Err(invalid(
-            "invalid_message_key",
-            format!(
-                "message_key must be 1 to {MAX_MESSAGE_KEY} bytes long (got {})",
-                v.len()
-            ),
-        ));
-    }
-    if v.chars().any(char::is_control) {
-        return Err(invalid(
-            "invalid_message_key",
-            "message_key must not contain control characters".into(),
-        ));
-    }
-    Ok(())
-}
-
-/// 1 to 249 of `[A-Za-z0-9._-]`, not `.` or `..`.
-fn check_topic(v: &str) -> Result<(), EnqueueError> {
-    let bad = |why: String| Err(invalid("invalid_topic", why));
-    if v.is_empty() || v.len() > MAX_TOPIC {
-        return bad(format!(
-            "topic must be 1 to {MAX_TOPIC} characters long (got {})",
-            v.len()
-        ));
-    }
-    if v == "." || v == ".." {
-        return bad(format!("topic cannot be {v:?}"));
-    }
-    if let Some(c) = v
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || "._-".contains(*c)))
-    {
-        return bad(format!(
-            "topic may contain only ASCII letters, digits, '.', '_' and '-' (found {c:?})"
-        ));
-    }
-    Ok(())
-}
-
-/// Bounded count and size, non-empty names, no control characters, none
-/// in the reserved `trustmsg-` namespace.
-fn check_headers(message: &Message) -> Result<(), EnqueueError> {
-    let h = &message.headers;
-    let bad = |why: String| Err(invalid("invalid_headers", why));
-    if h.len() > MAX_HEADERS {
-        return bad(format!(
-            "at most {MAX_HEADERS} headers are allowed (got {})",
-            h.len()
-        ));
-    }
-    let mut total = 0;
-    for (name, value) in h {
-        if name.is_empty() || name.len() > MAX_HEADER_NAME {
-            return bad(format!(
-                "header names must be 1 to {MAX_HEADER_NAME} bytes long"
-            ));
-        }
-        if name.chars().any(char::is_control) {
-            return bad(format!(
-                "header name {name:?} contains a control character; names and values must be printable text"
-            ));
-        }
-        if value.chars().any(char::is_control) {
-            return bad(format!(
-                "the value of header {name:?} contains a control character; values must be printable text"
-            ));
-        }
-        if name
-            .to_ascii_lowercase()
-            .starts_with(kafka_headers::RESERVED_PREFIX)
-        {
-            return bad(format!(
-                "header {name:?} uses the reserved prefix {:?}; trustmsg sets those itself",
-                kafka_headers::RESERVED_PREFIX
-            ));
-        }
-        total += name.len() + value.len();
-    }
-    if total > MAX_HEADER_BYTES {
-        return bad(format!(
-            "headers total {total} bytes; at most {MAX_HEADER_BYTES} are allowed"
-        ));
-    }
-    Ok(())
 }
 
 /// The delivery time: at most 7 days ahead of `now` (a delay at most 7
@@ -231,24 +123,10 @@ fn due(deliver: Option<Deliver>, now: DateTime<Utc>) -> Result<Option<Due>, Enqu
     }
 }
 
-/// A table name the relay can put in its statements unquoted: 1 to 64 of
-/// `A-Z a-z 0-9 _`, not starting with a digit (the service's rule).
+/// A table name the relay can put in its statements unquoted (the
+/// service's rule).
 pub(super) fn check_table(name: &str) -> Result<(), EnqueueError> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_TABLE
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-        && !name.as_bytes()[0].is_ascii_digit();
-    if ok {
-        Ok(())
-    } else {
-        Err(invalid(
-            "invalid_table",
-            format!(
-                "{name:?} is not a table name the relay accepts: 1 to {MAX_TABLE} of \
-                 A-Z a-z 0-9 _, not starting with a digit"
-            ),
-        ))
-    }
+    Ok(rules::outbox_table(name)?)
 }
 
 #[cfg(test)]
