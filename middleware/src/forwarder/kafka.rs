@@ -417,48 +417,10 @@ impl KafkaSink {
         };
         let producer = self.current();
         let id = m.id.to_string();
-        let mut headers = OwnedHeaders::new_with_capacity(m.headers.len() + 5);
-        // A traced message's own trace context replaces user headers of the
-        // same names: consumers' propagators read one of each.
-        let traced = m.traceparent.is_some();
-        for (k, v) in &m.headers {
-            if traced && (k == kafka_headers::TRACEPARENT || k == kafka_headers::TRACESTATE) {
-                continue;
-            }
-            headers = headers.insert(Header {
-                key: k,
-                value: Some(v.as_bytes()),
-            });
-        }
-        headers = headers
-            .insert(Header {
-                key: kafka_headers::MESSAGE_ID,
-                value: Some(id.as_bytes()),
-            })
-            .insert(Header {
-                key: kafka_headers::BIZ_ID,
-                value: Some(m.biz_id.as_bytes()),
-            })
-            .insert(Header {
-                key: kafka_headers::MESSAGE_KEY,
-                value: Some(m.message_key.as_bytes()),
-            });
-        if let Some(tp) = &m.traceparent {
-            headers = headers.insert(Header {
-                key: kafka_headers::TRACEPARENT,
-                value: Some(tp.as_bytes()),
-            });
-            if let Some(ts) = &m.tracestate {
-                headers = headers.insert(Header {
-                    key: kafka_headers::TRACESTATE,
-                    value: Some(ts.as_bytes()),
-                });
-            }
-        }
         let record = |report: oneshot::Sender<Report>| {
             let record = BaseRecord::<'_, str, [u8], _>::with_opaque_to(topic, Box::new(report))
                 .payload(payload.as_slice())
-                .headers(headers.clone());
+                .headers(record_headers(m, &id));
             match m.key.as_deref() {
                 Some(k) => record.key(k),
                 None => record,
@@ -500,6 +462,50 @@ impl KafkaSink {
         }
         result
     }
+}
+
+/// The record headers of `m` (whose id is `id`): its user headers, then
+/// trustmsg's own and its trace context.
+fn record_headers(m: &Message, id: &str) -> OwnedHeaders {
+    let mut headers = OwnedHeaders::new_with_capacity(m.headers.len() + 5);
+    // A traced message's own trace context replaces user headers of the
+    // same names: consumers' propagators read one of each.
+    let traced = m.traceparent.is_some();
+    for (k, v) in &m.headers {
+        if traced && (k == kafka_headers::TRACEPARENT || k == kafka_headers::TRACESTATE) {
+            continue;
+        }
+        headers = headers.insert(Header {
+            key: k,
+            value: Some(v.as_bytes()),
+        });
+    }
+    headers = headers
+        .insert(Header {
+            key: kafka_headers::MESSAGE_ID,
+            value: Some(id.as_bytes()),
+        })
+        .insert(Header {
+            key: kafka_headers::BIZ_ID,
+            value: Some(m.biz_id.as_bytes()),
+        })
+        .insert(Header {
+            key: kafka_headers::MESSAGE_KEY,
+            value: Some(m.message_key.as_bytes()),
+        });
+    if let Some(tp) = &m.traceparent {
+        headers = headers.insert(Header {
+            key: kafka_headers::TRACEPARENT,
+            value: Some(tp.as_bytes()),
+        });
+        if let Some(ts) = &m.tracestate {
+            headers = headers.insert(Header {
+                key: kafka_headers::TRACESTATE,
+                value: Some(ts.as_bytes()),
+            });
+        }
+    }
+    headers
 }
 
 /// A delivery report: where the record is, or why it is not. Never a copy
