@@ -10,6 +10,21 @@ use trustmsg_verify_api::SendStatus;
 
 use super::{body, kafka_flags, prepare_and_commit, refs, set_flag, wait_for_row};
 
+/// Registers `shop` and sends one record through to `orders`, so that the
+/// producer has its id and the topic's metadata before a test injects
+/// faults: the producer's token, a reader past that record, and its id.
+async fn warmed_up(app: &TestApp, kafka: &MockKafka) -> (String, TopicReader, u64) {
+    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
+    let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
+    let warm = prepare_and_commit(app, &token, body("shop", "warm-up", "orders")).await;
+    reader
+        .read_until(Duration::from_secs(20), "the warm-up record", |rs| {
+            rs.len() == 1
+        })
+        .await;
+    (token, reader, warm)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_message_committed_during_a_broker_outage_is_delivered_once_it_is_back() {
     let kafka = MockKafka::start(1);
@@ -79,15 +94,7 @@ async fn transient_produce_errors_are_retried_until_delivered() {
     ]);
     set_flag(&mut flags, "--sweep-interval", "100ms");
     let app = TestApp::spawn(&refs(&flags)).await;
-    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
-    let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
-    // Warm up: the producer has its id and metadata before errors are injected.
-    prepare_and_commit(&app, &token, body("shop", "warm-up", "orders")).await;
-    reader
-        .read_until(Duration::from_secs(20), "the warm-up record", |rs| {
-            rs.len() == 1
-        })
-        .await;
+    let (token, mut reader, _) = warmed_up(&app, &kafka).await;
 
     kafka.request_errors(
         RDKafkaApiKey::Produce,
@@ -127,14 +134,7 @@ async fn a_record_kafka_refuses_as_too_large_is_send_failed_with_exactly_one_ale
         "10".into(),
     ]);
     let app = TestApp::spawn(&refs(&flags)).await;
-    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
-    let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
-    let warm = prepare_and_commit(&app, &token, body("shop", "warm-up", "orders")).await;
-    reader
-        .read_until(Duration::from_secs(20), "the warm-up record", |rs| {
-            rs.len() == 1
-        })
-        .await;
+    let (token, mut reader, warm) = warmed_up(&app, &kafka).await;
 
     kafka.request_errors(
         RDKafkaApiKey::Produce,
@@ -205,14 +205,7 @@ async fn transient_errors_past_the_attempt_limit_make_the_message_send_failed() 
     ]);
     set_flag(&mut flags, "--sweep-interval", "100ms");
     let app = TestApp::spawn(&refs(&flags)).await;
-    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
-    let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
-    prepare_and_commit(&app, &token, body("shop", "warm-up", "orders")).await;
-    reader
-        .read_until(Duration::from_secs(20), "the warm-up record", |rs| {
-            rs.len() == 1
-        })
-        .await;
+    let (token, _reader, _) = warmed_up(&app, &kafka).await;
 
     kafka.request_errors(
         RDKafkaApiKey::Produce,
@@ -247,14 +240,7 @@ async fn waiting_out_a_broker_outage_uses_up_none_of_the_send_attempts() {
         "2".into(),
     ]);
     let app = TestApp::spawn(&refs(&flags)).await;
-    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
-    let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
-    prepare_and_commit(&app, &token, body("shop", "warm-up", "orders")).await;
-    reader
-        .read_until(Duration::from_secs(20), "the warm-up record", |rs| {
-            rs.len() == 1
-        })
-        .await;
+    let (token, mut reader, _) = warmed_up(&app, &kafka).await;
 
     // Down for several --kafka-message-timeout (2s): each send of the message
     // times out, possibly persisted, and is rescheduled.
@@ -306,14 +292,7 @@ async fn records_sent_right_after_a_topic_refusal_ends_are_the_brokers_to_take()
     let kafka = MockKafka::start(1);
     kafka.create_topic("orders", 1);
     let app = TestApp::spawn(&refs(&kafka_flags(kafka.bootstrap()))).await;
-    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
-    let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
-    prepare_and_commit(&app, &token, body("shop", "warm-up", "orders")).await;
-    reader
-        .read_until(Duration::from_secs(20), "the warm-up record", |rs| {
-            rs.len() == 1
-        })
-        .await;
+    let (token, mut reader, _) = warmed_up(&app, &kafka).await;
 
     // The broker refuses one produce request, then takes every other.
     kafka.request_errors(

@@ -531,10 +531,9 @@ impl Meter {
         phase: &'static str,
         messages: f64,
     ) -> anyhow::Result<DbCost> {
-        let cpu = self.clock.stop();
-        let after = db.counters().await?;
+        let (cpu, cost) = self.read(db, messages).await?;
         report.measured(phase, cpu, messages);
-        Ok(DbCost::between(&self.before, &after, messages))
+        Ok(cost)
     }
 }
 
