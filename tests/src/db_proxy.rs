@@ -36,6 +36,8 @@ pub struct DbProxy {
     mode: watch::Sender<Mode>,
     /// Connections numbered below this are frozen for good.
     frozen_below: watch::Sender<u64>,
+    /// Set by [`DbProxy::close_frozen`]: the frozen connections close.
+    closed: watch::Sender<bool>,
     accepted: Arc<AtomicU64>,
 }
 
@@ -52,12 +54,15 @@ impl DbProxy {
         let addr = listener.local_addr().unwrap();
         let (mode, _) = watch::channel(Mode::Pass);
         let (frozen_below, _) = watch::channel(0);
+        let (closed, _) = watch::channel(false);
         let accepted = Arc::new(AtomicU64::new(0));
         let (modes, frozen, count) = (mode.clone(), frozen_below.clone(), accepted.clone());
+        let ends = closed.clone();
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let n = count.fetch_add(1, Ordering::SeqCst);
                 let frozen = frozen.subscribe();
+                let mut closed = ends.subscribe();
                 let relay = relay(client, upstream.clone(), modes.subscribe());
                 tokio::spawn(async move {
                     let mut relay = std::pin::pin!(relay);
@@ -69,8 +74,9 @@ impl DbProxy {
                         _ = &mut relay => return,
                     }
                     // Frozen: the pinned relay (and so its sockets) lives on
-                    // in this task, open and silent, until the runtime ends.
-                    std::future::pending::<()>().await
+                    // in this task, open and silent, until the test closes
+                    // the frozen connections or its runtime ends.
+                    let _ = closed.wait_for(|c| *c).await;
                 });
             }
         });
@@ -78,6 +84,7 @@ impl DbProxy {
             addr,
             mode,
             frozen_below,
+            closed,
             accepted,
         }
     }
@@ -105,6 +112,14 @@ impl DbProxy {
     /// Passes traffic again; connections held by a hang carry on.
     pub fn restore(&self) {
         self.mode.send_replace(Mode::Pass);
+    }
+
+    /// Closes the connections [`DbProxy::freeze_open`] froze, so the server
+    /// ends their sessions: call it before dropping the test's database,
+    /// which waits for the locks a frozen session's open transaction holds
+    /// (a DROP DATABASE behind one never returns).
+    pub fn close_frozen(&self) {
+        self.closed.send_replace(true);
     }
 
     /// Freezes every connection open now for good (what it holds is never

@@ -238,5 +238,6 @@ async fn a_write_stuck_on_a_connection_that_never_answers_frees_its_batcher_at_t
         status == 201 || status == 200
     })
     .await;
+    proxy.close_frozen();
     app.finish().await;
 }

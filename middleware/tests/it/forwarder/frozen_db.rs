@@ -83,6 +83,7 @@ async fn sending_carries_on_after_the_forwarders_connections_froze_for_good() {
             >= 1,
         "a worker statement was given up"
     );
+    proxy.close_frozen();
     app.finish().await;
 }
 
@@ -143,5 +144,6 @@ async fn a_sent_mark_held_up_by_a_hung_database_is_written_once_it_answers_and_n
         "the record was sent again"
     );
     assert_eq!(row().await.1, 1, "one send, marked once");
+    proxy.close_frozen();
     app.finish().await;
 }
