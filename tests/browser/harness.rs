@@ -3,7 +3,6 @@
 //! `.ci/run` installs them when missing), one private driver process and
 //! one fresh profile per test.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -11,6 +10,7 @@ use std::time::{Duration, Instant};
 use fantoccini::elements::Element;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
+use trustmsg_tests::process::free_port;
 
 /// How long a page may take to show what a test waits for.
 const PAGE: Duration = Duration::from_secs(15);
@@ -26,14 +26,6 @@ fn find(program: &str) -> PathBuf {
                  `chromium-driver` (apt-get install chromium chromium-driver; .ci/run does)"
             )
         })
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A headless Chromium session; [`Browser::finish`] ends it.
