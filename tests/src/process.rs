@@ -2,7 +2,7 @@
 //! a test can kill it with SIGKILL (no shutdown hook runs, nothing is
 //! flushed) and start it again on the same port and database.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -31,36 +31,10 @@ pub fn binary() -> PathBuf {
 }
 
 /// A port of 127.0.0.1 free right now, for a server a test starts (or
-/// starts again) on it, chosen at random below the kernel's ephemeral range.
-///
-/// Port 0 would give one from that range (`net.ipv4.ip_local_port_range`,
-/// 32768 to 60999 by default), which every outgoing connection of the
-/// machine draws its local port from: with the suite's hundreds of
-/// connections a minute, one took such a port between this check and the
-/// server's bind, and the service under test failed to start ("Address
-/// already in use"). Below that range only other tests' servers listen,
-/// on ports drawn at random from over 20,000.
+/// starts again) on it: [`trustmsg::net::free_port::free_port`], below the
+/// ephemeral range that outgoing connections draw from.
 pub fn free_port() -> u16 {
-    use rand::RngExt;
-    let first_ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32_768);
-    let below = 10_000..first_ephemeral;
-    if below.len() >= 1_000 {
-        let mut rng = rand::rng();
-        for _ in 0..100 {
-            let port = rng.random_range(below.clone());
-            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-                return port;
-            }
-        }
-    }
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    trustmsg::net::free_port::free_port().expect("a free port of 127.0.0.1")
 }
 
 /// Waits until the service at `base_url` answers `/readyz` with 200 (30 s at most).

@@ -3,7 +3,6 @@
 //! read apart from the load generator's, the mock broker's and the
 //! consumer's, which stay in the bench process.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -108,7 +107,10 @@ impl ServiceProcess {
 
 /// A loopback address no one listens on now, for the service to bind.
 pub(crate) fn free_address() -> anyhow::Result<String> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.to_string())
+    Ok(format!(
+        "127.0.0.1:{}",
+        trustmsg::net::free_port::free_port()?
+    ))
 }
 
 /// The binary to run as the service: `--service-binary`, else this one.
