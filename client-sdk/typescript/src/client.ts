@@ -164,8 +164,11 @@ export class Producer {
   /**
    * `POST /v1/messages/prepare`: stores the message as PREPARED. Repeating it
    * with identical content returns the same view; other content under the
-   * same key is a {@link ConflictError} (`prepare_conflict`), and so is a
-   * prepare after a rollback (`rolled_back`).
+   * same key is a {@link ConflictError} (`prepare_conflict`). A prepare of a
+   * message that was rolled back is an {@link AlreadyRolledBackError} (409
+   * `already_rolled_back`, or `rolled_back` after a rollback of a message
+   * trustmsg never saw). A prepare of a COMMITTED message answers 200 with
+   * its view (status `COMMITTED`): the transaction helpers check it.
    */
   async prepare(message: Message, options: CallOptions = {}): Promise<MessageView> {
     const body = JSON.stringify(prepareRequest(this.bizId, message));
@@ -174,7 +177,7 @@ export class Producer {
 
   /**
    * `POST /v1/messages/commit`: decides for delivery. Repeating it is a 200;
-   * after a rollback it is a {@link ConflictError} (`already_rolled_back`);
+   * after a rollback it is an {@link AlreadyRolledBackError} (a {@link ConflictError}, `already_rolled_back`);
    * for an unknown message a {@link NotFoundError}.
    */
   commit(messageKey: string, options: CallOptions = {}): Promise<MessageView> {
@@ -199,7 +202,9 @@ export class Producer {
   /**
    * Prepare `message`, run `local` (the local transaction), then commit the
    * message if `local` resolved or roll it back if it threw, and rethrow
-   * `local`'s own error. See {@link runTransaction}; for a transaction on
+   * `local`'s own error. `local` runs only when prepare answered PREPARED:
+   * else {@link AlreadyCommittedError}, {@link AlreadyRolledBackError} or
+   * {@link NotPreparedError}. See {@link runTransaction}; for a transaction on
    * MySQL or PostgreSQL with the barrier, use `transaction` of
    * `@trustmsg/client/mysql` or `@trustmsg/client/postgres`.
    */

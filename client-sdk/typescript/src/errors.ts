@@ -17,6 +17,9 @@
  * used up, become {@link UnavailableError}.
  */
 
+import type { MessageView } from './types.js';
+import { isView } from './view.js';
+
 /** What every error thrown by the SDK is. */
 export class TrustmsgError extends Error {
   /** trustmsg's error code (e.g. `prepare_conflict`), when there is one. */
@@ -55,6 +58,7 @@ export class APIError extends TrustmsgError {
       case 404:
         return new NotFoundError(status, code ?? 'not_found', message);
       case 409:
+        if (code === 'already_rolled_back' || code === 'rolled_back') return new AlreadyRolledBackError(status, code, message);
         return new ConflictError(status, code ?? 'conflict', message);
       default:
         return new UnexpectedResponseError(status, code ?? 'unexpected', message);
@@ -79,6 +83,19 @@ export class NotFoundError extends APIError {}
  * after a rollback), `already_committed`, `already_rolled_back`.
  */
 export class ConflictError extends APIError {}
+
+/**
+ * The message is rolled back: it can never be delivered, so work done for it
+ * must not be done (again). A 409 `already_rolled_back` (a prepare or commit
+ * of a message that was rolled back) or `rolled_back` (a prepare after a
+ * rollback of a message trustmsg never saw: its tombstone). The transaction
+ * helpers throw it too, with code `already_rolled_back`, when they find it out
+ * themselves: a prepare answered 200 with status `ROLLED_BACK` (an older
+ * trustmsg), or the barrier holds the `rollback` marker. Then the local work
+ * did not run. A {@link ConflictError}, so `instanceof ConflictError` still
+ * catches it; an order service answers it "refused" (409), never "try again".
+ */
+export class AlreadyRolledBackError extends ConflictError {}
 /** Any other status, or a 2xx whose body is not what the API promises. */
 export class UnexpectedResponseError extends APIError {}
 
@@ -138,6 +155,107 @@ export class AlreadyDecidedError extends TrustmsgError {
   constructor(decision: 'commit' | 'rollback', bizId: string, messageKey: string) {
     super(`the barrier already holds a ${decision} marker for ${bizId}/${JSON.stringify(messageKey)}`, { code: 'already_decided' });
     this.decision = decision;
+  }
+}
+
+/**
+ * The transaction helper found the message already COMMITTED, so the local
+ * work did not run (again): prepare answered 200 with status `COMMITTED` (a
+ * retry of an order that went through), or the barrier holds the `commit`
+ * marker of an earlier run (a retry of an order whose first attempt stopped
+ * after its local COMMIT: the helper then sent the commit itself). The work
+ * was done once, before: answer "already placed".
+ */
+export class AlreadyCommittedError extends TrustmsgError {
+  readonly messageKey: string;
+  /** The receipt saying so: prepare's, or that of the commit the helper sent (undefined if that commit could not be delivered). */
+  readonly receipt: unknown;
+  /** `receipt` when it is trustmsg's message view (through a `Producer`), else undefined. */
+  readonly view: MessageView | undefined;
+  /**
+   * Why the commit the helper sent after finding the `commit` marker was not
+   * delivered (trustmsg unreachable, or the call aborted); check-back, answered
+   * from the barrier, commits the message. Undefined otherwise.
+   */
+  readonly commitError: TrustmsgError | undefined;
+
+  constructor(messageKey: string, receipt: unknown, commitError?: TrustmsgError) {
+    super(`message ${JSON.stringify(messageKey)} is already committed: its local work ran before and did not run again`, { code: 'already_committed' });
+    this.messageKey = messageKey;
+    this.receipt = receipt;
+    this.view = isView(receipt) ? receipt : undefined;
+    this.commitError = commitError;
+  }
+}
+
+/**
+ * Prepare answered a status the transaction helper cannot run local work
+ * under, other than COMMITTED and ROLLED_BACK: `VERIFY_FAILED` (check-back
+ * gave up on it; an operator decides), or a status this SDK does not know.
+ * The local work did not run.
+ */
+export class NotPreparedError extends TrustmsgError {
+  readonly messageKey: string;
+  /** The status prepare answered, e.g. `VERIFY_FAILED`. */
+  readonly messageStatus: string;
+  /** Prepare's receipt (the message view, through a `Producer`). */
+  readonly receipt: unknown;
+
+  constructor(messageKey: string, messageStatus: string, receipt: unknown) {
+    super(`prepare of ${JSON.stringify(messageKey)} answered status ${messageStatus}, not PREPARED: the local work did not run`, {
+      code: 'not_prepared',
+    });
+    this.messageKey = messageKey;
+    this.messageStatus = messageStatus;
+    this.receipt = receipt;
+  }
+}
+
+/**
+ * The local transaction **committed** but trustmsg refused the commit (e.g.
+ * 409 `already_rolled_back`: an operator rolled the message back): local
+ * state and message disagree and someone must look. `value` is what the local
+ * work returned, `cause` trustmsg's error; `code` and `status` are its.
+ */
+export class CommitRejectedError extends TrustmsgError {
+  readonly messageKey: string;
+  /** What the local work returned (undefined when an earlier run committed it: the barrier's `commit` marker). */
+  readonly value: unknown;
+  declare readonly cause: unknown;
+
+  constructor(messageKey: string, value: unknown, cause: unknown) {
+    const e = cause instanceof TrustmsgError ? cause : undefined;
+    super(`the local transaction of ${JSON.stringify(messageKey)} committed but trustmsg refused the commit: ${String(cause)}`, {
+      code: e?.code,
+      status: e?.status,
+      cause,
+    });
+    this.messageKey = messageKey;
+    this.value = value;
+  }
+}
+
+/**
+ * The local transaction did **not** commit but trustmsg refused the rollback
+ * (409 `already_committed`: an operator committed the message): local state
+ * and message disagree and someone must look. `workError` is what the local
+ * work threw, `cause` trustmsg's error.
+ */
+export class RollbackRejectedError extends TrustmsgError {
+  readonly messageKey: string;
+  /** What the local work threw. */
+  readonly workError: unknown;
+  declare readonly cause: unknown;
+
+  constructor(messageKey: string, workError: unknown, cause: unknown) {
+    const e = cause instanceof TrustmsgError ? cause : undefined;
+    super(`the local transaction of ${JSON.stringify(messageKey)} did not commit but trustmsg refused the rollback: ${String(cause)}`, {
+      code: e?.code,
+      status: e?.status,
+      cause,
+    });
+    this.messageKey = messageKey;
+    this.workError = workError;
   }
 }
 

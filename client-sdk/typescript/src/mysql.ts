@@ -114,7 +114,11 @@ export function runInTransaction<T>(pool: Pool, bizId: string, messageKey: strin
 /**
  * Prepare → local transaction with the barrier → commit; on failure, rollback
  * and `work`'s own error rethrown. `way` is a `Producer` (HTTP) or a
- * `Submitter` (Kafka).
+ * `Submitter` (Kafka). `work` runs only for a message prepared now: a message
+ * already decided (prepare's answer, or the barrier's marker of an earlier
+ * run, whose decision is then sent) throws `AlreadyCommittedError` or
+ * `AlreadyRolledBackError` without running it. `options.afterLocalCommit` is
+ * the test hook at the crash point.
  */
 export function transaction<T, R>(
   way: WayIn<R>,

@@ -5,15 +5,36 @@
  * so a crash at any later point leaves a PREPARED message that check-back
  * resolves; a crash before prepare leaves nothing to resolve.
  *
+ * The local work runs only for a message that prepare answered PREPARED. A
+ * message already decided — a client's retry of an order that went through,
+ * or that was refused — is reported with a typed error and its work does not
+ * run again: {@link AlreadyCommittedError} (answer "already placed"),
+ * {@link AlreadyRolledBackError} (answer "refused"), {@link NotPreparedError}
+ * (VERIFY_FAILED: an operator decides). What the barrier knows is sent at
+ * once: its `commit` marker (an earlier run committed locally, then stopped)
+ * makes the helper send the commit, its `rollback` marker the rollback.
+ *
  * When the local work fails, the message is rolled back and **the work's own
  * error is rethrown** (the same value, never swallowed, never replaced): the
  * message is never committed then. When the local transaction committed, the
- * commit is sent, and if it cannot be delivered the helper says so in its
- * result instead of throwing, which would hide that the local change was made:
- * check-back will ask, and the barrier answers commit.
+ * commit is sent; if trustmsg cannot be reached the result says so (check-back
+ * will ask, and the barrier answers commit); if trustmsg refuses it, the
+ * helper throws {@link CommitRejectedError}: local state and message disagree.
  */
-import { AlreadyDecidedError, OutcomeUnknownError, isUnavailable, UserAbortError, type TrustmsgError } from './errors.js';
+import {
+  AlreadyCommittedError,
+  AlreadyDecidedError,
+  AlreadyRolledBackError,
+  CommitRejectedError,
+  isUnavailable,
+  NotPreparedError,
+  OutcomeUnknownError,
+  RollbackRejectedError,
+  UserAbortError,
+  type TrustmsgError,
+} from './errors.js';
 import type { CallOptions, Logger, Message } from './types.js';
+import { isView } from './view.js';
 
 /**
  * A way in to trustmsg: the HTTP {@link Producer} (a receipt is the message's
@@ -32,29 +53,27 @@ export interface WayIn<R> {
 /** What became of the message once the local transaction committed. */
 export type TransactionResult<T, R> =
   /** The local transaction committed and so did the message. */
-  | { status: 'committed'; value: T; receipt: R }
+  | { status: 'committed'; value: T; prepared: R; receipt: R }
   /**
    * The local transaction committed but the commit could not be delivered
    * (trustmsg unreachable after the retries, or the call was aborted). The
    * message stays PREPARED until check-back asks; the barrier answers commit.
+   * The order is placed.
    */
-  | { status: 'commit_left_to_check_back'; value: T; error: TrustmsgError }
-  /**
-   * The local transaction committed but trustmsg refused the commit (e.g.
-   * `already_rolled_back`: an operator decided). Local state and message
-   * disagree: alert someone.
-   */
-  | { status: 'commit_rejected'; value: T; error: TrustmsgError };
+  | { status: 'commit_left_to_check_back'; value: T; prepared: R; error: TrustmsgError };
 
 /** Options of the transaction helpers. */
 export interface TransactionOptions extends CallOptions {
-  /** Where a decision that could not be delivered or was refused is reported (default: the way in's `logger`). */
+  /** Where a decision that could not be delivered is reported (default: the way in's `logger`). */
   logger?: Logger;
-}
-
-/** Errors after which no decision may be sent: only check-back can tell. */
-function leaveToCheckBack(e: unknown): boolean {
-  return e instanceof OutcomeUnknownError || (e instanceof AlreadyDecidedError && e.decision === 'commit');
+  /**
+   * A test hook at the crash point: called right after the local COMMIT and
+   * before the decision is sent. If it throws (or rejects), the helper sends
+   * **no** decision and rethrows its error, as if the process had stopped
+   * there: check-back, or the client's retry, decides. For your own tests of
+   * a crash after the local commit; leave it out in production.
+   */
+  afterLocalCommit?: (() => void | Promise<void>) | undefined;
 }
 
 /**
@@ -64,12 +83,19 @@ function leaveToCheckBack(e: unknown): boolean {
  *
  * Throws prepare's error when prepare fails (then `local` never ran; if it
  * was an {@link UnavailableError} the message may have been stored, and its
- * check-back must answer rollback, which the barrier does).
+ * check-back must answer rollback, which the barrier does), and without
+ * running `local` when prepare's answer is not PREPARED:
+ * {@link AlreadyCommittedError}, {@link AlreadyRolledBackError} (also
+ * trustmsg's own 409 `already_rolled_back` / `rolled_back`),
+ * {@link NotPreparedError}. (A `Submitter`'s prepare is acknowledged by Kafka,
+ * not answered by trustmsg: only the barrier can tell then.)
  *
  * `local` must throw only when its transaction did **not** commit. The
- * barrier's helpers throw {@link OutcomeUnknownError} when COMMIT's outcome is
- * unknown, and {@link AlreadyDecidedError} `commit` when an earlier run of the
- * key committed: then no decision is sent and check-back decides.
+ * barrier's helpers throw {@link AlreadyDecidedError} when the barrier holds
+ * a marker (the helper then sends that decision and throws
+ * {@link AlreadyCommittedError} or {@link AlreadyRolledBackError}), and
+ * {@link OutcomeUnknownError} when COMMIT's outcome is unknown and the barrier
+ * could not be read either: then no decision is sent and check-back decides.
  */
 export async function runTransaction<T, R>(
   way: WayIn<R>,
@@ -81,35 +107,73 @@ export async function runTransaction<T, R>(
   const logger = options.logger ?? way.logger ?? console;
   const call = { signal: options.signal };
   const key = message.message_key;
+  const fields = (error: unknown): Record<string, unknown> => ({ bizId: way.bizId, messageKey: key, error: String(error) });
+
+  /** Sends the rollback of a message whose local work did not commit; `workError` is why. */
+  const rollback = async (workError: unknown): Promise<void> => {
+    try {
+      await way.rollback(key, call);
+    } catch (e) {
+      if (!isUnavailable(e) && !(e instanceof UserAbortError)) throw new RollbackRejectedError(key, workError, e);
+      logger.warn('rollback not delivered; check-back will roll back', fields(e));
+    }
+  };
+
   const prepared = await way.prepare(message, call);
+  if (isView(prepared) && prepared.status !== 'PREPARED') {
+    if (prepared.status === 'COMMITTED') throw new AlreadyCommittedError(key, prepared);
+    // An older trustmsg answers a prepare of a rolled-back message 200 ROLLED_BACK, not 409.
+    if (prepared.status === 'ROLLED_BACK') throw new AlreadyRolledBackError(409, 'already_rolled_back', `message ${JSON.stringify(key)} is rolled back`);
+    throw new NotPreparedError(key, prepared.status, prepared);
+  }
+
   let value: T;
   try {
     value = await local(prepared);
   } catch (error) {
-    if (leaveToCheckBack(error)) {
-      logger.warn('no decision sent; check-back will decide', { bizId: way.bizId, messageKey: key, error: String(error) });
+    if (error instanceof OutcomeUnknownError) {
+      logger.warn('no decision sent; check-back will decide', fields(error));
       throw error;
     }
-    try {
-      await way.rollback(key, call);
-    } catch (rollbackError) {
-      if (isUnavailable(rollbackError) || rollbackError instanceof UserAbortError) {
-        logger.warn('rollback not delivered; check-back will roll back', { bizId: way.bizId, messageKey: key, error: String(rollbackError) });
-      } else {
-        logger.error('the local transaction failed but trustmsg refused the rollback', { bizId: way.bizId, messageKey: key, error: String(rollbackError) });
+    if (error instanceof AlreadyDecidedError && error.decision === 'commit') {
+      // An earlier run of this key committed locally and stopped before its commit: send it now.
+      let receipt: R;
+      try {
+        receipt = await way.commit(key, call);
+      } catch (e) {
+        if (!isUnavailable(e) && !(e instanceof UserAbortError)) throw new CommitRejectedError(key, undefined, e);
+        logger.warn('commit not delivered; check-back will commit', fields(e));
+        throw new AlreadyCommittedError(key, undefined, e);
       }
+      throw new AlreadyCommittedError(key, receipt);
+    }
+    await rollback(error);
+    if (error instanceof AlreadyDecidedError) {
+      throw new AlreadyRolledBackError(
+        409,
+        'already_rolled_back',
+        `the barrier holds the rollback marker of ${JSON.stringify(key)}: the message is rolled back`,
+      );
     }
     throw error;
   }
-  try {
-    return { status: 'committed', value, receipt: await way.commit(key, call) };
-  } catch (e) {
-    const error = e as TrustmsgError;
-    if (isUnavailable(e) || e instanceof UserAbortError) {
-      logger.warn('commit not delivered; check-back will decide', { bizId: way.bizId, messageKey: key, error: String(e) });
-      return { status: 'commit_left_to_check_back', value, error };
+
+  if (options.afterLocalCommit) {
+    try {
+      await options.afterLocalCommit();
+    } catch (e) {
+      logger.warn('afterLocalCommit threw: no decision sent; check-back or a retry will decide', fields(e));
+      throw e;
     }
-    logger.error('the local transaction committed but trustmsg refused the commit', { bizId: way.bizId, messageKey: key, error: String(e) });
-    return { status: 'commit_rejected', value, error };
+  }
+
+  try {
+    return { status: 'committed', value, prepared, receipt: await way.commit(key, call) };
+  } catch (e) {
+    if (isUnavailable(e) || e instanceof UserAbortError) {
+      logger.warn('commit not delivered; check-back will commit', fields(e));
+      return { status: 'commit_left_to_check_back', value, prepared, error: e };
+    }
+    throw new CommitRejectedError(key, value, e);
   }
 }

@@ -166,7 +166,9 @@ export async function runInTransaction<P, C, T>(d: Dialect<P, C>, pool: P, bizId
  * The transaction helper with the barrier: prepare through `way`, run `work`
  * in a local transaction with the `commit` marker, commit the message when
  * the transaction committed; roll it back and rethrow `work`'s own error when
- * it failed.
+ * it failed. A marker already there means an earlier run decided: the work
+ * does not run, the helper sends that decision and throws
+ * `AlreadyCommittedError` or `AlreadyRolledBackError` (see {@link runTransaction}).
  */
 export function transaction<P, C, T, R>(
   d: Dialect<P, C>,

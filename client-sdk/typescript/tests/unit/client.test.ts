@@ -4,14 +4,19 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import {
+  AlreadyCommittedError,
+  AlreadyRolledBackError,
   AuthenticationError,
   backoffDelay,
   BadRequestError,
   ConfigError,
+  CommitRejectedError,
   ConflictError,
   NotFoundError,
+  NotPreparedError,
   parseJson,
   Producer,
+  RollbackRejectedError,
   UnavailableError,
   UserAbortError,
 } from '../../src/index.js';
@@ -101,6 +106,8 @@ test('a 503 is retried with growing gaps; a 409 and a 400 are not retried', asyn
 
   for (const [status, cls, code] of [
     [409, ConflictError, 'prepare_conflict'],
+    [409, AlreadyRolledBackError, 'already_rolled_back'],
+    [409, AlreadyRolledBackError, 'rolled_back'],
     [400, BadRequestError, 'invalid_topic'],
     [404, NotFoundError, 'message_not_found'],
     [401, AuthenticationError, 'unauthorized'],
@@ -201,4 +208,91 @@ test('parseJson keeps integers beyond 2^53 and agrees with JSON.parse elsewhere'
   assert.throws(() => parseJson('{"a":1,}'), SyntaxError);
   assert.throws(() => parseJson('[1] x'), SyntaxError);
   assert.equal((parseJson('{"__proto__":{"x":1}}') as Record<string, unknown>)['x'], undefined);
+});
+
+/** Answers each path as `answers` says (a status and a body), recording the paths asked. */
+function byPath(answers: Record<string, [number, string]>): Handler {
+  return (req, body, res) => {
+    const path = (req.url ?? '').replace('/prefix', '');
+    const [status, text] = answers[path] ?? [500, '{"error":{"code":"internal","message":"not expected"}}'];
+    reply(status, text)(req, body, res);
+  };
+}
+const paths = (): string[] => seen.map((s) => s.url.replace('/prefix', ''));
+const message = { message_key: 'k', topic: 'orders', payload: '{}' };
+
+test('the helper runs no local work unless prepare answered PREPARED', async () => {
+  const cases = [
+    ['COMMITTED', (e: unknown) => e instanceof AlreadyCommittedError && e.view?.status === 'COMMITTED' && e.view.id === 7n],
+    // An older trustmsg answers a prepare of a rolled-back message 200 ROLLED_BACK.
+    ['ROLLED_BACK', (e: unknown) => e instanceof AlreadyRolledBackError && e instanceof ConflictError && e.code === 'already_rolled_back'],
+    ['VERIFY_FAILED', (e: unknown) => e instanceof NotPreparedError && e.messageStatus === 'VERIFY_FAILED'],
+    ['SOMETHING_NEW', (e: unknown) => e instanceof NotPreparedError && e.messageStatus === 'SOMETHING_NEW'],
+  ] as const;
+  for (const [status, expected] of cases) {
+    seen.length = 0;
+    handler = byPath({ '/v1/messages/prepare': [200, view('7', status)] });
+    let entered = false;
+    await assert.rejects(
+      producer().transaction(message, async () => {
+        entered = true;
+      }),
+      expected,
+      status,
+    );
+    assert.equal(entered, false, `${status}: the local work never ran`);
+    assert.deepEqual(paths(), ['/v1/messages/prepare'], `${status}: no decision sent`);
+  }
+  seen.length = 0;
+  handler = byPath({ '/v1/messages/prepare': [409, '{"error":{"code":"already_rolled_back","message":"rolled back"}}'] });
+  await assert.rejects(
+    producer().transaction(message, async () => assert.fail('the local work ran')),
+    (e: unknown) => e instanceof AlreadyRolledBackError && e.status === 409,
+  );
+});
+
+test('a commit trustmsg refuses after the local commit is an error carrying the value; a refused rollback carries the work error', async () => {
+  handler = byPath({
+    '/v1/messages/prepare': [201, view('8')],
+    '/v1/messages/commit': [409, '{"error":{"code":"already_rolled_back","message":"an operator rolled it back"}}'],
+    '/v1/messages/rollback': [409, '{"error":{"code":"already_committed","message":"an operator committed it"}}'],
+  });
+  await assert.rejects(
+    producer().transaction(message, async () => 'order 8'),
+    (e: unknown) =>
+      e instanceof CommitRejectedError &&
+      e.value === 'order 8' &&
+      e.cause instanceof AlreadyRolledBackError &&
+      e.code === 'already_rolled_back' &&
+      e.status === 409,
+  );
+  const declined = new Error('payment declined');
+  await assert.rejects(
+    producer().transaction(message, async () => {
+      throw declined;
+    }),
+    (e: unknown) => e instanceof RollbackRejectedError && e.workError === declined && e.cause instanceof ConflictError && e.code === 'already_committed',
+  );
+});
+
+test('afterLocalCommit runs after the local work and, when it throws, no decision is sent', async () => {
+  seen.length = 0;
+  handler = byPath({ '/v1/messages/prepare': [201, view('9')], '/v1/messages/commit': [200, view('9', 'COMMITTED')] });
+  const order: string[] = [];
+  const stop = new Error('the process stops here');
+  await assert.rejects(
+    producer().transaction(message, async () => order.push('local'), {
+      afterLocalCommit: () => {
+        order.push('hook');
+        throw stop;
+      },
+    }),
+    (e: unknown) => e === stop,
+  );
+  assert.deepEqual(order, ['local', 'hook']);
+  assert.deepEqual(paths(), ['/v1/messages/prepare']);
+  seen.length = 0;
+  const done = await producer().transaction(message, async () => 'v', { afterLocalCommit: async () => undefined });
+  assert.ok(done.status === 'committed' && done.receipt.status === 'COMMITTED' && done.prepared.id === 9n);
+  assert.deepEqual(paths(), ['/v1/messages/prepare', '/v1/messages/commit']);
 });
