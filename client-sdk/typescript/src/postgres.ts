@@ -130,8 +130,8 @@ export function processOnce<T>(pool: Pool, group: string, subject: core.InboxSub
 
 /**
  * Writes `message` to the local message table through `client` (your open
- * transaction); returns the row's id. (trustmsg relays MySQL/MariaDB sources
- * today; a PostgreSQL table is written the same way for when its relay comes.)
+ * transaction); returns the row's id. `trustmsg serve --outbox-source
+ * BIZ_ID=postgres://…` relays the table.
  */
 export function enqueue(client: PoolClient, message: Message, options: { table?: string } = {}): Promise<bigint> {
   return core.enqueue(dialect, client, message, options.table);

@@ -57,12 +57,12 @@ export interface Registered {
   secret: string;
 }
 
-/** Registers producer `bizId` (its own per test) with `verifyUrl`, first check-back after 1 s. */
-export async function register(bizId: string, verifyUrl: string, topics: string[] = ['*']): Promise<Registered> {
+/** Registers producer `bizId` (its own per test) with `verifyUrl`, first check-back after 1 s (or `firstVerifyAfterMs`). */
+export async function register(bizId: string, verifyUrl: string, topics: string[] = ['*'], firstVerifyAfterMs = 1000): Promise<Registered> {
   const res = await fetch(`${kit.url}/v1/producers/${bizId}`, {
     method: 'PUT',
     headers: { authorization: `Bearer ${kit.admin}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ verify_url: verifyUrl, first_verify_after_ms: 1000, topics }),
+    body: JSON.stringify({ verify_url: verifyUrl, first_verify_after_ms: firstVerifyAfterMs, topics }),
   });
   const body = (await res.json()) as { token?: string; signing_secret?: string };
   if (!res.ok || !body.token || !body.signing_secret) throw new Error(`registering ${bizId}: ${res.status} ${JSON.stringify(body)}`);
