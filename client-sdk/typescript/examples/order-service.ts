@@ -6,10 +6,23 @@
 //
 //   POST /orders          {"order_id","customer","amount_cents","fail"?,"lose_commit"?}
 //   POST /trustmsg/check  trustmsg's check-back (signed; answered from the barrier)
+//
+// A client may send an order again (its connection dropped): an order placed
+// before is answered 200 "already placed", one rolled back before 409
+// "refused", and neither runs the local transaction again.
 import express from 'express';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
-import { Producer, type Message, type MessageView, type TransactionResult } from '@trustmsg/client';
+import {
+  AlreadyCommittedError,
+  AlreadyRolledBackError,
+  Producer,
+  UnavailableError,
+  type Message,
+  type MessageView,
+  type TransactionResult,
+  type TransactionOptions,
+} from '@trustmsg/client';
 import { checkBackExpress } from '@trustmsg/client/express';
 import * as mysqlBarrier from '@trustmsg/client/mysql';
 import * as pgBarrier from '@trustmsg/client/postgres';
@@ -34,9 +47,7 @@ const topic = env('ORDERS_TOPIC', 'orders');
 
 /** The same service on MySQL/MariaDB or PostgreSQL, whichever DATABASE_URL names. */
 interface Store {
-  placeOrder(message: Message, order: Order): Promise<TransactionResult<string, MessageView>>;
-  /** The local transaction alone, as if the process stopped before the commit call. */
-  storeOnly(order: Order): Promise<void>;
+  placeOrder(message: Message, order: Order, options: TransactionOptions): Promise<TransactionResult<string, MessageView>>;
   decide: ReturnType<typeof mysqlBarrier.barrierDecider>;
   close(): Promise<void>;
 }
@@ -50,6 +61,8 @@ interface Order {
 }
 
 class PaymentDeclined extends Error {}
+/** Thrown by the afterLocalCommit hook: the process "stops" between its local commit and the commit call. */
+class CommitSkipped extends Error {}
 
 function charge(order: Order): void {
   if (order.fail) throw new PaymentDeclined(`payment declined for ${order.customer}`);
@@ -65,8 +78,7 @@ async function openStore(): Promise<Store> {
       charge(o);
     };
     return {
-      placeOrder: (message, o) => pgBarrier.transaction(producer, pool, message, async (client) => (await insert(client, o), o.order_id)),
-      storeOnly: (o) => pgBarrier.runInTransaction(pool, producer.bizId, o.order_id, (client) => insert(client, o)),
+      placeOrder: (message, o, options) => pgBarrier.transaction(producer, pool, message, async (client) => (await insert(client, o), o.order_id), options),
       decide: pgBarrier.barrierDecider(pool),
       close: () => pool.end(),
     };
@@ -79,8 +91,7 @@ async function openStore(): Promise<Store> {
     charge(o);
   };
   return {
-    placeOrder: (message, o) => mysqlBarrier.transaction(producer, pool, message, async (conn) => (await insert(conn, o), o.order_id)),
-    storeOnly: (o) => mysqlBarrier.runInTransaction(pool, producer.bizId, o.order_id, (conn) => insert(conn, o)),
+    placeOrder: (message, o, options) => mysqlBarrier.transaction(producer, pool, message, async (conn) => (await insert(conn, o), o.order_id), options),
     decide: mysqlBarrier.barrierDecider(pool),
     close: () => pool.end(),
   };
@@ -106,23 +117,36 @@ app.post('/orders', async (req, res) => {
     headers: { 'content-type': 'application/json' },
     payload: JSON.stringify({ event: 'order_placed', order_id: order.order_id, customer: order.customer, amount_cents: order.amount_cents }),
   };
+  // lose_commit: the SDK's test hook stops the call right after the local COMMIT, before the commit call.
+  const afterLocalCommit = order.lose_commit
+    ? () => {
+        throw new CommitSkipped();
+      }
+    : undefined;
   try {
-    if (order.lose_commit) {
-      await producer.prepare(message);
-      await store.storeOnly(order);
-      res.status(202).json({ message: 'order stored, commit call skipped: trustmsg will ask /trustmsg/check', order_id: order.order_id });
-      return;
-    }
-    const result = await store.placeOrder(message, order);
+    const result = await store.placeOrder(message, order, { afterLocalCommit });
     if (result.status === 'committed') {
       res.status(201).json({ message: 'committed', message_id: result.receipt.id.toString(), order_id: order.order_id });
     } else {
-      // The order is stored; trustmsg settles the message by check-back.
+      // The order is stored; trustmsg could not be reached, and settles the message by check-back.
       res.status(202).json({ message: result.status, order_id: order.order_id, detail: result.error.message });
     }
   } catch (e) {
-    const status = e instanceof PaymentDeclined ? 422 : 500;
-    res.status(status).json({ message: 'order not placed; message rolled back', order_id: order.order_id, detail: String(e) });
+    if (e instanceof CommitSkipped) {
+      res.status(202).json({ message: 'order stored, commit call skipped: trustmsg will ask /trustmsg/check', order_id: order.order_id });
+    } else if (e instanceof AlreadyCommittedError) {
+      // A retry of an order placed before: nothing was written now (the helper sent a commit it had missed).
+      res.status(200).json({ message: 'already placed', order_id: order.order_id });
+    } else if (e instanceof AlreadyRolledBackError) {
+      // Its message was rolled back before: this order id can never be placed. Not a 503: retrying cannot help.
+      res.status(409).json({ message: 'refused: this order was rolled back; place it again under a new order id', order_id: order.order_id });
+    } else if (e instanceof PaymentDeclined) {
+      res.status(422).json({ message: 'order not placed; message rolled back', order_id: order.order_id, detail: String(e) });
+    } else if (e instanceof UnavailableError) {
+      res.status(503).json({ message: 'trustmsg unavailable; nothing stored: try again', order_id: order.order_id });
+    } else {
+      res.status(500).json({ message: 'order failed', order_id: order.order_id, detail: String(e) });
+    }
   }
 });
 

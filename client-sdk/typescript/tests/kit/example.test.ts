@@ -7,7 +7,7 @@ import { SDK_DIR } from '../vectors.js';
 import { kit, ofMessage, producerFor, rand, readTopic, register, setVerifyUrl, viewWhen } from '../kit.js';
 
 for (const db of ['mysql', 'postgres'] as const) {
-  test(`the order-service example places, rolls back and settles by check-back (${db})`, async () => {
+  test(`the order-service example places, rolls back, settles by check-back and answers retries (${db})`, async () => {
     const r = await register(`ts-example-${db}-${rand()}`, 'http://127.0.0.1:9/not-yet');
     const topic = `ts-orders-${rand()}`;
     const child = spawn(process.execPath, [join(SDK_DIR, '.test-build', 'examples', 'order-service.js')], {
@@ -52,6 +52,13 @@ for (const db of ['mysql', 'postgres'] as const) {
 
       const lost = await order({ order_id: a3, customer: 'carol', amount_cents: 4200, lose_commit: true });
       assert.equal(lost.status, 202);
+
+      // The clients' retries: no local work again, and answers that say what happened before.
+      const again = await order({ order_id: a1, customer: 'alice', amount_cents: 1250 });
+      assert.equal(again.status, 200);
+      assert.equal(((await again.json()) as { message: string }).message, 'already placed');
+      const refused = await order({ order_id: a2, customer: 'bob', amount_cents: 990 });
+      assert.equal(refused.status, 409);
 
       const p = producerFor(r);
       assert.equal((await p.get(a2)).status, 'ROLLED_BACK');
