@@ -79,8 +79,9 @@ export class PermissionDeniedError extends APIError {}
 /** 404: e.g. `message_not_found` on commit or get of an unknown message. */
 export class NotFoundError extends APIError {}
 /**
- * 409: `prepare_conflict` (same key, other content), `rolled_back` (a prepare
- * after a rollback), `already_committed`, `already_rolled_back`.
+ * 409: `prepare_conflict` (same key, other content), `already_committed` (a
+ * rollback after a commit); `already_rolled_back` and `rolled_back` come as
+ * its subclass {@link AlreadyRolledBackError}.
  */
 export class ConflictError extends APIError {}
 
