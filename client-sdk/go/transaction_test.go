@@ -99,3 +99,45 @@ func TestRunInTxRollsBackOnPanic(t *testing.T) {
 		t.Fatal("the panicking transaction left rows")
 	}
 }
+
+// A decision trustmsg refuses after the local transaction ended is an
+// error, not a detail of the outcome: an operator rolls the message back
+// while the order's transaction runs (the commit is refused), or commits it
+// while a failing one runs (the rollback is refused).
+func TestTransactionRejectedDecisionIsAnError(t *testing.T) {
+	e := kittest.Kit(t)
+	t.Parallel()
+	conn := kittest.Open(t, e, trustmsg.Postgres)
+	ordersTable(t, conn)
+	b := barrier(t, conn, trustmsg.Postgres)
+	p := kittest.Register(t, e, "rejected", "", 60000, "")
+	ctx := context.Background()
+
+	key := "order-" + kittest.Random()
+	out, err := trustmsg.Transaction(ctx, p.Client, b, trustmsg.Message{MessageKey: key, Topic: "go-tx", Payload: []byte("x")},
+		func(ctx context.Context, tx *sql.Tx) error {
+			if _, err := p.Client.Rollback(ctx, key); err != nil {
+				return err
+			}
+			return insertOrder(trustmsg.Postgres, key, 1)(ctx, tx)
+		})
+	var rejected *trustmsg.RejectedDecisionError
+	if !errors.As(err, &rejected) || rejected.Decision != trustmsg.Commit || rejected.LocalErr != nil ||
+		trustmsg.ErrorCode(err) != "already_rolled_back" || !out.LocalCommitted || out.DecisionSent {
+		t.Fatalf("%+v, %#v", out, err)
+	}
+
+	key = "order-" + kittest.Random()
+	out, err = trustmsg.Transaction(ctx, p.Client, b, trustmsg.Message{MessageKey: key, Topic: "go-tx", Payload: []byte("x")},
+		func(ctx context.Context, tx *sql.Tx) error {
+			if _, err := p.Client.Commit(ctx, key); err != nil {
+				return err
+			}
+			return errOutOfStock
+		})
+	rejected = nil
+	if !errors.As(err, &rejected) || rejected.Decision != trustmsg.Rollback || !errors.Is(err, errOutOfStock) ||
+		trustmsg.ErrorCode(err) != "already_committed" || out.LocalCommitted || out.DecisionSent {
+		t.Fatalf("%+v, %#v", out, err)
+	}
+}
