@@ -210,7 +210,13 @@ func TestS13_two_identical_requests_at_once_make_one_commit_and_one_message(t *t
 					wg.Go(func() {
 						<-start
 						msg := trustmsg.Message{MessageKey: key, Topic: topic, Key: key, Payload: []byte(`{"order":"` + key + `"}`)}
-						out, err := trustmsg.Transaction(context.Background(), p.Client, b, msg, insertOrder(db.Dialect, key, 13))
+						out, err := trustmsg.Transaction(context.Background(), p.Client, b, msg, func(ctx context.Context, tx *sql.Tx) error {
+							// A slow business step: both calls are prepared
+							// before either commits, and the second waits on
+							// the barrier's row lock.
+							time.Sleep(300 * time.Millisecond)
+							return insertOrder(db.Dialect, key, 13)(ctx, tx)
+						})
 						results[i][j] = result{out, err}
 					})
 				}
@@ -226,7 +232,10 @@ func TestS13_two_identical_requests_at_once_make_one_commit_and_one_message(t *t
 							t.Fatalf("%s: placed without commit: %+v", key, r.out)
 						}
 						placed++
-					case errors.Is(r.err, trustmsg.ErrAlreadyCommitted):
+					case errors.As(r.err, new(*trustmsg.DecidedError)) && errors.Is(r.err, trustmsg.ErrAlreadyCommitted):
+						if r.out != nil && r.out.LocalCommitted {
+							t.Fatalf("%s: already committed, yet committed locally: %+v", key, r.out)
+						}
 					default:
 						t.Fatalf("%s: %v, want placed or already committed", key, r.err)
 					}

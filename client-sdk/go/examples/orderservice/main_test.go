@@ -92,8 +92,12 @@ func TestOrderService(t *testing.T) {
 			if res, err := http.Get(base + "/orders/" + id); err != nil || res.StatusCode != http.StatusOK {
 				t.Fatalf("GET /orders/%s: %v %v", id, res, err)
 			}
-			if status, _ := post(fmt.Sprintf(`{"id":%q,"customer":"7","amount_cents":1250}`, id)); status != http.StatusConflict {
-				t.Fatalf("the same order again: %d", status)
+			// The client's retry of a placed order: placed before, nothing new.
+			if status, out := post(fmt.Sprintf(`{"id":%q,"customer":"7","amount_cents":1250}`, id)); status != http.StatusOK || out["status"] != "already_placed" {
+				t.Fatalf("the same order again: %d %v", status, out)
+			}
+			if status, out := post(fmt.Sprintf(`{"id":%q,"customer":"8","amount_cents":1}`, id)); status != http.StatusConflict {
+				t.Fatalf("the same id with other content: %d %v", status, out)
 			}
 
 			big := kittest.Random()
@@ -105,6 +109,10 @@ func TestOrderService(t *testing.T) {
 			}
 			if res, _ := http.Get(base + "/orders/" + big); res.StatusCode != http.StatusNotFound {
 				t.Fatalf("the rolled-back order is there: %d", res.StatusCode)
+			}
+			// Its retry is refused for good (409), never "try again" (503).
+			if status, out := post(fmt.Sprintf(`{"id":%q,"customer":"7","amount_cents":1250}`, big)); status != http.StatusConflict || out["status"] != "refused" {
+				t.Fatalf("the rolled-back order again: %d %v", status, out)
 			}
 
 			// A prepare left without decision is committed by check-back
