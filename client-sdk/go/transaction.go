@@ -108,6 +108,18 @@ func (e *DecidedError) Is(target error) bool {
 // Unwrap returns Err.
 func (e *DecidedError) Unwrap() error { return e.Err }
 
+// Errors of a decision trustmsg refused after the local transaction ended,
+// matched by a *[RejectedDecisionError] with [errors.Is].
+var (
+	// ErrCommitRejected: the local transaction committed (now, or in an
+	// earlier call whose commit marker the barrier holds) but trustmsg
+	// refused the commit.
+	ErrCommitRejected = errors.New("trustmsg: the local transaction committed but trustmsg refused the commit")
+	// ErrRollbackRejected: the local transaction failed but trustmsg
+	// refused the rollback.
+	ErrRollbackRejected = errors.New("trustmsg: the local transaction failed but trustmsg refused the rollback")
+)
+
 // RejectedDecisionError is [Transaction]'s error when trustmsg refused (not
 // merely failed to receive) the decision the local transaction calls for:
 // the commit after a local commit (now or by an earlier call, Decision
@@ -115,8 +127,9 @@ func (e *DecidedError) Unwrap() error { return e.Err }
 // [Rollback]). The local database and the message disagree: someone must
 // look (it should never happen; an operator's decision can cause it).
 //
-// [errors.As] finds trustmsg's *[Error] through it, and for a rollback
-// [errors.Is] finds the work's own error.
+// [errors.Is] matches [ErrCommitRejected] or [ErrRollbackRejected] by
+// Decision, and for a rollback the work's own error; [errors.As] finds
+// trustmsg's *[Error] through it.
 type RejectedDecisionError struct {
 	// MessageKey is the message's key.
 	MessageKey string
@@ -135,6 +148,12 @@ func (e *RejectedDecisionError) Error() string {
 		return fmt.Sprintf("trustmsg: %q committed locally but trustmsg refused its commit: %v", e.MessageKey, e.Err)
 	}
 	return fmt.Sprintf("trustmsg: the local transaction of %q failed (%v) but trustmsg refused its rollback: %v", e.MessageKey, e.LocalErr, e.Err)
+}
+
+// Is matches [ErrCommitRejected] or [ErrRollbackRejected] by Decision.
+func (e *RejectedDecisionError) Is(target error) bool {
+	return target == ErrCommitRejected && e.Decision == Commit ||
+		target == ErrRollbackRejected && e.Decision == Rollback
 }
 
 // Unwrap returns the local failure (if any) and trustmsg's refusal.

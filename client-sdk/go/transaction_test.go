@@ -123,6 +123,7 @@ func TestTransactionRejectedDecisionIsAnError(t *testing.T) {
 		})
 	var rejected *trustmsg.RejectedDecisionError
 	if !errors.As(err, &rejected) || rejected.Decision != trustmsg.Commit || rejected.LocalErr != nil ||
+		!errors.Is(err, trustmsg.ErrCommitRejected) || errors.Is(err, trustmsg.ErrRollbackRejected) ||
 		trustmsg.ErrorCode(err) != "already_rolled_back" || !out.LocalCommitted || out.DecisionSent {
 		t.Fatalf("%+v, %#v", out, err)
 	}
@@ -137,6 +138,7 @@ func TestTransactionRejectedDecisionIsAnError(t *testing.T) {
 		})
 	rejected = nil
 	if !errors.As(err, &rejected) || rejected.Decision != trustmsg.Rollback || !errors.Is(err, errOutOfStock) ||
+		!errors.Is(err, trustmsg.ErrRollbackRejected) || errors.Is(err, trustmsg.ErrCommitRejected) ||
 		trustmsg.ErrorCode(err) != "already_committed" || out.LocalCommitted || out.DecisionSent {
 		t.Fatalf("%+v, %#v", out, err)
 	}
