@@ -69,7 +69,10 @@ func (s *service) placeOrder(w http.ResponseWriter, r *http.Request) {
 	if s.dialect == trustmsg.Postgres {
 		insert = "INSERT INTO orders (order_id, amount_cents) VALUES ($1, $2)"
 	}
-	out, err := trustmsg.Transaction(r.Context(), s.producer, s.barrier, msg, func(ctx context.Context, tx *sql.Tx) error {
+	// Not r.Context(): a client that hangs up must not abort the order half
+	// way (its rollback would race the client's retry of the same order).
+	ctx := context.WithoutCancel(r.Context())
+	out, err := trustmsg.Transaction(ctx, s.producer, s.barrier, msg, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, insert, o.OrderID, o.AmountCents); err != nil {
 			return err
 		}

@@ -189,7 +189,10 @@ func (s *service) placeOrder(w http.ResponseWriter, r *http.Request) {
 		Payload:    event,
 		Headers:    map[string]string{"content-type": "application/json"},
 	}
-	out, err := trustmsg.Transaction(r.Context(), s.producer, s.barrier, msg, func(ctx context.Context, tx *sql.Tx) error {
+	// Not r.Context(): a client that hangs up must not abort the order half
+	// way (its rollback would race the client's retry of the same order).
+	ctx := context.WithoutCancel(r.Context())
+	out, err := trustmsg.Transaction(ctx, s.producer, s.barrier, msg, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, "INSERT INTO orders (id, customer, amount_cents) VALUES ("+s.ph(1)+", "+s.ph(2)+", "+s.ph(3)+")",
 			o.ID, o.Customer, o.AmountCents); err != nil {
 			return err
