@@ -77,15 +77,18 @@ func TestOrderService(t *testing.T) {
 			view := kittest.Await(t, p.Client, "order-"+id, 30*time.Second, func(v *trustmsg.MessageView) bool {
 				return v.Status == trustmsg.StatusCommitted && v.SendStatus == trustmsg.SendSent
 			})
-			records := kittest.ReadUntil(t, e, "orders", 30*time.Second, func(r *kgo.Record) bool {
-				got, _ := kittest.Header(r, trustmsg.HeaderMessageID)
-				return got == strconv.FormatInt(view.ID, 10)
+			var r *kgo.Record // the order's record; other tests write to "orders" too
+			kittest.ReadUntil(t, e, "orders", 30*time.Second, func(rec *kgo.Record) bool {
+				got, _ := kittest.Header(rec, trustmsg.HeaderMessageID)
+				if got == strconv.FormatInt(view.ID, 10) {
+					r = rec
+				}
+				return r != nil
 			})
 			var event struct {
 				Event string `json:"event"`
 				Order order  `json:"order"`
 			}
-			r := records[len(records)-1]
 			if err := json.Unmarshal(r.Value, &event); err != nil || event.Event != "order_placed" || event.Order.ID != id || string(r.Key) != "7" {
 				t.Fatalf("record %q %s: %v", r.Key, r.Value, err)
 			}
