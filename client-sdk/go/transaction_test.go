@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 
@@ -141,5 +142,51 @@ func TestTransactionRejectedDecisionIsAnError(t *testing.T) {
 		!errors.Is(err, trustmsg.ErrRollbackRejected) || errors.Is(err, trustmsg.ErrCommitRejected) ||
 		trustmsg.ErrorCode(err) != "already_committed" || out.LocalCommitted || out.DecisionSent {
 		t.Fatalf("%+v, %#v", out, err)
+	}
+}
+
+// A message trustmsg gave up asking about (VERIFY_FAILED) is decided too:
+// its prepare answers that status and the work does not run.
+func TestTransactionRunsNoWorkForVerifyFailedMessage(t *testing.T) {
+	e := kittest.Kit(t)
+	t.Parallel()
+	conn := kittest.Open(t, e, trustmsg.MySQL)
+	ordersTable(t, conn)
+	b := barrier(t, conn, trustmsg.MySQL)
+	// A check-back endpoint that always fails, one attempt allowed.
+	verifyURL := kittest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "down", http.StatusInternalServerError)
+	}))
+	admin, err := trustmsg.NewAdmin(e.URL, e.AdminToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bizID, first, attempts := "go-verify-failed-"+kittest.Random(), 100, 1
+	view, err := admin.PutProducer(context.Background(), bizID, trustmsg.ProducerSettings{
+		VerifyURL: verifyURL + "/check", Topics: []string{"go-*"}, FirstVerifyAfterMs: &first, MaxVerifyAttempts: &attempts,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := trustmsg.NewClient(e.URL, bizID, view.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	msg := trustmsg.Message{MessageKey: "order-" + kittest.Random(), Topic: "go-tx", Payload: []byte("x")}
+	if _, err := p.Prepare(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	kittest.Await(t, p, msg.MessageKey, 30*time.Second, func(v *trustmsg.MessageView) bool { return v.Status == trustmsg.StatusVerifyFailed })
+
+	ran := false
+	out, err := trustmsg.Transaction(ctx, p, b, msg, func(context.Context, *sql.Tx) error { ran = true; return nil })
+	var decided *trustmsg.DecidedError
+	if !errors.Is(err, trustmsg.ErrNotPrepared) || errors.Is(err, trustmsg.ErrAlreadyCommitted) || errors.Is(err, trustmsg.ErrAlreadyRolledBack) ||
+		!errors.As(err, &decided) || decided.Status != trustmsg.StatusVerifyFailed || ran || out.LocalCommitted {
+		t.Fatalf("%+v, %#v (work ran: %v)", out, err, ran)
+	}
+	if n := markers(t, conn, trustmsg.MySQL, bizID, msg.MessageKey); n != 0 {
+		t.Fatalf("%d barrier markers", n)
 	}
 }
