@@ -12,7 +12,8 @@
  * {@link AlreadyRolledBackError} (answer "refused"), {@link NotPreparedError}
  * (VERIFY_FAILED: an operator decides). What the barrier knows is sent at
  * once: its `commit` marker (an earlier run committed locally, then stopped)
- * makes the helper send the commit, its `rollback` marker the rollback.
+ * makes the helper send the commit, its `rollback` marker the rollback (a
+ * message trustmsg reports rolled back has its rollback repeated: harmless).
  *
  * When the local work fails, the message is rolled back and **the work's own
  * error is rethrown** (the same value, never swallowed, never replaced): the
@@ -119,11 +120,29 @@ export async function runTransaction<T, R>(
     }
   };
 
-  const prepared = await way.prepare(message, call);
+  /** Repeats the rollback of a message trustmsg reported rolled back (idempotent: harmless, and every SDK's helper does it). */
+  const rollbackAgain = async (): Promise<void> => {
+    try {
+      await way.rollback(key, call);
+    } catch (e) {
+      logger.warn('rollback of a rolled-back message not repeated', fields(e));
+    }
+  };
+
+  let prepared: R;
+  try {
+    prepared = await way.prepare(message, call);
+  } catch (e) {
+    if (e instanceof AlreadyRolledBackError) await rollbackAgain();
+    throw e;
+  }
   if (isView(prepared) && prepared.status !== 'PREPARED') {
     if (prepared.status === 'COMMITTED') throw new AlreadyCommittedError(key, prepared);
-    // An older trustmsg answers a prepare of a rolled-back message 200 ROLLED_BACK, not 409.
-    if (prepared.status === 'ROLLED_BACK') throw new AlreadyRolledBackError(409, 'already_rolled_back', `message ${JSON.stringify(key)} is rolled back`);
+    if (prepared.status === 'ROLLED_BACK') {
+      // An older trustmsg answers a prepare of a rolled-back message 200 ROLLED_BACK, not 409.
+      await rollbackAgain();
+      throw new AlreadyRolledBackError(409, 'already_rolled_back', `message ${JSON.stringify(key)} is rolled back`);
+    }
     throw new NotPreparedError(key, prepared.status, prepared);
   }
 

@@ -231,7 +231,7 @@ test('the helper runs no local work unless prepare answered PREPARED', async () 
   ] as const;
   for (const [status, expected] of cases) {
     seen.length = 0;
-    handler = byPath({ '/v1/messages/prepare': [200, view('7', status)] });
+    handler = byPath({ '/v1/messages/prepare': [200, view('7', status)], '/v1/messages/rollback': [200, view('7', 'ROLLED_BACK')] });
     let entered = false;
     await assert.rejects(
       producer().transaction(message, async () => {
@@ -241,14 +241,19 @@ test('the helper runs no local work unless prepare answered PREPARED', async () 
       status,
     );
     assert.equal(entered, false, `${status}: the local work never ran`);
-    assert.deepEqual(paths(), ['/v1/messages/prepare'], `${status}: no decision sent`);
+    // A rolled-back message's rollback is repeated (harmless); nothing else is decided.
+    assert.deepEqual(paths(), status === 'ROLLED_BACK' ? ['/v1/messages/prepare', '/v1/messages/rollback'] : ['/v1/messages/prepare'], status);
   }
   seen.length = 0;
-  handler = byPath({ '/v1/messages/prepare': [409, '{"error":{"code":"already_rolled_back","message":"rolled back"}}'] });
+  handler = byPath({
+    '/v1/messages/prepare': [409, '{"error":{"code":"already_rolled_back","message":"rolled back"}}'],
+    '/v1/messages/rollback': [200, view('7', 'ROLLED_BACK')],
+  });
   await assert.rejects(
     producer().transaction(message, async () => assert.fail('the local work ran')),
     (e: unknown) => e instanceof AlreadyRolledBackError && e.status === 409,
   );
+  assert.deepEqual(paths(), ['/v1/messages/prepare', '/v1/messages/rollback']);
 });
 
 test('a commit trustmsg refuses after the local commit is an error carrying the value; a refused rollback carries the work error', async () => {
