@@ -470,3 +470,27 @@ def test_a_connection_lost_before_commit_is_settled_from_the_barrier_on_a_new_co
             conn.close()
     assert rows(db, table) == []
     assert markers(db, p.biz_id, key) == ["rollback"]
+
+
+@pytest.mark.asyncio
+async def test_async_a_connection_lost_before_commit_is_settled_on_a_new_connection(
+    kit: Kit, postgres_db: DB
+) -> None:
+    db = postgres_db
+    p = kit.register("losta")
+    table = db.business_table()
+    key = f"order-{suffix()}"
+    conn = await psycopg.AsyncConnection.connect(pg_dsn(db.url))
+    try:
+        async with kit.async_client(p) as client:
+            with pytest.raises(psycopg.Error):
+                async with client.transaction(Message(key, p.topic, b"x"), conn) as tx:
+                    await conn.execute(f"INSERT INTO {table} (id, note) VALUES (%s, 'lost')", (key,))
+                    db.run("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+            assert tx.outcome == Outcome.ROLLED_BACK
+            assert (await client.get(key)).status == MessageStatus.ROLLED_BACK
+    finally:
+        with contextlib.suppress(Exception):
+            await conn.close()
+    assert rows(db, table) == []
+    assert markers(db, p.biz_id, key) == ["rollback"]

@@ -154,11 +154,15 @@ def fresh_connect(conn: object, *, asyncio: bool = False) -> Optional[Connect]:
     connection gives a coroutine function (see :func:`acheck_with`). Taken
     while ``conn`` is alive: the transaction helper asks the barrier there
     when the local COMMIT on ``conn`` failed with its outcome unknown."""
-    if asyncio:
-        open_async = _db.afresh_connect(conn)
-        if open_async is not None:
-            return open_async
-    return _db.fresh_connect(conn)
+    try:
+        if asyncio:
+            open_async = _db.afresh_connect(conn)
+            if open_async is not None:
+                return open_async
+        return _db.fresh_connect(conn)
+    except Exception as e:  # noqa: BLE001 - a connection that cannot tell: no new one
+        log.debug("trustmsg: no way to open another connection like %r: %s", conn, e)
+        return None
 
 
 async def acheck_with(connect: Connect, biz_id: str, message_key: str) -> str:

@@ -312,7 +312,7 @@ class Transaction(_State[R]):
                     decision = check(self.connect, self.local.biz_id, self.key)
                 except Exception as check_error:  # noqa: BLE001 - any failure here means: unknown
                     self._unknown(unknown, check_error)
-                    raise unknown from None
+                    raise unknown from unknown.__cause__  # the COMMIT's failure
                 if decision != Decision.COMMIT:
                     self._rollback(unknown)
                     raise unknown.__cause__ or unknown from None
@@ -405,7 +405,7 @@ class AsyncTransaction(_State[R]):
                     decision = await acheck_with(self.connect, self.local.biz_id, self.key)
                 except Exception as check_error:  # noqa: BLE001
                     self._unknown(unknown, check_error)
-                    raise unknown from None
+                    raise unknown from unknown.__cause__  # the COMMIT's failure
                 if decision != Decision.COMMIT:
                     await self._rollback(unknown)
                     raise unknown.__cause__ or unknown from None
