@@ -135,7 +135,8 @@ def test_S11_a_retry_after_rollback_is_refused_before_any_local_work(kit: Kit, d
         conn.close()
     assert ran == []
     assert rows(db, table) == []
-    assert markers(db, p.biz_id, key) == [] and markers(db, p.biz_id, tombstone) == []
+    # The failed attempt left the rollback marker (its rollback waited for it); the tombstone none.
+    assert markers(db, p.biz_id, key) == ["rollback"] and markers(db, p.biz_id, tombstone) == []
     assert markers(db, p.biz_id, checked) == ["rollback"]
     assert keys_in_kafka(kit, p) == []
 
@@ -165,7 +166,7 @@ async def test_S11_async_a_retry_after_rollback_is_refused(kit: Kit, db: DB) -> 
             await c
     assert ran == []
     assert rows(db, table) == []
-    assert markers(db, p.biz_id, key) == []
+    assert markers(db, p.biz_id, key) == ["rollback"]
 
 
 # --- S12 -----------------------------------------------------------------
@@ -494,3 +495,56 @@ async def test_async_a_connection_lost_before_commit_is_settled_on_a_new_connect
             await conn.close()
     assert rows(db, table) == []
     assert markers(db, p.biz_id, key) == ["rollback"]
+
+
+def test_a_failed_call_does_not_roll_back_what_a_duplicate_call_commits(kit: Kit, db: DB) -> None:
+    """Two calls with one message at once, the first one's work failing
+    while the second waits on the barrier marker: the first sends its
+    rollback only once the barrier holds the rollback marker, so it cannot
+    roll back what the second then commits (an order stored whose message
+    could never be sent)."""
+    p = kit.register("dupfail")
+    table = db.business_table()
+    key = f"order-{suffix()}"
+    message = Message(key, p.topic, b"x")
+    in_block = threading.Event()
+    outcomes: dict[str, Any] = {}
+
+    def first(client: trustmsg.Client) -> None:
+        conn = db.connect()
+        try:
+            with client.transaction(message, conn) as tx:
+                in_block.set()
+                time.sleep(1.0)  # the duplicate is waiting on the marker by now
+                raise CardDeclined("declined")
+        except CardDeclined:
+            outcomes["first"] = tx.outcome
+        except BaseException as e:
+            outcomes["first"] = e
+        finally:
+            conn.close()
+
+    def second(client: trustmsg.Client) -> None:
+        conn = db.connect()
+        try:
+            with client.transaction(message, conn) as tx:
+                insert(conn, table, key, "placed")
+                time.sleep(0.3)
+            outcomes["second"] = tx.outcome
+        except BaseException as e:
+            outcomes["second"] = e
+        finally:
+            conn.close()
+
+    with kit.client(p) as client:
+        a = threading.Thread(target=first, args=(client,))
+        a.start()
+        assert in_block.wait(10)
+        b = threading.Thread(target=second, args=(client,))
+        b.start()
+        a.join(60)
+        b.join(60)
+        assert outcomes == {"first": Outcome.COMMITTED_BY_ANOTHER, "second": Outcome.COMMITTED}
+        assert client.get(key).status == MessageStatus.COMMITTED
+    assert rows(db, table) == [(key, "placed")]
+    assert markers(db, p.biz_id, key) == ["commit"]

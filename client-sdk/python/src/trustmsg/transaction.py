@@ -38,7 +38,16 @@ from collections.abc import Awaitable
 from types import TracebackType
 from typing import Callable, Generic, Optional, Protocol, TypeVar
 
-from .barrier import AsyncLocalTransaction, Connect, LocalTransaction, acheck_with, check, fresh_connect
+from .barrier import (
+    AsyncLocalTransaction,
+    Connect,
+    LocalTransaction,
+    acheck,
+    acheck_with,
+    check,
+    check_on,
+    fresh_connect,
+)
 from .errors import (
     AlreadyCommittedError,
     AlreadyDecidedError,
@@ -98,9 +107,14 @@ class Outcome(str, enum.Enum):
     #: The block raised (or the local transaction failed): rolled back
     #: locally and in trustmsg.
     ROLLED_BACK = "rolled_back"
-    #: Rolled back locally; the rollback call could not be delivered:
-    #: check-back will find no commit marker and roll it back.
+    #: Rolled back locally; the rollback call could not be delivered (or
+    #: the barrier could not be asked first): check-back will find no
+    #: commit marker and roll it back.
     ROLLBACK_LEFT_TO_CHECK_BACK = "rollback_left_to_check_back"
+    #: The block raised and was rolled back, but another call with the same
+    #: message (a duplicate request) committed it meanwhile: nothing was
+    #: sent, the block's exception goes on.
+    COMMITTED_BY_ANOTHER = "committed_by_another"
     #: Rolled back locally but trustmsg refused the rollback: the helper
     #: raised :class:`~trustmsg.RollbackRejectedError`.
     ROLLBACK_REJECTED = "rollback_rejected"
@@ -231,6 +245,21 @@ class _State(Generic[R]):
         )
         self.outcome = Outcome.LEFT_TO_CHECK_BACK
 
+    def _unsettled(self, check_error: BaseException) -> None:
+        log.warning(
+            "trustmsg: rolled back %r locally; the barrier cannot be asked (%s): check-back rolls it back",
+            self.key,
+            check_error,
+        )
+        self.outcome = Outcome.ROLLBACK_LEFT_TO_CHECK_BACK
+
+    def _committed_by_another(self) -> None:
+        log.info(
+            "trustmsg: rolled back %r locally; another call with this message committed it: nothing sent",
+            self.key,
+        )
+        self.outcome = Outcome.COMMITTED_BY_ANOTHER
+
     def _hook_failed(self, error: BaseException) -> None:
         log.warning(
             "trustmsg: after_local_commit of %r raised %r: no decision sent, check-back or a retry decides",
@@ -295,7 +324,7 @@ class Transaction(_State[R]):
             self._commit(found=True)
             raise  # not reached: _commit(found=True) raises
         except Exception as e:
-            self._rollback(e)
+            self._settle(e)
             raise
         return self
 
@@ -329,7 +358,7 @@ class Transaction(_State[R]):
             return
         self.local.rollback()
         if isinstance(e, Exception):
-            self._rollback(e)
+            self._settle(e)
         else:
             log.warning(
                 "trustmsg: the block of %r was interrupted (%s); check-back will decide", self.key, t.__name__
@@ -344,6 +373,25 @@ class Transaction(_State[R]):
             self._committed(None, err, found)
         else:
             self._committed(view, None, found)
+
+    def _settle(self, work_error: BaseException) -> None:
+        """After a local ROLLBACK: the rollback is sent once the barrier
+        holds the rollback marker, so that no other call with this message
+        (a duplicate request waiting on the marker) can commit it after."""
+        try:
+            try:
+                decision = check_on(self.local.db, self.local.biz_id, self.key)
+            except Exception:  # the connection may be what failed: ask on a new one
+                if self.connect is None:
+                    raise
+                decision = check(self.connect, self.local.biz_id, self.key)
+        except Exception as check_error:  # noqa: BLE001
+            self._unsettled(check_error)
+            return
+        if decision == Decision.COMMIT:
+            self._committed_by_another()
+            return
+        self._rollback(work_error)
 
     def _rollback(self, work_error: BaseException) -> None:
         try:
@@ -388,7 +436,7 @@ class AsyncTransaction(_State[R]):
             await self._commit(found=True)
             raise  # not reached: _commit(found=True) raises
         except Exception as e:
-            await self._rollback(e)
+            await self._settle(e)
             raise
         return self
 
@@ -424,7 +472,7 @@ class AsyncTransaction(_State[R]):
             return
         await self.local.rollback()
         if isinstance(e, Exception):
-            await self._rollback(e)
+            await self._settle(e)
         else:
             log.warning(
                 "trustmsg: the block of %r was interrupted (%s); check-back will decide", self.key, t.__name__
@@ -438,6 +486,23 @@ class AsyncTransaction(_State[R]):
             self._committed(None, err, found)
         else:
             self._committed(view, None, found)
+
+    async def _settle(self, work_error: BaseException) -> None:
+        """See :meth:`Transaction._settle`."""
+        try:
+            try:
+                decision = await acheck(self.local.conn, self.local.biz_id, self.key)
+            except Exception:
+                if self.connect is None:
+                    raise
+                decision = await acheck_with(self.connect, self.local.biz_id, self.key)
+        except Exception as check_error:  # noqa: BLE001
+            self._unsettled(check_error)
+            return
+        if decision == Decision.COMMIT:
+            self._committed_by_another()
+            return
+        await self._rollback(work_error)
 
     async def _rollback(self, work_error: BaseException) -> None:
         try:
