@@ -173,6 +173,18 @@ class _State(Generic[R]):
             )
         raise NotPreparedError(f"prepare of {self.key!r} answered {view.status}: nothing was run", view=view)
 
+    def _decided_meanwhile(self, view: object) -> bool:
+        if not isinstance(view, MessageView) or view.status == MessageStatus.PREPARED:
+            return False
+        log.warning(
+            "trustmsg: %r became %s while its local transaction ran (a duplicate call decided it): "
+            "rolled back locally, nothing sent",
+            self.key,
+            view.status,
+        )
+        self.outcome = Outcome.ROLLED_BACK
+        return True
+
     def _rolled_back_by_barrier(self, marker: AlreadyDecidedError) -> AlreadyRolledBackError:
         view = self.message if isinstance(self.message, MessageView) else None
         return AlreadyRolledBackError(
@@ -332,6 +344,7 @@ class Transaction(_State[R]):
         self, t: Optional[type[BaseException]], e: Optional[BaseException], tb: Optional[TracebackType]
     ) -> None:
         if t is None:
+            self._recheck()
             try:
                 self.local.commit()
             except OutcomeUnknownError as unknown:
@@ -356,10 +369,15 @@ class Transaction(_State[R]):
                     raise
             self._commit(found=False)
             return
-        self.local.rollback()
         if isinstance(e, Exception):
-            self._settle(e)
+            # Sent while the marker is still held: a duplicate call waiting
+            # on it sees the message rolled back before it can commit.
+            try:
+                self._rollback(e)
+            finally:
+                self.local.rollback()
         else:
+            self.local.rollback()
             log.warning(
                 "trustmsg: the block of %r was interrupted (%s); check-back will decide", self.key, t.__name__
             )
@@ -373,6 +391,24 @@ class Transaction(_State[R]):
             self._committed(None, err, found)
         else:
             self._committed(view, None, found)
+
+    def _recheck(self) -> None:
+        """Before the local COMMIT, the message must still be PREPARED: a
+        duplicate call that held the marker before this one may have rolled
+        it back (it sends its rollback before it lets the marker go). A
+        Submitter cannot ask: nothing is checked."""
+        get = getattr(self.client, "get", None)
+        if get is None:
+            return
+        try:
+            view = get(self.key)
+        except Exception:
+            self.local.rollback()
+            self.outcome = Outcome.ROLLBACK_LEFT_TO_CHECK_BACK
+            raise
+        if self._decided_meanwhile(view):
+            self.local.rollback()
+            self._prepared(view)
 
     def _settle(self, work_error: BaseException) -> None:
         """After a local ROLLBACK: the rollback is sent once the barrier
@@ -444,6 +480,7 @@ class AsyncTransaction(_State[R]):
         self, t: Optional[type[BaseException]], e: Optional[BaseException], tb: Optional[TracebackType]
     ) -> None:
         if t is None:
+            await self._arecheck()
             try:
                 await self.local.commit()
             except OutcomeUnknownError as unknown:
@@ -470,10 +507,13 @@ class AsyncTransaction(_State[R]):
                     raise
             await self._commit(found=False)
             return
-        await self.local.rollback()
         if isinstance(e, Exception):
-            await self._settle(e)
+            try:
+                await self._rollback(e)
+            finally:
+                await self.local.rollback()
         else:
+            await self.local.rollback()
             log.warning(
                 "trustmsg: the block of %r was interrupted (%s); check-back will decide", self.key, t.__name__
             )
@@ -486,6 +526,21 @@ class AsyncTransaction(_State[R]):
             self._committed(None, err, found)
         else:
             self._committed(view, None, found)
+
+    async def _arecheck(self) -> None:
+        """See :meth:`Transaction._recheck`."""
+        get = getattr(self.client, "get", None)
+        if get is None:
+            return
+        try:
+            view = await get(self.key)
+        except Exception:
+            await self.local.rollback()
+            self.outcome = Outcome.ROLLBACK_LEFT_TO_CHECK_BACK
+            raise
+        if self._decided_meanwhile(view):
+            await self.local.rollback()
+            self._prepared(view)
 
     async def _settle(self, work_error: BaseException) -> None:
         """See :meth:`Transaction._settle`."""
