@@ -298,9 +298,13 @@ class Transaction(_State[R]):
     ``COMMITTED``, or the barrier holds the commit marker: the commit is sent
     at once), or :class:`~trustmsg.NotPreparedError` (``VERIFY_FAILED``).
 
-    Leaving commits locally, calls ``after_local_commit`` (a test hook: when
-    it raises, no decision is sent and its exception goes on), then commits
-    in trustmsg. A refused commit raises
+    Leaving asks trustmsg that the message is still ``PREPARED`` (a
+    duplicate call may have rolled it back while this one waited on the
+    marker: then the work is rolled back and the typed error raised), commits
+    locally, calls ``after_local_commit`` (a test hook: when it raises, no
+    decision is sent and its exception goes on), then commits in trustmsg.
+    When the block raises, the rollback is sent before the local ROLLBACK
+    (while the marker is held). A refused commit raises
     :class:`~trustmsg.CommitRejectedError`, a refused rollback
     :class:`~trustmsg.RollbackRejectedError`; a decision that could not be
     delivered is left to check-back (:attr:`outcome` says so). When the
