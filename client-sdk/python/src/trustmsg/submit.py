@@ -226,8 +226,9 @@ class Submitter:
         (``Outcome.COMMIT_LEFT_TO_CHECK_BACK``); what trustmsg refuses shows in
         the dead-letter topic, never here: a Kafka acknowledgement says
         nothing of the message's status, so unlike :meth:`trustmsg.Client.transaction`
-        it cannot refuse a message decided before (the barrier still does:
-        its markers raise AlreadyCommittedError / AlreadyRolledBackError)."""
+        it cannot refuse a message decided before, nor check it is still
+        PREPARED before the local COMMIT (the barrier still refuses: its
+        markers raise AlreadyCommittedError / AlreadyRolledBackError)."""
         from .transaction import Transaction
 
         return Transaction(self, message, connection, after_local_commit=after_local_commit, connect=connect)
