@@ -550,3 +550,40 @@ def test_a_failed_call_and_its_duplicate_never_store_an_order_whose_message_is_r
         assert client.get(key).status == MessageStatus.ROLLED_BACK
     assert rows(db, table) == []
     assert markers(db, p.biz_id, key) == []
+
+
+def test_a_prepare_answered_verify_failed_runs_no_local_work(kit: Kit, db: DB, serve_wsgi: Any) -> None:
+    """Check-back gave up on the message (its endpoint failed its one
+    attempt): prepare answers VERIFY_FAILED and the helper runs nothing."""
+
+    def failing(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        start_response("500 Internal Server Error", [("content-type", "text/plain")])
+        return [b"down"]
+
+    p = kit.register("verifyfailed")
+    kit.admin(
+        "PUT",
+        f"/v1/producers/{p.biz_id}",
+        {
+            "verify_url": serve_wsgi(failing) + "/check",
+            "topics": [p.topic],
+            "first_verify_after_ms": 100,
+            "max_verify_attempts": 1,
+        },
+    )
+    key = f"order-{suffix()}"
+    message = Message(key, p.topic, b"x")
+    entered: list[str] = []
+    conn = db.connect()
+    try:
+        with kit.client(p) as client:
+            client.prepare(message)
+            kit.wait_status(client, key, "VERIFY_FAILED", secs=30)
+            with pytest.raises(trustmsg.NotPreparedError) as refused, client.transaction(message, conn):
+                entered.append(key)
+            assert refused.value.message_status == "VERIFY_FAILED"
+            assert refused.value.view.status == "VERIFY_FAILED"
+    finally:
+        conn.close()
+    assert entered == []
+    assert markers(db, p.biz_id, key) == []
