@@ -1,17 +1,28 @@
 """An order service on FastAPI: an order and its "order created" message,
 committed together through trustmsg, with the check-back endpoint answering
-from the barrier.
+from the barrier. Against ``trustmsg dev`` (its demo producer's check-back
+URL is this service's, http://127.0.0.1:3000/trustmsg/check):
 
-    export TRUSTMSG_URL=http://127.0.0.1:8080 TRUSTMSG_BIZ_ID=order-service \\
-           TRUSTMSG_TOKEN=tp_... TRUSTMSG_SIGNING_SECRET=whsec_... \\
+    trustmsg dev &
+    . trustmsg-dev/env        # TRUSTMSG_URL, TRUSTMSG_DEMO_BIZ_ID, TRUSTMSG_DEMO_TOKEN (tm_...),
+                              # TRUSTMSG_DEMO_SIGNING_SECRET (whsec_...), TRUSTMSG_BROKERS
+    export TRUSTMSG_BIZ_ID=$TRUSTMSG_DEMO_BIZ_ID TRUSTMSG_TOKEN=$TRUSTMSG_DEMO_TOKEN \\
+           TRUSTMSG_SIGNING_SECRET=$TRUSTMSG_DEMO_SIGNING_SECRET \\
            DATABASE_URL=mysql://root@127.0.0.1:3306/shop ORDERS_TOPIC=orders
-    python examples/order_service.py          # listens on 127.0.0.1:8000
+    python examples/order_service.py          # listens on 127.0.0.1:3000 ($PORT)
 
-    curl -X POST localhost:8000/orders -H 'content-type: application/json' \\
+    curl -X POST localhost:3000/orders -H 'content-type: application/json' \\
          -d '{"order_id": "42", "customer": "customer-7", "amount_cents": 4200}'
 
-Register the producer with ``verify_url`` http://<this host>:8000/trustmsg/check.
-``DATABASE_URL`` may be ``mysql://`` (PyMySQL) or ``postgres://`` (psycopg).
+With a producer of your own, register it with ``verify_url``
+http://<this host>:3000/trustmsg/check. ``DATABASE_URL`` may be
+``mysql://`` (PyMySQL) or ``postgres://`` (psycopg).
+
+``POST /orders`` answers 201 (placed now), 200 (placed by an earlier request
+with this order id: a client's retry; nothing written now), 402 (payment
+declined: nothing stored, the message rolled back), 409 (this order id was
+refused before, or exists with other content: it can never be placed), 503
+(trustmsg unreachable before anything was stored: retry).
 """
 
 from __future__ import annotations
@@ -21,9 +32,10 @@ import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Optional
 
 import sqlalchemy as sa
-from fastapi import Depends, FastAPI, HTTPException
+from fastapi import Depends, FastAPI, HTTPException, Response
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
@@ -75,7 +87,7 @@ class NewOrder(BaseModel):
 
 class Created(BaseModel):
     order_id: str
-    message_id: int
+    message_id: Optional[int]
     outcome: str
 
 
@@ -113,7 +125,7 @@ def create_app(settings: Settings) -> FastAPI:
             yield s
 
     @app.post("/orders", status_code=201)
-    def create_order(order: NewOrder, db: Session = Depends(session)) -> Created:  # noqa: B008
+    def create_order(order: NewOrder, response: Response, db: Session = Depends(session)) -> Created:  # noqa: B008
         payload = json.dumps(
             {"order_id": order.order_id, "customer": order.customer, "amount_cents": order.amount_cents}
         )
@@ -132,6 +144,18 @@ def create_app(settings: Settings) -> FastAPI:
         except PaymentDeclined as e:
             # The order row is rolled back and the message with it: nothing reaches Kafka.
             raise HTTPException(status_code=402, detail=str(e)) from e
+        except trustmsg.AlreadyCommittedError as placed:
+            # A retry of an order an earlier request placed (prepare answered
+            # COMMITTED, or the helper found the local commit and sent it now).
+            response.status_code = 200
+            view = placed.view if isinstance(placed.view, trustmsg.MessageView) else None
+            return Created(
+                order_id=order.order_id, message_id=view.id if view else None, outcome="already_placed"
+            )
+        except trustmsg.AlreadyRolledBackError as e:
+            # Its message was rolled back before (a declined payment the client
+            # never heard of): this order id can never be placed. Not a 503.
+            raise HTTPException(status_code=409, detail=f"order {order.order_id} was refused") from e
         except trustmsg.ConflictError as e:
             raise HTTPException(status_code=409, detail=f"order {order.order_id} exists ({e.code})") from e
         except trustmsg.UnavailableError as e:
@@ -155,4 +179,4 @@ def create_app(settings: Settings) -> FastAPI:
 if __name__ == "__main__":
     import uvicorn
 
-    uvicorn.run(create_app(Settings.from_env()), host="127.0.0.1", port=int(os.environ.get("PORT", "8000")))
+    uvicorn.run(create_app(Settings.from_env()), host="127.0.0.1", port=int(os.environ.get("PORT", "3000")))

@@ -61,8 +61,25 @@ def test_order_service_example(kit: Kit, db: DB, serve_asgi: Any) -> None:
         assert declined.status_code == 402
         assert http.get(f"/orders/{declined_id}").status_code == 404
 
+        # A client's retry of the placed order: already placed, nothing written.
+        retried = http.post(
+            "/orders", json={"order_id": order_id, "customer": "customer-7", "amount_cents": 4200}
+        )
+        assert retried.status_code == 200, retried.text
+        assert retried.json() == {
+            "order_id": order_id,
+            "message_id": body["message_id"],
+            "outcome": "already_placed",
+        }
+        # A retry of the declined order: refused for good (409), never a 503.
+        declined_again = http.post(
+            "/orders", json={"order_id": declined_id, "customer": "c", "amount_cents": 10**7}
+        )
+        assert declined_again.status_code == 409, declined_again.text
+        assert "refused" in declined_again.json()["detail"]
         again = http.post("/orders", json={"order_id": order_id, "customer": "customer-7", "amount_cents": 1})
         assert again.status_code == 409
+        assert "prepare_conflict" in again.json()["detail"]
         assert (
             http.post("/orders", json={"order_id": "x", "customer": "c", "amount_cents": 0}).status_code
             == 422

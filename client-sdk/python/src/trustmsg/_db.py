@@ -334,6 +334,87 @@ def async_db(conn: object) -> AsyncDB:
     return ThreadedDB(sync_db(conn))
 
 
+def fresh_connect(conn: object) -> Optional[Callable[[], Any]]:
+    """A way to open a new connection to the database of ``conn`` (a
+    synchronous connection or session), for asking the barrier when ``conn``
+    itself broke; None when it cannot be told. PyMySQL and psycopg are
+    opened again with the same parameters; SQLAlchemy from the bind's engine."""
+    mod = _module(conn)
+    if mod.startswith("pymysql"):
+        c: Any = conn
+
+        def pymysql_connect() -> Any:
+            return type(c)(
+                host=c.host,
+                port=c.port,
+                user=c.user,
+                password=c.password,
+                database=c.db,
+                unix_socket=c.unix_socket,
+                charset=c.charset,
+                ssl=c.ctx if getattr(c, "_ssl_required", False) else None,
+                connect_timeout=10,
+            )
+
+        return pymysql_connect
+    if mod == "psycopg" or mod.startswith("psycopg."):
+        import psycopg
+
+        if isinstance(conn, psycopg.Connection):
+            pg: Any = conn
+            dsn, password = pg.info.dsn, pg.info.password
+
+            def psycopg_connect() -> Any:
+                return type(pg).connect(dsn, password=password, connect_timeout=10)
+
+            return psycopg_connect
+        return None
+    if mod.startswith("sqlalchemy"):
+        from sqlalchemy.engine import Connection, Engine
+        from sqlalchemy.orm import Session
+
+        bind: Any = conn.get_bind() if isinstance(conn, Session) else conn
+        if isinstance(bind, Connection):
+            bind = bind.engine
+        if isinstance(bind, Engine):
+            return bind.connect
+    return None
+
+
+def afresh_connect(conn: object) -> Optional[Callable[[], Any]]:
+    """The asyncio twin of :func:`fresh_connect`, for asyncio connections and
+    sessions: a coroutine function opening a new psycopg ``AsyncConnection``
+    or SQLAlchemy ``AsyncConnection`` (closed with ``await c.close()``);
+    None for anything else."""
+    mod = _module(conn)
+    if mod == "psycopg" or mod.startswith("psycopg."):
+        import psycopg
+
+        if isinstance(conn, psycopg.AsyncConnection):
+            pg: Any = conn
+            dsn, password = pg.info.dsn, pg.info.password
+
+            async def psycopg_connect() -> Any:
+                return await type(pg).connect(dsn, password=password, connect_timeout=10)
+
+            return psycopg_connect
+    if mod.startswith("sqlalchemy"):
+        from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+
+        if isinstance(conn, (AsyncSession, AsyncConnection)):
+            bind: Any = conn.bind if isinstance(conn, AsyncSession) else conn.engine
+            if isinstance(bind, AsyncConnection):
+                bind = bind.engine
+            if isinstance(bind, AsyncEngine):
+                engine = bind
+
+                async def sa_connect() -> Any:
+                    return await engine.connect()
+
+                return sa_connect
+    return None
+
+
 def is_unique_violation(e: BaseException) -> bool:
     """A duplicate key, whatever the driver (and through SQLAlchemy's wrapper)."""
     for err in (e, getattr(e, "orig", None)):

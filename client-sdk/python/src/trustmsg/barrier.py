@@ -23,6 +23,9 @@ The tables are ``sql/mysql.sql`` and ``sql/postgres.sql`` of this package
 
 from __future__ import annotations
 
+import asyncio as aio
+import functools
+import inspect
 import logging
 from types import TracebackType
 from typing import Any, Callable, Optional, Union
@@ -36,8 +39,10 @@ __all__ = [
     "AsyncLocalTransaction",
     "LocalTransaction",
     "acheck",
+    "acheck_with",
     "check",
     "decider",
+    "fresh_connect",
 ]
 
 log = logging.getLogger("trustmsg")
@@ -140,6 +145,44 @@ async def acheck(conn: object, biz_id: str, message_key: str) -> str:
     if row is None:
         raise RuntimeError(f"the barrier marker of {message_key!r} vanished (purged?)")
     return _decision(row[0])
+
+
+def fresh_connect(conn: object, *, asyncio: bool = False) -> Optional[Connect]:
+    """How to open another connection to the database of ``conn``: PyMySQL
+    and psycopg are opened again with its parameters, SQLAlchemy from its
+    bind's engine; None when it cannot be told. With ``asyncio``, an asyncio
+    connection gives a coroutine function (see :func:`acheck_with`). Taken
+    while ``conn`` is alive: the transaction helper asks the barrier there
+    when the local COMMIT on ``conn`` failed with its outcome unknown."""
+    try:
+        if asyncio:
+            open_async = _db.afresh_connect(conn)
+            if open_async is not None:
+                return open_async
+        return _db.fresh_connect(conn)
+    except Exception as e:  # noqa: BLE001 - a connection that cannot tell: no new one
+        log.debug("trustmsg: no way to open another connection like %r: %s", conn, e)
+        return None
+
+
+async def acheck_with(connect: Connect, biz_id: str, message_key: str) -> str:
+    """:func:`check` from asyncio on a connection of its own: ``connect`` is
+    an SQLAlchemy ``AsyncEngine`` or a coroutine function returning a new
+    asyncio connection (checked with :func:`acheck`, closed after), or what
+    :func:`check` takes (run in a worker thread)."""
+    if type(connect).__name__ == "AsyncEngine":
+        engine: Any = connect
+        async with engine.connect() as fresh:
+            return await acheck(fresh, biz_id, message_key)
+    if inspect.iscoroutinefunction(connect):
+        fresh = await connect()
+        try:
+            return await acheck(fresh, biz_id, message_key)
+        finally:
+            await fresh.close()
+    return await aio.get_running_loop().run_in_executor(
+        None, functools.partial(check, connect, biz_id, message_key)
+    )
 
 
 def decider(connect: Connect) -> Callable[[Any], str]:

@@ -16,7 +16,7 @@ import logging
 import time
 import urllib.parse
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import httpx
 
@@ -128,7 +128,7 @@ class Client(_Base):
     elsewhere). ``http_client`` replaces the default httpx client (10 s
     timeout) for TLS settings, proxies and the like.
 
-    >>> with Client("http://127.0.0.1:8080", "shop", "tp_...") as client:   # doctest: +SKIP
+    >>> with Client("http://127.0.0.1:8080", "shop", "tm_...") as client:   # doctest: +SKIP
     ...     client.prepare(Message("order-42", "orders", b'{"order":42}'))
     ...     client.commit("order-42")
     """
@@ -161,9 +161,11 @@ class Client(_Base):
 
     def prepare(self, message: Message) -> MessageView:
         """``POST /v1/messages/prepare``: stores the message as PREPARED.
-        The same content again answers the same view; other content under the
-        same key is a :class:`ConflictError` (``prepare_conflict``), and so is
-        a prepare after a rollback (``rolled_back``)."""
+        The same content again answers the same view (``COMMITTED`` once it
+        was committed); other content under the same key is a
+        :class:`ConflictError` (``prepare_conflict``); a prepare after a
+        rollback is an :class:`AlreadyRolledBackError` (``already_rolled_back``,
+        or ``rolled_back`` when the rollback came before any prepare)."""
         body = json.dumps(message.to_request(self._biz_id)).encode()
         return MessageView.from_json(
             self._call("POST", self._url("v1", "messages", "prepare"), body, message.trace_headers())
@@ -171,7 +173,7 @@ class Client(_Base):
 
     def commit(self, message_key: str) -> MessageView:
         """``POST /v1/messages/commit``: decides for delivery. Again is a 200;
-        after a rollback a :class:`ConflictError` (``already_rolled_back``);
+        after a rollback an :class:`AlreadyRolledBackError` (``already_rolled_back``);
         for an unknown message a :class:`NotFoundError`."""
         return MessageView.from_json(
             self._call("POST", self._url("v1", "messages", "commit"), self._decision_body(message_key))
@@ -189,14 +191,23 @@ class Client(_Base):
         url = self._url("v1", "messages", self._biz_id, v.check_message_key(message_key))
         return MessageView.from_json(self._call("GET", url, None))
 
-    def transaction(self, message: Message, connection: object) -> Transaction[MessageView]:
+    def transaction(
+        self,
+        message: Message,
+        connection: object,
+        *,
+        after_local_commit: Optional[Callable[[], object]] = None,
+        connect: Optional[Any] = None,
+    ) -> Transaction[MessageView]:
         """The transaction helper: ``with client.transaction(message, conn) as tx:``
         prepares, runs the block in a local transaction of ``conn`` with the
-        barrier marker, then commits locally and in trustmsg; see
-        :class:`trustmsg.Transaction`."""
+        barrier marker (only when the message is PREPARED), then commits
+        locally and in trustmsg. ``after_local_commit`` is called right after
+        the local COMMIT, before the decision is sent (a test hook: raising
+        there is a crash at the worst moment). See :class:`trustmsg.Transaction`."""
         from .transaction import Transaction
 
-        return Transaction(self, message, connection)
+        return Transaction(self, message, connection, after_local_commit=after_local_commit, connect=connect)
 
     def _call(
         self, method: str, url: str, body: Optional[bytes], extra: Optional[dict[str, str]] = None
@@ -224,7 +235,7 @@ class Client(_Base):
 class AsyncClient(_Base):
     """The asyncio twin of :class:`Client`: the same calls, awaited.
 
-    >>> async with AsyncClient("http://127.0.0.1:8080", "shop", "tp_...") as client:  # doctest: +SKIP
+    >>> async with AsyncClient("http://127.0.0.1:8080", "shop", "tm_...") as client:  # doctest: +SKIP
     ...     await client.prepare(Message("order-42", "orders", b"{}"))
     """
 
@@ -280,12 +291,22 @@ class AsyncClient(_Base):
         url = self._url("v1", "messages", self._biz_id, v.check_message_key(message_key))
         return MessageView.from_json(await self._call("GET", url, None))
 
-    def transaction(self, message: Message, connection: object) -> AsyncTransaction[MessageView]:
+    def transaction(
+        self,
+        message: Message,
+        connection: object,
+        *,
+        after_local_commit: Optional[Callable[[], object]] = None,
+        connect: Optional[Any] = None,
+    ) -> AsyncTransaction[MessageView]:
         """``async with client.transaction(message, conn) as tx:``; see
-        :class:`trustmsg.AsyncTransaction`."""
+        :meth:`Client.transaction` and :class:`trustmsg.AsyncTransaction`
+        (an ``async def`` ``after_local_commit`` is awaited)."""
         from .transaction import AsyncTransaction
 
-        return AsyncTransaction(self, message, connection)
+        return AsyncTransaction(
+            self, message, connection, after_local_commit=after_local_commit, connect=connect
+        )
 
     async def _call(
         self, method: str, url: str, body: Optional[bytes], extra: Optional[dict[str, str]] = None

@@ -9,18 +9,27 @@ used up, become :class:`UnavailableError`.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from .message import MessageView
 
 __all__ = [
+    "AlreadyCommittedError",
     "AlreadyDecidedError",
+    "AlreadyRolledBackError",
+    "CommitRejectedError",
+    "DecisionRejectedError",
     "ConflictError",
     "ForbiddenError",
     "InvalidRequestError",
     "InvalidSignatureError",
     "NoMessageIdError",
+    "NotPreparedError",
     "NotAcknowledgedError",
     "NotFoundError",
     "OutcomeUnknownError",
+    "RollbackRejectedError",
     "TrustmsgError",
     "UnauthorizedError",
     "UnavailableError",
@@ -75,8 +84,107 @@ class NotFoundError(TrustmsgError):
 
 
 class ConflictError(TrustmsgError):
-    """409: ``prepare_conflict`` (same key, other content), ``rolled_back``
-    (a prepare after a rollback), ``already_committed``, ``already_rolled_back``."""
+    """409: ``prepare_conflict`` (same key, other content),
+    ``already_committed`` (a rollback after the commit), and as
+    :class:`AlreadyRolledBackError` ``already_rolled_back`` (a prepare or a
+    commit after the rollback) and ``rolled_back`` (a prepare after a
+    rollback that came before any prepare)."""
+
+
+class AlreadyRolledBackError(ConflictError):
+    """The message was rolled back before: this order can never be placed
+    under its key (answer it as refused, e.g. HTTP 409). Raised by the
+    transaction helper *before any local work*, when prepare is refused 409
+    ``already_rolled_back`` (rolled back after its prepare) or
+    ``rolled_back`` (rolled back before any prepare), when an older trustmsg
+    answers the prepare 200 with status ``ROLLED_BACK``, or when the barrier
+    holds the ``rollback`` marker of the key (check-back answered rollback
+    first; the helper then sends the rollback itself). ``view`` is the
+    message as trustmsg last showed it, when it did. A :class:`ConflictError`,
+    so code that caught those still does."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: Optional[str] = "already_rolled_back",
+        status: Optional[int] = 409,
+        view: Optional[MessageView] = None,
+    ) -> None:
+        super().__init__(message, code=code, status=status)
+        self.view = view
+
+
+class AlreadyCommittedError(TrustmsgError):
+    """The message was committed before: an earlier call placed this order
+    (a client's retry, a double click). Answer it as placed (e.g. HTTP 200
+    "already placed"); nothing was written now. Raised by the transaction
+    helper *instead of running the block*, when prepare answers status
+    ``COMMITTED``, or when the barrier holds the ``commit`` marker of the key
+    (an earlier local transaction committed and its decision was never
+    sent: the helper sends the commit itself, at once).
+
+    ``view`` is the message as trustmsg last showed it (``COMMITTED`` once
+    the commit went through; the prepare's view when the commit could not be
+    delivered, then ``decision_error`` is the :class:`UnavailableError` and
+    check-back commits it later). ``code`` is ``already_committed``."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        view: Optional[Any] = None,
+        decision_error: Optional[TrustmsgError] = None,
+    ) -> None:
+        super().__init__(message, code="already_committed")
+        self.view = view
+        self.decision_error = decision_error
+
+
+class NotPreparedError(TrustmsgError):
+    """Prepare answered a status other than ``PREPARED`` that the helper has
+    no better name for (``VERIFY_FAILED``: check-back gave up on the
+    message): no local work was run. ``message_status`` is that status,
+    ``view`` the answer; ``code`` is ``not_prepared``."""
+
+    def __init__(self, message: str, *, view: MessageView) -> None:
+        super().__init__(message, code="not_prepared", status=200)
+        self.view = view
+        self.message_status = view.status
+
+
+class DecisionRejectedError(TrustmsgError):
+    """Base of :class:`CommitRejectedError` and
+    :class:`RollbackRejectedError`: the local transaction is over and
+    trustmsg refused the decision that matches it. The local database and
+    the message now disagree: a person must look. ``error`` is trustmsg's
+    refusal (also the ``__cause__``), ``transaction`` the helper's
+    :class:`~trustmsg.Transaction` (its ``message`` is the prepare's view);
+    ``code`` and ``status`` are the refusal's."""
+
+    def __init__(self, message: str, *, error: TrustmsgError, transaction: Any) -> None:
+        super().__init__(message, code=error.code, status=error.status)
+        self.error = error
+        self.transaction = transaction
+
+
+class CommitRejectedError(DecisionRejectedError):
+    """The local transaction COMMITTED (the block's work is stored) and
+    trustmsg refused the commit (e.g. 409 ``already_rolled_back``: the
+    message was rolled back meanwhile). Never an outcome to read later: it
+    is raised, so it cannot go unnoticed."""
+
+
+class RollbackRejectedError(DecisionRejectedError):
+    """The block raised, the local transaction was rolled back, and trustmsg
+    refused the rollback (e.g. 409 ``already_committed``). ``work_error`` is
+    the block's own exception (also the ``__context__``)."""
+
+    def __init__(
+        self, message: str, *, error: TrustmsgError, transaction: Any, work_error: BaseException
+    ) -> None:
+        super().__init__(message, error=error, transaction=transaction)
+        self.work_error = work_error
 
 
 class UnavailableError(TrustmsgError):
@@ -161,6 +269,8 @@ def error_from_status(status: int, code: Optional[str], message: str) -> Trustms
         return ForbiddenError(message, code=code or "forbidden", status=status)
     if status == 404:
         return NotFoundError(message, code=code or "not_found", status=status)
+    if status == 409 and code in ("already_rolled_back", "rolled_back"):
+        return AlreadyRolledBackError(message, code=code, status=status)
     if status == 409:
         return ConflictError(message, code=code or "conflict", status=status)
     return UnexpectedResponseError(message, code=code, status=status)

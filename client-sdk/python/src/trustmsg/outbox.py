@@ -8,8 +8,9 @@ trustmsg on the request path, no prepare, no check-back.
         cur.execute("UPDATE orders SET state = 'paid' WHERE id = %s", (42,))
         outbox.enqueue(conn, Message("order-42-paid", "orders", payload, key="customer-7"))
 
-trustmsg relays MySQL/MariaDB sources today; the PostgreSQL row is written
-the same way for the PostgreSQL backend.
+trustmsg relays the table from MySQL/MariaDB and from PostgreSQL
+(``trustmsg serve --outbox-source BIZ_ID=mysql://…`` or
+``BIZ_ID=postgres://…``); the row is written here the same way for both.
 """
 
 from __future__ import annotations

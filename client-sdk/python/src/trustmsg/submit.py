@@ -21,7 +21,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from . import _validate as v
 from .checkback import secret_key
@@ -210,17 +210,28 @@ class Submitter:
             )
         )
 
-    def transaction(self, message: Message, connection: object) -> Transaction[Submitted]:
+    def transaction(
+        self,
+        message: Message,
+        connection: object,
+        *,
+        after_local_commit: Optional[Callable[[], object]] = None,
+        connect: Optional[Any] = None,
+    ) -> Transaction[Submitted]:
         """The transaction helper over the Kafka way in: ``with
         submitter.transaction(message, conn) as tx:`` submits the prepare, runs
         the block in a local transaction with the barrier marker, then submits
         the commit (the rollback when the block raises). A record Kafka did not
         acknowledge leaves the decision to check-back
         (``Outcome.COMMIT_LEFT_TO_CHECK_BACK``); what trustmsg refuses shows in
-        the dead-letter topic, never here."""
+        the dead-letter topic, never here: a Kafka acknowledgement says
+        nothing of the message's status, so unlike :meth:`trustmsg.Client.transaction`
+        it cannot refuse a message decided before, nor check it is still
+        PREPARED before the local COMMIT (the barrier still refuses: its
+        markers raise AlreadyCommittedError / AlreadyRolledBackError)."""
         from .transaction import Transaction
 
-        return Transaction(self, message, connection)
+        return Transaction(self, message, connection, after_local_commit=after_local_commit, connect=connect)
 
     def commit(self, message_key: str) -> Submitted:
         return self._send(
