@@ -10,6 +10,7 @@ import io.trustmsg.client.Transactions;
 import io.trustmsg.client.TrustmsgTransactionTemplate;
 import java.sql.SQLException;
 import java.util.Objects;
+import java.util.function.Consumer;
 import javax.sql.DataSource;
 import org.springframework.jdbc.datasource.DataSourceUtils;
 import org.springframework.transaction.PlatformTransactionManager;
@@ -31,13 +32,19 @@ import org.springframework.transaction.support.TransactionTemplate;
  * }</pre>
  *
  * <p>The callback's own exception is rethrown unchanged (the transaction and the message rolled
- * back). The transaction must be on the barrier's {@link DataSource}.
+ * back). The callback never runs for a message trustmsg already decided: {@code
+ * AlreadyCommittedException} (prepare answered COMMITTED, or the barrier held the commit marker of
+ * an earlier attempt: the helper sent the commit), {@code AlreadyRolledBackException}, {@code
+ * NotPreparedException}; a refused commit or rollback is {@code CommitRejectedException} or {@code
+ * RollbackRejectedException}, as {@link Transactions#run} says. The transaction must be on the
+ * barrier's {@link DataSource}.
  */
 public class TrustmsgTemplate {
   private final TransactionalProducer<?> producer;
   private final DataSource dataSource;
   private final TransactionTemplate transactions;
   private final Barrier barrier;
+  private final Consumer<Message> afterLocalCommit;
 
   public TrustmsgTemplate(
       TransactionalProducer<?> producer,
@@ -48,6 +55,25 @@ public class TrustmsgTemplate {
     this.transactions =
         new TransactionTemplate(Objects.requireNonNull(transactionManager, "transactionManager"));
     this.barrier = new Barrier(dataSource);
+    this.afterLocalCommit = null;
+  }
+
+  private TrustmsgTemplate(TrustmsgTemplate t, Consumer<Message> afterLocalCommit) {
+    this.producer = t.producer;
+    this.dataSource = t.dataSource;
+    this.transactions = t.transactions;
+    this.barrier = t.barrier;
+    this.afterLocalCommit = afterLocalCommit;
+  }
+
+  /**
+   * A template that calls {@code hook} right after the transaction's COMMIT and before the commit
+   * is sent to trustmsg: the crash point, for your own tests. If the hook throws, no decision is
+   * sent and {@link #execute} throws the hook's exception (check-back, or a retry of the same
+   * message, commits the message).
+   */
+  public TrustmsgTemplate afterLocalCommit(Consumer<Message> hook) {
+    return new TrustmsgTemplate(this, hook);
   }
 
   /** Runs {@code work} in a new transaction with the barrier marker, between prepare and commit. */
@@ -86,7 +112,8 @@ public class TrustmsgTemplate {
             return result.get(0);
           }
         },
-        TrustmsgTransactionTemplate::leaveToCheckBack);
+        TrustmsgTransactionTemplate::leaveToCheckBack,
+        afterLocalCommit);
   }
 
   /** The COMMIT failed after the work: committed or not, the barrier says. */

@@ -1,0 +1,347 @@
+package io.trustmsg.client;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.sun.net.httpserver.HttpServer;
+import io.trustmsg.testkit.Kit;
+import io.trustmsg.testkit.Kit.Db;
+import io.trustmsg.testkit.Topics;
+import java.net.InetSocketAddress;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.stream.Collectors;
+import javax.sql.DataSource;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+/**
+ * The kit's scenarios S11-S14: a client retrying an order (after a rollback, after a crash right
+ * after the local COMMIT, twice at the same moment, after it went through), against the real
+ * trustmsg, MariaDB, PostgreSQL and Kafka.
+ */
+class RetryScenarioTest {
+  private static final Duration KAFKA_WAIT = Duration.ofSeconds(45);
+
+  @BeforeAll
+  static void kit() throws SQLException {
+    Kit.require();
+    for (Db db : Db.values()) {
+      DataSource ds = db.dataSource();
+      Barrier.createTables(ds);
+      Kit.execute(
+          ds,
+          "CREATE TABLE IF NOT EXISTS java_orders (id VARCHAR(64) PRIMARY KEY, total INT NOT NULL)");
+    }
+  }
+
+  private static TrustmsgClient client(Kit.Producer p) {
+    return TrustmsgClient.builder(Kit.url(), p.bizId(), p.token()).build();
+  }
+
+  private static void insertOrder(Connection c, String id, int total) throws SQLException {
+    try (PreparedStatement st =
+        c.prepareStatement("INSERT INTO java_orders (id, total) VALUES (?, ?)")) {
+      st.setString(1, id);
+      st.setInt(2, total);
+      st.executeUpdate();
+    }
+  }
+
+  private static long orders(DataSource ds, String id) throws SQLException {
+    return Kit.count(ds, "SELECT COUNT(*) FROM java_orders WHERE id = ?", id);
+  }
+
+  private static long markers(DataSource ds, String bizId, String key, String op)
+      throws SQLException {
+    return Kit.count(
+        ds,
+        "SELECT COUNT(*) FROM trustmsg_barrier WHERE biz_id = ? AND message_key = ? AND op = ?",
+        bizId,
+        key,
+        op);
+  }
+
+  /**
+   * Every record of {@code topic} before a sentinel message committed now: what the tests' earlier
+   * messages put there (trustmsg sends one producer's commits in order, so nothing of theirs comes
+   * after the sentinel).
+   */
+  private static List<ConsumerRecord<byte[], byte[]>> recordsBefore(
+      TrustmsgClient trustmsg, String topic) {
+    String sentinel = Kit.unique("sentinel");
+    Transactions.run(
+        trustmsg, Message.builder(sentinel, topic).key(sentinel).payload("s").build(), p -> null);
+    List<ConsumerRecord<byte[], byte[]>> all =
+        Topics.readUntil(
+            topic, KAFKA_WAIT, rs -> rs.stream().anyMatch(r -> sentinel.equals(Topics.key(r))));
+    return all.stream().filter(r -> !sentinel.equals(Topics.key(r))).toList();
+  }
+
+  @ParameterizedTest
+  @EnumSource(Db.class)
+  void S11_a_retry_after_a_rollback_is_refused_before_any_local_work(Db db) throws Exception {
+    DataSource ds = db.dataSource();
+    Kit.Producer p = Kit.register(Kit.unique("java-s11"), "http://127.0.0.1:9/unused");
+    TrustmsgClient trustmsg = client(p);
+    var template = new TrustmsgTransactionTemplate(trustmsg, new Barrier(ds));
+    String topic = Kit.unique("java.s11");
+    String key = Kit.unique("order");
+    Message order = Message.builder(key, topic).key(key).payload("s11").build();
+    assertThrows(
+        IllegalStateException.class,
+        () ->
+            template.execute(
+                order,
+                conn -> {
+                  insertOrder(conn, key, 11);
+                  throw new IllegalStateException("the card was declined");
+                }));
+    assertEquals("ROLLED_BACK", trustmsg.get(key).status());
+
+    AtomicBoolean ran = new AtomicBoolean();
+    var e =
+        assertThrows(
+            AlreadyRolledBackException.class,
+            () ->
+                template.execute(
+                    order,
+                    conn -> {
+                      ran.set(true);
+                      insertOrder(conn, key, 11);
+                      return key;
+                    }));
+    assertFalse(ran.get(), "the local work ran for a rolled-back message");
+    assertEquals("ROLLED_BACK", e.messageStatus());
+    ConflictException refused = assertInstanceOf(ConflictException.class, e.getCause());
+    assertEquals("already_rolled_back", refused.code().orElseThrow(), "trustmsg's answer");
+    assertEquals(0, orders(ds, key));
+    assertEquals(0, markers(ds, p.bizId(), key, "commit"));
+
+    // The plain helper, without the barrier, refuses the same way.
+    String plainKey = Kit.unique("plain");
+    Message plain = Message.builder(plainKey, topic).key(plainKey).payload("s11").build();
+    assertThrows(
+        IllegalStateException.class,
+        () ->
+            Transactions.run(
+                trustmsg,
+                plain,
+                prepared -> {
+                  throw new IllegalStateException("declined");
+                }));
+    assertThrows(
+        AlreadyRolledBackException.class,
+        () ->
+            Transactions.run(
+                trustmsg,
+                plain,
+                prepared -> {
+                  ran.set(true);
+                  return null;
+                }));
+    assertFalse(ran.get(), "the plain helper's local work ran for a rolled-back message");
+
+    assertEquals("ROLLED_BACK", trustmsg.get(key).status());
+    assertEquals("ROLLED_BACK", trustmsg.get(plainKey).status());
+    assertTrue(recordsBefore(trustmsg, topic).isEmpty(), "a rolled-back message reached Kafka");
+  }
+
+  /** A check-back endpoint that answers from the barrier and counts its calls. */
+  private static HttpServer countingCheckServer(AtomicInteger calls) throws Exception {
+    HttpServer server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+    server.createContext(
+        CheckBackHandler.DEFAULT_PATH,
+        exchange -> {
+          calls.incrementAndGet();
+          exchange.sendResponseHeaders(500, -1);
+          exchange.close();
+        });
+    server.start();
+    return server;
+  }
+
+  @ParameterizedTest
+  @EnumSource(Db.class)
+  void S12_a_retry_after_a_crash_after_the_local_commit_commits_at_once(Db db) throws Exception {
+    DataSource ds = db.dataSource();
+    AtomicInteger checkBacks = new AtomicInteger();
+    HttpServer server = countingCheckServer(checkBacks);
+    try {
+      Kit.Producer p =
+          Kit.register(
+              Kit.unique("java-s12"),
+              "http://127.0.0.1:" + server.getAddress().getPort() + CheckBackHandler.DEFAULT_PATH,
+              60_000);
+      TrustmsgClient trustmsg = client(p);
+      var template = new TrustmsgTransactionTemplate(trustmsg, new Barrier(ds));
+      String topic = Kit.unique("java.s12");
+      String key = Kit.unique("order");
+      Message order = Message.builder(key, topic).key(key).payload("s12").build();
+      RuntimeException crash = new RuntimeException("the process dies here");
+
+      var thrown =
+          assertThrows(
+              RuntimeException.class,
+              () ->
+                  template
+                      .afterLocalCommit(
+                          m -> {
+                            throw crash;
+                          })
+                      .execute(
+                          order,
+                          conn -> {
+                            insertOrder(conn, key, 12);
+                            return key;
+                          }));
+      assertSame(crash, thrown);
+      assertEquals(1, orders(ds, key));
+      assertEquals("PREPARED", trustmsg.get(key).status(), "a decision was sent after the hook");
+
+      AtomicBoolean ran = new AtomicBoolean();
+      var again =
+          assertThrows(
+              AlreadyCommittedException.class,
+              () ->
+                  template.execute(
+                      order,
+                      conn -> {
+                        ran.set(true);
+                        insertOrder(conn, key, 12);
+                        return key;
+                      }));
+      assertFalse(ran.get(), "the local work ran again");
+      assertEquals("COMMITTED", again.view().orElseThrow().status());
+      assertEquals("COMMITTED", trustmsg.get(key).status(), "not COMMITTED when the call returned");
+      assertEquals(1, orders(ds, key));
+      List<ConsumerRecord<byte[], byte[]>> records = recordsBefore(trustmsg, topic);
+      assertEquals(1, records.size(), "one record of the order");
+      assertEquals(key, Topics.key(records.get(0)));
+      assertEquals(0, checkBacks.get(), "trustmsg called check-back");
+    } finally {
+      server.stop(0);
+    }
+  }
+
+  @ParameterizedTest
+  @EnumSource(Db.class)
+  void S13_two_identical_requests_at_once_make_one_commit_and_one_message(Db db) throws Exception {
+    DataSource ds = db.dataSource();
+    Kit.Producer p = Kit.register(Kit.unique("java-s13"), "http://127.0.0.1:9/unused");
+    TrustmsgClient trustmsg = client(p);
+    var template = new TrustmsgTransactionTemplate(trustmsg, new Barrier(ds));
+    String topic = Kit.unique("java.s13");
+    String key = Kit.unique("order");
+    Message order = Message.builder(key, topic).key(key).payload("s13").build();
+    CyclicBarrier start = new CyclicBarrier(2);
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    List<Future<String>> calls = new ArrayList<>();
+    try {
+      for (int i = 0; i < 2; i++) {
+        calls.add(
+            pool.submit(
+                () -> {
+                  start.await(10, TimeUnit.SECONDS);
+                  try {
+                    return template.execute(
+                        order,
+                        conn -> {
+                          insertOrder(conn, key, 13);
+                          Thread.sleep(300); // the other request meets this open transaction
+                          return "placed";
+                        });
+                  } catch (AlreadyCommittedException e) {
+                    return "already placed";
+                  }
+                }));
+      }
+      List<String> outcomes = new ArrayList<>();
+      for (Future<String> f : calls) {
+        outcomes.add(f.get(60, TimeUnit.SECONDS));
+      }
+      assertTrue(outcomes.contains("placed"), outcomes.toString());
+    } finally {
+      pool.shutdownNow();
+    }
+    assertEquals(1, orders(ds, key));
+    assertEquals(1, markers(ds, p.bizId(), key, "commit"));
+    assertEquals("COMMITTED", trustmsg.get(key).status());
+    List<ConsumerRecord<byte[], byte[]>> records = recordsBefore(trustmsg, topic);
+    Set<String> ids =
+        records.stream()
+            .map(r -> Topics.header(r, "trustmsg-message-id"))
+            .collect(Collectors.toSet());
+    assertEquals(1, ids.size(), "message ids in Kafka: " + ids);
+  }
+
+  @ParameterizedTest
+  @EnumSource(Db.class)
+  void S14_a_prepare_answered_committed_runs_no_local_work(Db db) throws Exception {
+    DataSource ds = db.dataSource();
+    Kit.Producer p = Kit.register(Kit.unique("java-s14"), "http://127.0.0.1:9/unused");
+    TrustmsgClient trustmsg = client(p);
+    var template = new TrustmsgTransactionTemplate(trustmsg, new Barrier(ds));
+    String topic = Kit.unique("java.s14");
+    String key = Kit.unique("order");
+    Message order = Message.builder(key, topic).key(key).payload("s14").build();
+    template.execute(
+        order,
+        conn -> {
+          insertOrder(conn, key, 14);
+          return null;
+        });
+    String plainKey = Kit.unique("plain");
+    Message plain = Message.builder(plainKey, topic).key(plainKey).payload("s14").build();
+    Transactions.run(trustmsg, plain, prepared -> null);
+
+    AtomicBoolean entered = new AtomicBoolean();
+    var e =
+        assertThrows(
+            AlreadyCommittedException.class,
+            () ->
+                template.execute(
+                    order,
+                    conn -> {
+                      entered.set(true);
+                      return null;
+                    }));
+    assertEquals("COMMITTED", e.view().orElseThrow().status(), "prepare's answer");
+    assertEquals("COMMITTED", e.messageStatus());
+    var plainAgain =
+        assertThrows(
+            AlreadyCommittedException.class,
+            () ->
+                Transactions.run(
+                    trustmsg,
+                    plain,
+                    prepared -> {
+                      entered.set(true);
+                      return null;
+                    }));
+    assertEquals("COMMITTED", plainAgain.view().orElseThrow().status());
+    assertFalse(entered.get(), "the callback was entered");
+    assertEquals(1, orders(ds, key));
+    assertEquals(1, markers(ds, p.bizId(), key, "commit"));
+    List<ConsumerRecord<byte[], byte[]>> records = recordsBefore(trustmsg, topic);
+    assertEquals(2, records.size(), "one record per order, nothing new");
+  }
+}
