@@ -1,5 +1,6 @@
 package io.trustmsg.client;
 
+import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
@@ -81,19 +82,38 @@ class RetryScenarioTest {
   }
 
   /**
-   * Every record of {@code topic} before a sentinel message committed now: what the tests' earlier
-   * messages put there (trustmsg sends one producer's commits in order, so nothing of theirs comes
-   * after the sentinel).
+   * Every record of {@code topic} that the tests' messages (message key = record key = each of
+   * {@code keys}) put there: once each committed one is SENT, a sentinel record is committed under
+   * each record key (the same partition, after it), and the topic is read until every sentinel is
+   * seen. What is returned has no sentinel.
    */
-  private static List<ConsumerRecord<byte[], byte[]>> recordsBefore(
-      TrustmsgClient trustmsg, String topic) {
-    String sentinel = Kit.unique("sentinel");
-    Transactions.run(
-        trustmsg, Message.builder(sentinel, topic).key(sentinel).payload("s").build(), p -> null);
+  private static List<ConsumerRecord<byte[], byte[]>> recordsOf(
+      TrustmsgClient trustmsg, String topic, String... keys) {
+    for (String k : keys) {
+      Kit.eventually(
+          Duration.ofSeconds(40),
+          k + " sent or rolled back",
+          () -> {
+            MessageView v = trustmsg.get(k);
+            return v.isSent() || v.isRolledBack() ? v : null;
+          });
+    }
+    List<String> sentinels = new ArrayList<>();
+    for (String k : keys) {
+      String sentinel = Kit.unique("sentinel");
+      sentinels.add(sentinel);
+      Transactions.run(
+          trustmsg, Message.builder(sentinel, topic).key(k).payload(sentinel).build(), p -> null);
+    }
     List<ConsumerRecord<byte[], byte[]>> all =
         Topics.readUntil(
-            topic, KAFKA_WAIT, rs -> rs.stream().anyMatch(r -> sentinel.equals(Topics.key(r))));
-    return all.stream().filter(r -> !sentinel.equals(Topics.key(r))).toList();
+            topic,
+            KAFKA_WAIT,
+            rs ->
+                sentinels.stream()
+                    .allMatch(
+                        s -> rs.stream().anyMatch(r -> s.equals(new String(r.value(), UTF_8)))));
+    return all.stream().filter(r -> !sentinels.contains(new String(r.value(), UTF_8))).toList();
   }
 
   @ParameterizedTest
@@ -160,9 +180,31 @@ class RetryScenarioTest {
                 }));
     assertFalse(ran.get(), "the plain helper's local work ran for a rolled-back message");
 
+    // A check-back rolled the message back in the barrier first (its rollback marker), trustmsg
+    // has not heard yet: the helper sends the rollback itself and runs no work.
+    String checkedKey = Kit.unique("checked");
+    Message checked = Message.builder(checkedKey, topic).key(checkedKey).payload("s11").build();
+    trustmsg.prepare(checked);
+    assertEquals(Decision.ROLLBACK, new Barrier(ds).check(p.bizId(), checkedKey));
+    var marked =
+        assertThrows(
+            AlreadyRolledBackException.class,
+            () ->
+                template.execute(
+                    checked,
+                    conn -> {
+                      ran.set(true);
+                      return null;
+                    }));
+    assertFalse(ran.get(), "the local work ran despite the rollback marker");
+    assertEquals("ROLLED_BACK", marked.view().orElseThrow().status(), "the rollback's answer");
+
     assertEquals("ROLLED_BACK", trustmsg.get(key).status());
     assertEquals("ROLLED_BACK", trustmsg.get(plainKey).status());
-    assertTrue(recordsBefore(trustmsg, topic).isEmpty(), "a rolled-back message reached Kafka");
+    assertEquals("ROLLED_BACK", trustmsg.get(checkedKey).status());
+    assertTrue(
+        recordsOf(trustmsg, topic, key, plainKey, checkedKey).isEmpty(),
+        "a rolled-back message reached Kafka");
   }
 
   /** A check-back endpoint that answers from the barrier and counts its calls. */
@@ -233,7 +275,7 @@ class RetryScenarioTest {
       assertEquals("COMMITTED", again.view().orElseThrow().status());
       assertEquals("COMMITTED", trustmsg.get(key).status(), "not COMMITTED when the call returned");
       assertEquals(1, orders(ds, key));
-      List<ConsumerRecord<byte[], byte[]>> records = recordsBefore(trustmsg, topic);
+      List<ConsumerRecord<byte[], byte[]>> records = recordsOf(trustmsg, topic, key);
       assertEquals(1, records.size(), "one record of the order");
       assertEquals(key, Topics.key(records.get(0)));
       assertEquals(0, checkBacks.get(), "trustmsg called check-back");
@@ -285,7 +327,7 @@ class RetryScenarioTest {
     assertEquals(1, orders(ds, key));
     assertEquals(1, markers(ds, p.bizId(), key, "commit"));
     assertEquals("COMMITTED", trustmsg.get(key).status());
-    List<ConsumerRecord<byte[], byte[]>> records = recordsBefore(trustmsg, topic);
+    List<ConsumerRecord<byte[], byte[]>> records = recordsOf(trustmsg, topic, key);
     Set<String> ids =
         records.stream()
             .map(r -> Topics.header(r, "trustmsg-message-id"))
@@ -341,7 +383,7 @@ class RetryScenarioTest {
     assertFalse(entered.get(), "the callback was entered");
     assertEquals(1, orders(ds, key));
     assertEquals(1, markers(ds, p.bizId(), key, "commit"));
-    List<ConsumerRecord<byte[], byte[]>> records = recordsBefore(trustmsg, topic);
+    List<ConsumerRecord<byte[], byte[]>> records = recordsOf(trustmsg, topic, key, plainKey);
     assertEquals(2, records.size(), "one record per order, nothing new");
   }
 }
