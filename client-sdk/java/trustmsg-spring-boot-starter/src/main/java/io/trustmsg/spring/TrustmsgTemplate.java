@@ -13,9 +13,11 @@ import java.util.Objects;
 import java.util.function.Consumer;
 import javax.sql.DataSource;
 import org.springframework.jdbc.datasource.DataSourceUtils;
+import org.springframework.transaction.IllegalTransactionStateException;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionException;
 import org.springframework.transaction.support.TransactionCallback;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
 /**
@@ -76,9 +78,22 @@ public class TrustmsgTemplate {
     return new TrustmsgTemplate(this, hook);
   }
 
-  /** Runs {@code work} in a new transaction with the barrier marker, between prepare and commit. */
+  /**
+   * Runs {@code work} in a new transaction with the barrier marker, between prepare and commit.
+   *
+   * @throws IllegalTransactionStateException called inside a transaction already open (a
+   *     {@code @Transactional} method): the template's transaction would join it, and the message
+   *     would be committed before your transaction is. Call it from outside, and put the work of
+   *     the transaction in {@code work}.
+   */
   public <T> T execute(Message message, TransactionCallback<T> work) {
     Objects.requireNonNull(work, "work");
+    if (TransactionSynchronizationManager.isActualTransactionActive()) {
+      throw new IllegalTransactionStateException(
+          "TrustmsgTemplate.execute was called inside an open transaction: its message would be"
+              + " committed before that transaction is; call it outside @Transactional methods and"
+              + " do the transaction's work in its callback");
+    }
     return run(producer, message, work);
   }
 

@@ -209,6 +209,22 @@ class SpringScenarioTest {
     assertThatThrownBy(() -> trustmsg.execute(m11, status -> runs.incrementAndGet()))
         .isInstanceOf(AlreadyRolledBackException.class);
 
+    // Inside an open transaction the template's would join it, and commit the message first.
+    var outer =
+        new org.springframework.transaction.support.TransactionTemplate(
+            new JdbcTransactionManager(ds));
+    String inside = Kit.unique("inside");
+    assertThatThrownBy(
+            () ->
+                outer.executeWithoutResult(
+                    s ->
+                        trustmsg.execute(
+                            Message.builder(inside, topic).payload("x").build(),
+                            status -> runs.incrementAndGet())))
+        .isInstanceOf(org.springframework.transaction.IllegalTransactionStateException.class);
+    assertThatThrownBy(() -> client.get(inside))
+        .isInstanceOf(io.trustmsg.client.NotFoundException.class);
+
     assertThat(runs.get()).as("local work runs: only the first attempt's").isEqualTo(1);
     assertThat(Kit.count(ds, "SELECT COUNT(*) FROM spring_orders WHERE id = ?", crashed))
         .isEqualTo(1);
