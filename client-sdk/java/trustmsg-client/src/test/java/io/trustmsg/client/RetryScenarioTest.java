@@ -337,6 +337,70 @@ class RetryScenarioTest {
 
   @ParameterizedTest
   @EnumSource(Db.class)
+  void S13_a_failing_and_a_succeeding_request_at_once_never_lose_the_order(Db db) throws Exception {
+    DataSource ds = db.dataSource();
+    Kit.Producer p = Kit.register(Kit.unique("java-s13b"), "http://127.0.0.1:9/unused");
+    TrustmsgClient trustmsg = client(p);
+    var template = new TrustmsgTransactionTemplate(trustmsg, new Barrier(ds));
+    String topic = Kit.unique("java.s13");
+    String key = Kit.unique("order");
+    Message order = Message.builder(key, topic).key(key).payload("s13").build();
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    try {
+      // The failing one takes the marker first; the other waits on it, then runs its work while
+      // the first sends its rollback: without the barrier's say, trustmsg would roll back an
+      // order the second one commits locally.
+      Future<String> failing =
+          pool.submit(
+              () -> {
+                try {
+                  return template.execute(
+                      order,
+                      conn -> {
+                        insertOrder(conn, key, 13);
+                        Thread.sleep(400);
+                        throw new IllegalStateException("declined");
+                      });
+                } catch (IllegalStateException e) {
+                  return "failed";
+                } catch (AlreadyCommittedException e) {
+                  return "already placed";
+                }
+              });
+      Thread.sleep(150);
+      Future<String> placing =
+          pool.submit(
+              () -> {
+                try {
+                  return template.execute(
+                      order,
+                      conn -> {
+                        insertOrder(conn, key, 13);
+                        Thread.sleep(300);
+                        return "placed";
+                      });
+                } catch (AlreadyRolledBackException e) {
+                  return "refused";
+                }
+              });
+      String first = failing.get(60, TimeUnit.SECONDS);
+      String second = placing.get(60, TimeUnit.SECONDS);
+      long rows = orders(ds, key);
+      String status = trustmsg.get(key).status();
+      if (rows == 1) {
+        assertEquals("placed", second, first);
+        assertEquals("COMMITTED", status, "the order is stored, its message must be committed");
+      } else {
+        assertEquals("refused", second, first);
+        assertEquals("ROLLED_BACK", status);
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  @ParameterizedTest
+  @EnumSource(Db.class)
   void S14_a_prepare_answered_committed_runs_no_local_work(Db db) throws Exception {
     DataSource ds = db.dataSource();
     Kit.Producer p = Kit.register(Kit.unique("java-s14"), "http://127.0.0.1:9/unused");

@@ -1,5 +1,6 @@
 package io.trustmsg.spring;
 
+import io.trustmsg.client.AlreadyDecidedException;
 import io.trustmsg.client.Barrier;
 import io.trustmsg.client.BarrierException;
 import io.trustmsg.client.Decision;
@@ -16,6 +17,7 @@ import org.springframework.jdbc.datasource.DataSourceUtils;
 import org.springframework.transaction.IllegalTransactionStateException;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionException;
+import org.springframework.transaction.UnexpectedRollbackException;
 import org.springframework.transaction.support.TransactionCallback;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 import org.springframework.transaction.support.TransactionTemplate;
@@ -104,31 +106,60 @@ public class TrustmsgTemplate {
         p,
         message,
         prepared -> {
-          boolean[] workDone = {false};
-          java.util.List<T> result = new java.util.ArrayList<>(1);
           try {
-            return transactions.execute(
-                status -> {
-                  try {
-                    Barrier.insert(DataSourceUtils.getConnection(dataSource), bizId, key);
-                  } catch (SQLException e) {
-                    throw new BarrierException("inserting the barrier marker of " + key, e);
-                  }
-                  T value = work.doInTransaction(status);
-                  workDone[0] = !status.isRollbackOnly();
-                  result.add(value);
-                  return value;
-                });
-          } catch (TransactionException e) {
-            if (!workDone[0]) {
-              throw e;
+            return inTransaction(bizId, key, work);
+          } catch (AlreadyDecidedException | OutcomeUnknownException e) {
+            throw e;
+          } catch (RuntimeException | Error e) {
+            // Rolled back: the barrier records it before the rollback is sent, unless a request of
+            // the same key committed meanwhile (then that one placed the message).
+            AlreadyDecidedException placedMeanwhile =
+                TrustmsgTransactionTemplate.settleRolledBack(barrier, bizId, key, e);
+            if (placedMeanwhile != null) {
+              throw placedMeanwhile;
             }
-            afterFailedCommit(bizId, key, e);
-            return result.get(0);
+            throw e;
           }
         },
         TrustmsgTransactionTemplate::leaveToCheckBack,
         afterLocalCommit);
+  }
+
+  /** One transaction of Spring's: the marker, then {@code work}; its value once committed. */
+  private <T> T inTransaction(String bizId, String key, TransactionCallback<T> work) {
+    boolean[] workDone = {false};
+    java.util.List<T> result = new java.util.ArrayList<>(1);
+    T value;
+    try {
+      value =
+          transactions.execute(
+              status -> {
+                try {
+                  Barrier.insert(DataSourceUtils.getConnection(dataSource), bizId, key);
+                } catch (SQLException e) {
+                  throw new BarrierException("inserting the barrier marker of " + key, e);
+                }
+                T v = work.doInTransaction(status);
+                workDone[0] = !status.isRollbackOnly();
+                result.add(v);
+                return v;
+              });
+    } catch (TransactionException e) {
+      if (!workDone[0]) {
+        throw e;
+      }
+      afterFailedCommit(bizId, key, e);
+      return result.get(0);
+    }
+    if (!workDone[0]) {
+      // The callback returned but marked the transaction rollback-only: Spring rolled it back
+      // without a word, so the message must be rolled back too.
+      throw new UnexpectedRollbackException(
+          "the callback of "
+              + key
+              + " set the transaction rollback-only: it was rolled back, and so is the message");
+    }
+    return value;
   }
 
   /** The COMMIT failed after the work: committed or not, the barrier says. */

@@ -82,7 +82,8 @@ class SpringScenarioTest {
     assertThat(
             Kit.count(
                 ds,
-                "SELECT COUNT(*) FROM trustmsg_barrier WHERE biz_id = ? AND message_key = ?",
+                "SELECT COUNT(*) FROM trustmsg_barrier WHERE biz_id = ? AND message_key = ?"
+                    + " AND op = 'commit'",
                 p.bizId(),
                 bad))
         .isZero();
@@ -208,6 +209,22 @@ class SpringScenarioTest {
         .hasMessage("declined");
     assertThatThrownBy(() -> trustmsg.execute(m11, status -> runs.incrementAndGet()))
         .isInstanceOf(AlreadyRolledBackException.class);
+
+    // A callback that marks the transaction rollback-only: rolled back, and so is the message.
+    String rollbackOnly = Kit.unique("rollback-only");
+    assertThatThrownBy(
+            () ->
+                trustmsg.execute(
+                    Message.builder(rollbackOnly, topic).payload("x").build(),
+                    status -> {
+                      jdbc.update("INSERT INTO spring_orders (id) VALUES (?)", rollbackOnly);
+                      status.setRollbackOnly();
+                      return "returned all the same";
+                    }))
+        .isInstanceOf(org.springframework.transaction.UnexpectedRollbackException.class);
+    assertThat(Kit.count(ds, "SELECT COUNT(*) FROM spring_orders WHERE id = ?", rollbackOnly))
+        .isZero();
+    assertThat(client.get(rollbackOnly).status()).isEqualTo("ROLLED_BACK");
 
     // Inside an open transaction the template's would join it, and commit the message first.
     var outer =

@@ -104,7 +104,9 @@ class OrderServiceApplicationTest {
         .isZero();
     assertThat(
             jdbc.queryForObject(
-                "SELECT COUNT(*) FROM trustmsg_barrier WHERE message_key = ?", Long.class, failed))
+                "SELECT COUNT(*) FROM trustmsg_barrier WHERE message_key = ? AND op = 'commit'",
+                Long.class,
+                failed))
         .isZero();
     assertThat(client.get(failed).status()).isEqualTo("ROLLED_BACK");
     MessageView view = client.get(ok);
