@@ -37,6 +37,10 @@ public final class Transactions {
    *       value is returned all the same, and check-back commits the message.
    *   <li>{@code local} returns and trustmsg refuses the commit: {@link CommitRejectedException},
    *       carrying the value.
+   *   <li>{@code local} throws the barrier's {@link AlreadyDecidedException} (the key's marker was
+   *       there: an earlier attempt's, or a check-back's): what the marker says is sent at once,
+   *       commit then {@link AlreadyCommittedException}, or rollback then {@link
+   *       AlreadyRolledBackException}.
    * </ul>
    */
   public static <R, T, X extends Exception> T run(
@@ -64,9 +68,7 @@ public final class Transactions {
    * {@code afterLocalCommit} (when not null) is called with the message right after {@code local}
    * returned (its transaction committed) and before the commit is sent. If it throws, no decision
    * is sent and its exception is rethrown as it is: what a process that dies at that moment leaves
-   * behind (check-back, or the client's retry, will decide). Also, {@code local} failing with the
-   * barrier's {@link AlreadyDecidedException} sends what the barrier says: commit then {@link
-   * AlreadyCommittedException}, or rollback then {@link AlreadyRolledBackException}.
+   * behind (check-back, or the client's retry, will decide).
    */
   public static <R, T, X extends Exception> T run(
       TransactionalProducer<R> producer,
