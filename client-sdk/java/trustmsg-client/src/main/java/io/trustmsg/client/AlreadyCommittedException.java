@@ -14,12 +14,22 @@ public class AlreadyCommittedException extends NotPreparedException {
   private static final long serialVersionUID = 1L;
 
   public AlreadyCommittedException(String messageKey, MessageView view, String why) {
+    this(messageKey, view, why, null);
+  }
+
+  /**
+   * @param cause the barrier's {@link AlreadyDecidedException} when its commit marker said so (with
+   *     this attempt's own failure suppressed in it, if its work failed while another request of
+   *     the same key committed)
+   */
+  public AlreadyCommittedException(
+      String messageKey, MessageView view, String why, Throwable cause) {
     super(
         "already_committed",
         messageKey,
         "COMMITTED",
         view,
         "message " + messageKey + " is already committed (" + why + "); no local work ran",
-        null);
+        cause);
   }
 }

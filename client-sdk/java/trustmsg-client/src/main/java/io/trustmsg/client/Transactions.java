@@ -159,7 +159,8 @@ public final class Transactions {
         return new AlreadyCommittedException(
             key,
             answer instanceof MessageView v ? v : null,
-            "the barrier holds its commit marker; commit sent");
+            "the barrier holds its commit marker; commit sent",
+            marker);
       } catch (TrustmsgException e) {
         if (e.isUnavailable()) {
           log.warn(
@@ -167,8 +168,11 @@ public final class Transactions {
                   + "check-back will commit it",
               key,
               e.getMessage());
-          return new AlreadyCommittedException(
-              key, null, "the barrier holds its commit marker; check-back will commit");
+          AlreadyCommittedException placed =
+              new AlreadyCommittedException(
+                  key, null, "the barrier holds its commit marker; check-back will commit", marker);
+          placed.addSuppressed(e);
+          return placed;
         }
         log.error(
             "the barrier of {} holds its commit marker but trustmsg refused the commit", key, e);
