@@ -304,6 +304,13 @@ async fn what_cannot_be_applied_is_dead_lettered_with_the_http_code_and_blocks_n
         .await;
     shop.commit("committed-then-rolled-back").await;
     shop.rollback("committed-then-rolled-back").await;
+    // A producer's retry of a prepare whose message it rolled back (issue
+    // 58): refused, so it cannot run its local transaction again.
+    shop.prepare("prepared-rolled-back-prepared", orders(b"p"))
+        .await;
+    shop.rollback("prepared-rolled-back-prepared").await;
+    shop.prepare("prepared-rolled-back-prepared", orders(b"p"))
+        .await;
     shop.prepare(
         "reserved-header",
         Submission {
@@ -329,6 +336,7 @@ async fn what_cannot_be_applied_is_dead_lettered_with_the_http_code_and_blocks_n
         ("conflict", "prepare_conflict"),
         ("rolled-back", "rolled_back"),
         ("committed-then-rolled-back", "already_committed"),
+        ("prepared-rolled-back-prepared", "already_rolled_back"),
         ("reserved-header", "invalid_headers"),
     ]);
     let mut dead = RawReader::new(kafka.bootstrap(), DLQ);

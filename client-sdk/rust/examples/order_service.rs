@@ -68,8 +68,8 @@ use clap::Parser;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use sqlx::MySqlPool;
-use trustmsg_client::barrier::{self, BoxFuture, RunError};
-use trustmsg_client::{check_router, Error, Message, Producer, TxOutcome};
+use trustmsg_client::barrier::{self, BoxFuture};
+use trustmsg_client::{check_router, Error, Message, Producer, TxOptions, TxOutcome};
 
 /// An order service publishing through trustmsg.
 #[derive(Debug, Parser)]
@@ -197,11 +197,17 @@ async fn place_order(
         order.fail,
     );
     let work = insert_order(id, customer, amount, fail);
-    if order.lose_commit {
-        return place_order_and_lose_the_commit(&st, message, work).await;
-    }
-    let outcome = barrier::transaction(&st.producer, &st.pool, message, work).await;
+    // `lose_commit`: the helper's test hook stops it right after the local
+    // COMMIT, before the commit call, as a crash there would.
+    let options = if order.lose_commit {
+        TxOptions::new()
+            .after_local_commit(|_| Err("lose_commit: the commit call is skipped".into()))
+    } else {
+        TxOptions::new()
+    };
+    let outcome = barrier::transaction_with(&st.producer, &st.pool, message, &options, work).await;
 
+    let id = order.order_id;
     match outcome {
         Ok(TxOutcome::Committed { value, message }) => (
             StatusCode::CREATED,
@@ -213,35 +219,51 @@ async fn place_order(
                 json!({"order_id": value, "message": "order stored; trustmsg will confirm the message by check-back", "detail": error.to_string()}),
             ),
         ),
-        Ok(TxOutcome::LeftToCheckBack {
-            error: RunError::AlreadyDecided(trustmsg_client::Decision::Commit),
-        }) => (
-            StatusCode::OK,
-            Json(json!({"order_id": order.order_id, "message": "order was already placed"})),
-        ),
         Ok(TxOutcome::RolledBack { error }) => (
             StatusCode::UNPROCESSABLE_ENTITY,
             Json(
-                json!({"order_id": order.order_id, "message": "order not placed; message rolled back", "detail": error.to_string()}),
+                json!({"order_id": id, "message": "order not placed; message rolled back", "detail": error.to_string()}),
             ),
         ),
-        Ok(other) => {
-            tracing::error!(order_id = %order.order_id, outcome = ?other, "order needs attention");
+        Ok(other) => (
+            StatusCode::ACCEPTED,
+            Json(
+                json!({"order_id": id, "message": "trustmsg will settle this order by check-back", "detail": format!("{other:?}")}),
+            ),
+        ),
+        // A retry of an order placed before: nothing was written now.
+        Err(Error::AlreadyCommitted { message_id, .. }) => (
+            StatusCode::OK,
+            Json(
+                json!({"order_id": id, "message_id": message_id, "message": "order was already placed"}),
+            ),
+        ),
+        // A retry of an order that failed before: it can never be placed.
+        Err(e @ (Error::AlreadyRolledBack { .. } | Error::Conflict { .. })) => (
+            StatusCode::CONFLICT,
+            Json(
+                json!({"order_id": id, "message": "order refused before; use a new order id", "detail": e.to_string()}),
+            ),
+        ),
+        Err(e @ Error::StoppedAfterLocalCommit { .. }) => (
+            StatusCode::ACCEPTED,
+            Json(
+                json!({"order_id": id, "message": "order stored, commit call skipped: trustmsg will ask /trustmsg/check", "detail": e.to_string()}),
+            ),
+        ),
+        Err(e @ (Error::CommitRejected { .. } | Error::RollbackRejected { .. })) => {
+            tracing::error!(order_id = %id, error = %e, "order and message disagree: needs attention");
             (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 Json(
-                    json!({"order_id": order.order_id, "message": "order state needs attention; see the log"}),
+                    json!({"order_id": id, "message": "order state needs attention; see the log"}),
                 ),
             )
         }
-        Err(Error::Conflict { code, message }) => (
-            StatusCode::CONFLICT,
-            Json(json!({"order_id": order.order_id, "code": code, "message": message})),
-        ),
         Err(e) => (
-            StatusCode::BAD_GATEWAY,
+            StatusCode::SERVICE_UNAVAILABLE,
             Json(
-                json!({"order_id": order.order_id, "message": "trustmsg refused or unreachable; nothing was written", "detail": e.to_string()}),
+                json!({"order_id": id, "message": "trustmsg refused or unreachable; nothing was written", "detail": e.to_string()}),
             ),
         ),
     }
@@ -270,40 +292,6 @@ fn insert_order(
             }
             Ok(id)
         })
-    }
-}
-
-/// Prepare, then the local transaction with its barrier marker, and no
-/// commit call: what a crash at that moment leaves. trustmsg's check-back
-/// finds the marker and commits the message.
-async fn place_order_and_lose_the_commit<F>(
-    st: &AppState,
-    message: Message,
-    work: F,
-) -> (StatusCode, Json<Value>)
-where
-    F: for<'c> FnOnce(&'c mut sqlx::MySqlConnection) -> BoxFuture<'c, Result<String, sqlx::Error>>,
-{
-    let key = message.message_key().to_string();
-    if let Err(e) = st.producer.prepare(&message).await {
-        return (
-            StatusCode::BAD_GATEWAY,
-            Json(json!({"order_id": key, "message": "prepare failed", "detail": e.to_string()})),
-        );
-    }
-    match barrier::run_in_tx(&st.pool, st.producer.biz_id(), &key, work).await {
-        Ok(id) => (
-            StatusCode::ACCEPTED,
-            Json(
-                json!({"order_id": id, "message": "order stored, commit call skipped: trustmsg will ask /trustmsg/check"}),
-            ),
-        ),
-        Err(e) => (
-            StatusCode::UNPROCESSABLE_ENTITY,
-            Json(
-                json!({"order_id": key, "message": "order not placed; check-back will roll the message back", "detail": e.to_string()}),
-            ),
-        ),
     }
 }
 

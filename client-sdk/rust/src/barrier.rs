@@ -47,8 +47,7 @@ use trustmsg_verify_api::Decision;
 
 mod sql;
 
-use crate::transaction::TxProducer;
-use crate::transaction::{run, TxOutcome};
+use crate::transaction::{run, Known, TxOptions, TxOutcome, TxProducer};
 use crate::Message;
 
 /// The marker table's name.
@@ -433,21 +432,35 @@ where
 /// local transaction with the `commit` marker ([`run_in_tx`]), then commit or
 /// roll back the message, reporting what happened as a [`TxOutcome`].
 ///
-/// When the helper cannot know the right decision it sends none and returns
-/// [`TxOutcome::LeftToCheckBack`]: if the local COMMIT's outcome is unknown,
-/// or if a `commit` marker already existed (an earlier run of the same key
-/// committed; rolling the message back would be wrong). Check-back, answered
-/// by [`check`], then decides exactly.
+/// `work` runs only when prepare answered PREPARED and the barrier holds no
+/// marker for the message yet; a retried request whose message was decided
+/// before gets an `Err` and runs nothing, and what the barrier knows is sent
+/// at once:
+///
+/// - prepare refused `already_rolled_back`, or the barrier holds the
+///   `rollback` marker: [`Error::AlreadyRolledBack`](crate::Error::AlreadyRolledBack)
+///   (the rollback is sent again, harmlessly): refuse the request;
+/// - prepare answered COMMITTED, or the barrier holds the `commit` marker (an
+///   earlier run committed locally and stopped before its commit call): the
+///   commit is sent now, not left to check-back, and the result is
+///   [`Error::AlreadyCommitted`](crate::Error::AlreadyCommitted): answer
+///   "already done".
+///
+/// Only when the local COMMIT's outcome is unknown (the barrier could not be
+/// read either) does the helper send no decision and return
+/// [`TxOutcome::LeftToCheckBack`]; check-back, answered by [`check`], then
+/// decides exactly. A commit trustmsg refuses after the local commit is
+/// [`Error::CommitRejected`](crate::Error::CommitRejected).
 ///
 /// `producer` is either way in ([`TxProducer`]): the HTTP
 /// [`Producer`](crate::Producer) or, with the `kafka` feature, the
 /// `submit::Submitter`.
 ///
 /// ```no_run
-/// use trustmsg_client::{barrier, Message, Producer, TxOutcome};
+/// use trustmsg_client::{barrier, Error, Message, Producer, TxOutcome};
 ///
-/// # async fn run(producer: Producer, pool: sqlx::MySqlPool) -> Result<(), trustmsg_client::Error> {
-/// let outcome = barrier::transaction(
+/// # async fn run(producer: Producer, pool: sqlx::MySqlPool) {
+/// let placed = barrier::transaction(
 ///     &producer,
 ///     &pool,
 ///     Message::new("order-42", "orders", r#"{"order":42}"#),
@@ -458,11 +471,14 @@ where
 ///         })
 ///     },
 /// )
-/// .await?;
-/// if let TxOutcome::Committed { value, message } = outcome {
-///     println!("order {value} placed, message {}", message.id);
+/// .await;
+/// match placed {
+///     Ok(TxOutcome::Committed { value, message }) => println!("order {value} placed, message {}", message.id),
+///     Ok(other) => println!("{other:?}"),
+///     Err(Error::AlreadyCommitted { .. }) => println!("placed before"),
+///     Err(Error::AlreadyRolledBack { .. }) => println!("refused before"),
+///     Err(e) => eprintln!("{e}"),
 /// }
-/// # Ok(())
 /// # }
 /// ```
 pub async fn transaction<P, DB, T, E, F>(
@@ -474,6 +490,43 @@ pub async fn transaction<P, DB, T, E, F>(
 where
     P: TxProducer,
     DB: Database,
+    E: std::fmt::Display,
+    F: for<'c> FnOnce(&'c mut DB::Connection) -> BoxFuture<'c, Result<T, E>>,
+{
+    transaction_with(producer, pool, message, &TxOptions::new(), work).await
+}
+
+/// [`transaction`] with [`TxOptions`]: its `after_local_commit` hook is the
+/// crash point for your tests (after the local COMMIT, before the commit call).
+///
+/// ```no_run
+/// use trustmsg_client::{barrier, Error, Message, Producer, TxOptions};
+///
+/// # async fn run(producer: Producer, pool: sqlx::MySqlPool) {
+/// let crash = TxOptions::new().after_local_commit(|_| Err("test: crash here".into()));
+/// let placed = barrier::transaction_with(&producer, &pool, Message::new("order-42", "orders", "{}"), &crash, |conn| {
+///     Box::pin(async move {
+///         sqlx::query("INSERT INTO orders (id) VALUES (42)").execute(&mut *conn).await?;
+///         Ok::<_, sqlx::Error>(())
+///     })
+/// })
+/// .await;
+/// assert!(matches!(placed, Err(Error::StoppedAfterLocalCommit { .. })));
+/// // The order row and its commit marker are committed; the message is
+/// // PREPARED. The same call again sends the commit and says AlreadyCommitted.
+/// # }
+/// ```
+pub async fn transaction_with<P, DB, T, E, F>(
+    producer: &P,
+    pool: &Pool<DB>,
+    message: Message,
+    options: &TxOptions,
+    work: F,
+) -> Result<TxOutcome<T, RunError<E>, P::Receipt>, crate::Error>
+where
+    P: TxProducer,
+    DB: Database,
+    E: std::fmt::Display,
     F: for<'c> FnOnce(&'c mut DB::Connection) -> BoxFuture<'c, Result<T, E>>,
 {
     let biz_id = producer.biz_id().to_string();
@@ -481,12 +534,13 @@ where
     run(
         producer,
         message,
+        options,
         |_view| run_in_tx(pool, &biz_id, &key, work),
-        |e| {
-            matches!(
-                e,
-                RunError::OutcomeUnknown(_) | RunError::AlreadyDecided(Decision::Commit)
-            )
+        |e| match e {
+            RunError::OutcomeUnknown(_) => Known::Unknown,
+            RunError::AlreadyDecided(Decision::Commit) => Known::Committed,
+            RunError::AlreadyDecided(Decision::Rollback) => Known::RolledBack,
+            _ => Known::NotDecided,
         },
     )
     .await

@@ -1,6 +1,8 @@
 //! The one error type of the client: every failure a caller may need to tell
 //! apart is its own variant, carrying trustmsg's `code` and `message`.
 
+use trustmsg_verify_api::MessageStatus;
+
 /// Why a [`Producer`](crate::Producer) call failed.
 ///
 /// 4xx answers are final and map to their own variants (never retried);
@@ -100,6 +102,71 @@ pub enum Error {
     /// settings, a signing secret that is not `whsec_<base64>`).
     #[error("client configuration: {0}")]
     Config(String),
+    /// A transaction helper ran no local work because the message was
+    /// rolled back before: prepare was refused `already_rolled_back` (or
+    /// `rolled_back`: a rollback came before any prepare), or the barrier
+    /// holds the `rollback` marker. A client's retry of a request whose
+    /// business step failed meets this: the order must not be placed under
+    /// this message key (answer it as refused, never "try again").
+    #[error("message {message_key:?} was rolled back before; the local work did not run")]
+    AlreadyRolledBack {
+        /// The message's key.
+        message_key: String,
+    },
+    /// A transaction helper ran no local work because the message's local
+    /// transaction committed before: prepare answered COMMITTED (a retry
+    /// after the whole request went through), or the barrier holds the
+    /// `commit` marker (a retry after a crash between the local COMMIT and
+    /// the commit call; the helper then sent the commit itself). Answer it
+    /// as "already done".
+    #[error("message {message_key:?} was committed before; the local work did not run")]
+    AlreadyCommitted {
+        /// The message's key.
+        message_key: String,
+        /// The message's id, when trustmsg answered with its view.
+        message_id: Option<u64>,
+    },
+    /// A transaction helper ran no local work because prepare answered a
+    /// status that lets nobody run it (`VERIFY_FAILED`: an operator decides).
+    #[error("message {message_key:?} is {}, not PREPARED; the local work did not run", status.as_str())]
+    NotPrepared {
+        /// The message's key.
+        message_key: String,
+        /// The status prepare answered.
+        status: MessageStatus,
+    },
+    /// The local transaction **committed** but trustmsg refused the commit
+    /// (e.g. `already_rolled_back`: an operator or a check-back decided
+    /// first). The local change is made and its message will never be sent:
+    /// alert someone.
+    #[error("message {message_key:?}: the local transaction committed but trustmsg refused the commit: {source}")]
+    CommitRejected {
+        /// The message's key.
+        message_key: String,
+        /// trustmsg's answer.
+        source: Box<Error>,
+    },
+    /// The local transaction failed (rolled back) but trustmsg refused the
+    /// rollback (e.g. `already_committed`): alert someone.
+    #[error("message {message_key:?}: the local transaction failed ({local_error}) but trustmsg refused the rollback: {source}")]
+    RollbackRejected {
+        /// The message's key.
+        message_key: String,
+        /// The local transaction's error, as text.
+        local_error: String,
+        /// trustmsg's answer.
+        source: Box<Error>,
+    },
+    /// The `after_local_commit` hook ([`TxOptions`](crate::TxOptions))
+    /// stopped the helper after the local COMMIT: no decision was sent (as if
+    /// the process had died there); check-back or a retry decides.
+    #[error("message {message_key:?}: stopped after the local commit, no decision sent: {reason}")]
+    StoppedAfterLocalCommit {
+        /// The message's key.
+        message_key: String,
+        /// What the hook said.
+        reason: String,
+    },
     /// A record submitted to trustmsg's submit topic (feature `kafka`) was
     /// not acknowledged by Kafka within `message.timeout.ms`: brokers
     /// unreachable, the topic missing or not writable. It may still have been
@@ -130,7 +197,15 @@ impl Error {
             | Self::Unauthorized { code, .. }
             | Self::Forbidden { code, .. } => Some(code),
             Self::Unavailable { code, .. } | Self::Unexpected { code, .. } => code.as_deref(),
-            Self::Config(_) | Self::NotAcknowledged { .. } => None,
+            Self::CommitRejected { source, .. } | Self::RollbackRejected { source, .. } => {
+                source.code()
+            }
+            Self::Config(_)
+            | Self::NotAcknowledged { .. }
+            | Self::AlreadyRolledBack { .. }
+            | Self::AlreadyCommitted { .. }
+            | Self::NotPrepared { .. }
+            | Self::StoppedAfterLocalCommit { .. } => None,
         }
     }
 
@@ -148,7 +223,15 @@ impl Error {
             Self::Unauthorized { .. } => Some(401),
             Self::Forbidden { .. } => Some(403),
             Self::Unavailable { status, .. } => *status,
-            Self::Config(_) | Self::NotAcknowledged { .. } => None,
+            Self::CommitRejected { source, .. } | Self::RollbackRejected { source, .. } => {
+                source.status()
+            }
+            Self::Config(_)
+            | Self::NotAcknowledged { .. }
+            | Self::AlreadyRolledBack { .. }
+            | Self::AlreadyCommitted { .. }
+            | Self::NotPrepared { .. }
+            | Self::StoppedAfterLocalCommit { .. } => None,
         }
     }
 

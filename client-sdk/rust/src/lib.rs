@@ -92,6 +92,11 @@
 //! ```
 #![warn(missing_docs)]
 
+// The README's code blocks compile as doc tests, so it cannot drift from the API.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 pub mod barrier;
 mod check;
 mod client;
@@ -109,7 +114,7 @@ pub use client::{Message, Producer, RetryPolicy};
 pub use error::Error;
 #[cfg(feature = "kafka")]
 pub use submit::Submitter;
-pub use transaction::{transaction, TxOutcome, TxProducer};
+pub use transaction::{transaction, transaction_with, TxOptions, TxOutcome, TxProducer};
 
 /// The wire types shared with the service, re-exported so callers need only this crate.
 pub use trustmsg_verify_api as api;

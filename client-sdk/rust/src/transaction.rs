@@ -20,7 +20,9 @@
 
 use std::future::Future;
 
-use trustmsg_verify_api::MessageView;
+use std::sync::Arc;
+
+use trustmsg_verify_api::{MessageStatus, MessageView};
 
 use crate::{Error, Message, Producer};
 
@@ -73,6 +75,13 @@ pub trait TxProducer: sealed::Sealed + Sync {
         &self,
         message_key: &str,
     ) -> impl Future<Output = Result<Self::Receipt, Error>> + Send;
+
+    /// The message's status an accepted call answered, when the way in
+    /// answers one (over HTTP; a Kafka receipt only says where the record is).
+    fn status(receipt: &Self::Receipt) -> Option<MessageStatus>;
+
+    /// The message's id an accepted call answered, when the way in answers one.
+    fn message_id(receipt: &Self::Receipt) -> Option<u64>;
 }
 
 impl sealed::Sealed for Producer {}
@@ -100,6 +109,14 @@ impl TxProducer for Producer {
         message_key: &str,
     ) -> impl Future<Output = Result<MessageView, Error>> + Send {
         Producer::rollback(self, message_key)
+    }
+
+    fn status(receipt: &MessageView) -> Option<MessageStatus> {
+        Some(receipt.status)
+    }
+
+    fn message_id(receipt: &MessageView) -> Option<u64> {
+        Some(receipt.id)
     }
 }
 
@@ -134,9 +151,25 @@ impl TxProducer for crate::submit::Submitter {
     ) -> impl Future<Output = Result<Self::Receipt, Error>> + Send {
         crate::submit::Submitter::rollback(self, message_key)
     }
+
+    fn status(_: &Self::Receipt) -> Option<MessageStatus> {
+        None
+    }
+
+    fn message_id(_: &Self::Receipt) -> Option<u64> {
+        None
+    }
 }
 
-/// What happened to the local transaction and to the message.
+/// What happened to the local transaction and to the message, when the
+/// helper ran the local work.
+///
+/// What needs someone's attention is an `Err` of the helper, never an
+/// outcome to read: a message decided before (the local work did not run:
+/// [`Error::AlreadyRolledBack`], [`Error::AlreadyCommitted`],
+/// [`Error::NotPrepared`]), a commit trustmsg refused after the local
+/// commit ([`Error::CommitRejected`]), a rollback it refused after the local
+/// transaction failed ([`Error::RollbackRejected`]).
 ///
 /// `R` is what the way in returns for an accepted call
 /// ([`TxProducer::Receipt`]): the message's view over HTTP (the default), the
@@ -149,10 +182,8 @@ impl TxProducer for crate::submit::Submitter {
 ///     match o {
 ///         TxOutcome::Committed { value, message } => format!("order {value} -> message {}", message.id),
 ///         TxOutcome::CommitLeftToCheckBack { value, .. } => format!("order {value}; check-back will commit"),
-///         TxOutcome::CommitRejected { error, .. } => format!("ALERT: commit refused: {error}"),
 ///         TxOutcome::RolledBack { error } => format!("failed: {error}"),
 ///         TxOutcome::RollbackLeftToCheckBack { error, .. } => format!("failed: {error}; check-back will roll back"),
-///         TxOutcome::RollbackRejected { rollback_error, .. } => format!("ALERT: rollback refused: {rollback_error}"),
 ///         TxOutcome::LeftToCheckBack { .. } => "check-back decides".to_string(),
 ///     }
 /// }
@@ -184,15 +215,6 @@ pub enum TxOutcome<T, E, R = MessageView> {
         /// [`Error::NotAcknowledged`] with the `Submitter`).
         error: Error,
     },
-    /// The local transaction committed but trustmsg refused the commit (e.g.
-    /// `already_rolled_back` because a check-back answered rollback, or an
-    /// operator decided). Local state and message disagree: alert someone.
-    CommitRejected {
-        /// What the local transaction returned.
-        value: T,
-        /// trustmsg's answer.
-        error: Error,
-    },
     /// The local transaction failed and the message was rolled back.
     RolledBack {
         /// The local transaction's error.
@@ -208,19 +230,11 @@ pub enum TxOutcome<T, E, R = MessageView> {
         /// [`Error::NotAcknowledged`] with the `Submitter`).
         rollback_error: Error,
     },
-    /// The local transaction failed and trustmsg refused the rollback (e.g.
-    /// `already_committed`). Local state and message disagree: alert someone.
-    RollbackRejected {
-        /// The local transaction's error.
-        error: E,
-        /// trustmsg's answer.
-        rollback_error: Error,
-    },
-    /// The helper could not know the right decision, so it sent none:
-    /// [`barrier::transaction`](crate::barrier::transaction) returns this when
-    /// the local COMMIT's outcome is unknown, or when an earlier run of the
-    /// same key had already committed. Check-back decides from the local
-    /// database.
+    /// The helper could not send the right decision, so check-back makes
+    /// it: [`barrier::transaction`](crate::barrier::transaction) returns
+    /// this when the local COMMIT's outcome is unknown (the barrier could not
+    /// be read either), or when the barrier showed an earlier commit and the
+    /// commit it then sent could not be delivered.
     LeftToCheckBack {
         /// Why no decision was sent.
         error: E,
@@ -242,9 +256,7 @@ impl<T, E, R> TxOutcome<T, E, R> {
     pub fn local_committed(&self) -> bool {
         matches!(
             self,
-            Self::Committed { .. }
-                | Self::CommitLeftToCheckBack { .. }
-                | Self::CommitRejected { .. }
+            Self::Committed { .. } | Self::CommitLeftToCheckBack { .. }
         )
     }
 
@@ -273,10 +285,71 @@ impl<T, E, R> TxOutcome<T, E, R> {
     /// ```
     pub fn into_value(self) -> Option<T> {
         match self {
-            Self::Committed { value, .. }
-            | Self::CommitLeftToCheckBack { value, .. }
-            | Self::CommitRejected { value, .. } => Some(value),
+            Self::Committed { value, .. } | Self::CommitLeftToCheckBack { value, .. } => {
+                Some(value)
+            }
             _ => None,
+        }
+    }
+}
+
+/// The hook a test stops at: right after the local COMMIT, before the decision.
+type Hook = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+
+/// Options of the transaction helpers ([`transaction_with`],
+/// [`barrier::transaction_with`](crate::barrier::transaction_with)).
+///
+/// `after_local_commit` is the crash point for your own tests: it is
+/// called with the message key right after the local transaction
+/// committed and before the commit call. Return `Err` and the helper sends
+/// no decision and returns [`Error::StoppedAfterLocalCommit`] (as if the
+/// process had died there: check-back, or the client's retry, decides); or
+/// end the process in it (`std::process::exit`) to test a real crash.
+///
+/// ```
+/// use trustmsg_client::TxOptions;
+///
+/// let crash_here = TxOptions::new().after_local_commit(|key| Err(format!("test: crash after {key}")));
+/// # let _ = crash_here;
+/// ```
+#[derive(Clone, Default)]
+pub struct TxOptions {
+    after_local_commit: Option<Hook>,
+}
+
+impl std::fmt::Debug for TxOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxOptions")
+            .field("after_local_commit", &self.after_local_commit.is_some())
+            .finish()
+    }
+}
+
+impl TxOptions {
+    /// No hook.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Calls `hook` after the local COMMIT and before the decision (see above).
+    pub fn after_local_commit(
+        mut self,
+        hook: impl Fn(&str) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        self.after_local_commit = Some(Arc::new(hook));
+        self
+    }
+
+    fn stop_after_local_commit(&self, message_key: &str) -> Result<(), Error> {
+        match &self.after_local_commit {
+            Some(hook) => hook(message_key).map_err(|reason| {
+                tracing::warn!(%message_key, %reason, "stopped after the local commit; no decision sent");
+                Error::StoppedAfterLocalCommit {
+                    message_key: message_key.to_string(),
+                    reason,
+                }
+            }),
+            None => Ok(()),
         }
     }
 }
@@ -288,29 +361,40 @@ impl<T, E, R> TxOutcome<T, E, R> {
 /// with the `kafka` feature a `submit::Submitter`, whose receipts say where
 /// the records are in the submit topic; `local` gets prepare's receipt.
 ///
-/// Returns `Err` only when prepare fails; then `local` never ran. (If prepare
-/// failed as [`Error::Unavailable`] or [`Error::NotAcknowledged`] the message
-/// may still have been stored; its check-back must then answer rollback,
-/// which the [`barrier`](crate::barrier) does.) Everything after prepare is
-/// reported in the [`TxOutcome`].
+/// `local` runs only when prepare answered PREPARED. A retry of a request
+/// whose message was decided before gets an `Err` and runs nothing:
+/// [`Error::AlreadyRolledBack`] (its business step failed before: refuse
+/// the request), [`Error::AlreadyCommitted`] (it went through before:
+/// answer "already done"), [`Error::NotPrepared`] (VERIFY_FAILED). Also an
+/// `Err`: prepare failing (then `local` never ran; if it failed as
+/// [`Error::Unavailable`] or [`Error::NotAcknowledged`] the message may still
+/// have been stored, and its check-back must answer rollback, which the
+/// [`barrier`](crate::barrier) does), a commit refused after the local
+/// commit ([`Error::CommitRejected`]), a rollback refused after the local
+/// failure ([`Error::RollbackRejected`]). Everything else is reported in the
+/// [`TxOutcome`].
 ///
 /// `local` must return `Err` only when its transaction did **not** commit. If
-/// the outcome of its COMMIT is unknown, use
+/// the outcome of its COMMIT can be unknown, or a retry can find its commit
+/// (a crash between the local COMMIT and the commit call), use
 /// [`barrier::transaction`](crate::barrier::transaction), which finds out.
 ///
 /// ```no_run
-/// use trustmsg_client::{transaction, Message, Producer, TxOutcome};
+/// use trustmsg_client::{transaction, Error, Message, Producer, TxOutcome};
 ///
 /// # async fn run(producer: Producer, pool: sqlx::MySqlPool) -> Result<(), trustmsg_client::Error> {
-/// let outcome = transaction(&producer, Message::new("order-42", "orders", "{}"), |_view| async {
+/// let placed = transaction(&producer, Message::new("order-42", "orders", "{}"), |_view| async {
 ///     sqlx::query("INSERT INTO orders (id) VALUES (42)").execute(&pool).await?;
 ///     Ok::<_, sqlx::Error>(42)
 /// })
-/// .await?;
-/// match outcome {
-///     TxOutcome::Committed { value, .. } => println!("order {value} placed"),
-///     other if other.left_to_check_back() => println!("check-back will decide"),
-///     other => eprintln!("needs attention: {other:?}"),
+/// .await;
+/// match placed {
+///     Ok(TxOutcome::Committed { value, .. }) => println!("order {value} placed"),
+///     Ok(other) if other.left_to_check_back() => println!("check-back will decide"),
+///     Ok(other) => println!("not placed: {other:?}"),
+///     Err(Error::AlreadyCommitted { .. }) => println!("placed before"),
+///     Err(Error::AlreadyRolledBack { .. }) => println!("refused before: use a new order"),
+///     Err(e) => eprintln!("needs attention: {e}"),
 /// }
 /// # Ok(())
 /// # }
@@ -322,59 +406,169 @@ pub async fn transaction<P, T, E, F, Fut>(
 ) -> Result<TxOutcome<T, E, P::Receipt>, Error>
 where
     P: TxProducer,
+    E: std::fmt::Display,
     F: FnOnce(P::Receipt) -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
-    run(producer, message, local, |_| false).await
+    transaction_with(producer, message, &TxOptions::new(), local).await
 }
 
-/// [`transaction`] with a way to say that a local error leaves the outcome
-/// no decision should be sent, in which case check-back decides.
-pub(crate) async fn run<P, T, E, F, Fut>(
+/// [`transaction`] with [`TxOptions`] (the test hook after the local commit).
+///
+/// ```no_run
+/// use trustmsg_client::{transaction_with, Error, Message, Producer, TxOptions};
+///
+/// # async fn run(producer: Producer) {
+/// let crash = TxOptions::new().after_local_commit(|_| Err("crash".into()));
+/// let r = transaction_with(&producer, Message::new("order-42", "orders", "{}"), &crash, |_view| async {
+///     Ok::<_, String>(42)
+/// })
+/// .await;
+/// assert!(matches!(r, Err(Error::StoppedAfterLocalCommit { .. })));
+/// # }
+/// ```
+pub async fn transaction_with<P, T, E, F, Fut>(
     producer: &P,
     message: Message,
+    options: &TxOptions,
     local: F,
-    leave_to_check_back: impl Fn(&E) -> bool,
 ) -> Result<TxOutcome<T, E, P::Receipt>, Error>
 where
     P: TxProducer,
+    E: std::fmt::Display,
+    F: FnOnce(P::Receipt) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    run(producer, message, options, local, |_| Known::NotDecided).await
+}
+
+/// What a local error says about a decision made before.
+pub(crate) enum Known {
+    /// Nothing: the local work failed, roll back.
+    NotDecided,
+    /// An earlier run committed (the barrier's `commit` marker): commit.
+    Committed,
+    /// The message was rolled back before (the barrier's `rollback` marker).
+    RolledBack,
+    /// Nobody can say yet (the COMMIT's outcome is unknown): check-back decides.
+    Unknown,
+}
+
+/// The helper, with a way to read what a local error knows of an earlier
+/// decision.
+pub(crate) async fn run<P, T, E, F, Fut>(
+    producer: &P,
+    message: Message,
+    options: &TxOptions,
+    local: F,
+    known: impl Fn(&E) -> Known,
+) -> Result<TxOutcome<T, E, P::Receipt>, Error>
+where
+    P: TxProducer,
+    E: std::fmt::Display,
     F: FnOnce(P::Receipt) -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
     let key = message.message_key().to_string();
-    let view = producer.prepare(&message).await?;
-    match local(view).await {
-        Ok(value) => Ok(match producer.commit(&key).await {
-            Ok(message) => TxOutcome::Committed { value, message },
-            Err(error) if error.is_unavailable() => {
-                tracing::warn!(message_key = %key, %error, "commit not delivered; check-back will decide");
-                TxOutcome::CommitLeftToCheckBack { value, error }
-            }
-            Err(error) => {
-                tracing::error!(message_key = %key, %error, "local transaction committed but trustmsg refused the commit");
-                TxOutcome::CommitRejected { value, error }
-            }
-        }),
-        Err(error) if leave_to_check_back(&error) => {
-            tracing::warn!(message_key = %key, "no decision sent; check-back will decide");
-            Ok(TxOutcome::LeftToCheckBack { error })
+    let view = match producer.prepare(&message).await {
+        Ok(view) => view,
+        Err(Error::Conflict { code, .. })
+            if code == "already_rolled_back" || code == "rolled_back" =>
+        {
+            return Err(Error::AlreadyRolledBack { message_key: key });
         }
-        Err(error) => Ok(match producer.rollback(&key).await {
-            Ok(_) => TxOutcome::RolledBack { error },
-            Err(rollback_error) if rollback_error.is_unavailable() => {
-                tracing::warn!(message_key = %key, %rollback_error, "rollback not delivered; check-back will decide");
-                TxOutcome::RollbackLeftToCheckBack {
-                    error,
-                    rollback_error,
+        Err(e) => return Err(e),
+    };
+    match P::status(&view) {
+        None | Some(MessageStatus::Prepared) => {}
+        Some(MessageStatus::Committed) => {
+            return Err(Error::AlreadyCommitted {
+                message_key: key,
+                message_id: P::message_id(&view),
+            })
+        }
+        Some(MessageStatus::RolledBack) => {
+            return Err(Error::AlreadyRolledBack { message_key: key })
+        }
+        Some(status) => {
+            return Err(Error::NotPrepared {
+                message_key: key,
+                status,
+            })
+        }
+    }
+    match local(view).await {
+        Ok(value) => {
+            options.stop_after_local_commit(&key)?;
+            match producer.commit(&key).await {
+                Ok(message) => Ok(TxOutcome::Committed { value, message }),
+                Err(error) if error.is_unavailable() => {
+                    tracing::warn!(message_key = %key, %error, "commit not delivered; check-back will decide");
+                    Ok(TxOutcome::CommitLeftToCheckBack { value, error })
+                }
+                Err(error) => {
+                    tracing::error!(message_key = %key, %error, "local transaction committed but trustmsg refused the commit");
+                    Err(Error::CommitRejected {
+                        message_key: key,
+                        source: Box::new(error),
+                    })
                 }
             }
-            Err(rollback_error) => {
-                tracing::error!(message_key = %key, %rollback_error, "local transaction failed but trustmsg refused the rollback");
-                TxOutcome::RollbackRejected {
-                    error,
-                    rollback_error,
+        }
+        Err(error) => match known(&error) {
+            Known::Unknown => {
+                tracing::warn!(message_key = %key, %error, "local COMMIT outcome unknown; no decision sent; check-back will decide");
+                Ok(TxOutcome::LeftToCheckBack { error })
+            }
+            Known::Committed => {
+                // A retry of a request whose first run committed locally and
+                // stopped before its commit call: send it now (commit is
+                // idempotent) instead of waiting for check-back.
+                match producer.commit(&key).await {
+                    Ok(receipt) => Err(Error::AlreadyCommitted {
+                        message_key: key,
+                        message_id: P::message_id(&receipt),
+                    }),
+                    Err(commit_error) if commit_error.is_unavailable() => {
+                        tracing::warn!(message_key = %key, %commit_error, "an earlier local commit found; its commit not delivered; check-back will decide");
+                        Ok(TxOutcome::LeftToCheckBack { error })
+                    }
+                    Err(commit_error) => {
+                        tracing::error!(message_key = %key, %commit_error, "an earlier local commit found but trustmsg refused the commit");
+                        Err(Error::CommitRejected {
+                            message_key: key,
+                            source: Box::new(commit_error),
+                        })
+                    }
                 }
             }
-        }),
+            Known::RolledBack => {
+                // Check-back (or an earlier run) wrote the rollback marker;
+                // the rollback is idempotent and settles a message still
+                // PREPARED at once.
+                if let Err(e) = producer.rollback(&key).await {
+                    tracing::warn!(message_key = %key, error = %e, "rollback after the barrier's rollback marker not delivered");
+                }
+                Err(Error::AlreadyRolledBack { message_key: key })
+            }
+            Known::NotDecided => match producer.rollback(&key).await {
+                Ok(_) => Ok(TxOutcome::RolledBack { error }),
+                Err(rollback_error) if rollback_error.is_unavailable() => {
+                    tracing::warn!(message_key = %key, %rollback_error, "rollback not delivered; check-back will decide");
+                    Ok(TxOutcome::RollbackLeftToCheckBack {
+                        error,
+                        rollback_error,
+                    })
+                }
+                Err(rollback_error) => {
+                    tracing::error!(message_key = %key, %rollback_error, "local transaction failed but trustmsg refused the rollback");
+                    Err(Error::RollbackRejected {
+                        message_key: key,
+                        local_error: error.to_string(),
+                        source: Box::new(rollback_error),
+                    })
+                }
+            },
+        },
     }
 }

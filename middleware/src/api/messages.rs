@@ -11,7 +11,7 @@ use axum::Extension;
 use axum::Router;
 use opentelemetry::trace::SpanKind;
 use opentelemetry::KeyValue;
-use trustmsg_verify_api::{DecisionRequest, ErrorBody, MessageView, PrepareRequest};
+use trustmsg_verify_api::{DecisionRequest, ErrorBody, MessageStatus, MessageView, PrepareRequest};
 
 use super::auth::{self, Authenticated};
 use super::error::ApiError;
@@ -61,11 +61,11 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
     ),
     responses(
         (status = 201, description = "Stored", body = MessageView),
-        (status = 200, description = "Already stored with identical content", body = MessageView),
+        (status = 200, description = "Already stored with identical content: read `status` (PREPARED: run the local transaction; COMMITTED: it already ran and committed, do not run it again; VERIFY_FAILED: an operator decides, do not run it)", body = MessageView),
         (status = 400, description = "Invalid input", body = ErrorBody),
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
         (status = 403, description = "Token of another biz_id (`forbidden`); or a topic outside the producer's allow-list, or a producer without one under `--require-producer-topics` (`topic_not_allowed`)", body = ErrorBody),
-        (status = 409, description = "Same key, different content; or rolled back before", body = ErrorBody),
+        (status = 409, description = "Same key, different content (`prepare_conflict`); the message is already rolled back (`already_rolled_back`: its decision is final, do not run the local transaction); or a rollback came before any prepare (`rolled_back`)", body = ErrorBody),
         (status = 413, description = "Payload over the limit, or the Kafka record it makes (with key and headers) over the record limit", body = ErrorBody),
     ),
     security(("bearer" = [])))]
@@ -180,7 +180,16 @@ pub(crate) fn new_message(
 }
 
 /// What a prepare's insert means for its caller: 201 created, 200 the same
-/// content again, 409 a tombstone or other content under the key.
+/// content again (PREPARED, COMMITTED or VERIFY_FAILED: the caller reads the
+/// status), 409 a tombstone, a message already rolled back, or other content
+/// under the key.
+///
+/// A message already rolled back is refused whatever its content: a
+/// producer that retries a request whose message it rolled back (its
+/// business step failed, and it died before answering) must not run its
+/// local transaction again, since the commit that would follow can never be
+/// accepted (issue 58). A 200 with status ROLLED_BACK let such a retry
+/// commit locally a change whose message is lost.
 pub(crate) fn prepared(
     inserted: Inserted,
     digest: &[u8],
@@ -191,6 +200,14 @@ pub(crate) fn prepared(
             "rolled_back",
             format!(
                 "message {:?} of {:?} was rolled back before it was prepared; use a new message_key",
+                m.message_key, m.biz_id
+            ),
+        )),
+        Inserted::Existing(m) if m.status == MessageStatus::RolledBack => Err(ApiError::conflict(
+            "already_rolled_back",
+            format!(
+                "message {:?} of {:?} is already ROLLED_BACK; its decision is final: do not run \
+                 the local transaction again, and use a new message_key for a new attempt",
                 m.message_key, m.biz_id
             ),
         )),

@@ -6,6 +6,7 @@
 //! after a backoff.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -148,12 +149,21 @@ impl Relay {
             Ok(c) => c,
             Err(e) => return Ended::Source(e),
         };
+        let standby_since = Instant::now();
         loop {
             match within(s.deadline, "taking the source's lock", conn.try_lock()).await {
                 Ok(true) => break,
                 Ok(false) => {
                     self.source.set_state(RelayState::Standby);
-                    *attempt = 0;
+                    // A standby is healthy: its pause starts again from the
+                    // shortest, but only once it has stood by longer than
+                    // the longest pause. Right after a failed session the
+                    // lock is often still held by that session's own
+                    // connection, which the server has not closed yet; that
+                    // must not reset the doubling.
+                    if standby_since.elapsed() >= RETRY.max {
+                        *attempt = 0;
+                    }
                 }
                 Err(e) => return Ended::Source(e),
             }
@@ -163,16 +173,24 @@ impl Relay {
             }
         }
         tracing::info!(source = %self.source.biz_id, "outbox source: this instance relays it");
-        *attempt = 0;
         // The first lane holds the lock and polls; the others join in only
         // while its batches come back at least half full, each on a connection of its
         // own, and never for an ordered producer (one lane keeps the order).
         let busy = Notify::new();
         let busy = &busy;
+        let claimed = AtomicBool::new(false);
+        let claimed = &claimed;
         let lanes = std::iter::once(Lane::First(conn))
             .chain((1..LANES).map(|_| Lane::Helper))
-            .map(|lane| Box::pin(self.lane(lane, busy, shutdown)));
+            .map(|lane| Box::pin(self.lane(lane, busy, claimed, shutdown)));
         let (ended, _, _) = futures::future::select_all(lanes).await;
+        // The pause starts again from its shortest only after a session that
+        // claimed: a source whose connection and lock work but whose table
+        // is missing (or refuses the claim) keeps doubling its pause up to
+        // the longest, instead of being tried every 0.2 s.
+        if claimed.load(Ordering::Relaxed) {
+            *attempt = 0;
+        }
         ended
     }
 
@@ -212,7 +230,13 @@ impl Relay {
     /// `--outbox-interval` when it found nothing, and purges; a helper waits
     /// to be woken by a batch of the first that was at least half full and
     /// works until its own claims come back less than half full.
-    async fn lane(&self, lane: Lane, busy: &Notify, shutdown: &CancellationToken) -> Ended {
+    async fn lane(
+        &self,
+        lane: Lane,
+        busy: &Notify,
+        claimed: &AtomicBool,
+        shutdown: &CancellationToken,
+    ) -> Ended {
         let s = &self.settings;
         let (first, mut conn) = match lane {
             Lane::First(conn) => (true, Some(conn)),
@@ -258,6 +282,7 @@ impl Relay {
                     Ok(rows) => rows,
                     Err(e) => return Ended::Source(e),
                 };
+                claimed.store(true, Ordering::Relaxed);
                 tracing::debug!(rows = rows.len(), took = ?claimed_in.elapsed(), "outbox: claimed");
                 // Busy: half a batch or more came at once. The helpers join
                 // in, and keep on while it stays so.

@@ -2,7 +2,7 @@
 //! variant, the real database).
 
 use sqlx::MySqlPool;
-use trustmsg_client::barrier::{self, RunError};
+use trustmsg_client::barrier;
 use trustmsg_client::{transaction, Decision, Error, Message, MessageStatus, Producer, TxOutcome};
 use trustmsg_tests::{fast_retry, TestApp, UNREACHABLE_VERIFY_URL};
 
@@ -180,17 +180,12 @@ async fn the_barrier_transaction_after_a_rollback_answer_rolls_the_message_back(
         barrier::check(&pool, "shop", "b-2").await.unwrap(),
         Decision::Rollback
     );
-    let outcome = barrier::transaction(&p, &pool, msg("b-2"), write_order("b-2"))
+    let err = barrier::transaction(&p, &pool, msg("b-2"), write_order("b-2"))
         .await
-        .unwrap();
+        .unwrap_err();
     assert!(
-        matches!(
-            outcome,
-            TxOutcome::RolledBack {
-                error: RunError::AlreadyDecided(Decision::Rollback)
-            }
-        ),
-        "{outcome:?}"
+        matches!(&err, Error::AlreadyRolledBack { message_key } if message_key == "b-2"),
+        "{err:?}"
     );
     assert_eq!(order_count(&pool).await, 0);
     assert_eq!(
@@ -201,35 +196,30 @@ async fn the_barrier_transaction_after_a_rollback_answer_rolls_the_message_back(
 }
 
 #[tokio::test]
-async fn a_repeated_barrier_transaction_sends_no_rollback_for_an_already_committed_key() {
+async fn a_repeated_barrier_transaction_sends_the_commit_for_an_already_committed_key() {
     let svc = TestApp::spawn(&[]).await;
     let pool = svc.db.pool().await;
     orders_table(&pool).await;
     let p = svc.producer("shop").await;
 
     // The local transaction committed, then the process died before commit.
-    p.prepare(&msg("b-3")).await.unwrap();
+    let prepared = p.prepare(&msg("b-3")).await.unwrap();
     barrier::run_in_tx(&pool, "shop", "b-3", write_order("b-3"))
         .await
         .unwrap();
 
-    let outcome = barrier::transaction(&p, &pool, msg("b-3"), write_order("b-3"))
+    let err = barrier::transaction(&p, &pool, msg("b-3"), write_order("b-3"))
         .await
-        .unwrap();
+        .unwrap_err();
     assert!(
-        matches!(
-            outcome,
-            TxOutcome::LeftToCheckBack {
-                error: RunError::AlreadyDecided(Decision::Commit)
-            }
-        ),
-        "{outcome:?}"
+        matches!(&err, Error::AlreadyCommitted { message_id: Some(id), .. } if *id == prepared.id),
+        "{err:?}"
     );
-    assert_eq!(order_count(&pool).await, 1);
+    assert_eq!(order_count(&pool).await, 1, "the work did not run again");
     assert_eq!(
         p.get("b-3").await.unwrap().status,
-        MessageStatus::Prepared,
-        "not rolled back"
+        MessageStatus::Committed,
+        "committed by the helper at once, not left to check-back"
     );
     assert_eq!(
         barrier::check(&pool, "shop", "b-3").await.unwrap(),

@@ -100,6 +100,12 @@ pub(crate) struct DevArgs {
     pub(crate) serve_args: Vec<String>,
 }
 
+/// The demo producer's check-back: each call cut off after 3 s, 5 attempts
+/// before VERIFY_FAILED (the banner says so; a slow or restarting producer
+/// meets both).
+const DEMO_VERIFY_TIMEOUT_MS: u32 = 3000;
+const DEMO_VERIFY_ATTEMPTS: u32 = 5;
+
 /// The serve flags dev mode sets, each replaceable after `--`. Short delays so
 /// that a check-back can be watched: every 2–10 s after the first
 /// (`FIRST_CHECK_SECS`, set separately).
@@ -412,8 +418,8 @@ async fn register_demo(
         .json(&ProducerSettings {
             verify_url: args.demo_verify_url.clone(),
             first_verify_after_ms: Some(FIRST_CHECK_MS),
-            verify_timeout_ms: Some(3000),
-            max_verify_attempts: Some(5),
+            verify_timeout_ms: Some(DEMO_VERIFY_TIMEOUT_MS),
+            max_verify_attempts: Some(DEMO_VERIFY_ATTEMPTS),
             // Any topic, said explicitly: a demo tries topics freely, and an
             // explicit list is not flagged as a missing one.
             topics: Some(vec!["*".into()]),
@@ -593,7 +599,11 @@ fn banner(
         ("producer", format!("{}  token {}", demo.biz_id, demo.token)),
         (
             "check-back",
-            format!("{}  (first after {FIRST_CHECK_SECS} s)", demo.verify_url),
+            format!(
+                "{}  (first after {FIRST_CHECK_SECS} s; {DEMO_VERIFY_ATTEMPTS} attempts, each cut off after {} s)",
+                demo.verify_url,
+                DEMO_VERIFY_TIMEOUT_MS / 1000
+            ),
         ),
     ];
     if let Some(outbox) = outbox {

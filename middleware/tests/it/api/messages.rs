@@ -107,6 +107,50 @@ async fn commit_after_rollback_is_a_conflict() {
     app.finish().await;
 }
 
+/// Issue 58: a producer that retries a request whose message it rolled
+/// back (its business step failed, it died before answering) must be told
+/// before it runs its local transaction again: prepare refuses, whatever
+/// the content, and a committed message's prepare says COMMITTED.
+#[tokio::test]
+async fn prepare_after_rollback_is_refused_and_after_commit_says_committed() {
+    let app = TestApp::spawn(&[]).await;
+    let token = app.register("orders", VERIFY).await;
+    let body = prepare_body("orders", "o-1");
+    let (s, _) = app.prepare(Some(&token), &body).await;
+    assert_eq!(s, 201);
+    app.rollback(Some(&token), &decision_body("orders", "o-1"))
+        .await;
+    let (s, err) = app.prepare(Some(&token), &body).await;
+    assert_eq!(s, 409, "{err}");
+    assert_eq!(err["error"]["code"], "already_rolled_back");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("do not run the local transaction again"),
+        "{err}"
+    );
+    let mut other = prepare_body("orders", "o-1");
+    other["payload"] = "{\"amount\":43}".into();
+    let (s, err) = app.prepare(Some(&token), &other).await;
+    assert_eq!(s, 409);
+    assert_eq!(
+        err["error"]["code"], "already_rolled_back",
+        "whatever the content"
+    );
+    let (_, got) = app.get("/v1/messages/orders/o-1", Some(&token)).await;
+    assert_eq!(got["status"], "ROLLED_BACK");
+    assert_eq!(audit_count(&app, got["id"].as_u64().unwrap()).await, 1);
+
+    let body = prepare_body("orders", "o-2");
+    app.prepare(Some(&token), &body).await;
+    app.commit(Some(&token), &decision_body("orders", "o-2"))
+        .await;
+    let (s, v) = app.prepare(Some(&token), &body).await;
+    assert_eq!((s, v["status"].as_str()), (200, Some("COMMITTED")));
+    app.finish().await;
+}
+
 #[tokio::test]
 async fn rollback_after_commit_is_a_conflict_and_repeats_are_idempotent() {
     let app = TestApp::spawn(&[]).await;
