@@ -76,9 +76,49 @@ public final class TrustmsgTransactionTemplate {
     return Transactions.run(
         p,
         message,
-        prepared -> barrier.runInTransaction(bizId, key, work),
+        prepared -> {
+          try {
+            return barrier.runInTransaction(bizId, key, work);
+          } catch (AlreadyDecidedException | OutcomeUnknownException e) {
+            throw e;
+          } catch (Exception | Error e) {
+            AlreadyDecidedException placedMeanwhile = settleRolledBack(barrier, bizId, key, e);
+            if (placedMeanwhile != null) {
+              throw placedMeanwhile;
+            }
+            throw e;
+          }
+        },
         TrustmsgTransactionTemplate::leaveToCheckBack,
         afterLocalCommit);
+  }
+
+  /**
+   * The local transaction of {@code key} rolled back with {@code failure}: before the rollback is
+   * sent, the barrier records it (a rollback marker, as a check-back would), unless another request
+   * of the same key committed its marker meanwhile (it waited on ours): then that one placed the
+   * message, and this one must not roll it back.
+   *
+   * @return null to throw {@code failure} and send the rollback (a barrier that cannot be read is
+   *     attached to {@code failure}, suppressed); or an {@link AlreadyDecidedException} ({@link
+   *     Decision#COMMIT}, {@code failure} suppressed in it), which the helper answers with the
+   *     commit and {@link AlreadyCommittedException}
+   */
+  public static AlreadyDecidedException settleRolledBack(
+      Barrier barrier, String bizId, String key, Throwable failure) {
+    Decision d;
+    try {
+      d = barrier.check(bizId, key);
+    } catch (java.sql.SQLException | RuntimeException checkError) {
+      failure.addSuppressed(checkError);
+      return null;
+    }
+    if (d != Decision.COMMIT) {
+      return null;
+    }
+    AlreadyDecidedException other = new AlreadyDecidedException(bizId, key, Decision.COMMIT);
+    other.addSuppressed(failure);
+    return other;
   }
 
   /** Failures after which no rollback is sent: check-back reads the barrier instead. */
