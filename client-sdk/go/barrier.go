@@ -22,15 +22,20 @@ const (
 	Unknown Decision = "unknown"
 )
 
-// Errors of the barrier, found with [errors.Is].
+// Errors of the barrier and of the transaction helper, found with
+// [errors.Is]. [Transaction] returns them inside a *[DecidedError] also when
+// trustmsg's prepare answered that the message was decided before.
 var (
-	// ErrAlreadyCommitted: the barrier holds a commit marker for the key:
-	// an earlier local transaction of the same message committed. The work
-	// did not run again.
+	// ErrAlreadyCommitted: the message was committed before this call: the
+	// barrier holds a commit marker for the key (an earlier local
+	// transaction of the same message committed), or trustmsg's prepare
+	// answered COMMITTED. The work did not run again.
 	ErrAlreadyCommitted = errors.New("trustmsg: the barrier already holds a commit marker for this message (an earlier transaction committed)")
-	// ErrAlreadyRolledBack: the barrier holds a rollback marker for the
-	// key: check-back answered rollback, so this transaction must not
-	// commit. The work did not run.
+	// ErrAlreadyRolledBack: the message was rolled back before this call:
+	// the barrier holds a rollback marker for the key (check-back answered
+	// rollback), or trustmsg refused the prepare with 409
+	// "already_rolled_back" or "rolled_back". It must never commit; the
+	// work did not run.
 	ErrAlreadyRolledBack = errors.New("trustmsg: the barrier already holds a rollback marker for this message (check-back answered rollback)")
 	// ErrOutcomeUnknown: COMMIT failed and the barrier could not be read to
 	// learn whether it had been applied; only a later check-back can tell.

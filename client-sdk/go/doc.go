@@ -10,13 +10,19 @@
 //     backoff and jitter on 5xx and connection errors only.
 //   - [Transaction] and [Barrier]: prepare → local transaction on
 //     database/sql (MySQL/MariaDB or PostgreSQL) with the barrier's marker →
-//     commit or rollback; the barrier answers check-back exactly.
+//     commit or rollback; the barrier answers check-back exactly. A retry
+//     of a decided message runs no local work: [*DecidedError], matched by
+//     [ErrAlreadyCommitted] ("already placed") or [ErrAlreadyRolledBack]
+//     ("refused"); a decision trustmsg refuses after the local transaction
+//     is a [*RejectedDecisionError]; [WithAfterLocalCommit] is the test hook
+//     at the crash point.
 //   - [Verifier] and [CheckHandler]: the check-back endpoint as an
 //     [net/http.Handler], signatures verified the Standard Webhooks way.
 //   - [Inbox]: a consumer processes each trustmsg message once, the work and
 //     its inbox row in one local transaction.
 //   - [Outbox]: the local message table's row, written inside the caller's
-//     *sql.Tx.
+//     *sql.Tx; trustmsg relays the table from MySQL/MariaDB and PostgreSQL
+//     (`trustmsg serve --outbox-source BIZ_ID=postgres://…`).
 //   - Package kafka (a sub-package): the Kafka way in (signed records,
 //     idempotent producer, acks=all) and the inbox for franz-go records.
 //

@@ -30,6 +30,10 @@ func ExampleTransaction() {
 		return err
 	})
 	switch {
+	case errors.Is(err, trustmsg.ErrAlreadyCommitted):
+		log.Printf("order 42 was placed before (a retry); nothing was written now")
+	case errors.Is(err, trustmsg.ErrAlreadyRolledBack):
+		log.Printf("order 42 was refused before; it can never be placed: %v", err)
 	case trustmsg.IsConflict(err):
 		log.Printf("order 42 was placed before with other content: %v", err)
 	case err != nil:
@@ -39,6 +43,33 @@ func ExampleTransaction() {
 	default:
 		log.Printf("order 42 placed, message %d committed", out.Prepared.ID)
 	}
+}
+
+// The test hook at the crash point: the local transaction commits, no
+// decision is sent. A retry of the same message then runs no work and
+// sends the commit itself.
+func ExampleWithAfterLocalCommit() {
+	ctx := context.Background()
+	db, _ := sql.Open("pgx", os.Getenv("DATABASE_URL"))
+	producer, err := trustmsg.NewClient("http://127.0.0.1:8080", "order-service", os.Getenv("TRUSTMSG_TOKEN"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	barrier, err := trustmsg.NewBarrier(db, trustmsg.Postgres)
+	if err != nil {
+		log.Fatal(err)
+	}
+	msg := trustmsg.Message{MessageKey: "order-43", Topic: "orders", Payload: []byte(`{"order":43}`)}
+	work := func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "INSERT INTO orders (id, amount_cents) VALUES ($1, $2)", 43, 990)
+		return err
+	}
+	errCrash := errors.New("crash")
+	_, err = trustmsg.Transaction(ctx, producer, barrier, msg, work,
+		trustmsg.WithAfterLocalCommit(func(context.Context, string) error { return errCrash }))
+	log.Printf("first attempt: %v", err) // errors.Is(err, errCrash): committed locally, no decision
+	_, err = trustmsg.Transaction(ctx, producer, barrier, msg, work)
+	log.Printf("retry: already placed: %v", errors.Is(err, trustmsg.ErrAlreadyCommitted))
 }
 
 // The check-back endpoint, answered from the barrier.

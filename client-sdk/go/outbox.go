@@ -18,8 +18,8 @@ const OutboxTable = "trustmsg_outbox"
 // message of producer BIZ_ID; a rolled-back row never existed.
 //
 // The zero value is not usable: set Dialect. trustmsg relays MySQL/MariaDB
-// sources today; a PostgreSQL row is written the same way for the
-// PostgreSQL relay.
+// and PostgreSQL sources alike (`--outbox-source BIZ_ID=mysql://…` or
+// `BIZ_ID=postgres://…`).
 type Outbox struct {
 	// Dialect is the producer database's SQL.
 	Dialect Dialect

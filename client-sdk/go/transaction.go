@@ -50,83 +50,273 @@ func (o *Outcome[R]) LeftToCheckBack() bool {
 // is worth delivering even when the caller gave up.
 const decisionTimeout = time.Minute
 
+// ErrNotPrepared matches every *[DecidedError]: the message was not
+// PREPARED when this call prepared it, so no local work ran.
+var ErrNotPrepared = errors.New("trustmsg: the message was decided before; no local work ran")
+
+// DecidedError is [Transaction]'s error when the message was decided before
+// this call (a client's retry, a second request for the same order): the
+// local work did not run, nothing was written now.
+//
+// [errors.Is] matches [ErrAlreadyCommitted] when Status is COMMITTED (an
+// order to answer "already placed"), [ErrAlreadyRolledBack] when it is
+// ROLLED_BACK (an order that can never be placed: refuse it), and
+// [ErrNotPrepared] always (also for VERIFY_FAILED, whose message trustmsg
+// will never deliver either). [errors.As] gets the details:
+//
+//	var decided *trustmsg.DecidedError
+//	if errors.As(err, &decided) { log.Print(decided.Status, decided.By) }
+type DecidedError struct {
+	// MessageKey is the message's key.
+	MessageKey string
+	// Status is the message's status: [StatusCommitted],
+	// [StatusRolledBack], [StatusVerifyFailed], ...
+	Status MessageStatus
+	// By says who knew: "prepare" (trustmsg's answer to the prepare) or
+	// "barrier" (the marker of an earlier local transaction: a commit
+	// marker makes the helper send the commit, a rollback marker the
+	// rollback, before it returns).
+	By string
+	// View is the message as trustmsg showed it last: prepare's answer
+	// when it was 200, the commit's answer after a commit marker, nil when
+	// there is none (a 409, the Kafka way in).
+	View *MessageView
+	// Err is what said so: trustmsg's 409 refusal of the prepare (a
+	// *[Error]), or the barrier's [ErrAlreadyCommitted] /
+	// [ErrAlreadyRolledBack]; nil for a prepare answered 200.
+	Err error
+}
+
+func (e *DecidedError) Error() string {
+	return fmt.Sprintf("trustmsg: message %q was already %s (known by the %s); no local work ran", e.MessageKey, e.Status, e.By)
+}
+
+// Is matches [ErrNotPrepared], and [ErrAlreadyCommitted] or
+// [ErrAlreadyRolledBack] by Status.
+func (e *DecidedError) Is(target error) bool {
+	switch target {
+	case ErrNotPrepared:
+		return true
+	case ErrAlreadyCommitted:
+		return e.Status == StatusCommitted
+	case ErrAlreadyRolledBack:
+		return e.Status == StatusRolledBack
+	}
+	return false
+}
+
+// Unwrap returns Err.
+func (e *DecidedError) Unwrap() error { return e.Err }
+
+// Errors of a decision trustmsg refused after the local transaction ended,
+// matched by a *[RejectedDecisionError] with [errors.Is].
+var (
+	// ErrCommitRejected: the local transaction committed (now, or in an
+	// earlier call whose commit marker the barrier holds) but trustmsg
+	// refused the commit.
+	ErrCommitRejected = errors.New("trustmsg: the local transaction committed but trustmsg refused the commit")
+	// ErrRollbackRejected: the local transaction failed but trustmsg
+	// refused the rollback.
+	ErrRollbackRejected = errors.New("trustmsg: the local transaction failed but trustmsg refused the rollback")
+)
+
+// RejectedDecisionError is [Transaction]'s error when trustmsg refused (not
+// merely failed to receive) the decision the local transaction calls for:
+// the commit after a local commit (now or by an earlier call, Decision
+// [Commit]), or the rollback after a failed local transaction (Decision
+// [Rollback]). The local database and the message disagree: someone must
+// look (it should never happen; an operator's decision can cause it).
+//
+// [errors.Is] matches [ErrCommitRejected] or [ErrRollbackRejected] by
+// Decision, and for a rollback the work's own error; [errors.As] finds
+// trustmsg's *[Error] through it.
+type RejectedDecisionError struct {
+	// MessageKey is the message's key.
+	MessageKey string
+	// Decision is the decision trustmsg refused.
+	Decision Decision
+	// LocalErr is the local transaction's failure (a *[LocalError]) when
+	// Decision is [Rollback]; nil when it committed.
+	LocalErr error
+	// Err is trustmsg's refusal (a *[Error], e.g. 409
+	// "already_rolled_back").
+	Err error
+}
+
+func (e *RejectedDecisionError) Error() string {
+	if e.Decision == Commit {
+		return fmt.Sprintf("trustmsg: %q committed locally but trustmsg refused its commit: %v", e.MessageKey, e.Err)
+	}
+	return fmt.Sprintf("trustmsg: the local transaction of %q failed (%v) but trustmsg refused its rollback: %v", e.MessageKey, e.LocalErr, e.Err)
+}
+
+// Is matches [ErrCommitRejected] or [ErrRollbackRejected] by Decision.
+func (e *RejectedDecisionError) Is(target error) bool {
+	return target == ErrCommitRejected && e.Decision == Commit ||
+		target == ErrRollbackRejected && e.Decision == Rollback
+}
+
+// Unwrap returns the local failure (if any) and trustmsg's refusal.
+func (e *RejectedDecisionError) Unwrap() []error {
+	if e.LocalErr == nil {
+		return []error{e.Err}
+	}
+	return []error{e.LocalErr, e.Err}
+}
+
+// TxOption configures one [Transaction] call.
+type TxOption func(*txConfig)
+
+type txConfig struct {
+	afterLocalCommit func(ctx context.Context, messageKey string) error
+}
+
+// WithAfterLocalCommit sets a test hook called right after the local
+// transaction committed and before the commit is sent to trustmsg: the
+// point where a crash leaves a locally committed order whose message is
+// still PREPARED. If hook returns an error, Transaction sends no decision
+// and returns that error (wrapped; Outcome.LocalCommitted is true):
+// check-back, or the client's retry (which finds the barrier's commit marker
+// and sends the commit), decides. For tests of your own service, e.g. one
+// that kills itself there:
+//
+//	trustmsg.WithAfterLocalCommit(func(context.Context, string) error {
+//		return syscall.Kill(os.Getpid(), syscall.SIGKILL)
+//	})
+func WithAfterLocalCommit(hook func(ctx context.Context, messageKey string) error) TxOption {
+	return func(c *txConfig) { c.afterLocalCommit = hook }
+}
+
 // Transaction is the transaction helper: prepare msg, run work in a local
 // transaction on the barrier's database together with the barrier's commit
 // marker, then commit the message if the transaction committed or roll it
 // back if it did not. The barrier answers the check-back of a message
 // whose decision got lost (serve [CheckHandler] with [Barrier.Decide]).
 //
+// Work runs only for a message that prepare left PREPARED and whose barrier
+// holds no marker: a retry of a decided message runs nothing.
+//
 // Errors:
 //
 //   - prepare failed: its *[Error]; work never ran and the outcome is nil.
 //     (A prepare that was [IsUnavailable] may still have been stored; its
 //     check-back finds no marker and answers rollback.)
+//   - the message was decided before: a *[DecidedError], work never ran.
+//     [ErrAlreadyRolledBack]: prepare was refused 409 "already_rolled_back"
+//     or "rolled_back" (outcome nil), or the barrier holds a rollback
+//     marker (the rollback is sent). [ErrAlreadyCommitted]: prepare
+//     answered COMMITTED, or the barrier holds the commit marker of an
+//     earlier call that committed locally, whose commit is sent now (if
+//     trustmsg cannot be reached, Outcome.DecisionErr says so and
+//     check-back commits). Other statuses (VERIFY_FAILED): [ErrNotPrepared].
 //   - work failed: a *[LocalError] wrapping work's own error ([errors.Is]
 //     finds it); the transaction was rolled back and so is the message
 //     (Outcome.DecisionErr says if the rollback could not be delivered:
 //     check-back answers rollback). The message is never committed then.
-//   - a marker existed ([ErrAlreadyCommitted], [ErrAlreadyRolledBack]),
-//     the database failed, or the COMMIT's outcome is unknown
+//   - the database failed, or the COMMIT's outcome is unknown
 //     ([ErrOutcomeUnknown]): work's changes are not (known to be)
-//     committed; a rollback is sent unless an earlier run committed or the
-//     outcome is unknown, where check-back decides.
-//   - the local transaction committed but trustmsg refused the commit
-//     (e.g. "already_rolled_back" after an operator's decision): a *[Error]
-//     with Outcome.LocalCommitted true. Local state and message disagree:
-//     alert someone.
+//     committed; a rollback is sent unless the outcome is unknown, where
+//     check-back decides.
+//   - the [WithAfterLocalCommit] hook failed: its error; no decision sent.
+//   - trustmsg refused the commit after the local commit, or the rollback
+//     after a failed local transaction: a *[RejectedDecisionError].
 //
 // nil means the local transaction committed and the commit was delivered,
 // or could not be delivered ([Outcome.LeftToCheckBack]: trustmsg was
 // unavailable and check-back will commit it from the barrier).
-func Transaction[R any](ctx context.Context, p TxProducer[R], b *Barrier, msg Message, work func(ctx context.Context, tx *sql.Tx) error) (*Outcome[R], error) {
+//
+// With the Kafka way in (R is not *[MessageView]) prepare's answer carries
+// no status: only the barrier's markers stop a decided message.
+func Transaction[R any](ctx context.Context, p TxProducer[R], b *Barrier, msg Message, work func(ctx context.Context, tx *sql.Tx) error, opts ...TxOption) (*Outcome[R], error) {
 	if p == nil || b == nil || work == nil {
 		return nil, errors.New("trustmsg: Transaction needs a producer, a barrier and the work")
 	}
 	if err := checkKeys("transaction", p.BizID(), msg.MessageKey); err != nil {
 		return nil, err
 	}
+	var cfg txConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	key := msg.MessageKey
 	prepared, err := p.Prepare(ctx, msg)
 	if err != nil {
+		if code := ErrorCode(err); IsConflict(err) && (code == "already_rolled_back" || code == "rolled_back") {
+			return nil, &DecidedError{MessageKey: key, Status: StatusRolledBack, By: "prepare", Err: err}
+		}
 		return nil, err
 	}
 	out := &Outcome[R]{MessageKey: key, Prepared: prepared}
+	if view, ok := any(prepared).(*MessageView); ok && view != nil && view.Status != StatusPrepared {
+		// A retry of a decided message (or an older server's 200 for a
+		// rolled-back one): running the work would store what can never be
+		// sent, or store it twice.
+		return out, &DecidedError{MessageKey: key, Status: view.Status, By: "prepare", View: view}
+	}
 	localErr := b.RunInTx(ctx, p.BizID(), key, work)
 
 	decideCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), decisionTimeout)
 	defer cancel()
-	if localErr == nil {
+	switch {
+	case localErr == nil:
 		out.LocalCommitted = true
-		decided, err := p.Commit(decideCtx, key)
-		switch {
-		case err == nil:
-			out.Decided, out.DecisionSent = decided, true
-			return out, nil
-		case IsUnavailable(err):
-			slog.WarnContext(ctx, "trustmsg: commit not delivered; check-back will commit from the barrier", "message_key", key, "error", err)
-			out.DecisionErr = err
-			return out, nil
-		default:
-			slog.ErrorContext(ctx, "trustmsg: the local transaction committed but trustmsg refused the commit", "message_key", key, "error", err)
-			out.DecisionErr = err
-			return out, fmt.Errorf("trustmsg: %q committed locally but its commit was refused: %w", key, err)
+		if cfg.afterLocalCommit != nil {
+			if err := cfg.afterLocalCommit(ctx, key); err != nil {
+				return out, fmt.Errorf("trustmsg: %q committed locally; the after-local-commit hook stopped its commit: %w", key, err)
+			}
 		}
-	}
-	if errors.Is(localErr, ErrAlreadyCommitted) || errors.Is(localErr, ErrOutcomeUnknown) {
+		if err := commit(ctx, decideCtx, p, out); err != nil {
+			return out, err
+		}
+		return out, nil
+	case errors.Is(localErr, ErrAlreadyCommitted):
+		// An earlier call committed locally and did not get to tell
+		// trustmsg (it crashed, or is telling it right now): the commit is
+		// known, so it is sent now rather than left to check-back.
+		if err := commit(ctx, decideCtx, p, out); err != nil {
+			return out, err
+		}
+		view, _ := any(out.Decided).(*MessageView)
+		return out, &DecidedError{MessageKey: key, Status: StatusCommitted, By: "barrier", View: view, Err: localErr}
+	case errors.Is(localErr, ErrOutcomeUnknown):
 		// Rolling back could be wrong: check-back answers from the barrier.
 		slog.WarnContext(ctx, "trustmsg: no decision sent; check-back will decide from the barrier", "message_key", key, "error", localErr)
 		return out, localErr
 	}
 	decided, err := p.Rollback(decideCtx, key)
-	if err != nil {
-		if IsUnavailable(err) {
-			slog.WarnContext(ctx, "trustmsg: rollback not delivered; check-back will roll back", "message_key", key, "error", err)
-		} else {
-			slog.ErrorContext(ctx, "trustmsg: the local transaction failed but trustmsg refused the rollback", "message_key", key, "error", err)
-		}
-		out.DecisionErr = err
-	} else {
+	switch {
+	case err == nil:
 		out.Decided, out.DecisionSent = decided, true
+	case IsUnavailable(err):
+		slog.WarnContext(ctx, "trustmsg: rollback not delivered; check-back will roll back", "message_key", key, "error", err)
+		out.DecisionErr = err
+	default:
+		slog.ErrorContext(ctx, "trustmsg: the local transaction failed but trustmsg refused the rollback", "message_key", key, "error", err)
+		out.DecisionErr = err
+		return out, &RejectedDecisionError{MessageKey: key, Decision: Rollback, LocalErr: localErr, Err: err}
+	}
+	if errors.Is(localErr, ErrAlreadyRolledBack) {
+		return out, &DecidedError{MessageKey: key, Status: StatusRolledBack, By: "barrier", Err: localErr}
 	}
 	return out, localErr
+}
+
+// commit sends the commit of a locally committed message: nil when it was
+// delivered or could not be (check-back commits from the barrier), a
+// *RejectedDecisionError when trustmsg refused it.
+func commit[R any](ctx, decideCtx context.Context, p TxProducer[R], out *Outcome[R]) error {
+	decided, err := p.Commit(decideCtx, out.MessageKey)
+	switch {
+	case err == nil:
+		out.Decided, out.DecisionSent = decided, true
+		return nil
+	case IsUnavailable(err):
+		slog.WarnContext(ctx, "trustmsg: commit not delivered; check-back will commit from the barrier", "message_key", out.MessageKey, "error", err)
+		out.DecisionErr = err
+		return nil
+	default:
+		slog.ErrorContext(ctx, "trustmsg: the local transaction committed but trustmsg refused the commit", "message_key", out.MessageKey, "error", err)
+		out.DecisionErr = err
+		return &RejectedDecisionError{MessageKey: out.MessageKey, Decision: Commit, Err: err}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 
@@ -97,5 +98,95 @@ func TestRunInTxRollsBackOnPanic(t *testing.T) {
 	}()
 	if markers(t, conn, trustmsg.Postgres, biz, key) != 0 || count(t, conn, trustmsg.Postgres, "SELECT COUNT(*) FROM go_orders WHERE id = ?", key) != 0 {
 		t.Fatal("the panicking transaction left rows")
+	}
+}
+
+// A decision trustmsg refuses after the local transaction ended is an
+// error, not a detail of the outcome: an operator rolls the message back
+// while the order's transaction runs (the commit is refused), or commits it
+// while a failing one runs (the rollback is refused).
+func TestTransactionRejectedDecisionIsAnError(t *testing.T) {
+	e := kittest.Kit(t)
+	t.Parallel()
+	conn := kittest.Open(t, e, trustmsg.Postgres)
+	ordersTable(t, conn)
+	b := barrier(t, conn, trustmsg.Postgres)
+	p := kittest.Register(t, e, "rejected", "", 60000, "")
+	ctx := context.Background()
+
+	key := "order-" + kittest.Random()
+	out, err := trustmsg.Transaction(ctx, p.Client, b, trustmsg.Message{MessageKey: key, Topic: "go-tx", Payload: []byte("x")},
+		func(ctx context.Context, tx *sql.Tx) error {
+			if _, err := p.Client.Rollback(ctx, key); err != nil {
+				return err
+			}
+			return insertOrder(trustmsg.Postgres, key, 1)(ctx, tx)
+		})
+	var rejected *trustmsg.RejectedDecisionError
+	if !errors.As(err, &rejected) || rejected.Decision != trustmsg.Commit || rejected.LocalErr != nil ||
+		!errors.Is(err, trustmsg.ErrCommitRejected) || errors.Is(err, trustmsg.ErrRollbackRejected) ||
+		trustmsg.ErrorCode(err) != "already_rolled_back" || !out.LocalCommitted || out.DecisionSent {
+		t.Fatalf("%+v, %#v", out, err)
+	}
+
+	key = "order-" + kittest.Random()
+	out, err = trustmsg.Transaction(ctx, p.Client, b, trustmsg.Message{MessageKey: key, Topic: "go-tx", Payload: []byte("x")},
+		func(ctx context.Context, tx *sql.Tx) error {
+			if _, err := p.Client.Commit(ctx, key); err != nil {
+				return err
+			}
+			return errOutOfStock
+		})
+	rejected = nil
+	if !errors.As(err, &rejected) || rejected.Decision != trustmsg.Rollback || !errors.Is(err, errOutOfStock) ||
+		!errors.Is(err, trustmsg.ErrRollbackRejected) || errors.Is(err, trustmsg.ErrCommitRejected) ||
+		trustmsg.ErrorCode(err) != "already_committed" || out.LocalCommitted || out.DecisionSent {
+		t.Fatalf("%+v, %#v", out, err)
+	}
+}
+
+// A message trustmsg gave up asking about (VERIFY_FAILED) is decided too:
+// its prepare answers that status and the work does not run.
+func TestTransactionRunsNoWorkForVerifyFailedMessage(t *testing.T) {
+	e := kittest.Kit(t)
+	t.Parallel()
+	conn := kittest.Open(t, e, trustmsg.MySQL)
+	ordersTable(t, conn)
+	b := barrier(t, conn, trustmsg.MySQL)
+	// A check-back endpoint that always fails, one attempt allowed.
+	verifyURL := kittest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "down", http.StatusInternalServerError)
+	}))
+	admin, err := trustmsg.NewAdmin(e.URL, e.AdminToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bizID, first, attempts := "go-verify-failed-"+kittest.Random(), 100, 1
+	view, err := admin.PutProducer(context.Background(), bizID, trustmsg.ProducerSettings{
+		VerifyURL: verifyURL + "/check", Topics: []string{"go-*"}, FirstVerifyAfterMs: &first, MaxVerifyAttempts: &attempts,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := trustmsg.NewClient(e.URL, bizID, view.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	msg := trustmsg.Message{MessageKey: "order-" + kittest.Random(), Topic: "go-tx", Payload: []byte("x")}
+	if _, err := p.Prepare(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	kittest.Await(t, p, msg.MessageKey, 30*time.Second, func(v *trustmsg.MessageView) bool { return v.Status == trustmsg.StatusVerifyFailed })
+
+	ran := false
+	out, err := trustmsg.Transaction(ctx, p, b, msg, func(context.Context, *sql.Tx) error { ran = true; return nil })
+	var decided *trustmsg.DecidedError
+	if !errors.Is(err, trustmsg.ErrNotPrepared) || errors.Is(err, trustmsg.ErrAlreadyCommitted) || errors.Is(err, trustmsg.ErrAlreadyRolledBack) ||
+		!errors.As(err, &decided) || decided.Status != trustmsg.StatusVerifyFailed || ran || out.LocalCommitted {
+		t.Fatalf("%+v, %#v (work ran: %v)", out, err, ran)
+	}
+	if n := markers(t, conn, trustmsg.MySQL, bizID, msg.MessageKey); n != 0 {
+		t.Fatalf("%d barrier markers", n)
 	}
 }

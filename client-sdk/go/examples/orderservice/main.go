@@ -189,7 +189,10 @@ func (s *service) placeOrder(w http.ResponseWriter, r *http.Request) {
 		Payload:    event,
 		Headers:    map[string]string{"content-type": "application/json"},
 	}
-	out, err := trustmsg.Transaction(r.Context(), s.producer, s.barrier, msg, func(ctx context.Context, tx *sql.Tx) error {
+	// Not r.Context(): a client that hangs up must not abort the order half
+	// way (its rollback would race the client's retry of the same order).
+	ctx := context.WithoutCancel(r.Context())
+	out, err := trustmsg.Transaction(ctx, s.producer, s.barrier, msg, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, "INSERT INTO orders (id, customer, amount_cents) VALUES ("+s.ph(1)+", "+s.ph(2)+", "+s.ph(3)+")",
 			o.ID, o.Customer, o.AmountCents); err != nil {
 			return err
@@ -200,17 +203,35 @@ func (s *service) placeOrder(w http.ResponseWriter, r *http.Request) {
 		return nil
 	})
 	switch {
-	case errors.Is(err, errCreditLimit):
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": err.Error()})
-	case trustmsg.IsConflict(err), errors.Is(err, trustmsg.ErrAlreadyCommitted):
-		writeJSON(w, http.StatusConflict, map[string]string{"error": "order " + o.ID + " was placed before"})
-	case err != nil:
-		slog.ErrorContext(r.Context(), "placing an order", "order", o.ID, "error", err)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "the order could not be placed; try again"})
-	default:
+	case err == nil:
 		// The order is placed; its message is committed, or check-back
 		// will commit it from the barrier if trustmsg could not be told.
-		writeJSON(w, http.StatusCreated, map[string]any{"order": o, "message_id": out.Prepared.ID, "left_to_check_back": out.LeftToCheckBack()})
+		writeJSON(w, http.StatusCreated, map[string]any{"status": "placed", "order": o, "message_id": out.Prepared.ID, "left_to_check_back": out.LeftToCheckBack()})
+	case errors.Is(err, errCreditLimit):
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"status": "failed", "error": err.Error()})
+	case errors.Is(err, trustmsg.ErrAlreadyCommitted):
+		// A retry of an order an earlier request placed (prepare answered
+		// COMMITTED, or the barrier held its commit marker and the helper
+		// sent the commit): nothing was written now.
+		writeJSON(w, http.StatusOK, map[string]string{"status": "already_placed", "order": o.ID})
+	case errors.Is(err, trustmsg.ErrAlreadyRolledBack):
+		// Its message was rolled back before (an earlier attempt failed):
+		// this order id can never be placed. Not 503: a retry cannot help.
+		writeJSON(w, http.StatusConflict, map[string]string{"status": "refused", "error": "order " + o.ID + " was refused before; use a new order id"})
+	case trustmsg.IsConflict(err):
+		// prepare_conflict: the id was used with other content.
+		writeJSON(w, http.StatusConflict, map[string]string{"status": "refused", "error": "order " + o.ID + " exists with other content"})
+	case trustmsg.IsUnavailable(err), errors.Is(err, trustmsg.ErrOutcomeUnknown):
+		// Nothing is known to be stored: the client retries with the same
+		// id, and the retry finds out.
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "try again"})
+	default:
+		// A database failure (the message is rolled back: a retry is
+		// refused), a VERIFY_FAILED message, or a decision trustmsg refused
+		// after the local transaction (*trustmsg.RejectedDecisionError:
+		// local state and message disagree, someone must look).
+		slog.ErrorContext(r.Context(), "placing an order", "order", o.ID, "error", err)
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"status": "error", "error": "the order could not be placed"})
 	}
 }
 

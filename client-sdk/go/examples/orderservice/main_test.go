@@ -77,23 +77,30 @@ func TestOrderService(t *testing.T) {
 			view := kittest.Await(t, p.Client, "order-"+id, 30*time.Second, func(v *trustmsg.MessageView) bool {
 				return v.Status == trustmsg.StatusCommitted && v.SendStatus == trustmsg.SendSent
 			})
-			records := kittest.ReadUntil(t, e, "orders", 30*time.Second, func(r *kgo.Record) bool {
-				got, _ := kittest.Header(r, trustmsg.HeaderMessageID)
-				return got == strconv.FormatInt(view.ID, 10)
+			var r *kgo.Record // the order's record; other tests write to "orders" too
+			kittest.ReadUntil(t, e, "orders", 30*time.Second, func(rec *kgo.Record) bool {
+				got, _ := kittest.Header(rec, trustmsg.HeaderMessageID)
+				if got == strconv.FormatInt(view.ID, 10) {
+					r = rec
+				}
+				return r != nil
 			})
 			var event struct {
 				Event string `json:"event"`
 				Order order  `json:"order"`
 			}
-			r := records[len(records)-1]
 			if err := json.Unmarshal(r.Value, &event); err != nil || event.Event != "order_placed" || event.Order.ID != id || string(r.Key) != "7" {
 				t.Fatalf("record %q %s: %v", r.Key, r.Value, err)
 			}
 			if res, err := http.Get(base + "/orders/" + id); err != nil || res.StatusCode != http.StatusOK {
 				t.Fatalf("GET /orders/%s: %v %v", id, res, err)
 			}
-			if status, _ := post(fmt.Sprintf(`{"id":%q,"customer":"7","amount_cents":1250}`, id)); status != http.StatusConflict {
-				t.Fatalf("the same order again: %d", status)
+			// The client's retry of a placed order: placed before, nothing new.
+			if status, out := post(fmt.Sprintf(`{"id":%q,"customer":"7","amount_cents":1250}`, id)); status != http.StatusOK || out["status"] != "already_placed" {
+				t.Fatalf("the same order again: %d %v", status, out)
+			}
+			if status, out := post(fmt.Sprintf(`{"id":%q,"customer":"8","amount_cents":1}`, id)); status != http.StatusConflict {
+				t.Fatalf("the same id with other content: %d %v", status, out)
 			}
 
 			big := kittest.Random()
@@ -105,6 +112,10 @@ func TestOrderService(t *testing.T) {
 			}
 			if res, _ := http.Get(base + "/orders/" + big); res.StatusCode != http.StatusNotFound {
 				t.Fatalf("the rolled-back order is there: %d", res.StatusCode)
+			}
+			// Its retry is refused for good (409), never "try again" (503).
+			if status, out := post(fmt.Sprintf(`{"id":%q,"customer":"7","amount_cents":1250}`, big)); status != http.StatusConflict || out["status"] != "refused" {
+				t.Fatalf("the rolled-back order again: %d %v", status, out)
 			}
 
 			// A prepare left without decision is committed by check-back

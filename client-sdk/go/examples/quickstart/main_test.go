@@ -7,7 +7,8 @@ import (
 	"github.com/trustmsg/trustmsg/client-sdk/go/internal/kittest"
 )
 
-// The README's example runs against the kit's trustmsg and MariaDB.
+// The README's example runs against the kit's trustmsg and MariaDB, twice
+// with the same order id: the second run is a retry and must not fail.
 func TestQuickstart(t *testing.T) {
 	e := kittest.Kit(t)
 	p := kittest.Register(t, e, "quickstart", "", 60000, "")
@@ -18,8 +19,11 @@ func TestQuickstart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kittest.WithDDL(func() { err = run(context.Background(), dsn) })
-	if err != nil {
-		t.Fatal(err)
+	id := kittest.Random()
+	for range 2 {
+		kittest.WithDDL(func() { err = run(context.Background(), dsn, id) })
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }

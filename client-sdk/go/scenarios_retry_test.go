@@ -1,0 +1,316 @@
+package trustmsg_test
+
+// The contract kit's scenarios S11-S14: a client retries an order (same
+// message key) whose message is already decided, or sends it twice at once.
+// The transaction helper must run no local work for a decided message and
+// say which decision it found. Against the real trustmsg binary, MariaDB,
+// PostgreSQL and the kit's Kafka broker.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	trustmsg "github.com/trustmsg/trustmsg/client-sdk/go"
+	"github.com/trustmsg/trustmsg/client-sdk/go/internal/kittest"
+)
+
+// errCrash stands for a process killed between its local COMMIT and its
+// commit call.
+var errCrash = errors.New("crashed after the local commit")
+
+// neverDelivered fails the test if a record of key reaches topic: it sends a
+// later message of p to topic through the helper and reads up to it.
+func neverDelivered(t *testing.T, e kittest.Env, p kittest.Producer, b *trustmsg.Barrier, d trustmsg.Dialect, topic, key string) {
+	t.Helper()
+	later := "order-" + kittest.Random()
+	if _, err := trustmsg.Transaction(context.Background(), p.Client, b,
+		trustmsg.Message{MessageKey: later, Topic: topic, Payload: []byte("later")}, insertOrder(d, later, 1)); err != nil {
+		t.Fatal(err)
+	}
+	records := kittest.ReadUntil(t, e, topic, 30*time.Second, func(r *kgo.Record) bool {
+		k, _ := kittest.Header(r, trustmsg.HeaderMessageKey)
+		return k == later
+	})
+	for _, r := range records {
+		if k, _ := kittest.Header(r, trustmsg.HeaderMessageKey); k == key {
+			t.Fatalf("a record of %s reached Kafka: %+v", key, r)
+		}
+	}
+}
+
+// messageIDs returns the distinct trustmsg-message-id headers of records.
+func messageIDs(records []*kgo.Record) map[string]bool {
+	ids := map[string]bool{}
+	for _, r := range records {
+		id, _ := kittest.Header(r, trustmsg.HeaderMessageID)
+		ids[id] = true
+	}
+	return ids
+}
+
+func TestS11_retry_after_rollback_is_refused_before_any_local_work(t *testing.T) {
+	e := kittest.Kit(t)
+	t.Parallel()
+	for _, db := range kittest.Dialects {
+		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
+			conn := kittest.Open(t, e, db.Dialect)
+			ordersTable(t, conn)
+			b := barrier(t, conn, db.Dialect)
+			p := kittest.Register(t, e, "s11", "", 60000, "")
+			ctx := context.Background()
+			topic := "go-s11-" + kittest.Random()
+			key := "order-" + kittest.Random()
+			msg := trustmsg.Message{MessageKey: key, Topic: topic, Payload: []byte(`{"order":11}`)}
+			_, err := trustmsg.Transaction(ctx, p.Client, b, msg, func(ctx context.Context, tx *sql.Tx) error {
+				if err := insertOrder(db.Dialect, key, 11)(ctx, tx); err != nil {
+					return err
+				}
+				return errOutOfStock
+			})
+			if !errors.Is(err, errOutOfStock) {
+				t.Fatalf("first attempt: %v, want the work's error", err)
+			}
+
+			// The client's retry, with work that would succeed this time.
+			ran := false
+			out, err := trustmsg.Transaction(ctx, p.Client, b, msg, func(ctx context.Context, tx *sql.Tx) error {
+				ran = true
+				return insertOrder(db.Dialect, key, 11)(ctx, tx)
+			})
+			var decided *trustmsg.DecidedError
+			if !errors.Is(err, trustmsg.ErrAlreadyRolledBack) || errors.Is(err, trustmsg.ErrAlreadyCommitted) ||
+				!errors.As(err, &decided) || decided.By != "prepare" || decided.Status != trustmsg.StatusRolledBack {
+				t.Fatalf("retry: %#v, want a *DecidedError matching ErrAlreadyRolledBack", err)
+			}
+			// Old code that looked for a conflict still finds trustmsg's 409.
+			if !trustmsg.IsConflict(err) || trustmsg.ErrorCode(err) != "already_rolled_back" || out != nil {
+				t.Fatalf("retry: %v (code %q), outcome %+v: want the 409 already_rolled_back inside", err, trustmsg.ErrorCode(err), out)
+			}
+			if ran {
+				t.Fatal("the retry ran the local work")
+			}
+			if n := count(t, conn, db.Dialect, "SELECT COUNT(*) FROM go_orders WHERE id = ?", key); n != 0 {
+				t.Fatalf("%d business rows", n)
+			}
+			if n := markers(t, conn, db.Dialect, p.BizID, key); n != 0 {
+				t.Fatalf("%d barrier markers", n)
+			}
+			if v, err := p.Client.Get(ctx, key); err != nil || v.Status != trustmsg.StatusRolledBack {
+				t.Fatalf("message %+v, %v", v, err)
+			}
+
+			// A rollback before any prepare leaves a tombstone: 409
+			// rolled_back, the same typed error.
+			tomb := "order-" + kittest.Random()
+			if _, err := p.Client.Rollback(ctx, tomb); err != nil {
+				t.Fatal(err)
+			}
+			_, err = trustmsg.Transaction(ctx, p.Client, b, trustmsg.Message{MessageKey: tomb, Topic: topic, Payload: []byte("x")},
+				func(context.Context, *sql.Tx) error { ran = true; return nil })
+			if !errors.Is(err, trustmsg.ErrAlreadyRolledBack) || trustmsg.ErrorCode(err) != "rolled_back" || ran {
+				t.Fatalf("after a tombstone: %v (code %q, work ran %v)", err, trustmsg.ErrorCode(err), ran)
+			}
+			neverDelivered(t, e, p, b, db.Dialect, topic, key)
+		})
+	}
+}
+
+func TestS12_retry_after_local_commit_sends_the_commit_itself(t *testing.T) {
+	e := kittest.Kit(t)
+	t.Parallel()
+	for _, db := range kittest.Dialects {
+		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
+			conn := kittest.Open(t, e, db.Dialect)
+			ordersTable(t, conn)
+			b := barrier(t, conn, db.Dialect)
+			p, _, checkBacks := checkEndpoint(t, e, "s12", b, 60000)
+			ctx := context.Background()
+			topic := "go-s12-" + kittest.Random()
+			key := "order-" + kittest.Random()
+			msg := trustmsg.Message{MessageKey: key, Topic: topic, Payload: []byte(`{"order":12}`)}
+			out, err := trustmsg.Transaction(ctx, p.Client, b, msg, insertOrder(db.Dialect, key, 12),
+				trustmsg.WithAfterLocalCommit(func(_ context.Context, k string) error {
+					if k != key {
+						t.Errorf("the hook got key %q", k)
+					}
+					return errCrash
+				}))
+			if !errors.Is(err, errCrash) || out == nil || !out.LocalCommitted || out.DecisionSent || out.DecisionErr != nil {
+				t.Fatalf("crashed attempt: %+v, %v", out, err)
+			}
+			if v, err := p.Client.Get(ctx, key); err != nil || v.Status != trustmsg.StatusPrepared {
+				t.Fatalf("after the crash: %+v, %v; want PREPARED (no decision sent)", v, err)
+			}
+
+			ran := false
+			out, err = trustmsg.Transaction(ctx, p.Client, b, msg, func(ctx context.Context, tx *sql.Tx) error {
+				ran = true
+				return insertOrder(db.Dialect, key, 12)(ctx, tx)
+			})
+			var decided *trustmsg.DecidedError
+			if !errors.Is(err, trustmsg.ErrAlreadyCommitted) || !errors.As(err, &decided) || decided.By != "barrier" ||
+				decided.View == nil || decided.View.Status != trustmsg.StatusCommitted {
+				t.Fatalf("retry: %#v, want a *DecidedError by the barrier matching ErrAlreadyCommitted", err)
+			}
+			if ran || out.LocalCommitted || !out.DecisionSent || out.Decided.Status != trustmsg.StatusCommitted {
+				t.Fatalf("retry: outcome %+v (work ran: %v)", out, ran)
+			}
+			// COMMITTED when the call returns, not later by check-back.
+			if v, err := p.Client.Get(ctx, key); err != nil || v.Status != trustmsg.StatusCommitted {
+				t.Fatalf("after the retry: %+v, %v", v, err)
+			}
+			if n := count(t, conn, db.Dialect, "SELECT COUNT(*) FROM go_orders WHERE id = ?", key); n != 1 {
+				t.Fatalf("%d business rows, want 1", n)
+			}
+			records := kittest.ReadAll(t, e, topic, 1, 30*time.Second, time.Second)
+			if len(records) != 1 {
+				t.Fatalf("%d records, want 1", len(records))
+			}
+			if n := checkBacks.Load(); n != 0 {
+				t.Fatalf("%d check-back calls, want 0", n)
+			}
+		})
+	}
+}
+
+func TestS13_two_identical_requests_at_once_make_one_commit_and_one_message(t *testing.T) {
+	e := kittest.Kit(t)
+	t.Parallel()
+	for _, db := range kittest.Dialects {
+		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
+			conn := kittest.Open(t, e, db.Dialect)
+			ordersTable(t, conn)
+			b := barrier(t, conn, db.Dialect)
+			p := kittest.Register(t, e, "s13", "", 60000, "")
+			topic := "go-s13-" + kittest.Random()
+			const orders = 3
+			keys := make([]string, orders)
+			for i := range keys {
+				keys[i] = "order-" + kittest.Random()
+			}
+			type result struct {
+				out *trustmsg.Outcome[*trustmsg.MessageView]
+				err error
+			}
+			results := make([][2]result, orders)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i, key := range keys {
+				for j := range 2 {
+					wg.Go(func() {
+						<-start
+						msg := trustmsg.Message{MessageKey: key, Topic: topic, Key: key, Payload: []byte(`{"order":"` + key + `"}`)}
+						out, err := trustmsg.Transaction(context.Background(), p.Client, b, msg, func(ctx context.Context, tx *sql.Tx) error {
+							// A slow business step: both calls are prepared
+							// before either commits, and the second waits on
+							// the barrier's row lock.
+							time.Sleep(300 * time.Millisecond)
+							return insertOrder(db.Dialect, key, 13)(ctx, tx)
+						})
+						results[i][j] = result{out, err}
+					})
+				}
+			}
+			close(start)
+			wg.Wait()
+			for i, key := range keys {
+				placed := 0
+				for _, r := range results[i] {
+					switch {
+					case r.err == nil:
+						if !r.out.LocalCommitted || !r.out.DecisionSent {
+							t.Fatalf("%s: placed without commit: %+v", key, r.out)
+						}
+						placed++
+					case errors.As(r.err, new(*trustmsg.DecidedError)) && errors.Is(r.err, trustmsg.ErrAlreadyCommitted):
+						if r.out != nil && r.out.LocalCommitted {
+							t.Fatalf("%s: already committed, yet committed locally: %+v", key, r.out)
+						}
+					default:
+						t.Fatalf("%s: %v, want placed or already committed", key, r.err)
+					}
+				}
+				if placed != 1 {
+					t.Fatalf("%s: placed %d times, want once", key, placed)
+				}
+				if n := count(t, conn, db.Dialect, "SELECT COUNT(*) FROM go_orders WHERE id = ?", key); n != 1 {
+					t.Fatalf("%s: %d business rows", key, n)
+				}
+				if n := markers(t, conn, db.Dialect, p.BizID, key); n != 1 {
+					t.Fatalf("%s: %d barrier markers", key, n)
+				}
+				if v, err := p.Client.Get(context.Background(), key); err != nil || v.Status != trustmsg.StatusCommitted {
+					t.Fatalf("%s: %+v, %v", key, v, err)
+				}
+			}
+			records := kittest.ReadAll(t, e, topic, orders, 30*time.Second, time.Second)
+			byKey := map[string][]*kgo.Record{}
+			for _, r := range records {
+				byKey[string(r.Key)] = append(byKey[string(r.Key)], r)
+			}
+			for _, key := range keys {
+				if ids := messageIDs(byKey[key]); len(ids) != 1 {
+					t.Fatalf("%s: message ids %v in Kafka, want exactly one", key, ids)
+				}
+			}
+		})
+	}
+}
+
+func TestS14_prepare_answered_committed_runs_no_local_work(t *testing.T) {
+	e := kittest.Kit(t)
+	t.Parallel()
+	for _, db := range kittest.Dialects {
+		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
+			conn := kittest.Open(t, e, db.Dialect)
+			ordersTable(t, conn)
+			b := barrier(t, conn, db.Dialect)
+			p := kittest.Register(t, e, "s14", "", 60000, "")
+			ctx := context.Background()
+			topic := "go-s14-" + kittest.Random()
+			key := "order-" + kittest.Random()
+			msg := trustmsg.Message{MessageKey: key, Topic: topic, Payload: []byte(`{"order":14}`)}
+			first, err := trustmsg.Transaction(ctx, p.Client, b, msg, insertOrder(db.Dialect, key, 14))
+			if err != nil || !first.DecisionSent {
+				t.Fatalf("%+v, %v", first, err)
+			}
+			var entered atomic.Bool
+			out, err := trustmsg.Transaction(ctx, p.Client, b, msg, func(context.Context, *sql.Tx) error {
+				entered.Store(true)
+				return nil
+			})
+			var decided *trustmsg.DecidedError
+			if !errors.Is(err, trustmsg.ErrAlreadyCommitted) || !errors.Is(err, trustmsg.ErrNotPrepared) ||
+				errors.Is(err, trustmsg.ErrAlreadyRolledBack) || !errors.As(err, &decided) || decided.By != "prepare" ||
+				decided.View == nil || decided.View.ID != first.Prepared.ID || decided.View.Status != trustmsg.StatusCommitted {
+				t.Fatalf("%#v, want a *DecidedError by prepare matching ErrAlreadyCommitted", err)
+			}
+			if entered.Load() {
+				t.Fatal("the callback was entered")
+			}
+			if out == nil || out.Prepared.Status != trustmsg.StatusCommitted || out.LocalCommitted || out.DecisionSent {
+				t.Fatalf("outcome %+v", out)
+			}
+			if n := count(t, conn, db.Dialect, "SELECT COUNT(*) FROM go_orders WHERE id = ?", key); n != 1 {
+				t.Fatalf("%d business rows", n)
+			}
+			if n := markers(t, conn, db.Dialect, p.BizID, key); n != 1 {
+				t.Fatalf("%d barrier markers", n)
+			}
+			if records := kittest.ReadAll(t, e, topic, 1, 30*time.Second, time.Second); len(records) != 1 {
+				t.Fatalf("%d records, want 1", len(records))
+			}
+		})
+	}
+}
