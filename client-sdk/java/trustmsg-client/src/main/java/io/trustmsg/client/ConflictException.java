@@ -10,4 +10,9 @@ public class ConflictException extends TrustmsgException {
   public ConflictException(String code, String message) {
     super(409, code, "HTTP 409 (" + code + "): " + message);
   }
+
+  /** For the helpers' own refusals ({@link NotPreparedException}): {@code message} as it is. */
+  protected ConflictException(String code, String message, Throwable cause) {
+    super(409, code, message, cause);
+  }
 }

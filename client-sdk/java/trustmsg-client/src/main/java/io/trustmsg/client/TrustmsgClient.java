@@ -83,7 +83,15 @@ public final class TrustmsgClient implements TransactionalProducer<MessageView> 
     return bizId;
   }
 
-  /** Stores the message as PREPARED (not yet delivered). The same prepare twice is one message. */
+  /**
+   * Stores the message as PREPARED (not yet delivered). The same prepare twice is one message, and
+   * a prepare of a message already decided says so: a COMMITTED one is answered with its view
+   * (status {@code COMMITTED}; {@code VERIFY_FAILED} likewise), a ROLLED_BACK one is refused with
+   * {@link ConflictException} {@code already_rolled_back} ({@code rolled_back} for a key rolled
+   * back before any prepare). The transaction helpers turn these into {@link
+   * AlreadyCommittedException}, {@link AlreadyRolledBackException} and {@link
+   * NotPreparedException}.
+   */
   @Override
   public MessageView prepare(Message message) {
     return join(prepareAsync(message));

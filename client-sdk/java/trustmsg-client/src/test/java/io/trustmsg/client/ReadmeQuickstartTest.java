@@ -46,17 +46,25 @@ class ReadmeQuickstartTest {
             .key("alice")
             .header("content-type", "application/json")
             .build();
-    template.execute(
-        placed,
-        conn -> {
-          try (var st =
-              conn.prepareStatement("INSERT INTO shop_orders (id, cents) VALUES (?, ?)")) {
-            st.setString(1, id);
-            st.setLong(2, 1250);
-            st.executeUpdate();
-          }
-          return null;
-        });
+    for (int run = 1; run <= 2; run++) { // the README's program, run twice
+      try {
+        template.execute(
+            placed,
+            conn -> {
+              try (var st =
+                  conn.prepareStatement("INSERT INTO shop_orders (id, cents) VALUES (?, ?)")) {
+                st.setString(1, id);
+                st.setLong(2, 1250);
+                st.executeUpdate();
+              }
+              return null;
+            });
+        assertEquals(1, run, "the second run placed the order again");
+      } catch (AlreadyCommittedException e) {
+        assertEquals(2, run);
+        assertEquals(trustmsg.get(id).id(), e.view().map(v -> v.id()).orElse(null));
+      }
+    }
     // --- end of the README's example ---
 
     try {

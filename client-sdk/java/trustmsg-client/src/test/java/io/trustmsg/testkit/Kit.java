@@ -156,10 +156,15 @@ public final class Kit {
 
   /** Registers a producer of its own with the admin token. */
   public static Producer register(String bizId, String verifyUrl) {
+    return register(bizId, verifyUrl, 1000);
+  }
+
+  /** Registers a producer whose first check-back comes {@code firstVerifyAfterMs} after prepare. */
+  public static Producer register(String bizId, String verifyUrl, long firstVerifyAfterMs) {
     ObjectMapper m = JSON;
     var body = m.createObjectNode();
     body.put("verify_url", verifyUrl);
-    body.put("first_verify_after_ms", 1000);
+    body.put("first_verify_after_ms", firstVerifyAfterMs);
     body.put("verify_timeout_ms", 10000);
     JsonNode answer =
         send(

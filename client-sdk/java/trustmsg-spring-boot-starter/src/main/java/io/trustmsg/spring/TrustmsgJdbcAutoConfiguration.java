@@ -1,7 +1,9 @@
 package io.trustmsg.spring;
 
 import io.trustmsg.client.Barrier;
+import io.trustmsg.client.LocalMessageTable;
 import io.trustmsg.client.TransactionalProducer;
+import java.sql.Connection;
 import java.sql.SQLException;
 import javax.sql.DataSource;
 import org.springframework.beans.factory.annotation.Value;
@@ -18,8 +20,8 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.transaction.PlatformTransactionManager;
 
 /**
- * The barrier, {@link TrustmsgTemplate} and {@link TrustmsgInbox} on the application's one
- * DataSource.
+ * The barrier, {@link TrustmsgTemplate}, the local message table ({@link TrustmsgOutbox}) and
+ * {@link TrustmsgInbox} on the application's one DataSource.
  */
 @AutoConfiguration(
     after = {
@@ -38,6 +40,26 @@ public class TrustmsgJdbcAutoConfiguration {
       Barrier.createTables(dataSource);
     }
     return new Barrier(dataSource);
+  }
+
+  /** The local message table, {@code trustmsg_outbox} (made at start with create-tables). */
+  @Bean
+  @ConditionalOnMissingBean
+  LocalMessageTable trustmsgLocalMessageTable(DataSource dataSource, TrustmsgProperties p)
+      throws SQLException {
+    if (p.isCreateTables()) {
+      try (Connection c = dataSource.getConnection()) {
+        c.setAutoCommit(true);
+        LocalMessageTable.createTable(c);
+      }
+    }
+    return new LocalMessageTable();
+  }
+
+  @Bean
+  @ConditionalOnMissingBean
+  TrustmsgOutbox trustmsgOutbox(DataSource dataSource, LocalMessageTable table) {
+    return new TrustmsgOutbox(dataSource, table);
   }
 
   @Bean

@@ -20,7 +20,10 @@ public class TrustmsgProperties {
    */
   private String signingSecret;
 
-  /** Create the barrier and inbox tables at startup if they do not exist. */
+  /**
+   * Create the barrier, inbox and local message ({@code trustmsg_outbox}) tables at startup if they
+   * do not exist.
+   */
   private boolean createTables = false;
 
   private final Check check = new Check();

@@ -1,5 +1,6 @@
 package io.trustmsg.spring;
 
+import io.trustmsg.client.AlreadyDecidedException;
 import io.trustmsg.client.Barrier;
 import io.trustmsg.client.BarrierException;
 import io.trustmsg.client.Decision;
@@ -10,11 +11,15 @@ import io.trustmsg.client.Transactions;
 import io.trustmsg.client.TrustmsgTransactionTemplate;
 import java.sql.SQLException;
 import java.util.Objects;
+import java.util.function.Consumer;
 import javax.sql.DataSource;
 import org.springframework.jdbc.datasource.DataSourceUtils;
+import org.springframework.transaction.IllegalTransactionStateException;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionException;
+import org.springframework.transaction.UnexpectedRollbackException;
 import org.springframework.transaction.support.TransactionCallback;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
 /**
@@ -31,13 +36,19 @@ import org.springframework.transaction.support.TransactionTemplate;
  * }</pre>
  *
  * <p>The callback's own exception is rethrown unchanged (the transaction and the message rolled
- * back). The transaction must be on the barrier's {@link DataSource}.
+ * back). The callback never runs for a message trustmsg already decided: {@code
+ * AlreadyCommittedException} (prepare answered COMMITTED, or the barrier held the commit marker of
+ * an earlier attempt: the helper sent the commit), {@code AlreadyRolledBackException}, {@code
+ * NotPreparedException}; a refused commit or rollback is {@code CommitRejectedException} or {@code
+ * RollbackRejectedException}, as {@link Transactions#run} says. The transaction must be on the
+ * barrier's {@link DataSource}.
  */
 public class TrustmsgTemplate {
   private final TransactionalProducer<?> producer;
   private final DataSource dataSource;
   private final TransactionTemplate transactions;
   private final Barrier barrier;
+  private final Consumer<Message> afterLocalCommit;
 
   public TrustmsgTemplate(
       TransactionalProducer<?> producer,
@@ -48,11 +59,43 @@ public class TrustmsgTemplate {
     this.transactions =
         new TransactionTemplate(Objects.requireNonNull(transactionManager, "transactionManager"));
     this.barrier = new Barrier(dataSource);
+    this.afterLocalCommit = null;
   }
 
-  /** Runs {@code work} in a new transaction with the barrier marker, between prepare and commit. */
+  private TrustmsgTemplate(TrustmsgTemplate t, Consumer<Message> afterLocalCommit) {
+    this.producer = t.producer;
+    this.dataSource = t.dataSource;
+    this.transactions = t.transactions;
+    this.barrier = t.barrier;
+    this.afterLocalCommit = afterLocalCommit;
+  }
+
+  /**
+   * A template that calls {@code hook} right after the transaction's COMMIT and before the commit
+   * is sent to trustmsg: the crash point, for your own tests. If the hook throws, no decision is
+   * sent and {@link #execute} throws the hook's exception (check-back, or a retry of the same
+   * message, commits the message).
+   */
+  public TrustmsgTemplate afterLocalCommit(Consumer<Message> hook) {
+    return new TrustmsgTemplate(this, hook);
+  }
+
+  /**
+   * Runs {@code work} in a new transaction with the barrier marker, between prepare and commit.
+   *
+   * @throws IllegalTransactionStateException called inside a transaction already open (a
+   *     {@code @Transactional} method): the template's transaction would join it, and the message
+   *     would be committed before your transaction is. Call it from outside, and put the work of
+   *     the transaction in {@code work}.
+   */
   public <T> T execute(Message message, TransactionCallback<T> work) {
     Objects.requireNonNull(work, "work");
+    if (TransactionSynchronizationManager.isActualTransactionActive()) {
+      throw new IllegalTransactionStateException(
+          "TrustmsgTemplate.execute was called inside an open transaction: its message would be"
+              + " committed before that transaction is; call it outside @Transactional methods and"
+              + " do the transaction's work in its callback");
+    }
     return run(producer, message, work);
   }
 
@@ -63,30 +106,60 @@ public class TrustmsgTemplate {
         p,
         message,
         prepared -> {
-          boolean[] workDone = {false};
-          java.util.List<T> result = new java.util.ArrayList<>(1);
           try {
-            return transactions.execute(
-                status -> {
-                  try {
-                    Barrier.insert(DataSourceUtils.getConnection(dataSource), bizId, key);
-                  } catch (SQLException e) {
-                    throw new BarrierException("inserting the barrier marker of " + key, e);
-                  }
-                  T value = work.doInTransaction(status);
-                  workDone[0] = !status.isRollbackOnly();
-                  result.add(value);
-                  return value;
-                });
-          } catch (TransactionException e) {
-            if (!workDone[0]) {
-              throw e;
+            return inTransaction(bizId, key, work);
+          } catch (AlreadyDecidedException | OutcomeUnknownException e) {
+            throw e;
+          } catch (RuntimeException | Error e) {
+            // Rolled back: the barrier records it before the rollback is sent, unless a request of
+            // the same key committed meanwhile (then that one placed the message).
+            AlreadyDecidedException placedMeanwhile =
+                TrustmsgTransactionTemplate.settleRolledBack(barrier, bizId, key, e);
+            if (placedMeanwhile != null) {
+              throw placedMeanwhile;
             }
-            afterFailedCommit(bizId, key, e);
-            return result.get(0);
+            throw e;
           }
         },
-        TrustmsgTransactionTemplate::leaveToCheckBack);
+        TrustmsgTransactionTemplate::leaveToCheckBack,
+        afterLocalCommit);
+  }
+
+  /** One transaction of Spring's: the marker, then {@code work}; its value once committed. */
+  private <T> T inTransaction(String bizId, String key, TransactionCallback<T> work) {
+    boolean[] workDone = {false};
+    java.util.List<T> result = new java.util.ArrayList<>(1);
+    T value;
+    try {
+      value =
+          transactions.execute(
+              status -> {
+                try {
+                  Barrier.insert(DataSourceUtils.getConnection(dataSource), bizId, key);
+                } catch (SQLException e) {
+                  throw new BarrierException("inserting the barrier marker of " + key, e);
+                }
+                T v = work.doInTransaction(status);
+                workDone[0] = !status.isRollbackOnly();
+                result.add(v);
+                return v;
+              });
+    } catch (TransactionException e) {
+      if (!workDone[0]) {
+        throw e;
+      }
+      afterFailedCommit(bizId, key, e);
+      return result.get(0);
+    }
+    if (!workDone[0]) {
+      // The callback returned but marked the transaction rollback-only: Spring rolled it back
+      // without a word, so the message must be rolled back too.
+      throw new UnexpectedRollbackException(
+          "the callback of "
+              + key
+              + " set the transaction rollback-only: it was rolled back, and so is the message");
+    }
+    return value;
   }
 
   /** The COMMIT failed after the work: committed or not, the barrier says. */

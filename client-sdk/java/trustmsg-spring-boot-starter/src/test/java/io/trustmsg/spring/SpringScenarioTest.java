@@ -3,6 +3,8 @@ package io.trustmsg.spring;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.trustmsg.client.AlreadyCommittedException;
+import io.trustmsg.client.AlreadyRolledBackException;
 import io.trustmsg.client.Barrier;
 import io.trustmsg.client.Message;
 import io.trustmsg.client.Processed;
@@ -80,7 +82,8 @@ class SpringScenarioTest {
     assertThat(
             Kit.count(
                 ds,
-                "SELECT COUNT(*) FROM trustmsg_barrier WHERE biz_id = ? AND message_key = ?",
+                "SELECT COUNT(*) FROM trustmsg_barrier WHERE biz_id = ? AND message_key = ?"
+                    + " AND op = 'commit'",
                 p.bizId(),
                 bad))
         .isZero();
@@ -153,5 +156,94 @@ class SpringScenarioTest {
     var foreign = new ConsumerRecord<>("t", 0, 1L, new byte[0], new byte[0]);
     assertThatThrownBy(() -> inbox.process(foreign, status -> "never"))
         .isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @ParameterizedTest
+  @EnumSource(Db.class)
+  void S11_S12_S14_the_spring_template_runs_no_work_for_a_decided_message(Db db) throws Exception {
+    DataSource ds = db.dataSource();
+    Kit.Producer p = Kit.register(Kit.unique("java-spring-retry"), "http://127.0.0.1:9/unused");
+    TrustmsgClient client = TrustmsgClient.builder(Kit.url(), p.bizId(), p.token()).build();
+    TrustmsgTemplate trustmsg = new TrustmsgTemplate(client, new JdbcTransactionManager(ds), ds);
+    JdbcTemplate jdbc = new JdbcTemplate(ds);
+    String topic = Kit.unique("java.spring");
+    java.util.concurrent.atomic.AtomicInteger runs =
+        new java.util.concurrent.atomic.AtomicInteger();
+
+    // S12: the hook stops the call after the COMMIT; the retry sends the commit itself.
+    String crashed = Kit.unique("crashed");
+    Message m12 = Message.builder(crashed, topic).payload("s12").build();
+    assertThatThrownBy(
+            () ->
+                trustmsg
+                    .afterLocalCommit(
+                        m -> {
+                          throw new IllegalStateException("dies here");
+                        })
+                    .execute(
+                        m12,
+                        status -> {
+                          runs.incrementAndGet();
+                          return jdbc.update("INSERT INTO spring_orders (id) VALUES (?)", crashed);
+                        }))
+        .hasMessage("dies here");
+    assertThat(client.get(crashed).status()).isEqualTo("PREPARED");
+    assertThatThrownBy(() -> trustmsg.execute(m12, status -> runs.incrementAndGet()))
+        .isInstanceOf(AlreadyCommittedException.class);
+    assertThat(client.get(crashed).status()).isEqualTo("COMMITTED");
+
+    // S14: a prepare answered COMMITTED.
+    assertThatThrownBy(() -> trustmsg.execute(m12, status -> runs.incrementAndGet()))
+        .isInstanceOf(AlreadyCommittedException.class);
+
+    // S11: a retry after a rollback.
+    String failed = Kit.unique("failed");
+    Message m11 = Message.builder(failed, topic).payload("s11").build();
+    assertThatThrownBy(
+            () ->
+                trustmsg.execute(
+                    m11,
+                    status -> {
+                      throw new IllegalStateException("declined");
+                    }))
+        .hasMessage("declined");
+    assertThatThrownBy(() -> trustmsg.execute(m11, status -> runs.incrementAndGet()))
+        .isInstanceOf(AlreadyRolledBackException.class);
+
+    // A callback that marks the transaction rollback-only: rolled back, and so is the message.
+    String rollbackOnly = Kit.unique("rollback-only");
+    assertThatThrownBy(
+            () ->
+                trustmsg.execute(
+                    Message.builder(rollbackOnly, topic).payload("x").build(),
+                    status -> {
+                      jdbc.update("INSERT INTO spring_orders (id) VALUES (?)", rollbackOnly);
+                      status.setRollbackOnly();
+                      return "returned all the same";
+                    }))
+        .isInstanceOf(org.springframework.transaction.UnexpectedRollbackException.class);
+    assertThat(Kit.count(ds, "SELECT COUNT(*) FROM spring_orders WHERE id = ?", rollbackOnly))
+        .isZero();
+    assertThat(client.get(rollbackOnly).status()).isEqualTo("ROLLED_BACK");
+
+    // Inside an open transaction the template's would join it, and commit the message first.
+    var outer =
+        new org.springframework.transaction.support.TransactionTemplate(
+            new JdbcTransactionManager(ds));
+    String inside = Kit.unique("inside");
+    assertThatThrownBy(
+            () ->
+                outer.executeWithoutResult(
+                    s ->
+                        trustmsg.execute(
+                            Message.builder(inside, topic).payload("x").build(),
+                            status -> runs.incrementAndGet())))
+        .isInstanceOf(org.springframework.transaction.IllegalTransactionStateException.class);
+    assertThatThrownBy(() -> client.get(inside))
+        .isInstanceOf(io.trustmsg.client.NotFoundException.class);
+
+    assertThat(runs.get()).as("local work runs: only the first attempt's").isEqualTo(1);
+    assertThat(Kit.count(ds, "SELECT COUNT(*) FROM spring_orders WHERE id = ?", crashed))
+        .isEqualTo(1);
   }
 }

@@ -1,18 +1,15 @@
 package io.trustmsg.example.orders;
 
-import io.trustmsg.client.Barrier;
+import io.trustmsg.client.AlreadyCommittedException;
+import io.trustmsg.client.AlreadyRolledBackException;
 import io.trustmsg.client.Message;
 import io.trustmsg.client.TrustmsgClient;
 import io.trustmsg.spring.TrustmsgTemplate;
-import java.sql.SQLException;
 import java.util.List;
 import java.util.Map;
-import javax.sql.DataSource;
 import org.springframework.http.HttpStatus;
 import org.springframework.http.ResponseEntity;
 import org.springframework.jdbc.core.JdbcTemplate;
-import org.springframework.jdbc.datasource.DataSourceUtils;
-import org.springframework.transaction.support.TransactionTemplate;
 import org.springframework.web.bind.annotation.ExceptionHandler;
 import org.springframework.web.bind.annotation.GetMapping;
 import org.springframework.web.bind.annotation.PathVariable;
@@ -33,20 +30,11 @@ public class OrderController {
   private final TrustmsgTemplate trustmsg;
   private final TrustmsgClient client;
   private final JdbcTemplate jdbc;
-  private final TransactionTemplate transactions;
-  private final DataSource dataSource;
 
-  public OrderController(
-      TrustmsgTemplate trustmsg,
-      TrustmsgClient client,
-      JdbcTemplate jdbc,
-      TransactionTemplate transactions,
-      DataSource dataSource) {
+  public OrderController(TrustmsgTemplate trustmsg, TrustmsgClient client, JdbcTemplate jdbc) {
     this.trustmsg = trustmsg;
     this.client = client;
     this.jdbc = jdbc;
-    this.transactions = transactions;
-    this.dataSource = dataSource;
   }
 
   @PostMapping("/orders")
@@ -72,32 +60,36 @@ public class OrderController {
             .key(order.customer())
             .header("content-type", "application/json")
             .build();
-    if (order.lose_commit()) {
-      // As if the process stopped between its local commit and the commit call:
-      // check-back settles the message from the barrier.
-      client.prepare(message);
-      transactions.executeWithoutResult(
+    // lose_commit: as if the process stopped between its local commit and the commit call (the
+    // template's test hook stops the call there); check-back settles the message from the barrier.
+    TrustmsgTemplate helper =
+        order.lose_commit()
+            ? trustmsg.afterLocalCommit(
+                m -> {
+                  throw new CommitLost();
+                })
+            : trustmsg;
+    try {
+      helper.execute(
+          message,
           status -> {
-            try {
-              Barrier.insert(
-                  DataSourceUtils.getConnection(dataSource), client.bizId(), order.order_id());
-            } catch (SQLException e) {
-              throw new IllegalStateException(e);
-            }
             insert(order);
+            if (order.fail()) {
+              throw new OrderRefused("payment declined for " + order.order_id());
+            }
+            return null;
           });
+    } catch (CommitLost e) {
       return ResponseEntity.status(HttpStatus.ACCEPTED)
           .body(Map.of("order_id", order.order_id(), "commit", "lost"));
+    } catch (AlreadyCommittedException e) {
+      // A retry of an order that went through: nothing written now.
+      return ResponseEntity.ok(Map.of("order_id", order.order_id(), "status", "already placed"));
+    } catch (AlreadyRolledBackException e) {
+      // Its message was rolled back before: this order id can never be placed.
+      return ResponseEntity.status(HttpStatus.CONFLICT)
+          .body(Map.of("order_id", order.order_id(), "status", "refused"));
     }
-    trustmsg.execute(
-        message,
-        status -> {
-          insert(order);
-          if (order.fail()) {
-            throw new OrderRefused("payment declined for " + order.order_id());
-          }
-          return null;
-        });
     return ResponseEntity.status(HttpStatus.CREATED).body(Map.of("order_id", order.order_id()));
   }
 
@@ -120,6 +112,11 @@ public class OrderController {
     Map<String, Object> out = new java.util.LinkedHashMap<>(rows.get(0));
     out.put("message", client.get(id).status());
     return ResponseEntity.ok(out);
+  }
+
+  /** Thrown by the test hook of lose_commit: no decision is sent. */
+  static class CommitLost extends RuntimeException {
+    private static final long serialVersionUID = 1L;
   }
 
   /** The local transaction's own failure: rolled back, the message too. */

@@ -26,8 +26,8 @@ import org.springframework.test.context.DynamicPropertySource;
 /**
  * The example, booted for real against the contract kit's trustmsg (its own producer registered
  * with the admin token), the kit's MariaDB and Kafka: a placed order reaches Kafka, a failed one
- * never does, and one whose commit call is lost is committed by check-back through the starter's
- * Spring MVC endpoint.
+ * never does, their retries answer 200 (already placed) and 409 (refused), and one whose commit
+ * call is lost is committed by check-back through the starter's Spring MVC endpoint.
  */
 @SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
 class OrderServiceApplicationTest {
@@ -84,6 +84,15 @@ class OrderServiceApplicationTest {
                 + failed
                 + "\",\"customer\":\"bob\",\"amount_cents\":990,\"fail\":true}");
     assertThat(refused.statusCode()).isEqualTo(422);
+    // The clients' retries: the placed order is "already placed", the failed one refused for good.
+    assertThat(
+            post("{\"order_id\":\"" + ok + "\",\"customer\":\"alice\",\"amount_cents\":1250}")
+                .statusCode())
+        .isEqualTo(200);
+    assertThat(
+            post("{\"order_id\":\"" + failed + "\",\"customer\":\"bob\",\"amount_cents\":990}")
+                .statusCode())
+        .isEqualTo(409);
 
     assertThat(
             jdbc.queryForObject(
@@ -95,7 +104,9 @@ class OrderServiceApplicationTest {
         .isZero();
     assertThat(
             jdbc.queryForObject(
-                "SELECT COUNT(*) FROM trustmsg_barrier WHERE message_key = ?", Long.class, failed))
+                "SELECT COUNT(*) FROM trustmsg_barrier WHERE message_key = ? AND op = 'commit'",
+                Long.class,
+                failed))
         .isZero();
     assertThat(client.get(failed).status()).isEqualTo("ROLLED_BACK");
     MessageView view = client.get(ok);
