@@ -304,12 +304,18 @@ async fn what_cannot_be_applied_is_dead_lettered_with_the_http_code_and_blocks_n
         .await;
     shop.commit("committed-then-rolled-back").await;
     shop.rollback("committed-then-rolled-back").await;
-    // A producer's retry of a prepare whose message it rolled back (issue
-    // 58): refused, so it cannot run its local transaction again.
+    // A prepare record read again after its message was rolled back (Kafka
+    // delivers at least once) changes nothing and is no dead letter; with
+    // other content it is refused as over HTTP.
     shop.prepare("prepared-rolled-back-prepared", orders(b"p"))
         .await;
     shop.rollback("prepared-rolled-back-prepared").await;
     shop.prepare("prepared-rolled-back-prepared", orders(b"p"))
+        .await;
+    shop.prepare("prepared-rolled-back-other", orders(b"p"))
+        .await;
+    shop.rollback("prepared-rolled-back-other").await;
+    shop.prepare("prepared-rolled-back-other", orders(b"other"))
         .await;
     shop.prepare(
         "reserved-header",
@@ -336,7 +342,7 @@ async fn what_cannot_be_applied_is_dead_lettered_with_the_http_code_and_blocks_n
         ("conflict", "prepare_conflict"),
         ("rolled-back", "rolled_back"),
         ("committed-then-rolled-back", "already_committed"),
-        ("prepared-rolled-back-prepared", "already_rolled_back"),
+        ("prepared-rolled-back-other", "already_rolled_back"),
         ("reserved-header", "invalid_headers"),
     ]);
     let mut dead = RawReader::new(kafka.bootstrap(), DLQ);
@@ -408,6 +414,7 @@ async fn what_cannot_be_applied_is_dead_lettered_with_the_http_code_and_blocks_n
     }
     assert_eq!(rows["conflict"].1, "PREPARED");
     assert_eq!(rows["rolled-back"].1, "ROLLED_BACK");
+    assert_eq!(rows["prepared-rolled-back-prepared"].1, "ROLLED_BACK");
     assert_eq!(rows["committed-then-rolled-back"].1, "COMMITTED");
     let metrics = service.metrics().await;
     assert_eq!(

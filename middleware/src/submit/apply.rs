@@ -18,7 +18,7 @@ use super::dead_letters::{DeadLetter, DeadLetters};
 use super::record::{self, Record, Submitted};
 use super::SubmitSettings;
 use crate::api::error::ApiError;
-use crate::api::messages::{decided, new_message, prepared};
+use crate::api::messages::{decided, new_message, prepared, repeated_after_rollback};
 use crate::api::{validate, AppState};
 use crate::backoff::Backoff;
 use crate::group_commit::producer_writes::{Decision, Via};
@@ -336,8 +336,13 @@ impl Ingest {
             let Write::Prepare { digest, .. } = &s.write else {
                 continue;
             };
-            match result.map(|inserted| prepared(inserted, digest)) {
-                Ok(Ok(_)) => {
+            match result.map(|inserted| {
+                if repeated_after_rollback(&inserted, digest) {
+                    return Ok(());
+                }
+                prepared(inserted, digest).map(drop)
+            }) {
+                Ok(Ok(())) => {
                     wrote_prepares = true;
                     count(s.op.as_str(), "applied");
                 }
