@@ -119,7 +119,7 @@ async fn s01_s02_s07_committed_reaches_kafka_exactly_failed_never_and_the_inbox_
     assert_eq!(
         count(
             &shop,
-            "SELECT COUNT(*) FROM trustmsg_barrier WHERE message_key = 'order-2'"
+            "SELECT COUNT(*) FROM trustmsg_barrier WHERE op = 'commit' AND message_key = 'order-2'"
         )
         .await,
         0
@@ -188,7 +188,7 @@ async fn s01_s02_s07_committed_reaches_kafka_exactly_failed_never_and_the_inbox_
 /// check-back call; S13 two identical requests at once make one local
 /// commit and one message; S14 a prepare answered COMMITTED runs no work.
 macro_rules! retried_orders {
-    ($shop:expr, $order:ident, $count:ident, $marker_sql:expr) => {{
+    ($shop:expr, $order:ident, $slow_failing:ident, $count:ident, $marker_sql:expr) => {{
         let shop = $shop;
         let db = TestDb::create().await;
         let kafka = MockKafka::start(1);
@@ -225,7 +225,7 @@ macro_rules! retried_orders {
         assert!(matches!(err, Error::AlreadyRolledBack { .. }), "{err:?}");
         assert!(!ran.load(Ordering::SeqCst), "the plain helper ran no work either");
         assert_eq!($count(&shop, "SELECT COUNT(*) FROM orders WHERE id = 's11'").await, 0);
-        assert_eq!($count(&shop, &format!("{} = 's11'", $marker_sql)).await, 0, "no marker");
+        assert_eq!($count(&shop, &format!("{} = 's11'", $marker_sql)).await, 0, "no commit marker");
         assert_eq!(statuses(&pool, "shop").await["s11"].1, "ROLLED_BACK");
 
         // S12: stopped at the crash point, then retried.
@@ -252,6 +252,27 @@ macro_rules! retried_orders {
         let before = [&a, &b].iter().filter(|r| matches!(r, Err(Error::AlreadyCommitted { .. }))).count();
         assert_eq!((placed, before), (1, 1), "{a:?} {b:?}");
         assert_eq!($count(&shop, "SELECT COUNT(*) FROM orders WHERE id = 's13'").await, 1);
+
+        // S13 with one of the two failing (a transient failure): the
+        // other, waiting on the first one's marker, must not commit locally
+        // after the rollback; whichever reaches the barrier first decides.
+        let failing = barrier::transaction(&producer, &shop, Message::new("s13f", TOPIC, "s13f"), $slow_failing("s13f"));
+        let passing = async {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            barrier::transaction(&producer, &shop, Message::new("s13f", TOPIC, "s13f"), $order("s13f", false)).await
+        };
+        let (failed, other) = tokio::join!(failing, passing);
+        let rows = $count(&shop, "SELECT COUNT(*) FROM orders WHERE id = 's13f'").await;
+        let status = statuses(&pool, "shop").await["s13f"].1.clone();
+        match (&failed, &other) {
+            (Ok(TxOutcome::RolledBack { .. }), Err(Error::AlreadyRolledBack { .. })) => {
+                assert_eq!((rows, status.as_str()), (0, "ROLLED_BACK"));
+            }
+            (Err(Error::AlreadyCommitted { .. }), Ok(TxOutcome::Committed { .. })) => {
+                assert_eq!((rows, status.as_str()), (1, "COMMITTED"));
+            }
+            _ => panic!("one failing, one passing: {failed:?} / {other:?} ({rows} rows, {status})"),
+        }
 
         // S14: a committed order's request again.
         let (ran, work) = never();
@@ -282,10 +303,38 @@ macro_rules! retried_orders {
         ids.sort();
         ids.dedup();
         let keys: Vec<&str> = ids.iter().map(|(k, _)| k.as_str()).collect();
+        let keys: Vec<&str> = keys.into_iter().filter(|k| *k != "s13f").collect();
         assert_eq!(keys, ["s12", "s13"], "one message id each, none for s11: {ids:?}");
         assert_eq!(check.total(), 0, "no check-back was needed");
         db.drop_db().await;
     }};
+}
+
+/// An order whose work holds its marker for 300 ms, then fails.
+fn slow_failing_order(
+    id: &'static str,
+) -> impl for<'c> FnOnce(&'c mut sqlx::MySqlConnection) -> BoxFuture<'c, Result<&'static str, String>>
+{
+    move |conn| {
+        Box::pin(async move {
+            order(id, false)(conn).await?;
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            Err(format!("order {id}: payment timed out"))
+        })
+    }
+}
+
+fn pg_slow_failing_order(
+    id: &'static str,
+) -> impl for<'c> FnOnce(&'c mut sqlx::PgConnection) -> BoxFuture<'c, Result<&'static str, String>>
+{
+    move |conn| {
+        Box::pin(async move {
+            pg_order(id, false)(conn).await?;
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            Err(format!("order {id}: payment timed out"))
+        })
+    }
 }
 
 fn pg_order(
@@ -328,8 +377,9 @@ async fn s11_s12_s13_s14_retried_orders_run_no_work_for_a_decided_message_mysql(
     retried_orders!(
         shop,
         order,
+        slow_failing_order,
         count,
-        "SELECT COUNT(*) FROM trustmsg_barrier WHERE message_key"
+        "SELECT COUNT(*) FROM trustmsg_barrier WHERE op = 'commit' AND message_key"
     );
     shop_db.drop_db().await;
 }
@@ -347,8 +397,9 @@ async fn s11_s12_s13_s14_retried_orders_run_no_work_for_a_decided_message_postgr
     retried_orders!(
         shop,
         pg_order,
+        pg_slow_failing_order,
         pg_count,
-        "SELECT COUNT(*) FROM trustmsg_barrier WHERE message_key"
+        "SELECT COUNT(*) FROM trustmsg_barrier WHERE op = 'commit' AND message_key"
     );
     shop_db.drop_db().await;
 }

@@ -440,6 +440,11 @@ where
 /// - prepare refused `already_rolled_back`, or the barrier holds the
 ///   `rollback` marker: [`Error::AlreadyRolledBack`](crate::Error::AlreadyRolledBack)
 ///   (the rollback is sent again, harmlessly): refuse the request;
+/// - `work` failed: the rollback marker is written (as check-back would)
+///   before the rollback is sent, so an identical request waiting on this
+///   one's marker is refused instead of committing a change whose commit
+///   would be refused; if that request committed first, the commit is sent
+///   and the result is `AlreadyCommitted`;
 /// - prepare answered COMMITTED, or the barrier holds the `commit` marker (an
 ///   earlier run committed locally and stopped before its commit call): the
 ///   commit is sent now, not left to check-back, and the result is
@@ -535,7 +540,21 @@ where
         producer,
         message,
         options,
-        |_view| run_in_tx(pool, &biz_id, &key, work),
+        |_view| async {
+            match run_in_tx(pool, &biz_id, &key, work).await {
+                // The work failed: before the rollback is sent, the barrier
+                // records it (what check-back would write), so that an
+                // identical request waiting on this one's marker finds the
+                // rollback instead of committing locally a change whose
+                // commit would be refused. If that request committed first,
+                // its commit marker is what the barrier answers: commit.
+                Err(RunError::Local(e)) => match check(pool, &biz_id, &key).await {
+                    Ok(Decision::Commit) => Err(RunError::AlreadyDecided(Decision::Commit)),
+                    _ => Err(RunError::Local(e)),
+                },
+                other => other,
+            }
+        },
         |e| match e {
             RunError::OutcomeUnknown(_) => Known::Unknown,
             RunError::AlreadyDecided(Decision::Commit) => Known::Committed,
