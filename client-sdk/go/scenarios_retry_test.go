@@ -10,6 +10,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -100,8 +101,8 @@ func TestS11_retry_after_rollback_is_refused_before_any_local_work(t *testing.T)
 			if n := count(t, conn, db.Dialect, "SELECT COUNT(*) FROM go_orders WHERE id = ?", key); n != 0 {
 				t.Fatalf("%d business rows", n)
 			}
-			if n := markers(t, conn, db.Dialect, p.BizID, key); n != 0 {
-				t.Fatalf("%d barrier markers", n)
+			if n := commitMarkers(t, conn, db.Dialect, p.BizID, key); n != 0 {
+				t.Fatalf("%d barrier commit markers", n)
 			}
 			if v, err := p.Client.Get(ctx, key); err != nil || v.Status != trustmsg.StatusRolledBack {
 				t.Fatalf("message %+v, %v", v, err)
@@ -262,6 +263,92 @@ func TestS13_two_identical_requests_at_once_make_one_commit_and_one_message(t *t
 				if ids := messageIDs(byKey[key]); len(ids) != 1 {
 					t.Fatalf("%s: message ids %v in Kafka, want exactly one", key, ids)
 				}
+			}
+		})
+	}
+}
+
+// errPaymentTimeout is a transient failure of one request's business step.
+var errPaymentTimeout = errors.New("payment timed out")
+
+// S13 with one of the two failing: request A holds the barrier's commit
+// marker while its work runs, then fails; request B, the same order 100 ms
+// later, waits on A's marker and its work succeeds. B must not commit
+// locally a change whose commit trustmsg then refuses (the message rolled
+// back by A): whichever reaches the barrier first decides, as check-back.
+func TestS13_two_identical_requests_one_failing_never_commit_a_rolled_back_message(t *testing.T) {
+	e := kittest.Kit(t)
+	t.Parallel()
+	for _, db := range kittest.Dialects {
+		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
+			conn := kittest.Open(t, e, db.Dialect)
+			ordersTable(t, conn)
+			b := barrier(t, conn, db.Dialect)
+			p := kittest.Register(t, e, "s13f", "", 60000, "")
+			topic := "go-s13f-" + kittest.Random()
+			key := "order-" + kittest.Random()
+			msg := trustmsg.Message{MessageKey: key, Topic: topic, Key: key, Payload: []byte(`{"order":"` + key + `"}`)}
+			type result struct {
+				out *trustmsg.Outcome[*trustmsg.MessageView]
+				err error
+			}
+			var a, bRes result
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				out, err := trustmsg.Transaction(context.Background(), p.Client, b, msg, func(ctx context.Context, tx *sql.Tx) error {
+					if err := insertOrder(db.Dialect, key, 13)(ctx, tx); err != nil {
+						return err
+					}
+					time.Sleep(300 * time.Millisecond)
+					return errPaymentTimeout
+				})
+				a = result{out, err}
+			})
+			wg.Go(func() {
+				time.Sleep(100 * time.Millisecond)
+				out, err := trustmsg.Transaction(context.Background(), p.Client, b, msg, insertOrder(db.Dialect, key, 13))
+				bRes = result{out, err}
+			})
+			wg.Wait()
+			rows := count(t, conn, db.Dialect, "SELECT COUNT(*) FROM go_orders WHERE id = ?", key)
+			commits := commitMarkers(t, conn, db.Dialect, p.BizID, key)
+			v, err := p.Client.Get(context.Background(), key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			state := func() string {
+				return fmt.Sprintf("A: %v (outcome %+v); B: %v (outcome %+v); %d order rows, %d commit markers, message %s",
+					a.err, a.out, bRes.err, bRes.out, rows, commits, v.Status)
+			}
+			if errors.Is(a.err, trustmsg.ErrCommitRejected) || errors.Is(bRes.err, trustmsg.ErrCommitRejected) ||
+				errors.Is(a.err, trustmsg.ErrRollbackRejected) || errors.Is(bRes.err, trustmsg.ErrRollbackRejected) {
+				t.Fatalf("a decision was refused: %s", state())
+			}
+			var local *trustmsg.LocalError
+			var decided *trustmsg.DecidedError
+			switch {
+			case errors.Is(a.err, errPaymentTimeout) && errors.As(a.err, &local):
+				// A rolled back first: B finds the rollback and is refused.
+				t.Logf("A's rollback decided: %s", state())
+				if !errors.Is(bRes.err, trustmsg.ErrAlreadyRolledBack) || !errors.As(bRes.err, &decided) ||
+					(bRes.out != nil && bRes.out.LocalCommitted) ||
+					rows != 0 || commits != 0 || v.Status != trustmsg.StatusRolledBack {
+					t.Fatalf("A rolled back, want B refused (ErrAlreadyRolledBack), 0 rows, ROLLED_BACK: %s", state())
+				}
+				neverDelivered(t, e, p, b, db.Dialect, topic, key)
+			case errors.Is(a.err, trustmsg.ErrAlreadyCommitted) && errors.As(a.err, &decided):
+				// B committed first: A's order was placed by B; A sent the commit.
+				t.Logf("B's commit decided: %s", state())
+				if bRes.err != nil || bRes.out == nil || !bRes.out.LocalCommitted ||
+					rows != 1 || commits != 1 || v.Status != trustmsg.StatusCommitted {
+					t.Fatalf("A found B's commit, want B placed, 1 row, COMMITTED: %s", state())
+				}
+				if records := kittest.ReadAll(t, e, topic, 1, 30*time.Second, time.Second); len(messageIDs(records)) != 1 {
+					t.Fatalf("%d records, want one message: %s", len(records), state())
+				}
+			default:
+				t.Fatalf("want A rolled back with its own error or already committed: %s", state())
 			}
 		})
 	}

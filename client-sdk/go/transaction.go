@@ -282,6 +282,25 @@ func Transaction[R any](ctx context.Context, p TxProducer[R], b *Barrier, msg Me
 		// Rolling back could be wrong: check-back answers from the barrier.
 		slog.WarnContext(ctx, "trustmsg: no decision sent; check-back will decide from the barrier", "message_key", key, "error", localErr)
 		return out, localErr
+	case errors.As(localErr, new(*LocalError)):
+		// The work failed. Before the rollback is sent, the barrier records
+		// it, as check-back would: an identical request waiting on this
+		// one's commit marker then finds the rollback marker instead of
+		// committing locally a change whose commit trustmsg would refuse.
+		// If that request committed first, its commit marker is the answer:
+		// the order was placed by it, and its commit is sent.
+		d, err := b.Check(decideCtx, p.BizID(), key)
+		switch {
+		case err != nil:
+			slog.WarnContext(ctx, "trustmsg: the barrier could not record the rollback; sending it anyway", "message_key", key, "error", err)
+		case d == Commit:
+			slog.InfoContext(ctx, "trustmsg: the local work failed but an identical request committed first; sending its commit", "message_key", key, "work_error", localErr)
+			if err := commit(ctx, decideCtx, p, out); err != nil {
+				return out, err
+			}
+			view, _ := any(out.Decided).(*MessageView)
+			return out, &DecidedError{MessageKey: key, Status: StatusCommitted, By: "barrier", View: view, Err: ErrAlreadyCommitted}
+		}
 	}
 	decided, err := p.Rollback(decideCtx, key)
 	switch {
