@@ -29,7 +29,9 @@ var (
 	// ErrAlreadyCommitted: the message was committed before this call: the
 	// barrier holds a commit marker for the key (an earlier local
 	// transaction of the same message committed), or trustmsg's prepare
-	// answered COMMITTED. The work did not run again.
+	// answered COMMITTED. The work did not run again. [Transaction] also
+	// returns it when its work failed but an identical request committed
+	// first (the barrier answered commit).
 	ErrAlreadyCommitted = errors.New("trustmsg: the barrier already holds a commit marker for this message (an earlier transaction committed)")
 	// ErrAlreadyRolledBack: the message was rolled back before this call:
 	// the barrier holds a rollback marker for the key (check-back answered

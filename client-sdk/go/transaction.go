@@ -51,12 +51,16 @@ func (o *Outcome[R]) LeftToCheckBack() bool {
 const decisionTimeout = time.Minute
 
 // ErrNotPrepared matches every *[DecidedError]: the message was not
-// PREPARED when this call prepared it, so no local work ran.
+// PREPARED when this call prepared it, so no local work ran (or, after this
+// call's work failed and was rolled back, an identical request had
+// committed it).
 var ErrNotPrepared = errors.New("trustmsg: the message was decided before; no local work ran")
 
 // DecidedError is [Transaction]'s error when the message was decided before
 // this call (a client's retry, a second request for the same order): the
-// local work did not run, nothing was written now.
+// local work did not run, nothing was written now. Also when this call's
+// work failed (rolled back, nothing written) while an identical request
+// committed first: Status COMMITTED, By "barrier".
 //
 // [errors.Is] matches [ErrAlreadyCommitted] when Status is COMMITTED (an
 // order to answer "already placed"), [ErrAlreadyRolledBack] when it is
@@ -88,7 +92,7 @@ type DecidedError struct {
 }
 
 func (e *DecidedError) Error() string {
-	return fmt.Sprintf("trustmsg: message %q was already %s (known by the %s); no local work ran", e.MessageKey, e.Status, e.By)
+	return fmt.Sprintf("trustmsg: message %q was already %s (known by the %s); this call committed no local work", e.MessageKey, e.Status, e.By)
 }
 
 // Is matches [ErrNotPrepared], and [ErrAlreadyCommitted] or
@@ -212,7 +216,15 @@ func WithAfterLocalCommit(hook func(ctx context.Context, messageKey string) erro
 //   - work failed: a *[LocalError] wrapping work's own error ([errors.Is]
 //     finds it); the transaction was rolled back and so is the message
 //     (Outcome.DecisionErr says if the rollback could not be delivered:
-//     check-back answers rollback). The message is never committed then.
+//     check-back answers rollback). Before the rollback is sent the
+//     barrier is asked as check-back asks it ([Barrier.Check]), which
+//     leaves a rollback marker: an identical request waiting on this one's
+//     commit marker then finds it and gets [ErrAlreadyRolledBack] instead
+//     of committing locally a change whose commit trustmsg would refuse.
+//     If that request committed first, the barrier answers commit: its
+//     commit is sent and the error is a *[DecidedError] matching
+//     [ErrAlreadyCommitted] (By "barrier"; the order was placed by it). If
+//     the barrier cannot be asked, the rollback is sent as it is.
 //   - the database failed, or the COMMIT's outcome is unknown
 //     ([ErrOutcomeUnknown]): work's changes are not (known to be)
 //     committed; a rollback is sent unless the outcome is unknown, where
