@@ -251,7 +251,7 @@ for (const db of dbs) {
       assert.equal(messageIds(ofMessage(records, key)).size, 1, 'one message id under the key');
     });
 
-    test(`S13 two identical requests of which only one fails: the other is refused, or the failing one finds the order placed (${db.name})`, async () => {
+    test(`S13 two identical requests of which only one fails: the other is refused, or the failing one finds the order placed (${db.name})`, async (t) => {
       const r = await register(`ts-s13f-${db.name}-${rand()}`, 'http://127.0.0.1:9/unused');
       const topic = `ts-s13f-${rand()}`;
       const key = `order-${rand()}`;
@@ -271,6 +271,7 @@ for (const db of dbs) {
       const status = (await producerFor(r).get(key)).status;
       const shown = (c: PromiseSettledResult<TransactionResult<string, MessageView>>): string => (c.status === 'rejected' ? String(c.reason) : c.value.status);
       const seen = `A ${shown(a)} / B ${shown(b)} (${rows} order rows, message ${status})`;
+      t.diagnostic(seen);
       if (a.status === 'rejected' && a.reason === timedOut) {
         // A reached the barrier first: its rollback stands, B is refused.
         assert.ok(b.status === 'rejected' && b.reason instanceof AlreadyRolledBackError, seen);
