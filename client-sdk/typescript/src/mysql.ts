@@ -117,8 +117,11 @@ export function runInTransaction<T>(pool: Pool, bizId: string, messageKey: strin
  * `Submitter` (Kafka). `work` runs only for a message prepared now: a message
  * already decided (prepare's answer, or the barrier's marker of an earlier
  * run, whose decision is then sent) throws `AlreadyCommittedError` or
- * `AlreadyRolledBackError` without running it. `options.afterLocalCommit` is
- * the test hook at the crash point.
+ * `AlreadyRolledBackError` without running it. A failed `work` leaves the
+ * barrier's `rollback` marker, written before the rollback is sent; if an
+ * identical request committed first, the commit is sent instead and the
+ * helper throws `AlreadyCommittedError`. `options.afterLocalCommit` is the
+ * test hook at the crash point.
  */
 export function transaction<T, R>(
   way: WayIn<R>,

@@ -17,7 +17,11 @@
  *
  * When the local work fails, the message is rolled back and **the work's own
  * error is rethrown** (the same value, never swallowed, never replaced): the
- * message is never committed then. When the local transaction committed, the
+ * message is never committed then. (The barrier's helper first asks the
+ * barrier as check-back would, leaving its `rollback` marker; if an identical
+ * request committed first, the barrier answers commit and the helper sends
+ * that commit and throws {@link AlreadyCommittedError}: see `transaction` in
+ * `sql/core.ts`.) When the local transaction committed, the
  * commit is sent; if trustmsg cannot be reached the result says so (check-back
  * will ask, and the barrier answers commit); if trustmsg refuses it, the
  * helper throws {@link CommitRejectedError}: local state and message disagree.
@@ -94,7 +98,9 @@ export interface TransactionOptions extends CallOptions {
  * `local` must throw only when its transaction did **not** commit. The
  * barrier's helpers throw {@link AlreadyDecidedError} when the barrier holds
  * a marker (the helper then sends that decision and throws
- * {@link AlreadyCommittedError} or {@link AlreadyRolledBackError}), and
+ * {@link AlreadyCommittedError} or {@link AlreadyRolledBackError}; a
+ * `commit` one also when the work failed but an identical request committed
+ * first), and
  * {@link OutcomeUnknownError} when COMMIT's outcome is unknown and the barrier
  * could not be read either: then no decision is sent and check-back decides.
  */

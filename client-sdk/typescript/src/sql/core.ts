@@ -169,6 +169,16 @@ export async function runInTransaction<P, C, T>(d: Dialect<P, C>, pool: P, bizId
  * it failed. A marker already there means an earlier run decided: the work
  * does not run, the helper sends that decision and throws
  * `AlreadyCommittedError` or `AlreadyRolledBackError` (see {@link runTransaction}).
+ *
+ * When `work` fails, after the local ROLLBACK and before the rollback is
+ * sent, the barrier is asked as check-back asks it ({@link checkMarker}: the
+ * `rollback` marker is written unless a marker is there). An identical
+ * request waiting on this one's marker then finds the rollback and is
+ * refused, instead of committing locally a change whose commit would be
+ * refused; if that request committed first, the barrier answers commit: the
+ * commit is sent and the helper throws `AlreadyCommittedError` (the order was
+ * placed by the other request). If the barrier cannot be read, the rollback
+ * is sent as before (check-back, answered from the barrier, agrees).
  */
 export function transaction<P, C, T, R>(
   d: Dialect<P, C>,
@@ -178,7 +188,37 @@ export function transaction<P, C, T, R>(
   work: (conn: C, prepared: R) => Promise<T>,
   options?: TransactionOptions,
 ): Promise<TransactionResult<T, R>> {
-  return runTransaction(way, message, (prepared) => runInTransaction(d, pool, way.bizId, message.message_key, (conn) => work(conn, prepared)), options);
+  const bizId = way.bizId;
+  const key = message.message_key;
+  const local = async (prepared: R): Promise<T> => {
+    let workFailed = false;
+    try {
+      return await runInTransaction(d, pool, bizId, key, async (conn) => {
+        try {
+          return await work(conn, prepared);
+        } catch (e) {
+          workFailed = true;
+          throw e;
+        }
+      });
+    } catch (error) {
+      if (!workFailed) throw error;
+      let decision: 'commit' | 'rollback';
+      try {
+        decision = await checkMarker(d, pool, bizId, key);
+      } catch (e) {
+        (options?.logger ?? way.logger ?? console).warn('barrier not readable after the failed work; sending the rollback', {
+          bizId,
+          messageKey: key,
+          error: String(e),
+        });
+        throw error;
+      }
+      if (decision === 'commit') throw new AlreadyDecidedError('commit', bizId, key);
+      throw error;
+    }
+  };
+  return runTransaction(way, message, local, options);
 }
 
 /** What the inbox did with a message. */

@@ -143,7 +143,7 @@ for (const db of dbs) {
       );
       assert.equal(ran, false, 'the local work did not run');
       assert.equal(await db.orders(key), 0, 'no business row');
-      assert.deepEqual(await db.markers(r.bizId, key), [], 'no commit marker');
+      assert.ok(!(await db.markers(r.bizId, key)).includes('commit'), 'no commit marker (the failed run left the rollback marker)');
       assert.equal((await p.get(key)).status, 'ROLLED_BACK');
 
       // The plain helper, the same.
@@ -249,6 +249,41 @@ for (const db of dbs) {
       assert.equal((await p.get(key)).status, 'COMMITTED');
       const records = await recordsAfterMarker(p, topic, [key]);
       assert.equal(messageIds(ofMessage(records, key)).size, 1, 'one message id under the key');
+    });
+
+    test(`S13 two identical requests of which only one fails: the other is refused, or the failing one finds the order placed (${db.name})`, async (t) => {
+      const r = await register(`ts-s13f-${db.name}-${rand()}`, 'http://127.0.0.1:9/unused');
+      const topic = `ts-s13f-${rand()}`;
+      const key = `order-${rand()}`;
+      const m: Message = { message_key: key, topic, key, payload: '{"order":"13f"}' };
+      const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
+      const timedOut = new Error('payment timed out');
+      // A holds the barrier's commit marker for 300 ms, then fails (a transient failure);
+      // B, the same request 100 ms later, waits on A's marker, and its work succeeds.
+      const [a, b] = await Promise.allSettled([
+        db.place(producerFor(r), m, async () => {
+          await sleep(300);
+          throw timedOut;
+        }),
+        sleep(100).then(() => db.place(producerFor(r), m, nothing)),
+      ]);
+      const rows = await db.orders(key);
+      const status = (await producerFor(r).get(key)).status;
+      const shown = (c: PromiseSettledResult<TransactionResult<string, MessageView>>): string => (c.status === 'rejected' ? String(c.reason) : c.value.status);
+      const seen = `A ${shown(a)} / B ${shown(b)} (${rows} order rows, message ${status})`;
+      t.diagnostic(seen);
+      if (a.status === 'rejected' && a.reason === timedOut) {
+        // A reached the barrier first: its rollback stands, B is refused.
+        assert.ok(b.status === 'rejected' && b.reason instanceof AlreadyRolledBackError, seen);
+        assert.equal(rows, 0, seen);
+        assert.equal(status, 'ROLLED_BACK', seen);
+      } else {
+        // B committed first: A finds the order placed and sends the commit.
+        assert.ok(a.status === 'rejected' && a.reason instanceof AlreadyCommittedError, seen);
+        assert.ok(b.status === 'fulfilled' && b.value.status === 'committed', seen);
+        assert.equal(rows, 1, seen);
+        assert.equal(status, 'COMMITTED', seen);
+      }
     });
 
     test(`S14 a prepare answered COMMITTED runs no local work (${db.name})`, async () => {
