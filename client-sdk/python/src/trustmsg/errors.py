@@ -9,10 +9,7 @@ used up, become :class:`UnavailableError`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
-
-if TYPE_CHECKING:
-    from .message import MessageView
+from typing import Any, Optional
 
 __all__ = [
     "AlreadyCommittedError",
@@ -109,7 +106,7 @@ class AlreadyRolledBackError(ConflictError):
         *,
         code: Optional[str] = "already_rolled_back",
         status: Optional[int] = 409,
-        view: Optional[MessageView] = None,
+        view: Optional[Any] = None,
     ) -> None:
         super().__init__(message, code=code, status=status)
         self.view = view
@@ -147,10 +144,10 @@ class NotPreparedError(TrustmsgError):
     message): no local work was run. ``message_status`` is that status,
     ``view`` the answer; ``code`` is ``not_prepared``."""
 
-    def __init__(self, message: str, *, view: MessageView) -> None:
+    def __init__(self, message: str, *, view: Any) -> None:
         super().__init__(message, code="not_prepared", status=200)
         self.view = view
-        self.message_status = view.status
+        self.message_status: str = view.status
 
 
 class DecisionRejectedError(TrustmsgError):
