@@ -224,20 +224,6 @@ pub(crate) fn prepared(
     }
 }
 
-/// A prepare of the content a message already holds, whose message was
-/// rolled back since: what the Kafka way in reads when it delivers a
-/// prepare record again (at least once: a rebalance, a restart). It changes
-/// nothing there and is no dead letter, as any repeated record. Over HTTP
-/// the same prepare is refused ([`prepared`]) because its caller waits for
-/// the answer before its local transaction; a producer of the Kafka way in
-/// gets Kafka's acknowledgement instead, and its barrier holds it.
-pub(crate) fn repeated_after_rollback(inserted: &Inserted, digest: &[u8]) -> bool {
-    matches!(inserted, Inserted::Existing(m)
-        if !m.tombstone
-            && m.status == MessageStatus::RolledBack
-            && m.content_digest.as_deref() == Some(digest))
-}
-
 /// The producer's topic allow-list admits `topic`: 403 `topic_not_allowed`
 /// otherwise, naming the topic, the producer and what it may use. Checked
 /// against the registration the request already holds (the cached one), so

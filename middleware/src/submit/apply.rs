@@ -18,7 +18,7 @@ use super::dead_letters::{DeadLetter, DeadLetters};
 use super::record::{self, Record, Submitted};
 use super::SubmitSettings;
 use crate::api::error::ApiError;
-use crate::api::messages::{decided, new_message, prepared, repeated_after_rollback};
+use crate::api::messages::{decided, new_message, prepared};
 use crate::api::{validate, AppState};
 use crate::backoff::Backoff;
 use crate::group_commit::producer_writes::{Decision, Via};
@@ -337,7 +337,7 @@ impl Ingest {
                 continue;
             };
             match result.map(|inserted| {
-                if repeated_after_rollback(&inserted, digest) {
+                if inserted.repeated_after_rollback(digest) {
                     return Ok(());
                 }
                 prepared(inserted, digest).map(drop)

@@ -245,6 +245,23 @@ pub enum Inserted {
     Existing(Message),
 }
 
+impl Inserted {
+    /// The prepare found its own content in a message rolled back since:
+    /// what the Kafka way in reads when Kafka delivers a prepare record
+    /// again (at least once: a rebalance, a restart). It changes nothing
+    /// there and is no dead letter, as any repeated record. Over HTTP the
+    /// same prepare is refused 409 `already_rolled_back` (its caller waits
+    /// for that answer before its local transaction); a producer of the
+    /// Kafka way in gets Kafka's acknowledgement instead, and its barrier
+    /// holds it.
+    pub fn repeated_after_rollback(&self, digest: &[u8]) -> bool {
+        matches!(self, Inserted::Existing(m)
+            if !m.tombstone
+                && m.status == MessageStatus::RolledBack
+                && m.content_digest.as_deref() == Some(digest))
+    }
+}
+
 /// Who made a change, for the audit log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Actor {
