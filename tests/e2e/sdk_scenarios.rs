@@ -19,25 +19,57 @@ use crate::harness::{settings, statuses};
 
 const TOPIC: &str = "e2e-sdk-scenarios";
 
-fn order(
-    id: &'static str,
-    fail: bool,
-) -> impl for<'c> FnOnce(&'c mut sqlx::MySqlConnection) -> BoxFuture<'c, Result<&'static str, String>>
-{
-    move |conn| {
-        Box::pin(async move {
-            sqlx::query("INSERT INTO orders (id) VALUES (?)")
-                .bind(id)
-                .execute(&mut *conn)
-                .await
-                .map_err(|e| e.to_string())?;
-            if fail {
-                return Err(format!("order {id}: out of stock"));
+/// The order-writing work of the scenarios, per dialect (`$insert` holds
+/// its placeholder): `$order(id, fail)` inserts the order, then fails when
+/// asked; `$slow_failing(id)` inserts it, holds its marker for 300 ms, then
+/// fails (a transient failure).
+macro_rules! order_work {
+    ($order:ident, $slow_failing:ident, $conn:ty, $insert:literal) => {
+        fn $order(
+            id: &'static str,
+            fail: bool,
+        ) -> impl for<'c> FnOnce(&'c mut $conn) -> BoxFuture<'c, Result<&'static str, String>> {
+            move |conn| {
+                Box::pin(async move {
+                    sqlx::query($insert)
+                        .bind(id)
+                        .execute(&mut *conn)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if fail {
+                        return Err(format!("order {id}: out of stock"));
+                    }
+                    Ok(id)
+                })
             }
-            Ok(id)
-        })
-    }
+        }
+
+        fn $slow_failing(
+            id: &'static str,
+        ) -> impl for<'c> FnOnce(&'c mut $conn) -> BoxFuture<'c, Result<&'static str, String>> {
+            move |conn| {
+                Box::pin(async move {
+                    $order(id, false)(conn).await?;
+                    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                    Err(format!("order {id}: payment timed out"))
+                })
+            }
+        }
+    };
 }
+
+order_work!(
+    order,
+    slow_failing_order,
+    sqlx::MySqlConnection,
+    "INSERT INTO orders (id) VALUES (?)"
+);
+order_work!(
+    pg_order,
+    pg_slow_failing_order,
+    sqlx::PgConnection,
+    "INSERT INTO orders (id) VALUES ($1)"
+);
 
 /// The consumer's work: a charge row, then success or a failure.
 fn charge(
@@ -308,53 +340,6 @@ macro_rules! retried_orders {
         assert_eq!(check.total(), 0, "no check-back was needed");
         db.drop_db().await;
     }};
-}
-
-/// An order whose work holds its marker for 300 ms, then fails.
-fn slow_failing_order(
-    id: &'static str,
-) -> impl for<'c> FnOnce(&'c mut sqlx::MySqlConnection) -> BoxFuture<'c, Result<&'static str, String>>
-{
-    move |conn| {
-        Box::pin(async move {
-            order(id, false)(conn).await?;
-            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-            Err(format!("order {id}: payment timed out"))
-        })
-    }
-}
-
-fn pg_slow_failing_order(
-    id: &'static str,
-) -> impl for<'c> FnOnce(&'c mut sqlx::PgConnection) -> BoxFuture<'c, Result<&'static str, String>>
-{
-    move |conn| {
-        Box::pin(async move {
-            pg_order(id, false)(conn).await?;
-            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-            Err(format!("order {id}: payment timed out"))
-        })
-    }
-}
-
-fn pg_order(
-    id: &'static str,
-    fail: bool,
-) -> impl for<'c> FnOnce(&'c mut sqlx::PgConnection) -> BoxFuture<'c, Result<&'static str, String>>
-{
-    move |conn| {
-        Box::pin(async move {
-            sqlx::query("INSERT INTO orders (id) VALUES ($1)")
-                .bind(id)
-                .execute(&mut *conn)
-                .await
-                .map_err(|e| e.to_string())?;
-            if fail {
-                return Err(format!("order {id}: out of stock"));
-            }
-            Ok(id)
-        })
-    }
 }
 
 async fn pg_count(pool: &sqlx::PgPool, sql: &str) -> i64 {

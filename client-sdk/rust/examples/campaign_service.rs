@@ -127,37 +127,34 @@ async fn place_order(
         TxOptions::new()
     };
     let (id, amount, fail) = (order.order_id.clone(), order.amount_cents, order.fail);
+    // The order row and the business step, in the barrier's transaction;
+    // the same in both dialects but for the placeholders.
+    macro_rules! place {
+        ($pool:expr, $insert:literal) => {
+            barrier::transaction_with(&app.producer, $pool, message, &options, move |conn| {
+                Box::pin(async move {
+                    sqlx::query($insert)
+                        .bind(&id)
+                        .bind(amount)
+                        .execute(&mut *conn)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    business_step(fail)
+                }) as BoxFuture<'_, Result<(), String>>
+            })
+            .await
+            .map(erase)
+        };
+    }
     let placed = match &app.db {
-        Db::MySql(pool) => {
-            barrier::transaction_with(&app.producer, pool, message, &options, move |conn| {
-                Box::pin(async move {
-                    sqlx::query("INSERT INTO orders (order_id, amount_cents) VALUES (?, ?)")
-                        .bind(&id)
-                        .bind(amount)
-                        .execute(&mut *conn)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    business_step(fail)
-                }) as BoxFuture<'_, Result<(), String>>
-            })
-            .await
-            .map(erase)
-        }
-        Db::Postgres(pool) => {
-            barrier::transaction_with(&app.producer, pool, message, &options, move |conn| {
-                Box::pin(async move {
-                    sqlx::query("INSERT INTO orders (order_id, amount_cents) VALUES ($1, $2)")
-                        .bind(&id)
-                        .bind(amount)
-                        .execute(&mut *conn)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    business_step(fail)
-                }) as BoxFuture<'_, Result<(), String>>
-            })
-            .await
-            .map(erase)
-        }
+        Db::MySql(pool) => place!(
+            pool,
+            "INSERT INTO orders (order_id, amount_cents) VALUES (?, ?)"
+        ),
+        Db::Postgres(pool) => place!(
+            pool,
+            "INSERT INTO orders (order_id, amount_cents) VALUES ($1, $2)"
+        ),
     };
     if order.crash_before_answer {
         crash();
