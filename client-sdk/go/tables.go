@@ -74,7 +74,7 @@ func CreateTables(ctx context.Context, db *sql.DB, d Dialect) error {
 	if err := d.check(); err != nil {
 		return err
 	}
-	return execScript(ctx, db, SQL(d))
+	return execScript(ctx, db, d, SQL(d))
 }
 
 // CreateOutboxTable creates the local message table in db if it does not
@@ -83,7 +83,7 @@ func CreateOutboxTable(ctx context.Context, db *sql.DB, d Dialect) error {
 	if err := d.check(); err != nil {
 		return err
 	}
-	return execScript(ctx, db, OutboxSQL(d))
+	return execScript(ctx, db, d, OutboxSQL(d))
 }
 
 // statements splits a script of this package into its statements: comment
@@ -106,13 +106,36 @@ func statements(script string) []string {
 	return out
 }
 
+// ddlLock is the advisory lock every trustmsg SDK takes on PostgreSQL while
+// it creates its tables ("trustmsg" as a bigint): two CREATE TABLE IF NOT
+// EXISTS of one table at once can fail there (23505 on pg_type), as two
+// instances of a service starting together do.
+const ddlLock = "SELECT pg_advisory_xact_lock(8390898194479674215)"
+
 // execScript runs each statement (MySQL's driver runs one per Exec unless
-// multiStatements is set in the DSN).
-func execScript(ctx context.Context, db *sql.DB, script string) error {
-	for _, stmt := range statements(script) {
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
+// multiStatements is set in the DSN); on PostgreSQL in one transaction
+// behind [ddlLock].
+func execScript(ctx context.Context, db *sql.DB, d Dialect, script string) error {
+	if d != Postgres {
+		for _, stmt := range statements(script) {
+			if _, err := db.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("trustmsg: creating tables: %w", err)
+			}
+		}
+		return nil
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("trustmsg: creating tables: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, stmt := range append([]string{ddlLock}, statements(script)...) {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("trustmsg: creating tables: %w", err)
 		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("trustmsg: creating tables: %w", err)
 	}
 	return nil
 }

@@ -109,6 +109,12 @@ pub mod outbox;
 pub mod submit;
 mod transaction;
 
+/// The advisory lock every trustmsg SDK takes on PostgreSQL while it creates
+/// its tables ("trustmsg" as a bigint): two `CREATE TABLE IF NOT EXISTS` of
+/// one table at once can fail there (23505 on `pg_type`), as two instances
+/// of a service starting together do.
+pub(crate) const DDL_LOCK: &str = "SELECT pg_advisory_xact_lock(8390898194479674215)";
+
 pub use check::{check_router, CheckEndpoint, DEFAULT_CHECK_PATH, DEFAULT_TOLERANCE};
 pub use client::{Message, Producer, RetryPolicy};
 pub use error::Error;

@@ -54,6 +54,8 @@ const dialect: core.Dialect<Pool, PoolClient> = {
   key: (v) => v,
   schema: BARRIER_INBOX_POSTGRES,
   outboxSchema: OUTBOX_POSTGRES,
+  // "trustmsg" as a bigint: the key every SDK locks while it creates its tables.
+  ddlLock: 'SELECT pg_advisory_xact_lock(8390898194479674215)',
   sql: {
     barrierCommit: "INSERT INTO trustmsg_barrier (biz_id, message_key, op) VALUES ($1, $2, 'commit') ON CONFLICT DO NOTHING",
     barrierRollback: "INSERT INTO trustmsg_barrier (biz_id, message_key, op) VALUES ($1, $2, 'rollback') ON CONFLICT DO NOTHING",

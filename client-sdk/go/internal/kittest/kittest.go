@@ -135,16 +135,16 @@ func Open(t testing.TB, e Env, d trustmsg.Dialect) *sql.DB {
 	t.Cleanup(func() { _ = db.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ddl.Lock()
-	defer ddl.Unlock()
 	if err := trustmsg.CreateTables(ctx, db, d); err != nil {
 		t.Fatal(err)
 	}
 	return db
 }
 
-// ddl serializes this process's CREATE TABLE IF NOT EXISTS: PostgreSQL's
-// can fail on a unique index of its catalog when two run at once.
+// ddl serializes the tests' own CREATE TABLE IF NOT EXISTS (of their
+// business tables): PostgreSQL's can fail on a unique index of its catalog
+// when two run at once. The SDK's tables need none: CreateTables takes an
+// advisory lock.
 var ddl sync.Mutex
 
 // WithDDL runs f while no other DDL of this process runs.

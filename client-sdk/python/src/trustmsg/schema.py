@@ -12,6 +12,10 @@ from . import _db
 
 __all__ = ["create_tables", "sql"]
 
+#: The advisory lock taken on PostgreSQL while the tables are created
+#: ("trustmsg" as a bigint, the same key in every trustmsg SDK).
+DDL_LOCK = "SELECT pg_advisory_xact_lock(8390898194479674215)"
+
 
 def sql(name: str) -> str:
     """The text of a shipped SQL file: ``mysql.sql``, ``postgres.sql``,
@@ -28,12 +32,17 @@ def create_tables(conn: object, *, outbox: bool = False) -> None:
     is committed, a transaction it has open with it). Idempotent."""
     db = _db.sync_db(conn)
     scripts = [f"{db.dialect}.sql"] + ([f"outbox-{db.dialect}.sql"] if outbox else [])
-    for script in scripts:
-        for statement in _db.statements(sql(script)):
-            db.begin()
-            try:
+    statements = [s for script in scripts for s in _db.statements(sql(script))]
+    # On PostgreSQL one transaction behind the lock every trustmsg SDK takes:
+    # two CREATE TABLE IF NOT EXISTS of one table at once can fail there
+    # (23505 on pg_type), as two instances starting together do.
+    batches = [[DDL_LOCK, *statements]] if db.dialect == "postgres" else [[s] for s in statements]
+    for batch in batches:
+        db.begin()
+        try:
+            for statement in batch:
                 db.execute(statement)
-            except BaseException:
-                db.rollback()
-                raise
-            db.commit()
+        except BaseException:
+            db.rollback()
+            raise
+        db.commit()

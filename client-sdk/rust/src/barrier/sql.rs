@@ -141,12 +141,7 @@ impl sealed::Database for MySql {
 
 impl sealed::Database for Postgres {
     fn create_barrier(pool: &Pool<Self>) -> BoxFuture<'_, Result<(), sqlx::Error>> {
-        Box::pin(async move {
-            sqlx::raw_sql(super::postgres_parts().0)
-                .execute(pool)
-                .await
-                .map(drop)
-        })
+        Box::pin(async move { create_locked(pool, super::postgres_parts().0).await })
     }
 
     fn insert_commit<'c>(
@@ -228,12 +223,7 @@ impl sealed::Database for Postgres {
     }
 
     fn create_inbox(pool: &Pool<Self>) -> BoxFuture<'_, Result<(), sqlx::Error>> {
-        Box::pin(async move {
-            sqlx::raw_sql(super::postgres_parts().1)
-                .execute(pool)
-                .await
-                .map(drop)
-        })
+        Box::pin(async move { create_locked(pool, super::postgres_parts().1).await })
     }
 
     fn insert_inbox<'c>(
@@ -255,4 +245,14 @@ impl sealed::Database for Postgres {
             Ok(done.rows_affected() == 1)
         })
     }
+}
+
+/// Runs a PostgreSQL schema script behind [`crate::DDL_LOCK`]: one simple
+/// query is one transaction, so the lock holds while the tables are made.
+async fn create_locked(pool: &Pool<Postgres>, script: &str) -> Result<(), sqlx::Error> {
+    let script = format!("{};\n{script}", crate::DDL_LOCK);
+    sqlx::raw_sql(sqlx::AssertSqlSafe(script))
+        .execute(pool)
+        .await
+        .map(drop)
 }

@@ -234,7 +234,12 @@ pub async fn create_table_named<'a, T: Target<'a>>(
     target: T,
     table: &str,
 ) -> Result<(), EnqueueError> {
-    let sql = schema(T::DIALECT, table)?;
+    let mut sql = schema(T::DIALECT, table)?;
+    if T::DIALECT == Dialect::Postgres {
+        // One simple query is one transaction: the lock holds while the
+        // table is made (or until the caller's open transaction ends).
+        sql = format!("{};\n{sql}", crate::DDL_LOCK);
+    }
     target.run_script(sql).await?;
     Ok(())
 }

@@ -631,3 +631,37 @@ async fn postgres_what_trustmsg_would_refuse_is_refused_before_anything_is_writt
     );
     db.drop_db().await;
 }
+
+/// Eight instances of a service starting at once on an empty database each
+/// create the barrier, inbox and outbox tables: every one succeeds (two
+/// `CREATE TABLE IF NOT EXISTS` of one table at once can fail on
+/// PostgreSQL's catalog, 23505 on `pg_type`; the crate takes an advisory
+/// lock around them), and the tables are there once.
+#[tokio::test]
+async fn eight_instances_create_the_tables_at_once_on_an_empty_database() {
+    let db = PgTestDb::create().await;
+    let mut instances = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let pool = db.pool().await;
+        instances.spawn(async move {
+            barrier::create_table(&pool).await?;
+            inbox::create_table(&pool).await?;
+            match outbox::create_table(&pool).await {
+                Err(EnqueueError::Database(e)) => Err(e),
+                other => Ok(other.expect("the outbox table's SQL")),
+            }
+        });
+    }
+    while let Some(made) = instances.join_next().await {
+        made.unwrap().expect("every instance creates the tables");
+    }
+    let pool = db.pool().await;
+    let tables: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM pg_tables WHERE schemaname = current_schema() \
+         AND tablename IN ('trustmsg_barrier', 'trustmsg_inbox', 'trustmsg_outbox')",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(tables, 3);
+}

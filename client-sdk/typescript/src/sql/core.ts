@@ -27,6 +27,8 @@ export interface Dialect<Pool, Conn> {
   key(v: string): unknown;
   schema: string;
   outboxSchema: string;
+  /** Taken in the transaction that creates tables, where two processes creating them at once would race (PostgreSQL). */
+  ddlLock?: string;
   sql: {
     barrierCommit: string;
     barrierRollback: string;
@@ -58,12 +60,41 @@ function opOf(v: unknown): 'commit' | 'rollback' {
 }
 
 export async function createTables<P, C>(d: Dialect<P, C>, pool: P): Promise<void> {
-  for (const s of statements(d.schema)) await d.run(pool, s);
+  await runScript(d, pool, d.schema);
 }
 
 export async function createOutboxTable<P, C>(d: Dialect<P, C>, pool: P, table: string = OUTBOX_TABLE): Promise<void> {
   checkTable(table);
-  for (const s of statements(d.outboxSchema.replaceAll(OUTBOX_TABLE, table))) await d.run(pool, s);
+  await runScript(d, pool, d.outboxSchema.replaceAll(OUTBOX_TABLE, table));
+}
+
+/**
+ * Runs a schema script. On PostgreSQL, in one transaction behind an advisory
+ * lock: two `CREATE TABLE IF NOT EXISTS` of one table at once can fail there
+ * (23505 on pg_type), as two instances of a service starting together do.
+ */
+async function runScript<P, C>(d: Dialect<P, C>, pool: P, script: string): Promise<void> {
+  if (d.ddlLock === undefined) {
+    for (const s of statements(script)) await d.run(pool, s);
+    return;
+  }
+  const { conn, release } = await d.acquire(pool);
+  let broken = false;
+  try {
+    await d.run(conn, 'BEGIN');
+    try {
+      await d.run(conn, d.ddlLock);
+      for (const s of statements(script)) await d.run(conn, s);
+      await d.run(conn, 'COMMIT');
+    } catch (e) {
+      await d.run(conn, 'ROLLBACK').catch(() => {
+        broken = true;
+      });
+      throw e;
+    }
+  } finally {
+    release(broken);
+  }
 }
 
 /**

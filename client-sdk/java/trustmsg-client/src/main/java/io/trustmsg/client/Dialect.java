@@ -54,12 +54,42 @@ public enum Dialect {
 
   /** Runs a script of statements separated by {@code ;} (no {@code ;} inside a statement). */
   static void runScript(Connection connection, String script) throws SQLException {
+    if (of(connection) == MYSQL) {
+      try (Statement st = connection.createStatement()) {
+        for (String sql : statements(script)) {
+          st.execute(sql);
+        }
+      }
+      return;
+    }
+    // On PostgreSQL, one transaction behind the lock every trustmsg SDK takes: two CREATE TABLE
+    // IF NOT EXISTS of one table at once can fail there (23505 on pg_type), as two instances of
+    // a service starting together do. In the caller's open transaction, the lock lasts until it
+    // ends.
+    boolean auto = connection.getAutoCommit();
+    connection.setAutoCommit(false);
     try (Statement st = connection.createStatement()) {
+      st.execute(DDL_LOCK);
       for (String sql : statements(script)) {
         st.execute(sql);
       }
+      if (auto) {
+        connection.commit();
+      }
+    } catch (SQLException | RuntimeException e) {
+      if (auto) {
+        connection.rollback();
+      }
+      throw e;
+    } finally {
+      if (auto) {
+        connection.setAutoCommit(true);
+      }
     }
   }
+
+  /** The advisory lock taken while tables are created on PostgreSQL ("trustmsg" as a bigint). */
+  static final String DDL_LOCK = "SELECT pg_advisory_xact_lock(8390898194479674215)";
 
   static List<String> statements(String script) {
     StringBuilder code = new StringBuilder();
