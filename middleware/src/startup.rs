@@ -19,6 +19,7 @@ use crate::forwarder::kafka::KafkaSink;
 use crate::forwarder::Forwarder;
 use crate::group_commit::producer_writes::Coalescer;
 use crate::handoff::{CommitListener, NoForwarder};
+use crate::intake::{Intake, Limits};
 use crate::net::address_policy::{AddressPolicy, Refusal};
 use crate::net::secret::RedactedUrl;
 use crate::net::server_tls::{self, Certificates, TlsListener};
@@ -250,13 +251,22 @@ impl Application {
         let submit = cfg.submit;
         let outbox = cfg.outbox;
         let sources = crate::outbox::Sources::new(outbox.as_ref())?;
-        let state = AppState::new(Shared {
+        let intake = Intake {
+            store: store.clone(),
+            registry: registry.clone(),
             writes: Coalescer::start(store.clone(), cfg.writes, commits.clone()),
+            limits: Limits {
+                max_payload_bytes: cfg.max_payload_bytes,
+                max_record_bytes: cfg.max_record_bytes,
+                first_verify_after: cfg.producer_defaults.first_verify_after,
+                require_producer_topics: cfg.require_producer_topics,
+            },
+        };
+        let state = AppState::new(Shared {
+            intake: intake.clone(),
             store: store.clone(),
             registry,
             auth: cfg.auth,
-            max_payload_bytes: cfg.max_payload_bytes,
-            max_record_bytes: cfg.max_record_bytes,
             producer_defaults: cfg.producer_defaults,
             commits,
             send_lease: cfg.writes.send_lease,
@@ -264,7 +274,6 @@ impl Application {
             in_flight: InFlight::new(cfg.max_concurrent_requests),
             request_timeout: cfg.request_timeout,
             liveness,
-            require_producer_topics: cfg.require_producer_topics,
             summary: Default::default(),
             groups,
             group_counts: Default::default(),
@@ -273,7 +282,7 @@ impl Application {
 
         if let Some(submit) = submit {
             let (consuming, waiting) =
-                crate::submit::spawn(state.clone(), submit, shutdown.clone())?;
+                crate::submit::spawn(intake.clone(), submit, shutdown.clone())?;
             workers.push(
                 state
                     .liveness
@@ -287,7 +296,9 @@ impl Application {
         }
 
         if let Some(outbox) = outbox {
-            for (name, task) in crate::outbox::spawn(state.clone(), outbox, shutdown.clone()) {
+            for (name, task) in
+                crate::outbox::spawn(intake, &state.outbox, outbox, shutdown.clone())
+            {
                 // A worker's name lives as long as the process (one per
                 // source, made once).
                 let name: &'static str = Box::leak(name.into_boxed_str());

@@ -29,19 +29,9 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
-use super::validate::{self, MAX_BIZ_ID};
 use super::AppState;
-use crate::net::secret::Secret;
+use crate::intake::validate::{self, MAX_BIZ_ID};
 use crate::store::{ConsumerGroup, Producer};
-
-/// Who may do what.
-#[derive(Debug, Clone)]
-pub(crate) struct AuthConfig {
-    /// The admin token; None disables the admin API (unless insecure).
-    pub(crate) admin_token: Option<Secret>,
-    /// Accept everything (`--insecure-no-auth`).
-    pub(crate) insecure: bool,
-}
 
 /// The caller, as far as the credentials tell.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,7 +20,8 @@ use trustmsg_verify_api::ErrorBody;
 
 use super::auth::{self, hash_token, new_group_token};
 use super::error::ApiError;
-use super::{validate, AppState, Json};
+use super::{AppState, Json};
+use crate::intake::validate;
 use crate::store::{ConsumerGroup, ConsumerGroupRecord};
 
 /// `max_failures` when a registration leaves it out.

@@ -30,7 +30,8 @@ use trustmsg_verify_api::ErrorBody;
 
 use super::auth::{self, Consumer};
 use super::error::ApiError;
-use super::{validate, AppState, Json};
+use super::{AppState, Json};
+use crate::intake::validate;
 use crate::store::{Began, Finished};
 
 /// The longest `error` a finish takes, in characters.

@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use trustmsg_verify_api::{ErrorBody, ErrorDetail};
 
+use crate::intake::IntakeError;
 use crate::registry::LookupError;
 use crate::store::StoreError;
 
@@ -132,17 +133,6 @@ impl ApiError {
         }
     }
 
-    /// The machine-readable code the HTTP API would answer with.
-    pub(crate) fn code(&self) -> &'static str {
-        self.parts().1
-    }
-
-    /// Whether the same request may succeed later unchanged (the HTTP API
-    /// answers 503 for it): the store or a lookup failed, or took too long.
-    pub(crate) fn is_transient(&self) -> bool {
-        self.parts().0 == StatusCode::SERVICE_UNAVAILABLE
-    }
-
     fn parts(&self) -> (StatusCode, &'static str) {
         match self {
             Self::Invalid { code, .. } => (StatusCode::BAD_REQUEST, code),
@@ -167,6 +157,23 @@ impl ApiError {
             }
             Self::Timeout(_) => (StatusCode::SERVICE_UNAVAILABLE, "request_timeout"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+}
+
+/// The intake's refusals answer as the HTTP API always did: each kind its
+/// status, each its code.
+impl From<IntakeError> for ApiError {
+    fn from(e: IntakeError) -> Self {
+        match e {
+            IntakeError::Invalid { code, message } => Self::Invalid { code, message },
+            IntakeError::TooLarge(m) => Self::TooLarge(m),
+            IntakeError::Unauthorized(m) => Self::Unauthorized(m),
+            IntakeError::NotAllowed { code, message } => Self::NotAllowed { code, message },
+            IntakeError::NotFound { code, message } => Self::NotFound { code, message },
+            IntakeError::Conflict { code, message } => Self::Conflict { code, message },
+            IntakeError::Store(e) => Self::Store(e),
+            IntakeError::Registry(e) => Self::Registry(e),
         }
     }
 }
@@ -215,5 +222,44 @@ impl IntoResponse for ApiError {
             },
         };
         with_retry_after((status, Json(body)).into_response())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every door answers an intake refusal with the same code, and the
+    /// Kafka way in retries exactly what the HTTP API answers 503 for.
+    #[test]
+    fn an_intake_refusal_answers_over_http_with_its_own_code_and_retryability() {
+        let refusals = vec![
+            IntakeError::invalid("invalid_topic", "t"),
+            IntakeError::TooLarge("big".into()),
+            IntakeError::Unauthorized("who".into()),
+            IntakeError::NotAllowed {
+                code: "topic_not_allowed",
+                message: "no".into(),
+            },
+            IntakeError::not_found("message_not_found", "none"),
+            IntakeError::conflict("prepare_conflict", "other"),
+            IntakeError::Store(StoreError::Db(sqlx::Error::PoolTimedOut)),
+            IntakeError::Store(StoreError::Corrupt("bad row".into())),
+        ];
+        let statuses: Vec<_> = refusals
+            .into_iter()
+            .map(|e| {
+                let (code, transient) = (e.code(), e.is_transient());
+                let (status, http_code) = ApiError::from(e).parts();
+                assert_eq!(code, http_code);
+                assert_eq!(
+                    transient,
+                    status == StatusCode::SERVICE_UNAVAILABLE,
+                    "{code}"
+                );
+                status.as_u16()
+            })
+            .collect();
+        assert_eq!(statuses, [400, 413, 401, 403, 404, 409, 503, 500]);
     }
 }

@@ -1,7 +1,7 @@
 //! The producer API: prepare, commit, rollback, get (`docs/architecture.md`,
 //! "Producer API").
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::StatusCode;
@@ -11,13 +11,14 @@ use axum::Extension;
 use axum::Router;
 use opentelemetry::trace::SpanKind;
 use opentelemetry::KeyValue;
-use trustmsg_verify_api::{DecisionRequest, ErrorBody, MessageStatus, MessageView, PrepareRequest};
+use trustmsg_verify_api::{DecisionRequest, ErrorBody, MessageView, PrepareRequest};
 
 use super::auth::{self, Authenticated};
 use super::error::ApiError;
-use super::{validate, AppState, Json, Shared};
+use super::{AppState, Json};
+use crate::intake::{validate, Prepared};
 use crate::observability::trace::{self, OwnSpan, TraceHeaders};
-use crate::store::{order_key, DecideOutcome, Inserted, Message, NewMessage, Producer};
+use crate::store::Message;
 
 /// The most a commit or rollback body may be: two short strings, each at
 /// most a few hundred bytes even with every character JSON-escaped.
@@ -29,6 +30,8 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
     // payload in its most expensive JSON form (every byte escaped as \u00XX)
     // plus the other fields. The decoded payload is then checked exactly.
     let prepare_limit = state
+        .intake
+        .limits
         .max_payload_bytes
         .saturating_mul(6)
         .saturating_add(64 * 1024);
@@ -116,165 +119,14 @@ async fn prepare_traced(
         Some(p) => Some(p),
         None => state.producer(&req.biz_id).await?,
     };
-    let new = new_message(
-        &state,
-        registered.as_deref(),
-        req,
-        None,
-        traceparent,
-        tracestate,
-    )?;
-    let digest = new.digest();
-    let (status, m) = prepared(state.writes.prepare(new).await?, &digest)?;
-    Ok((status, axum::Json(m.view())))
-}
-
-/// A prepare checked (limits, the producer's registration as the caller
-/// read it) and turned into the row to insert. `payload`: the bytes of a
-/// record submitted to Kafka; None: `req.payload`, decoded as it says.
-/// The HTTP API and the Kafka way in both prepare through here, so a
-/// prepare is the same operation whichever way it came.
-pub(crate) fn new_message(
-    state: &Shared,
-    registered: Option<&Producer>,
-    req: PrepareRequest,
-    payload: Option<Vec<u8>>,
-    traceparent: Option<String>,
-    tracestate: Option<String>,
-) -> Result<NewMessage, ApiError> {
-    let (max_payload, max_record) = (state.max_payload_bytes, state.max_record_bytes);
-    let traced = traceparent.is_some();
-    let valid = match payload {
-        None => validate::prepare(&req, max_payload, max_record, traced)?,
-        Some(bytes) => validate::prepare_bytes(&req, bytes, max_payload, max_record, traced)?,
-    };
-    topic_allowed(
-        registered,
-        &req.biz_id,
-        &req.topic,
-        state.require_producer_topics,
-    )?;
-    // In order per key: taken from the registration as this prepare reads
-    // it (the cached one); a message without a record key is not ordered,
-    // as Kafka orders nothing without a key either.
-    let order_key = match (registered, &req.key) {
-        (Some(p), Some(key)) if p.ordered => Some(order_key(&req.biz_id, &req.topic, key)),
-        _ => None,
-    };
-    let first_verify_after = registered.map_or(state.producer_defaults.first_verify_after, |p| {
-        Duration::from_millis(p.first_verify_after_ms.into())
-    });
-    Ok(NewMessage {
-        biz_id: req.biz_id,
-        message_key: req.message_key,
-        topic: req.topic,
-        key: req.key,
-        payload: valid.payload,
-        headers: valid.headers,
-        first_verify_after,
-        order_key,
-        deliver: valid.deliver,
-        traceparent,
-        tracestate,
+    let new =
+        state
+            .intake
+            .new_message(registered.as_deref(), req, None, traceparent, tracestate)?;
+    Ok(match state.intake.prepare(new).await? {
+        Prepared::Created(m) => (StatusCode::CREATED, axum::Json(m.view())),
+        Prepared::Same(m) => (StatusCode::OK, axum::Json(m.view())),
     })
-}
-
-/// What a prepare's insert means for its caller: 201 created, 200 the same
-/// content again (PREPARED, COMMITTED or VERIFY_FAILED: the caller reads the
-/// status), 409 a tombstone, a message already rolled back, or other content
-/// under the key.
-///
-/// A message already rolled back is refused whatever its content: a
-/// producer that retries a request whose message it rolled back (its
-/// business step failed, and it died before answering) must not run its
-/// local transaction again, since the commit that would follow can never be
-/// accepted (issue 58). A 200 with status ROLLED_BACK let such a retry
-/// commit locally a change whose message is lost.
-pub(crate) fn prepared(
-    inserted: Inserted,
-    digest: &[u8],
-) -> Result<(StatusCode, Message), ApiError> {
-    match inserted {
-        Inserted::Created(m) => Ok((StatusCode::CREATED, m)),
-        Inserted::Existing(m) if m.tombstone => Err(ApiError::conflict(
-            "rolled_back",
-            format!(
-                "message {:?} of {:?} was rolled back before it was prepared; use a new message_key",
-                m.message_key, m.biz_id
-            ),
-        )),
-        Inserted::Existing(m) if m.status == MessageStatus::RolledBack => Err(ApiError::conflict(
-            "already_rolled_back",
-            format!(
-                "message {:?} of {:?} is already ROLLED_BACK; its decision is final: do not run \
-                 the local transaction again, and use a new message_key for a new attempt",
-                m.message_key, m.biz_id
-            ),
-        )),
-        Inserted::Existing(m) if m.content_digest.as_deref() == Some(digest) => {
-            Ok((StatusCode::OK, m))
-        }
-        Inserted::Existing(m) => Err(ApiError::conflict(
-            "prepare_conflict",
-            format!(
-                "message {:?} of {:?} was already prepared with different content (topic, key, payload, headers or delivery time)",
-                m.message_key, m.biz_id
-            ),
-        )),
-    }
-}
-
-/// The producer's topic allow-list admits `topic`: 403 `topic_not_allowed`
-/// otherwise, naming the topic, the producer and what it may use. Checked
-/// against the registration the request already holds (the cached one), so
-/// it costs no query. A registration without a list allows any topic, unless
-/// the service requires lists (`--require-producer-topics`), which then
-/// refuses it as it refuses a biz_id with no registration at all (only the
-/// admin token or `--insecure-no-auth` can prepare for one).
-fn topic_allowed(
-    registered: Option<&Producer>,
-    biz_id: &str,
-    topic: &str,
-    required: bool,
-) -> Result<(), ApiError> {
-    let refuse = |message: String| {
-        Err(ApiError::NotAllowed {
-            code: "topic_not_allowed",
-            message,
-        })
-    };
-    let Some(producer) = registered else {
-        if required {
-            return refuse(format!(
-                "biz_id {biz_id:?} is not registered, so it has no topic allow-list, and this \
-                 service runs with --require-producer-topics: register it with its topics \
-                 (PUT /v1/producers/{biz_id} with \"topics\") before preparing for {topic:?}"
-            ));
-        }
-        return Ok(());
-    };
-    match producer.allows_topic(topic) {
-        Some(true) => Ok(()),
-        None if !required => Ok(()),
-        None => refuse(format!(
-            "producer {biz_id:?} has no topic allow-list and this service runs with \
-             --require-producer-topics, which requires one: an operator must give it its \
-             topics (PUT /v1/producers/{biz_id} with \"topics\") before it can prepare for \
-             {topic:?}"
-        )),
-        Some(false) => {
-            let list = producer.topics.as_deref().unwrap_or_default();
-            refuse(format!(
-                "producer {biz_id:?} may not prepare messages for topic {topic:?}: its \
-                 registration allows only {}; an operator can change that \
-                 (PUT /v1/producers/{biz_id} with \"topics\")",
-                list.iter()
-                    .map(|t| format!("{t:?}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-        }
-    }
 }
 
 /// Commits a prepared message; the forwarder sends it at once.
@@ -387,45 +239,10 @@ async fn decide_message(
     validate::biz_id(&req.biz_id)?;
     validate::message_key(&req.message_key)?;
     who.may_act_for(&req.biz_id)?;
-    let outcome = state
-        .writes
-        .decide(req.biz_id.clone(), req.message_key.clone(), commit)
-        .await?;
-    decided(outcome, commit, &req.biz_id, &req.message_key)
-}
-
-/// What a decision's outcome means for its caller: the message, or 409 for
-/// the opposite decision, 404 for a message never prepared.
-pub(crate) fn decided(
-    outcome: DecideOutcome,
-    commit: bool,
-    biz_id: &str,
-    message_key: &str,
-) -> Result<Message, ApiError> {
-    match outcome {
-        // A commit was handed to the forwarder by the write itself (see
-        // `coalesce`), even if this request is cut off now.
-        DecideOutcome::Decided(m) | DecideOutcome::AlreadyDecided(m) => Ok(m),
-        DecideOutcome::Conflict(m) => Err(ApiError::conflict(
-            if commit {
-                "already_rolled_back"
-            } else {
-                "already_committed"
-            },
-            format!(
-                "message {:?} of {:?} is already {}; its decision is final",
-                m.message_key,
-                m.biz_id,
-                m.status.as_str()
-            ),
-        )),
-        DecideOutcome::NotFound => Err(ApiError::not_found(
-            "message_not_found",
-            format!(
-                "no prepared message {message_key:?} for {biz_id:?}; prepare it first (nothing was created)"
-            ),
-        )),
-    }
+    Ok(state
+        .intake
+        .decide(&req.biz_id, &req.message_key, commit)
+        .await?)
 }
 
 /// One message.

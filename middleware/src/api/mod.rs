@@ -27,7 +27,6 @@ pub(crate) mod load_shed;
 pub(crate) mod messages;
 pub mod openapi;
 mod producers;
-pub(crate) mod validate;
 
 /// How a producer token is stored (its SHA-256), for tools that check one.
 pub use auth::hash_token;
@@ -42,25 +41,13 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use serde::de::DeserializeOwned;
 
-use crate::group_commit::producer_writes::Coalescer;
+use crate::config::{AuthConfig, ProducerDefaults};
 use crate::handoff::CommitListener;
+use crate::intake::Intake;
 use crate::net::address_policy::AddressPolicy;
 use crate::registry::Registry;
 use crate::store::DynStore;
 use error::ApiError;
-
-/// Defaults a producer registration falls back to.
-#[derive(Debug, Clone)]
-pub(crate) struct ProducerDefaults {
-    /// Delay after prepare before the first check-back.
-    pub(crate) first_verify_after: Duration,
-    /// Timeout of one check-back call.
-    pub(crate) verify_timeout: Duration,
-    /// The longest timeout a registration may set (`--verify-timeout-max`).
-    pub(crate) max_verify_timeout: Duration,
-    /// Check-back attempts before VERIFY_FAILED.
-    pub(crate) max_verify_attempts: u32,
-}
 
 /// Everything a handler needs; one pointer to clone (axum clones the state
 /// for every request and every layer that extracts it).
@@ -88,15 +75,11 @@ pub(crate) struct Shared {
     /// Producer registrations (cached).
     pub(crate) registry: Registry,
     /// Who may do what.
-    pub(crate) auth: auth::AuthConfig,
-    /// Largest payload in bytes after decoding.
-    pub(crate) max_payload_bytes: usize,
-    /// Largest Kafka record a prepare may make (librdkafka's `message.max.bytes`).
-    pub(crate) max_record_bytes: usize,
+    pub(crate) auth: AuthConfig,
+    /// The rules and writes of producers' messages (and their limits).
+    pub(crate) intake: Intake,
     /// Fallbacks for producer settings.
     pub(crate) producer_defaults: ProducerDefaults,
-    /// Batches concurrent prepares and decisions into shared transactions.
-    pub(crate) writes: Coalescer,
     /// Told about every commit so the forwarder sends at once.
     pub(crate) commits: Arc<dyn CommitListener>,
     /// The send claim a commit takes (an operator's resolve too).
@@ -109,8 +92,6 @@ pub(crate) struct Shared {
     pub(crate) request_timeout: Duration,
     /// Which background workers stopped (`/readyz` fails then).
     pub(crate) liveness: crate::workers::liveness::Liveness,
-    /// Every producer must have a topic allow-list (`--require-producer-topics`).
-    pub(crate) require_producer_topics: bool,
     /// The operator summary, computed once for every caller of a moment.
     pub(crate) summary: admin::read::SummaryCache,
     /// Consumer-group registrations (cached).

@@ -30,7 +30,8 @@ use trustmsg_verify_api::{
 use super::admin::act::operator;
 use super::auth::{self, hash_token, new_producer_token};
 use super::error::ApiError;
-use super::{validate, AppState, Json};
+use super::{AppState, Json};
+use crate::intake::validate;
 use crate::store::{Producer, ProducerRecord};
 
 /// Routes under `/v1/producers`, admin token only (checked before any body is read).
@@ -109,7 +110,7 @@ pub(crate) async fn put_producer(
     validate::biz_id(&biz_id)?;
     match &settings.topics {
         Some(list) => validate::topic_allow_list(list)?,
-        None if state.require_producer_topics => {
+        None if state.intake.limits.require_producer_topics => {
             return Err(ApiError::invalid(
                 "topics_required",
                 format!(

@@ -9,11 +9,11 @@ use clap::Args;
 
 use super::parse::{at_least_one, backoff_duration, positive_duration};
 use super::{ConfigError, ServeArgs};
-use crate::api::validate::{MAX_BIZ_ID, MAX_MESSAGE_KEY};
 use crate::backoff::Backoff;
 use crate::forwarder::kafka::KafkaSettings;
 use crate::forwarder::ForwarderConfig;
 use crate::handoff::record::record_size;
+use crate::intake::validate::{MAX_BIZ_ID, MAX_MESSAGE_KEY};
 use crate::net::kafka_settings::KafkaConfigArg;
 use crate::net::secret::quiet_with;
 

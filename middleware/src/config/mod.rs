@@ -38,8 +38,6 @@ use std::time::Duration;
 
 use clap::{Args, Parser};
 
-use crate::api::auth::AuthConfig;
-use crate::api::ProducerDefaults;
 use crate::backoff::Backoff;
 use crate::group_commit::producer_writes::WriteSettings;
 use crate::net::address_policy::AddressPolicy;
@@ -384,4 +382,26 @@ impl ServeArgs {
             },
         })
     }
+}
+
+/// Who may do what.
+#[derive(Debug, Clone)]
+pub(crate) struct AuthConfig {
+    /// The admin token; None disables the admin API (unless insecure).
+    pub(crate) admin_token: Option<Secret>,
+    /// Accept everything (`--insecure-no-auth`).
+    pub(crate) insecure: bool,
+}
+
+/// Defaults a producer registration falls back to.
+#[derive(Debug, Clone)]
+pub(crate) struct ProducerDefaults {
+    /// Delay after prepare before the first check-back.
+    pub(crate) first_verify_after: Duration,
+    /// Timeout of one check-back call.
+    pub(crate) verify_timeout: Duration,
+    /// The longest timeout a registration may set (`--verify-timeout-max`).
+    pub(crate) max_verify_timeout: Duration,
+    /// Check-back attempts before VERIFY_FAILED.
+    pub(crate) max_verify_attempts: u32,
 }

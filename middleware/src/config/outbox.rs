@@ -59,7 +59,7 @@ fn source(s: &str) -> Result<OutboxSource, String> {
             "must be BIZ_ID=DATABASE_URL, e.g. shop=mysql://user:pass@host:3306/shop".into(),
         );
     };
-    crate::api::validate::biz_id(biz_id)
+    crate::intake::validate::biz_id(biz_id)
         .map_err(|e| format!("names the producer {biz_id:?}, which is not a producer id: {e}"))?;
     let url = DatabaseUrl::parse_outbox_source(url).map_err(|e| format!("for {biz_id}: {e}"))?;
     Ok(OutboxSource {

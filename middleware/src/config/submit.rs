@@ -44,12 +44,12 @@ impl ServeArgs {
             return Ok(None);
         };
         let dead_letters = format!("{topic}{}", trustmsg_verify_api::submit::DLQ_SUFFIX);
-        crate::api::validate::topic(&dead_letters).map_err(|e| {
+        crate::intake::validate::topic(&dead_letters).map_err(|e| {
             ConfigError(format!(
                 "--submit-topic {topic:?}: its dead-letter topic {dead_letters:?}: {e}"
             ))
         })?;
-        crate::api::validate::topic(&topic)
+        crate::intake::validate::topic(&topic)
             .map_err(|e| ConfigError(format!("--submit-topic {topic:?}: {e}")))?;
         if a.submit_group.trim().is_empty() {
             return Err(ConfigError("--submit-group must not be empty".into()));

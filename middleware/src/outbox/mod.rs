@@ -48,7 +48,7 @@ use chrono::{DateTime, Utc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::AppState;
+use crate::intake::Intake;
 use crate::store::DatabaseUrl;
 use source::{SourceDb, SourceStats};
 
@@ -275,16 +275,17 @@ impl Sources {
 
 /// Starts each source's relay and gauges; the tasks end at `shutdown`.
 pub(crate) fn spawn(
-    state: AppState,
+    intake: Intake,
+    sources: &Sources,
     settings: OutboxSettings,
     shutdown: CancellationToken,
 ) -> Vec<(String, JoinHandle<()>)> {
     let settings = Arc::new(settings);
     let mut tasks = Vec::new();
-    for source in state.outbox.all() {
+    for source in sources.all() {
         let relay = relay::Relay {
             source: source.clone(),
-            state: state.clone(),
+            intake: intake.clone(),
             settings: settings.clone(),
         };
         tasks.push((

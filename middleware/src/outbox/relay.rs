@@ -14,12 +14,11 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::row;
-use super::source::{RelayConn, SourceRow};
+use super::source::{RelayConn, SourceRow, LANES};
 use super::{OutboxSettings, RelayState, Source};
-use crate::api::messages::{decided, prepared};
-use crate::api::AppState;
 use crate::backoff::Backoff;
 use crate::group_commit::producer_writes::{outbox_reason, Decision, Via};
+use crate::intake::{decided, prepared, Intake};
 use crate::store::{Actor, DecideOutcome, NewCommitted, OutboxFailure, Producer, StoreError};
 
 /// Waits between attempts at a source that failed.
@@ -66,9 +65,6 @@ fn by_bytes(rows: &[SourceRow], budget: usize) -> impl Iterator<Item = &[SourceR
     })
 }
 
-/// Lanes relaying one source at once, for a producer that is not ordered.
-pub(crate) const LANES: usize = 4;
-
 /// A lane's part.
 enum Lane {
     /// The lane holding the source's lock, on its connection.
@@ -99,7 +95,7 @@ enum Outcome {
 
 pub(crate) struct Relay {
     pub(crate) source: Arc<Source>,
-    pub(crate) state: AppState,
+    pub(crate) intake: Intake,
     pub(crate) settings: Arc<OutboxSettings>,
 }
 
@@ -197,7 +193,7 @@ impl Relay {
     /// The producer of this source, or why there is none now (the lane
     /// waits and looks again).
     async fn producer(&self, first: bool, shutdown: &CancellationToken) -> Option<Arc<Producer>> {
-        match self.state.registry.get(&self.source.biz_id).await {
+        match self.intake.registry.get(&self.source.biz_id).await {
             Ok(Some(p)) => return Some(p),
             Ok(None) if first => {
                 if self.source.state() != RelayState::WaitingForProducer {
@@ -209,7 +205,7 @@ impl Relay {
                     );
                 }
                 self.source.set_state(RelayState::WaitingForProducer);
-                self.state.registry.invalidate(&self.source.biz_id).await;
+                self.intake.registry.invalidate(&self.source.biz_id).await;
             }
             Ok(None) => {}
             Err(e) if first => {
@@ -394,7 +390,7 @@ impl Relay {
                     within(
                         s.deadline,
                         "recording a failed row",
-                        self.state.store.record_outbox_failure(&failure),
+                        self.intake.store.record_outbox_failure(&failure),
                     )
                     .await
                     .map_err(BatchError::Trustmsg)?;
@@ -443,7 +439,7 @@ impl Relay {
                 outcomes.push(Some(Outcome::Held));
                 continue;
             }
-            match row::message(&self.state, producer, r) {
+            match row::message(&self.intake, producer, r) {
                 Ok(new) => {
                     at.push(i);
                     news.push(new);
@@ -474,7 +470,7 @@ impl Relay {
                 })
                 .collect();
             let t = Instant::now();
-            if self.state.writes.create_committed(&batch).await?.is_some() {
+            if self.intake.writes.create_committed(&batch).await?.is_some() {
                 tracing::debug!(took = ?t.elapsed(), "outbox: created committed");
                 return Ok(rows.iter().map(|_| Outcome::Relayed).collect());
             }
@@ -483,7 +479,7 @@ impl Relay {
         let digests: Vec<Vec<u8>> = news.iter().map(|n| n.digest()).collect();
         let keys: Vec<String> = news.iter().map(|n| n.message_key.clone()).collect();
         let t = Instant::now();
-        let inserted = self.state.writes.prepare_together(news).await;
+        let inserted = self.intake.writes.prepare_together(news).await;
         tracing::debug!(took = ?t.elapsed(), "outbox: prepared");
         let mut commits = Vec::new();
         let mut commit_at = Vec::new();
@@ -528,7 +524,7 @@ impl Relay {
             }
         }
         let t = Instant::now();
-        let outcomes_of_commits = self.state.writes.decide_together(commits).await;
+        let outcomes_of_commits = self.intake.writes.decide_together(commits).await;
         tracing::debug!(took = ?t.elapsed(), "outbox: committed");
         for (&i, result) in commit_at.iter().zip(outcomes_of_commits) {
             let key = String::from_utf8_lossy(&rows[i].message_key).into_owned();

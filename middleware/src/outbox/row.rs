@@ -5,13 +5,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use trustmsg_verify_api::trace_context::TraceParent;
 use trustmsg_verify_api::{PayloadEncoding, PrepareRequest};
 
 use super::source::SourceRow;
-use crate::api::error::ApiError;
-use crate::api::messages::new_message;
-use crate::api::AppState;
+use crate::intake::{self, Intake};
 use crate::store::{NewMessage, Producer};
 
 /// A relayed message's first check-back is put this far off. The relay
@@ -93,28 +90,21 @@ fn request(biz_id: &str, row: &SourceRow) -> Result<(PrepareRequest, Option<Stri
 /// The row as a message of `producer`, checked as the HTTP API checks a
 /// prepare: Err is the refusal (the row's `fail_reason`).
 pub(crate) fn message(
-    state: &AppState,
+    intake: &Intake,
     producer: &Producer,
     row: &SourceRow,
 ) -> Result<NewMessage, String> {
     let (req, traceparent) = request(&producer.biz_id, row)?;
-    // As over HTTP: an invalid traceparent is ignored (and counted).
-    let traceparent = traceparent.and_then(|v| {
-        let parsed = TraceParent::parse(&v);
-        if parsed.is_none() {
-            metrics::counter!("trustmsg_traceparent_invalid_total").increment(1);
-        }
-        parsed.map(|tp| tp.to_string())
-    });
-    let mut new = new_message(
-        state,
-        Some(producer),
-        req,
-        Some(row.payload.clone()),
-        traceparent,
-        None,
-    )
-    .map_err(|e: ApiError| format!("{}: {e}", e.code()))?;
+    let (traceparent, tracestate) = intake::trace_context(traceparent, None);
+    let mut new = intake
+        .new_message(
+            Some(producer),
+            req,
+            Some(row.payload.clone()),
+            traceparent,
+            tracestate,
+        )
+        .map_err(|e| format!("{}: {e}", e.code()))?;
     new.first_verify_after = new.first_verify_after.max(RELAYED_FIRST_VERIFY_AFTER);
     Ok(new)
 }

@@ -79,6 +79,10 @@ pub(crate) struct SourceStats {
 /// Rows counted at most, so that a huge backlog costs a bounded scan.
 const COUNT_CAP: u64 = 1_000_000;
 
+/// Lanes relaying one source at once, for a producer that is not ordered
+/// (a source's pool holds a connection for each, and two more).
+pub(crate) const LANES: usize = 4;
+
 /// The statuses of the table (seed 001's numbering, plus 4 for a row an
 /// operator gave up).
 pub(crate) mod status {
@@ -233,7 +237,7 @@ impl SourceDb {
             Backend::MySql => {
                 let opts = MySqlConnectOptions::from_str(url.expose_for_driver())?;
                 let pool = MySqlPoolOptions::new()
-                    .max_connections(super::relay::LANES as u32 + 2)
+                    .max_connections(LANES as u32 + 2)
                     .min_connections(0)
                     .acquire_timeout(Duration::from_secs(5))
                     .after_connect(|conn, _| {
@@ -259,7 +263,7 @@ impl SourceDb {
                 // URL by sqlx, as for MySQL.
                 let opts = PgConnectOptions::from_str(url.expose_for_driver())?;
                 let pool = PgPoolOptions::new()
-                    .max_connections(super::relay::LANES as u32 + 2)
+                    .max_connections(LANES as u32 + 2)
                     .min_connections(0)
                     .acquire_timeout(Duration::from_secs(5))
                     .after_connect(|conn, _| {
@@ -283,7 +287,7 @@ impl SourceDb {
                 let opts = SqliteConnectOptions::from_str(url.expose_for_driver())?
                     .busy_timeout(Duration::from_secs(5));
                 let pool = SqlitePoolOptions::new()
-                    .max_connections(super::relay::LANES as u32 + 2)
+                    .max_connections(LANES as u32 + 2)
                     .min_connections(0)
                     .acquire_timeout(Duration::from_secs(5))
                     .connect_lazy_with(opts);

@@ -12,16 +12,13 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use trustmsg_verify_api::submit::{self, Op, SubmitSignatureError};
-use trustmsg_verify_api::trace_context::{self, TraceParent};
 
 use super::dead_letters::{DeadLetter, DeadLetters};
 use super::record::{self, Record, Submitted};
 use super::SubmitSettings;
-use crate::api::error::ApiError;
-use crate::api::messages::{decided, new_message, prepared};
-use crate::api::{validate, AppState};
 use crate::backoff::Backoff;
 use crate::group_commit::producer_writes::{Decision, Via};
+use crate::intake::{self, decided, prepared, validate, Intake, IntakeError};
 use crate::store::{
     DecideOutcome, NewMessage, NewWaitingCommit, Producer, StoreError, WaitingCommit,
 };
@@ -59,7 +56,7 @@ struct Step {
 /// Applies batches of submitted records (one consumer at a time) and
 /// retries waiting commits.
 pub(crate) struct Ingest {
-    state: AppState,
+    intake: Intake,
     settings: SubmitSettings,
     dead: Arc<DeadLetters>,
     /// Wakes the retries of waiting commits after prepares were written.
@@ -74,7 +71,7 @@ fn count(op: &str, outcome: &'static str) {
         .increment(1);
 }
 
-fn letter(r: &Record, e: &ApiError) -> DeadLetter {
+fn letter(r: &Record, e: &IntakeError) -> DeadLetter {
     DeadLetter {
         key: r.key.clone(),
         headers: r.headers.clone(),
@@ -92,13 +89,13 @@ fn retryable(e: &StoreError) -> bool {
 
 impl Ingest {
     pub(super) fn new(
-        state: AppState,
+        intake: Intake,
         settings: SubmitSettings,
         dead: Arc<DeadLetters>,
         wake: Arc<Notify>,
     ) -> Self {
         Self {
-            state,
+            intake,
             settings,
             dead,
             wake,
@@ -167,7 +164,7 @@ impl Ingest {
         &self,
         records: &[Record],
         dead: &mut Vec<DeadLetter>,
-    ) -> Result<Vec<Step>, ApiError> {
+    ) -> Result<Vec<Step>, IntakeError> {
         let mut producers: HashMap<String, (Option<Arc<Producer>>, bool)> = HashMap::new();
         let mut steps = Vec::with_capacity(records.len());
         for (i, r) in records.iter().enumerate() {
@@ -210,10 +207,10 @@ impl Ingest {
         s: &Submitted,
         value: &[u8],
         producers: &mut HashMap<String, (Option<Arc<Producer>>, bool)>,
-    ) -> Result<Arc<Producer>, ApiError> {
+    ) -> Result<Arc<Producer>, IntakeError> {
         validate::biz_id(&s.biz_id)?;
         validate::message_key(&s.message_key)?;
-        let registry = &self.state.registry;
+        let registry = &self.intake.registry;
         if !producers.contains_key(&s.biz_id) {
             let p = registry.get(&s.biz_id).await?;
             producers.insert(s.biz_id.clone(), (p, false));
@@ -228,7 +225,7 @@ impl Ingest {
                     producers.insert(s.biz_id.clone(), (p, true));
                     continue;
                 }
-                return Err(ApiError::Unauthorized(format!(
+                return Err(IntakeError::Unauthorized(format!(
                     "no producer {:?} is registered: register it (PUT /v1/producers/{}) and sign \
                      its records with the signing secret the registration returns",
                     s.biz_id, s.biz_id
@@ -237,7 +234,7 @@ impl Ingest {
             match submit::verify(&producer.signing_secret, &s.signed(value), &s.signature) {
                 Ok(()) => return Ok(producer),
                 Err(SubmitSignatureError::Ambiguous(what)) => {
-                    return Err(ApiError::invalid(
+                    return Err(IntakeError::invalid(
                         "invalid_request",
                         SubmitSignatureError::Ambiguous(what).to_string(),
                     ))
@@ -248,7 +245,7 @@ impl Ingest {
                     producers.insert(s.biz_id.clone(), (p, true));
                 }
                 Err(SubmitSignatureError::Signature(e)) => {
-                    return Err(ApiError::Unauthorized(format!(
+                    return Err(IntakeError::Unauthorized(format!(
                         "the record's {} does not match producer {:?}'s signing secret ({e}); \
                          sign it with the secret its registration returned (see docs/kafka-submit.md)",
                         submit::SIGNATURE,
@@ -260,25 +257,18 @@ impl Ingest {
     }
 
     /// What `s` writes: a prepare checked as the HTTP API checks one.
-    fn write_of(&self, s: &Submitted, r: &Record, producer: &Producer) -> Result<Write, ApiError> {
+    fn write_of(
+        &self,
+        s: &Submitted,
+        r: &Record,
+        producer: &Producer,
+    ) -> Result<Write, IntakeError> {
         match s.op {
             Op::Commit | Op::Rollback => Ok(Write::Decide),
             Op::Prepare => {
                 let (req, traceparent, tracestate) = s.prepare_request()?;
-                // As over HTTP: an invalid traceparent is ignored (and
-                // counted), an invalid tracestate dropped.
-                let traceparent = traceparent.and_then(|v| {
-                    let parsed = TraceParent::parse(&v);
-                    if parsed.is_none() {
-                        metrics::counter!("trustmsg_traceparent_invalid_total").increment(1);
-                    }
-                    parsed.map(|tp| tp.to_string())
-                });
-                let tracestate = tracestate
-                    .filter(|_| traceparent.is_some())
-                    .and_then(|v| trace_context::tracestate(&v));
-                let new = new_message(
-                    &self.state,
+                let (traceparent, tracestate) = intake::trace_context(traceparent, tracestate);
+                let new = self.intake.new_message(
                     Some(producer),
                     req,
                     Some(r.value.clone()),
@@ -326,7 +316,7 @@ impl Ingest {
                 )
             })
             .collect();
-        let writes = &self.state.writes;
+        let writes = &self.intake.writes;
         let (inserted, outcomes) =
             tokio::join!(writes.prepare_now(news), writes.decide_now(decides));
         let mut again = Vec::new();
@@ -353,7 +343,7 @@ impl Ingest {
                 Err(e) if retryable(&e) => again.push(i),
                 Err(e) => {
                     count(s.op.as_str(), "dead_letter");
-                    dead.push(letter(r, &ApiError::Store(e)));
+                    dead.push(letter(r, &IntakeError::Store(e)));
                 }
             }
         }
@@ -378,7 +368,7 @@ impl Ingest {
                 Err(e) if retryable(&e) => again.push(i),
                 Err(e) => {
                     count(s.op.as_str(), "dead_letter");
-                    dead.push(letter(r, &ApiError::Store(e)));
+                    dead.push(letter(r, &IntakeError::Store(e)));
                 }
             }
         }
@@ -413,7 +403,7 @@ impl Ingest {
                 .collect(),
             wait: self.settings.commit_wait,
         };
-        let parked = self.state.store.park_commit(&waiting).await?;
+        let parked = self.intake.store.park_commit(&waiting).await?;
         self.maybe_waiting.store(true, Ordering::Relaxed);
         tracing::info!(
             biz_id = %s.biz_id,
@@ -429,7 +419,7 @@ impl Ingest {
     /// Retries the waiting commits that are due: applied once their prepare
     /// is in, dead-lettered at their bound, else tried again later.
     pub(super) async fn retry_waiting(&self) {
-        let store = &self.state.store;
+        let store = &self.intake.store;
         let lease = self.settings.kafka_timeout.saturating_mul(2) + WAITING_RETRY;
         let claimed = match store.claim_waiting_commits(WAITING_CLAIM, lease).await {
             Ok(c) => c,
@@ -447,7 +437,7 @@ impl Ingest {
             .iter()
             .map(|w| decision(&w.biz_id, &w.message_key, true, w.partition, w.offset))
             .collect();
-        let outcomes = self.state.writes.decide_now(decisions).await;
+        let outcomes = self.intake.writes.decide_now(decisions).await;
         for (w, outcome) in claimed.iter().zip(outcomes) {
             let settled = match outcome {
                 // Its claim runs out and it is tried again.
@@ -461,7 +451,7 @@ impl Ingest {
                     }
                     continue;
                 }
-                Ok(DecideOutcome::NotFound) => Err(ApiError::not_found(
+                Ok(DecideOutcome::NotFound) => Err(IntakeError::not_found(
                     "message_not_found",
                     format!(
                         "no prepare of message {:?} of {:?} arrived within --submit-commit-wait \
@@ -508,7 +498,7 @@ fn decision(
     }
 }
 
-fn waiting_letter(w: &WaitingCommit, e: &ApiError) -> DeadLetter {
+fn waiting_letter(w: &WaitingCommit, e: &IntakeError) -> DeadLetter {
     DeadLetter {
         key: w.record_key.clone(),
         headers: w

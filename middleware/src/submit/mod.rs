@@ -1,7 +1,7 @@
 //! The Kafka way in (docs/kafka-submit.md): producers that already speak
 //! Kafka submit prepare, commit and rollback as signed records to
 //! `--submit-topic`, and this part applies them exactly as the HTTP API
-//! would: the same validation and limits ([`crate::api::messages`]), the
+//! would, through the same intake ([`crate::intake`]): the same validation and limits, the
 //! same idempotence, states, check-back and forwarding; decisions are
 //! audited with actor `kafka`.
 //!
@@ -57,7 +57,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::AppState;
+use crate::intake::Intake;
 use crate::net::kafka_settings::Redacted;
 use apply::Ingest;
 use dead_letters::DeadLetters;
@@ -149,7 +149,7 @@ pub(crate) fn describe_metrics() {
 /// Starts the consumer of `--submit-topic` and the retries of waiting
 /// commits; both stop when `shutdown` is cancelled.
 pub(crate) fn spawn(
-    state: AppState,
+    intake: Intake,
     settings: SubmitSettings,
     shutdown: CancellationToken,
 ) -> anyhow::Result<(JoinHandle<()>, JoinHandle<()>)> {
@@ -169,7 +169,7 @@ pub(crate) fn spawn(
         .with_context(|| format!("subscribing to --submit-topic {}", settings.topic))?;
     let dead = Arc::new(DeadLetters::new(&settings)?);
     let wake = Arc::new(Notify::new());
-    let ingest = Arc::new(Ingest::new(state, settings.clone(), dead, wake.clone()));
+    let ingest = Arc::new(Ingest::new(intake, settings.clone(), dead, wake.clone()));
     tracing::info!(
         topic = %settings.topic,
         group = %settings.group,

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use trustmsg_verify_api::submit::{self, Op, Signed};
 use trustmsg_verify_api::PrepareRequest;
 
-use crate::api::error::ApiError;
+use crate::intake::IntakeError;
 
 /// A record as read from the submit topic, owned: what it asks for is
 /// [`parse`]d from it, and a dead-lettered record is this, as it came.
@@ -60,13 +60,13 @@ impl Submitted {
     /// headers are read, not carried to the delivered record.
     pub(crate) fn prepare_request(
         &self,
-    ) -> Result<(PrepareRequest, Option<String>, Option<String>), ApiError> {
+    ) -> Result<(PrepareRequest, Option<String>, Option<String>), IntakeError> {
         let mut headers = self.headers.clone();
         let deliver_at = headers.remove(submit::DELIVER_AT);
         let deliver_after_ms = match headers.remove(submit::DELIVER_AFTER_MS) {
             None => None,
             Some(ms) => Some(ms.parse::<u64>().map_err(|_| {
-                ApiError::invalid(
+                IntakeError::invalid(
                     "invalid_deliver_after_ms",
                     format!(
                         "header {} is {ms:?}; it must be a whole number of milliseconds \
@@ -93,14 +93,14 @@ impl Submitted {
     }
 }
 
-fn malformed(why: String) -> ApiError {
-    ApiError::invalid("invalid_request", why)
+fn malformed(why: String) -> IntakeError {
+    IntakeError::invalid("invalid_request", why)
 }
 
 /// What `r` asks for, or why it is malformed: a contract header missing,
 /// repeated, not UTF-8 or out of place, an unknown `trustmsg-op`, a value
 /// on a decision, an unsigned record (`unauthorized`).
-pub(crate) fn parse(r: &Record) -> Result<Submitted, ApiError> {
+pub(crate) fn parse(r: &Record) -> Result<Submitted, IntakeError> {
     let mut contract: BTreeMap<&str, String> = BTreeMap::new();
     let mut headers = BTreeMap::new();
     for (name, value) in &r.headers {
@@ -169,7 +169,7 @@ pub(crate) fn parse(r: &Record) -> Result<Submitted, ApiError> {
         }
     };
     let signature = signature.ok_or_else(|| {
-        ApiError::Unauthorized(format!(
+        IntakeError::Unauthorized(format!(
             "the record is not signed: header {} is missing (v1,<base64 HMAC-SHA256> with the \
              producer's signing secret; see docs/kafka-submit.md)",
             submit::SIGNATURE

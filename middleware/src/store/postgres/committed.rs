@@ -12,17 +12,7 @@ use sqlx::Postgres;
 use crate::store::sql::{self, message_from_row, stmt, AuditRow, PREPARE_COLUMNS, STORED_COLUMNS};
 use crate::store::{Message, NewCommitted, StoreError, StoreResult};
 
-use super::messages::{deliver_at, PgQuery};
-use super::{is_deadlock, millis, PgStore, MS, NOW};
-
-/// The upsert by which a batch of commits adds its rows to each of their
-/// keys' `last_seq` ([`sql::order_commit_batch`]).
-pub(super) fn bump_keys() -> String {
-    format!(
-        " ON CONFLICT (order_key) DO UPDATE SET \
-         last_seq = ordered_keys.last_seq + EXCLUDED.last_seq, updated_at = {NOW}"
-    )
-}
+use super::{bump_keys, deliver_at, is_deadlock, millis, PgQuery, PgStore, MS, NOW};
 
 /// A committed row as `INSERT INTO messages ({PREPARE_COLUMNS},
 /// send_status, decided_at, next_send_at)` takes it: no check-back time,

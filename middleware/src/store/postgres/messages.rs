@@ -13,8 +13,8 @@ use trustmsg_verify_api::admin::AlertKind;
 use trustmsg_verify_api::MessageStatus;
 
 use crate::store::sql::{
-    self, clip_error, message_from_row, stmt, transition_effects, AuditRow, Dialect,
-    MESSAGE_COLUMNS, PREPARE_COLUMNS, STORED_COLUMNS,
+    self, clip_error, message_from_row, stmt, transition_effects, AuditRow, MESSAGE_COLUMNS,
+    PREPARE_COLUMNS, STORED_COLUMNS,
 };
 use crate::store::{
     Actor, AuditEntry, Inserted, Message, MessageStore, NewAlert, NewCommitted, NewMessage,
@@ -23,8 +23,9 @@ use crate::store::{
 
 use crate::store::traits::{insert_prepared_each, transition_each};
 
-use super::committed::bump_keys;
-use super::{first_message, is_deadlock, millis, sql_int, PgStore, MS, NOW};
+use super::{
+    bump_keys, deliver_at, first_message, is_deadlock, millis, sql_int, PgQuery, PgStore, MS, NOW,
+};
 
 /// When a commit makes its message due, as SQL (`next_send_at` of the
 /// commit's UPDATE; `lease` is the parameter holding its send lease in ms):
@@ -49,16 +50,6 @@ fn prepared_values() -> String {
     )
 }
 
-/// A message's `deliver_at`: the instant it was given, or the database
-/// clock plus its delay, or NULL; its two parameters are
-/// [`sql::deliver_binds`].
-pub(super) fn deliver_at() -> String {
-    format!(
-        "COALESCE(?, {NOW}{plus})",
-        plus = <Postgres as Dialect>::PLUS_SPAN
-    )
-}
-
 /// Binds [`prepared_values`]' parameters for `m`, whose content is `content`.
 fn bind_prepared<'q>(q: PgQuery<'q>, m: &NewMessage, content: &sql::Content<'_>) -> PgQuery<'q> {
     let (at, after) = sql::deliver_binds::<Postgres>(m);
@@ -69,9 +60,6 @@ fn bind_prepared<'q>(q: PgQuery<'q>, m: &NewMessage, content: &sql::Content<'_>)
         .bind(sql::payload_bytes(m))
         .bind(content.apart())
 }
-
-/// A statement with its parameters bound.
-pub(super) type PgQuery<'q> = sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>;
 
 impl PgStore {
     /// Prepares `part` with one `INSERT … ON CONFLICT DO NOTHING RETURNING`

@@ -214,3 +214,25 @@ fn is_deadlock(e: &sqlx::Error) -> bool {
 fn first_message(rows: &[PgRow]) -> StoreResult<Option<Message>> {
     rows.first().map(message_from_row).transpose()
 }
+
+/// The upsert by which a batch of commits adds its rows to each of their
+/// keys' `last_seq` ([`sql::order_commit_batch`]).
+fn bump_keys() -> String {
+    format!(
+        " ON CONFLICT (order_key) DO UPDATE SET \
+         last_seq = ordered_keys.last_seq + EXCLUDED.last_seq, updated_at = {NOW}"
+    )
+}
+
+/// A message's `deliver_at`: the instant it was given, or the database
+/// clock plus its delay, or NULL; its two parameters are
+/// [`sql::deliver_binds`].
+fn deliver_at() -> String {
+    format!(
+        "COALESCE(?, {NOW}{plus})",
+        plus = <Postgres as Dialect>::PLUS_SPAN
+    )
+}
+
+/// A statement with its parameters bound.
+type PgQuery<'q> = sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>;

@@ -9,7 +9,7 @@ use sqlx::Postgres;
 use crate::store::sql::{self, clip_error, stmt, ClaimKind, Lease};
 use crate::store::{Actor, Claimed, Message, PayloadRoom, SendStore, SentMark, StoreResult};
 
-use super::messages::PgQuery;
+use super::PgQuery;
 use super::{millis, sql_int, PgStore, MS, NOW};
 
 #[async_trait]

@@ -131,6 +131,13 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<Report> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     println!("ratio={:.2}", report.ratio);
+    if !report.failed.is_empty() {
+        let phases: Vec<&str> = report.failed.iter().map(|f| f.phase).collect();
+        anyhow::bail!(
+            "the {} phase(s) failed (above, after the figures of the others)",
+            phases.join(", ")
+        );
+    }
     Ok(report)
 }
 
@@ -349,41 +356,47 @@ async fn run_in(
     };
 
     if service.is_some() && !sharded {
-        let messages = args
-            .submit_messages
-            .unwrap_or(report.lifecycle.messages.max(1000));
-        eprintln!(
-            "bench: submit ({messages} messages as records to {}, {} in flight)",
-            submit::SUBMIT_TOPIC,
-            args.submit_in_flight
-        );
-        let secret = client
-            .registration(submit::BIZ_ID, &checker.url, 3_600_000)
-            .await
-            .context("registering the submit producer")?
-            .signing_secret
-            .context("a new registration shows its signing secret")?;
-        let (mut submitted, stop_submitted) = kafka::consume(&brokers, submit::SUBMITTED_TOPIC)?;
-        let submitter = submit::Submitter::warmed_up(&brokers, &secret, &mut submitted).await?;
-        pool.settle().await?;
-        let batches_before = batch_counters(&client).await;
-        let meter = Meter::start(&pool, service_pid).await?;
-        let mut result = submitter
-            .run(
-                &pool,
-                &mut submitted,
-                messages,
-                args.submit_in_flight,
-                report.lifecycle.throughput_per_s,
-            )
-            .await?;
-        let messages = result.messages as f64;
-        report.submit_db = Some(meter.stop(&pool, &mut report, "submit", messages).await?);
-        result.batches = BatchSizes::between(&batches_before, &batch_counters(&client).await);
-        eprintln!("bench: one submitted message at a time");
-        result.one_at_a_time = submitter.one_at_a_time(&mut submitted, 100).await?;
-        report.submit = Some(result);
-        stop_submitted.set();
+        let outcome = async {
+            let messages = args
+                .submit_messages
+                .unwrap_or(report.lifecycle.messages.max(1000));
+            eprintln!(
+                "bench: submit ({messages} messages as records to {}, {} in flight)",
+                submit::SUBMIT_TOPIC,
+                args.submit_in_flight
+            );
+            let secret = client
+                .registration(submit::BIZ_ID, &checker.url, 3_600_000)
+                .await
+                .context("registering the submit producer")?
+                .signing_secret
+                .context("a new registration shows its signing secret")?;
+            let (mut submitted, stop_submitted) =
+                kafka::consume(&brokers, submit::SUBMITTED_TOPIC)?;
+            let submitter = submit::Submitter::warmed_up(&brokers, &secret, &mut submitted).await?;
+            pool.settle().await?;
+            let batches_before = batch_counters(&client).await;
+            let meter = Meter::start(&pool, service_pid).await?;
+            let mut result = submitter
+                .run(
+                    &pool,
+                    &mut submitted,
+                    messages,
+                    args.submit_in_flight,
+                    report.lifecycle.throughput_per_s,
+                )
+                .await?;
+            let messages = result.messages as f64;
+            report.submit_db = Some(meter.stop(&pool, &mut report, "submit", messages).await?);
+            result.batches = BatchSizes::between(&batches_before, &batch_counters(&client).await);
+            eprintln!("bench: one submitted message at a time");
+            result.one_at_a_time = submitter.one_at_a_time(&mut submitted, 100).await?;
+            report.submit = Some(result);
+            stop_submitted.set();
+            anyhow::Ok(())
+        }
+        .await;
+        report.phase("submit", outcome);
     }
 
     report.open_loop_rate_per_s = report.lifecycle.throughput_per_s * args.open_loop_fraction;
@@ -401,78 +414,96 @@ async fn run_in(
     stop_consumer.set();
 
     if service.is_some() && !sharded {
-        eprintln!("bench: verifier ({} rows)", sizes.verifier_rows);
-        client
-            .register("bench-verify", &checker.url, 0)
-            .await
-            .context("registering the verifier producer")?;
-        let rows = sizes.verifier_rows as f64;
-        let rows_of = (sizes.verifier_rows, args.row_payload_bytes);
-        let (rate, meter) = verifier(&pool, &checker, rows_of, service_pid).await?;
-        let db = meter.stop(&pool, &mut report, "verifier", rows).await?;
-        (report.verifier_per_s, report.verifier_db) = (Some(rate), Some(db));
+        let outcome = async {
+            eprintln!("bench: verifier ({} rows)", sizes.verifier_rows);
+            client
+                .register("bench-verify", &checker.url, 0)
+                .await
+                .context("registering the verifier producer")?;
+            let rows = sizes.verifier_rows as f64;
+            let rows_of = (sizes.verifier_rows, args.row_payload_bytes);
+            let (rate, meter) = verifier(&pool, &checker, rows_of, service_pid).await?;
+            let db = meter.stop(&pool, &mut report, "verifier", rows).await?;
+            (report.verifier_per_s, report.verifier_db) = (Some(rate), Some(db));
+            anyhow::Ok(())
+        }
+        .await;
+        report.phase("verifier", outcome);
 
-        eprintln!("bench: drain ({} rows)", sizes.drain_rows);
-        let (mut drained, stop_drain) = kafka::consume(&brokers, DRAIN_TOPIC)?;
-        let rows = sizes.drain_rows as f64;
-        let rows_of = (sizes.drain_rows, args.row_payload_bytes);
-        let (rate, meter) = drain(&pool, &mut drained, rows_of, service_pid).await?;
-        let db = meter.stop(&pool, &mut report, "drain", rows).await?;
-        (report.drain_per_s, report.drain_db) = (Some(rate), Some(db));
-        stop_drain.set();
+        let outcome = async {
+            eprintln!("bench: drain ({} rows)", sizes.drain_rows);
+            let (mut drained, stop_drain) = kafka::consume(&brokers, DRAIN_TOPIC)?;
+            let rows = sizes.drain_rows as f64;
+            let rows_of = (sizes.drain_rows, args.row_payload_bytes);
+            let (rate, meter) = drain(&pool, &mut drained, rows_of, service_pid).await?;
+            let db = meter.stop(&pool, &mut report, "drain", rows).await?;
+            (report.drain_per_s, report.drain_db) = (Some(rate), Some(db));
+            stop_drain.set();
+            anyhow::Ok(())
+        }
+        .await;
+        report.phase("drain", outcome);
     }
 
     if let (Some(source), Some(_)) = (source, &service) {
-        let source = std::sync::Arc::new(source);
-        eprintln!(
-            "bench: outbox ({} rows committed at once)",
-            sizes.outbox_rows
-        );
-        client
-            .register(outbox::BIZ_ID, &checker.url, 3_600_000)
-            .await
-            .context("registering the outbox producer")?;
-        let (mut relayed, stop_relayed) = kafka::consume(&brokers, outbox::OUTBOX_TOPIC)?;
-        outbox::warm_up(&source, &mut relayed).await?;
-        pool.settle().await?;
-        let (rate, meter) = outbox::throughput(&source, &mut relayed, sizes.outbox_rows, || {
-            Meter::start(&pool, service_pid)
-        })
-        .await?;
-        let rows = sizes.outbox_rows as f64;
-        report.outbox_db = Some(meter?.stop(&pool, &mut report, "outbox", rows).await?);
-        let half = rate / 2.0;
-        let per_tx = args.outbox_rows_per_tx;
-        // Each latency part with the CPU it took, per row.
-        let mut latency_at = async |run: usize, rate: f64| -> anyhow::Result<outbox::Latency> {
-            eprintln!("bench: outbox latency, {per_tx} row(s) per transaction at {rate:.0}/s");
-            let meter = Meter::start(&pool, service_pid).await?;
-            let mut l =
-                outbox::latency(&source, run, &mut relayed, rate, per_tx, sizes.duration).await?;
-            let rows = l.commit_to_kafka.count as f64;
-            let (cores, db) = meter.read(&pool, rows).await?;
-            l.cpu = Some(cores.per_message(rows));
-            l.cores = Some(cores);
-            l.db = Some(db);
-            Ok(l)
-        };
-        let latency = latency_at(0, half).await?;
-        let mut at_rates = Vec::new();
-        for (run, &rate) in args.outbox_rates.iter().enumerate() {
-            at_rates.push(latency_at(run + 1, rate).await?);
+        let outcome = async {
+            let source = std::sync::Arc::new(source);
+            eprintln!(
+                "bench: outbox ({} rows committed at once)",
+                sizes.outbox_rows
+            );
+            client
+                .register(outbox::BIZ_ID, &checker.url, 3_600_000)
+                .await
+                .context("registering the outbox producer")?;
+            let (mut relayed, stop_relayed) = kafka::consume(&brokers, outbox::OUTBOX_TOPIC)?;
+            outbox::warm_up(&source, &mut relayed).await?;
+            pool.settle().await?;
+            let (rate, meter) =
+                outbox::throughput(&source, &mut relayed, sizes.outbox_rows, || {
+                    Meter::start(&pool, service_pid)
+                })
+                .await?;
+            let rows = sizes.outbox_rows as f64;
+            report.outbox_db = Some(meter?.stop(&pool, &mut report, "outbox", rows).await?);
+            let half = rate / 2.0;
+            let per_tx = args.outbox_rows_per_tx;
+            // Each latency part with the CPU it took, per row.
+            let mut latency_at = async |run: usize, rate: f64| -> anyhow::Result<outbox::Latency> {
+                eprintln!("bench: outbox latency, {per_tx} row(s) per transaction at {rate:.0}/s");
+                let meter = Meter::start(&pool, service_pid).await?;
+                let mut l =
+                    outbox::latency(&source, run, &mut relayed, rate, per_tx, sizes.duration)
+                        .await?;
+                let rows = l.commit_to_kafka.count as f64;
+                let (cores, db) = meter.read(&pool, rows).await?;
+                l.cpu = Some(cores.per_message(rows));
+                l.cores = Some(cores);
+                l.db = Some(db);
+                Ok(l)
+            };
+            let latency = latency_at(0, half).await?;
+            let mut at_rates = Vec::new();
+            for (run, &rate) in args.outbox_rates.iter().enumerate() {
+                at_rates.push(latency_at(run + 1, rate).await?);
+            }
+            report.outbox = Some(outbox::OutboxResult {
+                rows: sizes.outbox_rows,
+                relayed_per_s: rate,
+                latency_rate_per_s: half,
+                commit_to_kafka: latency.commit_to_kafka,
+                intended_to_kafka: latency.intended_to_kafka,
+                rows_per_tx: per_tx,
+                latency_not_started: latency.not_started,
+                latency_cpu: latency.cpu,
+                latency_db: latency.db,
+                at_rates,
+            });
+            stop_relayed.set();
+            anyhow::Ok(())
         }
-        report.outbox = Some(outbox::OutboxResult {
-            rows: sizes.outbox_rows,
-            relayed_per_s: rate,
-            latency_rate_per_s: half,
-            commit_to_kafka: latency.commit_to_kafka,
-            intended_to_kafka: latency.intended_to_kafka,
-            rows_per_tx: per_tx,
-            latency_cpu: latency.cpu,
-            latency_db: latency.db,
-            at_rates,
-        });
-        stop_relayed.set();
+        .await;
+        report.phase("outbox", outcome);
     }
     report.peak_rss_mib = cost::peak_rss_mib("self");
     report.service_peak_rss_mib = service_pid.and_then(cost::peak_rss_mib);
@@ -490,8 +521,10 @@ async fn run_in(
 
     for &rows in sizes.scan_rows.iter().filter(|_| !sharded) {
         eprintln!("bench: claim query cost with {rows} rows");
-        let ms = scan_cost(&pool, db_url, db_name, rows).await?;
-        report.scan_ms.push((rows, ms));
+        match scan_cost(&pool, db_url, db_name, rows).await {
+            Ok(ms) => report.scan_ms.push((rows, ms)),
+            Err(e) => report.phase("scan", Err(e)),
+        }
     }
     drop(mock);
     Ok(report)

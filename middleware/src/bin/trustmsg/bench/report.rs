@@ -66,6 +66,8 @@ pub(crate) struct Report {
     pub(crate) outbox_db: Option<DbCost>,
     /// Claim query median time in ms per table size.
     pub(crate) scan_ms: Vec<(u64, f64)>,
+    /// Phases that failed, each with why; the others still report.
+    pub(crate) failed: Vec<FailedPhase>,
     /// The database's work per INSERT + UPDATE pair of the first ceiling
     /// (the yardstick the lifecycle's is compared with).
     pub(crate) ceiling_db: DbCost,
@@ -115,6 +117,27 @@ impl Report {
         self.cpu_per_message
             .insert(phase, cpu.per_message(messages));
         self.cpu.insert(phase, cpu);
+    }
+}
+
+/// A phase that failed, and why.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct FailedPhase {
+    pub(crate) phase: &'static str,
+    pub(crate) error: String,
+}
+
+impl Report {
+    /// Records `phase`'s failure, if it failed: the bench goes on with the
+    /// next phase and says at the end which failed.
+    pub(crate) fn phase(&mut self, phase: &'static str, outcome: anyhow::Result<()>) {
+        if let Err(e) = outcome {
+            eprintln!("bench: the {phase} phase failed: {e:#}");
+            self.failed.push(FailedPhase {
+                phase,
+                error: format!("{e:#}"),
+            });
+        }
     }
 }
 
@@ -206,6 +229,7 @@ pub(crate) fn print_report(r: &Report) {
             let latency = |rate: f64,
                            c: &Percentiles,
                            i: &Percentiles,
+                           not_started: u64,
                            cpu: Option<&CpuPerMessage>,
                            db: Option<&DbCost>| {
                 let per_tx = match o.rows_per_tx {
@@ -224,6 +248,11 @@ pub(crate) fn print_report(r: &Report) {
                     "outbox     {per_tx} at {rate:.0}/s: commit→kafka p50/p99/max {:.1}/{:.1}/{:.1} ms (n={}), from the intended start p50/p99 {:.1}/{:.1} ms{cpu}",
                     c.p50_ms, c.p99_ms, c.max_ms, c.count, i.p50_ms, i.p99_ms,
                 );
+                if not_started > 0 {
+                    println!(
+                        "  {not_started} rows not started: their transaction got no connection or did not commit in time (more than this machine kept up with)"
+                    );
+                }
                 if let Some(db) = db {
                     print_db_cost(db, 1000.0, "1,000 rows");
                 }
@@ -232,6 +261,7 @@ pub(crate) fn print_report(r: &Report) {
                 o.latency_rate_per_s,
                 &o.commit_to_kafka,
                 &o.intended_to_kafka,
+                o.latency_not_started,
                 o.latency_cpu.as_ref(),
                 o.latency_db.as_ref(),
             );
@@ -240,6 +270,7 @@ pub(crate) fn print_report(r: &Report) {
                     l.rate_per_s,
                     &l.commit_to_kafka,
                     &l.intended_to_kafka,
+                    l.not_started,
                     l.cpu.as_ref(),
                     l.db.as_ref(),
                 );
@@ -302,6 +333,9 @@ pub(crate) fn print_report(r: &Report) {
     }
     for (rows, ms) in &r.scan_ms {
         println!("scan       {rows:>9} rows: claim of 256 due rows p50 {ms:.2} ms");
+    }
+    for f in &r.failed {
+        println!("FAILED     the {} phase: {}", f.phase, f.error);
     }
 }
 

@@ -9,10 +9,10 @@ use std::time::Duration;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use chrono::{DateTime, Utc};
-use trustmsg_verify_api::rules::{self, outside_name_alphabet, Refusal, MAX_TOPIC};
+use trustmsg_verify_api::rules::{self, outside_name_alphabet, MAX_TOPIC};
 use trustmsg_verify_api::{PayloadEncoding, PrepareRequest, MAX_DELIVERY_DELAY_MS};
 
-use super::error::ApiError;
+use super::IntakeError;
 use crate::handoff::record::record_size;
 use crate::store::Delivery;
 
@@ -20,16 +20,10 @@ use crate::store::Delivery;
 pub(crate) const MAX_BIZ_ID: usize = 64;
 pub(crate) use trustmsg_verify_api::rules::MAX_MESSAGE_KEY;
 
-impl From<Refusal> for ApiError {
-    fn from(r: Refusal) -> Self {
-        Self::invalid(r.code, r.message)
-    }
-}
-
 /// biz_id: 1–64 of `[A-Za-z0-9._-]`.
-pub(crate) fn biz_id(v: &str) -> Result<(), ApiError> {
+pub(crate) fn biz_id(v: &str) -> Result<(), IntakeError> {
     if v.is_empty() || v.len() > MAX_BIZ_ID {
-        return Err(ApiError::invalid(
+        return Err(IntakeError::invalid(
             "invalid_biz_id",
             format!(
                 "biz_id must be 1 to {MAX_BIZ_ID} characters long (got {})",
@@ -38,7 +32,7 @@ pub(crate) fn biz_id(v: &str) -> Result<(), ApiError> {
         ));
     }
     if let Some(c) = outside_name_alphabet(v) {
-        return Err(ApiError::invalid(
+        return Err(IntakeError::invalid(
             "invalid_biz_id",
             format!("biz_id may contain only letters, digits, '.', '_' and '-' (found {c:?})"),
         ));
@@ -47,9 +41,9 @@ pub(crate) fn biz_id(v: &str) -> Result<(), ApiError> {
 }
 
 /// A consumer group's name: as a biz_id, 1–64 of `[A-Za-z0-9._-]`.
-pub(crate) fn group(v: &str) -> Result<(), ApiError> {
+pub(crate) fn group(v: &str) -> Result<(), IntakeError> {
     if v.is_empty() || v.len() > MAX_BIZ_ID {
-        return Err(ApiError::invalid(
+        return Err(IntakeError::invalid(
             "invalid_group",
             format!(
                 "group must be 1 to {MAX_BIZ_ID} characters long (got {})",
@@ -58,7 +52,7 @@ pub(crate) fn group(v: &str) -> Result<(), ApiError> {
         ));
     }
     if let Some(c) = outside_name_alphabet(v) {
-        return Err(ApiError::invalid(
+        return Err(IntakeError::invalid(
             "invalid_group",
             format!("group may contain only letters, digits, '.', '_' and '-' (found {c:?})"),
         ));
@@ -67,12 +61,12 @@ pub(crate) fn group(v: &str) -> Result<(), ApiError> {
 }
 
 /// message_key: 1–128 bytes, no control characters.
-pub(crate) fn message_key(v: &str) -> Result<(), ApiError> {
+pub(crate) fn message_key(v: &str) -> Result<(), IntakeError> {
     Ok(rules::message_key(v)?)
 }
 
 /// A Kafka topic name: 1–249 of `[a-zA-Z0-9._-]`, and not `.` or `..`.
-pub(crate) fn topic(v: &str) -> Result<(), ApiError> {
+pub(crate) fn topic(v: &str) -> Result<(), IntakeError> {
     Ok(rules::topic(v)?)
 }
 
@@ -81,8 +75,8 @@ pub(crate) const MAX_ALLOWED_TOPICS: usize = 100;
 
 /// A registration's `topics`: 1 to [`MAX_ALLOWED_TOPICS`] entries, each a
 /// topic name, a prefix of one followed by a single `*`, or `*` alone.
-pub(crate) fn topic_allow_list(list: &[String]) -> Result<(), ApiError> {
-    let bad = |why: String| Err(ApiError::invalid("invalid_topics", why));
+pub(crate) fn topic_allow_list(list: &[String]) -> Result<(), IntakeError> {
+    let bad = |why: String| Err(IntakeError::invalid("invalid_topics", why));
     if list.is_empty() {
         return bad(
             "topics is empty, which would allow no topic at all: list the topics this producer \
@@ -136,13 +130,13 @@ fn allow_list_entry(entry: &str) -> Option<String> {
 }
 
 /// The record key: at most 1024 bytes.
-pub(crate) fn record_key(v: Option<&str>) -> Result<(), ApiError> {
+pub(crate) fn record_key(v: Option<&str>) -> Result<(), IntakeError> {
     Ok(rules::record_key(v)?)
 }
 
 /// User headers: bounded count and size, non-empty names, no control
 /// characters, none in the reserved namespace.
-pub(crate) fn headers(h: &BTreeMap<String, String>) -> Result<(), ApiError> {
+pub(crate) fn headers(h: &BTreeMap<String, String>) -> Result<(), IntakeError> {
     Ok(rules::headers(h)?)
 }
 
@@ -151,11 +145,11 @@ pub(crate) fn payload(
     payload: &str,
     encoding: PayloadEncoding,
     max_bytes: usize,
-) -> Result<Vec<u8>, ApiError> {
+) -> Result<Vec<u8>, IntakeError> {
     let bytes = match encoding {
         PayloadEncoding::Utf8 => payload.as_bytes().to_vec(),
         PayloadEncoding::Base64 => STANDARD.decode(payload).map_err(|e| {
-            ApiError::invalid(
+            IntakeError::invalid(
                 "invalid_payload",
                 format!("payload is not valid standard base64 (with padding): {e}"),
             )
@@ -166,9 +160,9 @@ pub(crate) fn payload(
 }
 
 /// A decoded payload of `len` bytes is within `--max-payload-bytes`.
-fn payload_size(len: usize, max_bytes: usize) -> Result<(), ApiError> {
+fn payload_size(len: usize, max_bytes: usize) -> Result<(), IntakeError> {
     if len > max_bytes {
-        return Err(ApiError::TooLarge(format!(
+        return Err(IntakeError::TooLarge(format!(
             "payload is {len} bytes; the limit is {max_bytes} bytes (--max-payload-bytes)"
         )));
     }
@@ -197,15 +191,15 @@ pub(crate) struct ValidPrepare {
 pub(crate) fn delivery(
     req: &PrepareRequest,
     now: DateTime<Utc>,
-) -> Result<Option<Delivery>, ApiError> {
+) -> Result<Option<Delivery>, IntakeError> {
     let max_days = MAX_DELIVERY_DELAY_MS / (24 * 60 * 60 * 1000);
     match (&req.deliver_at, req.deliver_after_ms) {
         (None, None) => Ok(None),
-        (Some(_), Some(_)) => Err(ApiError::invalid(
+        (Some(_), Some(_)) => Err(IntakeError::invalid(
             "invalid_delivery",
             "give deliver_at (a time) or deliver_after_ms (a delay), not both",
         )),
-        (None, Some(ms)) if ms > MAX_DELIVERY_DELAY_MS => Err(ApiError::invalid(
+        (None, Some(ms)) if ms > MAX_DELIVERY_DELAY_MS => Err(IntakeError::invalid(
             "invalid_deliver_after_ms",
             format!(
                 "deliver_after_ms is {ms}; the longest delay is {MAX_DELIVERY_DELAY_MS} ms \
@@ -214,7 +208,7 @@ pub(crate) fn delivery(
         )),
         (None, Some(ms)) => Ok(Some(Delivery::After(Duration::from_millis(ms)))),
         (Some(at), None) => {
-            let bad = |why: String| Err(ApiError::invalid("invalid_deliver_at", why));
+            let bad = |why: String| Err(IntakeError::invalid("invalid_deliver_at", why));
             let Ok(t) = DateTime::parse_from_rfc3339(at) else {
                 return bad(format!(
                     "deliver_at {at:?} is not an RFC 3339 time with an offset, such as \
@@ -249,7 +243,7 @@ pub(crate) fn record(
     headers: &BTreeMap<String, String>,
     max_record: usize,
     traced: bool,
-) -> Result<(), ApiError> {
+) -> Result<(), IntakeError> {
     let size = record_size(
         req.key.as_deref(),
         payload_len,
@@ -260,7 +254,7 @@ pub(crate) fn record(
         traced,
     );
     if size > max_record {
-        return Err(ApiError::TooLarge(format!(
+        return Err(IntakeError::TooLarge(format!(
             "the Kafka record would be {size} bytes (payload {payload_len}, plus key, headers \
              and framing); the record limit is {max_record} bytes (--kafka-message-max-bytes): \
              send a smaller payload, key or headers"
@@ -275,7 +269,7 @@ pub(crate) fn prepare(
     max_payload: usize,
     max_record: usize,
     traced: bool,
-) -> Result<ValidPrepare, ApiError> {
+) -> Result<ValidPrepare, IntakeError> {
     let hdrs = fields(req)?;
     let payload = payload(
         &req.payload,
@@ -293,14 +287,14 @@ pub(crate) fn prepare_bytes(
     max_payload: usize,
     max_record: usize,
     traced: bool,
-) -> Result<ValidPrepare, ApiError> {
+) -> Result<ValidPrepare, IntakeError> {
     let hdrs = fields(req)?;
     payload_size(payload.len(), max_payload)?;
     checked_prepare(req, payload, hdrs, max_record, traced)
 }
 
 /// A prepare's names, key and headers (the headers, checked, are returned).
-fn fields(req: &PrepareRequest) -> Result<BTreeMap<String, String>, ApiError> {
+fn fields(req: &PrepareRequest) -> Result<BTreeMap<String, String>, IntakeError> {
     biz_id(&req.biz_id)?;
     message_key(&req.message_key)?;
     topic(&req.topic)?;
@@ -316,7 +310,7 @@ fn checked_prepare(
     hdrs: BTreeMap<String, String>,
     max_record: usize,
     traced: bool,
-) -> Result<ValidPrepare, ApiError> {
+) -> Result<ValidPrepare, IntakeError> {
     record(req, payload.len(), &hdrs, max_record, traced)?;
     let deliver = delivery(req, Utc::now())?;
     Ok(ValidPrepare {
@@ -330,9 +324,9 @@ fn checked_prepare(
 mod tests {
     use super::*;
 
-    fn code(r: Result<(), ApiError>) -> &'static str {
+    fn code(r: Result<(), IntakeError>) -> &'static str {
         match r {
-            Err(ApiError::Invalid { code, .. }) => code,
+            Err(IntakeError::Invalid { code, .. }) => code,
             Err(e) => panic!("unexpected error {e:?}"),
             Ok(()) => "ok",
         }
@@ -399,11 +393,11 @@ mod tests {
         assert!(payload("aGVsbG8=", PayloadEncoding::Base64, 5).is_ok());
         assert!(matches!(
             payload("aGVsbG8h", PayloadEncoding::Base64, 5),
-            Err(ApiError::TooLarge(_))
+            Err(IntakeError::TooLarge(_))
         ));
         assert!(matches!(
             payload("not base64!", PayloadEncoding::Base64, 100),
-            Err(ApiError::Invalid {
+            Err(IntakeError::Invalid {
                 code: "invalid_payload",
                 ..
             })
@@ -434,7 +428,7 @@ mod tests {
         };
         let refused =
             |at: Option<&str>, after: Option<u64>| match delivery(&with_delivery(at, after), now) {
-                Err(ApiError::Invalid { code, .. }) => code,
+                Err(IntakeError::Invalid { code, .. }) => code,
                 other => panic!("{other:?}"),
             };
         assert_eq!(ok(None, None), None);
