@@ -21,12 +21,12 @@ impl MySqlStore {
     /// Claims up to `limit` rows of `table` whose `due` time has come, oldest
     /// due first, pushing `due` out by `lease` so no other instance takes
     /// them meanwhile (rows another instance is claiming are skipped, not
-    /// waited for): `SELECT <select> … FOR UPDATE SKIP LOCKED`, then one
+    /// waited for): `SELECT <columns> FROM <table> … FOR UPDATE SKIP LOCKED`, then one
     /// UPDATE by id, in one transaction. The alert outbox and waiting
     /// commits are claimed this way.
     pub(super) async fn claim_due_rows(
         &self,
-        select: &str,
+        columns: &str,
         table: &str,
         due: &str,
         limit: u32,
@@ -45,7 +45,7 @@ impl MySqlStore {
         }
         let mut tx = self.pool.begin().await?;
         let rows: Vec<MySqlRow> = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {select} WHERE {due} <= UTC_TIMESTAMP(3) \
+            "SELECT {columns} FROM {table} WHERE {due} <= UTC_TIMESTAMP(3) \
              ORDER BY {due} LIMIT ? FOR UPDATE SKIP LOCKED"
         )))
         .bind(limit)

@@ -11,21 +11,17 @@
 //! few reads the concerns share. `claims.rs`, `prepare.rs` and
 //! `transitions.rs` hold the statements more than one concern builds on.
 
-mod alerts;
 mod claims;
 mod committed;
-mod housekeeping;
 mod ledger;
 mod lifecycle;
 mod messages;
 mod operator;
-mod outbox;
 mod prepare;
 mod registry;
 mod sends;
 mod transitions;
 mod verifies;
-mod waiting;
 
 use std::time::Duration;
 
@@ -120,6 +116,29 @@ fn takes_insert_returning(version: &str) -> bool {
 
 fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+sql::outbox_store!(MySqlStore);
+sql::housekeeping_store!(MySqlStore, MySql);
+sql::alert_store!(MySqlStore);
+sql::waiting_store!(MySqlStore, MySql);
+sql::operator_store!(MySqlStore, MySql);
+
+/// What the concerns written once ([`sql::backend`]) take from this backend.
+impl MySqlStore {
+    /// What a SELECT appends to lock the rows it reads: row locks until the transaction ends.
+    const LOCK: &'static str = " FOR UPDATE";
+
+    /// How `flow_minutes` is upserted.
+    const FLOW_UPSERT: sql::Upsert = sql::Upsert {
+        clause: "ON DUPLICATE KEY UPDATE",
+        proposed: |c| format!("VALUES({c})"),
+    };
+
+    /// A transaction that will write: a plain `BEGIN`.
+    async fn write_tx(&self) -> sqlx::Result<sqlx::Transaction<'_, MySql>> {
+        self.pool.begin().await
+    }
 }
 
 impl Dialect for MySql {

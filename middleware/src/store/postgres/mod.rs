@@ -38,19 +38,15 @@
 //! expression and the dialect (`sql::Dialect`, `sql::SqlRow`). `claims.rs`
 //! holds the claim every claiming concern builds on.
 
-mod alerts;
 mod claims;
 mod committed;
-mod housekeeping;
 mod ledger;
 mod lifecycle;
 mod messages;
 mod operator;
-mod outbox;
 mod registry;
 mod sends;
 mod verifies;
-mod waiting;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -114,6 +110,29 @@ fn micros(d: Duration) -> i64 {
 /// cannot match anything either.
 fn sql_int(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(-1)
+}
+
+sql::outbox_store!(PgStore);
+sql::housekeeping_store!(PgStore, Postgres);
+sql::alert_store!(PgStore);
+sql::waiting_store!(PgStore, Postgres);
+sql::operator_store!(PgStore, Postgres);
+
+/// What the concerns written once ([`sql::backend`]) take from this backend.
+impl PgStore {
+    /// What a SELECT appends to lock the rows it reads: row locks until the transaction ends.
+    const LOCK: &'static str = " FOR UPDATE";
+
+    /// How `flow_minutes` is upserted.
+    const FLOW_UPSERT: sql::Upsert = sql::Upsert {
+        clause: "ON CONFLICT (minute) DO UPDATE SET",
+        proposed: |c| format!("excluded.{c}"),
+    };
+
+    /// A transaction that will write: a plain `BEGIN`.
+    async fn write_tx(&self) -> sqlx::Result<sqlx::Transaction<'_, Postgres>> {
+        self.pool.begin().await
+    }
 }
 
 impl Dialect for Postgres {

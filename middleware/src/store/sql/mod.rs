@@ -45,6 +45,7 @@
 
 mod alerts;
 mod audit;
+mod backend;
 mod backlog;
 mod checks;
 mod claim;
@@ -77,6 +78,9 @@ pub(super) use alerts::{
     settle_alerts_without_webhook, ALERT_COLUMNS,
 };
 pub(super) use audit::{audit_insert, audit_trail, insert_audits, producer_decides, AuditRow};
+pub(super) use backend::{
+    alert_store, housekeeping_store, operator_store, outbox_store, waiting_store,
+};
 pub(super) use backlog::backlog;
 pub(super) use checks::{check_attempts, record_check_attempts};
 pub(super) use claim::{

@@ -24,18 +24,14 @@
 //! `sql::SqlRow`). `claims.rs` holds the claim every
 //! claiming concern builds on.
 
-mod alerts;
 mod claims;
-mod housekeeping;
 mod ledger;
 mod lifecycle;
 mod messages;
 mod operator;
-mod outbox;
 mod registry;
 mod sends;
 mod verifies;
-mod waiting;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -119,6 +115,29 @@ impl SqliteStore {
 /// cannot match anything either.
 fn sql_int(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(-1)
+}
+
+sql::outbox_store!(SqliteStore);
+sql::housekeeping_store!(SqliteStore, Sqlite);
+sql::alert_store!(SqliteStore);
+sql::waiting_store!(SqliteStore, Sqlite);
+sql::operator_store!(SqliteStore, Sqlite);
+
+/// What the concerns written once ([`sql::backend`]) take from this backend.
+impl SqliteStore {
+    /// What a SELECT appends to lock the rows it reads: nothing: SQLite's one writer holds the whole database.
+    const LOCK: &'static str = "";
+
+    /// How `flow_minutes` is upserted.
+    const FLOW_UPSERT: sql::Upsert = sql::Upsert {
+        clause: "ON CONFLICT (minute) DO UPDATE SET",
+        proposed: |c| format!("excluded.{c}"),
+    };
+
+    /// A transaction that will write: `BEGIN IMMEDIATE`: the one writer is taken at the start, not at the first write, so a reader-turned-writer never fails busy.
+    async fn write_tx(&self) -> sqlx::Result<sqlx::Transaction<'_, Sqlite>> {
+        self.pool.begin_with("BEGIN IMMEDIATE").await
+    }
 }
 
 impl Dialect for Sqlite {

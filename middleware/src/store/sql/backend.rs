@@ -1,0 +1,358 @@
+//! The concerns every SQL backend implements alike, written once: each
+//! macro here is the whole `impl` of one sub-trait, which a backend expands
+//! for its store type (`$store`) and its sqlx database (`$db`). A backend
+//! gives them, as its own items:
+//!
+//! - `self.pool`, its pool;
+//! - `self.write_tx()`, a transaction that will write (`BEGIN IMMEDIATE` on
+//!   SQLite, whose one writer is taken at the start, not at the first write);
+//! - `$store::LOCK`, what a SELECT appends to lock the rows it reads for the
+//!   transaction (` FOR UPDATE`; nothing on SQLite);
+//! - `$store::FLOW_UPSERT`, how `flow_minutes` is upserted;
+//! - `self.claim_due_rows(columns, table, due, limit, lease)`: the due rows
+//!   of `table`, their `due` pushed out by the lease, read as `columns`;
+//! - `self.operator_update(update, id, version, audit)`: an operator's
+//!   guarded change of one message with its audit row.
+//!
+//! What differs between the backends stays in their folders; what reads
+//! the same in every dialect is here or in the shared statements of
+//! [`crate::store::sql`].
+
+/// [`crate::store::OutboxStore`]: failures of the producers' outbox rows
+/// (with their alert) and operators' actions on them.
+macro_rules! outbox_store {
+    ($store:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::store::OutboxStore for $store {
+            async fn record_outbox_failure(
+                &self,
+                f: &$crate::store::OutboxFailure,
+            ) -> $crate::store::StoreResult<bool> {
+                $crate::store::sql::record_outbox_failure(&self.pool, f).await
+            }
+
+            async fn record_outbox_action(
+                &self,
+                a: &$crate::store::OutboxAction,
+            ) -> $crate::store::StoreResult<()> {
+                $crate::store::sql::record_outbox_action(&self.pool, a).await
+            }
+
+            async fn outbox_actions(
+                &self,
+                biz_id: &str,
+                source_row_id: u64,
+            ) -> $crate::store::StoreResult<Vec<$crate::store::OutboxAction>> {
+                $crate::store::sql::outbox_actions(&self.pool, biz_id, source_row_id).await
+            }
+        }
+    };
+}
+
+/// [`crate::store::HousekeepingStore`]: the overdue watch, retention, the
+/// move of long contents, the backlog and the flow per minute.
+macro_rules! housekeeping_store {
+    ($store:ty, $db:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::store::HousekeepingStore for $store {
+            async fn flag_overdue(
+                &self,
+                wait: $crate::store::Wait,
+                older_than: std::time::Duration,
+                limit: u32,
+            ) -> $crate::store::StoreResult<Vec<$crate::store::Overdue>> {
+                $crate::store::sql::flag_overdue(&self.pool, wait, older_than, limit).await
+            }
+
+            async fn purge_finished(
+                &self,
+                older_than: std::time::Duration,
+                limit: u32,
+            ) -> $crate::store::StoreResult<u64> {
+                let mut tx = self.write_tx().await?;
+                let n =
+                    $crate::store::sql::purge_finished::<$db>(&mut tx, older_than, limit).await?;
+                tx.commit().await?;
+                Ok(n)
+            }
+
+            async fn move_payloads(
+                &self,
+                limit: u32,
+            ) -> $crate::store::StoreResult<$crate::store::PayloadMove> {
+                let mut tx = self.write_tx().await?;
+                let chunk =
+                    $crate::store::sql::move_chunk::<$db>(&mut tx, <$store>::LOCK, limit).await?;
+                tx.commit().await?;
+                Ok(chunk)
+            }
+
+            async fn backlog(&self) -> $crate::store::StoreResult<$crate::store::Backlog> {
+                $crate::store::sql::backlog(&self.pool).await
+            }
+
+            async fn add_flow(
+                &self,
+                f: &$crate::store::FlowMinute,
+            ) -> $crate::store::StoreResult<()> {
+                $crate::store::sql::add_flow(&self.pool, &<$store>::FLOW_UPSERT, f).await
+            }
+
+            async fn flow_since(
+                &self,
+                since: chrono::DateTime<chrono::Utc>,
+            ) -> $crate::store::StoreResult<Vec<$crate::store::FlowMinute>> {
+                $crate::store::sql::flow_since(&self.pool, since).await
+            }
+
+            async fn purge_flow(
+                &self,
+                before: chrono::DateTime<chrono::Utc>,
+            ) -> $crate::store::StoreResult<u64> {
+                $crate::store::sql::purge_flow(&self.pool, before).await
+            }
+        }
+    };
+}
+
+/// [`crate::store::AlertStore`]: the alert outbox's claim and settling, the
+/// list.
+macro_rules! alert_store {
+    ($store:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::store::AlertStore for $store {
+            async fn claim_due_alerts(
+                &self,
+                limit: u32,
+                lease: std::time::Duration,
+            ) -> $crate::store::StoreResult<Vec<trustmsg_verify_api::admin::AlertView>> {
+                let rows = self
+                    .claim_due_rows(
+                        $crate::store::sql::ALERT_COLUMNS,
+                        "alerts",
+                        "next_attempt_at",
+                        limit,
+                        lease,
+                    )
+                    .await?;
+                let mut alerts = rows
+                    .iter()
+                    .map($crate::store::sql::alert_from_row)
+                    .collect::<$crate::store::StoreResult<Vec<_>>>()?;
+                // RETURNING comes in no defined order.
+                alerts.sort_by_key(|a| a.alert_id);
+                Ok(alerts)
+            }
+
+            async fn mark_alert_delivered(&self, id: u64) -> $crate::store::StoreResult<bool> {
+                $crate::store::sql::mark_alert_delivered(&self.pool, id).await
+            }
+
+            async fn retry_alert_later(
+                &self,
+                id: u64,
+                error: &str,
+                delay: std::time::Duration,
+            ) -> $crate::store::StoreResult<bool> {
+                $crate::store::sql::retry_alert_later(&self.pool, id, error, delay).await
+            }
+
+            async fn settle_alerts_without_webhook(
+                &self,
+                limit: u32,
+            ) -> $crate::store::StoreResult<u64> {
+                $crate::store::sql::settle_alerts_without_webhook(&self.pool, limit).await
+            }
+
+            async fn list_alerts(
+                &self,
+                filter: $crate::store::AlertFilter,
+                limit: u32,
+                before: Option<u64>,
+            ) -> $crate::store::StoreResult<Vec<trustmsg_verify_api::admin::AlertView>> {
+                $crate::store::sql::list_alerts(&self.pool, filter, limit, before).await
+            }
+        }
+    };
+}
+
+/// [`crate::store::WaitingStore`]: commits of the Kafka way in waiting for
+/// their prepare.
+macro_rules! waiting_store {
+    ($store:ty, $db:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::store::WaitingStore for $store {
+            async fn park_commit(
+                &self,
+                w: &$crate::store::NewWaitingCommit,
+            ) -> $crate::store::StoreResult<bool> {
+                $crate::store::sql::park_commit(&self.pool, w).await
+            }
+
+            async fn claim_waiting_commits(
+                &self,
+                limit: u32,
+                lease: std::time::Duration,
+            ) -> $crate::store::StoreResult<Vec<$crate::store::WaitingCommit>> {
+                let columns = format!(
+                    "{}, {} AS now",
+                    $crate::store::sql::WAITING_COLUMNS,
+                    <$db as $crate::store::sql::Dialect>::NOW
+                );
+                let rows = self
+                    .claim_due_rows(&columns, "submit_waiting", "next_try_at", limit, lease)
+                    .await?;
+                let mut waiting = rows
+                    .iter()
+                    .map($crate::store::sql::waiting_from_row)
+                    .collect::<$crate::store::StoreResult<Vec<_>>>()?;
+                // RETURNING comes in no defined order.
+                waiting.sort_by_key(|w| w.id);
+                Ok(waiting)
+            }
+
+            async fn retry_waiting_commit(
+                &self,
+                id: u64,
+                delay: std::time::Duration,
+            ) -> $crate::store::StoreResult<bool> {
+                $crate::store::sql::retry_waiting_commit(&self.pool, id, delay).await
+            }
+
+            async fn count_waiting_commits(&self) -> $crate::store::StoreResult<u64> {
+                $crate::store::sql::count_waiting_commits(&self.pool).await
+            }
+
+            async fn unpark_commit(&self, id: u64) -> $crate::store::StoreResult<bool> {
+                $crate::store::sql::unpark_commit(&self.pool, id).await
+            }
+
+            async fn list_waiting_commits(
+                &self,
+                limit: u32,
+                after: u64,
+            ) -> $crate::store::StoreResult<Vec<$crate::store::WaitingCommit>> {
+                $crate::store::sql::list_waiting_commits(&self.pool, limit, after).await
+            }
+        }
+    };
+}
+
+/// [`crate::store::OperatorStore`]: an operator's guarded change of one
+/// message with its audit row, a blocked key's skip, the bulk requeues, the
+/// list and the summary.
+macro_rules! operator_store {
+    ($store:ty, $db:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::store::OperatorStore for $store {
+            async fn redeliver(
+                &self,
+                id: u64,
+                version: u64,
+                actor: &$crate::store::Actor,
+                reason: &str,
+            ) -> $crate::store::StoreResult<Option<$crate::store::Message>> {
+                let audit = $crate::store::sql::AuditRow::redeliver(id, actor, reason);
+                let now = <$db as $crate::store::sql::Dialect>::NOW;
+                self.operator_update(
+                    $crate::store::sql::redeliver_update(now),
+                    id,
+                    version,
+                    audit,
+                )
+                .await
+            }
+
+            async fn skip_blocked(
+                &self,
+                m: &$crate::store::Message,
+                actor: &$crate::store::Actor,
+                reason: &str,
+            ) -> $crate::store::StoreResult<Option<$crate::store::Message>> {
+                let mut tx = self.write_tx().await?;
+                let row = $crate::store::sql::skip::<$db>(&mut tx, m, actor, reason).await?;
+                // A lost guard ends the transaction now, not when the
+                // connection is next used: its locks (SQLite's write lock)
+                // must not hold the key back meanwhile.
+                if row.is_some() {
+                    tx.commit().await?;
+                } else {
+                    tx.rollback().await?;
+                }
+                Ok(row)
+            }
+
+            async fn blocked_by(
+                &self,
+                m: &$crate::store::Message,
+            ) -> $crate::store::StoreResult<Option<u64>> {
+                $crate::store::sql::blocked_by(&self.pool, m).await
+            }
+
+            async fn send_now(
+                &self,
+                id: u64,
+                version: u64,
+                actor: &$crate::store::Actor,
+                reason: &str,
+            ) -> $crate::store::StoreResult<Option<$crate::store::Message>> {
+                let audit = $crate::store::sql::AuditRow::send_now(id, actor, reason);
+                let now = <$db as $crate::store::sql::Dialect>::NOW;
+                self.operator_update($crate::store::sql::send_now_update(now), id, version, audit)
+                    .await
+            }
+
+            async fn requeue_chunk(
+                &self,
+                requeue: $crate::store::Requeue,
+                filter: &$crate::store::MessageFilter,
+                after_id: u64,
+                limit: u32,
+                actor: &$crate::store::Actor,
+                reason: &str,
+            ) -> $crate::store::StoreResult<$crate::store::RequeuedChunk> {
+                let mut tx = self.write_tx().await?;
+                let chunk = $crate::store::sql::requeue_chunk::<$db>(
+                    &mut tx,
+                    <$store>::LOCK,
+                    requeue,
+                    filter,
+                    (after_id, limit),
+                    actor,
+                    reason,
+                )
+                .await?;
+                tx.commit().await?;
+                Ok(chunk)
+            }
+
+            async fn count_requeueable(
+                &self,
+                requeue: $crate::store::Requeue,
+                filter: &$crate::store::MessageFilter,
+            ) -> $crate::store::StoreResult<u64> {
+                $crate::store::sql::count_requeueable(&self.pool, requeue, filter).await
+            }
+
+            async fn list_messages(
+                &self,
+                filter: &$crate::store::MessageFilter,
+                limit: u32,
+                before: Option<u64>,
+            ) -> $crate::store::StoreResult<Vec<trustmsg_verify_api::MessageView>> {
+                $crate::store::sql::list_messages(&self.pool, filter, limit, before).await
+            }
+
+            async fn summary(
+                &self,
+                recent: std::time::Duration,
+            ) -> $crate::store::StoreResult<Vec<$crate::store::ProducerSummary>> {
+                $crate::store::sql::summary(&self.pool, recent).await
+            }
+        }
+    };
+}
+
+pub(in crate::store) use {
+    alert_store, housekeeping_store, operator_store, outbox_store, waiting_store,
+};
