@@ -49,7 +49,7 @@ pub(crate) enum Caller {
 
 fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
     let value = headers.get(AUTHORIZATION).ok_or_else(|| {
-        ApiError::Unauthorized("missing `Authorization: Bearer <token>` header".into())
+        ApiError::unauthorized("missing `Authorization: Bearer <token>` header".into())
     })?;
     value
         .to_str()
@@ -58,7 +58,7 @@ fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .ok_or_else(|| {
-            ApiError::Unauthorized("the Authorization header must be `Bearer <token>`".into())
+            ApiError::unauthorized("the Authorization header must be `Bearer <token>`".into())
         })
 }
 
@@ -121,7 +121,7 @@ impl AppState {
             ));
         }
         let biz_id =
-            token_biz_id(token).ok_or_else(|| ApiError::Unauthorized("unknown token".into()))?;
+            token_biz_id(token).ok_or_else(|| ApiError::unauthorized("unknown token".into()))?;
         Ok(Caller::Producer {
             biz_id,
             token: token.to_string(),
@@ -149,7 +149,7 @@ impl AppState {
             .await?
             .filter(|p| ct_eq(&hash_token(&token), &p.token_hash))
             .map(Authenticated::Producer)
-            .ok_or_else(|| ApiError::Unauthorized("unknown or revoked token".into()))
+            .ok_or_else(|| ApiError::unauthorized("unknown or revoked token".into()))
     }
 
     /// The (cached) registration of `biz_id`.
@@ -206,9 +206,9 @@ impl AppState {
                 return Ok(Consumer::Admin);
             }
         }
-        let unknown = || ApiError::Unauthorized("unknown or revoked token".into());
+        let unknown = || ApiError::unauthorized("unknown or revoked token".into());
         let name = token_group(token).ok_or_else(|| {
-            ApiError::Unauthorized(
+            ApiError::unauthorized(
                 "unknown token: begin and finish take a consumer group's token (tc_…) or the                  admin token"
                     .into(),
             )

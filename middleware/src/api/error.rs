@@ -31,63 +31,24 @@ pub(crate) fn with_retry_after(mut res: Response) -> Response {
 /// An API failure.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ApiError {
-    /// Bad input: 400 with a specific code.
-    #[error("{message}")]
-    Invalid {
-        /// Machine-readable code, e.g. `invalid_topic`.
-        code: &'static str,
-        /// What is wrong and how to fix it.
-        message: String,
-    },
-    /// The body or payload is over a limit: 413.
-    #[error("{0}")]
-    TooLarge(String),
+    /// What the intake refuses or fails at (bad input 400, a wrong
+    /// credential 401, outside the allow-list 403, not found 404, a
+    /// conflict 409, over a limit 413, the store 503 or 500): the one set of
+    /// refusals every door shares, with its code.
+    #[error(transparent)]
+    Refused(#[from] IntakeError),
     /// The body is not JSON: 415.
     #[error("{0}")]
     UnsupportedMediaType(String),
-    /// No or unknown credentials: 401.
-    #[error("{0}")]
-    Unauthorized(String),
     /// Valid credentials, but not for this resource: 403.
     #[error("{0}")]
     Forbidden(String),
-    /// Valid credentials and a valid request, but outside what the caller
-    /// may do (a topic outside the producer's allow-list): 403 with a code.
-    #[error("{message}")]
-    NotAllowed {
-        /// Machine-readable code, e.g. `topic_not_allowed`.
-        code: &'static str,
-        /// What is not allowed and what is.
-        message: String,
-    },
-    /// 404.
-    #[error("{message}")]
-    NotFound {
-        /// Machine-readable code.
-        code: &'static str,
-        /// What was not found.
-        message: String,
-    },
     /// The route exists, the method does not: 405.
     #[error("{0}")]
     MethodNotAllowed(String),
-    /// The request contradicts what is stored: 409.
-    #[error("{message}")]
-    Conflict {
-        /// Machine-readable code.
-        code: &'static str,
-        /// What it conflicts with.
-        message: String,
-    },
     /// Too many requests in flight: 503 with `Retry-After`.
     #[error("{0}")]
     Overloaded(String),
-    /// The store failed: 503 (500 for a row that cannot be read), cause logged.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// Looking up a producer's registration failed in the store: 503, cause logged.
-    #[error(transparent)]
-    Registry(#[from] LookupError),
     /// A producer's outbox source database failed or did not answer in
     /// time: 503 naming the source (its URL with the password hidden),
     /// cause logged.
@@ -108,50 +69,55 @@ pub(crate) enum ApiError {
     Internal(#[from] anyhow::Error),
 }
 
+/// The store failed: 503 (500 for a row that cannot be read), cause logged.
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        Self::Refused(IntakeError::Store(e))
+    }
+}
+
+/// Looking up a producer's registration failed in the store: 503, cause logged.
+impl From<LookupError> for ApiError {
+    fn from(e: LookupError) -> Self {
+        Self::Refused(IntakeError::Registry(e))
+    }
+}
+
 impl ApiError {
     /// A 400 with `code`.
     pub(crate) fn invalid(code: &'static str, message: impl Into<String>) -> Self {
-        Self::Invalid {
-            code,
-            message: message.into(),
-        }
+        Self::Refused(IntakeError::invalid(code, message))
     }
 
     /// A 409 with `code`.
     pub(crate) fn conflict(code: &'static str, message: impl Into<String>) -> Self {
-        Self::Conflict {
-            code,
-            message: message.into(),
-        }
+        Self::Refused(IntakeError::conflict(code, message))
     }
 
     /// A 404 with `code`.
     pub(crate) fn not_found(code: &'static str, message: impl Into<String>) -> Self {
-        Self::NotFound {
-            code,
-            message: message.into(),
-        }
+        Self::Refused(IntakeError::not_found(code, message))
+    }
+
+    /// No or unknown credentials: 401.
+    pub(crate) fn unauthorized(message: String) -> Self {
+        Self::Refused(IntakeError::Unauthorized(message))
+    }
+
+    /// The body or payload is over a limit: 413.
+    pub(crate) fn too_large(message: String) -> Self {
+        Self::Refused(IntakeError::TooLarge(message))
     }
 
     fn parts(&self) -> (StatusCode, &'static str) {
         match self {
-            Self::Invalid { code, .. } => (StatusCode::BAD_REQUEST, code),
-            Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            Self::Refused(e) => (refused_status(e), e.code()),
             Self::UnsupportedMediaType(_) => {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
             }
-            Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
-            Self::NotAllowed { code, .. } => (StatusCode::FORBIDDEN, code),
-            Self::NotFound { code, .. } => (StatusCode::NOT_FOUND, code),
             Self::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
-            Self::Conflict { code, .. } => (StatusCode::CONFLICT, code),
             Self::Overloaded(_) => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
-            // Retrying reads the same unreadable row: not a "retry later".
-            Self::Store(StoreError::Corrupt(_)) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
-            Self::Store(_) | Self::Registry(_) => {
-                (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable")
-            }
             Self::SourceUnavailable { .. } => {
                 (StatusCode::SERVICE_UNAVAILABLE, "outbox_source_unavailable")
             }
@@ -161,20 +127,18 @@ impl ApiError {
     }
 }
 
-/// The intake's refusals answer as the HTTP API always did: each kind its
-/// status, each its code.
-impl From<IntakeError> for ApiError {
-    fn from(e: IntakeError) -> Self {
-        match e {
-            IntakeError::Invalid { code, message } => Self::Invalid { code, message },
-            IntakeError::TooLarge(m) => Self::TooLarge(m),
-            IntakeError::Unauthorized(m) => Self::Unauthorized(m),
-            IntakeError::NotAllowed { code, message } => Self::NotAllowed { code, message },
-            IntakeError::NotFound { code, message } => Self::NotFound { code, message },
-            IntakeError::Conflict { code, message } => Self::Conflict { code, message },
-            IntakeError::Store(e) => Self::Store(e),
-            IntakeError::Registry(e) => Self::Registry(e),
-        }
+/// The HTTP status of an intake refusal.
+fn refused_status(e: &IntakeError) -> StatusCode {
+    match e {
+        IntakeError::Invalid { .. } => StatusCode::BAD_REQUEST,
+        IntakeError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+        IntakeError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+        IntakeError::NotAllowed { .. } => StatusCode::FORBIDDEN,
+        IntakeError::NotFound { .. } => StatusCode::NOT_FOUND,
+        IntakeError::Conflict { .. } => StatusCode::CONFLICT,
+        // Retrying reads the same unreadable row: not a "retry later".
+        IntakeError::Store(StoreError::Corrupt(_)) => StatusCode::INTERNAL_SERVER_ERROR,
+        IntakeError::Store(_) | IntakeError::Registry(_) => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
 
@@ -182,12 +146,12 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.parts();
         let message = match &self {
-            Self::Store(StoreError::Corrupt(_)) => {
+            Self::Refused(IntakeError::Store(StoreError::Corrupt(_))) => {
                 tracing::error!(error = %self, "unreadable row while serving a request");
                 "internal error: a stored row cannot be read; an operator must look at it"
                     .to_string()
             }
-            Self::Store(_) | Self::Registry(_) => {
+            Self::Refused(IntakeError::Store(_) | IntakeError::Registry(_)) => {
                 tracing::error!(error = %self, "store failure while serving a request");
                 "the message store is unavailable; retry later".to_string()
             }

@@ -188,7 +188,7 @@ fn json_rejection(r: JsonRejection) -> ApiError {
         ),
         JsonRejection::JsonDataError(e) => ApiError::invalid("invalid_body", e.body_text()),
         JsonRejection::JsonSyntaxError(e) => ApiError::invalid("invalid_json", e.body_text()),
-        other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(
+        other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::too_large(
             "request body is over this endpoint's size limit (a prepare: 6 × --max-payload-bytes \
              + 64 KiB; a commit or rollback: 8 KiB)"
                 .into(),
