@@ -122,6 +122,8 @@ sql::outbox_store!(MySqlStore);
 sql::housekeeping_store!(MySqlStore, MySql);
 sql::alert_store!(MySqlStore);
 sql::waiting_store!(MySqlStore, MySql);
+sql::send_store!(MySqlStore, MySql);
+sql::verify_store!(MySqlStore);
 sql::operator_store!(MySqlStore, MySql);
 
 /// What the concerns written once ([`sql::backend`]) take from this backend.

@@ -1,115 +1,41 @@
-//! [`SendStore`] on MySQL: the send claim, the SENT marks (one statement
-//! for a batch; ordered messages' marks move their keys on with a few
-//! statements for the lot), retries, releases and SEND_FAILED.
+//! The SENT marks on MySQL: one statement for a batch; ordered messages'
+//! marks move their keys on with a few statements for the lot (the rest of
+//! [`crate::store::SendStore`] is written once, in
+//! [`crate::store::sql::backend`]).
 
-use std::time::Duration;
-
-use async_trait::async_trait;
 use sqlx::{MySql, QueryBuilder};
 
-use crate::store::sql::{self, clip_error, ClaimKind, Lease};
-use crate::store::{Actor, Claimed, Message, PayloadRoom, SendStore, SentMark, StoreResult};
+use crate::store::sql;
+use crate::store::{SentMark, StoreResult};
 
-use super::{micros, MySqlStore};
+use super::MySqlStore;
 
-#[async_trait]
-impl SendStore for MySqlStore {
-    async fn claim_due_sends(
-        &self,
-        limit: u32,
-        room: PayloadRoom,
-        lease: Duration,
-    ) -> StoreResult<Claimed> {
-        self.claim_due(ClaimKind::Sends, limit, room, Lease::Every(lease))
-            .await
-    }
-
-    async fn mark_sent(&self, marks: &[SentMark]) -> StoreResult<u64> {
+impl MySqlStore {
+    /// The SENT marks of `marks` (not empty), the fastest way this
+    /// database has.
+    pub(super) async fn mark_sent_rows(&self, marks: &[SentMark]) -> StoreResult<u64> {
         // Ordered messages' marks move their keys on, in a transaction of
         // their own; the others take the one statement below.
-        if marks.iter().any(|m| m.order.is_some()) {
-            let (ordered, plain): (Vec<SentMark>, Vec<SentMark>) =
-                marks.iter().partition(|m| m.order.is_some());
+        let (ordered, plain): (Vec<SentMark>, Vec<SentMark>) =
+            marks.iter().cloned().partition(|m| m.order.is_some());
+        let mut matched = 0;
+        if !ordered.is_empty() {
             let mut tx = self.pool.begin().await?;
-            let matched = if ordered.len() < ORDERED_MARKS_TOGETHER {
+            matched += if ordered.len() < ORDERED_MARKS_TOGETHER {
                 sql::mark_sent_ordered::<MySql>(&mut tx, &ordered).await?
             } else {
                 mark_sent_ordered_together(&mut tx, &ordered).await?
             };
             tx.commit().await?;
-            return Ok(matched + self.mark_sent(&plain).await?);
         }
-        if marks.is_empty() {
-            return Ok(0);
+        if !plain.is_empty() {
+            matched += mark_sent_statement(&plain)
+                .build()
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
         }
-        Ok(mark_sent_statement(marks)
-            .build()
-            .execute(&self.pool)
-            .await?
-            .rows_affected())
-    }
-
-    async fn reschedule_send(
-        &self,
-        id: u64,
-        version: u64,
-        error: &str,
-        delay: Duration,
-    ) -> StoreResult<bool> {
-        self.retry_send_later(id, version, error, delay, 1).await
-    }
-
-    async fn postpone_send(
-        &self,
-        id: u64,
-        version: u64,
-        error: &str,
-        delay: Duration,
-    ) -> StoreResult<bool> {
-        self.retry_send_later(id, version, error, delay, 0).await
-    }
-
-    async fn release_sends(&self, claims: &[(u64, u64)]) -> StoreResult<u64> {
-        sql::release_sends(&self.pool, claims).await
-    }
-
-    async fn mark_send_failed(
-        &self,
-        id: u64,
-        version: u64,
-        error: &str,
-        actor: &Actor,
-    ) -> StoreResult<Option<Message>> {
-        let tx = self.pool.begin().await?;
-        sql::mark_send_failed::<MySql>(tx, " FOR UPDATE", (id, version), error, actor).await
-    }
-}
-
-impl MySqlStore {
-    /// Reschedules a pending send after `delay`, recording `error` and adding
-    /// `counted` (0 or 1) to its attempts.
-    async fn retry_send_later(
-        &self,
-        id: u64,
-        version: u64,
-        error: &str,
-        delay: Duration,
-        counted: u32,
-    ) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE messages SET send_attempts = send_attempts + ?, last_error = ?, \
-             next_send_at = UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, version = version + 1, \
-             updated_at = UTC_TIMESTAMP(3) \
-             WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING'",
-        )
-        .bind(counted)
-        .bind(clip_error(error))
-        .bind(micros(delay))
-        .bind(id)
-        .bind(version)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        Ok(matched)
     }
 }
 

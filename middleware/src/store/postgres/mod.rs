@@ -116,6 +116,8 @@ sql::outbox_store!(PgStore);
 sql::housekeeping_store!(PgStore, Postgres);
 sql::alert_store!(PgStore);
 sql::waiting_store!(PgStore, Postgres);
+sql::send_store!(PgStore, Postgres);
+sql::verify_store!(PgStore);
 sql::operator_store!(PgStore, Postgres);
 
 /// What the concerns written once ([`sql::backend`]) take from this backend.

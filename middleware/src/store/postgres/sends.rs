@@ -1,33 +1,18 @@
-//! [`SendStore`] on PostgreSQL: the send claim, the SENT marks (one statement
-//! for a batch), retries, releases and SEND_FAILED.
+//! The SENT marks on PostgreSQL: one statement for a batch (the rest of
+//! [`crate::store::SendStore`] is written once, in
+//! [`crate::store::sql::backend`]).
 
-use std::time::Duration;
-
-use async_trait::async_trait;
 use sqlx::Postgres;
 
-use crate::store::sql::{self, clip_error, stmt, ClaimKind, Lease};
-use crate::store::{Actor, Claimed, Message, PayloadRoom, SendStore, SentMark, StoreResult};
+use crate::store::sql::{self, stmt};
+use crate::store::{SentMark, StoreResult};
 
-use super::PgQuery;
-use super::{millis, sql_int, PgStore, MS, NOW};
+use super::{sql_int, PgQuery, PgStore, NOW};
 
-#[async_trait]
-impl SendStore for PgStore {
-    async fn claim_due_sends(
-        &self,
-        limit: u32,
-        room: PayloadRoom,
-        lease: Duration,
-    ) -> StoreResult<Claimed> {
-        self.claim_due(ClaimKind::Sends, limit, room, Lease::Every(lease))
-            .await
-    }
-
-    async fn mark_sent(&self, marks: &[SentMark]) -> StoreResult<u64> {
-        if marks.is_empty() {
-            return Ok(0);
-        }
+impl PgStore {
+    /// The SENT marks of `marks` (not empty), the fastest way this
+    /// database has.
+    pub(super) async fn mark_sent_rows(&self, marks: &[SentMark]) -> StoreResult<u64> {
         // Ordered messages' marks move their keys on, in a transaction of
         // their own; the others take one statement.
         let (ordered, plain): (Vec<&SentMark>, Vec<&SentMark>) =
@@ -46,68 +31,6 @@ impl SendStore for PgStore {
                 .rows_affected();
         }
         Ok(matched)
-    }
-
-    async fn reschedule_send(
-        &self,
-        id: u64,
-        version: u64,
-        error: &str,
-        delay: Duration,
-    ) -> StoreResult<bool> {
-        self.retry_send_later(id, version, error, delay, 1).await
-    }
-
-    async fn postpone_send(
-        &self,
-        id: u64,
-        version: u64,
-        error: &str,
-        delay: Duration,
-    ) -> StoreResult<bool> {
-        self.retry_send_later(id, version, error, delay, 0).await
-    }
-
-    async fn release_sends(&self, claims: &[(u64, u64)]) -> StoreResult<u64> {
-        sql::release_sends(&self.pool, claims).await
-    }
-
-    async fn mark_send_failed(
-        &self,
-        id: u64,
-        version: u64,
-        error: &str,
-        actor: &Actor,
-    ) -> StoreResult<Option<Message>> {
-        let tx = self.pool.begin().await?;
-        sql::mark_send_failed::<Postgres>(tx, " FOR UPDATE", (id, version), error, actor).await
-    }
-}
-
-impl PgStore {
-    /// Reschedules a pending send after `delay`, recording `error` and adding
-    /// `counted` (0 or 1) to its attempts.
-    async fn retry_send_later(
-        &self,
-        id: u64,
-        version: u64,
-        error: &str,
-        delay: Duration,
-        counted: i64,
-    ) -> StoreResult<bool> {
-        let done = sqlx::query(stmt::<Postgres>(format!(
-            "UPDATE messages SET send_attempts = send_attempts + ?, last_error = ?, \
-             next_send_at = {NOW} + ?{MS}, version = version + 1, updated_at = {NOW} \
-             WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING'"
-        )))
-        .bind(counted)
-        .bind(clip_error(error))
-        .bind(millis(delay))
-        .bind(sql_int(id))
-        .bind(sql_int(version))
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
     }
 }
 

@@ -12,7 +12,12 @@
 //! - `self.claim_due_rows(columns, table, due, limit, lease)`: the due rows
 //!   of `table`, their `due` pushed out by the lease, read as `columns`;
 //! - `self.operator_update(update, id, version, audit)`: an operator's
-//!   guarded change of one message with its audit row.
+//!   guarded change of one message with its audit row;
+//! - `self.claim_due(kind, limit, room, lease)`: the due sends or
+//!   check-backs claimed;
+//! - `self.mark_sent_rows(marks)` and `self.release_verify_claims(claims,
+//!   delay)`: the batched SENT marks and check-back releases, each the
+//!   fastest form its database has.
 //!
 //! What differs between the backends stays in their folders; what reads
 //! the same in every dialect is here or in the shared statements of
@@ -353,6 +358,150 @@ macro_rules! operator_store {
     };
 }
 
+/// [`crate::store::SendStore`]: the send claim, the SENT marks, a send's
+/// retry, release and failure.
+macro_rules! send_store {
+    ($store:ty, $db:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::store::SendStore for $store {
+            async fn claim_due_sends(
+                &self,
+                limit: u32,
+                room: $crate::store::PayloadRoom,
+                lease: std::time::Duration,
+            ) -> $crate::store::StoreResult<$crate::store::Claimed> {
+                self.claim_due(
+                    $crate::store::sql::ClaimKind::Sends,
+                    limit,
+                    room,
+                    $crate::store::sql::Lease::Every(lease),
+                )
+                .await
+            }
+
+            async fn mark_sent(
+                &self,
+                marks: &[$crate::store::SentMark],
+            ) -> $crate::store::StoreResult<u64> {
+                if marks.is_empty() {
+                    return Ok(0);
+                }
+                self.mark_sent_rows(marks).await
+            }
+
+            async fn reschedule_send(
+                &self,
+                id: u64,
+                version: u64,
+                error: &str,
+                delay: std::time::Duration,
+            ) -> $crate::store::StoreResult<bool> {
+                let retry = $crate::store::sql::Retry::Send { counted: true };
+                $crate::store::sql::retry_later(&self.pool, retry, (id, version), error, delay)
+                    .await
+            }
+
+            async fn postpone_send(
+                &self,
+                id: u64,
+                version: u64,
+                error: &str,
+                delay: std::time::Duration,
+            ) -> $crate::store::StoreResult<bool> {
+                let retry = $crate::store::sql::Retry::Send { counted: false };
+                $crate::store::sql::retry_later(&self.pool, retry, (id, version), error, delay)
+                    .await
+            }
+
+            async fn release_sends(
+                &self,
+                claims: &[(u64, u64)],
+            ) -> $crate::store::StoreResult<u64> {
+                $crate::store::sql::release_sends(&self.pool, claims).await
+            }
+
+            async fn mark_send_failed(
+                &self,
+                id: u64,
+                version: u64,
+                error: &str,
+                actor: &$crate::store::Actor,
+            ) -> $crate::store::StoreResult<Option<$crate::store::Message>> {
+                let tx = self.write_tx().await?;
+                $crate::store::sql::mark_send_failed::<$db>(
+                    tx,
+                    <$store>::LOCK,
+                    (id, version),
+                    error,
+                    actor,
+                )
+                .await
+            }
+        }
+    };
+}
+
+/// [`crate::store::VerifyStore`]: the check-back claim, its retries and
+/// releases, and the record of each call.
+macro_rules! verify_store {
+    ($store:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::store::VerifyStore for $store {
+            async fn claim_due_verifies(
+                &self,
+                limit: u32,
+                lease: $crate::store::VerifyLease,
+            ) -> $crate::store::StoreResult<$crate::store::Claimed> {
+                self.claim_due(
+                    $crate::store::sql::ClaimKind::Verifies,
+                    limit,
+                    $crate::store::PayloadRoom::UNBOUNDED,
+                    $crate::store::sql::Lease::Verify(lease),
+                )
+                .await
+            }
+
+            async fn reschedule_verify(
+                &self,
+                id: u64,
+                version: u64,
+                error: &str,
+                delay: std::time::Duration,
+            ) -> $crate::store::StoreResult<bool> {
+                let retry = $crate::store::sql::Retry::Verify;
+                $crate::store::sql::retry_later(&self.pool, retry, (id, version), error, delay)
+                    .await
+            }
+
+            async fn release_verifies(
+                &self,
+                claims: &[(u64, u64)],
+                delay: std::time::Duration,
+            ) -> $crate::store::StoreResult<u64> {
+                if claims.is_empty() {
+                    return Ok(0);
+                }
+                self.release_verify_claims(claims, delay).await
+            }
+
+            async fn record_check_attempts(
+                &self,
+                calls: &[$crate::store::CheckAttempt],
+            ) -> $crate::store::StoreResult<()> {
+                $crate::store::sql::record_check_attempts(&self.pool, calls).await
+            }
+
+            async fn check_attempts(
+                &self,
+                message_id: u64,
+            ) -> $crate::store::StoreResult<Vec<$crate::store::CheckAttemptEntry>> {
+                $crate::store::sql::check_attempts(&self.pool, message_id).await
+            }
+        }
+    };
+}
+
 pub(in crate::store) use {
-    alert_store, housekeeping_store, operator_store, outbox_store, waiting_store,
+    alert_store, housekeeping_store, operator_store, outbox_store, send_store, verify_store,
+    waiting_store,
 };

@@ -79,7 +79,8 @@ pub(super) use alerts::{
 };
 pub(super) use audit::{audit_insert, audit_trail, insert_audits, producer_decides, AuditRow};
 pub(super) use backend::{
-    alert_store, housekeeping_store, operator_store, outbox_store, waiting_store,
+    alert_store, housekeeping_store, operator_store, outbox_store, send_store, verify_store,
+    waiting_store,
 };
 pub(super) use backlog::backlog;
 pub(super) use checks::{check_attempts, record_check_attempts};
@@ -111,7 +112,9 @@ pub(super) use row::{
     bind_prepare, bind_producer, column_error, deliver_binds, message_from_row, payload_bytes,
     producer_from_row, SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS, STORED_COLUMNS,
 };
-pub(super) use sends::{mark_send_failed, release_sends, send_now_update};
+pub(super) use sends::{
+    mark_send_failed, release_sends, release_verifies_each, retry_later, send_now_update, Retry,
+};
 pub(super) use summary::summary;
 pub(super) use waiting::{
     count_waiting_commits, list_waiting_commits, park_commit, retry_waiting_commit, unpark_commit,

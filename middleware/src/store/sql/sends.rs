@@ -125,3 +125,94 @@ where
     raised.announce();
     Ok(Some(row))
 }
+
+/// Pushes a claimed message's next attempt `delay` out, recording `error`,
+/// under the claim's guard (`id`, `version`) and `state` (the row's state
+/// the claim was taken in): a send rescheduled or postponed (`attempts`
+/// the column counting them and `counted` 0 or 1 added to it), or a
+/// check-back rescheduled. Whether the guard matched.
+pub(in crate::store) async fn retry_later<D>(
+    pool: &sqlx::Pool<D>,
+    retry: Retry,
+    (id, version): (u64, u64),
+    error: &str,
+    delay: std::time::Duration,
+) -> StoreResult<bool>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+    i64: Bind<D>,
+    String: Bind<D>,
+{
+    let (attempts, due, state) = match retry {
+        Retry::Send { .. } => (
+            "send_attempts",
+            "next_send_at",
+            "status = 'COMMITTED' AND send_status = 'PENDING'",
+        ),
+        Retry::Verify => ("verify_attempts", "next_verify_at", "status = 'PREPARED'"),
+    };
+    let counted: i64 = match retry {
+        Retry::Send { counted } => i64::from(counted),
+        Retry::Verify => 1,
+    };
+    let done = sqlx::query(stmt::<D>(format!(
+        "UPDATE messages SET {attempts} = {attempts} + ?, last_error = ?, \
+         {due} = {now}{plus}, version = version + 1, updated_at = {now} \
+         WHERE id = ? AND version = ? AND {state}",
+        now = D::NOW,
+        plus = D::PLUS_SPAN,
+    )))
+    .bind(counted)
+    .bind(clip_error(error).to_string())
+    .bind(D::span(delay))
+    .bind(D::int(id))
+    .bind(D::int(version))
+    .execute(pool)
+    .await?;
+    Ok(D::rows_affected(&done) == 1)
+}
+
+/// What [`retry_later`] pushes out.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::store) enum Retry {
+    /// A send: counted as an attempt (a failure) or not (a postponement).
+    Send {
+        /// Whether the attempt counts.
+        counted: bool,
+    },
+    /// A check-back, always counted.
+    Verify,
+}
+
+/// Gives check-back claims back one guarded UPDATE each, in `conn`'s
+/// transaction (one commit for the batch), due again `delay` from now; how
+/// many matched. (MySQL matches the lot with one `(id, version) IN`.)
+pub(in crate::store) async fn release_verifies_each<D>(
+    conn: &mut D::Connection,
+    claims: &[(u64, u64)],
+    delay: std::time::Duration,
+) -> StoreResult<u64>
+where
+    D: Dialect,
+    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
+    i64: Bind<D>,
+{
+    let sql = format!(
+        "UPDATE messages SET next_verify_at = {now}{plus}, version = version + 1 \
+         WHERE id = ? AND version = ? AND status = 'PREPARED'",
+        now = D::NOW,
+        plus = D::PLUS_SPAN,
+    );
+    let mut matched = 0;
+    for (id, version) in claims {
+        let done = sqlx::query(stmt::<D>(sql.clone()))
+            .bind(D::span(delay))
+            .bind(D::int(*id))
+            .bind(D::int(*version))
+            .execute(&mut *conn)
+            .await?;
+        matched += D::rows_affected(&done);
+    }
+    Ok(matched)
+}

@@ -121,6 +121,8 @@ sql::outbox_store!(SqliteStore);
 sql::housekeeping_store!(SqliteStore, Sqlite);
 sql::alert_store!(SqliteStore);
 sql::waiting_store!(SqliteStore, Sqlite);
+sql::send_store!(SqliteStore, Sqlite);
+sql::verify_store!(SqliteStore);
 sql::operator_store!(SqliteStore, Sqlite);
 
 /// What the concerns written once ([`sql::backend`]) take from this backend.
