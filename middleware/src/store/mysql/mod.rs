@@ -18,7 +18,6 @@ mod lifecycle;
 mod messages;
 mod operator;
 mod prepare;
-mod registry;
 mod sends;
 mod transitions;
 mod verifies;
@@ -124,18 +123,13 @@ sql::alert_store!(MySqlStore);
 sql::waiting_store!(MySqlStore, MySql);
 sql::send_store!(MySqlStore, MySql);
 sql::verify_store!(MySqlStore);
+sql::registry_store!(MySqlStore);
 sql::operator_store!(MySqlStore, MySql);
 
 /// What the concerns written once ([`sql::backend`]) take from this backend.
 impl MySqlStore {
     /// What a SELECT appends to lock the rows it reads: row locks until the transaction ends.
     const LOCK: &'static str = " FOR UPDATE";
-
-    /// How `flow_minutes` is upserted.
-    const FLOW_UPSERT: sql::Upsert = sql::Upsert {
-        clause: "ON DUPLICATE KEY UPDATE",
-        proposed: |c| format!("VALUES({c})"),
-    };
 
     /// A transaction that will write: a plain `BEGIN`.
     async fn write_tx(&self) -> sqlx::Result<sqlx::Transaction<'_, MySql>> {
@@ -179,6 +173,16 @@ impl Dialect for MySql {
     fn time(t: DateTime<Utc>) -> DateTime<Utc> {
         t
     }
+
+    fn on_duplicate(_key: &str) -> String {
+        "ON DUPLICATE KEY UPDATE".into()
+    }
+
+    fn proposed(c: &str) -> String {
+        format!("VALUES({c})")
+    }
+
+    const UPSERT_RETURNS: bool = false;
 }
 
 impl SqlRow for MySqlRow {

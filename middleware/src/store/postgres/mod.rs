@@ -44,7 +44,6 @@ mod ledger;
 mod lifecycle;
 mod messages;
 mod operator;
-mod registry;
 mod sends;
 mod verifies;
 
@@ -118,18 +117,13 @@ sql::alert_store!(PgStore);
 sql::waiting_store!(PgStore, Postgres);
 sql::send_store!(PgStore, Postgres);
 sql::verify_store!(PgStore);
+sql::registry_store!(PgStore);
 sql::operator_store!(PgStore, Postgres);
 
 /// What the concerns written once ([`sql::backend`]) take from this backend.
 impl PgStore {
     /// What a SELECT appends to lock the rows it reads: row locks until the transaction ends.
     const LOCK: &'static str = " FOR UPDATE";
-
-    /// How `flow_minutes` is upserted.
-    const FLOW_UPSERT: sql::Upsert = sql::Upsert {
-        clause: "ON CONFLICT (minute) DO UPDATE SET",
-        proposed: |c| format!("excluded.{c}"),
-    };
 
     /// A transaction that will write: a plain `BEGIN`.
     async fn write_tx(&self) -> sqlx::Result<sqlx::Transaction<'_, Postgres>> {
@@ -174,6 +168,16 @@ impl Dialect for Postgres {
     fn time(t: DateTime<Utc>) -> DateTime<Utc> {
         t
     }
+
+    fn on_duplicate(key: &str) -> String {
+        format!("ON CONFLICT ({key}) DO UPDATE SET")
+    }
+
+    fn proposed(c: &str) -> String {
+        format!("excluded.{c}")
+    }
+
+    const UPSERT_RETURNS: bool = true;
 }
 
 impl SqlRow for PgRow {

@@ -8,7 +8,6 @@
 //!   SQLite, whose one writer is taken at the start, not at the first write);
 //! - `$store::LOCK`, what a SELECT appends to lock the rows it reads for the
 //!   transaction (` FOR UPDATE`; nothing on SQLite);
-//! - `$store::FLOW_UPSERT`, how `flow_minutes` is upserted;
 //! - `self.claim_due_rows(columns, table, due, limit, lease)`: the due rows
 //!   of `table`, their `due` pushed out by the lease, read as `columns`;
 //! - `self.operator_update(update, id, version, audit)`: an operator's
@@ -100,7 +99,7 @@ macro_rules! housekeeping_store {
                 &self,
                 f: &$crate::store::FlowMinute,
             ) -> $crate::store::StoreResult<()> {
-                $crate::store::sql::add_flow(&self.pool, &<$store>::FLOW_UPSERT, f).await
+                $crate::store::sql::add_flow(&self.pool, f).await
             }
 
             async fn flow_since(
@@ -501,7 +500,79 @@ macro_rules! verify_store {
     };
 }
 
+/// [`crate::store::RegistryStore`]: producers and consumer groups.
+macro_rules! registry_store {
+    ($store:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::store::RegistryStore for $store {
+            async fn list_producers(
+                &self,
+            ) -> $crate::store::StoreResult<Vec<$crate::store::Producer>> {
+                $crate::store::sql::list_producers(&self.pool).await
+            }
+
+            async fn upsert_producer(
+                &self,
+                p: &$crate::store::ProducerRecord,
+            ) -> $crate::store::StoreResult<$crate::store::Producer> {
+                $crate::store::sql::upsert_producer(&self.pool, p).await
+            }
+
+            async fn find_producer(
+                &self,
+                biz_id: &str,
+            ) -> $crate::store::StoreResult<Option<$crate::store::Producer>> {
+                $crate::store::sql::find_producer(&self.pool, biz_id).await
+            }
+
+            async fn delete_producer(&self, biz_id: &str) -> $crate::store::StoreResult<bool> {
+                $crate::store::sql::delete_producer(&self.pool, biz_id).await
+            }
+
+            async fn set_producer_token(
+                &self,
+                biz_id: &str,
+                token_hash: &[u8],
+            ) -> $crate::store::StoreResult<bool> {
+                $crate::store::sql::set_producer_token(&self.pool, biz_id, token_hash).await
+            }
+
+            async fn upsert_consumer_group(
+                &self,
+                g: &$crate::store::ConsumerGroupRecord,
+            ) -> $crate::store::StoreResult<$crate::store::ConsumerGroup> {
+                $crate::store::sql::upsert_consumer_group(&self.pool, g).await
+            }
+
+            async fn find_consumer_group(
+                &self,
+                name: &str,
+            ) -> $crate::store::StoreResult<Option<$crate::store::ConsumerGroup>> {
+                $crate::store::sql::find_consumer_group(&self.pool, name).await
+            }
+
+            async fn list_consumer_groups(
+                &self,
+            ) -> $crate::store::StoreResult<Vec<$crate::store::ConsumerGroup>> {
+                $crate::store::sql::list_consumer_groups(&self.pool).await
+            }
+
+            async fn delete_consumer_group(&self, name: &str) -> $crate::store::StoreResult<bool> {
+                $crate::store::sql::delete_consumer_group(&self.pool, name).await
+            }
+
+            async fn set_consumer_group_token(
+                &self,
+                name: &str,
+                token_hash: &[u8],
+            ) -> $crate::store::StoreResult<bool> {
+                $crate::store::sql::set_consumer_group_token(&self.pool, name, token_hash).await
+            }
+        }
+    };
+}
+
 pub(in crate::store) use {
-    alert_store, housekeeping_store, operator_store, outbox_store, send_store, verify_store,
-    waiting_store,
+    alert_store, housekeeping_store, operator_store, outbox_store, registry_store, send_store,
+    verify_store, waiting_store,
 };

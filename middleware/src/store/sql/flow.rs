@@ -1,7 +1,7 @@
 //! The flow per minute (`flow_minutes`): each instance adds what it counted
 //! with one upsert per flush, so a minute's row is the sum over every
 //! instance; the console and `GET /v1/admin/flow` read the rows back.
-//! Only the upsert's conflict clause is a dialect, and its backend passes it.
+//! Only the upsert's conflict clause is a dialect ([`Dialect::on_duplicate`]).
 
 use chrono::{DateTime, Utc};
 use sqlx::Executor;
@@ -10,21 +10,8 @@ use super::row::SqlRow;
 use super::{stmt, Bind, Dialect};
 use crate::store::{BacklogSample, FlowCounts, FlowMinute, StoreResult};
 
-/// How a backend says "on a duplicate minute, update": the clause that
-/// starts the update (`ON DUPLICATE KEY UPDATE`, `ON CONFLICT (minute) DO
-/// UPDATE SET`) and how the value the INSERT proposed for a column is named
-/// (`VALUES(c)`, `excluded.c`).
-pub(in crate::store) struct Upsert {
-    pub(in crate::store) clause: &'static str,
-    pub(in crate::store) proposed: fn(&str) -> String,
-}
-
 /// [`crate::store::HousekeepingStore::add_flow`]: one statement, whatever the counts.
-pub(in crate::store) async fn add_flow<D>(
-    pool: &sqlx::Pool<D>,
-    upsert: &Upsert,
-    f: &FlowMinute,
-) -> StoreResult<()>
+pub(in crate::store) async fn add_flow<D>(pool: &sqlx::Pool<D>, f: &FlowMinute) -> StoreResult<()>
 where
     D: Dialect,
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
@@ -34,7 +21,7 @@ where
     let counts = FlowCounts::COLUMNS;
     let add = counts
         .iter()
-        .map(|c| format!("{c} = flow_minutes.{c} + {}", (upsert.proposed)(c)));
+        .map(|c| format!("{c} = flow_minutes.{c} + {}", D::proposed(c)));
     // A flush without a sample, or with one older than the minute's,
     // keeps the minute's. backlog_at goes last: MySQL's later assignments
     // see the earlier ones' new values, SQLite's and PostgreSQL's do not.
@@ -43,14 +30,14 @@ where
     let newer = format!(
         "({at} IS NOT NULL AND (flow_minutes.backlog_at IS NULL \
          OR {at} > flow_minutes.backlog_at))",
-        at = (upsert.proposed)("backlog_at")
+        at = D::proposed("backlog_at")
     );
     let sampled = ["backlog_prepared", "backlog_pending", "backlog_at"]
         .iter()
         .map(|c| {
             format!(
                 "{c} = CASE WHEN {newer} THEN {} ELSE flow_minutes.{c} END",
-                (upsert.proposed)(c)
+                D::proposed(c)
             )
         });
     let sql = format!(
@@ -58,7 +45,7 @@ where
          backlog_at) VALUES (?, {marks}, ?, ?, ?) {clause} {updates}",
         columns = counts.join(", "),
         marks = vec!["?"; counts.len()].join(", "),
-        clause = upsert.clause,
+        clause = D::on_duplicate("minute"),
         updates = add.chain(sampled).collect::<Vec<_>>().join(", "),
     );
     let mut q = sqlx::query(stmt::<D>(sql)).bind(D::time(f.minute));

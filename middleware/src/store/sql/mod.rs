@@ -79,8 +79,8 @@ pub(super) use alerts::{
 };
 pub(super) use audit::{audit_insert, audit_trail, insert_audits, producer_decides, AuditRow};
 pub(super) use backend::{
-    alert_store, housekeeping_store, operator_store, outbox_store, send_store, verify_store,
-    waiting_store,
+    alert_store, housekeeping_store, operator_store, outbox_store, registry_store, send_store,
+    verify_store, waiting_store,
 };
 pub(super) use backlog::backlog;
 pub(super) use checks::{check_attempts, record_check_attempts};
@@ -91,12 +91,11 @@ pub(super) use content::{
     fill_apart, fill_payloads, insert_apart, move_chunk, with_content, Content,
 };
 pub(super) use effects::{clip_error, one_update, same_update, transition_effects};
-pub(super) use flow::{add_flow, flow_since, purge_flow, Upsert};
+pub(super) use flow::{add_flow, flow_since, purge_flow};
 pub(super) use ledger::{
-    begin as begin_consumption, bind_group, consumer_group_counts, consumptions_of,
-    delete_consumer_group, find_consumer_group, finish as finish_consumption,
-    flag_stuck as flag_stuck_consumptions, group_from_row, list_consumer_groups,
-    set_consumer_group_token, GROUP_COLUMNS,
+    begin as begin_consumption, consumer_group_counts, consumptions_of, delete_consumer_group,
+    find_consumer_group, finish as finish_consumption, flag_stuck as flag_stuck_consumptions,
+    list_consumer_groups, set_consumer_group_token,
 };
 pub(super) use listing::list_messages;
 pub(super) use messages::{distinct_keys, find_message, ping, select_by_keys};
@@ -105,12 +104,15 @@ pub(super) use ordering::{
 };
 pub(super) use outbox::{outbox_actions, record_outbox_action, record_outbox_failure};
 pub(super) use overdue::flag_overdue;
-pub(super) use producers::{delete_producer, find_producer, list_producers, set_producer_token};
+pub(super) use producers::{
+    delete_producer, find_producer, list_producers, set_producer_token, upsert_consumer_group,
+    upsert_producer,
+};
 pub(super) use requeue::{count_requeueable, redeliver_update, requeue_chunk};
 pub(super) use retention::purge_finished;
 pub(super) use row::{
-    bind_prepare, bind_producer, column_error, deliver_binds, message_from_row, payload_bytes,
-    producer_from_row, SqlRow, MESSAGE_COLUMNS, PREPARE_COLUMNS, PRODUCER_COLUMNS, STORED_COLUMNS,
+    bind_prepare, column_error, deliver_binds, message_from_row, payload_bytes, SqlRow,
+    MESSAGE_COLUMNS, PREPARE_COLUMNS, STORED_COLUMNS,
 };
 pub(super) use sends::{
     mark_send_failed, release_sends, release_verifies_each, retry_later, send_now_update, Retry,
@@ -173,6 +175,16 @@ pub(in crate::store) trait Dialect:
     fn span(d: std::time::Duration) -> i64;
     /// The scalar function that picks the latest of its arguments.
     const GREATEST: &'static str;
+    /// What follows an INSERT's VALUES to update the row whose unique
+    /// `key` exists already: `ON DUPLICATE KEY UPDATE` (MySQL, the key
+    /// left unnamed), `ON CONFLICT (key) DO UPDATE SET`.
+    fn on_duplicate(key: &str) -> String;
+    /// How that update names the value the INSERT proposed for column
+    /// `c`: `VALUES(c)` (MySQL), `excluded.c`.
+    fn proposed(c: &str) -> String;
+    /// Whether an upsert can end with `RETURNING` its row (PostgreSQL,
+    /// SQLite); where not (MySQL), the row is read back.
+    const UPSERT_RETURNS: bool;
     /// How a time is bound, compared with stored times.
     type Time: Bind<Self>;
     /// `t` as this dialect binds it.

@@ -29,7 +29,6 @@ mod ledger;
 mod lifecycle;
 mod messages;
 mod operator;
-mod registry;
 mod sends;
 mod verifies;
 
@@ -123,18 +122,13 @@ sql::alert_store!(SqliteStore);
 sql::waiting_store!(SqliteStore, Sqlite);
 sql::send_store!(SqliteStore, Sqlite);
 sql::verify_store!(SqliteStore);
+sql::registry_store!(SqliteStore);
 sql::operator_store!(SqliteStore, Sqlite);
 
 /// What the concerns written once ([`sql::backend`]) take from this backend.
 impl SqliteStore {
     /// What a SELECT appends to lock the rows it reads: nothing: SQLite's one writer holds the whole database.
     const LOCK: &'static str = "";
-
-    /// How `flow_minutes` is upserted.
-    const FLOW_UPSERT: sql::Upsert = sql::Upsert {
-        clause: "ON CONFLICT (minute) DO UPDATE SET",
-        proposed: |c| format!("excluded.{c}"),
-    };
 
     /// A transaction that will write: `BEGIN IMMEDIATE`: the one writer is taken at the start, not at the first write, so a reader-turned-writer never fails busy.
     async fn write_tx(&self) -> sqlx::Result<sqlx::Transaction<'_, Sqlite>> {
@@ -178,6 +172,16 @@ impl Dialect for Sqlite {
     fn time(t: DateTime<Utc>) -> i64 {
         t.timestamp_millis()
     }
+
+    fn on_duplicate(key: &str) -> String {
+        format!("ON CONFLICT ({key}) DO UPDATE SET")
+    }
+
+    fn proposed(c: &str) -> String {
+        format!("excluded.{c}")
+    }
+
+    const UPSERT_RETURNS: bool = true;
 }
 
 impl SqlRow for SqliteRow {
