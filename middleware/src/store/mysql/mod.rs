@@ -13,7 +13,6 @@
 
 mod claims;
 mod committed;
-mod ledger;
 mod lifecycle;
 mod messages;
 mod operator;
@@ -124,12 +123,21 @@ sql::waiting_store!(MySqlStore, MySql);
 sql::send_store!(MySqlStore, MySql);
 sql::verify_store!(MySqlStore);
 sql::registry_store!(MySqlStore);
+sql::ledger_store!(MySqlStore, MySql);
 sql::operator_store!(MySqlStore, MySql);
 
 /// What the concerns written once ([`sql::backend`]) take from this backend.
 impl MySqlStore {
     /// What a SELECT appends to lock the rows it reads: row locks until the transaction ends.
     const LOCK: &'static str = " FOR UPDATE";
+
+    /// What a consumption's INSERT ends with: the upsert X-locks an existing row as the INSERT locks a new one.
+    const LEDGER_KEEP: &'static str = "ON DUPLICATE KEY UPDATE attempts = attempts";
+
+    /// Whether a failed statement lost a deadlock (and may be tried again).
+    fn lost_a_deadlock(e: &sqlx::Error) -> bool {
+        is_lock_conflict(e)
+    }
 
     /// A transaction that will write: a plain `BEGIN`.
     async fn write_tx(&self) -> sqlx::Result<sqlx::Transaction<'_, MySql>> {

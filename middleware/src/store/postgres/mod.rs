@@ -40,7 +40,6 @@
 
 mod claims;
 mod committed;
-mod ledger;
 mod lifecycle;
 mod messages;
 mod operator;
@@ -118,12 +117,21 @@ sql::waiting_store!(PgStore, Postgres);
 sql::send_store!(PgStore, Postgres);
 sql::verify_store!(PgStore);
 sql::registry_store!(PgStore);
+sql::ledger_store!(PgStore, Postgres);
 sql::operator_store!(PgStore, Postgres);
 
 /// What the concerns written once ([`sql::backend`]) take from this backend.
 impl PgStore {
     /// What a SELECT appends to lock the rows it reads: row locks until the transaction ends.
     const LOCK: &'static str = " FOR UPDATE";
+
+    /// What a consumption's INSERT ends with: an existing row is left as it is, and read `FOR UPDATE` after.
+    const LEDGER_KEEP: &'static str = "ON CONFLICT (group_name, message_id) DO NOTHING";
+
+    /// Whether a failed statement lost a deadlock (and may be tried again).
+    fn lost_a_deadlock(e: &sqlx::Error) -> bool {
+        is_deadlock(e)
+    }
 
     /// A transaction that will write: a plain `BEGIN`.
     async fn write_tx(&self) -> sqlx::Result<sqlx::Transaction<'_, Postgres>> {

@@ -12,6 +12,10 @@
 //!   of `table`, their `due` pushed out by the lease, read as `columns`;
 //! - `self.operator_update(update, id, version, audit)`: an operator's
 //!   guarded change of one message with its audit row;
+//! - `$store::LEDGER_KEEP`, what a consumption's INSERT ends with so that an
+//!   existing row is locked as a new one is (or skipped where the lock
+//!   holds the database), and `$store::lost_a_deadlock(e)`, whether a
+//!   failed statement lost a deadlock (and may be tried again);
 //! - `self.claim_due(kind, limit, room, lease)`: the due sends or
 //!   check-backs claimed;
 //! - `self.mark_sent_rows(marks)` and `self.release_verify_claims(claims,
@@ -572,7 +576,103 @@ macro_rules! registry_store {
     };
 }
 
+/// [`crate::store::LedgerStore`]: begin and finish each in a transaction
+/// that holds the consumption's row (`LOCK`; SQLite's write lock), tried
+/// again a few times when it loses a deadlock; the reads and the stuck
+/// watch.
+macro_rules! ledger_store {
+    ($store:ty, $db:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::store::LedgerStore for $store {
+            async fn begin_consumption(
+                &self,
+                group: &$crate::store::ConsumerGroup,
+                message_id: u64,
+            ) -> $crate::store::StoreResult<$crate::store::Began> {
+                for _ in 0..$crate::store::sql::LEDGER_TRIES {
+                    let mut tx = self.write_tx().await?;
+                    let began = $crate::store::sql::begin_consumption::<$db>(
+                        &mut tx,
+                        <$store>::LEDGER_KEEP,
+                        <$store>::LOCK,
+                        group,
+                        message_id,
+                    );
+                    match began.await {
+                        Ok(began) => {
+                            tx.commit().await?;
+                            return Ok(began);
+                        }
+                        Err($crate::store::StoreError::Db(e)) if <$store>::lost_a_deadlock(&e) => {
+                            continue
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err($crate::store::StoreError::Contention("begin a consumption"))
+            }
+
+            async fn finish_consumption(
+                &self,
+                group: &$crate::store::ConsumerGroup,
+                message_id: u64,
+                ok: bool,
+                error: Option<&str>,
+            ) -> $crate::store::StoreResult<$crate::store::Finished> {
+                for _ in 0..$crate::store::sql::LEDGER_TRIES {
+                    let mut tx = self.write_tx().await?;
+                    let finished = $crate::store::sql::finish_consumption::<$db>(
+                        &mut tx,
+                        <$store>::LOCK,
+                        group,
+                        message_id,
+                        ok,
+                        error,
+                    );
+                    match finished.await {
+                        Ok((finished, raised)) => {
+                            tx.commit().await?;
+                            raised.announce();
+                            return Ok(finished);
+                        }
+                        Err($crate::store::StoreError::Db(e)) if <$store>::lost_a_deadlock(&e) => {
+                            continue
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err($crate::store::StoreError::Contention(
+                    "finish a consumption",
+                ))
+            }
+
+            async fn consumptions_of(
+                &self,
+                message_id: u64,
+            ) -> $crate::store::StoreResult<Vec<$crate::store::Consumption>> {
+                $crate::store::sql::consumptions_of(&self.pool, message_id).await
+            }
+
+            async fn flag_stuck_consumptions(
+                &self,
+                limit: u32,
+            ) -> $crate::store::StoreResult<Vec<$crate::store::StuckConsumption>> {
+                $crate::store::sql::flag_stuck_consumptions(&self.pool, limit).await
+            }
+
+            async fn consumer_group_counts(
+                &self,
+            ) -> $crate::store::StoreResult<Vec<$crate::store::ConsumerGroupCounts>> {
+                $crate::store::sql::consumer_group_counts(&self.pool).await
+            }
+        }
+    };
+}
+
+/// Tries of a ledger transaction that lost a deadlock before it gives up.
+pub(in crate::store) const LEDGER_TRIES: usize = 3;
+
 pub(in crate::store) use {
-    alert_store, housekeeping_store, operator_store, outbox_store, registry_store, send_store,
-    verify_store, waiting_store,
+    alert_store, housekeeping_store, ledger_store, operator_store, outbox_store, registry_store,
+    send_store, verify_store, waiting_store,
 };

@@ -25,7 +25,6 @@
 //! claiming concern builds on.
 
 mod claims;
-mod ledger;
 mod lifecycle;
 mod messages;
 mod operator;
@@ -123,12 +122,21 @@ sql::waiting_store!(SqliteStore, Sqlite);
 sql::send_store!(SqliteStore, Sqlite);
 sql::verify_store!(SqliteStore);
 sql::registry_store!(SqliteStore);
+sql::ledger_store!(SqliteStore, Sqlite);
 sql::operator_store!(SqliteStore, Sqlite);
 
 /// What the concerns written once ([`sql::backend`]) take from this backend.
 impl SqliteStore {
     /// What a SELECT appends to lock the rows it reads: nothing: SQLite's one writer holds the whole database.
     const LOCK: &'static str = "";
+
+    /// What a consumption's INSERT ends with: an existing row is left as it is (the write lock holds the database).
+    const LEDGER_KEEP: &'static str = "ON CONFLICT (group_name, message_id) DO NOTHING";
+
+    /// Whether a failed statement lost a deadlock (and may be tried again).
+    fn lost_a_deadlock(_e: &sqlx::Error) -> bool {
+        false
+    }
 
     /// A transaction that will write: `BEGIN IMMEDIATE`: the one writer is taken at the start, not at the first write, so a reader-turned-writer never fails busy.
     async fn write_tx(&self) -> sqlx::Result<sqlx::Transaction<'_, Sqlite>> {
