@@ -168,6 +168,58 @@ pub fn outbox_table(name: &str) -> Result<(), Refusal> {
     }
 }
 
+/// A delivery delay (`deliver_after_ms`): at most
+/// [`crate::MAX_DELIVERY_DELAY_MS`] (7 days).
+pub fn delivery_delay_ms(ms: u64) -> Result<(), Refusal> {
+    let max = crate::MAX_DELIVERY_DELAY_MS;
+    if ms > max {
+        return refuse(
+            "invalid_deliver_after_ms",
+            format!(
+                "deliver_after_ms is {ms}; the longest delay is {max} ms ({} days)",
+                max_delay_days()
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// A delivery time (`deliver_at`) as trustmsg keeps it, to the millisecond
+/// (what is stored is what is sent): not before 1970 (no database keeps
+/// that the same way), and at most [`crate::MAX_DELIVERY_DELAY_MS`] after
+/// `now`, the checker's clock (only the limit depends on it: a skew of
+/// seconds between clocks moves the limit by seconds). A time in the past
+/// is kept as given: it means at once.
+pub fn delivery_time(
+    at: chrono::DateTime<chrono::Utc>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<chrono::DateTime<chrono::Utc>, Refusal> {
+    let millis =
+        |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let bad = |why: String| refuse("invalid_deliver_at", why);
+    let Some(t) = chrono::DateTime::from_timestamp_millis(at.timestamp_millis()) else {
+        return bad(format!("deliver_at {} is out of range", millis(at)));
+    };
+    if t.timestamp_millis() < 0 {
+        return bad(format!("deliver_at {} is before 1970", millis(t)));
+    }
+    let latest = now + chrono::TimeDelta::milliseconds(crate::MAX_DELIVERY_DELAY_MS as i64);
+    if t > latest {
+        let days = max_delay_days();
+        return bad(format!(
+            "deliver_at {} is more than {days} days ahead (the latest now is {}); the longest \
+             delay is {days} days",
+            millis(t),
+            millis(latest)
+        ));
+    }
+    Ok(t)
+}
+
+fn max_delay_days() -> u64 {
+    crate::MAX_DELIVERY_DELAY_MS / (24 * 60 * 60 * 1000)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

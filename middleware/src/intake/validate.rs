@@ -10,7 +10,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use chrono::{DateTime, Utc};
 use trustmsg_verify_api::rules::{self, outside_name_alphabet, MAX_TOPIC};
-use trustmsg_verify_api::{PayloadEncoding, PrepareRequest, MAX_DELIVERY_DELAY_MS};
+use trustmsg_verify_api::{PayloadEncoding, PrepareRequest};
 
 use super::IntakeError;
 use crate::handoff::record::record_size;
@@ -181,7 +181,7 @@ pub(crate) struct ValidPrepare {
 }
 
 /// A prepare's `deliver_at` or `deliver_after_ms` (not both): at most
-/// [`MAX_DELIVERY_DELAY_MS`] ahead. `deliver_at` is checked against `now`,
+/// [`trustmsg_verify_api::MAX_DELIVERY_DELAY_MS`] ahead. `deliver_at` is checked against `now`,
 /// this instance's clock: only the limit depends on it (the instant itself
 /// is stored as given), so a skew of seconds between instances moves the
 /// limit by seconds. A `deliver_at` in the past is kept as given (it means
@@ -192,44 +192,28 @@ pub(crate) fn delivery(
     req: &PrepareRequest,
     now: DateTime<Utc>,
 ) -> Result<Option<Delivery>, IntakeError> {
-    let max_days = MAX_DELIVERY_DELAY_MS / (24 * 60 * 60 * 1000);
     match (&req.deliver_at, req.deliver_after_ms) {
         (None, None) => Ok(None),
         (Some(_), Some(_)) => Err(IntakeError::invalid(
             "invalid_delivery",
             "give deliver_at (a time) or deliver_after_ms (a delay), not both",
         )),
-        (None, Some(ms)) if ms > MAX_DELIVERY_DELAY_MS => Err(IntakeError::invalid(
-            "invalid_deliver_after_ms",
-            format!(
-                "deliver_after_ms is {ms}; the longest delay is {MAX_DELIVERY_DELAY_MS} ms \
-                 ({max_days} days)"
-            ),
-        )),
-        (None, Some(ms)) => Ok(Some(Delivery::After(Duration::from_millis(ms)))),
+        (None, Some(ms)) => {
+            rules::delivery_delay_ms(ms)?;
+            Ok(Some(Delivery::After(Duration::from_millis(ms))))
+        }
         (Some(at), None) => {
-            let bad = |why: String| Err(IntakeError::invalid("invalid_deliver_at", why));
             let Ok(t) = DateTime::parse_from_rfc3339(at) else {
-                return bad(format!(
-                    "deliver_at {at:?} is not an RFC 3339 time with an offset, such as \
-                     2030-01-01T09:00:00Z or 2030-01-01T10:00:00+01:00"
+                return Err(IntakeError::invalid(
+                    "invalid_deliver_at",
+                    format!(
+                        "deliver_at {at:?} is not an RFC 3339 time with an offset, such as \
+                         2030-01-01T09:00:00Z or 2030-01-01T10:00:00+01:00"
+                    ),
                 ));
             };
             // The stores keep milliseconds: the digest and the row agree.
-            let Some(t) = DateTime::from_timestamp_millis(t.timestamp_millis()) else {
-                return bad(format!("deliver_at {at:?} is out of range"));
-            };
-            if t.timestamp_millis() < 0 {
-                return bad(format!("deliver_at {at:?} is before 1970"));
-            }
-            let latest = now + chrono::TimeDelta::milliseconds(MAX_DELIVERY_DELAY_MS as i64);
-            if t > latest {
-                return bad(format!(
-                    "deliver_at {at:?} is more than {max_days} days ahead (the latest now is \
-                     {}); the longest delay is {max_days} days",
-                    latest.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-                ));
-            }
+            let t = rules::delivery_time(t.with_timezone(&Utc), now)?;
             Ok(Some(Delivery::At(t)))
         }
     }
@@ -323,6 +307,7 @@ fn checked_prepare(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use trustmsg_verify_api::MAX_DELIVERY_DELAY_MS;
 
     fn code(r: Result<(), IntakeError>) -> &'static str {
         match r {

@@ -4,10 +4,9 @@
 //! refused by what only the service knows (`--max-payload-bytes`, the
 //! producer's topic allow-list, the Kafka record limit).
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use trustmsg_verify_api::rules::{self, Refusal};
 use trustmsg_verify_api::trace_context::{TraceParent, TRACEPARENT};
-use trustmsg_verify_api::MAX_DELIVERY_DELAY_MS;
 
 use super::EnqueueError;
 use crate::client::Deliver;
@@ -84,42 +83,15 @@ impl Row {
 /// The delivery time: at most 7 days ahead of `now` (a delay at most 7
 /// days), milliseconds kept, not before 1970.
 fn due(deliver: Option<Deliver>, now: DateTime<Utc>) -> Result<Option<Due>, EnqueueError> {
-    let max_days = MAX_DELIVERY_DELAY_MS / (24 * 60 * 60 * 1000);
     match deliver {
         None => Ok(None),
         Some(Deliver::After(delay)) => {
             let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
-            if ms > MAX_DELIVERY_DELAY_MS {
-                return Err(invalid(
-                    "invalid_deliver_after_ms",
-                    format!(
-                        "deliver_after_ms is {ms}; the longest delay is {MAX_DELIVERY_DELAY_MS} \
-                         ms ({max_days} days)"
-                    ),
-                ));
-            }
+            rules::delivery_delay_ms(ms)?;
             Ok(Some(Due::AfterMs(ms)))
         }
-        Some(Deliver::At(at)) => {
-            let bad = |why: String| Err(invalid("invalid_deliver_at", why));
-            let shown = at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-            // The column keeps milliseconds: what is written is what is sent.
-            let Some(t) = DateTime::from_timestamp_millis(at.timestamp_millis()) else {
-                return bad(format!("deliver_at {shown} is out of range"));
-            };
-            if t.timestamp_millis() < 0 {
-                return bad(format!("deliver_at {shown} is before 1970"));
-            }
-            let latest = now + TimeDelta::milliseconds(MAX_DELIVERY_DELAY_MS as i64);
-            if t > latest {
-                return bad(format!(
-                    "deliver_at {shown} is more than {max_days} days ahead (the latest now is \
-                     {}); the longest delay is {max_days} days",
-                    latest.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-                ));
-            }
-            Ok(Some(Due::At(t)))
-        }
+        // The column keeps milliseconds: what is written is what is sent.
+        Some(Deliver::At(at)) => Ok(Some(Due::At(rules::delivery_time(at, now)?))),
     }
 }
 
@@ -133,7 +105,8 @@ pub(super) fn check_table(name: &str) -> Result<(), EnqueueError> {
 mod tests {
     use std::time::Duration;
 
-    use chrono::TimeZone;
+    use chrono::{TimeDelta, TimeZone};
+    use trustmsg_verify_api::MAX_DELIVERY_DELAY_MS;
 
     use super::*;
 
