@@ -21,6 +21,22 @@ pub fn mysql_server_url() -> String {
         .to_string()
 }
 
+/// A database name no other test uses, on either server (`tm_test_…`):
+/// pid and counter keep names apart within a run; the clock keeps a re-run
+/// apart from databases a failed run left behind.
+pub(crate) fn unique_name() -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "tm_test_{}_{}_{nanos}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed),
+    )
+}
+
 /// A database that exists for one test.
 #[derive(Debug)]
 pub struct TestDb {
@@ -40,18 +56,7 @@ impl TestDb {
 
     /// Creates an empty MySQL database with a name no other test uses.
     pub async fn create() -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        // pid and counter keep names apart within a run; the clock keeps a
-        // re-run apart from databases a failed run left behind.
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let name = format!(
-            "tm_test_{}_{}_{nanos}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed),
-        );
+        let name = unique_name();
         let admin = admin_pool().await;
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE `{name}`")))
             .execute(&admin)

@@ -59,6 +59,7 @@ pub mod private_db;
 pub mod process;
 pub mod real_kafka;
 pub mod servers;
+pub mod signal;
 pub mod submit;
 pub mod trace;
 pub mod wait;

@@ -177,10 +177,7 @@ impl PrivateMariaDb {
 
     /// SIGKILL: nothing is flushed beyond what InnoDB already made durable.
     pub fn kill_9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            c.kill().expect("SIGKILL mariadbd");
-            c.wait().unwrap();
-        }
+        crate::signal::kill_9(&mut self.child, "mariadbd");
     }
 
     /// SIGSTOP: the server is frozen; its connections stay open and the
@@ -195,12 +192,7 @@ impl PrivateMariaDb {
     }
 
     fn signal(&self, which: &str) {
-        let pid = self.child.as_ref().expect("mariadbd runs").id();
-        let status = Command::new("kill")
-            .args([which, &pid.to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill {which} {pid}: {status}");
+        crate::signal::to(self.child.as_ref(), "mariadbd", which);
     }
 
     /// Starts the server again on the same data and port (after

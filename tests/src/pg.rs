@@ -7,9 +7,6 @@
 //! server is never reconfigured: only databases (and, for the least
 //! privilege test, a role) are created and dropped on it.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use sqlx::postgres::PgPoolOptions;
 use sqlx::PgPool;
 
@@ -51,16 +48,7 @@ impl PgTestDb {
     /// A name (and URL) no other test uses, of a database not created yet:
     /// for a test in which trustmsg creates it (`migrate`, `--auto-migrate`).
     pub fn named() -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let name = format!(
-            "tm_test_{}_{}_{nanos}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed),
-        );
+        let name = crate::db::unique_name();
         let url = with_database(&postgres_server_url(), &name);
         Self { name, url }
     }

@@ -217,12 +217,12 @@ impl PrivatePostgres {
             return;
         };
         // Stopped, it forks no child between the look and the kill.
-        signal(postmaster.id(), "-STOP");
+        crate::signal::to_pid(postmaster.id(), "-STOP");
         let children = children_of(postmaster.id());
         postmaster.kill().expect("SIGKILL postgres");
         postmaster.wait().expect("reap postgres");
         for pid in &children {
-            signal(*pid, "-KILL");
+            crate::signal::to_pid(*pid, "-KILL");
         }
         let deadline = Instant::now() + Duration::from_secs(30);
         while children.iter().any(|pid| alive(*pid)) {
@@ -239,9 +239,9 @@ impl PrivatePostgres {
     /// their bytes, but nothing is answered.
     pub fn pause(&self) {
         let postmaster = self.pid();
-        signal(postmaster, "-STOP");
+        crate::signal::to_pid(postmaster, "-STOP");
         for pid in children_of(postmaster) {
-            signal(pid, "-STOP");
+            crate::signal::to_pid(pid, "-STOP");
         }
     }
 
@@ -250,9 +250,9 @@ impl PrivatePostgres {
     pub fn resume(&self) {
         let postmaster = self.pid();
         for pid in children_of(postmaster) {
-            signal(pid, "-CONT");
+            crate::signal::to_pid(pid, "-CONT");
         }
-        signal(postmaster, "-CONT");
+        crate::signal::to_pid(postmaster, "-CONT");
     }
 
     /// The postmaster's pid and those of the processes it forked (its
@@ -290,16 +290,6 @@ fn as_user(mut command: Command, user: Option<(u32, u32)>) -> Command {
         command.uid(uid).gid(gid);
     }
     command
-}
-
-/// Sends `which` (`-STOP`, `-KILL`…) to `pid`; a process already gone is
-/// not an error (a backend whose client just left).
-fn signal(pid: u32, which: &str) {
-    let _ = Command::new("kill")
-        .args([which, &pid.to_string()])
-        .stderr(Stdio::null())
-        .status()
-        .expect("run kill");
 }
 
 /// The pids whose parent is `parent`, read from `/proc`.

@@ -200,10 +200,7 @@ impl ServiceProcess {
 
     /// SIGKILL: no shutdown hook runs, nothing is flushed.
     pub fn kill_9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            c.kill().expect("SIGKILL");
-            c.wait().unwrap();
-        }
+        crate::signal::kill_9(&mut self.child, "the service");
     }
 
     /// SIGTERM, then waits for it to exit: a graceful shutdown. Returns
@@ -243,12 +240,7 @@ impl ServiceProcess {
     }
 
     fn signal(&self, which: &str) {
-        let pid = self.child.as_ref().expect("the service runs").id();
-        let status = Command::new("kill")
-            .args([which, &pid.to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill {which} {pid}: {status}");
+        crate::signal::to(self.child.as_ref(), "the service", which);
     }
 
     /// Kills it and starts the same command again (same port, same
