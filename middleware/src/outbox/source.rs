@@ -314,32 +314,6 @@ impl SourceDb {
         })
     }
 
-    /// Creates the table when it is missing (`trustmsg dev`'s demo source,
-    /// the tests); a deployment creates it with its own migrations.
-    // Nothing calls it yet: `trustmsg dev`'s demo source is still to come.
-    #[allow(dead_code)]
-    pub(crate) async fn create_table(&self) -> Result<(), sqlx::Error> {
-        use super::schema::{schema, SchemaDialect};
-        match self {
-            Self::MySql { pool, table } => {
-                sqlx::raw_sql(sqlx::AssertSqlSafe(schema(SchemaDialect::Mysql, table)))
-                    .execute(pool)
-                    .await?;
-            }
-            Self::Postgres { pool, table } => {
-                sqlx::raw_sql(sqlx::AssertSqlSafe(schema(SchemaDialect::Postgres, table)))
-                    .execute(pool)
-                    .await?;
-            }
-            Self::Sqlite { pool, table } => {
-                sqlx::raw_sql(sqlx::AssertSqlSafe(schema(SchemaDialect::Sqlite, table)))
-                    .execute(pool)
-                    .await?;
-            }
-        }
-        Ok(())
-    }
-
     /// The source's gauges: pending rows (counted up to a cap), the age of
     /// the oldest, failed rows.
     pub(crate) async fn stats(&self) -> Result<SourceStats, sqlx::Error> {
