@@ -589,7 +589,7 @@ macro_rules! ledger_store {
                 group: &$crate::store::ConsumerGroup,
                 message_id: u64,
             ) -> $crate::store::StoreResult<$crate::store::Began> {
-                for _ in 0..$crate::store::sql::LEDGER_TRIES {
+                let attempt = || async {
                     let mut tx = self.write_tx().await?;
                     let began = $crate::store::sql::begin_consumption::<$db>(
                         &mut tx,
@@ -597,19 +597,13 @@ macro_rules! ledger_store {
                         <$store>::LOCK,
                         group,
                         message_id,
-                    );
-                    match began.await {
-                        Ok(began) => {
-                            tx.commit().await?;
-                            return Ok(began);
-                        }
-                        Err($crate::store::StoreError::Db(e)) if <$store>::lost_a_deadlock(&e) => {
-                            continue
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-                Err($crate::store::StoreError::Contention("begin a consumption"))
+                    )
+                    .await?;
+                    tx.commit().await?;
+                    Ok(began)
+                };
+                let lost = <$store>::lost_a_deadlock;
+                $crate::store::sql::retrying_deadlocks("begin a consumption", lost, attempt).await
             }
 
             async fn finish_consumption(
@@ -619,31 +613,23 @@ macro_rules! ledger_store {
                 ok: bool,
                 error: Option<&str>,
             ) -> $crate::store::StoreResult<$crate::store::Finished> {
-                for _ in 0..$crate::store::sql::LEDGER_TRIES {
+                let attempt = || async {
                     let mut tx = self.write_tx().await?;
-                    let finished = $crate::store::sql::finish_consumption::<$db>(
+                    let (finished, raised) = $crate::store::sql::finish_consumption::<$db>(
                         &mut tx,
                         <$store>::LOCK,
                         group,
                         message_id,
                         ok,
                         error,
-                    );
-                    match finished.await {
-                        Ok((finished, raised)) => {
-                            tx.commit().await?;
-                            raised.announce();
-                            return Ok(finished);
-                        }
-                        Err($crate::store::StoreError::Db(e)) if <$store>::lost_a_deadlock(&e) => {
-                            continue
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-                Err($crate::store::StoreError::Contention(
-                    "finish a consumption",
-                ))
+                    )
+                    .await?;
+                    tx.commit().await?;
+                    raised.announce();
+                    Ok(finished)
+                };
+                let lost = <$store>::lost_a_deadlock;
+                $crate::store::sql::retrying_deadlocks("finish a consumption", lost, attempt).await
             }
 
             async fn consumptions_of(
@@ -670,7 +656,27 @@ macro_rules! ledger_store {
 }
 
 /// Tries of a ledger transaction that lost a deadlock before it gives up.
-pub(in crate::store) const LEDGER_TRIES: usize = 3;
+const LEDGER_TRIES: usize = 3;
+
+/// `attempt` (a whole transaction), tried again while it loses a deadlock
+/// (`lost`), [`LEDGER_TRIES`] times at most: then `Contention(what)`.
+pub(in crate::store) async fn retrying_deadlocks<T, F, Fut>(
+    what: &'static str,
+    lost: fn(&sqlx::Error) -> bool,
+    mut attempt: F,
+) -> crate::store::StoreResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = crate::store::StoreResult<T>>,
+{
+    for _ in 0..LEDGER_TRIES {
+        match attempt().await {
+            Err(crate::store::StoreError::Db(e)) if lost(&e) => continue,
+            done => return done,
+        }
+    }
+    Err(crate::store::StoreError::Contention(what))
+}
 
 pub(in crate::store) use {
     alert_store, housekeeping_store, ledger_store, operator_store, outbox_store, registry_store,

@@ -80,7 +80,7 @@ pub(super) use alerts::{
 pub(super) use audit::{audit_insert, audit_trail, insert_audits, producer_decides, AuditRow};
 pub(super) use backend::{
     alert_store, housekeeping_store, ledger_store, operator_store, outbox_store, registry_store,
-    send_store, verify_store, waiting_store, LEDGER_TRIES,
+    retrying_deadlocks, send_store, verify_store, waiting_store,
 };
 pub(super) use backlog::backlog;
 pub(super) use checks::{check_attempts, record_check_attempts};
