@@ -11,7 +11,6 @@ pub(crate) mod validate;
 
 use std::time::Duration;
 
-use trustmsg_verify_api::trace_context::{self, TraceParent};
 use trustmsg_verify_api::{MessageStatus, PrepareRequest};
 
 pub(crate) use error::IntakeError;
@@ -128,27 +127,6 @@ impl Intake {
             .await?;
         decided(outcome, commit, biz_id, message_key)
     }
-}
-
-/// The trace context a prepare stores, from what a producer sent: as over
-/// HTTP, an invalid `traceparent` is ignored (and counted in
-/// `trustmsg_traceparent_invalid_total`), an invalid `tracestate`, or one
-/// without a valid `traceparent`, dropped; neither refuses the message.
-pub(crate) fn trace_context(
-    traceparent: Option<String>,
-    tracestate: Option<String>,
-) -> (Option<String>, Option<String>) {
-    let traceparent = traceparent.and_then(|v| {
-        let parsed = TraceParent::parse(&v);
-        if parsed.is_none() {
-            metrics::counter!("trustmsg_traceparent_invalid_total").increment(1);
-        }
-        parsed.map(|tp| tp.to_string())
-    });
-    let tracestate = tracestate
-        .filter(|_| traceparent.is_some())
-        .and_then(|v| trace_context::tracestate(&v));
-    (traceparent, tracestate)
 }
 
 /// What a prepare's insert means for its caller: created, the same content

@@ -189,6 +189,28 @@ impl TraceHeaders {
     }
 }
 
+/// The trace context a prepare stores, from what a producer sent in a
+/// Kafka record's headers or an outbox row's column: as over HTTP
+/// ([`TraceHeaders::parse`]), an invalid `traceparent` is ignored (and counted in
+/// `trustmsg_traceparent_invalid_total`), an invalid `tracestate`, or one
+/// without a valid `traceparent`, dropped; neither refuses the message.
+pub(crate) fn stored_context(
+    traceparent: Option<String>,
+    tracestate: Option<String>,
+) -> (Option<String>, Option<String>) {
+    let traceparent = traceparent.and_then(|v| {
+        let parsed = TraceParent::parse(&v);
+        if parsed.is_none() {
+            metrics::counter!("trustmsg_traceparent_invalid_total").increment(1);
+        }
+        parsed.map(|tp| tp.to_string())
+    });
+    let tracestate = tracestate
+        .filter(|_| traceparent.is_some())
+        .and_then(|v| trace_context::tracestate(&v));
+    (traceparent, tracestate)
+}
+
 /// Makes `trustmsg_traceparent_invalid_total` show (at 0) before the first
 /// invalid `traceparent`, so an alert rule on it has a series.
 pub(crate) fn describe_metrics() {

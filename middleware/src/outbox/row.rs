@@ -8,7 +8,7 @@ use std::time::Duration;
 use trustmsg_verify_api::{PayloadEncoding, PrepareRequest};
 
 use super::source::SourceRow;
-use crate::intake::{self, Intake};
+use crate::intake::Intake;
 use crate::store::{NewMessage, Producer};
 
 /// A relayed message's first check-back is put this far off. The relay
@@ -95,7 +95,7 @@ pub(crate) fn message(
     row: &SourceRow,
 ) -> Result<NewMessage, String> {
     let (req, traceparent) = request(&producer.biz_id, row)?;
-    let (traceparent, tracestate) = intake::trace_context(traceparent, None);
+    let (traceparent, tracestate) = crate::observability::trace::stored_context(traceparent, None);
     let mut new = intake
         .new_message(
             Some(producer),

@@ -18,7 +18,7 @@ use super::record::{self, Record, Submitted};
 use super::SubmitSettings;
 use crate::backoff::Backoff;
 use crate::group_commit::producer_writes::{Decision, Via};
-use crate::intake::{self, decided, prepared, validate, Intake, IntakeError};
+use crate::intake::{decided, prepared, validate, Intake, IntakeError};
 use crate::store::{
     DecideOutcome, NewMessage, NewWaitingCommit, Producer, StoreError, WaitingCommit,
 };
@@ -267,7 +267,8 @@ impl Ingest {
             Op::Commit | Op::Rollback => Ok(Write::Decide),
             Op::Prepare => {
                 let (req, traceparent, tracestate) = s.prepare_request()?;
-                let (traceparent, tracestate) = intake::trace_context(traceparent, tracestate);
+                let (traceparent, tracestate) =
+                    crate::observability::trace::stored_context(traceparent, tracestate);
                 let new = self.intake.new_message(
                     Some(producer),
                     req,
