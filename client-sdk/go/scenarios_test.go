@@ -142,62 +142,56 @@ func TestS01_committed_message_reaches_kafka_byte_for_byte(t *testing.T) {
 func TestS02_failed_local_transaction_is_rolled_back_and_never_delivered(t *testing.T) {
 	e := kittest.Kit(t)
 	t.Parallel()
-	for _, db := range kittest.Dialects {
-		t.Run(db.Name, func(t *testing.T) {
-			t.Parallel()
-			conn := kittest.Open(t, e, db.Dialect)
-			ordersTable(t, conn)
-			b := barrier(t, conn, db.Dialect)
-			p := kittest.Register(t, e, "s02", "", 60000, "")
-			topic := "go-s02-" + kittest.Random()
-			failed := "order-" + kittest.Random()
-			out, err := trustmsg.Transaction(context.Background(), p.Client, b,
-				trustmsg.Message{MessageKey: failed, Topic: topic, Payload: []byte(`{"order":1}`)},
-				func(ctx context.Context, tx *sql.Tx) error {
-					if err := insertOrder(db.Dialect, failed, 1)(ctx, tx); err != nil {
-						return err
-					}
-					return fmt.Errorf("reserving stock: %w", errOutOfStock)
-				})
-			// The work's own error, not swallowed, not replaced.
-			if !errors.Is(err, errOutOfStock) {
-				t.Fatalf("err = %v, want the work's error", err)
-			}
-			var local *trustmsg.LocalError
-			if !errors.As(err, &local) || local.MessageKey != failed {
-				t.Fatalf("err = %#v, want a *LocalError", err)
-			}
-			if out == nil || out.LocalCommitted || !out.DecisionSent || out.Decided.Status != trustmsg.StatusRolledBack {
-				t.Fatalf("outcome %+v", out)
-			}
-			if n := count(t, conn, db.Dialect, "SELECT COUNT(*) FROM go_orders WHERE id = ?", failed); n != 0 {
-				t.Fatalf("%d business rows left", n)
-			}
-			// The commit marker is not there; a rollback marker may be.
-			if n := commitMarkers(t, conn, db.Dialect, p.BizID, failed); n != 0 {
-				t.Fatalf("%d barrier commit markers left", n)
-			}
-			if v, err := p.Client.Get(context.Background(), failed); err != nil || v.Status != trustmsg.StatusRolledBack {
-				t.Fatalf("message %+v, %v", v, err)
-			}
-			// A later message of the same producer and topic arrives; the
-			// failed one never does.
-			later := "order-" + kittest.Random()
-			if _, err := trustmsg.Transaction(context.Background(), p.Client, b,
-				trustmsg.Message{MessageKey: later, Topic: topic, Payload: []byte("marker")}, insertOrder(db.Dialect, later, 2)); err != nil {
-				t.Fatal(err)
-			}
-			records := kittest.ReadUntil(t, e, topic, 30*time.Second, func(r *kgo.Record) bool {
-				k, _ := kittest.Header(r, trustmsg.HeaderMessageKey)
-				return k == later
-			})
-			for _, r := range records {
-				if k, _ := kittest.Header(r, trustmsg.HeaderMessageKey); k == failed {
-					t.Fatalf("the rolled-back message reached Kafka: %+v", r)
+	eachDialect(t, e, func(t *testing.T, d trustmsg.Dialect, conn *sql.DB, b *trustmsg.Barrier) {
+		p := kittest.Register(t, e, "s02", "", 60000, "")
+		topic := "go-s02-" + kittest.Random()
+		failed := "order-" + kittest.Random()
+		out, err := trustmsg.Transaction(context.Background(), p.Client, b,
+			trustmsg.Message{MessageKey: failed, Topic: topic, Payload: []byte(`{"order":1}`)},
+			func(ctx context.Context, tx *sql.Tx) error {
+				if err := insertOrder(d, failed, 1)(ctx, tx); err != nil {
+					return err
 				}
-			}
+				return fmt.Errorf("reserving stock: %w", errOutOfStock)
+			})
+		// The work's own error, not swallowed, not replaced.
+		if !errors.Is(err, errOutOfStock) {
+			t.Fatalf("err = %v, want the work's error", err)
+		}
+		var local *trustmsg.LocalError
+		if !errors.As(err, &local) || local.MessageKey != failed {
+			t.Fatalf("err = %#v, want a *LocalError", err)
+		}
+		if out == nil || out.LocalCommitted || !out.DecisionSent || out.Decided.Status != trustmsg.StatusRolledBack {
+			t.Fatalf("outcome %+v", out)
+		}
+		if n := count(t, conn, d, "SELECT COUNT(*) FROM go_orders WHERE id = ?", failed); n != 0 {
+			t.Fatalf("%d business rows left", n)
+		}
+		// The commit marker is not there; a rollback marker may be.
+		if n := commitMarkers(t, conn, d, p.BizID, failed); n != 0 {
+			t.Fatalf("%d barrier commit markers left", n)
+		}
+		if v, err := p.Client.Get(context.Background(), failed); err != nil || v.Status != trustmsg.StatusRolledBack {
+			t.Fatalf("message %+v, %v", v, err)
+		}
+		// A later message of the same producer and topic arrives; the
+		// failed one never does.
+		later := "order-" + kittest.Random()
+		if _, err := trustmsg.Transaction(context.Background(), p.Client, b,
+			trustmsg.Message{MessageKey: later, Topic: topic, Payload: []byte("marker")}, insertOrder(d, later, 2)); err != nil {
+			t.Fatal(err)
+		}
+		records := kittest.ReadUntil(t, e, topic, 30*time.Second, func(r *kgo.Record) bool {
+			k, _ := kittest.Header(r, trustmsg.HeaderMessageKey)
+			return k == later
 		})
-	}
+		for _, r := range records {
+			if k, _ := kittest.Header(r, trustmsg.HeaderMessageKey); k == failed {
+				t.Fatalf("the rolled-back message reached Kafka: %+v", r)
+			}
+		}
+	})
 }
 
 // checkEndpoint serves the SDK's check-back handler, answering from the
@@ -225,40 +219,34 @@ func checkEndpoint(t *testing.T, e kittest.Env, name string, b *trustmsg.Barrier
 func TestS03_stopped_producer_is_committed_by_check_back(t *testing.T) {
 	e := kittest.Kit(t)
 	t.Parallel()
-	for _, db := range kittest.Dialects {
-		t.Run(db.Name, func(t *testing.T) {
-			t.Parallel()
-			conn := kittest.Open(t, e, db.Dialect)
-			ordersTable(t, conn)
-			b := barrier(t, conn, db.Dialect)
-			p, _, calls := checkEndpoint(t, e, "s03", b, 1000)
-			topic := "go-s03-" + kittest.Random()
-			key := "order-" + kittest.Random()
-			ctx := context.Background()
-			view, err := p.Client.Prepare(ctx, trustmsg.Message{MessageKey: key, Topic: topic, Payload: []byte("crash")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// The local transaction commits with its marker; the producer
-			// "stops" before its commit call.
-			if err := b.RunInTx(ctx, p.BizID, key, insertOrder(db.Dialect, key, 3)); err != nil {
-				t.Fatal(err)
-			}
-			kittest.Await(t, p.Client, key, 30*time.Second, func(v *trustmsg.MessageView) bool {
-				return v.Status == trustmsg.StatusCommitted
-			})
-			if calls.Load() == 0 {
-				t.Fatal("committed without the check-back reaching the handler")
-			}
-			records := kittest.ReadUntil(t, e, topic, 30*time.Second, func(r *kgo.Record) bool {
-				id, _ := kittest.Header(r, trustmsg.HeaderMessageID)
-				return id == strconv.FormatInt(view.ID, 10)
-			})
-			if got := records[len(records)-1]; string(got.Value) != "crash" {
-				t.Fatalf("record value %q", got.Value)
-			}
+	eachDialect(t, e, func(t *testing.T, d trustmsg.Dialect, conn *sql.DB, b *trustmsg.Barrier) {
+		p, _, calls := checkEndpoint(t, e, "s03", b, 1000)
+		topic := "go-s03-" + kittest.Random()
+		key := "order-" + kittest.Random()
+		ctx := context.Background()
+		view, err := p.Client.Prepare(ctx, trustmsg.Message{MessageKey: key, Topic: topic, Payload: []byte("crash")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The local transaction commits with its marker; the producer
+		// "stops" before its commit call.
+		if err := b.RunInTx(ctx, p.BizID, key, insertOrder(d, key, 3)); err != nil {
+			t.Fatal(err)
+		}
+		kittest.Await(t, p.Client, key, 30*time.Second, func(v *trustmsg.MessageView) bool {
+			return v.Status == trustmsg.StatusCommitted
 		})
-	}
+		if calls.Load() == 0 {
+			t.Fatal("committed without the check-back reaching the handler")
+		}
+		records := kittest.ReadUntil(t, e, topic, 30*time.Second, func(r *kgo.Record) bool {
+			id, _ := kittest.Header(r, trustmsg.HeaderMessageID)
+			return id == strconv.FormatInt(view.ID, 10)
+		})
+		if got := records[len(records)-1]; string(got.Value) != "crash" {
+			t.Fatalf("record value %q", got.Value)
+		}
+	})
 }
 
 // signedCheck calls the check-back endpoint at url as trustmsg does.
