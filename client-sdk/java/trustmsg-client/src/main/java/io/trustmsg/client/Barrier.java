@@ -43,7 +43,8 @@ public final class Barrier implements CheckBackDecider {
    * same tables every trustmsg SDK uses). Idempotent.
    */
   public static void createTables(Connection connection) throws SQLException {
-    Dialect.runScript(connection, Dialect.of(connection).tablesSql());
+    Dialect dialect = Dialect.of(connection);
+    dialect.runScript(connection, dialect.tablesSql());
   }
 
   public static void createTables(DataSource dataSource) throws SQLException {

@@ -53,8 +53,8 @@ public enum Dialect {
   }
 
   /** Runs a script of statements separated by {@code ;} (no {@code ;} inside a statement). */
-  static void runScript(Connection connection, String script) throws SQLException {
-    if (of(connection) == MYSQL) {
+  void runScript(Connection connection, String script) throws SQLException {
+    if (this == MYSQL) {
       try (Statement st = connection.createStatement()) {
         for (String sql : statements(script)) {
           st.execute(sql);

@@ -65,7 +65,8 @@ public final class LocalMessageTable {
 
   /** Creates the table if it does not exist ({@code trustmsg outbox schema}'s SQL). */
   public static void createTable(Connection connection) throws SQLException {
-    Dialect.runScript(connection, Dialect.of(connection).outboxSql());
+    Dialect dialect = Dialect.of(connection);
+    dialect.runScript(connection, dialect.outboxSql());
   }
 
   /**

@@ -501,8 +501,8 @@ class ScenarioTest {
     DataSource ds = db.dataSource();
     String table = "java_outbox_vectors";
     try (Connection c = ds.getConnection()) {
-      String sql = Dialect.of(c).outboxSql().replace("trustmsg_outbox", table);
-      Dialect.runScript(c, sql);
+      Dialect dialect = Dialect.of(c);
+      dialect.runScript(c, dialect.outboxSql().replace("trustmsg_outbox", table));
     }
     var writer = new LocalMessageTable(table, java.time.Clock.systemUTC());
     for (JsonNode v : Kit.vectors("outbox-rows.json").get("valid")) {
