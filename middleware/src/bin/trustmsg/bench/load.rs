@@ -312,17 +312,11 @@ pub(crate) async fn open_loop(
     duration: Duration,
 ) -> anyhow::Result<LoadResult> {
     anyhow::ensure!(rate > 0.0, "open loop needs a positive rate");
-    let interval = Duration::from_secs_f64(1.0 / rate);
     let samples = Arc::new(Mutex::new(Samples::default()));
-    let start = Instant::now();
+    let mut schedule = OpenLoop::new(Duration::from_secs_f64(1.0 / rate), duration);
+    let start = schedule.start;
     let mut tasks = Vec::new();
-    let mut i = 0u64;
-    loop {
-        let intended = start + interval.mul_f64(i as f64);
-        if intended >= start + duration {
-            break;
-        }
-        tokio::time::sleep_until(intended.into()).await;
+    while let Some((i, intended)) = schedule.next().await {
         let client = client.clone();
         let token = token.to_string();
         let samples = samples.clone();
@@ -345,11 +339,44 @@ pub(crate) async fn open_loop(
             s.answered_at.insert(id, intended + queued + p + c);
             anyhow::Ok(())
         }));
-        i += 1;
     }
     for t in futures::future::join_all(tasks).await {
         t??;
     }
     let samples = std::mem::take(&mut *samples.lock().await);
     load_result(samples, consumed, start).await
+}
+
+/// An open loop's clock: arrivals `interval` apart from its start until
+/// `duration` has passed, each at its intended time whatever the ones
+/// before it are doing (a stalled service does not slow the arrivals).
+pub(crate) struct OpenLoop {
+    pub(crate) start: Instant,
+    interval: Duration,
+    end: Instant,
+    next: u64,
+}
+
+impl OpenLoop {
+    pub(crate) fn new(interval: Duration, duration: Duration) -> Self {
+        let start = Instant::now();
+        Self {
+            start,
+            interval,
+            end: start + duration,
+            next: 0,
+        }
+    }
+
+    /// Waits for the next arrival's intended start: its number and that
+    /// time; None once the loop's duration is over.
+    pub(crate) async fn next(&mut self) -> Option<(u64, Instant)> {
+        let intended = self.start + self.interval.mul_f64(self.next as f64);
+        if intended >= self.end {
+            return None;
+        }
+        tokio::time::sleep_until(intended.into()).await;
+        self.next += 1;
+        Some((self.next - 1, intended))
+    }
 }

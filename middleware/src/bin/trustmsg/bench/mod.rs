@@ -490,13 +490,7 @@ async fn run_in(
             report.outbox = Some(outbox::OutboxResult {
                 rows: sizes.outbox_rows,
                 relayed_per_s: rate,
-                latency_rate_per_s: half,
-                commit_to_kafka: latency.commit_to_kafka,
-                intended_to_kafka: latency.intended_to_kafka,
-                rows_per_tx: per_tx,
-                latency_not_started: latency.not_started,
-                latency_cpu: latency.cpu,
-                latency_db: latency.db,
+                at_half: latency,
                 at_rates,
             });
             stop_relayed.set();

@@ -26,6 +26,7 @@ use trustmsg::store::DatabaseUrl;
 use trustmsg_kafka_mock as kafka;
 
 use super::cost::{CpuPerMessage, DbCost, PhaseCpu};
+use super::load::OpenLoop;
 use super::percentiles::Percentiles;
 use super::server::Db;
 use super::PAYLOAD_BYTES;
@@ -42,32 +43,17 @@ pub(crate) struct OutboxResult {
     pub(crate) rows: u64,
     /// Rows committed at once, relayed, sent and read from Kafka, per second.
     pub(crate) relayed_per_s: f64,
-    /// The latency part's arrival rate: half of `relayed_per_s`.
-    pub(crate) latency_rate_per_s: f64,
-    /// From each row's producer transaction committed (its COMMIT
-    /// answered) to its record read: what the relay adds.
-    pub(crate) commit_to_kafka: Percentiles,
-    /// From each row's intended start (the open loop's schedule) to its
-    /// record read: [`OutboxResult::commit_to_kafka`] plus the time the
-    /// producer's own transaction waited and took, on the same server.
-    pub(crate) intended_to_kafka: Percentiles,
-    /// Rows per producer transaction in the latency parts
-    /// (`--outbox-rows-per-tx`).
-    pub(crate) rows_per_tx: u32,
-    /// CPU per row during the latency part at half the relayed rate, by
-    /// process (the producers' transactions included, on the database).
-    pub(crate) latency_cpu: Option<CpuPerMessage>,
-    /// The database's work per row during that part.
-    pub(crate) latency_db: Option<DbCost>,
-    /// Rows of the latency part whose transaction could not start or
-    /// commit (the source's pool gave no connection in time, say): the
-    /// rate was more than this machine kept up with.
-    pub(crate) latency_not_started: u64,
+    /// The latency part at half of `relayed_per_s`.
+    pub(crate) at_half: Latency,
     /// The latency part again at each of `--outbox-rates`, in its order.
     pub(crate) at_rates: Vec<Latency>,
 }
 
-/// The latency part's two clocks ([`OutboxResult`]) at one arrival rate.
+/// The latency part's two clocks at one arrival rate: from each row's
+/// producer transaction committed (its COMMIT answered) to its record read,
+/// what the relay adds; and from its intended start (the open loop's
+/// schedule), which adds the time the producer's own transaction waited and
+/// took, on the same server.
 #[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct Latency {
     /// Rows per second the producers committed.
@@ -302,18 +288,12 @@ pub(crate) async fn latency(
 ) -> anyhow::Result<Latency> {
     anyhow::ensure!(rate > 0.0, "the latency part needs a positive rate");
     anyhow::ensure!(rows_per_tx > 0, "a transaction needs a row at least");
-    let interval = Duration::from_secs_f64(f64::from(rows_per_tx) / rate);
     // Each key's intended start and when its transaction's commit answered.
     let times = Arc::new(Mutex::new(HashMap::new()));
-    let start = Instant::now();
+    let interval = Duration::from_secs_f64(f64::from(rows_per_tx) / rate);
+    let mut schedule = OpenLoop::new(interval, duration);
     let mut tasks = Vec::new();
-    let mut i = 0u64;
-    loop {
-        let intended = start + interval.mul_f64(i as f64);
-        if intended >= start + duration {
-            break;
-        }
-        tokio::time::sleep_until(intended.into()).await;
+    while let Some((i, intended)) = schedule.next().await {
         let (source, times) = (source.clone(), times.clone());
         tasks.push(tokio::spawn(async move {
             let keys: Vec<String> = (0..rows_per_tx)
@@ -327,7 +307,6 @@ pub(crate) async fn latency(
                 .extend(keys.into_iter().map(|k| (k, (intended, committed))));
             anyhow::Ok(())
         }));
-        i += 1;
     }
     let mut not_started = 0u64;
     let mut first_error = None;

@@ -307,6 +307,27 @@ async fn pg_insert_rows(
 /// message row (`store/sql/content.rs`).
 const ROW_CONTENT_MAX: usize = 2048;
 
+/// Makes `biz_id`'s rows due now (`due`: the column that says when) after
+/// the database has settled (what the phases before left InnoDB to purge is
+/// not this phase's work). The clock starts when the release commits, which
+/// is when the rows become due, and the meter right after: the release is
+/// the bench's work, not the service's (`service`: its pid).
+async fn release(
+    pool: &Db,
+    due: &str,
+    biz_id: &str,
+    service: Option<&str>,
+) -> anyhow::Result<(Instant, Meter)> {
+    pool.settle().await?;
+    pool.execute(&format!(
+        "UPDATE messages SET {due} = {} WHERE biz_id = '{biz_id}'",
+        pool.now()
+    ))
+    .await?;
+    let start = Instant::now();
+    Ok((start, Meter::start(pool, service).await?))
+}
+
 /// Stale PREPARED rows made due at once; the service's verifier asks the
 /// local check endpoint (`checker`, which answers commit) about each. The
 /// rate starts at the release, the phase's meter right after it (the
@@ -329,17 +350,8 @@ pub(crate) async fn verifier(
         payload_bytes,
     )
     .await?;
-    // What the phases before left InnoDB to purge is not this phase's work.
-    pool.settle().await?;
     let asked = checker.asked();
-    pool.execute(&format!(
-        "UPDATE messages SET next_verify_at = {} WHERE biz_id = 'bench-verify'",
-        pool.now()
-    ))
-    .await?;
-    // The clock starts when the release commits: that is when the rows become due.
-    let start = Instant::now();
-    let meter = Meter::start(pool, service).await?;
+    let (start, meter) = release(pool, "next_verify_at", "bench-verify", service).await?;
     checker.wait_for(asked + rows).await?;
     wait_until(
         pool,
@@ -369,17 +381,7 @@ pub(crate) async fn drain(
     )
     .await?;
     let ids = pool.ids("bench-drain").await?;
-    // What the phases before left InnoDB to purge is not this phase's work.
-    pool.settle().await?;
-    pool.execute(&format!(
-        "UPDATE messages SET next_send_at = {} WHERE biz_id = 'bench-drain'",
-        pool.now()
-    ))
-    .await?;
-    // The clock starts when the release commits: that is when the rows
-    // become due. The meter right after: the release is the bench's work.
-    let start = Instant::now();
-    let meter = Meter::start(pool, service).await?;
+    let (start, meter) = release(pool, "next_send_at", "bench-drain", service).await?;
     let committed_at: HashMap<u64, Instant> = ids.into_iter().map(|id| (id, start)).collect();
     let (_, last) = await_consumed(consumed, &committed_at, Duration::from_secs(300)).await?;
     wait_until(
@@ -494,13 +496,9 @@ impl CheckEndpoint {
                 },
             ),
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let url = format!("http://{}/check", listener.local_addr()?);
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let (addr, server) = serve_local(app).await?;
         Ok(Self {
-            url,
+            url: format!("http://{addr}/check"),
             asked,
             _server: server,
         })
@@ -546,16 +544,24 @@ impl OtlpSink {
                 axum::http::StatusCode::OK
             }),
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let url = format!("http://{}", listener.local_addr()?);
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let (addr, server) = serve_local(app).await?;
         Ok(Self {
-            url,
+            url: format!("http://{addr}"),
             requests,
             bytes,
             _server: server,
         })
     }
+}
+
+/// Serves `app` on a free port of 127.0.0.1 until the task is dropped.
+async fn serve_local(
+    app: axum::Router,
+) -> anyhow::Result<(std::net::SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok((addr, server))
 }

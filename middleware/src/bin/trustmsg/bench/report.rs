@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::cost::{CpuPerMessage, DbCost, PhaseCpu};
+use super::outbox::Latency;
 use super::percentiles::Percentiles;
 use super::submit::{BatchSizes, SubmitResult};
 
@@ -226,17 +227,18 @@ pub(crate) fn print_report(r: &Report) {
                 "outbox     {:>9.0} rows/s relayed ({} committed at once)",
                 o.relayed_per_s, o.rows,
             );
-            let latency = |rate: f64,
-                           c: &Percentiles,
-                           i: &Percentiles,
-                           not_started: u64,
-                           cpu: Option<&CpuPerMessage>,
-                           db: Option<&DbCost>| {
-                let per_tx = match o.rows_per_tx {
+            let latency = |l: &Latency| {
+                let (rate, c, i, not_started) = (
+                    l.rate_per_s,
+                    &l.commit_to_kafka,
+                    &l.intended_to_kafka,
+                    l.not_started,
+                );
+                let per_tx = match l.rows_per_tx {
                     1 => "one per transaction".to_string(),
                     n => format!("{n} per transaction"),
                 };
-                let cpu = cpu.map_or(String::new(), |c| {
+                let cpu = l.cpu.as_ref().map_or(String::new(), |c| {
                     format!(
                         "; CPU µs per row: database {}, service {}, bench process {:.0}",
                         c.database_us.map_or("-".into(), |u| format!("{u:.0}")),
@@ -253,27 +255,13 @@ pub(crate) fn print_report(r: &Report) {
                         "  {not_started} rows not started: their transaction got no connection or did not commit in time (more than this machine kept up with)"
                     );
                 }
-                if let Some(db) = db {
+                if let Some(db) = &l.db {
                     print_db_cost(db, 1000.0, "1,000 rows");
                 }
             };
-            latency(
-                o.latency_rate_per_s,
-                &o.commit_to_kafka,
-                &o.intended_to_kafka,
-                o.latency_not_started,
-                o.latency_cpu.as_ref(),
-                o.latency_db.as_ref(),
-            );
+            latency(&o.at_half);
             for l in &o.at_rates {
-                latency(
-                    l.rate_per_s,
-                    &l.commit_to_kafka,
-                    &l.intended_to_kafka,
-                    l.not_started,
-                    l.cpu.as_ref(),
-                    l.db.as_ref(),
-                );
+                latency(l);
             }
         }
         None => println!("outbox     skipped"),
