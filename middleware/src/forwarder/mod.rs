@@ -78,7 +78,7 @@ use tokio_util::sync::CancellationToken;
 use crate::backoff::Backoff;
 use crate::handoff::CommitListener;
 use crate::observability::trace::OwnSpan;
-use crate::store::{deadline, Actor, DynStore, Message, PayloadRoom, SentMark};
+use crate::store::{deadline, Actor, DynStore, Message, PayloadRoom, Reschedule, SentMark};
 use budget::{Held, PayloadBudget};
 use kafka::{KafkaSink, SendError};
 use marks::{Marker, PendingMarks};
@@ -455,13 +455,18 @@ impl Inner {
                 );
                 delay
             };
-            let error = e.to_string();
+            let later = Reschedule {
+                id: m.id,
+                version: m.version,
+                error: e.to_string(),
+                delay,
+            };
             let limit = self.cfg.statement_timeout;
             let rescheduled = if counted {
-                let write = self.store.reschedule_send(m.id, m.version, &error, delay);
+                let write = self.store.reschedule_send(&later);
                 deadline::within(limit, "reschedule a send", write).await
             } else {
-                let write = self.store.postpone_send(m.id, m.version, &error, delay);
+                let write = self.store.postpone_send(&later);
                 deadline::within(limit, "postpone a send", write).await
             };
             return match rescheduled {

@@ -7,6 +7,7 @@
 //! the row as it finally is: never two winners, never a silent overwrite of a
 //! final state.
 
+use crate::store::Tombstone;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
@@ -105,10 +106,13 @@ pub async fn decide(store: &dyn Store, req: DecideRequest<'_>) -> StoreResult<De
             if req.commit {
                 return Ok(DecideOutcome::NotFound);
             }
-            match store
-                .insert_tombstone(biz_id, message_key, &req.actor, &req.reason)
-                .await?
-            {
+            let tombstone = Tombstone {
+                biz_id,
+                message_key,
+                actor: &req.actor,
+                reason: &req.reason,
+            };
+            match store.insert_tombstone(&tombstone).await? {
                 Some(t) => return Ok(DecideOutcome::Decided(t)),
                 None => continue,
             }

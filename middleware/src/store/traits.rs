@@ -23,8 +23,8 @@ use super::{
     ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Finished, FlowMinute,
     Inserted, Message, MessageFilter, NewCommitted, NewMessage, NewWaitingCommit, OutboxAction,
     OutboxFailure, Overdue, PayloadMove, PayloadRoom, Producer, ProducerRecord, ProducerSummary,
-    Requeue, RequeuedChunk, SentMark, StoreResult, StuckConsumption, Transition, VerifyLease, Wait,
-    WaitingCommit,
+    Requeue, RequeuedChunk, Reschedule, SentMark, StoreResult, StuckConsumption, Tombstone,
+    Transition, VerifyLease, Wait, WaitingCommit,
 };
 
 /// Lifecycle and topology: the schema, the database clock, health, and how
@@ -69,13 +69,7 @@ pub trait MessageStore: Send + Sync + 'static {
     async fn insert_prepared(&self, m: &NewMessage) -> StoreResult<Inserted>;
     /// Inserts a ROLLED_BACK tombstone for a rollback of an unknown message, with
     /// its audit row. None when a row for the key appeared meanwhile.
-    async fn insert_tombstone(
-        &self,
-        biz_id: &str,
-        message_key: &str,
-        actor: &Actor,
-        reason: &str,
-    ) -> StoreResult<Option<Message>>;
+    async fn insert_tombstone(&self, t: &Tombstone<'_>) -> StoreResult<Option<Message>>;
     async fn find_message(&self, biz_id: &str, message_key: &str) -> StoreResult<Option<Message>>;
     async fn find_message_by_id(&self, id: u64) -> StoreResult<Option<Message>>;
     /// Applies a guarded transition with its audit row; None when the guard
@@ -159,24 +153,12 @@ pub trait SendStore: Send + Sync + 'static {
     /// Marks claimed rows SENT (guarded by the claim's version); returns how many matched.
     async fn mark_sent(&self, marks: &[SentMark]) -> StoreResult<u64>;
     /// Records a failed send attempt and schedules the next one after `delay`.
-    async fn reschedule_send(
-        &self,
-        id: u64,
-        version: u64,
-        error: &str,
-        delay: Duration,
-    ) -> StoreResult<bool>;
+    async fn reschedule_send(&self, r: &Reschedule) -> StoreResult<bool>;
     /// Schedules the next send after `delay` and records why, without counting
     /// an attempt: Kafka gave no answer (unreachable, or the send timed out and
     /// may be stored), and waiting out an outage must not use up the attempt
     /// limit. Guarded like [`SendStore::reschedule_send`].
-    async fn postpone_send(
-        &self,
-        id: u64,
-        version: u64,
-        error: &str,
-        delay: Duration,
-    ) -> StoreResult<bool>;
+    async fn postpone_send(&self, r: &Reschedule) -> StoreResult<bool>;
     /// Gives back send claims a commit took for this instance's forwarder
     /// when the fast path could not take them (its channel full, the
     /// forwarder stopping): each row, named by its claim's `(id, version)`,
@@ -206,13 +188,7 @@ pub trait VerifyStore: Send + Sync + 'static {
     /// row someone else holds.
     async fn claim_due_verifies(&self, limit: u32, lease: VerifyLease) -> StoreResult<Claimed>;
     /// Records a check-back attempt that decided nothing and schedules the next.
-    async fn reschedule_verify(
-        &self,
-        id: u64,
-        version: u64,
-        error: &str,
-        delay: Duration,
-    ) -> StoreResult<bool>;
+    async fn reschedule_verify(&self, r: &Reschedule) -> StoreResult<bool>;
 
     /// Gives check-back claims back without counting an attempt: each row,
     /// named by its claim's `(id, version)`, is due again after `delay` (its

@@ -13,9 +13,9 @@ use trustmsg_verify_api::{CheckRequest, Decision, MessageStatus};
 use super::claim::Claim;
 use super::client::{CheckFailure, Endpoint, Trace};
 use super::limit::{Load, Permit};
-use super::writes::Reschedule;
 use super::{Inner, Outcome};
 use crate::observability::trace::OwnSpan;
+use crate::store::Reschedule;
 use crate::store::{Actor, CheckAttempt, Message, Transition};
 use crate::workers::flow::{self, Event};
 

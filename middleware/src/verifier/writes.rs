@@ -24,7 +24,7 @@ use trustmsg_verify_api::MessageStatus;
 
 use crate::group_commit::batcher::{BatchWrite, Batcher, Job};
 use crate::store::{
-    deadline, CheckAttempt, DynStore, Message, StoreError, StoreResult, Transition,
+    deadline, CheckAttempt, DynStore, Message, Reschedule, StoreError, StoreResult, Transition,
 };
 
 /// Batches written at once, for each kind of write.
@@ -35,14 +35,6 @@ type RecordJob = Job<CheckAttempt, Result<(), String>>;
 /// claim's version, without its payload).
 type DecideJob = Job<(Transition, Message), StoreResult<Option<Message>>>;
 type RescheduleJob = Job<Reschedule, StoreResult<bool>>;
-
-/// [`crate::store::VerifyStore::reschedule_verify`]'s arguments.
-pub(crate) struct Reschedule {
-    pub(crate) id: u64,
-    pub(crate) version: u64,
-    pub(crate) error: String,
-    pub(crate) delay: Duration,
-}
 
 /// Hands the verifier's writes to the batching workers; they end when this
 /// is dropped.
@@ -174,8 +166,7 @@ struct WriteReschedules(DynStore, Duration);
 impl BatchWrite<Reschedule, StoreResult<bool>> for WriteReschedules {
     async fn write(&self, jobs: &mut Vec<RescheduleJob>) {
         for job in jobs.drain(..) {
-            let r = &job.input;
-            let write = self.0.reschedule_verify(r.id, r.version, &r.error, r.delay);
+            let write = self.0.reschedule_verify(&job.input);
             let done = deadline::within(self.1, "reschedule a check-back", write).await;
             job.answer(done);
         }

@@ -102,6 +102,17 @@ pub struct SentMark {
     pub order: Option<OrderPos>,
 }
 
+/// A claimed message's next attempt (`reschedule_send`, `postpone_send`,
+/// `reschedule_verify`): the claim it was tried under (`id`, `version`: the
+/// guard), why the attempt decided nothing, and how long until the next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reschedule {
+    pub id: u64,
+    pub version: u64,
+    pub error: String,
+    pub delay: std::time::Duration,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -330,6 +330,16 @@ pub struct AuditEntry {
     pub created_at: DateTime<Utc>,
 }
 
+/// A rollback of a message nobody prepared (`insert_tombstone`): the key it
+/// names, who rolled it back and why.
+#[derive(Debug, Clone, Copy)]
+pub struct Tombstone<'a> {
+    pub biz_id: &'a str,
+    pub message_key: &'a str,
+    pub actor: &'a Actor,
+    pub reason: &'a str,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,12 +24,12 @@ mod verify;
 mod waiting;
 
 pub use alert::{AlertFilter, NewAlert, Overdue, Wait};
-pub use claim::{Claimed, PayloadRoom, Quarantined, SentMark};
+pub use claim::{Claimed, PayloadRoom, Quarantined, Reschedule, SentMark};
 pub use housekeeping::{Backlog, BacklogSample, FlowCounts, FlowMinute, PayloadMove};
 pub use ledger::{Began, ConsumerGroupCounts, Consumption, Finished, StuckConsumption};
 pub use message::{
     order_key, Actor, AuditEntry, Delivery, Inserted, Message, NewCommitted, NewMessage, OrderPos,
-    Transition,
+    Tombstone, Transition,
 };
 pub use operator::{MessageFilter, ProducerSummary, Requeue, RequeuedChunk};
 pub use outbox::{OutboxAction, OutboxActionKind, OutboxFailure};

@@ -10,8 +10,8 @@ use sqlx::MySql;
 
 use crate::store::sql::{self, message_from_row, AuditRow, PREPARE_COLUMNS, STORED_COLUMNS};
 use crate::store::{
-    Actor, AuditEntry, Inserted, Message, MessageStore, NewCommitted, NewMessage, StoreError,
-    StoreResult, Transition,
+    AuditEntry, Inserted, Message, MessageStore, NewCommitted, NewMessage, StoreError, StoreResult,
+    Tombstone, Transition,
 };
 
 use super::prepare::{created_apart, insert_prepared_rows, select_messages_by_keys, HEADROOM};
@@ -97,21 +97,15 @@ impl MessageStore for MySqlStore {
         Ok(Inserted::Created(sql::with_content(row, m)))
     }
 
-    async fn insert_tombstone(
-        &self,
-        biz_id: &str,
-        message_key: &str,
-        actor: &Actor,
-        reason: &str,
-    ) -> StoreResult<Option<Message>> {
+    async fn insert_tombstone(&self, t: &Tombstone<'_>) -> StoreResult<Option<Message>> {
         let mut tx = self.pool.begin().await?;
         let res = sqlx::query(
             "INSERT INTO messages (biz_id, message_key, payload, headers, status, tombstone, \
              created_at, updated_at, decided_at) \
              VALUES (?, ?, '', '{}', 'ROLLED_BACK', TRUE, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))",
         )
-        .bind(biz_id)
-        .bind(message_key)
+        .bind(t.biz_id)
+        .bind(t.message_key)
         .execute(&mut *tx)
         .await;
         let id = match res {
@@ -119,7 +113,7 @@ impl MessageStore for MySqlStore {
             Err(sqlx::Error::Database(db)) if db.is_unique_violation() => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        sql::insert_audits(&mut *tx, &[AuditRow::tombstone(id, actor, reason)]).await?;
+        sql::insert_audits(&mut *tx, &[AuditRow::tombstone(id, t.actor, t.reason)]).await?;
         let row = select_messages_by_ids(&mut *tx, &[id]).await?.pop();
         tx.commit().await?;
         Ok(row)

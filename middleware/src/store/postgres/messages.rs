@@ -17,8 +17,8 @@ use crate::store::sql::{
     PREPARE_COLUMNS, STORED_COLUMNS,
 };
 use crate::store::{
-    Actor, AuditEntry, Inserted, Message, MessageStore, NewAlert, NewCommitted, NewMessage,
-    StoreError, StoreResult, Transition,
+    AuditEntry, Inserted, Message, MessageStore, NewAlert, NewCommitted, NewMessage, StoreError,
+    StoreResult, Tombstone, Transition,
 };
 
 use crate::store::traits::{insert_prepared_each, transition_each};
@@ -323,13 +323,7 @@ impl MessageStore for PgStore {
         Ok(out)
     }
 
-    async fn insert_tombstone(
-        &self,
-        biz_id: &str,
-        message_key: &str,
-        actor: &Actor,
-        reason: &str,
-    ) -> StoreResult<Option<Message>> {
+    async fn insert_tombstone(&self, t: &Tombstone<'_>) -> StoreResult<Option<Message>> {
         let mut tx = self.pool.begin().await?;
         let rows = sqlx::query(stmt::<Postgres>(format!(
             "INSERT INTO messages (biz_id, message_key, payload, headers, status, tombstone, \
@@ -337,15 +331,15 @@ impl MessageStore for PgStore {
              VALUES (?, ?, ''::bytea, '{{}}', 'ROLLED_BACK', TRUE, {NOW}, {NOW}, {NOW}) \
              ON CONFLICT (biz_id, message_key) DO NOTHING RETURNING {MESSAGE_COLUMNS}"
         )))
-        .bind(biz_id)
-        .bind(message_key)
+        .bind(t.biz_id)
+        .bind(t.message_key)
         .fetch_all(&mut *tx)
         .await?;
         let Some(row) = first_message(&rows)? else {
             tx.rollback().await?;
             return Ok(None);
         };
-        sql::insert_audits(&mut *tx, &[AuditRow::tombstone(row.id, actor, reason)]).await?;
+        sql::insert_audits(&mut *tx, &[AuditRow::tombstone(row.id, t.actor, t.reason)]).await?;
         tx.commit().await?;
         Ok(Some(row))
     }

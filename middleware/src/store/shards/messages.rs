@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::store::{
-    Actor, AuditEntry, Inserted, Message, MessageStore, NewCommitted, NewMessage, StoreResult,
+    AuditEntry, Inserted, Message, MessageStore, NewCommitted, NewMessage, StoreResult, Tombstone,
     Transition,
 };
 
@@ -20,18 +20,9 @@ impl MessageStore for ShardedStore {
         Ok(answers.pop().expect("one answer for one message"))
     }
 
-    async fn insert_tombstone(
-        &self,
-        biz_id: &str,
-        message_key: &str,
-        actor: &Actor,
-        reason: &str,
-    ) -> StoreResult<Option<Message>> {
-        let home = self.shard_index(biz_id, message_key.as_bytes());
-        self.shards[home]
-            .store
-            .insert_tombstone(biz_id, message_key, actor, reason)
-            .await
+    async fn insert_tombstone(&self, t: &Tombstone<'_>) -> StoreResult<Option<Message>> {
+        let home = self.shard_index(t.biz_id, t.message_key.as_bytes());
+        self.shards[home].store.insert_tombstone(t).await
     }
 
     async fn find_message(&self, biz_id: &str, message_key: &str) -> StoreResult<Option<Message>> {

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::store::{Actor, Claimed, Message, PayloadRoom, SendStore, SentMark, StoreResult};
+use crate::store::{
+    Actor, Claimed, Message, PayloadRoom, Reschedule, SendStore, SentMark, StoreResult,
+};
 
 use super::fanout::merge;
 use super::ShardedStore;
@@ -77,34 +79,13 @@ impl SendStore for ShardedStore {
         .await
     }
 
-    async fn reschedule_send(
-        &self,
-        id: u64,
-        version: u64,
-        error: &str,
-        delay: Duration,
-    ) -> StoreResult<bool> {
-        self.by_id(
-            id,
-            |s| s.reschedule_send(id, version, error, delay),
-            |done| !done,
-        )
-        .await
+    async fn reschedule_send(&self, r: &Reschedule) -> StoreResult<bool> {
+        self.by_id(r.id, |s| s.reschedule_send(r), |done| !done)
+            .await
     }
 
-    async fn postpone_send(
-        &self,
-        id: u64,
-        version: u64,
-        error: &str,
-        delay: Duration,
-    ) -> StoreResult<bool> {
-        self.by_id(
-            id,
-            |s| s.postpone_send(id, version, error, delay),
-            |done| !done,
-        )
-        .await
+    async fn postpone_send(&self, r: &Reschedule) -> StoreResult<bool> {
+        self.by_id(r.id, |s| s.postpone_send(r), |done| !done).await
     }
 
     async fn release_sends(&self, claims: &[(u64, u64)]) -> StoreResult<u64> {

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use futures::future::join_all;
 
 use crate::store::{
-    CheckAttempt, CheckAttemptEntry, Claimed, StoreResult, VerifyLease, VerifyStore,
+    CheckAttempt, CheckAttemptEntry, Claimed, Reschedule, StoreResult, VerifyLease, VerifyStore,
 };
 
 use super::ShardedStore;
@@ -21,19 +21,9 @@ impl VerifyStore for ShardedStore {
         .await
     }
 
-    async fn reschedule_verify(
-        &self,
-        id: u64,
-        version: u64,
-        error: &str,
-        delay: Duration,
-    ) -> StoreResult<bool> {
-        self.by_id(
-            id,
-            |s| s.reschedule_verify(id, version, error, delay),
-            |done| !done,
-        )
-        .await
+    async fn reschedule_verify(&self, r: &Reschedule) -> StoreResult<bool> {
+        self.by_id(r.id, |s| s.reschedule_verify(r), |done| !done)
+            .await
     }
 
     async fn release_verifies(&self, claims: &[(u64, u64)], delay: Duration) -> StoreResult<u64> {

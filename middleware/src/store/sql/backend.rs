@@ -394,26 +394,18 @@ macro_rules! send_store {
 
             async fn reschedule_send(
                 &self,
-                id: u64,
-                version: u64,
-                error: &str,
-                delay: std::time::Duration,
+                r: &$crate::store::Reschedule,
             ) -> $crate::store::StoreResult<bool> {
                 let retry = $crate::store::sql::Retry::Send { counted: true };
-                $crate::store::sql::retry_later(&self.pool, retry, (id, version), error, delay)
-                    .await
+                $crate::store::sql::retry_later(&self.pool, retry, r).await
             }
 
             async fn postpone_send(
                 &self,
-                id: u64,
-                version: u64,
-                error: &str,
-                delay: std::time::Duration,
+                r: &$crate::store::Reschedule,
             ) -> $crate::store::StoreResult<bool> {
                 let retry = $crate::store::sql::Retry::Send { counted: false };
-                $crate::store::sql::retry_later(&self.pool, retry, (id, version), error, delay)
-                    .await
+                $crate::store::sql::retry_later(&self.pool, retry, r).await
             }
 
             async fn release_sends(
@@ -466,14 +458,10 @@ macro_rules! verify_store {
 
             async fn reschedule_verify(
                 &self,
-                id: u64,
-                version: u64,
-                error: &str,
-                delay: std::time::Duration,
+                r: &$crate::store::Reschedule,
             ) -> $crate::store::StoreResult<bool> {
                 let retry = $crate::store::sql::Retry::Verify;
-                $crate::store::sql::retry_later(&self.pool, retry, (id, version), error, delay)
-                    .await
+                $crate::store::sql::retry_later(&self.pool, retry, r).await
             }
 
             async fn release_verifies(

@@ -11,7 +11,7 @@ use super::effects::clip_error;
 use super::ordering::blocked_alert;
 use super::row::{message_from_row, MESSAGE_COLUMNS};
 use super::{stmt, Bind, Dialect};
-use crate::store::{Actor, Message, NewAlert, StoreError, StoreResult};
+use crate::store::{Actor, Message, NewAlert, Reschedule, StoreError, StoreResult};
 
 /// What [`crate::store::OperatorStore::send_now`] sets (`now` is the dialect's
 /// clock) on a committed, PENDING row (`id`, `version`) whose `deliver_at`
@@ -126,17 +126,15 @@ where
     Ok(Some(row))
 }
 
-/// Pushes a claimed message's next attempt `delay` out, recording `error`,
-/// under the claim's guard (`id`, `version`) and `state` (the row's state
-/// the claim was taken in): a send rescheduled or postponed (`attempts`
-/// the column counting them and `counted` 0 or 1 added to it), or a
-/// check-back rescheduled. Whether the guard matched.
+/// Pushes a claimed message's next attempt `r.delay` out, recording
+/// `r.error`, under the claim's guard (`r.id`, `r.version`) and `state` (the
+/// row's state the claim was taken in): a send rescheduled or postponed
+/// (`attempts` the column counting them and `counted` 0 or 1 added to it),
+/// or a check-back rescheduled. Whether the guard matched.
 pub(in crate::store) async fn retry_later<D>(
     pool: &sqlx::Pool<D>,
     retry: Retry,
-    (id, version): (u64, u64),
-    error: &str,
-    delay: std::time::Duration,
+    r: &Reschedule,
 ) -> StoreResult<bool>
 where
     D: Dialect,
@@ -164,10 +162,10 @@ where
         plus = D::PLUS_SPAN,
     )))
     .bind(counted)
-    .bind(clip_error(error).to_string())
-    .bind(D::span(delay))
-    .bind(D::int(id))
-    .bind(D::int(version))
+    .bind(clip_error(&r.error).to_string())
+    .bind(D::span(r.delay))
+    .bind(D::int(r.id))
+    .bind(D::int(r.version))
     .execute(pool)
     .await?;
     Ok(D::rows_affected(&done) == 1)

@@ -14,8 +14,8 @@ use crate::store::sql::{
     PREPARE_COLUMNS, STORED_COLUMNS,
 };
 use crate::store::{
-    Actor, AuditEntry, Inserted, Message, MessageStore, NewAlert, NewMessage, StoreError,
-    StoreResult, Transition,
+    AuditEntry, Inserted, Message, MessageStore, NewAlert, NewMessage, StoreError, StoreResult,
+    Tombstone, Transition,
 };
 
 use super::{first_message, millis, sql_int, SqliteStore, NOW_MS};
@@ -74,13 +74,7 @@ impl MessageStore for SqliteStore {
         Ok(Inserted::Existing(row))
     }
 
-    async fn insert_tombstone(
-        &self,
-        biz_id: &str,
-        message_key: &str,
-        actor: &Actor,
-        reason: &str,
-    ) -> StoreResult<Option<Message>> {
+    async fn insert_tombstone(&self, t: &Tombstone<'_>) -> StoreResult<Option<Message>> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO messages (biz_id, message_key, payload, headers, status, tombstone, \
@@ -88,8 +82,8 @@ impl MessageStore for SqliteStore {
              VALUES (?, ?, X'', '{{}}', 'ROLLED_BACK', 1, {NOW_MS}, {NOW_MS}, {NOW_MS}) \
              ON CONFLICT (biz_id, message_key) DO NOTHING RETURNING {MESSAGE_COLUMNS}"
         )))
-        .bind(biz_id)
-        .bind(message_key)
+        .bind(t.biz_id)
+        .bind(t.message_key)
         .fetch_all(&mut *tx)
         .await?;
         let Some(row) = first_message(&rows)? else {
@@ -97,7 +91,7 @@ impl MessageStore for SqliteStore {
             tx.rollback().await?;
             return Ok(None);
         };
-        sql::insert_audits(&mut *tx, &[AuditRow::tombstone(row.id, actor, reason)]).await?;
+        sql::insert_audits(&mut *tx, &[AuditRow::tombstone(row.id, t.actor, t.reason)]).await?;
         tx.commit().await?;
         Ok(Some(row))
     }

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use trustmsg::config::ServeArgs;
 use trustmsg::startup::Application;
-use trustmsg::store::{Actor, Message, PayloadRoom, SentMark};
+use trustmsg::store::{Actor, Message, PayloadRoom, Reschedule, SentMark};
 use trustmsg_tests::kafka::{MockKafka, TopicReader};
 use trustmsg_tests::{TestApp, TestDb, UNREACHABLE_VERIFY_URL};
 use trustmsg_verify_api::SendStatus;
@@ -147,7 +147,12 @@ async fn a_stale_owners_writes_match_nothing_after_another_owner_reclaimed() {
     assert_eq!(app.store().mark_sent(&[stale_mark]).await.unwrap(), 0);
     assert!(!app
         .store()
-        .reschedule_send(id, stale.version, "stale", Duration::ZERO)
+        .reschedule_send(&Reschedule {
+            id,
+            version: stale.version,
+            error: "stale".into(),
+            delay: Duration::ZERO
+        })
         .await
         .unwrap());
     assert!(app

@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use trustmsg::store::{
-    self, Actor, DecideOutcome, DecideRequest, DynStore, Inserted, Message, Target, Transition,
+    self, Actor, DecideOutcome, DecideRequest, DynStore, Inserted, Message, Target, Tombstone,
+    Transition,
 };
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
@@ -166,9 +167,14 @@ pub(crate) async fn rollback_of_an_unknown_message_leaves_an_audited_tombstone(s
         Inserted::Existing(t.clone())
     );
     assert_eq!(
-        s.insert_tombstone(BIZ, "never-prepared", &producer(), "again")
-            .await
-            .unwrap(),
+        s.insert_tombstone(&Tombstone {
+            biz_id: BIZ,
+            message_key: "never-prepared",
+            actor: &producer(),
+            reason: "again",
+        })
+        .await
+        .unwrap(),
         None
     );
     assert_eq!(audit_lines(s, t.id).await.len(), 1);

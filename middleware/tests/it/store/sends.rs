@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use trustmsg::store::{Actor, DynStore, Message, PayloadRoom, SentMark};
+use trustmsg::store::{Actor, DynStore, Message, PayloadRoom, Reschedule, SentMark};
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
 use crate::store::harness::*;
@@ -312,7 +312,12 @@ pub(crate) async fn reschedule_send_applies_only_to_a_pending_row(s: &DynStore) 
         let audit = audit_len(s, &before).await;
         let delay = Duration::from_millis(5_500);
         let ok = s
-            .reschedule_send(id_of(&before), version_of(&before), "broker down", delay)
+            .reschedule_send(&Reschedule {
+                id: id_of(&before),
+                version: version_of(&before),
+                error: "broker down".into(),
+                delay,
+            })
             .await
             .unwrap();
         if state != State::SendPending {
@@ -341,7 +346,12 @@ pub(crate) async fn reschedule_send_applies_only_to_a_pending_row(s: &DynStore) 
         );
         // The version moved on: the same stale write now matches nothing.
         assert!(!s
-            .reschedule_send(m.id, before.version, "broker down", delay)
+            .reschedule_send(&Reschedule {
+                id: m.id,
+                version: before.version,
+                error: "broker down".into(),
+                delay
+            })
             .await
             .unwrap());
     }
@@ -356,7 +366,12 @@ pub(crate) async fn postpone_send_reschedules_only_a_pending_row_without_countin
         let audit = audit_len(s, &before).await;
         let delay = Duration::from_millis(5_500);
         let ok = s
-            .postpone_send(id_of(&before), version_of(&before), "timed out", delay)
+            .postpone_send(&Reschedule {
+                id: id_of(&before),
+                version: version_of(&before),
+                error: "timed out".into(),
+                delay,
+            })
             .await
             .unwrap();
         if state != State::SendPending {
@@ -381,14 +396,24 @@ pub(crate) async fn postpone_send_reschedules_only_a_pending_row_without_countin
         assert_eq!(audit_lines(s, m.id).await.len(), audit, "not audited");
         // Counted and uncounted retries add up on the same row.
         assert!(s
-            .reschedule_send(m.id, m.version, "broker said no", delay)
+            .reschedule_send(&Reschedule {
+                id: m.id,
+                version: m.version,
+                error: "broker said no".into(),
+                delay
+            })
             .await
             .unwrap());
         let counted = s.find_message_by_id(m.id).await.unwrap().unwrap();
         assert_eq!(counted.send_attempts, before.send_attempts + 1);
         // The version moved on: the same stale write now matches nothing.
         assert!(!s
-            .postpone_send(m.id, m.version, "timed out", delay)
+            .postpone_send(&Reschedule {
+                id: m.id,
+                version: m.version,
+                error: "timed out".into(),
+                delay
+            })
             .await
             .unwrap());
     }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use trustmsg::store::{DynStore, Inserted, NewMessage, ProducerRecord, VerifyLease};
+use trustmsg::store::{DynStore, Inserted, NewMessage, ProducerRecord, Reschedule, VerifyLease};
 use trustmsg_verify_api::MessageStatus;
 
 use crate::store::harness::*;
@@ -193,7 +193,12 @@ pub(crate) async fn reschedule_verify_applies_only_to_a_prepared_row(s: &DynStor
         let audit = audit_len(s, &before).await;
         let delay = Duration::from_millis(10_250);
         let ok = s
-            .reschedule_verify(id_of(&before), version_of(&before), "HTTP 503", delay)
+            .reschedule_verify(&Reschedule {
+                id: id_of(&before),
+                version: version_of(&before),
+                error: "HTTP 503".into(),
+                delay,
+            })
             .await
             .unwrap();
         if state != State::Prepared {
@@ -219,7 +224,12 @@ pub(crate) async fn reschedule_verify_applies_only_to_a_prepared_row(s: &DynStor
             "a retry is not audited"
         );
         assert!(!s
-            .reschedule_verify(m.id, before.version, "HTTP 503", delay)
+            .reschedule_verify(&Reschedule {
+                id: m.id,
+                version: before.version,
+                error: "HTTP 503".into(),
+                delay
+            })
             .await
             .unwrap());
     }
