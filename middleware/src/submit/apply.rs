@@ -327,50 +327,52 @@ impl Ingest {
             let Write::Prepare { digest, .. } = &s.write else {
                 continue;
             };
-            match result.map(|inserted| {
-                if inserted.repeated_after_rollback(digest) {
-                    return Ok(());
+            let outcome = match result {
+                Ok(inserted) if inserted.repeated_after_rollback(digest) => Ok(()),
+                Ok(inserted) => prepared(inserted, digest).map(drop),
+                Err(e) if retryable(&e) => {
+                    again.push(i);
+                    continue;
                 }
-                prepared(inserted, digest).map(drop)
-            }) {
-                Ok(Ok(())) => {
+                Err(e) => Err(IntakeError::Store(e)),
+            };
+            match outcome {
+                Ok(()) => {
                     wrote_prepares = true;
                     count(s.op.as_str(), "applied");
                 }
-                Ok(Err(e)) => {
-                    count(s.op.as_str(), "dead_letter");
-                    dead.push(letter(r, &e));
-                }
-                Err(e) if retryable(&e) => again.push(i),
                 Err(e) => {
                     count(s.op.as_str(), "dead_letter");
-                    dead.push(letter(r, &IntakeError::Store(e)));
+                    dead.push(letter(r, &e));
                 }
             }
         }
         for (i, result) in decisions.into_iter().zip(outcomes) {
             let (s, r) = (&steps[i], &records[steps[i].record]);
             let commit = s.op == Op::Commit;
-            match result {
-                Ok(DecideOutcome::NotFound) if commit => match self.park(s, r).await {
-                    Ok(()) => count(s.op.as_str(), "waiting"),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "parking a commit that came before its prepare; retrying");
-                        again.push(i);
+            let outcome = match result {
+                Ok(DecideOutcome::NotFound) if commit => {
+                    match self.park(s, r).await {
+                        Ok(()) => count(s.op.as_str(), "waiting"),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "parking a commit that came before its prepare; retrying");
+                            again.push(i);
+                        }
                     }
-                },
-                Ok(outcome) => match decided(outcome, commit, &s.biz_id, &s.message_key) {
-                    Ok(_) => count(s.op.as_str(), "applied"),
-                    Err(e) => {
-                        count(s.op.as_str(), "dead_letter");
-                        dead.push(letter(r, &e));
-                    }
-                },
-                Err(e) if retryable(&e) => again.push(i),
-                Err(e) => {
-                    count(s.op.as_str(), "dead_letter");
-                    dead.push(letter(r, &IntakeError::Store(e)));
+                    continue;
                 }
+                Ok(outcome) => decided(outcome, commit, &s.biz_id, &s.message_key).map(drop),
+                Err(e) if retryable(&e) => {
+                    again.push(i);
+                    continue;
+                }
+                Err(e) => Err(IntakeError::Store(e)),
+            };
+            if let Err(e) = outcome {
+                count(s.op.as_str(), "dead_letter");
+                dead.push(letter(r, &e));
+            } else {
+                count(s.op.as_str(), "applied");
             }
         }
         if !again.is_empty() {

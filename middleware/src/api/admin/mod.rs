@@ -134,6 +134,25 @@ fn filter_of(params: &BTreeMap<String, String>) -> Result<MessageFilter, ApiErro
     })
 }
 
+/// How many rows a list gives when its request names no `limit`.
+const DEFAULT_LIMIT: u32 = 50;
+
+/// A list's `limit`: a whole number from 1 to `max`, [`DEFAULT_LIMIT`] when not given.
+pub(super) fn limit_param(params: &BTreeMap<String, String>, max: u32) -> Result<u32, ApiError> {
+    let Some(v) = number_param(params, "limit") else {
+        return Ok(DEFAULT_LIMIT);
+    };
+    v.parse::<u32>()
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "invalid_limit",
+                format!("limit must be a whole number from 1 to {max} (got {v:?})"),
+            )
+        })
+}
+
 /// A number parameter's value: an empty one is given, and not a number (the
 /// document types it as an integer, so `limit=` is refused, not ignored).
 fn number_param<'p>(params: &'p BTreeMap<String, String>, name: &str) -> Option<&'p str> {

@@ -40,7 +40,7 @@ use trustmsg_verify_api::ErrorBody;
 
 use super::act::{operator, reason_of};
 use super::alerts::only;
-use super::{bad, number_param, param};
+use super::{bad, limit_param, number_param, param};
 use crate::api::error::ApiError;
 use crate::api::{AppState, Json};
 use crate::outbox::source::{status, ListedRow};
@@ -48,7 +48,6 @@ use crate::outbox::{RelayState, Source};
 use crate::store::{OutboxAction, OutboxActionKind};
 
 /// Rows in a page when `limit` is not given, and at most.
-const DEFAULT_LIMIT: u32 = 50;
 const MAX_LIMIT: u32 = 1000;
 
 fn state_view(s: RelayState) -> OutboxRelayState {
@@ -240,19 +239,7 @@ fn rows_request(params: &BTreeMap<String, String>) -> Result<(i64, u64, u32), Ap
                 ))
             })?,
     };
-    let limit = match number_param(params, "limit") {
-        None => DEFAULT_LIMIT,
-        Some(v) => v
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=MAX_LIMIT).contains(n))
-            .ok_or_else(|| {
-                ApiError::invalid(
-                    "invalid_limit",
-                    format!("limit must be a whole number from 1 to {MAX_LIMIT} (got {v:?})"),
-                )
-            })?,
-    };
+    let limit = limit_param(params, MAX_LIMIT)?;
     Ok((status_code(wanted), after, limit))
 }
 

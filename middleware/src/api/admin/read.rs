@@ -19,14 +19,13 @@ use trustmsg_verify_api::admin::{
 };
 use trustmsg_verify_api::{ErrorBody, PayloadEncoding};
 
-use super::{filter_of, message, number_param, param};
+use super::{filter_of, limit_param, message, param};
 use crate::api::error::ApiError;
 use crate::api::AppState;
 use crate::store::{AuditEntry, CheckAttemptEntry, Consumption, MessageFilter, ProducerSummary};
 use trustmsg_verify_api::consumers::{ConsumerGroupStats, ConsumerGroupStatsList, ConsumptionView};
 
 /// Rows in a page when `limit` is not given, and at most.
-const DEFAULT_LIMIT: u32 = 50;
 pub(super) const MAX_LIMIT: u32 = 500;
 
 fn audit_view(e: AuditEntry) -> AuditView {
@@ -91,19 +90,7 @@ fn cursor_id(cursor: &str) -> Result<u64, ApiError> {
 pub(super) fn page_position(
     params: &BTreeMap<String, String>,
 ) -> Result<(u32, Option<u64>), ApiError> {
-    let limit = match number_param(params, "limit") {
-        None => DEFAULT_LIMIT,
-        Some(v) => v
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=MAX_LIMIT).contains(n))
-            .ok_or_else(|| {
-                ApiError::invalid(
-                    "invalid_limit",
-                    format!("limit must be a whole number from 1 to {MAX_LIMIT} (got {v:?})"),
-                )
-            })?,
-    };
+    let limit = limit_param(params, MAX_LIMIT)?;
     let before = param(params, "cursor").map(cursor_id).transpose()?;
     Ok((limit, before))
 }

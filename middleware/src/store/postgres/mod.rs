@@ -54,7 +54,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{Connection, PgPool, Postgres, Row, TypeInfo, ValueRef};
 
 use crate::store::sql::{self, message_from_row, Dialect, SqlRow};
-use crate::store::{Message, StoreError, StoreResult};
+use crate::store::{Message, StoreResult};
 
 /// The database clock: the start of the current statement, to the
 /// millisecond the columns hold. Every time one statement writes is the
@@ -176,16 +176,6 @@ impl Dialect for Postgres {
     fn time(t: DateTime<Utc>) -> DateTime<Utc> {
         t
     }
-
-    fn on_duplicate(key: &str) -> String {
-        format!("ON CONFLICT ({key}) DO UPDATE SET")
-    }
-
-    fn proposed(c: &str) -> String {
-        format!("excluded.{c}")
-    }
-
-    const UPSERT_RETURNS: bool = true;
 }
 
 impl SqlRow for PgRow {
@@ -195,16 +185,6 @@ impl SqlRow for PgRow {
 
     fn opt_bytes(&self, col: &str) -> StoreResult<Option<Vec<u8>>> {
         self.try_get(col).map_err(|e| sql::column_error(col, e))
-    }
-
-    /// Every id, version and counter is a BIGINT (signed).
-    fn opt_u64(&self, col: &str) -> StoreResult<Option<u64>> {
-        self.opt_i64(col)?
-            .map(|v| {
-                u64::try_from(v)
-                    .map_err(|_| StoreError::Corrupt(format!("{col} = {v} is out of range")))
-            })
-            .transpose()
     }
 
     /// An integer of any width, or a boolean as 0 or 1: sqlx decodes a

@@ -177,14 +177,18 @@ pub(in crate::store) trait Dialect:
     const GREATEST: &'static str;
     /// What follows an INSERT's VALUES to update the row whose unique
     /// `key` exists already: `ON DUPLICATE KEY UPDATE` (MySQL, the key
-    /// left unnamed), `ON CONFLICT (key) DO UPDATE SET`.
-    fn on_duplicate(key: &str) -> String;
+    /// left unnamed), or by default `ON CONFLICT (key) DO UPDATE SET`.
+    fn on_duplicate(key: &str) -> String {
+        format!("ON CONFLICT ({key}) DO UPDATE SET")
+    }
     /// How that update names the value the INSERT proposed for column
-    /// `c`: `VALUES(c)` (MySQL), `excluded.c`.
-    fn proposed(c: &str) -> String;
+    /// `c`: `VALUES(c)` (MySQL), or by default `excluded.c`.
+    fn proposed(c: &str) -> String {
+        format!("excluded.{c}")
+    }
     /// Whether an upsert can end with `RETURNING` its row (PostgreSQL,
-    /// SQLite); where not (MySQL), the row is read back.
-    const UPSERT_RETURNS: bool;
+    /// SQLite: the default); where not (MySQL), the row is read back.
+    const UPSERT_RETURNS: bool = true;
     /// How a time is bound, compared with stored times.
     type Time: Bind<Self>;
     /// `t` as this dialect binds it.

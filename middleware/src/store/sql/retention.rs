@@ -12,8 +12,15 @@ use crate::store::StoreResult;
 const FINISHED: &str =
     "((status = 'COMMITTED' AND send_status = 'SENT') OR status = 'ROLLED_BACK')";
 
-/// [`crate::store::HousekeepingStore::purge_finished`], given a transaction on the backend:
-/// the finished messages, then the settled alerts.
+/// Where an alert is settled (delivered, or without a webhook): only those
+/// are ever deleted.
+const SETTLED: &str = "state IN ('delivered', 'no_webhook')";
+
+/// [`crate::store::HousekeepingStore::purge_finished`], given a transaction
+/// on the backend: up to `limit` finished messages with their audit,
+/// check-attempt and ledger rows and their content kept apart, then up to
+/// `limit` settled alerts unchanged for longer than `older_than` (a pending
+/// alert is never deleted, however old: it has not reached anyone yet).
 pub(in crate::store) async fn purge_finished<D>(
     conn: &mut D::Connection,
     older_than: std::time::Duration,
@@ -24,75 +31,38 @@ where
     for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
     i64: Bind<D>,
 {
-    let messages = purge_finished_messages::<D>(&mut *conn, older_than, limit).await?;
-    let alerts = purge_settled_alerts::<D>(&mut *conn, older_than, limit).await?;
-    Ok(messages + alerts)
-}
-
-/// The finished messages of [`purge_finished`], with their audit,
-/// check-attempt and ledger rows and their content kept apart.
-async fn purge_finished_messages<D>(
-    conn: &mut D::Connection,
-    older_than: std::time::Duration,
-    limit: u32,
-) -> StoreResult<u64>
-where
-    D: Dialect,
-    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
-    i64: Bind<D>,
-{
-    let Some(list) = stale_ids::<D>(&mut *conn, "messages", FINISHED, older_than, limit).await?
-    else {
-        return Ok(0);
-    };
-    // A message's consumption ledger rows go with it, as its audit rows and
-    // its content kept apart do.
-    for table in [
-        "audit_log",
-        "check_attempts",
-        "consumptions",
-        "message_payloads",
-    ] {
-        sqlx::query(stmt::<D>(format!(
-            "DELETE FROM {table} WHERE message_id IN ({list})"
+    let mut purged = 0;
+    if let Some(list) = stale_ids::<D>(&mut *conn, "messages", FINISHED, older_than, limit).await? {
+        // A message's consumption ledger rows go with it, as its audit rows
+        // and its content kept apart do.
+        for table in [
+            "audit_log",
+            "check_attempts",
+            "consumptions",
+            "message_payloads",
+        ] {
+            sqlx::query(stmt::<D>(format!(
+                "DELETE FROM {table} WHERE message_id IN ({list})"
+            )))
+            .execute(&mut *conn)
+            .await?;
+        }
+        let done = sqlx::query(stmt::<D>(format!(
+            "DELETE FROM messages WHERE id IN ({list}) AND {FINISHED}"
         )))
         .execute(&mut *conn)
         .await?;
+        purged += D::rows_affected(&done);
     }
-    let done = sqlx::query(stmt::<D>(format!(
-        "DELETE FROM messages WHERE id IN ({list}) AND {FINISHED}"
-    )))
-    .execute(&mut *conn)
-    .await?;
-    Ok(D::rows_affected(&done))
-}
-
-/// Where an alert is settled (delivered, or without a webhook): only those
-/// are ever deleted.
-const SETTLED: &str = "state IN ('delivered', 'no_webhook')";
-
-/// The outbox's share of [`purge_finished`]: up to `limit` settled alerts
-/// unchanged for longer than `older_than`. A pending alert is never deleted,
-/// however old: it has not reached anyone yet.
-async fn purge_settled_alerts<D>(
-    conn: &mut D::Connection,
-    older_than: std::time::Duration,
-    limit: u32,
-) -> StoreResult<u64>
-where
-    D: Dialect,
-    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
-    i64: Bind<D>,
-{
-    let Some(list) = stale_ids::<D>(&mut *conn, "alerts", SETTLED, older_than, limit).await? else {
-        return Ok(0);
-    };
-    let done = sqlx::query(stmt::<D>(format!(
-        "DELETE FROM alerts WHERE id IN ({list}) AND {SETTLED}"
-    )))
-    .execute(&mut *conn)
-    .await?;
-    Ok(D::rows_affected(&done))
+    if let Some(list) = stale_ids::<D>(&mut *conn, "alerts", SETTLED, older_than, limit).await? {
+        let done = sqlx::query(stmt::<D>(format!(
+            "DELETE FROM alerts WHERE id IN ({list}) AND {SETTLED}"
+        )))
+        .execute(&mut *conn)
+        .await?;
+        purged += D::rows_affected(&done);
+    }
+    Ok(purged)
 }
 
 /// The ids of up to `limit` rows of `table` where `condition` holds and that

@@ -73,8 +73,17 @@ pub(in crate::store) trait SqlRow {
     fn opt_text(&self, col: &str) -> StoreResult<Option<String>>;
     /// A nullable binary column.
     fn opt_bytes(&self, col: &str) -> StoreResult<Option<Vec<u8>>>;
-    /// A nullable unsigned integer column (ids, versions, counters).
-    fn opt_u64(&self, col: &str) -> StoreResult<Option<u64>>;
+    /// A nullable unsigned integer column (ids, versions, counters); by
+    /// default a signed one (SQLite's integers, PostgreSQL's BIGINT) that
+    /// must not be negative.
+    fn opt_u64(&self, col: &str) -> StoreResult<Option<u64>> {
+        self.opt_i64(col)?
+            .map(|v| {
+                u64::try_from(v)
+                    .map_err(|_| StoreError::Corrupt(format!("{col} = {v} is out of range")))
+            })
+            .transpose()
+    }
     /// A nullable signed integer column.
     fn opt_i64(&self, col: &str) -> StoreResult<Option<i64>>;
     /// A nullable time column (UTC, millisecond precision).

@@ -180,16 +180,6 @@ impl Dialect for Sqlite {
     fn time(t: DateTime<Utc>) -> i64 {
         t.timestamp_millis()
     }
-
-    fn on_duplicate(key: &str) -> String {
-        format!("ON CONFLICT ({key}) DO UPDATE SET")
-    }
-
-    fn proposed(c: &str) -> String {
-        format!("excluded.{c}")
-    }
-
-    const UPSERT_RETURNS: bool = true;
 }
 
 impl SqlRow for SqliteRow {
@@ -199,16 +189,6 @@ impl SqlRow for SqliteRow {
 
     fn opt_bytes(&self, col: &str) -> StoreResult<Option<Vec<u8>>> {
         self.try_get(col).map_err(|e| sql::column_error(col, e))
-    }
-
-    /// SQLite integers are signed.
-    fn opt_u64(&self, col: &str) -> StoreResult<Option<u64>> {
-        self.opt_i64(col)?
-            .map(|v| {
-                u64::try_from(v)
-                    .map_err(|_| StoreError::Corrupt(format!("{col} = {v} is out of range")))
-            })
-            .transpose()
     }
 
     fn opt_i64(&self, col: &str) -> StoreResult<Option<i64>> {
