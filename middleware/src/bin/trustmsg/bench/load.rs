@@ -11,6 +11,7 @@ use tokio::sync::Mutex;
 use trustmsg_kafka_mock as kafka;
 use trustmsg_verify_api::{ProducerSettings, ProducerView};
 
+use super::open_loop::OpenLoop;
 use super::percentiles::Percentiles;
 use super::report::LoadResult;
 use super::server::Db;
@@ -345,38 +346,4 @@ pub(crate) async fn open_loop(
     }
     let samples = std::mem::take(&mut *samples.lock().await);
     load_result(samples, consumed, start).await
-}
-
-/// An open loop's clock: arrivals `interval` apart from its start until
-/// `duration` has passed, each at its intended time whatever the ones
-/// before it are doing (a stalled service does not slow the arrivals).
-pub(crate) struct OpenLoop {
-    pub(crate) start: Instant,
-    interval: Duration,
-    end: Instant,
-    next: u64,
-}
-
-impl OpenLoop {
-    pub(crate) fn new(interval: Duration, duration: Duration) -> Self {
-        let start = Instant::now();
-        Self {
-            start,
-            interval,
-            end: start + duration,
-            next: 0,
-        }
-    }
-
-    /// Waits for the next arrival's intended start: its number and that
-    /// time; None once the loop's duration is over.
-    pub(crate) async fn next(&mut self) -> Option<(u64, Instant)> {
-        let intended = self.start + self.interval.mul_f64(self.next as f64);
-        if intended >= self.end {
-            return None;
-        }
-        tokio::time::sleep_until(intended.into()).await;
-        self.next += 1;
-        Some((self.next - 1, intended))
-    }
 }

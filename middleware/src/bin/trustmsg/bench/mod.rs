@@ -44,6 +44,7 @@ use crate::serve_flags::ServeFlags;
 mod args;
 mod cost;
 mod load;
+mod open_loop;
 mod outbox;
 mod percentiles;
 mod phases;

@@ -26,7 +26,7 @@ use trustmsg::store::DatabaseUrl;
 use trustmsg_kafka_mock as kafka;
 
 use super::cost::{CpuPerMessage, DbCost, PhaseCpu};
-use super::load::OpenLoop;
+use super::open_loop::OpenLoop;
 use super::percentiles::Percentiles;
 use super::server::Db;
 use super::PAYLOAD_BYTES;
