@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::HeaderMap;
 use trustmsg_verify_api::admin::{
     ActionRequest, BulkRequest, BulkResult, OperatorDecision, OperatorHeader, ResolveRequest,
@@ -55,6 +55,28 @@ pub(crate) fn operator(headers: &HeaderMap) -> Result<Actor, ApiError> {
             )
         })?;
     Ok(Actor::Operator(name.to_string()))
+}
+
+/// An operator's request to act on one message or row, checked: who acts
+/// ([`operator`]) and why (the body's required reason, [`reason_of`]).
+pub(crate) struct Acting {
+    pub(crate) actor: Actor,
+    pub(crate) reason: String,
+}
+
+impl<S: Send + Sync> FromRequest<S> for Acting {
+    type Rejection = ApiError;
+
+    /// The body first, as a `Json` extractor would: a body that is not an
+    /// [`ActionRequest`] is refused before the operator's name is read.
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let headers = req.headers().clone();
+        let Json(body) = Json::<ActionRequest>::from_request(req, state).await?;
+        Ok(Self {
+            actor: operator(&headers)?,
+            reason: reason_of(body.reason)?,
+        })
+    }
 }
 
 pub(super) fn reason_of(reason: Option<String>) -> Result<String, ApiError> {
@@ -176,10 +198,9 @@ pub(crate) async fn resolve(
 pub(crate) async fn reverify(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    headers: HeaderMap,
-    Json(req): Json<ActionRequest>,
+    acting: Acting,
 ) -> Result<axum::Json<MessageView>, ApiError> {
-    act_on_one(&state, &id, &headers, req, Repair::Reverify).await
+    act_on_one(&state, &id, acting, Repair::Reverify).await
 }
 
 /// SEND_FAILED → PENDING: send attempts back to 0, sent again at once.
@@ -196,10 +217,9 @@ pub(crate) async fn reverify(
 pub(crate) async fn redeliver(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    headers: HeaderMap,
-    Json(req): Json<ActionRequest>,
+    acting: Acting,
 ) -> Result<axum::Json<MessageView>, ApiError> {
-    act_on_one(&state, &id, &headers, req, Repair::Redeliver).await
+    act_on_one(&state, &id, acting, Repair::Redeliver).await
 }
 
 /// Gives up on the SEND_FAILED head of an ordered key: the message stays
@@ -218,12 +238,10 @@ pub(crate) async fn redeliver(
 pub(crate) async fn skip(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    headers: HeaderMap,
-    Json(req): Json<ActionRequest>,
+    acting: Acting,
 ) -> Result<axum::Json<MessageView>, ApiError> {
     const ALLOWED: &str = "SEND_FAILED messages of an ordered producer (the head of their key)";
-    let actor = operator(&headers)?;
-    let reason = reason_of(req.reason)?;
+    let Acting { actor, reason } = acting;
     let m = message(&state, &id).await?;
     if m.send_status != Some(SendStatus::SendFailed) || m.order_pos().is_none() {
         return Err(not_now(&m, "skip", ALLOWED));
@@ -252,12 +270,10 @@ pub(crate) async fn skip(
 pub(crate) async fn send_now(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    headers: HeaderMap,
-    Json(req): Json<ActionRequest>,
+    acting: Acting,
 ) -> Result<axum::Json<MessageView>, ApiError> {
     const ALLOWED: &str = "COMMITTED / PENDING messages waiting for their deliver_at";
-    let actor = operator(&headers)?;
-    let reason = reason_of(req.reason)?;
+    let Acting { actor, reason } = acting;
     let m = message(&state, &id).await?;
     // Whether its time is still ahead is the store's guard (database clock).
     if m.send_status != Some(SendStatus::Pending) || m.deliver_at.is_none() {
@@ -375,12 +391,9 @@ impl Repair {
 async fn act_on_one(
     state: &AppState,
     id: &str,
-    headers: &HeaderMap,
-    req: ActionRequest,
+    Acting { actor, reason }: Acting,
     repair: Repair,
 ) -> Result<axum::Json<MessageView>, ApiError> {
-    let actor = operator(headers)?;
-    let reason = reason_of(req.reason)?;
     let m = message(state, id).await?;
     if !repair.applies_to(&m) {
         return Err(not_now(&m, repair.name(), repair.allowed()));

@@ -28,7 +28,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
 use chrono::{DateTime, SubsecRound, Utc};
 use tokio::time::Instant;
 use trustmsg_verify_api::admin::{
@@ -38,11 +37,11 @@ use trustmsg_verify_api::admin::{
 };
 use trustmsg_verify_api::ErrorBody;
 
-use super::act::{operator, reason_of};
+use super::act::Acting;
 use super::alerts::only;
 use super::{bad, limit_param, number_param, param};
 use crate::api::error::ApiError;
-use crate::api::{AppState, Json};
+use crate::api::AppState;
 use crate::outbox::source::{status, ListedRow};
 use crate::outbox::{RelayState, Source};
 use crate::store::{OutboxAction, OutboxActionKind};
@@ -298,10 +297,9 @@ pub(crate) async fn list_rows(
 pub(crate) async fn retry(
     State(state): State<AppState>,
     Path((biz_id, id)): Path<(String, String)>,
-    headers: HeaderMap,
-    Json(req): Json<ActionRequest>,
+    acting: Acting,
 ) -> Result<axum::Json<OutboxActionResult>, ApiError> {
-    act(&state, &biz_id, &id, &headers, req, OutboxActionKind::Retry).await
+    act(&state, &biz_id, &id, acting, OutboxActionKind::Retry).await
 }
 
 /// A failed row is given up: never relayed (status 4), and deleted by the
@@ -324,18 +322,9 @@ pub(crate) async fn retry(
 pub(crate) async fn give_up(
     State(state): State<AppState>,
     Path((biz_id, id)): Path<(String, String)>,
-    headers: HeaderMap,
-    Json(req): Json<ActionRequest>,
+    acting: Acting,
 ) -> Result<axum::Json<OutboxActionResult>, ApiError> {
-    act(
-        &state,
-        &biz_id,
-        &id,
-        &headers,
-        req,
-        OutboxActionKind::GiveUp,
-    )
-    .await
+    act(&state, &biz_id, &id, acting, OutboxActionKind::GiveUp).await
 }
 
 /// Read, audit, change, read again (see the module docs for why in this order).
@@ -343,12 +332,9 @@ async fn act(
     state: &AppState,
     biz_id: &str,
     id: &str,
-    headers: &HeaderMap,
-    req: ActionRequest,
+    Acting { actor, reason }: Acting,
     kind: OutboxActionKind,
 ) -> Result<axum::Json<OutboxActionResult>, ApiError> {
-    let actor = operator(headers)?;
-    let reason = reason_of(req.reason)?;
     let source = source_of(state, biz_id)?;
     let id = row_id(id)?;
     let name = match kind {
