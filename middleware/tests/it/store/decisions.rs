@@ -312,17 +312,13 @@ pub(crate) async fn verify_failed_transition_applies_only_to_a_prepared_row(s: &
 /// The operator's re-verify: VERIFY_FAILED → PREPARED, attempts
 /// back to 0, the first check due at once.
 fn reverify(m: &Message) -> Transition {
-    Transition {
-        id: m.id,
-        from: MessageStatus::VerifyFailed,
-        version: m.version,
-        to: MessageStatus::Prepared,
-        send_lease: Duration::ZERO,
-        verify_attempt: false,
-        error: None,
-        actor: Actor::Operator("alice".into()),
-        reason: "producer fixed its check endpoint".into(),
-    }
+    transition(
+        m,
+        MessageStatus::VerifyFailed,
+        MessageStatus::Prepared,
+        Actor::Operator("alice".into()),
+        "producer fixed its check endpoint",
+    )
 }
 
 pub(crate) async fn reverify_transition_applies_only_to_a_verify_failed_row_and_makes_it_due_at_once(

@@ -508,17 +508,55 @@ pub(crate) fn producer() -> Actor {
     Actor::Producer(BIZ.into())
 }
 
-pub(crate) fn verify_failed(m: &Message) -> Transition {
+/// `m`, as read, from `from` to `to` by `actor`: with no send lease, no
+/// attempt counted and no error, which the callers change where they need.
+pub(crate) fn transition(
+    m: &Message,
+    from: MessageStatus,
+    to: MessageStatus,
+    actor: Actor,
+    reason: &str,
+) -> Transition {
     Transition {
         id: m.id,
-        from: MessageStatus::Prepared,
+        from,
         version: m.version,
-        to: MessageStatus::VerifyFailed,
+        to,
         send_lease: Duration::ZERO,
+        verify_attempt: false,
+        error: None,
+        actor,
+        reason: reason.into(),
+    }
+}
+
+/// Check-back gives up on `m`: PREPARED → VERIFY_FAILED, an attempt counted.
+pub(crate) fn verify_failed(m: &Message) -> Transition {
+    Transition {
         verify_attempt: true,
         error: Some("check-back timed out".into()),
-        actor: Actor::Verifier,
-        reason: "attempt limit reached".into(),
+        ..transition(
+            m,
+            MessageStatus::Prepared,
+            MessageStatus::VerifyFailed,
+            Actor::Verifier,
+            "attempt limit reached",
+        )
+    }
+}
+
+/// The producer commits `m` in a batch: PREPARED → COMMITTED, its send
+/// claimed for a minute.
+pub(crate) fn batched_commit(m: &Message) -> Transition {
+    Transition {
+        send_lease: Duration::from_secs(60),
+        ..transition(
+            m,
+            MessageStatus::Prepared,
+            MessageStatus::Committed,
+            producer(),
+            "batched commit",
+        )
     }
 }
 
