@@ -5,7 +5,10 @@
 use std::process::Output;
 
 use serde_json::Value;
+use trustmsg_tests::flags::{flags, refs};
 use trustmsg_tests::{prepare_body, TestApp, ADMIN_TOKEN};
+
+use crate::flags::CHECK_AT_ONCE;
 
 /// Runs `trustmsg admin --url <app> --admin-token <token> <args…>`.
 async fn admin(app: &TestApp, token: &str, args: &[&str]) -> Output {
@@ -32,16 +35,49 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Runs `trustmsg admin <args…>` with the admin token and asserts it
+/// succeeded.
+async fn admin_ok(app: &TestApp, args: &[&str]) -> Output {
+    let out = admin(app, ADMIN_TOKEN, args).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    out
+}
+
+/// Asserts `out` exited 1 and its error says `says`.
+fn assert_refused(out: &Output, says: &str) {
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(out).contains(says), "{}", stderr(out));
+}
+
+/// `trustmsg admin messages resolve <id> --decision <decision> --reason <reason>`.
+async fn resolve(app: &TestApp, id: u64, decision: &str, reason: &str) -> Output {
+    let id = id.to_string();
+    let args = [
+        "messages",
+        "resolve",
+        &id,
+        "--decision",
+        decision,
+        "--reason",
+        reason,
+    ];
+    admin(app, ADMIN_TOKEN, &args).await
+}
+
+/// The cells of a table row, trimmed, without the empty ones at its edges.
+fn cells(row: &str) -> Vec<&str> {
+    row.split('|')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_finds_reads_and_resolves_a_failed_message_from_the_terminal() {
-    let app = TestApp::spawn(&[
-        "--first-verify-after",
-        "0s",
-        "--verify-interval",
-        "20ms",
-        "--verify-backoff-base",
-        "20ms",
-    ])
+    let app = TestApp::spawn(&refs(&flags(&[
+        CHECK_AT_ONCE,
+        &["--verify-backoff-base", "20ms"],
+    ])))
     .await;
     let token = app.register_giving_up_after_one_check("shop").await;
     let (status, view) = app
@@ -60,8 +96,7 @@ async fn an_operator_finds_reads_and_resolves_a_failed_message_from_the_terminal
     })
     .await;
 
-    let out = admin(&app, ADMIN_TOKEN, &["summary"]).await;
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = admin_ok(&app, &["summary"]).await;
     let table = stdout(&out);
     assert!(
         table.contains("producer") && table.contains("verify failed"),
@@ -71,34 +106,18 @@ async fn an_operator_finds_reads_and_resolves_a_failed_message_from_the_terminal
         .lines()
         .find(|l| l.contains("shop"))
         .expect("a row for shop");
-    let cells: Vec<&str> = row
-        .split('|')
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .collect();
+    let cells = cells(row);
     // producer, prepared, verify failed
     assert_eq!(&cells[..3], ["shop", "0", "1"], "{table}");
 
-    let out = admin(
-        &app,
-        ADMIN_TOKEN,
-        &["messages", "list", "--status", "VERIFY_FAILED"],
-    )
-    .await;
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = admin_ok(&app, &["messages", "list", "--status", "VERIFY_FAILED"]).await;
     let list = stdout(&out);
     assert!(
         list.contains("lost-order") && list.contains("VERIFY_FAILED"),
         "{list}"
     );
 
-    let out = admin(
-        &app,
-        ADMIN_TOKEN,
-        &["--json", "messages", "show", &id.to_string()],
-    )
-    .await;
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = admin_ok(&app, &["--json", "messages", "show", &id.to_string()]).await;
     let detail: Value = serde_json::from_slice(&out.stdout).expect("--json prints JSON");
     assert_eq!(detail["message"]["status"], "VERIFY_FAILED");
     assert_eq!(detail["check_attempts"][0]["outcome"], "failed");
@@ -110,20 +129,7 @@ async fn an_operator_finds_reads_and_resolves_a_failed_message_from_the_terminal
         "{shown}"
     );
 
-    let out = admin(
-        &app,
-        ADMIN_TOKEN,
-        &[
-            "messages",
-            "resolve",
-            &id.to_string(),
-            "--decision",
-            "commit",
-            "--reason",
-            "found the order",
-        ],
-    )
-    .await;
+    let out = resolve(&app, id, "commit", "found the order").await;
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("COMMITTED"), "{}", stdout(&out));
     let trail = app.store().audit_trail(id).await.unwrap();
@@ -134,41 +140,20 @@ async fn an_operator_finds_reads_and_resolves_a_failed_message_from_the_terminal
     );
 
     // Errors: the server's code and message, exit 1.
-    let out = admin(
-        &app,
-        ADMIN_TOKEN,
-        &[
-            "messages",
-            "resolve",
-            &id.to_string(),
-            "--decision",
-            "rollback",
-            "--reason",
-            "r",
-        ],
-    )
-    .await;
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("409 wrong_state"), "{}", stderr(&out));
+    let out = resolve(&app, id, "rollback", "r").await;
+    assert_refused(&out, "409 wrong_state");
     let out = admin(&app, "wrong-token", &["summary"]).await;
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("401 unauthorized"),
-        "{}",
-        stderr(&out)
-    );
+    assert_refused(&out, "401 unauthorized");
     let out = admin(&app, ADMIN_TOKEN, &["messages", "list", "--limit", "501"]).await;
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("invalid_limit"), "{}", stderr(&out));
+    assert_refused(&out, "invalid_limit");
     app.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn producers_are_registered_listed_rotated_and_deleted_from_the_terminal() {
     let app = TestApp::spawn_sqlite(&["--no-verifier"]).await;
-    let out = admin(
+    let out = admin_ok(
         &app,
-        ADMIN_TOKEN,
         &[
             "producers",
             "put",
@@ -180,7 +165,6 @@ async fn producers_are_registered_listed_rotated_and_deleted_from_the_terminal()
         ],
     )
     .await;
-    assert!(out.status.success(), "{}", stderr(&out));
     let put = stdout(&out);
     assert!(put.contains("token") && put.contains("shown once"), "{put}");
 
@@ -191,25 +175,13 @@ async fn producers_are_registered_listed_rotated_and_deleted_from_the_terminal()
         "{list}"
     );
 
-    let out = admin(
-        &app,
-        ADMIN_TOKEN,
-        &["--json", "producers", "rotate-token", "billing"],
-    )
-    .await;
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = admin_ok(&app, &["--json", "producers", "rotate-token", "billing"]).await;
     let rotated: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(rotated["token"].as_str().unwrap().starts_with("tm_"));
 
-    let out = admin(&app, ADMIN_TOKEN, &["producers", "delete", "billing"]).await;
-    assert!(out.status.success(), "{}", stderr(&out));
+    admin_ok(&app, &["producers", "delete", "billing"]).await;
     let out = admin(&app, ADMIN_TOKEN, &["producers", "show", "billing"]).await;
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("404 producer_not_found"),
-        "{}",
-        stderr(&out)
-    );
+    assert_refused(&out, "404 producer_not_found");
     app.finish().await;
 }
 
@@ -227,12 +199,7 @@ async fn an_unreachable_service_is_an_error_that_says_where_it_looked() {
         .output()
         .await
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("cannot reach trustmsg at http://127.0.0.1:9"),
-        "{}",
-        stderr(&out)
-    );
+    assert_refused(&out, "cannot reach trustmsg at http://127.0.0.1:9");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -240,14 +207,10 @@ async fn an_operator_sees_an_alert_the_webhook_refused_as_pending_with_its_error
     let sink = trustmsg_tests::AlertSink::start().await;
     sink.answer(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
     let webhook = sink.url();
-    let app = TestApp::spawn(&[
-        "--first-verify-after",
-        "0s",
-        "--verify-interval",
-        "20ms",
-        "--alert-webhook",
-        &webhook,
-    ])
+    let app = TestApp::spawn(&refs(&flags(&[
+        CHECK_AT_ONCE,
+        &["--alert-webhook", &webhook],
+    ])))
     .await;
     let token = app.register_giving_up_after_one_check("shop").await;
     let (_, view) = app
@@ -263,8 +226,7 @@ async fn an_operator_sees_an_alert_the_webhook_refused_as_pending_with_its_error
     // answer on the alert right after: read until it shows.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let row = loop {
-        let out = admin(&app, ADMIN_TOKEN, &["alerts", "--state", "pending"]).await;
-        assert!(out.status.success(), "{}", stderr(&out));
+        let out = admin_ok(&app, &["alerts", "--state", "pending"]).await;
         let table = stdout(&out);
         if let Some(row) = table
             .lines()
@@ -282,13 +244,7 @@ async fn an_operator_sees_an_alert_the_webhook_refused_as_pending_with_its_error
         assert!(row.contains(cell), "{cell} in {row}");
     }
 
-    let out = admin(
-        &app,
-        ADMIN_TOKEN,
-        &["--json", "alerts", "--message-id", &id.to_string()],
-    )
-    .await;
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = admin_ok(&app, &["--json", "alerts", "--message-id", &id.to_string()]).await;
     let page: Value = serde_json::from_slice(&out.stdout).unwrap();
     let items = page["items"].as_array().unwrap();
     assert_eq!(items.len(), 1, "{page}");
@@ -309,9 +265,8 @@ async fn an_operator_sees_an_alert_the_webhook_refused_as_pending_with_its_error
 #[tokio::test]
 async fn an_ordered_producer_and_a_message_blocked_behind_its_keys_head_show_in_the_terminal() {
     let app = TestApp::spawn_sqlite(&["--no-verifier"]).await;
-    let out = admin(
+    let out = admin_ok(
         &app,
-        ADMIN_TOKEN,
         &[
             "--json",
             "producers",
@@ -323,7 +278,6 @@ async fn an_ordered_producer_and_a_message_blocked_behind_its_keys_head_show_in_
         ],
     )
     .await;
-    assert!(out.status.success(), "{}", stderr(&out));
     let put: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(put["ordered"], true, "{put}");
     let token = put["token"].as_str().unwrap().to_string();
@@ -346,8 +300,7 @@ async fn an_ordered_producer_and_a_message_blocked_behind_its_keys_head_show_in_
         assert_eq!(status, 200, "{view}");
     }
     let second = ids[1].to_string();
-    let out = admin(&app, ADMIN_TOKEN, &["messages", "show", &second]).await;
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = admin_ok(&app, &["messages", "show", &second]).await;
     let shown = stdout(&out);
     assert!(
         shown.contains(&format!("blocked by: message {}", ids[0]))
@@ -361,8 +314,7 @@ async fn an_ordered_producer_and_a_message_blocked_behind_its_keys_head_show_in_
         &["messages", "skip", &second, "--reason", "not the head"],
     )
     .await;
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("409 wrong_state"), "{}", stderr(&out));
+    assert_refused(&out, "409 wrong_state");
     app.finish().await;
 }
 
@@ -382,8 +334,7 @@ async fn an_operator_sees_when_a_delayed_message_is_due_and_sends_it_now_from_th
         .await;
     assert_eq!(status, 200, "{view}");
 
-    let out = admin(&app, ADMIN_TOKEN, &["messages", "show", &id]).await;
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = admin_ok(&app, &["messages", "show", &id]).await;
     let shown = stdout(&out);
     let due = shown
         .lines()
@@ -395,17 +346,12 @@ async fn an_operator_sees_when_a_delayed_message_is_due_and_sends_it_now_from_th
     let summary = stdout(&admin(&app, ADMIN_TOKEN, &["summary"]).await);
     assert!(summary.contains("scheduled"), "{summary}");
     let row = summary.lines().find(|l| l.contains("shop")).unwrap();
-    let cells: Vec<&str> = row
-        .split('|')
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .collect();
+    let cells = cells(row);
     // producer, prepared, verify failed, pending, scheduled
     assert_eq!(&cells[..5], ["shop", "0", "0", "0", "1"], "{summary}");
 
     let args = ["messages", "send-now", &id, "--reason", "customer asked"];
-    let out = admin(&app, ADMIN_TOKEN, &args).await;
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = admin_ok(&app, &args).await;
     assert!(
         stdout(&out).contains("COMMITTED / PENDING"),
         "{}",
@@ -423,18 +369,7 @@ async fn an_operator_sees_when_a_delayed_message_is_due_and_sends_it_now_from_th
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_lists_outbox_sources_and_retries_and_gives_up_failed_rows_from_the_terminal() {
     let table = trustmsg_tests::OutboxTable::create().await;
-    let source = table.source("shop");
-    let app = TestApp::spawn(&[
-        "--outbox-source",
-        &source,
-        "--outbox-interval",
-        "20ms",
-        "--backlog-interval",
-        "100ms",
-    ])
-    .await;
-    app.register("shop", trustmsg_tests::UNREACHABLE_VERIFY_URL)
-        .await;
+    let (app, _) = crate::outbox::relaying(&table).await;
     let fixed = table.insert("order-1", "bad topic!", "{}").await;
     let dropped = table.insert("order-2", "bad topic!", "{}").await;
     trustmsg_tests::eventually(20, "both rows failed and counted", async || {
@@ -443,18 +378,13 @@ async fn an_operator_lists_outbox_sources_and_retries_and_gives_up_failed_rows_f
     })
     .await;
 
-    let out = admin(&app, ADMIN_TOKEN, &["outbox-sources"]).await;
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = admin_ok(&app, &["outbox-sources"]).await;
     let sources = stdout(&out);
     let row = sources
         .lines()
         .find(|l| l.contains("shop"))
         .unwrap_or_else(|| panic!("a row for shop: {sources}"));
-    let cells: Vec<&str> = row
-        .split('|')
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .collect();
+    let cells = cells(row);
     // producer, state, pending, oldest pending, failed rows
     assert_eq!(
         &cells[..5],
@@ -466,8 +396,7 @@ async fn an_operator_lists_outbox_sources_and_retries_and_gives_up_failed_rows_f
         "{sources}"
     );
 
-    let out = admin(&app, ADMIN_TOKEN, &["outbox-rows", "shop", "--limit", "1"]).await;
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = admin_ok(&app, &["outbox-rows", "shop", "--limit", "1"]).await;
     let rows = stdout(&out);
     assert!(
         rows.contains("order-1") && rows.contains("failed") && rows.contains("invalid_topic"),
@@ -477,9 +406,8 @@ async fn an_operator_lists_outbox_sources_and_retries_and_gives_up_failed_rows_f
     assert!(rows.contains(&format!("more: --after {fixed}")), "{rows}");
 
     table.set_topic(fixed, "orders").await;
-    let out = admin(
+    let out = admin_ok(
         &app,
-        ADMIN_TOKEN,
         &[
             "outbox-retry",
             "shop",
@@ -489,7 +417,6 @@ async fn an_operator_lists_outbox_sources_and_retries_and_gives_up_failed_rows_f
         ],
     )
     .await;
-    assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stdout(&out).contains(&format!(
             "outbox row {fixed} of shop: retried by operator:cli-op"
@@ -497,9 +424,8 @@ async fn an_operator_lists_outbox_sources_and_retries_and_gives_up_failed_rows_f
         "{}",
         stdout(&out)
     );
-    let out = admin(
+    let out = admin_ok(
         &app,
-        ADMIN_TOKEN,
         &[
             "--json",
             "outbox-give-up",
@@ -510,7 +436,6 @@ async fn an_operator_lists_outbox_sources_and_retries_and_gives_up_failed_rows_f
         ],
     )
     .await;
-    assert!(out.status.success(), "{}", stderr(&out));
     let done: Value = serde_json::from_slice(&out.stdout).expect("--json prints JSON");
     assert_eq!(done["row"]["status"], "given_up", "{done}");
     assert_eq!(table.status(dropped).await, 4);
@@ -534,12 +459,8 @@ async fn an_operator_lists_outbox_sources_and_retries_and_gives_up_failed_rows_f
         ],
     )
     .await;
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("409 wrong_state") && stderr(&out).contains("is given_up"),
-        "{}",
-        stderr(&out)
-    );
+    assert_refused(&out, "409 wrong_state");
+    assert!(stderr(&out).contains("is given_up"), "{}", stderr(&out));
     app.finish().await;
     table.finish().await;
 }

@@ -14,9 +14,11 @@ use axum::Router;
 use trustmsg::net::address_policy::{AddressPolicy, StaticResolver};
 use trustmsg::store::{Actor, AlertFilter, Store};
 use trustmsg::workers::alerts::{AlertDelivery, Webhook};
+use trustmsg_tests::flags::{flags, refs};
 use trustmsg_tests::{eventually, prepare_body, AlertSink, TestApp};
 use trustmsg_verify_api::admin::{AlertState, AlertView};
 
+use crate::flags::CHECK_AT_ONCE;
 use crate::store::harness::{arrange_key, Backend, Due, State};
 
 /// A SEND_FAILED message, and so one pending alert; returns the alert.
@@ -170,16 +172,10 @@ async fn metrics_show_an_undelivered_alert_until_the_webhook_takes_it() {
     let sink = AlertSink::start().await;
     sink.answer(StatusCode::BAD_GATEWAY);
     let webhook = sink.url();
-    let app = TestApp::spawn(&[
-        "--first-verify-after",
-        "0s",
-        "--verify-interval",
-        "20ms",
-        "--backlog-interval",
-        "100ms",
-        "--alert-webhook",
-        &webhook,
-    ])
+    let app = TestApp::spawn(&refs(&flags(&[
+        CHECK_AT_ONCE,
+        &["--backlog-interval", "100ms", "--alert-webhook", &webhook],
+    ])))
     .await;
     let token = app.register_giving_up_after_one_check("shop").await;
     app.prepare(Some(&token), &prepare_body("shop", "k")).await;

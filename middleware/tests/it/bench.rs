@@ -19,38 +19,45 @@ fn run(command: &mut Command) -> (Output, u32) {
     )
 }
 
+/// Runs `trustmsg bench --quick --concurrency 4 --duration 1s <args…>`
+/// with its JSON report in a file of its own and its log quiet; asserts it
+/// succeeded (`what` names the run in the failure) and returns its stdout,
+/// its report and its pid.
+fn bench(what: &str, args: &[&str]) -> (String, serde_json::Value, u32) {
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let (out, pid) = run(Command::new(env!("CARGO_BIN_EXE_trustmsg"))
+        .args(["bench", "--quick", "--concurrency", "4", "--duration", "1s"])
+        .args(args)
+        .args(["--json", json.path().to_str().unwrap()])
+        .env("TRUSTMSG_LOG", "error"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what} failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = serde_json::from_str(&std::fs::read_to_string(json.path()).unwrap()).unwrap();
+    (stdout, report, pid)
+}
+
 use trustmsg_tests::mysql_server_url;
 
 #[tokio::test]
 async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_behind() {
-    let json = tempfile::NamedTempFile::new().unwrap();
-    let (out, first) = run(Command::new(env!("CARGO_BIN_EXE_trustmsg"))
-        .args([
-            "bench",
-            "--quick",
+    let (stdout, report, first) = bench(
+        "bench",
+        &[
             "--database-url",
             &mysql_server_url(),
-            "--concurrency",
-            "4",
-            "--duration",
-            "1s",
             "--verifier-rows",
             "20",
             "--drain-rows",
             "50",
             "--scan-rows",
             "1000",
-            "--json",
-            json.path().to_str().unwrap(),
             // A flag the bench sets itself too: the user's value replaces it.
             "--serve-arg=--sweep-interval=200ms",
-        ])
-        .env("TRUSTMSG_LOG", "error"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "bench failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
     let last = stdout.lines().last().unwrap_or_default();
     let ratio: f64 = last
@@ -64,8 +71,6 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
         "{stdout}"
     );
 
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(json.path()).unwrap()).unwrap();
     assert!(report["ceiling_per_s"].as_f64().unwrap() > 0.0);
     // The ceiling is taken before and after the lifecycle; the ratio divides
     // by their mean.
@@ -209,32 +214,11 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
     // open loop measured, the phases that write behind its back skipped.
     // (In this test, after the first run: both check that the bench drops
     // every database it made.)
-    let json = tempfile::NamedTempFile::new().unwrap();
-    let (out, second) = run(Command::new(env!("CARGO_BIN_EXE_trustmsg"))
-        .args([
-            "bench",
-            "--quick",
-            "--shards",
-            "2",
-            "--database-url",
-            &mysql_server_url(),
-            "--concurrency",
-            "4",
-            "--duration",
-            "1s",
-            "--json",
-            json.path().to_str().unwrap(),
-        ])
-        .env("TRUSTMSG_LOG", "error"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "bench --shards failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (stdout, report, second) = bench(
+        "bench --shards",
+        &["--shards", "2", "--database-url", &mysql_server_url()],
     );
     assert!(stdout.contains("shards 2"), "{stdout}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(json.path()).unwrap()).unwrap();
     assert_eq!(report["shards"].as_u64(), Some(2));
     assert!(report["lifecycle"]["messages"].as_u64().unwrap() > 0);
     assert!(
@@ -272,17 +256,11 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
 async fn bench_on_postgresql_reports_every_phase_with_its_own_counters_and_leaves_no_database_behind(
 ) {
     use trustmsg_tests::postgres_server_url;
-    let json = tempfile::NamedTempFile::new().unwrap();
-    let (out, pid) = run(Command::new(env!("CARGO_BIN_EXE_trustmsg"))
-        .args([
-            "bench",
-            "--quick",
+    let (stdout, report, pid) = bench(
+        "bench",
+        &[
             "--database-url",
             &postgres_server_url(),
-            "--concurrency",
-            "4",
-            "--duration",
-            "1s",
             "--verifier-rows",
             "20",
             "--drain-rows",
@@ -297,20 +275,10 @@ async fn bench_on_postgresql_reports_every_phase_with_its_own_counters_and_leave
             "200",
             "--scan-rows",
             "1000",
-            "--json",
-            json.path().to_str().unwrap(),
-        ])
-        .env("TRUSTMSG_LOG", "error"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "bench failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
     let last = stdout.lines().last().unwrap_or_default();
     assert!(last.starts_with("ratio="), "{last:?}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(json.path()).unwrap()).unwrap();
     // PostgreSQL's durability settings, not MySQL's.
     let durability = &report["durability"];
     for setting in ["synchronous_commit", "fsync", "wal_sync_method", "version"] {

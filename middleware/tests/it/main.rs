@@ -7,6 +7,7 @@
 //! - `forwarder`: what reaches Kafka, claims and leases, faults, shutdown.
 //! - `verifier`: check-back decisions, garbage answers, timing, SSRF guard.
 //! - `bench`: `trustmsg bench` keeps its promises.
+//! - `flags`: flag sets the modules share.
 //! - `cli`: `trustmsg serve` refuses bad flags before touching anything.
 //! - `admin_cli`: `trustmsg admin` against a running service.
 //! - `openapi`: `docs/openapi.json` matches the code.
@@ -21,6 +22,7 @@ mod alerts;
 mod api;
 mod bench;
 mod cli;
+mod flags;
 mod forwarder;
 mod openapi;
 mod outbox;

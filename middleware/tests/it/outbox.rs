@@ -16,7 +16,7 @@ const BAD_TOPIC: &str = "bad topic!";
 
 /// The service relaying `table` for the registered producer `shop`, its
 /// gauges read every 100 ms; returns it and shop's token.
-async fn relaying(table: &OutboxTable) -> (TestApp, String) {
+pub(crate) async fn relaying(table: &OutboxTable) -> (TestApp, String) {
     let source = table.source("shop");
     let app = TestApp::spawn(&[
         "--outbox-source",
@@ -39,6 +39,45 @@ async fn failed_row(table: &OutboxTable, key: &str) -> u64 {
     })
     .await;
     id
+}
+
+/// The service relaying a fresh table with one row, `key`, that the relay
+/// failed: what most tests below act on.
+struct FailedRow {
+    table: OutboxTable,
+    app: TestApp,
+    /// shop's token.
+    producer: String,
+    id: u64,
+}
+
+impl FailedRow {
+    async fn start(key: &str) -> Self {
+        let table = OutboxTable::create().await;
+        let (app, producer) = relaying(&table).await;
+        let id = failed_row(&table, key).await;
+        Self {
+            table,
+            app,
+            producer,
+            id,
+        }
+    }
+
+    /// Asserts the row's status in the table (3 failed, 2 relayed, 4 given
+    /// up) and how many actions on it were audited, then ends the test.
+    async fn finish(self, status: i64, audited: usize) {
+        assert_eq!(self.table.status(self.id).await, status);
+        let actions = self
+            .app
+            .store()
+            .outbox_actions("shop", self.id)
+            .await
+            .unwrap();
+        assert_eq!(actions.len(), audited, "{actions:?}");
+        self.app.finish().await;
+        self.table.finish().await;
+    }
 }
 
 /// `source`'s view in `GET /v1/admin/outbox-sources`.
@@ -183,15 +222,14 @@ async fn the_list_shows_a_source_with_its_counts_and_its_failed_rows_are_listed(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_row_is_relayed_once_its_topic_is_fixed_and_the_retry_is_audited() {
-    let table = OutboxTable::create().await;
-    let (app, _) = relaying(&table).await;
-    let id = failed_row(&table, "order-7").await;
+    let relay = FailedRow::start("order-7").await;
+    let (table, app, id) = (&relay.table, &relay.app, relay.id);
     let retry = format!("/v1/admin/outbox-sources/shop/rows/{id}/retry");
 
     // The producer fixes the row, then an operator retries it.
     table.set_topic(id, "orders").await;
     let (status, done, _) = act(
-        &app,
+        app,
         Some("alice"),
         &retry,
         &json!({"reason": "topic fixed in the shop"}),
@@ -260,7 +298,7 @@ async fn a_retried_row_is_relayed_once_its_topic_is_fixed_and_the_retry_is_audit
     // Relayed now: neither action applies, nothing is changed or audited.
     for action in ["retry", "give-up"] {
         let (status, e, _) = act(
-            &app,
+            app,
             Some("alice"),
             &format!("/v1/admin/outbox-sources/shop/rows/{id}/{action}"),
             &json!({"reason": "again"}),
@@ -274,22 +312,15 @@ async fn a_retried_row_is_relayed_once_its_topic_is_fixed_and_the_retry_is_audit
             "{said}"
         );
     }
-    assert_eq!(table.status(id).await, 2);
-    assert_eq!(
-        app.store().outbox_actions("shop", id).await.unwrap().len(),
-        1
-    );
-    app.finish().await;
-    table.finish().await;
+    relay.finish(2, 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_given_up_row_is_never_relayed_and_the_give_up_is_audited() {
-    let table = OutboxTable::create().await;
-    let (app, _) = relaying(&table).await;
-    let id = failed_row(&table, "order-9").await;
+    let relay = FailedRow::start("order-9").await;
+    let (table, app, id) = (&relay.table, &relay.app, relay.id);
     let (status, done, _) = act(
-        &app,
+        app,
         None,
         &format!("/v1/admin/outbox-sources/shop/rows/{id}/give-up"),
         &json!({"reason": "the order was cancelled"}),
@@ -335,7 +366,7 @@ async fn a_given_up_row_is_never_relayed_and_the_give_up_is_audited() {
     // Even with its topic fixed, a retry is refused: it is not failed.
     table.set_topic(id, "orders").await;
     let (status, e, _) = act(
-        &app,
+        app,
         None,
         &format!("/v1/admin/outbox-sources/shop/rows/{id}/retry"),
         &json!({"reason": "changed my mind"}),
@@ -349,26 +380,19 @@ async fn a_given_up_row_is_never_relayed_and_the_give_up_is_audited() {
             .contains("is given_up"),
         "{e}"
     );
-    assert_eq!(table.status(id).await, 4);
     assert!(app
         .store()
         .find_message("shop", "order-9")
         .await
         .unwrap()
         .is_none());
-    assert_eq!(
-        app.store().outbox_actions("shop", id).await.unwrap().len(),
-        1
-    );
-    app.finish().await;
-    table.finish().await;
+    relay.finish(4, 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_parameters_unknown_sources_and_missing_rows_are_refused_saying_what_is_accepted() {
-    let table = OutboxTable::create().await;
-    let (app, _) = relaying(&table).await;
-    let id = failed_row(&table, "order-3").await;
+    let relay = FailedRow::start("order-3").await;
+    let (app, id) = (&relay.app, relay.id);
     let rows = "/v1/admin/outbox-sources/shop/rows";
     for (query, code, says) in [
         (
@@ -403,7 +427,7 @@ async fn bad_parameters_unknown_sources_and_missing_rows_are_refused_saying_what
         (json!({"reason": "  "}), "invalid_reason"),
         (json!({"reason": "r", "force": true}), "invalid_body"),
     ] {
-        let (status, e, _) = act(&app, None, &retry, &body).await;
+        let (status, e, _) = act(app, None, &retry, &body).await;
         assert_eq!(
             (status, &e["error"]["code"]),
             (400, &json!(code)),
@@ -411,7 +435,7 @@ async fn bad_parameters_unknown_sources_and_missing_rows_are_refused_saying_what
         );
     }
     let (status, e, _) = act(
-        &app,
+        app,
         None,
         &format!("{rows}/x/retry"),
         &json!({"reason": "r"}),
@@ -423,7 +447,7 @@ async fn bad_parameters_unknown_sources_and_missing_rows_are_refused_saying_what
         "{e}"
     );
     let too_long = "x".repeat(65);
-    let (status, e, _) = act(&app, Some(&too_long), &retry, &json!({"reason": "r"})).await;
+    let (status, e, _) = act(app, Some(&too_long), &retry, &json!({"reason": "r"})).await;
     assert_eq!(
         (status, &e["error"]["code"]),
         (400, &json!("invalid_operator")),
@@ -448,7 +472,7 @@ async fn bad_parameters_unknown_sources_and_missing_rows_are_refused_saying_what
     );
     for action in ["retry", "give-up"] {
         let (status, e, _) = act(
-            &app,
+            app,
             None,
             &format!("/v1/admin/outbox-sources/billing/rows/{id}/{action}"),
             &json!({"reason": "r"}),
@@ -460,7 +484,7 @@ async fn bad_parameters_unknown_sources_and_missing_rows_are_refused_saying_what
             "{e}"
         );
         let (status, e, _) = act(
-            &app,
+            app,
             None,
             &format!("{rows}/{}/{action}", id + 1000),
             &json!({"reason": "r"}),
@@ -473,22 +497,13 @@ async fn bad_parameters_unknown_sources_and_missing_rows_are_refused_saying_what
         );
     }
     // Nothing above changed or audited the failed row.
-    assert_eq!(table.status(id).await, 3);
-    assert!(app
-        .store()
-        .outbox_actions("shop", id)
-        .await
-        .unwrap()
-        .is_empty());
-    app.finish().await;
-    table.finish().await;
+    relay.finish(3, 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_outbox_routes_take_the_admin_token_only() {
-    let table = OutboxTable::create().await;
-    let (app, producer) = relaying(&table).await;
-    let id = failed_row(&table, "order-4").await;
+    let relay = FailedRow::start("order-4").await;
+    let (app, producer, id) = (&relay.app, &relay.producer, relay.id);
     let reason = json!({"reason": "r"});
     for (method, path) in [
         ("GET", "/v1/admin/outbox-sources".to_string()),
@@ -511,15 +526,7 @@ async fn the_outbox_routes_take_the_admin_token_only() {
             assert_eq!(status, want, "{method} {path} with {token:?}: {e}");
         }
     }
-    assert_eq!(table.status(id).await, 3);
-    assert!(app
-        .store()
-        .outbox_actions("shop", id)
-        .await
-        .unwrap()
-        .is_empty());
-    app.finish().await;
-    table.finish().await;
+    relay.finish(3, 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

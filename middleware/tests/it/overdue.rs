@@ -14,13 +14,9 @@ use crate::forwarder::{
     body, decide, kafka_flags, prepare, prepare_and_commit, refs, wait_for_row,
 };
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_send_held_up_by_an_outage_and_an_undecided_prepare_are_each_alerted_once_across_instances(
-) {
-    let kafka = MockKafka::start(1);
-    kafka.create_topic("orders", 1);
-    let alerts = AlertSink::start().await;
-    // kafka_flags puts the first check-back an hour away: the prepare waits.
+/// Flags forwarding to `kafka` (the first check-back an hour away) that
+/// alert `alerts` of a send or a check-back overdue after one second.
+fn overdue_after_a_second(kafka: &MockKafka, alerts: &AlertSink) -> Vec<String> {
     let mut flags = kafka_flags(kafka.bootstrap());
     flags.extend(
         [
@@ -33,6 +29,17 @@ async fn a_send_held_up_by_an_outage_and_an_undecided_prepare_are_each_alerted_o
         ]
         .map(String::from),
     );
+    flags
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_held_up_by_an_outage_and_an_undecided_prepare_are_each_alerted_once_across_instances(
+) {
+    let kafka = MockKafka::start(1);
+    kafka.create_topic("orders", 1);
+    let alerts = AlertSink::start().await;
+    // kafka_flags puts the first check-back an hour away: the prepare waits.
+    let flags = overdue_after_a_second(&kafka, &alerts);
     let first = TestApp::spawn(&refs(&flags)).await;
     let second = TestApp::spawn_on(first.db.share(), &refs(&flags)).await;
     let token = first.register("shop", UNREACHABLE_VERIFY_URL).await;
@@ -99,18 +106,7 @@ async fn each_wait_of_a_message_is_alerted_once_and_again_after_a_redeliver(sqli
     use trustmsg::store::Actor;
     let (kafka, alerts) = (MockKafka::start(1), AlertSink::start().await);
     kafka.create_topic("orders", 1);
-    let mut flags = kafka_flags(kafka.bootstrap());
-    flags.extend(
-        [
-            "--alert-webhook",
-            &alerts.url(),
-            "--alert-send-overdue-after",
-            "1s",
-            "--alert-verify-overdue-after",
-            "1s",
-        ]
-        .map(String::from),
-    );
+    let flags = overdue_after_a_second(&kafka, &alerts);
     let app = if sqlite {
         TestApp::spawn_sqlite(&refs(&flags)).await
     } else {

@@ -31,18 +31,25 @@ async fn act(app: &TestApp, who: &str, id: u64, action: &str, body: Value) -> (u
 fn fast_verify(flags: &mut Vec<String>) {
     flags.retain(|f| f != "--first-verify-after" && f != "1h");
     flags.extend(
-        [
-            "--first-verify-after",
-            "0s",
-            "--verify-interval",
-            "20ms",
-            "--verify-backoff-base",
-            "20ms",
-            "--verify-backoff-max",
-            "50ms",
-        ]
-        .map(String::from),
+        crate::flags::CHECK_AT_ONCE
+            .iter()
+            .chain(&[
+                "--verify-backoff-base",
+                "20ms",
+                "--verify-backoff-max",
+                "50ms",
+            ])
+            .map(|f| f.to_string()),
     );
+}
+
+/// `id`'s audit trail as "<actor> <action>" lines.
+async fn actions_audited(app: &TestApp, id: u64) -> Vec<String> {
+    let trail = app.store().audit_trail(id).await.unwrap();
+    trail
+        .iter()
+        .map(|a| format!("{} {}", a.actor, a.action))
+        .collect()
 }
 
 async fn verify_failed(app: &TestApp, id: u64) {
@@ -211,14 +218,7 @@ async fn a_reverified_message_is_checked_again_and_the_new_answer_decides_it() {
         |m| m.status == MessageStatus::RolledBack,
     )
     .await;
-    let lines: Vec<String> = app
-        .store()
-        .audit_trail(id)
-        .await
-        .unwrap()
-        .iter()
-        .map(|a| format!("{} {}", a.actor, a.action))
-        .collect();
+    let lines = actions_audited(&app, id).await;
     assert_eq!(
         lines,
         [
@@ -389,14 +389,7 @@ async fn a_resolve_racing_the_producers_commit_has_exactly_one_winner() {
         let producer = app.commit(Some(&token), &commit);
         let ((op_status, op), (pr_status, pr)) = tokio::join!(operator, producer);
         let m = app.store().find_message_by_id(id).await.unwrap().unwrap();
-        let decisions: Vec<String> = app
-            .store()
-            .audit_trail(id)
-            .await
-            .unwrap()
-            .iter()
-            .map(|a| format!("{} {}", a.actor, a.action))
-            .collect();
+        let decisions = actions_audited(&app, id).await;
         match m.status {
             MessageStatus::RolledBack => {
                 assert_eq!(op_status, 200, "{op}");

@@ -8,15 +8,7 @@ use serde_json::{json, Value};
 use trustmsg_tests::{TestApp, ADMIN_TOKEN};
 
 async fn put(app: &TestApp, group: &str, body: &Value) -> (u16, Value) {
-    let res = app
-        .http
-        .put(app.url(&format!("/v1/consumer-groups/{group}")))
-        .bearer_auth(ADMIN_TOKEN)
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    (res.status().as_u16(), res.json().await.unwrap())
+    super::admin_put(app, &format!("/v1/consumer-groups/{group}"), body).await
 }
 
 async fn begin(app: &TestApp, token: &str, group: &str) -> u16 {

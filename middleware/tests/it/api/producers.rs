@@ -2,19 +2,32 @@ use serde_json::json;
 
 use trustmsg_tests::{TestApp, ADMIN_TOKEN};
 
-#[tokio::test]
-async fn register_shows_token_once_then_update_keeps_it() {
-    let app = TestApp::spawn(&[]).await;
+/// `PUT /v1/producers/orders` with `body`: the status and the producer.
+async fn put_orders(app: &TestApp, body: &serde_json::Value) -> (u16, serde_json::Value) {
+    super::admin_put(app, "/v1/producers/orders", body).await
+}
+
+/// `DELETE /v1/producers/orders`: the status.
+async fn delete_orders(app: &TestApp) -> u16 {
     let res = app
         .http
-        .put(app.url("/v1/producers/orders"))
+        .delete(app.url("/v1/producers/orders"))
         .bearer_auth(ADMIN_TOKEN)
-        .json(&json!({"verify_url": "http://127.0.0.1:9/check", "max_verify_attempts": 3}))
         .send()
         .await
         .unwrap();
-    assert_eq!(res.status(), 201);
-    let created: serde_json::Value = res.json().await.unwrap();
+    res.status().as_u16()
+}
+
+#[tokio::test]
+async fn register_shows_token_once_then_update_keeps_it() {
+    let app = TestApp::spawn(&[]).await;
+    let (status, created) = put_orders(
+        &app,
+        &json!({"verify_url": "http://127.0.0.1:9/check", "max_verify_attempts": 3}),
+    )
+    .await;
+    assert_eq!(status, 201);
     assert!(created["token"].as_str().unwrap().starts_with("tm_"));
     assert!(created["signing_secret"]
         .as_str()
@@ -23,16 +36,12 @@ async fn register_shows_token_once_then_update_keeps_it() {
     assert_eq!(created["max_verify_attempts"], 3);
     assert_eq!(created["first_verify_after_ms"], 30_000, "default applies");
 
-    let res = app
-        .http
-        .put(app.url("/v1/producers/orders"))
-        .bearer_auth(ADMIN_TOKEN)
-        .json(&json!({"verify_url": "http://127.0.0.1:9/other", "verify_timeout_ms": 1500}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let updated: serde_json::Value = res.json().await.unwrap();
+    let (status, updated) = put_orders(
+        &app,
+        &json!({"verify_url": "http://127.0.0.1:9/other", "verify_timeout_ms": 1500}),
+    )
+    .await;
+    assert_eq!(status, 200);
     assert!(
         updated.get("token").is_none(),
         "an update never shows a token"
@@ -72,28 +81,14 @@ async fn register_shows_token_once_then_update_keeps_it() {
 async fn deleting_a_producer_revokes_its_token() {
     let app = TestApp::spawn(&[]).await;
     let token = app.register("orders", "http://127.0.0.1:9/check").await;
-    let res = app
-        .http
-        .delete(app.url("/v1/producers/orders"))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 204);
+    assert_eq!(delete_orders(&app).await, 204);
     let (s, _) = app.get("/v1/producers/orders", Some(ADMIN_TOKEN)).await;
     assert_eq!(s, 404);
     let (s, _) = app
         .prepare(Some(&token), &trustmsg_tests::prepare_body("orders", "k"))
         .await;
     assert_eq!(s, 401);
-    let res = app
-        .http
-        .delete(app.url("/v1/producers/orders"))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 404);
+    assert_eq!(delete_orders(&app).await, 404);
     app.finish().await;
 }
 
@@ -120,16 +115,8 @@ async fn bad_registrations_are_refused_with_a_reason() {
             "invalid_body",
         ),
     ] {
-        let res = app
-            .http
-            .put(app.url("/v1/producers/orders"))
-            .bearer_auth(ADMIN_TOKEN)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 400, "{body}");
-        let err: serde_json::Value = res.json().await.unwrap();
+        let (status, err) = put_orders(&app, &body).await;
+        assert_eq!(status, 400, "{body}");
         assert_eq!(err["error"]["code"], code, "{body}: {err}");
         if body.get("ordered").is_some() {
             let message = err["error"]["message"].as_str().unwrap();

@@ -25,6 +25,15 @@ async fn warmed_up(app: &TestApp, kafka: &MockKafka) -> (String, TopicReader, u6
     (token, reader, warm)
 }
 
+/// Flags forwarding to `kafka`, and `extra`, with librdkafka retrying a
+/// produce once itself: the rest must be the forwarder's retries.
+fn retrying_once(kafka: &MockKafka, extra: &[&str]) -> Vec<String> {
+    let mut flags = kafka_flags(kafka.bootstrap());
+    let retries = ["--kafka-config", "retries=1,retry.backoff.ms=20"];
+    flags.extend(retries.iter().chain(extra).map(|f| f.to_string()));
+    flags
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_message_committed_during_a_broker_outage_is_delivered_once_it_is_back() {
     let kafka = MockKafka::start(1);
@@ -86,12 +95,7 @@ async fn every_message_committed_during_a_broker_outage_is_delivered_once_it_is_
 async fn transient_produce_errors_are_retried_until_delivered() {
     let kafka = MockKafka::start(1);
     kafka.create_topic("orders", 1);
-    let mut flags = kafka_flags(kafka.bootstrap());
-    // librdkafka retries once itself; the rest must be the forwarder's retries.
-    flags.extend([
-        "--kafka-config".into(),
-        "retries=1,retry.backoff.ms=20".into(),
-    ]);
+    let mut flags = retrying_once(&kafka, &[]);
     set_flag(&mut flags, "--sweep-interval", "100ms");
     let app = TestApp::spawn(&refs(&flags)).await;
     let (token, mut reader, _) = warmed_up(&app, &kafka).await;
@@ -196,13 +200,7 @@ async fn a_record_kafka_refuses_as_too_large_is_send_failed_with_exactly_one_ale
 async fn transient_errors_past_the_attempt_limit_make_the_message_send_failed() {
     let kafka = MockKafka::start(1);
     kafka.create_topic("orders", 1);
-    let mut flags = kafka_flags(kafka.bootstrap());
-    flags.extend([
-        "--kafka-config".into(),
-        "retries=1,retry.backoff.ms=20".into(),
-        "--max-send-attempts".into(),
-        "3".into(),
-    ]);
+    let mut flags = retrying_once(&kafka, &["--max-send-attempts", "3"]);
     set_flag(&mut flags, "--sweep-interval", "100ms");
     let app = TestApp::spawn(&refs(&flags)).await;
     let (token, _reader, _) = warmed_up(&app, &kafka).await;
@@ -232,13 +230,7 @@ async fn transient_errors_past_the_attempt_limit_make_the_message_send_failed() 
 async fn waiting_out_a_broker_outage_uses_up_none_of_the_send_attempts() {
     let kafka = MockKafka::start(1);
     kafka.create_topic("orders", 1);
-    let mut flags = kafka_flags(kafka.bootstrap());
-    flags.extend([
-        "--kafka-config".into(),
-        "retries=1,retry.backoff.ms=20".into(),
-        "--max-send-attempts".into(),
-        "2".into(),
-    ]);
+    let flags = retrying_once(&kafka, &["--max-send-attempts", "2"]);
     let app = TestApp::spawn(&refs(&flags)).await;
     let (token, mut reader, _) = warmed_up(&app, &kafka).await;
 

@@ -11,8 +11,13 @@ use trustmsg_verify_api::SendStatus;
 
 use super::{body, kafka_flags, prepare_and_commit, refs, set_flag, wait_for_row};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sending_carries_on_after_the_forwarders_connections_froze_for_good() {
+/// The service forwarding to a mock cluster (topic `orders`), on a fresh
+/// database it reaches through a proxy only it uses, with a 1 s deadline on
+/// statements, no check-back and the sweeper's interval when given; `shop`
+/// registered with the token returned.
+async fn behind_a_proxy(
+    sweep_interval: Option<&str>,
+) -> (MockKafka, DbProxy, TestDb, TestApp, String) {
     let kafka = MockKafka::start(1);
     kafka.create_topic("orders", 1);
     let proxy = DbProxy::start().await;
@@ -25,9 +30,17 @@ async fn sending_carries_on_after_the_forwarders_connections_froze_for_good() {
         "1s".into(),
         "--no-verifier".into(),
     ]);
-    set_flag(&mut flags, "--sweep-interval", "50ms");
+    if let Some(every) = sweep_interval {
+        set_flag(&mut flags, "--sweep-interval", every);
+    }
     let app = TestApp::spawn_on(via_proxy, &refs(&flags)).await;
     let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
+    (kafka, proxy, db, app, token)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sending_carries_on_after_the_forwarders_connections_froze_for_good() {
+    let (kafka, proxy, _db, app, token) = behind_a_proxy(Some("50ms")).await;
     let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
     let first = prepare_and_commit(&app, &token, body("shop", "before", "orders")).await;
     wait_for_row(&app, first, Duration::from_secs(20), "SENT", |m| {
@@ -98,21 +111,8 @@ async fn sending_carries_on_after_the_forwarders_connections_froze_for_good() {
 /// to the waiting mark). Before, the mark was given up and the row resent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sent_mark_held_up_by_a_hung_database_is_written_once_it_answers_and_nothing_is_resent() {
-    let kafka = MockKafka::start(1);
-    kafka.create_topic("orders", 1);
-    let proxy = DbProxy::start().await;
-    let db = TestDb::create().await;
+    let (kafka, proxy, db, app, token) = behind_a_proxy(None).await;
     let direct = db.pool().await;
-    let mut via_proxy = db.share();
-    via_proxy.url = proxy.url_of(&db);
-    let mut flags = kafka_flags(kafka.bootstrap());
-    flags.extend([
-        "--request-timeout".into(),
-        "1s".into(),
-        "--no-verifier".into(),
-    ]);
-    let app = TestApp::spawn_on(via_proxy, &refs(&flags)).await;
-    let token = app.register("shop", UNREACHABLE_VERIFY_URL).await;
     let mut reader = TopicReader::new(kafka.bootstrap(), "orders");
     let id = prepare_and_commit(&app, &token, body("shop", "held-up", "orders")).await;
     // The commit handed the row to the forwarder, whose mark waits 20 ms

@@ -101,15 +101,8 @@ pub(crate) async fn a_transition_batch_applies_the_guards_that_hold_and_nothing_
         prepare(s, "tb-3", Due::Later).await,
     ];
     let commit = |m: &Message, version: u64| Transition {
-        id: m.id,
-        from: MessageStatus::Prepared,
         version,
-        to: MessageStatus::Committed,
-        send_lease: Duration::from_secs(60),
-        verify_attempt: false,
-        error: None,
-        actor: producer(),
-        reason: "batched commit".into(),
+        ..batched_commit(m)
     };
     let ts = [
         commit(&rows[0], rows[0].version),

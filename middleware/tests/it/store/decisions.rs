@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use trustmsg::store::{
-    self, Actor, DecideOutcome, DecideRequest, DynStore, Inserted, Message, Target, Tombstone,
-    Transition,
+    self, Actor, DecideOutcome, DecideRequest, DynStore, Inserted, Message, Store, Target,
+    Tombstone, Transition,
 };
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
@@ -110,31 +110,38 @@ pub(crate) async fn commit_of_a_verify_failed_message_commits_it_and_audits_it(s
 pub(crate) async fn commit_of_a_committed_message_is_an_idempotent_repeat_in_every_send_state(
     s: &DynStore,
 ) {
-    let s = s.as_ref();
-    for state in [State::SendPending, State::Sent, State::SendFailed] {
-        let before = arrange(s, state, Due::Later).await;
-        let audit = audit_len(s, &before).await;
-        let got = decide_key(s, &key_of(state), true, producer(), LATER).await;
-        assert_eq!(
-            got,
-            DecideOutcome::AlreadyDecided(before.clone().unwrap()),
-            "{state:?}"
-        );
-        assert_untouched(s, state, &before, audit).await;
-    }
+    deciding_again_answers(
+        s.as_ref(),
+        true,
+        &[State::SendPending, State::Sent, State::SendFailed],
+        DecideOutcome::AlreadyDecided,
+    )
+    .await;
 }
 
 pub(crate) async fn commit_after_rollback_is_a_conflict(s: &DynStore) {
-    let s = s.as_ref();
-    for state in [State::RolledBack, State::Tombstone] {
+    deciding_again_answers(
+        s.as_ref(),
+        true,
+        &[State::RolledBack, State::Tombstone],
+        DecideOutcome::Conflict,
+    )
+    .await;
+}
+
+/// Deciding (`commit` or rolling back) the row of each of `states` again
+/// answers `outcome` with the row as it was, and changes nothing.
+async fn deciding_again_answers(
+    s: &dyn Store,
+    commit: bool,
+    states: &[State],
+    outcome: fn(Message) -> DecideOutcome,
+) {
+    for &state in states {
         let before = arrange(s, state, Due::Later).await;
         let audit = audit_len(s, &before).await;
-        let got = decide_key(s, &key_of(state), true, producer(), LATER).await;
-        assert_eq!(
-            got,
-            DecideOutcome::Conflict(before.clone().unwrap()),
-            "{state:?}"
-        );
+        let got = decide_key(s, &key_of(state), commit, producer(), LATER).await;
+        assert_eq!(got, outcome(before.clone().unwrap()), "{state:?}");
         assert_untouched(s, state, &before, audit).await;
     }
 }
@@ -218,33 +225,23 @@ pub(crate) async fn rollback_of_a_verify_failed_message_rolls_it_back_and_audits
 pub(crate) async fn rollback_of_a_rolled_back_message_or_tombstone_is_an_idempotent_repeat(
     s: &DynStore,
 ) {
-    let s = s.as_ref();
-    for state in [State::RolledBack, State::Tombstone] {
-        let before = arrange(s, state, Due::Later).await;
-        let audit = audit_len(s, &before).await;
-        let got = decide_key(s, &key_of(state), false, producer(), LATER).await;
-        assert_eq!(
-            got,
-            DecideOutcome::AlreadyDecided(before.clone().unwrap()),
-            "{state:?}"
-        );
-        assert_untouched(s, state, &before, audit).await;
-    }
+    deciding_again_answers(
+        s.as_ref(),
+        false,
+        &[State::RolledBack, State::Tombstone],
+        DecideOutcome::AlreadyDecided,
+    )
+    .await;
 }
 
 pub(crate) async fn rollback_after_commit_is_a_conflict_in_every_send_state(s: &DynStore) {
-    let s = s.as_ref();
-    for state in [State::SendPending, State::Sent, State::SendFailed] {
-        let before = arrange(s, state, Due::Later).await;
-        let audit = audit_len(s, &before).await;
-        let got = decide_key(s, &key_of(state), false, producer(), LATER).await;
-        assert_eq!(
-            got,
-            DecideOutcome::Conflict(before.clone().unwrap()),
-            "{state:?}"
-        );
-        assert_untouched(s, state, &before, audit).await;
-    }
+    deciding_again_answers(
+        s.as_ref(),
+        false,
+        &[State::SendPending, State::Sent, State::SendFailed],
+        DecideOutcome::Conflict,
+    )
+    .await;
 }
 
 pub(crate) async fn decide_by_id_of_an_unknown_message_is_not_found_and_leaves_no_tombstone(
@@ -296,115 +293,102 @@ pub(crate) async fn a_check_back_decision_by_id_counts_as_a_verify_attempt(s: &D
 
 pub(crate) async fn verify_failed_transition_applies_only_to_a_prepared_row(s: &DynStore) {
     let s = s.as_ref();
-    for state in STATES {
-        let before = arrange(s, state, Due::Later).await;
-        let audit = audit_len(s, &before).await;
-        let t = Transition {
-            id: id_of(&before),
-            version: version_of(&before),
-            ..verify_failed(before.as_ref().unwrap_or(&arrange_dummy()))
-        };
-        let got = s.transition(&t).await.unwrap();
-        if state != State::Prepared {
-            assert_eq!(got, None, "{state:?} must not become VERIFY_FAILED");
-            assert_untouched(s, state, &before, audit).await;
-            continue;
-        }
-        let before = before.unwrap();
-        let m = got.expect("a prepared row fails check-back");
-        assert_eq!(m.status, MessageStatus::VerifyFailed);
-        assert_eq!(m.send_status, None);
-        assert_eq!(m.version, before.version + 1);
-        assert_eq!(m.verify_attempts, before.verify_attempts + 1);
-        assert_eq!(m.last_error.as_deref(), Some("check-back timed out"));
-        assert_eq!((m.next_verify_at, m.next_send_at), (None, None));
-        assert_eq!(m.decided_at, Some(m.updated_at));
-        assert_eq!(s.find_message_by_id(m.id).await.unwrap(), Some(m.clone()));
-        assert_eq!(
-            audit_lines(s, m.id).await,
-            ["verifier verify_failed PREPARED=>VERIFY_FAILED send -=>-"]
-        );
-        assert_eq!(
-            s.audit_trail(m.id).await.unwrap()[0].reason,
-            "attempt limit reached"
-        );
-    }
+    let (before, _, got) =
+        transition_in_every_state(s, State::Prepared, "become VERIFY_FAILED", verify_failed).await;
+    let m = got.expect("a prepared row fails check-back");
+    assert_eq!(m.status, MessageStatus::VerifyFailed);
+    assert_eq!(m.send_status, None);
+    assert_eq!(m.version, before.version + 1);
+    assert_eq!(m.verify_attempts, before.verify_attempts + 1);
+    assert_eq!(m.last_error.as_deref(), Some("check-back timed out"));
+    assert_eq!((m.next_verify_at, m.next_send_at), (None, None));
+    assert_eq!(m.decided_at, Some(m.updated_at));
+    assert_eq!(s.find_message_by_id(m.id).await.unwrap(), Some(m.clone()));
+    assert_eq!(
+        audit_lines(s, m.id).await,
+        ["verifier verify_failed PREPARED=>VERIFY_FAILED send -=>-"]
+    );
+    assert_eq!(
+        s.audit_trail(m.id).await.unwrap()[0].reason,
+        "attempt limit reached"
+    );
 }
 
 /// The operator's re-verify: VERIFY_FAILED → PREPARED, attempts
 /// back to 0, the first check due at once.
 fn reverify(m: &Message) -> Transition {
-    Transition {
-        id: m.id,
-        from: MessageStatus::VerifyFailed,
-        version: m.version,
-        to: MessageStatus::Prepared,
-        send_lease: Duration::ZERO,
-        verify_attempt: false,
-        error: None,
-        actor: Actor::Operator("alice".into()),
-        reason: "producer fixed its check endpoint".into(),
-    }
+    transition(
+        m,
+        MessageStatus::VerifyFailed,
+        MessageStatus::Prepared,
+        Actor::Operator("alice".into()),
+        "producer fixed its check endpoint",
+    )
 }
 
 pub(crate) async fn reverify_transition_applies_only_to_a_verify_failed_row_and_makes_it_due_at_once(
     s: &DynStore,
 ) {
     let s = s.as_ref();
-    for state in STATES {
-        let before = arrange(s, state, Due::Later).await;
-        let audit = audit_len(s, &before).await;
+    let (before, _, got) =
+        transition_in_every_state(s, State::VerifyFailed, "be re-verified", reverify).await;
+    assert!(before.verify_attempts > 0);
+    let m = got.expect("a VERIFY_FAILED row is re-verified");
+    assert_eq!(m.status, MessageStatus::Prepared);
+    assert_eq!(m.send_status, None);
+    assert_eq!(m.version, before.version + 1);
+    assert_eq!(m.verify_attempts, 0, "attempts start over");
+    assert_eq!(m.next_verify_at, Some(m.updated_at), "due at once");
+    assert!(m.updated_at >= before.updated_at);
+    assert_eq!(m.next_send_at, None);
+    assert_eq!(m.decided_at, before.decided_at);
+    assert_eq!(m.last_error, before.last_error, "the last error is kept");
+    assert_eq!(s.find_message_by_id(m.id).await.unwrap(), Some(m.clone()));
+    assert_eq!(
+        audit_lines(s, m.id).await,
+        [
+            "verifier verify_failed PREPARED=>VERIFY_FAILED send -=>-",
+            "operator:alice reverify VERIFY_FAILED=>PREPARED send -=>-",
+        ]
+    );
+    assert_eq!(
+        s.audit_trail(m.id).await.unwrap()[1].reason,
+        "producer fixed its check endpoint"
+    );
+    let claimed = s
+        .claim_due_verifies(10, lasting(LATER))
+        .await
+        .unwrap()
+        .messages;
+    assert_eq!(
+        claimed.iter().map(|c| c.id).collect::<Vec<_>>(),
+        [m.id],
+        "the re-verified row is the one due for check-back"
+    );
+    assert_eq!(
+        s.transition(&reverify(&before)).await.unwrap(),
+        None,
+        "a stale re-verify matches nothing"
+    );
+}
+
+/// [`apply_in_every_state`] with the transition `to_transition` makes of
+/// each row (or of none, for the missing state).
+async fn transition_in_every_state(
+    s: &dyn Store,
+    applies_to: State,
+    what: &str,
+    to_transition: fn(&Message) -> Transition,
+) -> (Message, usize, Option<Message>) {
+    apply_in_every_state(s, applies_to, what, move |id, version| async move {
         let t = Transition {
-            id: id_of(&before),
-            version: version_of(&before),
-            ..reverify(before.as_ref().unwrap_or(&arrange_dummy()))
+            id,
+            version,
+            ..to_transition(&arrange_dummy())
         };
-        let got = s.transition(&t).await.unwrap();
-        if state != State::VerifyFailed {
-            assert_eq!(got, None, "{state:?} must not be re-verified");
-            assert_untouched(s, state, &before, audit).await;
-            continue;
-        }
-        let before = before.unwrap();
-        assert!(before.verify_attempts > 0);
-        let m = got.expect("a VERIFY_FAILED row is re-verified");
-        assert_eq!(m.status, MessageStatus::Prepared);
-        assert_eq!(m.send_status, None);
-        assert_eq!(m.version, before.version + 1);
-        assert_eq!(m.verify_attempts, 0, "attempts start over");
-        assert_eq!(m.next_verify_at, Some(m.updated_at), "due at once");
-        assert!(m.updated_at >= before.updated_at);
-        assert_eq!(m.next_send_at, None);
-        assert_eq!(m.decided_at, before.decided_at);
-        assert_eq!(m.last_error, before.last_error, "the last error is kept");
-        assert_eq!(s.find_message_by_id(m.id).await.unwrap(), Some(m.clone()));
-        assert_eq!(
-            audit_lines(s, m.id).await,
-            [
-                "verifier verify_failed PREPARED=>VERIFY_FAILED send -=>-",
-                "operator:alice reverify VERIFY_FAILED=>PREPARED send -=>-",
-            ]
-        );
-        assert_eq!(
-            s.audit_trail(m.id).await.unwrap()[1].reason,
-            "producer fixed its check endpoint"
-        );
-        let claimed = s
-            .claim_due_verifies(10, lasting(LATER))
-            .await
-            .unwrap()
-            .messages;
-        assert_eq!(
-            claimed.iter().map(|c| c.id).collect::<Vec<_>>(),
-            [m.id],
-            "the re-verified row is the one due for check-back"
-        );
-        assert_eq!(
-            s.transition(&reverify(&before)).await.unwrap(),
-            None,
-            "a stale re-verify matches nothing"
-        );
-    }
+        s.transition(&t).await.unwrap()
+    })
+    .await
 }
 
 pub(crate) async fn a_transition_with_a_stale_version_matches_nothing(s: &DynStore) {

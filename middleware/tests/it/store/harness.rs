@@ -508,17 +508,55 @@ pub(crate) fn producer() -> Actor {
     Actor::Producer(BIZ.into())
 }
 
-pub(crate) fn verify_failed(m: &Message) -> Transition {
+/// `m`, as read, from `from` to `to` by `actor`: with no send lease, no
+/// attempt counted and no error, which the callers change where they need.
+pub(crate) fn transition(
+    m: &Message,
+    from: MessageStatus,
+    to: MessageStatus,
+    actor: Actor,
+    reason: &str,
+) -> Transition {
     Transition {
         id: m.id,
-        from: MessageStatus::Prepared,
+        from,
         version: m.version,
-        to: MessageStatus::VerifyFailed,
+        to,
         send_lease: Duration::ZERO,
+        verify_attempt: false,
+        error: None,
+        actor,
+        reason: reason.into(),
+    }
+}
+
+/// Check-back gives up on `m`: PREPARED → VERIFY_FAILED, an attempt counted.
+pub(crate) fn verify_failed(m: &Message) -> Transition {
+    Transition {
         verify_attempt: true,
         error: Some("check-back timed out".into()),
-        actor: Actor::Verifier,
-        reason: "attempt limit reached".into(),
+        ..transition(
+            m,
+            MessageStatus::Prepared,
+            MessageStatus::VerifyFailed,
+            Actor::Verifier,
+            "attempt limit reached",
+        )
+    }
+}
+
+/// The producer commits `m` in a batch: PREPARED → COMMITTED, its send
+/// claimed for a minute.
+pub(crate) fn batched_commit(m: &Message) -> Transition {
+    Transition {
+        send_lease: Duration::from_secs(60),
+        ..transition(
+            m,
+            MessageStatus::Prepared,
+            MessageStatus::Committed,
+            producer(),
+            "batched commit",
+        )
     }
 }
 
@@ -641,6 +679,54 @@ pub(crate) async fn assert_untouched(
     }
 }
 
+/// What an operation on one row answered: whether it matched the row.
+pub(crate) trait Matched: std::fmt::Debug {
+    fn matched(&self) -> bool;
+}
+
+impl Matched for bool {
+    fn matched(&self) -> bool {
+        *self
+    }
+}
+
+impl<T: std::fmt::Debug> Matched for Option<T> {
+    fn matched(&self) -> bool {
+        self.is_some()
+    }
+}
+
+/// Arranges a row in every state (due later) and applies `op` to its id and
+/// version. In every state but `applies_to` the operation must match nothing
+/// (`{state:?} must not {what}`) and leave the row and its audit trail as
+/// they were. Returns, for `applies_to`, the row as it was before, its audit
+/// length then, and what `op` answered.
+pub(crate) async fn apply_in_every_state<T, F, Fut>(
+    s: &dyn Store,
+    applies_to: State,
+    what: &str,
+    mut op: F,
+) -> (Message, usize, T)
+where
+    T: Matched,
+    F: FnMut(u64, u64) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let mut applied = None;
+    for state in STATES {
+        let before = arrange(s, state, Due::Later).await;
+        let audit = audit_len(s, &before).await;
+        let got = op(id_of(&before), version_of(&before)).await;
+        if state == applies_to {
+            applied = Some((before.expect("a row to apply to"), audit, got));
+        } else {
+            assert!(!got.matched(), "{state:?} must not {what}: {got:?}");
+            assert_untouched(s, state, &before, audit).await;
+        }
+    }
+    applied.expect("applies_to is one of STATES")
+}
+
 pub(crate) async fn audit_len(s: &dyn Store, m: &Option<Message>) -> usize {
     match m {
         Some(m) => s.audit_trail(m.id).await.unwrap().len(),
@@ -691,6 +777,42 @@ where
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// `again`, claimed once the lease of the claim `first` ran out (`lease_end`,
+/// its next due time), is the row `before` alone, claimed twice since.
+pub(crate) async fn assert_reclaimed_after_the_lease(
+    s: &dyn Store,
+    before: &Message,
+    again: &[Message],
+    lease_end: Option<DateTime<Utc>>,
+) {
+    let now = s.now().await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].id, before.id);
+    assert_eq!(again[0].version, before.version + 2);
+    assert!(
+        now >= lease_end.unwrap(),
+        "reclaimed before the lease ran out"
+    );
+}
+
+/// A row arranged in each state (due later), with its audit length.
+pub(crate) async fn arrange_every_state(s: &dyn Store) -> Vec<(State, Option<Message>, usize)> {
+    let mut rows = Vec::new();
+    for state in STATES {
+        let before = arrange(s, state, Due::Later).await;
+        let audit = audit_len(s, &before).await;
+        rows.push((state, before, audit));
+    }
+    rows
+}
+
+/// The claims (id and version) of `rows`, as [`arrange_every_state`] gives them.
+pub(crate) fn claims_of(rows: &[(State, Option<Message>, usize)]) -> Vec<(u64, u64)> {
+    rows.iter()
+        .map(|(_, m, _)| (id_of(m), version_of(m)))
+        .collect()
 }
 
 pub(crate) fn is_whole_ms(t: DateTime<Utc>) -> bool {

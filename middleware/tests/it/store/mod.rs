@@ -43,7 +43,7 @@ mod waiting;
 /// `Backend::$make()` and finished after it; the lists below choose the
 /// backends.
 macro_rules! on_backend {
-    ($make:ident; $($module:ident: [$($name:ident),* $(,)?]),* $(,)?) => {$($(
+    ($make:ident; { $($module:ident: [$($name:ident),* $(,)?]),* $(,)? }) => {$($(
         #[tokio::test]
         async fn $name() {
             let backend = crate::store::harness::Backend::$make().await;
@@ -53,31 +53,35 @@ macro_rules! on_backend {
     )*)*};
 }
 
+/// [`on_backend!`] once per listed backend, in a module named for it.
+macro_rules! on_backends {
+    ([$($(#[$attr:meta])* $make:ident),* $(,)?]; $tests:tt) => {$(
+        $(#[$attr])*
+        mod $make {
+            on_backend!($make; $tests);
+        }
+    )*};
+}
+
 /// Instantiates every listed test once per backend, as `mysql::<name>`,
 /// `sharded::<name>`, `postgres::<name>` and `sqlite::<name>`, whatever
 /// module the test function lives in.
 macro_rules! conformance {
-    ($($module:ident: [$($name:ident),* $(,)?]),* $(,)?) => {
-        /// Every conformance test on a fresh MariaDB database.
-        mod mysql {
-            on_backend!(mysql; $($module: [$($name),*]),*);
-        }
-
-        /// Every conformance test on three fresh MariaDB databases as the
-        /// shards of one store.
-        mod sharded {
-            on_backend!(sharded; $($module: [$($name),*]),*);
-        }
-
-        /// Every conformance test on a fresh PostgreSQL database.
-        mod postgres {
-            on_backend!(postgres; $($module: [$($name),*]),*);
-        }
-
-        /// Every conformance test on a fresh SQLite file.
-        mod sqlite {
-            on_backend!(sqlite; $($module: [$($name),*]),*);
-        }
+    ($($tests:tt)*) => {
+        on_backends!(
+            [
+                /// Every conformance test on a fresh MariaDB database.
+                mysql,
+                /// Every conformance test on three fresh MariaDB databases as
+                /// the shards of one store.
+                sharded,
+                /// Every conformance test on a fresh PostgreSQL database.
+                postgres,
+                /// Every conformance test on a fresh SQLite file.
+                sqlite,
+            ];
+            { $($tests)* }
+        );
     };
 }
 
@@ -226,27 +230,11 @@ conformance! {
 /// skip and the tests do not run on it, rather than pass there having
 /// checked nothing.
 mod row_locks {
-    macro_rules! row_locks {
-        ($($module:ident: [$($name:ident),* $(,)?]),* $(,)?) => {
-            mod mysql {
-                on_backend!(mysql; $($module: [$($name),*]),*);
-            }
-
-            mod sharded {
-                on_backend!(sharded; $($module: [$($name),*]),*);
-            }
-
-            mod postgres {
-                on_backend!(postgres; $($module: [$($name),*]),*);
-            }
-        };
-    }
-
-    row_locks! {
+    on_backends!([mysql, sharded, postgres]; {
         alerts: [
             claim_due_alerts_skips_an_alert_another_claimer_holds_locked,
         ],
-    }
+    });
 }
 
 /// Messages created COMMITTED in one step, on MariaDB and PostgreSQL: the
@@ -255,22 +243,14 @@ mod row_locks {
 /// of this suite holds them to. The sharded store passes a one-shard batch on to
 /// its shard: the relay's tests hold it to that.
 mod committed_in_one_step {
-    macro_rules! committed_on {
-        ($($backend:ident),*) => {$(
-            mod $backend {
-                on_backend!($backend;
-                    committed: [
-                        a_committed_batch_is_created_due_at_once_claimed_and_audited_once,
-                        a_committed_batch_with_a_key_that_exists_writes_nothing,
-                        committed_rows_of_an_ordered_key_take_their_seqs_in_batch_order,
-                        a_committed_row_with_a_delivery_time_is_due_then_and_claimed_by_nobody,
-                    ],
-                );
-            }
-        )*};
-    }
-
-    committed_on!(mysql, postgres);
+    on_backends!([mysql, postgres]; {
+        committed: [
+            a_committed_batch_is_created_due_at_once_claimed_and_audited_once,
+            a_committed_batch_with_a_key_that_exists_writes_nothing,
+            committed_rows_of_an_ordered_key_take_their_seqs_in_batch_order,
+            a_committed_row_with_a_delivery_time_is_due_then_and_claimed_by_nobody,
+        ],
+    });
 
     /// Without RETURNING (MySQL) the store says None and writes nothing.
     #[tokio::test]
@@ -300,13 +280,7 @@ mod committed_in_one_step {
 /// The prepare and batch tests again on MariaDB used without `INSERT …
 /// RETURNING`, as on MySQL: the read-back paths must give the same rows.
 mod mysql_without_returning {
-    macro_rules! without_returning {
-        ($($module:ident: [$($name:ident),* $(,)?]),* $(,)?) => {
-            on_backend!(mysql_without_returning; $($module: [$($name),*]),*);
-        };
-    }
-
-    without_returning! {
+    on_backend!(mysql_without_returning; {
         content: [
             a_long_content_is_kept_apart_and_every_read_finds_it_whole,
         ],
@@ -330,7 +304,7 @@ mod mysql_without_returning {
             a_prepare_batch_stores_each_delivery_time,
             a_batch_of_commits_with_the_rows_at_hand_follows_the_same_rule,
         ],
-    }
+    });
 }
 
 /// Migrations on MySQL wait for a lock of their own database's: two

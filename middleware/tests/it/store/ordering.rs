@@ -7,10 +7,10 @@ use std::time::Duration;
 use trustmsg::store::{
     self, Actor, AlertFilter, DynStore, Inserted, Message, SentMark, Transition,
 };
-use trustmsg_verify_api::admin::AlertKind;
-use trustmsg_verify_api::{MessageStatus, SendStatus};
+use trustmsg_verify_api::admin::{AlertKind, AlertView};
+use trustmsg_verify_api::SendStatus;
 
-use super::harness::{decide_key, decided, new_message, producer, BIZ};
+use super::harness::{batched_commit, decide_key, decided, new_message, producer, BIZ};
 
 /// A short lease: the test claims what is due, not what a commit claimed.
 const LEASE: Duration = Duration::ZERO;
@@ -39,6 +39,19 @@ async fn due(s: &DynStore) -> Vec<Message> {
         .messages;
     claimed.sort_by_key(|m| m.id);
     claimed
+}
+
+/// The key-blocked alerts raised about the message `id`.
+async fn key_blocked_alerts(s: &DynStore, id: u64) -> Vec<AlertView> {
+    let filter = AlertFilter {
+        message_id: Some(id),
+        ..AlertFilter::default()
+    };
+    let alerts = s.list_alerts(filter, 100, None).await.unwrap();
+    alerts
+        .into_iter()
+        .filter(|a| a.kind == AlertKind::KeyBlocked)
+        .collect()
 }
 
 fn sent(m: &Message) -> SentMark {
@@ -104,21 +117,7 @@ pub(crate) async fn a_send_failed_head_blocks_its_key_alerts_once_and_a_skip_rel
         .await
         .unwrap()
         .unwrap();
-    let key_blocked = async || {
-        s.list_alerts(
-            AlertFilter {
-                message_id: Some(a1.id),
-                ..AlertFilter::default()
-            },
-            100,
-            None,
-        )
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|a| a.kind == AlertKind::KeyBlocked)
-        .count()
-    };
+    let key_blocked = async || key_blocked_alerts(s, a1.id).await.len();
     assert_eq!(key_blocked().await, 0, "nothing waits yet");
     let a2 = commit_ordered(s, "a2", "a").await;
     let a3 = commit_ordered(s, "a3", "a").await;
@@ -162,20 +161,7 @@ pub(crate) async fn a_head_that_fails_with_messages_behind_it_alerts_once(s: &Dy
         .unwrap()
         .unwrap();
     commit_ordered(s, "a4", "a").await;
-    let alerts: Vec<_> = s
-        .list_alerts(
-            AlertFilter {
-                message_id: Some(a1.id),
-                ..AlertFilter::default()
-            },
-            100,
-            None,
-        )
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|a| a.kind == AlertKind::KeyBlocked)
-        .collect();
+    let alerts = key_blocked_alerts(s, a1.id).await;
     assert_eq!(alerts.len(), 1, "{alerts:?}");
     assert!(
         alerts[0].last_error.contains("2 later message(s)"),
@@ -192,20 +178,7 @@ pub(crate) async fn a_commit_batch_gives_a_keys_rows_their_seqs_in_batch_order(s
         prepare_ordered(s, "a2", "a").await,
         prepare_ordered(s, "b3", "b").await,
     ];
-    let ts: Vec<Transition> = rows
-        .iter()
-        .map(|m| Transition {
-            id: m.id,
-            from: MessageStatus::Prepared,
-            version: m.version,
-            to: MessageStatus::Committed,
-            send_lease: Duration::from_secs(60),
-            verify_attempt: false,
-            error: None,
-            actor: producer(),
-            reason: "batched commit".into(),
-        })
-        .collect();
+    let ts: Vec<Transition> = rows.iter().map(batched_commit).collect();
     let seen: Vec<&Message> = rows.iter().collect();
     let results = s.transition_batch_seen(&ts, &seen).await.unwrap();
     let got: Vec<(u64, Option<u64>, bool)> = results

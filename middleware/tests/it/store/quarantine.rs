@@ -53,6 +53,34 @@ where
 }
 
 /// The claim set aside exactly the row `id`, saying what was wrong with it.
+/// Rows "good-a", "bad" and "good-b" in `state`, due now, the middle one
+/// made unreadable.
+async fn good_bad_good(b: &Backend, state: State) -> [Message; 3] {
+    let mut rows = Vec::new();
+    for key in ["good-a", "bad", "good-b"] {
+        rows.push(
+            arrange_key(b.store.as_ref(), key, state, Due::Now)
+                .await
+                .unwrap(),
+        );
+    }
+    assert_eq!(b.raw_execute(CORRUPT, rows[1].id).await, 1);
+    rows.try_into().unwrap()
+}
+
+/// `claimed` took the good rows of [`good_bad_good`]'s `rows` and
+/// quarantined the bad one; returns the good rows' ids, sorted.
+fn assert_took_the_good_and_quarantined_the_bad(
+    claimed: &Claimed,
+    rows: &[Message; 3],
+) -> Vec<u64> {
+    let [good_a, bad, good_b] = rows;
+    let good = sorted([good_a.id, good_b.id]);
+    assert_eq!(ids(&claimed.messages), good);
+    assert_quarantined(&claimed.quarantined, bad.id);
+    good
+}
+
 fn assert_quarantined(quarantined: &[Quarantined], id: u64) {
     assert_eq!(quarantined.len(), 1, "{quarantined:?}");
     let q = &quarantined[0];
@@ -72,28 +100,18 @@ pub(crate) async fn an_unreadable_row_is_quarantined_and_the_rest_of_its_send_cl
     b: &Backend,
 ) {
     let s = b.store.as_ref();
-    let good_a = arrange_key(s, "good-a", State::SendPending, Due::Now)
-        .await
-        .unwrap();
-    let bad = arrange_key(s, "bad", State::SendPending, Due::Now)
-        .await
-        .unwrap();
-    let good_b = arrange_key(s, "good-b", State::SendPending, Due::Now)
-        .await
-        .unwrap();
-    assert_eq!(b.raw_execute(CORRUPT, bad.id).await, 1);
+    let rows = good_bad_good(b, State::SendPending).await;
+    let bad = &rows[1];
 
     let short = Duration::from_millis(300);
     let claimed = s
         .claim_due_sends(10, ROOM, short)
         .await
         .expect("one unreadable row does not fail the claim");
-    assert_eq!(ids(&claimed.messages), sorted([good_a.id, good_b.id]));
-    assert_quarantined(&claimed.quarantined, bad.id);
+    let good = assert_took_the_good_and_quarantined_the_bad(&claimed, &rows);
 
     // Once the short lease is over the good rows are due again; the
     // quarantined one is not.
-    let good = sorted([good_a.id, good_b.id]);
     let (again, quarantined) = reclaim(&good, || async {
         s.claim_due_sends(10, ROOM, LATER).await.unwrap()
     })
@@ -121,26 +139,16 @@ pub(crate) async fn an_unreadable_row_is_quarantined_and_the_rest_of_its_verify_
     b: &Backend,
 ) {
     let s = b.store.as_ref();
-    let good_a = arrange_key(s, "good-a", State::Prepared, Due::Now)
-        .await
-        .unwrap();
-    let bad = arrange_key(s, "bad", State::Prepared, Due::Now)
-        .await
-        .unwrap();
-    let good_b = arrange_key(s, "good-b", State::Prepared, Due::Now)
-        .await
-        .unwrap();
-    assert_eq!(b.raw_execute(CORRUPT, bad.id).await, 1);
+    let rows = good_bad_good(b, State::Prepared).await;
+    let bad = &rows[1];
 
     let short = Duration::from_millis(300);
     let claimed = s
         .claim_due_verifies(10, lasting(short))
         .await
         .expect("one unreadable row does not fail the claim");
-    assert_eq!(ids(&claimed.messages), sorted([good_a.id, good_b.id]));
-    assert_quarantined(&claimed.quarantined, bad.id);
+    let good = assert_took_the_good_and_quarantined_the_bad(&claimed, &rows);
 
-    let good = sorted([good_a.id, good_b.id]);
     let (again, quarantined) = reclaim(&good, || async {
         s.claim_due_verifies(10, lasting(LATER)).await.unwrap()
     })

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use trustmsg::store::{Actor, DynStore, Message, PayloadRoom, Reschedule, SentMark};
+use trustmsg::store::{Actor, DynStore, Message, PayloadRoom, Reschedule, SentMark, Store};
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
 use crate::store::harness::*;
@@ -74,17 +74,8 @@ pub(crate) async fn claim_due_sends_skips_claimed_rows_until_a_short_lease_runs_
             .is_empty(),
         "a claimed row is not claimed again within its lease"
     );
-    let again =
-        claim_eventually(|| async { s.claim_due_sends(10, ROOM, LATER).await.unwrap().messages })
-            .await;
-    let now = s.now().await.unwrap();
-    assert_eq!(again.len(), 1);
-    assert_eq!(again[0].id, before.id);
-    assert_eq!(again[0].version, before.version + 2);
-    assert!(
-        now >= first[0].next_send_at.unwrap(),
-        "reclaimed before the lease ran out"
-    );
+    let again = claim_eventually(|| claim_sends(s)).await;
+    assert_reclaimed_after_the_lease(s, &before, &again, first[0].next_send_at).await;
 }
 
 pub(crate) async fn claim_due_sends_takes_at_most_the_limit(s: &DynStore) {
@@ -307,189 +298,166 @@ pub(crate) async fn mark_sent_with_a_stale_version_matches_nothing(s: &DynStore)
 
 pub(crate) async fn reschedule_send_applies_only_to_a_pending_row(s: &DynStore) {
     let s = s.as_ref();
-    for state in STATES {
-        let before = arrange(s, state, Due::Later).await;
-        let audit = audit_len(s, &before).await;
-        let delay = Duration::from_millis(5_500);
-        let ok = s
-            .reschedule_send(&Reschedule {
-                id: id_of(&before),
-                version: version_of(&before),
+    let (before, audit, m) =
+        retry_of_a_pending_send_only(s, "broker down", move |id, version| async move {
+            s.reschedule_send(&Reschedule {
+                id,
+                version,
                 error: "broker down".into(),
-                delay,
+                delay: RETRY_DELAY,
             })
             .await
-            .unwrap();
-        if state != State::SendPending {
-            assert!(!ok, "{state:?} must not be rescheduled for sending");
-            assert_untouched(s, state, &before, audit).await;
-            continue;
-        }
-        assert!(ok);
-        let before = before.unwrap();
-        let m = s.find_message_by_id(before.id).await.unwrap().unwrap();
-        assert_eq!(
-            (m.status, m.send_status),
-            (MessageStatus::Committed, Some(SendStatus::Pending))
-        );
-        assert_eq!(m.send_attempts, before.send_attempts + 1);
-        assert_eq!(m.last_error.as_deref(), Some("broker down"));
-        assert_eq!(m.version, before.version + 1);
-        assert_eq!(
-            m.next_send_at,
-            Some(m.updated_at + chrono::Duration::milliseconds(5_500))
-        );
-        assert_eq!(
-            audit_lines(s, m.id).await.len(),
-            audit,
-            "a retry is not audited"
-        );
-        // The version moved on: the same stale write now matches nothing.
-        assert!(!s
-            .reschedule_send(&Reschedule {
-                id: m.id,
-                version: before.version,
-                error: "broker down".into(),
-                delay
-            })
-            .await
-            .unwrap());
-    }
+            .unwrap()
+        })
+        .await;
+    assert_eq!(m.send_attempts, before.send_attempts + 1);
+    assert_eq!(
+        audit_lines(s, m.id).await.len(),
+        audit,
+        "a retry is not audited"
+    );
+    // The version moved on: the same stale write now matches nothing.
+    assert!(!s
+        .reschedule_send(&Reschedule {
+            id: m.id,
+            version: before.version,
+            error: "broker down".into(),
+            delay: RETRY_DELAY
+        })
+        .await
+        .unwrap());
 }
 
 pub(crate) async fn postpone_send_reschedules_only_a_pending_row_without_counting_an_attempt(
     s: &DynStore,
 ) {
     let s = s.as_ref();
-    for state in STATES {
-        let before = arrange(s, state, Due::Later).await;
-        let audit = audit_len(s, &before).await;
-        let delay = Duration::from_millis(5_500);
-        let ok = s
-            .postpone_send(&Reschedule {
-                id: id_of(&before),
-                version: version_of(&before),
+    let (before, audit, m) =
+        retry_of_a_pending_send_only(s, "timed out", move |id, version| async move {
+            s.postpone_send(&Reschedule {
+                id,
+                version,
                 error: "timed out".into(),
-                delay,
+                delay: RETRY_DELAY,
             })
             .await
-            .unwrap();
-        if state != State::SendPending {
-            assert!(!ok, "{state:?} must not be rescheduled for sending");
-            assert_untouched(s, state, &before, audit).await;
-            continue;
-        }
-        assert!(ok);
-        let before = before.unwrap();
-        let m = s.find_message_by_id(before.id).await.unwrap().unwrap();
-        assert_eq!(
-            (m.status, m.send_status),
-            (MessageStatus::Committed, Some(SendStatus::Pending))
-        );
-        assert_eq!(m.send_attempts, before.send_attempts, "no attempt counted");
-        assert_eq!(m.last_error.as_deref(), Some("timed out"));
-        assert_eq!(m.version, before.version + 1);
-        assert_eq!(
-            m.next_send_at,
-            Some(m.updated_at + chrono::Duration::milliseconds(5_500))
-        );
-        assert_eq!(audit_lines(s, m.id).await.len(), audit, "not audited");
-        // Counted and uncounted retries add up on the same row.
-        assert!(s
-            .reschedule_send(&Reschedule {
-                id: m.id,
-                version: m.version,
-                error: "broker said no".into(),
-                delay
-            })
-            .await
-            .unwrap());
-        let counted = s.find_message_by_id(m.id).await.unwrap().unwrap();
-        assert_eq!(counted.send_attempts, before.send_attempts + 1);
-        // The version moved on: the same stale write now matches nothing.
-        assert!(!s
-            .postpone_send(&Reschedule {
-                id: m.id,
-                version: m.version,
-                error: "timed out".into(),
-                delay
-            })
-            .await
-            .unwrap());
-    }
+            .unwrap()
+        })
+        .await;
+    assert_eq!(m.send_attempts, before.send_attempts, "no attempt counted");
+    assert_eq!(audit_lines(s, m.id).await.len(), audit, "not audited");
+    // Counted and uncounted retries add up on the same row.
+    assert!(s
+        .reschedule_send(&Reschedule {
+            id: m.id,
+            version: m.version,
+            error: "broker said no".into(),
+            delay: RETRY_DELAY
+        })
+        .await
+        .unwrap());
+    let counted = s.find_message_by_id(m.id).await.unwrap().unwrap();
+    assert_eq!(counted.send_attempts, before.send_attempts + 1);
+    // The version moved on: the same stale write now matches nothing.
+    assert!(!s
+        .postpone_send(&Reschedule {
+            id: m.id,
+            version: m.version,
+            error: "timed out".into(),
+            delay: RETRY_DELAY
+        })
+        .await
+        .unwrap());
+}
+
+/// How long the retries above put a send off.
+const RETRY_DELAY: Duration = Duration::from_millis(5_500);
+
+/// Applies `retry` (a write of `error` due [`RETRY_DELAY`] from now) in every
+/// state: it must match the pending row alone, which is then still COMMITTED
+/// and PENDING, one version on. Returns that row before, its audit length
+/// then, and the row now.
+async fn retry_of_a_pending_send_only<F, Fut>(
+    s: &dyn Store,
+    error: &str,
+    retry: F,
+) -> (Message, usize, Message)
+where
+    F: FnMut(u64, u64) -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let (before, audit, ok) =
+        apply_in_every_state(s, State::SendPending, "be rescheduled for sending", retry).await;
+    assert!(ok);
+    let m = s.find_message_by_id(before.id).await.unwrap().unwrap();
+    assert_eq!(
+        (m.status, m.send_status),
+        (MessageStatus::Committed, Some(SendStatus::Pending))
+    );
+    assert_eq!(m.last_error.as_deref(), Some(error));
+    assert_eq!(m.version, before.version + 1);
+    assert_eq!(
+        m.next_send_at,
+        Some(m.updated_at + chrono::Duration::milliseconds(5_500))
+    );
+    (before, audit, m)
+}
+
+/// What a send claim of up to ten rows, leased for an hour, takes.
+async fn claim_sends(s: &dyn Store) -> Vec<Message> {
+    s.claim_due_sends(10, ROOM, LATER).await.unwrap().messages
 }
 
 pub(crate) async fn mark_send_failed_applies_only_to_a_pending_row_and_audits_it(s: &DynStore) {
     let s = s.as_ref();
-    for state in STATES {
-        let before = arrange(s, state, Due::Later).await;
-        let audit = audit_len(s, &before).await;
-        let got = s
-            .mark_send_failed(
-                id_of(&before),
-                version_of(&before),
-                "topic authorization failed",
-                &Actor::Forwarder,
-            )
-            .await
-            .unwrap();
-        if state != State::SendPending {
-            assert_eq!(got, None, "{state:?} must not become SEND_FAILED");
-            assert_untouched(s, state, &before, audit).await;
-            continue;
-        }
-        let before = before.unwrap();
-        let m = got.expect("a pending row fails");
-        assert_eq!(
-            (m.status, m.send_status),
-            (MessageStatus::Committed, Some(SendStatus::SendFailed))
-        );
-        assert_eq!(m.send_attempts, before.send_attempts + 1);
-        assert_eq!(m.last_error.as_deref(), Some("topic authorization failed"));
-        assert_eq!(m.next_send_at, None, "a failed send is not due again");
-        assert_eq!(m.version, before.version + 1);
-        assert_eq!(s.find_message_by_id(m.id).await.unwrap(), Some(m.clone()));
-        assert_eq!(
-            audit_lines(s, m.id).await,
-            [
-                "producer:shop commit PREPARED=>COMMITTED send -=>PENDING",
-                "forwarder send_failed COMMITTED=>COMMITTED send PENDING=>SEND_FAILED",
-            ]
-        );
-        assert_eq!(
-            s.audit_trail(m.id).await.unwrap()[1].reason,
-            "topic authorization failed"
-        );
-        // A stale version (the row moved on) matches nothing.
-        assert_eq!(
-            s.mark_send_failed(m.id, before.version, "again", &Actor::Forwarder)
+    let (before, _, got) = apply_in_every_state(
+        s,
+        State::SendPending,
+        "become SEND_FAILED",
+        move |id, version| async move {
+            s.mark_send_failed(id, version, "topic authorization failed", &Actor::Forwarder)
                 .await
-                .unwrap(),
-            None
-        );
-    }
+                .unwrap()
+        },
+    )
+    .await;
+    let m = got.expect("a pending row fails");
+    assert_eq!(
+        (m.status, m.send_status),
+        (MessageStatus::Committed, Some(SendStatus::SendFailed))
+    );
+    assert_eq!(m.send_attempts, before.send_attempts + 1);
+    assert_eq!(m.last_error.as_deref(), Some("topic authorization failed"));
+    assert_eq!(m.next_send_at, None, "a failed send is not due again");
+    assert_eq!(m.version, before.version + 1);
+    assert_eq!(s.find_message_by_id(m.id).await.unwrap(), Some(m.clone()));
+    assert_eq!(
+        audit_lines(s, m.id).await,
+        [
+            "producer:shop commit PREPARED=>COMMITTED send -=>PENDING",
+            "forwarder send_failed COMMITTED=>COMMITTED send PENDING=>SEND_FAILED",
+        ]
+    );
+    assert_eq!(
+        s.audit_trail(m.id).await.unwrap()[1].reason,
+        "topic authorization failed"
+    );
+    // A stale version (the row moved on) matches nothing.
+    assert_eq!(
+        s.mark_send_failed(m.id, before.version, "again", &Actor::Forwarder)
+            .await
+            .unwrap(),
+        None
+    );
 }
 
 pub(crate) async fn release_sends_makes_only_the_named_pending_claims_due_at_once(s: &DynStore) {
     let s = s.as_ref();
     // One row in each state, given back in one call: only the PENDING one
     // (claimed for an hour by its commit) matches.
-    let mut rows = Vec::new();
-    for state in STATES {
-        let before = arrange(s, state, Due::Later).await;
-        let audit = audit_len(s, &before).await;
-        rows.push((state, before, audit));
-    }
-    let claims: Vec<(u64, u64)> = rows
-        .iter()
-        .map(|(_, m, _)| (id_of(m), version_of(m)))
-        .collect();
-    assert!(s
-        .claim_due_sends(10, ROOM, LATER)
-        .await
-        .unwrap()
-        .messages
-        .is_empty());
+    let rows = arrange_every_state(s).await;
+    let claims = claims_of(&rows);
+    assert!(claim_sends(s).await.is_empty());
     assert_eq!(s.release_sends(&claims).await.unwrap(), 1);
     for (state, before, audit) in &rows {
         if *state != State::SendPending {
@@ -497,7 +465,7 @@ pub(crate) async fn release_sends_makes_only_the_named_pending_claims_due_at_onc
         }
     }
     let pending = rows[2].1.clone().unwrap();
-    let claimed = s.claim_due_sends(10, ROOM, LATER).await.unwrap().messages;
+    let claimed = claim_sends(s).await;
     assert_eq!(
         claimed.iter().map(|m| m.id).collect::<Vec<_>>(),
         [pending.id],
@@ -516,12 +484,7 @@ pub(crate) async fn release_sends_makes_only_the_named_pending_claims_due_at_onc
             .unwrap(),
         0
     );
-    assert!(s
-        .claim_due_sends(10, ROOM, LATER)
-        .await
-        .unwrap()
-        .messages
-        .is_empty());
+    assert!(claim_sends(s).await.is_empty());
     assert_eq!(s.release_sends(&[]).await.unwrap(), 0);
 }
 

@@ -24,6 +24,12 @@ fn keys_on(shard: usize, prefix: &str, n: usize) -> Vec<String> {
         .collect()
 }
 
+/// The message key of the row `id`, read by id.
+async fn key_of_id(s: &dyn Store, id: u64) -> String {
+    let m = s.find_message_by_id(id).await.unwrap();
+    m.expect("the row is found by id").message_key
+}
+
 #[tokio::test]
 async fn a_message_is_written_to_its_keys_shard_and_found_by_key_and_by_id() {
     let b = Backend::sharded().await;
@@ -39,14 +45,7 @@ async fn a_message_is_written_to_its_keys_shard_and_found_by_key_and_by_id() {
                 .await;
             assert_eq!(count, 1, "{key} is on one shard only");
             assert_eq!(s.find_message(BIZ, &key).await.unwrap().unwrap().id, m.id);
-            assert_eq!(
-                s.find_message_by_id(m.id)
-                    .await
-                    .unwrap()
-                    .unwrap()
-                    .message_key,
-                key
-            );
+            assert_eq!(key_of_id(s, m.id).await, key);
         }
     }
     b.finish().await;
@@ -161,14 +160,7 @@ async fn operator_views_read_the_replica_and_the_rest_reads_the_database() {
         .unwrap();
     assert!(listed.is_empty(), "{listed:?}");
     assert!(s.summary(LATER).await.unwrap().is_empty());
-    assert_eq!(
-        s.find_message_by_id(m.id)
-            .await
-            .unwrap()
-            .unwrap()
-            .message_key,
-        "fresh"
-    );
+    assert_eq!(key_of_id(s, m.id).await, "fresh");
     assert_eq!(
         s.find_message(BIZ, "fresh").await.unwrap().unwrap().id,
         m.id

@@ -92,14 +92,7 @@ pub(crate) async fn claim_due_verifies_skips_claimed_rows_until_a_short_lease_ru
             .messages
     })
     .await;
-    let now = s.now().await.unwrap();
-    assert_eq!(again.len(), 1);
-    assert_eq!(again[0].id, before.id);
-    assert_eq!(again[0].version, before.version + 2);
-    assert!(
-        now >= first[0].next_verify_at.unwrap(),
-        "reclaimed before the lease ran out"
-    );
+    assert_reclaimed_after_the_lease(s, &before, &again, first[0].next_verify_at).await;
 }
 
 pub(crate) async fn a_check_back_claim_lasts_each_rows_producer_timeout_plus_the_margin(
@@ -188,51 +181,48 @@ pub(crate) async fn a_check_back_claim_lasts_each_rows_producer_timeout_plus_the
 
 pub(crate) async fn reschedule_verify_applies_only_to_a_prepared_row(s: &DynStore) {
     let s = s.as_ref();
-    for state in STATES {
-        let before = arrange(s, state, Due::Later).await;
-        let audit = audit_len(s, &before).await;
-        let delay = Duration::from_millis(10_250);
-        let ok = s
-            .reschedule_verify(&Reschedule {
-                id: id_of(&before),
-                version: version_of(&before),
+    let delay = Duration::from_millis(10_250);
+    let (before, _, ok) = apply_in_every_state(
+        s,
+        State::Prepared,
+        "be rescheduled for check-back",
+        move |id, version| async move {
+            s.reschedule_verify(&Reschedule {
+                id,
+                version,
                 error: "HTTP 503".into(),
                 delay,
             })
             .await
-            .unwrap();
-        if state != State::Prepared {
-            assert!(!ok, "{state:?} must not be rescheduled for check-back");
-            assert_untouched(s, state, &before, audit).await;
-            continue;
-        }
-        assert!(ok);
-        let before = before.unwrap();
-        let m = s.find_message_by_id(before.id).await.unwrap().unwrap();
-        assert_eq!(m.status, MessageStatus::Prepared);
-        assert_eq!(m.verify_attempts, before.verify_attempts + 1);
-        assert_eq!(m.last_error.as_deref(), Some("HTTP 503"));
-        assert_eq!(m.version, before.version + 1);
-        assert_eq!(
-            m.next_verify_at,
-            Some(m.updated_at + chrono::Duration::milliseconds(10_250))
-        );
-        assert_eq!(m.next_send_at, None);
-        assert_eq!(
-            audit_lines(s, m.id).await.len(),
-            0,
-            "a retry is not audited"
-        );
-        assert!(!s
-            .reschedule_verify(&Reschedule {
-                id: m.id,
-                version: before.version,
-                error: "HTTP 503".into(),
-                delay
-            })
-            .await
-            .unwrap());
-    }
+            .unwrap()
+        },
+    )
+    .await;
+    assert!(ok);
+    let m = s.find_message_by_id(before.id).await.unwrap().unwrap();
+    assert_eq!(m.status, MessageStatus::Prepared);
+    assert_eq!(m.verify_attempts, before.verify_attempts + 1);
+    assert_eq!(m.last_error.as_deref(), Some("HTTP 503"));
+    assert_eq!(m.version, before.version + 1);
+    assert_eq!(
+        m.next_verify_at,
+        Some(m.updated_at + chrono::Duration::milliseconds(10_250))
+    );
+    assert_eq!(m.next_send_at, None);
+    assert_eq!(
+        audit_lines(s, m.id).await.len(),
+        0,
+        "a retry is not audited"
+    );
+    assert!(!s
+        .reschedule_verify(&Reschedule {
+            id: m.id,
+            version: before.version,
+            error: "HTTP 503".into(),
+            delay
+        })
+        .await
+        .unwrap());
 }
 
 pub(crate) async fn release_verifies_hands_claims_back_without_counting_an_attempt(s: &DynStore) {
@@ -240,16 +230,8 @@ pub(crate) async fn release_verifies_hands_claims_back_without_counting_an_attem
     let delay = Duration::from_millis(1_500);
     // One row in each state, given back in one call: only the PREPARED one
     // matches.
-    let mut rows = Vec::new();
-    for state in STATES {
-        let before = arrange(s, state, Due::Later).await;
-        let audit = audit_len(s, &before).await;
-        rows.push((state, before, audit));
-    }
-    let claims: Vec<(u64, u64)> = rows
-        .iter()
-        .map(|(_, m, _)| (id_of(m), version_of(m)))
-        .collect();
+    let rows = arrange_every_state(s).await;
+    let claims = claims_of(&rows);
     assert_eq!(s.release_verifies(&claims, delay).await.unwrap(), 1);
     for (state, before, audit) in &rows {
         if *state != State::Prepared {

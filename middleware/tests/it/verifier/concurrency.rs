@@ -3,6 +3,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use trustmsg::store::Message;
+
 use serde_json::json;
 use trustmsg_tests::{eventually, CheckServer, Reply, TestApp};
 use trustmsg_verify_api::MessageStatus;
@@ -267,6 +269,15 @@ async fn rows_beyond_a_producers_limit_wait_in_its_queue_and_go_back_at_shutdown
     app.db.drop_db().await;
 }
 
+/// Waits for both `ids` to be committed; returns the row `queued` then.
+async fn once_both_committed(app: &TestApp, ids: &[u64], queued: u64) -> Message {
+    eventually(15, "both rows committed", async || {
+        all_have_status(app, ids, MessageStatus::Committed).await
+    })
+    .await;
+    message(app, queued).await
+}
+
 /// A row queued for its producer's slot is held for its own producer's call
 /// plus the margin, not for the longest call any producer may register, and
 /// starts on that claim when a slot frees up within the first half of the
@@ -297,11 +308,7 @@ async fn a_queued_row_is_held_for_its_own_producers_call_and_starts_on_that_clai
     // the margin it may wait.
     tokio::time::sleep(Duration::from_secs(1)).await;
     server.open_gate();
-    eventually(15, "both rows committed", async || {
-        all_have_status(&app, &ids, MessageStatus::Committed).await
-    })
-    .await;
-    let m = message(&app, queued).await;
+    let m = once_both_committed(&app, &ids, queued).await;
     assert_eq!(
         m.version,
         queued_version + 1,
@@ -348,11 +355,7 @@ async fn a_queued_row_whose_claim_grew_too_old_is_given_back_and_claimed_anew_be
     );
     server.open_gate();
 
-    eventually(15, "both rows committed", async || {
-        all_have_status(&app, &ids, MessageStatus::Committed).await
-    })
-    .await;
-    let m = message(&app, queued).await;
+    let m = once_both_committed(&app, &ids, queued).await;
     assert_eq!(
         m.version,
         queued_version + 3,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde_json::json;
 use trustmsg::net::address_policy::AddressPolicy;
 use trustmsg::verifier::Outcome;
-use trustmsg_tests::{decision_body, eventually, AlertSink, CheckServer, Reply, TestApp};
+use trustmsg_tests::{decision_body, eventually, CheckServer, Reply, TestApp};
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
 use super::support::*;
@@ -160,11 +160,7 @@ async fn a_rollback_answer_rolls_back_through_the_running_service() {
 
 #[tokio::test]
 async fn unknown_forever_ends_in_verify_failed_after_exactly_max_attempts_with_one_alert() {
-    let sink = AlertSink::start().await;
-    let mut flags = FAST.to_vec();
-    let webhook = sink.url();
-    flags.extend(["--alert-webhook", webhook.as_str()]);
-    let app = TestApp::spawn(&flags).await;
+    let (app, sink) = fast_and_alerting().await;
     let server = CheckServer::start().await;
     let token = register(&app, "orders", &server, json!({"max_verify_attempts": 3})).await;
     let id = prepare(&app, &token, "orders", "o-3").await;

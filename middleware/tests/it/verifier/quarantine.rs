@@ -2,29 +2,18 @@
 //! verifier: one alert, no check-back for it, and every other message is
 //! still checked (before, one such row failed every claim that reached it).
 
-use serde_json::json;
-use trustmsg_tests::{eventually, AlertSink, CheckServer, Reply, TestApp};
+use trustmsg_tests::{eventually, CheckServer, Reply};
 use trustmsg_verify_api::MessageStatus;
 
 use super::support::*;
 
 #[tokio::test]
 async fn an_unreadable_prepared_row_gets_one_alert_and_the_other_messages_are_still_checked() {
-    let sink = AlertSink::start().await;
-    let mut flags = FAST.to_vec();
-    let webhook = sink.url();
-    flags.extend(["--alert-webhook", webhook.as_str()]);
-    let app = TestApp::spawn(&flags).await;
+    let (app, sink) = fast_and_alerting().await;
     let server = CheckServer::start().await;
     server.default_reply(Reply::Decide("commit"));
     // The first check is due after 2 s: time to spoil a row before any claim reads it.
-    let token = register(
-        &app,
-        "orders",
-        &server,
-        json!({"first_verify_after_ms": 2000}),
-    )
-    .await;
+    let token = register(&app, "orders", &server, first_check_after_ms(2000)).await;
     let mut good = Vec::new();
     for key in ["good-1", "good-2", "good-3"] {
         good.push(prepare(&app, &token, "orders", key).await);

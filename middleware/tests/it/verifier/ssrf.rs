@@ -16,16 +16,7 @@ use super::support::*;
 async fn a_denied_address_is_never_dialled_by_registration_hostname_or_redirect() {
     let canary = Canary::start(("127.0.0.2", 0)).await;
     let port = canary.addr.port();
-    let mut flags = FAST.to_vec();
-    flags.extend([
-        "--verify-deny-cidr",
-        "127.0.0.2/32",
-        "--verify-resolve",
-        "canary.test=127.0.0.2",
-        "--producer-cache-ttl",
-        "50ms",
-    ]);
-    let app = TestApp::spawn(&flags).await;
+    let app = TestApp::spawn(&fast_denying_the_canary()).await;
 
     // Registration refuses the address in any spelling, and a name for it.
     for url in [

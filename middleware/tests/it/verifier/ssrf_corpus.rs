@@ -55,25 +55,12 @@ fn spellings(p: u16) -> Vec<String> {
     .collect()
 }
 
-fn flags() -> Vec<&'static str> {
-    let mut flags = FAST.to_vec();
-    flags.extend([
-        "--verify-deny-cidr",
-        "127.0.0.2/32",
-        "--verify-resolve",
-        "canary.test=127.0.0.2",
-        "--producer-cache-ttl",
-        "50ms",
-    ]);
-    flags
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_spelling_of_a_denied_address_is_refused_at_registration_at_call_time_and_as_a_redirect(
 ) {
     let canary = Canary::start(("127.0.0.2", 0)).await;
     let corpus = spellings(canary.addr.port());
-    let app = TestApp::spawn(&flags()).await;
+    let app = TestApp::spawn(&fast_denying_the_canary()).await;
 
     // 1. Registration refuses every spelling.
     let mut refused = 0;

@@ -12,7 +12,7 @@ use trustmsg::net::address_policy::AddressPolicy;
 use trustmsg::registry::Registry;
 use trustmsg::store::{Message, VerifyLease};
 use trustmsg::verifier::{Verifier, VerifierConfig};
-use trustmsg_tests::{prepare_body, CheckServer, TestApp};
+use trustmsg_tests::{prepare_body, AlertSink, CheckServer, TestApp};
 use trustmsg_verify_api::MessageStatus;
 
 /// Records every commit handed to the forwarder.
@@ -122,6 +122,36 @@ pub(crate) fn recording_verifier(app: &TestApp) -> (Verifier, Arc<RecordingListe
         stepped_config(),
     );
     (verifier, listener)
+}
+
+/// A producer's settings with its first check `ms` after a prepare.
+pub(crate) fn first_check_after_ms(ms: u64) -> Value {
+    json!({ "first_verify_after_ms": ms })
+}
+
+/// A service whose own verifier runs fast ([`FAST`]) and whose alerts go to
+/// a sink of their own.
+pub(crate) async fn fast_and_alerting() -> (TestApp, AlertSink) {
+    let sink = AlertSink::start().await;
+    let webhook = sink.url();
+    let app = TestApp::spawn(&[FAST, &["--alert-webhook", &webhook]].concat()).await;
+    (app, sink)
+}
+
+/// [`FAST`], with 127.0.0.2 denied to check-back and `canary.test`
+/// resolving to it, and the producer cache short enough that a
+/// re-registration is seen at once.
+pub(crate) fn fast_denying_the_canary() -> Vec<&'static str> {
+    let mut flags = FAST.to_vec();
+    flags.extend([
+        "--verify-deny-cidr",
+        "127.0.0.2/32",
+        "--verify-resolve",
+        "canary.test=127.0.0.2",
+        "--producer-cache-ttl",
+        "50ms",
+    ]);
+    flags
 }
 
 /// Flags for a service whose own verifier runs fast.

@@ -14,13 +14,7 @@ use super::support::*;
 async fn no_check_happens_before_the_first_check_delay_by_the_database_clock() {
     let app = TestApp::spawn(&["--no-verifier"]).await;
     let server = CheckServer::start().await;
-    let token = register(
-        &app,
-        "orders",
-        &server,
-        json!({"first_verify_after_ms": 2000}),
-    )
-    .await;
+    let token = register(&app, "orders", &server, first_check_after_ms(2000)).await;
     let id = prepare(&app, &token, "orders", "o-1").await;
     let (verifier, _) = recording_verifier(&app);
     let created = message(&app, id).await.created_at;
