@@ -1,27 +1,35 @@
-//! Claims on PostgreSQL: one `UPDATE … WHERE id IN (SELECT … ORDER BY due
-//! LIMIT ? FOR UPDATE SKIP LOCKED) RETURNING …`, so concurrent instances
-//! split the due rows instead of queueing on each other's locks, and the
-//! rows taken get their lease in the same statement; a check-back lease is
-//! worked out there from the row's producer (a plain read: PostgreSQL
-//! locks no row it only reads). The unreadable rows are quarantined in the
-//! claim's transaction. Messages (sends and check-backs), alerts and
-//! waiting commits are claimed here.
+//! Claims on PostgreSQL: the returning claim (`sql::returning_claim`),
+//! whose `FOR UPDATE SKIP LOCKED` lets concurrent instances split the due
+//! rows instead of queueing on each other's locks, run in one transaction
+//! with the read of the contents kept apart and the quarantine of the rows
+//! that cannot be read: the row locks keep other claimers off until the
+//! lease (or the quarantine) is written. A check-back lease is worked out
+//! from the row's producer with a plain read (PostgreSQL locks no row it
+//! only reads). Messages (sends and check-backs), alerts and waiting
+//! commits are claimed here.
 
 use std::time::Duration;
 
 use sqlx::postgres::PgRow;
 use sqlx::Postgres;
 
-use crate::store::sql::{self, stmt, ClaimKind, Lease, SqlRow};
+use crate::store::sql::{self, ClaimKind, Lease, MessageClaim, ReturningClaim};
 use crate::store::{Claimed, PayloadRoom, StoreResult};
 
-use super::{millis, PgStore, MS, NOW};
+use super::{PgStore, MS, NOW};
+
+impl ReturningClaim for Postgres {
+    const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
+    const LEAST: &'static str = "LEAST";
+
+    fn now_plus_ms(ms: &str) -> String {
+        format!("{NOW} + {ms}{MS}")
+    }
+}
 
 impl PgStore {
-    /// Claims up to `limit` rows of `table` whose `due` time has come, oldest
-    /// due first, pushing `due` out by `lease` (rows another claimer holds
-    /// are skipped), returning `returning` of each, in no defined order. The
-    /// alert outbox and waiting commits are claimed this way.
+    /// [`sql::claim_due_rows`] on the pool: the alert outbox and waiting
+    /// commits are claimed this way.
     pub(super) async fn claim_due_rows(
         &self,
         returning: &str,
@@ -30,23 +38,11 @@ impl PgStore {
         limit: u32,
         lease: Duration,
     ) -> StoreResult<Vec<PgRow>> {
-        Ok(sqlx::query(stmt::<Postgres>(format!(
-            "UPDATE {table} SET {due} = {NOW} + ?{MS} \
-             WHERE id IN (SELECT id FROM {table} WHERE {due} <= {NOW} \
-             ORDER BY {due} LIMIT ? FOR UPDATE SKIP LOCKED) \
-             RETURNING {returning}"
-        )))
-        .bind(millis(lease))
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?)
+        sql::claim_due_rows(&self.pool, (returning, table, due), limit, lease).await
     }
 
-    /// Takes the due rows (skipping those another claimer holds), pushes
-    /// their due column out by the lease and bumps their versions in one
-    /// statement, then reads the contents kept apart and quarantines the
-    /// rows that cannot be read, all in one transaction: the row locks keep
-    /// other claimers off until the lease (or the quarantine) is written.
+    /// Takes the due rows, then reads the contents kept apart and
+    /// quarantines the rows that cannot be read, all in one transaction.
     pub(super) async fn claim_due(
         &self,
         kind: ClaimKind,
@@ -54,69 +50,14 @@ impl PgStore {
         room: PayloadRoom,
         lease: Lease,
     ) -> StoreResult<Claimed> {
-        let (due_column, state) = (kind.due_column(), kind.state());
-        // A send claim whose rows might not all fit its room takes, of the
-        // due rows in due order, those whose payloads' running total fits.
-        let sized = kind == ClaimKind::Sends && !room.fits_any(limit);
-        let due_rows = format!(
-            "SELECT id, {due_column} AS due, payload_bytes FROM messages \
-             WHERE {due_column} <= {NOW} AND {state} ORDER BY {due_column}, id LIMIT ? \
-             FOR UPDATE SKIP LOCKED"
-        );
-        let taken = if sized {
-            format!(
-                "SELECT id FROM (SELECT id, SUM(COALESCE(payload_bytes, ?)) \
-                 OVER (ORDER BY due, id) AS upto FROM ({due_rows}) AS due_rows) AS sized \
-                 WHERE upto <= ?"
-            )
-        } else {
-            due_rows
-        };
-        let sql = format!(
-            "UPDATE messages SET {due_column} = {NOW} + ({span}){MS}, version = version + 1 \
-             WHERE id IN (SELECT id FROM ({taken}) AS taken) \
-             RETURNING {columns}, {NOW} AS claimed_at",
-            span = lease_span_sql(lease),
-            columns = kind.columns::<Postgres>(),
-        );
-        let q = sqlx::query(stmt::<Postgres>(sql));
-        let q = match lease {
-            Lease::Every(d) => q.bind(millis(d)),
-            Lease::Verify(v) => q
-                .bind(millis(v.margin))
-                .bind(millis(v.max_timeout))
-                .bind(millis(v.max_timeout)),
-        };
-        let as_int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-        let q = if sized {
-            q.bind(as_int(room.unknown))
-                .bind(i64::from(limit))
-                .bind(as_int(room.bytes))
-        } else {
-            q.bind(i64::from(limit))
-        };
+        let claim = MessageClaim::new(kind, limit, room, lease);
         let mut tx = self.pool.begin().await?;
-        let rows = q.fetch_all(&mut *tx).await?;
-        // Short of the limit with due rows left: what is left did not fit
-        // (or another claimer holds it, which comes to the same: not now).
-        let out_of_room = sized
-            && rows.len() < limit as usize
-            && sqlx::query_scalar::<_, bool>(stmt::<Postgres>(format!(
-                "SELECT EXISTS (SELECT 1 FROM messages WHERE {due_column} <= {NOW} AND {state})"
-            )))
-            .fetch_one(&mut *tx)
-            .await?;
-        // One statement, one instant.
-        let claimed_at = rows.first().map(|r| r.time("claimed_at")).transpose()?;
-        let sql::Decoded {
-            mut messages,
-            mut unreadable,
-            apart,
-        } = sql::decode_claimed(rows)?;
-        unreadable.extend(sql::fill_apart(&mut *tx, &mut messages, &apart).await?);
-        // RETURNING comes in no defined order; MySQL returns id order.
-        messages.sort_by_key(|m| m.id);
-        unreadable.sort_by_key(|q| q.id);
+        let rows = claim.query::<Postgres>().fetch_all(&mut *tx).await?;
+        let out_of_room = claim.out_of_room(&mut *tx, rows.len()).await?;
+        let (claimed_at, mut decoded) = sql::decode_returned(rows)?;
+        let apart = std::mem::take(&mut decoded.apart);
+        let more = sql::fill_apart(&mut *tx, &mut decoded.messages, &apart).await?;
+        let (messages, unreadable) = decoded.in_id_order(more);
         let (quarantined, raised) = if unreadable.is_empty() {
             Default::default()
         } else {
@@ -130,20 +71,5 @@ impl PgStore {
             claimed_at,
             out_of_room,
         })
-    }
-}
-
-/// A claim's span in ms as SQL over the claimed row, binding what
-/// [`PgStore::claim_due`] binds: [`Lease::span`] in the statement itself,
-/// so a check-back claim is as long as [`crate::store::VerifyLease::covering`]
-/// says (the producer's timeout cut to the maximum, the maximum for a row
-/// whose producer is not registered, plus the margin).
-fn lease_span_sql(lease: Lease) -> &'static str {
-    match lease {
-        Lease::Every(_) => "?",
-        Lease::Verify(_) => {
-            "? + COALESCE((SELECT LEAST(p.verify_timeout_ms, ?) FROM producers p \
-             WHERE p.biz_id = messages.biz_id), ?)"
-        }
     }
 }

@@ -194,6 +194,22 @@ impl Decoded {
     }
 }
 
+impl Decoded {
+    /// The readable rows and the unreadable ones (with `more` of them,
+    /// found filling in the contents apart), each in id order: RETURNING
+    /// comes in no defined order, and MySQL's claim reads in id order.
+    pub(in crate::store) fn in_id_order(
+        self,
+        more: Vec<Quarantined>,
+    ) -> (Vec<Message>, Vec<Quarantined>) {
+        let (mut messages, mut unreadable) = (self.messages, self.unreadable);
+        unreadable.extend(more);
+        messages.sort_by_key(|m| m.id);
+        unreadable.sort_by_key(|q| q.id);
+        (messages, unreadable)
+    }
+}
+
 /// [`Decoded`] of `rows`, each dropped once decoded.
 pub(in crate::store) fn decode_claimed<R: SqlRow>(rows: Vec<R>) -> StoreResult<Decoded> {
     let mut decoded = Decoded::default();
