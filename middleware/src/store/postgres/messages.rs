@@ -23,9 +23,7 @@ use crate::store::{
 
 use crate::store::traits::{insert_prepared_each, transition_each};
 
-use super::{
-    bump_keys, deliver_at, first_message, is_deadlock, millis, sql_int, PgQuery, PgStore, MS, NOW,
-};
+use super::{bump_keys, deliver_at, is_deadlock, millis, sql_int, PgQuery, PgStore, MS, NOW};
 
 /// When a commit makes its message due, as SQL (`next_send_at` of the
 /// commit's UPDATE; `lease` is the parameter holding its send lease in ms):
@@ -324,24 +322,7 @@ impl MessageStore for PgStore {
     }
 
     async fn insert_tombstone(&self, t: &Tombstone<'_>) -> StoreResult<Option<Message>> {
-        let mut tx = self.pool.begin().await?;
-        let rows = sqlx::query(stmt::<Postgres>(format!(
-            "INSERT INTO messages (biz_id, message_key, payload, headers, status, tombstone, \
-             created_at, updated_at, decided_at) \
-             VALUES (?, ?, ''::bytea, '{{}}', 'ROLLED_BACK', TRUE, {NOW}, {NOW}, {NOW}) \
-             ON CONFLICT (biz_id, message_key) DO NOTHING RETURNING {MESSAGE_COLUMNS}"
-        )))
-        .bind(t.biz_id)
-        .bind(t.message_key)
-        .fetch_all(&mut *tx)
-        .await?;
-        let Some(row) = first_message(&rows)? else {
-            tx.rollback().await?;
-            return Ok(None);
-        };
-        sql::insert_audits(&mut *tx, &[AuditRow::tombstone(row.id, t.actor, t.reason)]).await?;
-        tx.commit().await?;
-        Ok(Some(row))
+        sql::insert_tombstone(self.write_tx().await?, t).await
     }
 
     async fn find_message(&self, biz_id: &str, message_key: &str) -> StoreResult<Option<Message>> {

@@ -42,9 +42,7 @@ mod claims;
 mod committed;
 mod lifecycle;
 mod messages;
-mod operator;
 mod sends;
-mod verifies;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -53,8 +51,8 @@ use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{Connection, PgPool, Postgres, Row, TypeInfo, ValueRef};
 
-use crate::store::sql::{self, message_from_row, Dialect, SqlRow};
-use crate::store::{Message, StoreResult};
+use crate::store::sql::{self, Dialect, SqlRow};
+use crate::store::StoreResult;
 
 /// The database clock: the start of the current statement, to the
 /// millisecond the columns hold. Every time one statement writes is the
@@ -115,10 +113,10 @@ sql::housekeeping_store!(PgStore, Postgres);
 sql::alert_store!(PgStore);
 sql::waiting_store!(PgStore, Postgres);
 sql::send_store!(PgStore, Postgres);
-sql::verify_store!(PgStore);
+sql::verify_store!(PgStore, Postgres, each);
 sql::registry_store!(PgStore);
 sql::ledger_store!(PgStore, Postgres);
-sql::operator_store!(PgStore, Postgres);
+sql::operator_store!(PgStore, Postgres, returning);
 
 /// What the concerns written once ([`sql::backend`]) take from this backend.
 impl PgStore {
@@ -221,11 +219,6 @@ impl SqlRow for PgRow {
 /// in smaller transactions succeeds.
 fn is_deadlock(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("40P01" | "40001")))
-}
-
-/// The first row of a RETURNING statement.
-fn first_message(rows: &[PgRow]) -> StoreResult<Option<Message>> {
-    rows.first().map(message_from_row).transpose()
 }
 
 /// The upsert by which a batch of commits adds its rows to each of their

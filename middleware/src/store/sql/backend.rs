@@ -11,7 +11,9 @@
 //! - `self.claim_due_rows(columns, table, due, limit, lease)`: the due rows
 //!   of `table`, their `due` pushed out by the lease, read as `columns`;
 //! - `self.operator_update(update, id, version, audit)`: an operator's
-//!   guarded change of one message with its audit row;
+//!   guarded change of one message with its audit row (a backend whose
+//!   UPDATE returns its row is expanded `returning` instead and shares
+//!   [`crate::store::sql::operator_update`]);
 //! - `$store::LEDGER_KEEP`, what a consumption's INSERT ends with so that an
 //!   existing row is locked as a new one is (or skipped where the lock
 //!   holds the database), and `$store::lost_a_deadlock(e)`, whether a
@@ -20,7 +22,8 @@
 //!   check-backs claimed;
 //! - `self.mark_sent_rows(marks)` and `self.release_verify_claims(claims,
 //!   delay)`: the batched SENT marks and check-back releases, each the
-//!   fastest form its database has.
+//!   fastest form its database has (a backend without a batched release is
+//!   expanded `each`: one guarded UPDATE a claim, in one transaction).
 //!
 //! What differs between the backends stays in their folders; what reads
 //! the same in every dialect is here or in the shared statements of
@@ -250,7 +253,7 @@ macro_rules! waiting_store {
 /// message with its audit row, a blocked key's skip, the bulk requeues, the
 /// list and the summary.
 macro_rules! operator_store {
-    ($store:ty, $db:ty) => {
+    ($store:ty, $db:ty $(, $returning:ident)?) => {
         #[async_trait::async_trait]
         impl $crate::store::OperatorStore for $store {
             async fn redeliver(
@@ -262,13 +265,8 @@ macro_rules! operator_store {
             ) -> $crate::store::StoreResult<Option<$crate::store::Message>> {
                 let audit = $crate::store::sql::AuditRow::redeliver(id, actor, reason);
                 let now = <$db as $crate::store::sql::Dialect>::NOW;
-                self.operator_update(
-                    $crate::store::sql::redeliver_update(now),
-                    id,
-                    version,
-                    audit,
-                )
-                .await
+                let update = $crate::store::sql::redeliver_update(now);
+                $crate::store::sql::guarded_update!(self, $db, update, id, version, audit $(, $returning)?)
             }
 
             async fn skip_blocked(
@@ -306,8 +304,8 @@ macro_rules! operator_store {
             ) -> $crate::store::StoreResult<Option<$crate::store::Message>> {
                 let audit = $crate::store::sql::AuditRow::send_now(id, actor, reason);
                 let now = <$db as $crate::store::sql::Dialect>::NOW;
-                self.operator_update($crate::store::sql::send_now_update(now), id, version, audit)
-                    .await
+                let update = $crate::store::sql::send_now_update(now);
+                $crate::store::sql::guarded_update!(self, $db, update, id, version, audit $(, $returning)?)
             }
 
             async fn requeue_chunk(
@@ -439,7 +437,7 @@ macro_rules! send_store {
 /// [`crate::store::VerifyStore`]: the check-back claim, its retries and
 /// releases, and the record of each call.
 macro_rules! verify_store {
-    ($store:ty) => {
+    ($store:ty $(, $db:ty, $each:ident)?) => {
         #[async_trait::async_trait]
         impl $crate::store::VerifyStore for $store {
             async fn claim_due_verifies(
@@ -472,7 +470,7 @@ macro_rules! verify_store {
                 if claims.is_empty() {
                     return Ok(0);
                 }
-                self.release_verify_claims(claims, delay).await
+                $crate::store::sql::verify_release!(self, claims, delay $(, $db, $each)?)
             }
 
             async fn record_check_attempts(
@@ -666,7 +664,42 @@ where
     Err(crate::store::StoreError::Contention(what))
 }
 
+/// An operator's guarded change of one message ([`operator_store`]): the
+/// backend's own `operator_update`, or, for a backend expanded with
+/// `returning`, the shared one over a statement that returns its row
+/// ([`crate::store::sql::operator_update`]).
+macro_rules! guarded_update {
+    ($this:ident, $db:ty, $update:ident, $id:ident, $version:ident, $audit:ident) => {
+        $this.operator_update($update, $id, $version, $audit).await
+    };
+    ($this:ident, $db:ty, $update:ident, $id:ident, $version:ident, $audit:ident, returning) => {
+        $crate::store::sql::operator_update::<$db>(
+            $this.write_tx().await?,
+            $update,
+            ($id, $version),
+            $audit,
+        )
+        .await
+    };
+}
+
+/// Check-back claims given back ([`verify_store`]): the backend's own
+/// batched `release_verify_claims`, or, for a backend expanded with `each`,
+/// one guarded UPDATE each in one writing transaction.
+macro_rules! verify_release {
+    ($this:ident, $claims:ident, $delay:ident) => {
+        $this.release_verify_claims($claims, $delay).await
+    };
+    ($this:ident, $claims:ident, $delay:ident, $db:ty, each) => {{
+        let mut tx = $this.write_tx().await?;
+        let matched =
+            $crate::store::sql::release_verifies_each::<$db>(&mut tx, $claims, $delay).await?;
+        tx.commit().await?;
+        Ok(matched)
+    }};
+}
+
 pub(in crate::store) use {
-    alert_store, housekeeping_store, ledger_store, operator_store, outbox_store, registry_store,
-    send_store, verify_store, waiting_store,
+    alert_store, guarded_update, housekeeping_store, ledger_store, operator_store, outbox_store,
+    registry_store, send_store, verify_release, verify_store, waiting_store,
 };

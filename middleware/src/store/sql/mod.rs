@@ -61,6 +61,7 @@ mod overdue;
 mod producers;
 mod requeue;
 mod retention;
+mod returning;
 mod returning_claim;
 mod row;
 mod sends;
@@ -80,8 +81,8 @@ pub(super) use alerts::{
 };
 pub(super) use audit::{audit_insert, audit_trail, insert_audits, producer_decides, AuditRow};
 pub(super) use backend::{
-    alert_store, housekeeping_store, ledger_store, operator_store, outbox_store, registry_store,
-    retrying_deadlocks, send_store, verify_store, waiting_store,
+    alert_store, guarded_update, housekeeping_store, ledger_store, operator_store, outbox_store,
+    registry_store, retrying_deadlocks, send_store, verify_release, verify_store, waiting_store,
 };
 pub(super) use backlog::backlog;
 pub(super) use checks::{check_attempts, record_check_attempts};
@@ -109,6 +110,7 @@ pub(super) use producers::{
 };
 pub(super) use requeue::{count_requeueable, redeliver_update, requeue_chunk};
 pub(super) use retention::purge_finished;
+pub(super) use returning::{insert_tombstone, operator_update};
 pub(super) use returning_claim::{claim_due_rows, decode_returned, MessageClaim, ReturningClaim};
 pub(super) use row::{
     bind_prepare, column_error, deliver_binds, message_from_row, payload_bytes, SqlRow,

@@ -75,25 +75,7 @@ impl MessageStore for SqliteStore {
     }
 
     async fn insert_tombstone(&self, t: &Tombstone<'_>) -> StoreResult<Option<Message>> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO messages (biz_id, message_key, payload, headers, status, tombstone, \
-             created_at, updated_at, decided_at) \
-             VALUES (?, ?, X'', '{{}}', 'ROLLED_BACK', 1, {NOW_MS}, {NOW_MS}, {NOW_MS}) \
-             ON CONFLICT (biz_id, message_key) DO NOTHING RETURNING {MESSAGE_COLUMNS}"
-        )))
-        .bind(t.biz_id)
-        .bind(t.message_key)
-        .fetch_all(&mut *tx)
-        .await?;
-        let Some(row) = first_message(&rows)? else {
-            // Ended now: BEGIN IMMEDIATE holds the write lock until then.
-            tx.rollback().await?;
-            return Ok(None);
-        };
-        sql::insert_audits(&mut *tx, &[AuditRow::tombstone(row.id, t.actor, t.reason)]).await?;
-        tx.commit().await?;
-        Ok(Some(row))
+        sql::insert_tombstone(self.write_tx().await?, t).await
     }
 
     async fn find_message(&self, biz_id: &str, message_key: &str) -> StoreResult<Option<Message>> {

@@ -27,9 +27,7 @@
 mod claims;
 mod lifecycle;
 mod messages;
-mod operator;
 mod sends;
-mod verifies;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -120,10 +118,10 @@ sql::housekeeping_store!(SqliteStore, Sqlite);
 sql::alert_store!(SqliteStore);
 sql::waiting_store!(SqliteStore, Sqlite);
 sql::send_store!(SqliteStore, Sqlite);
-sql::verify_store!(SqliteStore);
+sql::verify_store!(SqliteStore, Sqlite, each);
 sql::registry_store!(SqliteStore);
 sql::ledger_store!(SqliteStore, Sqlite);
-sql::operator_store!(SqliteStore, Sqlite);
+sql::operator_store!(SqliteStore, Sqlite, returning);
 
 /// What the concerns written once ([`sql::backend`]) take from this backend.
 impl SqliteStore {
