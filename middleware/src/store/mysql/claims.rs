@@ -12,8 +12,8 @@ use futures::TryStreamExt;
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySql, QueryBuilder, Row};
 
-use crate::store::sql::{self, ClaimKind, Lease, SqlRow};
-use crate::store::{Claimed, Message, PayloadRoom, StoreResult};
+use crate::store::sql::{self, ClaimKind, Lease, MessageClaim, SqlRow};
+use crate::store::{Claimed, Message, StoreResult};
 
 use super::{micros, MySqlStore};
 
@@ -26,9 +26,7 @@ impl MySqlStore {
     /// commits are claimed this way.
     pub(super) async fn claim_due_rows(
         &self,
-        columns: &str,
-        table: &str,
-        due: &str,
+        (columns, table, due): (&str, &str, &str),
         limit: u32,
         lease: Duration,
     ) -> StoreResult<Vec<MySqlRow>> {
@@ -79,17 +77,17 @@ impl MySqlStore {
     /// the rows of one lease end are pushed out by one UPDATE. The claimed
     /// messages are the selected rows with the UPDATE's two changes applied
     /// here, so nothing is read twice.
-    pub(super) async fn claim_due(
-        &self,
-        kind: ClaimKind,
-        limit: u32,
-        room: PayloadRoom,
-        lease: Lease,
-    ) -> StoreResult<Claimed> {
+    pub(super) async fn claim_due(&self, claim: MessageClaim) -> StoreResult<Claimed> {
+        let MessageClaim {
+            kind,
+            limit,
+            room,
+            lease,
+            // A send claim whose rows might not all fit its room reads
+            // their lengths first, then the payloads of the rows that fit.
+            sized,
+        } = claim;
         let due = kind.due_column();
-        // A send claim whose rows might not all fit its room reads their
-        // lengths first, then the payloads of the rows that fit.
-        let sized = kind == ClaimKind::Sends && !room.fits_any(limit);
         let columns = if sized {
             sql::sized_columns::<MySql>()
         } else {

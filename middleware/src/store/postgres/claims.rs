@@ -13,8 +13,8 @@ use std::time::Duration;
 use sqlx::postgres::PgRow;
 use sqlx::Postgres;
 
-use crate::store::sql::{self, ClaimKind, Lease, MessageClaim, ReturningClaim};
-use crate::store::{Claimed, PayloadRoom, StoreResult};
+use crate::store::sql::{self, MessageClaim, ReturningClaim};
+use crate::store::{Claimed, StoreResult};
 
 use super::{PgStore, MS, NOW};
 
@@ -32,25 +32,17 @@ impl PgStore {
     /// commits are claimed this way.
     pub(super) async fn claim_due_rows(
         &self,
-        returning: &str,
-        table: &str,
-        due: &str,
+        what: (&str, &str, &str),
         limit: u32,
         lease: Duration,
     ) -> StoreResult<Vec<PgRow>> {
-        sql::claim_due_rows(&self.pool, (returning, table, due), limit, lease).await
+        sql::claim_due_rows(&self.pool, what, limit, lease).await
     }
 
     /// Takes the due rows, then reads the contents kept apart and
     /// quarantines the rows that cannot be read, all in one transaction.
-    pub(super) async fn claim_due(
-        &self,
-        kind: ClaimKind,
-        limit: u32,
-        room: PayloadRoom,
-        lease: Lease,
-    ) -> StoreResult<Claimed> {
-        let claim = MessageClaim::new(kind, limit, room, lease);
+    pub(super) async fn claim_due(&self, claim: MessageClaim) -> StoreResult<Claimed> {
+        let kind = claim.kind;
         let mut tx = self.pool.begin().await?;
         let rows = claim.query::<Postgres>().fetch_all(&mut *tx).await?;
         let out_of_room = claim.out_of_room(&mut *tx, rows.len()).await?;

@@ -8,7 +8,7 @@
 //!   SQLite, whose one writer is taken at the start, not at the first write);
 //! - `$store::LOCK`, what a SELECT appends to lock the rows it reads for the
 //!   transaction (` FOR UPDATE`; nothing on SQLite);
-//! - `self.claim_due_rows(columns, table, due, limit, lease)`: the due rows
+//! - `self.claim_due_rows((columns, table, due), limit, lease)`: the due rows
 //!   of `table`, their `due` pushed out by the lease, read as `columns`;
 //! - `self.operator_update(update, id, version, audit)`: an operator's
 //!   guarded change of one message with its audit row (a backend whose
@@ -18,8 +18,8 @@
 //!   existing row is locked as a new one is (or skipped where the lock
 //!   holds the database), and `$store::lost_a_deadlock(e)`, whether a
 //!   failed statement lost a deadlock (and may be tried again);
-//! - `self.claim_due(kind, limit, room, lease)`: the due sends or
-//!   check-backs claimed;
+//! - `self.claim_due(claim)`: the due sends or check-backs claimed
+//!   ([`crate::store::sql::MessageClaim`]);
 //! - `self.mark_sent_rows(marks)` and `self.release_verify_claims(claims,
 //!   delay)`: the batched SENT marks and check-back releases, each the
 //!   fastest form its database has (a backend without a batched release is
@@ -139,9 +139,11 @@ macro_rules! alert_store {
             ) -> $crate::store::StoreResult<Vec<trustmsg_verify_api::admin::AlertView>> {
                 let rows = self
                     .claim_due_rows(
-                        $crate::store::sql::ALERT_COLUMNS,
-                        "alerts",
-                        "next_attempt_at",
+                        (
+                            $crate::store::sql::ALERT_COLUMNS,
+                            "alerts",
+                            "next_attempt_at",
+                        ),
                         limit,
                         lease,
                     )
@@ -211,7 +213,7 @@ macro_rules! waiting_store {
                     <$db as $crate::store::sql::Dialect>::NOW
                 );
                 let rows = self
-                    .claim_due_rows(&columns, "submit_waiting", "next_try_at", limit, lease)
+                    .claim_due_rows((&columns, "submit_waiting", "next_try_at"), limit, lease)
                     .await?;
                 let mut waiting = rows
                     .iter()
@@ -371,13 +373,10 @@ macro_rules! send_store {
                 room: $crate::store::PayloadRoom,
                 lease: std::time::Duration,
             ) -> $crate::store::StoreResult<$crate::store::Claimed> {
-                self.claim_due(
-                    $crate::store::sql::ClaimKind::Sends,
-                    limit,
-                    room,
-                    $crate::store::sql::Lease::Every(lease),
-                )
-                .await
+                let lease = $crate::store::sql::Lease::Every(lease);
+                let kind = $crate::store::sql::ClaimKind::Sends;
+                let claim = $crate::store::sql::MessageClaim::new(kind, limit, room, lease);
+                self.claim_due(claim).await
             }
 
             async fn mark_sent(
@@ -445,13 +444,11 @@ macro_rules! verify_store {
                 limit: u32,
                 lease: $crate::store::VerifyLease,
             ) -> $crate::store::StoreResult<$crate::store::Claimed> {
-                self.claim_due(
-                    $crate::store::sql::ClaimKind::Verifies,
-                    limit,
-                    $crate::store::PayloadRoom::UNBOUNDED,
-                    $crate::store::sql::Lease::Verify(lease),
-                )
-                .await
+                let lease = $crate::store::sql::Lease::Verify(lease);
+                let kind = $crate::store::sql::ClaimKind::Verifies;
+                let room = $crate::store::PayloadRoom::UNBOUNDED;
+                let claim = $crate::store::sql::MessageClaim::new(kind, limit, room, lease);
+                self.claim_due(claim).await
             }
 
             async fn reschedule_verify(

@@ -12,7 +12,9 @@ use super::audit::{insert_audits, AuditRow};
 use super::effects::clip_error;
 use super::row::{lossy_text, message_from_row, SqlRow, STATE_COLUMNS, STORED_COLUMNS};
 use super::{stmt, Bind, Dialect};
-use crate::store::{Actor, Message, NewAlert, Quarantined, StoreError, StoreResult, VerifyLease};
+use crate::store::{
+    Actor, Message, NewAlert, PayloadRoom, Quarantined, StoreError, StoreResult, VerifyLease,
+};
 
 /// Which due rows a claim takes; it says what a quarantine of one of them
 /// writes.
@@ -129,6 +131,35 @@ impl ClaimedRows {
         let cut = fit < self.rows.messages.len();
         self.rows.messages.truncate(fit);
         cut
+    }
+}
+
+/// One claim of due messages, as the store was asked for it.
+pub(in crate::store) struct MessageClaim {
+    pub(in crate::store) kind: ClaimKind,
+    pub(in crate::store) limit: u32,
+    pub(in crate::store) room: PayloadRoom,
+    pub(in crate::store) lease: Lease,
+    /// A send claim whose rows might not all fit its room takes, of the
+    /// due rows in due order, those whose payloads' running total fits.
+    pub(in crate::store) sized: bool,
+}
+
+impl MessageClaim {
+    pub(in crate::store) fn new(
+        kind: ClaimKind,
+        limit: u32,
+        room: PayloadRoom,
+        lease: Lease,
+    ) -> Self {
+        let sized = kind == ClaimKind::Sends && !room.fits_any(limit);
+        Self {
+            kind,
+            limit,
+            room,
+            lease,
+            sized,
+        }
     }
 }
 

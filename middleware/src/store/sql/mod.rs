@@ -86,7 +86,9 @@ pub(super) use backend::{
 };
 pub(super) use backlog::backlog;
 pub(super) use checks::{check_attempts, record_check_attempts};
-pub(super) use claim::{quarantine, sized_columns, ClaimKind, ClaimedRows, Decoded, Lease};
+pub(super) use claim::{
+    quarantine, sized_columns, ClaimKind, ClaimedRows, Decoded, Lease, MessageClaim,
+};
 pub(super) use content::{
     fill_apart, fill_payloads, insert_apart, move_chunk, with_content, Content,
 };
@@ -111,7 +113,7 @@ pub(super) use producers::{
 pub(super) use requeue::{count_requeueable, redeliver_update, requeue_chunk};
 pub(super) use retention::purge_finished;
 pub(super) use returning::{insert_tombstone, operator_update};
-pub(super) use returning_claim::{claim_due_rows, decode_returned, MessageClaim, ReturningClaim};
+pub(super) use returning_claim::{claim_due_rows, decode_returned, ReturningClaim};
 pub(super) use row::{
     bind_prepare, column_error, deliver_binds, message_from_row, payload_bytes, SqlRow,
     MESSAGE_COLUMNS, PREPARE_COLUMNS, STORED_COLUMNS,

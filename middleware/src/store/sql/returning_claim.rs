@@ -9,9 +9,9 @@
 use sqlx::query::Query;
 use sqlx::Executor;
 
-use super::claim::{decode_claimed, ClaimKind, Decoded, Lease};
+use super::claim::{decode_claimed, Decoded, Lease, MessageClaim};
 use super::{stmt, Bind, Dialect, SqlRow};
-use crate::store::{PayloadRoom, StoreResult};
+use crate::store::StoreResult;
 
 /// What a returning claim needs of its dialect beyond [`Dialect`].
 pub(in crate::store) trait ReturningClaim: Dialect {
@@ -60,34 +60,7 @@ where
         .await?)
 }
 
-/// One claim of messages: its statement, bound, and what it asked for.
-pub(in crate::store) struct MessageClaim {
-    kind: ClaimKind,
-    limit: u32,
-    room: PayloadRoom,
-    lease: Lease,
-    /// A send claim whose rows might not all fit its room takes, of the
-    /// due rows in due order, those whose payloads' running total fits.
-    sized: bool,
-}
-
 impl MessageClaim {
-    pub(in crate::store) fn new(
-        kind: ClaimKind,
-        limit: u32,
-        room: PayloadRoom,
-        lease: Lease,
-    ) -> Self {
-        let sized = kind == ClaimKind::Sends && !room.fits_any(limit);
-        Self {
-            kind,
-            limit,
-            room,
-            lease,
-            sized,
-        }
-    }
-
     /// The claim's one statement, bound: the rows taken, as claimed, each
     /// with the claim's instant (`claimed_at`).
     pub(in crate::store) fn query<D>(&self) -> DQuery<'static, D>

@@ -12,8 +12,8 @@ use std::time::Duration;
 use sqlx::sqlite::SqliteRow;
 use sqlx::Sqlite;
 
-use crate::store::sql::{self, ClaimKind, Lease, MessageClaim, ReturningClaim};
-use crate::store::{Claimed, PayloadRoom, Quarantined, StoreResult};
+use crate::store::sql::{self, ClaimKind, MessageClaim, ReturningClaim};
+use crate::store::{Claimed, Quarantined, StoreResult};
 
 use super::{SqliteStore, NOW_MS};
 
@@ -31,27 +31,19 @@ impl SqliteStore {
     /// commits are claimed this way.
     pub(super) async fn claim_due_rows(
         &self,
-        returning: &str,
-        table: &str,
-        due: &str,
+        what: (&str, &str, &str),
         limit: u32,
         lease: Duration,
     ) -> StoreResult<Vec<SqliteRow>> {
-        sql::claim_due_rows(&self.pool, (returning, table, due), limit, lease).await
+        sql::claim_due_rows(&self.pool, what, limit, lease).await
     }
 
     /// Takes the due rows in one statement, then reads the contents kept
     /// apart (the rows are claimed, so no other claimer takes them, and
     /// their content never changes) and quarantines the rows that cannot be
     /// read, each on its own.
-    pub(super) async fn claim_due(
-        &self,
-        kind: ClaimKind,
-        limit: u32,
-        room: PayloadRoom,
-        lease: Lease,
-    ) -> StoreResult<Claimed> {
-        let claim = MessageClaim::new(kind, limit, room, lease);
+    pub(super) async fn claim_due(&self, claim: MessageClaim) -> StoreResult<Claimed> {
+        let kind = claim.kind;
         let rows = claim.query::<Sqlite>().fetch_all(&self.pool).await?;
         let out_of_room = claim.out_of_room(&self.pool, rows.len()).await?;
         let (claimed_at, mut decoded) = sql::decode_returned(rows)?;
