@@ -36,7 +36,10 @@
 //! One file per concern, one `impl` of a [`crate::store`] sub-trait in
 //! each; this file holds the store itself, its connection, the clock
 //! expression and the dialect (`sql::Dialect`, `sql::SqlRow`). `claims.rs`
-//! holds the claim every claiming concern builds on.
+//! runs the claim every claiming concern builds on (its statements are
+//! `sql::returning_claim`'s, shared with SQLite); an operator's guarded
+//! change, a tombstone and the one-by-one check-back release are
+//! `sql::returning`'s.
 
 mod claims;
 mod committed;

@@ -20,9 +20,11 @@
 //!
 //! One file per concern, one `impl` of a [`crate::store`] sub-trait in
 //! each; this file holds the store itself, its connection, the clock
-//! expression and the dialect (`sql::Dialect`,
-//! `sql::SqlRow`). `claims.rs` holds the claim every
-//! claiming concern builds on.
+//! expression and the dialect (`sql::Dialect`, `sql::SqlRow`). `claims.rs`
+//! runs the claim every claiming concern builds on (its statements are
+//! `sql::returning_claim`'s, shared with PostgreSQL); an operator's guarded
+//! change, a tombstone and the one-by-one check-back release are
+//! `sql::returning`'s.
 
 mod claims;
 mod lifecycle;
