@@ -2,12 +2,15 @@
 //! a reader per topic, the message ledger read straight from the table, and
 //! fast check-back settings.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use serde_json::{json, Value};
 use sqlx::MySqlPool;
+use trustmsg_client::{Message, Producer};
 use trustmsg_tests::kafka::{Consumed, MockKafka, TopicReader};
+use trustmsg_tests::{ServiceProcess, UNREACHABLE_VERIFY_URL};
+use trustmsg_verify_api::kafka_headers;
 
 /// Kafka: a mock cluster with the given topics (3 partitions each), each read
 /// from the beginning.
@@ -98,4 +101,84 @@ pub(crate) fn settings(verify_url: &str, first_ms: u32, attempts: u32) -> Value 
         "max_verify_attempts": attempts,
         "verify_timeout_ms": 5000,
     })
+}
+
+/// Registers the producer `shop` (checked back nowhere, first after an hour)
+/// and returns its client.
+pub(crate) async fn shop(service: &ServiceProcess) -> Producer {
+    let (token, _) = service
+        .register("shop", settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3))
+        .await;
+    Producer::new(&service.url(), "shop", token).unwrap()
+}
+
+/// Prepares and commits `message`; its id.
+pub(crate) async fn commit(producer: &Producer, message: &Message) -> u64 {
+    let view = producer.prepare(message).await.unwrap();
+    producer.commit(message.message_key()).await.unwrap();
+    view.id
+}
+
+/// `--kafka-config` flags for these `key=value` settings; `("@", path)` is
+/// `--kafka-config @path`, a file of settings.
+pub(crate) fn kafka_config(settings: &[(&str, &str)]) -> Vec<String> {
+    settings
+        .iter()
+        .flat_map(|(k, v)| {
+            let entry = if *k == "@" {
+                format!("@{v}")
+            } else {
+                format!("{k}={v}")
+            };
+            ["--kafka-config".to_string(), entry]
+        })
+        .collect()
+}
+
+/// A payload with bytes that are not UTF-8, so "byte for byte" means it.
+pub(crate) fn binary_payload(key: &str) -> Vec<u8> {
+    let mut p = format!("payload of {key} \u{e9}").into_bytes();
+    p.extend([0x00, 0xff, 0xfe]);
+    p
+}
+
+/// `shop`'s message `key` to `topic` with a [`binary_payload`], the record
+/// key `record-key-{key}` and the header `x-seq: {key}`.
+pub(crate) fn binary_message(topic: &str, key: &str) -> Message {
+    Message::from_bytes(key, topic, &binary_payload(key))
+        .key(format!("record-key-{key}"))
+        .header("x-seq", key)
+}
+
+/// The record is [`binary_message`] `key`'s, message `id`, byte for byte:
+/// value, key, headers.
+pub(crate) fn assert_binary_record_is(r: &Consumed, key: &str, id: u64) {
+    assert_eq!(
+        r.payload.as_deref(),
+        Some(&binary_payload(key)[..]),
+        "{r:?}"
+    );
+    assert_key_and_headers(r, key, id, &[("x-seq", key)]);
+}
+
+/// The record's key is `record-key-{key}` and its headers are exactly the
+/// message's `own` and the three trustmsg adds for `shop`'s message `key`,
+/// `id`.
+pub(crate) fn assert_key_and_headers(r: &Consumed, key: &str, id: u64, own: &[(&str, &str)]) {
+    assert_eq!(
+        r.key.as_deref(),
+        Some(format!("record-key-{key}").as_bytes())
+    );
+    let id = id.to_string();
+    let expected: BTreeMap<String, Option<Vec<u8>>> = own
+        .iter()
+        .copied()
+        .chain([
+            (kafka_headers::MESSAGE_ID, id.as_str()),
+            (kafka_headers::BIZ_ID, "shop"),
+            (kafka_headers::MESSAGE_KEY, key),
+        ])
+        .map(|(k, v)| (k.to_string(), Some(v.as_bytes().to_vec())))
+        .collect();
+    assert_eq!(r.header_map(), expected, "{r:?}");
 }

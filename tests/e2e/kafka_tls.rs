@@ -21,65 +21,17 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::ClientConfig;
 use serde_json::{json, Value};
 use sqlx::MySqlPool;
-use trustmsg_client::{Message, Producer};
+use trustmsg_client::Message;
 use trustmsg_tests::certs::TestCa;
-use trustmsg_tests::kafka::Consumed;
 use trustmsg_tests::kafka_tls::TlsKafka;
 use trustmsg_tests::process::binary;
-use trustmsg_tests::{eventually, ServiceProcess, TestDb, UNREACHABLE_VERIFY_URL};
-use trustmsg_verify_api::kafka_headers;
+use trustmsg_tests::{eventually, ServiceProcess, TestDb};
 
-use crate::harness::{settings, statuses};
+use crate::harness::{
+    assert_binary_record_is, binary_message, commit, kafka_config, shop, statuses,
+};
 
 const TOPIC: &str = "e2e-kafka-tls";
-
-/// A payload with bytes that are not UTF-8, so "byte for byte" means it.
-fn payload(key: &str) -> Vec<u8> {
-    let mut p = format!("payload of {key} \u{e9}").into_bytes();
-    p.extend([0x00, 0xff, 0xfe]);
-    p
-}
-
-fn message(key: &str) -> Message {
-    Message::from_bytes(key, TOPIC, &payload(key))
-        .key(format!("record-key-{key}"))
-        .header("x-seq", key)
-}
-
-/// The record is `key`'s message `id`, byte for byte: value, key, headers.
-fn assert_record_is(r: &Consumed, key: &str, id: u64) {
-    assert_eq!(r.payload.as_deref(), Some(&payload(key)[..]), "{r:?}");
-    assert_eq!(
-        r.key.as_deref(),
-        Some(format!("record-key-{key}").as_bytes())
-    );
-    let expected: BTreeMap<String, Option<Vec<u8>>> = [
-        ("x-seq", key.to_string()),
-        (kafka_headers::MESSAGE_ID, id.to_string()),
-        (kafka_headers::BIZ_ID, "shop".to_string()),
-        (kafka_headers::MESSAGE_KEY, key.to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), Some(v.into_bytes())))
-    .collect();
-    assert_eq!(r.header_map(), expected, "{r:?}");
-}
-
-/// `--kafka-config` flags for these `key=value` settings; `("@", path)` is
-/// `--kafka-config @path`, a file of settings.
-fn kafka_config(settings: &[(&str, &str)]) -> Vec<String> {
-    settings
-        .iter()
-        .flat_map(|(k, v)| {
-            let entry = if *k == "@" {
-                format!("@{v}")
-            } else {
-                format!("{k}={v}")
-            };
-            ["--kafka-config".to_string(), entry]
-        })
-        .collect()
-}
 
 /// The service over `db`, sending to `kafka` with these librdkafka settings,
 /// its log in `log`.
@@ -105,18 +57,8 @@ async fn service(
     ServiceProcess::start_logged(&db.url, &kafka.bootstrap(), &extra, Some(log.into())).await
 }
 
-/// Registers the producer `shop` (checked back nowhere) and returns its client.
-async fn shop(service: &ServiceProcess) -> Producer {
-    let (token, _) = service
-        .register("shop", settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3))
-        .await;
-    Producer::new(&service.url(), "shop", token).unwrap()
-}
-
-async fn commit(producer: &Producer, key: &str) -> u64 {
-    let view = producer.prepare(&message(key)).await.unwrap();
-    producer.commit(key).await.unwrap();
-    view.id
+fn message(key: &str) -> Message {
+    binary_message(TOPIC, key)
 }
 
 /// How many records partitions 0..3 of the topic hold, asked with these
@@ -191,7 +133,7 @@ async fn messages_reach_a_tls_only_broker_byte_for_byte_with_its_ca_verified() {
     let mut sent = BTreeMap::new();
     for i in 0..5 {
         let key = format!("m-{i}");
-        sent.insert(commit(&producer, &key).await, key);
+        sent.insert(commit(&producer, &message(&key)).await, key);
     }
     reader
         .read_until(Duration::from_secs(30), "the five records", |rs| {
@@ -199,7 +141,7 @@ async fn messages_reach_a_tls_only_broker_byte_for_byte_with_its_ca_verified() {
         })
         .await;
     for r in &reader.records {
-        assert_record_is(r, &sent[&r.message_id], r.message_id);
+        assert_binary_record_is(r, &sent[&r.message_id], r.message_id);
     }
     let pool = db.pool().await;
     eventually(30, "all five SENT", async || {
@@ -228,7 +170,7 @@ async fn a_broker_certificate_from_a_ca_the_service_does_not_trust_gets_nothing(
     let service = service(&db, &kafka, &untrusting, &log).await;
     let producer = shop(&service).await;
 
-    commit(&producer, "refused").await;
+    commit(&producer, &message("refused")).await;
     eventually(
         30,
         "the log to say the certificate was refused",
@@ -262,7 +204,7 @@ async fn a_broker_certificate_for_another_name_is_refused_by_default() {
     ];
     let mut first = service(&db, &kafka, &tls, &log).await;
     let producer = shop(&first).await;
-    commit(&producer, "refused").await;
+    commit(&producer, &message("refused")).await;
     eventually(
         30,
         "the log to say the certificate was refused",

@@ -34,51 +34,19 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::ClientConfig;
 use sqlx::MySqlPool;
-use trustmsg_client::{Message, Producer};
+use trustmsg_client::Message;
 use trustmsg_tests::certs::TestCa;
-use trustmsg_tests::kafka::Consumed;
 use trustmsg_tests::submit::{assert_nothing_dead_lettered, Submission, Submitter};
 use trustmsg_tests::{eventually, RealKafka, ServiceProcess, TestDb, UNREACHABLE_VERIFY_URL};
-use trustmsg_verify_api::kafka_headers;
 
-use crate::harness::{settings, statuses};
+use crate::harness::{
+    assert_binary_record_is, binary_message, commit, kafka_config, settings, shop, statuses,
+};
 
 const TOPIC: &str = "e2e-real-kafka";
 const USER: &str = "trustmsg";
 const PASSWORD: &str = "right-horse-battery-staple";
 const WRONG_PASSWORD: &str = "wrong-horse-battery-staple";
-
-/// A payload with bytes that are not UTF-8, so "byte for byte" means it.
-fn payload(key: &str) -> Vec<u8> {
-    let mut p = format!("payload of {key} \u{e9}").into_bytes();
-    p.extend([0x00, 0xff, 0xfe]);
-    p
-}
-
-fn message(topic: &str, key: &str) -> Message {
-    Message::from_bytes(key, topic, &payload(key))
-        .key(format!("record-key-{key}"))
-        .header("x-seq", key)
-}
-
-/// The record is `key`'s message `id`, byte for byte: value, key, headers.
-fn assert_record_is(r: &Consumed, key: &str, id: u64) {
-    assert_eq!(r.payload.as_deref(), Some(&payload(key)[..]), "{r:?}");
-    assert_eq!(
-        r.key.as_deref(),
-        Some(format!("record-key-{key}").as_bytes())
-    );
-    let expected: BTreeMap<String, Option<Vec<u8>>> = [
-        ("x-seq", key.to_string()),
-        (kafka_headers::MESSAGE_ID, id.to_string()),
-        (kafka_headers::BIZ_ID, "shop".to_string()),
-        (kafka_headers::MESSAGE_KEY, key.to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), Some(v.into_bytes())))
-    .collect();
-    assert_eq!(r.header_map(), expected, "{r:?}");
-}
 
 /// The service over `db`, sending to `kafka` with these librdkafka settings
 /// (`("@", path)` is `--kafka-config @path`), its log appended to `log`.
@@ -88,17 +56,7 @@ async fn service(
     client: &[(&str, &str)],
     log: &Path,
 ) -> ServiceProcess {
-    let mut extra: Vec<String> = client
-        .iter()
-        .flat_map(|(k, v)| {
-            let entry = if *k == "@" {
-                format!("@{v}")
-            } else {
-                format!("{k}={v}")
-            };
-            ["--kafka-config".to_string(), entry]
-        })
-        .collect();
+    let mut extra = kafka_config(client);
     extra.extend(
         [
             "--kafka-message-timeout",
@@ -112,19 +70,6 @@ async fn service(
     );
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
     ServiceProcess::start_logged(&db.url, kafka.bootstrap(), &extra, Some(log.into())).await
-}
-
-async fn shop(service: &ServiceProcess) -> Producer {
-    let (token, _) = service
-        .register("shop", settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3))
-        .await;
-    Producer::new(&service.url(), "shop", token).unwrap()
-}
-
-async fn commit(producer: &Producer, topic: &str, key: &str) -> u64 {
-    let view = producer.prepare(&message(topic, key)).await.unwrap();
-    producer.commit(key).await.unwrap();
-    view.id
 }
 
 /// `(status, send_status, send_attempts, last_error, partition, offset)`
@@ -203,7 +148,7 @@ async fn the_core_loop_delivers_to_a_real_broker_byte_for_byte() {
     let mut sent = BTreeMap::new();
     for i in 0..5 {
         let key = format!("m-{i}");
-        sent.insert(commit(&producer, TOPIC, &key).await, key);
+        sent.insert(commit(&producer, &binary_message(TOPIC, &key)).await, key);
     }
     reader
         .read_until(Duration::from_secs(60), "the five records", |rs| {
@@ -212,7 +157,7 @@ async fn the_core_loop_delivers_to_a_real_broker_byte_for_byte() {
         .await;
     assert_eq!(reader.records.len(), 5, "{:?}", reader.records);
     for r in &reader.records {
-        assert_record_is(r, &sent[&r.message_id], r.message_id);
+        assert_binary_record_is(r, &sent[&r.message_id], r.message_id);
     }
     // SENT where the broker put it: the partition and offset stored are the
     // record's own.
@@ -292,7 +237,7 @@ async fn sasl_refuses_a_wrong_password_and_delivers_with_the_right_one(mechanism
     let wrong = [&sasl[..], &[("sasl.password", WRONG_PASSWORD)]].concat();
     let mut refused = service(&db, &kafka, &wrong, &log).await;
     let producer = shop(&refused).await;
-    let id = commit(&producer, TOPIC, "m").await;
+    let id = commit(&producer, &binary_message(TOPIC, "m")).await;
     eventually(60, "the log to say authentication failed", async || {
         let log = read_log(&log);
         log.contains("SASL authentication error") && log.contains("Authentication failed")
@@ -323,7 +268,7 @@ async fn sasl_refuses_a_wrong_password_and_delivers_with_the_right_one(mechanism
         })
         .await;
     assert_eq!(reader.records.len(), 1, "{:?}", reader.records);
-    assert_record_is(&reader.records[0], "m", id);
+    assert_binary_record_is(&reader.records[0], "m", id);
     eventually(30, "SENT", async || {
         row(&pool, "m").await.1.as_deref() == Some("SENT")
     })
@@ -376,14 +321,14 @@ async fn a_topic_the_brokers_acls_refuse_is_send_failed_with_its_reason_after_on
     let producer = shop(&service).await;
     let mut reader = kafka.reader(TOPIC);
 
-    let refused = commit(&producer, REFUSED, "refused").await;
-    let allowed = commit(&producer, TOPIC, "allowed").await;
+    let refused = commit(&producer, &binary_message(REFUSED, "refused")).await;
+    let allowed = commit(&producer, &binary_message(TOPIC, "allowed")).await;
     reader
         .read_until(Duration::from_secs(60), "the allowed record", |rs| {
             rs.iter().any(|r| r.message_id == allowed)
         })
         .await;
-    assert_record_is(&reader.records[0], "allowed", allowed);
+    assert_binary_record_is(&reader.records[0], "allowed", allowed);
     eventually(60, "the refused message SEND_FAILED", async || {
         row(&pool, "refused").await.1.as_deref() == Some("SEND_FAILED")
     })
@@ -558,13 +503,13 @@ async fn tls_with_the_tests_own_ca_delivers_and_checks_the_brokers_name() {
     let service = service(&db, &kafka, &tls, &log).await;
     let producer = shop(&service).await;
     let mut reader = kafka.reader(TOPIC);
-    let id = commit(&producer, TOPIC, "m").await;
+    let id = commit(&producer, &binary_message(TOPIC, "m")).await;
     reader
         .read_until(Duration::from_secs(60), "the record", |rs| {
             rs.iter().any(|r| r.message_id == id)
         })
         .await;
-    assert_record_is(&reader.records[0], "m", id);
+    assert_binary_record_is(&reader.records[0], "m", id);
     eventually(30, "SENT", async || {
         row(&pool, "m").await.1.as_deref() == Some("SENT")
     })
@@ -593,7 +538,7 @@ async fn tls_refuses_a_broker_certificate_for_another_name_unless_the_check_is_o
 
     let mut first = service(&db, &kafka, &tls, &log).await;
     let producer = shop(&first).await;
-    let id = commit(&producer, TOPIC, "m").await;
+    let id = commit(&producer, &binary_message(TOPIC, "m")).await;
     eventually(
         60,
         "the log to say the certificate was refused",
@@ -623,7 +568,7 @@ async fn tls_refuses_a_broker_certificate_for_another_name_unless_the_check_is_o
             rs.iter().any(|r| r.message_id == id)
         })
         .await;
-    assert_record_is(&reader.records[0], "m", id);
+    assert_binary_record_is(&reader.records[0], "m", id);
     eprintln!(
         "tls name check: broker {:?}, all {:?}",
         kafka.started_in,
