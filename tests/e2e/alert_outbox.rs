@@ -6,8 +6,9 @@
 use std::collections::BTreeSet;
 
 use axum::http::StatusCode;
+use reqwest::Method;
 use serde_json::Value;
-use trustmsg_tests::{eventually, AlertSink, CheckServer, ServiceProcess, TestDb, ADMIN_TOKEN};
+use trustmsg_tests::{eventually, AlertSink, CheckServer, ServiceProcess, TestDb};
 
 use crate::harness::{settings, statuses, Kafka, FAST_VERIFY};
 
@@ -36,19 +37,12 @@ async fn a_verify_failed_alert_outlives(death: Death) {
         .register("shop", settings(&check.url(), 100, 2))
         .await;
     check.set_secret(&secret);
-    let http = trustmsg_tests::http_client();
-    let prepared: Value = http
-        .post(format!("{}/v1/messages/prepare", service.url()))
-        .bearer_auth(&token)
-        .json(&serde_json::json!({
-            "biz_id": "shop", "message_key": "undecided", "topic": "e2e-alerts", "payload": "x"
-        }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let body = serde_json::json!({
+        "biz_id": "shop", "message_key": "undecided", "topic": "e2e-alerts", "payload": "x"
+    });
+    let (_, prepared) = service
+        .call(Method::POST, "/v1/messages/prepare", &token, Some(&body))
+        .await;
     let id = prepared["id"].as_u64().unwrap();
 
     let pool = db.pool().await;
@@ -78,18 +72,8 @@ async fn a_verify_failed_alert_outlives(death: Death) {
     .await;
     // The new instance has marked it delivered: no more POSTs of it come.
     eventually(30, "the alert marked delivered", async || {
-        let page: Value = http
-            .get(format!(
-                "{}/v1/admin/alerts?message_id={id}&state=delivered",
-                service.url()
-            ))
-            .bearer_auth(ADMIN_TOKEN)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let path = format!("/v1/admin/alerts?message_id={id}&state=delivered");
+        let (_, page) = service.admin(Method::GET, &path, None).await;
         page["items"].as_array().is_some_and(|a| a.len() == 1)
     })
     .await;
@@ -115,15 +99,9 @@ async fn a_verify_failed_alert_outlives(death: Death) {
             "the header carries the body's id: {a}"
         );
     }
-    let pending: Value = http
-        .get(format!("{}/v1/admin/alerts?state=pending", service.url()))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, pending) = service
+        .admin(Method::GET, "/v1/admin/alerts?state=pending", None)
+        .await;
     assert_eq!(
         pending["items"],
         serde_json::json!([]),
