@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
+use trustmsg_tests::flags::SHORT_SEND_TIMEOUTS;
 use trustmsg_tests::kafka::{MockKafka, RDKafkaApiKey, RDKafkaRespErr};
 use trustmsg_tests::{
     decision_body, eventually, prepare_body, serve, TestApp, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL,
@@ -411,13 +412,9 @@ async fn screenshots_of_every_page() {
 async fn kafka_service(every: &str, extra: &[&str]) -> (TestApp, MockKafka) {
     let kafka = MockKafka::start(1);
     kafka.create_topic("orders", 1);
-    let mut flags = vec![
-        "--kafka-brokers",
-        kafka.bootstrap(),
-        "--kafka-message-timeout",
-        "2s",
-        "--send-lease",
-        "6s",
+    let mut flags = vec!["--kafka-brokers", kafka.bootstrap()];
+    flags.extend(SHORT_SEND_TIMEOUTS);
+    flags.extend([
         "--sweep-interval",
         "200ms",
         "--verify-interval",
@@ -426,7 +423,7 @@ async fn kafka_service(every: &str, extra: &[&str]) -> (TestApp, MockKafka) {
         every,
         "--backlog-interval",
         every,
-    ];
+    ]);
     flags.extend(extra);
     let app = TestApp::spawn_sqlite(&flags).await;
     (app, kafka)
