@@ -8,9 +8,9 @@ use std::collections::BTreeSet;
 use axum::http::StatusCode;
 use reqwest::Method;
 use serde_json::Value;
-use trustmsg_tests::{eventually, AlertSink, CheckServer, ServiceProcess, TestDb};
+use trustmsg_tests::{eventually, AlertSink, TestDb};
 
-use crate::harness::{settings, statuses, Kafka, FAST_VERIFY};
+use crate::harness::{one_verify_failed_alert, Kafka};
 
 /// How the first instance goes away.
 #[derive(Debug, Clone, Copy)]
@@ -27,32 +27,9 @@ async fn a_verify_failed_alert_outlives(death: Death) {
     let kafka = Kafka::start(&["e2e-alerts"]);
     let sink = AlertSink::start().await;
     sink.answer(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut flags = FAST_VERIFY.to_vec();
     let webhook = sink.url();
-    flags.extend(["--alert-webhook", webhook.as_str()]);
-    let mut service = ServiceProcess::start(&db, kafka.mock.bootstrap(), &flags).await;
-
-    let check = CheckServer::start().await; // answers "unknown" to everything
-    let (token, secret) = service
-        .register("shop", settings(&check.url(), 100, 2))
-        .await;
-    check.set_secret(&secret);
-    let body = serde_json::json!({
-        "biz_id": "shop", "message_key": "undecided", "topic": "e2e-alerts", "payload": "x"
-    });
-    let (_, prepared) = service
-        .call(Method::POST, "/v1/messages/prepare", &token, Some(&body))
-        .await;
-    let id = prepared["id"].as_u64().unwrap();
-
-    let pool = db.pool().await;
-    eventually(30, "the message VERIFY_FAILED", async || {
-        statuses(&pool, "shop")
-            .await
-            .get("undecided")
-            .is_some_and(|(_, s, _)| s == "VERIFY_FAILED")
-    })
-    .await;
+    let (mut service, id) =
+        one_verify_failed_alert(&db, &kafka, "e2e-alerts", &["--alert-webhook", &webhook]).await;
     eventually(30, "the webhook refused the alert", async || {
         sink.refused() >= 1
     })

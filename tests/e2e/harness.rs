@@ -3,13 +3,14 @@
 //! fast check-back settings.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use std::sync::Mutex;
 
 use serde_json::{json, Value};
 use sqlx::MySqlPool;
 use trustmsg_client::{Message, Producer};
 use trustmsg_tests::kafka::{Consumed, MockKafka, TopicReader};
-use trustmsg_tests::{ServiceProcess, UNREACHABLE_VERIFY_URL};
+use trustmsg_tests::{eventually, CheckServer, ServiceProcess, TestDb, UNREACHABLE_VERIFY_URL};
 use trustmsg_verify_api::kafka_headers;
 
 /// Kafka: a mock cluster with the given topics (3 partitions each), each read
@@ -135,6 +136,23 @@ pub(crate) fn kafka_config(settings: &[(&str, &str)]) -> Vec<String> {
         .collect()
 }
 
+/// The service over `db` sending to `bootstrap` with these librdkafka
+/// settings (see [`kafka_config`]) and the flags `send` (its send
+/// timeouts), a sweep every 200 ms, its log appended to `log`.
+pub(crate) async fn service_with_kafka_config(
+    db: &TestDb,
+    bootstrap: &str,
+    client: &[(&str, &str)],
+    send: &[&str],
+    log: &Path,
+) -> ServiceProcess {
+    let mut extra = kafka_config(client);
+    extra.extend(send.iter().map(|s| s.to_string()));
+    extra.extend(["--sweep-interval", "200ms"].map(String::from));
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    ServiceProcess::start_logged(&db.url, bootstrap, &extra, Some(log.into())).await
+}
+
 /// A payload with bytes that are not UTF-8, so "byte for byte" means it.
 pub(crate) fn binary_payload(key: &str) -> Vec<u8> {
     let mut p = format!("payload of {key} \u{e9}").into_bytes();
@@ -181,4 +199,44 @@ pub(crate) fn assert_key_and_headers(r: &Consumed, key: &str, id: u64, own: &[(&
         .map(|(k, v)| (k.to_string(), Some(v.as_bytes().to_vec())))
         .collect();
     assert_eq!(r.header_map(), expected, "{r:?}");
+}
+
+/// A service with `flags` after [`FAST_VERIFY`] whose producer `shop`'s
+/// check-back never decides (2 attempts): one VERIFY_FAILED message
+/// `undecided` to `topic`, and so one alert. Returns the message id.
+pub(crate) async fn one_verify_failed_alert(
+    db: &TestDb,
+    kafka: &Kafka,
+    topic: &str,
+    flags: &[&str],
+) -> (ServiceProcess, u64) {
+    let mut all = FAST_VERIFY.to_vec();
+    all.extend_from_slice(flags);
+    let service = ServiceProcess::start(db, kafka.mock.bootstrap(), &all).await;
+    let check = CheckServer::start().await; // answers "unknown" to everything
+    let (token, secret) = service
+        .register("shop", settings(&check.url(), 100, 2))
+        .await;
+    check.set_secret(&secret);
+    let body = json!({
+        "biz_id": "shop", "message_key": "undecided", "topic": topic, "payload": "x"
+    });
+    let (status, prepared) = service
+        .call(
+            reqwest::Method::POST,
+            "/v1/messages/prepare",
+            &token,
+            Some(&body),
+        )
+        .await;
+    assert_eq!(status, 201, "{prepared}");
+    let pool = db.pool().await;
+    eventually(30, "the message VERIFY_FAILED", async || {
+        statuses(&pool, "shop")
+            .await
+            .get("undecided")
+            .is_some_and(|(_, s, _)| s == "VERIFY_FAILED")
+    })
+    .await;
+    (service, prepared["id"].as_u64().unwrap())
 }

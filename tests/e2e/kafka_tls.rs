@@ -28,7 +28,7 @@ use trustmsg_tests::process::binary;
 use trustmsg_tests::{eventually, ServiceProcess, TestDb};
 
 use crate::harness::{
-    assert_binary_record_is, binary_message, commit, kafka_config, shop, statuses,
+    assert_binary_record_is, binary_message, commit, service_with_kafka_config, shop, statuses,
 };
 
 const TOPIC: &str = "e2e-kafka-tls";
@@ -41,20 +41,8 @@ async fn service(
     client: &[(&str, &str)],
     log: &Path,
 ) -> ServiceProcess {
-    let mut extra = kafka_config(client);
-    extra.extend(
-        [
-            "--kafka-message-timeout",
-            "3s",
-            "--send-lease",
-            "8s",
-            "--sweep-interval",
-            "200ms",
-        ]
-        .map(String::from),
-    );
-    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-    ServiceProcess::start_logged(&db.url, &kafka.bootstrap(), &extra, Some(log.into())).await
+    let send = ["--kafka-message-timeout", "3s", "--send-lease", "8s"];
+    service_with_kafka_config(db, &kafka.bootstrap(), client, &send, log).await
 }
 
 fn message(key: &str) -> Message {
@@ -114,6 +102,28 @@ async fn still_pending(pool: &MySqlPool, key: &str) {
     assert_eq!(attempts, 0);
 }
 
+/// The service with these TLS settings, and a message `refused` it
+/// committed: the log says the broker's certificate was refused and the
+/// message is still pending, never sent.
+async fn refused_for_its_certificate(
+    db: &TestDb,
+    kafka: &TlsKafka,
+    tls: &[(&str, &str)],
+    log: &Path,
+) -> ServiceProcess {
+    let service = service(db, kafka, tls, log).await;
+    let producer = shop(&service).await;
+    commit(&producer, &message("refused")).await;
+    eventually(
+        30,
+        "the log to say the certificate was refused",
+        async || read_log(log).contains("certificate verify failed"),
+    )
+    .await;
+    still_pending(&db.pool().await, "refused").await;
+    service
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_reach_a_tls_only_broker_byte_for_byte_with_its_ca_verified() {
     let ca = TestCa::new();
@@ -167,17 +177,7 @@ async fn a_broker_certificate_from_a_ca_the_service_does_not_trust_gets_nothing(
         ("security.protocol", "SSL"),
         ("ssl.ca.location", other.as_str()),
     ];
-    let service = service(&db, &kafka, &untrusting, &log).await;
-    let producer = shop(&service).await;
-
-    commit(&producer, &message("refused")).await;
-    eventually(
-        30,
-        "the log to say the certificate was refused",
-        async || read_log(&log).contains("certificate verify failed"),
-    )
-    .await;
-    still_pending(&db.pool().await, "refused").await;
+    let _service = refused_for_its_certificate(&db, &kafka, &untrusting, &log).await;
     let ca_file = ca.ca_file().display().to_string();
     let trusting = [
         ("security.protocol", "SSL"),
@@ -202,16 +202,7 @@ async fn a_broker_certificate_for_another_name_is_refused_by_default() {
         ("security.protocol", "SSL"),
         ("ssl.ca.location", ca_file.as_str()),
     ];
-    let mut first = service(&db, &kafka, &tls, &log).await;
-    let producer = shop(&first).await;
-    commit(&producer, &message("refused")).await;
-    eventually(
-        30,
-        "the log to say the certificate was refused",
-        async || read_log(&log).contains("certificate verify failed"),
-    )
-    .await;
-    still_pending(&pool, "refused").await;
+    let mut first = refused_for_its_certificate(&db, &kafka, &tls, &log).await;
     first.terminate();
 
     // The same certificate is otherwise good: with the name check turned off

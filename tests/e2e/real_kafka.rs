@@ -40,7 +40,8 @@ use trustmsg_tests::submit::{assert_nothing_dead_lettered, Submission, Submitter
 use trustmsg_tests::{eventually, RealKafka, ServiceProcess, TestDb, UNREACHABLE_VERIFY_URL};
 
 use crate::harness::{
-    assert_binary_record_is, binary_message, commit, kafka_config, settings, shop, statuses,
+    assert_binary_record_is, binary_message, commit, service_with_kafka_config, settings, shop,
+    statuses,
 };
 
 const TOPIC: &str = "e2e-real-kafka";
@@ -56,20 +57,8 @@ async fn service(
     client: &[(&str, &str)],
     log: &Path,
 ) -> ServiceProcess {
-    let mut extra = kafka_config(client);
-    extra.extend(
-        [
-            "--kafka-message-timeout",
-            "5s",
-            "--send-lease",
-            "10s",
-            "--sweep-interval",
-            "200ms",
-        ]
-        .map(String::from),
-    );
-    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-    ServiceProcess::start_logged(&db.url, kafka.bootstrap(), &extra, Some(log.into())).await
+    let send = ["--kafka-message-timeout", "5s", "--send-lease", "10s"];
+    service_with_kafka_config(db, kafka.bootstrap(), client, &send, log).await
 }
 
 /// `(status, send_status, send_attempts, last_error, partition, offset)`
