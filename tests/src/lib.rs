@@ -56,6 +56,7 @@ pub mod outbox;
 pub mod pg;
 pub mod postgres;
 pub mod private_db;
+mod private_server;
 pub mod process;
 pub mod real_kafka;
 pub mod servers;
