@@ -14,6 +14,7 @@ use sqlx::SqlitePool;
 use trustmsg_client::{outbox, Error, Message, MessageStatus, Producer};
 use trustmsg_tests::kafka::TopicReader;
 use trustmsg_tests::process::{binary, free_port};
+use trustmsg_tests::real_kafka::{unique, RealKafka};
 use trustmsg_tests::submit::{Submission, Submitter};
 use trustmsg_tests::{CheckServer, Reply};
 
@@ -390,13 +391,19 @@ async fn a_row_inserted_into_the_demo_outbox_is_relayed_to_its_topic() {
 /// `--real-kafka`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_real_broker_of_your_own_the_loop_and_the_way_in_use_it() {
-    let kafka = trustmsg_tests::real_kafka::RealKafka::start();
+    // The run's shared broker: the way in's topic and group, and the
+    // orders' topic, are this test's own.
+    let kafka = RealKafka::shared();
+    let orders = unique("dev-orders");
     let dir = tempfile::tempdir().unwrap();
     let dev = Dev::start(
         dir.path(),
         &[
             format!("--listen=127.0.0.1:{}", free_port()),
             format!("--kafka-brokers={}", kafka.bootstrap()),
+            "--".to_string(),
+            format!("--submit-topic={}", unique("dev.submit")),
+            format!("--submit-group={}", unique("dev")),
         ],
     );
     assert_eq!(dev.printed("Kafka"), kafka.bootstrap());
@@ -415,7 +422,7 @@ async fn with_a_real_broker_of_your_own_the_loop_and_the_way_in_use_it() {
     )
     .unwrap();
     let committed = producer
-        .prepare(&Message::new("order-1", "orders", r#"{"total":42}"#).key("42"))
+        .prepare(&Message::new("order-1", &orders, r#"{"total":42}"#).key("42"))
         .await
         .unwrap();
     producer.commit("order-1").await.unwrap();
@@ -456,7 +463,7 @@ async fn with_a_real_broker_of_your_own_the_loop_and_the_way_in_use_it() {
         .prepare(
             "order-2",
             Submission {
-                topic: "orders",
+                topic: &orders,
                 key: Some("43"),
                 value: br#"{"total":43}"#,
                 ..Default::default()
@@ -465,7 +472,7 @@ async fn with_a_real_broker_of_your_own_the_loop_and_the_way_in_use_it() {
         .await;
     submitter.commit("order-2").await;
 
-    let mut reader = kafka.reader("orders");
+    let mut reader = kafka.reader(&orders);
     reader
         .read_until(
             Duration::from_secs(60),

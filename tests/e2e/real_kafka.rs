@@ -1,6 +1,8 @@
 //! Against a real Apache Kafka broker (issue 50, item 1): the real binary,
-//! MariaDB and `scripts/kafka-broker` (Kafka 4.4, KRaft, one node), one
-//! broker per test ([`RealKafka`]). librdkafka's mock cluster stays where
+//! MariaDB and `scripts/kafka-broker` (Kafka 4.4, KRaft, one node): a
+//! broker of its own for each test that sets users, ACLs or TLS or restarts
+//! it, the run's shared plain broker ([`RealKafka::shared`]) with topics
+//! and groups of their own for the others. librdkafka's mock cluster stays where
 //! tests inject faults; these hold trustmsg to what only a real broker
 //! does: its SASL users, its ACLs, its answers.
 //!
@@ -36,6 +38,8 @@ use rdkafka::ClientConfig;
 use sqlx::MySqlPool;
 use trustmsg_client::Message;
 use trustmsg_tests::certs::TestCa;
+use trustmsg_tests::kafka::Consumed;
+use trustmsg_tests::real_kafka::unique;
 use trustmsg_tests::submit::{assert_nothing_dead_lettered, Submission, Submitter};
 use trustmsg_tests::{eventually, RealKafka, ServiceProcess, TestDb, UNREACHABLE_VERIFY_URL};
 
@@ -125,19 +129,20 @@ fn read_log(log: &Path) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_core_loop_delivers_to_a_real_broker_byte_for_byte() {
     let began = Instant::now();
-    let kafka = RealKafka::start();
-    kafka.create_topic(TOPIC, 3).await;
+    let kafka = RealKafka::shared();
+    let topic = unique(TOPIC);
+    kafka.create_topic(&topic, 3).await;
     let db = TestDb::create().await;
     let pool = db.pool().await;
     let dir = tempfile::tempdir().unwrap();
     let service = service(&db, &kafka, &[], &dir.path().join("trustmsg.log")).await;
     let producer = shop(&service).await;
-    let mut reader = kafka.reader(TOPIC);
+    let mut reader = kafka.reader(&topic);
 
     let mut sent = BTreeMap::new();
     for i in 0..5 {
         let key = format!("m-{i}");
-        sent.insert(commit(&producer, &binary_message(TOPIC, &key)).await, key);
+        sent.insert(commit(&producer, &binary_message(&topic, &key)).await, key);
     }
     reader
         .read_until(Duration::from_secs(60), "the five records", |rs| {
@@ -344,29 +349,107 @@ async fn a_topic_the_brokers_acls_refuse_is_send_failed_with_its_reason_after_on
     );
 }
 
-const SUBMIT: &str = "e2e-real-kafka.submit";
-const DLQ: &str = "e2e-real-kafka.submit.dlq";
-const ORDERS: &str = "e2e-real-kafka-orders";
+/// The Kafka way in's topics of a test: records submitted to `submit`,
+/// dead letters in `dlq` (trustmsg's name for them), messages to `orders`.
+struct WayIn {
+    submit: String,
+    dlq: String,
+    orders: String,
+}
 
-/// Prepares and commits `order-{from}` … `order-{to-1}` through the Kafka
-/// way in, each keyed `customer-{i % 3}` with its own payload.
-async fn submit_orders(producer: &Submitter, range: std::ops::Range<usize>) {
-    for i in range {
-        let key = format!("order-{i}");
-        let value = format!("{{\"order\":{i}}}");
-        producer
-            .prepare(
-                &key,
-                Submission {
-                    topic: ORDERS,
-                    key: Some(&format!("customer-{}", i % 3)),
-                    headers: &[("content-type", "application/json")],
-                    value: value.as_bytes(),
-                    partition: None,
-                },
-            )
+impl WayIn {
+    /// The topics named after `base`.
+    fn named(base: &str) -> Self {
+        Self {
+            submit: format!("{base}.submit"),
+            dlq: format!("{base}.submit.dlq"),
+            orders: format!("{base}-orders"),
+        }
+    }
+
+    /// Creates them on `kafka`: `submit` with 3 partitions, `orders` with
+    /// `orders_partitions`.
+    async fn create(&self, kafka: &RealKafka, orders_partitions: i32) {
+        kafka.create_topic(&self.submit, 3).await;
+        kafka.create_topic(&self.dlq, 1).await;
+        kafka.create_topic(&self.orders, orders_partitions).await;
+    }
+
+    /// Prepares and commits `order-{from}` … `order-{to-1}` through the
+    /// Kafka way in, each keyed `customer-{i % 3}` with its own payload.
+    async fn submit_orders(&self, producer: &Submitter, range: std::ops::Range<usize>) {
+        for i in range {
+            let key = format!("order-{i}");
+            let value = format!("{{\"order\":{i}}}");
+            producer
+                .prepare(
+                    &key,
+                    Submission {
+                        topic: &self.orders,
+                        key: Some(&format!("customer-{}", i % 3)),
+                        headers: &[("content-type", "application/json")],
+                        value: value.as_bytes(),
+                        partition: None,
+                    },
+                )
+                .await;
+            producer.commit(&key).await;
+        }
+    }
+
+    /// Registers `shop` for `orders` (checked back nowhere) with `service`;
+    /// its submitter through the internal listener.
+    async fn shop(&self, service: &ServiceProcess, kafka: &RealKafka) -> Submitter {
+        let mut registration = settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3);
+        registration["topics"] = serde_json::json!([self.orders]);
+        let (_, secret) = service.register("shop", registration).await;
+        Submitter::new(kafka.internal_bootstrap(), &self.submit, "shop", &secret)
+    }
+
+    /// Waits until all `n` orders are COMMITTED and SENT; then every one's
+    /// record is in `orders` as submitted (0 lost, 0 wrong; duplicates, at
+    /// least once, are allowed and checked too) and nothing was
+    /// dead-lettered. Returns the records.
+    async fn assert_every_order_delivered(
+        &self,
+        kafka: &RealKafka,
+        pool: &MySqlPool,
+        producer: &Submitter,
+        n: usize,
+    ) -> Vec<Consumed> {
+        eventually(120, "every order COMMITTED and SENT", async || {
+            let rows = statuses(pool, "shop").await;
+            rows.len() == n
+                && rows
+                    .values()
+                    .all(|(_, s, ss)| s == "COMMITTED" && ss.as_deref() == Some("SENT"))
+        })
+        .await;
+        let rows = statuses(pool, "shop").await;
+        let mut orders = kafka.reader(&self.orders);
+        orders
+            .read_until(Duration::from_secs(60), "every order's record", |rs| {
+                rows.values()
+                    .all(|(id, _, _)| rs.iter().any(|r| r.message_id == *id))
+            })
             .await;
-        producer.commit(&key).await;
+        for r in orders.poll() {
+            let (key, _) = rows
+                .iter()
+                .find(|(_, (id, _, _))| *id == r.message_id)
+                .unwrap_or_else(|| panic!("a record of no stored message: {r:?}"));
+            let i: usize = key.trim_start_matches("order-").parse().unwrap();
+            assert_eq!(
+                r.key.as_deref(),
+                Some(format!("customer-{}", i % 3).as_bytes())
+            );
+            assert_eq!(
+                r.payload.as_deref(),
+                Some(format!("{{\"order\":{i}}}").as_bytes())
+            );
+        }
+        assert_nothing_dead_lettered(kafka.internal_bootstrap(), producer, 3, &self.dlq).await;
+        std::mem::take(&mut orders.records)
     }
 }
 
@@ -375,14 +458,13 @@ async fn the_kafka_way_ins_group_applies_every_record_across_a_broker_restart() 
     let began = Instant::now();
     const N: usize = 40;
     let kafka = RealKafka::start();
-    kafka.create_topic(SUBMIT, 3).await;
-    kafka.create_topic(DLQ, 1).await;
-    kafka.create_topic(ORDERS, 2).await;
+    let way_in = WayIn::named("e2e-real-kafka");
+    way_in.create(&kafka, 2).await;
     let db = TestDb::create().await;
     let pool = db.pool().await;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("trustmsg.log");
-    let mut extra = vec!["--submit-topic", SUBMIT];
+    let mut extra = vec!["--submit-topic", &way_in.submit];
     extra.extend_from_slice(&[
         "--kafka-message-timeout",
         "10s",
@@ -393,15 +475,12 @@ async fn the_kafka_way_ins_group_applies_every_record_across_a_broker_restart() 
     ]);
     let service =
         ServiceProcess::start_logged(&db.url, kafka.bootstrap(), &extra, Some(log.clone())).await;
-    let mut registration = settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3);
-    registration["topics"] = serde_json::json!([ORDERS]);
-    let (_, secret) = service.register("shop", registration).await;
-    let producer = Submitter::new(kafka.internal_bootstrap(), SUBMIT, "shop", &secret);
+    let producer = way_in.shop(&service, &kafka).await;
 
     // Half before the restart, applied (so the group has joined and
     // committed offsets) and being forwarded when the broker goes down; the
     // other half once it is back.
-    submit_orders(&producer, 0..N / 2).await;
+    way_in.submit_orders(&producer, 0..N / 2).await;
     eventually(60, "the first half COMMITTED", async || {
         let rows = statuses(&pool, "shop").await;
         rows.len() == N / 2 && rows.values().all(|(_, s, _)| s == "COMMITTED")
@@ -415,44 +494,15 @@ async fn the_kafka_way_ins_group_applies_every_record_across_a_broker_restart() 
         .count();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let restarted_in = kafka.restart();
-    submit_orders(&producer, N / 2..N).await;
+    way_in.submit_orders(&producer, N / 2..N).await;
 
-    eventually(120, "every order COMMITTED and SENT", async || {
-        let rows = statuses(&pool, "shop").await;
-        rows.len() == N
-            && rows
-                .values()
-                .all(|(_, s, ss)| s == "COMMITTED" && ss.as_deref() == Some("SENT"))
-    })
-    .await;
-    // 0 lost: every message's record is in the topic; 0 wrong: each as
-    // submitted (duplicates, at least once, are allowed and checked too).
-    let rows = statuses(&pool, "shop").await;
-    let mut orders = kafka.reader(ORDERS);
-    orders
-        .read_until(Duration::from_secs(60), "every order's record", |rs| {
-            rows.values()
-                .all(|(id, _, _)| rs.iter().any(|r| r.message_id == *id))
-        })
+    let records = way_in
+        .assert_every_order_delivered(&kafka, &pool, &producer, N)
         .await;
-    for r in orders.poll() {
-        let (key, _) = rows
-            .iter()
-            .find(|(_, (id, _, _))| *id == r.message_id)
-            .unwrap_or_else(|| panic!("a record of no stored message: {r:?}"));
-        let i: usize = key.trim_start_matches("order-").parse().unwrap();
-        assert_eq!(
-            r.key.as_deref(),
-            Some(format!("customer-{}", i % 3).as_bytes())
-        );
-        assert_eq!(
-            r.payload.as_deref(),
-            Some(format!("{{\"order\":{i}}}").as_bytes())
-        );
+    for r in &records {
         assert_eq!(r.header("content-type"), Some(&b"application/json"[..]));
     }
-    assert_nothing_dead_lettered(kafka.internal_bootstrap(), &producer, 3, DLQ).await;
-    let duplicates = orders.records.len() - N;
+    let duplicates = records.len() - N;
     eprintln!(
         "kafka way in across a broker restart: broker {:?}, restarted in {restarted_in:?}, \
          {sent_before} of {N} SENT before the stop, {duplicates} duplicate record(s), \
@@ -654,9 +704,13 @@ async fn the_sdks_submitter_and_the_way_in_work_with_the_brokers_users_and_acls(
     let trustmsg_user = format!("{USER}:{PASSWORD}");
     let shop_user = format!("shop:{SHOP_PASSWORD}");
     let kafka = RealKafka::start_with(&["--sasl", "--user", &trustmsg_user, "--user", &shop_user]);
-    kafka.create_topic(SUBMIT, 3).await;
-    kafka.create_topic(DLQ, 1).await;
-    kafka.create_topic(ORDERS, 1).await;
+    let way_in = WayIn::named("e2e-real-kafka");
+    way_in.create(&kafka, 1).await;
+    let WayIn {
+        submit,
+        dlq,
+        orders,
+    } = &way_in;
     // trustmsg reads the submit topic in its group and writes letters and
     // orders; the shop may only write to the submit topic.
     kafka.acl(&[
@@ -670,11 +724,11 @@ async fn the_sdks_submitter_and_the_way_in_work_with_the_brokers_users_and_acls(
         "--operation",
         "Describe",
         "--topic",
-        SUBMIT,
+        submit,
         "--topic",
-        DLQ,
+        dlq,
         "--topic",
-        ORDERS,
+        orders,
     ]);
     kafka.acl(&[
         "--add",
@@ -694,13 +748,13 @@ async fn the_sdks_submitter_and_the_way_in_work_with_the_brokers_users_and_acls(
         "--operation",
         "Describe",
         "--topic",
-        SUBMIT,
+        submit,
     ]);
     let db = TestDb::create().await;
     let pool = db.pool().await;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("trustmsg.log");
-    let mut extra = vec!["--submit-topic", SUBMIT];
+    let mut extra = vec!["--submit-topic", submit];
     for setting in [
         "security.protocol=SASL_PLAINTEXT",
         "sasl.mechanism=SCRAM-SHA-512",
@@ -713,7 +767,7 @@ async fn the_sdks_submitter_and_the_way_in_work_with_the_brokers_users_and_acls(
     let service =
         ServiceProcess::start_logged(&db.url, kafka.bootstrap(), &extra, Some(log.clone())).await;
     let mut registration = settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3);
-    registration["topics"] = serde_json::json!([ORDERS]);
+    registration["topics"] = serde_json::json!([orders]);
     let (_, secret) = service.register("shop", registration).await;
     let sdk = SdkSubmitter::new(
         kafka.bootstrap(),
@@ -723,7 +777,7 @@ async fn the_sdks_submitter_and_the_way_in_work_with_the_brokers_users_and_acls(
             ("sasl.username", "shop"),
             ("sasl.password", SHOP_PASSWORD),
         ],
-        SUBMIT,
+        submit,
         "shop",
         secret.clone(),
     )
@@ -731,7 +785,7 @@ async fn the_sdks_submitter_and_the_way_in_work_with_the_brokers_users_and_acls(
 
     let placed = transaction(
         &sdk,
-        Message::new("sdk-ok", ORDERS, r#"{"total":7}"#)
+        Message::new("sdk-ok", orders, r#"{"total":7}"#)
             .key("customer-7")
             .header("content-type", "application/json"),
         async |_| Ok::<_, String>("order stored"),
@@ -741,14 +795,14 @@ async fn the_sdks_submitter_and_the_way_in_work_with_the_brokers_users_and_acls(
     assert!(matches!(placed, TxOutcome::Committed { .. }), "{placed:?}");
     let failed = transaction(
         &sdk,
-        Message::new("sdk-failed", ORDERS, "never"),
+        Message::new("sdk-failed", orders, "never"),
         async |_| Err::<(), _>("payment declined".to_string()),
     )
     .await
     .unwrap();
     assert!(matches!(failed, TxOutcome::RolledBack { .. }), "{failed:?}");
 
-    let mut orders = kafka.reader(ORDERS);
+    let mut orders = kafka.reader(orders);
     orders
         .read_until(Duration::from_secs(60), "the committed message", |r| {
             !r.is_empty()
@@ -767,8 +821,8 @@ async fn the_sdks_submitter_and_the_way_in_work_with_the_brokers_users_and_acls(
             && rows.get("sdk-ok").and_then(|r| r.2.as_deref()) == Some("SENT")
     })
     .await;
-    let checker = Submitter::new(kafka.internal_bootstrap(), SUBMIT, "shop", &secret);
-    assert_nothing_dead_lettered(kafka.internal_bootstrap(), &checker, 3, DLQ).await;
+    let checker = Submitter::new(kafka.internal_bootstrap(), submit, "shop", &secret);
+    assert_nothing_dead_lettered(kafka.internal_bootstrap(), &checker, 3, dlq).await;
     assert_eq!(orders.poll().len(), 1, "only the committed message");
     eprintln!(
         "sdk submitter with users and acls: broker {:?}, all {:?}",
@@ -786,16 +840,18 @@ async fn the_sdks_submitter_and_the_way_in_work_with_the_brokers_users_and_acls(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_kafka_way_ins_group_applies_every_record_through_a_rebalance_and_a_kill() {
     const N: usize = 60;
-    let kafka = RealKafka::start();
-    kafka.create_topic(SUBMIT, 3).await;
-    kafka.create_topic(DLQ, 1).await;
-    kafka.create_topic(ORDERS, 2).await;
+    let kafka = RealKafka::shared();
+    let way_in = WayIn::named(&unique("e2e-real-kafka-rebalance"));
+    way_in.create(&kafka, 2).await;
+    let group = unique("trustmsg-rebalance");
     let db = TestDb::create().await;
     let pool = db.pool().await;
     let dir = tempfile::tempdir().unwrap();
     let extra = [
         "--submit-topic",
-        SUBMIT,
+        &way_in.submit,
+        "--submit-group",
+        &group,
         "--kafka-message-timeout",
         "10s",
         "--send-lease",
@@ -816,16 +872,13 @@ async fn the_kafka_way_ins_group_applies_every_record_through_a_rebalance_and_a_
         Some(dir.path().join("first.log")),
     )
     .await;
-    let mut registration = settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3);
-    registration["topics"] = serde_json::json!([ORDERS]);
-    let (_, secret) = first.register("shop", registration).await;
-    let producer = Submitter::new(kafka.internal_bootstrap(), SUBMIT, "shop", &secret);
+    let producer = way_in.shop(&first, &kafka).await;
     let committed = async |n: usize| {
         let rows = statuses(&pool, "shop").await;
         rows.len() == n && rows.values().all(|(_, s, _)| s == "COMMITTED")
     };
 
-    submit_orders(&producer, 0..N / 3).await;
+    way_in.submit_orders(&producer, 0..N / 3).await;
     eventually(60, "the first third COMMITTED", async || {
         committed(N / 3).await
     })
@@ -838,7 +891,7 @@ async fn the_kafka_way_ins_group_applies_every_record_through_a_rebalance_and_a_
         Some(dir.path().join("second.log")),
     )
     .await;
-    submit_orders(&producer, N / 3..2 * N / 3).await;
+    way_in.submit_orders(&producer, N / 3..2 * N / 3).await;
     eventually(90, "the second third COMMITTED", async || {
         committed(2 * N / 3).await
     })
@@ -848,39 +901,10 @@ async fn the_kafka_way_ins_group_applies_every_record_through_a_rebalance_and_a_
     // uncommitted in them is read again (applied once: a repeat is
     // recognised by key and content).
     first.kill_9();
-    submit_orders(&producer, 2 * N / 3..N).await;
-    eventually(120, "every order COMMITTED and SENT", async || {
-        let rows = statuses(&pool, "shop").await;
-        rows.len() == N
-            && rows
-                .values()
-                .all(|(_, s, ss)| s == "COMMITTED" && ss.as_deref() == Some("SENT"))
-    })
-    .await;
-    let rows = statuses(&pool, "shop").await;
-    let mut orders = kafka.reader(ORDERS);
-    orders
-        .read_until(Duration::from_secs(60), "every order's record", |rs| {
-            rows.values()
-                .all(|(id, _, _)| rs.iter().any(|r| r.message_id == *id))
-        })
+    way_in.submit_orders(&producer, 2 * N / 3..N).await;
+    way_in
+        .assert_every_order_delivered(&kafka, &pool, &producer, N)
         .await;
-    for r in orders.poll() {
-        let (key, _) = rows
-            .iter()
-            .find(|(_, (id, _, _))| *id == r.message_id)
-            .unwrap_or_else(|| panic!("a record of no stored message: {r:?}"));
-        let i: usize = key.trim_start_matches("order-").parse().unwrap();
-        assert_eq!(
-            r.key.as_deref(),
-            Some(format!("customer-{}", i % 3).as_bytes())
-        );
-        assert_eq!(
-            r.payload.as_deref(),
-            Some(format!("{{\"order\":{i}}}").as_bytes())
-        );
-    }
-    assert_nothing_dead_lettered(kafka.internal_bootstrap(), &producer, 3, DLQ).await;
     // The survivor took the killed member's partitions: every record
     // submitted after the kill (a prepare and a commit per order) was
     // applied by it.
