@@ -136,21 +136,29 @@ pub(crate) fn kafka_config(settings: &[(&str, &str)]) -> Vec<String> {
         .collect()
 }
 
-/// The service over `db` sending to `bootstrap` with these librdkafka
-/// settings (see [`kafka_config`]) and the flags `send` (its send
-/// timeouts), a sweep every 200 ms, its log appended to `log`.
-pub(crate) async fn service_with_kafka_config(
-    db: &TestDb,
-    bootstrap: &str,
-    client: &[(&str, &str)],
-    send: &[&str],
-    log: &Path,
-) -> ServiceProcess {
-    let mut extra = kafka_config(client);
-    extra.extend(send.iter().map(|s| s.to_string()));
-    extra.extend(["--sweep-interval", "200ms"].map(String::from));
-    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-    ServiceProcess::start_logged(&db.url, bootstrap, &extra, Some(log.into())).await
+/// The service as a Kafka test file starts it: given librdkafka settings
+/// (see [`kafka_config`]), these send timeouts and a sweep every 200 ms.
+pub(crate) struct KafkaService {
+    /// `--kafka-message-timeout` and `--send-lease`.
+    pub(crate) send: &'static [&'static str],
+}
+
+impl KafkaService {
+    /// The service over `db` sending to `bootstrap` with the librdkafka
+    /// settings `client`, its log appended to `log`.
+    pub(crate) async fn start(
+        &self,
+        db: &TestDb,
+        bootstrap: &str,
+        client: &[(&str, &str)],
+        log: &Path,
+    ) -> ServiceProcess {
+        let mut extra = kafka_config(client);
+        extra.extend(self.send.iter().map(|s| s.to_string()));
+        extra.extend(["--sweep-interval", "200ms"].map(String::from));
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        ServiceProcess::start_logged(&db.url, bootstrap, &extra, Some(log.into())).await
+    }
 }
 
 /// A payload with bytes that are not UTF-8, so "byte for byte" means it.

@@ -28,22 +28,16 @@ use trustmsg_tests::process::binary;
 use trustmsg_tests::{eventually, ServiceProcess, TestDb};
 
 use crate::harness::{
-    assert_binary_record_is, binary_message, commit, service_with_kafka_config, shop, statuses,
+    assert_binary_record_is, binary_message, commit, shop, statuses, KafkaService,
 };
 
 const TOPIC: &str = "e2e-kafka-tls";
 
-/// The service over `db`, sending to `kafka` with these librdkafka settings,
-/// its log in `log`.
-async fn service(
-    db: &TestDb,
-    kafka: &TlsKafka,
-    client: &[(&str, &str)],
-    log: &Path,
-) -> ServiceProcess {
-    let send = ["--kafka-message-timeout", "3s", "--send-lease", "8s"];
-    service_with_kafka_config(db, &kafka.bootstrap(), client, &send, log).await
-}
+/// The service with these librdkafka settings, giving a send up after the
+/// message timeout here.
+const SERVICE: KafkaService = KafkaService {
+    send: &["--kafka-message-timeout", "3s", "--send-lease", "8s"],
+};
 
 fn message(key: &str) -> Message {
     binary_message(TOPIC, key)
@@ -111,7 +105,7 @@ async fn refused_for_its_certificate(
     tls: &[(&str, &str)],
     log: &Path,
 ) -> ServiceProcess {
-    let service = service(db, kafka, tls, log).await;
+    let service = SERVICE.start(db, &kafka.bootstrap(), tls, log).await;
     let producer = shop(&service).await;
     commit(&producer, &message("refused")).await;
     eventually(
@@ -136,7 +130,9 @@ async fn messages_reach_a_tls_only_broker_byte_for_byte_with_its_ca_verified() {
     ];
     let db = TestDb::create().await;
     let dir = tempfile::tempdir().unwrap();
-    let service = service(&db, &kafka, &tls, &log_file(&dir)).await;
+    let service = SERVICE
+        .start(&db, &kafka.bootstrap(), &tls, &log_file(&dir))
+        .await;
     let producer = shop(&service).await;
     let mut reader = kafka.reader(TOPIC, &tls);
 
@@ -213,7 +209,9 @@ async fn a_broker_certificate_for_another_name_is_refused_by_default() {
         tls[1],
         ("ssl.endpoint.identification.algorithm", "none"),
     ];
-    let _second = service(&db, &kafka, &unchecked, &log).await;
+    let _second = SERVICE
+        .start(&db, &kafka.bootstrap(), &unchecked, &log)
+        .await;
     eventually(30, "SENT once the name is not checked", async || {
         statuses(&pool, "shop").await["refused"].2.as_deref() == Some("SENT")
     })

@@ -44,8 +44,7 @@ use trustmsg_tests::submit::{assert_nothing_dead_lettered, Submission, Submitter
 use trustmsg_tests::{eventually, RealKafka, ServiceProcess, TestDb, UNREACHABLE_VERIFY_URL};
 
 use crate::harness::{
-    assert_binary_record_is, binary_message, commit, service_with_kafka_config, settings, shop,
-    statuses,
+    assert_binary_record_is, binary_message, commit, settings, shop, statuses, KafkaService,
 };
 
 const TOPIC: &str = "e2e-real-kafka";
@@ -53,17 +52,11 @@ const USER: &str = "trustmsg";
 const PASSWORD: &str = "right-horse-battery-staple";
 const WRONG_PASSWORD: &str = "wrong-horse-battery-staple";
 
-/// The service over `db`, sending to `kafka` with these librdkafka settings
-/// (`("@", path)` is `--kafka-config @path`), its log appended to `log`.
-async fn service(
-    db: &TestDb,
-    kafka: &RealKafka,
-    client: &[(&str, &str)],
-    log: &Path,
-) -> ServiceProcess {
-    let send = ["--kafka-message-timeout", "5s", "--send-lease", "10s"];
-    service_with_kafka_config(db, kafka.bootstrap(), client, &send, log).await
-}
+/// The service with these librdkafka settings, giving a send up after the
+/// message timeout here.
+const SERVICE: KafkaService = KafkaService {
+    send: &["--kafka-message-timeout", "5s", "--send-lease", "10s"],
+};
 
 /// `(status, send_status, send_attempts, last_error, partition, offset)`
 /// of the message `key` of `shop`.
@@ -135,7 +128,14 @@ async fn the_core_loop_delivers_to_a_real_broker_byte_for_byte() {
     let db = TestDb::create().await;
     let pool = db.pool().await;
     let dir = tempfile::tempdir().unwrap();
-    let service = service(&db, &kafka, &[], &dir.path().join("trustmsg.log")).await;
+    let service = SERVICE
+        .start(
+            &db,
+            kafka.bootstrap(),
+            &[],
+            &dir.path().join("trustmsg.log"),
+        )
+        .await;
     let producer = shop(&service).await;
     let mut reader = kafka.reader(&topic);
 
@@ -229,7 +229,7 @@ async fn sasl_refuses_a_wrong_password_and_delivers_with_the_right_one(mechanism
     }
 
     let wrong = [&sasl[..], &[("sasl.password", WRONG_PASSWORD)]].concat();
-    let mut refused = service(&db, &kafka, &wrong, &log).await;
+    let mut refused = SERVICE.start(&db, kafka.bootstrap(), &wrong, &log).await;
     let producer = shop(&refused).await;
     let id = commit(&producer, &binary_message(TOPIC, "m")).await;
     eventually(60, "the log to say authentication failed", async || {
@@ -254,7 +254,7 @@ async fn sasl_refuses_a_wrong_password_and_delivers_with_the_right_one(mechanism
     std::fs::write(&properties, format!("sasl.password={PASSWORD}\n")).unwrap();
     let properties = properties.display().to_string();
     let right = [&sasl[..], &[("@", properties.as_str())]].concat();
-    let _service = service(&db, &kafka, &right, &log).await;
+    let _service = SERVICE.start(&db, kafka.bootstrap(), &right, &log).await;
     let mut reader = kafka.reader(TOPIC);
     reader
         .read_until(Duration::from_secs(60), "the record", |rs| {
@@ -311,7 +311,7 @@ async fn a_topic_the_brokers_acls_refuse_is_send_failed_with_its_reason_after_on
         ("sasl.username", USER),
         ("sasl.password", PASSWORD),
     ];
-    let service = service(&db, &kafka, &sasl, &log).await;
+    let service = SERVICE.start(&db, kafka.bootstrap(), &sasl, &log).await;
     let producer = shop(&service).await;
     let mut reader = kafka.reader(TOPIC);
 
@@ -539,7 +539,7 @@ async fn tls_with_the_tests_own_ca_delivers_and_checks_the_brokers_name() {
     // A certificate for `localhost`, the name advertised: delivered, with
     // the name checked (librdkafka 2.x's default).
     let kafka = tls_broker(&ca, &["localhost"]).await;
-    let service = service(&db, &kafka, &tls, &log).await;
+    let service = SERVICE.start(&db, kafka.bootstrap(), &tls, &log).await;
     let producer = shop(&service).await;
     let mut reader = kafka.reader(TOPIC);
     let id = commit(&producer, &binary_message(TOPIC, "m")).await;
@@ -575,7 +575,7 @@ async fn tls_refuses_a_broker_certificate_for_another_name_unless_the_check_is_o
     let log = dir.path().join("trustmsg.log");
     let kafka = tls_broker(&ca, &["wrong.example"]).await;
 
-    let mut first = service(&db, &kafka, &tls, &log).await;
+    let mut first = SERVICE.start(&db, kafka.bootstrap(), &tls, &log).await;
     let producer = shop(&first).await;
     let id = commit(&producer, &binary_message(TOPIC, "m")).await;
     eventually(
@@ -600,7 +600,9 @@ async fn tls_refuses_a_broker_certificate_for_another_name_unless_the_check_is_o
         tls[1],
         ("ssl.endpoint.identification.algorithm", "none"),
     ];
-    let _second = service(&db, &kafka, &unchecked, &log).await;
+    let _second = SERVICE
+        .start(&db, kafka.bootstrap(), &unchecked, &log)
+        .await;
     let mut reader = kafka.reader(TOPIC);
     reader
         .read_until(Duration::from_secs(60), "the record", |rs| {
