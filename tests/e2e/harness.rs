@@ -248,3 +248,53 @@ pub(crate) async fn one_verify_failed_alert(
     .await;
     (service, prepared["id"].as_u64().unwrap())
 }
+
+/// Through the SDK's `sdk`, in its transaction helper: `sdk-ok` to `orders`
+/// (keyed `customer-7`, a JSON payload, delivered after `deliver_after`),
+/// whose work succeeds, is committed; `sdk-failed`, whose work fails, is
+/// rolled back.
+pub(crate) async fn one_order_placed_one_failed(
+    sdk: &trustmsg_client::submit::Submitter,
+    orders: &str,
+    deliver_after: Option<std::time::Duration>,
+) {
+    use trustmsg_client::{transaction, TxOutcome};
+
+    let mut ok = Message::new("sdk-ok", orders, r#"{"total":7}"#)
+        .key("customer-7")
+        .header("content-type", "application/json");
+    if let Some(after) = deliver_after {
+        ok = ok.deliver_after(after);
+    }
+    let placed = transaction(sdk, ok, async |_| Ok::<_, String>("order stored"))
+        .await
+        .unwrap();
+    assert!(matches!(placed, TxOutcome::Committed { .. }), "{placed:?}");
+    let failed = transaction(
+        sdk,
+        Message::new("sdk-failed", orders, "never"),
+        async |_| Err::<(), _>("payment declined".to_string()),
+    )
+    .await
+    .unwrap();
+    assert!(matches!(failed, TxOutcome::RolledBack { .. }), "{failed:?}");
+}
+
+/// The first record `orders` gets (within `secs`) is
+/// [`one_order_placed_one_failed`]'s committed order, as placed.
+pub(crate) async fn assert_the_placed_order_arrives(orders: &mut TopicReader, secs: u64) {
+    orders
+        .read_until(
+            std::time::Duration::from_secs(secs),
+            "the committed message",
+            |r| !r.is_empty(),
+        )
+        .await;
+    let record = &orders.poll()[0];
+    assert_eq!(record.payload.as_deref(), Some(&br#"{"total":7}"#[..]));
+    assert_eq!(record.key.as_deref(), Some(&b"customer-7"[..]));
+    assert_eq!(
+        record.header("content-type"),
+        Some(&b"application/json"[..])
+    );
+}

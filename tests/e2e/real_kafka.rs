@@ -36,7 +36,6 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::ClientConfig;
 use sqlx::MySqlPool;
-use trustmsg_client::Message;
 use trustmsg_tests::certs::TestCa;
 use trustmsg_tests::kafka::Consumed;
 use trustmsg_tests::real_kafka::unique;
@@ -44,7 +43,8 @@ use trustmsg_tests::submit::{assert_nothing_dead_lettered, Submission, Submitter
 use trustmsg_tests::{eventually, RealKafka, ServiceProcess, TestDb, UNREACHABLE_VERIFY_URL};
 
 use crate::harness::{
-    assert_binary_record_is, binary_message, commit, settings, shop, statuses, KafkaService,
+    assert_binary_record_is, assert_the_placed_order_arrives, binary_message, commit,
+    one_order_placed_one_failed, settings, shop, statuses, KafkaService,
 };
 
 const TOPIC: &str = "e2e-real-kafka";
@@ -699,7 +699,6 @@ async fn tail_reads_a_real_broker_over_sasl_ssl() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sdks_submitter_and_the_way_in_work_with_the_brokers_users_and_acls() {
     use trustmsg_client::submit::Submitter as SdkSubmitter;
-    use trustmsg_client::{transaction, TxOutcome};
 
     let began = Instant::now();
     const SHOP_PASSWORD: &str = "shop-battery-staple";
@@ -785,38 +784,10 @@ async fn the_sdks_submitter_and_the_way_in_work_with_the_brokers_users_and_acls(
     )
     .unwrap();
 
-    let placed = transaction(
-        &sdk,
-        Message::new("sdk-ok", orders, r#"{"total":7}"#)
-            .key("customer-7")
-            .header("content-type", "application/json"),
-        async |_| Ok::<_, String>("order stored"),
-    )
-    .await
-    .unwrap();
-    assert!(matches!(placed, TxOutcome::Committed { .. }), "{placed:?}");
-    let failed = transaction(
-        &sdk,
-        Message::new("sdk-failed", orders, "never"),
-        async |_| Err::<(), _>("payment declined".to_string()),
-    )
-    .await
-    .unwrap();
-    assert!(matches!(failed, TxOutcome::RolledBack { .. }), "{failed:?}");
+    one_order_placed_one_failed(&sdk, orders, None).await;
 
     let mut orders = kafka.reader(orders);
-    orders
-        .read_until(Duration::from_secs(60), "the committed message", |r| {
-            !r.is_empty()
-        })
-        .await;
-    let record = &orders.poll()[0];
-    assert_eq!(record.payload.as_deref(), Some(&br#"{"total":7}"#[..]));
-    assert_eq!(record.key.as_deref(), Some(&b"customer-7"[..]));
-    assert_eq!(
-        record.header("content-type"),
-        Some(&b"application/json"[..])
-    );
+    assert_the_placed_order_arrives(&mut orders, 60).await;
     eventually(60, "the rollback applied and the commit SENT", async || {
         let rows = statuses(&pool, "shop").await;
         rows.get("sdk-failed").map(|r| r.1.as_str()) == Some("ROLLED_BACK")
