@@ -119,6 +119,27 @@ struct Sent {
 /// The records submitted so far, in the order submitted.
 type Log = Arc<Mutex<Vec<Sent>>>;
 
+/// `shop` registered through `service`, and `n` of its messages being
+/// submitted one every `pace` ([`submit_stream`]): its submitter, the log
+/// of what was submitted, and the stream.
+async fn shop_submitting(
+    service: &ServiceProcess,
+    bootstrap: &str,
+    n: usize,
+    pace: Duration,
+) -> (Submitter, Log, JoinHandle<BTreeSet<i32>>) {
+    let (_, secret) = service.register("shop", shop_settings()).await;
+    let producer = Submitter::new(bootstrap, SUBMIT, "shop", &secret);
+    let log = Log::default();
+    let stream = submit_stream(
+        producer.with_identity("shop", &secret),
+        n,
+        pace,
+        log.clone(),
+    );
+    (producer, log, stream)
+}
+
 /// Submits messages `0..n` (prepare, then commit or rollback, keyed by the
 /// message key, so by partition of the key), one every `pace`, noting each
 /// record in `log`; returns the submit partitions used. Kafka alone takes
@@ -387,17 +408,9 @@ async fn kill_9_three_times_mid_batch_loses_no_submitted_record_and_applies_none
     let kafka = kafka();
     let mut orders = TopicReader::new(kafka.bootstrap(), ORDERS);
     let mut service = ServiceProcess::start(&db, kafka.bootstrap(), &serve_flags(&[])).await;
-    let (_, secret) = service.register("shop", shop_settings()).await;
-    let producer = Submitter::new(kafka.bootstrap(), SUBMIT, "shop", &secret);
     let pool = db.pool().await;
-
-    let log = Log::default();
-    let stream = submit_stream(
-        producer.with_identity("shop", &secret),
-        N,
-        Duration::from_millis(10),
-        log.clone(),
-    );
+    let (producer, log, stream) =
+        shop_submitting(&service, kafka.bootstrap(), N, Duration::from_millis(10)).await;
     // Killed three times, each caught (frozen) with a batch applied whose
     // offsets are not committed yet: those records are read again.
     let t0 = Instant::now();
@@ -439,17 +452,9 @@ async fn a_group_of_instances_that_grows_shrinks_and_loses_one_to_kill_9_applies
     let flags = serve_flags(&[]);
     let mut a = ServiceProcess::start(&db, kafka.bootstrap(), &flags).await;
     let mut b = ServiceProcess::start(&db, kafka.bootstrap(), &flags).await;
-    let (_, secret) = a.register("shop", shop_settings()).await;
-    let producer = Submitter::new(kafka.bootstrap(), SUBMIT, "shop", &secret);
     let pool = db.pool().await;
-
-    let log = Log::default();
-    let stream = submit_stream(
-        producer.with_identity("shop", &secret),
-        N,
-        Duration::from_millis(30),
-        log.clone(),
-    );
+    let (producer, log, stream) =
+        shop_submitting(&a, kafka.bootstrap(), N, Duration::from_millis(30)).await;
     // A third instance joins (A and B give partitions up to it), B leaves
     // gracefully, then A dies without a word, caught mid-batch if it can
     // be: C ends with every partition.
@@ -504,17 +509,9 @@ async fn a_database_that_goes_away_mid_batch_is_waited_out_and_dead_letters_noth
         Some(service_log.clone()),
     )
     .await;
-    let (_, secret) = service.register("shop", shop_settings()).await;
-    let producer = Submitter::new(kafka.bootstrap(), SUBMIT, "shop", &secret);
     let pool = db.pool().await;
-
-    let log = Log::default();
-    let stream = submit_stream(
-        producer.with_identity("shop", &secret),
-        N,
-        Duration::from_millis(30),
-        log.clone(),
-    );
+    let (producer, log, stream) =
+        shop_submitting(&service, kafka.bootstrap(), N, Duration::from_millis(30)).await;
     // A killed server (connections close, new ones are refused), then a
     // partition (nothing answers, nothing closes), each while batches are
     // being written.
