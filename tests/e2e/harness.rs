@@ -161,6 +161,14 @@ impl KafkaService {
     }
 }
 
+/// These librdkafka TLS settings with the check of the broker's name
+/// turned off (what nobody should do).
+pub(crate) fn without_the_name_check<'a>(tls: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut unchecked = tls.to_vec();
+    unchecked.push(("ssl.endpoint.identification.algorithm", "none"));
+    unchecked
+}
+
 /// A payload with bytes that are not UTF-8, so "byte for byte" means it.
 pub(crate) fn binary_payload(key: &str) -> Vec<u8> {
     let mut p = format!("payload of {key} \u{e9}").into_bytes();

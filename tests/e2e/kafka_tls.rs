@@ -28,7 +28,8 @@ use trustmsg_tests::process::binary;
 use trustmsg_tests::{eventually, ServiceProcess, TestDb};
 
 use crate::harness::{
-    assert_binary_record_is, binary_message, commit, shop, statuses, KafkaService,
+    assert_binary_record_is, binary_message, commit, shop, statuses, without_the_name_check,
+    KafkaService,
 };
 
 const TOPIC: &str = "e2e-kafka-tls";
@@ -204,11 +205,7 @@ async fn a_broker_certificate_for_another_name_is_refused_by_default() {
     // The same certificate is otherwise good: with the name check turned off
     // (what nobody should do) the message goes through, so the refusal above
     // was the name's.
-    let unchecked = [
-        tls[0],
-        tls[1],
-        ("ssl.endpoint.identification.algorithm", "none"),
-    ];
+    let unchecked = without_the_name_check(&tls);
     let _second = SERVICE
         .start(&db, &kafka.bootstrap(), &unchecked, &log)
         .await;

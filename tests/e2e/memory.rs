@@ -80,6 +80,20 @@ fn peak_rss_kib(pid: u32) -> u64 {
         .expect("VmHWM in /proc/<pid>/status")
 }
 
+/// How many messages are SENT now; said, with the time since the broker
+/// came `back`, when it is not `last` (which it becomes).
+async fn sent_since(pool: &MySqlPool, back: Instant, last: &mut i64) -> i64 {
+    let now = sent(pool).await;
+    if now != *last {
+        eprintln!(
+            "{:?} after the broker came back: {now} SENT",
+            back.elapsed()
+        );
+        *last = now;
+    }
+    now
+}
+
 async fn sent(pool: &MySqlPool) -> i64 {
     sqlx::query_scalar(
         "SELECT COUNT(*) FROM messages WHERE biz_id = 'shop' AND status = 'COMMITTED' \
@@ -233,15 +247,7 @@ async fn large_payloads_committed_during_an_outage_are_all_sent_within_the_memor
     let back = Instant::now();
     let mut last = -1;
     eventually(240, "all 600 SENT", async || {
-        let now = sent(&pool).await;
-        if now != last {
-            eprintln!(
-                "{:?} after the broker came back: {now} SENT",
-                back.elapsed()
-            );
-            last = now;
-        }
-        now == MESSAGES as i64
+        sent_since(&pool, back, &mut last).await == MESSAGES as i64
     })
     .await;
     eprintln!("broker back → all SENT: {:?}", back.elapsed());
@@ -467,14 +473,7 @@ async fn large_payloads_sent_on_a_busy_machine_are_marked_sent_without_being_sen
     let (seen, stop, counting) = count_records(kafka.bootstrap());
     let (mut now, mut last) = (0, -1);
     let all_sent = within(SENT_WITHIN_SECS, async || {
-        now = sent(&pool).await;
-        if now != last {
-            eprintln!(
-                "{:?} after the broker came back: {now} SENT",
-                back.elapsed()
-            );
-            last = now;
-        }
+        now = sent_since(&pool, back, &mut last).await;
         now == MESSAGES as i64
     })
     .await;

@@ -44,7 +44,7 @@ use trustmsg_tests::{eventually, RealKafka, ServiceProcess, TestDb, UNREACHABLE_
 
 use crate::harness::{
     assert_binary_record_is, assert_the_placed_order_arrives, binary_message, commit,
-    one_order_placed_one_failed, settings, shop, statuses, KafkaService,
+    one_order_placed_one_failed, settings, shop, statuses, without_the_name_check, KafkaService,
 };
 
 const TOPIC: &str = "e2e-real-kafka";
@@ -595,11 +595,7 @@ async fn tls_refuses_a_broker_certificate_for_another_name_unless_the_check_is_o
     // The same certificate is otherwise good: with the name check off
     // (what nobody should do) the message goes through, so the refusal
     // above was the name's.
-    let unchecked = [
-        tls[0],
-        tls[1],
-        ("ssl.endpoint.identification.algorithm", "none"),
-    ];
+    let unchecked = without_the_name_check(&tls);
     let _second = SERVICE
         .start(&db, kafka.bootstrap(), &unchecked, &log)
         .await;

@@ -267,6 +267,16 @@ struct Ledger {
     forwarded_twice: usize,
 }
 
+impl std::fmt::Display for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} committed, {} rolled back, 0 lost, 0 wrong, {} forwarded twice",
+            self.committed, self.rolled_back, self.forwarded_twice
+        )
+    }
+}
+
 /// The ledger after `0..n` were submitted: no message lost, none wrong, each
 /// decided once by `kafka`, each committed payload in `orders` byte for byte.
 async fn assert_ledger(
@@ -431,11 +441,7 @@ async fn kill_9_three_times_mid_batch_loses_no_submitted_record_and_applies_none
     assert_nothing_dead_lettered(kafka.bootstrap(), &producer, PARTITIONS, DLQ).await;
     eprintln!(
         "kill -9 at (time, rows, records applied but not committed): {kills:?}; \
-         {read_again} records read again; {} committed, {} rolled back, 0 lost, 0 wrong, \
-         {} forwarded twice; done after {:?}",
-        ledger.committed,
-        ledger.rolled_back,
-        ledger.forwarded_twice,
+         {read_again} records read again; {ledger}; done after {:?}",
         t0.elapsed()
     );
     drop(service);
@@ -482,11 +488,7 @@ async fn a_group_of_instances_that_grows_shrinks_and_loses_one_to_kill_9_applies
     assert_nothing_dead_lettered(kafka.bootstrap(), &producer, PARTITIONS, DLQ).await;
     eprintln!(
         "(time, rows) when C joined {joined:?}, B left {left:?}, A was killed {killed:?} \
-         with {again} records applied but not committed; {} committed, {} rolled back, \
-         0 lost, 0 wrong, {} forwarded twice; done after {:?}",
-        ledger.committed,
-        ledger.rolled_back,
-        ledger.forwarded_twice,
+         with {again} records applied but not committed; {ledger}; done after {:?}",
         t0.elapsed()
     );
     drop((a, b, c));
@@ -560,11 +562,7 @@ async fn a_database_that_goes_away_mid_batch_is_waited_out_and_dead_letters_noth
     let ledger = assert_ledger(&service, &pool, &mut orders, N).await;
     assert_nothing_dead_lettered(kafka.bootstrap(), &producer, PARTITIONS, DLQ).await;
     eprintln!(
-        "database refused at {refused_at} rows, hung at {hung_at}; {} committed, \
-         {} rolled back, 0 lost, 0 wrong, {} forwarded twice; done after {:?}",
-        ledger.committed,
-        ledger.rolled_back,
-        ledger.forwarded_twice,
+        "database refused at {refused_at} rows, hung at {hung_at}; {ledger}; done after {:?}",
         t0.elapsed()
     );
     drop(service);

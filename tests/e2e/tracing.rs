@@ -173,26 +173,20 @@ async fn a_traceparent_on_prepare_reaches_check_back_the_kafka_record_and_the_vi
     );
 
     let id = undecided["id"].as_u64().unwrap();
-    eventually(30, "the VERIFY_FAILED alert", async || {
+    let alerts = async || {
+        let path = format!("/v1/admin/alerts?message_id={id}");
         let (_, page) = service
-            .call(
-                reqwest::Method::GET,
-                &format!("/v1/admin/alerts?message_id={id}"),
-                ADMIN_TOKEN,
-                None,
-            )
+            .call(reqwest::Method::GET, &path, ADMIN_TOKEN, None)
             .await;
-        page["items"].as_array().is_some_and(|a| !a.is_empty())
+        page
+    };
+    eventually(30, "the VERIFY_FAILED alert", async || {
+        alerts().await["items"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
     })
     .await;
-    let (_, page) = service
-        .call(
-            reqwest::Method::GET,
-            &format!("/v1/admin/alerts?message_id={id}"),
-            ADMIN_TOKEN,
-            None,
-        )
-        .await;
+    let page = alerts().await;
     assert_eq!(page["items"][0]["trace_id"], TRACE_ID, "{page}");
     eventually(30, "the alert at the webhook", async || {
         sink.alerts().iter().any(|a| a["message_id"] == id)
