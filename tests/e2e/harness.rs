@@ -306,3 +306,39 @@ pub(crate) async fn assert_the_placed_order_arrives(orders: &mut TopicReader, se
         Some(&b"application/json"[..])
     );
 }
+
+/// Commits five [`binary_message`]s (`m-0` … `m-4`) to `topic` through
+/// `producer`; `reader` gets their records (within `secs`), each byte for
+/// byte, and then all five are SENT (within 30 s). Returns their keys by
+/// message id.
+pub(crate) async fn five_delivered_byte_for_byte(
+    producer: &Producer,
+    topic: &str,
+    reader: &mut TopicReader,
+    pool: &MySqlPool,
+    secs: u64,
+) -> BTreeMap<u64, String> {
+    let mut sent = BTreeMap::new();
+    for i in 0..5 {
+        let key = format!("m-{i}");
+        sent.insert(commit(producer, &binary_message(topic, &key)).await, key);
+    }
+    reader
+        .read_until(
+            std::time::Duration::from_secs(secs),
+            "the five records",
+            |rs| sent.keys().all(|id| rs.iter().any(|r| r.message_id == *id)),
+        )
+        .await;
+    for r in &reader.records {
+        assert_binary_record_is(r, &sent[&r.message_id], r.message_id);
+    }
+    eventually(30, "all five SENT", async || {
+        statuses(pool, "shop")
+            .await
+            .values()
+            .all(|(_, _, s)| s.as_deref() == Some("SENT"))
+    })
+    .await;
+    sent
+}

@@ -12,7 +12,6 @@
 //! real Apache Kafka with broker-side users, in `real_kafka`; the SASL front
 //! of our own that these tests used before is retired.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -28,7 +27,7 @@ use trustmsg_tests::process::binary;
 use trustmsg_tests::{eventually, ServiceProcess, TestDb};
 
 use crate::harness::{
-    assert_binary_record_is, binary_message, commit, shop, statuses, without_the_name_check,
+    binary_message, commit, five_delivered_byte_for_byte, shop, statuses, without_the_name_check,
     KafkaService,
 };
 
@@ -137,27 +136,8 @@ async fn messages_reach_a_tls_only_broker_byte_for_byte_with_its_ca_verified() {
     let producer = shop(&service).await;
     let mut reader = kafka.reader(TOPIC, &tls);
 
-    let mut sent = BTreeMap::new();
-    for i in 0..5 {
-        let key = format!("m-{i}");
-        sent.insert(commit(&producer, &message(&key)).await, key);
-    }
-    reader
-        .read_until(Duration::from_secs(30), "the five records", |rs| {
-            sent.keys().all(|id| rs.iter().any(|r| r.message_id == *id))
-        })
-        .await;
-    for r in &reader.records {
-        assert_binary_record_is(r, &sent[&r.message_id], r.message_id);
-    }
     let pool = db.pool().await;
-    eventually(30, "all five SENT", async || {
-        statuses(&pool, "shop")
-            .await
-            .values()
-            .all(|(_, _, s)| s.as_deref() == Some("SENT"))
-    })
-    .await;
+    five_delivered_byte_for_byte(&producer, TOPIC, &mut reader, &pool, 30).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

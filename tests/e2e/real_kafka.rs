@@ -29,22 +29,22 @@
 //!
 //! Run alone: `cargo test -p trustmsg-tests --test e2e real_kafka`.
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::ClientConfig;
 use sqlx::MySqlPool;
 use trustmsg_tests::certs::TestCa;
-use trustmsg_tests::kafka::Consumed;
+use trustmsg_tests::kafka::{Consumed, TopicReader};
 use trustmsg_tests::real_kafka::unique;
 use trustmsg_tests::submit::{assert_nothing_dead_lettered, Submission, Submitter};
 use trustmsg_tests::{eventually, RealKafka, ServiceProcess, TestDb, UNREACHABLE_VERIFY_URL};
 
 use crate::harness::{
     assert_binary_record_is, assert_the_placed_order_arrives, binary_message, commit,
-    one_order_placed_one_failed, settings, shop, statuses, without_the_name_check, KafkaService,
+    five_delivered_byte_for_byte, one_order_placed_one_failed, settings, shop, statuses,
+    without_the_name_check, KafkaService,
 };
 
 const TOPIC: &str = "e2e-real-kafka";
@@ -57,6 +57,36 @@ const WRONG_PASSWORD: &str = "wrong-horse-battery-staple";
 const SERVICE: KafkaService = KafkaService {
     send: &["--kafka-message-timeout", "5s", "--send-lease", "10s"],
 };
+
+/// What each test starts from: a database of its own, a pool on it, and a
+/// directory for the service's `log`.
+struct Fresh {
+    db: TestDb,
+    pool: MySqlPool,
+    dir: tempfile::TempDir,
+    log: PathBuf,
+}
+
+impl Fresh {
+    async fn new() -> Self {
+        let db = TestDb::create().await;
+        let pool = db.pool().await;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("trustmsg.log");
+        Self { db, pool, dir, log }
+    }
+}
+
+/// `reader` gets the record of message `id` (within 60 s), and its first
+/// record is [`binary_message`] `key`'s, byte for byte.
+async fn assert_delivered(reader: &mut TopicReader, key: &str, id: u64) {
+    reader
+        .read_until(Duration::from_secs(60), "the record", |rs| {
+            rs.iter().any(|r| r.message_id == id)
+        })
+        .await;
+    assert_binary_record_is(&reader.records[0], key, id);
+}
 
 /// `(status, send_status, send_attempts, last_error, partition, offset)`
 /// of the message `key` of `shop`.
@@ -125,43 +155,20 @@ async fn the_core_loop_delivers_to_a_real_broker_byte_for_byte() {
     let kafka = RealKafka::shared();
     let topic = unique(TOPIC);
     kafka.create_topic(&topic, 3).await;
-    let db = TestDb::create().await;
-    let pool = db.pool().await;
-    let dir = tempfile::tempdir().unwrap();
-    let service = SERVICE
-        .start(
-            &db,
-            kafka.bootstrap(),
-            &[],
-            &dir.path().join("trustmsg.log"),
-        )
-        .await;
+    let Fresh {
+        db,
+        pool,
+        dir: _dir,
+        log,
+    } = Fresh::new().await;
+    let service = SERVICE.start(&db, kafka.bootstrap(), &[], &log).await;
     let producer = shop(&service).await;
     let mut reader = kafka.reader(&topic);
 
-    let mut sent = BTreeMap::new();
-    for i in 0..5 {
-        let key = format!("m-{i}");
-        sent.insert(commit(&producer, &binary_message(&topic, &key)).await, key);
-    }
-    reader
-        .read_until(Duration::from_secs(60), "the five records", |rs| {
-            sent.keys().all(|id| rs.iter().any(|r| r.message_id == *id))
-        })
-        .await;
+    let sent = five_delivered_byte_for_byte(&producer, &topic, &mut reader, &pool, 60).await;
     assert_eq!(reader.records.len(), 5, "{:?}", reader.records);
-    for r in &reader.records {
-        assert_binary_record_is(r, &sent[&r.message_id], r.message_id);
-    }
     // SENT where the broker put it: the partition and offset stored are the
     // record's own.
-    eventually(30, "all five SENT", async || {
-        statuses(&pool, "shop")
-            .await
-            .values()
-            .all(|(_, _, s)| s.as_deref() == Some("SENT"))
-    })
-    .await;
     for r in &reader.records {
         let (_, _, _, _, partition, offset) = row(&pool, &sent[&r.message_id]).await;
         assert_eq!((partition, offset), (Some(r.partition), Some(r.offset)));
@@ -213,10 +220,7 @@ async fn sasl_refuses_a_wrong_password_and_delivers_with_the_right_one(mechanism
     let began = Instant::now();
     let ca = tls.then(TestCa::new);
     let kafka = sasl_broker(&[TOPIC], ca.as_ref()).await;
-    let db = TestDb::create().await;
-    let pool = db.pool().await;
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("trustmsg.log");
+    let Fresh { db, pool, dir, log } = Fresh::new().await;
     let ca_file = ca.as_ref().map(|ca| ca.ca_file().display().to_string());
     let mut sasl = vec![
         ("security.protocol", "SASL_PLAINTEXT"),
@@ -256,13 +260,8 @@ async fn sasl_refuses_a_wrong_password_and_delivers_with_the_right_one(mechanism
     let right = [&sasl[..], &[("@", properties.as_str())]].concat();
     let _service = SERVICE.start(&db, kafka.bootstrap(), &right, &log).await;
     let mut reader = kafka.reader(TOPIC);
-    reader
-        .read_until(Duration::from_secs(60), "the record", |rs| {
-            rs.iter().any(|r| r.message_id == id)
-        })
-        .await;
+    assert_delivered(&mut reader, "m", id).await;
     assert_eq!(reader.records.len(), 1, "{:?}", reader.records);
-    assert_binary_record_is(&reader.records[0], "m", id);
     eventually(30, "SENT", async || {
         row(&pool, "m").await.1.as_deref() == Some("SENT")
     })
@@ -301,10 +300,12 @@ async fn a_topic_the_brokers_acls_refuse_is_send_failed_with_its_reason_after_on
     // Both topics exist; the broker lets trustmsg's user write to one only.
     let kafka = sasl_broker(&[TOPIC], None).await;
     kafka.create_topic(REFUSED, 1).await;
-    let db = TestDb::create().await;
-    let pool = db.pool().await;
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("trustmsg.log");
+    let Fresh {
+        db,
+        pool,
+        dir: _dir,
+        log,
+    } = Fresh::new().await;
     let sasl = [
         ("security.protocol", "SASL_PLAINTEXT"),
         ("sasl.mechanism", "SCRAM-SHA-512"),
@@ -460,10 +461,12 @@ async fn the_kafka_way_ins_group_applies_every_record_across_a_broker_restart() 
     let kafka = RealKafka::start();
     let way_in = WayIn::named("e2e-real-kafka");
     way_in.create(&kafka, 2).await;
-    let db = TestDb::create().await;
-    let pool = db.pool().await;
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("trustmsg.log");
+    let Fresh {
+        db,
+        pool,
+        dir: _dir,
+        log,
+    } = Fresh::new().await;
     let mut extra = vec!["--submit-topic", &way_in.submit];
     extra.extend_from_slice(&[
         "--kafka-message-timeout",
@@ -531,10 +534,12 @@ async fn tls_with_the_tests_own_ca_delivers_and_checks_the_brokers_name() {
         ("security.protocol", "SSL"),
         ("ssl.ca.location", ca_file.as_str()),
     ];
-    let db = TestDb::create().await;
-    let pool = db.pool().await;
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("trustmsg.log");
+    let Fresh {
+        db,
+        pool,
+        dir: _dir,
+        log,
+    } = Fresh::new().await;
 
     // A certificate for `localhost`, the name advertised: delivered, with
     // the name checked (librdkafka 2.x's default).
@@ -543,12 +548,7 @@ async fn tls_with_the_tests_own_ca_delivers_and_checks_the_brokers_name() {
     let producer = shop(&service).await;
     let mut reader = kafka.reader(TOPIC);
     let id = commit(&producer, &binary_message(TOPIC, "m")).await;
-    reader
-        .read_until(Duration::from_secs(60), "the record", |rs| {
-            rs.iter().any(|r| r.message_id == id)
-        })
-        .await;
-    assert_binary_record_is(&reader.records[0], "m", id);
+    assert_delivered(&mut reader, "m", id).await;
     eventually(30, "SENT", async || {
         row(&pool, "m").await.1.as_deref() == Some("SENT")
     })
@@ -569,10 +569,12 @@ async fn tls_refuses_a_broker_certificate_for_another_name_unless_the_check_is_o
         ("security.protocol", "SSL"),
         ("ssl.ca.location", ca_file.as_str()),
     ];
-    let db = TestDb::create().await;
-    let pool = db.pool().await;
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("trustmsg.log");
+    let Fresh {
+        db,
+        pool,
+        dir: _dir,
+        log,
+    } = Fresh::new().await;
     let kafka = tls_broker(&ca, &["wrong.example"]).await;
 
     let mut first = SERVICE.start(&db, kafka.bootstrap(), &tls, &log).await;
@@ -600,12 +602,7 @@ async fn tls_refuses_a_broker_certificate_for_another_name_unless_the_check_is_o
         .start(&db, kafka.bootstrap(), &unchecked, &log)
         .await;
     let mut reader = kafka.reader(TOPIC);
-    reader
-        .read_until(Duration::from_secs(60), "the record", |rs| {
-            rs.iter().any(|r| r.message_id == id)
-        })
-        .await;
-    assert_binary_record_is(&reader.records[0], "m", id);
+    assert_delivered(&mut reader, "m", id).await;
     eprintln!(
         "tls name check: broker {:?}, all {:?}",
         kafka.started_in,
@@ -747,10 +744,12 @@ async fn the_sdks_submitter_and_the_way_in_work_with_the_brokers_users_and_acls(
         "--topic",
         submit,
     ]);
-    let db = TestDb::create().await;
-    let pool = db.pool().await;
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("trustmsg.log");
+    let Fresh {
+        db,
+        pool,
+        dir: _dir,
+        log,
+    } = Fresh::new().await;
     let mut extra = vec!["--submit-topic", submit];
     for setting in [
         "security.protocol=SASL_PLAINTEXT",
