@@ -161,6 +161,12 @@ impl KafkaService {
     }
 }
 
+/// librdkafka's settings for TLS trusting the CA in `ca_file` (and checking
+/// the broker's name, librdkafka 2.x's default).
+pub(crate) fn trusting(ca_file: &str) -> [(&'static str, &str); 2] {
+    [("security.protocol", "SSL"), ("ssl.ca.location", ca_file)]
+}
+
 /// These librdkafka TLS settings with the check of the broker's name
 /// turned off (what nobody should do).
 pub(crate) fn without_the_name_check<'a>(tls: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {

@@ -27,8 +27,8 @@ use trustmsg_tests::process::binary;
 use trustmsg_tests::{eventually, ServiceProcess, TestDb};
 
 use crate::harness::{
-    binary_message, commit, five_delivered_byte_for_byte, shop, statuses, without_the_name_check,
-    KafkaService,
+    binary_message, commit, five_delivered_byte_for_byte, shop, statuses, trusting,
+    without_the_name_check, KafkaService,
 };
 
 const TOPIC: &str = "e2e-kafka-tls";
@@ -124,10 +124,7 @@ async fn messages_reach_a_tls_only_broker_byte_for_byte_with_its_ca_verified() {
     let kafka = TlsKafka::start(&ca.server_cert("kafka", &["localhost"]));
     kafka.mock.create_topic(TOPIC, 3);
     let ca_file = ca.ca_file().display().to_string();
-    let tls = [
-        ("security.protocol", "SSL"),
-        ("ssl.ca.location", ca_file.as_str()),
-    ];
+    let tls = trusting(&ca_file);
     let db = TestDb::create().await;
     let dir = tempfile::tempdir().unwrap();
     let service = SERVICE
@@ -150,16 +147,10 @@ async fn a_broker_certificate_from_a_ca_the_service_does_not_trust_gets_nothing(
     let db = TestDb::create().await;
     let dir = tempfile::tempdir().unwrap();
     let log = log_file(&dir);
-    let untrusting = [
-        ("security.protocol", "SSL"),
-        ("ssl.ca.location", other.as_str()),
-    ];
+    let untrusting = trusting(&other);
     let _service = refused_for_its_certificate(&db, &kafka, &untrusting, &log).await;
     let ca_file = ca.ca_file().display().to_string();
-    let trusting = [
-        ("security.protocol", "SSL"),
-        ("ssl.ca.location", ca_file.as_str()),
-    ];
+    let trusting = trusting(&ca_file);
     assert_eq!(records_in_topic(&kafka.bootstrap(), &trusting), 0);
 }
 
@@ -175,10 +166,7 @@ async fn a_broker_certificate_for_another_name_is_refused_by_default() {
     let log = log_file(&dir);
     // librdkafka 2.x checks the name (ssl.endpoint.identification.algorithm
     // defaults to https): nothing set here but the CA.
-    let tls = [
-        ("security.protocol", "SSL"),
-        ("ssl.ca.location", ca_file.as_str()),
-    ];
+    let tls = trusting(&ca_file);
     let mut first = refused_for_its_certificate(&db, &kafka, &tls, &log).await;
     first.terminate();
 

@@ -43,7 +43,7 @@ use trustmsg_tests::{eventually, RealKafka, ServiceProcess, TestDb, UNREACHABLE_
 
 use crate::harness::{
     assert_binary_record_is, assert_the_placed_order_arrives, binary_message, commit,
-    five_delivered_byte_for_byte, one_order_placed_one_failed, settings, shop, statuses,
+    five_delivered_byte_for_byte, one_order_placed_one_failed, settings, shop, statuses, trusting,
     without_the_name_check, KafkaService,
 };
 
@@ -58,23 +58,14 @@ const SERVICE: KafkaService = KafkaService {
     send: &["--kafka-message-timeout", "5s", "--send-lease", "10s"],
 };
 
-/// What each test starts from: a database of its own, a pool on it, and a
-/// directory for the service's `log`.
-struct Fresh {
-    db: TestDb,
-    pool: MySqlPool,
-    dir: tempfile::TempDir,
-    log: PathBuf,
-}
-
-impl Fresh {
-    async fn new() -> Self {
-        let db = TestDb::create().await;
-        let pool = db.pool().await;
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("trustmsg.log");
-        Self { db, pool, dir, log }
-    }
+/// What each test starts from: a database of its own, a pool on it, and
+/// where the service logs, in a directory to keep as long as the test runs.
+async fn fresh() -> (TestDb, MySqlPool, PathBuf, tempfile::TempDir) {
+    let db = TestDb::create().await;
+    let pool = db.pool().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("trustmsg.log");
+    (db, pool, log, dir)
 }
 
 /// `reader` gets the record of message `id` (within 60 s), and its first
@@ -145,6 +136,23 @@ fn records_in_topic(kafka: &RealKafka, topic: &str, partitions: i32) -> i64 {
         .sum()
 }
 
+/// Once the log says `what` (`said`, within 60 s), the message `m` is still
+/// COMMITTED and PENDING and [`TOPIC`] holds no record.
+async fn assert_not_sent_once_logged(
+    pool: &MySqlPool,
+    kafka: &RealKafka,
+    what: &str,
+    said: impl AsyncFnMut() -> bool,
+) {
+    eventually(60, &format!("the log to say {what}"), said).await;
+    let (status, send_status, ..) = row(pool, "m").await;
+    assert_eq!(
+        (status.as_str(), send_status.as_deref()),
+        ("COMMITTED", Some("PENDING"))
+    );
+    assert_eq!(records_in_topic(kafka, TOPIC, 1), 0);
+}
+
 fn read_log(log: &Path) -> String {
     std::fs::read_to_string(log).unwrap_or_default()
 }
@@ -155,12 +163,7 @@ async fn the_core_loop_delivers_to_a_real_broker_byte_for_byte() {
     let kafka = RealKafka::shared();
     let topic = unique(TOPIC);
     kafka.create_topic(&topic, 3).await;
-    let Fresh {
-        db,
-        pool,
-        dir: _dir,
-        log,
-    } = Fresh::new().await;
+    let (db, pool, log, _dir) = fresh().await;
     let service = SERVICE.start(&db, kafka.bootstrap(), &[], &log).await;
     let producer = shop(&service).await;
     let mut reader = kafka.reader(&topic);
@@ -220,7 +223,7 @@ async fn sasl_refuses_a_wrong_password_and_delivers_with_the_right_one(mechanism
     let began = Instant::now();
     let ca = tls.then(TestCa::new);
     let kafka = sasl_broker(&[TOPIC], ca.as_ref()).await;
-    let Fresh { db, pool, dir, log } = Fresh::new().await;
+    let (db, pool, log, dir) = fresh().await;
     let ca_file = ca.as_ref().map(|ca| ca.ca_file().display().to_string());
     let mut sasl = vec![
         ("security.protocol", "SASL_PLAINTEXT"),
@@ -236,17 +239,11 @@ async fn sasl_refuses_a_wrong_password_and_delivers_with_the_right_one(mechanism
     let mut refused = SERVICE.start(&db, kafka.bootstrap(), &wrong, &log).await;
     let producer = shop(&refused).await;
     let id = commit(&producer, &binary_message(TOPIC, "m")).await;
-    eventually(60, "the log to say authentication failed", async || {
+    assert_not_sent_once_logged(&pool, &kafka, "authentication failed", async || {
         let log = read_log(&log);
         log.contains("SASL authentication error") && log.contains("Authentication failed")
     })
     .await;
-    let (status, send_status, ..) = row(&pool, "m").await;
-    assert_eq!(
-        (status.as_str(), send_status.as_deref()),
-        ("COMMITTED", Some("PENDING"))
-    );
-    assert_eq!(records_in_topic(&kafka, TOPIC, 1), 0);
     refused.terminate();
     let logged = read_log(&log);
     assert!(
@@ -300,12 +297,7 @@ async fn a_topic_the_brokers_acls_refuse_is_send_failed_with_its_reason_after_on
     // Both topics exist; the broker lets trustmsg's user write to one only.
     let kafka = sasl_broker(&[TOPIC], None).await;
     kafka.create_topic(REFUSED, 1).await;
-    let Fresh {
-        db,
-        pool,
-        dir: _dir,
-        log,
-    } = Fresh::new().await;
+    let (db, pool, log, _dir) = fresh().await;
     let sasl = [
         ("security.protocol", "SASL_PLAINTEXT"),
         ("sasl.mechanism", "SCRAM-SHA-512"),
@@ -461,12 +453,7 @@ async fn the_kafka_way_ins_group_applies_every_record_across_a_broker_restart() 
     let kafka = RealKafka::start();
     let way_in = WayIn::named("e2e-real-kafka");
     way_in.create(&kafka, 2).await;
-    let Fresh {
-        db,
-        pool,
-        dir: _dir,
-        log,
-    } = Fresh::new().await;
+    let (db, pool, log, _dir) = fresh().await;
     let mut extra = vec!["--submit-topic", &way_in.submit];
     extra.extend_from_slice(&[
         "--kafka-message-timeout",
@@ -530,16 +517,8 @@ async fn tls_with_the_tests_own_ca_delivers_and_checks_the_brokers_name() {
     let began = Instant::now();
     let ca = TestCa::new();
     let ca_file = ca.ca_file().display().to_string();
-    let tls = [
-        ("security.protocol", "SSL"),
-        ("ssl.ca.location", ca_file.as_str()),
-    ];
-    let Fresh {
-        db,
-        pool,
-        dir: _dir,
-        log,
-    } = Fresh::new().await;
+    let tls = trusting(&ca_file);
+    let (db, pool, log, _dir) = fresh().await;
 
     // A certificate for `localhost`, the name advertised: delivered, with
     // the name checked (librdkafka 2.x's default).
@@ -565,33 +544,17 @@ async fn tls_refuses_a_broker_certificate_for_another_name_unless_the_check_is_o
     let began = Instant::now();
     let ca = TestCa::new();
     let ca_file = ca.ca_file().display().to_string();
-    let tls = [
-        ("security.protocol", "SSL"),
-        ("ssl.ca.location", ca_file.as_str()),
-    ];
-    let Fresh {
-        db,
-        pool,
-        dir: _dir,
-        log,
-    } = Fresh::new().await;
+    let tls = trusting(&ca_file);
+    let (db, pool, log, _dir) = fresh().await;
     let kafka = tls_broker(&ca, &["wrong.example"]).await;
 
     let mut first = SERVICE.start(&db, kafka.bootstrap(), &tls, &log).await;
     let producer = shop(&first).await;
     let id = commit(&producer, &binary_message(TOPIC, "m")).await;
-    eventually(
-        60,
-        "the log to say the certificate was refused",
-        async || read_log(&log).contains("certificate verify failed"),
-    )
+    assert_not_sent_once_logged(&pool, &kafka, "the certificate was refused", async || {
+        read_log(&log).contains("certificate verify failed")
+    })
     .await;
-    let (status, send_status, ..) = row(&pool, "m").await;
-    assert_eq!(
-        (status.as_str(), send_status.as_deref()),
-        ("COMMITTED", Some("PENDING"))
-    );
-    assert_eq!(records_in_topic(&kafka, TOPIC, 1), 0);
     first.terminate();
 
     // The same certificate is otherwise good: with the name check off
@@ -744,12 +707,7 @@ async fn the_sdks_submitter_and_the_way_in_work_with_the_brokers_users_and_acls(
         "--topic",
         submit,
     ]);
-    let Fresh {
-        db,
-        pool,
-        dir: _dir,
-        log,
-    } = Fresh::new().await;
+    let (db, pool, log, _dir) = fresh().await;
     let mut extra = vec!["--submit-topic", submit];
     for setting in [
         "security.protocol=SASL_PLAINTEXT",
