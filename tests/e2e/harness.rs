@@ -348,3 +348,15 @@ pub(crate) async fn five_delivered_byte_for_byte(
     .await;
     sent
 }
+
+/// The producer's own database, with its business table `orders (id)`; a
+/// test adds the SDK's tables it uses.
+pub(crate) async fn shop_database() -> (TestDb, MySqlPool) {
+    let db = TestDb::create().await;
+    let pool = db.pool().await;
+    sqlx::query("CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY) ENGINE=InnoDB")
+        .execute(&pool)
+        .await
+        .unwrap();
+    (db, pool)
+}
