@@ -44,15 +44,17 @@ fn schema() -> String {
     String::from_utf8(out.stdout).expect("UTF-8")
 }
 
-/// The producer's business tables.
+/// The producer's business tables, in either dialect.
+const BUSINESS_TABLES: &str =
+    "CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, state VARCHAR(16) NOT NULL); \
+     CREATE TABLE key_counters (record_key VARCHAR(64) PRIMARY KEY, n INT NOT NULL)";
+
+/// [`BUSINESS_TABLES`] on MariaDB.
 async fn create_business_tables(pool: &MySqlPool) {
-    sqlx::raw_sql(
-        "CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, state VARCHAR(16) NOT NULL); \
-         CREATE TABLE key_counters (record_key VARCHAR(64) PRIMARY KEY, n INT NOT NULL)",
-    )
-    .execute(pool)
-    .await
-    .expect("the business tables");
+    sqlx::raw_sql(BUSINESS_TABLES)
+        .execute(pool)
+        .await
+        .expect("the business tables");
 }
 
 /// Which database the producer's outbox table is in.
@@ -79,13 +81,10 @@ impl ProducerDb {
             }
             Dialect::Postgres => {
                 let table = PgOutboxTable::with_connections(16).await;
-                sqlx::raw_sql(
-                    "CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, state VARCHAR(16) NOT NULL); \
-                     CREATE TABLE key_counters (record_key VARCHAR(64) PRIMARY KEY, n INT NOT NULL)",
-                )
-                .execute(&table.pool)
-                .await
-                .expect("the business tables");
+                sqlx::raw_sql(BUSINESS_TABLES)
+                    .execute(&table.pool)
+                    .await
+                    .expect("the business tables");
                 Self::Postgres(table)
             }
         }
@@ -105,6 +104,14 @@ impl ProducerDb {
             Self::MySql(t) => t.source(biz_id),
             Self::Postgres(t) => t.source(biz_id),
         }
+    }
+
+    /// Writes a row as a producer would (only the required columns).
+    async fn insert(&self, message_key: &str, topic: &str, payload: &str) {
+        match self {
+            Self::MySql(t) => t.insert(message_key, topic, payload).await,
+            Self::Postgres(t) => t.insert(message_key, topic, payload).await,
+        };
     }
 
     async fn finish(self) {
@@ -1134,52 +1141,62 @@ async fn retention_deletes_relayed_rows(dialect: Dialect) {
 /// names).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_relay_user_with_only_select_update_delete_on_the_table_relays_fails_and_purges() {
-    let Rig {
-        trustmsg_db,
-        producer,
-        kafka,
-        mut reader,
-    } = Rig::start(Dialect::MySql).await;
-    let ProducerDb::MySql(table) = &producer else {
+    let mut rig = Rig::start(Dialect::MySql).await;
+    let ProducerDb::MySql(table) = &rig.producer else {
         unreachable!("a MySQL producer")
     };
+    let (pool, db) = (table.pool.clone(), table.db.name.clone());
     let user = format!("tm_relay_{}", std::process::id());
     for host in ["%", "localhost"] {
         for sql in [
             format!("CREATE USER '{user}'@'{host}' IDENTIFIED BY 'relay-pw'"),
-            format!(
-                "GRANT SELECT, UPDATE, DELETE ON `{}`.trustmsg_outbox TO '{user}'@'{host}'",
-                table.db.name
-            ),
+            format!("GRANT SELECT, UPDATE, DELETE ON `{db}`.trustmsg_outbox TO '{user}'@'{host}'"),
         ] {
             sqlx::query(sqlx::AssertSqlSafe(sql))
-                .execute(&table.pool)
+                .execute(&pool)
                 .await
                 .unwrap();
         }
     }
-    let mut url = reqwest::Url::parse(&mysql_server_url()).unwrap();
-    url.set_username(&user).unwrap();
+    relays_fails_and_purges_as(&mut rig, &mysql_server_url(), &user, &db).await;
+    for host in ["%", "localhost"] {
+        sqlx::query(sqlx::AssertSqlSafe(format!("DROP USER '{user}'@'{host}'")))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    drop_dbs(rig.producer, rig.trustmsg_db).await;
+}
+
+/// With retention 0, the relay connected to the producer's database
+/// `database` as `user` (password `relay-pw`) of the server at
+/// `server_url`: 20 orders are relayed and their rows deleted, a row
+/// refused for good is failed and kept, and no statement of the relay is
+/// refused.
+async fn relays_fails_and_purges_as(rig: &mut Rig, server_url: &str, user: &str, database: &str) {
+    let mut url = reqwest::Url::parse(server_url).unwrap();
+    url.set_username(user).unwrap();
     url.set_password(Some("relay-pw")).unwrap();
-    url.set_path(&table.db.name);
+    url.set_path(database);
     let flags = service_flags(&format!("shop={url}"), &["--outbox-retention", "0"]);
-    let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    let service =
+        ServiceProcess::start(&rig.trustmsg_db, rig.kafka.bootstrap(), &refs(&flags)).await;
     service.register("shop", register_body()).await;
     for i in 0..20 {
-        producer
+        rig.producer
             .pool()
             .place_order(&format!("least-{i}"), true)
             .await;
     }
-    table.insert("refused", "a b", "x").await;
-    reader
+    rig.producer.insert("refused", "a b", "x").await;
+    rig.reader
         .read_until(Duration::from_secs(30), "the 20 rows", |r| {
             by_key(r).len() == 20
         })
         .await;
     // Relayed rows deleted (retention 0), the refused one failed.
     eventually(10, "only the failed row left", async || {
-        producer.pool().statuses().await == BTreeMap::from([(3, 1)])
+        rig.producer.pool().statuses().await == BTreeMap::from([(3, 1)])
     })
     .await;
     assert_eq!(
@@ -1193,14 +1210,6 @@ async fn a_relay_user_with_only_select_update_delete_on_the_table_relays_fails_a
         0.0,
         "no statement of the relay was refused"
     );
-    drop(service);
-    for host in ["%", "localhost"] {
-        sqlx::query(sqlx::AssertSqlSafe(format!("DROP USER '{user}'@'{host}'")))
-            .execute(&table.pool)
-            .await
-            .unwrap();
-    }
-    drop_dbs(producer, trustmsg_db).await;
 }
 
 /// The same on PostgreSQL with docs/outbox.md's GRANTs (CONNECT on the
@@ -1209,16 +1218,11 @@ async fn a_relay_user_with_only_select_update_delete_on_the_table_relays_fails_a
 /// purge need no more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_a_relay_user_with_only_the_documented_grants_relays_fails_and_purges() {
-    let Rig {
-        trustmsg_db,
-        producer,
-        kafka,
-        mut reader,
-    } = Rig::start(Dialect::Postgres).await;
-    let ProducerDb::Postgres(table) = &producer else {
+    let mut rig = Rig::start(Dialect::Postgres).await;
+    let ProducerDb::Postgres(table) = &rig.producer else {
         unreachable!("a PostgreSQL producer")
     };
-    let db = &table.db.name;
+    let (pool, db) = (table.pool.clone(), table.db.name.clone());
     // Roles are the server's: named after this test's own database.
     let role = format!("{db}_relay");
     for sql in [
@@ -1230,52 +1234,18 @@ async fn postgres_a_relay_user_with_only_the_documented_grants_relays_fails_and_
         format!("GRANT SELECT, UPDATE, DELETE ON trustmsg_outbox TO {role}"),
     ] {
         sqlx::query(sqlx::AssertSqlSafe(sql))
-            .execute(&table.pool)
+            .execute(&pool)
             .await
             .unwrap();
     }
-    let mut url = reqwest::Url::parse(&postgres_server_url()).unwrap();
-    url.set_username(&role).unwrap();
-    url.set_password(Some("relay-pw")).unwrap();
-    url.set_path(db);
-    let flags = service_flags(&format!("shop={url}"), &["--outbox-retention", "0"]);
-    let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
-    service.register("shop", register_body()).await;
-    for i in 0..20 {
-        producer
-            .pool()
-            .place_order(&format!("least-{i}"), true)
-            .await;
-    }
-    table.insert("refused", "a b", "x").await;
-    reader
-        .read_until(Duration::from_secs(30), "the 20 rows", |r| {
-            by_key(r).len() == 20
-        })
-        .await;
-    eventually(10, "only the failed row left", async || {
-        producer.pool().statuses().await == BTreeMap::from([(3, 1)])
-    })
-    .await;
-    assert_eq!(
-        service
-            .metric(
-                "trustmsg_outbox_errors_total",
-                &[("source", "shop"), ("stage", "source")]
-            )
-            .await
-            .unwrap_or(0.0),
-        0.0,
-        "no statement of the relay was refused"
-    );
-    drop(service);
+    relays_fails_and_purges_as(&mut rig, &postgres_server_url(), &role, &db).await;
     for sql in [format!("DROP OWNED BY {role}"), format!("DROP ROLE {role}")] {
         sqlx::query(sqlx::AssertSqlSafe(sql))
-            .execute(&table.pool)
+            .execute(&pool)
             .await
             .unwrap();
     }
-    drop_dbs(producer, trustmsg_db).await;
+    drop_dbs(rig.producer, rig.trustmsg_db).await;
 }
 
 /// Issue 58 item 7: a relay started before the producer's table exists
