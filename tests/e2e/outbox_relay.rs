@@ -416,6 +416,22 @@ async fn source_statuses(pool: &MySqlPool) -> BTreeMap<i64, i64> {
     rows.into_iter().collect()
 }
 
+/// A scenario's two tests: `$mysql` with the producer's database on
+/// MariaDB and `$postgres` with it on PostgreSQL (the names CI filters on).
+macro_rules! on_mysql_and_postgres {
+    ($scenario:ident: $mysql:ident, $postgres:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $mysql() {
+            $scenario(Dialect::MySql).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $postgres() {
+            $scenario(Dialect::Postgres).await;
+        }
+    };
+}
+
 /// trustmsg's database, the producer's, and a Kafka cluster whose topic is
 /// read from the start.
 struct Rig {
@@ -460,42 +476,32 @@ fn refs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_and_rolled_back_ones_never()
-{
-    committed_rows_reach_kafka_once_each_through_kills(Dialect::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_and_rolled_back_ones_never(
-) {
-    committed_rows_reach_kafka_once_each_through_kills(Dialect::Postgres).await;
-}
+on_mysql_and_postgres!(
+    committed_rows_reach_kafka_once_each_through_kills:
+    rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_and_rolled_back_ones_never,
+    postgres_rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_and_rolled_back_ones_never
+);
 
 /// trustmsg's own store on PostgreSQL too, relaying a PostgreSQL table:
 /// its rows are created COMMITTED in one step there as on MariaDB.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_store_rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_and_rolled_back_ones_never(
 ) {
-    let Rig {
-        trustmsg_db,
-        producer,
-        kafka,
-        reader,
-    } = Rig::start(Dialect::Postgres).await;
-    trustmsg_db.drop_db().await;
+    let rig = Rig::start(Dialect::Postgres).await;
+    rig.trustmsg_db.drop_db().await;
     let own = OwnDb::Postgres(PgTestDb::create().await);
-    relayed_through_kills(own, producer, kafka, reader).await;
+    relayed_through_kills(own, rig.producer, rig.kafka, rig.reader).await;
 }
 
 async fn committed_rows_reach_kafka_once_each_through_kills(dialect: Dialect) {
-    let Rig {
-        trustmsg_db,
-        producer,
-        kafka,
-        reader,
-    } = Rig::start(dialect).await;
-    relayed_through_kills(OwnDb::MySql(trustmsg_db), producer, kafka, reader).await;
+    let rig = Rig::start(dialect).await;
+    relayed_through_kills(
+        OwnDb::MySql(rig.trustmsg_db),
+        rig.producer,
+        rig.kafka,
+        rig.reader,
+    )
+    .await;
 }
 
 /// trustmsg's own database, on either server, as far as these tests read it.
@@ -688,27 +694,17 @@ async fn relayed_through_kills(
     own.drop_db().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_instances_relay_one_source_one_at_a_time_and_the_standby_takes_over_a_killed_one() {
-    two_instances_relay_one_at_a_time(Dialect::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_two_instances_relay_one_source_one_at_a_time_and_the_standby_takes_over_a_killed_one(
-) {
-    two_instances_relay_one_at_a_time(Dialect::Postgres).await;
-}
+on_mysql_and_postgres!(
+    two_instances_relay_one_at_a_time:
+    two_instances_relay_one_source_one_at_a_time_and_the_standby_takes_over_a_killed_one,
+    postgres_two_instances_relay_one_source_one_at_a_time_and_the_standby_takes_over_a_killed_one
+);
 
 async fn two_instances_relay_one_at_a_time(dialect: Dialect) {
-    let Rig {
-        trustmsg_db,
-        producer,
-        kafka,
-        mut reader,
-    } = Rig::start(dialect).await;
-    let flags = service_flags(&producer.source("shop"), &[]);
-    let mut a = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
-    let mut b = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    let mut rig = Rig::start(dialect).await;
+    let flags = service_flags(&rig.producer.source("shop"), &[]);
+    let mut a = ServiceProcess::start(&rig.trustmsg_db, rig.kafka.bootstrap(), &refs(&flags)).await;
+    let mut b = ServiceProcess::start(&rig.trustmsg_db, rig.kafka.bootstrap(), &refs(&flags)).await;
     a.register("shop", register_body()).await;
     let relaying = async |s: &ServiceProcess| {
         s.metric("trustmsg_outbox_relaying", &[("source", "shop")])
@@ -728,12 +724,12 @@ async fn two_instances_relay_one_at_a_time(dialect: Dialect) {
         "one instance relays, the other stands by"
     );
     for i in 0..100 {
-        producer
+        rig.producer
             .pool()
             .place_order(&format!("first-{i}"), true)
             .await;
     }
-    reader
+    rig.reader
         .read_until(Duration::from_secs(60), "the first 100", |r| {
             by_key(r).len() == 100
         })
@@ -752,24 +748,24 @@ async fn two_instances_relay_one_at_a_time(dialect: Dialect) {
     })
     .await;
     for i in 0..100 {
-        producer
+        rig.producer
             .pool()
             .place_order(&format!("second-{i}"), true)
             .await;
     }
-    reader
+    rig.reader
         .read_until(Duration::from_secs(60), "the second 100", |r| {
             by_key(r).len() == 200
         })
         .await;
-    let keyed = by_key(reader.poll());
+    let keyed = by_key(rig.reader.poll());
     for (key, copies) in keyed {
         let ids: HashSet<u64> = copies.iter().map(|r| r.message_id).collect();
         assert_eq!(ids.len(), 1, "{key} became several messages");
     }
     drop(a);
     drop(b);
-    drop_dbs(producer, trustmsg_db).await;
+    drop_dbs(rig.producer, rig.trustmsg_db).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -880,26 +876,17 @@ async fn a_source_database_killed_and_brought_back_fails_no_row_and_holds_nothin
     trustmsg_db.drop_db().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_ordered_producers_keys_keep_their_commit_order_under_concurrent_writers_and_a_kill() {
-    ordered_keys_keep_their_commit_order(Dialect::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_an_ordered_producers_keys_keep_their_commit_order_under_concurrent_writers_and_a_kill(
-) {
-    ordered_keys_keep_their_commit_order(Dialect::Postgres).await;
-}
+on_mysql_and_postgres!(
+    ordered_keys_keep_their_commit_order:
+    an_ordered_producers_keys_keep_their_commit_order_under_concurrent_writers_and_a_kill,
+    postgres_an_ordered_producers_keys_keep_their_commit_order_under_concurrent_writers_and_a_kill
+);
 
 async fn ordered_keys_keep_their_commit_order(dialect: Dialect) {
-    let Rig {
-        trustmsg_db,
-        producer,
-        kafka,
-        mut reader,
-    } = Rig::start(dialect).await;
-    let flags = service_flags(&producer.source("shop"), &["--outbox-batch", "25"]);
-    let mut service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    let mut rig = Rig::start(dialect).await;
+    let flags = service_flags(&rig.producer.source("shop"), &["--outbox-batch", "25"]);
+    let mut service =
+        ServiceProcess::start(&rig.trustmsg_db, rig.kafka.bootstrap(), &refs(&flags)).await;
     let mut body = register_body();
     body["ordered"] = json!(true);
     service.register("shop", body).await;
@@ -910,11 +897,11 @@ async fn ordered_keys_keep_their_commit_order(dialect: Dialect) {
     const KEYS: usize = 4;
     const PER_WRITER: usize = 60;
     for k in 0..KEYS {
-        producer.pool().add_counter(&format!("k{k}")).await;
+        rig.producer.pool().add_counter(&format!("k{k}")).await;
     }
     let writers: Vec<_> = (0..8)
         .map(|w| {
-            let pool = producer.pool();
+            let pool = rig.producer.pool();
             tokio::spawn(async move {
                 for i in 0..PER_WRITER {
                     pool.write_next(&format!("k{}", (w + i) % KEYS)).await;
@@ -922,7 +909,10 @@ async fn ordered_keys_keep_their_commit_order(dialect: Dialect) {
             })
         })
         .collect();
-    eventually(60, "some rows relayed", async || reader.poll().len() > 80).await;
+    eventually(60, "some rows relayed", async || {
+        rig.reader.poll().len() > 80
+    })
+    .await;
     service.kill_9();
     tokio::time::sleep(Duration::from_millis(500)).await;
     service.restart().await;
@@ -930,7 +920,7 @@ async fn ordered_keys_keep_their_commit_order(dialect: Dialect) {
         w.await.unwrap();
     }
     let total = 8 * PER_WRITER;
-    reader
+    rig.reader
         .read_until(Duration::from_secs(120), "every row", |r| {
             by_key(r).len() == total
         })
@@ -940,7 +930,7 @@ async fn ordered_keys_keep_their_commit_order(dialect: Dialect) {
     // (a repeat after the kill may come again later; its first place counts).
     let mut firsts: BTreeMap<Vec<u8>, Vec<i32>> = BTreeMap::new();
     let mut seen = HashSet::new();
-    for r in reader.poll() {
+    for r in rig.reader.poll() {
         if seen.insert(r.message_id) {
             let n: i32 = String::from_utf8(r.payload.clone().unwrap())
                 .unwrap()
@@ -960,30 +950,20 @@ async fn ordered_keys_keep_their_commit_order(dialect: Dialect) {
         );
     }
     service.terminate_cleanly();
-    drop_dbs(producer, trustmsg_db).await;
+    drop_dbs(rig.producer, rig.trustmsg_db).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn rows_refused_for_good_are_failed_with_their_reason_and_one_alert_and_hold_only_their_ordered_key(
-) {
-    refused_rows_are_failed_with_one_alert(Dialect::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_rows_refused_for_good_are_failed_with_their_reason_and_one_alert_and_hold_only_their_ordered_key(
-) {
-    refused_rows_are_failed_with_one_alert(Dialect::Postgres).await;
-}
+on_mysql_and_postgres!(
+    refused_rows_are_failed_with_one_alert:
+    rows_refused_for_good_are_failed_with_their_reason_and_one_alert_and_hold_only_their_ordered_key,
+    postgres_rows_refused_for_good_are_failed_with_their_reason_and_one_alert_and_hold_only_their_ordered_key
+);
 
 async fn refused_rows_are_failed_with_one_alert(dialect: Dialect) {
-    let Rig {
-        trustmsg_db,
-        producer,
-        kafka,
-        mut reader,
-    } = Rig::start(dialect).await;
-    let flags = service_flags(&producer.source("shop"), &[]);
-    let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    let mut rig = Rig::start(dialect).await;
+    let flags = service_flags(&rig.producer.source("shop"), &[]);
+    let service =
+        ServiceProcess::start(&rig.trustmsg_db, rig.kafka.bootstrap(), &refs(&flags)).await;
     let mut body = register_body();
     body["ordered"] = json!(true);
     let (token, _) = service.register("shop", body).await;
@@ -997,7 +977,7 @@ async fn refused_rows_are_failed_with_one_alert(dialect: Dialect) {
     ))
     .await
     .unwrap();
-    let source = producer.pool();
+    let source = rig.producer.pool();
     let insert = async |key: &str, topic: &str, record_key: &str, headers: Option<&str>| {
         source.insert_row(key, topic, record_key, headers).await
     };
@@ -1007,7 +987,7 @@ async fn refused_rows_are_failed_with_one_alert(dialect: Dialect) {
     // Behind the failed row of key c (the producer is ordered): held.
     insert("behind-c", TOPIC, "c", None).await;
     insert("fine", TOPIC, "d", None).await;
-    reader
+    rig.reader
         .read_until(Duration::from_secs(30), "the fine row", |r| {
             by_key(r).contains_key("fine")
         })
@@ -1041,7 +1021,7 @@ async fn refused_rows_are_failed_with_one_alert(dialect: Dialect) {
 
     // One alert each, however long the relay goes on.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let pool = trustmsg_db.pool().await;
+    let pool = rig.trustmsg_db.pool().await;
     let alerts: Vec<(Vec<u8>, i64)> = sqlx::query_as(
         "SELECT message_key, COUNT(*) FROM alerts WHERE kind = 'outbox_failed' \
          GROUP BY message_key ORDER BY message_key",
@@ -1062,39 +1042,31 @@ async fn refused_rows_are_failed_with_one_alert(dialect: Dialect) {
         pending, 1,
         "the row behind the failed row of its key is held"
     );
-    assert!(!by_key(reader.poll()).contains_key("behind-c"));
+    assert!(!by_key(rig.reader.poll()).contains_key("behind-c"));
 
     // Given up (as an operator's give-up does): the key's later row goes on.
     source.give_up("bad-headers").await;
-    reader
+    rig.reader
         .read_until(Duration::from_secs(30), "the row behind", |r| {
             by_key(r).contains_key("behind-c")
         })
         .await;
     drop(service);
-    drop_dbs(producer, trustmsg_db).await;
+    drop_dbs(rig.producer, rig.trustmsg_db).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn retention_deletes_relayed_rows_after_its_window_and_keeps_failed_ones() {
-    retention_deletes_relayed_rows(Dialect::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_retention_deletes_relayed_rows_after_its_window_and_keeps_failed_ones() {
-    retention_deletes_relayed_rows(Dialect::Postgres).await;
-}
+on_mysql_and_postgres!(
+    retention_deletes_relayed_rows:
+    retention_deletes_relayed_rows_after_its_window_and_keeps_failed_ones,
+    postgres_retention_deletes_relayed_rows_after_its_window_and_keeps_failed_ones
+);
 
 async fn retention_deletes_relayed_rows(dialect: Dialect) {
-    let Rig {
-        trustmsg_db,
-        producer,
-        kafka,
-        mut reader,
-    } = Rig::start(dialect).await;
-    let source = producer.pool();
-    let flags = service_flags(&producer.source("shop"), &["--outbox-retention", "1s"]);
-    let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    let mut rig = Rig::start(dialect).await;
+    let source = rig.producer.pool();
+    let flags = service_flags(&rig.producer.source("shop"), &["--outbox-retention", "1s"]);
+    let service =
+        ServiceProcess::start(&rig.trustmsg_db, rig.kafka.bootstrap(), &refs(&flags)).await;
     // Not registered yet: the rows wait, none fails.
     for i in 0..30 {
         source.place_order(&format!("kept-{i}"), true).await;
@@ -1102,9 +1074,9 @@ async fn retention_deletes_relayed_rows(dialect: Dialect) {
     source.insert_row("broken", "a b", "r", None).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(source.statuses().await, BTreeMap::from([(0, 31)]));
-    assert!(reader.poll().is_empty());
+    assert!(rig.reader.poll().is_empty());
     service.register("shop", register_body()).await;
-    reader
+    rig.reader
         .read_until(Duration::from_secs(30), "the 30 rows", |r| {
             by_key(r).len() == 30
         })
@@ -1117,12 +1089,13 @@ async fn retention_deletes_relayed_rows(dialect: Dialect) {
     drop(service);
 
     // `--outbox-retention 0`: a row goes as it is relayed.
-    let flags = service_flags(&producer.source("shop"), &["--outbox-retention", "0"]);
-    let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    let flags = service_flags(&rig.producer.source("shop"), &["--outbox-retention", "0"]);
+    let service =
+        ServiceProcess::start(&rig.trustmsg_db, rig.kafka.bootstrap(), &refs(&flags)).await;
     for i in 0..10 {
         source.place_order(&format!("gone-{i}"), true).await;
     }
-    reader
+    rig.reader
         .read_until(Duration::from_secs(30), "the 10 rows", |r| {
             by_key(r).len() == 40
         })
@@ -1132,7 +1105,7 @@ async fn retention_deletes_relayed_rows(dialect: Dialect) {
     })
     .await;
     drop(service);
-    drop_dbs(producer, trustmsg_db).await;
+    drop_dbs(rig.producer, rig.trustmsg_db).await;
 }
 
 /// docs/outbox.md's least privilege is enough: a relay whose user may only
