@@ -130,24 +130,48 @@ enum Source {
     Postgres(PgPool),
 }
 
+/// `$body` with `$pool` the pool of `$source`, whichever its dialect: what
+/// the tests do there is written once, only the statements' text differs
+/// ([`Source::sql`]).
+macro_rules! on_pool {
+    ($source:expr, $pool:ident => $body:expr) => {
+        match $source {
+            Source::MySql($pool) => $body,
+            Source::Postgres($pool) => $body,
+        }
+    };
+}
+
 impl Source {
+    /// The statement as this dialect writes it.
+    fn sql(&self, mysql: &'static str, postgres: &'static str) -> &'static str {
+        match self {
+            Self::MySql(_) => mysql,
+            Self::Postgres(_) => postgres,
+        }
+    }
+
     /// One business transaction: the order and its outbox row, committed
     /// or rolled back.
     async fn place_order(&self, key: &str, commit: bool) {
-        match self {
-            Self::MySql(pool) => place_order(pool, key, commit).await,
-            Self::Postgres(pool) => {
-                let mut tx = pool.begin().await.unwrap();
-                sqlx::query("INSERT INTO orders (id, state) VALUES ($1, 'placed')")
-                    .bind(key)
-                    .execute(&mut *tx)
-                    .await
-                    .unwrap();
-                sqlx::query(
-                    "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, \
-                     headers, content_type) VALUES ($1, $2, $3, $4, $5::text::jsonb, \
-                     'application/octet-stream')",
-                )
+        let order = self.sql(
+            "INSERT INTO orders (id, state) VALUES (?, 'placed')",
+            "INSERT INTO orders (id, state) VALUES ($1, 'placed')",
+        );
+        let row = self.sql(
+            "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, headers, \
+             content_type) VALUES (?, ?, ?, ?, ?, 'application/octet-stream')",
+            "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, headers, \
+             content_type) VALUES ($1, $2, $3, $4, $5::text::jsonb, 'application/octet-stream')",
+        );
+        on_pool!(self, pool => {
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query(order)
+                .bind(key)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            sqlx::query(row)
                 .bind(key)
                 .bind(TOPIC)
                 .bind(format!("customer-{}", key.len()))
@@ -156,142 +180,95 @@ impl Source {
                 .execute(&mut *tx)
                 .await
                 .unwrap();
-                if commit {
-                    tx.commit().await.unwrap();
-                } else {
-                    tx.rollback().await.unwrap();
-                }
+            if commit {
+                tx.commit().await.unwrap();
+            } else {
+                tx.rollback().await.unwrap();
             }
-        }
+        })
     }
 
     /// The source rows by status.
     async fn statuses(&self) -> BTreeMap<i64, i64> {
-        match self {
-            Self::MySql(pool) => source_statuses(pool).await,
-            Self::Postgres(pool) => {
-                let rows: Vec<(i64, i64)> = sqlx::query_as(
-                    "SELECT status::bigint, COUNT(*) FROM trustmsg_outbox GROUP BY status",
-                )
-                .fetch_all(pool)
-                .await
-                .unwrap();
-                rows.into_iter().collect()
-            }
-        }
+        let sql = self.sql(
+            "SELECT CAST(status AS SIGNED), COUNT(*) FROM trustmsg_outbox GROUP BY status",
+            "SELECT status::bigint, COUNT(*) FROM trustmsg_outbox GROUP BY status",
+        );
+        let rows: Vec<(i64, i64)> =
+            on_pool!(self, pool => sqlx::query_as(sql).fetch_all(pool).await.unwrap());
+        rows.into_iter().collect()
     }
 
     /// A row with payload `x` and these columns.
     async fn insert_row(&self, key: &str, topic: &str, record_key: &str, headers: Option<&str>) {
-        match self {
-            Self::MySql(pool) => sqlx::query(
-                "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, headers) \
-                 VALUES (?, ?, ?, 'x', ?)",
-            )
-            .bind(key)
-            .bind(topic)
-            .bind(record_key)
-            .bind(headers)
-            .execute(pool)
-            .await
-            .map(drop)
-            .unwrap(),
-            Self::Postgres(pool) => sqlx::query(
-                "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, headers) \
-                 VALUES ($1, $2, $3, 'x', $4::text::jsonb)",
-            )
-            .bind(key)
-            .bind(topic)
-            .bind(record_key)
-            .bind(headers)
-            .execute(pool)
-            .await
-            .map(drop)
-            .unwrap(),
-        }
+        let sql = self.sql(
+            "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, headers) \
+             VALUES (?, ?, ?, 'x', ?)",
+            "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, headers) \
+             VALUES ($1, $2, $3, 'x', $4::text::jsonb)",
+        );
+        on_pool!(self, pool => {
+            sqlx::query(sql)
+                .bind(key)
+                .bind(topic)
+                .bind(record_key)
+                .bind(headers)
+                .execute(pool)
+                .await
+                .unwrap();
+        })
     }
 
     /// The key's counter row, at 0.
     async fn add_counter(&self, key: &str) {
-        match self {
-            Self::MySql(_) => {
-                let sql = "INSERT INTO key_counters (record_key, n) VALUES (?, 0)";
-                self.run_texts(sql, &[key]).await
-            }
-            Self::Postgres(_) => {
-                let sql = "INSERT INTO key_counters (record_key, n) VALUES ($1, 0)";
-                self.run_texts(sql, &[key]).await
-            }
-        }
+        let sql = self.sql(
+            "INSERT INTO key_counters (record_key, n) VALUES (?, 0)",
+            "INSERT INTO key_counters (record_key, n) VALUES ($1, 0)",
+        );
+        self.run_texts(sql, &[key]).await
     }
 
     async fn run_texts(&self, sql: &'static str, texts: &[&str]) {
-        match self {
-            Self::MySql(pool) => {
-                let mut q = sqlx::query(sql);
-                for t in texts {
-                    q = q.bind(*t);
-                }
-                q.execute(pool).await.unwrap();
+        on_pool!(self, pool => {
+            let mut q = sqlx::query(sql);
+            for t in texts {
+                q = q.bind(*t);
             }
-            Self::Postgres(pool) => {
-                let mut q = sqlx::query(sql);
-                for t in texts {
-                    q = q.bind(*t);
-                }
-                q.execute(pool).await.unwrap();
-            }
-        }
+            q.execute(pool).await.unwrap();
+        })
     }
 
     /// An ordered writer's transaction: takes the key's counter row FOR
     /// UPDATE (so the transactions of one key follow each other), counts
     /// on, and writes the count as the payload of the key's next row.
     async fn write_next(&self, key: &str) {
-        match self {
-            Self::MySql(pool) => {
-                let mut tx = pool.begin().await.unwrap();
-                let (n,): (i32,) =
-                    sqlx::query_as("SELECT n FROM key_counters WHERE record_key = ? FOR UPDATE")
-                        .bind(key)
-                        .fetch_one(&mut *tx)
-                        .await
-                        .unwrap();
-                sqlx::query("UPDATE key_counters SET n = n + 1 WHERE record_key = ?")
-                    .bind(key)
-                    .execute(&mut *tx)
-                    .await
-                    .unwrap();
-                sqlx::query(
-                    "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload) \
-                     VALUES (?, ?, ?, ?)",
-                )
-                .bind(format!("{key}-{}", n + 1))
-                .bind(TOPIC)
+        let counter = self.sql(
+            "SELECT n FROM key_counters WHERE record_key = ? FOR UPDATE",
+            "SELECT n FROM key_counters WHERE record_key = $1 FOR UPDATE",
+        );
+        let count = self.sql(
+            "UPDATE key_counters SET n = n + 1 WHERE record_key = ?",
+            "UPDATE key_counters SET n = n + 1 WHERE record_key = $1",
+        );
+        let row = self.sql(
+            "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload) \
+             VALUES (?, ?, ?, ?)",
+            "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload) \
+             VALUES ($1, $2, $3, $4)",
+        );
+        on_pool!(self, pool => {
+            let mut tx = pool.begin().await.unwrap();
+            let (n,): (i32,) = sqlx::query_as(counter)
                 .bind(key)
-                .bind((n + 1).to_string())
+                .fetch_one(&mut *tx)
+                .await
+                .unwrap();
+            sqlx::query(count)
+                .bind(key)
                 .execute(&mut *tx)
                 .await
                 .unwrap();
-                tx.commit().await.unwrap();
-            }
-            Self::Postgres(pool) => {
-                let mut tx = pool.begin().await.unwrap();
-                let (n,): (i32,) =
-                    sqlx::query_as("SELECT n FROM key_counters WHERE record_key = $1 FOR UPDATE")
-                        .bind(key)
-                        .fetch_one(&mut *tx)
-                        .await
-                        .unwrap();
-                sqlx::query("UPDATE key_counters SET n = n + 1 WHERE record_key = $1")
-                    .bind(key)
-                    .execute(&mut *tx)
-                    .await
-                    .unwrap();
-                sqlx::query(
-                    "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload) \
-                     VALUES ($1, $2, $3, $4)",
-                )
+            sqlx::query(row)
                 .bind(format!("{key}-{}", n + 1))
                 .bind(TOPIC)
                 .bind(key)
@@ -299,28 +276,19 @@ impl Source {
                 .execute(&mut *tx)
                 .await
                 .unwrap();
-                tx.commit().await.unwrap();
-            }
-        }
+            tx.commit().await.unwrap();
+        })
     }
 
     /// The failed rows' keys and reasons, by id.
     async fn failed_rows(&self) -> Vec<(String, String)> {
-        let rows: Vec<(Vec<u8>, Vec<u8>)> = match self {
-            Self::MySql(pool) => sqlx::query_as(
-                "SELECT message_key, fail_reason FROM trustmsg_outbox WHERE status = 3 ORDER BY id",
-            )
-            .fetch_all(pool)
-            .await
-            .unwrap(),
-            Self::Postgres(pool) => sqlx::query_as(
-                "SELECT convert_to(message_key, 'UTF8'), convert_to(fail_reason, 'UTF8') \
-                 FROM trustmsg_outbox WHERE status = 3 ORDER BY id",
-            )
-            .fetch_all(pool)
-            .await
-            .unwrap(),
-        };
+        let sql = self.sql(
+            "SELECT message_key, fail_reason FROM trustmsg_outbox WHERE status = 3 ORDER BY id",
+            "SELECT convert_to(message_key, 'UTF8'), convert_to(fail_reason, 'UTF8') \
+             FROM trustmsg_outbox WHERE status = 3 ORDER BY id",
+        );
+        let rows: Vec<(Vec<u8>, Vec<u8>)> =
+            on_pool!(self, pool => sqlx::query_as(sql).fetch_all(pool).await.unwrap());
         rows.into_iter()
             .map(|(k, r)| (String::from_utf8(k).unwrap(), String::from_utf8(r).unwrap()))
             .collect()
@@ -328,59 +296,20 @@ impl Source {
 
     /// How many rows of `key` are pending.
     async fn pending(&self, key: &str) -> i64 {
-        match self {
-            Self::MySql(pool) => sqlx::query_scalar(
-                "SELECT COUNT(*) FROM trustmsg_outbox WHERE status = 0 AND message_key = ?",
-            )
-            .bind(key)
-            .fetch_one(pool)
-            .await
-            .unwrap(),
-            Self::Postgres(pool) => sqlx::query_scalar(
-                "SELECT COUNT(*) FROM trustmsg_outbox WHERE status = 0 AND message_key = $1",
-            )
-            .bind(key)
-            .fetch_one(pool)
-            .await
-            .unwrap(),
-        }
+        let sql = self.sql(
+            "SELECT COUNT(*) FROM trustmsg_outbox WHERE status = 0 AND message_key = ?",
+            "SELECT COUNT(*) FROM trustmsg_outbox WHERE status = 0 AND message_key = $1",
+        );
+        on_pool!(self, pool => sqlx::query_scalar(sql).bind(key).fetch_one(pool).await.unwrap())
     }
 
     /// Gives the row of `key` up (status 4), as an operator's give-up does.
     async fn give_up(&self, key: &str) {
-        let sql = match self {
-            Self::MySql(_) => "UPDATE trustmsg_outbox SET status = 4 WHERE message_key = ?",
-            Self::Postgres(_) => "UPDATE trustmsg_outbox SET status = 4 WHERE message_key = $1",
-        };
+        let sql = self.sql(
+            "UPDATE trustmsg_outbox SET status = 4 WHERE message_key = ?",
+            "UPDATE trustmsg_outbox SET status = 4 WHERE message_key = $1",
+        );
         self.run_texts(sql, &[key]).await;
-    }
-}
-
-/// One business transaction: the order and its outbox row, committed or
-/// rolled back.
-async fn place_order(pool: &MySqlPool, key: &str, commit: bool) {
-    let mut tx = pool.begin().await.unwrap();
-    sqlx::query("INSERT INTO orders (id, state) VALUES (?, 'placed')")
-        .bind(key)
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    sqlx::query(
-        "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, headers, \
-         content_type) VALUES (?, ?, ?, ?, ?, 'application/octet-stream')",
-    )
-    .bind(key)
-    .bind(TOPIC)
-    .bind(format!("customer-{}", key.len()))
-    .bind(payload_of(key))
-    .bind(json!({ "order": key }).to_string())
-    .execute(&mut *tx)
-    .await
-    .unwrap();
-    if commit {
-        tx.commit().await.unwrap();
-    } else {
-        tx.rollback().await.unwrap();
     }
 }
 
@@ -403,17 +332,6 @@ fn by_key(records: &[Consumed]) -> HashMap<String, Vec<&Consumed>> {
         m.entry(key).or_default().push(r);
     }
     m
-}
-
-/// The source rows by status.
-async fn source_statuses(pool: &MySqlPool) -> BTreeMap<i64, i64> {
-    let rows: Vec<(i64, i64)> = sqlx::query_as(
-        "SELECT CAST(status AS SIGNED), COUNT(*) FROM trustmsg_outbox GROUP BY status",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap();
-    rows.into_iter().collect()
 }
 
 /// A scenario's two tests: `$mysql` with the producer's database on
@@ -792,6 +710,7 @@ async fn a_source_database_killed_and_brought_back_fails_no_row_and_holds_nothin
         .await
         .expect("the outbox table");
     create_business_tables(&pool).await;
+    let source = Source::MySql(pool.clone());
     let kafka = MockKafka::start(1);
     kafka.create_topic(TOPIC, 3);
     let mut reader = TopicReader::new(kafka.bootstrap(), TOPIC);
@@ -805,7 +724,7 @@ async fn a_source_database_killed_and_brought_back_fails_no_row_and_holds_nothin
         )
         .await;
     for i in 0..20 {
-        place_order(&pool, &format!("before-{i}"), true).await;
+        source.place_order(&format!("before-{i}"), true).await;
     }
     reader
         .read_until(Duration::from_secs(30), "the rows before", |r| {
@@ -814,7 +733,7 @@ async fn a_source_database_killed_and_brought_back_fails_no_row_and_holds_nothin
         .await;
     // Rows committed just before the kill are relayed once it is back.
     for i in 0..20 {
-        place_order(&pool, &format!("unrelayed-{i}"), true).await;
+        source.place_order(&format!("unrelayed-{i}"), true).await;
     }
     pool.close().await;
     source_server.kill_9();
@@ -845,9 +764,9 @@ async fn a_source_database_killed_and_brought_back_fails_no_row_and_holds_nothin
     assert!(errors >= 1.0, "the source's errors are counted: {errors}");
 
     source_server.restart().await;
-    let pool = sqlx::MySqlPool::connect(&source_url).await.unwrap();
+    let source = Source::MySql(sqlx::MySqlPool::connect(&source_url).await.unwrap());
     for i in 0..20 {
-        place_order(&pool, &format!("after-{i}"), true).await;
+        source.place_order(&format!("after-{i}"), true).await;
     }
     reader
         .read_until(Duration::from_secs(60), "every row", |r| {
@@ -858,11 +777,11 @@ async fn a_source_database_killed_and_brought_back_fails_no_row_and_holds_nothin
     // holds them) before the source transaction that marks its rows
     // commits: wait for the marks, then hold the table to them.
     eventually(15, "every row marked relayed", async || {
-        source_statuses(&pool).await.get(&2) == Some(&60)
+        source.statuses().await.get(&2) == Some(&60)
     })
     .await;
     assert_eq!(
-        source_statuses(&pool).await,
+        source.statuses().await,
         BTreeMap::from([(2, 60)]),
         "no row failed"
     );
