@@ -54,24 +54,16 @@ async fn service_with_messages() -> (TestApp, u64) {
         "200ms",
     ])
     .await;
-    let (status, body) = app
-        .put_producer(
-            "shop",
-            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "first_verify_after_ms": 0,
-                    "max_verify_attempts": 1}),
-        )
+    let token = app
+        .register_with("shop", &checked_back_once_at_once())
         .await;
-    assert_eq!(status, 201, "{body}");
-    let token = body["token"].as_str().unwrap().to_string();
-    let (status, body) = app
-        .put_producer(
+    let billing = app
+        .register_with(
             "billing",
             &json!({"verify_url": UNREACHABLE_VERIFY_URL, "first_verify_after_ms": 3_600_000,
                     "topics": ["invoices", "billing.*"]}),
         )
         .await;
-    assert_eq!(status, 201, "{body}");
-    let billing = body["token"].as_str().unwrap().to_string();
     let mut xss = 0;
     for (i, payload) in ["{\"amount\":1}", XSS, "{\"amount\":3}"].iter().enumerate() {
         let (status, view) = app
@@ -320,19 +312,7 @@ async fn screenshots_of_every_page() {
     })
     .await;
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-    let failed = app
-        .store()
-        .list_messages(
-            &trustmsg::store::MessageFilter {
-                status: Some(MessageStatus::VerifyFailed),
-                ..Default::default()
-            },
-            1,
-            None,
-        )
-        .await
-        .unwrap()[0]
-        .id;
+    let failed = first_verify_failed(&app).await;
     let browser = Browser::start(1280, 800).await;
     browser.goto(&app.url("/console")).await;
     browser.element("#token").await;
@@ -390,16 +370,26 @@ async fn kafka_service(every: &str, extra: &[&str]) -> (TestApp, MockKafka) {
 /// producer `shop` never checked back; returns it, the cluster and the token.
 async fn service_with_kafka() -> (TestApp, MockKafka, String) {
     let (app, kafka) = kafka_service("500ms", &["--verify-backoff-base", "20ms"]).await;
-    let (status, body) = app
-        .put_producer(
-            "shop",
-            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "first_verify_after_ms": 0,
-                    "max_verify_attempts": 1}),
-        )
+    let token = app
+        .register_with("shop", &checked_back_once_at_once())
         .await;
-    assert_eq!(status, 201, "{body}");
-    let token = body["token"].as_str().unwrap().to_string();
     (app, kafka, token)
+}
+
+/// A producer's settings: checked back at once, once, at an address that
+/// answers nothing (so an undecided message is VERIFY_FAILED at once).
+fn checked_back_once_at_once() -> serde_json::Value {
+    json!({"verify_url": UNREACHABLE_VERIFY_URL, "first_verify_after_ms": 0,
+           "max_verify_attempts": 1})
+}
+
+/// The id of the first VERIFY_FAILED message `app` stores.
+async fn first_verify_failed(app: &TestApp) -> u64 {
+    let filter = trustmsg::store::MessageFilter {
+        status: Some(MessageStatus::VerifyFailed),
+        ..Default::default()
+    };
+    app.store().list_messages(&filter, 1, None).await.unwrap()[0].id
 }
 
 async fn until_send_status(app: &TestApp, id: u64, want: SendStatus) {
@@ -518,19 +508,7 @@ async fn a_delayed_message_shows_when_it_is_due_and_is_sent_now_from_the_console
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_resolves_a_failed_message_with_a_reason_and_sees_the_result() {
     let (app, _) = service_with_messages().await;
-    let failed = app
-        .store()
-        .list_messages(
-            &trustmsg::store::MessageFilter {
-                status: Some(MessageStatus::VerifyFailed),
-                ..Default::default()
-            },
-            1,
-            None,
-        )
-        .await
-        .unwrap()[0]
-        .id;
+    let failed = first_verify_failed(&app).await;
     let browser = signed_in(&app, 1280, 900).await;
     browser
         .goto(&app.url(&format!("/console#/messages/{failed}")))
@@ -666,15 +644,9 @@ async fn an_alert_the_webhook_refuses_is_listed_as_pending_with_why_and_links_it
         &webhook,
     ])
     .await;
-    let (status, body) = app
-        .put_producer(
-            "shop",
-            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "first_verify_after_ms": 0,
-                    "max_verify_attempts": 1}),
-        )
+    let token = app
+        .register_with("shop", &checked_back_once_at_once())
         .await;
-    assert_eq!(status, 201, "{body}");
-    let token = body["token"].as_str().unwrap().to_string();
     let (_, view) = app
         .prepare(Some(&token), &prepare_body("shop", "stuck"))
         .await;
