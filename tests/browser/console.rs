@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
+use trustmsg_tests::flags::SHORT_SEND_TIMEOUTS;
 use trustmsg_tests::kafka::{MockKafka, RDKafkaApiKey, RDKafkaRespErr};
 use trustmsg_tests::{
     decision_body, eventually, prepare_body, serve, TestApp, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL,
@@ -17,7 +18,7 @@ use crate::harness::Browser;
 async fn signing_in_while_the_service_is_unreachable_says_so_and_keeps_no_token() {
     let app = TestApp::spawn_sqlite(&["--no-verifier"]).await;
     let browser = Browser::start(1280, 900).await;
-    browser.client.goto(&app.url("/console")).await.unwrap();
+    browser.goto(&app.url("/console")).await;
     browser.element("#token").await;
     // The page is loaded; now the service goes away.
     let url = app.url("/console");
@@ -27,13 +28,8 @@ async fn signing_in_while_the_service_is_unreachable_says_so_and_keeps_no_token(
     let text = browser.until_text("could not be reached").await;
     assert!(text.contains("Sign in"), "{text}");
     let kept: serde_json::Value = browser
-        .client
-        .execute(
-            "return sessionStorage.getItem('trustmsg.admin_token')",
-            vec![],
-        )
-        .await
-        .unwrap();
+        .execute("return sessionStorage.getItem('trustmsg.admin_token')")
+        .await;
     assert_eq!(
         kept,
         serde_json::Value::Null,
@@ -58,24 +54,16 @@ async fn service_with_messages() -> (TestApp, u64) {
         "200ms",
     ])
     .await;
-    let (status, body) = app
-        .put_producer(
-            "shop",
-            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "first_verify_after_ms": 0,
-                    "max_verify_attempts": 1}),
-        )
+    let token = app
+        .register_with("shop", &checked_back_once_at_once())
         .await;
-    assert_eq!(status, 201, "{body}");
-    let token = body["token"].as_str().unwrap().to_string();
-    let (status, body) = app
-        .put_producer(
+    let billing = app
+        .register_with(
             "billing",
             &json!({"verify_url": UNREACHABLE_VERIFY_URL, "first_verify_after_ms": 3_600_000,
                     "topics": ["invoices", "billing.*"]}),
         )
         .await;
-    assert_eq!(status, 201, "{body}");
-    let billing = body["token"].as_str().unwrap().to_string();
     let mut xss = 0;
     for (i, payload) in ["{\"amount\":1}", XSS, "{\"amount\":3}"].iter().enumerate() {
         let (status, view) = app
@@ -119,7 +107,7 @@ const XSS: &str =
 
 async fn signed_in(app: &TestApp, width: u32, height: u32) -> Browser {
     let browser = Browser::start(width, height).await;
-    browser.client.goto(&app.url("/console")).await.unwrap();
+    browser.goto(&app.url("/console")).await;
     browser.fill("#token", ADMIN_TOKEN).await;
     browser.fill("#operator", "alice").await;
     browser.click("#sign-in").await;
@@ -131,7 +119,7 @@ async fn signed_in(app: &TestApp, width: u32, height: u32) -> Browser {
 async fn a_wrong_token_is_refused_plainly_and_the_right_one_shows_the_overview() {
     let (app, _) = service_with_messages().await;
     let browser = Browser::start(1280, 900).await;
-    browser.client.goto(&app.url("/console")).await.unwrap();
+    browser.goto(&app.url("/console")).await;
     browser.fill("#token", "not-the-admin-token").await;
     browser.click("#sign-in").await;
     let text = browser.until_text("That token was refused").await;
@@ -176,20 +164,14 @@ async fn the_overview_says_when_commits_submitted_through_kafka_wait_for_their_p
 async fn the_failed_message_comes_first_and_a_hostile_payload_stays_text() {
     let (app, xss) = service_with_messages().await;
     let browser = signed_in(&app, 1280, 900).await;
-    browser
-        .client
-        .goto(&app.url("/console#/messages"))
-        .await
-        .unwrap();
+    browser.goto(&app.url("/console#/messages")).await;
     let text = browser.until_text("Needs attention (1)").await;
     assert!(text.contains("VERIFY_FAILED"), "{text}");
     assert!(text.contains("All matching, newest first"), "{text}");
 
     browser
-        .client
         .goto(&app.url(&format!("/console#/messages/{xss}")))
-        .await
-        .unwrap();
+        .await;
     browser.until_text(&format!("Message {xss}")).await;
     let shown = browser.element("#payload").await.text().await.unwrap();
     assert_eq!(shown, XSS, "the payload is shown as text, exactly");
@@ -201,27 +183,13 @@ async fn the_failed_message_comes_first_and_a_hostile_payload_stays_text() {
     );
     assert!(!page.contains("[object"), "{page}");
     let (title, images, scripts): (serde_json::Value, serde_json::Value, serde_json::Value) = (
+        browser.execute("return document.title").await,
         browser
-            .client
-            .execute("return document.title", vec![])
-            .await
-            .unwrap(),
+            .execute("return document.querySelectorAll('main img').length")
+            .await,
         browser
-            .client
-            .execute(
-                "return document.querySelectorAll('main img').length",
-                vec![],
-            )
-            .await
-            .unwrap(),
-        browser
-            .client
-            .execute(
-                "return document.querySelectorAll('main script').length",
-                vec![],
-            )
-            .await
-            .unwrap(),
+            .execute("return document.querySelectorAll('main script').length")
+            .await,
     );
     assert_eq!(title, "trustmsg console", "no injected script ran");
     assert_eq!(
@@ -237,25 +205,18 @@ async fn the_failed_message_comes_first_and_a_hostile_payload_stays_text() {
 async fn producers_are_listed_and_the_pages_fit_a_phone_screen() {
     let (app, _) = service_with_messages().await;
     let browser = signed_in(&app, 390, 844).await;
-    browser
-        .client
-        .goto(&app.url("/console#/producers"))
-        .await
-        .unwrap();
+    browser.goto(&app.url("/console#/producers")).await;
     let text = browser.until_text("Register a producer").await;
     assert!(text.contains("billing") && text.contains("shop"), "{text}");
     // The producer registered without topics carries the warning badge, the
     // one with a list shows it, and the page says which one needs a list.
     let badges: serde_json::Value = browser
-        .client
         .execute(
             "return Array.from(document.querySelectorAll('tbody tr')).map(r => \
              [r.querySelector('th').textContent, r.querySelector('td.topics').textContent, \
               !!r.querySelector('td.topics .badge.warn')])",
-            vec![],
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
         badges,
         json!([
@@ -275,13 +236,8 @@ async fn producers_are_listed_and_the_pages_fit_a_phone_screen() {
         "{warning}"
     );
     let overflow: serde_json::Value = browser
-        .client
-        .execute(
-            "return document.documentElement.scrollWidth > window.innerWidth + 1",
-            vec![],
-        )
-        .await
-        .unwrap();
+        .execute("return document.documentElement.scrollWidth > window.innerWidth + 1")
+        .await;
     assert_eq!(
         overflow,
         json!(false),
@@ -356,21 +312,9 @@ async fn screenshots_of_every_page() {
     })
     .await;
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-    let failed = app
-        .store()
-        .list_messages(
-            &trustmsg::store::MessageFilter {
-                status: Some(MessageStatus::VerifyFailed),
-                ..Default::default()
-            },
-            1,
-            None,
-        )
-        .await
-        .unwrap()[0]
-        .id;
+    let failed = first_verify_failed(&app).await;
     let browser = Browser::start(1280, 800).await;
-    browser.client.goto(&app.url("/console")).await.unwrap();
+    browser.goto(&app.url("/console")).await;
     browser.element("#token").await;
     browser.screenshot(&dir.join("sign-in.png")).await;
     browser.fill("#token", ADMIN_TOKEN).await;
@@ -380,10 +324,8 @@ async fn screenshots_of_every_page() {
     // The charts, once the flow of the traffic above is in.
     browser.until_text("committed: 120 in 60 min").await;
     browser
-        .client
-        .execute("document.getElementById('flow').scrollIntoView()", vec![])
-        .await
-        .unwrap();
+        .execute("document.getElementById('flow').scrollIntoView()")
+        .await;
     browser.screenshot(&dir.join("flow.png")).await;
     for (page, wait, file) in [
         ("#/messages", "All matching", "messages.png"),
@@ -394,11 +336,7 @@ async fn screenshots_of_every_page() {
         ),
         ("#/producers", "Register a producer", "producers.png"),
     ] {
-        browser
-            .client
-            .goto(&app.url(&format!("/console{page}")))
-            .await
-            .unwrap();
+        browser.goto(&app.url(&format!("/console{page}"))).await;
         browser.until_text(wait).await;
         browser.screenshot(&dir.join(file)).await;
     }
@@ -411,13 +349,9 @@ async fn screenshots_of_every_page() {
 async fn kafka_service(every: &str, extra: &[&str]) -> (TestApp, MockKafka) {
     let kafka = MockKafka::start(1);
     kafka.create_topic("orders", 1);
-    let mut flags = vec![
-        "--kafka-brokers",
-        kafka.bootstrap(),
-        "--kafka-message-timeout",
-        "2s",
-        "--send-lease",
-        "6s",
+    let mut flags = vec!["--kafka-brokers", kafka.bootstrap()];
+    flags.extend(SHORT_SEND_TIMEOUTS);
+    flags.extend([
         "--sweep-interval",
         "200ms",
         "--verify-interval",
@@ -426,7 +360,7 @@ async fn kafka_service(every: &str, extra: &[&str]) -> (TestApp, MockKafka) {
         every,
         "--backlog-interval",
         every,
-    ];
+    ]);
     flags.extend(extra);
     let app = TestApp::spawn_sqlite(&flags).await;
     (app, kafka)
@@ -436,16 +370,26 @@ async fn kafka_service(every: &str, extra: &[&str]) -> (TestApp, MockKafka) {
 /// producer `shop` never checked back; returns it, the cluster and the token.
 async fn service_with_kafka() -> (TestApp, MockKafka, String) {
     let (app, kafka) = kafka_service("500ms", &["--verify-backoff-base", "20ms"]).await;
-    let (status, body) = app
-        .put_producer(
-            "shop",
-            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "first_verify_after_ms": 0,
-                    "max_verify_attempts": 1}),
-        )
+    let token = app
+        .register_with("shop", &checked_back_once_at_once())
         .await;
-    assert_eq!(status, 201, "{body}");
-    let token = body["token"].as_str().unwrap().to_string();
     (app, kafka, token)
+}
+
+/// A producer's settings: checked back at once, once, at an address that
+/// answers nothing (so an undecided message is VERIFY_FAILED at once).
+fn checked_back_once_at_once() -> serde_json::Value {
+    json!({"verify_url": UNREACHABLE_VERIFY_URL, "first_verify_after_ms": 0,
+           "max_verify_attempts": 1})
+}
+
+/// The id of the first VERIFY_FAILED message `app` stores.
+async fn first_verify_failed(app: &TestApp) -> u64 {
+    let filter = trustmsg::store::MessageFilter {
+        status: Some(MessageStatus::VerifyFailed),
+        ..Default::default()
+    };
+    app.store().list_messages(&filter, 1, None).await.unwrap()[0].id
 }
 
 async fn until_send_status(app: &TestApp, id: u64, want: SendStatus) {
@@ -494,10 +438,8 @@ async fn a_resolved_commit_is_seen_sent_and_a_send_failed_message_is_redelivered
         (refused, "#action-redeliver", "ACL fixed"),
     ] {
         browser
-            .client
             .goto(&app.url(&format!("/console#/messages/{id}")))
-            .await
-            .unwrap();
+            .await;
         browser.until_text("Actions").await;
         browser.fill("#reason", reason).await;
         browser.click(button).await;
@@ -530,17 +472,13 @@ async fn a_delayed_message_shows_when_it_is_due_and_is_sent_now_from_the_console
 
     let browser = signed_in(&app, 1280, 900).await;
     browser
-        .client
         .goto(&app.url("/console#/messages?biz_id=shop"))
-        .await
-        .unwrap();
+        .await;
     let list = browser.until_text("due at").await;
     assert!(list.contains("reminder"), "{list}");
     browser
-        .client
         .goto(&app.url(&format!("/console#/messages/{id}")))
-        .await
-        .unwrap();
+        .await;
     let page = browser.until_text("Actions").await;
     assert!(
         page.contains("Delivery time") && page.contains("due at"),
@@ -570,25 +508,11 @@ async fn a_delayed_message_shows_when_it_is_due_and_is_sent_now_from_the_console
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_resolves_a_failed_message_with_a_reason_and_sees_the_result() {
     let (app, _) = service_with_messages().await;
-    let failed = app
-        .store()
-        .list_messages(
-            &trustmsg::store::MessageFilter {
-                status: Some(MessageStatus::VerifyFailed),
-                ..Default::default()
-            },
-            1,
-            None,
-        )
-        .await
-        .unwrap()[0]
-        .id;
+    let failed = first_verify_failed(&app).await;
     let browser = signed_in(&app, 1280, 900).await;
     browser
-        .client
         .goto(&app.url(&format!("/console#/messages/{failed}")))
-        .await
-        .unwrap();
+        .await;
     browser.until_text("Actions").await;
     // The check-back call that failed, in the attempts table.
     let attempt = browser.element("tr.failed").await.text().await.unwrap();
@@ -629,19 +553,22 @@ async fn an_operator_resolves_a_failed_message_with_a_reason_and_sees_the_result
     app.finish().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_producer_is_registered_its_token_rotated_and_deleted_from_the_console() {
+/// The service with messages, and a signed-in console on its form for a
+/// new producer, `biz_id` checked back at an address that answers nothing.
+async fn new_producer_form(biz_id: &str) -> (TestApp, Browser) {
     let (app, _) = service_with_messages().await;
     let browser = signed_in(&app, 1280, 900).await;
-    browser
-        .client
-        .goto(&app.url("/console#/producers/new"))
-        .await
-        .unwrap();
-    browser.fill("#p-biz_id", "payments").await;
+    browser.goto(&app.url("/console#/producers/new")).await;
+    browser.fill("#p-biz_id", biz_id).await;
     browser
         .fill("#p-verify_url", "http://127.0.0.1:9/check")
         .await;
+    (app, browser)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producer_is_registered_its_token_rotated_and_deleted_from_the_console() {
+    let (app, browser) = new_producer_form("payments").await;
     browser.fill("#p-max_verify_attempts", "4").await;
     browser.fill("#p-topics", "payments, pay.*").await;
     browser.click("#save-producer").await;
@@ -667,11 +594,7 @@ async fn a_producer_is_registered_its_token_rotated_and_deleted_from_the_console
     );
     assert_eq!(secret, stored.signing_secret);
 
-    browser
-        .client
-        .goto(&app.url("/console#/producers/payments"))
-        .await
-        .unwrap();
+    browser.goto(&app.url("/console#/producers/payments")).await;
     browser.until_text("Token and registration").await;
     let page = browser.element("main").await.text().await.unwrap();
     assert!(
@@ -721,15 +644,9 @@ async fn an_alert_the_webhook_refuses_is_listed_as_pending_with_why_and_links_it
         &webhook,
     ])
     .await;
-    let (status, body) = app
-        .put_producer(
-            "shop",
-            &json!({"verify_url": UNREACHABLE_VERIFY_URL, "first_verify_after_ms": 0,
-                    "max_verify_attempts": 1}),
-        )
+    let token = app
+        .register_with("shop", &checked_back_once_at_once())
         .await;
-    assert_eq!(status, 201, "{body}");
-    let token = body["token"].as_str().unwrap().to_string();
     let (_, view) = app
         .prepare(Some(&token), &prepare_body("shop", "stuck"))
         .await;
@@ -828,11 +745,7 @@ async fn the_overview_waits_for_a_slow_summary_before_asking_again() {
     // have a second request out before the first is back.
     let slow = SlowSummary::start(&app, Duration::from_secs(7)).await;
     let browser = Browser::start(1280, 900).await;
-    browser
-        .client
-        .goto(&format!("{}/console", slow.url))
-        .await
-        .unwrap();
+    browser.goto(&format!("{}/console", slow.url)).await;
     browser.fill("#token", ADMIN_TOKEN).await;
     browser.click("#sign-in").await;
     // Sign-in's own check, then the overview's first load and two refreshes
@@ -853,17 +766,7 @@ async fn the_overview_waits_for_a_slow_summary_before_asking_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ordered_producer_is_registered_and_a_blocked_key_is_released_from_the_console() {
-    let (app, _) = service_with_messages().await;
-    let browser = signed_in(&app, 1280, 900).await;
-    browser
-        .client
-        .goto(&app.url("/console#/producers/new"))
-        .await
-        .unwrap();
-    browser.fill("#p-biz_id", "ledger").await;
-    browser
-        .fill("#p-verify_url", "http://127.0.0.1:9/check")
-        .await;
+    let (app, browser) = new_producer_form("ledger").await;
     browser.fill("#p-topics", "orders").await;
     browser.click("#p-ordered").await;
     browser.click("#save-producer").await;
@@ -871,11 +774,7 @@ async fn an_ordered_producer_is_registered_and_a_blocked_key_is_released_from_th
     let token = browser.element("#new-token").await.text().await.unwrap();
     let stored = app.store().find_producer("ledger").await.unwrap().unwrap();
     assert!(stored.ordered);
-    browser
-        .client
-        .goto(&app.url("/console#/producers"))
-        .await
-        .unwrap();
+    browser.goto(&app.url("/console#/producers")).await;
     browser.until_text("in order per key").await;
 
     // Two messages of one record key; the first fails for good (set here:
@@ -908,10 +807,8 @@ async fn an_ordered_producer_is_registered_and_a_blocked_key_is_released_from_th
         .expect("the head goes SEND_FAILED");
 
     browser
-        .client
         .goto(&app.url(&format!("/console#/messages/{}", ids[1])))
-        .await
-        .unwrap();
+        .await;
     let text = browser.until_text("Blocked by").await;
     assert!(text.contains(&format!("message {}", ids[0])), "{text}");
     browser.click("#blocked-by a").await;
@@ -923,10 +820,8 @@ async fn an_ordered_producer_is_registered_and_a_blocked_key_is_released_from_th
         .until_text("Done: the message is now COMMITTED / SEND_FAILED")
         .await;
     browser
-        .client
         .goto(&app.url(&format!("/console#/messages/{}", ids[1])))
-        .await
-        .unwrap();
+        .await;
     let text = browser.until_text("Place in its key").await;
     assert!(!text.contains("Blocked by"), "{text}");
     browser.finish().await;
@@ -960,16 +855,13 @@ async fn the_overview_charts_the_flow_of_real_traffic_and_a_message_page_tells_i
         .await;
     // Watch for CSP violations from the first page on.
     let browser = Browser::start(1280, 1000).await;
-    browser.client.goto(&app.url("/console")).await.unwrap();
+    browser.goto(&app.url("/console")).await;
     browser
-        .client
         .execute(
             "window.cspViolations = []; document.addEventListener('securitypolicyviolation', \
              e => window.cspViolations.push(e.violatedDirective + ' ' + e.blockedURI));",
-            vec![],
         )
-        .await
-        .unwrap();
+        .await;
 
     let mut ids = Vec::new();
     for i in 0..5 {
@@ -1021,7 +913,7 @@ async fn the_overview_charts_the_flow_of_real_traffic_and_a_message_page_tells_i
     });
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let sums = browser.client.execute(CHART_SUMS, vec![]).await.unwrap();
+        let sums = browser.execute(CHART_SUMS).await;
         if sums == want {
             break;
         }
@@ -1057,15 +949,8 @@ async fn the_overview_charts_the_flow_of_real_traffic_and_a_message_page_tells_i
     ] {
         assert!(text.contains(label), "{label:?} missing: {text}");
     }
-    let titled: serde_json::Value = browser
-        .client
-        .execute(
-            "return Array.from(document.querySelectorAll('#chart-messages circle[data-series=sent]')) \
-             .filter(c => c.dataset.value !== '0').map(c => c.querySelector('title').textContent)",
-            vec![],
-        )
-        .await
-        .unwrap();
+    let titled: serde_json::Value = browser.execute("return Array.from(document.querySelectorAll('#chart-messages circle[data-series=sent]')) \
+             .filter(c => c.dataset.value !== '0').map(c => c.querySelector('title').textContent)").await;
     assert!(
         titled
             .as_array()
@@ -1079,20 +964,15 @@ async fn the_overview_charts_the_flow_of_real_traffic_and_a_message_page_tells_i
 
     // The story of a sent message: prepared, decided, sent, in that order.
     browser
-        .client
         .goto(&app.url(&format!("/console#/messages/{}", ids[0])))
-        .await
-        .unwrap();
+        .await;
     browser.until_text("Story").await;
     let steps: serde_json::Value = browser
-        .client
         .execute(
             "return Array.from(document.querySelectorAll('#story li')) \
              .map(li => [li.dataset.step, li.textContent])",
-            vec![],
         )
-        .await
-        .unwrap();
+        .await;
     let steps = steps.as_array().unwrap();
     assert_eq!(
         steps
@@ -1120,10 +1000,8 @@ async fn the_overview_charts_the_flow_of_real_traffic_and_a_message_page_tells_i
     );
     // And of the one check-back gave up on.
     browser
-        .client
         .goto(&app.url(&format!("/console#/messages/{lost_id}")))
-        .await
-        .unwrap();
+        .await;
     browser.until_text("Story").await;
     let story = browser.element("#story").await.text().await.unwrap();
     assert!(
@@ -1131,11 +1009,7 @@ async fn the_overview_charts_the_flow_of_real_traffic_and_a_message_page_tells_i
         "{story}"
     );
 
-    let violations = browser
-        .client
-        .execute("return window.cspViolations", vec![])
-        .await
-        .unwrap();
+    let violations = browser.execute("return window.cspViolations").await;
     assert_eq!(violations, json!([]), "the charts keep to the CSP");
     browser.finish().await;
     app.finish().await;
@@ -1223,14 +1097,11 @@ async fn the_message_page_says_which_group_processed_it_and_which_fails_and_the_
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let rows = browser
-            .client
             .execute(
                 "return Array.from(document.querySelectorAll('#consumers tbody tr')) \
                  .map(tr => Array.from(tr.children).map(c => c.textContent.trim()))",
-                vec![],
             )
-            .await
-            .unwrap();
+            .await;
         if rows == want {
             break;
         }
@@ -1242,20 +1113,15 @@ async fn the_message_page_says_which_group_processed_it_and_which_fails_and_the_
     }
 
     browser
-        .client
         .goto(&app.url(&format!("/console#/messages/{order_42}")))
-        .await
-        .unwrap();
+        .await;
     browser.until_text("Processed by billing").await;
     let steps: serde_json::Value = browser
-        .client
         .execute(
             "return Array.from(document.querySelectorAll('#story li')) \
              .map(li => [li.dataset.step, li.textContent])",
-            vec![],
         )
-        .await
-        .unwrap();
+        .await;
     let steps = steps.as_array().unwrap();
     let kinds: Vec<&str> = steps.iter().map(|s| s[0].as_str().unwrap()).collect();
     assert_eq!(&kinds[..3], ["prepared", "decided", "sent"], "{steps:?}");
@@ -1360,11 +1226,7 @@ async fn an_operator_retries_and_gives_up_failed_outbox_rows_from_the_console() 
     assert_eq!(table.status(dropped).await, 4);
     browser.until_text("No failed row.").await;
 
-    let title: serde_json::Value = browser
-        .client
-        .execute("return document.title", vec![])
-        .await
-        .unwrap();
+    let title: serde_json::Value = browser.execute("return document.title").await;
     assert_eq!(title, "trustmsg console", "nothing a row held ran");
     for (row, action, reason) in [
         (

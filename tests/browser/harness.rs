@@ -84,6 +84,16 @@ impl Browser {
         }
     }
 
+    /// Opens `url`.
+    pub(crate) async fn goto(&self, url: &str) {
+        self.client.goto(url).await.unwrap();
+    }
+
+    /// Runs `script` in the page; what it returns.
+    pub(crate) async fn execute(&self, script: &str) -> serde_json::Value {
+        self.client.execute(script, vec![]).await.unwrap()
+    }
+
     /// Waits for the element `css` to appear and returns it.
     pub(crate) async fn element(&self, css: &str) -> Element {
         self.client

@@ -6,10 +6,11 @@
 use std::collections::BTreeSet;
 
 use axum::http::StatusCode;
+use reqwest::Method;
 use serde_json::Value;
-use trustmsg_tests::{eventually, AlertSink, CheckServer, ServiceProcess, TestDb, ADMIN_TOKEN};
+use trustmsg_tests::{eventually, AlertSink, TestDb};
 
-use crate::harness::{settings, statuses, Kafka, FAST_VERIFY};
+use crate::harness::{one_verify_failed_alert, Kafka};
 
 /// How the first instance goes away.
 #[derive(Debug, Clone, Copy)]
@@ -26,39 +27,9 @@ async fn a_verify_failed_alert_outlives(death: Death) {
     let kafka = Kafka::start(&["e2e-alerts"]);
     let sink = AlertSink::start().await;
     sink.answer(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut flags = FAST_VERIFY.to_vec();
     let webhook = sink.url();
-    flags.extend(["--alert-webhook", webhook.as_str()]);
-    let mut service = ServiceProcess::start(&db, kafka.mock.bootstrap(), &flags).await;
-
-    let check = CheckServer::start().await; // answers "unknown" to everything
-    let (token, secret) = service
-        .register("shop", settings(&check.url(), 100, 2))
-        .await;
-    check.set_secret(&secret);
-    let http = trustmsg_tests::http_client();
-    let prepared: Value = http
-        .post(format!("{}/v1/messages/prepare", service.url()))
-        .bearer_auth(&token)
-        .json(&serde_json::json!({
-            "biz_id": "shop", "message_key": "undecided", "topic": "e2e-alerts", "payload": "x"
-        }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = prepared["id"].as_u64().unwrap();
-
-    let pool = db.pool().await;
-    eventually(30, "the message VERIFY_FAILED", async || {
-        statuses(&pool, "shop")
-            .await
-            .get("undecided")
-            .is_some_and(|(_, s, _)| s == "VERIFY_FAILED")
-    })
-    .await;
+    let (mut service, id) =
+        one_verify_failed_alert(&db, &kafka, "e2e-alerts", &["--alert-webhook", &webhook]).await;
     eventually(30, "the webhook refused the alert", async || {
         sink.refused() >= 1
     })
@@ -78,18 +49,8 @@ async fn a_verify_failed_alert_outlives(death: Death) {
     .await;
     // The new instance has marked it delivered: no more POSTs of it come.
     eventually(30, "the alert marked delivered", async || {
-        let page: Value = http
-            .get(format!(
-                "{}/v1/admin/alerts?message_id={id}&state=delivered",
-                service.url()
-            ))
-            .bearer_auth(ADMIN_TOKEN)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let path = format!("/v1/admin/alerts?message_id={id}&state=delivered");
+        let (_, page) = service.admin(Method::GET, &path, None).await;
         page["items"].as_array().is_some_and(|a| a.len() == 1)
     })
     .await;
@@ -115,15 +76,9 @@ async fn a_verify_failed_alert_outlives(death: Death) {
             "the header carries the body's id: {a}"
         );
     }
-    let pending: Value = http
-        .get(format!("{}/v1/admin/alerts?state=pending", service.url()))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, pending) = service
+        .admin(Method::GET, "/v1/admin/alerts?state=pending", None)
+        .await;
     assert_eq!(
         pending["items"],
         serde_json::json!([]),

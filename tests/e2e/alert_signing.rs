@@ -16,9 +16,11 @@ use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::Value;
 use sha2::Sha256;
-use trustmsg_tests::{eventually, serve, CheckServer, ServiceProcess, TestDb};
+use trustmsg_tests::{eventually, serve, ServiceProcess, TestDb};
 
-use crate::harness::{settings, statuses, Kafka, FAST_VERIFY};
+use crate::harness::{one_verify_failed_alert, Kafka, FAST_VERIFY};
+
+const TOPIC: &str = "e2e-signed";
 
 /// 32 bytes of key, as `whsec_$(openssl rand -base64 32)` makes.
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwC0ZmNmZTYmY=";
@@ -81,53 +83,15 @@ fn signature_matches(secret: &str, post: &Post) -> bool {
         .any(|s| s.strip_prefix("v1,") == Some(expected.as_str()))
 }
 
-/// A service with `flags` whose producer's check-back never decides (2
-/// attempts): one VERIFY_FAILED message, and so one alert. Returns the
-/// message id.
-async fn one_verify_failed_alert(
-    db: &TestDb,
-    kafka: &Kafka,
-    flags: &[&str],
-) -> (ServiceProcess, u64) {
-    let mut all = FAST_VERIFY.to_vec();
-    all.extend_from_slice(flags);
-    let service = ServiceProcess::start(db, kafka.mock.bootstrap(), &all).await;
-    let check = CheckServer::start().await; // answers "unknown" to everything
-    let (token, secret) = service
-        .register("shop", settings(&check.url(), 100, 2))
-        .await;
-    check.set_secret(&secret);
-    let body = serde_json::json!({
-        "biz_id": "shop", "message_key": "undecided", "topic": "e2e-signed", "payload": "x"
-    });
-    let (status, prepared) = service
-        .call(
-            reqwest::Method::POST,
-            "/v1/messages/prepare",
-            &token,
-            Some(&body),
-        )
-        .await;
-    assert_eq!(status, 201, "{prepared}");
-    let pool = db.pool().await;
-    eventually(30, "the message VERIFY_FAILED", async || {
-        statuses(&pool, "shop")
-            .await
-            .get("undecided")
-            .is_some_and(|(_, s, _)| s == "VERIFY_FAILED")
-    })
-    .await;
-    (service, prepared["id"].as_u64().unwrap())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_post_of_an_alert_is_signed_under_the_alerts_stable_id() {
     let db = TestDb::create().await;
-    let kafka = Kafka::start(&["e2e-signed"]);
+    let kafka = Kafka::start(&[TOPIC]);
     let (url, posts) = receiver(2).await;
     let (service, message_id) = one_verify_failed_alert(
         &db,
         &kafka,
+        TOPIC,
         &["--alert-webhook", &url, "--alert-signing-secret", SECRET],
     )
     .await;
@@ -173,7 +137,7 @@ async fn every_post_of_an_alert_is_signed_under_the_alerts_stable_id() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_signing_secret_alerts_go_unsigned_and_start_up_warns() {
     let db = TestDb::create().await;
-    let kafka = Kafka::start(&["e2e-signed"]);
+    let kafka = Kafka::start(&[TOPIC]);
     let (url, posts) = receiver(0).await;
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut flags = FAST_VERIFY.to_vec();
@@ -191,7 +155,8 @@ async fn without_a_signing_secret_alerts_go_unsigned_and_start_up_warns() {
         "{logged}"
     );
     drop(service);
-    let (service, _) = one_verify_failed_alert(&db, &kafka, &["--alert-webhook", &url]).await;
+    let (service, _) =
+        one_verify_failed_alert(&db, &kafka, TOPIC, &["--alert-webhook", &url]).await;
     eventually(30, "the alert POSTed", async || {
         !posts.lock().unwrap().is_empty()
     })

@@ -10,14 +10,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sqlx::MySqlPool;
-use trustmsg_client::{Message, Producer};
+use trustmsg_client::Message;
 use trustmsg_tests::kafka::{Consumed, MockKafka, RDKafkaApiKey, RDKafkaRespErr, TopicReader};
-use trustmsg_tests::{
-    eventually, ServiceProcess, TestDb, ADMIN_TOKEN, FAST_SEND, UNREACHABLE_VERIFY_URL,
-};
-use trustmsg_verify_api::kafka_headers;
+use trustmsg_tests::{eventually, ServiceProcess, TestDb, ADMIN_TOKEN, FAST_SEND};
 
-use crate::harness::settings;
+use crate::harness::{assert_key_and_headers, commit, shop};
 
 const TOPIC: &str = "e2e-broker-restart";
 
@@ -52,27 +49,12 @@ fn assert_record_is(r: &Consumed, key: &str, id: u64) {
         r.payload.as_deref(),
         Some(format!("payload of {key} \u{e9}").as_bytes())
     );
-    assert_eq!(
-        r.key.as_deref(),
-        Some(format!("record-key-{key}").as_bytes())
+    assert_key_and_headers(
+        r,
+        key,
+        id,
+        &[("content-type", "text/plain"), ("x-seq", key)],
     );
-    let expected: BTreeMap<String, Option<Vec<u8>>> = [
-        ("content-type", "text/plain".to_string()),
-        ("x-seq", key.to_string()),
-        (kafka_headers::MESSAGE_ID, id.to_string()),
-        (kafka_headers::BIZ_ID, "shop".to_string()),
-        (kafka_headers::MESSAGE_KEY, key.to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), Some(v.into_bytes())))
-    .collect();
-    assert_eq!(r.header_map(), expected, "{r:?}");
-}
-
-async fn commit(producer: &Producer, key: &str) -> u64 {
-    let view = producer.prepare(&message(key)).await.unwrap();
-    producer.commit(key).await.unwrap();
-    view.id
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -82,14 +64,11 @@ async fn a_broker_back_without_its_state_gets_every_message_without_a_restart() 
     let kafka = MockKafka::start_restartable(1);
     kafka.create_topic(TOPIC, 3);
     let service = ServiceProcess::start(&db, kafka.bootstrap(), FAST_SEND).await;
-    let (token, _) = service
-        .register("shop", settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3))
-        .await;
-    let producer = Producer::new(&service.url(), "shop", token).unwrap();
+    let producer = shop(&service).await;
     let mut reader = TopicReader::new(kafka.bootstrap(), TOPIC);
 
     for i in 0..10 {
-        commit(&producer, &format!("before-{i}")).await;
+        commit(&producer, &message(&format!("before-{i}"))).await;
     }
     reader
         .read_until(Duration::from_secs(30), "the first ten", |rs| {
@@ -101,7 +80,7 @@ async fn a_broker_back_without_its_state_gets_every_message_without_a_restart() 
     let mut during = BTreeMap::new();
     for i in 0..20 {
         let key = format!("during-{i}");
-        during.insert(commit(&producer, &key).await, key);
+        during.insert(commit(&producer, &message(&key)).await, key);
     }
     // Past a message timeout while the broker is gone: sends failed meanwhile.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -155,7 +134,7 @@ async fn a_broker_back_without_its_state_gets_every_message_without_a_restart() 
         RDKafkaApiKey::Produce,
         &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE],
     );
-    let refused = commit(&producer, "refused").await;
+    let refused = commit(&producer, &message("refused")).await;
     eventually(30, "SEND_FAILED", async || {
         sends(&pool).await["refused"].0.as_deref() == Some("SEND_FAILED")
     })

@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use reqwest::Method;
 use serde_json::{json, Value};
 use trustmsg_tests::{ServiceProcess, TestDb, ADMIN_TOKEN};
 
@@ -86,16 +87,10 @@ async fn a_bulk_redeliver_of_a_hundred_thousand_send_failed_messages_changes_the
     );
 
     // A repeat finds nothing left to change.
-    let again: Value = trustmsg_tests::http_client()
-        .post(format!("{}/v1/admin/messages/redeliver", service.url()))
-        .bearer_auth(ADMIN_TOKEN)
-        .json(&json!({"filter": {}, "reason": "topic created"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let body = json!({"filter": {}, "reason": "topic created"});
+    let (_, again) = service
+        .admin(Method::POST, "/v1/admin/messages/redeliver", Some(&body))
+        .await;
     assert_eq!(again, json!({"matched": 0, "changed": 0}));
     drop(service);
     pool.close().await;

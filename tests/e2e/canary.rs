@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use rand::RngExt;
 use serde_json::{json, Value};
 use trustmsg_client::{check_router, Decision, Message, Producer};
-use trustmsg_tests::process::{binary, free_port, wait_ready};
+use trustmsg_tests::process::{binary, free_port, register_at, wait_ready};
 use trustmsg_tests::{eventually, AlertSink, Endpoint, TestDb};
 
 use crate::harness::{settings, statuses, Kafka, FAST_VERIFY};
@@ -82,19 +82,8 @@ async fn no_secret_reaches_the_log_at_debug_level() {
     let register = |biz: &'static str, verify_url: String, attempts: u32| {
         let (http, base, admin_token) = (http.clone(), base.clone(), admin_token.clone());
         async move {
-            let res = http
-                .put(format!("{base}/v1/producers/{biz}"))
-                .bearer_auth(&admin_token)
-                .json(&settings(&verify_url, 200, attempts))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(res.status(), 201);
-            let body: Value = res.json().await.unwrap();
-            (
-                body["token"].as_str().unwrap().to_string(),
-                body["signing_secret"].as_str().unwrap().to_string(),
-            )
+            let settings = settings(&verify_url, 200, attempts);
+            register_at(&http, &base, &admin_token, biz, &settings).await
         }
     };
     let (token, secret) = register("shop", check_url, 15).await;

@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use sqlx::SqlitePool;
 use trustmsg_client::{outbox, Error, Message, MessageStatus, Producer};
-use trustmsg_tests::kafka::TopicReader;
+use trustmsg_tests::kafka::{Consumed, TopicReader};
 use trustmsg_tests::process::{binary, free_port};
+use trustmsg_tests::real_kafka::{unique, RealKafka};
 use trustmsg_tests::submit::{Submission, Submitter};
 use trustmsg_tests::{CheckServer, Reply};
 
@@ -111,6 +112,14 @@ fn exported(env_file: &Path, key: &str) -> String {
         .to_string()
 }
 
+/// Among `records` is `order-1`'s, message `id`, as the tests prepare it:
+/// keyed `42`, its payload `{"total":42}`.
+fn assert_first_order(records: &[Consumed], id: u64) {
+    let record = records.iter().find(|r| r.message_id == id).unwrap();
+    assert_eq!(record.payload.as_deref(), Some(&br#"{"total":42}"#[..]));
+    assert_eq!(record.key.as_deref(), Some(&b"42"[..]));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_mode_in_an_empty_directory_runs_the_whole_loop_with_check_back() {
     let dir = tempfile::tempdir().unwrap();
@@ -178,13 +187,7 @@ async fn dev_mode_in_an_empty_directory_runs_the_whole_loop_with_check_back() {
             r.iter().any(|r| r.message_id == committed.id)
         })
         .await;
-    let record = reader
-        .records
-        .iter()
-        .find(|r| r.message_id == committed.id)
-        .unwrap();
-    assert_eq!(record.payload.as_deref(), Some(&br#"{"total":42}"#[..]));
-    assert_eq!(record.key.as_deref(), Some(&b"42"[..]));
+    assert_first_order(&reader.records, committed.id);
 
     // A prepare nobody decides is checked back at the demo producer's local
     // endpoint (first after 5 s in dev mode), which says commit.
@@ -390,13 +393,19 @@ async fn a_row_inserted_into_the_demo_outbox_is_relayed_to_its_topic() {
 /// `--real-kafka`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_real_broker_of_your_own_the_loop_and_the_way_in_use_it() {
-    let kafka = trustmsg_tests::real_kafka::RealKafka::start();
+    // The run's shared broker: the way in's topic and group, and the
+    // orders' topic, are this test's own.
+    let kafka = RealKafka::shared();
+    let orders = unique("dev-orders");
     let dir = tempfile::tempdir().unwrap();
     let dev = Dev::start(
         dir.path(),
         &[
             format!("--listen=127.0.0.1:{}", free_port()),
             format!("--kafka-brokers={}", kafka.bootstrap()),
+            "--".to_string(),
+            format!("--submit-topic={}", unique("dev.submit")),
+            format!("--submit-group={}", unique("dev")),
         ],
     );
     assert_eq!(dev.printed("Kafka"), kafka.bootstrap());
@@ -415,7 +424,7 @@ async fn with_a_real_broker_of_your_own_the_loop_and_the_way_in_use_it() {
     )
     .unwrap();
     let committed = producer
-        .prepare(&Message::new("order-1", "orders", r#"{"total":42}"#).key("42"))
+        .prepare(&Message::new("order-1", &orders, r#"{"total":42}"#).key("42"))
         .await
         .unwrap();
     producer.commit("order-1").await.unwrap();
@@ -456,7 +465,7 @@ async fn with_a_real_broker_of_your_own_the_loop_and_the_way_in_use_it() {
         .prepare(
             "order-2",
             Submission {
-                topic: "orders",
+                topic: &orders,
                 key: Some("43"),
                 value: br#"{"total":43}"#,
                 ..Default::default()
@@ -465,7 +474,7 @@ async fn with_a_real_broker_of_your_own_the_loop_and_the_way_in_use_it() {
         .await;
     submitter.commit("order-2").await;
 
-    let mut reader = kafka.reader("orders");
+    let mut reader = kafka.reader(&orders);
     reader
         .read_until(
             Duration::from_secs(60),
@@ -477,13 +486,7 @@ async fn with_a_real_broker_of_your_own_the_loop_and_the_way_in_use_it() {
             },
         )
         .await;
-    let record = reader
-        .records
-        .iter()
-        .find(|r| r.message_id == committed.id)
-        .unwrap();
-    assert_eq!(record.payload.as_deref(), Some(&br#"{"total":42}"#[..]));
-    assert_eq!(record.key.as_deref(), Some(&b"42"[..]));
+    assert_first_order(&reader.records, committed.id);
     assert_eq!(
         producer.get("order-2").await.unwrap().status,
         MessageStatus::Committed

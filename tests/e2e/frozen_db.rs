@@ -8,8 +8,11 @@ use std::time::{Duration, Instant};
 
 use sqlx::mysql::MySqlPoolOptions;
 use trustmsg_client::{Message, Producer};
+use trustmsg_tests::flags::{flags, refs, set_flag};
 use trustmsg_tests::kafka::{MockKafka, TopicReader};
-use trustmsg_tests::{eventually, PrivateMariaDb, ServiceProcess, UNREACHABLE_VERIFY_URL};
+use trustmsg_tests::{
+    eventually, PrivateMariaDb, ServiceProcess, FAST_SEND, UNREACHABLE_VERIFY_URL,
+};
 
 use crate::harness::settings;
 
@@ -30,25 +33,15 @@ async fn a_database_frozen_with_sigstop_holds_nothing_up_after_sigcont() {
     let db = PrivateMariaDb::start().await;
     let kafka = MockKafka::start(1);
     kafka.create_topic(TOPIC, 3);
+    let mut service_flags = flags(&[
+        FAST_SEND,
+        &["--request-timeout", "1s", "--backlog-interval", "200ms"],
+    ]);
+    set_flag(&mut service_flags, "--send-lease", "4s");
     let service = ServiceProcess::start_logged(
         &db.url("trustmsg_frozen"),
         kafka.bootstrap(),
-        &[
-            "--request-timeout",
-            "1s",
-            "--sweep-interval",
-            "200ms",
-            "--send-backoff-base",
-            "100ms",
-            "--send-backoff-max",
-            "1s",
-            "--kafka-message-timeout",
-            "2s",
-            "--send-lease",
-            "4s",
-            "--backlog-interval",
-            "200ms",
-        ],
+        &refs(&service_flags),
         None,
     )
     .await;

@@ -7,7 +7,6 @@
 use std::path::Path;
 use std::process::Command;
 
-use serde_json::Value;
 use trustmsg_client::{Message, Producer, RetryPolicy};
 use trustmsg_tests::certs::{ServerCert, TestCa};
 use trustmsg_tests::process::{binary, client_trusting};
@@ -45,17 +44,9 @@ async fn producers_and_operators_talk_to_the_service_over_https_and_plain_http_i
     .await;
 
     let http = svc.http_client();
-    let shown: Value = http
-        .get(format!("{}/v1/admin/messages/{}", svc.url(), prepared.id))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .error_for_status()
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let shown = svc
+        .admin_get(&format!("/v1/admin/messages/{}", prepared.id))
+        .await;
     assert_eq!(shown["message"]["status"], "COMMITTED");
     assert_eq!(shown["payload"], "over https");
     let metrics = svc.metrics_via(&http).await;
@@ -114,23 +105,12 @@ async fn producers_and_operators_talk_to_the_service_over_https_and_plain_http_i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_serves_a_new_certificate_and_a_bad_one_keeps_the_old() {
     let db = TestDb::create().await;
-    let old_ca = TestCa::new();
-    let files = old_ca.server_cert("api", &["localhost", "127.0.0.1"]);
     // No polling: only the signal can make it look at the files.
-    let svc = ServiceProcess::start_https(
-        &db,
-        "127.0.0.1:1",
-        &["--no-forwarder", "--tls-reload-interval", "0s"],
-        &files,
-        &old_ca.ca_file(),
-    )
-    .await;
-    assert!(serves(&svc, &old_ca.ca_file()).await);
+    let (svc, old_ca, files) = serving_a_certificate(&db, "0s").await;
 
     // A key that does not belong to the certificate: refused, the old
     // certificate still served, the failure counted.
-    let new_ca = TestCa::new();
-    let new = new_ca.server_cert("api", &["localhost", "127.0.0.1"]);
+    let (new_ca, new) = ca_and_certificate();
     std::fs::copy(&new.key, &files.key).unwrap();
     svc.hangup();
     eventually(10, "a failed reload counted", async || {
@@ -157,20 +137,9 @@ async fn sighup_serves_a_new_certificate_and_a_bad_one_keeps_the_old() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replaced_certificate_files_are_served_without_a_signal() {
     let db = TestDb::create().await;
-    let old_ca = TestCa::new();
-    let files = old_ca.server_cert("api", &["localhost", "127.0.0.1"]);
-    let svc = ServiceProcess::start_https(
-        &db,
-        "127.0.0.1:1",
-        &["--no-forwarder", "--tls-reload-interval", "200ms"],
-        &files,
-        &old_ca.ca_file(),
-    )
-    .await;
-    assert!(serves(&svc, &old_ca.ca_file()).await);
+    let (svc, old_ca, files) = serving_a_certificate(&db, "200ms").await;
 
-    let new_ca = TestCa::new();
-    let new = new_ca.server_cert("api", &["localhost", "127.0.0.1"]);
+    let (new_ca, new) = ca_and_certificate();
     replace(&new, &files);
     eventually(10, "the new CA's certificate served", async || {
         serves(&svc, &new_ca.ca_file()).await
@@ -233,6 +202,34 @@ async fn start_up_stops_on_a_missing_file_a_foreign_key_or_one_flag_alone() {
         assert!(!out.status.success(), "{flags:?} started");
         assert!(stderr.contains(&expected), "{flags:?}: {stderr}");
     }
+}
+
+/// A CA of its own and a server certificate from it for the service's
+/// addresses.
+fn ca_and_certificate() -> (TestCa, ServerCert) {
+    let ca = TestCa::new();
+    let files = ca.server_cert("api", &["localhost", "127.0.0.1"]);
+    (ca, files)
+}
+
+/// The service (no forwarder) over HTTPS with a certificate of a CA of its
+/// own, its files looked at again every `reload_interval` ("0s": never),
+/// shown to be served; and that CA and the certificate's files.
+async fn serving_a_certificate(
+    db: &TestDb,
+    reload_interval: &str,
+) -> (ServiceProcess, TestCa, ServerCert) {
+    let (ca, files) = ca_and_certificate();
+    let svc = ServiceProcess::start_https(
+        db,
+        "127.0.0.1:1",
+        &["--no-forwarder", "--tls-reload-interval", reload_interval],
+        &files,
+        &ca.ca_file(),
+    )
+    .await;
+    assert!(serves(&svc, &ca.ca_file()).await);
+    (svc, ca, files)
 }
 
 /// Whether a new connection trusting only `ca_file` gets an answer.

@@ -12,7 +12,6 @@
 //! real Apache Kafka with broker-side users, in `real_kafka`; the SASL front
 //! of our own that these tests used before is retired.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -21,102 +20,27 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::ClientConfig;
 use serde_json::{json, Value};
 use sqlx::MySqlPool;
-use trustmsg_client::{Message, Producer};
+use trustmsg_client::Message;
 use trustmsg_tests::certs::TestCa;
-use trustmsg_tests::kafka::Consumed;
 use trustmsg_tests::kafka_tls::TlsKafka;
 use trustmsg_tests::process::binary;
-use trustmsg_tests::{eventually, ServiceProcess, TestDb, UNREACHABLE_VERIFY_URL};
-use trustmsg_verify_api::kafka_headers;
+use trustmsg_tests::{eventually, ServiceProcess, TestDb};
 
-use crate::harness::{settings, statuses};
+use crate::harness::{
+    binary_message, commit, five_delivered_byte_for_byte, shop, statuses, trusting,
+    without_the_name_check, KafkaService,
+};
 
 const TOPIC: &str = "e2e-kafka-tls";
 
-/// A payload with bytes that are not UTF-8, so "byte for byte" means it.
-fn payload(key: &str) -> Vec<u8> {
-    let mut p = format!("payload of {key} \u{e9}").into_bytes();
-    p.extend([0x00, 0xff, 0xfe]);
-    p
-}
+/// The service with these librdkafka settings, giving a send up after the
+/// message timeout here.
+const SERVICE: KafkaService = KafkaService {
+    send: &["--kafka-message-timeout", "3s", "--send-lease", "8s"],
+};
 
 fn message(key: &str) -> Message {
-    Message::from_bytes(key, TOPIC, &payload(key))
-        .key(format!("record-key-{key}"))
-        .header("x-seq", key)
-}
-
-/// The record is `key`'s message `id`, byte for byte: value, key, headers.
-fn assert_record_is(r: &Consumed, key: &str, id: u64) {
-    assert_eq!(r.payload.as_deref(), Some(&payload(key)[..]), "{r:?}");
-    assert_eq!(
-        r.key.as_deref(),
-        Some(format!("record-key-{key}").as_bytes())
-    );
-    let expected: BTreeMap<String, Option<Vec<u8>>> = [
-        ("x-seq", key.to_string()),
-        (kafka_headers::MESSAGE_ID, id.to_string()),
-        (kafka_headers::BIZ_ID, "shop".to_string()),
-        (kafka_headers::MESSAGE_KEY, key.to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), Some(v.into_bytes())))
-    .collect();
-    assert_eq!(r.header_map(), expected, "{r:?}");
-}
-
-/// `--kafka-config` flags for these `key=value` settings; `("@", path)` is
-/// `--kafka-config @path`, a file of settings.
-fn kafka_config(settings: &[(&str, &str)]) -> Vec<String> {
-    settings
-        .iter()
-        .flat_map(|(k, v)| {
-            let entry = if *k == "@" {
-                format!("@{v}")
-            } else {
-                format!("{k}={v}")
-            };
-            ["--kafka-config".to_string(), entry]
-        })
-        .collect()
-}
-
-/// The service over `db`, sending to `kafka` with these librdkafka settings,
-/// its log in `log`.
-async fn service(
-    db: &TestDb,
-    kafka: &TlsKafka,
-    client: &[(&str, &str)],
-    log: &Path,
-) -> ServiceProcess {
-    let mut extra = kafka_config(client);
-    extra.extend(
-        [
-            "--kafka-message-timeout",
-            "3s",
-            "--send-lease",
-            "8s",
-            "--sweep-interval",
-            "200ms",
-        ]
-        .map(String::from),
-    );
-    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-    ServiceProcess::start_logged(&db.url, &kafka.bootstrap(), &extra, Some(log.into())).await
-}
-
-/// Registers the producer `shop` (checked back nowhere) and returns its client.
-async fn shop(service: &ServiceProcess) -> Producer {
-    let (token, _) = service
-        .register("shop", settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3))
-        .await;
-    Producer::new(&service.url(), "shop", token).unwrap()
-}
-
-async fn commit(producer: &Producer, key: &str) -> u64 {
-    let view = producer.prepare(&message(key)).await.unwrap();
-    producer.commit(key).await.unwrap();
-    view.id
+    binary_message(TOPIC, key)
 }
 
 /// How many records partitions 0..3 of the topic hold, asked with these
@@ -172,43 +96,45 @@ async fn still_pending(pool: &MySqlPool, key: &str) {
     assert_eq!(attempts, 0);
 }
 
+/// The service with these TLS settings, and a message `refused` it
+/// committed: the log says the broker's certificate was refused and the
+/// message is still pending, never sent.
+async fn refused_for_its_certificate(
+    db: &TestDb,
+    kafka: &TlsKafka,
+    tls: &[(&str, &str)],
+    log: &Path,
+) -> ServiceProcess {
+    let service = SERVICE.start(db, &kafka.bootstrap(), tls, log).await;
+    let producer = shop(&service).await;
+    commit(&producer, &message("refused")).await;
+    eventually(
+        30,
+        "the log to say the certificate was refused",
+        async || read_log(log).contains("certificate verify failed"),
+    )
+    .await;
+    still_pending(&db.pool().await, "refused").await;
+    service
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_reach_a_tls_only_broker_byte_for_byte_with_its_ca_verified() {
     let ca = TestCa::new();
     let kafka = TlsKafka::start(&ca.server_cert("kafka", &["localhost"]));
     kafka.mock.create_topic(TOPIC, 3);
     let ca_file = ca.ca_file().display().to_string();
-    let tls = [
-        ("security.protocol", "SSL"),
-        ("ssl.ca.location", ca_file.as_str()),
-    ];
+    let tls = trusting(&ca_file);
     let db = TestDb::create().await;
     let dir = tempfile::tempdir().unwrap();
-    let service = service(&db, &kafka, &tls, &log_file(&dir)).await;
+    let service = SERVICE
+        .start(&db, &kafka.bootstrap(), &tls, &log_file(&dir))
+        .await;
     let producer = shop(&service).await;
     let mut reader = kafka.reader(TOPIC, &tls);
 
-    let mut sent = BTreeMap::new();
-    for i in 0..5 {
-        let key = format!("m-{i}");
-        sent.insert(commit(&producer, &key).await, key);
-    }
-    reader
-        .read_until(Duration::from_secs(30), "the five records", |rs| {
-            sent.keys().all(|id| rs.iter().any(|r| r.message_id == *id))
-        })
-        .await;
-    for r in &reader.records {
-        assert_record_is(r, &sent[&r.message_id], r.message_id);
-    }
     let pool = db.pool().await;
-    eventually(30, "all five SENT", async || {
-        statuses(&pool, "shop")
-            .await
-            .values()
-            .all(|(_, _, s)| s.as_deref() == Some("SENT"))
-    })
-    .await;
+    five_delivered_byte_for_byte(&producer, TOPIC, &mut reader, &pool, 30).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -221,26 +147,10 @@ async fn a_broker_certificate_from_a_ca_the_service_does_not_trust_gets_nothing(
     let db = TestDb::create().await;
     let dir = tempfile::tempdir().unwrap();
     let log = log_file(&dir);
-    let untrusting = [
-        ("security.protocol", "SSL"),
-        ("ssl.ca.location", other.as_str()),
-    ];
-    let service = service(&db, &kafka, &untrusting, &log).await;
-    let producer = shop(&service).await;
-
-    commit(&producer, "refused").await;
-    eventually(
-        30,
-        "the log to say the certificate was refused",
-        async || read_log(&log).contains("certificate verify failed"),
-    )
-    .await;
-    still_pending(&db.pool().await, "refused").await;
+    let untrusting = trusting(&other);
+    let _service = refused_for_its_certificate(&db, &kafka, &untrusting, &log).await;
     let ca_file = ca.ca_file().display().to_string();
-    let trusting = [
-        ("security.protocol", "SSL"),
-        ("ssl.ca.location", ca_file.as_str()),
-    ];
+    let trusting = trusting(&ca_file);
     assert_eq!(records_in_topic(&kafka.bootstrap(), &trusting), 0);
 }
 
@@ -256,31 +166,17 @@ async fn a_broker_certificate_for_another_name_is_refused_by_default() {
     let log = log_file(&dir);
     // librdkafka 2.x checks the name (ssl.endpoint.identification.algorithm
     // defaults to https): nothing set here but the CA.
-    let tls = [
-        ("security.protocol", "SSL"),
-        ("ssl.ca.location", ca_file.as_str()),
-    ];
-    let mut first = service(&db, &kafka, &tls, &log).await;
-    let producer = shop(&first).await;
-    commit(&producer, "refused").await;
-    eventually(
-        30,
-        "the log to say the certificate was refused",
-        async || read_log(&log).contains("certificate verify failed"),
-    )
-    .await;
-    still_pending(&pool, "refused").await;
+    let tls = trusting(&ca_file);
+    let mut first = refused_for_its_certificate(&db, &kafka, &tls, &log).await;
     first.terminate();
 
     // The same certificate is otherwise good: with the name check turned off
     // (what nobody should do) the message goes through, so the refusal above
     // was the name's.
-    let unchecked = [
-        tls[0],
-        tls[1],
-        ("ssl.endpoint.identification.algorithm", "none"),
-    ];
-    let _second = service(&db, &kafka, &unchecked, &log).await;
+    let unchecked = without_the_name_check(&tls);
+    let _second = SERVICE
+        .start(&db, &kafka.bootstrap(), &unchecked, &log)
+        .await;
     eventually(30, "SENT once the name is not checked", async || {
         statuses(&pool, "shop").await["refused"].2.as_deref() == Some("SENT")
     })

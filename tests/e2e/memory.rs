@@ -80,6 +80,20 @@ fn peak_rss_kib(pid: u32) -> u64 {
         .expect("VmHWM in /proc/<pid>/status")
 }
 
+/// How many messages are SENT now; said, with the time since the broker
+/// came `back`, when it is not `last` (which it becomes).
+async fn sent_since(pool: &MySqlPool, back: Instant, last: &mut i64) -> i64 {
+    let now = sent(pool).await;
+    if now != *last {
+        eprintln!(
+            "{:?} after the broker came back: {now} SENT",
+            back.elapsed()
+        );
+        *last = now;
+    }
+    now
+}
+
 async fn sent(pool: &MySqlPool) -> i64 {
     sqlx::query_scalar(
         "SELECT COUNT(*) FROM messages WHERE biz_id = 'shop' AND status = 'COMMITTED' \
@@ -178,13 +192,15 @@ async fn write_sentinels(bootstrap: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_payloads_committed_during_an_outage_are_all_sent_within_the_memory_budget() {
-    let db = TestDb::create().await;
-    let pool = db.pool().await;
-    let kafka = MockKafka::start_restartable(1);
-    kafka.create_topic(TOPIC, PARTITIONS);
-    let service = ServiceProcess::start(
-        &db,
-        kafka.bootstrap(),
+    let Outage {
+        db: _db,
+        pool,
+        kafka,
+        service,
+        pid,
+        ids,
+    } = Outage::committed(
+        PARTITIONS,
         &[
             "--kafka-message-timeout",
             "3s",
@@ -211,8 +227,6 @@ async fn large_payloads_committed_during_an_outage_are_all_sent_within_the_memor
         ],
     )
     .await;
-    let pid = service.pid().expect("the service runs");
-    let ids = commit_during_an_outage(&service, &kafka).await;
     let during = peak_rss_kib(pid);
 
     // The reader reads every partition before the service may send, and the
@@ -233,15 +247,7 @@ async fn large_payloads_committed_during_an_outage_are_all_sent_within_the_memor
     let back = Instant::now();
     let mut last = -1;
     eventually(240, "all 600 SENT", async || {
-        let now = sent(&pool).await;
-        if now != last {
-            eprintln!(
-                "{:?} after the broker came back: {now} SENT",
-                back.elapsed()
-            );
-            last = now;
-        }
-        now == MESSAGES as i64
+        sent_since(&pool, back, &mut last).await == MESSAGES as i64
     })
     .await;
     eprintln!("broker back → all SENT: {:?}", back.elapsed());
@@ -442,13 +448,15 @@ async fn large_payloads_sent_on_a_busy_machine_are_marked_sent_without_being_sen
 {
     let cores = std::thread::available_parallelism().map_or(2, usize::from);
     let hog = CpuHog::start(cores);
-    let db = TestDb::create().await;
-    let pool = db.pool().await;
-    let kafka = MockKafka::start_restartable(1);
-    kafka.create_topic(TOPIC, MANY_PARTITIONS);
-    let service = ServiceProcess::start(
-        &db,
-        kafka.bootstrap(),
+    let Outage {
+        db: _db,
+        pool,
+        kafka,
+        service: _service,
+        pid,
+        ids,
+    } = Outage::committed(
+        MANY_PARTITIONS,
         &[
             "--kafka-message-timeout",
             "5s",
@@ -459,22 +467,13 @@ async fn large_payloads_sent_on_a_busy_machine_are_marked_sent_without_being_sen
         ],
     )
     .await;
-    let pid = service.pid().expect("the service runs");
-    let ids = commit_during_an_outage(&service, &kafka).await;
 
     kafka.come_back_empty();
     let back = Instant::now();
     let (seen, stop, counting) = count_records(kafka.bootstrap());
     let (mut now, mut last) = (0, -1);
     let all_sent = within(SENT_WITHIN_SECS, async || {
-        now = sent(&pool).await;
-        if now != last {
-            eprintln!(
-                "{:?} after the broker came back: {now} SENT",
-                back.elapsed()
-            );
-            last = now;
-        }
+        now = sent_since(&pool, back, &mut last).await;
         now == MESSAGES as i64
     })
     .await;
@@ -606,6 +605,42 @@ async fn checking_back_large_messages_reads_none_of_their_payloads() {
         "trustmsg's peak RSS was {} MiB checking back, over {LIMIT_MIB} MiB",
         peak / 1024
     );
+}
+
+/// A service over a database of its own sending to a restartable broker
+/// whose [`TOPIC`] has a given number of partitions, after
+/// [`commit_during_an_outage`].
+struct Outage {
+    db: TestDb,
+    pool: MySqlPool,
+    kafka: MockKafka,
+    service: ServiceProcess,
+    /// The service's pid.
+    pid: u32,
+    /// The committed messages' ids, in key order.
+    ids: Vec<u64>,
+}
+
+impl Outage {
+    /// The service with `flags`, `partitions` partitions, and the messages
+    /// committed while the broker was away.
+    async fn committed(partitions: i32, flags: &[&str]) -> Self {
+        let db = TestDb::create().await;
+        let pool = db.pool().await;
+        let kafka = MockKafka::start_restartable(1);
+        kafka.create_topic(TOPIC, partitions);
+        let service = ServiceProcess::start(&db, kafka.bootstrap(), flags).await;
+        let pid = service.pid().expect("the service runs");
+        let ids = commit_during_an_outage(&service, &kafka).await;
+        Self {
+            db,
+            pool,
+            kafka,
+            service,
+            pid,
+            ids,
+        }
+    }
 }
 
 /// Registers the producer "shop", takes the broker away (losing its state)

@@ -13,7 +13,7 @@ use trustmsg_client::{outbox, Message};
 use trustmsg_tests::kafka::{records_in, MockKafka};
 use trustmsg_tests::{deciders, eventually, ServiceProcess, TestDb, UNREACHABLE_VERIFY_URL};
 
-use crate::harness::{settings, statuses};
+use crate::harness::{settings, shop_database, statuses};
 
 const TOPIC: &str = "e2e-outbox";
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
@@ -55,13 +55,8 @@ fn header(name: &str, value: &[u8]) -> (String, Option<Vec<u8>>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn committed_rows_reach_kafka_byte_for_byte_and_a_rolled_back_one_never_does() {
     let db = TestDb::create().await;
-    let source = TestDb::create().await;
-    let shop = source.pool().await;
+    let (source, shop) = shop_database().await;
     outbox::create_table(&shop).await.unwrap();
-    sqlx::query("CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY) ENGINE=InnoDB")
-        .execute(&shop)
-        .await
-        .unwrap();
     let kafka = MockKafka::start(1);
     kafka.create_topic(TOPIC, 3);
     let relayed_from = format!("shop={}", source.url);

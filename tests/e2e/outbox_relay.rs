@@ -44,15 +44,17 @@ fn schema() -> String {
     String::from_utf8(out.stdout).expect("UTF-8")
 }
 
-/// The producer's business tables.
+/// The producer's business tables, in either dialect.
+const BUSINESS_TABLES: &str =
+    "CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, state VARCHAR(16) NOT NULL); \
+     CREATE TABLE key_counters (record_key VARCHAR(64) PRIMARY KEY, n INT NOT NULL)";
+
+/// [`BUSINESS_TABLES`] on MariaDB.
 async fn create_business_tables(pool: &MySqlPool) {
-    sqlx::raw_sql(
-        "CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, state VARCHAR(16) NOT NULL); \
-         CREATE TABLE key_counters (record_key VARCHAR(64) PRIMARY KEY, n INT NOT NULL)",
-    )
-    .execute(pool)
-    .await
-    .expect("the business tables");
+    sqlx::raw_sql(BUSINESS_TABLES)
+        .execute(pool)
+        .await
+        .expect("the business tables");
 }
 
 /// Which database the producer's outbox table is in.
@@ -79,13 +81,10 @@ impl ProducerDb {
             }
             Dialect::Postgres => {
                 let table = PgOutboxTable::with_connections(16).await;
-                sqlx::raw_sql(
-                    "CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, state VARCHAR(16) NOT NULL); \
-                     CREATE TABLE key_counters (record_key VARCHAR(64) PRIMARY KEY, n INT NOT NULL)",
-                )
-                .execute(&table.pool)
-                .await
-                .expect("the business tables");
+                sqlx::raw_sql(BUSINESS_TABLES)
+                    .execute(&table.pool)
+                    .await
+                    .expect("the business tables");
                 Self::Postgres(table)
             }
         }
@@ -107,6 +106,14 @@ impl ProducerDb {
         }
     }
 
+    /// Writes a row as a producer would (only the required columns).
+    async fn insert(&self, message_key: &str, topic: &str, payload: &str) {
+        match self {
+            Self::MySql(t) => t.insert(message_key, topic, payload).await,
+            Self::Postgres(t) => t.insert(message_key, topic, payload).await,
+        };
+    }
+
     async fn finish(self) {
         match self {
             Self::MySql(t) => t.finish().await,
@@ -123,24 +130,48 @@ enum Source {
     Postgres(PgPool),
 }
 
+/// `$body` with `$pool` the pool of `$source`, whichever its dialect: what
+/// the tests do there is written once, only the statements' text differs
+/// ([`Source::sql`]).
+macro_rules! on_pool {
+    ($source:expr, $pool:ident => $body:expr) => {
+        match $source {
+            Source::MySql($pool) => $body,
+            Source::Postgres($pool) => $body,
+        }
+    };
+}
+
 impl Source {
+    /// The statement as this dialect writes it.
+    fn sql(&self, mysql: &'static str, postgres: &'static str) -> &'static str {
+        match self {
+            Self::MySql(_) => mysql,
+            Self::Postgres(_) => postgres,
+        }
+    }
+
     /// One business transaction: the order and its outbox row, committed
     /// or rolled back.
     async fn place_order(&self, key: &str, commit: bool) {
-        match self {
-            Self::MySql(pool) => place_order(pool, key, commit).await,
-            Self::Postgres(pool) => {
-                let mut tx = pool.begin().await.unwrap();
-                sqlx::query("INSERT INTO orders (id, state) VALUES ($1, 'placed')")
-                    .bind(key)
-                    .execute(&mut *tx)
-                    .await
-                    .unwrap();
-                sqlx::query(
-                    "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, \
-                     headers, content_type) VALUES ($1, $2, $3, $4, $5::text::jsonb, \
-                     'application/octet-stream')",
-                )
+        let order = self.sql(
+            "INSERT INTO orders (id, state) VALUES (?, 'placed')",
+            "INSERT INTO orders (id, state) VALUES ($1, 'placed')",
+        );
+        let row = self.sql(
+            "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, headers, \
+             content_type) VALUES (?, ?, ?, ?, ?, 'application/octet-stream')",
+            "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, headers, \
+             content_type) VALUES ($1, $2, $3, $4, $5::text::jsonb, 'application/octet-stream')",
+        );
+        on_pool!(self, pool => {
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query(order)
+                .bind(key)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            sqlx::query(row)
                 .bind(key)
                 .bind(TOPIC)
                 .bind(format!("customer-{}", key.len()))
@@ -149,142 +180,95 @@ impl Source {
                 .execute(&mut *tx)
                 .await
                 .unwrap();
-                if commit {
-                    tx.commit().await.unwrap();
-                } else {
-                    tx.rollback().await.unwrap();
-                }
+            if commit {
+                tx.commit().await.unwrap();
+            } else {
+                tx.rollback().await.unwrap();
             }
-        }
+        })
     }
 
     /// The source rows by status.
     async fn statuses(&self) -> BTreeMap<i64, i64> {
-        match self {
-            Self::MySql(pool) => source_statuses(pool).await,
-            Self::Postgres(pool) => {
-                let rows: Vec<(i64, i64)> = sqlx::query_as(
-                    "SELECT status::bigint, COUNT(*) FROM trustmsg_outbox GROUP BY status",
-                )
-                .fetch_all(pool)
-                .await
-                .unwrap();
-                rows.into_iter().collect()
-            }
-        }
+        let sql = self.sql(
+            "SELECT CAST(status AS SIGNED), COUNT(*) FROM trustmsg_outbox GROUP BY status",
+            "SELECT status::bigint, COUNT(*) FROM trustmsg_outbox GROUP BY status",
+        );
+        let rows: Vec<(i64, i64)> =
+            on_pool!(self, pool => sqlx::query_as(sql).fetch_all(pool).await.unwrap());
+        rows.into_iter().collect()
     }
 
     /// A row with payload `x` and these columns.
     async fn insert_row(&self, key: &str, topic: &str, record_key: &str, headers: Option<&str>) {
-        match self {
-            Self::MySql(pool) => sqlx::query(
-                "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, headers) \
-                 VALUES (?, ?, ?, 'x', ?)",
-            )
-            .bind(key)
-            .bind(topic)
-            .bind(record_key)
-            .bind(headers)
-            .execute(pool)
-            .await
-            .map(drop)
-            .unwrap(),
-            Self::Postgres(pool) => sqlx::query(
-                "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, headers) \
-                 VALUES ($1, $2, $3, 'x', $4::text::jsonb)",
-            )
-            .bind(key)
-            .bind(topic)
-            .bind(record_key)
-            .bind(headers)
-            .execute(pool)
-            .await
-            .map(drop)
-            .unwrap(),
-        }
+        let sql = self.sql(
+            "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, headers) \
+             VALUES (?, ?, ?, 'x', ?)",
+            "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, headers) \
+             VALUES ($1, $2, $3, 'x', $4::text::jsonb)",
+        );
+        on_pool!(self, pool => {
+            sqlx::query(sql)
+                .bind(key)
+                .bind(topic)
+                .bind(record_key)
+                .bind(headers)
+                .execute(pool)
+                .await
+                .unwrap();
+        })
     }
 
     /// The key's counter row, at 0.
     async fn add_counter(&self, key: &str) {
-        match self {
-            Self::MySql(_) => {
-                let sql = "INSERT INTO key_counters (record_key, n) VALUES (?, 0)";
-                self.run_texts(sql, &[key]).await
-            }
-            Self::Postgres(_) => {
-                let sql = "INSERT INTO key_counters (record_key, n) VALUES ($1, 0)";
-                self.run_texts(sql, &[key]).await
-            }
-        }
+        let sql = self.sql(
+            "INSERT INTO key_counters (record_key, n) VALUES (?, 0)",
+            "INSERT INTO key_counters (record_key, n) VALUES ($1, 0)",
+        );
+        self.run_texts(sql, &[key]).await
     }
 
     async fn run_texts(&self, sql: &'static str, texts: &[&str]) {
-        match self {
-            Self::MySql(pool) => {
-                let mut q = sqlx::query(sql);
-                for t in texts {
-                    q = q.bind(*t);
-                }
-                q.execute(pool).await.unwrap();
+        on_pool!(self, pool => {
+            let mut q = sqlx::query(sql);
+            for t in texts {
+                q = q.bind(*t);
             }
-            Self::Postgres(pool) => {
-                let mut q = sqlx::query(sql);
-                for t in texts {
-                    q = q.bind(*t);
-                }
-                q.execute(pool).await.unwrap();
-            }
-        }
+            q.execute(pool).await.unwrap();
+        })
     }
 
     /// An ordered writer's transaction: takes the key's counter row FOR
     /// UPDATE (so the transactions of one key follow each other), counts
     /// on, and writes the count as the payload of the key's next row.
     async fn write_next(&self, key: &str) {
-        match self {
-            Self::MySql(pool) => {
-                let mut tx = pool.begin().await.unwrap();
-                let (n,): (i32,) =
-                    sqlx::query_as("SELECT n FROM key_counters WHERE record_key = ? FOR UPDATE")
-                        .bind(key)
-                        .fetch_one(&mut *tx)
-                        .await
-                        .unwrap();
-                sqlx::query("UPDATE key_counters SET n = n + 1 WHERE record_key = ?")
-                    .bind(key)
-                    .execute(&mut *tx)
-                    .await
-                    .unwrap();
-                sqlx::query(
-                    "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload) \
-                     VALUES (?, ?, ?, ?)",
-                )
-                .bind(format!("{key}-{}", n + 1))
-                .bind(TOPIC)
+        let counter = self.sql(
+            "SELECT n FROM key_counters WHERE record_key = ? FOR UPDATE",
+            "SELECT n FROM key_counters WHERE record_key = $1 FOR UPDATE",
+        );
+        let count = self.sql(
+            "UPDATE key_counters SET n = n + 1 WHERE record_key = ?",
+            "UPDATE key_counters SET n = n + 1 WHERE record_key = $1",
+        );
+        let row = self.sql(
+            "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload) \
+             VALUES (?, ?, ?, ?)",
+            "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload) \
+             VALUES ($1, $2, $3, $4)",
+        );
+        on_pool!(self, pool => {
+            let mut tx = pool.begin().await.unwrap();
+            let (n,): (i32,) = sqlx::query_as(counter)
                 .bind(key)
-                .bind((n + 1).to_string())
+                .fetch_one(&mut *tx)
+                .await
+                .unwrap();
+            sqlx::query(count)
+                .bind(key)
                 .execute(&mut *tx)
                 .await
                 .unwrap();
-                tx.commit().await.unwrap();
-            }
-            Self::Postgres(pool) => {
-                let mut tx = pool.begin().await.unwrap();
-                let (n,): (i32,) =
-                    sqlx::query_as("SELECT n FROM key_counters WHERE record_key = $1 FOR UPDATE")
-                        .bind(key)
-                        .fetch_one(&mut *tx)
-                        .await
-                        .unwrap();
-                sqlx::query("UPDATE key_counters SET n = n + 1 WHERE record_key = $1")
-                    .bind(key)
-                    .execute(&mut *tx)
-                    .await
-                    .unwrap();
-                sqlx::query(
-                    "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload) \
-                     VALUES ($1, $2, $3, $4)",
-                )
+            sqlx::query(row)
                 .bind(format!("{key}-{}", n + 1))
                 .bind(TOPIC)
                 .bind(key)
@@ -292,28 +276,19 @@ impl Source {
                 .execute(&mut *tx)
                 .await
                 .unwrap();
-                tx.commit().await.unwrap();
-            }
-        }
+            tx.commit().await.unwrap();
+        })
     }
 
     /// The failed rows' keys and reasons, by id.
     async fn failed_rows(&self) -> Vec<(String, String)> {
-        let rows: Vec<(Vec<u8>, Vec<u8>)> = match self {
-            Self::MySql(pool) => sqlx::query_as(
-                "SELECT message_key, fail_reason FROM trustmsg_outbox WHERE status = 3 ORDER BY id",
-            )
-            .fetch_all(pool)
-            .await
-            .unwrap(),
-            Self::Postgres(pool) => sqlx::query_as(
-                "SELECT convert_to(message_key, 'UTF8'), convert_to(fail_reason, 'UTF8') \
-                 FROM trustmsg_outbox WHERE status = 3 ORDER BY id",
-            )
-            .fetch_all(pool)
-            .await
-            .unwrap(),
-        };
+        let sql = self.sql(
+            "SELECT message_key, fail_reason FROM trustmsg_outbox WHERE status = 3 ORDER BY id",
+            "SELECT convert_to(message_key, 'UTF8'), convert_to(fail_reason, 'UTF8') \
+             FROM trustmsg_outbox WHERE status = 3 ORDER BY id",
+        );
+        let rows: Vec<(Vec<u8>, Vec<u8>)> =
+            on_pool!(self, pool => sqlx::query_as(sql).fetch_all(pool).await.unwrap());
         rows.into_iter()
             .map(|(k, r)| (String::from_utf8(k).unwrap(), String::from_utf8(r).unwrap()))
             .collect()
@@ -321,59 +296,20 @@ impl Source {
 
     /// How many rows of `key` are pending.
     async fn pending(&self, key: &str) -> i64 {
-        match self {
-            Self::MySql(pool) => sqlx::query_scalar(
-                "SELECT COUNT(*) FROM trustmsg_outbox WHERE status = 0 AND message_key = ?",
-            )
-            .bind(key)
-            .fetch_one(pool)
-            .await
-            .unwrap(),
-            Self::Postgres(pool) => sqlx::query_scalar(
-                "SELECT COUNT(*) FROM trustmsg_outbox WHERE status = 0 AND message_key = $1",
-            )
-            .bind(key)
-            .fetch_one(pool)
-            .await
-            .unwrap(),
-        }
+        let sql = self.sql(
+            "SELECT COUNT(*) FROM trustmsg_outbox WHERE status = 0 AND message_key = ?",
+            "SELECT COUNT(*) FROM trustmsg_outbox WHERE status = 0 AND message_key = $1",
+        );
+        on_pool!(self, pool => sqlx::query_scalar(sql).bind(key).fetch_one(pool).await.unwrap())
     }
 
     /// Gives the row of `key` up (status 4), as an operator's give-up does.
     async fn give_up(&self, key: &str) {
-        let sql = match self {
-            Self::MySql(_) => "UPDATE trustmsg_outbox SET status = 4 WHERE message_key = ?",
-            Self::Postgres(_) => "UPDATE trustmsg_outbox SET status = 4 WHERE message_key = $1",
-        };
+        let sql = self.sql(
+            "UPDATE trustmsg_outbox SET status = 4 WHERE message_key = ?",
+            "UPDATE trustmsg_outbox SET status = 4 WHERE message_key = $1",
+        );
         self.run_texts(sql, &[key]).await;
-    }
-}
-
-/// One business transaction: the order and its outbox row, committed or
-/// rolled back.
-async fn place_order(pool: &MySqlPool, key: &str, commit: bool) {
-    let mut tx = pool.begin().await.unwrap();
-    sqlx::query("INSERT INTO orders (id, state) VALUES (?, 'placed')")
-        .bind(key)
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    sqlx::query(
-        "INSERT INTO trustmsg_outbox (message_key, topic, record_key, payload, headers, \
-         content_type) VALUES (?, ?, ?, ?, ?, 'application/octet-stream')",
-    )
-    .bind(key)
-    .bind(TOPIC)
-    .bind(format!("customer-{}", key.len()))
-    .bind(payload_of(key))
-    .bind(json!({ "order": key }).to_string())
-    .execute(&mut *tx)
-    .await
-    .unwrap();
-    if commit {
-        tx.commit().await.unwrap();
-    } else {
-        tx.rollback().await.unwrap();
     }
 }
 
@@ -398,15 +334,20 @@ fn by_key(records: &[Consumed]) -> HashMap<String, Vec<&Consumed>> {
     m
 }
 
-/// The source rows by status.
-async fn source_statuses(pool: &MySqlPool) -> BTreeMap<i64, i64> {
-    let rows: Vec<(i64, i64)> = sqlx::query_as(
-        "SELECT CAST(status AS SIGNED), COUNT(*) FROM trustmsg_outbox GROUP BY status",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap();
-    rows.into_iter().collect()
+/// A scenario's two tests: `$mysql` with the producer's database on
+/// MariaDB and `$postgres` with it on PostgreSQL (the names CI filters on).
+macro_rules! on_mysql_and_postgres {
+    ($scenario:ident: $mysql:ident, $postgres:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $mysql() {
+            $scenario(Dialect::MySql).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $postgres() {
+            $scenario(Dialect::Postgres).await;
+        }
+    };
 }
 
 /// trustmsg's database, the producer's, and a Kafka cluster whose topic is
@@ -453,42 +394,32 @@ fn refs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_and_rolled_back_ones_never()
-{
-    committed_rows_reach_kafka_once_each_through_kills(Dialect::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_and_rolled_back_ones_never(
-) {
-    committed_rows_reach_kafka_once_each_through_kills(Dialect::Postgres).await;
-}
+on_mysql_and_postgres!(
+    committed_rows_reach_kafka_once_each_through_kills:
+    rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_and_rolled_back_ones_never,
+    postgres_rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_and_rolled_back_ones_never
+);
 
 /// trustmsg's own store on PostgreSQL too, relaying a PostgreSQL table:
 /// its rows are created COMMITTED in one step there as on MariaDB.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_store_rows_committed_while_trustmsg_is_killed_reach_kafka_once_each_and_rolled_back_ones_never(
 ) {
-    let Rig {
-        trustmsg_db,
-        producer,
-        kafka,
-        reader,
-    } = Rig::start(Dialect::Postgres).await;
-    trustmsg_db.drop_db().await;
+    let rig = Rig::start(Dialect::Postgres).await;
+    rig.trustmsg_db.drop_db().await;
     let own = OwnDb::Postgres(PgTestDb::create().await);
-    relayed_through_kills(own, producer, kafka, reader).await;
+    relayed_through_kills(own, rig.producer, rig.kafka, rig.reader).await;
 }
 
 async fn committed_rows_reach_kafka_once_each_through_kills(dialect: Dialect) {
-    let Rig {
-        trustmsg_db,
-        producer,
-        kafka,
-        reader,
-    } = Rig::start(dialect).await;
-    relayed_through_kills(OwnDb::MySql(trustmsg_db), producer, kafka, reader).await;
+    let rig = Rig::start(dialect).await;
+    relayed_through_kills(
+        OwnDb::MySql(rig.trustmsg_db),
+        rig.producer,
+        rig.kafka,
+        rig.reader,
+    )
+    .await;
 }
 
 /// trustmsg's own database, on either server, as far as these tests read it.
@@ -681,27 +612,17 @@ async fn relayed_through_kills(
     own.drop_db().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_instances_relay_one_source_one_at_a_time_and_the_standby_takes_over_a_killed_one() {
-    two_instances_relay_one_at_a_time(Dialect::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_two_instances_relay_one_source_one_at_a_time_and_the_standby_takes_over_a_killed_one(
-) {
-    two_instances_relay_one_at_a_time(Dialect::Postgres).await;
-}
+on_mysql_and_postgres!(
+    two_instances_relay_one_at_a_time:
+    two_instances_relay_one_source_one_at_a_time_and_the_standby_takes_over_a_killed_one,
+    postgres_two_instances_relay_one_source_one_at_a_time_and_the_standby_takes_over_a_killed_one
+);
 
 async fn two_instances_relay_one_at_a_time(dialect: Dialect) {
-    let Rig {
-        trustmsg_db,
-        producer,
-        kafka,
-        mut reader,
-    } = Rig::start(dialect).await;
-    let flags = service_flags(&producer.source("shop"), &[]);
-    let mut a = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
-    let mut b = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    let mut rig = Rig::start(dialect).await;
+    let flags = service_flags(&rig.producer.source("shop"), &[]);
+    let mut a = ServiceProcess::start(&rig.trustmsg_db, rig.kafka.bootstrap(), &refs(&flags)).await;
+    let mut b = ServiceProcess::start(&rig.trustmsg_db, rig.kafka.bootstrap(), &refs(&flags)).await;
     a.register("shop", register_body()).await;
     let relaying = async |s: &ServiceProcess| {
         s.metric("trustmsg_outbox_relaying", &[("source", "shop")])
@@ -721,12 +642,12 @@ async fn two_instances_relay_one_at_a_time(dialect: Dialect) {
         "one instance relays, the other stands by"
     );
     for i in 0..100 {
-        producer
+        rig.producer
             .pool()
             .place_order(&format!("first-{i}"), true)
             .await;
     }
-    reader
+    rig.reader
         .read_until(Duration::from_secs(60), "the first 100", |r| {
             by_key(r).len() == 100
         })
@@ -745,24 +666,24 @@ async fn two_instances_relay_one_at_a_time(dialect: Dialect) {
     })
     .await;
     for i in 0..100 {
-        producer
+        rig.producer
             .pool()
             .place_order(&format!("second-{i}"), true)
             .await;
     }
-    reader
+    rig.reader
         .read_until(Duration::from_secs(60), "the second 100", |r| {
             by_key(r).len() == 200
         })
         .await;
-    let keyed = by_key(reader.poll());
+    let keyed = by_key(rig.reader.poll());
     for (key, copies) in keyed {
         let ids: HashSet<u64> = copies.iter().map(|r| r.message_id).collect();
         assert_eq!(ids.len(), 1, "{key} became several messages");
     }
     drop(a);
     drop(b);
-    drop_dbs(producer, trustmsg_db).await;
+    drop_dbs(rig.producer, rig.trustmsg_db).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -789,6 +710,7 @@ async fn a_source_database_killed_and_brought_back_fails_no_row_and_holds_nothin
         .await
         .expect("the outbox table");
     create_business_tables(&pool).await;
+    let source = Source::MySql(pool.clone());
     let kafka = MockKafka::start(1);
     kafka.create_topic(TOPIC, 3);
     let mut reader = TopicReader::new(kafka.bootstrap(), TOPIC);
@@ -802,7 +724,7 @@ async fn a_source_database_killed_and_brought_back_fails_no_row_and_holds_nothin
         )
         .await;
     for i in 0..20 {
-        place_order(&pool, &format!("before-{i}"), true).await;
+        source.place_order(&format!("before-{i}"), true).await;
     }
     reader
         .read_until(Duration::from_secs(30), "the rows before", |r| {
@@ -811,7 +733,7 @@ async fn a_source_database_killed_and_brought_back_fails_no_row_and_holds_nothin
         .await;
     // Rows committed just before the kill are relayed once it is back.
     for i in 0..20 {
-        place_order(&pool, &format!("unrelayed-{i}"), true).await;
+        source.place_order(&format!("unrelayed-{i}"), true).await;
     }
     pool.close().await;
     source_server.kill_9();
@@ -842,9 +764,9 @@ async fn a_source_database_killed_and_brought_back_fails_no_row_and_holds_nothin
     assert!(errors >= 1.0, "the source's errors are counted: {errors}");
 
     source_server.restart().await;
-    let pool = sqlx::MySqlPool::connect(&source_url).await.unwrap();
+    let source = Source::MySql(sqlx::MySqlPool::connect(&source_url).await.unwrap());
     for i in 0..20 {
-        place_order(&pool, &format!("after-{i}"), true).await;
+        source.place_order(&format!("after-{i}"), true).await;
     }
     reader
         .read_until(Duration::from_secs(60), "every row", |r| {
@@ -855,11 +777,11 @@ async fn a_source_database_killed_and_brought_back_fails_no_row_and_holds_nothin
     // holds them) before the source transaction that marks its rows
     // commits: wait for the marks, then hold the table to them.
     eventually(15, "every row marked relayed", async || {
-        source_statuses(&pool).await.get(&2) == Some(&60)
+        source.statuses().await.get(&2) == Some(&60)
     })
     .await;
     assert_eq!(
-        source_statuses(&pool).await,
+        source.statuses().await,
         BTreeMap::from([(2, 60)]),
         "no row failed"
     );
@@ -873,26 +795,17 @@ async fn a_source_database_killed_and_brought_back_fails_no_row_and_holds_nothin
     trustmsg_db.drop_db().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_ordered_producers_keys_keep_their_commit_order_under_concurrent_writers_and_a_kill() {
-    ordered_keys_keep_their_commit_order(Dialect::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_an_ordered_producers_keys_keep_their_commit_order_under_concurrent_writers_and_a_kill(
-) {
-    ordered_keys_keep_their_commit_order(Dialect::Postgres).await;
-}
+on_mysql_and_postgres!(
+    ordered_keys_keep_their_commit_order:
+    an_ordered_producers_keys_keep_their_commit_order_under_concurrent_writers_and_a_kill,
+    postgres_an_ordered_producers_keys_keep_their_commit_order_under_concurrent_writers_and_a_kill
+);
 
 async fn ordered_keys_keep_their_commit_order(dialect: Dialect) {
-    let Rig {
-        trustmsg_db,
-        producer,
-        kafka,
-        mut reader,
-    } = Rig::start(dialect).await;
-    let flags = service_flags(&producer.source("shop"), &["--outbox-batch", "25"]);
-    let mut service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    let mut rig = Rig::start(dialect).await;
+    let flags = service_flags(&rig.producer.source("shop"), &["--outbox-batch", "25"]);
+    let mut service =
+        ServiceProcess::start(&rig.trustmsg_db, rig.kafka.bootstrap(), &refs(&flags)).await;
     let mut body = register_body();
     body["ordered"] = json!(true);
     service.register("shop", body).await;
@@ -903,11 +816,11 @@ async fn ordered_keys_keep_their_commit_order(dialect: Dialect) {
     const KEYS: usize = 4;
     const PER_WRITER: usize = 60;
     for k in 0..KEYS {
-        producer.pool().add_counter(&format!("k{k}")).await;
+        rig.producer.pool().add_counter(&format!("k{k}")).await;
     }
     let writers: Vec<_> = (0..8)
         .map(|w| {
-            let pool = producer.pool();
+            let pool = rig.producer.pool();
             tokio::spawn(async move {
                 for i in 0..PER_WRITER {
                     pool.write_next(&format!("k{}", (w + i) % KEYS)).await;
@@ -915,7 +828,10 @@ async fn ordered_keys_keep_their_commit_order(dialect: Dialect) {
             })
         })
         .collect();
-    eventually(60, "some rows relayed", async || reader.poll().len() > 80).await;
+    eventually(60, "some rows relayed", async || {
+        rig.reader.poll().len() > 80
+    })
+    .await;
     service.kill_9();
     tokio::time::sleep(Duration::from_millis(500)).await;
     service.restart().await;
@@ -923,7 +839,7 @@ async fn ordered_keys_keep_their_commit_order(dialect: Dialect) {
         w.await.unwrap();
     }
     let total = 8 * PER_WRITER;
-    reader
+    rig.reader
         .read_until(Duration::from_secs(120), "every row", |r| {
             by_key(r).len() == total
         })
@@ -933,7 +849,7 @@ async fn ordered_keys_keep_their_commit_order(dialect: Dialect) {
     // (a repeat after the kill may come again later; its first place counts).
     let mut firsts: BTreeMap<Vec<u8>, Vec<i32>> = BTreeMap::new();
     let mut seen = HashSet::new();
-    for r in reader.poll() {
+    for r in rig.reader.poll() {
         if seen.insert(r.message_id) {
             let n: i32 = String::from_utf8(r.payload.clone().unwrap())
                 .unwrap()
@@ -953,30 +869,20 @@ async fn ordered_keys_keep_their_commit_order(dialect: Dialect) {
         );
     }
     service.terminate_cleanly();
-    drop_dbs(producer, trustmsg_db).await;
+    drop_dbs(rig.producer, rig.trustmsg_db).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn rows_refused_for_good_are_failed_with_their_reason_and_one_alert_and_hold_only_their_ordered_key(
-) {
-    refused_rows_are_failed_with_one_alert(Dialect::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_rows_refused_for_good_are_failed_with_their_reason_and_one_alert_and_hold_only_their_ordered_key(
-) {
-    refused_rows_are_failed_with_one_alert(Dialect::Postgres).await;
-}
+on_mysql_and_postgres!(
+    refused_rows_are_failed_with_one_alert:
+    rows_refused_for_good_are_failed_with_their_reason_and_one_alert_and_hold_only_their_ordered_key,
+    postgres_rows_refused_for_good_are_failed_with_their_reason_and_one_alert_and_hold_only_their_ordered_key
+);
 
 async fn refused_rows_are_failed_with_one_alert(dialect: Dialect) {
-    let Rig {
-        trustmsg_db,
-        producer,
-        kafka,
-        mut reader,
-    } = Rig::start(dialect).await;
-    let flags = service_flags(&producer.source("shop"), &[]);
-    let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    let mut rig = Rig::start(dialect).await;
+    let flags = service_flags(&rig.producer.source("shop"), &[]);
+    let service =
+        ServiceProcess::start(&rig.trustmsg_db, rig.kafka.bootstrap(), &refs(&flags)).await;
     let mut body = register_body();
     body["ordered"] = json!(true);
     let (token, _) = service.register("shop", body).await;
@@ -990,7 +896,7 @@ async fn refused_rows_are_failed_with_one_alert(dialect: Dialect) {
     ))
     .await
     .unwrap();
-    let source = producer.pool();
+    let source = rig.producer.pool();
     let insert = async |key: &str, topic: &str, record_key: &str, headers: Option<&str>| {
         source.insert_row(key, topic, record_key, headers).await
     };
@@ -1000,7 +906,7 @@ async fn refused_rows_are_failed_with_one_alert(dialect: Dialect) {
     // Behind the failed row of key c (the producer is ordered): held.
     insert("behind-c", TOPIC, "c", None).await;
     insert("fine", TOPIC, "d", None).await;
-    reader
+    rig.reader
         .read_until(Duration::from_secs(30), "the fine row", |r| {
             by_key(r).contains_key("fine")
         })
@@ -1034,7 +940,7 @@ async fn refused_rows_are_failed_with_one_alert(dialect: Dialect) {
 
     // One alert each, however long the relay goes on.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let pool = trustmsg_db.pool().await;
+    let pool = rig.trustmsg_db.pool().await;
     let alerts: Vec<(Vec<u8>, i64)> = sqlx::query_as(
         "SELECT message_key, COUNT(*) FROM alerts WHERE kind = 'outbox_failed' \
          GROUP BY message_key ORDER BY message_key",
@@ -1055,39 +961,31 @@ async fn refused_rows_are_failed_with_one_alert(dialect: Dialect) {
         pending, 1,
         "the row behind the failed row of its key is held"
     );
-    assert!(!by_key(reader.poll()).contains_key("behind-c"));
+    assert!(!by_key(rig.reader.poll()).contains_key("behind-c"));
 
     // Given up (as an operator's give-up does): the key's later row goes on.
     source.give_up("bad-headers").await;
-    reader
+    rig.reader
         .read_until(Duration::from_secs(30), "the row behind", |r| {
             by_key(r).contains_key("behind-c")
         })
         .await;
     drop(service);
-    drop_dbs(producer, trustmsg_db).await;
+    drop_dbs(rig.producer, rig.trustmsg_db).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn retention_deletes_relayed_rows_after_its_window_and_keeps_failed_ones() {
-    retention_deletes_relayed_rows(Dialect::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_retention_deletes_relayed_rows_after_its_window_and_keeps_failed_ones() {
-    retention_deletes_relayed_rows(Dialect::Postgres).await;
-}
+on_mysql_and_postgres!(
+    retention_deletes_relayed_rows:
+    retention_deletes_relayed_rows_after_its_window_and_keeps_failed_ones,
+    postgres_retention_deletes_relayed_rows_after_its_window_and_keeps_failed_ones
+);
 
 async fn retention_deletes_relayed_rows(dialect: Dialect) {
-    let Rig {
-        trustmsg_db,
-        producer,
-        kafka,
-        mut reader,
-    } = Rig::start(dialect).await;
-    let source = producer.pool();
-    let flags = service_flags(&producer.source("shop"), &["--outbox-retention", "1s"]);
-    let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    let mut rig = Rig::start(dialect).await;
+    let source = rig.producer.pool();
+    let flags = service_flags(&rig.producer.source("shop"), &["--outbox-retention", "1s"]);
+    let service =
+        ServiceProcess::start(&rig.trustmsg_db, rig.kafka.bootstrap(), &refs(&flags)).await;
     // Not registered yet: the rows wait, none fails.
     for i in 0..30 {
         source.place_order(&format!("kept-{i}"), true).await;
@@ -1095,9 +993,9 @@ async fn retention_deletes_relayed_rows(dialect: Dialect) {
     source.insert_row("broken", "a b", "r", None).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(source.statuses().await, BTreeMap::from([(0, 31)]));
-    assert!(reader.poll().is_empty());
+    assert!(rig.reader.poll().is_empty());
     service.register("shop", register_body()).await;
-    reader
+    rig.reader
         .read_until(Duration::from_secs(30), "the 30 rows", |r| {
             by_key(r).len() == 30
         })
@@ -1110,12 +1008,13 @@ async fn retention_deletes_relayed_rows(dialect: Dialect) {
     drop(service);
 
     // `--outbox-retention 0`: a row goes as it is relayed.
-    let flags = service_flags(&producer.source("shop"), &["--outbox-retention", "0"]);
-    let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    let flags = service_flags(&rig.producer.source("shop"), &["--outbox-retention", "0"]);
+    let service =
+        ServiceProcess::start(&rig.trustmsg_db, rig.kafka.bootstrap(), &refs(&flags)).await;
     for i in 0..10 {
         source.place_order(&format!("gone-{i}"), true).await;
     }
-    reader
+    rig.reader
         .read_until(Duration::from_secs(30), "the 10 rows", |r| {
             by_key(r).len() == 40
         })
@@ -1125,7 +1024,7 @@ async fn retention_deletes_relayed_rows(dialect: Dialect) {
     })
     .await;
     drop(service);
-    drop_dbs(producer, trustmsg_db).await;
+    drop_dbs(rig.producer, rig.trustmsg_db).await;
 }
 
 /// docs/outbox.md's least privilege is enough: a relay whose user may only
@@ -1134,52 +1033,62 @@ async fn retention_deletes_relayed_rows(dialect: Dialect) {
 /// names).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_relay_user_with_only_select_update_delete_on_the_table_relays_fails_and_purges() {
-    let Rig {
-        trustmsg_db,
-        producer,
-        kafka,
-        mut reader,
-    } = Rig::start(Dialect::MySql).await;
-    let ProducerDb::MySql(table) = &producer else {
+    let mut rig = Rig::start(Dialect::MySql).await;
+    let ProducerDb::MySql(table) = &rig.producer else {
         unreachable!("a MySQL producer")
     };
+    let (pool, db) = (table.pool.clone(), table.db.name.clone());
     let user = format!("tm_relay_{}", std::process::id());
     for host in ["%", "localhost"] {
         for sql in [
             format!("CREATE USER '{user}'@'{host}' IDENTIFIED BY 'relay-pw'"),
-            format!(
-                "GRANT SELECT, UPDATE, DELETE ON `{}`.trustmsg_outbox TO '{user}'@'{host}'",
-                table.db.name
-            ),
+            format!("GRANT SELECT, UPDATE, DELETE ON `{db}`.trustmsg_outbox TO '{user}'@'{host}'"),
         ] {
             sqlx::query(sqlx::AssertSqlSafe(sql))
-                .execute(&table.pool)
+                .execute(&pool)
                 .await
                 .unwrap();
         }
     }
-    let mut url = reqwest::Url::parse(&mysql_server_url()).unwrap();
-    url.set_username(&user).unwrap();
+    relays_fails_and_purges_as(&mut rig, &mysql_server_url(), &user, &db).await;
+    for host in ["%", "localhost"] {
+        sqlx::query(sqlx::AssertSqlSafe(format!("DROP USER '{user}'@'{host}'")))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    drop_dbs(rig.producer, rig.trustmsg_db).await;
+}
+
+/// With retention 0, the relay connected to the producer's database
+/// `database` as `user` (password `relay-pw`) of the server at
+/// `server_url`: 20 orders are relayed and their rows deleted, a row
+/// refused for good is failed and kept, and no statement of the relay is
+/// refused.
+async fn relays_fails_and_purges_as(rig: &mut Rig, server_url: &str, user: &str, database: &str) {
+    let mut url = reqwest::Url::parse(server_url).unwrap();
+    url.set_username(user).unwrap();
     url.set_password(Some("relay-pw")).unwrap();
-    url.set_path(&table.db.name);
+    url.set_path(database);
     let flags = service_flags(&format!("shop={url}"), &["--outbox-retention", "0"]);
-    let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
+    let service =
+        ServiceProcess::start(&rig.trustmsg_db, rig.kafka.bootstrap(), &refs(&flags)).await;
     service.register("shop", register_body()).await;
     for i in 0..20 {
-        producer
+        rig.producer
             .pool()
             .place_order(&format!("least-{i}"), true)
             .await;
     }
-    table.insert("refused", "a b", "x").await;
-    reader
+    rig.producer.insert("refused", "a b", "x").await;
+    rig.reader
         .read_until(Duration::from_secs(30), "the 20 rows", |r| {
             by_key(r).len() == 20
         })
         .await;
     // Relayed rows deleted (retention 0), the refused one failed.
     eventually(10, "only the failed row left", async || {
-        producer.pool().statuses().await == BTreeMap::from([(3, 1)])
+        rig.producer.pool().statuses().await == BTreeMap::from([(3, 1)])
     })
     .await;
     assert_eq!(
@@ -1193,14 +1102,6 @@ async fn a_relay_user_with_only_select_update_delete_on_the_table_relays_fails_a
         0.0,
         "no statement of the relay was refused"
     );
-    drop(service);
-    for host in ["%", "localhost"] {
-        sqlx::query(sqlx::AssertSqlSafe(format!("DROP USER '{user}'@'{host}'")))
-            .execute(&table.pool)
-            .await
-            .unwrap();
-    }
-    drop_dbs(producer, trustmsg_db).await;
 }
 
 /// The same on PostgreSQL with docs/outbox.md's GRANTs (CONNECT on the
@@ -1209,16 +1110,11 @@ async fn a_relay_user_with_only_select_update_delete_on_the_table_relays_fails_a
 /// purge need no more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_a_relay_user_with_only_the_documented_grants_relays_fails_and_purges() {
-    let Rig {
-        trustmsg_db,
-        producer,
-        kafka,
-        mut reader,
-    } = Rig::start(Dialect::Postgres).await;
-    let ProducerDb::Postgres(table) = &producer else {
+    let mut rig = Rig::start(Dialect::Postgres).await;
+    let ProducerDb::Postgres(table) = &rig.producer else {
         unreachable!("a PostgreSQL producer")
     };
-    let db = &table.db.name;
+    let (pool, db) = (table.pool.clone(), table.db.name.clone());
     // Roles are the server's: named after this test's own database.
     let role = format!("{db}_relay");
     for sql in [
@@ -1230,52 +1126,18 @@ async fn postgres_a_relay_user_with_only_the_documented_grants_relays_fails_and_
         format!("GRANT SELECT, UPDATE, DELETE ON trustmsg_outbox TO {role}"),
     ] {
         sqlx::query(sqlx::AssertSqlSafe(sql))
-            .execute(&table.pool)
+            .execute(&pool)
             .await
             .unwrap();
     }
-    let mut url = reqwest::Url::parse(&postgres_server_url()).unwrap();
-    url.set_username(&role).unwrap();
-    url.set_password(Some("relay-pw")).unwrap();
-    url.set_path(db);
-    let flags = service_flags(&format!("shop={url}"), &["--outbox-retention", "0"]);
-    let service = ServiceProcess::start(&trustmsg_db, kafka.bootstrap(), &refs(&flags)).await;
-    service.register("shop", register_body()).await;
-    for i in 0..20 {
-        producer
-            .pool()
-            .place_order(&format!("least-{i}"), true)
-            .await;
-    }
-    table.insert("refused", "a b", "x").await;
-    reader
-        .read_until(Duration::from_secs(30), "the 20 rows", |r| {
-            by_key(r).len() == 20
-        })
-        .await;
-    eventually(10, "only the failed row left", async || {
-        producer.pool().statuses().await == BTreeMap::from([(3, 1)])
-    })
-    .await;
-    assert_eq!(
-        service
-            .metric(
-                "trustmsg_outbox_errors_total",
-                &[("source", "shop"), ("stage", "source")]
-            )
-            .await
-            .unwrap_or(0.0),
-        0.0,
-        "no statement of the relay was refused"
-    );
-    drop(service);
+    relays_fails_and_purges_as(&mut rig, &postgres_server_url(), &role, &db).await;
     for sql in [format!("DROP OWNED BY {role}"), format!("DROP ROLE {role}")] {
         sqlx::query(sqlx::AssertSqlSafe(sql))
-            .execute(&table.pool)
+            .execute(&pool)
             .await
             .unwrap();
     }
-    drop_dbs(producer, trustmsg_db).await;
+    drop_dbs(rig.producer, rig.trustmsg_db).await;
 }
 
 /// Issue 58 item 7: a relay started before the producer's table exists

@@ -1,6 +1,8 @@
 //! Against a real Apache Kafka broker (issue 50, item 1): the real binary,
-//! MariaDB and `scripts/kafka-broker` (Kafka 4.4, KRaft, one node), one
-//! broker per test ([`RealKafka`]). librdkafka's mock cluster stays where
+//! MariaDB and `scripts/kafka-broker` (Kafka 4.4, KRaft, one node): a
+//! broker of its own for each test that sets users, ACLs or TLS or restarts
+//! it, the run's shared plain broker ([`RealKafka::shared`]) with topics
+//! and groups of their own for the others. librdkafka's mock cluster stays where
 //! tests inject faults; these hold trustmsg to what only a real broker
 //! does: its SASL users, its ACLs, its answers.
 //!
@@ -27,104 +29,54 @@
 //!
 //! Run alone: `cargo test -p trustmsg-tests --test e2e real_kafka`.
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::ClientConfig;
 use sqlx::MySqlPool;
-use trustmsg_client::{Message, Producer};
 use trustmsg_tests::certs::TestCa;
-use trustmsg_tests::kafka::Consumed;
+use trustmsg_tests::kafka::{Consumed, TopicReader};
+use trustmsg_tests::real_kafka::unique;
 use trustmsg_tests::submit::{assert_nothing_dead_lettered, Submission, Submitter};
 use trustmsg_tests::{eventually, RealKafka, ServiceProcess, TestDb, UNREACHABLE_VERIFY_URL};
-use trustmsg_verify_api::kafka_headers;
 
-use crate::harness::{settings, statuses};
+use crate::harness::{
+    assert_binary_record_is, assert_the_placed_order_arrives, binary_message, commit,
+    five_delivered_byte_for_byte, one_order_placed_one_failed, settings, shop, statuses, trusting,
+    without_the_name_check, KafkaService,
+};
 
 const TOPIC: &str = "e2e-real-kafka";
 const USER: &str = "trustmsg";
 const PASSWORD: &str = "right-horse-battery-staple";
 const WRONG_PASSWORD: &str = "wrong-horse-battery-staple";
 
-/// A payload with bytes that are not UTF-8, so "byte for byte" means it.
-fn payload(key: &str) -> Vec<u8> {
-    let mut p = format!("payload of {key} \u{e9}").into_bytes();
-    p.extend([0x00, 0xff, 0xfe]);
-    p
+/// The service with these librdkafka settings, giving a send up after the
+/// message timeout here.
+const SERVICE: KafkaService = KafkaService {
+    send: &["--kafka-message-timeout", "5s", "--send-lease", "10s"],
+};
+
+/// What each test starts from: a database of its own, a pool on it, and
+/// where the service logs, in a directory to keep as long as the test runs.
+async fn fresh() -> (TestDb, MySqlPool, PathBuf, tempfile::TempDir) {
+    let db = TestDb::create().await;
+    let pool = db.pool().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("trustmsg.log");
+    (db, pool, log, dir)
 }
 
-fn message(topic: &str, key: &str) -> Message {
-    Message::from_bytes(key, topic, &payload(key))
-        .key(format!("record-key-{key}"))
-        .header("x-seq", key)
-}
-
-/// The record is `key`'s message `id`, byte for byte: value, key, headers.
-fn assert_record_is(r: &Consumed, key: &str, id: u64) {
-    assert_eq!(r.payload.as_deref(), Some(&payload(key)[..]), "{r:?}");
-    assert_eq!(
-        r.key.as_deref(),
-        Some(format!("record-key-{key}").as_bytes())
-    );
-    let expected: BTreeMap<String, Option<Vec<u8>>> = [
-        ("x-seq", key.to_string()),
-        (kafka_headers::MESSAGE_ID, id.to_string()),
-        (kafka_headers::BIZ_ID, "shop".to_string()),
-        (kafka_headers::MESSAGE_KEY, key.to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), Some(v.into_bytes())))
-    .collect();
-    assert_eq!(r.header_map(), expected, "{r:?}");
-}
-
-/// The service over `db`, sending to `kafka` with these librdkafka settings
-/// (`("@", path)` is `--kafka-config @path`), its log appended to `log`.
-async fn service(
-    db: &TestDb,
-    kafka: &RealKafka,
-    client: &[(&str, &str)],
-    log: &Path,
-) -> ServiceProcess {
-    let mut extra: Vec<String> = client
-        .iter()
-        .flat_map(|(k, v)| {
-            let entry = if *k == "@" {
-                format!("@{v}")
-            } else {
-                format!("{k}={v}")
-            };
-            ["--kafka-config".to_string(), entry]
+/// `reader` gets the record of message `id` (within 60 s), and its first
+/// record is [`binary_message`] `key`'s, byte for byte.
+async fn assert_delivered(reader: &mut TopicReader, key: &str, id: u64) {
+    reader
+        .read_until(Duration::from_secs(60), "the record", |rs| {
+            rs.iter().any(|r| r.message_id == id)
         })
-        .collect();
-    extra.extend(
-        [
-            "--kafka-message-timeout",
-            "5s",
-            "--send-lease",
-            "10s",
-            "--sweep-interval",
-            "200ms",
-        ]
-        .map(String::from),
-    );
-    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-    ServiceProcess::start_logged(&db.url, kafka.bootstrap(), &extra, Some(log.into())).await
-}
-
-async fn shop(service: &ServiceProcess) -> Producer {
-    let (token, _) = service
-        .register("shop", settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3))
         .await;
-    Producer::new(&service.url(), "shop", token).unwrap()
-}
-
-async fn commit(producer: &Producer, topic: &str, key: &str) -> u64 {
-    let view = producer.prepare(&message(topic, key)).await.unwrap();
-    producer.commit(key).await.unwrap();
-    view.id
+    assert_binary_record_is(&reader.records[0], key, id);
 }
 
 /// `(status, send_status, send_attempts, last_error, partition, offset)`
@@ -184,6 +136,23 @@ fn records_in_topic(kafka: &RealKafka, topic: &str, partitions: i32) -> i64 {
         .sum()
 }
 
+/// Once the log says `what` (`said`, within 60 s), the message `m` is still
+/// COMMITTED and PENDING and [`TOPIC`] holds no record.
+async fn assert_not_sent_once_logged(
+    pool: &MySqlPool,
+    kafka: &RealKafka,
+    what: &str,
+    said: impl AsyncFnMut() -> bool,
+) {
+    eventually(60, &format!("the log to say {what}"), said).await;
+    let (status, send_status, ..) = row(pool, "m").await;
+    assert_eq!(
+        (status.as_str(), send_status.as_deref()),
+        ("COMMITTED", Some("PENDING"))
+    );
+    assert_eq!(records_in_topic(kafka, TOPIC, 1), 0);
+}
+
 fn read_log(log: &Path) -> String {
     std::fs::read_to_string(log).unwrap_or_default()
 }
@@ -191,38 +160,18 @@ fn read_log(log: &Path) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_core_loop_delivers_to_a_real_broker_byte_for_byte() {
     let began = Instant::now();
-    let kafka = RealKafka::start();
-    kafka.create_topic(TOPIC, 3).await;
-    let db = TestDb::create().await;
-    let pool = db.pool().await;
-    let dir = tempfile::tempdir().unwrap();
-    let service = service(&db, &kafka, &[], &dir.path().join("trustmsg.log")).await;
+    let kafka = RealKafka::shared();
+    let topic = unique(TOPIC);
+    kafka.create_topic(&topic, 3).await;
+    let (db, pool, log, _dir) = fresh().await;
+    let service = SERVICE.start(&db, kafka.bootstrap(), &[], &log).await;
     let producer = shop(&service).await;
-    let mut reader = kafka.reader(TOPIC);
+    let mut reader = kafka.reader(&topic);
 
-    let mut sent = BTreeMap::new();
-    for i in 0..5 {
-        let key = format!("m-{i}");
-        sent.insert(commit(&producer, TOPIC, &key).await, key);
-    }
-    reader
-        .read_until(Duration::from_secs(60), "the five records", |rs| {
-            sent.keys().all(|id| rs.iter().any(|r| r.message_id == *id))
-        })
-        .await;
+    let sent = five_delivered_byte_for_byte(&producer, &topic, &mut reader, &pool, 60).await;
     assert_eq!(reader.records.len(), 5, "{:?}", reader.records);
-    for r in &reader.records {
-        assert_record_is(r, &sent[&r.message_id], r.message_id);
-    }
     // SENT where the broker put it: the partition and offset stored are the
     // record's own.
-    eventually(30, "all five SENT", async || {
-        statuses(&pool, "shop")
-            .await
-            .values()
-            .all(|(_, _, s)| s.as_deref() == Some("SENT"))
-    })
-    .await;
     for r in &reader.records {
         let (_, _, _, _, partition, offset) = row(&pool, &sent[&r.message_id]).await;
         assert_eq!((partition, offset), (Some(r.partition), Some(r.offset)));
@@ -274,10 +223,7 @@ async fn sasl_refuses_a_wrong_password_and_delivers_with_the_right_one(mechanism
     let began = Instant::now();
     let ca = tls.then(TestCa::new);
     let kafka = sasl_broker(&[TOPIC], ca.as_ref()).await;
-    let db = TestDb::create().await;
-    let pool = db.pool().await;
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("trustmsg.log");
+    let (db, pool, log, dir) = fresh().await;
     let ca_file = ca.as_ref().map(|ca| ca.ca_file().display().to_string());
     let mut sasl = vec![
         ("security.protocol", "SASL_PLAINTEXT"),
@@ -290,20 +236,14 @@ async fn sasl_refuses_a_wrong_password_and_delivers_with_the_right_one(mechanism
     }
 
     let wrong = [&sasl[..], &[("sasl.password", WRONG_PASSWORD)]].concat();
-    let mut refused = service(&db, &kafka, &wrong, &log).await;
+    let mut refused = SERVICE.start(&db, kafka.bootstrap(), &wrong, &log).await;
     let producer = shop(&refused).await;
-    let id = commit(&producer, TOPIC, "m").await;
-    eventually(60, "the log to say authentication failed", async || {
+    let id = commit(&producer, &binary_message(TOPIC, "m")).await;
+    assert_not_sent_once_logged(&pool, &kafka, "authentication failed", async || {
         let log = read_log(&log);
         log.contains("SASL authentication error") && log.contains("Authentication failed")
     })
     .await;
-    let (status, send_status, ..) = row(&pool, "m").await;
-    assert_eq!(
-        (status.as_str(), send_status.as_deref()),
-        ("COMMITTED", Some("PENDING"))
-    );
-    assert_eq!(records_in_topic(&kafka, TOPIC, 1), 0);
     refused.terminate();
     let logged = read_log(&log);
     assert!(
@@ -315,15 +255,10 @@ async fn sasl_refuses_a_wrong_password_and_delivers_with_the_right_one(mechanism
     std::fs::write(&properties, format!("sasl.password={PASSWORD}\n")).unwrap();
     let properties = properties.display().to_string();
     let right = [&sasl[..], &[("@", properties.as_str())]].concat();
-    let _service = service(&db, &kafka, &right, &log).await;
+    let _service = SERVICE.start(&db, kafka.bootstrap(), &right, &log).await;
     let mut reader = kafka.reader(TOPIC);
-    reader
-        .read_until(Duration::from_secs(60), "the record", |rs| {
-            rs.iter().any(|r| r.message_id == id)
-        })
-        .await;
+    assert_delivered(&mut reader, "m", id).await;
     assert_eq!(reader.records.len(), 1, "{:?}", reader.records);
-    assert_record_is(&reader.records[0], "m", id);
     eventually(30, "SENT", async || {
         row(&pool, "m").await.1.as_deref() == Some("SENT")
     })
@@ -362,28 +297,25 @@ async fn a_topic_the_brokers_acls_refuse_is_send_failed_with_its_reason_after_on
     // Both topics exist; the broker lets trustmsg's user write to one only.
     let kafka = sasl_broker(&[TOPIC], None).await;
     kafka.create_topic(REFUSED, 1).await;
-    let db = TestDb::create().await;
-    let pool = db.pool().await;
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("trustmsg.log");
+    let (db, pool, log, _dir) = fresh().await;
     let sasl = [
         ("security.protocol", "SASL_PLAINTEXT"),
         ("sasl.mechanism", "SCRAM-SHA-512"),
         ("sasl.username", USER),
         ("sasl.password", PASSWORD),
     ];
-    let service = service(&db, &kafka, &sasl, &log).await;
+    let service = SERVICE.start(&db, kafka.bootstrap(), &sasl, &log).await;
     let producer = shop(&service).await;
     let mut reader = kafka.reader(TOPIC);
 
-    let refused = commit(&producer, REFUSED, "refused").await;
-    let allowed = commit(&producer, TOPIC, "allowed").await;
+    let refused = commit(&producer, &binary_message(REFUSED, "refused")).await;
+    let allowed = commit(&producer, &binary_message(TOPIC, "allowed")).await;
     reader
         .read_until(Duration::from_secs(60), "the allowed record", |rs| {
             rs.iter().any(|r| r.message_id == allowed)
         })
         .await;
-    assert_record_is(&reader.records[0], "allowed", allowed);
+    assert_binary_record_is(&reader.records[0], "allowed", allowed);
     eventually(60, "the refused message SEND_FAILED", async || {
         row(&pool, "refused").await.1.as_deref() == Some("SEND_FAILED")
     })
@@ -410,29 +342,107 @@ async fn a_topic_the_brokers_acls_refuse_is_send_failed_with_its_reason_after_on
     );
 }
 
-const SUBMIT: &str = "e2e-real-kafka.submit";
-const DLQ: &str = "e2e-real-kafka.submit.dlq";
-const ORDERS: &str = "e2e-real-kafka-orders";
+/// The Kafka way in's topics of a test: records submitted to `submit`,
+/// dead letters in `dlq` (trustmsg's name for them), messages to `orders`.
+struct WayIn {
+    submit: String,
+    dlq: String,
+    orders: String,
+}
 
-/// Prepares and commits `order-{from}` … `order-{to-1}` through the Kafka
-/// way in, each keyed `customer-{i % 3}` with its own payload.
-async fn submit_orders(producer: &Submitter, range: std::ops::Range<usize>) {
-    for i in range {
-        let key = format!("order-{i}");
-        let value = format!("{{\"order\":{i}}}");
-        producer
-            .prepare(
-                &key,
-                Submission {
-                    topic: ORDERS,
-                    key: Some(&format!("customer-{}", i % 3)),
-                    headers: &[("content-type", "application/json")],
-                    value: value.as_bytes(),
-                    partition: None,
-                },
-            )
+impl WayIn {
+    /// The topics named after `base`.
+    fn named(base: &str) -> Self {
+        Self {
+            submit: format!("{base}.submit"),
+            dlq: format!("{base}.submit.dlq"),
+            orders: format!("{base}-orders"),
+        }
+    }
+
+    /// Creates them on `kafka`: `submit` with 3 partitions, `orders` with
+    /// `orders_partitions`.
+    async fn create(&self, kafka: &RealKafka, orders_partitions: i32) {
+        kafka.create_topic(&self.submit, 3).await;
+        kafka.create_topic(&self.dlq, 1).await;
+        kafka.create_topic(&self.orders, orders_partitions).await;
+    }
+
+    /// Prepares and commits `order-{from}` … `order-{to-1}` through the
+    /// Kafka way in, each keyed `customer-{i % 3}` with its own payload.
+    async fn submit_orders(&self, producer: &Submitter, range: std::ops::Range<usize>) {
+        for i in range {
+            let key = format!("order-{i}");
+            let value = format!("{{\"order\":{i}}}");
+            producer
+                .prepare(
+                    &key,
+                    Submission {
+                        topic: &self.orders,
+                        key: Some(&format!("customer-{}", i % 3)),
+                        headers: &[("content-type", "application/json")],
+                        value: value.as_bytes(),
+                        partition: None,
+                    },
+                )
+                .await;
+            producer.commit(&key).await;
+        }
+    }
+
+    /// Registers `shop` for `orders` (checked back nowhere) with `service`;
+    /// its submitter through the internal listener.
+    async fn shop(&self, service: &ServiceProcess, kafka: &RealKafka) -> Submitter {
+        let mut registration = settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3);
+        registration["topics"] = serde_json::json!([self.orders]);
+        let (_, secret) = service.register("shop", registration).await;
+        Submitter::new(kafka.internal_bootstrap(), &self.submit, "shop", &secret)
+    }
+
+    /// Waits until all `n` orders are COMMITTED and SENT; then every one's
+    /// record is in `orders` as submitted (0 lost, 0 wrong; duplicates, at
+    /// least once, are allowed and checked too) and nothing was
+    /// dead-lettered. Returns the records.
+    async fn assert_every_order_delivered(
+        &self,
+        kafka: &RealKafka,
+        pool: &MySqlPool,
+        producer: &Submitter,
+        n: usize,
+    ) -> Vec<Consumed> {
+        eventually(120, "every order COMMITTED and SENT", async || {
+            let rows = statuses(pool, "shop").await;
+            rows.len() == n
+                && rows
+                    .values()
+                    .all(|(_, s, ss)| s == "COMMITTED" && ss.as_deref() == Some("SENT"))
+        })
+        .await;
+        let rows = statuses(pool, "shop").await;
+        let mut orders = kafka.reader(&self.orders);
+        orders
+            .read_until(Duration::from_secs(60), "every order's record", |rs| {
+                rows.values()
+                    .all(|(id, _, _)| rs.iter().any(|r| r.message_id == *id))
+            })
             .await;
-        producer.commit(&key).await;
+        for r in orders.poll() {
+            let (key, _) = rows
+                .iter()
+                .find(|(_, (id, _, _))| *id == r.message_id)
+                .unwrap_or_else(|| panic!("a record of no stored message: {r:?}"));
+            let i: usize = key.trim_start_matches("order-").parse().unwrap();
+            assert_eq!(
+                r.key.as_deref(),
+                Some(format!("customer-{}", i % 3).as_bytes())
+            );
+            assert_eq!(
+                r.payload.as_deref(),
+                Some(format!("{{\"order\":{i}}}").as_bytes())
+            );
+        }
+        assert_nothing_dead_lettered(kafka.internal_bootstrap(), producer, 3, &self.dlq).await;
+        std::mem::take(&mut orders.records)
     }
 }
 
@@ -441,14 +451,10 @@ async fn the_kafka_way_ins_group_applies_every_record_across_a_broker_restart() 
     let began = Instant::now();
     const N: usize = 40;
     let kafka = RealKafka::start();
-    kafka.create_topic(SUBMIT, 3).await;
-    kafka.create_topic(DLQ, 1).await;
-    kafka.create_topic(ORDERS, 2).await;
-    let db = TestDb::create().await;
-    let pool = db.pool().await;
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("trustmsg.log");
-    let mut extra = vec!["--submit-topic", SUBMIT];
+    let way_in = WayIn::named("e2e-real-kafka");
+    way_in.create(&kafka, 2).await;
+    let (db, pool, log, _dir) = fresh().await;
+    let mut extra = vec!["--submit-topic", &way_in.submit];
     extra.extend_from_slice(&[
         "--kafka-message-timeout",
         "10s",
@@ -459,15 +465,12 @@ async fn the_kafka_way_ins_group_applies_every_record_across_a_broker_restart() 
     ]);
     let service =
         ServiceProcess::start_logged(&db.url, kafka.bootstrap(), &extra, Some(log.clone())).await;
-    let mut registration = settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3);
-    registration["topics"] = serde_json::json!([ORDERS]);
-    let (_, secret) = service.register("shop", registration).await;
-    let producer = Submitter::new(kafka.internal_bootstrap(), SUBMIT, "shop", &secret);
+    let producer = way_in.shop(&service, &kafka).await;
 
     // Half before the restart, applied (so the group has joined and
     // committed offsets) and being forwarded when the broker goes down; the
     // other half once it is back.
-    submit_orders(&producer, 0..N / 2).await;
+    way_in.submit_orders(&producer, 0..N / 2).await;
     eventually(60, "the first half COMMITTED", async || {
         let rows = statuses(&pool, "shop").await;
         rows.len() == N / 2 && rows.values().all(|(_, s, _)| s == "COMMITTED")
@@ -481,44 +484,15 @@ async fn the_kafka_way_ins_group_applies_every_record_across_a_broker_restart() 
         .count();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let restarted_in = kafka.restart();
-    submit_orders(&producer, N / 2..N).await;
+    way_in.submit_orders(&producer, N / 2..N).await;
 
-    eventually(120, "every order COMMITTED and SENT", async || {
-        let rows = statuses(&pool, "shop").await;
-        rows.len() == N
-            && rows
-                .values()
-                .all(|(_, s, ss)| s == "COMMITTED" && ss.as_deref() == Some("SENT"))
-    })
-    .await;
-    // 0 lost: every message's record is in the topic; 0 wrong: each as
-    // submitted (duplicates, at least once, are allowed and checked too).
-    let rows = statuses(&pool, "shop").await;
-    let mut orders = kafka.reader(ORDERS);
-    orders
-        .read_until(Duration::from_secs(60), "every order's record", |rs| {
-            rows.values()
-                .all(|(id, _, _)| rs.iter().any(|r| r.message_id == *id))
-        })
+    let records = way_in
+        .assert_every_order_delivered(&kafka, &pool, &producer, N)
         .await;
-    for r in orders.poll() {
-        let (key, _) = rows
-            .iter()
-            .find(|(_, (id, _, _))| *id == r.message_id)
-            .unwrap_or_else(|| panic!("a record of no stored message: {r:?}"));
-        let i: usize = key.trim_start_matches("order-").parse().unwrap();
-        assert_eq!(
-            r.key.as_deref(),
-            Some(format!("customer-{}", i % 3).as_bytes())
-        );
-        assert_eq!(
-            r.payload.as_deref(),
-            Some(format!("{{\"order\":{i}}}").as_bytes())
-        );
+    for r in &records {
         assert_eq!(r.header("content-type"), Some(&b"application/json"[..]));
     }
-    assert_nothing_dead_lettered(kafka.internal_bootstrap(), &producer, 3, DLQ).await;
-    let duplicates = orders.records.len() - N;
+    let duplicates = records.len() - N;
     eprintln!(
         "kafka way in across a broker restart: broker {:?}, restarted in {restarted_in:?}, \
          {sent_before} of {N} SENT before the stop, {duplicates} duplicate record(s), \
@@ -543,28 +517,17 @@ async fn tls_with_the_tests_own_ca_delivers_and_checks_the_brokers_name() {
     let began = Instant::now();
     let ca = TestCa::new();
     let ca_file = ca.ca_file().display().to_string();
-    let tls = [
-        ("security.protocol", "SSL"),
-        ("ssl.ca.location", ca_file.as_str()),
-    ];
-    let db = TestDb::create().await;
-    let pool = db.pool().await;
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("trustmsg.log");
+    let tls = trusting(&ca_file);
+    let (db, pool, log, _dir) = fresh().await;
 
     // A certificate for `localhost`, the name advertised: delivered, with
     // the name checked (librdkafka 2.x's default).
     let kafka = tls_broker(&ca, &["localhost"]).await;
-    let service = service(&db, &kafka, &tls, &log).await;
+    let service = SERVICE.start(&db, kafka.bootstrap(), &tls, &log).await;
     let producer = shop(&service).await;
     let mut reader = kafka.reader(TOPIC);
-    let id = commit(&producer, TOPIC, "m").await;
-    reader
-        .read_until(Duration::from_secs(60), "the record", |rs| {
-            rs.iter().any(|r| r.message_id == id)
-        })
-        .await;
-    assert_record_is(&reader.records[0], "m", id);
+    let id = commit(&producer, &binary_message(TOPIC, "m")).await;
+    assert_delivered(&mut reader, "m", id).await;
     eventually(30, "SENT", async || {
         row(&pool, "m").await.1.as_deref() == Some("SENT")
     })
@@ -581,49 +544,28 @@ async fn tls_refuses_a_broker_certificate_for_another_name_unless_the_check_is_o
     let began = Instant::now();
     let ca = TestCa::new();
     let ca_file = ca.ca_file().display().to_string();
-    let tls = [
-        ("security.protocol", "SSL"),
-        ("ssl.ca.location", ca_file.as_str()),
-    ];
-    let db = TestDb::create().await;
-    let pool = db.pool().await;
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("trustmsg.log");
+    let tls = trusting(&ca_file);
+    let (db, pool, log, _dir) = fresh().await;
     let kafka = tls_broker(&ca, &["wrong.example"]).await;
 
-    let mut first = service(&db, &kafka, &tls, &log).await;
+    let mut first = SERVICE.start(&db, kafka.bootstrap(), &tls, &log).await;
     let producer = shop(&first).await;
-    let id = commit(&producer, TOPIC, "m").await;
-    eventually(
-        60,
-        "the log to say the certificate was refused",
-        async || read_log(&log).contains("certificate verify failed"),
-    )
+    let id = commit(&producer, &binary_message(TOPIC, "m")).await;
+    assert_not_sent_once_logged(&pool, &kafka, "the certificate was refused", async || {
+        read_log(&log).contains("certificate verify failed")
+    })
     .await;
-    let (status, send_status, ..) = row(&pool, "m").await;
-    assert_eq!(
-        (status.as_str(), send_status.as_deref()),
-        ("COMMITTED", Some("PENDING"))
-    );
-    assert_eq!(records_in_topic(&kafka, TOPIC, 1), 0);
     first.terminate();
 
     // The same certificate is otherwise good: with the name check off
     // (what nobody should do) the message goes through, so the refusal
     // above was the name's.
-    let unchecked = [
-        tls[0],
-        tls[1],
-        ("ssl.endpoint.identification.algorithm", "none"),
-    ];
-    let _second = service(&db, &kafka, &unchecked, &log).await;
-    let mut reader = kafka.reader(TOPIC);
-    reader
-        .read_until(Duration::from_secs(60), "the record", |rs| {
-            rs.iter().any(|r| r.message_id == id)
-        })
+    let unchecked = without_the_name_check(&tls);
+    let _second = SERVICE
+        .start(&db, kafka.bootstrap(), &unchecked, &log)
         .await;
-    assert_record_is(&reader.records[0], "m", id);
+    let mut reader = kafka.reader(TOPIC);
+    assert_delivered(&mut reader, "m", id).await;
     eprintln!(
         "tls name check: broker {:?}, all {:?}",
         kafka.started_in,
@@ -713,16 +655,19 @@ async fn tail_reads_a_real_broker_over_sasl_ssl() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sdks_submitter_and_the_way_in_work_with_the_brokers_users_and_acls() {
     use trustmsg_client::submit::Submitter as SdkSubmitter;
-    use trustmsg_client::{transaction, TxOutcome};
 
     let began = Instant::now();
     const SHOP_PASSWORD: &str = "shop-battery-staple";
     let trustmsg_user = format!("{USER}:{PASSWORD}");
     let shop_user = format!("shop:{SHOP_PASSWORD}");
     let kafka = RealKafka::start_with(&["--sasl", "--user", &trustmsg_user, "--user", &shop_user]);
-    kafka.create_topic(SUBMIT, 3).await;
-    kafka.create_topic(DLQ, 1).await;
-    kafka.create_topic(ORDERS, 1).await;
+    let way_in = WayIn::named("e2e-real-kafka");
+    way_in.create(&kafka, 1).await;
+    let WayIn {
+        submit,
+        dlq,
+        orders,
+    } = &way_in;
     // trustmsg reads the submit topic in its group and writes letters and
     // orders; the shop may only write to the submit topic.
     kafka.acl(&[
@@ -736,11 +681,11 @@ async fn the_sdks_submitter_and_the_way_in_work_with_the_brokers_users_and_acls(
         "--operation",
         "Describe",
         "--topic",
-        SUBMIT,
+        submit,
         "--topic",
-        DLQ,
+        dlq,
         "--topic",
-        ORDERS,
+        orders,
     ]);
     kafka.acl(&[
         "--add",
@@ -760,13 +705,10 @@ async fn the_sdks_submitter_and_the_way_in_work_with_the_brokers_users_and_acls(
         "--operation",
         "Describe",
         "--topic",
-        SUBMIT,
+        submit,
     ]);
-    let db = TestDb::create().await;
-    let pool = db.pool().await;
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("trustmsg.log");
-    let mut extra = vec!["--submit-topic", SUBMIT];
+    let (db, pool, log, _dir) = fresh().await;
+    let mut extra = vec!["--submit-topic", submit];
     for setting in [
         "security.protocol=SASL_PLAINTEXT",
         "sasl.mechanism=SCRAM-SHA-512",
@@ -779,7 +721,7 @@ async fn the_sdks_submitter_and_the_way_in_work_with_the_brokers_users_and_acls(
     let service =
         ServiceProcess::start_logged(&db.url, kafka.bootstrap(), &extra, Some(log.clone())).await;
     let mut registration = settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3);
-    registration["topics"] = serde_json::json!([ORDERS]);
+    registration["topics"] = serde_json::json!([orders]);
     let (_, secret) = service.register("shop", registration).await;
     let sdk = SdkSubmitter::new(
         kafka.bootstrap(),
@@ -789,52 +731,24 @@ async fn the_sdks_submitter_and_the_way_in_work_with_the_brokers_users_and_acls(
             ("sasl.username", "shop"),
             ("sasl.password", SHOP_PASSWORD),
         ],
-        SUBMIT,
+        submit,
         "shop",
         secret.clone(),
     )
     .unwrap();
 
-    let placed = transaction(
-        &sdk,
-        Message::new("sdk-ok", ORDERS, r#"{"total":7}"#)
-            .key("customer-7")
-            .header("content-type", "application/json"),
-        async |_| Ok::<_, String>("order stored"),
-    )
-    .await
-    .unwrap();
-    assert!(matches!(placed, TxOutcome::Committed { .. }), "{placed:?}");
-    let failed = transaction(
-        &sdk,
-        Message::new("sdk-failed", ORDERS, "never"),
-        async |_| Err::<(), _>("payment declined".to_string()),
-    )
-    .await
-    .unwrap();
-    assert!(matches!(failed, TxOutcome::RolledBack { .. }), "{failed:?}");
+    one_order_placed_one_failed(&sdk, orders, None).await;
 
-    let mut orders = kafka.reader(ORDERS);
-    orders
-        .read_until(Duration::from_secs(60), "the committed message", |r| {
-            !r.is_empty()
-        })
-        .await;
-    let record = &orders.poll()[0];
-    assert_eq!(record.payload.as_deref(), Some(&br#"{"total":7}"#[..]));
-    assert_eq!(record.key.as_deref(), Some(&b"customer-7"[..]));
-    assert_eq!(
-        record.header("content-type"),
-        Some(&b"application/json"[..])
-    );
+    let mut orders = kafka.reader(orders);
+    assert_the_placed_order_arrives(&mut orders, 60).await;
     eventually(60, "the rollback applied and the commit SENT", async || {
         let rows = statuses(&pool, "shop").await;
         rows.get("sdk-failed").map(|r| r.1.as_str()) == Some("ROLLED_BACK")
             && rows.get("sdk-ok").and_then(|r| r.2.as_deref()) == Some("SENT")
     })
     .await;
-    let checker = Submitter::new(kafka.internal_bootstrap(), SUBMIT, "shop", &secret);
-    assert_nothing_dead_lettered(kafka.internal_bootstrap(), &checker, 3, DLQ).await;
+    let checker = Submitter::new(kafka.internal_bootstrap(), submit, "shop", &secret);
+    assert_nothing_dead_lettered(kafka.internal_bootstrap(), &checker, 3, dlq).await;
     assert_eq!(orders.poll().len(), 1, "only the committed message");
     eprintln!(
         "sdk submitter with users and acls: broker {:?}, all {:?}",
@@ -852,16 +766,18 @@ async fn the_sdks_submitter_and_the_way_in_work_with_the_brokers_users_and_acls(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_kafka_way_ins_group_applies_every_record_through_a_rebalance_and_a_kill() {
     const N: usize = 60;
-    let kafka = RealKafka::start();
-    kafka.create_topic(SUBMIT, 3).await;
-    kafka.create_topic(DLQ, 1).await;
-    kafka.create_topic(ORDERS, 2).await;
+    let kafka = RealKafka::shared();
+    let way_in = WayIn::named(&unique("e2e-real-kafka-rebalance"));
+    way_in.create(&kafka, 2).await;
+    let group = unique("trustmsg-rebalance");
     let db = TestDb::create().await;
     let pool = db.pool().await;
     let dir = tempfile::tempdir().unwrap();
     let extra = [
         "--submit-topic",
-        SUBMIT,
+        &way_in.submit,
+        "--submit-group",
+        &group,
         "--kafka-message-timeout",
         "10s",
         "--send-lease",
@@ -882,16 +798,13 @@ async fn the_kafka_way_ins_group_applies_every_record_through_a_rebalance_and_a_
         Some(dir.path().join("first.log")),
     )
     .await;
-    let mut registration = settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3);
-    registration["topics"] = serde_json::json!([ORDERS]);
-    let (_, secret) = first.register("shop", registration).await;
-    let producer = Submitter::new(kafka.internal_bootstrap(), SUBMIT, "shop", &secret);
+    let producer = way_in.shop(&first, &kafka).await;
     let committed = async |n: usize| {
         let rows = statuses(&pool, "shop").await;
         rows.len() == n && rows.values().all(|(_, s, _)| s == "COMMITTED")
     };
 
-    submit_orders(&producer, 0..N / 3).await;
+    way_in.submit_orders(&producer, 0..N / 3).await;
     eventually(60, "the first third COMMITTED", async || {
         committed(N / 3).await
     })
@@ -904,7 +817,7 @@ async fn the_kafka_way_ins_group_applies_every_record_through_a_rebalance_and_a_
         Some(dir.path().join("second.log")),
     )
     .await;
-    submit_orders(&producer, N / 3..2 * N / 3).await;
+    way_in.submit_orders(&producer, N / 3..2 * N / 3).await;
     eventually(90, "the second third COMMITTED", async || {
         committed(2 * N / 3).await
     })
@@ -914,39 +827,10 @@ async fn the_kafka_way_ins_group_applies_every_record_through_a_rebalance_and_a_
     // uncommitted in them is read again (applied once: a repeat is
     // recognised by key and content).
     first.kill_9();
-    submit_orders(&producer, 2 * N / 3..N).await;
-    eventually(120, "every order COMMITTED and SENT", async || {
-        let rows = statuses(&pool, "shop").await;
-        rows.len() == N
-            && rows
-                .values()
-                .all(|(_, s, ss)| s == "COMMITTED" && ss.as_deref() == Some("SENT"))
-    })
-    .await;
-    let rows = statuses(&pool, "shop").await;
-    let mut orders = kafka.reader(ORDERS);
-    orders
-        .read_until(Duration::from_secs(60), "every order's record", |rs| {
-            rows.values()
-                .all(|(id, _, _)| rs.iter().any(|r| r.message_id == *id))
-        })
+    way_in.submit_orders(&producer, 2 * N / 3..N).await;
+    way_in
+        .assert_every_order_delivered(&kafka, &pool, &producer, N)
         .await;
-    for r in orders.poll() {
-        let (key, _) = rows
-            .iter()
-            .find(|(_, (id, _, _))| *id == r.message_id)
-            .unwrap_or_else(|| panic!("a record of no stored message: {r:?}"));
-        let i: usize = key.trim_start_matches("order-").parse().unwrap();
-        assert_eq!(
-            r.key.as_deref(),
-            Some(format!("customer-{}", i % 3).as_bytes())
-        );
-        assert_eq!(
-            r.payload.as_deref(),
-            Some(format!("{{\"order\":{i}}}").as_bytes())
-        );
-    }
-    assert_nothing_dead_lettered(kafka.internal_bootstrap(), &producer, 3, DLQ).await;
     // The survivor took the killed member's partitions: every record
     // submitted after the kill (a prepare and a commit per order) was
     // applied by it.

@@ -15,7 +15,7 @@ use trustmsg_tests::check_server::CheckServer;
 use trustmsg_tests::kafka::{records_in, MockKafka};
 use trustmsg_tests::{eventually, PgTestDb, ServiceProcess, TestDb, UNREACHABLE_VERIFY_URL};
 
-use crate::harness::{settings, statuses};
+use crate::harness::{settings, shop_database, statuses};
 
 const TOPIC: &str = "e2e-sdk-scenarios";
 
@@ -105,14 +105,9 @@ async fn count(pool: &MySqlPool, sql: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s01_s02_s07_committed_reaches_kafka_exactly_failed_never_and_the_inbox_runs_work_once() {
     let db = TestDb::create().await;
-    let shop_db = TestDb::create().await;
-    let shop = shop_db.pool().await;
+    let (shop_db, shop) = shop_database().await;
     barrier::create_table(&shop).await.unwrap();
     inbox::create_table(&shop).await.unwrap();
-    sqlx::query("CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY) ENGINE=InnoDB")
-        .execute(&shop)
-        .await
-        .unwrap();
     let kafka = MockKafka::start(1);
     kafka.create_topic(TOPIC, 3);
     let service = ServiceProcess::start(&db, kafka.bootstrap(), &[]).await;
@@ -352,13 +347,8 @@ async fn pg_count(pool: &sqlx::PgPool, sql: &str) -> i64 {
 /// S11, S12, S13 and S14 with the producer's database on MariaDB.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s11_s12_s13_s14_retried_orders_run_no_work_for_a_decided_message_mysql() {
-    let shop_db = TestDb::create().await;
-    let shop = shop_db.pool().await;
+    let (shop_db, shop) = shop_database().await;
     barrier::create_table(&shop).await.unwrap();
-    sqlx::query("CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY) ENGINE=InnoDB")
-        .execute(&shop)
-        .await
-        .unwrap();
     retried_orders!(
         shop,
         order,

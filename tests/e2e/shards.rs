@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use trustmsg_client::{Message, Producer};
+use trustmsg_tests::flags::RESEND_SOON;
 use trustmsg_tests::kafka::{MockKafka, TopicReader};
 use trustmsg_tests::{eventually, PrivateMariaDb, ServiceProcess, TestDb, UNREACHABLE_VERIFY_URL};
 
@@ -87,21 +88,19 @@ async fn a_dead_shard_fails_only_its_own_keys_and_loses_nothing() {
         &first.url,
         kafka.bootstrap(),
         &[
-            "--database-url",
-            &second.url,
-            "--database-url",
-            &third_url,
-            "--request-timeout",
-            "2s",
-            "--sweep-interval",
-            "200ms",
-            "--send-backoff-base",
-            "100ms",
-            "--send-backoff-max",
-            "1s",
-            "--backlog-interval",
-            "200ms",
-        ],
+            &[
+                "--database-url",
+                &second.url,
+                "--database-url",
+                &third_url,
+                "--request-timeout",
+                "2s",
+                "--backlog-interval",
+                "200ms",
+            ],
+            RESEND_SOON,
+        ]
+        .concat(),
         None,
     )
     .await;

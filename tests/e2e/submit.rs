@@ -16,7 +16,9 @@ use trustmsg_tests::submit::{
 use trustmsg_tests::{eventually, ServiceProcess, TestDb, ADMIN_TOKEN, UNREACHABLE_VERIFY_URL};
 use trustmsg_verify_api::submit::{self, Op};
 
-use crate::harness::{settings, statuses};
+use crate::harness::{
+    assert_the_placed_order_arrives, one_order_placed_one_failed, settings, statuses,
+};
 
 const SUBMIT: &str = "e2e.submit";
 const DLQ: &str = "e2e.submit.dlq";
@@ -529,7 +531,6 @@ async fn a_commit_before_its_prepare_waits_for_it_visibly_and_is_dead_lettered_w
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sdks_submitter_and_transaction_helper_commit_what_succeeds_and_roll_back_what_fails() {
     use trustmsg_client::submit::Submitter as SdkSubmitter;
-    use trustmsg_client::{transaction, Message, TxOutcome};
 
     let db = TestDb::create().await;
     let kafka = trustmsg_tests::kafka::MockKafka::start(1);
@@ -539,39 +540,10 @@ async fn the_sdks_submitter_and_transaction_helper_commit_what_succeeds_and_roll
     let (_, secret) = service.register("shop", shop_settings()).await;
     let sdk = SdkSubmitter::new(kafka.bootstrap(), &[], SUBMIT, "shop", secret).unwrap();
 
-    let placed = transaction(
-        &sdk,
-        Message::new("sdk-ok", "orders", r#"{"total":7}"#)
-            .key("customer-7")
-            .header("content-type", "application/json")
-            .deliver_after(Duration::from_millis(300)),
-        async |_| Ok::<_, String>("order stored"),
-    )
-    .await
-    .unwrap();
-    assert!(matches!(placed, TxOutcome::Committed { .. }), "{placed:?}");
-    let failed = transaction(
-        &sdk,
-        Message::new("sdk-failed", "orders", "never"),
-        async |_| Err::<(), _>("payment declined".to_string()),
-    )
-    .await
-    .unwrap();
-    assert!(matches!(failed, TxOutcome::RolledBack { .. }), "{failed:?}");
+    one_order_placed_one_failed(&sdk, "orders", Some(Duration::from_millis(300))).await;
 
     let mut orders = TopicReader::new(kafka.bootstrap(), "orders");
-    orders
-        .read_until(Duration::from_secs(30), "the committed message", |r| {
-            !r.is_empty()
-        })
-        .await;
-    let record = &orders.poll()[0];
-    assert_eq!(record.payload.as_deref(), Some(&br#"{"total":7}"#[..]));
-    assert_eq!(record.key.as_deref(), Some(&b"customer-7"[..]));
-    assert_eq!(
-        record.header("content-type"),
-        Some(&b"application/json"[..])
-    );
+    assert_the_placed_order_arrives(&mut orders, 30).await;
     let pool = db.pool().await;
     eventually(15, "both decided", async || {
         let rows = statuses(&pool, "shop").await;

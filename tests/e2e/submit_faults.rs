@@ -119,6 +119,27 @@ struct Sent {
 /// The records submitted so far, in the order submitted.
 type Log = Arc<Mutex<Vec<Sent>>>;
 
+/// `shop` registered through `service`, and `n` of its messages being
+/// submitted one every `pace` ([`submit_stream`]): its submitter, the log
+/// of what was submitted, and the stream.
+async fn shop_submitting(
+    service: &ServiceProcess,
+    bootstrap: &str,
+    n: usize,
+    pace: Duration,
+) -> (Submitter, Log, JoinHandle<BTreeSet<i32>>) {
+    let (_, secret) = service.register("shop", shop_settings()).await;
+    let producer = Submitter::new(bootstrap, SUBMIT, "shop", &secret);
+    let log = Log::default();
+    let stream = submit_stream(
+        producer.with_identity("shop", &secret),
+        n,
+        pace,
+        log.clone(),
+    );
+    (producer, log, stream)
+}
+
 /// Submits messages `0..n` (prepare, then commit or rollback, keyed by the
 /// message key, so by partition of the key), one every `pace`, noting each
 /// record in `log`; returns the submit partitions used. Kafka alone takes
@@ -244,6 +265,16 @@ struct Ledger {
     /// Records of the target topic that repeat a message id (the
     /// forwarder's at-least-once).
     forwarded_twice: usize,
+}
+
+impl std::fmt::Display for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} committed, {} rolled back, 0 lost, 0 wrong, {} forwarded twice",
+            self.committed, self.rolled_back, self.forwarded_twice
+        )
+    }
 }
 
 /// The ledger after `0..n` were submitted: no message lost, none wrong, each
@@ -387,17 +418,9 @@ async fn kill_9_three_times_mid_batch_loses_no_submitted_record_and_applies_none
     let kafka = kafka();
     let mut orders = TopicReader::new(kafka.bootstrap(), ORDERS);
     let mut service = ServiceProcess::start(&db, kafka.bootstrap(), &serve_flags(&[])).await;
-    let (_, secret) = service.register("shop", shop_settings()).await;
-    let producer = Submitter::new(kafka.bootstrap(), SUBMIT, "shop", &secret);
     let pool = db.pool().await;
-
-    let log = Log::default();
-    let stream = submit_stream(
-        producer.with_identity("shop", &secret),
-        N,
-        Duration::from_millis(10),
-        log.clone(),
-    );
+    let (producer, log, stream) =
+        shop_submitting(&service, kafka.bootstrap(), N, Duration::from_millis(10)).await;
     // Killed three times, each caught (frozen) with a batch applied whose
     // offsets are not committed yet: those records are read again.
     let t0 = Instant::now();
@@ -418,11 +441,7 @@ async fn kill_9_three_times_mid_batch_loses_no_submitted_record_and_applies_none
     assert_nothing_dead_lettered(kafka.bootstrap(), &producer, PARTITIONS, DLQ).await;
     eprintln!(
         "kill -9 at (time, rows, records applied but not committed): {kills:?}; \
-         {read_again} records read again; {} committed, {} rolled back, 0 lost, 0 wrong, \
-         {} forwarded twice; done after {:?}",
-        ledger.committed,
-        ledger.rolled_back,
-        ledger.forwarded_twice,
+         {read_again} records read again; {ledger}; done after {:?}",
         t0.elapsed()
     );
     drop(service);
@@ -439,17 +458,9 @@ async fn a_group_of_instances_that_grows_shrinks_and_loses_one_to_kill_9_applies
     let flags = serve_flags(&[]);
     let mut a = ServiceProcess::start(&db, kafka.bootstrap(), &flags).await;
     let mut b = ServiceProcess::start(&db, kafka.bootstrap(), &flags).await;
-    let (_, secret) = a.register("shop", shop_settings()).await;
-    let producer = Submitter::new(kafka.bootstrap(), SUBMIT, "shop", &secret);
     let pool = db.pool().await;
-
-    let log = Log::default();
-    let stream = submit_stream(
-        producer.with_identity("shop", &secret),
-        N,
-        Duration::from_millis(30),
-        log.clone(),
-    );
+    let (producer, log, stream) =
+        shop_submitting(&a, kafka.bootstrap(), N, Duration::from_millis(30)).await;
     // A third instance joins (A and B give partitions up to it), B leaves
     // gracefully, then A dies without a word, caught mid-batch if it can
     // be: C ends with every partition.
@@ -477,11 +488,7 @@ async fn a_group_of_instances_that_grows_shrinks_and_loses_one_to_kill_9_applies
     assert_nothing_dead_lettered(kafka.bootstrap(), &producer, PARTITIONS, DLQ).await;
     eprintln!(
         "(time, rows) when C joined {joined:?}, B left {left:?}, A was killed {killed:?} \
-         with {again} records applied but not committed; {} committed, {} rolled back, \
-         0 lost, 0 wrong, {} forwarded twice; done after {:?}",
-        ledger.committed,
-        ledger.rolled_back,
-        ledger.forwarded_twice,
+         with {again} records applied but not committed; {ledger}; done after {:?}",
         t0.elapsed()
     );
     drop((a, b, c));
@@ -504,17 +511,9 @@ async fn a_database_that_goes_away_mid_batch_is_waited_out_and_dead_letters_noth
         Some(service_log.clone()),
     )
     .await;
-    let (_, secret) = service.register("shop", shop_settings()).await;
-    let producer = Submitter::new(kafka.bootstrap(), SUBMIT, "shop", &secret);
     let pool = db.pool().await;
-
-    let log = Log::default();
-    let stream = submit_stream(
-        producer.with_identity("shop", &secret),
-        N,
-        Duration::from_millis(30),
-        log.clone(),
-    );
+    let (producer, log, stream) =
+        shop_submitting(&service, kafka.bootstrap(), N, Duration::from_millis(30)).await;
     // A killed server (connections close, new ones are refused), then a
     // partition (nothing answers, nothing closes), each while batches are
     // being written.
@@ -563,11 +562,7 @@ async fn a_database_that_goes_away_mid_batch_is_waited_out_and_dead_letters_noth
     let ledger = assert_ledger(&service, &pool, &mut orders, N).await;
     assert_nothing_dead_lettered(kafka.bootstrap(), &producer, PARTITIONS, DLQ).await;
     eprintln!(
-        "database refused at {refused_at} rows, hung at {hung_at}; {} committed, \
-         {} rolled back, 0 lost, 0 wrong, {} forwarded twice; done after {:?}",
-        ledger.committed,
-        ledger.rolled_back,
-        ledger.forwarded_twice,
+        "database refused at {refused_at} rows, hung at {hung_at}; {ledger}; done after {:?}",
         t0.elapsed()
     );
     drop(service);

@@ -92,21 +92,36 @@ async fn a_record_of(kafka: &Kafka, id: u64) -> Consumed {
     records_of(kafka, id).remove(0)
 }
 
+/// The service with `flags` after [`FAST_VERIFY`], and `shop` registered
+/// with a check endpoint (answering "unknown" until told otherwise),
+/// checked back after 100 ms at most `attempts` times: the service, the
+/// endpoint and shop's token.
+async fn service_and_shop(
+    db: &TestDb,
+    kafka: &Kafka,
+    flags: &[&str],
+    attempts: u32,
+) -> (ServiceProcess, CheckServer, String) {
+    let mut all = FAST_VERIFY.to_vec();
+    all.extend_from_slice(flags);
+    let service = ServiceProcess::start(db, kafka.mock.bootstrap(), &all).await;
+    let check = CheckServer::start().await;
+    let (token, secret) = service
+        .register("shop", settings(&check.url(), 100, attempts))
+        .await;
+    check.set_secret(&secret);
+    (service, check, token)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_traceparent_on_prepare_reaches_check_back_the_kafka_record_and_the_views() {
     let db = TestDb::create().await;
     let kafka = Kafka::start(&["e2e-trace"]);
     let sink = AlertSink::start().await;
     let webhook = sink.url();
-    let mut flags = FAST_VERIFY.to_vec();
-    flags.extend(["--alert-webhook", webhook.as_str()]);
-    let service = ServiceProcess::start(&db, kafka.mock.bootstrap(), &flags).await;
-    let check = CheckServer::start().await;
+    let (service, check, token) =
+        service_and_shop(&db, &kafka, &["--alert-webhook", &webhook], 2).await;
     check.script("checked", Reply::Decide("commit"));
-    let (token, secret) = service
-        .register("shop", settings(&check.url(), 100, 2))
-        .await;
-    check.set_secret(&secret);
     let traced = [("traceparent", TRACEPARENT), ("tracestate", TRACESTATE)];
 
     // Committed by check-back.
@@ -158,26 +173,20 @@ async fn a_traceparent_on_prepare_reaches_check_back_the_kafka_record_and_the_vi
     );
 
     let id = undecided["id"].as_u64().unwrap();
-    eventually(30, "the VERIFY_FAILED alert", async || {
+    let alerts = async || {
+        let path = format!("/v1/admin/alerts?message_id={id}");
         let (_, page) = service
-            .call(
-                reqwest::Method::GET,
-                &format!("/v1/admin/alerts?message_id={id}"),
-                ADMIN_TOKEN,
-                None,
-            )
+            .call(reqwest::Method::GET, &path, ADMIN_TOKEN, None)
             .await;
-        page["items"].as_array().is_some_and(|a| !a.is_empty())
+        page
+    };
+    eventually(30, "the VERIFY_FAILED alert", async || {
+        alerts().await["items"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
     })
     .await;
-    let (_, page) = service
-        .call(
-            reqwest::Method::GET,
-            &format!("/v1/admin/alerts?message_id={id}"),
-            ADMIN_TOKEN,
-            None,
-        )
-        .await;
+    let page = alerts().await;
     assert_eq!(page["items"][0]["trace_id"], TRACE_ID, "{page}");
     eventually(30, "the alert at the webhook", async || {
         sink.alerts().iter().any(|a| a["message_id"] == id)
@@ -201,13 +210,8 @@ async fn a_traceparent_on_prepare_reaches_check_back_the_kafka_record_and_the_vi
 async fn a_malformed_traceparent_is_ignored_and_counted_never_refused() {
     let db = TestDb::create().await;
     let kafka = Kafka::start(&["e2e-trace-bad"]);
-    let service = ServiceProcess::start(&db, kafka.mock.bootstrap(), FAST_VERIFY).await;
-    let check = CheckServer::start().await;
+    let (service, check, token) = service_and_shop(&db, &kafka, &[], 2).await;
     check.default_reply(Reply::Decide("commit"));
-    let (token, secret) = service
-        .register("shop", settings(&check.url(), 100, 2))
-        .await;
-    check.set_secret(&secret);
 
     let upper = "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01";
     let (status, view) = prepare(
@@ -314,22 +318,16 @@ async fn own_spans_reach_an_otlp_receiver_as_children_of_the_producers_span() {
     let (endpoint, seen) = otlp_receiver().await;
     let db = TestDb::create().await;
     let kafka = Kafka::start(&["e2e-spans"]);
-    let mut flags = FAST_VERIFY.to_vec();
-    flags.extend([
+    let otlp = [
         "--otlp-endpoint",
         endpoint.as_str(),
         "--otlp-service-name",
         "trustmsg-e2e",
         "--otlp-export-interval",
         "200ms",
-    ]);
-    let service = ServiceProcess::start(&db, kafka.mock.bootstrap(), &flags).await;
-    let check = CheckServer::start().await;
+    ];
+    let (service, check, token) = service_and_shop(&db, &kafka, &otlp, 3).await;
     check.script("checked", Reply::Decide("commit"));
-    let (token, secret) = service
-        .register("shop", settings(&check.url(), 100, 3))
-        .await;
-    check.set_secret(&secret);
     let traced = [("traceparent", TRACEPARENT), ("tracestate", TRACESTATE)];
 
     let (_, checked) = prepare(&service, &token, "e2e-spans", "checked", &traced, None).await;

@@ -478,42 +478,27 @@ fn admin_never_prints_the_password_of_its_url_nor_its_token() {
 
 #[test]
 fn tail_never_prints_a_broker_password_nor_a_sasl_one() {
+    // `trustmsg tail --topic t --brokers BROKERS` with more flags.
+    let tail = |brokers: &str, more: &[&str]| {
+        strings(&[&["tail", "--topic", "t", "--brokers", brokers], more].concat())
+    };
     let cases = vec![
-        strings(&[
-            "tail",
-            "--topic",
-            "t",
-            "--brokers",
-            "ops:hunter2swordfish@127.0.0.1:1",
-        ]),
-        strings(&[
-            "tail",
-            "--topic",
-            "t",
-            "--brokers",
-            "SASL_PLAINTEXT://ops:hunter2swordfish@127.0.0.1:1",
-        ]),
-        strings(&[
-            "tail",
-            "--topic",
-            "t",
-            "--brokers",
+        tail("ops:hunter2swordfish@127.0.0.1:1", &[]),
+        tail("SASL_PLAINTEXT://ops:hunter2swordfish@127.0.0.1:1", &[]),
+        tail(
             "127.0.0.1:1",
-            "--kafka-config",
-            "security.protocol=SASL_PLAINTEXT,sasl.mechanisms=PLAIN,sasl.username=ops",
-            "--kafka-config",
-            "sasl.password=hunter2swordfish",
-        ]),
+            &[
+                "--kafka-config",
+                "security.protocol=SASL_PLAINTEXT,sasl.mechanisms=PLAIN,sasl.username=ops",
+                "--kafka-config",
+                "sasl.password=hunter2swordfish",
+            ],
+        ),
         // A password with a comma, split by the flag's delimiter.
-        strings(&[
-            "tail",
-            "--topic",
-            "t",
-            "--brokers",
+        tail(
             "127.0.0.1:1",
-            "--kafka-config",
-            "sasl.password=hunter2,swordfish",
-        ]),
+            &["--kafka-config", "sasl.password=hunter2,swordfish"],
+        ),
     ];
     let ran = run_all(cases, PATIENCE);
     assert_no_leak(&ran);

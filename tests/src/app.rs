@@ -159,16 +159,9 @@ impl TestApp {
     /// counts. The recorder is one per process, so services a test runs in
     /// one process add up.
     pub async fn counter(&self, name: &str) -> u64 {
-        let text = self
-            .http
-            .get(format!("http://{}/metrics", self.addr))
-            .send()
+        crate::metrics::Metrics::fetch(&self.http, &format!("http://{}/metrics", self.addr))
             .await
-            .expect("GET /metrics")
-            .text()
-            .await
-            .expect("the metrics text");
-        crate::metrics::Metrics::parse(&text).sum(name) as u64
+            .sum(name) as u64
     }
 
     /// Waits (at most 20 s) until the worker behind the round counter `name`

@@ -23,8 +23,9 @@
 //!   cannot pass by looking too early ([`kafka::assert_holds_nothing`]);
 //!   [`kafka_tls`]: that cluster reachable only over TLS (Debian's socat in
 //!   front), optionally with SASL (PLAIN, SCRAM); [`real_kafka`]: a real
-//!   Apache Kafka broker per test ([`RealKafka`], `scripts/kafka-broker`),
-//!   with real SASL users, ACLs and restarts.
+//!   Apache Kafka broker of a test's own ([`RealKafka`], `scripts/kafka-broker`),
+//!   with real SASL users, ACLs and restarts, or one plain broker a run's
+//!   tests share.
 //! - [`check_server`] and [`servers`]: local endpoints trustmsg calls (a
 //!   scripted check-back endpoint, an alert webhook) and servers that fail
 //!   or listen on purpose.
@@ -56,6 +57,7 @@ pub mod outbox;
 pub mod pg;
 pub mod postgres;
 pub mod private_db;
+mod private_server;
 pub mod process;
 pub mod real_kafka;
 pub mod servers;

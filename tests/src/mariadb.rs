@@ -5,13 +5,12 @@
 //! [`PrivateMariaDb::start_with_tls`] starts one that speaks only TLS.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
-use sqlx::mysql::MySqlPoolOptions;
+use sqlx::MySql;
 
 use crate::certs::ServerCert;
-use crate::process::free_port;
+use crate::private_server::PrivateServer;
 
 /// `name` from the PATH or the usual Debian places.
 fn program(name: &str) -> PathBuf {
@@ -27,9 +26,7 @@ fn program(name: &str) -> PathBuf {
 
 /// A private `mariadbd`; killed (and its data deleted) when dropped.
 pub struct PrivateMariaDb {
-    dir: tempfile::TempDir,
-    port: u16,
-    child: Option<Child>,
+    server: PrivateServer,
     /// With TLS: its certificate and the CA file that signed it.
     tls: Option<(ServerCert, PathBuf)>,
 }
@@ -85,9 +82,7 @@ impl PrivateMariaDb {
             std::thread::sleep(std::time::Duration::from_secs(1));
         };
         let mut db = Self {
-            dir,
-            port: free_port(),
-            child: None,
+            server: PrivateServer::new(dir, "mariadbd", "error.log"),
             tls,
         };
         db.spawn().await;
@@ -96,21 +91,21 @@ impl PrivateMariaDb {
 
     /// `mysql://root@127.0.0.1:<port>/<database>`.
     pub fn url(&self, database: &str) -> String {
-        format!("mysql://root@127.0.0.1:{}/{database}", self.port)
+        format!("mysql://root@127.0.0.1:{}/{database}", self.server.port)
     }
 
     /// The port it listens on (of 127.0.0.1).
     pub fn port(&self) -> u16 {
-        self.port
+        self.server.port
     }
 
     /// The server's error log (what it said about crashes and recovery).
     pub fn error_log(&self) -> PathBuf {
-        self.dir.path().join("error.log")
+        self.server.log()
     }
 
     fn path(&self, name: &str) -> String {
-        self.dir.path().join(name).display().to_string()
+        self.server.path(name).display().to_string()
     }
 
     async fn spawn(&mut self) {
@@ -123,10 +118,11 @@ impl PrivateMariaDb {
                 "--require-secure-transport=ON".into(),
             ],
         };
-        let child = Command::new(program("mariadbd"))
+        let mut command = Command::new(program("mariadbd"));
+        command
             .arg("--no-defaults")
             .arg(format!("--datadir={}", self.path("data")))
-            .arg(format!("--port={}", self.port))
+            .arg(format!("--port={}", self.server.port))
             .arg(format!("--socket={}", self.path("mysqld.sock")))
             .arg(format!("--pid-file={}", self.path("mysqld.pid")))
             .arg(format!("--log-error={}", self.path("error.log")))
@@ -140,44 +136,17 @@ impl PrivateMariaDb {
             .args(tls)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start mariadbd");
-        self.child = Some(child);
-        self.wait_ready(Path::new(&self.path("error.log"))).await;
-    }
-
-    async fn wait_ready(&mut self, log: &Path) {
+            .stderr(Stdio::null());
         let url = match self.tls {
             None => self.url(""),
             Some(_) => format!("{}?ssl-mode=REQUIRED", self.url("")),
         };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok(pool) = MySqlPoolOptions::new()
-                .max_connections(1)
-                .acquire_timeout(Duration::from_secs(1))
-                .connect(&url)
-                .await
-            {
-                pool.close().await;
-                return;
-            }
-            if let Some(Ok(Some(exit))) = self.child.as_mut().map(Child::try_wait) {
-                let said = std::fs::read_to_string(log).unwrap_or_default();
-                panic!("mariadbd exited with {exit}:\n{said}");
-            }
-            assert!(
-                Instant::now() < deadline,
-                "mariadbd did not accept connections within 60 s"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        self.server.run::<MySql>(&mut command, &url).await;
     }
 
     /// SIGKILL: nothing is flushed beyond what InnoDB already made durable.
     pub fn kill_9(&mut self) {
-        crate::signal::kill_9(&mut self.child, "mariadbd");
+        crate::signal::kill_9(&mut self.server.child, "mariadbd");
     }
 
     /// SIGSTOP: the server is frozen; its connections stay open and the
@@ -192,7 +161,7 @@ impl PrivateMariaDb {
     }
 
     fn signal(&self, which: &str) {
-        crate::signal::to(self.child.as_ref(), "mariadbd", which);
+        crate::signal::to(self.server.child.as_ref(), "mariadbd", which);
     }
 
     /// Starts the server again on the same data and port (after

@@ -24,6 +24,19 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    /// What `GET url` (a `/metrics` endpoint) says now, asked through `http`.
+    pub async fn fetch(http: &reqwest::Client, url: &str) -> Self {
+        let text = http
+            .get(url)
+            .send()
+            .await
+            .expect("GET /metrics")
+            .text()
+            .await
+            .expect("the metrics text");
+        Self::parse(&text)
+    }
+
     /// Reads the Prometheus text format: comments and blank lines are
     /// skipped; a sample line that cannot be read fails the test.
     pub fn parse(text: &str) -> Self {

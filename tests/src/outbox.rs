@@ -28,14 +28,7 @@ impl OutboxTable {
     /// tests whose producers write concurrently.
     pub async fn with_connections(connections: u32) -> Self {
         let db = TestDb::create().await;
-        let pool = db.pool_of(connections).await;
-        sqlx::raw_sql(sqlx::AssertSqlSafe(schema(
-            SchemaDialect::Mysql,
-            DEFAULT_TABLE,
-        )))
-        .execute(&pool)
-        .await
-        .expect("create the outbox table");
+        let pool = with_table(db.pool_of(connections).await, SchemaDialect::Mysql).await;
         Self { db, pool }
     }
 
@@ -98,24 +91,16 @@ impl PgOutboxTable {
     /// `connections`.
     pub async fn with_connections(connections: u32) -> Self {
         let db = PgTestDb::create().await;
-        let pool = db.pool_of(connections).await;
-        sqlx::raw_sql(sqlx::AssertSqlSafe(schema(
-            SchemaDialect::Postgres,
-            DEFAULT_TABLE,
-        )))
-        .execute(&pool)
-        .await
-        .expect("create the outbox table");
+        let pool = with_table(db.pool_of(connections).await, SchemaDialect::Postgres).await;
         Self { db, pool }
     }
 
-    /// `--outbox-source`'s value relaying this table for `biz_id`.
+    /// [`OutboxTable::source`].
     pub fn source(&self, biz_id: &str) -> String {
         format!("{biz_id}={}", self.db.url)
     }
 
-    /// Writes a row as a producer would (only the required columns);
-    /// returns its id.
+    /// [`OutboxTable::insert`]: the row's id.
     pub async fn insert(&self, message_key: &str, topic: &str, payload: &str) -> u64 {
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO trustmsg_outbox (message_key, topic, payload) VALUES ($1, $2, $3) \
@@ -130,7 +115,7 @@ impl PgOutboxTable {
         id as u64
     }
 
-    /// A row's status (0 pending, 2 relayed, 3 failed, 4 given up).
+    /// [`OutboxTable::status`].
     pub async fn status(&self, id: u64) -> i64 {
         sqlx::query_scalar("SELECT status::bigint FROM trustmsg_outbox WHERE id = $1")
             .bind(id as i64)
@@ -144,4 +129,19 @@ impl PgOutboxTable {
         self.pool.close().await;
         self.db.drop_db().await;
     }
+}
+
+/// `pool` once it holds the empty outbox table of `dialect`.
+async fn with_table<DB: sqlx::Database>(
+    pool: sqlx::Pool<DB>,
+    dialect: SchemaDialect,
+) -> sqlx::Pool<DB>
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+{
+    sqlx::raw_sql(sqlx::AssertSqlSafe(schema(dialect, DEFAULT_TABLE)))
+        .execute(&pool)
+        .await
+        .expect("create the outbox table");
+    pool
 }

@@ -23,12 +23,12 @@
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sqlx::postgres::PgPoolOptions;
+use sqlx::Postgres;
 
-use crate::process::free_port;
+use crate::private_server::PrivateServer;
 
 /// The newest PostgreSQL's `bin/<name>`: from the PATH (a source build, a
 /// distribution that puts it there) or Debian's
@@ -83,10 +83,8 @@ fn postgres_user() -> Option<(u32, u32)> {
 
 /// A private `postgres`; killed (and its data deleted) when dropped.
 pub struct PrivatePostgres {
-    dir: tempfile::TempDir,
-    port: u16,
+    server: PrivateServer,
     user: Option<(u32, u32)>,
-    child: Option<Child>,
 }
 
 impl PrivatePostgres {
@@ -123,10 +121,8 @@ impl PrivatePostgres {
             String::from_utf8_lossy(&out.stderr)
         );
         let mut db = Self {
-            dir,
-            port: free_port(),
+            server: PrivateServer::new(dir, "postgres", "postgres.log"),
             user,
-            child: None,
         };
         db.spawn().await;
         db
@@ -135,17 +131,20 @@ impl PrivatePostgres {
     /// `postgres://postgres@127.0.0.1:<port>/<database>` (no password:
     /// the cluster trusts local connections).
     pub fn url(&self, database: &str) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+        format!(
+            "postgres://postgres@127.0.0.1:{}/{database}",
+            self.server.port
+        )
     }
 
     /// The port it listens on (of 127.0.0.1).
     pub fn port(&self) -> u16 {
-        self.port
+        self.server.port
     }
 
     /// The server's log (what it said about crashes and recovery).
     pub fn log(&self) -> PathBuf {
-        self.dir.path().join("postgres.log")
+        self.server.log()
     }
 
     async fn spawn(&mut self) {
@@ -154,13 +153,14 @@ impl PrivatePostgres {
             .append(true)
             .open(self.log())
             .expect("open the server's log");
-        let child = as_user(Command::new(program("postgres")), self.user)
+        let mut command = as_user(Command::new(program("postgres")), self.user);
+        command
             .arg("-D")
-            .arg(self.dir.path().join("data"))
+            .arg(self.server.path("data"))
             .arg("-p")
-            .arg(self.port.to_string())
+            .arg(self.server.port.to_string())
             .arg("-k")
-            .arg(self.dir.path())
+            .arg(self.server.dir.path())
             .args([
                 "-c",
                 "listen_addresses=127.0.0.1",
@@ -176,44 +176,16 @@ impl PrivatePostgres {
             ])
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("the log again"))
-            .stderr(log)
-            .spawn()
-            .expect("start postgres");
-        self.child = Some(child);
-        self.wait_ready().await;
-    }
-
-    async fn wait_ready(&mut self) {
+            .stderr(log);
         let url = self.url("postgres");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok(pool) = PgPoolOptions::new()
-                .max_connections(1)
-                .acquire_timeout(Duration::from_secs(1))
-                .connect(&url)
-                .await
-            {
-                pool.close().await;
-                return;
-            }
-            if let Some(Ok(Some(exit))) = self.child.as_mut().map(Child::try_wait) {
-                let said = std::fs::read_to_string(self.log()).unwrap_or_default();
-                panic!("postgres exited with {exit}:\n{said}");
-            }
-            assert!(
-                Instant::now() < deadline,
-                "postgres did not accept connections within 60 s:\n{}",
-                std::fs::read_to_string(self.log()).unwrap_or_default()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        self.server.run::<Postgres>(&mut command, &url).await;
     }
 
     /// SIGKILL of the postmaster and of every process it forked: nothing is
     /// flushed beyond what the WAL already holds, as in a crash of the
     /// whole server. Returns once none of them runs.
     pub fn kill_9(&mut self) {
-        let Some(mut postmaster) = self.child.take() else {
+        let Some(mut postmaster) = self.server.child.take() else {
             return;
         };
         // Stopped, it forks no child between the look and the kill.
@@ -266,7 +238,7 @@ impl PrivatePostgres {
 
     /// The postmaster's pid.
     fn pid(&self) -> u32 {
-        self.child.as_ref().expect("postgres runs").id()
+        self.server.child.as_ref().expect("postgres runs").id()
     }
 
     /// Starts the server again on the same data and port (after

@@ -311,15 +311,7 @@ impl ServiceProcess {
     /// What `/metrics` says now, asked through `http` (one trusting
     /// another CA, say).
     pub async fn metrics_via(&self, http: &reqwest::Client) -> Metrics {
-        let text = http
-            .get(format!("{}/metrics", self.url()))
-            .send()
-            .await
-            .expect("GET /metrics")
-            .text()
-            .await
-            .expect("the metrics text");
-        Metrics::parse(&text)
+        Metrics::fetch(http, &format!("{}/metrics", self.url())).await
     }
 
     /// The value of the sample of `name` with these labels now (see
@@ -330,21 +322,39 @@ impl ServiceProcess {
 
     /// Registers a producer with these settings; returns (token, signing secret).
     pub async fn register(&self, biz_id: &str, settings: Value) -> (String, String) {
-        let res = self
-            .http_client()
-            .put(format!("{}/v1/producers/{biz_id}", self.url()))
-            .bearer_auth(ADMIN_TOKEN)
-            .json(&settings)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 201);
-        let body: Value = res.json().await.unwrap();
-        (
-            body["token"].as_str().unwrap().to_string(),
-            body["signing_secret"].as_str().unwrap().to_string(),
+        register_at(
+            &self.http_client(),
+            &self.url(),
+            ADMIN_TOKEN,
+            biz_id,
+            &settings,
         )
+        .await
     }
+}
+
+/// Registers a producer with these settings at the service at `base_url`
+/// whose admin token is `admin_token`; returns (token, signing secret).
+pub async fn register_at(
+    http: &reqwest::Client,
+    base_url: &str,
+    admin_token: &str,
+    biz_id: &str,
+    settings: &Value,
+) -> (String, String) {
+    let res = http
+        .put(format!("{base_url}/v1/producers/{biz_id}"))
+        .bearer_auth(admin_token)
+        .json(settings)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let body: Value = res.json().await.unwrap();
+    (
+        body["token"].as_str().unwrap().to_string(),
+        body["signing_secret"].as_str().unwrap().to_string(),
+    )
 }
 
 /// The flags [`ServiceProcess`] runs `trustmsg serve` with, then `extra`.

@@ -118,20 +118,7 @@ impl Rig {
             }
             let got = by_id.get(id).map_or(&[][..], Vec::as_slice);
             if fate.must_deliver() {
-                if got.is_empty() && self.lost_by_broker.contains(id) {
-                    report.lost_by_broker.push(key.clone());
-                } else if got.is_empty() {
-                    report.lost.push(key.clone());
-                } else {
-                    report.delivered += 1;
-                }
-                for r in got {
-                    let payload_ok = r.payload.as_deref() == Some(payload(key).as_bytes());
-                    let key_ok = r.key.as_deref() == Some(key.as_bytes());
-                    if !(payload_ok && key_ok) {
-                        report.corrupted.push(key.clone());
-                    }
-                }
+                judge_delivery(&mut report, key, self.lost_by_broker.contains(id), got);
             } else if !got.is_empty() {
                 report.wrong.push(key.clone());
             }
@@ -241,25 +228,33 @@ impl Rig {
             }
             return;
         }
-        if got.is_empty() && message.is_some_and(|(id, _, _)| self.lost_by_broker.contains(id)) {
-            report.lost_by_broker.push(key.to_string());
-        } else if got.is_empty() {
-            report.lost.push(key.to_string());
-        } else {
-            report.delivered += 1;
-        }
-        for r in got {
-            let payload_ok = r.payload.as_deref() == Some(payload(key).as_bytes());
-            let key_ok = r.key.as_deref() == Some(key.as_bytes());
-            if !(payload_ok && key_ok) {
-                report.corrupted.push(key.to_string());
-            }
-        }
+        let lost_by_broker = message.is_some_and(|(id, _, _)| self.lost_by_broker.contains(id));
+        judge_delivery(report, key, lost_by_broker, got);
         let state = message.map(|(_, st, ss)| (st.as_str(), ss.as_deref()));
         if state != Some(("COMMITTED", Some("SENT"))) || in_source != Some(2) {
             report.undecided.push(format!(
                 "{key}: {state:?}, source row {in_source:?}, expected COMMITTED/SENT and 2"
             ));
+        }
+    }
+}
+
+/// `key`'s message, which must be delivered, reached Kafka as `got`: lost
+/// (by the broker, when `lost_by_broker`) if nothing did, else delivered;
+/// and each record corrupted unless its payload and key are `key`'s.
+fn judge_delivery(report: &mut Report, key: &str, lost_by_broker: bool, got: &[&Consumed]) {
+    if got.is_empty() && lost_by_broker {
+        report.lost_by_broker.push(key.to_string());
+    } else if got.is_empty() {
+        report.lost.push(key.to_string());
+    } else {
+        report.delivered += 1;
+    }
+    for r in got {
+        let payload_ok = r.payload.as_deref() == Some(payload(key).as_bytes());
+        let key_ok = r.key.as_deref() == Some(key.as_bytes());
+        if !(payload_ok && key_ok) {
+            report.corrupted.push(key.to_string());
         }
     }
 }
