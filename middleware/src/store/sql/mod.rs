@@ -205,6 +205,13 @@ pub(in crate::store) trait Dialect:
 /// `sqlx::query` goes through here. A literal statement is numbered once
 /// and kept for the life of the process (there are a few dozen of them); a
 /// formatted one is numbered each time it is made.
+/// A span in whole milliseconds, as the dialects that store times as
+/// milliseconds or multiply a bound count by a millisecond bind it (a span
+/// past `i64` is the longest there is).
+pub(in crate::store) fn millis(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
 pub(in crate::store) fn stmt<D: Dialect>(
     sql: impl Into<Cow<'static, str>>,
 ) -> AssertSqlSafe<Cow<'static, str>> {

@@ -10,7 +10,7 @@ use sqlx::query::Query;
 use sqlx::Executor;
 
 use super::claim::{decode_claimed, Decoded, Lease, MessageClaim};
-use super::{stmt, Bind, Dialect, SqlRow};
+use super::{millis, stmt, Bind, Dialect, SqlRow};
 use crate::store::StoreResult;
 
 /// What a returning claim needs of its dialect beyond [`Dialect`].
@@ -52,9 +52,8 @@ where
         now = D::NOW,
         skip = D::SKIP_LOCKED,
     );
-    let millis = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
     Ok(sqlx::query(stmt::<D>(sql))
-        .bind(millis)
+        .bind(millis(lease))
         .bind(i64::from(limit))
         .fetch_all(exec)
         .await?)
@@ -104,15 +103,14 @@ impl MessageClaim {
             columns = self.kind.columns::<D>(),
             now = D::NOW,
         );
-        let ms = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
         let as_int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let q = sqlx::query(stmt::<D>(sql));
         let q = match self.lease {
-            Lease::Every(d) => q.bind(ms(d)),
+            Lease::Every(d) => q.bind(millis(d)),
             Lease::Verify(v) => q
-                .bind(ms(v.margin))
-                .bind(ms(v.max_timeout))
-                .bind(ms(v.max_timeout)),
+                .bind(millis(v.margin))
+                .bind(millis(v.max_timeout))
+                .bind(millis(v.max_timeout)),
         };
         if self.sized {
             q.bind(as_int(self.room.unknown))

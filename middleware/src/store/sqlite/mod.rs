@@ -66,9 +66,7 @@ fn is_in_memory(url: &str) -> bool {
     path == ":memory:" || query.split('&').any(|kv| kv == "mode=memory")
 }
 
-fn millis(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
+use crate::store::sql::millis;
 
 impl SqliteStore {
     /// Opens (creating if missing) the database at `url`: `sqlite://path.db`,
