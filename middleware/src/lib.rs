@@ -10,6 +10,8 @@
 //!
 //! - [`api`]: the HTTP API (producer API, producer and consumer-group
 //!   registry, consumption ledger, operator API, console, health);
+//! - [`archive`]: where retention writes finished messages before it
+//!   deletes them (`--archive`), and finding them there;
 //! - [`backoff`]: retry delays, one rule for sends and check-backs;
 //! - [`config`]: the flags, checked once and turned into typed settings;
 //! - [`forwarder`]: committed messages to Kafka;
@@ -34,6 +36,7 @@
 //!   liveness, overdue, retention, the ledger's stuck watch).
 
 pub mod api;
+pub mod archive;
 pub mod backoff;
 pub mod config;
 pub mod forwarder;

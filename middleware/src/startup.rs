@@ -191,6 +191,7 @@ impl Application {
         if let Some(task) = retention::spawn(
             store.clone(),
             cfg.retention,
+            cfg.archive,
             cfg.request_timeout,
             shutdown.clone(),
         ) {

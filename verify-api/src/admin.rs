@@ -378,11 +378,18 @@ pub enum AlertKind {
     /// invalid). Raised once per row and attempt; an operator retries or
     /// gives it up.
     OutboxFailed,
+    /// Retention could not write the finished messages it was about to
+    /// delete to the archive (`--archive`: a write error, a read-back that
+    /// did not match, a store out of reach): it deletes none of them and
+    /// tries again every round. Raised once per episode: `message_id` is the
+    /// first message of the batch held (its `biz_id` and `message_key`
+    /// too), `last_error` says why.
+    ArchiveFailed,
 }
 
 impl AlertKind {
     /// Every kind, in declaration order.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::VerifyFailed,
         Self::SendFailed,
         Self::Quarantined,
@@ -392,6 +399,7 @@ impl AlertKind {
         Self::ConsumptionFailing,
         Self::ConsumptionStuck,
         Self::OutboxFailed,
+        Self::ArchiveFailed,
     ];
 
     /// The wire and database spelling.
@@ -406,6 +414,7 @@ impl AlertKind {
             Self::ConsumptionFailing => "consumption_failing",
             Self::ConsumptionStuck => "consumption_stuck",
             Self::OutboxFailed => "outbox_failed",
+            Self::ArchiveFailed => "archive_failed",
         }
     }
 

@@ -149,6 +149,18 @@ pub struct ServeArgs {
     #[arg(long, env = "TRUSTMSG_RETENTION", default_value = "0s", value_parser = duration)]
     pub retention: Duration,
 
+    /// Where retention writes finished messages (with their audit trail,
+    /// check-back calls and ledger rows) before it deletes them, as gzip'd
+    /// JSON Lines: `file:///dir`, `s3://bucket/prefix`, `gs://bucket/prefix`
+    /// or `az://container/prefix`, credentials and endpoint from the cloud's
+    /// usual environment variables (`AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT_URL`,
+    /// `AWS_ALLOW_HTTP`, …). A batch is deleted only once its object is
+    /// written and read back; while the archive fails nothing is deleted
+    /// (one `archive_failed` alert). Needs `--retention`; MySQL/MariaDB or
+    /// PostgreSQL. See docs/operations.md, "Archive".
+    #[arg(long, env = "TRUSTMSG_ARCHIVE")]
+    pub archive: Option<String>,
+
     /// How often the backlog gauges of `/metrics` are read from the database.
     #[arg(long, env = "TRUSTMSG_BACKLOG_INTERVAL", default_value = "15s", value_parser = positive_duration)]
     pub backlog_interval: Duration,
@@ -258,6 +270,8 @@ pub(crate) struct Settings {
     pub(crate) flow_interval: Duration,
     /// How long finished messages are kept; None: forever.
     pub(crate) retention: Option<Duration>,
+    /// Where retention archives what it deletes, if anywhere.
+    pub(crate) archive: Option<crate::archive::Archive>,
     /// Where spans are exported, if anywhere.
     pub(crate) otlp: Option<crate::observability::trace::OtlpSettings>,
     /// The Kafka way in, if on.
@@ -373,6 +387,7 @@ impl ServeArgs {
             backlog_interval: self.backlog_interval,
             flow_interval: self.flow_interval,
             retention: Some(self.retention).filter(|d| !d.is_zero()),
+            archive: self.archive()?,
             otlp: self.otlp()?,
             submit: self.submit()?,
             outbox: self.outbox()?,
@@ -381,6 +396,38 @@ impl ServeArgs {
                 verify_after: Some(self.alerts.alert_verify_overdue_after).filter(|d| !d.is_zero()),
             },
         })
+    }
+}
+
+impl ServeArgs {
+    /// `--archive`, opened: it needs retention (it keeps what retention
+    /// deletes) and a database server (SQLite keeps deleting, unarchived).
+    fn archive(&self) -> Result<Option<crate::archive::Archive>, ConfigError> {
+        let Some(url) = &self.archive else {
+            return Ok(None);
+        };
+        if self.retention.is_zero() {
+            return Err(ConfigError(
+                "--archive needs --retention: the archive keeps what retention deletes, \
+                 and without --retention nothing is deleted"
+                    .into(),
+            ));
+        }
+        if self
+            .database
+            .database_urls
+            .iter()
+            .any(|u| u.backend() == crate::store::Backend::Sqlite)
+        {
+            return Err(ConfigError(
+                "--archive needs MySQL/MariaDB or PostgreSQL (--database-url); with SQLite \
+                 retention deletes without an archive"
+                    .into(),
+            ));
+        }
+        crate::archive::Archive::open(url)
+            .map(Some)
+            .map_err(|e| ConfigError(format!("--archive: {e}")))
     }
 }
 

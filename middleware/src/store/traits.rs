@@ -20,11 +20,11 @@ use trustmsg_verify_api::MessageView;
 
 use super::{
     Actor, AlertFilter, AuditEntry, Backlog, Began, CheckAttempt, CheckAttemptEntry, Claimed,
-    ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Finished, FlowMinute,
-    Inserted, Message, MessageFilter, NewCommitted, NewMessage, NewWaitingCommit, OutboxAction,
-    OutboxFailure, Overdue, PayloadMove, PayloadRoom, Producer, ProducerRecord, ProducerSummary,
-    Requeue, RequeuedChunk, Reschedule, SentMark, StoreResult, StuckConsumption, Tombstone,
-    Transition, VerifyLease, Wait, WaitingCommit,
+    ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Finished,
+    FinishedMessage, FinishedRange, FlowMinute, Inserted, Message, MessageFilter, NewCommitted,
+    NewMessage, NewWaitingCommit, OutboxAction, OutboxFailure, Overdue, PayloadMove, PayloadRoom,
+    Producer, ProducerRecord, ProducerSummary, Requeue, RequeuedChunk, Reschedule, SentMark,
+    StoreResult, StuckConsumption, Tombstone, Transition, VerifyLease, Wait, WaitingCommit,
 };
 
 /// Lifecycle and topology: the schema, the database clock, health, and how
@@ -349,6 +349,32 @@ pub trait HousekeepingStore: Send + Sync + 'static {
     /// settled alerts (delivered or no_webhook) unchanged for longer than
     /// `older_than` go too (never a pending one); the count includes them.
     async fn purge_finished(&self, older_than: Duration, limit: u32) -> StoreResult<u64>;
+    /// The settled-alert half of [`HousekeepingStore::purge_finished`]
+    /// alone, for retention with an archive (whose messages go through
+    /// [`HousekeepingStore::delete_archived`]): up to `limit` settled alerts
+    /// unchanged for longer than `older_than`; returns how many.
+    async fn purge_settled_alerts(&self, older_than: Duration, limit: u32) -> StoreResult<u64>;
+    /// The archive's read (`crate::archive`): the finished messages (SENT,
+    /// or ROLLED_BACK) with ids in `range.ids` unchanged for longer than
+    /// `range.older_than`, lowest id first, at most `range.limit` and within
+    /// its byte budget, each with its audit trail, check-back calls and
+    /// consumption-ledger rows. Reads only; what it returns goes to
+    /// [`HousekeepingStore::delete_archived`] once the archive holds it.
+    async fn finished_messages(&self, range: &FinishedRange) -> StoreResult<Vec<FinishedMessage>>;
+    /// Deletes the `archived` messages (as
+    /// [`HousekeepingStore::finished_messages`] read them, and the archive
+    /// now holds them) with their audit, check-attempt, ledger and content
+    /// rows, in one short transaction: each only if it is still finished,
+    /// at the version it was read at, with the same ledger rows (locked
+    /// while compared). Returns how many messages it deleted; one that
+    /// changed stays for a later round to archive again.
+    async fn delete_archived(&self, archived: &[FinishedMessage]) -> StoreResult<u64>;
+    /// Raises the `archive_failed` alert about `held`, the first message of
+    /// a batch retention keeps because the archive could not take it, in
+    /// its own transaction, unless one was raised about that message
+    /// before (so instances that hold the same batch, or one restarted,
+    /// raise it once). True when this call raised it.
+    async fn raise_archive_failed(&self, held: &Message, error: &str) -> StoreResult<bool>;
     /// The move of long contents out of rows written before migration
     /// 0018 (`sql/content.rs`): walks up to `limit` rows past where the
     /// last call stopped, in id order, and moves the content of those whose

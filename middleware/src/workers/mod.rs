@@ -21,5 +21,5 @@ pub(crate) mod liveness;
 pub(crate) mod overdue;
 pub(crate) mod payload_move;
 pub(crate) mod periodic;
-pub(crate) mod retention;
+pub mod retention;
 pub(crate) mod stuck_consumptions;

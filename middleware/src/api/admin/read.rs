@@ -10,60 +10,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use chrono::{DateTime, Utc};
 use trustmsg_verify_api::admin::{
-    AuditView, CheckAttemptView, ListQuery, MessageDetail, MessagePage, ProducerSummaryView,
-    Summary,
+    ListQuery, MessageDetail, MessagePage, ProducerSummaryView, Summary,
 };
-use trustmsg_verify_api::{ErrorBody, PayloadEncoding};
+use trustmsg_verify_api::ErrorBody;
 
 use super::{filter_of, limit_param, message, param};
 use crate::api::error::ApiError;
 use crate::api::AppState;
-use crate::store::{AuditEntry, CheckAttemptEntry, Consumption, MessageFilter, ProducerSummary};
-use trustmsg_verify_api::consumers::{ConsumerGroupStats, ConsumerGroupStatsList, ConsumptionView};
+use crate::store::{MessageFilter, ProducerSummary};
+use trustmsg_verify_api::consumers::{ConsumerGroupStats, ConsumerGroupStatsList};
 
 /// Rows in a page when `limit` is not given, and at most.
 pub(super) const MAX_LIMIT: u32 = 500;
-
-fn audit_view(e: AuditEntry) -> AuditView {
-    AuditView {
-        at: e.created_at,
-        actor: e.actor,
-        action: e.action,
-        from_status: e.from_status,
-        to_status: e.to_status,
-        from_send_status: e.from_send_status,
-        to_send_status: e.to_send_status,
-        reason: e.reason,
-    }
-}
-
-fn check_attempt_view(c: CheckAttemptEntry) -> CheckAttemptView {
-    CheckAttemptView {
-        attempt: c.attempt,
-        at: c.at,
-        duration_ms: c.duration_ms,
-        http_status: c.http_status,
-        outcome: c.outcome,
-        error: c.error,
-    }
-}
-
-fn consumption_view(c: Consumption) -> ConsumptionView {
-    ConsumptionView {
-        group: c.group,
-        state: c.state,
-        attempts: c.attempts,
-        last_error: c.last_error,
-        first_began_at: c.first_began_at,
-        last_began_at: c.last_began_at,
-        finished_at: c.finished_at,
-        updated_at: c.updated_at,
-    }
-}
 
 /// A cursor is the last id of a page, wrapped so clients treat it as opaque.
 pub(super) fn cursor_of(id: u64) -> String {
@@ -145,20 +107,12 @@ pub(crate) async fn get_message(
     let check_attempts = state.store.check_attempts(id).await?;
     let blocked_by = state.store.blocked_by(&m).await?;
     let consumptions = state.store.consumptions_of(id).await?;
-    let (payload, payload_encoding) = match std::str::from_utf8(&m.payload) {
-        Ok(text) => (text.to_string(), PayloadEncoding::Utf8),
-        Err(_) => (STANDARD.encode(&m.payload), PayloadEncoding::Base64),
-    };
-    Ok(axum::Json(MessageDetail {
-        message: m.view(),
-        payload,
-        payload_encoding,
-        headers: m.headers,
-        audit: audit.into_iter().map(audit_view).collect(),
-        check_attempts: check_attempts.into_iter().map(check_attempt_view).collect(),
+    Ok(axum::Json(m.detail(
+        audit,
+        check_attempts,
         blocked_by,
-        consumptions: consumptions.into_iter().map(consumption_view).collect(),
-    }))
+        consumptions,
+    )))
 }
 
 /// The window of the summary's counts of finished messages.

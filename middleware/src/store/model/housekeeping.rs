@@ -148,3 +148,71 @@ impl PayloadMove {
         finished: true,
     };
 }
+
+/// Which finished messages to read for the archive
+/// ([`crate::store::HousekeepingStore::finished_messages`]): those with ids
+/// in `ids`, unchanged for longer than `older_than`, lowest id first, at
+/// most `limit` of them and, past the first, no more than
+/// `max_payload_bytes` of payload together (so a batch of large messages
+/// stays a size that fits in memory and in one object).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinishedRange {
+    pub ids: std::ops::Range<u64>,
+    pub older_than: std::time::Duration,
+    pub limit: u32,
+    pub max_payload_bytes: u64,
+}
+
+impl FinishedRange {
+    /// Every id there is, as the databases number them (up to `i64::MAX`).
+    pub const ALL_IDS: std::ops::Range<u64> = 0..i64::MAX as u64;
+
+    /// How many of `sizes` (payload bytes, lowest id first) a batch takes:
+    /// at most `limit`, at least one when there is one (a single message
+    /// larger than the budget is still archived, alone), and no more than
+    /// the budget allows after the first.
+    pub fn taken(&self, sizes: &[u64]) -> usize {
+        let mut total = 0u64;
+        let mut n = 0;
+        for &size in sizes.iter().take(self.limit as usize) {
+            total = total.saturating_add(size);
+            if n > 0 && total > self.max_payload_bytes {
+                break;
+            }
+            n += 1;
+        }
+        n
+    }
+}
+
+/// A finished message (SENT, or ROLLED_BACK) with everything retention
+/// deletes with it: its audit trail (oldest first, the producer's own
+/// decision included as the admin view shows it), its recorded check-back
+/// calls and its consumption-ledger rows. What the archive keeps of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FinishedMessage {
+    pub message: super::Message,
+    pub audit: Vec<super::AuditEntry>,
+    pub check_attempts: Vec<super::CheckAttemptEntry>,
+    pub consumptions: Vec<super::Consumption>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FinishedRange;
+    use std::time::Duration;
+
+    #[test]
+    fn a_batch_stops_at_its_limit_or_its_byte_budget_but_takes_at_least_one() {
+        let range = |limit, max_payload_bytes| FinishedRange {
+            ids: FinishedRange::ALL_IDS,
+            older_than: Duration::ZERO,
+            limit,
+            max_payload_bytes,
+        };
+        assert_eq!(range(2, 100).taken(&[1, 1, 1]), 2);
+        assert_eq!(range(10, 100).taken(&[60, 40, 1]), 2);
+        assert_eq!(range(10, 100).taken(&[500, 1]), 1);
+        assert_eq!(range(10, 100).taken(&[]), 0);
+    }
+}

@@ -19,6 +19,22 @@ pub struct Consumption {
     pub updated_at: DateTime<Utc>,
 }
 
+impl Consumption {
+    /// The API's view of the row.
+    pub fn view(self) -> trustmsg_verify_api::consumers::ConsumptionView {
+        trustmsg_verify_api::consumers::ConsumptionView {
+            group: self.group,
+            state: self.state,
+            attempts: self.attempts,
+            last_error: self.last_error,
+            first_began_at: self.first_began_at,
+            last_began_at: self.last_began_at,
+            finished_at: self.finished_at,
+            updated_at: self.updated_at,
+        }
+    }
+}
+
 /// What a begin decided ([`crate::store::LedgerStore::begin_consumption`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Began {

@@ -11,9 +11,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
-use trustmsg_verify_api::{MessageStatus, MessageView, SendStatus};
+use trustmsg_verify_api::admin::{AuditView, MessageDetail};
+use trustmsg_verify_api::{MessageStatus, MessageView, PayloadEncoding, SendStatus};
+
+use super::{CheckAttemptEntry, Consumption};
 
 /// A message row.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,6 +81,35 @@ impl Message {
     /// path leaves such a commit to the sweepers.
     pub fn scheduled_by_commit(&self) -> bool {
         matches!((self.deliver_at, self.decided_at), (Some(at), Some(decided)) if at > decided)
+    }
+
+    /// The admin API's whole view of the message (`GET
+    /// /v1/admin/messages/{id}`, and `trustmsg admin archive find`), with
+    /// what hangs off it: the payload as text when it is UTF-8, else base64.
+    pub fn detail(
+        self,
+        audit: Vec<AuditEntry>,
+        check_attempts: Vec<CheckAttemptEntry>,
+        blocked_by: Option<u64>,
+        consumptions: Vec<Consumption>,
+    ) -> MessageDetail {
+        let (payload, payload_encoding) = match std::str::from_utf8(&self.payload) {
+            Ok(text) => (text.to_string(), PayloadEncoding::Utf8),
+            Err(_) => (STANDARD.encode(&self.payload), PayloadEncoding::Base64),
+        };
+        MessageDetail {
+            message: self.view(),
+            payload,
+            payload_encoding,
+            headers: self.headers,
+            audit: audit.into_iter().map(AuditEntry::view).collect(),
+            check_attempts: check_attempts
+                .into_iter()
+                .map(CheckAttemptEntry::view)
+                .collect(),
+            blocked_by,
+            consumptions: consumptions.into_iter().map(Consumption::view).collect(),
+        }
     }
 
     /// The API's view of the row.
@@ -328,6 +362,22 @@ pub struct AuditEntry {
     pub to_send_status: Option<String>,
     pub reason: String,
     pub created_at: DateTime<Utc>,
+}
+
+impl AuditEntry {
+    /// The admin API's view of the row.
+    pub fn view(self) -> AuditView {
+        AuditView {
+            at: self.created_at,
+            actor: self.actor,
+            action: self.action,
+            from_status: self.from_status,
+            to_status: self.to_status,
+            from_send_status: self.from_send_status,
+            to_send_status: self.to_send_status,
+            reason: self.reason,
+        }
+    }
 }
 
 /// A rollback of a message nobody prepared (`insert_tombstone`): the key it

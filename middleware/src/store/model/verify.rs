@@ -63,3 +63,17 @@ pub struct CheckAttemptEntry {
     pub outcome: String,
     pub error: Option<String>,
 }
+
+impl CheckAttemptEntry {
+    /// The admin API's view of the call.
+    pub fn view(self) -> trustmsg_verify_api::admin::CheckAttemptView {
+        trustmsg_verify_api::admin::CheckAttemptView {
+            attempt: self.attempt,
+            at: self.at,
+            duration_ms: self.duration_ms,
+            http_status: self.http_status,
+            outcome: self.outcome,
+            error: self.error,
+        }
+    }
+}

@@ -1,5 +1,6 @@
 //! [`HousekeepingStore`] over the shards: the overdue watch and retention
-//! shard after shard up to their limits, the move of long contents shard
+//! shard after shard up to their limits, the archive's reads and deletes
+//! over every shard, the move of long contents shard
 //! by shard, the backlog added up; the flow lives on the first database.
 
 use std::collections::BTreeMap;
@@ -10,7 +11,8 @@ use chrono::{DateTime, Utc};
 use futures::future::join_all;
 
 use crate::store::{
-    Backlog, FlowMinute, HousekeepingStore, Overdue, PayloadMove, StoreResult, Wait,
+    Backlog, FinishedMessage, FinishedRange, FlowMinute, HousekeepingStore, Message, Overdue,
+    PayloadMove, StoreResult, Wait,
 };
 
 use super::fanout::earliest;
@@ -35,6 +37,68 @@ impl HousekeepingStore for ShardedStore {
             s.purge_finished(older_than, n)
         })
         .await
+    }
+
+    async fn purge_settled_alerts(&self, older_than: Duration, limit: u32) -> StoreResult<u64> {
+        self.up_to("purging settled alerts", limit, |s, n| {
+            s.purge_settled_alerts(older_than, n)
+        })
+        .await
+    }
+
+    /// Shard after shard, the limit shared, then in id order and within
+    /// the byte budget as a whole (what a shard read beyond it is read
+    /// again next time).
+    async fn finished_messages(&self, range: &FinishedRange) -> StoreResult<Vec<FinishedMessage>> {
+        let mut batch = self
+            .up_to("reading finished messages", range.limit, |s, n| {
+                let range = FinishedRange {
+                    limit: n,
+                    ..range.clone()
+                };
+                async move { s.finished_messages(&range).await }
+            })
+            .await?;
+        batch.sort_by_key(|f| f.message.id);
+        let sizes: Vec<u64> = batch
+            .iter()
+            .map(|f| f.message.payload.len() as u64)
+            .collect();
+        batch.truncate(range.taken(&sizes));
+        Ok(batch)
+    }
+
+    /// Every shard deletes those it holds (a moved slot's message is not
+    /// on the shard its id names); a shard that fails keeps its messages
+    /// for a later round.
+    async fn delete_archived(&self, archived: &[FinishedMessage]) -> StoreResult<u64> {
+        let mut deleted = 0;
+        let mut first_error = None;
+        for (i, answer) in self
+            .each(|_, s| s.delete_archived(archived))
+            .await
+            .into_iter()
+            .enumerate()
+        {
+            match answer {
+                Ok(n) => deleted += n,
+                Err(e) => {
+                    self.left_out(i, "deleting archived messages", &e);
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) if deleted == 0 => Err(e),
+            _ => Ok(deleted),
+        }
+    }
+
+    async fn raise_archive_failed(&self, held: &Message, error: &str) -> StoreResult<bool> {
+        self.holder_of(held.id)
+            .await?
+            .raise_archive_failed(held, error)
+            .await
     }
 
     /// Shard after shard, the limit shared: a shard whose walk is over

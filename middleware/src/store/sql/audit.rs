@@ -2,13 +2,15 @@
 //! constructor so both backends record the same event the same way; its
 //! multi-row INSERT, stamped with the database clock; and a message's trail.
 
+use std::collections::HashMap;
+
 use sqlx::{Executor, QueryBuilder};
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
 use super::effects::{clip_error, transition_effects};
 use super::row::SqlRow;
 use super::{stmt, Bind, Dialect};
-use crate::store::{producer_reason, Actor, AuditEntry, Requeue, StoreResult, Transition};
+use crate::store::{producer_reason, Actor, AuditEntry, Message, Requeue, StoreResult, Transition};
 
 /// The columns an [`AuditRow`] writes (the last, `created_at`, is the clock).
 const AUDIT_COLUMNS: &str = "message_id, actor, action, from_status, to_status, \
@@ -321,6 +323,38 @@ where
         }
     }
     Ok(entries)
+}
+
+/// The audit trails of `messages` (rows just read), by message id, each as
+/// [`audit_trail`] gives one: one statement for the lot. `list` is their
+/// ids as an SQL list of numbers.
+pub(in crate::store) async fn audit_trails<D>(
+    conn: &mut D::Connection,
+    list: &str,
+    messages: &[Message],
+) -> StoreResult<HashMap<u64, Vec<AuditEntry>>>
+where
+    D: Dialect,
+    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
+{
+    let mut trails: HashMap<u64, Vec<AuditEntry>> = HashMap::new();
+    for row in sqlx::query(stmt::<D>(format!(
+        "SELECT id, {AUDIT_COLUMNS} FROM audit_log WHERE message_id IN ({list}) ORDER BY id"
+    )))
+    .fetch_all(&mut *conn)
+    .await?
+    .iter()
+    {
+        let entry = audit_entry_from_row(row)?;
+        trails.entry(entry.message_id).or_default().push(entry);
+    }
+    for m in messages {
+        let entries = trails.entry(m.id).or_default();
+        if let Some(at) = m.decided_at {
+            add_producer_decision(entries, m.id, &m.biz_id, m.status, at);
+        }
+    }
+    Ok(trails)
 }
 
 /// Puts the producer's own decision into `entries` (the audit rows of a

@@ -87,6 +87,50 @@ macro_rules! housekeeping_store {
                 Ok(n)
             }
 
+            async fn purge_settled_alerts(
+                &self,
+                older_than: std::time::Duration,
+                limit: u32,
+            ) -> $crate::store::StoreResult<u64> {
+                let mut tx = self.write_tx().await?;
+                let n = $crate::store::sql::purge_settled_alerts::<$db>(&mut tx, older_than, limit)
+                    .await?;
+                tx.commit().await?;
+                Ok(n)
+            }
+
+            async fn finished_messages(
+                &self,
+                range: &$crate::store::FinishedRange,
+            ) -> $crate::store::StoreResult<Vec<$crate::store::FinishedMessage>> {
+                let mut conn = self.pool.acquire().await?;
+                $crate::store::sql::finished_messages::<$db>(&mut conn, range).await
+            }
+
+            async fn delete_archived(
+                &self,
+                archived: &[$crate::store::FinishedMessage],
+            ) -> $crate::store::StoreResult<u64> {
+                let mut tx = self.write_tx().await?;
+                let n =
+                    $crate::store::sql::delete_archived::<$db>(&mut tx, <$store>::LOCK, archived)
+                        .await?;
+                tx.commit().await?;
+                Ok(n)
+            }
+
+            async fn raise_archive_failed(
+                &self,
+                held: &$crate::store::Message,
+                error: &str,
+            ) -> $crate::store::StoreResult<bool> {
+                let mut tx = self.write_tx().await?;
+                let raised =
+                    $crate::store::sql::raise_archive_failed::<$db>(&mut tx, held, error).await?;
+                tx.commit().await?;
+                Ok(raised.map(|r| r.announce()).is_some())
+            }
+
             async fn move_payloads(
                 &self,
                 limit: u32,

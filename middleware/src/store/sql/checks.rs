@@ -1,6 +1,8 @@
 //! The record of check-back calls: written in one statement for many
 //! messages, each message's newest kept, read back for an operator.
 
+use std::collections::HashMap;
+
 use sqlx::{Executor, QueryBuilder};
 
 use super::effects::clip_to;
@@ -74,17 +76,47 @@ where
     .fetch_all(pool)
     .await?
     .iter()
-    .map(|row| {
-        Ok(CheckAttemptEntry {
-            attempt: row.unsigned("attempt")?,
-            at: row.time("at")?,
-            duration_ms: row.unsigned("duration_ms")?,
-            http_status: row
-                .opt_i64("http_status")?
-                .and_then(|s| u16::try_from(s).ok()),
-            outcome: row.text("outcome")?,
-            error: row.opt_text("error")?,
-        })
-    })
+    .map(check_attempt_from_row)
     .collect()
+}
+
+/// The recorded check-back calls of the messages in `list` (an SQL list of
+/// ids), by message id, each oldest first: one statement for the lot.
+pub(in crate::store) async fn check_attempts_of<D>(
+    conn: &mut D::Connection,
+    list: &str,
+) -> StoreResult<HashMap<u64, Vec<CheckAttemptEntry>>>
+where
+    D: Dialect,
+    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
+{
+    let mut calls: HashMap<u64, Vec<CheckAttemptEntry>> = HashMap::new();
+    for row in sqlx::query(stmt::<D>(format!(
+        "SELECT message_id, attempt, at, duration_ms, http_status, outcome, error \
+         FROM check_attempts WHERE message_id IN ({list}) ORDER BY id"
+    )))
+    .fetch_all(&mut *conn)
+    .await?
+    .iter()
+    {
+        let id = row.unsigned("message_id")?;
+        calls
+            .entry(id)
+            .or_default()
+            .push(check_attempt_from_row(row)?);
+    }
+    Ok(calls)
+}
+
+fn check_attempt_from_row(row: &impl SqlRow) -> StoreResult<CheckAttemptEntry> {
+    Ok(CheckAttemptEntry {
+        attempt: row.unsigned("attempt")?,
+        at: row.time("at")?,
+        duration_ms: row.unsigned("duration_ms")?,
+        http_status: row
+            .opt_i64("http_status")?
+            .and_then(|s| u16::try_from(s).ok()),
+        outcome: row.text("outcome")?,
+        error: row.opt_text("error")?,
+    })
 }

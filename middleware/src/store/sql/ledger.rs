@@ -398,6 +398,33 @@ where
     .collect()
 }
 
+/// The consumption-ledger rows of the messages in `list` (an SQL list of
+/// ids), by message id, each by group name, with `lock` appended (a
+/// deletion holds them while it compares them with what it archived).
+pub(in crate::store) async fn consumptions_in<D>(
+    conn: &mut D::Connection,
+    list: &str,
+    lock: &str,
+) -> StoreResult<std::collections::HashMap<u64, Vec<Consumption>>>
+where
+    D: Dialect,
+    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
+{
+    let mut rows: std::collections::HashMap<u64, Vec<Consumption>> = Default::default();
+    for row in sqlx::query(stmt::<D>(format!(
+        "SELECT {CONSUMPTION_COLUMNS} FROM consumptions WHERE message_id IN ({list}) \
+         ORDER BY message_id, group_name{lock}"
+    )))
+    .fetch_all(&mut *conn)
+    .await?
+    .iter()
+    {
+        let c = consumption_from_row(row)?;
+        rows.entry(c.message_id).or_default().push(c);
+    }
+    Ok(rows)
+}
+
 /// [`crate::store::LedgerStore::flag_stuck_consumptions`]: reads the candidates
 /// (an index range over unflagged expired holds), then flags each with an
 /// UPDATE guarded by the flag, the state and the attempt it was read at (a

@@ -79,13 +79,15 @@ pub(super) use alerts::{
     alert_from_row, list_alerts, mark_alert_delivered, raise_alerts, retry_alert_later,
     settle_alerts_without_webhook, ALERT_COLUMNS,
 };
-pub(super) use audit::{audit_insert, audit_trail, insert_audits, producer_decides, AuditRow};
+pub(super) use audit::{
+    audit_insert, audit_trail, audit_trails, insert_audits, producer_decides, AuditRow,
+};
 pub(super) use backend::{
     alert_store, guarded_update, housekeeping_store, ledger_store, operator_store, outbox_store,
     registry_store, retrying_deadlocks, send_store, verify_release, verify_store, waiting_store,
 };
 pub(super) use backlog::backlog;
-pub(super) use checks::{check_attempts, record_check_attempts};
+pub(super) use checks::{check_attempts, check_attempts_of, record_check_attempts};
 pub(super) use claim::{
     quarantine, sized_columns, ClaimKind, ClaimedRows, Decoded, Lease, MessageClaim,
 };
@@ -95,9 +97,9 @@ pub(super) use content::{
 pub(super) use effects::{clip_error, one_update, same_update, transition_effects};
 pub(super) use flow::{add_flow, flow_since, purge_flow};
 pub(super) use ledger::{
-    begin as begin_consumption, consumer_group_counts, consumptions_of, delete_consumer_group,
-    find_consumer_group, finish as finish_consumption, flag_stuck as flag_stuck_consumptions,
-    list_consumer_groups, set_consumer_group_token,
+    begin as begin_consumption, consumer_group_counts, consumptions_in, consumptions_of,
+    delete_consumer_group, find_consumer_group, finish as finish_consumption,
+    flag_stuck as flag_stuck_consumptions, list_consumer_groups, set_consumer_group_token,
 };
 pub(super) use listing::list_messages;
 pub(super) use messages::{distinct_keys, find_message, ping, select_by_keys};
@@ -111,7 +113,9 @@ pub(super) use producers::{
     upsert_producer,
 };
 pub(super) use requeue::{count_requeueable, redeliver_update, requeue_chunk};
-pub(super) use retention::purge_finished;
+pub(super) use retention::{
+    delete_archived, finished_messages, purge_finished, purge_settled_alerts, raise_archive_failed,
+};
 pub(super) use returning::{insert_tombstone, operator_update};
 pub(super) use returning_claim::{claim_due_rows, decode_returned, ReturningClaim};
 pub(super) use row::{

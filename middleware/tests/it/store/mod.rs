@@ -15,6 +15,7 @@
 //! added.
 
 mod alerts;
+mod archive;
 mod batches;
 mod bulk;
 mod clock;
@@ -83,6 +84,17 @@ macro_rules! conformance {
             { $($tests)* }
         );
     };
+}
+
+/// The archive on the backends `--archive` runs on (SQLite keeps
+/// deleting without one).
+mod archived {
+    on_backends!([mysql, sharded, postgres]; {
+        archive: [
+            retention_archives_every_finished_message_whole_before_it_deletes_it,
+            an_archive_that_fails_deletes_nothing_and_alerts_once_per_episode,
+        ],
+    });
 }
 
 conformance! {

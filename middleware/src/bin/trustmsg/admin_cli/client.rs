@@ -55,7 +55,10 @@ impl Client {
             http,
             base: args.url.expose().as_str().trim_end_matches('/').to_string(),
             shown: args.url.to_string().trim_end_matches('/').to_string(),
-            token: args.admin_token.clone(),
+            token: args
+                .admin_token
+                .clone()
+                .context("no admin token: pass --admin-token (or TRUSTMSG_ADMIN_TOKEN)")?,
             operator: args.operator.clone(),
         })
     }

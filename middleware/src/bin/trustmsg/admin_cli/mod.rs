@@ -27,9 +27,9 @@ pub(crate) struct AdminArgs {
     /// never shown).
     #[arg(long, env = "TRUSTMSG_URL", hide_env_values = true, default_value = "http://127.0.0.1:8080", value_parser = quiet::<RedactedUrl>())]
     url: RedactedUrl,
-    /// The admin token.
+    /// The admin token (every command but `archive` needs it).
     #[arg(long, env = "TRUSTMSG_ADMIN_TOKEN", hide_env_values = true)]
-    admin_token: Secret,
+    admin_token: Option<Secret>,
     /// Your name, for the audit trail of what you change.
     #[arg(long, env = "TRUSTMSG_OPERATOR")]
     operator: Option<String>,
@@ -98,6 +98,10 @@ enum AdminCommand {
         #[arg(long)]
         reason: String,
     },
+    /// The archive of what retention deleted (`serve --archive`), read
+    /// directly from its store: no server is asked, no token needed.
+    #[command(subcommand)]
+    Archive(ArchiveCommand),
     /// A failed outbox row is never relayed (status 4).
     OutboxGiveUp {
         /// The source's producer.
@@ -169,6 +173,59 @@ enum MessagesCommand {
         #[arg(long)]
         reason: String,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum ArchiveCommand {
+    /// Finds a message in the archive and shows it as `messages show`
+    /// does (payload, headers, audit trail, check-back calls, consumptions),
+    /// with the object it was read from. By id it reads the one object
+    /// whose id range holds it; by key it reads the objects newest first
+    /// until one holds it (one GET each: bound it with --since).
+    Find(ArchiveFind),
+}
+
+/// `archive find`: by id, or by producer and key.
+#[derive(Debug, Args)]
+struct ArchiveFind {
+    /// trustmsg's message id.
+    #[arg(long, conflicts_with_all = ["biz_id", "key"], required_unless_present = "biz_id")]
+    id: Option<u64>,
+    /// The producer (with --key).
+    #[arg(long, requires = "key")]
+    biz_id: Option<String>,
+    /// The message key (with --biz-id).
+    #[arg(long, requires = "biz_id")]
+    key: Option<String>,
+    /// The archive, as `serve --archive` names it (credentials from the
+    /// same environment variables).
+    #[arg(long, env = "TRUSTMSG_ARCHIVE")]
+    archive: String,
+    /// By key: only objects holding a message created at or after this
+    /// time (RFC 3339) are read.
+    #[arg(long)]
+    since: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// `archive find`: prints the message as the archive holds it (`--json`:
+/// its archive line) or fails when it is not there.
+async fn find_archived(find: ArchiveFind, json_out: bool) -> anyhow::Result<()> {
+    let archive = trustmsg::archive::Archive::open(&find.archive)?;
+    let found = match (find.id, find.biz_id, find.key) {
+        (Some(id), _, _) => archive.find_by_id(id).await?,
+        (None, Some(biz_id), Some(key)) => archive.find_by_key(&biz_id, &key, find.since).await?,
+        _ => anyhow::bail!("give --id, or --biz-id with --key"),
+    };
+    let Some(found) = found else {
+        anyhow::bail!("not in the archive at {}", archive.url());
+    };
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&found.message)?);
+    } else {
+        println!("archived in {}", found.object);
+        println!("{}", message_detail(&found.message.detail()));
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -255,8 +312,13 @@ struct GroupPut {
 
 /// Runs one admin command; an error is the server's (or the connection's).
 pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<()> {
-    let client = Client::new(&args)?;
     let json_out = args.json;
+    let client = match args.command {
+        AdminCommand::Archive(ArchiveCommand::Find(find)) => {
+            return find_archived(find, json_out).await
+        }
+        _ => Client::new(&args)?,
+    };
     let call = Call::of(args.command)?;
     let answer = client.call(call.method, &call.path, call.body).await?;
     let (value, text) = (call.show)(answer)?;
@@ -403,6 +465,7 @@ impl Call {
                 ];
                 Self::list("/v1/admin/alerts", &filters, alerts_table)
             }
+            A::Archive(_) => unreachable!("archive commands read the archive, not the server"),
             A::OutboxSources => Self::get("/v1/admin/outbox-sources".into(), outbox_sources_table),
             A::OutboxRows {
                 biz_id,
