@@ -6,6 +6,7 @@ mod harness;
 
 mod alert_outbox;
 mod alert_signing;
+mod archive;
 mod backlog;
 mod barrier_race;
 mod broker_restart;

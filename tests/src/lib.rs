@@ -25,7 +25,8 @@
 //!   front), optionally with SASL (PLAIN, SCRAM); [`real_kafka`]: a real
 //!   Apache Kafka broker of a test's own ([`RealKafka`], `scripts/kafka-broker`),
 //!   with real SASL users, ACLs and restarts, or one plain broker a run's
-//!   tests share.
+//!   tests share. [`s3`]: a real S3-compatible server of a test's own
+//!   ([`S3Server`], `scripts/s3-server`: moto's), for the archive.
 //! - [`check_server`] and [`servers`]: local endpoints trustmsg calls (a
 //!   scripted check-back endpoint, an alert webhook) and servers that fail
 //!   or listen on purpose.
@@ -60,6 +61,7 @@ pub mod private_db;
 mod private_server;
 pub mod process;
 pub mod real_kafka;
+pub mod s3;
 pub mod servers;
 pub mod signal;
 pub mod submit;
@@ -82,6 +84,7 @@ pub use postgres::PrivatePostgres;
 pub use private_db::{Database, PrivateDb};
 pub use process::ServiceProcess;
 pub use real_kafka::RealKafka;
+pub use s3::S3Server;
 pub use servers::{serve, AlertSink, Canary, Counter, Endpoint};
 pub use trace::init_tracing;
 pub use wait::{eventually, within};

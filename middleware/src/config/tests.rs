@@ -456,3 +456,48 @@ fn an_outbox_source_and_trustmsgs_own_database_may_both_be_postgresql() {
     assert_eq!(urls[0].backend(), crate::store::Backend::Postgres);
     assert!(!format!("{:?}", urls[0]).contains("hunter2"));
 }
+
+#[test]
+fn an_archive_without_retention_or_on_sqlite_or_of_an_unknown_kind_is_refused() {
+    let refused = |extra: &[&str]| {
+        let mut args = vec!["--admin-token", "t", "--kafka-brokers", "k:9092"];
+        args.extend_from_slice(extra);
+        ServeArgs::from_args(args)
+            .unwrap()
+            .settings()
+            .unwrap_err()
+            .to_string()
+    };
+    let mysql = ["--database-url", "mysql://u@h/db"];
+    let e = refused(&[&mysql[..], &["--archive", "file:///tmp/a"]].concat());
+    assert!(e.contains("--archive needs --retention"), "{e}");
+    let e = refused(&[
+        "--database-url",
+        "sqlite://x.db",
+        "--retention",
+        "7d",
+        "--archive",
+        "file:///tmp/a",
+    ]);
+    assert!(e.contains("MySQL/MariaDB or PostgreSQL"), "{e}");
+    let e = refused(&[&mysql[..], &["--retention", "7d", "--archive", "ftp://h/a"]].concat());
+    assert!(e.starts_with("--archive:"), "{e}");
+    let ok = ServeArgs::from_args(
+        [
+            &mysql[..],
+            &[
+                "--admin-token",
+                "t",
+                "--kafka-brokers",
+                "k:9092",
+                "--retention",
+                "7d",
+                "--archive",
+                "file:///tmp/a",
+            ],
+        ]
+        .concat(),
+    )
+    .unwrap();
+    assert!(ok.settings().unwrap().archive.is_some());
+}
