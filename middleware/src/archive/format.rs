@@ -74,6 +74,14 @@ impl ArchivedMessage {
         }
     }
 
+    /// Which of two copies of one message is the later: its version, then
+    /// its newest ledger row (a consumer group's begin or finish changes
+    /// no version).
+    pub fn as_of(&self) -> (u64, Option<chrono::DateTime<chrono::Utc>>) {
+        let ledger = self.consumptions.iter().map(|c| c.updated_at).max();
+        (self.version, ledger)
+    }
+
     /// The payload's bytes.
     pub fn payload(&self) -> Result<Vec<u8>, base64::DecodeError> {
         STANDARD.decode(&self.payload_base64)

@@ -220,7 +220,8 @@ impl Archive {
     /// the name; S3 and GCS start the listing there), and only the objects
     /// whose id range covers `id` are read, usually one. When a message was
     /// archived twice (it changed after its first archive, which kept it in
-    /// the database), the copy of the highest version is the one found.
+    /// the database), the later copy ([`ArchivedMessage::as_of`]) is the
+    /// one found.
     pub async fn find_by_id(&self, id: u64) -> Result<Option<Found>, ArchiveError> {
         let offset = name::folder(&self.prefix).join(name::padded(id.saturating_sub(1)));
         let mut best: Option<Found> = None;
@@ -232,7 +233,7 @@ impl Archive {
                 if line.message.id == id
                     && best
                         .as_ref()
-                        .is_none_or(|b| b.message.version < line.version)
+                        .is_none_or(|b| b.message.as_of() < line.as_of())
                 {
                     best = Some(Found {
                         object: path.to_string(),

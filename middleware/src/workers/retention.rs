@@ -108,7 +108,9 @@ impl Retention {
             Some(archive) => {
                 while !cancel.is_cancelled() {
                     match self.archive_batch(archive).await {
-                        Ok(read) if read < BATCH as usize => break,
+                        // Nothing left, or nothing of it could go (every
+                        // message changed since it was read): next round.
+                        Ok(0) => break,
                         Ok(_) => tokio::time::sleep(PAUSE).await,
                         Err(Stop::Database | Stop::Archive) => return,
                     }
@@ -159,9 +161,9 @@ impl Retention {
     }
 
     /// One batch through the archive: read, written and checked, then
-    /// deleted. Returns how many messages it read (a full batch means there
-    /// may be more).
-    async fn archive_batch(&self, archive: &Archive) -> Result<usize, Stop> {
+    /// deleted. Returns how many messages it deleted (a batch smaller than
+    /// [`BATCH`] may still leave more: its payloads filled the byte budget).
+    async fn archive_batch(&self, archive: &Archive) -> Result<u64, Stop> {
         let range = FinishedRange {
             ids: FinishedRange::ALL_IDS,
             older_than: self.window,
@@ -201,7 +203,7 @@ impl Retention {
                 Stop::Database
             })?;
         deleted(n);
-        Ok(batch.len())
+        Ok(n)
     }
 
     /// An archive failure: nothing of `batch` is deleted; logged, counted,

@@ -11,7 +11,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use trustmsg::archive::Archive;
 use trustmsg::store::{
-    AlertFilter, CheckAttempt, ConsumerGroupRecord, DynStore, Inserted, Message, SentMark,
+    AlertFilter, CheckAttempt, ConsumerGroupRecord, DynStore, FinishedRange, Inserted, Message,
+    SentMark,
 };
 use trustmsg::workers::retention::Retention;
 use trustmsg_verify_api::admin::AlertKind;
@@ -258,4 +259,71 @@ pub(crate) async fn an_archive_that_fails_deletes_nothing_and_alerts_once_per_ep
     }
     assert!(s.find_message_by_id(later.id).await.unwrap().is_some());
     assert_eq!(archive_alerts(s).await.len(), 2);
+}
+
+pub(crate) async fn a_message_that_changed_after_it_was_archived_stays_until_archived_again(
+    b: &Backend,
+) {
+    let s: &DynStore = b;
+    let dir = tempfile::tempdir().unwrap();
+    let archive = archive_in(dir.path());
+    let kept = arrange_key(s.as_ref(), "kept", State::Sent, Due::Later)
+        .await
+        .unwrap();
+    let other = arrange_key(s.as_ref(), "other", State::RolledBack, Due::Later)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let range = FinishedRange {
+        ids: FinishedRange::ALL_IDS,
+        older_than: WINDOW,
+        limit: 100,
+        max_payload_bytes: 1 << 20,
+    };
+    let (batch, written) = archive
+        .archive_next(s.as_ref(), &range)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(written.messages, 2);
+    // A consumer group begins the SENT message after it was archived: its
+    // ledger is no longer what the archive holds.
+    let group = s
+        .upsert_consumer_group(&ConsumerGroupRecord {
+            name: "late".into(),
+            topics: vec!["orders".into()],
+            token_hash: vec![7; 32],
+            max_failures: 5,
+            in_progress_timeout_ms: 300_000,
+        })
+        .await
+        .unwrap();
+    s.begin_consumption(&group, kept.id).await.unwrap();
+    assert_eq!(
+        s.delete_archived(&batch).await.unwrap(),
+        1,
+        "only the unchanged one"
+    );
+    assert!(s.find_message_by_id(kept.id).await.unwrap().is_some());
+    assert_eq!(s.find_message_by_id(other.id).await.unwrap(), None);
+
+    // The next round archives it as it now is, and deletes it.
+    round(s, &archive).await;
+    assert_eq!(s.find_message_by_id(kept.id).await.unwrap(), None);
+    let found = archive.find_by_id(kept.id).await.unwrap().unwrap();
+    assert_eq!(
+        found.message.consumptions.len(),
+        1,
+        "the later copy is found"
+    );
+    // A range that names no finished message archives nothing.
+    let empty = FinishedRange {
+        ids: 0..kept.id,
+        ..range
+    };
+    assert!(archive
+        .archive_next(s.as_ref(), &empty)
+        .await
+        .unwrap()
+        .is_none());
 }

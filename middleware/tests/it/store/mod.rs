@@ -93,6 +93,7 @@ mod archived {
         archive: [
             retention_archives_every_finished_message_whole_before_it_deletes_it,
             an_archive_that_fails_deletes_nothing_and_alerts_once_per_episode,
+            a_message_that_changed_after_it_was_archived_stays_until_archived_again,
         ],
     });
 }
