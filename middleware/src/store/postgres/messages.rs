@@ -67,11 +67,11 @@ impl PgStore {
     /// the first of several identical keys is the one created) is read.
     async fn insert_prepared_part(&self, part: &[NewMessage]) -> StoreResult<Vec<Inserted>> {
         let contents: Vec<sql::Content<'_>> = part.iter().map(sql::Content::of).collect();
-        // DO NOTHING only swallows the (biz_id, message_key) conflict; any other
-        // constraint still fails the call.
+        // A row whose key is taken is skipped by the trigger of migration
+        // 0020 (the key is unique in message_keys, not in the partitioned
+        // messages), as ON CONFLICT DO NOTHING skipped it before.
         let mut insert = sqlx::query(stmt::<Postgres>(format!(
-            "INSERT INTO messages ({PREPARE_COLUMNS}) VALUES {} \
-             ON CONFLICT (biz_id, message_key) DO NOTHING RETURNING {STORED_COLUMNS}",
+            "INSERT INTO messages ({PREPARE_COLUMNS}) VALUES {} RETURNING {STORED_COLUMNS}",
             vec![prepared_values(); part.len()].join(", ")
         )));
         for (m, content) in part.iter().zip(&contents) {
