@@ -101,7 +101,7 @@ pub(super) use ledger::{
     list_consumer_groups, set_consumer_group_token,
 };
 pub(super) use listing::list_messages;
-pub(super) use messages::{distinct_keys, find_message, ping, select_by_keys};
+pub(super) use messages::{distinct_keys, find_message, free_stale_key, ping, select_by_keys};
 pub(super) use ordering::{
     blocked_by, mark_sent_ordered, order_commit_batch, order_commits, promoted_due, skip,
 };

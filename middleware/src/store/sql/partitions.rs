@@ -62,8 +62,10 @@ pub(in crate::store) const AHEAD: u64 = 2;
 /// Keys of a dropped partition deleted per statement.
 const KEY_BATCH: u32 = 5_000;
 
-/// Key batches per round: the rest waits for the next round.
-const KEY_BATCHES: u32 = 20;
+/// Key batches per round (a million keys): the rest waits for the next
+/// round. A prepare that meets a key of a message that has left frees it
+/// itself (`sql::free_stale_key`), so the wait costs only room.
+const KEY_BATCHES: u32 = 200;
 
 /// The period id `id` belongs to.
 pub(in crate::store) fn period_of(id: u64) -> u64 {
