@@ -291,3 +291,137 @@ pub(crate) async fn sqlite_is_not_partitioned(b: &Backend) {
     assert!(!round.partitioned);
     assert_eq!(round.partitions, 0);
 }
+
+/// A database migrated by the previous release (migrations up to 0019, as
+/// sqlx's own migrator records them from the files), holding messages.
+mod upgrade {
+    use super::*;
+    use trustmsg::store::DynStore;
+    use trustmsg_tests as common;
+
+    /// The migrations before time partitions, in a directory of their own.
+    fn before_0020(backend: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let from = format!("{}/../migrations/{backend}", env!("CARGO_MANIFEST_DIR"));
+        for entry in std::fs::read_dir(from).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            if name.as_str() < "0020" {
+                std::fs::copy(&path, dir.path().join(name)).unwrap();
+            }
+        }
+        dir
+    }
+
+    /// The rows the old schema held: `n` messages of BIZ, `old-<i>`, with
+    /// the content [`new_message`] gives (and its digest), SENT but for
+    /// the last, PREPARED.
+    fn old_rows(n: usize, now: &str) -> Vec<String> {
+        let digest = new_message("x", LATER).digest();
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        (0..n)
+            .map(|i| {
+                let (status, send) = match i + 1 == n {
+                    true => ("'PREPARED'", "NULL"),
+                    false => ("'COMMITTED'", "'SENT'"),
+                };
+                format!(
+                    "INSERT INTO messages (biz_id, message_key, topic, record_key, payload, headers, \
+                     content_digest, status, send_status, created_at, updated_at) VALUES ('{BIZ}', \
+                     'old-{i}', 'orders', 'order-1', '{{\"amount\":42}}', \
+                     '{{\"content-type\":\"application/json\"}}', {digest}, {status}, {send}, {now}, {now})",
+                    digest = if now.contains("UTC") { format!("X'{hex}'") } else { format!("'\\x{hex}'::bytea") },
+                )
+            })
+            .collect()
+    }
+
+    async fn holds_after_the_upgrade(store: DynStore, n: usize) {
+        let s = store.as_ref();
+        store
+            .migrate()
+            .await
+            .expect("migration 0020 on a populated store");
+        // The old rows are the first partition's and their keys hold.
+        let old = s
+            .find_message(BIZ, "old-0")
+            .await
+            .unwrap()
+            .expect("an old row");
+        let Inserted::Existing(found) = s
+            .insert_prepared(&new_message("old-0", LATER))
+            .await
+            .unwrap()
+        else {
+            panic!("an old key made a second message");
+        };
+        assert_eq!(found.id, old.id);
+        let last = format!("old-{}", n - 1);
+        let committed = decided(decide_key(s, &last, true, producer(), LATER).await);
+        assert_eq!(committed.status, MessageStatus::Committed);
+        let Inserted::Created(new) = s.insert_prepared(&new_message("new", LATER)).await.unwrap()
+        else {
+            panic!("a new key");
+        };
+        assert!(new.id > committed.id);
+        // And they go on into the next partitions, and away.
+        let round = age_partitions(s, Duration::from_millis(10)).await;
+        assert!(round.partitioned, "{round:?}");
+        assert!(
+            !round.held.is_empty(),
+            "the new PREPARED message holds the first partition"
+        );
+        purge_all(s, Duration::from_millis(10)).await;
+        assert_eq!(
+            s.find_message(BIZ, "old-1").await.unwrap(),
+            None,
+            "a finished old row goes"
+        );
+        assert!(s.find_message(BIZ, "new").await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_populated_mariadb_store_upgrades_in_place() {
+        let db = common::TestDb::create().await;
+        let pool = db.pool().await;
+        let dir = before_0020("mysql");
+        sqlx::migrate::Migrator::new(dir.path())
+            .await
+            .unwrap()
+            .run(&pool)
+            .await
+            .unwrap();
+        for sql in old_rows(50, "UTC_TIMESTAMP(3)") {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+        let store = trustmsg::store::connect(&db.database_url()).await.unwrap();
+        holds_after_the_upgrade(store, 50).await;
+        pool.close().await;
+        db.drop_db().await;
+    }
+
+    #[tokio::test]
+    async fn a_populated_postgres_store_upgrades_in_place() {
+        let db = common::PgTestDb::create().await;
+        let pool = db.pool().await;
+        let dir = before_0020("postgres");
+        sqlx::migrate::Migrator::new(dir.path())
+            .await
+            .unwrap()
+            .run(&pool)
+            .await
+            .unwrap();
+        for sql in old_rows(50, "now()") {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+        let store = trustmsg::store::connect(&db.database_url()).await.unwrap();
+        holds_after_the_upgrade(store, 50).await;
+        pool.close().await;
+    }
+}
