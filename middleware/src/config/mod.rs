@@ -160,6 +160,13 @@ pub struct ServeArgs {
     /// PostgreSQL. See docs/operations.md, "Archive".
     #[arg(long, env = "TRUSTMSG_ARCHIVE")]
     pub archive: Option<String>,
+    /// How long one time partition takes new messages (MySQL/MariaDB and
+    /// PostgreSQL): the messages of a period, with their audit, check-back,
+    /// ledger and content rows, are dropped together once all of them are
+    /// past --retention. About retention / period partitions are kept, plus
+    /// two made ahead.
+    #[arg(long, env = "TRUSTMSG_PARTITION_PERIOD", default_value = "1d", value_parser = positive_duration)]
+    pub partition_period: Duration,
 
     /// How often the backlog gauges of `/metrics` are read from the database.
     #[arg(long, env = "TRUSTMSG_BACKLOG_INTERVAL", default_value = "15s", value_parser = positive_duration)]
@@ -272,6 +279,8 @@ pub(crate) struct Settings {
     pub(crate) retention: Option<Duration>,
     /// Where retention archives what it deletes, if anywhere.
     pub(crate) archive: Option<crate::archive::Archive>,
+    /// How long one time partition takes new messages.
+    pub(crate) partition_period: Duration,
     /// Where spans are exported, if anywhere.
     pub(crate) otlp: Option<crate::observability::trace::OtlpSettings>,
     /// The Kafka way in, if on.
@@ -388,6 +397,7 @@ impl ServeArgs {
             flow_interval: self.flow_interval,
             retention: Some(self.retention).filter(|d| !d.is_zero()),
             archive: self.archive()?,
+            partition_period: self.partition_period,
             otlp: self.otlp()?,
             submit: self.submit()?,
             outbox: self.outbox()?,

@@ -12,7 +12,7 @@ use futures::future::join_all;
 
 use crate::store::{
     Backlog, FinishedMessage, FinishedRange, FlowMinute, HousekeepingStore, Message, Overdue,
-    PayloadMove, StoreResult, Wait,
+    PartitionPlan, PartitionRound, PayloadMove, StoreResult, Wait,
 };
 
 use super::fanout::earliest;
@@ -99,6 +99,16 @@ impl HousekeepingStore for ShardedStore {
             .await?
             .raise_archive_failed(held, error)
             .await
+    }
+
+    /// Every shard keeps its own partitions (its ids are its own); the
+    /// rounds are added up. A shard that fails fails the round, which is
+    /// tried again whole: each step of it is idempotent.
+    async fn keep_partitions(&self, plan: &PartitionPlan) -> StoreResult<PartitionRound> {
+        let rounds = Self::all(self.each(|_, s| s.keep_partitions(plan)).await)?;
+        Ok(rounds
+            .into_iter()
+            .fold(PartitionRound::default(), PartitionRound::and))
     }
 
     /// Shard after shard, the limit shared: a shard whose walk is over
