@@ -66,6 +66,8 @@ pub struct Written {
 /// A message found in the archive, and the object it was read from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Found {
+    /// The object, as the archive's URL and the name under it
+    /// (`s3://bucket/prefix/trustmsg/messages/….jsonl.gz`).
     pub object: String,
     pub message: ArchivedMessage,
 }
@@ -188,6 +190,16 @@ impl Archive {
         self.read(&path).await
     }
 
+    /// Where `path` is, for a person: the archive's URL and the name under
+    /// its prefix.
+    fn shown(&self, path: &Path) -> String {
+        let under: Vec<_> = path
+            .prefix_match(&self.prefix)
+            .map(|parts| parts.map(|p| p.as_ref().to_string()).collect())
+            .unwrap_or_default();
+        format!("{}/{}", self.url.trim_end_matches('/'), under.join("/"))
+    }
+
     /// The objects' names, each with its path, in no particular order.
     async fn names(&self, after: Option<&Path>) -> Result<Vec<(Path, ObjectName)>, ArchiveError> {
         let folder = name::folder(&self.prefix);
@@ -236,7 +248,7 @@ impl Archive {
                         .is_none_or(|b| b.message.as_of() < line.as_of())
                 {
                     best = Some(Found {
-                        object: path.to_string(),
+                        object: self.shown(&path),
                         message: line,
                     });
                 }
@@ -265,7 +277,7 @@ impl Archive {
             });
             if let Some(message) = hit {
                 return Ok(Some(Found {
-                    object: path.to_string(),
+                    object: self.shown(&path),
                     message,
                 }));
             }
