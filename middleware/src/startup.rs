@@ -194,6 +194,7 @@ impl Application {
                 period: cfg.partition_period,
                 retention: cfg.retention,
                 ahead: store::PARTITIONS_AHEAD,
+                archive: cfg.archive.is_some(),
             },
             cfg.archive,
             cfg.request_timeout,

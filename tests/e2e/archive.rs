@@ -131,7 +131,15 @@ async fn a_kill_9_while_archiving_to_s3_loses_no_row_and_the_restart_finishes_it
     assert_eq!(count(&pool, finished).await, FINISHED as i64);
     eprintln!("populated in {:?}", started.elapsed());
 
-    let flags = ["--no-forwarder", "--retention", "1s", "--archive", &url];
+    let flags = [
+        "--no-forwarder",
+        "--retention",
+        "1s",
+        "--partition-period",
+        "1s",
+        "--archive",
+        &url,
+    ];
     let mut service = ServiceProcess::start(&db, "127.0.0.1:9", &flags).await;
     // Killed as soon as the first object is there: while the service reads
     // it back, deletes its batch, or writes the next.

@@ -67,6 +67,12 @@ pub use database_url::{Backend, DatabaseUrl, UrlRefused};
 /// Time partitions made ahead of the one taking new messages
 /// (`sql::partitions`).
 pub const PARTITIONS_AHEAD: u64 = sql::AHEAD;
+
+/// The message ids of time partition `period` (as
+/// [`PartitionRound::held`] names them), for the archive's row path.
+pub fn period_ids(period: u64) -> std::ops::Range<u64> {
+    sql::first_id(period)..sql::first_id(period + 1)
+}
 pub use decide::{
     decide, decide_batch, decide_batch_known, producer_reason, DecideOutcome, DecideRequest, Target,
 };
@@ -89,14 +95,14 @@ pub mod prelude {
 }
 
 pub use model::{
-    order_key, Actor, AlertFilter, AuditEntry, Backlog, BacklogSample, Began, CheckAttempt,
-    CheckAttemptEntry, Claimed, ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord,
-    Consumption, Delivery, Finished, FinishedMessage, FinishedRange, FlowCounts, FlowMinute,
-    Inserted, Message, MessageFilter, NewAlert, NewCommitted, NewMessage, NewWaitingCommit,
-    OrderPos, OutboxAction, OutboxActionKind, OutboxFailure, Overdue, PartitionPlan,
-    PartitionRound, PayloadMove, PayloadRoom, Producer, ProducerRecord, ProducerSummary,
-    Quarantined, Requeue, RequeuedChunk, Reschedule, SentMark, StuckConsumption, Tombstone,
-    Transition, VerifyLease, Wait, WaitingCommit,
+    order_key, Actor, AlertFilter, ArchiveRange, AuditEntry, Backlog, BacklogSample, Began,
+    CheckAttempt, CheckAttemptEntry, Claimed, ConsumerGroup, ConsumerGroupCounts,
+    ConsumerGroupRecord, Consumption, Delivery, Finished, FinishedMessage, FinishedRange,
+    FlowCounts, FlowMinute, Inserted, Message, MessageFilter, NewAlert, NewCommitted, NewMessage,
+    NewWaitingCommit, OrderPos, OutboxAction, OutboxActionKind, OutboxFailure, Overdue,
+    PartitionPlan, PartitionRound, PayloadMove, PayloadRoom, Producer, ProducerRecord,
+    ProducerSummary, Quarantined, Requeue, RequeuedChunk, Reschedule, SentMark, StuckConsumption,
+    Tombstone, Transition, VerifyLease, Wait, WaitingCommit,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should

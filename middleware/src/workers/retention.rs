@@ -22,12 +22,16 @@
 //! `trustmsg_retention_deleted_total`, dropped partitions in
 //! `trustmsg_partitions_dropped_total`.
 //!
-//! With an archive (`--archive`), partitions are not dropped whole: each
-//! round archives and deletes the finished messages past the window row by
-//! row instead. Each batch is first read with everything that hangs off
-//! it, written to the archive and read back ([`Archive::write_checked`]);
-//! only then are exactly those messages deleted, each only if unchanged
-//! since it was read ([`crate::store::HousekeepingStore::delete_archived`]).
+//! With an archive (`--archive`), nothing leaves unarchived. A partition
+//! the upkeep would drop is archived first, batch after batch, and dropped
+//! by a later upkeep once its archive has reached its end
+//! ([`crate::store::HousekeepingStore::mark_archived`]); the finished
+//! messages of held partitions are archived and then deleted row by row.
+//! Each batch is read with everything that hangs off it, written to the
+//! archive and read back ([`Archive::write_checked`]); only then is it
+//! marked archived, or are exactly those messages deleted, each only if
+//! unchanged since it was read
+//! ([`crate::store::HousekeepingStore::delete_archived`]).
 //! An archive that fails holds the deletion: nothing is deleted, the
 //! failure is logged and counted (`trustmsg_archive_failures_total`), the
 //! round ends and the next one tries again. One `archive_failed` alert is
@@ -42,9 +46,10 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::archive::{Archive, ArchiveError};
+use crate::archive::{Archive, ArchiveError, Written};
 use crate::store::{
-    deadline, DynStore, FinishedMessage, FinishedRange, PartitionPlan, PartitionRound,
+    deadline, period_ids, ArchiveRange, DynStore, FinishedMessage, FinishedRange, PartitionPlan,
+    PartitionRound,
 };
 use crate::workers::periodic;
 
@@ -78,31 +83,31 @@ pub(crate) fn spawn(
         .map_or(plan.period, |window| window.min(plan.period))
         / 10;
     let every = every.clamp(Duration::from_secs(1), Duration::from_secs(300));
-    // With an archive nothing leaves unarchived: the upkeep makes and moves
-    // partitions but drops none, and retention archives row by row.
-    let upkeep = match archive {
-        Some(_) => PartitionPlan {
-            retention: None,
-            ..plan
-        },
-        None => plan,
-    };
     let retention = plan
         .retention
         .map(|window| Arc::new(Retention::new(store.clone(), window, archive, limit)));
     periodic::spawn(every, cancel.clone(), move || {
         let (store, cancel, retention) = (store.clone(), cancel.clone(), retention.clone());
         async move {
-            let round = store.keep_partitions(&upkeep);
-            match deadline::within(UPKEEP_LIMIT.max(limit), "keep the time partitions", round).await
+            let round = store.keep_partitions(&plan);
+            let round = match deadline::within(
+                UPKEEP_LIMIT.max(limit),
+                "keep the time partitions",
+                round,
+            )
+            .await
             {
-                Ok(round) => report(&round),
-                Err(e) => {
-                    tracing::warn!(error = %e, "could not keep the time partitions; trying again next round")
+                Ok(round) => {
+                    report(&round);
+                    Some(round)
                 }
-            }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not keep the time partitions; trying again next round");
+                    None
+                }
+            };
             if let Some(retention) = retention {
-                retention.round(&cancel).await;
+                retention.after_upkeep(round.as_ref(), &cancel).await;
             }
         }
     })
@@ -177,14 +182,108 @@ impl Retention {
         }
     }
 
-    /// One round: batch after batch until less than a batch was left, an
-    /// error, or shutdown.
+    /// What follows a round of partition upkeep (`round`, None when it
+    /// failed). Without an archive: the row purge. With one: each partition
+    /// the upkeep would drop but for its archive is archived, batch after
+    /// batch, its progress recorded
+    /// ([`crate::store::HousekeepingStore::mark_archived`]) so that the
+    /// next upkeep drops it; then the finished messages of the partitions
+    /// held by a waiting message are archived and deleted row by row (on a
+    /// store without partitions, every finished message is).
+    pub async fn after_upkeep(&self, round: Option<&PartitionRound>, cancel: &CancellationToken) {
+        let Some(archive) = &self.archive else {
+            return self.purge(cancel).await;
+        };
+        if let Some(round) = round {
+            for range in &round.to_archive {
+                if cancel.is_cancelled() || self.archive_partition(archive, range).await.is_err() {
+                    return;
+                }
+            }
+            if round.partitioned {
+                for &period in &round.held {
+                    if self
+                        .through_archive(archive, period_ids(period), cancel)
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            } else if self
+                .through_archive(archive, FinishedRange::ALL_IDS, cancel)
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+        self.purge_alerts(cancel).await;
+    }
+
+    /// Archives partition `range.period` from where its archive got to
+    /// (nothing is deleted: the partition is dropped whole once archived).
+    async fn archive_partition(&self, archive: &Archive, range: &ArchiveRange) -> Result<(), Stop> {
+        let mut from = range.from;
+        loop {
+            // The whole partition goes: every finished message in it,
+            // however recently changed (the upkeep found them all past the
+            // window).
+            let batch = self
+                .read(FinishedRange {
+                    ids: from..range.to,
+                    older_than: Duration::ZERO,
+                    limit: BATCH,
+                    max_payload_bytes: ARCHIVE_BATCH_BYTES,
+                })
+                .await?;
+            let through = match batch.last() {
+                Some(last) => {
+                    self.write(archive, &batch).await?;
+                    last.message.id + 1
+                }
+                None => range.to,
+            };
+            let mark = self.store.mark_archived(range.period, through);
+            deadline::within(self.limit, "record how far a partition is archived", mark)
+                .await
+                .map_err(|e| {
+                    tracing::warn!(error = %e, "could not record how far a partition is archived; trying again next round");
+                    Stop::Database
+                })?;
+            if through >= range.to {
+                return Ok(());
+            }
+            from = through;
+        }
+    }
+
+    /// The finished messages with ids in `ids` past the window, archived
+    /// and deleted row by row, batch after batch.
+    async fn through_archive(
+        &self,
+        archive: &Archive,
+        ids: std::ops::Range<u64>,
+        cancel: &CancellationToken,
+    ) -> Result<(), Stop> {
+        while !cancel.is_cancelled() {
+            if self.archive_batch(archive, ids.clone()).await? == 0 {
+                break;
+            }
+            tokio::time::sleep(PAUSE).await;
+        }
+        Ok(())
+    }
+
+    /// One round of the row path alone, over every id (a store without
+    /// time partitions; the tests step it): batch after batch until none
+    /// is left, an error, or shutdown.
     pub async fn round(&self, cancel: &CancellationToken) {
         match &self.archive {
             None => self.purge(cancel).await,
             Some(archive) => {
                 while !cancel.is_cancelled() {
-                    match self.archive_batch(archive).await {
+                    match self.archive_batch(archive, FinishedRange::ALL_IDS).await {
                         // Nothing left, or nothing of it could go (every
                         // message changed since it was read): next round.
                         Ok(0) => break,
@@ -237,41 +336,27 @@ impl Retention {
         }
     }
 
-    /// One batch through the archive: read, written and checked, then
-    /// deleted. Returns how many messages it deleted (a batch smaller than
-    /// [`BATCH`] may still leave more: its payloads filled the byte budget).
-    async fn archive_batch(&self, archive: &Archive) -> Result<u64, Stop> {
-        let range = FinishedRange {
-            ids: FinishedRange::ALL_IDS,
-            older_than: self.window,
-            limit: BATCH,
-            max_payload_bytes: ARCHIVE_BATCH_BYTES,
-        };
-        let read = self.store.finished_messages(&range);
-        let batch = deadline::within(self.limit, "read finished messages", read)
-            .await
-            .map_err(|e| {
-                tracing::warn!(error = %e, "retention could not read finished messages; trying again next round");
-                Stop::Database
-            })?;
-        let Some(first) = batch.first() else {
+    /// One batch of `ids` through the archive: read, written and checked,
+    /// then deleted. Returns how many messages it deleted (a batch smaller
+    /// than [`BATCH`] may still leave more: its payloads filled the byte
+    /// budget).
+    async fn archive_batch(
+        &self,
+        archive: &Archive,
+        ids: std::ops::Range<u64>,
+    ) -> Result<u64, Stop> {
+        let batch = self
+            .read(FinishedRange {
+                ids,
+                older_than: self.window,
+                limit: BATCH,
+                max_payload_bytes: ARCHIVE_BATCH_BYTES,
+            })
+            .await?;
+        if batch.is_empty() {
             return Ok(0);
-        };
-        let written =
-            match tokio::time::timeout(ARCHIVE_DEADLINE, archive.write_checked(&batch)).await {
-                Ok(Ok(written)) => written,
-                Ok(Err(e)) => return Err(self.failed(archive, &batch, e).await),
-                Err(_) => {
-                    let late = ArchiveError::TimedOut {
-                        url: archive.url().to_string(),
-                        secs: ARCHIVE_DEADLINE.as_secs(),
-                    };
-                    return Err(self.failed(archive, &batch, late).await);
-                }
-            };
-        metrics::counter!("trustmsg_archived_total").increment(written.messages as u64);
-        self.alerted.store(false, Ordering::Relaxed);
-        tracing::debug!(object = %written.object, messages = written.messages, bytes = written.bytes, first_id = first.message.id, "archived finished messages");
+        }
+        let written = self.write(archive, &batch).await?;
         let delete = self.store.delete_archived(&batch);
         let n = deadline::within(self.limit, "delete archived messages", delete)
             .await
@@ -281,6 +366,38 @@ impl Retention {
             })?;
         deleted(n);
         Ok(n)
+    }
+
+    /// A batch of finished messages, read within the statement deadline.
+    async fn read(&self, range: FinishedRange) -> Result<Vec<FinishedMessage>, Stop> {
+        let read = self.store.finished_messages(&range);
+        deadline::within(self.limit, "read finished messages", read)
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "retention could not read finished messages; trying again next round");
+                Stop::Database
+            })
+    }
+
+    /// `batch` (not empty) written to the archive and checked, counted; a
+    /// failure is [`Retention::failed`]'s.
+    async fn write(&self, archive: &Archive, batch: &[FinishedMessage]) -> Result<Written, Stop> {
+        let written =
+            match tokio::time::timeout(ARCHIVE_DEADLINE, archive.write_checked(batch)).await {
+                Ok(Ok(written)) => written,
+                Ok(Err(e)) => return Err(self.failed(archive, batch, e).await),
+                Err(_) => {
+                    let late = ArchiveError::TimedOut {
+                        url: archive.url().to_string(),
+                        secs: ARCHIVE_DEADLINE.as_secs(),
+                    };
+                    return Err(self.failed(archive, batch, late).await);
+                }
+            };
+        metrics::counter!("trustmsg_archived_total").increment(written.messages as u64);
+        self.alerted.store(false, Ordering::Relaxed);
+        tracing::debug!(object = %written.object, messages = written.messages, bytes = written.bytes, first_id = batch[0].message.id, "archived finished messages");
+        Ok(written)
     }
 
     /// An archive failure: nothing of `batch` is deleted; logged, counted,

@@ -26,8 +26,8 @@ mod waiting;
 pub use alert::{AlertFilter, NewAlert, Overdue, Wait};
 pub use claim::{Claimed, PayloadRoom, Quarantined, Reschedule, SentMark};
 pub use housekeeping::{
-    Backlog, BacklogSample, FinishedMessage, FinishedRange, FlowCounts, FlowMinute, PartitionPlan,
-    PartitionRound, PayloadMove,
+    ArchiveRange, Backlog, BacklogSample, FinishedMessage, FinishedRange, FlowCounts, FlowMinute,
+    PartitionPlan, PartitionRound, PayloadMove,
 };
 pub use ledger::{Began, ConsumerGroupCounts, Consumption, Finished, StuckConsumption};
 pub use message::{

@@ -140,6 +140,14 @@ macro_rules! housekeeping_store {
                 self.partition_upkeep(plan).await
             }
 
+            async fn mark_archived(
+                &self,
+                period: u64,
+                through: u64,
+            ) -> $crate::store::StoreResult<()> {
+                $crate::store::sql::mark_archived::<$db>(&self.pool, period, through).await
+            }
+
             async fn move_payloads(
                 &self,
                 limit: u32,

@@ -11,8 +11,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use trustmsg::archive::Archive;
 use trustmsg::store::{
-    AlertFilter, CheckAttempt, ConsumerGroupRecord, DynStore, FinishedRange, Inserted, Message,
-    SentMark,
+    AlertFilter, ArchiveRange, CheckAttempt, ConsumerGroupRecord, DynStore, FinishedRange,
+    Inserted, Message, PartitionRound, SentMark,
 };
 use trustmsg::workers::retention::Retention;
 use trustmsg_verify_api::admin::AlertKind;
@@ -326,4 +326,55 @@ pub(crate) async fn a_message_that_changed_after_it_was_archived_stays_until_arc
         .await
         .unwrap()
         .is_none());
+}
+
+pub(crate) async fn a_partition_is_archived_whole_and_marked_without_deleting_a_row(b: &Backend) {
+    let s: &DynStore = b;
+    let dir = tempfile::tempdir().unwrap();
+    let archive = archive_in(dir.path());
+    let sent = arrange_key(s.as_ref(), "s", State::Sent, Due::Later)
+        .await
+        .unwrap();
+    let rolled = arrange_key(s.as_ref(), "r", State::RolledBack, Due::Later)
+        .await
+        .unwrap();
+    // What the upkeep hands over for a partition past retention: period 0,
+    // none of it archived yet (ids from 0 to the next period's first).
+    let period = trustmsg::store::period_ids(0);
+    let round = PartitionRound {
+        partitioned: true,
+        to_archive: vec![ArchiveRange {
+            period: 0,
+            from: 0,
+            to: period.end,
+        }],
+        ..PartitionRound::default()
+    };
+    Retention::new(
+        Arc::clone(s),
+        Duration::from_secs(3600),
+        Some(archive.clone()),
+        Duration::from_secs(10),
+    )
+    .after_upkeep(Some(&round), &CancellationToken::new())
+    .await;
+    for m in [&sent, &rolled] {
+        assert!(
+            archive.find_by_id(m.id).await.unwrap().is_some(),
+            "archived, however recent"
+        );
+        assert!(
+            s.find_message_by_id(m.id).await.unwrap().is_some(),
+            "the drop deletes, not this"
+        );
+    }
+    assert_eq!(
+        b.raw_count(
+            "SELECT COUNT(*) FROM message_partitions WHERE period = 0 AND archived_through = ?",
+            period.end,
+        )
+        .await,
+        1,
+        "the upkeep may drop it now"
+    );
 }

@@ -99,6 +99,14 @@ mod archived {
     });
 }
 
+/// The archive of a whole time partition (one database: a shard's
+/// periods are its own).
+mod archived_partitions {
+    on_backends!([mysql, postgres]; {
+        archive: [a_partition_is_archived_whole_and_marked_without_deleting_a_row],
+    });
+}
+
 conformance! {
     content: [
         a_long_content_is_kept_apart_and_every_read_finds_it_whole,
@@ -245,6 +253,7 @@ mod time_partitions {
             a_partition_boundary_is_crossed_with_messages_in_every_state,
             a_partition_held_by_a_waiting_message_keeps_it_and_goes_once_it_is_settled,
             a_dropped_partition_takes_the_rows_hanging_off_its_messages,
+            with_an_archive_a_partition_goes_only_once_it_is_archived,
             two_instances_keep_the_partitions_together,
         ],
     });

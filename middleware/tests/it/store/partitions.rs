@@ -30,6 +30,7 @@ fn every_call(retention: Option<Duration>) -> PartitionPlan {
         period: Duration::from_millis(1),
         retention,
         ahead: PARTITIONS_AHEAD,
+        archive: false,
     }
 }
 
@@ -238,6 +239,37 @@ pub(crate) async fn a_dropped_partition_takes_the_rows_hanging_off_its_messages(
         got.iter().all(|i| matches!(i, Inserted::Created(_))),
         "{got:?}"
     );
+}
+
+pub(crate) async fn with_an_archive_a_partition_goes_only_once_it_is_archived(b: &Backend) {
+    let s = b.store.as_ref();
+    let m = sent(s, "archived", "orders").await;
+    let window = Duration::from_millis(10);
+    let plan = PartitionPlan {
+        archive: true,
+        ..every_call(Some(window))
+    };
+    s.keep_partitions(&every_call(None)).await.unwrap();
+    tokio::time::sleep(window + Duration::from_millis(20)).await;
+    let round = s.keep_partitions(&plan).await.unwrap();
+    let range = round
+        .to_archive
+        .iter()
+        .find(|r| (r.from..r.to).contains(&m.id))
+        .copied()
+        .unwrap_or_else(|| panic!("its partition waits for the archive: {round:?}"));
+    assert!(!round.dropped.contains(&range.period), "{round:?}");
+    assert!(s.find_message_by_id(m.id).await.unwrap().is_some());
+    // Half archived: still there.
+    s.mark_archived(range.period, m.id).await.unwrap();
+    let round = s.keep_partitions(&plan).await.unwrap();
+    let left = round.to_archive.iter().find(|r| r.period == range.period);
+    assert_eq!(left.map(|r| r.from), Some(m.id), "{round:?}");
+    // Archived through its end: dropped.
+    s.mark_archived(range.period, range.to).await.unwrap();
+    let round = s.keep_partitions(&plan).await.unwrap();
+    assert!(round.dropped.contains(&range.period), "{round:?}");
+    assert_eq!(s.find_message_by_id(m.id).await.unwrap(), None);
 }
 
 pub(crate) async fn a_drop_cut_off_between_two_tables_is_finished_by_the_next_round(b: &Backend) {
