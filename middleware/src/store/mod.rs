@@ -90,8 +90,8 @@ pub use model::{
     Consumption, Delivery, Finished, FlowCounts, FlowMinute, Inserted, Message, MessageFilter,
     NewAlert, NewCommitted, NewMessage, NewWaitingCommit, OrderPos, OutboxAction, OutboxActionKind,
     OutboxFailure, Overdue, PayloadMove, PayloadRoom, Producer, ProducerRecord, ProducerSummary,
-    Quarantined, Requeue, RequeuedChunk, Reschedule, SentMark, StuckConsumption, Tombstone,
-    Transition, VerifyLease, Wait, WaitingCommit,
+    Quarantined, Requeue, RequeuedChunk, Reschedule, SentMark, Storage, StuckConsumption,
+    TableSize, Tombstone, Transition, VerifyLease, Wait, WaitingCommit,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should

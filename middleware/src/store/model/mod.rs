@@ -25,7 +25,9 @@ mod waiting;
 
 pub use alert::{AlertFilter, NewAlert, Overdue, Wait};
 pub use claim::{Claimed, PayloadRoom, Quarantined, Reschedule, SentMark};
-pub use housekeeping::{Backlog, BacklogSample, FlowCounts, FlowMinute, PayloadMove};
+pub use housekeeping::{
+    Backlog, BacklogSample, FlowCounts, FlowMinute, PayloadMove, Storage, TableSize,
+};
 pub use ledger::{Began, ConsumerGroupCounts, Consumption, Finished, StuckConsumption};
 pub use message::{
     order_key, Actor, AuditEntry, Delivery, Inserted, Message, NewCommitted, NewMessage, OrderPos,

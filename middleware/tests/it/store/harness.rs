@@ -195,6 +195,37 @@ impl Backend {
         .unwrap_or_else(|e| panic!("raw SQL failed: {e}"))
     }
 
+    /// Runs `sql`, written for this backend's own dialect and binding
+    /// nothing, straight on the database (on every shard): what the store
+    /// never writes, such as a table of a shape it does not make.
+    pub(crate) async fn raw_statement(&self, sql: &str) {
+        let sql = sqlx::AssertSqlSafe(sql.to_string());
+        let done = match &self.raw {
+            Raw::MySql(p) => sqlx::query(sql).execute(p).await.map(drop),
+            Raw::Postgres(p) => sqlx::query(sql).execute(p).await.map(drop),
+            Raw::Sqlite(p) => sqlx::query(sql).execute(p).await.map(drop),
+            Raw::Shards(pools) => {
+                let mut done = Ok(());
+                for p in pools {
+                    let once = sqlx::AssertSqlSafe(sql.0.clone());
+                    done = done.and(sqlx::query(once).execute(p).await.map(drop));
+                }
+                done
+            }
+        };
+        done.unwrap_or_else(|e| panic!("raw SQL failed: {e}"))
+    }
+
+    /// Whether the backend is PostgreSQL, MySQL, MySQL shards or SQLite.
+    pub(crate) fn kind(&self) -> &'static str {
+        match &self.raw {
+            Raw::MySql(_) => "mysql",
+            Raw::Shards(_) => "sharded",
+            Raw::Postgres(_) => "postgres",
+            Raw::Sqlite(_) => "sqlite",
+        }
+    }
+
     /// Runs `sql` on shard `shard` of the sharded backend only: what the
     /// store never writes there (a registry copy changed behind its back).
     pub(crate) async fn raw_execute_on_shard(&self, shard: usize, sql: &str) -> u64 {
