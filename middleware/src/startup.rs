@@ -25,7 +25,7 @@ use crate::net::secret::RedactedUrl;
 use crate::net::server_tls::{self, Certificates, TlsListener};
 use crate::observability::prometheus;
 use crate::registry::{GroupRegistry, Registry};
-use crate::store::{self, DynStore};
+use crate::store::{self, DynStore, PartitionPlan};
 use crate::verifier::Verifier;
 use crate::workers::alerts::{AlertDelivery, Webhook};
 use crate::workers::backlog;
@@ -202,14 +202,17 @@ impl Application {
         if cfg.retention.is_none() {
             warn_retention_off();
         }
-        if let Some(task) = retention::spawn(
+        let task = retention::spawn(
             store.clone(),
-            cfg.retention,
+            PartitionPlan {
+                period: cfg.partition_period,
+                retention: cfg.retention,
+                ahead: store::PARTITIONS_AHEAD,
+            },
             cfg.request_timeout,
             shutdown.clone(),
-        ) {
-            workers.push(liveness.watch("retention", task, shutdown.clone()));
-        }
+        );
+        workers.push(liveness.watch("retention", task, shutdown.clone()));
         // Ends by itself once nothing is left to move: not a worker whose
         // end /readyz reports.
         workers.push(crate::workers::payload_move::spawn(

@@ -91,7 +91,14 @@ async fn the_backlog_gauges_count_waiting_messages_and_age_the_oldest() {
 async fn retention_deletes_finished_messages_past_the_window_and_counts_them() {
     let db = TestDb::create().await;
     let kafka = Kafka::start(&[TOPIC]);
-    let service = ServiceProcess::start(&db, kafka.mock.bootstrap(), &["--retention", "1s"]).await;
+    // Partitions of a second: the rolled-back message's is held by the
+    // PREPARED one, so it is deleted row by row.
+    let service = ServiceProcess::start(
+        &db,
+        kafka.mock.bootstrap(),
+        &["--retention", "1s", "--partition-period", "1s"],
+    )
+    .await;
     let (token, _) = service
         .register("shop", settings(UNREACHABLE_VERIFY_URL, 3_600_000, 5))
         .await;

@@ -28,6 +28,7 @@ mod no_forwarder;
 mod ordering;
 mod outbox;
 mod outbox_relay;
+mod partitions;
 mod postgres_store;
 mod private_postgres;
 mod real_kafka;

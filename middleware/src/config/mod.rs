@@ -151,6 +151,14 @@ pub struct ServeArgs {
     #[arg(long, env = "TRUSTMSG_RETENTION", default_value = "7d", value_parser = duration)]
     pub retention: Duration,
 
+    /// How long one time partition takes new messages (MySQL/MariaDB and
+    /// PostgreSQL): the messages of a period, with their audit, check-back,
+    /// ledger and content rows, are dropped together once all of them are
+    /// past --retention. About retention / period partitions are kept, plus
+    /// two made ahead.
+    #[arg(long, env = "TRUSTMSG_PARTITION_PERIOD", default_value = "1d", value_parser = positive_duration)]
+    pub partition_period: Duration,
+
     /// How often the backlog gauges of `/metrics` are read from the database.
     #[arg(long, env = "TRUSTMSG_BACKLOG_INTERVAL", default_value = "15s", value_parser = positive_duration)]
     pub backlog_interval: Duration,
@@ -270,6 +278,8 @@ pub(crate) struct Settings {
     pub(crate) flow_interval: Duration,
     /// How long finished messages are kept; None: forever.
     pub(crate) retention: Option<Duration>,
+    /// How long one time partition takes new messages.
+    pub(crate) partition_period: Duration,
     /// Where spans are exported, if anywhere.
     pub(crate) otlp: Option<crate::observability::trace::OtlpSettings>,
     /// The Kafka way in, if on.
@@ -386,6 +396,7 @@ impl ServeArgs {
             table_size_interval: self.table_size_interval,
             flow_interval: self.flow_interval,
             retention: Some(self.retention).filter(|d| !d.is_zero()),
+            partition_period: self.partition_period,
             otlp: self.otlp()?,
             submit: self.submit()?,
             outbox: self.outbox()?,

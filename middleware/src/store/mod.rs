@@ -63,6 +63,10 @@ pub mod sqlite;
 mod traits;
 
 pub use database_url::{Backend, DatabaseUrl, UrlRefused};
+
+/// Time partitions made ahead of the one taking new messages
+/// (`sql::partitions`).
+pub const PARTITIONS_AHEAD: u64 = sql::AHEAD;
 pub use decide::{
     decide, decide_batch, decide_batch_known, producer_reason, DecideOutcome, DecideRequest, Target,
 };
@@ -89,9 +93,9 @@ pub use model::{
     CheckAttemptEntry, Claimed, ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord,
     Consumption, Delivery, Finished, FlowCounts, FlowMinute, Inserted, Message, MessageFilter,
     NewAlert, NewCommitted, NewMessage, NewWaitingCommit, OrderPos, OutboxAction, OutboxActionKind,
-    OutboxFailure, Overdue, PayloadMove, PayloadRoom, Producer, ProducerRecord, ProducerSummary,
-    Quarantined, Requeue, RequeuedChunk, Reschedule, SentMark, Storage, StuckConsumption,
-    TableSize, Tombstone, Transition, VerifyLease, Wait, WaitingCommit,
+    OutboxFailure, Overdue, PartitionPlan, PartitionRound, PayloadMove, PayloadRoom, Producer,
+    ProducerRecord, ProducerSummary, Quarantined, Requeue, RequeuedChunk, Reschedule, SentMark,
+    Storage, StuckConsumption, TableSize, Tombstone, Transition, VerifyLease, Wait, WaitingCommit,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should

@@ -22,9 +22,9 @@ use super::{
     Actor, AlertFilter, AuditEntry, Backlog, Began, CheckAttempt, CheckAttemptEntry, Claimed,
     ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord, Consumption, Finished, FlowMinute,
     Inserted, Message, MessageFilter, NewCommitted, NewMessage, NewWaitingCommit, OutboxAction,
-    OutboxFailure, Overdue, PayloadMove, PayloadRoom, Producer, ProducerRecord, ProducerSummary,
-    Requeue, RequeuedChunk, Reschedule, SentMark, Storage, StoreResult, StuckConsumption,
-    Tombstone, Transition, VerifyLease, Wait, WaitingCommit,
+    OutboxFailure, Overdue, PartitionPlan, PartitionRound, PayloadMove, PayloadRoom, Producer,
+    ProducerRecord, ProducerSummary, Requeue, RequeuedChunk, Reschedule, SentMark, Storage,
+    StoreResult, StuckConsumption, Tombstone, Transition, VerifyLease, Wait, WaitingCommit,
 };
 
 /// Lifecycle and topology: the schema, the database clock, health, and how
@@ -348,7 +348,18 @@ pub trait HousekeepingStore: Send + Sync + 'static {
     /// PENDING or SEND_FAILED rows. In the same transaction, up to `limit`
     /// settled alerts (delivered or no_webhook) unchanged for longer than
     /// `older_than` go too (never a pending one); the count includes them.
+    /// On a partitioned store (MySQL/MariaDB, PostgreSQL), only messages of
+    /// the partitions [`HousekeepingStore::keep_partitions`] last found held
+    /// past retention are deleted this way; the rest go with their
+    /// partition.
     async fn purge_finished(&self, older_than: Duration, limit: u32) -> StoreResult<u64>;
+    /// One round of time partition upkeep (`store/sql/partitions.rs`): by
+    /// one instance at a time, the partitions made ahead, the ids moved to
+    /// the next period when the current one has lasted `plan.period`, the
+    /// partitions past `plan.retention` whose messages are all finished
+    /// dropped, and their keys deleted. A store that is not partitioned
+    /// (SQLite) answers a round that says so.
+    async fn keep_partitions(&self, plan: &PartitionPlan) -> StoreResult<PartitionRound>;
     /// The move of long contents out of rows written before migration
     /// 0018 (`sql/content.rs`): walks up to `limit` rows past where the
     /// last call stopped, in id order, and moves the content of those whose

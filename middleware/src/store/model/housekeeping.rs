@@ -175,3 +175,64 @@ pub struct Storage {
     /// The database clock when this was read.
     pub at: DateTime<Utc>,
 }
+
+/// How the time partitions are kept (issue 60; `store/sql/partitions.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionPlan {
+    /// How long one partition takes new messages (`--partition-period`).
+    pub period: std::time::Duration,
+    /// Retention (`--retention`): a partition whose every message is
+    /// finished and unchanged for this long is dropped. None: nothing is.
+    pub retention: Option<std::time::Duration>,
+    /// Partitions made ahead of the one taking new messages.
+    pub ahead: u64,
+}
+
+/// What one round of partition upkeep saw and did, for the logs and
+/// `/metrics`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PartitionRound {
+    /// The store is partitioned (MySQL/MariaDB, PostgreSQL); false on
+    /// SQLite, where retention deletes rows.
+    pub partitioned: bool,
+    /// This instance held the upkeep's lock: the round made, moved and
+    /// dropped what was due. Without it another instance did, and the rest
+    /// is as this one last saw it.
+    pub led: bool,
+    /// The period new messages take ids from.
+    pub current: Option<u64>,
+    /// The period opened by this round, if it moved the ids on.
+    pub opened: Option<u64>,
+    /// Periods whose partitions this round dropped.
+    pub dropped: Vec<u64>,
+    /// Periods past retention held by messages an operator may still act
+    /// on (PREPARED, VERIFY_FAILED, PENDING, SEND_FAILED): their finished
+    /// rows are deleted one by one instead, until the partition can go.
+    pub held: Vec<u64>,
+    /// Periods with partitions (opened, not dropped).
+    pub partitions: u64,
+    /// When the oldest of them opened: the age of the oldest partition.
+    pub oldest_opened_at: Option<DateTime<Utc>>,
+    /// Keys of dropped partitions deleted from `message_keys`.
+    pub keys_deleted: u64,
+}
+
+impl PartitionRound {
+    /// The rounds of two databases (shards) as one: what either did, the
+    /// partitions of both, the older oldest partition.
+    pub fn and(mut self, other: PartitionRound) -> PartitionRound {
+        self.partitioned |= other.partitioned;
+        self.led |= other.led;
+        self.current = self.current.max(other.current);
+        self.opened = self.opened.max(other.opened);
+        self.dropped.extend(other.dropped);
+        self.held.extend(other.held);
+        self.partitions += other.partitions;
+        self.oldest_opened_at = match (self.oldest_opened_at, other.oldest_opened_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.keys_deleted += other.keys_deleted;
+        self
+    }
+}

@@ -42,7 +42,8 @@ impl LifecycleStore for MySqlStore {
             .await;
         let _ = sqlx::query(RELEASE_MIGRATE_LOCK).execute(&mut *conn).await;
         done?;
-        Ok(())
+        // The time partitions ready for the ids about to be handed out.
+        sql::make_ready::<sqlx::MySql>(&self.pool, 0).await
     }
 
     async fn now(&self) -> StoreResult<DateTime<Utc>> {

@@ -63,11 +63,14 @@ impl MessageStore for MySqlStore {
             Ok(created) => created,
             Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
                 drop(tx);
-                let row = self
-                    .find_message(&m.biz_id, &m.message_key)
-                    .await?
-                    .ok_or(StoreError::Vanished("the row a duplicate key names"))?;
-                return Ok(Inserted::Existing(row));
+                if let Some(row) = self.find_message(&m.biz_id, &m.message_key).await? {
+                    return Ok(Inserted::Existing(row));
+                }
+                // The key of a message that has left (`sql::free_stale_key`).
+                if sql::free_stale_key(&self.pool, &m.biz_id, &m.message_key).await? {
+                    return Box::pin(self.insert_prepared(m)).await;
+                }
+                return Err(StoreError::Vanished("the row a duplicate key names"));
             }
             Err(e) => return Err(e.into()),
         };

@@ -16,11 +16,14 @@ mod committed;
 mod lifecycle;
 mod messages;
 mod operator;
+mod partitions;
 mod prepare;
 mod sends;
 mod transitions;
 mod verifies;
 
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -40,6 +43,10 @@ pub struct MySqlStore {
     returning: bool,
     /// The database clock for the producers' decision batches.
     clock: DbClock,
+    /// Where retention's row purge stops: the end of the newest partition
+    /// held past retention, as the last upkeep this instance led found it
+    /// (`sql::partitions`).
+    held_below: Arc<AtomicU64>,
 }
 
 impl MySqlStore {
@@ -81,6 +88,7 @@ impl MySqlStore {
             pool,
             returning: takes_insert_returning(&version),
             clock: DbClock::default(),
+            held_below: Arc::default(),
         })
     }
 
@@ -133,6 +141,19 @@ impl MySqlStore {
 
     /// What a consumption's INSERT ends with: the upsert X-locks an existing row as the INSERT locks a new one.
     const LEDGER_KEEP: &'static str = "ON DUPLICATE KEY UPDATE attempts = attempts";
+
+    /// Where retention's row purge stops (`sql::partitions`).
+    fn purge_ceiling(&self) -> Option<u64> {
+        sql::held_below(&self.held_below)
+    }
+
+    /// One round of time partition upkeep (`sql::partitions`).
+    async fn partition_upkeep(
+        &self,
+        plan: &crate::store::PartitionPlan,
+    ) -> StoreResult<crate::store::PartitionRound> {
+        sql::upkeep::<MySql>(&self.pool, &self.held_below, plan).await
+    }
 
     /// Whether a failed statement lost a deadlock (and may be tried again).
     fn lost_a_deadlock(e: &sqlx::Error) -> bool {

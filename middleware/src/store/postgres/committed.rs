@@ -80,7 +80,7 @@ impl PgStore {
             batch.iter().map(|c| sql::Content::of(&c.message)).collect();
         let mut insert = sqlx::query(stmt::<Postgres>(format!(
             "INSERT INTO messages ({PREPARE_COLUMNS}, send_status, decided_at, next_send_at) \
-             VALUES {} ON CONFLICT (biz_id, message_key) DO NOTHING RETURNING {STORED_COLUMNS}",
+             VALUES {} RETURNING {STORED_COLUMNS}",
             vec![committed_values(); batch.len()].join(", ")
         )));
         for (c, content) in batch.iter().zip(&contents) {

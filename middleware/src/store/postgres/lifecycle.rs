@@ -16,10 +16,11 @@ impl LifecycleStore for PgStore {
     /// waits, unlike MariaDB's answer to sqlx's `GET_LOCK(…, -1)`) on the
     /// connection it migrates on, before it reads what is applied: of
     /// several instances starting together one applies the migrations and
-    /// the others find them applied.
+    /// the others find them applied. Then the time partitions are made
+    /// ready for the ids about to be handed out.
     async fn migrate(&self) -> StoreResult<()> {
         crate::store::migrations::postgres().run(&self.pool).await?;
-        Ok(())
+        sql::make_ready::<Postgres>(&self.pool, 0).await
     }
 
     async fn now(&self) -> StoreResult<DateTime<Utc>> {

@@ -66,12 +66,36 @@ impl PgStore {
     /// in `part`: PostgreSQL inserts a statement's rows in their order, so
     /// the first of several identical keys is the one created) is read.
     async fn insert_prepared_part(&self, part: &[NewMessage]) -> StoreResult<Vec<Inserted>> {
+        let mut inserted = self.insert_prepared_once(part).await?;
+        // The keys of messages that have left (`sql::free_stale_key`):
+        // freed, and their messages prepared once more.
+        for (slot, m) in inserted.iter_mut().zip(part) {
+            if slot.is_none() && sql::free_stale_key(&self.pool, &m.biz_id, &m.message_key).await? {
+                *slot = self
+                    .insert_prepared_once(std::slice::from_ref(m))
+                    .await?
+                    .pop()
+                    .flatten();
+            }
+        }
+        inserted
+            .into_iter()
+            .map(|slot| slot.ok_or(StoreError::Vanished("the row a duplicate key names")))
+            .collect()
+    }
+
+    /// [`PgStore::insert_prepared_part`] once: what it created and found,
+    /// None where it found the key taken by no message.
+    async fn insert_prepared_once(
+        &self,
+        part: &[NewMessage],
+    ) -> StoreResult<Vec<Option<Inserted>>> {
         let contents: Vec<sql::Content<'_>> = part.iter().map(sql::Content::of).collect();
-        // DO NOTHING only swallows the (biz_id, message_key) conflict; any other
-        // constraint still fails the call.
+        // A row whose key is taken is skipped by the trigger of migration
+        // 0020 (the key is unique in message_keys, not in the partitioned
+        // messages), as ON CONFLICT DO NOTHING skipped it before.
         let mut insert = sqlx::query(stmt::<Postgres>(format!(
-            "INSERT INTO messages ({PREPARE_COLUMNS}) VALUES {} \
-             ON CONFLICT (biz_id, message_key) DO NOTHING RETURNING {STORED_COLUMNS}",
+            "INSERT INTO messages ({PREPARE_COLUMNS}) VALUES {} RETURNING {STORED_COLUMNS}",
             vec![prepared_values(); part.len()].join(", ")
         )));
         for (m, content) in part.iter().zip(&contents) {
@@ -120,14 +144,12 @@ impl PgStore {
         let mut inserted = Vec::with_capacity(part.len());
         for ((row, m), content) in out.into_iter().zip(part).zip(&contents) {
             inserted.push(match row {
-                Some(row) if content.apart() => Inserted::Created(sql::with_content(row, m)),
-                Some(row) => Inserted::Created(row),
-                None => Inserted::Existing(
-                    existing
-                        .get(&(m.biz_id.clone(), m.message_key.clone()))
-                        .cloned()
-                        .ok_or(StoreError::Vanished("the row a duplicate key names"))?,
-                ),
+                Some(row) if content.apart() => Some(Inserted::Created(sql::with_content(row, m))),
+                Some(row) => Some(Inserted::Created(row)),
+                None => existing
+                    .get(&(m.biz_id.clone(), m.message_key.clone()))
+                    .cloned()
+                    .map(Inserted::Existing),
             });
         }
         Ok(inserted)

@@ -45,9 +45,12 @@ mod claims;
 mod committed;
 mod lifecycle;
 mod messages;
+mod partitions;
 mod sends;
 
 use std::str::FromStr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -69,6 +72,8 @@ const MS: &str = " * INTERVAL '1 millisecond'";
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
+    /// Where retention's row purge stops (`sql::partitions`).
+    held_below: Arc<AtomicU64>,
 }
 
 impl PgStore {
@@ -88,7 +93,10 @@ impl PgStore {
             })
             .connect_with(opts)
             .await?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            held_below: Arc::default(),
+        })
     }
 
     /// The underlying pool.
@@ -126,6 +134,19 @@ impl PgStore {
 
     /// What a consumption's INSERT ends with: an existing row is left as it is, and read `FOR UPDATE` after.
     const LEDGER_KEEP: &'static str = "ON CONFLICT (group_name, message_id) DO NOTHING";
+
+    /// Where retention's row purge stops (`sql::partitions`).
+    fn purge_ceiling(&self) -> Option<u64> {
+        sql::held_below(&self.held_below)
+    }
+
+    /// One round of time partition upkeep (`sql::partitions`).
+    async fn partition_upkeep(
+        &self,
+        plan: &crate::store::PartitionPlan,
+    ) -> StoreResult<crate::store::PartitionRound> {
+        sql::upkeep::<Postgres>(&self.pool, &self.held_below, plan).await
+    }
 
     /// Whether a failed statement lost a deadlock (and may be tried again).
     fn lost_a_deadlock(e: &sqlx::Error) -> bool {

@@ -10,7 +10,8 @@ use chrono::{DateTime, Utc};
 use futures::future::join_all;
 
 use crate::store::{
-    Backlog, FlowMinute, HousekeepingStore, Overdue, PayloadMove, Storage, StoreResult, Wait,
+    Backlog, FlowMinute, HousekeepingStore, Overdue, PartitionPlan, PartitionRound, PayloadMove,
+    Storage, StoreResult, Wait,
 };
 
 use super::fanout::earliest;
@@ -35,6 +36,16 @@ impl HousekeepingStore for ShardedStore {
             s.purge_finished(older_than, n)
         })
         .await
+    }
+
+    /// Every shard keeps its own partitions (its ids are its own); the
+    /// rounds are added up. A shard that fails fails the round, which is
+    /// tried again whole: each step of it is idempotent.
+    async fn keep_partitions(&self, plan: &PartitionPlan) -> StoreResult<PartitionRound> {
+        let rounds = Self::all(self.each(|_, s| s.keep_partitions(plan)).await)?;
+        Ok(rounds
+            .into_iter()
+            .fold(PartitionRound::default(), PartitionRound::and))
     }
 
     /// Shard after shard, the limit shared: a shard whose walk is over

@@ -111,6 +111,7 @@ async fn write_slot_map(pool: &MySqlPool, map: &[u16]) -> StoreResult<Vec<u16>> 
 /// alerts, waiting commits) to `floor` where they are below it. Only on a
 /// shard that holds no row below its floor: the ALTER is instant, and
 /// InnoDB keeps the counter across restarts (MariaDB ≥ 10.2.4, MySQL 8).
+/// The time partitions are made ready for the floor's period.
 async fn raise_id_floor(pool: &MySqlPool, floor: u64) -> StoreResult<()> {
     for table in ["messages", "alerts", "submit_waiting"] {
         let top: Option<u64> =
@@ -125,7 +126,9 @@ async fn raise_id_floor(pool: &MySqlPool, floor: u64) -> StoreResult<()> {
             .await?;
         }
     }
-    Ok(())
+    // The messages' time partitions from the floor's period on: the new
+    // ids have a partition before the first message takes one.
+    crate::store::sql::make_ready::<sqlx::MySql>(pool, floor).await
 }
 
 /// Checks the shard list (`urls[i]` is shard i) against what the

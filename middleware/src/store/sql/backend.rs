@@ -81,10 +81,19 @@ macro_rules! housekeeping_store {
                 limit: u32,
             ) -> $crate::store::StoreResult<u64> {
                 let mut tx = self.write_tx().await?;
+                let below = self.purge_ceiling();
                 let n =
-                    $crate::store::sql::purge_finished::<$db>(&mut tx, older_than, limit).await?;
+                    $crate::store::sql::purge_finished::<$db>(&mut tx, older_than, limit, below)
+                        .await?;
                 tx.commit().await?;
                 Ok(n)
+            }
+
+            async fn keep_partitions(
+                &self,
+                plan: &$crate::store::PartitionPlan,
+            ) -> $crate::store::StoreResult<$crate::store::PartitionRound> {
+                self.partition_upkeep(plan).await
             }
 
             async fn move_payloads(

@@ -3,6 +3,7 @@
 
 use sqlx::Executor;
 
+use super::retention::WAITING;
 use super::row::SqlRow;
 use super::summary::{scheduled, send_wait_since};
 use super::{stmt, Dialect};
@@ -17,9 +18,7 @@ where
     let rows = sqlx::query(stmt::<D>(format!(
         "SELECT status, send_status, {} AS scheduled, COUNT(*) AS n, \
          MIN(created_at) AS oldest_created, MIN({}) AS oldest_decided, {} AS now FROM messages \
-         WHERE status IN ('PREPARED', 'VERIFY_FAILED') \
-         OR (status = 'COMMITTED' AND send_status IN ('PENDING', 'SEND_FAILED')) \
-         GROUP BY status, send_status, scheduled",
+         WHERE {WAITING} GROUP BY status, send_status, scheduled",
         scheduled::<D>(),
         send_wait_since::<D>(),
         D::NOW

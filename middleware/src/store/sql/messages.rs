@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use sqlx::{Executor, QueryBuilder};
 
-use super::row::{message_from_row, MESSAGE_COLUMNS};
+use super::row::{message_from_row, SqlRow, MESSAGE_COLUMNS};
 use super::{stmt, Bind, Dialect};
 use crate::store::{Message, StoreResult};
 
@@ -40,6 +40,55 @@ where
     .as_ref()
     .map(message_from_row)
     .transpose()
+}
+
+/// Frees the key (biz_id, message_key) when the message it names has left:
+/// its partition was dropped and the upkeep has not deleted its keys yet
+/// (`sql::partitions`). Ids are never handed out twice, so a key whose
+/// message id has no row is stale for good; it is deleted by its message
+/// id, so a key another prepare has taken since is left alone. Returns
+/// whether it freed the key; a prepare that found the key taken and no
+/// message then tries once more.
+pub(in crate::store) async fn free_stale_key<D>(
+    pool: &sqlx::Pool<D>,
+    biz_id: &str,
+    message_key: &str,
+) -> StoreResult<bool>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+    for<'a> &'a str: Bind<D>,
+{
+    let holder = sqlx::query(stmt::<D>(
+        "SELECT message_id FROM message_keys WHERE biz_id = ? AND message_key = ?",
+    ))
+    .bind(biz_id)
+    .bind(message_key)
+    .fetch_optional(pool)
+    .await?;
+    let Some(holder) = holder
+        .as_ref()
+        .map(|row| row.unsigned::<u64>("message_id"))
+        .transpose()?
+    else {
+        return Ok(false);
+    };
+    let there = sqlx::query(stmt::<D>("SELECT id FROM messages WHERE id = ?"))
+        .bind(D::int(holder))
+        .fetch_optional(pool)
+        .await?;
+    if there.is_some() {
+        return Ok(false);
+    }
+    let done = sqlx::query(stmt::<D>(
+        "DELETE FROM message_keys WHERE biz_id = ? AND message_key = ? AND message_id = ?",
+    ))
+    .bind(biz_id)
+    .bind(message_key)
+    .bind(D::int(holder))
+    .execute(pool)
+    .await?;
+    Ok(D::rows_affected(&done) == 1)
 }
 
 /// The rows holding these (biz_id, message_key) pairs, in any order, with

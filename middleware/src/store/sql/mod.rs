@@ -58,6 +58,7 @@ mod messages;
 mod ordering;
 mod outbox;
 mod overdue;
+mod partitions;
 mod producers;
 mod requeue;
 mod retention;
@@ -101,12 +102,13 @@ pub(super) use ledger::{
     list_consumer_groups, set_consumer_group_token,
 };
 pub(super) use listing::list_messages;
-pub(super) use messages::{distinct_keys, find_message, ping, select_by_keys};
+pub(super) use messages::{distinct_keys, find_message, free_stale_key, ping, select_by_keys};
 pub(super) use ordering::{
     blocked_by, mark_sent_ordered, order_commit_batch, order_commits, promoted_due, skip,
 };
 pub(super) use outbox::{outbox_actions, record_outbox_action, record_outbox_failure};
 pub(super) use overdue::flag_overdue;
+pub(super) use partitions::{first_id, held_below, make_ready, upkeep, PartitionDdl, AHEAD};
 pub(super) use producers::{
     delete_producer, find_producer, list_producers, set_producer_token, upsert_consumer_group,
     upsert_producer,

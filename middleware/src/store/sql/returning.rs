@@ -44,7 +44,9 @@ where
 
 /// A ROLLED_BACK tombstone for a rollback of a message nobody prepared,
 /// with its audit row, in `tx`. None when a row holds the key already (a
-/// prepare came first): `tx` ends at once.
+/// prepare came first): `tx` ends at once. The key is unique in
+/// `message_keys` on PostgreSQL (migration 0020's trigger skips the row) and
+/// in `messages` on SQLite: DO NOTHING without a target serves both.
 pub(in crate::store) async fn insert_tombstone<D>(
     mut tx: Transaction<'_, D>,
     t: &Tombstone<'_>,
@@ -63,7 +65,7 @@ where
         "INSERT INTO messages (biz_id, message_key, payload, headers, status, tombstone, \
          created_at, updated_at, decided_at) \
          VALUES (?, ?, ?, '{{}}', 'ROLLED_BACK', ?, {now}, {now}, {now}) \
-         ON CONFLICT (biz_id, message_key) DO NOTHING RETURNING {MESSAGE_COLUMNS}"
+         ON CONFLICT DO NOTHING RETURNING {MESSAGE_COLUMNS}"
     )))
     .bind(t.biz_id.to_string())
     .bind(t.message_key.to_string())

@@ -31,6 +31,39 @@ pub(crate) fn lasting(d: Duration) -> VerifyLease {
 /// An id no test ever creates.
 pub(crate) const UNKNOWN_ID: u64 = 987_654_321;
 
+/// Ends the time partition the messages there are now are in and lets
+/// `window` pass after it, then runs the upkeep with retention `window`:
+/// on a partitioned store that partition is dropped when all its messages
+/// are finished, or held when one waits for someone (its finished rows
+/// then go one by one with `purge_finished`). A round that says so, and
+/// nothing else, on SQLite, where `purge_finished` deletes every finished
+/// row past the window.
+pub(crate) async fn age_partitions(s: &dyn Store, window: Duration) -> store::PartitionRound {
+    let plan = store::PartitionPlan {
+        period: Duration::from_millis(1),
+        retention: Some(window),
+        ahead: store::PARTITIONS_AHEAD,
+    };
+    let ended = store::PartitionPlan {
+        retention: None,
+        ..plan
+    };
+    s.keep_partitions(&ended).await.unwrap();
+    tokio::time::sleep(window + Duration::from_millis(20)).await;
+    s.keep_partitions(&plan).await.unwrap()
+}
+
+/// `purge_finished` until it finds nothing left; how many it deleted.
+pub(crate) async fn purge_all(s: &dyn Store, window: Duration) -> u64 {
+    let mut purged = 0;
+    loop {
+        match s.purge_finished(window, 100).await.unwrap() {
+            0 => return purged,
+            n => purged += n,
+        }
+    }
+}
+
 /// A store under test and what keeps its database alive. It derefs to the
 /// store, so a conformance test takes `&DynStore`, or `&Backend` when it must
 /// also reach the database behind the store's back ([`Backend::raw_execute`]).
@@ -158,6 +191,41 @@ impl Backend {
         }
     }
 
+    /// A second store on the same database (on every shard): another
+    /// instance of trustmsg.
+    pub(crate) async fn another(&self) -> DynStore {
+        match &self.cleanup {
+            Cleanup::MySql(db) => store::connect(&db.database_url()).await,
+            Cleanup::Postgres(db) => store::connect(&db.database_url()).await,
+            Cleanup::Sqlite(_) => panic!("one process owns a SQLite file"),
+            Cleanup::Shards(dbs) => {
+                let urls: Vec<_> = dbs.iter().map(|d| d.database_url()).collect();
+                store::shards::ShardedStore::open(&urls, &[], false)
+                    .await
+                    .map(|s| std::sync::Arc::new(s) as DynStore)
+            }
+        }
+        .expect("a second store on the test database")
+    }
+
+    /// Runs `sql`, a statement without parameters (a change of layout),
+    /// on a MariaDB or PostgreSQL database.
+    pub(crate) async fn raw_ddl(&self, sql: &str) {
+        let sql = sqlx::AssertSqlSafe(sql.to_string());
+        match &self.raw {
+            Raw::MySql(p) => sqlx::raw_sql(sql).execute(p).await.map(drop),
+            Raw::Postgres(p) => sqlx::raw_sql(sql).execute(p).await.map(drop),
+            _ => panic!("a change of layout on one MariaDB or PostgreSQL database"),
+        }
+        .unwrap_or_else(|e| panic!("raw SQL failed: {e}"))
+    }
+
+    /// Whether the store is PostgreSQL's, for the SQL that is not the same
+    /// on every backend.
+    pub(crate) fn is_postgres(&self) -> bool {
+        matches!(self.raw, Raw::Postgres(_))
+    }
+
     /// Runs `sql` (SQL every dialect reads the same, see [`for_postgres`])
     /// with `id` bound to its one `?`, straight on the database (on every
     /// shard); returns the rows it matched.
@@ -193,27 +261,6 @@ impl Backend {
                 .map(|done| done.rows_affected()),
         }
         .unwrap_or_else(|e| panic!("raw SQL failed: {e}"))
-    }
-
-    /// Runs `sql`, written for this backend's own dialect and binding
-    /// nothing, straight on the database (on every shard): what the store
-    /// never writes, such as a table of a shape it does not make.
-    pub(crate) async fn raw_statement(&self, sql: &str) {
-        let sql = sqlx::AssertSqlSafe(sql.to_string());
-        let done = match &self.raw {
-            Raw::MySql(p) => sqlx::query(sql).execute(p).await.map(drop),
-            Raw::Postgres(p) => sqlx::query(sql).execute(p).await.map(drop),
-            Raw::Sqlite(p) => sqlx::query(sql).execute(p).await.map(drop),
-            Raw::Shards(pools) => {
-                let mut done = Ok(());
-                for p in pools {
-                    let once = sqlx::AssertSqlSafe(sql.0.clone());
-                    done = done.and(sqlx::query(once).execute(p).await.map(drop));
-                }
-                done
-            }
-        };
-        done.unwrap_or_else(|e| panic!("raw SQL failed: {e}"))
     }
 
     /// Whether the backend is PostgreSQL, MySQL, MySQL shards or SQLite.

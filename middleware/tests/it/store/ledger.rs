@@ -15,7 +15,7 @@ use trustmsg_verify_api::consumers::ConsumptionState;
 
 use crate::store::harness::*;
 
-async fn group(
+pub(crate) async fn group(
     s: &dyn Store,
     name: &str,
     topics: &[&str],
@@ -34,7 +34,7 @@ async fn group(
 }
 
 /// A message of `topic` taken all the way to SENT.
-async fn sent(s: &dyn Store, key: &str, topic: &str) -> Message {
+pub(crate) async fn sent(s: &dyn Store, key: &str, topic: &str) -> Message {
     let mut m: NewMessage = new_message(key, LATER);
     m.topic = topic.into();
     s.insert_prepared(&m).await.unwrap();
@@ -391,10 +391,9 @@ pub(crate) async fn retention_takes_ledger_rows_with_their_message(s: &DynStore)
     go(s.begin_consumption(&g, m.id).await.unwrap());
     s.finish_consumption(&g, m.id, true, None).await.unwrap();
     go(s.begin_consumption(&g, live.id).await.unwrap());
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    s.purge_finished(Duration::from_millis(1), 100)
-        .await
-        .unwrap();
+    let window = Duration::from_millis(5);
+    age_partitions(s, window).await;
+    purge_all(s, window).await;
     assert_eq!(s.find_message_by_id(m.id).await.unwrap(), None);
     assert_eq!(s.consumptions_of(m.id).await.unwrap(), []);
     assert_eq!(

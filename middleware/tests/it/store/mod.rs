@@ -30,6 +30,7 @@ mod ledger;
 mod operators;
 mod ordering;
 mod overdue;
+mod partitions;
 mod prepare;
 mod producers;
 mod quarantine;
@@ -226,6 +227,31 @@ conformance! {
         listed_alerts_are_newest_first_and_paged_without_skips,
         retention_deletes_settled_alerts_and_never_a_pending_one,
     ],
+}
+
+/// Time partitions, on the stores that have them (issue 60).
+mod time_partitions {
+    on_backends!([mysql, sharded, postgres]; {
+        partitions: [
+            a_partition_boundary_is_crossed_with_messages_in_every_state,
+            a_partition_held_by_a_waiting_message_keeps_it_and_goes_once_it_is_settled,
+            a_dropped_partition_takes_the_rows_hanging_off_its_messages,
+            two_instances_keep_the_partitions_together,
+        ],
+    });
+    /// A drop of one database's partitions, cut off half way.
+    mod cut_off {
+        on_backends!([mysql, postgres]; {
+            partitions: [
+                a_drop_cut_off_between_two_tables_is_finished_by_the_next_round,
+            ],
+        });
+    }
+    on_backends!([sqlite]; {
+        partitions: [
+            sqlite_is_not_partitioned,
+        ],
+    });
 }
 
 /// Tests of a row another claimer holds locked (`FOR UPDATE SKIP LOCKED`),

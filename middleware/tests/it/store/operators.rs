@@ -343,15 +343,22 @@ pub(crate) async fn retention_deletes_only_finished_messages_with_their_history(
     }
     // Nothing is old enough yet.
     assert_eq!(s.purge_finished(LATER, 100).await.unwrap(), 0);
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     let window = std::time::Duration::from_millis(10);
-    assert_eq!(
-        s.purge_finished(window, 2).await.unwrap(),
-        2,
-        "at most the batch"
-    );
-    assert_eq!(s.purge_finished(window, 100).await.unwrap(), 1, "the rest");
-    assert_eq!(s.purge_finished(window, 100).await.unwrap(), 0);
+    // Partitioned: the partition is held by the waiting messages, and its
+    // finished rows go one by one as on SQLite (a shard that holds none of
+    // the waiting ones drops its partition whole instead).
+    let round = age_partitions(s, window).await;
+    if !round.partitioned || round.dropped.is_empty() {
+        assert_eq!(
+            s.purge_finished(window, 2).await.unwrap(),
+            2,
+            "at most the batch"
+        );
+        assert_eq!(s.purge_finished(window, 100).await.unwrap(), 1, "the rest");
+        assert_eq!(s.purge_finished(window, 100).await.unwrap(), 0);
+    } else {
+        purge_all(s, window).await;
+    }
     for (state, m) in &rows {
         let Some(m) = m else { continue };
         let gone = matches!(state, State::Sent | State::RolledBack | State::Tombstone);

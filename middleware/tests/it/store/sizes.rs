@@ -5,9 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use trustmsg::store::{Storage, TableSize};
+use trustmsg::store::{PartitionPlan, Storage, TableSize, PARTITIONS_AHEAD};
 
-use super::harness::{prepare, Backend, Due, SHARDS};
+use super::harness::{prepare, Backend, Due};
 
 /// The catalog's figures trail the writes (PostgreSQL publishes its
 /// statistics within a second or two): reads until `done` holds, at most 30 s.
@@ -64,51 +64,43 @@ pub(crate) async fn the_tables_sizes_count_the_rows_written_and_the_oldest_messa
     assert!(s.at >= first.created_at, "{s:?}");
 }
 
-/// A table partitioned as MySQL/MariaDB (RANGE COLUMNS) and PostgreSQL
-/// (declarative) do it, two partitions of 100 rows: its rows and bytes
-/// are both partitions', not one's nor the (empty) parent's. Made here as
-/// `message_keys` while the store makes no such table; once its migrations
-/// make one, the first test above reads the store's own partitioned tables.
+/// The store's own partitioned tables (MariaDB's RANGE partitions,
+/// PostgreSQL's declarative ones, whose parent holds no rows): 100 messages
+/// in one period's partition and 100 in the next, and the sizes count both
+/// partitions' rows (on the shards, each shard's), `message_keys` too, and
+/// the oldest message is the older partition's first.
 pub(crate) async fn a_partitioned_tables_size_is_the_sum_of_its_partitions(b: &Backend) {
-    if table(&b.storage().await.unwrap(), "message_keys").is_some() {
-        eprintln!("message_keys is the store's own now: the first test reads it");
-        return;
+    let s = b.store.as_ref();
+    let first = prepare(s, "old-0", Due::Later).await;
+    for i in 1..100 {
+        prepare(s, &format!("old-{i}"), Due::Later).await;
     }
-    let statements: &[&str] = match b.kind() {
-        "postgres" => &[
-            "CREATE TABLE message_keys (id BIGINT NOT NULL, at TIMESTAMPTZ NOT NULL, pad TEXT) \
-             PARTITION BY RANGE (at)",
-            "CREATE TABLE message_keys_p1 PARTITION OF message_keys \
-             FOR VALUES FROM ('2026-01-01') TO ('2026-02-01')",
-            "CREATE TABLE message_keys_p2 PARTITION OF message_keys \
-             FOR VALUES FROM ('2026-02-01') TO ('2026-03-01')",
-            "INSERT INTO message_keys SELECT i, TIMESTAMPTZ '2026-01-10' + (i / 100) * INTERVAL '31 days', \
-             repeat('x', 200) FROM generate_series(0, 199) AS i",
-        ],
-        _ => &[
-            "CREATE TABLE message_keys (id BIGINT NOT NULL, at DATETIME NOT NULL, pad VARCHAR(255), \
-             PRIMARY KEY (id, at)) PARTITION BY RANGE COLUMNS (at) (\
-             PARTITION p1 VALUES LESS THAN ('2026-02-01'), PARTITION p2 VALUES LESS THAN ('2026-03-01'))",
-            "INSERT INTO message_keys WITH RECURSIVE n (i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n \
-             WHERE i < 199) SELECT i, '2026-01-10' + INTERVAL (i DIV 100) * 31 DAY, REPEAT('x', 200) FROM n",
-        ],
+    let moved = PartitionPlan {
+        period: Duration::from_millis(1),
+        retention: None,
+        ahead: PARTITIONS_AHEAD,
     };
-    for sql in statements {
-        b.raw_statement(sql).await;
+    let round = s.keep_partitions(&moved).await.unwrap();
+    assert!(round.partitioned && round.opened.is_some(), "{round:?}");
+    let next = prepare(s, "new-0", Due::Later).await;
+    // A shard's periods start at its floor: the period within it moves.
+    let period = |id: u64| (id >> 32) & 0xFFFF;
+    assert!(
+        period(next.id) > period(first.id),
+        "the next period: {} then {}",
+        first.id,
+        next.id
+    );
+    for i in 1..100 {
+        prepare(s, &format!("new-{i}"), Due::Later).await;
     }
-    // The shards' tables are summed too: each shard made its own.
-    let copies = if b.kind() == "sharded" {
-        SHARDS as u64
-    } else {
-        1
-    };
-    let s = storage_until(b, "both partitions' rows", |s| {
-        rows(s, "message_keys") >= 200 * copies
+    let st = storage_until(b, "both partitions' rows", |st| {
+        rows(st, "messages") >= 200 && rows(st, "message_keys") >= 200
     })
     .await;
-    let keys = table(&s, "message_keys").unwrap();
-    assert!(keys.rows < 400 * copies, "{s:?}");
-    // Each partition has pages of its own (InnoDB: at least one 16 KiB page
-    // each; PostgreSQL: 8 KiB pages of heap and index each).
-    assert!(keys.bytes >= 2 * 16384 * copies, "{s:?}");
+    assert!(rows(&st, "messages") < 400, "{st:?}");
+    // Each partition has pages of its own (InnoDB: 16 KiB at least;
+    // PostgreSQL: 8 KiB pages of heap and of each index).
+    assert!(table(&st, "messages").unwrap().bytes >= 2 * 16384, "{st:?}");
+    assert_eq!(st.oldest_message_at, Some(first.created_at), "{st:?}");
 }
