@@ -489,6 +489,10 @@ fn soak(url: &str) -> u32 {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(json.path()).unwrap()).unwrap();
     assert_eq!(report["retention_s"], 4.0, "a fifth of the run");
+    assert_eq!(
+        report["partition_period_s"], 1.0,
+        "a quarter of the retention"
+    );
     let windows = report["windows"].as_array().unwrap();
     assert_eq!(windows.len(), 4);
     let mut sent = 0;
@@ -510,8 +514,9 @@ fn soak(url: &str) -> u32 {
             .collect();
         assert_eq!(tables[0], "messages", "{w}");
     }
-    // Retention (4 s, looked at every second) kept the table to a few
-    // seconds of the load, not the whole run's, and nothing in it older.
+    // Retention (4 s, partitions of 1 s, looked at every second) kept the
+    // table to a few seconds of the load, not the whole run's, and nothing
+    // in it older.
     let last = &windows[3];
     let rows = last["message_rows"].as_u64().unwrap();
     assert!(

@@ -146,6 +146,13 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_parser = humantime::parse_duration, requires = "soak")]
     pub(crate) soak_retention: Option<Duration>,
 
+    /// The `--partition-period` of the service the soak starts (default: a
+    /// quarter of the retention): the partitioned stores drop a period's
+    /// partitions at a time, so a day's period would keep every row of a
+    /// shorter run.
+    #[arg(long, value_parser = humantime::parse_duration, requires = "soak")]
+    pub(crate) soak_partition_period: Option<Duration>,
+
     /// How long each of the soak's windows is: one line, one measurement.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "60s", requires = "soak")]
     pub(crate) soak_window: Duration,
