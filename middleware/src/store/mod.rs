@@ -95,8 +95,8 @@ pub use model::{
     Message, MessageFilter, NewAlert, NewCommitted, NewMessage, NewWaitingCommit, OrderPos,
     OutboxAction, OutboxActionKind, OutboxFailure, Overdue, PartitionPlan, PartitionRound,
     PayloadMove, PayloadRoom, Producer, ProducerRecord, ProducerSummary, Quarantined, Requeue,
-    RequeuedChunk, Reschedule, SentMark, StuckConsumption, Tombstone, Transition, VerifyLease,
-    Wait, WaitingCommit,
+    RequeuedChunk, Reschedule, SentMark, Storage, StuckConsumption, TableSize, Tombstone,
+    Transition, VerifyLease, Wait, WaitingCommit,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should

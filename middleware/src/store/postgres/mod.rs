@@ -183,6 +183,25 @@ impl Dialect for Postgres {
     fn time(t: DateTime<Utc>) -> DateTime<Utc> {
         t
     }
+
+    /// A plain table by itself; a partitioned one (whose parent holds no
+    /// rows) summed over its leaves, the partitions `pg_partition_tree`
+    /// lists below it. Rows are the live rows the statistics count
+    /// (inserts and deletes as they commit, published within a second or
+    /// so), bytes `pg_total_relation_size` (heap, TOAST and indexes).
+    fn table_sizes(tables: &str) -> String {
+        format!(
+            "SELECT t.name AS name, \
+             COALESCE(SUM(pg_stat_get_live_tuples(r.relid)), 0)::BIGINT AS row_estimate, \
+             COALESCE(SUM(pg_total_relation_size(r.relid)), 0)::BIGINT AS bytes \
+             FROM unnest(ARRAY[{tables}]::TEXT[]) AS t(name) \
+             CROSS JOIN LATERAL (\
+             SELECT c.oid FROM pg_class AS c WHERE c.oid = to_regclass(t.name) AND c.relkind = 'r' \
+             UNION ALL SELECT p.relid FROM pg_partition_tree(to_regclass(t.name)) AS p \
+             WHERE p.isleaf AND p.level > 0) AS r(relid) \
+             GROUP BY t.name"
+        )
+    }
 }
 
 impl SqlRow for PgRow {

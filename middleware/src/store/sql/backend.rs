@@ -158,6 +158,10 @@ macro_rules! housekeeping_store {
                 $crate::store::sql::backlog(&self.pool).await
             }
 
+            async fn storage(&self) -> $crate::store::StoreResult<$crate::store::Storage> {
+                $crate::store::sql::storage(&self.pool).await
+            }
+
             async fn add_flow(
                 &self,
                 f: &$crate::store::FlowMinute,
