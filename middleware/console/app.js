@@ -280,12 +280,13 @@ async function overviewPage() {
   const body = h("div", {}, h("p", { class: "muted" }, "Loading…"));
   show(h("h1", {}, "Overview"), body);
   const load = async () => {
-    let summary, flow, consumers;
+    let summary, flow, consumers, storage;
     try {
-      [summary, flow, consumers] = await Promise.all([
+      [summary, flow, consumers, storage] = await Promise.all([
         api("GET", "/v1/admin/summary"),
         optional("/v1/admin/flow?minutes=" + FLOW_MINUTES),
         optional("/v1/admin/consumer-groups"),
+        optional("/v1/admin/storage"),
       ]);
     } catch (e) {
       return failed(e);
@@ -331,6 +332,7 @@ async function overviewPage() {
           : null,
         consumers && (consumers.items || []).length ? consumersTable(consumers.items) : null,
         flow ? flowCharts(flow.minutes || []) : null,
+        storage ? storagePanel(storage) : null,
         h(
           "p",
           { class: "muted small" },
@@ -341,6 +343,40 @@ async function overviewPage() {
     );
   };
   startRefresh(load);
+}
+
+// The storage panel: how much the large tables hold, how old the oldest
+// message is, and the retention that bounds them (GET /v1/admin/storage).
+function storagePanel(s) {
+  const rows = (s.tables || []).map((t) =>
+    h("tr", {}, h("th", { scope: "row" }, t.table), h("td", { class: "num" }, count(t.rows)), h("td", { class: "num" }, bytes(t.bytes))),
+  );
+  const retention = s.retention_secs
+    ? "Retention " + age(s.retention_secs * 1000) + ": finished messages older than that are removed."
+    : "Retention is off: every message is kept and these tables grow without bound (--retention).";
+  const oldest = s.oldest_partition
+    ? " · oldest partition " + s.oldest_partition.name + " (from " + when(s.oldest_partition.from) + ")"
+    : "";
+  return h(
+    "section",
+    { id: "storage" },
+    h("h2", {}, "Storage"),
+    h("p", { class: s.retention_secs ? "muted" : "warning" }, retention),
+    table(["Table", "Rows (estimate)", "Size"], rows, "No table sizes."),
+    h("p", { class: "muted small" }, "Oldest message " + age(s.oldest_message_age_secs * 1000) + " old" + oldest + " · read " + when(s.at)),
+  );
+}
+
+// `n` bytes in the largest binary unit that keeps it above 1.
+function bytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let v = n || 0;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i += 1;
+  }
+  return (i ? v.toFixed(1) : String(v)) + " " + units[i];
 }
 
 // What a service without that endpoint (an older one) answers 404 to: null.

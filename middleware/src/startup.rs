@@ -79,6 +79,17 @@ async fn warn_about_producers_without_topics(store: &DynStore, required: bool) {
     }
 }
 
+/// Says, at start-up, what `--retention 0` costs: every message is kept
+/// forever.
+fn warn_retention_off() {
+    tracing::warn!(
+        "--retention 0: finished messages are never deleted, so the messages table and \
+         audit_log, check_attempts, consumptions and message_payloads grow without bound \
+         (at 1,000 msg/s, 86 M messages a day); turn retention on with --retention 7d \
+         (TRUSTMSG_RETENTION), the default"
+    );
+}
+
 /// The alert webhook, refused at start-up when the address policy refuses
 /// its URL (each connection is checked again when it is dialled); warns
 /// when its POSTs go unsigned.
@@ -188,6 +199,9 @@ impl Application {
         ) {
             workers.push(liveness.watch("overdue watch", task, shutdown.clone()));
         }
+        if cfg.retention.is_none() {
+            warn_retention_off();
+        }
         let task = retention::spawn(
             store.clone(),
             PartitionPlan {
@@ -218,6 +232,13 @@ impl Application {
             shutdown.clone(),
         );
         workers.push(liveness.watch("backlog", task, shutdown.clone()));
+        let task = crate::workers::table_sizes::spawn(
+            store.clone(),
+            cfg.table_size_interval,
+            cfg.request_timeout,
+            shutdown.clone(),
+        );
+        workers.push(liveness.watch("table sizes", task, shutdown.clone()));
         if store.shards() > 1 {
             // `trustmsg_shard_up` per shard, whether or not /readyz is asked.
             let (store, timeout) = (store.clone(), cfg.request_timeout);
@@ -280,6 +301,8 @@ impl Application {
             request_timeout: cfg.request_timeout,
             liveness,
             summary: Default::default(),
+            storage: Default::default(),
+            retention: cfg.retention,
             groups,
             group_counts: Default::default(),
             outbox: sources,

@@ -39,6 +39,7 @@ mod shards;
 mod startup_refusals;
 mod submit;
 mod submit_faults;
+mod table_sizes;
 mod tail;
 mod topics;
 mod tracing;

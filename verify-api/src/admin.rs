@@ -835,3 +835,57 @@ pub struct OutboxActionResult {
     /// when it is gone already (relayed and deleted: `--outbox-retention 0`).
     pub row: Option<OutboxRowView>,
 }
+
+/// What the large tables hold (`GET /v1/admin/storage`): their rows and
+/// bytes, how old the oldest stored message is, and the retention that
+/// keeps them bounded. Read from the database's catalog, at most every
+/// 10 s whatever the number of callers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct StorageView {
+    /// The large tables (messages and what hangs off them, the alerts),
+    /// those that exist; a partitioned table's figures are the sum over
+    /// its partitions, and over the shards when there are several.
+    pub tables: Vec<TableSizeView>,
+    /// When the oldest stored message (the lowest id) was prepared; absent
+    /// when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_message_at: Option<DateTime<Utc>>,
+    /// Its age in seconds, by the database's clock (0 when there is none).
+    pub oldest_message_age_secs: f64,
+    /// The oldest partition, when the tables are partitioned by time;
+    /// absent while they are not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_partition: Option<PartitionView>,
+    /// This instance's `--retention` in seconds: finished messages older
+    /// than this are removed; absent when retention is off (everything is
+    /// kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_secs: Option<u64>,
+    /// When this was read (the database clock).
+    pub at: DateTime<Utc>,
+}
+
+/// One large table's size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TableSizeView {
+    /// Its name (`messages`, `audit_log`, `check_attempts`, `consumptions`,
+    /// `message_payloads`, `alerts`, `message_keys`).
+    pub table: String,
+    /// Its rows as the database estimates them (InnoDB's statistics,
+    /// PostgreSQL's live rows; exact on SQLite): close, not a count.
+    pub rows: u64,
+    /// Bytes of its data and indexes (pages allocated: space freed by
+    /// deleted rows is reused, not given back to the file system).
+    pub bytes: u64,
+}
+
+/// One partition of the partitioned tables: the time range its rows fall in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PartitionView {
+    /// Its name in the database.
+    pub name: String,
+    /// The start of its range (inclusive).
+    pub from: DateTime<Utc>,
+    /// The end of its range (exclusive).
+    pub to: DateTime<Utc>,
+}

@@ -94,6 +94,10 @@ pub(crate) struct Shared {
     pub(crate) liveness: crate::workers::liveness::Liveness,
     /// The operator summary, computed once for every caller of a moment.
     pub(crate) summary: admin::read::SummaryCache,
+    /// The large tables' sizes, read once for every caller of a moment.
+    pub(crate) storage: admin::storage::StorageCache,
+    /// How long finished messages are kept (`--retention`); None: forever.
+    pub(crate) retention: Option<Duration>,
     /// Consumer-group registrations (cached).
     pub(crate) groups: crate::registry::GroupRegistry,
     /// The consumer groups at a glance, computed once for every caller of a moment.

@@ -38,6 +38,7 @@ use super::error::RETRY_AFTER_SECS;
         crate::api::admin::read::summary,
         crate::api::admin::read::consumer_groups,
         crate::api::admin::flow::flow,
+        crate::api::admin::storage::storage,
         crate::api::admin::alerts::list_alerts,
         crate::api::admin::alerts::list_waiting,
         crate::api::admin::act::resolve,

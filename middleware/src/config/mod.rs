@@ -145,8 +145,10 @@ pub struct ServeArgs {
     pub request_timeout: Duration,
 
     /// Delete SENT and ROLLED_BACK messages (with their audit and check-back
-    /// history) unchanged for longer than this, e.g. `7d`. 0 keeps everything.
-    #[arg(long, env = "TRUSTMSG_RETENTION", default_value = "0s", value_parser = duration)]
+    /// history) unchanged for longer than this. A week by default, as long
+    /// as an operator is likely to look back; 0 keeps everything, and the
+    /// tables then grow without bound (the start-up log warns).
+    #[arg(long, env = "TRUSTMSG_RETENTION", default_value = "7d", value_parser = duration)]
     pub retention: Duration,
 
     /// Where retention writes finished messages (with their audit trail,
@@ -171,6 +173,14 @@ pub struct ServeArgs {
     /// How often the backlog gauges of `/metrics` are read from the database.
     #[arg(long, env = "TRUSTMSG_BACKLOG_INTERVAL", default_value = "15s", value_parser = positive_duration)]
     pub backlog_interval: Duration,
+
+    /// How often the large tables' sizes and the oldest message's age
+    /// (`trustmsg_table_rows`, `trustmsg_table_bytes`,
+    /// `trustmsg_oldest_message_age_seconds`) are read from the database's
+    /// catalog: slower than the backlog, since MySQL's `information_schema`
+    /// can be slow on a server with many tables.
+    #[arg(long, env = "TRUSTMSG_TABLE_SIZE_INTERVAL", default_value = "60s", value_parser = positive_duration)]
+    pub table_size_interval: Duration,
 
     /// How often this instance adds what it counted (prepared, committed,
     /// sent, failed, check-back answers) to the database's flow per minute
@@ -273,6 +283,8 @@ pub(crate) struct Settings {
     pub(crate) overdue: OverdueSettings,
     /// How often the backlog gauges are refreshed.
     pub(crate) backlog_interval: Duration,
+    /// How often the tables' sizes are read.
+    pub(crate) table_size_interval: Duration,
     /// How often the flow counts are added to the database.
     pub(crate) flow_interval: Duration,
     /// How long finished messages are kept; None: forever.
@@ -394,6 +406,7 @@ impl ServeArgs {
             alert_signing_secret: self.alerts.alert_signing_secret.clone(),
             shutdown_grace: self.shutdown_grace,
             backlog_interval: self.backlog_interval,
+            table_size_interval: self.table_size_interval,
             flow_interval: self.flow_interval,
             retention: Some(self.retention).filter(|d| !d.is_zero()),
             archive: self.archive()?,

@@ -469,7 +469,13 @@ fn an_archive_without_retention_or_on_sqlite_or_of_an_unknown_kind_is_refused() 
             .to_string()
     };
     let mysql = ["--database-url", "mysql://u@h/db"];
-    let e = refused(&[&mysql[..], &["--archive", "file:///tmp/a"]].concat());
+    let e = refused(
+        &[
+            &mysql[..],
+            &["--retention", "0s", "--archive", "file:///tmp/a"],
+        ]
+        .concat(),
+    );
     assert!(e.contains("--archive needs --retention"), "{e}");
     let e = refused(&[
         "--database-url",

@@ -101,8 +101,8 @@ pub use model::{
     FlowCounts, FlowMinute, Inserted, Message, MessageFilter, NewAlert, NewCommitted, NewMessage,
     NewWaitingCommit, OrderPos, OutboxAction, OutboxActionKind, OutboxFailure, Overdue,
     PartitionPlan, PartitionRound, PayloadMove, PayloadRoom, Producer, ProducerRecord,
-    ProducerSummary, Quarantined, Requeue, RequeuedChunk, Reschedule, SentMark, StuckConsumption,
-    Tombstone, Transition, VerifyLease, Wait, WaitingCommit,
+    ProducerSummary, Quarantined, Requeue, RequeuedChunk, Reschedule, SentMark, Storage,
+    StuckConsumption, TableSize, Tombstone, Transition, VerifyLease, Wait, WaitingCommit,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should

@@ -24,8 +24,8 @@ use super::{
     FinishedMessage, FinishedRange, FlowMinute, Inserted, Message, MessageFilter, NewCommitted,
     NewMessage, NewWaitingCommit, OutboxAction, OutboxFailure, Overdue, PartitionPlan,
     PartitionRound, PayloadMove, PayloadRoom, Producer, ProducerRecord, ProducerSummary, Requeue,
-    RequeuedChunk, Reschedule, SentMark, StoreResult, StuckConsumption, Tombstone, Transition,
-    VerifyLease, Wait, WaitingCommit,
+    RequeuedChunk, Reschedule, SentMark, Storage, StoreResult, StuckConsumption, Tombstone,
+    Transition, VerifyLease, Wait, WaitingCommit,
 };
 
 /// Lifecycle and topology: the schema, the database clock, health, and how
@@ -401,6 +401,14 @@ pub trait HousekeepingStore: Send + Sync + 'static {
     /// The waiting messages in one grouped query over the status index's
     /// waiting ranges (never the whole table), and the pending alerts.
     async fn backlog(&self) -> StoreResult<Backlog>;
+    /// The large tables' rows (the engine's estimate) and bytes (data and
+    /// indexes), each summed over its partitions when it is partitioned,
+    /// and when the oldest stored message (the lowest id) was prepared.
+    /// Read from the database's catalog, not by counting rows: cheap
+    /// enough for a gauge, though MySQL's `information_schema` may take a
+    /// while on a server with many tables, so it is read on its own slow
+    /// interval (`--table-size-interval`).
+    async fn storage(&self) -> StoreResult<Storage>;
 
     /// Adds one instance's counts to the minute's row of `flow_minutes` in
     /// one statement (created at zero if missing), so the row holds the sum

@@ -11,6 +11,8 @@
 //!   out of their rows, in the background;
 //! - `periodic`: the tick-and-cancel loop the periodic workers share;
 //! - `retention`: deleting finished messages after `--retention`;
+//! - `table_sizes`: the large tables' rows and bytes and the oldest
+//!   message's age in `/metrics`;
 //! - `stuck_consumptions`: the consumption ledger's watch (stuck
 //!   consumptions, per-group gauges); the ledger itself is `store/sql/ledger.rs`.
 
@@ -23,3 +25,4 @@ pub(crate) mod payload_move;
 pub(crate) mod periodic;
 pub mod retention;
 pub(crate) mod stuck_consumptions;
+pub(crate) mod table_sizes;

@@ -447,3 +447,130 @@ fn an_outbox_rate_or_rows_per_transaction_out_of_range_is_refused_before_anythin
         }
     }
 }
+
+/// Runs `trustmsg bench --soak 20s --rate 100 --soak-window 5s` on the
+/// server at `url` (retention a fifth of the run: 4 s) and checks its
+/// windows, its JSON and that retention kept the table bounded; returns
+/// the bench's pid, which names its databases.
+fn soak(url: &str) -> u32 {
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let (out, pid) = run(Command::new(env!("CARGO_BIN_EXE_trustmsg"))
+        .args(["bench", "--database-url", url])
+        .args(["--soak", "20s", "--rate", "100", "--soak-window", "5s"])
+        .args(["--json", json.path().to_str().unwrap()])
+        .env("TRUSTMSG_LOG", "error"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "soak failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("window "))
+        .collect();
+    assert_eq!(lines.len(), 4, "one line per window: {stdout}");
+    for needle in [
+        "msg/s",
+        "cpu µs/msg database",
+        "rows, tables",
+        "service RSS",
+        "calls p50/p99",
+        "commit→kafka p50/p99",
+    ] {
+        assert!(
+            lines.iter().all(|l| l.contains(needle)),
+            "{needle}: {stdout}"
+        );
+    }
+    assert!(stdout.contains("(goal ≤ 1.1)"), "{stdout}");
+    assert!(stdout.contains("(the retention mark)"), "{stdout}");
+
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json.path()).unwrap()).unwrap();
+    assert_eq!(report["retention_s"], 4.0, "a fifth of the run");
+    assert_eq!(
+        report["partition_period_s"], 1.0,
+        "a quarter of the retention"
+    );
+    let windows = report["windows"].as_array().unwrap();
+    assert_eq!(windows.len(), 4);
+    let mut sent = 0;
+    for w in windows {
+        sent += w["messages"].as_u64().unwrap();
+        assert!(w["rate_per_s"].as_f64().unwrap() > 0.0, "{w}");
+        assert!(w["cpu"]["service_us"].as_f64().unwrap() > 0.0, "{w}");
+        // The database runs on this machine in the tests.
+        assert!(w["cpu"]["database_us"].as_f64().unwrap() > 0.0, "{w}");
+        assert!(w["bytes"].as_u64().unwrap() > 0, "{w}");
+        assert!(w["service_rss_mib"].as_f64().unwrap() > 1.0, "{w}");
+        assert!(w["calls"]["count"].as_u64().unwrap() > 0, "{w}");
+        assert!(w["commit_to_kafka"]["count"].as_u64().unwrap() > 0, "{w}");
+        let tables: Vec<&str> = w["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["table"].as_str().unwrap())
+            .collect();
+        assert_eq!(tables[0], "messages", "{w}");
+    }
+    // Retention (4 s, partitions of 1 s, looked at every second) kept the
+    // table to a few seconds of the load, not the whole run's, and nothing
+    // in it older.
+    let last = &windows[3];
+    let rows = last["message_rows"].as_u64().unwrap();
+    assert!(
+        rows > 0 && rows * 2 < sent,
+        "{rows} rows of {sent} sent: {last}"
+    );
+    assert!(
+        last["oldest_message_age_s"].as_f64().unwrap() < 12.0,
+        "{last}"
+    );
+    let criteria = &report["criteria"];
+    for ratio in [
+        "db_cpu_ratio",
+        "rows_ratio",
+        "bytes_ratio",
+        "rss_ratio",
+        "calls_p99_ratio",
+    ] {
+        assert!(
+            criteria[ratio].as_f64().unwrap() > 0.0,
+            "{ratio}: {criteria}"
+        );
+    }
+    assert_eq!(criteria["retention_mark_window"], 2, "{criteria}");
+    pid
+}
+
+#[tokio::test]
+async fn a_soak_prints_a_line_per_window_and_its_criteria_and_retention_keeps_the_table_bounded() {
+    let pid = soak(&mysql_server_url());
+    let admin = sqlx::MySqlPool::connect(&mysql_server_url()).await.unwrap();
+    let left: Vec<String> = sqlx::query_scalar(
+        "SELECT CAST(SCHEMA_NAME AS CHAR) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?",
+    )
+    .bind(format!("trustmsg\\_bench\\_{pid}\\_%"))
+    .fetch_all(&admin)
+    .await
+    .unwrap();
+    assert!(left.is_empty(), "the soak left databases behind: {left:?}");
+}
+
+#[tokio::test]
+async fn a_soak_on_postgresql_measures_the_same_and_retention_keeps_the_table_bounded() {
+    use trustmsg_tests::postgres_server_url;
+    let pid = soak(&postgres_server_url());
+    let admin = sqlx::PgPool::connect(&format!("{}/postgres", postgres_server_url()))
+        .await
+        .unwrap();
+    let left: Vec<String> = sqlx::query_scalar(
+        "SELECT datname::TEXT FROM pg_database WHERE starts_with(datname::TEXT, $1)",
+    )
+    .bind(format!("trustmsg_bench_{pid}_"))
+    .fetch_all(&admin)
+    .await
+    .unwrap();
+    assert!(left.is_empty(), "the soak left databases behind: {left:?}");
+}

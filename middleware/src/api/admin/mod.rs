@@ -1,5 +1,5 @@
 //! The operator API (admin token; a producer token gets 403): [`read`] what
-//! operators look at, [`act`] what they change, [`alerts`] the alert outbox, [`flow`] the flow per minute,
+//! operators look at, [`act`] what they change, [`alerts`] the alert outbox, [`flow`] the flow per minute, [`storage`] the large tables' sizes,
 //! [`outbox`] the producers' outbox tables this instance relays (and the
 //! retry or give-up of a failed row). This file holds their routes
 //! and what both need: the message an id names, and the list's filters.
@@ -12,6 +12,7 @@ pub(crate) mod alerts;
 pub(crate) mod flow;
 pub(crate) mod outbox;
 pub(crate) mod read;
+pub(crate) mod storage;
 
 use std::collections::BTreeMap;
 
@@ -51,6 +52,7 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
         .route("/v1/admin/summary", get(read::summary))
         .route("/v1/admin/consumer-groups", get(read::consumer_groups))
         .route("/v1/admin/flow", get(flow::flow))
+        .route("/v1/admin/storage", get(storage::storage))
         .route("/v1/admin/alerts", get(alerts::list_alerts))
         .route("/v1/admin/submit/waiting", get(alerts::list_waiting))
         .route("/v1/admin/outbox-sources", get(outbox::list_sources))

@@ -130,7 +130,7 @@ const SUMMARY_MAX_AGE: Duration = Duration::from_secs(2);
 pub(crate) struct SharedView<T>(moka::future::Cache<(), Arc<T>>);
 
 impl<T: Send + Sync + 'static> SharedView<T> {
-    fn new(max_age: Duration) -> Self {
+    pub(super) fn new(max_age: Duration) -> Self {
         Self(
             moka::future::Cache::builder()
                 .max_capacity(1)
@@ -140,7 +140,7 @@ impl<T: Send + Sync + 'static> SharedView<T> {
     }
 
     /// The shared view, computed by `compute` when there is none fresh.
-    async fn get(
+    pub(super) async fn get(
         &self,
         compute: impl std::future::Future<Output = Result<T, crate::store::StoreError>>,
     ) -> Result<Arc<T>, ApiError> {

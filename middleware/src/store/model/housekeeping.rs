@@ -149,6 +149,33 @@ impl PayloadMove {
     };
 }
 
+/// How much one of the large tables holds, for `/metrics` and the console.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableSize {
+    /// The table's name (`messages`, `audit_log`, …).
+    pub table: String,
+    /// Its rows as the database estimates them (InnoDB's statistics,
+    /// PostgreSQL's live tuples), not a count: close, never exact.
+    pub rows: u64,
+    /// Bytes its data and indexes take on disk (the pages allocated to
+    /// them: space freed by deleted rows is reused, not given back).
+    pub bytes: u64,
+}
+
+/// What the large tables hold and how old the oldest message is
+/// ([`crate::store::HousekeepingStore::storage`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Storage {
+    /// The large tables that exist, by name; a partitioned one's figures
+    /// are the sum over its partitions.
+    pub tables: Vec<TableSize>,
+    /// When the oldest message still stored (the lowest id) was prepared;
+    /// None when there is none.
+    pub oldest_message_at: Option<DateTime<Utc>>,
+    /// The database clock when this was read.
+    pub at: DateTime<Utc>,
+}
+
 /// How the time partitions are kept (issue 60; `store/sql/partitions.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartitionPlan {

@@ -125,7 +125,7 @@ fn micros(d: Duration) -> i64 {
 }
 
 sql::outbox_store!(MySqlStore);
-sql::housekeeping_store!(MySqlStore, MySql);
+sql::housekeeping_store!(MySqlStore, MySql, partitioned);
 sql::alert_store!(MySqlStore);
 sql::waiting_store!(MySqlStore, MySql);
 sql::send_store!(MySqlStore, MySql);
@@ -141,19 +141,6 @@ impl MySqlStore {
 
     /// What a consumption's INSERT ends with: the upsert X-locks an existing row as the INSERT locks a new one.
     const LEDGER_KEEP: &'static str = "ON DUPLICATE KEY UPDATE attempts = attempts";
-
-    /// Where retention's row purge stops (`sql::partitions`).
-    fn purge_ceiling(&self) -> Option<u64> {
-        sql::held_below(&self.held_below)
-    }
-
-    /// One round of time partition upkeep (`sql::partitions`).
-    async fn partition_upkeep(
-        &self,
-        plan: &crate::store::PartitionPlan,
-    ) -> StoreResult<crate::store::PartitionRound> {
-        sql::upkeep::<MySql>(&self.pool, &self.held_below, plan).await
-    }
 
     /// Whether a failed statement lost a deadlock (and may be tried again).
     fn lost_a_deadlock(e: &sqlx::Error) -> bool {
@@ -212,6 +199,20 @@ impl Dialect for MySql {
     }
 
     const UPSERT_RETURNS: bool = false;
+
+    /// `information_schema.TABLES`, which sums a partitioned table's
+    /// partitions itself. InnoDB's row count there is its statistics'
+    /// estimate; MySQL 8 also caches these columns for
+    /// `information_schema_stats_expiry` (a day by default; MariaDB does
+    /// not cache them): set it lower for fresher figures.
+    fn table_sizes(tables: &str) -> String {
+        format!(
+            "SELECT TABLE_NAME AS name, CAST(COALESCE(TABLE_ROWS, 0) AS SIGNED) AS row_estimate, \
+             CAST(COALESCE(DATA_LENGTH, 0) + COALESCE(INDEX_LENGTH, 0) AS SIGNED) AS bytes \
+             FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ({tables})"
+        )
+    }
 }
 
 impl SqlRow for MySqlRow {

@@ -118,7 +118,7 @@ fn sql_int(v: u64) -> i64 {
 }
 
 sql::outbox_store!(PgStore);
-sql::housekeeping_store!(PgStore, Postgres);
+sql::housekeeping_store!(PgStore, Postgres, partitioned);
 sql::alert_store!(PgStore);
 sql::waiting_store!(PgStore, Postgres);
 sql::send_store!(PgStore, Postgres);
@@ -134,19 +134,6 @@ impl PgStore {
 
     /// What a consumption's INSERT ends with: an existing row is left as it is, and read `FOR UPDATE` after.
     const LEDGER_KEEP: &'static str = "ON CONFLICT (group_name, message_id) DO NOTHING";
-
-    /// Where retention's row purge stops (`sql::partitions`).
-    fn purge_ceiling(&self) -> Option<u64> {
-        sql::held_below(&self.held_below)
-    }
-
-    /// One round of time partition upkeep (`sql::partitions`).
-    async fn partition_upkeep(
-        &self,
-        plan: &crate::store::PartitionPlan,
-    ) -> StoreResult<crate::store::PartitionRound> {
-        sql::upkeep::<Postgres>(&self.pool, &self.held_below, plan).await
-    }
 
     /// Whether a failed statement lost a deadlock (and may be tried again).
     fn lost_a_deadlock(e: &sqlx::Error) -> bool {
@@ -195,6 +182,25 @@ impl Dialect for Postgres {
 
     fn time(t: DateTime<Utc>) -> DateTime<Utc> {
         t
+    }
+
+    /// A plain table by itself; a partitioned one (whose parent holds no
+    /// rows) summed over its leaves, the partitions `pg_partition_tree`
+    /// lists below it. Rows are the live rows the statistics count
+    /// (inserts and deletes as they commit, published within a second or
+    /// so), bytes `pg_total_relation_size` (heap, TOAST and indexes).
+    fn table_sizes(tables: &str) -> String {
+        format!(
+            "SELECT t.name AS name, \
+             COALESCE(SUM(pg_stat_get_live_tuples(r.relid)), 0)::BIGINT AS row_estimate, \
+             COALESCE(SUM(pg_total_relation_size(r.relid)), 0)::BIGINT AS bytes \
+             FROM unnest(ARRAY[{tables}]::TEXT[]) AS t(name) \
+             CROSS JOIN LATERAL (\
+             SELECT c.oid FROM pg_class AS c WHERE c.oid = to_regclass(t.name) AND c.relkind = 'r' \
+             UNION ALL SELECT p.relid FROM pg_partition_tree(to_regclass(t.name)) AS p \
+             WHERE p.isleaf AND p.level > 0) AS r(relid) \
+             GROUP BY t.name"
+        )
     }
 }
 

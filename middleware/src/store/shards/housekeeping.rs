@@ -1,7 +1,7 @@
 //! [`HousekeepingStore`] over the shards: the overdue watch and retention
 //! shard after shard up to their limits, the archive's reads and deletes
-//! over every shard, the move of long contents shard
-//! by shard, the backlog added up; the flow lives on the first database.
+//! over every shard, the move of long contents shard by shard, the backlog
+//! and the tables' sizes added up; the flow lives on the first database.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,7 +12,7 @@ use futures::future::join_all;
 
 use crate::store::{
     Backlog, FinishedMessage, FinishedRange, FlowMinute, HousekeepingStore, Message, Overdue,
-    PartitionPlan, PartitionRound, PayloadMove, StoreResult, Wait,
+    PartitionPlan, PartitionRound, PayloadMove, Storage, StoreResult, Wait,
 };
 
 use super::fanout::earliest;
@@ -172,6 +172,28 @@ impl HousekeepingStore for ShardedStore {
             .into_iter()
             .map(|((status, send), n)| (status, send, n))
             .collect();
+        Ok(sum)
+    }
+
+    /// Each table's rows and bytes summed over the shards (in the first
+    /// shard's order of tables), the oldest message the earliest of theirs.
+    async fn storage(&self) -> StoreResult<Storage> {
+        let results =
+            join_all((0..self.shards.len()).map(|i| self.read_view(i, |s| s.storage()))).await;
+        let mut sum = Storage::default();
+        for s in Self::all(results)? {
+            for t in s.tables {
+                match sum.tables.iter_mut().find(|have| have.table == t.table) {
+                    Some(have) => {
+                        have.rows += t.rows;
+                        have.bytes += t.bytes;
+                    }
+                    None => sum.tables.push(t),
+                }
+            }
+            sum.oldest_message_at = earliest(sum.oldest_message_at, s.oldest_message_at);
+            sum.at = sum.at.max(s.at);
+        }
         Ok(sum)
     }
 

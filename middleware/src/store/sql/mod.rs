@@ -66,6 +66,7 @@ mod returning;
 mod returning_claim;
 mod row;
 mod sends;
+mod sizes;
 mod summary;
 mod waiting;
 
@@ -129,6 +130,7 @@ pub(super) use row::{
 pub(super) use sends::{
     mark_send_failed, release_sends, release_verifies_each, retry_later, send_now_update, Retry,
 };
+pub(super) use sizes::storage;
 pub(super) use summary::summary;
 pub(super) use waiting::{
     count_waiting_commits, list_waiting_commits, park_commit, retry_waiting_commit, unpark_commit,
@@ -201,6 +203,12 @@ pub(in crate::store) trait Dialect:
     /// Whether an upsert can end with `RETURNING` its row (PostgreSQL,
     /// SQLite: the default); where not (MySQL), the row is read back.
     const UPSERT_RETURNS: bool = true;
+    /// The statement that reads the sizes of `tables` (a list of quoted
+    /// names, `'messages', 'audit_log'`) from the catalog, one row per
+    /// table that exists: `name`, `row_estimate` and `bytes` (data and
+    /// indexes), a partitioned table's summed over its partitions
+    /// ([`crate::store::HousekeepingStore::storage`]).
+    fn table_sizes(tables: &str) -> String;
     /// How a time is bound, compared with stored times.
     type Time: Bind<Self>;
     /// `t` as this dialect binds it.

@@ -140,20 +140,6 @@ impl SqliteStore {
     async fn write_tx(&self) -> sqlx::Result<sqlx::Transaction<'_, Sqlite>> {
         self.pool.begin_with("BEGIN IMMEDIATE").await
     }
-
-    /// Where retention's row purge stops: nowhere, SQLite is not partitioned.
-    fn purge_ceiling(&self) -> Option<u64> {
-        None
-    }
-
-    /// Time partitions are for the production databases: a dev store
-    /// deletes its rows.
-    async fn partition_upkeep(
-        &self,
-        _plan: &crate::store::PartitionPlan,
-    ) -> crate::store::StoreResult<crate::store::PartitionRound> {
-        Ok(crate::store::PartitionRound::default())
-    }
 }
 
 impl Dialect for Sqlite {
@@ -191,6 +177,19 @@ impl Dialect for Sqlite {
 
     fn time(t: DateTime<Utc>) -> i64 {
         t.timestamp_millis()
+    }
+
+    /// From `dbstat`, the pages of each table and its indexes (dev mode:
+    /// it reads every page, which a small database makes cheap): the
+    /// cells of a table's leaf pages are its rows, exactly.
+    fn table_sizes(tables: &str) -> String {
+        format!(
+            "SELECT m.tbl_name AS name, \
+             SUM(CASE WHEN m.type = 'table' AND s.pagetype = 'leaf' THEN s.ncell ELSE 0 END) \
+             AS row_estimate, SUM(s.pgsize) AS bytes \
+             FROM dbstat AS s JOIN sqlite_master AS m ON m.name = s.name \
+             WHERE m.tbl_name IN ({tables}) GROUP BY m.tbl_name"
+        )
     }
 }
 

@@ -264,6 +264,16 @@ impl Backend {
         .unwrap_or_else(|e| panic!("raw SQL failed: {e}"))
     }
 
+    /// Whether the backend is PostgreSQL, MySQL, MySQL shards or SQLite.
+    pub(crate) fn kind(&self) -> &'static str {
+        match &self.raw {
+            Raw::MySql(_) => "mysql",
+            Raw::Shards(_) => "sharded",
+            Raw::Postgres(_) => "postgres",
+            Raw::Sqlite(_) => "sqlite",
+        }
+    }
+
     /// Runs `sql` on shard `shard` of the sharded backend only: what the
     /// store never writes there (a registry copy changed behind its back).
     pub(crate) async fn raw_execute_on_shard(&self, shard: usize, sql: &str) -> u64 {

@@ -37,6 +37,7 @@ mod producers;
 mod quarantine;
 mod sends;
 mod sharding;
+mod sizes;
 mod sqlite_only;
 mod verifies;
 mod waiting;
@@ -228,6 +229,9 @@ conformance! {
     clock: [
         times_come_from_the_database_clock_in_utc_with_millisecond_precision,
     ],
+    sizes: [
+        the_tables_sizes_count_the_rows_written_and_the_oldest_message_is_the_first,
+    ],
     bulk: [
         a_bulk_redeliver_changes_every_send_failed_row_of_the_filter_once_in_chunks,
         a_bulk_reverify_changes_every_verify_failed_row_of_the_filter_once_in_chunks,
@@ -281,6 +285,17 @@ mod row_locks {
     on_backends!([mysql, sharded, postgres]; {
         alerts: [
             claim_due_alerts_skips_an_alert_another_claimer_holds_locked,
+        ],
+    });
+}
+
+/// A table partitioned by time is measured as the sum of its partitions,
+/// on MariaDB (and the shards, summed again) and PostgreSQL: SQLite has no
+/// partitions.
+mod partitioned_sizes {
+    on_backends!([mysql, sharded, postgres]; {
+        sizes: [
+            a_partitioned_tables_size_is_the_sum_of_its_partitions,
         ],
     });
 }

@@ -412,23 +412,25 @@ mod upgrade {
         assert!(s.find_message(BIZ, "new").await.unwrap().is_some());
     }
 
+    /// The previous release's migrations applied to `pool`'s empty
+    /// database and its rows written there (`now` is the dialect's clock).
+    macro_rules! previous_release {
+        ($pool:expr, $backend:literal, $now:literal) => {{
+            let dir = before_0020($backend);
+            let migrator = sqlx::migrate::Migrator::new(dir.path()).await.unwrap();
+            migrator.run($pool).await.unwrap();
+            for sql in old_rows(50, $now) {
+                let sql = sqlx::AssertSqlSafe(sql);
+                sqlx::raw_sql(sql).execute($pool).await.unwrap();
+            }
+        }};
+    }
+
     #[tokio::test]
     async fn a_populated_mariadb_store_upgrades_in_place() {
         let db = common::TestDb::create().await;
         let pool = db.pool().await;
-        let dir = before_0020("mysql");
-        sqlx::migrate::Migrator::new(dir.path())
-            .await
-            .unwrap()
-            .run(&pool)
-            .await
-            .unwrap();
-        for sql in old_rows(50, "UTC_TIMESTAMP(3)") {
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-                .execute(&pool)
-                .await
-                .unwrap();
-        }
+        previous_release!(&pool, "mysql", "UTC_TIMESTAMP(3)");
         let store = trustmsg::store::connect(&db.database_url()).await.unwrap();
         holds_after_the_upgrade(store, 50).await;
         pool.close().await;
@@ -439,19 +441,7 @@ mod upgrade {
     async fn a_populated_postgres_store_upgrades_in_place() {
         let db = common::PgTestDb::create().await;
         let pool = db.pool().await;
-        let dir = before_0020("postgres");
-        sqlx::migrate::Migrator::new(dir.path())
-            .await
-            .unwrap()
-            .run(&pool)
-            .await
-            .unwrap();
-        for sql in old_rows(50, "now()") {
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-                .execute(&pool)
-                .await
-                .unwrap();
-        }
+        previous_release!(&pool, "postgres", "now()");
         let store = trustmsg::store::connect(&db.database_url()).await.unwrap();
         holds_after_the_upgrade(store, 50).await;
         pool.close().await;

@@ -128,6 +128,35 @@ pub(crate) struct BenchArgs {
     #[arg(long, default_value_t = 1000)]
     pub(crate) submit_in_flight: usize,
 
+    /// Run a soak instead of the phases: the producer API (HTTP prepare +
+    /// commit) at the fixed `--rate` for this long, with a short retention
+    /// (`--soak-retention`), one line per `--soak-window` and a summary
+    /// that says whether the cost per message, the tables, the memory and
+    /// the latency stayed flat (e.g. `--soak 30m --rate 300`).
+    #[arg(long, value_parser = humantime::parse_duration, requires = "rate")]
+    pub(crate) soak: Option<Duration>,
+
+    /// The soak's arrival rate, messages per second (an open loop: the
+    /// arrivals keep their times whatever the service does).
+    #[arg(long, value_parser = positive_rate, requires = "soak")]
+    pub(crate) rate: Option<f64>,
+
+    /// The `--retention` of the service the soak starts (default: a fifth
+    /// of `--soak`), so rows start to go well before the run ends.
+    #[arg(long, value_parser = humantime::parse_duration, requires = "soak")]
+    pub(crate) soak_retention: Option<Duration>,
+
+    /// The `--partition-period` of the service the soak starts (default: a
+    /// quarter of the retention): the partitioned stores drop a period's
+    /// partitions at a time, so a day's period would keep every row of a
+    /// shorter run.
+    #[arg(long, value_parser = humantime::parse_duration, requires = "soak")]
+    pub(crate) soak_partition_period: Option<Duration>,
+
+    /// How long each of the soak's windows is: one line, one measurement.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "60s", requires = "soak")]
+    pub(crate) soak_window: Duration,
+
     /// Table sizes for the claim-query cost (default 10000,1000000; --quick 10000,100000).
     #[arg(long, value_delimiter = ',')]
     pub(crate) scan_rows: Vec<u64>,

@@ -414,10 +414,21 @@ impl CpuClock {
 /// Peak resident memory of a process (`self` or a pid) in MiB (`VmHWM`),
 /// Linux only.
 pub(crate) fn peak_rss_mib(pid: &str) -> Option<f64> {
+    status_mib(pid, "VmHWM:")
+}
+
+/// Resident memory of a process now (`self` or a pid) in MiB (`VmRSS`),
+/// Linux only: what a soak watches for growth.
+pub(crate) fn rss_mib(pid: &str) -> Option<f64> {
+    status_mib(pid, "VmRSS:")
+}
+
+/// A `kB` field of `/proc/<pid>/status` in MiB.
+fn status_mib(pid: &str, field: &str) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kib: f64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .find_map(|l| l.strip_prefix(field))?
         .trim()
         .trim_end_matches("kB")
         .trim()
@@ -522,5 +533,7 @@ mod tests {
     fn this_process_has_used_some_cpu_and_memory() {
         assert!(cpu_seconds("self").is_some());
         assert!(peak_rss_mib("self").unwrap() > 1.0);
+        let now = rss_mib("self").unwrap();
+        assert!(now > 1.0 && now <= peak_rss_mib("self").unwrap());
     }
 }

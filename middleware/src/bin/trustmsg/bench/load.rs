@@ -305,6 +305,46 @@ pub(crate) async fn one_at_a_time(
     Ok(Percentiles::of(pairs))
 }
 
+/// One arrival of an open loop, as its producer saw it: each time charged
+/// from the arrival's intended start.
+pub(crate) struct Arrival {
+    /// The prepare's latency, with the time the call waited to be sent.
+    pub(crate) prepare: Duration,
+    /// The commit's latency.
+    pub(crate) commit: Duration,
+    /// The message's id.
+    pub(crate) id: u64,
+    /// When the commit call started.
+    pub(crate) committed_at: Instant,
+    /// When the commit was answered.
+    pub(crate) answered_at: Instant,
+}
+
+/// The prepare + commit of message `key`, meant to start at `intended`;
+/// None when the service shed it (503), which a fixed arrival rate
+/// outrunning a stalled service meets: counted, as a user would see it,
+/// rather than ending the run.
+pub(crate) async fn arrival(
+    client: &Client,
+    token: &str,
+    key: &str,
+    intended: Instant,
+) -> anyhow::Result<Option<Arrival>> {
+    let (p, c, id, _) = match client.prepare_commit(token, key).await {
+        Err(e) if e.is::<Shed>() => return Ok(None),
+        answer => answer?,
+    };
+    // Charged from the intended start: time spent waiting to be sent counts.
+    let queued = Instant::now().saturating_duration_since(intended) - p - c;
+    Ok(Some(Arrival {
+        prepare: queued + p,
+        commit: c,
+        id,
+        committed_at: intended + queued + p,
+        answered_at: intended + queued + p + c,
+    }))
+}
+
 pub(crate) async fn open_loop(
     client: &Client,
     token: &str,
@@ -322,22 +362,15 @@ pub(crate) async fn open_loop(
         let token = token.to_string();
         let samples = samples.clone();
         tasks.push(tokio::spawn(async move {
-            // A fixed arrival rate outruns a stalled service: what it sheds
-            // is counted, as a user would see it, rather than ending the run.
-            let (p, c, id, _) = match client.prepare_commit(&token, &format!("o-{i}")).await {
-                Err(e) if e.is::<Shed>() => {
-                    samples.lock().await.shed += 1;
-                    return Ok(());
-                }
-                answer => answer?,
+            let Some(a) = arrival(&client, &token, &format!("o-{i}"), intended).await? else {
+                samples.lock().await.shed += 1;
+                return Ok(());
             };
-            // Charged from the intended start: time spent waiting to be sent counts.
-            let queued = Instant::now().saturating_duration_since(intended) - p - c;
             let mut s = samples.lock().await;
-            s.prepare.push(queued + p);
-            s.commit.push(c);
-            s.committed_at.insert(id, intended + queued + p);
-            s.answered_at.insert(id, intended + queued + p + c);
+            s.prepare.push(a.prepare);
+            s.commit.push(a.commit);
+            s.committed_at.insert(a.id, a.committed_at);
+            s.answered_at.insert(a.id, a.answered_at);
             anyhow::Ok(())
         }));
     }

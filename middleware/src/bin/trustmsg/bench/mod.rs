@@ -26,6 +26,9 @@
 //!   Kafka, then rows one per transaction at half that rate: commit → Kafka;
 //! - **scan**: the forwarder's claim query with 10k and 1M rows in the table.
 //!
+//! `--soak DURATION --rate R` runs none of these but a long open loop with a
+//! short retention, measured window by window ([`soak`]).
+//!
 //! The bench creates its own database on the given server and drops it at the
 //! end: it never reads or writes data it did not create.
 //!
@@ -51,6 +54,7 @@ mod phases;
 mod report;
 mod server;
 mod service;
+mod soak;
 mod submit;
 mod wait;
 
@@ -69,7 +73,26 @@ pub(crate) const DRAIN_TOPIC: &str = "trustmsg-bench-drain";
 pub(crate) const PAYLOAD_BYTES: usize = 256;
 
 /// Runs the benchmark and prints the table; the last line is `ratio=<x>`.
-pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<Report> {
+/// With `--soak`, runs the soak instead ([`soak`]).
+pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if args.soak.is_some() {
+        return soak::run(&args).await.map(|_| ());
+    }
+    run_phases(args).await.map(|_| ())
+}
+
+/// The name of a database of the bench's own: no one else's, and told
+/// apart from another run's by the pid and the time.
+fn database_name() -> String {
+    format!(
+        "trustmsg_bench_{}_{}",
+        std::process::id(),
+        chrono::Utc::now().timestamp_millis()
+    )
+}
+
+/// The phases, each a row of the table and a field of the JSON.
+async fn run_phases(args: BenchArgs) -> anyhow::Result<Report> {
     let sizes = args.sizes();
     let postgres = args.database_url.backend() == Backend::Postgres;
     if postgres && args.shards > 1 {
@@ -85,11 +108,7 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<Report> {
         );
     }
     let server = url_of(&args.database_url, None)?;
-    let db_name = format!(
-        "trustmsg_bench_{}_{}",
-        std::process::id(),
-        chrono::Utc::now().timestamp_millis()
-    );
+    let db_name = database_name();
     let admin = Db::connect(&server, 2, &db_name).await?;
     // The first shard's database is the one the bench's own phases use.
     let names: Vec<String> = (0..args.shards)
@@ -234,63 +253,19 @@ async fn run_in(
             )
         }
         None => {
-            let listen = service::free_address()?;
             let source_flag = source.as_ref().map(outbox::Source::flag);
-            let databases: Vec<(&str, Option<&str>)> = db_urls
-                .iter()
-                // The child parses it again.
-                .map(|url| ("--database-url", Some(url.expose_for_driver())))
-                .chain(source_flag.as_deref().map(|s| ("--outbox-source", Some(s))))
-                .collect();
-            let (flags, fixed) = ServeFlags::new(&args.serve_args)
-                .fixed(&databases)
-                .and_then(|flags| {
-                    flags.fixed(&[
-                        ("--listen", Some(listen.as_str())),
-                        ("--admin-token", Some(admin_token.expose())),
-                        ("--auto-migrate", None),
-                        ("--kafka-brokers", Some(brokers.as_str())),
-                        // From the start, so its consumer has joined its group
-                        // by the submit phase.
-                        ("--submit-topic", Some(submit::SUBMIT_TOPIC)),
-                    ])
-                })
-                .map_err(|fixed| {
-                    anyhow::anyhow!("{fixed} is set by the bench; leave it out of --serve-arg")
-                })?
-                // The bench's own settings, unless --serve-arg gives them.
-                .defaults([
-                    ("--sweep-interval", "100ms"),
-                    ("--verify-interval", "100ms"),
-                ])
-                // librdkafka's mock broker holds a fetch that finds nothing
-                // for all of fetch.wait.max.ms (500 ms by default) and does
-                // not answer when a record arrives, as a real broker does:
-                // the service's --submit-topic consumer would then read a
-                // lone record up to half a second late. The bench's own
-                // consumers fetch eagerly for the same reason. (A consumer
-                // setting: the service's producers ignore it, each saying so
-                // once in a librdkafka CONFWARN line.)
-                .defaults(
-                    mock.as_ref()
-                        .map(|_| ("--kafka-config", "fetch.wait.max.ms=5")),
-                )
-                .defaults(
-                    otlp.as_ref()
-                        .map(|sink| ("--otlp-endpoint", sink.url.as_str())),
-                )
-                // The drain's rows have no record key, and librdkafka sends
-                // keyless records to one partition for 10 ms at a time: large
-                // ones would overflow the mock's 5 MB partitions before the
-                // bench reads them (see `drain_partitions`).
-                .defaults(
-                    (mock.is_some() && args.row_payload_bytes > PAYLOAD_BYTES)
-                        .then_some(("--kafka-config", "sticky.partitioning.linger.ms=0")),
-                )
-                .build();
-            eprintln!("bench: service flags {:?}", &flags[fixed..]);
-            let binary = service::binary(args.service_binary.as_ref())?;
-            let process = ServiceProcess::start(&binary, &flags, &listen).await?;
+            let launch = Launch {
+                db_urls,
+                source_flag: source_flag.as_deref(),
+                brokers: &brokers,
+                mock: mock.is_some(),
+                otlp: otlp.as_ref(),
+                admin_token: &admin_token,
+            };
+            // From the start, so its consumer has joined its group by the
+            // submit phase.
+            let fixed = [("--submit-topic", Some(submit::SUBMIT_TOPIC))];
+            let process = launch.start(args, &fixed).await?;
             let base = process.base.clone();
             (Some(process), base, admin_token)
         }
@@ -523,6 +498,82 @@ async fn run_in(
     }
     drop(mock);
     Ok(report)
+}
+
+/// What the service the bench starts is given: its databases, the outbox
+/// source (if any), the brokers, whether they are the in-process mock, the
+/// OTLP sink (with `--trace`) and the admin token.
+pub(crate) struct Launch<'a> {
+    pub(crate) db_urls: &'a [DatabaseUrl],
+    pub(crate) source_flag: Option<&'a str>,
+    pub(crate) brokers: &'a str,
+    pub(crate) mock: bool,
+    pub(crate) otlp: Option<&'a OtlpSink>,
+    pub(crate) admin_token: &'a Secret,
+}
+
+impl Launch<'_> {
+    /// Starts `trustmsg serve` with the bench's flags, `fixed` (flags a
+    /// run sets that `--serve-arg` may not) and the user's `--serve-arg`s,
+    /// and waits until it is ready.
+    pub(crate) async fn start(
+        &self,
+        args: &BenchArgs,
+        fixed: &[(&str, Option<&str>)],
+    ) -> anyhow::Result<ServiceProcess> {
+        let listen = service::free_address()?;
+        let databases: Vec<(&str, Option<&str>)> = self
+            .db_urls
+            .iter()
+            // The child parses it again.
+            .map(|url| ("--database-url", Some(url.expose_for_driver())))
+            .chain(self.source_flag.map(|s| ("--outbox-source", Some(s))))
+            .collect();
+        let (flags, fixed) = ServeFlags::new(&args.serve_args)
+            .fixed(&databases)
+            .and_then(|flags| {
+                flags.fixed(&[
+                    ("--listen", Some(listen.as_str())),
+                    ("--admin-token", Some(self.admin_token.expose())),
+                    ("--auto-migrate", None),
+                    ("--kafka-brokers", Some(self.brokers)),
+                ])
+            })
+            .and_then(|flags| flags.fixed(fixed))
+            .map_err(|fixed| {
+                anyhow::anyhow!("{fixed} is set by the bench; leave it out of --serve-arg")
+            })?
+            // The bench's own settings, unless --serve-arg gives them.
+            .defaults([
+                ("--sweep-interval", "100ms"),
+                ("--verify-interval", "100ms"),
+            ])
+            // librdkafka's mock broker holds a fetch that finds nothing
+            // for all of fetch.wait.max.ms (500 ms by default) and does
+            // not answer when a record arrives, as a real broker does:
+            // the service's --submit-topic consumer would then read a
+            // lone record up to half a second late. The bench's own
+            // consumers fetch eagerly for the same reason. (A consumer
+            // setting: the service's producers ignore it, each saying so
+            // once in a librdkafka CONFWARN line.)
+            .defaults(
+                self.mock
+                    .then_some(("--kafka-config", "fetch.wait.max.ms=5")),
+            )
+            .defaults(self.otlp.map(|sink| ("--otlp-endpoint", sink.url.as_str())))
+            // The drain's rows have no record key, and librdkafka sends
+            // keyless records to one partition for 10 ms at a time: large
+            // ones would overflow the mock's 5 MB partitions before the
+            // bench reads them (see `drain_partitions`).
+            .defaults(
+                (self.mock && args.row_payload_bytes > PAYLOAD_BYTES)
+                    .then_some(("--kafka-config", "sticky.partitioning.linger.ms=0")),
+            )
+            .build();
+        eprintln!("bench: service flags {:?}", &flags[fixed..]);
+        let binary = service::binary(args.service_binary.as_ref())?;
+        ServiceProcess::start(&binary, &flags, &listen).await
+    }
 }
 
 /// One phase's cost in the making: CPU by process and the database's
