@@ -99,8 +99,8 @@ pub use model::{
     CheckAttempt, CheckAttemptEntry, Claimed, ConsumerGroup, ConsumerGroupCounts,
     ConsumerGroupRecord, Consumption, Delivery, Finished, FinishedMessage, FinishedRange,
     FlowCounts, FlowMinute, Inserted, Message, MessageFilter, NewAlert, NewCommitted, NewMessage,
-    NewWaitingCommit, OrderPos, OutboxAction, OutboxActionKind, OutboxFailure, Overdue,
-    PartitionPlan, PartitionRound, PayloadMove, PayloadRoom, Producer, ProducerRecord,
+    NewWaitingCommit, OldestPartition, OrderPos, OutboxAction, OutboxActionKind, OutboxFailure,
+    Overdue, PartitionPlan, PartitionRound, PayloadMove, PayloadRoom, Producer, ProducerRecord,
     ProducerSummary, Quarantined, Requeue, RequeuedChunk, Reschedule, SentMark, Storage,
     StuckConsumption, TableSize, Tombstone, Transition, VerifyLease, Wait, WaitingCommit,
 };

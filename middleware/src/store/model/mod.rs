@@ -27,7 +27,7 @@ pub use alert::{AlertFilter, NewAlert, Overdue, Wait};
 pub use claim::{Claimed, PayloadRoom, Quarantined, Reschedule, SentMark};
 pub use housekeeping::{
     ArchiveRange, Backlog, BacklogSample, FinishedMessage, FinishedRange, FlowCounts, FlowMinute,
-    PartitionPlan, PartitionRound, PayloadMove, Storage, TableSize,
+    OldestPartition, PartitionPlan, PartitionRound, PayloadMove, Storage, TableSize,
 };
 pub use ledger::{Began, ConsumerGroupCounts, Consumption, Finished, StuckConsumption};
 pub use message::{
