@@ -208,6 +208,7 @@ impl Application {
                 period: cfg.partition_period,
                 retention: cfg.retention,
                 ahead: store::PARTITIONS_AHEAD,
+                archive: false,
             },
             cfg.request_timeout,
             shutdown.clone(),

@@ -34,12 +34,16 @@ CREATE TRIGGER messages_key AFTER INSERT ON messages FOR EACH ROW
 -- The periods that have been opened: the counter moved into period n at
 -- opened_at, so every message of period n was created before period n + 1's
 -- opened_at. Partitions made ahead of time have no row until they open.
--- dropped_at: the period's partitions are dropped and its keys are being
--- deleted from message_keys; the row goes when none is left.
+-- archived_through: with an archive (`--archive`), the period's messages
+-- below this id are written to it and checked; its partitions are dropped
+-- only once all of them are. dropped_at: the period's partitions are
+-- dropped and its keys are being deleted from message_keys; the row goes
+-- when none is left.
 CREATE TABLE message_partitions (
-    period     BIGINT UNSIGNED NOT NULL,
-    opened_at  DATETIME(3)     NOT NULL,
-    dropped_at DATETIME(3)     NULL,
+    period           BIGINT UNSIGNED NOT NULL,
+    opened_at        DATETIME(3)     NOT NULL,
+    archived_through BIGINT UNSIGNED NULL,
+    dropped_at       DATETIME(3)     NULL,
     PRIMARY KEY (period)
 ) ENGINE=InnoDB;
 

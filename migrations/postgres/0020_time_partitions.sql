@@ -24,9 +24,10 @@ INSERT INTO message_keys (biz_id, message_key, message_id)
 
 -- The periods opened, as on MySQL (mysql/0020).
 CREATE TABLE message_partitions (
-    period     BIGINT NOT NULL PRIMARY KEY,
-    opened_at  TIMESTAMPTZ(3) NOT NULL,
-    dropped_at TIMESTAMPTZ(3) NULL
+    period           BIGINT NOT NULL PRIMARY KEY,
+    opened_at        TIMESTAMPTZ(3) NOT NULL,
+    archived_through BIGINT NULL,
+    dropped_at       TIMESTAMPTZ(3) NULL
 );
 
 DO $$

@@ -89,13 +89,14 @@ pub mod prelude {
 }
 
 pub use model::{
-    order_key, Actor, AlertFilter, AuditEntry, Backlog, BacklogSample, Began, CheckAttempt,
-    CheckAttemptEntry, Claimed, ConsumerGroup, ConsumerGroupCounts, ConsumerGroupRecord,
-    Consumption, Delivery, Finished, FlowCounts, FlowMinute, Inserted, Message, MessageFilter,
-    NewAlert, NewCommitted, NewMessage, NewWaitingCommit, OrderPos, OutboxAction, OutboxActionKind,
-    OutboxFailure, Overdue, PartitionPlan, PartitionRound, PayloadMove, PayloadRoom, Producer,
-    ProducerRecord, ProducerSummary, Quarantined, Requeue, RequeuedChunk, Reschedule, SentMark,
-    Storage, StuckConsumption, TableSize, Tombstone, Transition, VerifyLease, Wait, WaitingCommit,
+    order_key, Actor, AlertFilter, ArchiveRange, AuditEntry, Backlog, BacklogSample, Began,
+    CheckAttempt, CheckAttemptEntry, Claimed, ConsumerGroup, ConsumerGroupCounts,
+    ConsumerGroupRecord, Consumption, Delivery, Finished, FlowCounts, FlowMinute, Inserted,
+    Message, MessageFilter, NewAlert, NewCommitted, NewMessage, NewWaitingCommit, OrderPos,
+    OutboxAction, OutboxActionKind, OutboxFailure, Overdue, PartitionPlan, PartitionRound,
+    PayloadMove, PayloadRoom, Producer, ProducerRecord, ProducerSummary, Quarantined, Requeue,
+    RequeuedChunk, Reschedule, SentMark, Storage, StuckConsumption, TableSize, Tombstone,
+    Transition, VerifyLease, Wait, WaitingCommit,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should

@@ -360,6 +360,10 @@ pub trait HousekeepingStore: Send + Sync + 'static {
     /// dropped, and their keys deleted. A store that is not partitioned
     /// (SQLite) answers a round that says so.
     async fn keep_partitions(&self, plan: &PartitionPlan) -> StoreResult<PartitionRound>;
+    /// Records that the messages of partition `period` with ids below
+    /// `through` are in the archive ([`PartitionRound::to_archive`]); the
+    /// partition is dropped once they all are. Never moves back.
+    async fn mark_archived(&self, period: u64, through: u64) -> StoreResult<()>;
     /// The move of long contents out of rows written before migration
     /// 0018 (`sql/content.rs`): walks up to `limit` rows past where the
     /// last call stopped, in id order, and moves the content of those whose

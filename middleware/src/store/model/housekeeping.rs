@@ -186,6 +186,22 @@ pub struct PartitionPlan {
     pub retention: Option<std::time::Duration>,
     /// Partitions made ahead of the one taking new messages.
     pub ahead: u64,
+    /// An archive takes what leaves (`--archive`): a partition is dropped
+    /// only once its finished messages are all archived
+    /// ([`PartitionRound::to_archive`]).
+    pub archive: bool,
+}
+
+/// A partition retention would drop but for its archive: the messages with
+/// ids in `[from, to)` are to be archived, those below `from` are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArchiveRange {
+    /// The partition's period.
+    pub period: u64,
+    /// Where the archive has got to: the first id not archived yet.
+    pub from: u64,
+    /// The end of the partition's ids.
+    pub to: u64,
 }
 
 /// What one round of partition upkeep saw and did, for the logs and
@@ -215,6 +231,8 @@ pub struct PartitionRound {
     pub oldest_opened_at: Option<DateTime<Utc>>,
     /// Keys of dropped partitions deleted from `message_keys`.
     pub keys_deleted: u64,
+    /// With an archive: the partitions that go once archived, oldest first.
+    pub to_archive: Vec<ArchiveRange>,
 }
 
 impl PartitionRound {
@@ -233,6 +251,7 @@ impl PartitionRound {
             (a, b) => a.or(b),
         };
         self.keys_deleted += other.keys_deleted;
+        self.to_archive.extend(other.to_archive);
         self
     }
 }

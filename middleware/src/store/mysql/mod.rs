@@ -125,7 +125,7 @@ fn micros(d: Duration) -> i64 {
 }
 
 sql::outbox_store!(MySqlStore);
-sql::housekeeping_store!(MySqlStore, MySql);
+sql::housekeeping_store!(MySqlStore, MySql, partitioned);
 sql::alert_store!(MySqlStore);
 sql::waiting_store!(MySqlStore, MySql);
 sql::send_store!(MySqlStore, MySql);
@@ -141,19 +141,6 @@ impl MySqlStore {
 
     /// What a consumption's INSERT ends with: the upsert X-locks an existing row as the INSERT locks a new one.
     const LEDGER_KEEP: &'static str = "ON DUPLICATE KEY UPDATE attempts = attempts";
-
-    /// Where retention's row purge stops (`sql::partitions`).
-    fn purge_ceiling(&self) -> Option<u64> {
-        sql::held_below(&self.held_below)
-    }
-
-    /// One round of time partition upkeep (`sql::partitions`).
-    async fn partition_upkeep(
-        &self,
-        plan: &crate::store::PartitionPlan,
-    ) -> StoreResult<crate::store::PartitionRound> {
-        sql::upkeep::<MySql>(&self.pool, &self.held_below, plan).await
-    }
 
     /// Whether a failed statement lost a deadlock (and may be tried again).
     fn lost_a_deadlock(e: &sqlx::Error) -> bool {

@@ -118,7 +118,7 @@ fn sql_int(v: u64) -> i64 {
 }
 
 sql::outbox_store!(PgStore);
-sql::housekeeping_store!(PgStore, Postgres);
+sql::housekeeping_store!(PgStore, Postgres, partitioned);
 sql::alert_store!(PgStore);
 sql::waiting_store!(PgStore, Postgres);
 sql::send_store!(PgStore, Postgres);
@@ -134,19 +134,6 @@ impl PgStore {
 
     /// What a consumption's INSERT ends with: an existing row is left as it is, and read `FOR UPDATE` after.
     const LEDGER_KEEP: &'static str = "ON CONFLICT (group_name, message_id) DO NOTHING";
-
-    /// Where retention's row purge stops (`sql::partitions`).
-    fn purge_ceiling(&self) -> Option<u64> {
-        sql::held_below(&self.held_below)
-    }
-
-    /// One round of time partition upkeep (`sql::partitions`).
-    async fn partition_upkeep(
-        &self,
-        plan: &crate::store::PartitionPlan,
-    ) -> StoreResult<crate::store::PartitionRound> {
-        sql::upkeep::<Postgres>(&self.pool, &self.held_below, plan).await
-    }
 
     /// Whether a failed statement lost a deadlock (and may be tried again).
     fn lost_a_deadlock(e: &sqlx::Error) -> bool {

@@ -48,6 +48,13 @@ impl HousekeepingStore for ShardedStore {
             .fold(PartitionRound::default(), PartitionRound::and))
     }
 
+    /// On the shard whose ids the period's are (each shard's periods start
+    /// at its id floor).
+    async fn mark_archived(&self, period: u64, through: u64) -> StoreResult<()> {
+        let home = self.home_of_id(period << 32);
+        self.shards[home].store.mark_archived(period, through).await
+    }
+
     /// Shard after shard, the limit shared: a shard whose walk is over
     /// takes none of it. A shard that fails leaves the move unfinished (it
     /// is moved on a later call).

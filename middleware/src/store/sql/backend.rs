@@ -63,7 +63,46 @@ macro_rules! outbox_store {
 /// [`crate::store::HousekeepingStore`]: the overdue watch, retention, the
 /// move of long contents, the backlog and the flow per minute.
 macro_rules! housekeeping_store {
+    // A store that is not partitioned: retention deletes every finished
+    // row past the window, and the upkeep says so.
     ($store:ty, $db:ty) => {
+        $crate::store::sql::housekeeping_store!(@impl $store, $db);
+
+        impl $store {
+            /// Where retention's row purge stops: nowhere.
+            fn purge_ceiling(&self) -> Option<u64> {
+                None
+            }
+
+            /// Not partitioned: a round that says so.
+            async fn partition_upkeep(
+                &self,
+                _plan: &$crate::store::PartitionPlan,
+            ) -> $crate::store::StoreResult<$crate::store::PartitionRound> {
+                Ok($crate::store::PartitionRound::default())
+            }
+        }
+    };
+    // A store with time partitions (`sql::partitions`; its `held_below`).
+    ($store:ty, $db:ty, partitioned) => {
+        $crate::store::sql::housekeeping_store!(@impl $store, $db);
+
+        impl $store {
+            /// Where retention's row purge stops (`sql::partitions`).
+            fn purge_ceiling(&self) -> Option<u64> {
+                $crate::store::sql::held_below(&self.held_below)
+            }
+
+            /// One round of time partition upkeep (`sql::partitions`).
+            async fn partition_upkeep(
+                &self,
+                plan: &$crate::store::PartitionPlan,
+            ) -> $crate::store::StoreResult<$crate::store::PartitionRound> {
+                $crate::store::sql::upkeep::<$db>(&self.pool, &self.held_below, plan).await
+            }
+        }
+    };
+    (@impl $store:ty, $db:ty) => {
         #[async_trait::async_trait]
         impl $crate::store::HousekeepingStore for $store {
             async fn flag_overdue(
@@ -94,6 +133,14 @@ macro_rules! housekeeping_store {
                 plan: &$crate::store::PartitionPlan,
             ) -> $crate::store::StoreResult<$crate::store::PartitionRound> {
                 self.partition_upkeep(plan).await
+            }
+
+            async fn mark_archived(
+                &self,
+                period: u64,
+                through: u64,
+            ) -> $crate::store::StoreResult<()> {
+                $crate::store::sql::mark_archived::<$db>(&self.pool, period, through).await
             }
 
             async fn move_payloads(

@@ -108,7 +108,9 @@ pub(super) use ordering::{
 };
 pub(super) use outbox::{outbox_actions, record_outbox_action, record_outbox_failure};
 pub(super) use overdue::flag_overdue;
-pub(super) use partitions::{first_id, held_below, make_ready, upkeep, PartitionDdl, AHEAD};
+pub(super) use partitions::{
+    first_id, held_below, make_ready, mark_archived, upkeep, PartitionDdl, AHEAD,
+};
 pub(super) use producers::{
     delete_producer, find_producer, list_producers, set_producer_token, upsert_consumer_group,
     upsert_producer,

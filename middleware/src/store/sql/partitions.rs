@@ -37,7 +37,7 @@ use sqlx::Executor;
 use super::retention::WAITING;
 use super::row::SqlRow;
 use super::{stmt, Bind, Dialect};
-use crate::store::{PartitionPlan, PartitionRound, StoreError, StoreResult};
+use crate::store::{ArchiveRange, PartitionPlan, PartitionRound, StoreError, StoreResult};
 
 /// Ids per period: period `n` takes ids from `n << PERIOD_BITS` on, 4.3
 /// billion of them, and the 48 bits of a shard's ids (`shards::ID_BITS`)
@@ -147,6 +147,29 @@ where
     Ok(round)
 }
 
+/// [`crate::store::HousekeepingStore::mark_archived`]: records that the
+/// messages of `period` below `through` are archived (never moving back).
+pub(in crate::store) async fn mark_archived<D>(
+    pool: &sqlx::Pool<D>,
+    period: u64,
+    through: u64,
+) -> StoreResult<()>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+{
+    sqlx::query(stmt::<D>(
+        "UPDATE message_partitions SET archived_through = ? WHERE period = ? \
+         AND (archived_through IS NULL OR archived_through < ?)",
+    ))
+    .bind(D::int(through))
+    .bind(D::int(period))
+    .bind(D::int(through))
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 /// Where the row purge of a partitioned backend stops: the end of the
 /// newest partition held past retention (0: none is, and no message is
 /// deleted row by row).
@@ -199,6 +222,7 @@ where
 struct Opened {
     period: u64,
     opened_at: DateTime<Utc>,
+    archived_through: Option<u64>,
     dropped_at: Option<DateTime<Utc>>,
 }
 
@@ -209,7 +233,8 @@ where
     for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
 {
     sqlx::query(stmt::<D>(
-        "SELECT period, opened_at, dropped_at FROM message_partitions ORDER BY period",
+        "SELECT period, opened_at, archived_through, dropped_at FROM message_partitions \
+         ORDER BY period",
     ))
     .fetch_all(&mut *conn)
     .await?
@@ -218,6 +243,7 @@ where
         Ok(Opened {
             period: row.unsigned("period")?,
             opened_at: row.time("opened_at")?,
+            archived_through: row.opt_u64("archived_through")?,
             dropped_at: row.opt_time("dropped_at")?,
         })
     })
@@ -266,7 +292,7 @@ where
     }
     if let Some(retention) = plan.retention {
         let open = opened::<D>(&mut *conn).await?;
-        drop_expired::<D>(&mut *conn, &open, now, retention, round).await?;
+        drop_expired::<D>(&mut *conn, &open, now, retention, plan.archive, round).await?;
     }
     round.keys_deleted = delete_dropped_keys::<D>(&mut *conn).await?;
     Ok(())
@@ -404,12 +430,14 @@ where
 
 /// Drops, oldest first, the partitions of the periods that ended more than
 /// `retention` ago and hold only finished messages unchanged for as long;
-/// notes in `round` the ones held by a message waiting for someone.
+/// notes in `round` the ones held by a message waiting for someone, and,
+/// with `archive`, the ones whose messages are not all archived yet.
 async fn drop_expired<D>(
     conn: &mut D::Connection,
     open: &[Opened],
     now: DateTime<Utc>,
     retention: Duration,
+    archive: bool,
     round: &mut PartitionRound,
 ) -> StoreResult<()>
 where
@@ -435,6 +463,15 @@ where
         }
         if holds::<D>(&mut *conn, from, to, CHANGED_SINCE, Some(retention)).await? {
             // Finished, but not long enough ago: it waits.
+            continue;
+        }
+        let archived = this.archived_through.unwrap_or(from);
+        if archive && archived < to {
+            round.to_archive.push(ArchiveRange {
+                period: this.period,
+                from: archived,
+                to,
+            });
             continue;
         }
         // With any partition made ahead for a period that never opened

@@ -140,20 +140,6 @@ impl SqliteStore {
     async fn write_tx(&self) -> sqlx::Result<sqlx::Transaction<'_, Sqlite>> {
         self.pool.begin_with("BEGIN IMMEDIATE").await
     }
-
-    /// Where retention's row purge stops: nowhere, SQLite is not partitioned.
-    fn purge_ceiling(&self) -> Option<u64> {
-        None
-    }
-
-    /// Time partitions are for the production databases: a dev store
-    /// deletes its rows.
-    async fn partition_upkeep(
-        &self,
-        _plan: &crate::store::PartitionPlan,
-    ) -> crate::store::StoreResult<crate::store::PartitionRound> {
-        Ok(crate::store::PartitionRound::default())
-    }
 }
 
 impl Dialect for Sqlite {

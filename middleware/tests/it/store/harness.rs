@@ -43,6 +43,7 @@ pub(crate) async fn age_partitions(s: &dyn Store, window: Duration) -> store::Pa
         period: Duration::from_millis(1),
         retention: Some(window),
         ahead: store::PARTITIONS_AHEAD,
+        archive: false,
     };
     let ended = store::PartitionPlan {
         retention: None,

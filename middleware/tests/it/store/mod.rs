@@ -236,6 +236,7 @@ mod time_partitions {
             a_partition_boundary_is_crossed_with_messages_in_every_state,
             a_partition_held_by_a_waiting_message_keeps_it_and_goes_once_it_is_settled,
             a_dropped_partition_takes_the_rows_hanging_off_its_messages,
+            with_an_archive_a_partition_goes_only_once_it_is_archived,
             two_instances_keep_the_partitions_together,
         ],
     });

@@ -30,6 +30,7 @@ fn every_call(retention: Option<Duration>) -> PartitionPlan {
         period: Duration::from_millis(1),
         retention,
         ahead: PARTITIONS_AHEAD,
+        archive: false,
     }
 }
 
@@ -240,6 +241,37 @@ pub(crate) async fn a_dropped_partition_takes_the_rows_hanging_off_its_messages(
     );
 }
 
+pub(crate) async fn with_an_archive_a_partition_goes_only_once_it_is_archived(b: &Backend) {
+    let s = b.store.as_ref();
+    let m = sent(s, "archived", "orders").await;
+    let window = Duration::from_millis(10);
+    let plan = PartitionPlan {
+        archive: true,
+        ..every_call(Some(window))
+    };
+    s.keep_partitions(&every_call(None)).await.unwrap();
+    tokio::time::sleep(window + Duration::from_millis(20)).await;
+    let round = s.keep_partitions(&plan).await.unwrap();
+    let range = round
+        .to_archive
+        .iter()
+        .find(|r| (r.from..r.to).contains(&m.id))
+        .copied()
+        .unwrap_or_else(|| panic!("its partition waits for the archive: {round:?}"));
+    assert!(!round.dropped.contains(&range.period), "{round:?}");
+    assert!(s.find_message_by_id(m.id).await.unwrap().is_some());
+    // Half archived: still there.
+    s.mark_archived(range.period, m.id).await.unwrap();
+    let round = s.keep_partitions(&plan).await.unwrap();
+    let left = round.to_archive.iter().find(|r| r.period == range.period);
+    assert_eq!(left.map(|r| r.from), Some(m.id), "{round:?}");
+    // Archived through its end: dropped.
+    s.mark_archived(range.period, range.to).await.unwrap();
+    let round = s.keep_partitions(&plan).await.unwrap();
+    assert!(round.dropped.contains(&range.period), "{round:?}");
+    assert_eq!(s.find_message_by_id(m.id).await.unwrap(), None);
+}
+
 pub(crate) async fn a_drop_cut_off_between_two_tables_is_finished_by_the_next_round(b: &Backend) {
     let s = b.store.as_ref();
     let m = sent(s, "cut", "orders").await;
@@ -380,23 +412,25 @@ mod upgrade {
         assert!(s.find_message(BIZ, "new").await.unwrap().is_some());
     }
 
+    /// The previous release's migrations applied to `pool`'s empty
+    /// database and its rows written there (`now` is the dialect's clock).
+    macro_rules! previous_release {
+        ($pool:expr, $backend:literal, $now:literal) => {{
+            let dir = before_0020($backend);
+            let migrator = sqlx::migrate::Migrator::new(dir.path()).await.unwrap();
+            migrator.run($pool).await.unwrap();
+            for sql in old_rows(50, $now) {
+                let sql = sqlx::AssertSqlSafe(sql);
+                sqlx::raw_sql(sql).execute($pool).await.unwrap();
+            }
+        }};
+    }
+
     #[tokio::test]
     async fn a_populated_mariadb_store_upgrades_in_place() {
         let db = common::TestDb::create().await;
         let pool = db.pool().await;
-        let dir = before_0020("mysql");
-        sqlx::migrate::Migrator::new(dir.path())
-            .await
-            .unwrap()
-            .run(&pool)
-            .await
-            .unwrap();
-        for sql in old_rows(50, "UTC_TIMESTAMP(3)") {
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-                .execute(&pool)
-                .await
-                .unwrap();
-        }
+        previous_release!(&pool, "mysql", "UTC_TIMESTAMP(3)");
         let store = trustmsg::store::connect(&db.database_url()).await.unwrap();
         holds_after_the_upgrade(store, 50).await;
         pool.close().await;
@@ -407,19 +441,7 @@ mod upgrade {
     async fn a_populated_postgres_store_upgrades_in_place() {
         let db = common::PgTestDb::create().await;
         let pool = db.pool().await;
-        let dir = before_0020("postgres");
-        sqlx::migrate::Migrator::new(dir.path())
-            .await
-            .unwrap()
-            .run(&pool)
-            .await
-            .unwrap();
-        for sql in old_rows(50, "now()") {
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-                .execute(&pool)
-                .await
-                .unwrap();
-        }
+        previous_release!(&pool, "postgres", "now()");
         let store = trustmsg::store::connect(&db.database_url()).await.unwrap();
         holds_after_the_upgrade(store, 50).await;
         pool.close().await;
