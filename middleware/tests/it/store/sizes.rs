@@ -79,6 +79,7 @@ pub(crate) async fn a_partitioned_tables_size_is_the_sum_of_its_partitions(b: &B
         period: Duration::from_millis(1),
         retention: None,
         ahead: PARTITIONS_AHEAD,
+        archive: false,
     };
     let round = s.keep_partitions(&moved).await.unwrap();
     assert!(round.partitioned && round.opened.is_some(), "{round:?}");
