@@ -44,7 +44,7 @@ async fn two_instances_across_partition_boundaries(database_url: &str, exists: E
     eventually(30, "a new message in a later partition", async || {
         probe += 1;
         let m = p2
-            .prepare(&Message::new(&format!("probe-{probe}"), TOPIC, "p"))
+            .prepare(&Message::new(format!("probe-{probe}"), TOPIC, "p"))
             .await
             .unwrap();
         period(m.id) > period(old.id)

@@ -870,13 +870,16 @@ pub struct TableSizeView {
     pub bytes: u64,
 }
 
-/// One partition of the partitioned tables: the time range its rows fall in.
+/// One time partition of the partitioned tables (issue 60): the messages
+/// created while it took new ones, with everything hanging off them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PartitionView {
-    /// Its name in the database.
+    /// Its name in the database: `p<period>` (on PostgreSQL each table's
+    /// partition is `<table>_p<period>`).
     pub name: String,
-    /// The start of its range (inclusive).
+    /// When it began to take new messages.
     pub from: DateTime<Utc>,
-    /// The end of its range (exclusive).
+    /// When the next one began to (the time of this reading while it is
+    /// the one taking them).
     pub to: DateTime<Utc>,
 }

@@ -92,11 +92,11 @@ pub use model::{
     order_key, Actor, AlertFilter, ArchiveRange, AuditEntry, Backlog, BacklogSample, Began,
     CheckAttempt, CheckAttemptEntry, Claimed, ConsumerGroup, ConsumerGroupCounts,
     ConsumerGroupRecord, Consumption, Delivery, Finished, FlowCounts, FlowMinute, Inserted,
-    Message, MessageFilter, NewAlert, NewCommitted, NewMessage, NewWaitingCommit, OrderPos,
-    OutboxAction, OutboxActionKind, OutboxFailure, Overdue, PartitionPlan, PartitionRound,
-    PayloadMove, PayloadRoom, Producer, ProducerRecord, ProducerSummary, Quarantined, Requeue,
-    RequeuedChunk, Reschedule, SentMark, Storage, StuckConsumption, TableSize, Tombstone,
-    Transition, VerifyLease, Wait, WaitingCommit,
+    Message, MessageFilter, NewAlert, NewCommitted, NewMessage, NewWaitingCommit, OldestPartition,
+    OrderPos, OutboxAction, OutboxActionKind, OutboxFailure, Overdue, PartitionPlan,
+    PartitionRound, PayloadMove, PayloadRoom, Producer, ProducerRecord, ProducerSummary,
+    Quarantined, Requeue, RequeuedChunk, Reschedule, SentMark, Storage, StuckConsumption,
+    TableSize, Tombstone, Transition, VerifyLease, Wait, WaitingCommit,
 };
 
 /// What can go wrong in the store. Each variant says what its caller should

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use axum::extract::State;
-use trustmsg_verify_api::admin::{StorageView, TableSizeView};
+use trustmsg_verify_api::admin::{PartitionView, StorageView, TableSizeView};
 use trustmsg_verify_api::ErrorBody;
 
 use super::read::SharedView;
@@ -41,8 +41,11 @@ fn view(s: Storage, retention: Option<Duration>) -> StorageView {
             })
             .collect(),
         oldest_message_at: s.oldest_message_at,
-        // Filled once the tables are partitioned by time (issue 60).
-        oldest_partition: None,
+        oldest_partition: s.oldest_partition.map(|p| PartitionView {
+            name: format!("p{}", p.period),
+            from: p.from,
+            to: p.to.unwrap_or(s.at),
+        }),
         retention_secs: retention.map(|r| r.as_secs()),
         at: s.at,
     }

@@ -172,8 +172,22 @@ pub struct Storage {
     /// When the oldest message still stored (the lowest id) was prepared;
     /// None when there is none.
     pub oldest_message_at: Option<DateTime<Utc>>,
+    /// The oldest time partition still there; None where the tables are
+    /// not partitioned (SQLite).
+    pub oldest_partition: Option<OldestPartition>,
     /// The database clock when this was read.
     pub at: DateTime<Utc>,
+}
+
+/// The oldest time partition still there (`sql::partitions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OldestPartition {
+    /// Its period: its messages' ids start at `period << 32`.
+    pub period: u64,
+    /// When it began to take new messages.
+    pub from: DateTime<Utc>,
+    /// When the next one did; None while it is the one taking them.
+    pub to: Option<DateTime<Utc>>,
 }
 
 /// How the time partitions are kept (issue 60; `store/sql/partitions.rs`).

@@ -26,8 +26,8 @@ mod waiting;
 pub use alert::{AlertFilter, NewAlert, Overdue, Wait};
 pub use claim::{Claimed, PayloadRoom, Quarantined, Reschedule, SentMark};
 pub use housekeeping::{
-    ArchiveRange, Backlog, BacklogSample, FlowCounts, FlowMinute, PartitionPlan, PartitionRound,
-    PayloadMove, Storage, TableSize,
+    ArchiveRange, Backlog, BacklogSample, FlowCounts, FlowMinute, OldestPartition, PartitionPlan,
+    PartitionRound, PayloadMove, Storage, TableSize,
 };
 pub use ledger::{Began, ConsumerGroupCounts, Consumption, Finished, StuckConsumption};
 pub use message::{

@@ -129,6 +129,10 @@ impl HousekeepingStore for ShardedStore {
                 }
             }
             sum.oldest_message_at = earliest(sum.oldest_message_at, s.oldest_message_at);
+            sum.oldest_partition = match (sum.oldest_partition, s.oldest_partition) {
+                (Some(a), Some(b)) => Some(if b.from < a.from { b } else { a }),
+                (a, b) => a.or(b),
+            };
             sum.at = sum.at.max(s.at);
         }
         Ok(sum)

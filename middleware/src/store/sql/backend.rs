@@ -81,6 +81,13 @@ macro_rules! housekeeping_store {
             ) -> $crate::store::StoreResult<$crate::store::PartitionRound> {
                 Ok($crate::store::PartitionRound::default())
             }
+
+            /// Not partitioned: none.
+            async fn oldest_partition(
+                &self,
+            ) -> $crate::store::StoreResult<Option<$crate::store::OldestPartition>> {
+                Ok(None)
+            }
         }
     };
     // A store with time partitions (`sql::partitions`; its `held_below`).
@@ -99,6 +106,13 @@ macro_rules! housekeeping_store {
                 plan: &$crate::store::PartitionPlan,
             ) -> $crate::store::StoreResult<$crate::store::PartitionRound> {
                 $crate::store::sql::upkeep::<$db>(&self.pool, &self.held_below, plan).await
+            }
+
+            /// The oldest time partition still there (`sql::partitions`).
+            async fn oldest_partition(
+                &self,
+            ) -> $crate::store::StoreResult<Option<$crate::store::OldestPartition>> {
+                $crate::store::sql::oldest_partition::<$db>(&self.pool).await
             }
         }
     };
@@ -159,7 +173,9 @@ macro_rules! housekeeping_store {
             }
 
             async fn storage(&self) -> $crate::store::StoreResult<$crate::store::Storage> {
-                $crate::store::sql::storage(&self.pool).await
+                let mut storage = $crate::store::sql::storage(&self.pool).await?;
+                storage.oldest_partition = self.oldest_partition().await?;
+                Ok(storage)
             }
 
             async fn add_flow(

@@ -37,7 +37,9 @@ use sqlx::Executor;
 use super::retention::WAITING;
 use super::row::SqlRow;
 use super::{stmt, Bind, Dialect};
-use crate::store::{ArchiveRange, PartitionPlan, PartitionRound, StoreError, StoreResult};
+use crate::store::{
+    ArchiveRange, OldestPartition, PartitionPlan, PartitionRound, StoreError, StoreResult,
+};
 
 /// Ids per period: period `n` takes ids from `n << PERIOD_BITS` on, 4.3
 /// billion of them, and the 48 bits of a shard's ids (`shards::ID_BITS`)
@@ -168,6 +170,31 @@ where
     .execute(pool)
     .await?;
     Ok(())
+}
+
+/// The oldest partition still there: the first period opened and not
+/// dropped, with when the next one opened.
+pub(in crate::store) async fn oldest_partition<D>(
+    pool: &sqlx::Pool<D>,
+) -> StoreResult<Option<OldestPartition>>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+{
+    let rows = sqlx::query(stmt::<D>(
+        "SELECT period, opened_at FROM message_partitions WHERE dropped_at IS NULL \
+         ORDER BY period LIMIT 2",
+    ))
+    .fetch_all(pool)
+    .await?;
+    let Some(first) = rows.first() else {
+        return Ok(None);
+    };
+    Ok(Some(OldestPartition {
+        period: first.unsigned("period")?,
+        from: first.time("opened_at")?,
+        to: rows.get(1).map(|next| next.time("opened_at")).transpose()?,
+    }))
 }
 
 /// Where the row purge of a partitioned backend stops: the end of the

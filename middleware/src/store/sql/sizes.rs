@@ -53,6 +53,7 @@ where
     Ok(Storage {
         tables,
         oldest_message_at: oldest.opt_time("oldest")?,
+        oldest_partition: None,
         at: oldest.time("now")?,
     })
 }

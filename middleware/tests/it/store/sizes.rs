@@ -104,4 +104,10 @@ pub(crate) async fn a_partitioned_tables_size_is_the_sum_of_its_partitions(b: &B
     // PostgreSQL: 8 KiB pages of heap and of each index).
     assert!(table(&st, "messages").unwrap().bytes >= 2 * 16384, "{st:?}");
     assert_eq!(st.oldest_message_at, Some(first.created_at), "{st:?}");
+    // The oldest partition began before the first message (on the shards,
+    // a shard's first, empty, from before its ids moved to its floor), and
+    // it has ended.
+    let oldest = st.oldest_partition.expect("partitioned");
+    assert!(oldest.from <= first.created_at, "{st:?}");
+    assert!(oldest.to.is_some_and(|to| to > oldest.from), "{st:?}");
 }
