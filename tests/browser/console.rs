@@ -1253,3 +1253,39 @@ async fn an_operator_retries_and_gives_up_failed_outbox_rows_from_the_console() 
     app.finish().await;
     table.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_shows_what_the_tables_hold_and_warns_when_retention_is_off() {
+    let (app, _) = service_with_messages().await;
+    let browser = signed_in(&app, 1280, 900).await;
+    // The default keeps a week; the messages table holds the three rows
+    // (SQLite counts them exactly).
+    let text = browser.until_text("Retention 7d0h").await;
+    let storage = browser.element("#storage").await.text().await.unwrap();
+    assert!(storage.contains("messages"), "{storage}");
+    assert!(storage.contains("Oldest message"), "{storage}");
+    let warned = browser
+        .execute("return document.querySelectorAll('#storage p.warning').length;")
+        .await;
+    assert_eq!(warned, 0, "no warning while retention is on: {text}");
+    browser.finish().await;
+    app.finish().await;
+
+    // Nothing stored yet, and nothing ever deleted.
+    let app = TestApp::spawn_sqlite(&["--retention", "0"]).await;
+    let browser = Browser::start(1280, 900).await;
+    browser.goto(&app.url("/console")).await;
+    browser.fill("#token", ADMIN_TOKEN).await;
+    browser.click("#sign-in").await;
+    let text = browser.until_text("Retention is off").await;
+    let warning = browser
+        .element("#storage p.warning")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(warning.contains("--retention"), "{warning}");
+    assert!(text.contains("grow without bound"), "{text}");
+    browser.finish().await;
+    app.finish().await;
+}
