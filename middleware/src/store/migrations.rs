@@ -11,7 +11,7 @@
 use std::borrow::Cow;
 
 use sqlx::migrate::{Migration, MigrationType, Migrator};
-use sqlx::SqlStr;
+use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
 
 mod list {
     include!(concat!(env!("OUT_DIR"), "/migrations.rs"));
@@ -31,6 +31,35 @@ pub(crate) fn postgres() -> Migrator {
 pub(crate) fn sqlite() -> Migrator {
     migrator(list::SQLITE)
 }
+
+/// Migration 0020, time partitions. On a store that holds rows, the
+/// backend's online steps (`mysql::upgrade`, `postgres::upgrade`) do what
+/// its file would do under a long lock, and the file's SQL is
+/// [`replaced`] by what is left.
+pub(crate) const TIME_PARTITIONS: i64 = 20;
+
+/// `migrator` with migration `version` run as `sql` instead of its file,
+/// and recorded under the file's checksum, as if the file had run: what the
+/// online steps and `sql` leave is what the file makes
+/// (`tests/it/store/partitions.rs` compares the two).
+pub(crate) fn replaced(migrator: &Migrator, version: i64, sql: String) -> Migrator {
+    Migrator::with_migrations(
+        migrator
+            .iter()
+            .map(|m| match m.version == version {
+                true => Migration {
+                    sql: AssertSqlSafe(sql.clone()).into_sql_str(),
+                    ..m.clone()
+                },
+                false => m.clone(),
+            })
+            .collect(),
+    )
+}
+
+/// Whether migration 0020 is recorded as applied: a row, or none.
+pub(crate) const TIME_PARTITIONS_APPLIED: &str =
+    "SELECT version FROM _sqlx_migrations WHERE version = 20 AND success";
 
 fn migrator(list: &'static [(i64, &'static str, &'static str)]) -> Migrator {
     Migrator::with_migrations(

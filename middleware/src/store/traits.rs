@@ -35,6 +35,14 @@ use super::{
 pub trait LifecycleStore: Send + Sync + 'static {
     /// Applies pending migrations.
     async fn migrate(&self) -> StoreResult<()>;
+    /// Runs the steps of the pending migrations that may run while an
+    /// instance of the previous release serves, and no more (`trustmsg
+    /// migrate --prepare`): migration 0020's copy into time partitions on
+    /// MySQL, its keys, constraints and index on PostgreSQL. `migrate`
+    /// then finishes quickly.
+    async fn prepare_upgrade(&self) -> StoreResult<()> {
+        Ok(())
+    }
     /// The database clock (UTC).
     async fn now(&self) -> StoreResult<DateTime<Utc>>;
     /// Cheap liveness query for `/readyz`: Ok while the store can serve

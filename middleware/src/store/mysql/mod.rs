@@ -20,6 +20,7 @@ mod partitions;
 mod prepare;
 mod sends;
 mod transitions;
+mod upgrade;
 mod verifies;
 
 use std::sync::atomic::AtomicU64;

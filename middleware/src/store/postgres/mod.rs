@@ -47,6 +47,7 @@ mod lifecycle;
 mod messages;
 mod partitions;
 mod sends;
+mod upgrade;
 
 use std::str::FromStr;
 use std::sync::atomic::AtomicU64;

@@ -20,6 +20,10 @@ impl LifecycleStore for ShardedStore {
         Self::all(self.each(|_, s| s.migrate()).await).map(|_| ())
     }
 
+    async fn prepare_upgrade(&self) -> StoreResult<()> {
+        Self::all(self.each(|_, s| s.prepare_upgrade()).await).map(|_| ())
+    }
+
     async fn now(&self) -> StoreResult<DateTime<Utc>> {
         self.first().now().await
     }

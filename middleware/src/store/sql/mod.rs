@@ -111,7 +111,8 @@ pub(super) use ordering::{
 pub(super) use outbox::{outbox_actions, record_outbox_action, record_outbox_failure};
 pub(super) use overdue::flag_overdue;
 pub(super) use partitions::{
-    first_id, held_below, make_ready, mark_archived, oldest_partition, upkeep, PartitionDdl, AHEAD,
+    first_id, held_below, make_ready, mark_archived, oldest_partition, partitions_migrated,
+    period_of, periods, upkeep, PartitionDdl, AHEAD,
 };
 pub(super) use producers::{
     delete_producer, find_producer, list_producers, set_producer_token, upsert_consumer_group,

@@ -433,6 +433,21 @@ where
     Ok(())
 }
 
+/// Whether migration 0020 (time partitions) is applied: its online steps
+/// (`mysql::upgrade`, `postgres::upgrade`) run only before.
+pub(in crate::store) async fn partitions_migrated<D>(conn: &mut D::Connection) -> StoreResult<bool>
+where
+    D: Dialect,
+    for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
+{
+    Ok(
+        sqlx::query(crate::store::migrations::TIME_PARTITIONS_APPLIED)
+            .fetch_optional(&mut *conn)
+            .await?
+            .is_some(),
+    )
+}
+
 /// The periods `table` has partitions for, in order.
 pub(in crate::store) async fn periods<D>(
     conn: &mut D::Connection,

@@ -39,6 +39,7 @@ mod sends;
 mod sharding;
 mod sizes;
 mod sqlite_only;
+mod upgrade;
 mod verifies;
 mod waiting;
 
