@@ -1,7 +1,7 @@
 //! The `trustmsg` command line: the subcommands and their flags. Only the
 //! binary reads it; the library takes the typed settings in `config`.
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use trustmsg::config::{DatabaseArgs, ServeArgs};
 
 use crate::admin_cli::AdminArgs;
@@ -24,7 +24,7 @@ pub(crate) enum Command {
     /// Run the service: producer API, admin API, forwarder and verifier.
     Serve(Box<ServeArgs>),
     /// Apply database migrations and exit.
-    Migrate(DatabaseArgs),
+    Migrate(MigrateArgs),
     /// Measure throughput and latency next to the database's own ceiling.
     Bench(Box<BenchArgs>),
     /// Operate a running service: messages, producers, summary.
@@ -54,4 +54,19 @@ pub(crate) enum OutboxCommand {
         #[arg(long, default_value = trustmsg::outbox::schema::DEFAULT_TABLE)]
         table: String,
     },
+}
+
+/// `trustmsg migrate`.
+#[derive(Debug, Args)]
+pub(crate) struct MigrateArgs {
+    #[command(flatten)]
+    pub(crate) db: DatabaseArgs,
+
+    /// Only the steps of the pending migrations that may run while the
+    /// previous release serves (migration 0020's copy into time partitions
+    /// on MySQL/MariaDB; its keys, constraints and index on PostgreSQL),
+    /// so that `trustmsg migrate` then finishes in moments
+    /// (docs/operations.md, "Upgrading past migration 0020").
+    #[arg(long)]
+    pub(crate) prepare: bool,
 }

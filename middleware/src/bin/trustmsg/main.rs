@@ -104,8 +104,14 @@ async fn main() -> anyhow::Result<()> {
             print!("{}", trustmsg::outbox::schema::schema(dialect, &table));
             Ok(())
         }
-        Command::Migrate(db) => {
-            trustmsg::store::open(db.urls(), db.replicas(), true).await?;
+        Command::Migrate(args) if args.prepare => {
+            let store = trustmsg::store::open(args.db.urls(), args.db.replicas(), false).await?;
+            store.prepare_upgrade().await?;
+            tracing::info!("the steps that may run while the previous release serves are done; `trustmsg migrate` finishes");
+            Ok(())
+        }
+        Command::Migrate(args) => {
+            trustmsg::store::open(args.db.urls(), args.db.replicas(), true).await?;
             tracing::info!("migrations applied");
             Ok(())
         }
