@@ -487,3 +487,124 @@ async fn the_online_upgrade_leaves_what_the_file_makes_on_postgres() {
     pool.close().await;
     pool2.close().await;
 }
+
+/// Messages enough for `migrate --prepare` to take a while.
+const KILLED_BULK: usize = 200_000;
+
+/// Runs `trustmsg migrate --prepare` on `url` and kills it (SIGKILL) once
+/// `begun` says its work has begun (polled every 20 ms); returns whether it
+/// was killed before it ended on its own.
+async fn kill_9_prepare(url: &str, mut begun: impl AsyncFnMut() -> bool) -> bool {
+    let mut child = tokio::process::Command::new(common::process::binary())
+        .args(["migrate", "--prepare", "--database-url", url])
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .unwrap();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "migrate --prepare failed: {status}");
+            return false;
+        }
+        if begun().await {
+            child.start_kill().unwrap();
+            child.wait().await.unwrap();
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// What a finished upgrade must hold: every message and key, and nothing
+/// the steps leave on their way (`leftovers` counts what is left of them).
+async fn upgraded_whole(store: &DynStore, leftovers: i64) {
+    assert_eq!(
+        leftovers, 0,
+        "the online steps' tables, triggers or constraints are left"
+    );
+    let s = store.as_ref();
+    for i in [1, KILLED_BULK / 2, KILLED_BULK] {
+        let key = format!("bulk-{i}");
+        let found = s
+            .find_message(BIZ, &key)
+            .await
+            .unwrap()
+            .expect("a bulk message");
+        let Inserted::Existing(again) = s.insert_prepared(&new_message(&key, LATER)).await.unwrap()
+        else {
+            panic!("{key}'s key was lost in the upgrade");
+        };
+        assert_eq!(again.id, found.id);
+    }
+}
+
+#[tokio::test]
+async fn a_kill_9_of_the_copy_is_finished_by_the_next_migrate_on_mariadb() {
+    let db = common::TestDb::create().await;
+    let pool = db.pool().await;
+    previous_release!(&pool, "mysql", MYSQL.bulk(KILLED_BULK));
+    // Killed half way through the copy of `messages`.
+    let killed = kill_9_prepare(&db.url, async || {
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM message_keys")
+            .fetch_one(&pool)
+            .await
+            .is_ok_and(|n| n > (KILLED_BULK / 4) as i64)
+    })
+    .await;
+    assert!(killed, "the copy ended before the kill");
+    let store = trustmsg::store::connect(&db.database_url()).await.unwrap();
+    store.migrate().await.expect("migrate after a kill -9");
+    let (count, keys): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT COUNT(*) FROM messages), (SELECT COUNT(*) FROM message_keys)",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((count, keys), (KILLED_BULK as i64, KILLED_BULK as i64));
+    let leftovers: i64 = sqlx::query_scalar(
+        "SELECT (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() \
+           AND TABLE_NAME LIKE '%\\_0020%') \
+         + (SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() \
+           AND TRIGGER_NAME <> 'messages_key')",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    upgraded_whole(&store, leftovers).await;
+    pool.close().await;
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn a_kill_9_of_the_steps_is_finished_by_the_next_migrate_on_postgres() {
+    let db = common::PgTestDb::create().await;
+    let pool = db.pool().await;
+    previous_release!(&pool, "postgres", POSTGRES.bulk(KILLED_BULK));
+    // Killed half way through filling the keys.
+    let killed = kill_9_prepare(&db.url, async || {
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM message_keys")
+            .fetch_one(&pool)
+            .await
+            .is_ok_and(|n| n > (KILLED_BULK / 4) as i64)
+    })
+    .await;
+    assert!(killed, "the steps ended before the kill");
+    let store = trustmsg::store::connect(&db.database_url()).await.unwrap();
+    store.migrate().await.expect("migrate after a kill -9");
+    let (count, keys): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT COUNT(*) FROM messages), (SELECT COUNT(*) FROM message_keys)",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((count, keys), (KILLED_BULK as i64, KILLED_BULK as i64));
+    let leftovers: i64 = sqlx::query_scalar(
+        "SELECT (SELECT COUNT(*) FROM pg_trigger WHERE tgname = 'trustmsg_0020_keys') \
+         + (SELECT COUNT(*) FROM pg_constraint WHERE conname LIKE '%\\_0020\\_range') \
+         + (SELECT COUNT(*) FROM pg_proc WHERE proname = 'trustmsg_0020_keys')",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    upgraded_whole(&store, leftovers).await;
+    pool.close().await;
+}
