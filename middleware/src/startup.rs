@@ -32,6 +32,7 @@ use crate::workers::backlog;
 use crate::workers::flow;
 use crate::workers::liveness::Liveness;
 use crate::workers::overdue;
+use crate::workers::periodic;
 use crate::workers::retention;
 use crate::workers::stuck_consumptions;
 
@@ -225,33 +226,31 @@ impl Application {
         let task = AlertDelivery::new(store.clone(), webhook, cfg.request_timeout)
             .spawn(shutdown.clone(), cfg.shutdown_grace);
         workers.push(liveness.watch("alert delivery", task, shutdown.clone()));
-        let task = backlog::spawn(
+        let task = periodic::gauges(
             store.clone(),
             cfg.backlog_interval,
             cfg.request_timeout,
             shutdown.clone(),
+            backlog::GAUGES,
         );
         workers.push(liveness.watch("backlog", task, shutdown.clone()));
-        let task = crate::workers::table_sizes::spawn(
+        let task = periodic::gauges(
             store.clone(),
             cfg.table_size_interval,
             cfg.request_timeout,
             shutdown.clone(),
+            crate::workers::table_sizes::GAUGES,
         );
         workers.push(liveness.watch("table sizes", task, shutdown.clone()));
         if store.shards() > 1 {
             // `trustmsg_shard_up` per shard, whether or not /readyz is asked.
             let (store, timeout) = (store.clone(), cfg.request_timeout);
-            let task = crate::workers::periodic::spawn(
-                cfg.backlog_interval,
-                shutdown.clone(),
-                move || {
-                    let store = store.clone();
-                    async move {
-                        let _ = tokio::time::timeout(timeout, store.ping()).await;
-                    }
-                },
-            );
+            let task = periodic::spawn(cfg.backlog_interval, shutdown.clone(), move || {
+                let store = store.clone();
+                async move {
+                    let _ = tokio::time::timeout(timeout, store.ping()).await;
+                }
+            });
             workers.push(liveness.watch("shard watch", task, shutdown.clone()));
         }
         let task = stuck_consumptions::spawn_stuck_watch(
@@ -260,11 +259,12 @@ impl Application {
             shutdown.clone(),
         );
         workers.push(liveness.watch("consumption stuck watch", task, shutdown.clone()));
-        let task = stuck_consumptions::spawn_gauges(
+        let task = periodic::gauges(
             store.clone(),
             cfg.backlog_interval,
             cfg.request_timeout,
             shutdown.clone(),
+            stuck_consumptions::GAUGES,
         );
         workers.push(liveness.watch("consumer group gauges", task, shutdown.clone()));
         let task = flow::spawn(

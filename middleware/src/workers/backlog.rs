@@ -18,13 +18,9 @@
 //! Each reading of PREPARED and PENDING is also the sample of the flow's
 //! backlog for its minute (`crate::workers::flow`).
 
-use std::time::Duration;
-
 use chrono::{DateTime, Utc};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
-use crate::store::{deadline, Backlog, BacklogSample, DynStore};
+use crate::store::{Backlog, BacklogSample};
 use crate::workers::flow;
 use crate::workers::periodic;
 
@@ -36,26 +32,14 @@ const WAITING: [(&str, &str); 4] = [
     ("COMMITTED", "SEND_FAILED"),
 ];
 
-/// Starts the task; it ends on `cancel`. Each read takes at most `limit`
-/// (see [`crate::store::deadline`]).
-pub(crate) fn spawn(
-    store: DynStore,
-    interval: Duration,
-    limit: Duration,
-    cancel: CancellationToken,
-) -> JoinHandle<()> {
-    periodic::spawn(interval, cancel, move || {
-        let store = store.clone();
-        async move {
-            match deadline::within(limit, "read the backlog", store.backlog()).await {
-                Ok(b) => publish(&b),
-                Err(e) => tracing::warn!(error = %e, "could not read the backlog for /metrics"),
-            }
-        }
-    })
-}
+/// The gauges, read every `--backlog-interval` ([`periodic::gauges`]).
+pub(crate) const GAUGES: periodic::Gauges<Backlog> = periodic::Gauges {
+    what: "read the backlog",
+    read: |s| s.backlog(),
+    publish,
+};
 
-fn publish(b: &Backlog) {
+fn publish(b: Backlog) {
     let count = |status: &str, send: &str| {
         b.counts
             .iter()

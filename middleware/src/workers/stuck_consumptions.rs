@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{deadline, DynStore};
+use crate::store::{deadline, ConsumerGroupCounts, DynStore};
 use crate::workers::periodic;
 
 /// Consumptions flagged per look; more wait for the next one.
@@ -53,33 +53,20 @@ pub(crate) fn spawn_stuck_watch(
     })
 }
 
-/// Starts the gauges' refresh every `interval`; it ends on `cancel`.
-pub(crate) fn spawn_gauges(
-    store: DynStore,
-    interval: Duration,
-    limit: Duration,
-    cancel: CancellationToken,
-) -> JoinHandle<()> {
-    periodic::spawn(interval, cancel, move || {
-        let store = store.clone();
-        async move {
-            let counts = store.consumer_group_counts();
-            match deadline::within(limit, "count the consumer groups", counts).await {
-                Ok(groups) => {
-                    for g in groups {
-                        let set = |name: &'static str, v: u64| {
-                            metrics::gauge!(name, "group" => g.group.clone()).set(v as f64);
-                        };
-                        set("trustmsg_consumer_processed", g.processed);
-                        set("trustmsg_consumer_failing", g.failing);
-                        set("trustmsg_consumer_in_progress", g.in_progress);
-                        set("trustmsg_consumer_lag", g.lag);
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "could not count the consumer groups for /metrics")
-                }
-            }
+/// The consumer groups' gauges, read every `--backlog-interval`
+/// ([`periodic::gauges`]).
+pub(crate) const GAUGES: periodic::Gauges<Vec<ConsumerGroupCounts>> = periodic::Gauges {
+    what: "count the consumer groups",
+    read: |s| s.consumer_group_counts(),
+    publish: |groups| {
+        for g in groups {
+            let set = |name: &'static str, v: u64| {
+                metrics::gauge!(name, "group" => g.group.clone()).set(v as f64);
+            };
+            set("trustmsg_consumer_processed", g.processed);
+            set("trustmsg_consumer_failing", g.failing);
+            set("trustmsg_consumer_in_progress", g.in_progress);
+            set("trustmsg_consumer_lag", g.lag);
         }
-    })
-}
+    },
+};

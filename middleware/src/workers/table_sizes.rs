@@ -10,42 +10,23 @@
 //! partitioned table), and `trustmsg_oldest_message_age_seconds` (0 when
 //! there is no message).
 
-use std::time::Duration;
-
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
-
-use crate::store::{deadline, DynStore, Storage};
+use crate::store::Storage;
 use crate::workers::periodic;
 
-/// Starts the task; it ends on `cancel`. Each read takes at most `limit`
-/// (see [`crate::store::deadline`]).
-pub(crate) fn spawn(
-    store: DynStore,
-    interval: Duration,
-    limit: Duration,
-    cancel: CancellationToken,
-) -> JoinHandle<()> {
-    periodic::spawn(interval, cancel, move || {
-        let store = store.clone();
-        async move {
-            match deadline::within(limit, "read the tables' sizes", store.storage()).await {
-                Ok(s) => publish(&s),
-                Err(e) => {
-                    tracing::warn!(error = %e, "could not read the tables' sizes for /metrics")
-                }
-            }
-        }
-    })
-}
+/// The gauges, read every `--table-size-interval` ([`periodic::gauges`]).
+pub(crate) const GAUGES: periodic::Gauges<Storage> = periodic::Gauges {
+    what: "read the tables' sizes",
+    read: |s| s.storage(),
+    publish,
+};
 
-fn publish(s: &Storage) {
+fn publish(s: Storage) {
     for t in &s.tables {
         let table = t.table.clone();
         metrics::gauge!("trustmsg_table_rows", "table" => table.clone()).set(t.rows as f64);
         metrics::gauge!("trustmsg_table_bytes", "table" => table).set(t.bytes as f64);
     }
-    metrics::gauge!("trustmsg_oldest_message_age_seconds").set(oldest_age_seconds(s));
+    metrics::gauge!("trustmsg_oldest_message_age_seconds").set(oldest_age_seconds(&s));
 }
 
 /// How long ago the oldest stored message was prepared, by the database's
