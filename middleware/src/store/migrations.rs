@@ -57,6 +57,25 @@ pub(crate) fn replaced(migrator: &Migrator, version: i64, sql: String) -> Migrat
     )
 }
 
+/// The SQL of migration `version` of `migrator`.
+pub(crate) fn sql_of(migrator: &Migrator, version: i64) -> &str {
+    migrator
+        .iter()
+        .find(|m| m.version == version)
+        .map(|m| m.sql.as_str())
+        .expect("the migration is listed")
+}
+
+/// The statement of migration `version`'s file that begins with `head`,
+/// through its `;` (for steps that make what the file makes, made
+/// otherwise).
+pub(crate) fn statement(migrator: &Migrator, version: i64, head: &str) -> String {
+    let sql = sql_of(migrator, version);
+    let from = sql.find(head).expect("the migration holds the statement");
+    let to = from + sql[from..].find(';').expect("the statement ends");
+    sql[from..to].to_owned()
+}
+
 /// Whether migration 0020 is recorded as applied: a row, or none.
 pub(crate) const TIME_PARTITIONS_APPLIED: &str =
     "SELECT version FROM _sqlx_migrations WHERE version = 20 AND success";

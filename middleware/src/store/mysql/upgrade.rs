@@ -20,7 +20,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, MySql, Row};
 
 use crate::store::sql::{first_id, partitions_migrated, period_of, periods, AHEAD};
-use crate::store::StoreResult;
+use crate::store::{migrations, StoreResult};
 
 /// Rows of the partition column's values per chunk copied: a write to the
 /// rows being copied waits for at most this many.
@@ -84,7 +84,9 @@ pub(super) async fn time_partitions_online(conn: &mut PoolConnection<MySql>) -> 
         return Ok(false);
     }
     let started = Instant::now();
-    exec(conn, KEYS_AND_PERIODS).await?;
+    for table in keys_and_periods() {
+        exec(conn, &table).await?;
+    }
     if !partitioned {
         clear_leftovers(conn).await?;
         exec(conn, "DELETE FROM message_keys").await?;
@@ -122,28 +124,26 @@ pub(super) async fn time_partitions_online(conn: &mut PoolConnection<MySql>) -> 
     Ok(true)
 }
 
-/// message_keys and message_partitions as the file makes them.
-const KEYS_AND_PERIODS: &str = "CREATE TABLE IF NOT EXISTS message_keys (
-    biz_id      VARBINARY(64)   NOT NULL,
-    message_key VARBINARY(128)  NOT NULL,
-    message_id  BIGINT UNSIGNED NOT NULL,
-    PRIMARY KEY (biz_id, message_key),
-    KEY idx_message_keys_message (message_id)
-) ENGINE=InnoDB;
-CREATE TABLE IF NOT EXISTS message_partitions (
-    period           BIGINT UNSIGNED NOT NULL,
-    opened_at        DATETIME(3)     NOT NULL,
-    archived_through BIGINT UNSIGNED NULL,
-    dropped_at       DATETIME(3)     NULL,
-    PRIMARY KEY (period)
-) ENGINE=InnoDB";
+/// A statement of migration 0020's file, as it is there.
+fn of_the_file(head: &str) -> String {
+    let all = migrations::mysql();
+    migrations::statement(&all, migrations::TIME_PARTITIONS, head)
+}
+
+/// `message_keys` and `message_partitions` as the file makes them.
+fn keys_and_periods() -> [String; 2] {
+    [
+        "CREATE TABLE message_keys",
+        "CREATE TABLE message_partitions",
+    ]
+    .map(|head| of_the_file(head).replacen("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
+}
 
 /// The trigger the file puts on `messages`, here on its twin: the copied
 /// rows and the ones the mirror carries fill `message_keys` as they land.
-const KEY_TRIGGER: &str =
-    "CREATE TRIGGER messages_key AFTER INSERT ON messages_0020new FOR EACH ROW
-    INSERT INTO message_keys (biz_id, message_key, message_id)
-    VALUES (NEW.biz_id, NEW.message_key, NEW.id)";
+fn key_trigger() -> String {
+    of_the_file("CREATE TRIGGER messages_key").replacen(" ON messages ", " ON messages_0020new ", 1)
+}
 
 async fn exec(conn: &mut PoolConnection<MySql>, sql: &str) -> StoreResult<()> {
     sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
@@ -211,7 +211,7 @@ async fn make_twin(
     )
     .await?;
     if table == "messages" {
-        exec(conn, KEY_TRIGGER).await?;
+        exec(conn, &key_trigger()).await?;
     }
     let cols = columns(conn, table).await?;
     let list = cols.join(", ");

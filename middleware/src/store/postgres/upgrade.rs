@@ -44,16 +44,10 @@ const TABLES: [(&str, &str); 5] = [
 /// Where the part of the file that is left begins.
 const LEFT_FROM: &str = "-- The periods opened";
 
-/// The file's `message_keys`, and the trigger that keeps it filled until
-/// the file's own takes over.
-const KEYS: &str = "CREATE TABLE IF NOT EXISTS message_keys (
-    biz_id      VARCHAR(64)  COLLATE \"C\" NOT NULL,
-    message_key VARCHAR(128) COLLATE \"C\" NOT NULL,
-    message_id  BIGINT       NOT NULL,
-    PRIMARY KEY (biz_id, message_key)
-);
-CREATE INDEX IF NOT EXISTS idx_message_keys_message ON message_keys (message_id);
-CREATE OR REPLACE FUNCTION trustmsg_0020_keys() RETURNS trigger LANGUAGE plpgsql AS $$
+/// The trigger that keeps `message_keys` filled until the file's own takes
+/// over.
+const KEYS: &str =
+    "CREATE OR REPLACE FUNCTION trustmsg_0020_keys() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO message_keys (biz_id, message_key, message_id)
@@ -96,6 +90,20 @@ pub(super) async fn prepare(conn: &mut PoolConnection<Postgres>) -> StoreResult<
         .await?;
     let period = period_of(last.unwrap_or(0) as u64);
     let upper = crate::store::sql::first_id(period + 1);
+    let all = migrations::postgres();
+    for (head, again) in [
+        (
+            "CREATE TABLE message_keys",
+            "CREATE TABLE IF NOT EXISTS message_keys",
+        ),
+        (
+            "CREATE INDEX idx_message_keys_message",
+            "CREATE INDEX IF NOT EXISTS idx_message_keys_message",
+        ),
+    ] {
+        let made = migrations::statement(&all, TIME_PARTITIONS, head);
+        exec(conn, &made.replacen(head, again, 1)).await?;
+    }
     exec(conn, KEYS).await?;
     let filled: Option<String> =
         sqlx::query_scalar("SELECT obj_description('message_keys'::regclass, 'pg_class')")
@@ -174,11 +182,8 @@ $$;";
 /// What is left of the file once [`prepare`] ran: the rest of it, with the
 /// steps' trigger and constraints dropped in its transaction.
 fn left_to_run() -> String {
-    let file = migrations::postgres()
-        .iter()
-        .find(|m| m.version == TIME_PARTITIONS)
-        .map(|m| m.sql.as_str().to_owned())
-        .expect("migration 0020 is listed");
+    let all = migrations::postgres();
+    let file = migrations::sql_of(&all, TIME_PARTITIONS);
     let rest = &file[file
         .find(LEFT_FROM)
         .expect("migration 0020 opens its periods")..];

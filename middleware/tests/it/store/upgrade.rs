@@ -440,52 +440,42 @@ async fn postgres_schema(pool: &sqlx::PgPool) -> Vec<String> {
     lines(rows)
 }
 
+/// The schema (`$schema`) of a store of the previous release on `$Db`
+/// migrated through the file (empty) and online (holding rows): returns
+/// both, and the databases.
+macro_rules! through_the_file_and_online {
+    ($Db:ty, $backend:literal, $dialect:expr, $schema:ident) => {{
+        let mut found = Vec::new();
+        let mut dbs = Vec::new();
+        for rows in [Vec::<String>::new(), old_rows($dialect, 5)] {
+            let db = <$Db>::create().await;
+            let pool = db.pool().await;
+            previous_release!(&pool, $backend, rows);
+            let store = trustmsg::store::connect(&db.database_url()).await.unwrap();
+            store.migrate().await.unwrap();
+            found.push($schema(&pool).await);
+            pool.close().await;
+            dbs.push(db);
+        }
+        (found, dbs)
+    }};
+}
+
 #[tokio::test]
 async fn the_online_upgrade_leaves_what_the_file_makes_on_mariadb() {
-    // Through the file: the previous release's store, empty.
-    let by_file = common::TestDb::create().await;
-    let pool = by_file.pool().await;
-    previous_release!(&pool, "mysql", Vec::<String>::new());
-    let store = trustmsg::store::connect(&by_file.database_url())
-        .await
-        .unwrap();
-    store.migrate().await.unwrap();
-    let expected = mariadb_schema(&pool).await;
-    // Online: the same with rows.
-    let online = common::TestDb::create().await;
-    let pool2 = online.pool().await;
-    previous_release!(&pool2, "mysql", old_rows(MYSQL, 5));
-    let store = trustmsg::store::connect(&online.database_url())
-        .await
-        .unwrap();
-    store.migrate().await.unwrap();
-    assert_eq!(mariadb_schema(&pool2).await, expected);
-    pool.close().await;
-    pool2.close().await;
-    by_file.drop_db().await;
-    online.drop_db().await;
+    let (schemas, dbs) =
+        through_the_file_and_online!(common::TestDb, "mysql", MYSQL, mariadb_schema);
+    assert_eq!(schemas[1], schemas[0]);
+    for db in dbs {
+        db.drop_db().await;
+    }
 }
 
 #[tokio::test]
 async fn the_online_upgrade_leaves_what_the_file_makes_on_postgres() {
-    let by_file = common::PgTestDb::create().await;
-    let pool = by_file.pool().await;
-    previous_release!(&pool, "postgres", Vec::<String>::new());
-    let store = trustmsg::store::connect(&by_file.database_url())
-        .await
-        .unwrap();
-    store.migrate().await.unwrap();
-    let expected = postgres_schema(&pool).await;
-    let online = common::PgTestDb::create().await;
-    let pool2 = online.pool().await;
-    previous_release!(&pool2, "postgres", old_rows(POSTGRES, 5));
-    let store = trustmsg::store::connect(&online.database_url())
-        .await
-        .unwrap();
-    store.migrate().await.unwrap();
-    assert_eq!(postgres_schema(&pool2).await, expected);
-    pool.close().await;
-    pool2.close().await;
+    let (schemas, _) =
+        through_the_file_and_online!(common::PgTestDb, "postgres", POSTGRES, postgres_schema);
+    assert_eq!(schemas[1], schemas[0]);
 }
 
 /// Messages enough for `migrate --prepare` to take a while.
@@ -537,74 +527,64 @@ async fn upgraded_whole(store: &DynStore, leftovers: i64) {
     }
 }
 
-#[tokio::test]
-async fn a_kill_9_of_the_copy_is_finished_by_the_next_migrate_on_mariadb() {
-    let db = common::TestDb::create().await;
-    let pool = db.pool().await;
-    previous_release!(&pool, "mysql", MYSQL.bulk(KILLED_BULK));
-    // Killed half way through the copy of `messages`.
-    let killed = kill_9_prepare(&db.url, async || {
-        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM message_keys")
+/// `migrate --prepare` killed (SIGKILL) on `$db` (a new database of the
+/// previous release holding [`KILLED_BULK`] messages) once a quarter of
+/// the keys are there, then `migrate`: everything is there, and
+/// `$leftovers` (what is left of the online steps) counts nothing.
+macro_rules! killed_then_migrated {
+    ($db:expr, $backend:literal, $dialect:expr, $leftovers:literal) => {{
+        let db = $db;
+        let pool = db.pool().await;
+        previous_release!(&pool, $backend, $dialect.bulk(KILLED_BULK));
+        let killed = kill_9_prepare(&db.url, async || {
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM message_keys")
+                .fetch_one(&pool)
+                .await
+                .is_ok_and(|n| n > (KILLED_BULK / 4) as i64)
+        })
+        .await;
+        assert!(killed, "migrate --prepare ended before the kill");
+        let store = trustmsg::store::connect(&db.database_url()).await.unwrap();
+        store.migrate().await.expect("migrate after a kill -9");
+        let (count, keys): (i64, i64) = sqlx::query_as(
+            "SELECT (SELECT COUNT(*) FROM messages), (SELECT COUNT(*) FROM message_keys)",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!((count, keys), (KILLED_BULK as i64, KILLED_BULK as i64));
+        let leftovers: i64 = sqlx::query_scalar($leftovers)
             .fetch_one(&pool)
             .await
-            .is_ok_and(|n| n > (KILLED_BULK / 4) as i64)
-    })
-    .await;
-    assert!(killed, "the copy ended before the kill");
-    let store = trustmsg::store::connect(&db.database_url()).await.unwrap();
-    store.migrate().await.expect("migrate after a kill -9");
-    let (count, keys): (i64, i64) = sqlx::query_as(
-        "SELECT (SELECT COUNT(*) FROM messages), (SELECT COUNT(*) FROM message_keys)",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    assert_eq!((count, keys), (KILLED_BULK as i64, KILLED_BULK as i64));
-    let leftovers: i64 = sqlx::query_scalar(
+            .unwrap();
+        upgraded_whole(&store, leftovers).await;
+        pool.close().await;
+        db
+    }};
+}
+
+#[tokio::test]
+async fn a_kill_9_of_the_copy_is_finished_by_the_next_migrate_on_mariadb() {
+    let db = killed_then_migrated!(
+        common::TestDb::create().await,
+        "mysql",
+        MYSQL,
         "SELECT (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() \
            AND TABLE_NAME LIKE '%\\_0020%') \
          + (SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() \
-           AND TRIGGER_NAME <> 'messages_key')",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    upgraded_whole(&store, leftovers).await;
-    pool.close().await;
+           AND TRIGGER_NAME <> 'messages_key')"
+    );
     db.drop_db().await;
 }
 
 #[tokio::test]
 async fn a_kill_9_of_the_steps_is_finished_by_the_next_migrate_on_postgres() {
-    let db = common::PgTestDb::create().await;
-    let pool = db.pool().await;
-    previous_release!(&pool, "postgres", POSTGRES.bulk(KILLED_BULK));
-    // Killed half way through filling the keys.
-    let killed = kill_9_prepare(&db.url, async || {
-        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM message_keys")
-            .fetch_one(&pool)
-            .await
-            .is_ok_and(|n| n > (KILLED_BULK / 4) as i64)
-    })
-    .await;
-    assert!(killed, "the steps ended before the kill");
-    let store = trustmsg::store::connect(&db.database_url()).await.unwrap();
-    store.migrate().await.expect("migrate after a kill -9");
-    let (count, keys): (i64, i64) = sqlx::query_as(
-        "SELECT (SELECT COUNT(*) FROM messages), (SELECT COUNT(*) FROM message_keys)",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    assert_eq!((count, keys), (KILLED_BULK as i64, KILLED_BULK as i64));
-    let leftovers: i64 = sqlx::query_scalar(
+    killed_then_migrated!(
+        common::PgTestDb::create().await,
+        "postgres",
+        POSTGRES,
         "SELECT (SELECT COUNT(*) FROM pg_trigger WHERE tgname = 'trustmsg_0020_keys') \
          + (SELECT COUNT(*) FROM pg_constraint WHERE conname LIKE '%\\_0020\\_range') \
-         + (SELECT COUNT(*) FROM pg_proc WHERE proname = 'trustmsg_0020_keys')",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    upgraded_whole(&store, leftovers).await;
-    pool.close().await;
+         + (SELECT COUNT(*) FROM pg_proc WHERE proname = 'trustmsg_0020_keys')"
+    );
 }
