@@ -7,24 +7,30 @@
 //! of a message that went is free again.
 
 use trustmsg_client::{Error, Message, Producer};
-use trustmsg_tests::{eventually, PgTestDb, ServiceProcess, TestDb, UNREACHABLE_VERIFY_URL};
+use trustmsg_tests::{
+    eventually, open_store, PgTestDb, ServiceProcess, TestDb, UNREACHABLE_VERIFY_URL,
+};
 
 use crate::harness::{settings, Kafka};
 
 const TOPIC: &str = "e2e-partitions";
 const FLAGS: &[&str] = &["--partition-period", "1s", "--retention", "2s"];
 
-/// Whether the message row `id` is there, asked straight of the database.
-type Exists = Box<dyn Fn(u64) -> futures::future::BoxFuture<'static, bool> + Send + Sync>;
-
 fn period(id: u64) -> u64 {
     id >> 32
 }
 
-async fn two_instances_across_partition_boundaries(database_url: &str, exists: Exists) {
+async fn two_instances_across_partition_boundaries(database_url: &str) {
     let kafka = Kafka::start(&[TOPIC]);
     let one = ServiceProcess::start_logged(database_url, kafka.mock.bootstrap(), FLAGS, None).await;
     let two = ServiceProcess::start_logged(database_url, kafka.mock.bootstrap(), FLAGS, None).await;
+    // Whether the message row `id` is there, asked of the database behind
+    // the services' back (once they have migrated it).
+    let store = open_store(database_url).await;
+    let exists = |id: u64| {
+        let store = store.clone();
+        async move { store.find_message_by_id(id).await.unwrap().is_some() }
+    };
     let (token, _) = one
         .register("shop", settings(UNREACHABLE_VERIFY_URL, 3_600_000, 5))
         .await;
@@ -105,36 +111,12 @@ async fn two_instances_across_partition_boundaries(database_url: &str, exists: E
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_mariadb_a_prepare_is_idempotent_across_partitions_and_a_held_one_waits() {
     let db = TestDb::create().await;
-    let pool = db.pool().await;
-    let exists: Exists = Box::new(move |id| {
-        let pool = pool.clone();
-        Box::pin(async move {
-            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM messages WHERE id = ?")
-                .bind(id)
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-                == 1
-        })
-    });
-    two_instances_across_partition_boundaries(&db.url, exists).await;
+    two_instances_across_partition_boundaries(&db.url).await;
     db.drop_db().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_postgres_a_prepare_is_idempotent_across_partitions_and_a_held_one_waits() {
     let db = PgTestDb::migrated().await;
-    let pool = db.pool().await;
-    let exists: Exists = Box::new(move |id| {
-        let pool = pool.clone();
-        Box::pin(async move {
-            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM messages WHERE id = $1")
-                .bind(i64::try_from(id).unwrap())
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-                == 1
-        })
-    });
-    two_instances_across_partition_boundaries(&db.url, exists).await;
+    two_instances_across_partition_boundaries(&db.url).await;
 }

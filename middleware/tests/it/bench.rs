@@ -42,6 +42,32 @@ fn bench(what: &str, args: &[&str]) -> (String, serde_json::Value, u32) {
 
 use trustmsg_tests::mysql_server_url;
 
+/// The databases bench run `pid` made that are still on the MySQL server
+/// (only its own: other benches may be running on the same server).
+async fn mysql_left_by(pid: u32) -> Vec<String> {
+    let admin = sqlx::MySqlPool::connect(&mysql_server_url()).await.unwrap();
+    sqlx::query_scalar(
+        "SELECT CAST(SCHEMA_NAME AS CHAR) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?",
+    )
+    .bind(format!("trustmsg\\_bench\\_{pid}\\_%"))
+    .fetch_all(&admin)
+    .await
+    .unwrap()
+}
+
+/// The same on the PostgreSQL server.
+async fn postgres_left_by(pid: u32) -> Vec<String> {
+    let url = trustmsg_tests::postgres_server_url();
+    let admin = sqlx::PgPool::connect(&format!("{url}/postgres"))
+        .await
+        .unwrap();
+    sqlx::query_scalar("SELECT datname::TEXT FROM pg_database WHERE starts_with(datname::TEXT, $1)")
+        .bind(format!("trustmsg_bench_{pid}_"))
+        .fetch_all(&admin)
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_behind() {
     let (stdout, report, first) = bench(
@@ -231,20 +257,10 @@ async fn bench_reports_every_phase_ends_with_the_ratio_and_leaves_no_database_be
     assert!(report["verifier_per_s"].is_null() && report["drain_per_s"].is_null());
     assert!(report["submit"].is_null());
 
-    let admin = sqlx::MySqlPool::connect(&mysql_server_url()).await.unwrap();
-    // Only the databases these two runs made: other benches may be running
-    // on the same server.
-    let left: Vec<String> = sqlx::query_scalar(
-        "SELECT CAST(schema_name AS CHAR) FROM information_schema.schemata \
-         WHERE schema_name LIKE CONCAT('trustmsg\\_bench\\_', ?, '\\_%') \
-            OR schema_name LIKE CONCAT('trustmsg\\_bench\\_', ?, '\\_%')",
-    )
-    .bind(first)
-    .bind(second)
-    .fetch_all(&admin)
-    .await
-    .unwrap();
-    assert!(left.is_empty(), "bench left databases behind: {left:?}");
+    for pid in [first, second] {
+        let left = mysql_left_by(pid).await;
+        assert!(left.is_empty(), "bench left databases behind: {left:?}");
+    }
 }
 
 /// `trustmsg bench --database-url postgres://…` (issue 45): every phase
@@ -402,16 +418,7 @@ async fn bench_on_postgresql_reports_every_phase_with_its_own_counters_and_leave
         assert!(stderr.contains(says), "{flag}: {stderr}");
     }
 
-    let admin = sqlx::PgPool::connect(&format!("{}/postgres", postgres_server_url()))
-        .await
-        .unwrap();
-    let left: Vec<String> = sqlx::query_scalar(
-        "SELECT datname::TEXT FROM pg_database WHERE starts_with(datname::TEXT, $1)",
-    )
-    .bind(format!("trustmsg_bench_{pid}_"))
-    .fetch_all(&admin)
-    .await
-    .unwrap();
+    let left = postgres_left_by(pid).await;
     assert!(left.is_empty(), "bench left databases behind: {left:?}");
 }
 
@@ -547,30 +554,13 @@ fn soak(url: &str) -> u32 {
 #[tokio::test]
 async fn a_soak_prints_a_line_per_window_and_its_criteria_and_retention_keeps_the_table_bounded() {
     let pid = soak(&mysql_server_url());
-    let admin = sqlx::MySqlPool::connect(&mysql_server_url()).await.unwrap();
-    let left: Vec<String> = sqlx::query_scalar(
-        "SELECT CAST(SCHEMA_NAME AS CHAR) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?",
-    )
-    .bind(format!("trustmsg\\_bench\\_{pid}\\_%"))
-    .fetch_all(&admin)
-    .await
-    .unwrap();
+    let left = mysql_left_by(pid).await;
     assert!(left.is_empty(), "the soak left databases behind: {left:?}");
 }
 
 #[tokio::test]
 async fn a_soak_on_postgresql_measures_the_same_and_retention_keeps_the_table_bounded() {
-    use trustmsg_tests::postgres_server_url;
-    let pid = soak(&postgres_server_url());
-    let admin = sqlx::PgPool::connect(&format!("{}/postgres", postgres_server_url()))
-        .await
-        .unwrap();
-    let left: Vec<String> = sqlx::query_scalar(
-        "SELECT datname::TEXT FROM pg_database WHERE starts_with(datname::TEXT, $1)",
-    )
-    .bind(format!("trustmsg_bench_{pid}_"))
-    .fetch_all(&admin)
-    .await
-    .unwrap();
+    let pid = soak(&trustmsg_tests::postgres_server_url());
+    let left = postgres_left_by(pid).await;
     assert!(left.is_empty(), "the soak left databases behind: {left:?}");
 }

@@ -11,13 +11,14 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use trustmsg::archive::Archive;
 use trustmsg::store::{
-    AlertFilter, ArchiveRange, CheckAttempt, ConsumerGroupRecord, DynStore, FinishedRange,
-    Inserted, Message, PartitionRound, SentMark,
+    AlertFilter, ArchiveRange, CheckAttempt, DynStore, FinishedRange, Inserted, Message,
+    PartitionRound, SentMark,
 };
 use trustmsg::workers::retention::Retention;
 use trustmsg_verify_api::admin::AlertKind;
 
 use crate::store::harness::*;
+use crate::store::ledger::group;
 
 /// The window the tests run retention with: rows are past it after a
 /// short sleep.
@@ -67,16 +68,7 @@ async fn sent_with_everything(s: &DynStore) -> Message {
         order: None,
     };
     assert_eq!(s.mark_sent(&[mark]).await.unwrap(), 1);
-    let group = s
-        .upsert_consumer_group(&ConsumerGroupRecord {
-            name: "billing".into(),
-            topics: vec!["orders".into()],
-            token_hash: vec![7; 32],
-            max_failures: 5,
-            in_progress_timeout_ms: 300_000,
-        })
-        .await
-        .unwrap();
+    let group = group(s.as_ref(), "billing", &["orders"], 5, 300_000).await;
     s.begin_consumption(&group, committed.id).await.unwrap();
     s.finish_consumption(&group, committed.id, true, None)
         .await
@@ -288,16 +280,7 @@ pub(crate) async fn a_message_that_changed_after_it_was_archived_stays_until_arc
     assert_eq!(written.messages, 2);
     // A consumer group begins the SENT message after it was archived: its
     // ledger is no longer what the archive holds.
-    let group = s
-        .upsert_consumer_group(&ConsumerGroupRecord {
-            name: "late".into(),
-            topics: vec!["orders".into()],
-            token_hash: vec![7; 32],
-            max_failures: 5,
-            in_progress_timeout_ms: 300_000,
-        })
-        .await
-        .unwrap();
+    let group = group(s.as_ref(), "late", &["orders"], 5, 300_000).await;
     s.begin_consumption(&group, kept.id).await.unwrap();
     assert_eq!(
         s.delete_archived(&batch).await.unwrap(),
