@@ -214,24 +214,17 @@ async fn run_in(
     let pairs = rate * sizes.duration.as_secs_f64();
     report.ceiling_db = meter.stop(&pool, &mut report, "ceiling", pairs).await?;
 
-    let mock = match &args.kafka_brokers {
-        Some(_) => None,
-        None => {
-            let mock = kafka::MockKafka::start(1);
-            mock.create_topic(TOPIC, 4);
-            mock.create_topic(DRAIN_TOPIC, drain_partitions(args, sizes));
-            mock.create_topic(submit::SUBMIT_TOPIC, 4);
-            mock.create_topic(&format!("{}.dlq", submit::SUBMIT_TOPIC), 1);
-            mock.create_topic(submit::SUBMITTED_TOPIC, 4);
-            mock.create_topic(outbox::OUTBOX_TOPIC, 4);
-            Some(mock)
-        }
-    };
-    let brokers = args
-        .kafka_brokers
-        .clone()
-        .or_else(|| mock.as_ref().map(|m| m.bootstrap().to_string()))
-        .expect("brokers or mock");
+    let (brokers, mock) = brokers_or_mock(
+        args,
+        &[
+            (TOPIC, 4),
+            (DRAIN_TOPIC, drain_partitions(args, sizes)),
+            (submit::SUBMIT_TOPIC, 4),
+            (&format!("{}.dlq", submit::SUBMIT_TOPIC), 1),
+            (submit::SUBMITTED_TOPIC, 4),
+            (outbox::OUTBOX_TOPIC, 4),
+        ],
+    );
 
     let checker = CheckEndpoint::start().await?;
     let otlp = if args.trace {
@@ -626,4 +619,21 @@ async fn batch_counters(client: &Client) -> BatchCounters {
             BatchCounters::default()
         }
     }
+}
+
+/// `--kafka-brokers`, or (without it) librdkafka's mock broker holding
+/// `topics` (name, partitions), started here and kept alive by the value
+/// returned with its address.
+pub(crate) fn brokers_or_mock(
+    args: &BenchArgs,
+    topics: &[(&str, i32)],
+) -> (String, Option<kafka::MockKafka>) {
+    if let Some(brokers) = &args.kafka_brokers {
+        return (brokers.clone(), None);
+    }
+    let mock = kafka::MockKafka::start(1);
+    for (topic, partitions) in topics {
+        mock.create_topic(topic, *partitions);
+    }
+    (mock.bootstrap().to_string(), Some(mock))
 }

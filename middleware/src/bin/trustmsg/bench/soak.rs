@@ -37,7 +37,7 @@ use super::open_loop::OpenLoop;
 use super::percentiles::Percentiles;
 use super::phases::CheckEndpoint;
 use super::server::{url_of, Db};
-use super::{database_name, BenchArgs, Launch, Meter, TOPIC};
+use super::{brokers_or_mock, database_name, BenchArgs, Launch, Meter, TOPIC};
 
 /// What a soak measured, window by window, and its criteria.
 #[derive(Debug, Clone, Serialize)]
@@ -169,16 +169,7 @@ async fn run_in(args: &BenchArgs, url: &DatabaseUrl, db_name: &str) -> anyhow::R
         .unwrap_or(duration / 5)
         .max(Duration::from_secs(1));
     let pool = Db::connect(url, 4, db_name).await?;
-    let mock = args.kafka_brokers.is_none().then(|| {
-        let mock = kafka::MockKafka::start(1);
-        mock.create_topic(TOPIC, 4);
-        mock
-    });
-    let brokers = args
-        .kafka_brokers
-        .clone()
-        .or_else(|| mock.as_ref().map(|m| m.bootstrap().to_string()))
-        .expect("brokers or mock");
+    let (brokers, mock) = brokers_or_mock(args, &[(TOPIC, 4)]);
     let checker = CheckEndpoint::start().await?;
     let admin_token = Secret::new(format!("bench-{}", rand::random::<u64>()));
     let retention_flag = humantime::format_duration(retention).to_string();
