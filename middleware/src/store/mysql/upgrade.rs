@@ -262,7 +262,9 @@ async fn make_twin(
 
 /// Copies `table` into its twin, a chunk of [`CHUNK`] values of its
 /// partition column at a time, each in a statement of its own; a row the
-/// mirror carried across first is kept as it is. Returns the rows copied.
+/// mirror carried across first is kept as it is (not `INSERT IGNORE`, which
+/// would also pass over a row that fits no partition, silently). Returns
+/// the rows copied or kept.
 async fn copy(conn: &mut PoolConnection<MySql>, table: &str, column: &str) -> StoreResult<u64> {
     let list = columns(conn, table).await?.join(", ");
     let new = twin(table);
@@ -279,8 +281,9 @@ async fn copy(conn: &mut PoolConnection<MySql>, table: &str, column: &str) -> St
             return Ok(copied);
         };
         copied += sqlx::query(AssertSqlSafe(format!(
-            "INSERT IGNORE INTO {new} ({list}) SELECT {list} FROM {table} \
-             WHERE {column} >= ? AND {column} <= ?"
+            "INSERT INTO {new} ({list}) SELECT {list} FROM {table} \
+             WHERE {column} >= ? AND {column} <= ? \
+             ON DUPLICATE KEY UPDATE {new}.{column} = {new}.{column}"
         )))
         .bind(from)
         .bind(to)
