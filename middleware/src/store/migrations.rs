@@ -76,10 +76,6 @@ pub(crate) fn statement(migrator: &Migrator, version: i64, head: &str) -> String
     sql[from..to].to_owned()
 }
 
-/// Whether migration 0020 is recorded as applied: a row, or none.
-pub(crate) const TIME_PARTITIONS_APPLIED: &str =
-    "SELECT version FROM _sqlx_migrations WHERE version = 20 AND success";
-
 fn migrator(list: &'static [(i64, &'static str, &'static str)]) -> Migrator {
     Migrator::with_migrations(
         list.iter()

@@ -443,12 +443,14 @@ where
     D: Dialect,
     for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
 {
-    Ok(
-        sqlx::query(crate::store::migrations::TIME_PARTITIONS_APPLIED)
-            .fetch_optional(&mut *conn)
-            .await?
-            .is_some(),
-    )
+    let applied = format!(
+        "SELECT version FROM _sqlx_migrations WHERE version = {} AND success",
+        crate::store::migrations::TIME_PARTITIONS
+    );
+    Ok(sqlx::query(sqlx::AssertSqlSafe(applied))
+        .fetch_optional(&mut *conn)
+        .await?
+        .is_some())
 }
 
 /// The periods `table` has partitions for, in order.
