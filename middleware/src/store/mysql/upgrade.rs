@@ -19,7 +19,10 @@ use std::time::{Duration, Instant};
 use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, MySql, Row};
 
-use crate::store::sql::{first_id, partitions_migrated, period_of, periods, AHEAD};
+use super::partitions::partition_names_in;
+use crate::store::sql::{
+    first_id, partitions_migrated, period_of, periods, PartitionDdl, SqlRow, AHEAD,
+};
 use crate::store::{migrations, StoreResult};
 
 /// Rows of the partition column's values per chunk copied: a write to the
@@ -152,15 +155,14 @@ async fn exec(conn: &mut PoolConnection<MySql>, sql: &str) -> StoreResult<()> {
     Ok(())
 }
 
+/// Whether `table` has partitions (read as the upkeep reads them, not
+/// from `information_schema.PARTITIONS`: see `MySql::partition_names`).
 async fn partitioned(conn: &mut PoolConnection<MySql>, table: &str) -> StoreResult<bool> {
-    Ok(sqlx::query(
-        "SELECT 1 FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = DATABASE() \
-         AND TABLE_NAME = ? AND PARTITION_NAME IS NOT NULL LIMIT 1",
-    )
-    .bind(table)
-    .fetch_optional(&mut **conn)
-    .await?
-    .is_some())
+    let row = sqlx::query(AssertSqlSafe(MySql::partition_names(table)))
+        .fetch_one(&mut **conn)
+        .await?;
+    let create = row.text(MySql::PARTITION_NAMES_COLUMN)?;
+    Ok(!partition_names_in(&create).is_empty())
 }
 
 /// What a copy cut off left: the mirror triggers go with their twins' drop

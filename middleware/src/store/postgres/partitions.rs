@@ -15,8 +15,14 @@ impl PartitionDdl for Postgres {
 
     const UNLOCK: &'static str = "SELECT pg_advisory_unlock(hashtext('trustmsg_partitions'))";
 
-    const PARTITION_NAMES: &'static str = "SELECT c.relname::TEXT AS name FROM pg_inherits i \
-         JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_regclass(?)::OID";
+    fn partition_names(table: &str) -> String {
+        format!(
+            "SELECT c.relname::TEXT AS name FROM pg_inherits i \
+             JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_regclass('{table}')::OID"
+        )
+    }
+
+    const PARTITION_NAMES_COLUMN: &'static str = "name";
 
     fn add_partition(table: &str, period: u64) -> String {
         format!(

@@ -93,9 +93,17 @@ where
     const TRY_LOCK: &'static str;
     /// Lets the upkeep's lock go.
     const UNLOCK: &'static str;
-    /// A query of the names (`name`) of `table`'s partitions (one
-    /// parameter, the table's name), as [`partition_period`] reads them.
-    const PARTITION_NAMES: &'static str;
+    /// A query naming `table`'s partitions (one of ours): the text of each
+    /// row's [`PartitionDdl::PARTITION_NAMES_COLUMN`] holds names that
+    /// [`PartitionDdl::partition_names_in`] finds and [`partition_period`]
+    /// reads.
+    fn partition_names(table: &str) -> String;
+    /// The column of [`PartitionDdl::partition_names`]' rows to read.
+    const PARTITION_NAMES_COLUMN: &'static str;
+    /// The partition names in one row's text: by default, the text is one.
+    fn partition_names_in(text: &str) -> Vec<String> {
+        vec![text.to_owned()]
+    }
     /// The statement that adds `table`'s partition of `period`: the ids
     /// from its first to the next period's first. A period's partitions
     /// are made in order, so on MySQL (where a partition takes every id
@@ -463,14 +471,17 @@ where
     for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
     &'static str: Bind<D>,
 {
-    let names: Vec<String> = sqlx::query(stmt::<D>(D::PARTITION_NAMES))
-        .bind(table)
+    let texts: Vec<String> = sqlx::query(stmt::<D>(D::partition_names(table)))
         .fetch_all(&mut *conn)
         .await?
         .iter()
-        .map(|row| row.text("name"))
+        .map(|row| row.text(D::PARTITION_NAMES_COLUMN))
         .collect::<StoreResult<_>>()?;
-    let mut periods: Vec<u64> = names.iter().filter_map(|n| partition_period(n)).collect();
+    let mut periods: Vec<u64> = texts
+        .iter()
+        .flat_map(|text| D::partition_names_in(text))
+        .filter_map(|n| partition_period(&n))
+        .collect();
     periods.sort_unstable();
     Ok(periods)
 }
