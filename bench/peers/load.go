@@ -20,6 +20,13 @@ type runConfig struct {
 	kafka, topic           string
 	concurrency            int
 	warmup, closed, open   time.Duration
+	// Fixed arrival rates, msg/s, each an open loop of --open after the
+	// closed loop, the same for every system (the half peak comes last).
+	rates []float64
+	// trustmsg: where its spans come (--otlp-endpoint), for the stage
+	// budget of each open loop, and its export interval.
+	stagesListen           string
+	stagesInterval         time.Duration
 	deliveryTimeout        time.Duration
 	servicePids            []int
 	brokerPid, databasePid int
@@ -60,7 +67,11 @@ type tracker struct {
 	// before the answer was read.
 	answeredAt  map[string]time.Time
 	afterAnswer []time.Duration
-	last        time.Time
+	// What the producer's own request waits: from the first call's start
+	// to the last call's answer (prepare and commit, or prepare and
+	// submit; the outbox: the transaction), for each message sent.
+	calls []time.Duration
+	last  time.Time
 	// Deliveries of keys not pending (a second delivery, or one from
 	// before this phase): counted, not timed.
 	other atomic.Int64
@@ -79,9 +90,11 @@ func (t *tracker) expect(key string, intended time.Time) {
 	t.mu.Unlock()
 }
 
-// answered notes that the message's last call was answered.
-func (t *tracker) answered(key string, at time.Time) {
+// answered notes that the message's last call was answered, at, its
+// first call having begun at began.
+func (t *tracker) answered(key string, began, at time.Time) {
 	t.mu.Lock()
+	t.calls = append(t.calls, at.Sub(began))
 	if _, ok := t.pending[key]; ok {
 		t.answeredAt[key] = at
 	} else {
@@ -146,6 +159,7 @@ func (t *tracker) reset() {
 	t.latencies = nil
 	t.answeredAt = map[string]time.Time{}
 	t.afterAnswer = nil
+	t.calls = nil
 	t.last = time.Time{}
 	t.mu.Unlock()
 }
@@ -177,14 +191,16 @@ func (t *tracker) wait(ctx context.Context, timeout time.Duration) error {
 
 // result is one system's figures in one run.
 type result struct {
-	System      string   `json:"system"`
-	Version     string   `json:"version"`
-	Label       string   `json:"label"`
-	Concurrency int      `json:"concurrency"`
-	LoadAvg     string   `json:"loadavg"`
-	Closed      phase    `json:"closed"`
-	Open        phase    `json:"open"`
-	Warnings    []string `json:"warnings,omitempty"`
+	System      string `json:"system"`
+	Version     string `json:"version"`
+	Label       string `json:"label"`
+	Concurrency int    `json:"concurrency"`
+	LoadAvg     string `json:"loadavg"`
+	Closed      phase  `json:"closed"`
+	Open        phase  `json:"open"`
+	// Open loops at the fixed rates (--rates), in their order.
+	Rates    []phase  `json:"rates,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // phase is what one phase measured. CPU figures are µs per delivered
@@ -200,13 +216,24 @@ type phase struct {
 	Failed int     `json:"failed,omitempty"`
 	// Messages sent (committed) that the system passed over for good and
 	// never delivered (lossReporter); not in Messages.
-	Lost  int     `json:"lost,omitempty"`
-	P50ms float64 `json:"p50_ms"`
-	P99ms float64 `json:"p99_ms"`
-	MaxMs float64 `json:"max_ms"`
+	Lost   int     `json:"lost,omitempty"`
+	P50ms  float64 `json:"p50_ms"`
+	P99ms  float64 `json:"p99_ms"`
+	P999ms float64 `json:"p99_9_ms"`
+	MaxMs  float64 `json:"max_ms"`
 	// From the last call's answer to delivery.
-	AnswerP50ms float64 `json:"answer_to_delivery_p50_ms"`
-	AnswerP99ms float64 `json:"answer_to_delivery_p99_ms"`
+	AnswerP50ms  float64 `json:"answer_to_delivery_p50_ms"`
+	AnswerP99ms  float64 `json:"answer_to_delivery_p99_ms"`
+	AnswerP999ms float64 `json:"answer_to_delivery_p99_9_ms"`
+	// The producer's calls, from the first one's start to the last one's
+	// answer (what the producer's own request waits for the middleware).
+	CallsP50ms  float64 `json:"calls_p50_ms"`
+	CallsP99ms  float64 `json:"calls_p99_ms"`
+	CallsP999ms float64 `json:"calls_p99_9_ms"`
+	// trustmsg with --stages-listen: each stage's p50, p99, p99.9 in ms
+	// (stages.go), over StagedMessages messages.
+	Stages         map[string][3]float64 `json:"stages,omitempty"`
+	StagedMessages int                   `json:"staged_messages,omitempty"`
 	// Database (mysqld/mariadbd), the system's own process(es), the Kafka
 	// broker (trustmsg only) and this load generator (HTTP clients, the
 	// sink or the Kafka consumer).
@@ -263,6 +290,17 @@ func run(ctx context.Context, cfg runConfig) (*result, error) {
 	if w := others.done("closed loop"); w != "" {
 		res.Warnings = append(res.Warnings, w)
 	}
+	for _, rate := range cfg.rates {
+		others = watchOthers(db)
+		p, err := openLoop(ctx, sys, t, meter(), cfg, rate)
+		if err != nil {
+			return nil, fmt.Errorf("open loop at %.0f msg/s: %w", rate, err)
+		}
+		res.Rates = append(res.Rates, p)
+		if w := others.done(fmt.Sprintf("open loop at %.0f msg/s", rate)); w != "" {
+			res.Warnings = append(res.Warnings, w)
+		}
+	}
 	others = watchOthers(db)
 	open, err := openLoop(ctx, sys, t, meter(), cfg, closed.PerSecond/2)
 	if err != nil {
@@ -295,13 +333,14 @@ func closedLoop(ctx context.Context, sys system, t *tracker, m *cpuMeter, cfg ru
 			defer wg.Done()
 			for time.Now().Before(end) {
 				key := messageKey(cfg.label, prefix)
-				t.expect(key, time.Now())
+				began := time.Now()
+				t.expect(key, began)
 				if err := sys.send(ctx, key); err != nil {
 					t.forget(key)
 					errs <- err
 					return
 				}
-				t.answered(key, time.Now())
+				t.answered(key, began, time.Now())
 				sent.Add(1)
 			}
 		}()
@@ -333,6 +372,10 @@ func openLoop(ctx context.Context, sys system, t *tracker, m *cpuMeter, cfg runC
 		return phase{}, errors.New("no peak to take half of")
 	}
 	t.reset()
+	sink := stagesOf(sys)
+	if sink != nil {
+		sink.reset()
+	}
 	interval := time.Duration(float64(time.Second) / rate)
 	start := time.Now()
 	var sent, failed atomic.Int64
@@ -361,6 +404,7 @@ func openLoop(ctx context.Context, sys system, t *tracker, m *cpuMeter, cfg runC
 		wg.Add(1)
 		go func() {
 			defer func() { <-slots; wg.Done() }()
+			began := time.Now()
 			if err := sys.send(ctx, key); err != nil {
 				t.forget(key)
 				failed.Add(1)
@@ -369,7 +413,7 @@ func openLoop(ctx context.Context, sys system, t *tracker, m *cpuMeter, cfg runC
 				}
 				return
 			}
-			t.answered(key, time.Now())
+			t.answered(key, began, time.Now())
 			sent.Add(1)
 		}()
 	}
@@ -390,7 +434,23 @@ func openLoop(ctx context.Context, sys system, t *tracker, m *cpuMeter, cfg runC
 	p.Rate = rate
 	p.Failed = int(failed.Load())
 	m.charge(&p, n)
+	if sink != nil {
+		sink.settle(cfg.stagesInterval)
+		p.Stages, p.StagedMessages = sink.budget()
+	}
 	return p, nil
+}
+
+// stager is a system whose spans come to a stageSink.
+type stager interface {
+	stages() *stageSink
+}
+
+func stagesOf(sys system) *stageSink {
+	if s, ok := sys.(stager); ok {
+		return s.stages()
+	}
+	return nil
 }
 
 // lossReporter is a system that can tell a message it will never deliver
@@ -479,23 +539,28 @@ func summarize(t *tracker, start time.Time, n int) phase {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	lat := t.latencies
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	seconds := t.last.Sub(start).Seconds()
 	p := phase{Messages: n, Seconds: seconds}
 	if seconds > 0 {
 		p.PerSecond = float64(n) / seconds
 	}
 	if len(lat) > 0 {
-		p.P50ms = ms(percentile(lat, 0.50))
-		p.P99ms = ms(percentile(lat, 0.99))
+		p.P50ms, p.P99ms, p.P999ms = quantiles(lat)
 		p.MaxMs = ms(lat[len(lat)-1])
 	}
-	if after := t.afterAnswer; len(after) > 0 {
-		sort.Slice(after, func(i, j int) bool { return after[i] < after[j] })
-		p.AnswerP50ms = ms(percentile(after, 0.50))
-		p.AnswerP99ms = ms(percentile(after, 0.99))
-	}
+	p.AnswerP50ms, p.AnswerP99ms, p.AnswerP999ms = quantiles(t.afterAnswer)
+	p.CallsP50ms, p.CallsP99ms, p.CallsP999ms = quantiles(t.calls)
 	return p
+}
+
+// quantiles sorts samples and returns their p50, p99 and p99.9 in ms
+// (zeros for none).
+func quantiles(samples []time.Duration) (p50, p99, p999 float64) {
+	if len(samples) == 0 {
+		return 0, 0, 0
+	}
+	sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
+	return ms(percentile(samples, 0.50)), ms(percentile(samples, 0.99)), ms(percentile(samples, 0.999))
 }
 
 // percentile of sorted samples, nearest rank.

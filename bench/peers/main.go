@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -80,11 +81,14 @@ func runCommand(args []string) error {
 	fs.IntVar(&cfg.concurrency, "concurrency", 32, "closed loop: producers, each waiting for its answers")
 	fs.DurationVar(&cfg.warmup, "warmup", 5*time.Second, "closed loop, not measured")
 	fs.DurationVar(&cfg.closed, "closed", 20*time.Second, "closed loop, measured: the peak")
-	fs.DurationVar(&cfg.open, "open", 15*time.Second, "open loop at half the peak: latency")
+	fs.DurationVar(&cfg.open, "open", 15*time.Second, "each open loop (the fixed rates, then half the peak): latency")
+	fs.Var((*rateList)(&cfg.rates), "rates", "fixed open-loop rates, msg/s, comma separated (e.g. 100,250,500), before the half peak")
 	fs.DurationVar(&cfg.deliveryTimeout, "delivery-timeout", 60*time.Second, "longest wait for the last delivery of a phase")
 	fs.Var((*pidList)(&cfg.servicePids), "service-pid", "the system's own process (repeatable)")
 	fs.IntVar(&cfg.brokerPid, "broker-pid", 0, "the Kafka broker's process (trustmsg)")
 	fs.IntVar(&cfg.databasePid, "database-pid", 0, "the database server's process (default: the mariadbd or mysqld running here)")
+	fs.StringVar(&cfg.stagesListen, "stages-listen", "", "trustmsg: receive its spans here (host:port of its --otlp-endpoint) for the stage budget")
+	fs.DurationVar(&cfg.stagesInterval, "stages-interval", 500*time.Millisecond, "trustmsg: its --otlp-export-interval")
 	fs.StringVar(&cfg.out, "out", "", "write the result here (JSON)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -138,5 +142,25 @@ func (p *pidList) Set(s string) error {
 		return err
 	}
 	*p = append(*p, n)
+	return nil
+}
+
+// rateList is a comma-separated list of rates (msg/s or rows/s), each > 0.
+type rateList []float64
+
+func (r *rateList) String() string { return fmt.Sprint(*r) }
+
+func (r *rateList) Set(s string) error {
+	*r = nil
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil || v <= 0 {
+			return fmt.Errorf("rate %q: a number of messages per second above 0", f)
+		}
+		*r = append(*r, v)
+	}
 	return nil
 }

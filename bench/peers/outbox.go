@@ -57,7 +57,7 @@ type outboxConfig struct {
 	kafka, topic           string
 	rows, batch            int
 	warmup, open           time.Duration
-	sameRate               float64
+	rates                  []float64
 	deliveryTimeout        time.Duration
 	brokerPid, databasePid int
 	log, out               string
@@ -88,8 +88,8 @@ type outboxResult struct {
 	// the rows, unless some were never sent).
 	RowsCommitted  int   `json:"rows_committed"`
 	RecordsInTopic int64 `json:"records_in_topic"`
-	// The same at --same-rate, one rate for every system.
-	SameRate phase    `json:"same_rate"`
+	// The same at each of --rates, the same rates for every system.
+	Rates    []phase  `json:"rates,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
 }
 
@@ -109,7 +109,8 @@ func outboxCommand(args []string) error {
 	fs.IntVar(&cfg.batch, "batch", 100, "rows/s: rows per producer transaction")
 	fs.DurationVar(&cfg.warmup, "warmup", 5*time.Second, "warm-up: a closed loop of 4 producers, the relay running")
 	fs.DurationVar(&cfg.open, "open", 15*time.Second, "latency: an open loop at half the rows/s")
-	fs.Float64Var(&cfg.sameRate, "same-rate", 250, "latency: then an open loop at this rate, rows/s (0: none)")
+	cfg.rates = []float64{250, 1000}
+	fs.Var((*rateList)(&cfg.rates), "rates", "latency: then an open loop at each of these rates, rows/s, comma separated")
 	fs.DurationVar(&cfg.deliveryTimeout, "delivery-timeout", 120*time.Second, "longest wait for a phase's last record")
 	fs.IntVar(&cfg.brokerPid, "broker-pid", 0, "the Kafka broker's process")
 	fs.IntVar(&cfg.databasePid, "database-pid", 0, "the database server's process (default: the mariadbd or mysqld running here)")
@@ -464,20 +465,21 @@ func runOutbox(ctx context.Context, cfg outboxConfig) (*outboxResult, error) {
 		res.Warnings = append(res.Warnings, w)
 	}
 	res.Warnings = append(res.Warnings, lostWarning(src, "latency", open.Lost)...)
-	if cfg.sameRate > 0 {
+	for _, rate := range cfg.rates {
 		others = watchOthers(db, ours...)
 		m = meter()
 		m.services = []int{pid}
 		m.start[pid], _ = cpuSeconds(pid)
-		same, err := openLoop(rctx, src, t, m, loadCfg, cfg.sameRate)
+		at, err := openLoop(rctx, src, t, m, loadCfg, rate)
 		if err != nil {
-			return nil, fail(rctx, "latency at --same-rate", err)
+			return nil, fail(rctx, fmt.Sprintf("latency at %.0f rows/s", rate), err)
 		}
-		res.SameRate = same
-		if w := others.done("same rate"); w != "" {
+		res.Rates = append(res.Rates, at)
+		name := fmt.Sprintf("%.0f rows/s", rate)
+		if w := others.done(name); w != "" {
 			res.Warnings = append(res.Warnings, w)
 		}
-		res.Warnings = append(res.Warnings, lostWarning(src, "same rate", same.Lost)...)
+		res.Warnings = append(res.Warnings, lostWarning(src, name, at.Lost)...)
 	}
 	if res.RowsCommitted, err = src.rows(ctx); err != nil {
 		return nil, err
@@ -581,12 +583,12 @@ func printOutbox(r *outboxResult) {
 		r.Label, r.System, r.Version, p.PerSecond, p.Messages, p.Seconds, r.FirstRecordMs, r.SteadyPerSecond,
 		p.DatabaseCPUus, p.ProcessCPUus, p.BrokerCPUus, p.LoadCPUus)
 	fmt.Printf("%s %s in all: %d rows committed, %d records in the topic\n", r.Label, r.System, r.RowsCommitted, r.RecordsInTopic)
-	for _, l := range []phase{l, r.SameRate} {
+	for _, l := range append([]phase{l}, r.Rates...) {
 		if l.Rate == 0 {
 			continue
 		}
-		fmt.Printf("%s %s one row per transaction at %.0f rows/s: commit→Kafka p50 %.1f ms, p99 %.1f ms; intended start→Kafka p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d rows, %d failed, %d lost); per row: database %.0f µs, relay process %.0f µs\n",
-			r.Label, r.System, l.Rate, l.AnswerP50ms, l.AnswerP99ms, l.P50ms, l.P99ms, l.MaxMs, l.Messages, l.Failed, l.Lost,
+		fmt.Printf("%s %s one row per transaction at %.0f rows/s: commit→Kafka p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms; intended start→Kafka p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d rows, %d failed, %d lost); per row: database %.0f µs, relay process %.0f µs\n",
+			r.Label, r.System, l.Rate, l.AnswerP50ms, l.AnswerP99ms, l.AnswerP999ms, l.P50ms, l.P99ms, l.MaxMs, l.Messages, l.Failed, l.Lost,
 			l.DatabaseCPUus, l.ProcessCPUus)
 	}
 	for _, w := range r.Warnings {
@@ -601,9 +603,9 @@ func outboxReportCommand(paths []string) error {
 	}
 	by := map[string][]*outboxResult{}
 	fmt.Println()
-	fmt.Printf("%-6s %-9s %-8s %8s %10s %12s %10s %8s %15s %15s %6s %15s %5s\n",
-		"run", "system", "version", "rows/s", "db µs/row", "relay µs/row", "broker µs", "½ rows/s", "commit p50/p99", "intended p50/99",
-		"rows/s", "commit p50/p99", "lost")
+	fmt.Printf("%-6s %-9s %-8s %8s %10s %12s %10s %8s %15s %15s %5s\n",
+		"run", "system", "version", "rows/s", "db µs/row", "relay µs/row", "broker µs", "½ rows/s", "commit p50/p99", "intended p50/99", "lost")
+	var curve curve
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -614,12 +616,18 @@ func outboxReportCommand(paths []string) error {
 			return fmt.Errorf("%s: %w", p, err)
 		}
 		by[r.System] = append(by[r.System], &r)
-		t, l, same := r.Throughput, r.Latency, r.SameRate
-		fmt.Printf("%-6s %-9s %-8s %8.0f %10.0f %12.0f %10.0f %8.0f %15s %15s %6.0f %15s %5d\n",
+		t, l := r.Throughput, r.Latency
+		lost := t.Lost + l.Lost
+		for _, p := range r.Rates {
+			curve.add(fmt.Sprintf("%.0f", p.Rate), r.System, p)
+			lost += p.Lost
+		}
+		curve.add("½ peak", r.System, l)
+		fmt.Printf("%-6s %-9s %-8s %8.0f %10.0f %12.0f %10.0f %8.0f %15s %15s %5d\n",
 			r.Label, r.System, r.Version, t.PerSecond, t.DatabaseCPUus, t.ProcessCPUus, t.BrokerCPUus, l.Rate,
-			fmt.Sprintf("%.1f / %.1f", l.AnswerP50ms, l.AnswerP99ms), fmt.Sprintf("%.1f / %.1f", l.P50ms, l.P99ms),
-			same.Rate, fmt.Sprintf("%.1f / %.1f", same.AnswerP50ms, same.AnswerP99ms), t.Lost+l.Lost+same.Lost)
+			fmt.Sprintf("%.1f / %.1f", l.AnswerP50ms, l.AnswerP99ms), fmt.Sprintf("%.1f / %.1f", l.P50ms, l.P99ms), lost)
 	}
+	curve.print("rows/s", "intended→Kafka", "the transaction")
 	for _, rs := range [][]*outboxResult{by["trustmsg"], by["watermill"]} {
 		for _, r := range rs {
 			for _, w := range r.Warnings {

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sort"
+	"strconv"
 )
 
 func writeResult(path string, r *result) error {
@@ -26,8 +28,12 @@ func printRun(r *result) {
 		fmt.Printf(", Kafka broker %.0f µs", c.BrokerCPUus)
 	}
 	fmt.Printf(", load generator %.0f µs\n", c.LoadCPUus)
-	fmt.Printf("%s %s open loop at %.0f msg/s: prepare→delivery p50 %.1f ms, p99 %.1f ms, max %.1f ms; answer→delivery p50 %.1f ms, p99 %.1f ms (%d msg, %d failed)\n",
-		r.Label, r.System, o.Rate, o.P50ms, o.P99ms, o.MaxMs, o.AnswerP50ms, o.AnswerP99ms, o.Messages, o.Failed)
+	for _, o := range append(r.Rates, o) {
+		fmt.Printf("%s %s open loop at %.0f msg/s: prepare→delivery p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms, max %.1f ms; the producer's calls p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms; answer→delivery p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms (%d msg, %d failed)\n",
+			r.Label, r.System, o.Rate, o.P50ms, o.P99ms, o.P999ms, o.MaxMs, o.CallsP50ms, o.CallsP99ms, o.CallsP999ms,
+			o.AnswerP50ms, o.AnswerP99ms, o.AnswerP999ms, o.Messages, o.Failed)
+		printBudget(r.Label, r.System, o)
+	}
 	for _, w := range r.Warnings {
 		fmt.Printf("%s %s warning: %s\n", r.Label, r.System, w)
 	}
@@ -67,6 +73,14 @@ func reportCommand(paths []string) error {
 	if len(tm) == 0 || len(dtm) == 0 {
 		return errors.New("report needs runs of both trustmsg and dtm")
 	}
+	var curve curve
+	for _, r := range append(append([]*result{}, tm...), dtm...) {
+		for _, p := range r.Rates {
+			curve.add(fmt.Sprintf("%.0f", p.Rate), r.System, p)
+		}
+		curve.add("½ peak", r.System, r.Open)
+	}
+	curve.print("msg/s", "prepare→delivery", "prepare+commit")
 	rate := func(r *result) float64 { return r.Closed.PerSecond }
 	dbCPU := func(r *result) float64 { return r.Closed.DatabaseCPUus }
 	for i := range min(len(tm), len(dtm)) {
@@ -93,4 +107,59 @@ func median[R any](rs []R, f func(R) float64) float64 {
 		return v[n/2]
 	}
 	return (v[n/2-1] + v[n/2]) / 2
+}
+
+// curve is the open loops of several systems and runs, by rate: the
+// medians of each figure over the runs.
+type curve struct {
+	points []curvePoint
+}
+
+type curvePoint struct {
+	rate, system string
+	phases       []phase
+}
+
+func (c *curve) add(rate, system string, p phase) {
+	for i := range c.points {
+		if c.points[i].rate == rate && c.points[i].system == system {
+			c.points[i].phases = append(c.points[i].phases, p)
+			return
+		}
+	}
+	c.points = append(c.points, curvePoint{rate: rate, system: system, phases: []phase{p}})
+}
+
+// print is the curve as a table, a rate's systems side by side; unit
+// names the rates, start the first latency (from the intended start),
+// calls the producer's part.
+func (c *curve) print(unit, start, calls string) {
+	if len(c.points) == 0 {
+		return
+	}
+	sort.SliceStable(c.points, func(i, j int) bool { return rateOrder(c.points[i].rate) < rateOrder(c.points[j].rate) })
+	fmt.Printf("\nlatency curve (ms; medians of the runs; p50 / p99 / p99.9):\n")
+	fmt.Printf("%-8s %-9s %8s %7s %7s  %-22s %-22s %-22s\n",
+		unit, "system", "at msg/s", "msgs", "failed", start, calls, "commit→delivery")
+	for _, pt := range c.points {
+		f := func(g func(phase) float64) float64 { return median(pt.phases, g) }
+		three := func(a, b, c func(phase) float64) string {
+			return fmt.Sprintf("%.1f / %.1f / %.1f", f(a), f(b), f(c))
+		}
+		fmt.Printf("%-8s %-9s %8.0f %7.0f %7.0f  %-22s %-22s %-22s\n",
+			pt.rate, pt.system, f(func(p phase) float64 { return p.Rate }),
+			f(func(p phase) float64 { return float64(p.Messages) }), f(func(p phase) float64 { return float64(p.Failed) }),
+			three(func(p phase) float64 { return p.P50ms }, func(p phase) float64 { return p.P99ms }, func(p phase) float64 { return p.P999ms }),
+			three(func(p phase) float64 { return p.CallsP50ms }, func(p phase) float64 { return p.CallsP99ms }, func(p phase) float64 { return p.CallsP999ms }),
+			three(func(p phase) float64 { return p.AnswerP50ms }, func(p phase) float64 { return p.AnswerP99ms }, func(p phase) float64 { return p.AnswerP999ms }))
+	}
+}
+
+// rateOrder sorts fixed rates by their number and the half peak last.
+func rateOrder(rate string) float64 {
+	v, err := strconv.ParseFloat(rate, 64)
+	if err != nil {
+		return math.Inf(1)
+	}
+	return v
 }

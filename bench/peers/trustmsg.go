@@ -35,7 +35,11 @@ type trustmsgSystem struct {
 	check                 *http.Server
 	stopConsumer          context.CancelFunc
 	consumerDone          chan struct{}
+	// With --stages-listen: trustmsg's spans and this side's readings.
+	sink *stageSink
 }
+
+func (s *trustmsgSystem) stages() *stageSink { return s.sink }
 
 func newTrustmsg(ctx context.Context, cfg runConfig, t *tracker) (*trustmsgSystem, error) {
 	if cfg.kafka == "" || cfg.adminToken == "" {
@@ -54,6 +58,12 @@ func newTrustmsg(ctx context.Context, cfg runConfig, t *tracker) (*trustmsgSyste
 	checkURL, err := s.serveCheck()
 	if err != nil {
 		return nil, err
+	}
+	if cfg.stagesListen != "" {
+		if s.sink, err = newStageSink(cfg.stagesListen); err != nil {
+			s.close()
+			return nil, err
+		}
 	}
 	if s.token, err = s.register(ctx, cfg.url, cfg.adminToken, checkURL); err != nil {
 		s.close()
@@ -157,6 +167,9 @@ func (s *trustmsgSystem) consume(ctx context.Context, t *tracker) {
 		now := time.Now()
 		fetches.EachRecord(func(r *kgo.Record) {
 			t.delivered(string(r.Key), now)
+			if s.sink != nil {
+				s.sink.note(string(r.Key), func(c *clientTimes) { c.read = now })
+			}
 		})
 	}
 }
@@ -178,12 +191,20 @@ var trustmsgPayload = strings.Repeat("x", payloadBytes)
 
 func (s *trustmsgSystem) send(ctx context.Context, key string) error {
 	prepare, _ := json.Marshal(trustmsgPrepare{BizID: bizID, MessageKey: key, Topic: s.topic, Key: key, Payload: trustmsgPayload})
+	began := time.Now()
 	if err := s.post(ctx, s.prepareURL, prepare); err != nil {
 		return fmt.Errorf("prepare: %w", err)
 	}
 	commit, _ := json.Marshal(trustmsgCommit{BizID: bizID, MessageKey: key})
+	prepared := time.Now()
 	if err := s.post(ctx, s.commitURL, commit); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	if s.sink != nil {
+		committed := time.Now()
+		s.sink.note(key, func(c *clientTimes) {
+			c.prepare, c.prepared, c.commit, c.committed = began, prepared, prepared, committed
+		})
 	}
 	return nil
 }
@@ -234,6 +255,9 @@ func (s *trustmsgSystem) close() {
 	}
 	if s.check != nil {
 		s.check.Close()
+	}
+	if s.sink != nil {
+		s.sink.close()
 	}
 	if s.db != nil {
 		s.db.Close()

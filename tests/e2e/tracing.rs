@@ -269,6 +269,10 @@ struct SpanSeen {
     span_id: String,
     parent_span_id: String,
     service: String,
+    start: u64,
+    end: u64,
+    /// Its events' names and times (ns since the epoch).
+    events: Vec<(String, u64)>,
 }
 
 /// An OTLP/HTTP receiver: decodes every `POST /v1/traces` body.
@@ -298,6 +302,13 @@ async fn otlp_receiver() -> (String, Arc<Mutex<Vec<SpanSeen>>>) {
                         span_id: hex(&s.span_id),
                         parent_span_id: hex(&s.parent_span_id),
                         service: service.clone(),
+                        start: s.start_time_unix_nano,
+                        end: s.end_time_unix_nano,
+                        events: s
+                            .events
+                            .iter()
+                            .map(|e| (e.name.clone(), e.time_unix_nano))
+                            .collect(),
                     });
                 }
             }
@@ -359,6 +370,22 @@ async fn own_spans_reach_an_otlp_receiver_as_children_of_the_producers_span() {
             "a child of the producer's span: {s:?}"
         );
         assert!(s.service.contains("trustmsg-e2e"), "{s:?}");
+    }
+    // A producer's call shows its write's stages (docs/performance.md, the
+    // stage budget): when the group commit began its batch, when the
+    // answer came, in order within the span.
+    for s in named("trustmsg prepare")
+        .iter()
+        .chain(&named("trustmsg commit"))
+    {
+        let names: Vec<&str> = s.events.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["trustmsg.write.began", "trustmsg.write.done"],
+            "{s:?}"
+        );
+        let (began, done) = (s.events[0].1, s.events[1].1);
+        assert!(s.start <= began && began <= done && done <= s.end, "{s:?}");
     }
     // What was propagated names our spans: same trace, our span ids.
     let check_back = &named("trustmsg check-back")[0];

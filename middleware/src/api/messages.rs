@@ -98,7 +98,9 @@ pub(crate) async fn prepare(
         Some((tp, ts)) => (Some(tp.to_string()), ts),
         None => (span.traceparent().map(|tp| tp.to_string()), None),
     };
-    let result = prepare_traced(state, who, req, traceparent, tracestate).await;
+    let (result, stages) =
+        trace::stages(prepare_traced(state, who, req, traceparent, tracestate)).await;
+    span.events(stages);
     match &result {
         Ok((_, view)) => span.set(|| KeyValue::new("trustmsg.message_id", view.id as i64)),
         Err(e) => span.fail(e),
@@ -183,7 +185,7 @@ async fn decide(
     }
     let started = SystemTime::now();
     let request_trace = http.parse(false);
-    let result = decide_message(state, who, req, commit).await;
+    let (result, stages) = trace::stages(decide_message(state, who, req, commit)).await;
     let name = if commit {
         "trustmsg commit"
     } else {
@@ -223,6 +225,7 @@ async fn decide(
         ),
         (None, Err(_)) => return result.map(|m| axum::Json(m.view())),
     };
+    span.events(stages);
     if let Err(e) = &result {
         span.fail(e);
     }

@@ -28,7 +28,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::{mpsc, oneshot, Mutex, Notify};
 
@@ -46,13 +46,30 @@ struct Writing {
 pub(crate) struct Job<T, R> {
     /// What the caller asked to write.
     pub(crate) input: T,
-    reply: oneshot::Sender<R>,
+    reply: oneshot::Sender<(R, SystemTime)>,
+    /// When a worker began writing the batch it is in: the end of its wait
+    /// in the queue, told to the caller with the answer (a request's span
+    /// shows it, [`crate::observability::trace::stage`]).
+    began: SystemTime,
 }
 
 impl<T, R> Job<T, R> {
+    fn new(input: T) -> (Self, oneshot::Receiver<(R, SystemTime)>) {
+        let (reply, answer) = oneshot::channel();
+        let began = SystemTime::UNIX_EPOCH;
+        (
+            Self {
+                input,
+                reply,
+                began,
+            },
+            answer,
+        )
+    }
+
     /// Gives the caller its answer (dropped if the caller has gone).
     pub(crate) fn answer(self, answer: R) {
-        let _ = self.reply.send(answer);
+        let _ = self.reply.send((answer, self.began));
     }
 
     /// Whether the caller has gone (its request was cut off, or it was
@@ -102,7 +119,7 @@ impl<T: Send + 'static, R: Send + 'static> Batcher<T, R> {
         queue: usize,
         linger: Duration,
     ) -> Self {
-        let (tx, rx) = mpsc::channel(queue.max(1));
+        let (tx, rx) = mpsc::channel::<Job<T, R>>(queue.max(1));
         let rx = Arc::new(Mutex::new(rx));
         let writing = Arc::new(Writing::default());
         let max_batch = max_batch.max(1);
@@ -112,6 +129,10 @@ impl<T: Send + 'static, R: Send + 'static> Batcher<T, R> {
                 // Kept from batch to batch: its room is allocated once.
                 let mut jobs = Vec::new();
                 while next_batch(&rx, &mut jobs, max_batch, &writing, linger).await {
+                    let began = SystemTime::now();
+                    for job in &mut jobs {
+                        job.began = began;
+                    }
                     writing.batches.fetch_add(1, Ordering::SeqCst);
                     write.write(&mut jobs).await;
                     jobs.clear();
@@ -126,8 +147,13 @@ impl<T: Send + 'static, R: Send + 'static> Batcher<T, R> {
     /// Queues `input` and waits for its answer; `None` once the workers have
     /// stopped.
     pub(crate) async fn submit(&self, input: T) -> Option<R> {
-        let (reply, answer) = oneshot::channel();
-        self.queue.send(Job { input, reply }).await.ok()?;
+        self.submit_stamped(input).await.map(|(answer, _)| answer)
+    }
+
+    /// [`Batcher::submit`], with the time its batch began to be written.
+    pub(crate) async fn submit_stamped(&self, input: T) -> Option<(R, SystemTime)> {
+        let (job, answer) = Job::new(input);
+        self.queue.send(job).await.ok()?;
         answer.await.ok()
     }
 }
@@ -147,14 +173,14 @@ pub(crate) async fn write_now<T, R>(
         let mut jobs = Vec::with_capacity(max_batch.max(1));
         let mut replies = Vec::with_capacity(max_batch.max(1));
         for input in inputs.by_ref().take(max_batch.max(1)) {
-            let (reply, answer) = oneshot::channel();
-            jobs.push(Job { input, reply });
+            let (job, answer) = Job::new(input);
+            jobs.push(job);
             replies.push(answer);
         }
         write.write(&mut jobs).await;
         drop(jobs);
         for answer in replies {
-            answers.push(answer.await.ok());
+            answers.push(answer.await.ok().map(|(answer, _)| answer));
         }
     }
     answers

@@ -49,7 +49,7 @@
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use moka::future::Cache;
 
@@ -57,6 +57,7 @@ use trustmsg_verify_api::MessageStatus;
 
 use crate::group_commit::batcher::{skip_abandoned, write_now, BatchWrite, Batcher, Job};
 use crate::handoff::CommitListener;
+use crate::observability::trace;
 use crate::store::{
     self, Actor, DecideOutcome, DecideRequest, DynStore, Inserted, Message, NewCommitted,
     NewMessage, StoreError, StoreResult, Target,
@@ -283,10 +284,8 @@ impl Coalescer {
     /// [`crate::store::MessageStore::insert_prepared`], batched with concurrent calls.
     pub(crate) async fn prepare(&self, message: NewMessage) -> StoreResult<Inserted> {
         let shard = self.store.shard_of_new(&message);
-        self.prepares[shard]
-            .submit(message)
-            .await
-            .ok_or_else(gone)?
+        let submitted = self.prepares[shard].submit_stamped(message).await;
+        written(submitted)
     }
 
     /// A producer's commit or rollback ([`store::decide`]), batched with concurrent calls.
@@ -303,11 +302,18 @@ impl Coalescer {
             commit,
             via: Via::Http,
         };
-        self.decisions[shard]
-            .submit(decision)
-            .await
-            .ok_or_else(gone)?
+        let submitted = self.decisions[shard].submit_stamped(decision).await;
+        written(submitted)
     }
+}
+
+/// A batched write's answer; its batch's start and its answer are the
+/// request's `write` stages ([`trace::stage`]).
+fn written<R>(submitted: Option<(StoreResult<R>, SystemTime)>) -> StoreResult<R> {
+    let (answer, began) = submitted.ok_or_else(gone)?;
+    trace::stage(trace::Stage::WriteBegan, began);
+    trace::stage(trace::Stage::Written, SystemTime::now());
+    answer
 }
 
 /// `write`s `inputs` one shard's at a time, all shards at once, each shard's

@@ -18,6 +18,8 @@
 //! The exporter is process-wide (like the metrics recorder): the binary runs
 //! one service; a second service in the same process shares the first's.
 
+use std::cell::RefCell;
+use std::future::Future;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
@@ -217,6 +219,53 @@ pub(crate) fn describe_metrics() {
     metrics::counter!("trustmsg_traceparent_invalid_total").increment(0);
 }
 
+/// A point a request's write passes, shown as an event of its span (the
+/// stage budget of `docs/performance.md`: how long the request waited for
+/// its batch, and how long the batch took).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// The group commit began writing the batch the request's write is in.
+    WriteBegan,
+    /// The request got its write's answer.
+    Written,
+}
+
+impl Stage {
+    fn name(self) -> &'static str {
+        match self {
+            Stage::WriteBegan => "trustmsg.write.began",
+            Stage::Written => "trustmsg.write.done",
+        }
+    }
+}
+
+/// The stages a request passed, noted by [`stage`] while [`stages`] runs it.
+pub(crate) type Stages = Vec<(Stage, SystemTime)>;
+
+tokio::task_local! {
+    static STAGES: RefCell<Stages>;
+}
+
+/// Runs `request`, noting the [`Stage`]s it passes when spans are exported
+/// (none otherwise, for nothing).
+pub(crate) async fn stages<F: Future>(request: F) -> (F::Output, Stages) {
+    if !exporting() {
+        return (request.await, Stages::new());
+    }
+    STAGES
+        .scope(RefCell::new(Stages::new()), async {
+            let out = request.await;
+            (out, STAGES.with(RefCell::take))
+        })
+        .await
+}
+
+/// Notes that the current request passed `stage` at `at`; nothing outside
+/// [`stages`].
+pub(crate) fn stage(stage: Stage, at: SystemTime) {
+    let _ = STAGES.try_with(|s| s.borrow_mut().push((stage, at)));
+}
+
 /// A span of ours; does nothing when spans are not exported.
 #[must_use = "end the span"]
 pub(crate) struct OwnSpan(Option<opentelemetry_sdk::trace::Span>);
@@ -299,6 +348,15 @@ impl OwnSpan {
     pub(crate) fn fail(&mut self, why: impl std::fmt::Display) {
         if let Some(s) = &mut self.0 {
             s.set_status(Status::error(why.to_string()));
+        }
+    }
+
+    /// Adds `stages` as events, at their times.
+    pub(crate) fn events(&mut self, stages: Stages) {
+        if let Some(s) = &mut self.0 {
+            for (stage, at) in stages {
+                s.add_event_with_timestamp(stage.name(), at, Vec::new());
+            }
         }
     }
 
