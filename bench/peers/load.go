@@ -234,6 +234,7 @@ type phase struct {
 	// (stages.go), over StagedMessages messages.
 	Stages         map[string][3]float64 `json:"stages,omitempty"`
 	StagedMessages int                   `json:"staged_messages,omitempty"`
+	Slowest        []slowMessage         `json:"slowest,omitempty"`
 	// Database (mysqld/mariadbd), the system's own process(es), the Kafka
 	// broker (trustmsg only) and this load generator (HTTP clients, the
 	// sink or the Kafka consumer).
@@ -436,7 +437,7 @@ func openLoop(ctx context.Context, sys system, t *tracker, m *cpuMeter, cfg runC
 	m.charge(&p, n)
 	if sink != nil {
 		sink.settle(cfg.stagesInterval)
-		p.Stages, p.StagedMessages = sink.budget()
+		p.Stages, p.StagedMessages, p.Slowest = sink.budget()
 	}
 	return p, nil
 }

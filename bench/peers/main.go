@@ -11,6 +11,7 @@
 //	                                          "peers outbox: trustmsg/watermill rows/s ×R, database cpu/row ×C"
 //	peers watermill-forwarder --dsn DSN --kafka ADDR
 //	                                          Watermill's SQL forwarder, MySQL to Kafka (watermill.go)
+//	peers kafka-warmup --kafka ADDR           the broker's JVM warmed up before anything is measured
 //	peers free-ports N                        N free ports of 127.0.0.1
 //
 // A message is delivered when trustmsg's record is read from Kafka, or when
@@ -49,6 +50,8 @@ func main() {
 		err = outboxReportCommand(os.Args[2:])
 	case "watermill-forwarder":
 		err = watermillForwarderCommand(os.Args[2:])
+	case "kafka-warmup":
+		err = kafkaWarmupCommand(os.Args[2:])
 	case "free-ports":
 		err = freePortsCommand(os.Args[2:])
 	default:
@@ -63,7 +66,7 @@ func main() {
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: peers run --system trustmsg|dtm [flags] | peers report RESULT.json...\n"+
 		"     | peers outbox --system trustmsg|watermill [flags] -- RELAY... | peers outbox-report RESULT.json...\n"+
-		"     | peers watermill-forwarder --dsn DSN --kafka ADDR | peers free-ports N")
+		"     | peers watermill-forwarder --dsn DSN --kafka ADDR | peers kafka-warmup --kafka ADDR | peers free-ports N")
 	os.Exit(2)
 }
 

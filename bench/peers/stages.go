@@ -24,6 +24,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sort"
 	"sync"
 	"time"
 
@@ -184,9 +185,20 @@ func (s *stageSink) settle(interval time.Duration) {
 	}
 }
 
+// slowMessage is one of a phase's slowest messages: when it began (to
+// set beside a GC log or vmstat) and its stages, ms.
+type slowMessage struct {
+	Began  time.Time          `json:"began"`
+	Stages map[string]float64 `json:"stages"`
+}
+
+// slowest is how many of a phase's slowest messages are kept.
+const slowest = 5
+
 // budget is the phase's stages: p50, p99 and p99.9 of each over the
-// messages whose every reading and span came, and how many those were.
-func (s *stageSink) budget() (map[string][3]float64, int) {
+// messages whose every reading and span came, how many those were, and
+// the slowest of them.
+func (s *stageSink) budget() (map[string][3]float64, int, []slowMessage) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sendByKey := map[string]spanTimes{}
@@ -196,6 +208,7 @@ func (s *stageSink) budget() (map[string][3]float64, int) {
 		}
 	}
 	samples := map[string][]time.Duration{}
+	var slow []slowMessage
 	n := 0
 	for key, c := range s.client {
 		p, okP := s.prepares[key]
@@ -205,7 +218,7 @@ func (s *stageSink) budget() (map[string][3]float64, int) {
 			continue
 		}
 		n++
-		for name, d := range map[string]time.Duration{
+		stages := map[string]time.Duration{
 			"prepare: HTTP in": p.start.Sub(c.prepare),
 			"prepare: queue":   p.writeBegan.Sub(p.start),
 			"prepare: write":   p.written.Sub(p.writeBegan),
@@ -218,16 +231,23 @@ func (s *stageSink) budget() (map[string][3]float64, int) {
 			"produce → ack":    send.end.Sub(send.start),
 			"send → read":      c.read.Sub(send.start),
 			"prepare → read":   c.read.Sub(c.prepare),
-		} {
+		}
+		for name, d := range stages {
 			samples[name] = append(samples[name], d)
 		}
+		slow = append(slow, slowMessage{Began: c.prepare, Stages: map[string]float64{}})
+		for name, d := range stages {
+			slow[len(slow)-1].Stages[name] = ms(d)
+		}
+		sort.Slice(slow, func(i, j int) bool { return slow[i].Stages["prepare → read"] > slow[j].Stages["prepare → read"] })
+		slow = slow[:min(len(slow), slowest)]
 	}
 	out := map[string][3]float64{}
 	for name, d := range samples {
 		p50, p99, p999 := quantiles(d)
 		out[name] = [3]float64{p50, p99, p999}
 	}
-	return out, n
+	return out, n, slow
 }
 
 // printBudget prints a phase's stages in the order of the path.
@@ -241,5 +261,14 @@ func printBudget(label, system string, p phase) {
 		if q, ok := p.Stages[name]; ok {
 			fmt.Printf("  %-18s %8.2f %8.2f %8.2f\n", name, q[0], q[1], q[2])
 		}
+	}
+	for _, m := range p.Slowest {
+		fmt.Printf("  slow: began %s:", m.Began.UTC().Format("15:04:05.000"))
+		for _, name := range stageNames {
+			if d := m.Stages[name]; d >= 1 {
+				fmt.Printf(" %s %.1f", name, d)
+			}
+		}
+		fmt.Println()
 	}
 }

@@ -6,11 +6,14 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
@@ -262,4 +265,60 @@ func (s *trustmsgSystem) close() {
 	if s.db != nil {
 		s.db.Close()
 	}
+}
+
+// kafkaWarmupCommand is `peers kafka-warmup --kafka ADDR --records N`: N
+// records of payloadBytes produced to a topic of the warm-up's own and
+// read back, so the broker's JVM has compiled its produce and fetch paths
+// before anything is measured (its CPU per message fell from 189 to 69 µs
+// over three runs without it).
+func kafkaWarmupCommand(args []string) error {
+	fs := flag.NewFlagSet("kafka-warmup", flag.ExitOnError)
+	addr := fs.String("kafka", "", "Kafka bootstrap address")
+	records := fs.Int("records", 300000, "records to produce and read back")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *addr == "" {
+		return errors.New("kafka-warmup needs --kafka")
+	}
+	const topic = "peers-warmup"
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	client, err := kgo.NewClient(
+		kgo.SeedBrokers(*addr),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	if err := createTopic(ctx, client, topic); err != nil {
+		return err
+	}
+	value := []byte(trustmsgPayload)
+	var failed atomic.Pointer[error]
+	for i := range *records {
+		r := &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(i)), Value: value}
+		client.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				failed.CompareAndSwap(nil, &err)
+			}
+		})
+	}
+	if err := client.Flush(ctx); err != nil {
+		return err
+	}
+	if err := failed.Load(); err != nil {
+		return *err
+	}
+	for read := 0; read < *records; {
+		fetches := client.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("read %d of %d warm-up records: %w", read, *records, err)
+		}
+		read += fetches.NumRecords()
+	}
+	return nil
 }

@@ -182,16 +182,15 @@ impl KafkaSettings {
 
     fn client_config(&self) -> ClientConfig {
         let mut c = ClientConfig::new();
-        // librdkafka waits 5 ms for company before sending a batch; 1 ms cuts
-        // commit → Kafka by about 3.5 ms at p50 (docs/performance.md), and
-        // under load batches still fill while requests are in flight. 0 cut
-        // another millisecond at p50 in quick runs, but in full runs the
-        // open loop's time from answer to consumer was 5.2-6.5 ms p50 and
-        // 23-28 ms p99, against 3.7-4.5 and 13-27 ms with 1 ms (likely the
-        // mock broker, which walks every batch of a partition to find an
-        // offset: more, smaller batches slow each fetch). --kafka-config may
-        // set another value.
-        c.set("linger.ms", "1");
+        // librdkafka waits 5 ms for company before sending a batch. 0 sends
+        // at once: against a real broker, produce → ack p50 fell from
+        // 1.4-1.7 ms (1 ms) to 0.3-0.5 ms at 100-500 msg/s (issue 61,
+        // docs/performance.md), and under load batches still fill while
+        // earlier requests are in flight (idempotence allows five). Any
+        // value above 0 waits about a millisecond (0.2 measured as 1).
+        // --kafka-config linger.ms=N trades that back for fewer, larger
+        // produce requests.
+        c.set("linger.ms", "0");
         for (k, v) in &self.extra {
             c.set(k, v);
         }
