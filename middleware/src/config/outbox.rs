@@ -32,10 +32,12 @@ pub struct OutboxArgs {
     #[arg(long, env = "TRUSTMSG_OUTBOX_BATCH", default_value = "1000", value_parser = clap::value_parser!(u32).range(1..=10000))]
     pub outbox_batch: u32,
 
-    /// How often a source found empty is looked at again for new rows (a
-    /// claim that found rows is followed by the next at once): the latency
-    /// a row written to an idle source waits at most before its relay
-    /// starts, against one small query per interval.
+    /// The longest a source found empty waits before it is looked at again
+    /// for new rows: a claim that found rows is followed by the next at
+    /// once, one that found none by the next after 1 ms, then twice as long
+    /// each time up to this. The latency a row written to a long idle
+    /// source waits at most before its relay starts, against one small
+    /// query per interval.
     #[arg(long, env = "TRUSTMSG_OUTBOX_INTERVAL", default_value = "100ms", value_parser = positive_duration)]
     pub outbox_interval: Duration,
 

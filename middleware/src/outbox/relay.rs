@@ -34,6 +34,10 @@ const STANDBY_POLL: Duration = Duration::from_secs(1);
 /// How often the lock holder purges what retention lets go.
 const PURGE_EVERY: Duration = Duration::from_secs(10);
 
+/// How long the first claim after one that found the source empty waits;
+/// each next empty one doubles it, up to `--outbox-interval`.
+const IDLE_FIRST: Duration = Duration::from_millis(1);
+
 /// Rows purged per statement.
 const PURGE_CHUNK: u32 = 1000;
 
@@ -240,6 +244,9 @@ impl Relay {
         };
         let mut attempt = 0u32;
         let mut last_purge: Option<Instant> = None;
+        // Claims in a row that found the source empty: the next waits
+        // 1 ms, then twice as long each time, up to `--outbox-interval`.
+        let mut empties = 0u32;
         loop {
             if !first {
                 tokio::select! {
@@ -310,13 +317,23 @@ impl Relay {
                     break;
                 }
                 // Rows keep coming: the next claim follows at once (a row
-                // waits one batch, not an interval); a source found empty is
-                // looked at again after `--outbox-interval`.
+                // waits one batch, not an interval). A source found empty
+                // is looked at again soon, then less and less often, up
+                // to `--outbox-interval`: rows that trickle in (one every
+                // few milliseconds) wait about as long as between two of
+                // them, an idle source costs a claim per interval.
                 if first && empty {
+                    empties = empties.saturating_add(1);
+                    let idle = Backoff {
+                        base: IDLE_FIRST,
+                        max: s.interval,
+                    };
                     tokio::select! {
                         () = shutdown.cancelled() => return Ended::Shutdown,
-                        () = tokio::time::sleep(s.interval) => {}
+                        () = tokio::time::sleep(idle.delay(empties)) => {}
                     }
+                } else {
+                    empties = 0;
                 }
             }
         }
