@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -297,21 +298,30 @@ func kafkaWarmupCommand(args []string) error {
 	if err := createTopic(ctx, client, topic); err != nil {
 		return err
 	}
+	// Each producer sends its next record once the last is acknowledged,
+	// as trustmsg's forwarder sends (lingering 0 ms): small produce
+	// requests, the path the measured runs take.
 	value := []byte(trustmsgPayload)
-	var failed atomic.Pointer[error]
-	for i := range *records {
-		r := &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(i)), Value: value}
-		client.Produce(ctx, r, func(_ *kgo.Record, err error) {
-			if err != nil {
-				failed.CompareAndSwap(nil, &err)
+	var next atomic.Int64
+	errs := make(chan error, 32)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1); i <= int64(*records); i = next.Add(1) {
+				r := &kgo.Record{Topic: topic, Key: []byte(strconv.FormatInt(i, 10)), Value: value}
+				if err := client.ProduceSync(ctx, r).FirstErr(); err != nil {
+					errs <- err
+					return
+				}
 			}
-		})
+		}()
 	}
-	if err := client.Flush(ctx); err != nil {
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
 		return err
-	}
-	if err := failed.Load(); err != nil {
-		return *err
 	}
 	for read := 0; read < *records; {
 		fetches := client.PollFetches(ctx)
