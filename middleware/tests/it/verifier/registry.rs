@@ -18,10 +18,8 @@ async fn a_registry_update_is_seen_by_the_next_check_not_after_the_ttl() {
     let id = prepare(&app, &token, "orders", "o-1").await;
     eventually(10, "a check at the old URL", async || old.calls("o-1") > 0).await;
 
-    let (status, body) = app.put_producer("orders", &json!({"verify_url": new.url(), "first_verify_after_ms": 0, "max_verify_attempts": 1000}),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    // The new endpoint knows the producer's signing secret before the
+    // producer points at it: the verifier may call it at once.
     let (status, secret) = app
         .post(
             "/v1/producers/orders/reveal-signing-secret",
@@ -31,6 +29,10 @@ async fn a_registry_update_is_seen_by_the_next_check_not_after_the_ttl() {
         .await;
     assert_eq!(status, 200, "{secret}");
     new.set_secret(secret["signing_secret"].as_str().unwrap());
+    let (status, body) = app.put_producer("orders", &json!({"verify_url": new.url(), "first_verify_after_ms": 0, "max_verify_attempts": 1000}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
 
     // With a one-hour TTL, only the invalidation can make this happen.
     eventually(10, "committed through the new URL", async || {
