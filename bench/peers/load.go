@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,9 @@ type tracker struct {
 	// submit; the outbox: the transaction), for each message sent.
 	calls []time.Duration
 	last  time.Time
+	// The slowest deliveries: when each was meant to start and how long
+	// it took (to set beside a database's or a broker's log).
+	worst []lateDelivery
 	// Deliveries of keys not pending (a second delivery, or one from
 	// before this phase): counted, not timed.
 	other atomic.Int64
@@ -122,6 +126,7 @@ func (t *tracker) delivered(key string, at time.Time) {
 	}
 	delete(t.pending, key)
 	t.latencies = append(t.latencies, at.Sub(start))
+	t.worst = keepWorst(t.worst, lateDelivery{Start: start, Ms: ms(at.Sub(start))})
 	if answered, ok := t.answeredAt[key]; ok {
 		delete(t.answeredAt, key)
 		t.afterAnswer = append(t.afterAnswer, at.Sub(answered))
@@ -160,6 +165,7 @@ func (t *tracker) reset() {
 	t.answeredAt = map[string]time.Time{}
 	t.afterAnswer = nil
 	t.calls = nil
+	t.worst = nil
 	t.last = time.Time{}
 	t.mu.Unlock()
 }
@@ -232,9 +238,11 @@ type phase struct {
 	CallsP999ms float64 `json:"calls_p99_9_ms"`
 	// trustmsg with --stages-listen: each stage's p50, p99, p99.9 in ms
 	// (stages.go), over StagedMessages messages.
-	Stages         map[string][3]float64 `json:"stages,omitempty"`
-	StagedMessages int                   `json:"staged_messages,omitempty"`
-	Slowest        []slowMessage         `json:"slowest,omitempty"`
+	Stages map[string][3]float64 `json:"stages,omitempty"`
+	// The phase's slowest messages, slowest first.
+	Worst          []lateDelivery `json:"worst,omitempty"`
+	StagedMessages int            `json:"staged_messages,omitempty"`
+	Slowest        []slowMessage  `json:"slowest,omitempty"`
 	// Database (mysqld/mariadbd), the system's own process(es), the Kafka
 	// broker (trustmsg only) and this load generator (HTTP clients, the
 	// sink or the Kafka consumer).
@@ -442,6 +450,36 @@ func openLoop(ctx context.Context, sys system, t *tracker, m *cpuMeter, cfg runC
 	return p, nil
 }
 
+// lateDelivery is one slow message: its intended start and its latency.
+type lateDelivery struct {
+	Start time.Time `json:"start"`
+	Ms    float64   `json:"ms"`
+}
+
+// keepWorst adds d to the slowest few, slowest first.
+func keepWorst(worst []lateDelivery, d lateDelivery) []lateDelivery {
+	const keep = 5
+	if len(worst) == keep && d.Ms <= worst[keep-1].Ms {
+		return worst
+	}
+	worst = append(worst, d)
+	sort.Slice(worst, func(i, j int) bool { return worst[i].Ms > worst[j].Ms })
+	return worst[:min(len(worst), keep)]
+}
+
+// worstLine says when a phase's slowest messages were meant to start.
+func worstLine(p phase) string {
+	if len(p.Worst) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("slowest (intended start, ms):")
+	for _, w := range p.Worst {
+		fmt.Fprintf(&b, " %s %.1f", w.Start.UTC().Format("15:04:05.000"), w.Ms)
+	}
+	return b.String()
+}
+
 // stager is a system whose spans come to a stageSink.
 type stager interface {
 	stages() *stageSink
@@ -551,6 +589,7 @@ func summarize(t *tracker, start time.Time, n int) phase {
 	}
 	p.AnswerP50ms, p.AnswerP99ms, p.AnswerP999ms = quantiles(t.afterAnswer)
 	p.CallsP50ms, p.CallsP99ms, p.CallsP999ms = quantiles(t.calls)
+	p.Worst = append([]lateDelivery(nil), t.worst...)
 	return p
 }
 

@@ -32,6 +32,9 @@ func printRun(r *result) {
 		fmt.Printf("%s %s open loop at %.0f msg/s: prepare→delivery p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms, max %.1f ms; the producer's calls p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms; answer→delivery p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms (%d msg, %d failed)\n",
 			r.Label, r.System, o.Rate, o.P50ms, o.P99ms, o.P999ms, o.MaxMs, o.CallsP50ms, o.CallsP99ms, o.CallsP999ms,
 			o.AnswerP50ms, o.AnswerP99ms, o.AnswerP999ms, o.Messages, o.Failed)
+		if w := worstLine(o); w != "" {
+			fmt.Printf("%s %s %s\n", r.Label, r.System, w)
+		}
 		printBudget(r.Label, r.System, o)
 	}
 	for _, w := range r.Warnings {
