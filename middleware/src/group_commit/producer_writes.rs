@@ -311,8 +311,8 @@ impl Coalescer {
 /// request's `write` stages ([`trace::stage`]).
 fn written<R>(submitted: Option<(StoreResult<R>, SystemTime)>) -> StoreResult<R> {
     let (answer, began) = submitted.ok_or_else(gone)?;
-    trace::stage(trace::Stage::WriteBegan, began);
-    trace::stage(trace::Stage::Written, SystemTime::now());
+    trace::stage(trace::Stage::WriteBegan, || began);
+    trace::stage(trace::Stage::Written, SystemTime::now);
     answer
 }
 

@@ -260,10 +260,11 @@ pub(crate) async fn stages<F: Future>(request: F) -> (F::Output, Stages) {
         .await
 }
 
-/// Notes that the current request passed `stage` at `at`; nothing outside
-/// [`stages`].
-pub(crate) fn stage(stage: Stage, at: SystemTime) {
-    let _ = STAGES.try_with(|s| s.borrow_mut().push((stage, at)));
+/// Notes that the current request passed `stage` at the time `at` gives;
+/// nothing outside [`stages`], where `at` is not even asked (no clock read
+/// on a request whose spans are not exported).
+pub(crate) fn stage(stage: Stage, at: impl FnOnce() -> SystemTime) {
+    let _ = STAGES.try_with(|s| s.borrow_mut().push((stage, at())));
 }
 
 /// A span of ours; does nothing when spans are not exported.
