@@ -193,3 +193,66 @@ async fn committed_rows_reach_kafka_byte_for_byte_and_a_rolled_back_one_never_do
     source.drop_db().await;
     db.drop_db().await;
 }
+
+/// Rows that trickle in are not held for `--outbox-interval`: a source
+/// found empty is looked at again after 1 ms, then twice as long each
+/// time, so once the relay has found the first row the next ones, 150 ms
+/// apart, are relayed within a fraction of the (here 20 s) interval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_that_trickle_in_are_relayed_without_waiting_out_the_interval() {
+    let db = TestDb::create().await;
+    let (source, shop) = shop_database().await;
+    outbox::create_table(&shop).await.unwrap();
+    let kafka = MockKafka::start(1);
+    kafka.create_topic(TOPIC, 3);
+    let relayed_from = format!("shop={}", source.url);
+    let service = ServiceProcess::start(
+        &db,
+        kafka.bootstrap(),
+        &["--outbox-source", &relayed_from, "--outbox-interval", "20s"],
+    )
+    .await;
+    let mut registration = settings(UNREACHABLE_VERIFY_URL, 3_600_000, 3);
+    registration["topics"] = json!([TOPIC]);
+    service.register("shop", registration).await;
+
+    let trustmsg = db.pool().await;
+    let relayed = |key: &'static str| {
+        let trustmsg = trustmsg.clone();
+        async move { statuses(&trustmsg, "shop").await.contains_key(key) }
+    };
+    // The first row waits for whatever claim comes next.
+    place(&shop, "0", &Message::new("trickle-0", TOPIC, "0"), true).await;
+    eventually(30, "the first row relayed", async || {
+        relayed("trickle-0").await
+    })
+    .await;
+    for (i, key) in [
+        "trickle-1",
+        "trickle-2",
+        "trickle-3",
+        "trickle-4",
+        "trickle-5",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        place(
+            &shop,
+            &format!("{}", i + 1),
+            &Message::new(key, TOPIC, "x"),
+            true,
+        )
+        .await;
+        let committed = std::time::Instant::now();
+        while !relayed(key).await {
+            assert!(
+                committed.elapsed() < std::time::Duration::from_secs(3),
+                "{key} not relayed 3 s after its commit: the relay waited out --outbox-interval (20 s)"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+    drop(service);
+}
