@@ -469,7 +469,6 @@ pub(in crate::store) async fn periods<D>(
 where
     D: PartitionDdl,
     for<'e> &'e mut D::Connection: Executor<'e, Database = D>,
-    &'static str: Bind<D>,
 {
     let texts: Vec<String> = sqlx::query(stmt::<D>(D::partition_names(table)))
         .fetch_all(&mut *conn)
