@@ -324,7 +324,7 @@ func runOutbox(ctx context.Context, cfg outboxConfig) (*outboxResult, error) {
 		kgo.SeedBrokers(cfg.kafka),
 		kgo.ConsumeTopics(cfg.topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.FetchMaxWait(fetchMaxWait()),
 	)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,7 +78,7 @@ func newTrustmsg(ctx context.Context, cfg runConfig, t *tracker) (*trustmsgSyste
 		kgo.SeedBrokers(cfg.kafka),
 		kgo.ConsumeTopics(cfg.topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.FetchMaxWait(fetchMaxWait()),
 	); err != nil {
 		s.close()
 		return nil, err
@@ -331,4 +332,13 @@ func kafkaWarmupCommand(args []string) error {
 		read += fetches.NumRecords()
 	}
 	return nil
+}
+
+// fetchMaxWait is how long the load generator's consumer lets the broker
+// hold a fetch that found nothing new (PEERS_FETCH_MAX_WAIT, default 500 ms).
+func fetchMaxWait() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("PEERS_FETCH_MAX_WAIT")); err == nil {
+		return d
+	}
+	return 500 * time.Millisecond
 }

@@ -16,7 +16,7 @@ use crate::api::load_shed::InFlight;
 use crate::api::{self, AppState, Shared};
 use crate::config::{Forwarding, ServeArgs};
 use crate::forwarder::kafka::KafkaSink;
-use crate::forwarder::Forwarder;
+use crate::forwarder::{exactly_once, Forwarder};
 use crate::group_commit::producer_writes::Coalescer;
 use crate::handoff::{CommitListener, NoForwarder};
 use crate::intake::{Intake, Limits};
@@ -174,11 +174,22 @@ impl Application {
                 Arc::new(NoForwarder)
             }
             Forwarding::Kafka { kafka, config } => {
-                let sink = KafkaSink::new(kafka)?;
+                let eos = config.exactly_once.clone();
+                let sink = KafkaSink::new(kafka.clone())?;
                 let forwarder = Forwarder::new(store.clone(), sink, config);
-                let (handle, task) = forwarder.spawn(shutdown.clone());
-                workers.push(liveness.watch("forwarder", task, shutdown.clone()));
-                Arc::new(handle)
+                match eos {
+                    None => {
+                        let (handle, task) = forwarder.spawn(shutdown.clone());
+                        workers.push(liveness.watch("forwarder", task, shutdown.clone()));
+                        Arc::new(handle)
+                    }
+                    Some(eos) => {
+                        let (wake, task) =
+                            exactly_once::spawn(forwarder, kafka, *eos, shutdown.clone());
+                        workers.push(liveness.watch("forwarder", task, shutdown.clone()));
+                        Arc::new(wake)
+                    }
+                }
             }
         };
         if let Some(verifier) = cfg.verifier {

@@ -16,6 +16,7 @@ mod console_overview;
 mod delay;
 mod delay_ordering;
 mod dev;
+mod exactly_once;
 mod five_classes;
 mod flow;
 mod frozen_db;

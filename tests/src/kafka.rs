@@ -44,6 +44,16 @@ const SENTINEL_WAIT: Duration = Duration::from_secs(30);
 /// [`TopicReader`] of the same topic would fail on them, so call this on a
 /// topic read no other way (a dead-letter topic), or last.
 pub async fn records_in(bootstrap: &str, topic: &str) -> Vec<RawRecord> {
+    read_to_sentinels(bootstrap, topic, "read_uncommitted").await
+}
+
+/// [`records_in`] as a `read_committed` consumer reads them: what
+/// transactions that were aborted (or are still open) wrote is left out.
+pub async fn committed_records_in(bootstrap: &str, topic: &str) -> Vec<RawRecord> {
+    read_to_sentinels(bootstrap, topic, "read_committed").await
+}
+
+async fn read_to_sentinels(bootstrap: &str, topic: &str, isolation: &str) -> Vec<RawRecord> {
     let nonce = format!("{}-{:?}", std::process::id(), Instant::now());
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
@@ -74,6 +84,7 @@ pub async fn records_in(bootstrap: &str, topic: &str) -> Vec<RawRecord> {
         // Assigned, not subscribed: no group to join, nothing committed.
         .set("group.id", "trustmsg-test-sentinel-reader")
         .set("enable.auto.commit", "false")
+        .set("isolation.level", isolation)
         .set("fetch.wait.max.ms", "10")
         .create()
         .expect("a consumer");

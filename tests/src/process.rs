@@ -66,6 +66,8 @@ pub struct ServiceProcess {
     log: Option<PathBuf>,
     /// With HTTPS: the CA file its certificate is signed by.
     tls_ca: Option<PathBuf>,
+    /// Variables added to its environment at its next start.
+    env: Vec<(String, String)>,
 }
 
 impl ServiceProcess {
@@ -139,6 +141,7 @@ impl ServiceProcess {
             child: None,
             log,
             tls_ca,
+            env: Vec::new(),
         };
         s.spawn().await;
         s
@@ -175,6 +178,7 @@ impl ServiceProcess {
         let child = Command::new(binary())
             .args(&self.args)
             .env("TRUSTMSG_LOG", log)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr)
@@ -196,6 +200,39 @@ impl ServiceProcess {
     /// The process id while it runs (`None` after [`ServiceProcess::kill_9`]).
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
+    }
+
+    /// These variables in its environment from its next start on (none:
+    /// none).
+    pub fn set_env(&mut self, env: &[(&str, &str)]) {
+        self.env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    }
+
+    /// Waits up to `within` for it to exit by itself; how it exited.
+    pub async fn exited_within(&mut self, within: std::time::Duration) -> ExitStatus {
+        let deadline = std::time::Instant::now() + within;
+        let child = self.child.as_mut().expect("the service runs");
+        loop {
+            if let Some(status) = child.try_wait().expect("the service's status") {
+                self.child = None;
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the service did not exit within {within:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Starts it again after it exited by itself (same command, port and
+    /// database), waiting until it is ready.
+    pub async fn start_again(&mut self) {
+        assert!(self.child.is_none(), "the service still runs");
+        self.spawn().await;
     }
 
     /// SIGKILL: no shutdown hook runs, nothing is flushed.

@@ -10,12 +10,23 @@ use clap::Args;
 use super::parse::{at_least_one, backoff_duration, positive_duration};
 use super::{ConfigError, ServeArgs};
 use crate::backoff::Backoff;
+use crate::forwarder::exactly_once::ExactlyOnceConfig;
 use crate::forwarder::kafka::KafkaSettings;
 use crate::forwarder::ForwarderConfig;
 use crate::handoff::record::record_size;
 use crate::intake::validate::{MAX_BIZ_ID, MAX_MESSAGE_KEY};
 use crate::net::kafka_settings::KafkaConfigArg;
 use crate::net::secret::quiet_with;
+use crate::store::SendOwner;
+
+/// The host's name (`/proc/sys/kernel/hostname`, else `$HOSTNAME`).
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+}
 
 /// Kafka and forwarder settings.
 #[derive(Debug, Clone, Args)]
@@ -93,6 +104,31 @@ pub struct ForwarderArgs {
     /// Do not run the forwarder in this instance.
     #[arg(long, env = "TRUSTMSG_NO_FORWARDER")]
     pub no_forwarder: bool,
+
+    /// Send in Kafka transactions named by `--instance-id`, with a progress
+    /// record each, so that a `read_committed` consumer sees every message
+    /// once, across crashes and zombies, and a restarted instance takes its
+    /// sends back at once instead of after `--send-lease`
+    /// (docs/architecture.md, "Exactly once into Kafka"). Every forwarding
+    /// instance of a database must run it or none.
+    #[arg(long, env = "TRUSTMSG_EXACTLY_ONCE")]
+    pub exactly_once: bool,
+
+    /// This instance's name in the exactly-once mode: its Kafka
+    /// `transactional.id` and the owner written on its claims. Unique per
+    /// instance and the same across its restarts (a StatefulSet's pod
+    /// name); letters, digits, `.`, `_`, `-`. Default: the host's name.
+    #[arg(long, env = "TRUSTMSG_INSTANCE_ID")]
+    pub instance_id: Option<String>,
+
+    /// The compacted topic of the exactly-once mode's progress records
+    /// (created, compacted, if missing).
+    #[arg(
+        long,
+        env = "TRUSTMSG_PROGRESS_TOPIC",
+        default_value = "trustmsg.progress"
+    )]
+    pub progress_topic: String,
 }
 
 impl ForwarderArgs {
@@ -195,8 +231,38 @@ impl ServeArgs {
                 statement_timeout: self.request_timeout,
                 payload_budget: budget,
                 max_payload_bytes: self.max_payload_bytes.get(),
+                exactly_once: self.exactly_once()?,
             },
         })
+    }
+
+    /// The exactly-once mode's settings, when it is asked for.
+    fn exactly_once(&self) -> Result<Option<Box<ExactlyOnceConfig>>, ConfigError> {
+        let f = &self.forwarder;
+        if !f.exactly_once {
+            return Ok(None);
+        }
+        let name = match &f.instance_id {
+            Some(name) => name.clone(),
+            None => hostname().ok_or_else(|| {
+                ConfigError(
+                    "--exactly-once needs --instance-id: the host's name could not be read"
+                        .to_string(),
+                )
+            })?,
+        };
+        let owner =
+            SendOwner::new(&name).map_err(|why| ConfigError(format!("--instance-id: {why}")))?;
+        let topic = f.progress_topic.trim();
+        if topic.is_empty() {
+            return Err(ConfigError(
+                "--progress-topic must not be empty".to_string(),
+            ));
+        }
+        Ok(Some(Box::new(ExactlyOnceConfig {
+            owner,
+            progress_topic: topic.to_string(),
+        })))
     }
 
     /// `--payload-budget-mib` in bytes, refused when a record of the largest

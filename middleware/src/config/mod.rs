@@ -336,9 +336,11 @@ impl ServeArgs {
         // A commit claims its send for this instance's forwarder (the fast
         // path); with none here, it claims nothing and is due at once for
         // another instance's sweeper instead of waiting out a lease.
-        let send_lease = match forwarding {
-            Forwarding::Kafka { .. } => f.send_lease,
-            Forwarding::Off { .. } => Duration::ZERO,
+        // The exactly-once forwarder claims under its own name, not through
+        // commits: its commits are due at once, as without a forwarder.
+        let send_lease = match &forwarding {
+            Forwarding::Kafka { config, .. } if config.exactly_once.is_none() => f.send_lease,
+            Forwarding::Kafka { .. } | Forwarding::Off { .. } => Duration::ZERO,
         };
         let verifier = if v.no_verifier {
             None

@@ -180,7 +180,7 @@ impl KafkaSettings {
             .collect()
     }
 
-    fn client_config(&self) -> ClientConfig {
+    pub(super) fn client_config(&self) -> ClientConfig {
         let mut c = ClientConfig::new();
         // librdkafka waits 5 ms for company before sending a batch. 0 sends
         // at once: against a real broker, produce → ack p50 fell from
@@ -465,7 +465,7 @@ impl KafkaSink {
 
 /// The record headers of `m` (whose id is `id`): its user headers, then
 /// trustmsg's own and its trace context.
-fn record_headers(m: &Message, id: &str) -> OwnedHeaders {
+pub(super) fn record_headers(m: &Message, id: &str) -> OwnedHeaders {
     let mut headers = OwnedHeaders::new_with_capacity(m.headers.len() + 5);
     // A traced message's own trace context replaces user headers of the
     // same names: consumers' propagators read one of each.
@@ -511,7 +511,7 @@ fn record_headers(m: &Message, id: &str) -> OwnedHeaders {
 /// of the record: rdkafka's `FutureProducer` copies the payload into every
 /// failed report, so a burst of timed-out sends (an outage) would hold each
 /// payload twice, outside the payload budget.
-type Report = Result<(i32, i64), KafkaError>;
+pub(super) type Report = Result<(i32, i64), KafkaError>;
 
 /// Hands each delivery report to the send waiting for it.
 pub(crate) struct Reports;
@@ -533,14 +533,17 @@ impl ProducerContext for Reports {
 
 /// The producer: librdkafka's, polled by a thread of its own, reporting
 /// through [`Reports`].
-type KafkaProducer = ThreadedProducer<Reports>;
+pub(super) type KafkaProducer = ThreadedProducer<Reports>;
 
 /// A record whose report goes to its send.
-type Record<'a> = BaseRecord<'a, str, [u8], Box<oneshot::Sender<Report>>>;
+pub(super) type Record<'a> = BaseRecord<'a, str, [u8], Box<oneshot::Sender<Report>>>;
 
 /// Hands `record` to librdkafka's queue, waiting up to [`QUEUE_TIMEOUT`]
 /// for room in it. librdkafka has copied the record once this returns.
-async fn enqueue(producer: &KafkaProducer, mut record: Record<'_>) -> Result<(), KafkaError> {
+pub(super) async fn enqueue(
+    producer: &KafkaProducer,
+    mut record: Record<'_>,
+) -> Result<(), KafkaError> {
     let deadline = Instant::now() + QUEUE_TIMEOUT;
     loop {
         match producer.send(record) {

@@ -76,12 +76,17 @@ impl PendingMarks {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn add(&self, mark: SentMark) {
+    pub(super) fn add(&self, mark: SentMark) {
         self.lock().insert(mark.id, mark);
     }
 
-    fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.lock().len()
+    }
+
+    /// Every mark not written yet.
+    pub(super) fn all(&self) -> Vec<SentMark> {
+        self.lock().values().copied().collect()
     }
 
     fn is_empty(&self) -> bool {

@@ -62,9 +62,11 @@
 //!   leaves everything else to the lease.
 
 mod budget;
+pub(crate) mod exactly_once;
 pub(crate) mod kafka;
 mod marks;
 mod release;
+mod transactions;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -108,6 +110,9 @@ pub(crate) struct ForwarderConfig {
     /// The largest payload prepare accepts (`--max-payload-bytes`): what a
     /// claimed row may take of the budget, at worst.
     pub(crate) max_payload_bytes: usize,
+    /// Sends in Kafka transactions of this instance's name
+    /// (`--exactly-once`, see [`exactly_once`]).
+    pub(crate) exactly_once: Option<Box<exactly_once::ExactlyOnceConfig>>,
 }
 
 /// What happened to one claimed message.

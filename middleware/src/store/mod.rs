@@ -101,7 +101,7 @@ pub use model::{
     FlowCounts, FlowMinute, Inserted, Message, MessageFilter, NewAlert, NewCommitted, NewMessage,
     NewWaitingCommit, OldestPartition, OrderPos, OutboxAction, OutboxActionKind, OutboxFailure,
     Overdue, PartitionPlan, PartitionRound, PayloadMove, PayloadRoom, Producer, ProducerRecord,
-    ProducerSummary, Quarantined, Requeue, RequeuedChunk, Reschedule, SentMark, Storage,
+    ProducerSummary, Quarantined, Requeue, RequeuedChunk, Reschedule, SendOwner, SentMark, Storage,
     StuckConsumption, TableSize, Tombstone, Transition, VerifyLease, Wait, WaitingCommit,
 };
 

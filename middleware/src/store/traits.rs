@@ -24,8 +24,8 @@ use super::{
     FinishedMessage, FinishedRange, FlowMinute, Inserted, Message, MessageFilter, NewCommitted,
     NewMessage, NewWaitingCommit, OutboxAction, OutboxFailure, Overdue, PartitionPlan,
     PartitionRound, PayloadMove, PayloadRoom, Producer, ProducerRecord, ProducerSummary, Requeue,
-    RequeuedChunk, Reschedule, SentMark, Storage, StoreResult, StuckConsumption, Tombstone,
-    Transition, VerifyLease, Wait, WaitingCommit,
+    RequeuedChunk, Reschedule, SendOwner, SentMark, Storage, StoreResult, StuckConsumption,
+    Tombstone, Transition, VerifyLease, Wait, WaitingCommit,
 };
 
 /// Lifecycle and topology: the schema, the database clock, health, and how
@@ -175,6 +175,26 @@ pub trait SendStore: Send + Sync + 'static {
     /// how many matched; a stale claim (the row changed meanwhile) matches
     /// nothing. The version stays: nobody was sending under the claim.
     async fn release_sends(&self, claims: &[(u64, u64)]) -> StoreResult<u64>;
+    /// [`SendStore::claim_due_sends`] for an exactly-once forwarder named
+    /// `owner`: it takes only rows whose last claim was nobody's or its
+    /// own, and writes its name on them (`claimed_by`). A row another
+    /// owner claimed waits until that owner's claims are given back
+    /// ([`SendStore::release_owner`]), which its fencer does first.
+    async fn claim_owned_sends(
+        &self,
+        owner: &SendOwner,
+        limit: u32,
+        room: PayloadRoom,
+        lease: Duration,
+    ) -> StoreResult<Claimed>;
+    /// The owners, other than `me`, of send claims that ran out (due rows
+    /// still named by their claim's owner): each is to be fenced and
+    /// released before its rows are taken.
+    async fn lapsed_owners(&self, me: &SendOwner) -> StoreResult<Vec<SendOwner>>;
+    /// Gives back every send claim `owner` holds: due at once, nobody's,
+    /// their versions bumped. Only once `owner` can no longer send (its
+    /// Kafka producer fenced). Returns how many.
+    async fn release_owner(&self, owner: &SendOwner) -> StoreResult<u64>;
     /// Gives up sending: SEND_FAILED with the error and an audit row.
     async fn mark_send_failed(
         &self,

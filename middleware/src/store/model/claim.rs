@@ -133,3 +133,53 @@ mod tests {
         assert_eq!(PayloadRoom::UNBOUNDED.prefix([Some(u64::MAX), None]), 2);
     }
 }
+
+/// An exactly-once forwarder's name for itself (`serve --instance-id`),
+/// which is also its Kafka `transactional.id`: its send claims carry it
+/// (`claimed_by`), so that its successor under the same name takes them
+/// back at once, and no other instance takes one before it has fenced
+/// this one in Kafka. Letters, digits, `.`, `_` and `-`, at most 100: a
+/// name that is safe in SQL text and in a Kafka transactional id alike.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SendOwner(String);
+
+impl SendOwner {
+    /// The longest name the `claimed_by` column holds.
+    pub const MAX_LEN: usize = 100;
+
+    /// `name` as an owner, or why it cannot be one.
+    pub fn new(name: &str) -> Result<Self, String> {
+        if name.is_empty() || name.len() > Self::MAX_LEN {
+            return Err(format!(
+                "an instance id is 1 to {} characters long; {name:?} has {}",
+                Self::MAX_LEN,
+                name.len()
+            ));
+        }
+        if let Some(c) = name
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+        {
+            return Err(format!(
+                "an instance id holds only letters, digits, '.', '_' and '-'; {name:?} holds {c:?}"
+            ));
+        }
+        Ok(Self(name.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The name as an SQL string literal: safe as it is, by what
+    /// [`SendOwner::new`] lets through.
+    pub(crate) fn literal(&self) -> String {
+        format!("'{}'", self.0)
+    }
+}
+
+impl std::fmt::Display for SendOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}

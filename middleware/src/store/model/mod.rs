@@ -24,7 +24,7 @@ mod verify;
 mod waiting;
 
 pub use alert::{AlertFilter, NewAlert, Overdue, Wait};
-pub use claim::{Claimed, PayloadRoom, Quarantined, Reschedule, SentMark};
+pub use claim::{Claimed, PayloadRoom, Quarantined, Reschedule, SendOwner, SentMark};
 pub use housekeeping::{
     ArchiveRange, Backlog, BacklogSample, FinishedMessage, FinishedRange, FlowCounts, FlowMinute,
     OldestPartition, PartitionPlan, PartitionRound, PayloadMove, Storage, TableSize,

@@ -78,6 +78,7 @@ impl MySqlStore {
     /// messages are the selected rows with the UPDATE's two changes applied
     /// here, so nothing is read twice.
     pub(super) async fn claim_due(&self, claim: MessageClaim) -> StoreResult<Claimed> {
+        let (state, owner) = (claim.state(), claim.owner_set());
         let MessageClaim {
             kind,
             limit,
@@ -86,6 +87,7 @@ impl MySqlStore {
             // A send claim whose rows might not all fit its room reads
             // their lengths first, then the payloads of the rows that fit.
             sized,
+            ..
         } = claim;
         let due = kind.due_column();
         let columns = if sized {
@@ -103,7 +105,6 @@ impl MySqlStore {
                 "SELECT {columns}, UTC_TIMESTAMP(3) AS claimed_at FROM messages \
                  WHERE {due} <= UTC_TIMESTAMP(3) AND {state} \
                  ORDER BY {due} LIMIT ? FOR UPDATE SKIP LOCKED",
-                state = kind.state(),
             )))
             .bind(limit)
             .fetch(&mut *tx);
@@ -170,7 +171,7 @@ impl MySqlStore {
         for (until, ids) in &by_end {
             let mut q = QueryBuilder::<MySql>::new(format!("UPDATE messages SET {due} = "));
             q.push_bind(*until)
-                .push(", version = version + 1 WHERE id IN (");
+                .push(format!(", version = version + 1{owner} WHERE id IN ("));
             let mut sep = q.separated(", ");
             for id in ids {
                 sep.push_bind(*id);

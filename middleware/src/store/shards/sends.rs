@@ -7,26 +7,29 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::store::mysql::MySqlStore;
 use crate::store::{
-    Actor, Claimed, Message, PayloadRoom, Reschedule, SendStore, SentMark, StoreResult,
+    Actor, Claimed, Message, PayloadRoom, Reschedule, SendOwner, SendStore, SentMark, StoreResult,
 };
 
 use super::fanout::merge;
 use super::ShardedStore;
 
-#[async_trait]
-impl SendStore for ShardedStore {
-    async fn claim_due_sends(
-        &self,
+impl ShardedStore {
+    /// A send claim (`claim(shard, limit, room)`) spread over the shards.
+    async fn claim_sends<'a, F, Fut>(
+        &'a self,
         limit: u32,
         room: PayloadRoom,
-        lease: Duration,
-    ) -> StoreResult<Claimed> {
+        claim: F,
+    ) -> StoreResult<Claimed>
+    where
+        F: Fn(&'a MySqlStore, u32, PayloadRoom) -> Fut,
+        Fut: std::future::Future<Output = StoreResult<Claimed>> + 'a,
+    {
         if room.fits_any(limit) {
             return self
-                .spread("claiming sends", limit, |s, share| {
-                    s.claim_due_sends(share, room, lease)
-                })
+                .spread("claiming sends", limit, |s, share| claim(s, share, room))
                 .await;
         }
         // The room bounds what the claims read together: one shard after
@@ -46,11 +49,7 @@ impl SendStore for ShardedStore {
             if !self.is_up(i) {
                 continue;
             }
-            match self.shards[i]
-                .store
-                .claim_due_sends(limit - taken, left, lease)
-                .await
-            {
+            match claim(&self.shards[i].store, limit - taken, left).await {
                 Ok(c) => {
                     answered = true;
                     let read: u64 = c.messages.iter().map(|m| m.payload.len() as u64).sum();
@@ -68,6 +67,49 @@ impl SendStore for ShardedStore {
             (false, Some(e)) => Err(e),
             (false, None) => Err(Self::none_up()),
         }
+    }
+}
+
+#[async_trait]
+impl SendStore for ShardedStore {
+    async fn claim_due_sends(
+        &self,
+        limit: u32,
+        room: PayloadRoom,
+        lease: Duration,
+    ) -> StoreResult<Claimed> {
+        self.claim_sends(limit, room, |s, limit, room| {
+            s.claim_due_sends(limit, room, lease)
+        })
+        .await
+    }
+
+    async fn claim_owned_sends(
+        &self,
+        owner: &SendOwner,
+        limit: u32,
+        room: PayloadRoom,
+        lease: Duration,
+    ) -> StoreResult<Claimed> {
+        self.claim_sends(limit, room, |s, limit, room| {
+            s.claim_owned_sends(owner, limit, room, lease)
+        })
+        .await
+    }
+
+    async fn lapsed_owners(&self, me: &SendOwner) -> StoreResult<Vec<SendOwner>> {
+        let mut owners = Vec::new();
+        for names in Self::all(self.each(|_, s| s.lapsed_owners(me)).await)? {
+            owners.extend(names);
+        }
+        owners.sort();
+        owners.dedup();
+        Ok(owners)
+    }
+
+    async fn release_owner(&self, owner: &SendOwner) -> StoreResult<u64> {
+        let released = Self::all(self.each(|_, s| s.release_owner(owner)).await)?;
+        Ok(released.into_iter().sum())
     }
 
     async fn mark_sent(&self, marks: &[SentMark]) -> StoreResult<u64> {

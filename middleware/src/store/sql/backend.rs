@@ -532,6 +532,34 @@ macro_rules! send_store {
                 $crate::store::sql::release_sends(&self.pool, claims).await
             }
 
+            async fn claim_owned_sends(
+                &self,
+                owner: &$crate::store::SendOwner,
+                limit: u32,
+                room: $crate::store::PayloadRoom,
+                lease: std::time::Duration,
+            ) -> $crate::store::StoreResult<$crate::store::Claimed> {
+                let lease = $crate::store::sql::Lease::Every(lease);
+                let kind = $crate::store::sql::ClaimKind::Sends;
+                let claim = $crate::store::sql::MessageClaim::new(kind, limit, room, lease)
+                    .owned_by(owner.clone());
+                self.claim_due(claim).await
+            }
+
+            async fn lapsed_owners(
+                &self,
+                me: &$crate::store::SendOwner,
+            ) -> $crate::store::StoreResult<Vec<$crate::store::SendOwner>> {
+                $crate::store::sql::lapsed_owners(&self.pool, me).await
+            }
+
+            async fn release_owner(
+                &self,
+                owner: &$crate::store::SendOwner,
+            ) -> $crate::store::StoreResult<u64> {
+                $crate::store::sql::release_owner(&self.pool, owner).await
+            }
+
             async fn mark_send_failed(
                 &self,
                 id: u64,

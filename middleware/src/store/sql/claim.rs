@@ -13,7 +13,8 @@ use super::effects::clip_error;
 use super::row::{lossy_text, message_from_row, SqlRow, STATE_COLUMNS, STORED_COLUMNS};
 use super::{stmt, Bind, Dialect};
 use crate::store::{
-    Actor, Message, NewAlert, PayloadRoom, Quarantined, StoreError, StoreResult, VerifyLease,
+    Actor, Message, NewAlert, PayloadRoom, Quarantined, SendOwner, StoreError, StoreResult,
+    VerifyLease,
 };
 
 /// Which due rows a claim takes; it says what a quarantine of one of them
@@ -143,6 +144,9 @@ pub(in crate::store) struct MessageClaim {
     /// A send claim whose rows might not all fit its room takes, of the
     /// due rows in due order, those whose payloads' running total fits.
     pub(in crate::store) sized: bool,
+    /// An exactly-once forwarder's claim: it takes only rows nobody or
+    /// this owner claimed last, and writes its name on them.
+    pub(in crate::store) owner: Option<SendOwner>,
 }
 
 impl MessageClaim {
@@ -159,6 +163,37 @@ impl MessageClaim {
             room,
             lease,
             sized,
+            owner: None,
+        }
+    }
+
+    /// The same claim made by an exactly-once forwarder named `owner`.
+    pub(in crate::store) fn owned_by(self, owner: SendOwner) -> Self {
+        Self {
+            owner: Some(owner),
+            ..self
+        }
+    }
+
+    /// The state a row must be in to be taken, as SQL: the kind's, and for
+    /// an owned claim, nobody's or this owner's last claim.
+    pub(in crate::store) fn state(&self) -> String {
+        match &self.owner {
+            None => self.kind.state().to_string(),
+            Some(o) => format!(
+                "{} AND (claimed_by IS NULL OR claimed_by = {})",
+                self.kind.state(),
+                o.literal()
+            ),
+        }
+    }
+
+    /// What the claim's UPDATE writes besides the lease and the version:
+    /// the owner's name on an owned claim.
+    pub(in crate::store) fn owner_set(&self) -> String {
+        match &self.owner {
+            None => String::new(),
+            Some(o) => format!(", claimed_by = {}", o.literal()),
         }
     }
 }

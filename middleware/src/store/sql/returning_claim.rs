@@ -72,7 +72,7 @@ impl MessageClaim {
             "SELECT id, {due_column} AS due, payload_bytes FROM messages \
              WHERE {due_column} <= {now} AND {state} ORDER BY {due_column}, id LIMIT ?{skip}",
             now = D::NOW,
-            state = self.kind.state(),
+            state = self.state(),
             skip = D::SKIP_LOCKED,
         );
         let taken = if self.sized {
@@ -96,10 +96,11 @@ impl MessageClaim {
             ),
         };
         let sql = format!(
-            "UPDATE messages SET {due_column} = {until}, version = version + 1 \
+            "UPDATE messages SET {due_column} = {until}, version = version + 1{owner} \
              WHERE id IN (SELECT id FROM ({taken}) AS taken) \
              RETURNING {columns}, {now} AS claimed_at",
             until = D::now_plus_ms(&format!("({span})")),
+            owner = self.owner_set(),
             columns = self.kind.columns::<D>(),
             now = D::NOW,
         );
@@ -140,7 +141,7 @@ impl MessageClaim {
             "SELECT EXISTS (SELECT 1 FROM messages WHERE {due} <= {now} AND {state}) AS more",
             due = self.kind.due_column(),
             now = D::NOW,
-            state = self.kind.state(),
+            state = self.state(),
         )))
         .fetch_one(exec)
         .await?;

@@ -11,7 +11,7 @@ use super::effects::clip_error;
 use super::ordering::blocked_alert;
 use super::row::{message_from_row, MESSAGE_COLUMNS};
 use super::{stmt, Bind, Dialect};
-use crate::store::{Actor, Message, NewAlert, Reschedule, StoreError, StoreResult};
+use crate::store::{Actor, Message, NewAlert, Reschedule, SendOwner, StoreError, StoreResult};
 
 /// What [`crate::store::OperatorStore::send_now`] sets (`now` is the dialect's
 /// clock) on a committed, PENDING row (`id`, `version`) whose `deliver_at`
@@ -64,6 +64,58 @@ where
     }
     q.push(")");
     Ok(D::rows_affected(&q.build().execute(pool).await?))
+}
+
+/// [`crate::store::SendStore::lapsed_owners`]: the owners, other than
+/// `me`, of send claims that ran out. Due rows only, which the due index
+/// finds.
+pub(in crate::store) async fn lapsed_owners<D>(
+    pool: &sqlx::Pool<D>,
+    me: &SendOwner,
+) -> StoreResult<Vec<SendOwner>>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+    for<'r> String: sqlx::Decode<'r, D> + sqlx::Type<D>,
+    usize: sqlx::ColumnIndex<D::Row>,
+{
+    let sql = format!(
+        "SELECT DISTINCT claimed_by FROM messages WHERE next_send_at <= {now} \
+         AND status = 'COMMITTED' AND send_status = 'PENDING' \
+         AND claimed_by IS NOT NULL AND claimed_by <> {me}",
+        now = D::NOW,
+        me = me.literal(),
+    );
+    let names: Vec<(String,)> = sqlx::query_as(stmt::<D>(sql)).fetch_all(pool).await?;
+    // A name the column holds that is not one is nobody's to fence: an
+    // operator's hand, which the claim passes over until it is cleared.
+    Ok(names
+        .into_iter()
+        .filter_map(|(n,)| SendOwner::new(&n).ok())
+        .collect())
+}
+
+/// [`crate::store::SendStore::release_owner`]: every send claim `owner`
+/// holds, due at once and nobody's, versions bumped (whatever `owner`
+/// was doing under them is over: it has been fenced).
+pub(in crate::store) async fn release_owner<D>(
+    pool: &sqlx::Pool<D>,
+    owner: &SendOwner,
+) -> StoreResult<u64>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+{
+    let sql = format!(
+        "UPDATE messages SET next_send_at = {now}, claimed_by = NULL, version = version + 1 \
+         WHERE claimed_by = {owner} AND status = 'COMMITTED' AND send_status = 'PENDING' \
+         AND next_send_at IS NOT NULL",
+        now = D::NOW,
+        owner = owner.literal(),
+    );
+    Ok(D::rows_affected(
+        &sqlx::query(stmt::<D>(sql)).execute(pool).await?,
+    ))
 }
 
 /// [`crate::store::SendStore::mark_send_failed`] in `tx`, the backend's

@@ -1,0 +1,492 @@
+//! The exactly-once forwarder's Kafka side: a transactional producer
+//! named by the instance, and the progress records that say what its
+//! transactions wrote.
+//!
+//! - **One name, one writer.** The producer's `transactional.id` is the
+//!   instance's id ([`SendOwner`]). Opening it (`init_transactions`)
+//!   fences every earlier producer of that name: a predecessor that
+//!   crashed, or one stopped and woken later (a zombie), can no longer
+//!   write, and a transaction it left open is aborted. A claim of another
+//!   owner is taken only after that owner was fenced the same way
+//!   ([`Transactions::fence`]).
+//! - **What was sent is written with it.** Each transaction carries, after
+//!   its records, one progress record on a compacted topic of trustmsg's
+//!   own (`--progress-topic`, KIP-618's way for source connectors): keyed
+//!   by the owner, it lists every message of this transaction and every
+//!   earlier one whose SENT mark the database has not taken yet, with
+//!   partition and offset. So after any crash, the last committed progress
+//!   record of an owner names every record it sent that the database may
+//!   not know of ([`Transactions::progress_of`]), and the marks are written
+//!   from it instead of the records being sent again.
+//! - **Read as consumers read.** Progress is read `read_committed`, up to
+//!   the last stable offset: an aborted transaction's progress is never
+//!   taken for sent.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::{ClientContext, DefaultClientContext};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message as _;
+use rdkafka::producer::{BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+use super::kafka::{
+    classify, enqueue, record_headers, KafkaProducer, KafkaSettings, Report, Reports, SendError,
+};
+use crate::store::{Message, OrderPos, SendOwner, SentMark};
+
+/// How long opening a producer, committing or aborting a transaction may
+/// take before it is asked again.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long reading an owner's progress may take.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The progress topic's segments roll this often, so that compaction
+/// keeps it to about one record per owner.
+const PROGRESS_SEGMENT_MS: &str = "600000";
+
+/// One message in a progress record: its SENT mark.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+struct Sent {
+    id: u64,
+    version: u64,
+    partition: i32,
+    offset: i64,
+    /// An ordered message's key (hex) and place in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    order: Option<(String, u64)>,
+}
+
+impl From<&SentMark> for Sent {
+    fn from(m: &SentMark) -> Self {
+        Self {
+            id: m.id,
+            version: m.version,
+            partition: m.partition,
+            offset: m.offset,
+            order: m.order.map(|o| (hex::encode(o.key), o.seq)),
+        }
+    }
+}
+
+impl Sent {
+    fn mark(&self) -> Option<SentMark> {
+        let order = match &self.order {
+            None => None,
+            Some((key, seq)) => Some(OrderPos {
+                key: hex::decode(key).ok()?.try_into().ok()?,
+                seq: *seq,
+            }),
+        };
+        Some(SentMark {
+            id: self.id,
+            version: self.version,
+            partition: self.partition,
+            offset: self.offset,
+            order,
+        })
+    }
+}
+
+/// A progress record's value.
+#[derive(Debug, Serialize, Deserialize)]
+struct Progress {
+    sent: Vec<Sent>,
+}
+
+/// Why a transaction wrote nothing.
+#[derive(Debug)]
+pub(crate) struct Aborted {
+    /// Each message's own error, where its record was refused; None for
+    /// one aborted with the others.
+    pub(crate) errors: Vec<Option<SendError>>,
+    /// The transaction's error, for the log and the retries' `last_error`.
+    pub(crate) cause: String,
+    /// The producer was fenced (another producer took the name) or can no
+    /// longer go on: it must be opened again, and the owner's claims
+    /// recovered, before anything more is sent.
+    pub(crate) reopen: bool,
+}
+
+/// The transactional producer of one owner, and its progress topic.
+pub(crate) struct Transactions {
+    settings: KafkaSettings,
+    owner: SendOwner,
+    progress_topic: String,
+    producer: Arc<KafkaProducer>,
+}
+
+impl std::fmt::Debug for Transactions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transactions")
+            .field("owner", &self.owner)
+            .field("progress_topic", &self.progress_topic)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `settings`' producer configuration under the transactional id `name`.
+fn transactional(settings: &KafkaSettings, name: &SendOwner) -> ClientConfig {
+    let mut c = settings.client_config();
+    c.set("transactional.id", name.as_str())
+        // librdkafka asks that a send's timeout fit its transaction's.
+        .set(
+            "transaction.timeout.ms",
+            settings.message_timeout.as_millis().max(1000).to_string(),
+        );
+    c
+}
+
+/// Opens a producer under `name`: every earlier one of that name is
+/// fenced and its open transaction aborted.
+async fn open_producer(
+    settings: &KafkaSettings,
+    name: &SendOwner,
+) -> anyhow::Result<KafkaProducer> {
+    let producer: KafkaProducer = transactional(settings, name)
+        .create_with_context(Reports)
+        .map_err(|e| anyhow::anyhow!("invalid Kafka producer configuration: {e}"))?;
+    tokio::task::spawn_blocking(move || producer.init_transactions(CALL_TIMEOUT).map(|()| producer))
+        .await?
+        .map_err(|e| anyhow::anyhow!("opening the transactional producer {name}: {e}"))
+}
+
+impl Transactions {
+    /// Creates the progress topic if it is missing and opens this owner's
+    /// producer, fencing its predecessors.
+    pub(crate) async fn open(
+        settings: KafkaSettings,
+        owner: SendOwner,
+        progress_topic: String,
+    ) -> anyhow::Result<Self> {
+        create_progress_topic(&settings, &progress_topic).await?;
+        let producer = Arc::new(open_producer(&settings, &owner).await?);
+        Ok(Self {
+            settings,
+            owner,
+            progress_topic,
+            producer,
+        })
+    }
+
+    /// Opens this owner's producer again (after it was fenced or failed
+    /// for good).
+    pub(crate) async fn reopen(&mut self) -> anyhow::Result<()> {
+        let fresh = Arc::new(open_producer(&self.settings, &self.owner).await?);
+        let old = std::mem::replace(&mut self.producer, fresh);
+        // Destroying a librdkafka handle waits for its threads.
+        tokio::task::spawn_blocking(move || drop(old));
+        Ok(())
+    }
+
+    /// Fences `other`: a producer opened under its name and dropped. From
+    /// then on nothing `other` had open can be committed, nor can it begin
+    /// anything before it opens its producer again.
+    pub(crate) async fn fence(&self, other: &SendOwner) -> anyhow::Result<()> {
+        let fencer = open_producer(&self.settings, other).await?;
+        tokio::task::spawn_blocking(move || drop(fencer)).await?;
+        Ok(())
+    }
+
+    /// The SENT marks of `owner`'s last committed progress record: every
+    /// record its transactions wrote whose mark the database may not have.
+    /// Empty when it has none.
+    pub(crate) async fn progress_of(&self, owner: &SendOwner) -> anyhow::Result<Vec<SentMark>> {
+        let config = self.reader_config();
+        let (topic, owner) = (self.progress_topic.clone(), owner.clone());
+        let last =
+            tokio::task::spawn_blocking(move || last_progress(config, &topic, &owner)).await??;
+        Ok(last
+            .map(|p| p.sent.iter().filter_map(Sent::mark).collect())
+            .unwrap_or_default())
+    }
+
+    fn reader_config(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &self.settings.brokers);
+        // The connection's own settings (TLS, SASL) serve the reader too;
+        // the producer's are no concern of a consumer.
+        for (k, v) in &self.settings.extra {
+            if k.starts_with("security.") || k.starts_with("ssl.") || k.starts_with("sasl.") {
+                c.set(k, v);
+            }
+        }
+        c.set("group.id", format!("trustmsg-progress-{}", self.owner))
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", "read_committed")
+            .set("enable.partition.eof", "true")
+            .set("auto.offset.reset", "earliest");
+        c
+    }
+
+    /// Sends `batch` (each message with its payload) in one transaction,
+    /// with a progress record listing its messages and `unmarked` (the
+    /// earlier ones whose marks are not written yet). The marks of the
+    /// batch, in its order, once the transaction is committed.
+    pub(crate) async fn send(
+        &self,
+        batch: Vec<(Message, Vec<u8>)>,
+        unmarked: Vec<SentMark>,
+    ) -> Result<Vec<SentMark>, Aborted> {
+        let producer = self.producer.clone();
+        let n = batch.len();
+        let aborted = |cause: String, reopen: bool, errors: Vec<Option<SendError>>| Aborted {
+            errors,
+            cause,
+            reopen,
+        };
+        if let Err(e) = producer.begin_transaction() {
+            return Err(aborted(e.to_string(), true, vec![None; n]));
+        }
+        // Every record queued first, then every report awaited: the
+        // transaction's records travel together.
+        let mut reports = Vec::with_capacity(n);
+        for (m, payload) in &batch {
+            let Some(topic) = m.topic.as_deref() else {
+                reports.push(Err(SendError::Permanent("message has no topic".into())));
+                continue;
+            };
+            let id = m.id.to_string();
+            let (tx, rx) = oneshot::channel::<Report>();
+            let record = BaseRecord::<'_, str, [u8], _>::with_opaque_to(topic, Box::new(tx))
+                .payload(payload.as_slice())
+                .headers(record_headers(m, &id));
+            let record = match m.key.as_deref() {
+                Some(k) => record.key(k),
+                None => record,
+            };
+            reports.push(match enqueue(&producer, record).await {
+                Ok(()) => Ok(rx),
+                Err(e) => Err(classify(&e)),
+            });
+        }
+        // What the marks need of each message; the payloads go now
+        // (librdkafka holds its copies).
+        let claims: Vec<(u64, u64, Option<OrderPos>)> = batch
+            .iter()
+            .map(|(m, _)| (m.id, m.version, m.order_pos()))
+            .collect();
+        drop(batch);
+        let mut marks = Vec::with_capacity(n);
+        let mut errors: Vec<Option<SendError>> = Vec::with_capacity(n);
+        let mut failed = None;
+        for (report, (id, version, order)) in reports.into_iter().zip(claims) {
+            let at = match report {
+                Ok(rx) => rx
+                    .await
+                    .unwrap_or(Err(KafkaError::Canceled))
+                    .map_err(|e| classify(&e)),
+                Err(e) => Err(e),
+            };
+            match at {
+                Ok((partition, offset)) => {
+                    marks.push(SentMark {
+                        id,
+                        version,
+                        partition,
+                        offset,
+                        order,
+                    });
+                    errors.push(None);
+                }
+                Err(e) => {
+                    failed.get_or_insert_with(|| e.to_string());
+                    errors.push(Some(e));
+                }
+            }
+        }
+        if let Some(cause) = failed {
+            let reopen = !self.abort(&producer).await;
+            return Err(aborted(cause, reopen, errors));
+        }
+        // The progress record, last in the transaction.
+        let progress = Progress {
+            sent: unmarked.iter().chain(&marks).map(Sent::from).collect(),
+        };
+        let value = serde_json::to_vec(&progress).expect("progress serialises");
+        let (tx, rx) = oneshot::channel::<Report>();
+        let record =
+            BaseRecord::<'_, str, [u8], _>::with_opaque_to(&self.progress_topic, Box::new(tx))
+                .key(self.owner.as_str())
+                .payload(value.as_slice());
+        let progressed = match enqueue(&producer, record).await {
+            Ok(()) => rx.await.unwrap_or(Err(KafkaError::Canceled)),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = progressed {
+            let reopen = !self.abort(&producer).await;
+            return Err(aborted(
+                format!("the progress record: {e}"),
+                reopen,
+                vec![None; n],
+            ));
+        }
+        super::exactly_once::fault::before_kafka_commit();
+        match commit(&producer).await {
+            Ok(()) => Ok(marks),
+            Err(e) => {
+                // An abortable error is aborted; any other leaves the
+                // producer to be opened again (which aborts what is open).
+                let reopen = !(e.abortable && self.abort(&producer).await);
+                Err(aborted(e.text, reopen, vec![None; n]))
+            }
+        }
+    }
+
+    /// Aborts `producer`'s transaction; one that cannot be aborted leaves
+    /// the producer to be opened again.
+    async fn abort(&self, producer: &Arc<KafkaProducer>) -> bool {
+        let p = producer.clone();
+        match tokio::task::spawn_blocking(move || p.abort_transaction(CALL_TIMEOUT)).await {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "could not abort a Kafka transaction; the producer is opened again");
+                false
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// Why a commit failed, and whether the transaction can be aborted.
+struct CommitError {
+    text: String,
+    abortable: bool,
+}
+
+/// Commits `producer`'s transaction, asking again while librdkafka says
+/// the outcome is not known yet (a retriable error): a commit is never
+/// left half-known, so the next claim begins after it is settled.
+async fn commit(producer: &Arc<KafkaProducer>) -> Result<(), CommitError> {
+    let began = Instant::now();
+    loop {
+        let p = producer.clone();
+        let done = tokio::task::spawn_blocking(move || p.commit_transaction(CALL_TIMEOUT))
+            .await
+            .unwrap_or(Err(KafkaError::Canceled));
+        let e = match done {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let (retriable, abortable) = match &e {
+            KafkaError::Transaction(t) => (t.is_retriable(), t.txn_requires_abort()),
+            _ => (false, false),
+        };
+        if retriable {
+            tracing::warn!(error = %e, waited = ?began.elapsed(), "a Kafka transaction's commit is not settled yet; asking again");
+            continue;
+        }
+        return Err(CommitError {
+            text: e.to_string(),
+            abortable,
+        });
+    }
+}
+
+/// Creates the progress topic, compacted, unless it exists.
+async fn create_progress_topic(settings: &KafkaSettings, topic: &str) -> anyhow::Result<()> {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", &settings.brokers);
+    for (k, v) in &settings.extra {
+        if k.starts_with("security.") || k.starts_with("ssl.") || k.starts_with("sasl.") {
+            config.set(k, v);
+        }
+    }
+    let admin: AdminClient<DefaultClientContext> = config
+        .create()
+        .map_err(|e| anyhow::anyhow!("a Kafka admin client: {e}"))?;
+    let new = NewTopic::new(topic, 1, TopicReplication::Fixed(-1))
+        .set("cleanup.policy", "compact")
+        .set("segment.ms", PROGRESS_SEGMENT_MS);
+    let options = AdminOptions::new().operation_timeout(Some(CALL_TIMEOUT));
+    let results = admin
+        .create_topics([&new], &options)
+        .await
+        .map_err(|e| anyhow::anyhow!("creating the progress topic {topic}: {e}"))?;
+    for result in results {
+        match result {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((_, code)) => anyhow::bail!("creating the progress topic {topic}: {code}"),
+        }
+    }
+    Ok(())
+}
+
+/// The progress reader's context: the end of a partition, which it reads
+/// up to on purpose, is no error to log.
+struct ToTheEnd;
+
+impl ClientContext for ToTheEnd {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if !matches!(error, KafkaError::PartitionEOF(_)) {
+            tracing::error!("librdkafka: {error}: {reason}");
+        }
+    }
+}
+
+impl ConsumerContext for ToTheEnd {}
+
+/// The last committed progress record of `owner` in `topic`, read from
+/// its beginning up to the last stable offset of each partition.
+fn last_progress(
+    config: ClientConfig,
+    topic: &str,
+    owner: &SendOwner,
+) -> anyhow::Result<Option<Progress>> {
+    let consumer: BaseConsumer<ToTheEnd> = config
+        .create_with_context(ToTheEnd)
+        .map_err(|e| anyhow::anyhow!("a Kafka consumer for the progress topic: {e}"))?;
+    let metadata = consumer
+        .fetch_metadata(Some(topic), CALL_TIMEOUT)
+        .map_err(|e| anyhow::anyhow!("the progress topic {topic}'s metadata: {e}"))?;
+    let partitions: Vec<i32> = metadata
+        .topics()
+        .iter()
+        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+        .collect();
+    if partitions.is_empty() {
+        return Ok(None);
+    }
+    let mut assignment = TopicPartitionList::new();
+    for p in &partitions {
+        assignment.add_partition_offset(topic, *p, Offset::Beginning)?;
+    }
+    consumer.assign(&assignment)?;
+    let deadline = Instant::now() + READ_TIMEOUT;
+    let mut at_end = HashSet::new();
+    let mut last = None;
+    while at_end.len() < partitions.len() {
+        if Instant::now() > deadline {
+            anyhow::bail!("reading the progress topic {topic} took longer than {READ_TIMEOUT:?}");
+        }
+        match consumer.poll(Duration::from_millis(100)) {
+            None => {}
+            Some(Err(KafkaError::PartitionEOF(p))) => {
+                at_end.insert(p);
+            }
+            Some(Err(e)) => anyhow::bail!("reading the progress topic {topic}: {e}"),
+            Some(Ok(record)) => {
+                at_end.remove(&record.partition());
+                if record.key() == Some(owner.as_str().as_bytes()) {
+                    if let Some(value) = record.payload() {
+                        last = Some(serde_json::from_slice::<Progress>(value).map_err(|e| {
+                            anyhow::anyhow!(
+                                "a progress record of {owner} at offset {}: {e}",
+                                record.offset()
+                            )
+                        })?);
+                    }
+                }
+            }
+        }
+    }
+    Ok(last)
+}

@@ -1,0 +1,225 @@
+//! Exactly once into Kafka (issue 63), against the real Apache Kafka of
+//! the run (`scripts/kafka-broker`): `serve --exactly-once`, read back as
+//! a consumer with `isolation.level=read_committed` reads.
+//!
+//! - The crash at the worst point: the process exits right after Kafka
+//!   committed a transaction and before the SENT marks were written
+//!   (`TRUSTMSG_FAULT_EXIT_AFTER_KAFKA_COMMITS`), on MariaDB and on
+//!   PostgreSQL. Its records are in Kafka and their rows still PENDING;
+//!   the restarted instance (same `--instance-id`) marks them from its
+//!   progress record instead of sending them again, and sends the rest of
+//!   what it had claimed at once, not after `--send-lease` (60 s): every
+//!   committed message in Kafka exactly once within 5 s of the restart.
+//! - The crash inside a transaction: its records written and acknowledged,
+//!   the process gone before the commit. A `read_committed` consumer never
+//!   sees them; the restart fences the open transaction (aborted), gives
+//!   the claims back at once and sends them again, each seen once.
+//!
+//! Run alone: `cargo test -p trustmsg-tests --test e2e exactly_once`.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use trustmsg::store::DynStore;
+use trustmsg_client::Message;
+use trustmsg_tests::kafka::{committed_records_in, records_in};
+use trustmsg_tests::pg::PgTestDb;
+use trustmsg_tests::real_kafka::unique;
+use trustmsg_tests::{RealKafka, ServiceProcess, TestDb};
+use trustmsg_verify_api::{kafka_headers, MessageStatus, SendStatus};
+
+use crate::harness::shop;
+
+/// Where the process is made to end.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Crash {
+    /// Right after Kafka committed a transaction, before the SENT marks.
+    AfterKafkasCommit,
+    /// With a transaction's records acknowledged, before its commit.
+    BeforeKafkasCommit,
+}
+
+impl Crash {
+    /// The test hook's variable.
+    fn hook(self) -> (&'static str, &'static str) {
+        match self {
+            Self::AfterKafkasCommit => ("TRUSTMSG_FAULT_EXIT_AFTER_KAFKA_COMMITS", "1"),
+            Self::BeforeKafkasCommit => ("TRUSTMSG_FAULT_EXIT_BEFORE_KAFKA_COMMIT", "1"),
+        }
+    }
+}
+
+/// Messages committed at once before the crash.
+const MESSAGES: usize = 40;
+
+/// Each message id in `topic` (read committed) and how many records carry it.
+async fn committed_copies(kafka: &RealKafka, topic: &str) -> BTreeMap<u64, usize> {
+    let mut copies = BTreeMap::new();
+    for r in committed_records_in(kafka.bootstrap(), topic).await {
+        let id = r
+            .headers
+            .iter()
+            .find(|(k, _)| k == kafka_headers::MESSAGE_ID)
+            .and_then(|(_, v)| v.as_deref())
+            .map(|v| String::from_utf8_lossy(v).parse::<u64>().unwrap())
+            .expect("every record carries its message id");
+        *copies.entry(id).or_insert(0) += 1;
+    }
+    copies
+}
+
+/// The committed messages of `keys` (id and send status), read from the store.
+async fn committed(store: &DynStore, keys: &[String]) -> BTreeMap<u64, Option<SendStatus>> {
+    let mut out = BTreeMap::new();
+    for key in keys {
+        if let Some(m) = store.find_message("shop", key).await.unwrap() {
+            if m.status == MessageStatus::Committed {
+                out.insert(m.id, m.send_status);
+            }
+        }
+    }
+    out
+}
+
+async fn a_crash_sends_nothing_twice_and_recovers_at_once(database_url: &str, crash: Crash) {
+    let kafka = RealKafka::shared();
+    let topic = unique(&format!("e2e-eos-{}", &database_url[..5]));
+    let progress = format!("{topic}-progress");
+    kafka.create_topic(&topic, 3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("trustmsg.log");
+    let owner = format!("{topic}-instance");
+    let flags = [
+        "--exactly-once",
+        "--instance-id",
+        &owner,
+        "--progress-topic",
+        &progress,
+        "--sweep-interval",
+        "200ms",
+    ];
+    let mut service =
+        ServiceProcess::start_logged(database_url, kafka.bootstrap(), &flags, Some(log.clone()))
+            .await;
+    let producer = shop(&service).await;
+    let keys: Vec<String> = (0..MESSAGES).map(|i| format!("order-{i}")).collect();
+    for key in &keys {
+        producer
+            .prepare(&Message::new(key, &topic, format!(r#"{{"order":"{key}"}}"#)).key(key))
+            .await
+            .unwrap();
+    }
+
+    // The crash, in the first transaction.
+    service.set_env(&[crash.hook()]);
+    service.restart().await;
+    let commits = keys.iter().map(|k| producer.commit(k));
+    let answered = futures::future::join_all(commits).await;
+    let status = service.exited_within(Duration::from_secs(30)).await;
+    assert_eq!(
+        status.code(),
+        Some(86),
+        "it exited through the hook, after Kafka's commit: {status:?}\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let acknowledged = answered.iter().filter(|a| a.is_ok()).count();
+    assert!(acknowledged > 0, "some commits were acknowledged");
+
+    let url = trustmsg::store::DatabaseUrl::parse(database_url).unwrap();
+    let store = trustmsg::store::connect(&url).await.unwrap();
+    let before = committed(&store, &keys).await;
+    let (in_kafka, unmarked) = match crash {
+        Crash::AfterKafkasCommit => {
+            let in_kafka = committed_copies(&kafka, &topic).await;
+            let unmarked: Vec<u64> = in_kafka
+                .keys()
+                .filter(|id| before.get(id) == Some(&Some(SendStatus::Pending)))
+                .copied()
+                .collect();
+            assert!(
+                !unmarked.is_empty(),
+                "records in Kafka whose rows are still PENDING: the crash fell between the \
+                 commit and the marks ({in_kafka:?}, rows {before:?})"
+            );
+            (in_kafka.len(), unmarked.len())
+        }
+        // Written and acknowledged, and no more: the transaction is open
+        // (a read_committed consumer waits at its first record until the
+        // restart aborts it).
+        Crash::BeforeKafkasCommit => {
+            let written = records_in(kafka.bootstrap(), &topic).await;
+            assert!(
+                !written.is_empty(),
+                "the open transaction's records reached the broker (read uncommitted)"
+            );
+            assert!(
+                before.values().all(|s| *s == Some(SendStatus::Pending)),
+                "nothing marked: {before:?}"
+            );
+            (0, 0)
+        }
+    };
+
+    // The restart: the same name, its predecessor fenced, its claims
+    // taken back at once.
+    service.set_env(&[]);
+    let restarted = Instant::now();
+    service.start_again().await;
+    let all_sent = loop {
+        let now = committed(&store, &keys).await;
+        if now.values().all(|s| *s == Some(SendStatus::Sent)) {
+            break now;
+        }
+        assert!(
+            restarted.elapsed() < Duration::from_secs(5),
+            "every committed message SENT within 5 s of the restart (not after the 60 s \
+             lease); now {now:?}\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let took = restarted.elapsed();
+    let copies = committed_copies(&kafka, &topic).await;
+    let twice: Vec<_> = copies.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "sent twice: {twice:?}");
+    assert_eq!(
+        copies.keys().collect::<Vec<_>>(),
+        all_sent.keys().collect::<Vec<_>>(),
+        "every committed message is in Kafka, and nothing else"
+    );
+    assert!(
+        all_sent.len() >= acknowledged,
+        "every acknowledged commit is there"
+    );
+    eprintln!(
+        "{crash:?}: {} committed ({acknowledged} acknowledged), {in_kafka} in Kafka at the \
+         crash ({unmarked} of them unmarked); all SENT {took:?} after the restart began, \
+         each once",
+        all_sent.len(),
+    );
+    service.terminate_cleanly();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_between_kafkas_commit_and_the_marks_sends_nothing_twice_on_mariadb() {
+    let db = TestDb::create().await;
+    a_crash_sends_nothing_twice_and_recovers_at_once(&db.url, Crash::AfterKafkasCommit).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_between_kafkas_commit_and_the_marks_sends_nothing_twice_on_postgres() {
+    let db = PgTestDb::create().await;
+    a_crash_sends_nothing_twice_and_recovers_at_once(&db.url, Crash::AfterKafkasCommit).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_inside_a_kafka_transaction_is_sent_again_at_once_and_seen_once_on_mariadb() {
+    let db = TestDb::create().await;
+    a_crash_sends_nothing_twice_and_recovers_at_once(&db.url, Crash::BeforeKafkasCommit).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_inside_a_kafka_transaction_is_sent_again_at_once_and_seen_once_on_postgres() {
+    let db = PgTestDb::create().await;
+    a_crash_sends_nothing_twice_and_recovers_at_once(&db.url, Crash::BeforeKafkasCommit).await;
+}
