@@ -6,6 +6,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import org.springframework.context.ApplicationListener;
 import org.springframework.context.PayloadApplicationEvent;
 import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.core.env.PropertyResolver;
 import org.springframework.expression.Expression;
 import org.springframework.expression.spel.standard.SpelExpressionParser;
 import org.springframework.expression.spel.support.StandardEvaluationContext;
@@ -25,12 +26,23 @@ import org.springframework.expression.spel.support.StandardEvaluationContext;
  */
 public class TrustmsgEventExternalizer implements ApplicationListener<PayloadApplicationEvent<?>> {
   private final TrustmsgPublisher publisher;
+  private final PropertyResolver properties;
   private final SpelExpressionParser parser = new SpelExpressionParser();
   private final Map<Class<?>, Plan> plans = new ConcurrentHashMap<>();
 
-  /** Externalizes through {@code publisher}. */
+  /** Externalizes through {@code publisher}; topics are taken as they are written. */
   public TrustmsgEventExternalizer(TrustmsgPublisher publisher) {
+    this(publisher, null);
+  }
+
+  /**
+   * Externalizes through {@code publisher}, resolving {@code ${…}} placeholders of a topic (e.g.
+   * {@code topic = "${orders.topic}"}) with {@code properties} (the application's {@code
+   * Environment}).
+   */
+  public TrustmsgEventExternalizer(TrustmsgPublisher publisher, PropertyResolver properties) {
     this.publisher = Objects.requireNonNull(publisher, "publisher");
+    this.properties = properties;
   }
 
   private record Plan(String topic, Expression messageKey, Expression key) {}
@@ -60,7 +72,7 @@ public class TrustmsgEventExternalizer implements ApplicationListener<PayloadApp
       return NONE;
     }
     return new Plan(
-        m.topic(),
+        properties == null ? m.topic() : properties.resolveRequiredPlaceholders(m.topic()),
         parser.parseExpression(m.messageKey()),
         m.key().isEmpty() ? null : parser.parseExpression(m.key()));
   }

@@ -81,8 +81,9 @@ public class TrustmsgJdbcAutoConfiguration {
   /** Application events of {@link TrustmsgMessage} types, written to the outbox as published. */
   @Bean
   @ConditionalOnMissingBean
-  TrustmsgEventExternalizer trustmsgEventExternalizer(TrustmsgPublisher publisher) {
-    return new TrustmsgEventExternalizer(publisher);
+  TrustmsgEventExternalizer trustmsgEventExternalizer(
+      TrustmsgPublisher publisher, org.springframework.core.env.Environment environment) {
+    return new TrustmsgEventExternalizer(publisher, environment);
   }
 
   @Bean

@@ -30,7 +30,7 @@ import java.lang.annotation.Target;
 @Retention(RetentionPolicy.RUNTIME)
 @Target(ElementType.TYPE)
 public @interface TrustmsgMessage {
-  /** The Kafka topic. */
+  /** The Kafka topic; {@code ${…}} placeholders are resolved from the application's properties. */
   String topic();
 
   /**
