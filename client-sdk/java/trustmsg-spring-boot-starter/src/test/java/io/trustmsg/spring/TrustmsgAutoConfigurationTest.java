@@ -146,4 +146,14 @@ class TrustmsgAutoConfigurationTest {
     jdbc.withPropertyValues("management.health.trustmsg.enabled=false")
         .run(ctx -> assertThat(ctx).doesNotHaveBean(TrustmsgHealthIndicator.class));
   }
+
+  /** trustmsg unreachable: the indicator says DOWN, with why. */
+  @Test
+  void theHealthIsDownWhenTrustmsgDoesNotAnswer() {
+    var health =
+        new TrustmsgHealthIndicator("http://127.0.0.1:1", null, java.time.Duration.ofSeconds(1))
+            .health();
+    assertThat(health.getStatus()).isEqualTo(org.springframework.boot.actuate.health.Status.DOWN);
+    assertThat(health.getDetails()).containsKey("error");
+  }
 }
