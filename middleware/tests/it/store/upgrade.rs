@@ -273,15 +273,25 @@ async fn writes_go_on(
     store.prepare_upgrade().await.expect("migrate --prepare");
     let prepared = started.elapsed();
     tokio::time::sleep(Duration::from_millis(300)).await;
+    // Stopped means stopped: a write still in flight when `migrate` begins
+    // (an audit row's insert, which locks `audit_log` and then reads
+    // `messages`) meets the renames in a deadlock, as it would in an
+    // instance that was asked to stop and had not yet.
+    let mut meanwhile = Some(meanwhile);
+    let mut m = None;
     if !serving {
         stop.store(true, Ordering::Relaxed);
+        m = Some(meanwhile.take().unwrap().await.unwrap());
     }
     let started = Instant::now();
     store.migrate().await.expect("the rest of the upgrade");
     let took = started.elapsed();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    stop.store(true, Ordering::Relaxed);
-    let m = meanwhile.await.unwrap();
+    if let Some(meanwhile) = meanwhile {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        stop.store(true, Ordering::Relaxed);
+        m = Some(meanwhile.await.unwrap());
+    }
+    let m = m.unwrap();
     eprintln!(
         "migrate --prepare took {prepared:?}, migrate {took:?}; {} messages written \
          meanwhile, the slowest write {:?}",
