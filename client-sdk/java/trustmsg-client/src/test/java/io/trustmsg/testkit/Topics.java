@@ -23,10 +23,19 @@ public final class Topics {
    */
   public static List<ConsumerRecord<byte[], byte[]>> readUntil(
       String topic, Duration timeout, Predicate<List<ConsumerRecord<byte[], byte[]>>> until) {
+    return readUntil(Kit.kafka(), topic, timeout, until);
+  }
+
+  /** {@link #readUntil(String, Duration, Predicate)} from the broker at {@code bootstrap}. */
+  public static List<ConsumerRecord<byte[], byte[]>> readUntil(
+      String bootstrap,
+      String topic,
+      Duration timeout,
+      Predicate<List<ConsumerRecord<byte[], byte[]>>> until) {
     Map<String, Object> config =
         Map.of(
             ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG,
-            Kit.kafka(),
+            bootstrap,
             ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG,
             false,
             ConsumerConfig.AUTO_OFFSET_RESET_CONFIG,

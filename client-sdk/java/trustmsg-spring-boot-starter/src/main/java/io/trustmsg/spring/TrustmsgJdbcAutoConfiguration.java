@@ -1,11 +1,14 @@
 package io.trustmsg.spring;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.json.JsonMapper;
 import io.trustmsg.client.Barrier;
 import io.trustmsg.client.LocalMessageTable;
 import io.trustmsg.client.TransactionalProducer;
 import java.sql.Connection;
 import java.sql.SQLException;
 import javax.sql.DataSource;
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
@@ -20,15 +23,17 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.transaction.PlatformTransactionManager;
 
 /**
- * The barrier, {@link TrustmsgTemplate}, the local message table ({@link TrustmsgOutbox}) and
- * {@link TrustmsgInbox} on the application's one DataSource.
+ * The barrier, {@link TrustmsgTemplate}, the local message table ({@link TrustmsgOutbox}, {@link
+ * TrustmsgPublisher}, {@link TrustmsgEventExternalizer}) and {@link TrustmsgInbox} on the
+ * application's one DataSource.
  */
 @AutoConfiguration(
     after = {
       TrustmsgAutoConfiguration.class,
       DataSourceAutoConfiguration.class,
       DataSourceTransactionManagerAutoConfiguration.class
-    })
+    },
+    afterName = "org.springframework.boot.autoconfigure.jackson.JacksonAutoConfiguration")
 @EnableConfigurationProperties(TrustmsgProperties.class)
 @ConditionalOnClass(name = "org.springframework.jdbc.datasource.DataSourceUtils")
 @ConditionalOnSingleCandidate(DataSource.class)
@@ -60,6 +65,25 @@ public class TrustmsgJdbcAutoConfiguration {
   @ConditionalOnMissingBean
   TrustmsgOutbox trustmsgOutbox(DataSource dataSource, LocalMessageTable table) {
     return new TrustmsgOutbox(dataSource, table);
+  }
+
+  /**
+   * Objects as JSON messages in the caller's transaction, serialized by the application's {@code
+   * ObjectMapper} bean (Spring Boot's, with its modules), or a plain one when there is none.
+   */
+  @Bean
+  @ConditionalOnMissingBean
+  TrustmsgPublisher trustmsgPublisher(TrustmsgOutbox outbox, ObjectProvider<ObjectMapper> mappers) {
+    return new TrustmsgPublisher(
+        outbox, mappers.getIfUnique(() -> JsonMapper.builder().findAndAddModules().build()));
+  }
+
+  /** Application events of {@link TrustmsgMessage} types, written to the outbox as published. */
+  @Bean
+  @ConditionalOnMissingBean
+  TrustmsgEventExternalizer trustmsgEventExternalizer(
+      TrustmsgPublisher publisher, org.springframework.core.env.Environment environment) {
+    return new TrustmsgEventExternalizer(publisher, environment);
   }
 
   @Bean

@@ -49,6 +49,19 @@ public class TrustmsgTemplate {
   private final TransactionTemplate transactions;
   private final Barrier barrier;
   private final Consumer<Message> afterLocalCommit;
+  private final java.util.EnumMap<Outcome, java.util.concurrent.atomic.LongAdder> outcomes;
+
+  /** How a call of {@link #execute} ended, as the metrics count it. */
+  public enum Outcome {
+    /** The work committed and the message is committed (or left to check-back to commit). */
+    COMMITTED,
+    /** trustmsg or the barrier had the message committed already: the work did not run. */
+    ALREADY_COMMITTED,
+    /** trustmsg or the barrier had the message rolled back already: the work did not run. */
+    ALREADY_ROLLED_BACK,
+    /** Anything else was thrown: the work failed (rolled back), or trustmsg or the database did. */
+    FAILED
+  }
 
   public TrustmsgTemplate(
       TransactionalProducer<?> producer,
@@ -60,6 +73,10 @@ public class TrustmsgTemplate {
         new TransactionTemplate(Objects.requireNonNull(transactionManager, "transactionManager"));
     this.barrier = new Barrier(dataSource);
     this.afterLocalCommit = null;
+    this.outcomes = new java.util.EnumMap<>(Outcome.class);
+    for (Outcome o : Outcome.values()) {
+      outcomes.put(o, new java.util.concurrent.atomic.LongAdder());
+    }
   }
 
   private TrustmsgTemplate(TrustmsgTemplate t, Consumer<Message> afterLocalCommit) {
@@ -68,6 +85,12 @@ public class TrustmsgTemplate {
     this.transactions = t.transactions;
     this.barrier = t.barrier;
     this.afterLocalCommit = afterLocalCommit;
+    this.outcomes = t.outcomes;
+  }
+
+  /** How many calls of {@link #execute} (of this template and its copies) ended in {@code o}. */
+  public long count(Outcome o) {
+    return outcomes.get(o).sum();
   }
 
   /**
@@ -96,7 +119,24 @@ public class TrustmsgTemplate {
               + " committed before that transaction is; call it outside @Transactional methods and"
               + " do the transaction's work in its callback");
     }
-    return run(producer, message, work);
+    Outcome outcome = Outcome.FAILED;
+    try {
+      T value = run(producer, message, work);
+      outcome = Outcome.COMMITTED;
+      return value;
+    } catch (io.trustmsg.client.AlreadyCommittedException e) {
+      outcome = Outcome.ALREADY_COMMITTED;
+      throw e;
+    } catch (io.trustmsg.client.AlreadyRolledBackException e) {
+      outcome = Outcome.ALREADY_ROLLED_BACK;
+      throw e;
+    } catch (AlreadyDecidedException e) {
+      outcome =
+          e.decision() == Decision.COMMIT ? Outcome.ALREADY_COMMITTED : Outcome.ALREADY_ROLLED_BACK;
+      throw e;
+    } finally {
+      outcomes.get(outcome).increment();
+    }
   }
 
   private <R, T> T run(TransactionalProducer<R> p, Message message, TransactionCallback<T> work) {

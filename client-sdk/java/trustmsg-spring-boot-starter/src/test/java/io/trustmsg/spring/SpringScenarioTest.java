@@ -70,6 +70,15 @@ class SpringScenarioTest {
         .isSameAs(boom);
 
     assertThat(done).isEqualTo(ok);
+    // What the trustmsg.template.executions meter counts.
+    assertThat(trustmsg.count(TrustmsgTemplate.Outcome.COMMITTED)).isEqualTo(1);
+    assertThat(trustmsg.count(TrustmsgTemplate.Outcome.FAILED)).isEqualTo(1);
+    assertThatThrownBy(
+            () ->
+                trustmsg.execute(
+                    Message.builder(bad, topic).payload("never").build(), status -> "again"))
+        .isInstanceOf(AlreadyRolledBackException.class);
+    assertThat(trustmsg.count(TrustmsgTemplate.Outcome.ALREADY_ROLLED_BACK)).isEqualTo(1);
     assertThat(Kit.count(ds, "SELECT COUNT(*) FROM spring_orders WHERE id = ?", ok)).isEqualTo(1);
     assertThat(
             Kit.count(

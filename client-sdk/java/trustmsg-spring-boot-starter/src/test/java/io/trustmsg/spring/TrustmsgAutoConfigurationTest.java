@@ -11,6 +11,7 @@ import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.autoconfigure.jdbc.DataSourceAutoConfiguration;
 import org.springframework.boot.autoconfigure.jdbc.DataSourceTransactionManagerAutoConfiguration;
+import org.springframework.boot.test.context.FilteredClassLoader;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
 
@@ -107,5 +108,52 @@ class TrustmsgAutoConfigurationTest {
         .run(
             ctx ->
                 assertThat(ctx.getBean(TrustmsgInbox.class).consumerGroup()).isEqualTo("invoices"));
+  }
+
+  /** Metrics and health come with their libraries, and stay away without them. */
+  @Test
+  void metricsAndHealthOnlyWithTheirLibraries() {
+    ApplicationContextRunner jdbc =
+        new ApplicationContextRunner()
+            .withConfiguration(
+                AutoConfigurations.of(
+                    DataSourceAutoConfiguration.class,
+                    DataSourceTransactionManagerAutoConfiguration.class,
+                    TrustmsgAutoConfiguration.class,
+                    TrustmsgJdbcAutoConfiguration.class,
+                    TrustmsgObservabilityAutoConfiguration.class))
+            .withPropertyValues("spring.datasource.url=jdbc:postgresql://127.0.0.1:1/none");
+    jdbc.run(
+        ctx -> {
+          assertThat(ctx).hasSingleBean(TrustmsgMetrics.class);
+          assertThat(ctx).hasSingleBean(TrustmsgHealthIndicator.class);
+          assertThat(ctx).hasSingleBean(TrustmsgPublisher.class);
+          assertThat(ctx).hasSingleBean(TrustmsgEventExternalizer.class);
+        });
+    jdbc.withClassLoader(new FilteredClassLoader("io.micrometer.core"))
+        .run(
+            ctx -> {
+              assertThat(ctx).hasNotFailed();
+              assertThat(ctx).doesNotHaveBean(TrustmsgMetrics.class);
+              assertThat(ctx).hasSingleBean(TrustmsgHealthIndicator.class);
+            });
+    jdbc.withClassLoader(new FilteredClassLoader("org.springframework.boot.actuate"))
+        .run(
+            ctx -> {
+              assertThat(ctx).hasNotFailed();
+              assertThat(ctx).doesNotHaveBean(TrustmsgHealthIndicator.class);
+            });
+    jdbc.withPropertyValues("management.health.trustmsg.enabled=false")
+        .run(ctx -> assertThat(ctx).doesNotHaveBean(TrustmsgHealthIndicator.class));
+  }
+
+  /** trustmsg unreachable: the indicator says DOWN, with why. */
+  @Test
+  void theHealthIsDownWhenTrustmsgDoesNotAnswer() {
+    var health =
+        new TrustmsgHealthIndicator("http://127.0.0.1:1", null, java.time.Duration.ofSeconds(1))
+            .health();
+    assertThat(health.getStatus()).isEqualTo(org.springframework.boot.actuate.health.Status.DOWN);
+    assertThat(health.getDetails()).containsKey("error");
   }
 }

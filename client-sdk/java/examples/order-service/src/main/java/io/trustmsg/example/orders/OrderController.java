@@ -4,6 +4,7 @@ import io.trustmsg.client.AlreadyCommittedException;
 import io.trustmsg.client.AlreadyRolledBackException;
 import io.trustmsg.client.Message;
 import io.trustmsg.client.TrustmsgClient;
+import io.trustmsg.spring.TrustmsgPublisher;
 import io.trustmsg.spring.TrustmsgTemplate;
 import java.util.List;
 import java.util.Map;
@@ -27,12 +28,21 @@ public class OrderController {
   public record NewOrder(
       String order_id, String customer, long amount_cents, boolean fail, boolean lose_commit) {}
 
+  /** What the topic {@code orders} carries. */
+  public record OrderPlaced(String order_id, String customer, long amount_cents) {}
+
   private final TrustmsgTemplate trustmsg;
+  private final TrustmsgPublisher publisher;
   private final TrustmsgClient client;
   private final JdbcTemplate jdbc;
 
-  public OrderController(TrustmsgTemplate trustmsg, TrustmsgClient client, JdbcTemplate jdbc) {
+  public OrderController(
+      TrustmsgTemplate trustmsg,
+      TrustmsgPublisher publisher,
+      TrustmsgClient client,
+      JdbcTemplate jdbc) {
     this.trustmsg = trustmsg;
+    this.publisher = publisher;
     this.client = client;
     this.jdbc = jdbc;
   }
@@ -46,19 +56,12 @@ public class OrderController {
       return ResponseEntity.badRequest()
           .body(Map.of("error", "order_id, customer and a positive amount_cents are required"));
     }
-    String payload =
-        "{\"order_id\":\""
-            + order.order_id().replace("\"", "")
-            + "\",\"customer\":\""
-            + order.customer().replace("\"", "")
-            + "\",\"amount_cents\":"
-            + order.amount_cents()
-            + "}";
+    // The record's value: the event as JSON, from the application's ObjectMapper bean.
     Message message =
-        Message.builder(order.order_id(), "orders")
-            .payload(payload)
-            .key(order.customer())
-            .header("content-type", "application/json")
+        publisher
+            .json(
+                Message.builder(order.order_id(), "orders").key(order.customer()),
+                new OrderPlaced(order.order_id(), order.customer(), order.amount_cents()))
             .build();
     // lose_commit: as if the process stopped between its local commit and the commit call (the
     // template's test hook stops the call there); check-back settles the message from the barrier.
