@@ -117,6 +117,13 @@ class Outcome(StrEnum):
     #: Rolled back locally but trustmsg refused the rollback: the helper
     #: raised :class:`~trustmsg.RollbackRejectedError`.
     ROLLBACK_REJECTED = "rollback_rejected"
+    #: Django: the block ran inside an atomic block the caller has open (a
+    #: savepoint of it), so the local COMMIT is that block's: the commit is
+    #: sent from ``transaction.on_commit`` (the outcome becomes
+    #: ``committed`` then, or a :class:`~trustmsg.CommitRejectedError` is
+    #: raised from the outer block's end). Rolled back instead, nothing is
+    #: sent and check-back rolls the message back (no marker).
+    PENDING_OUTER_COMMIT = "pending_outer_commit"
     #: Nothing was sent after prepare: the local outcome is unknown (and the
     #: barrier could not be asked), or the ``after_local_commit`` hook
     #: raised, or the block was interrupted (KeyboardInterrupt, task
@@ -350,13 +357,13 @@ class Transaction(_State[R]):
             except Exception as failed:
                 self._rollback(failed)
                 raise
-            if self.after_local_commit is not None:
-                try:
-                    self.after_local_commit()
-                except BaseException as hook_error:
-                    self._hook_failed(hook_error)
-                    raise
-            self._commit(found=False)
+            defer = getattr(self.local.db, "defer", None)
+            if defer is not None and defer(self._after_local_commit):
+                # Django: the block was a savepoint of an atomic block the
+                # caller has open; its COMMIT is the real one (on_commit).
+                self.outcome = Outcome.PENDING_OUTER_COMMIT
+                return
+            self._after_local_commit()
             return
         if isinstance(e, Exception):
             # Sent while the marker is still held: a duplicate call waiting
@@ -370,6 +377,15 @@ class Transaction(_State[R]):
             log.warning("the block of %r was interrupted (%s); check-back will decide", self.key, t.__name__)
             self.outcome = Outcome.LEFT_TO_CHECK_BACK
         # Returning None: the block's exception goes on as it is.
+
+    def _after_local_commit(self) -> None:
+        if self.after_local_commit is not None:
+            try:
+                self.after_local_commit()
+            except BaseException as hook_error:
+                self._hook_failed(hook_error)
+                raise
+        self._commit(found=False)
 
     def _commit(self, found: bool) -> None:
         try:
