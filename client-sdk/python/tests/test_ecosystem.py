@@ -5,8 +5,10 @@ are str enums, log lines name their module once, and a prepare answered
 from __future__ import annotations
 
 import enum
+import json
 import logging
 import sys
+from typing import Any, Callable
 
 import pytest
 
@@ -56,3 +58,46 @@ def test_a_log_line_names_the_sdk_once(caplog: pytest.LogCaptureFixture) -> None
     for line in lines:
         assert line.startswith("trustmsg.client: GET "), line
         assert "trustmsg: trustmsg" not in line and not line.startswith("trustmsg: "), line
+
+
+def _older_trustmsg(status_by_path: dict[str, str]) -> Any:
+    """A WSGI app answering every call 200 with a message in the given
+    status: what an older trustmsg answered a decided message with."""
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        status = status_by_path[environ["PATH_INFO"]]
+        body = {"id": 7, "biz_id": "shop", "message_key": "order-1", "status": status}
+        start_response("200 OK", [("content-type", "application/json")])
+        return [json.dumps(body).encode()]
+
+    return app
+
+
+def test_a_200_that_stands_for_a_refusal_is_raised(serve_wsgi: Callable[[Any], str]) -> None:
+    url = serve_wsgi(
+        _older_trustmsg(
+            {
+                "/v1/messages/prepare": "ROLLED_BACK",
+                "/v1/messages/commit": "ROLLED_BACK",
+                "/v1/messages/rollback": "COMMITTED",
+            }
+        )
+    )
+    with trustmsg.Client(url, "shop", "t") as client:
+        with pytest.raises(trustmsg.AlreadyRolledBackError) as prepared:
+            client.prepare(trustmsg.Message("order-1", "orders", b"x"))
+        assert prepared.value.view is not None and prepared.value.view.status == "ROLLED_BACK"
+        with pytest.raises(trustmsg.AlreadyRolledBackError):
+            client.commit("order-1")
+        with pytest.raises(trustmsg.ConflictError) as rolled:
+            client.rollback("order-1")
+        assert rolled.value.code == "already_committed"
+
+
+@pytest.mark.asyncio
+async def test_a_200_that_stands_for_a_refusal_is_raised_async(serve_wsgi: Callable[[Any], str]) -> None:
+    url = serve_wsgi(_older_trustmsg({"/v1/messages/prepare": "VERIFY_FAILED"}))
+    async with trustmsg.AsyncClient(url, "shop", "t") as client:
+        with pytest.raises(trustmsg.NotPreparedError) as refused:
+            await client.prepare(trustmsg.Message("order-1", "orders", b"x"))
+        assert refused.value.message_status == "VERIFY_FAILED"

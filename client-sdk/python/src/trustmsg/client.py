@@ -24,8 +24,14 @@ import httpx
 from . import _validate as v
 from ._retry import RetryPolicy
 from ._version import __version__
-from .errors import UnavailableError, UnexpectedResponseError, error_from_status
-from .message import Message, MessageView, not_prepared_error
+from .errors import (
+    AlreadyRolledBackError,
+    ConflictError,
+    UnavailableError,
+    UnexpectedResponseError,
+    error_from_status,
+)
+from .message import Message, MessageStatus, MessageView, not_prepared_error
 
 if TYPE_CHECKING:
     from .transaction import AsyncTransaction, Transaction
@@ -103,6 +109,21 @@ class _Base:
             if error is not None:
                 raise error
         return view
+
+    @staticmethod
+    def _decided(data: Any, want: MessageStatus) -> MessageView:
+        """A commit's or rollback's 200 is the message in the state asked
+        for; any other state (an older trustmsg answering 200 with the
+        opposite decision) is the refusal it stands for, raised."""
+        view = MessageView.from_json(data)
+        if view.status == want:
+            return view
+        what = f"{view.message_key!r} is {view.status}, not {want}"
+        if view.status == MessageStatus.ROLLED_BACK:
+            raise AlreadyRolledBackError(f"{what}: it was rolled back before", status=200, view=view)
+        if view.status == MessageStatus.COMMITTED:
+            raise ConflictError(f"{what}: it was committed before", code="already_committed", status=200)
+        raise UnexpectedResponseError(f"{what} after the call", status=200)
 
     def _url(self, *segments: str) -> str:
         return self._base + "/" + "/".join(urllib.parse.quote(s, safe="") for s in segments)
@@ -205,15 +226,17 @@ class Client(_Base):
         """``POST /v1/messages/commit``: decides for delivery. Again is a 200;
         after a rollback an :class:`AlreadyRolledBackError` (``already_rolled_back``);
         for an unknown message a :class:`NotFoundError`."""
-        return MessageView.from_json(
-            self._call("POST", self._url("v1", "messages", "commit"), self._decision_body(message_key))
+        return self._decided(
+            self._call("POST", self._url("v1", "messages", "commit"), self._decision_body(message_key)),
+            MessageStatus.COMMITTED,
         )
 
     def rollback(self, message_key: str) -> MessageView:
         """``POST /v1/messages/rollback``: decides against delivery. Again is
         a 200; after a commit a :class:`ConflictError` (``already_committed``)."""
-        return MessageView.from_json(
-            self._call("POST", self._url("v1", "messages", "rollback"), self._decision_body(message_key))
+        return self._decided(
+            self._call("POST", self._url("v1", "messages", "rollback"), self._decision_body(message_key)),
+            MessageStatus.ROLLED_BACK,
         )
 
     def get(self, message_key: str) -> MessageView:
@@ -305,16 +328,18 @@ class AsyncClient(_Base):
 
     async def commit(self, message_key: str) -> MessageView:
         """See :meth:`Client.commit`."""
-        return MessageView.from_json(
-            await self._call("POST", self._url("v1", "messages", "commit"), self._decision_body(message_key))
+        return self._decided(
+            await self._call("POST", self._url("v1", "messages", "commit"), self._decision_body(message_key)),
+            MessageStatus.COMMITTED,
         )
 
     async def rollback(self, message_key: str) -> MessageView:
         """See :meth:`Client.rollback`."""
-        return MessageView.from_json(
+        return self._decided(
             await self._call(
                 "POST", self._url("v1", "messages", "rollback"), self._decision_body(message_key)
-            )
+            ),
+            MessageStatus.ROLLED_BACK,
         )
 
     async def get(self, message_key: str) -> MessageView:
