@@ -193,6 +193,61 @@ def test_S02_django_order_whose_block_or_outer_atomic_fails_is_never_delivered(k
     assert [r.header("trustmsg-message-key") for r in recs] == [later]
 
 
+class Crash(Exception):
+    pass
+
+
+def test_S03_django_order_stopped_after_its_local_commit_is_committed_by_check_back(
+    kit: Kit, alias: str, serve_wsgi: Any
+) -> None:
+    """The Django service stops between its atomic block's COMMIT and the
+    commit call; trustmsg's check-back reaches its ``wsgi.py`` (CheckBackWSGI
+    in front of Django's application) and ``tm.decider`` answers commit
+    from the barrier, each call on a connection of its own."""
+    from django.core.wsgi import get_wsgi_application
+
+    from trustmsg import django as tm
+    from trustmsg.wsgi import CheckBackWSGI
+
+    from .djangoapp.models import Order
+
+    calls: list[trustmsg.CheckRequest] = []
+    from_barrier = tm.decider(alias)
+
+    def decide(request: trustmsg.CheckRequest) -> str:
+        calls.append(request)
+        return from_barrier(request)
+
+    p = kit.register("dj03")
+    url = serve_wsgi(CheckBackWSGI(p.secret, decide, fallback=get_wsgi_application())) + "/trustmsg/check"
+    kit.admin(
+        "PUT",
+        f"/v1/producers/{p.biz_id}",
+        {"verify_url": url, "topics": [p.topic], "first_verify_after_ms": 1000},
+    )
+    key = f"order-{suffix()}"
+
+    def crash() -> None:
+        raise Crash()
+
+    with kit.client(p) as client:
+        with (
+            pytest.raises(Crash),
+            tm.transaction(
+                client, Message(key, p.topic, PAYLOAD), using=alias, after_local_commit=crash
+            ) as tx,
+        ):
+            Order.objects.using(alias).create(order_id=key, note="paid")
+        assert tx.outcome == Outcome.LEFT_TO_CHECK_BACK
+        assert client.get(key).status == MessageStatus.PREPARED
+        done = kit.wait_status(client, key, MessageStatus.COMMITTED, SendStatus.SENT, secs=30)
+    assert calls, "trustmsg's check-back never reached the Django service"
+    assert calls[0].message_key == key and calls[0].message_id == done.id
+    assert _orders(alias, key) == [(key, "paid")]
+    recs = read_topic(kit.kafka, p.topic, lambda rs: len(rs) >= 1)
+    assert [r.header("trustmsg-message-id") for r in recs] == [str(done.id)]
+
+
 def test_S07_django_inbox_drops_a_redelivered_record_inside_atomic(kit: Kit, alias: str) -> None:
     from django.db import transaction
 
