@@ -42,6 +42,13 @@ def main(vectors: Path) -> None:
         assert trustmsg.inbox.message_id(headers) == c["message_id"], c["name"]
     assert "trustmsg_barrier" in trustmsg.schema.sql("postgres.sql")
     assert trustmsg.Message("k", "t", b"x").to_request("shop")["payload_encoding"] == "base64"
+    # The str enums' fallback on 3.9/3.10 behaves as enum.StrEnum does on 3.11+.
+    status = trustmsg.MessageStatus.PREPARED
+    assert isinstance(status, str) and status == "PREPARED" and str(status) == "PREPARED"
+    assert f"{status}" == "PREPARED" and f"{status:>9}" == " PREPARED"
+    assert trustmsg.MessageStatus("PREPARED") is status
+    assert trustmsg.MessageStatus("SOMETHING_NEW") == "SOMETHING_NEW"  # a newer trustmsg's status
+    assert str(trustmsg.Outcome.COMMITTED) == "committed" and trustmsg.Decision.COMMIT in ("commit",)
     print(f"Python {sys.version.split()[0]}: trustmsg {trustmsg.__version__} agrees with the vectors")
 
 

@@ -342,7 +342,14 @@ def test_S14_a_prepare_answered_committed_runs_no_local_work(kit: Kit, db: DB) -
             with client.transaction(message, conn) as tx:
                 insert(conn, table, key, "placed")
             assert tx.outcome == Outcome.COMMITTED
-            assert client.prepare(message).status == MessageStatus.COMMITTED  # 200, status COMMITTED
+            # 200 with status COMMITTED: the client raises it, with the view.
+            with pytest.raises(AlreadyCommittedError) as again:
+                client.prepare(message)
+            assert again.value.view is not None and again.value.view.status == MessageStatus.COMMITTED
+            with pytest.deprecated_call():
+                old = kit.client(p, raise_on_decided=False)
+            with old:
+                assert old.prepare(message).status == MessageStatus.COMMITTED  # the value, as before 0.2
             with pytest.raises(AlreadyCommittedError) as placed, client.transaction(message, conn):
                 entered.append(key)
             assert placed.value.view is not None

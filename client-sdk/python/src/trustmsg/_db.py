@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import sys
 from collections.abc import Sequence
 from typing import Any, Callable, Optional, Protocol, TypeVar
 
@@ -182,6 +183,106 @@ class SAConnectionDB:
         return None if row is None else tuple(row)
 
 
+class _DjangoRollback(Exception):
+    """Handed to ``Atomic.__exit__`` to make it roll back."""
+
+
+def _django_wrapper(conn: object) -> bool:
+    if "django.db" not in sys.modules:
+        return False
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    return isinstance(conn, BaseDatabaseWrapper)
+
+
+class DjangoDB:
+    """A Django connection (``django.db.connections[alias]``, a
+    ``DatabaseWrapper``) on its MySQL/MariaDB or PostgreSQL backend.
+
+    The local transaction is Django's own ``transaction.atomic(using=alias)``,
+    so the ORM's calls in the block run in it and see ``in_atomic_block``.
+    Begun inside an atomic block the caller has open, it is a savepoint of
+    that block: ``joined`` is then True and the real COMMIT is the outermost
+    block's, which the transaction helper waits for with
+    ``transaction.on_commit`` (:meth:`defer`). A connection of its own (from
+    ``connections.create_connection``, for barrier checks) is driven with
+    Django's ``set_autocommit``/``commit``/``rollback``."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        vendor = getattr(conn, "vendor", "")
+        if vendor == "mysql":
+            self.dialect = MYSQL
+        elif vendor == "postgresql":
+            self.dialect = POSTGRES
+        else:
+            raise ValueError(
+                f"Django database backend {vendor!r} is not supported: trustmsg supports MySQL/MariaDB "
+                "and PostgreSQL"
+            )
+        self._atomic: Any = None
+        self._manual = False
+        self.joined = False
+
+    def _shared(self) -> bool:
+        from django.db import connections
+
+        return bool(connections[self.conn.alias] is self.conn)
+
+    def begin(self) -> None:
+        if self._shared():
+            from django.db import transaction
+
+            self.joined = bool(self.conn.in_atomic_block)
+            self._atomic = transaction.atomic(using=self.conn.alias)
+            self._atomic.__enter__()
+        else:
+            self.conn.set_autocommit(False)
+            self._manual = True
+
+    def commit(self) -> None:
+        atomic, self._atomic = self._atomic, None
+        if atomic is not None:
+            atomic.__exit__(None, None, None)
+        elif self._manual:
+            self._manual = False
+            self.conn.commit()
+            self.conn.set_autocommit(True)
+
+    def rollback(self) -> None:
+        atomic, self._atomic = self._atomic, None
+        if atomic is not None:
+            atomic.__exit__(_DjangoRollback, _DjangoRollback(), None)
+        elif self._manual:
+            self._manual = False
+            try:
+                self.conn.rollback()
+            finally:
+                self.conn.set_autocommit(True)
+
+    def defer(self, fn: Callable[[], None]) -> bool:
+        """Runs ``fn`` once the outermost atomic block commits (Django's
+        ``on_commit``) and says True, when this transaction joined one;
+        False (nothing registered) when its own COMMIT was the real one."""
+        if not self.joined:
+            return False
+        from django.db import transaction
+
+        transaction.on_commit(fn, using=self.conn.alias)
+        return True
+
+    def execute(self, sql: str, params: Sequence[object] = ()) -> int:
+        with self.conn.cursor() as cur:
+            cur.execute(sql, tuple(params))
+            return int(cur.rowcount)
+
+    def fetchone(self, sql: str, params: Sequence[object] = ()) -> Optional[Row]:
+        with self.conn.cursor() as cur:
+            cur.execute(sql, tuple(params))
+            row = cur.fetchone()
+            return None if row is None else tuple(row)
+
+
 class AsyncPsycopgDB:
     dialect = POSTGRES
 
@@ -287,15 +388,18 @@ class ThreadedDB:
 
 
 SUPPORTED = (
-    "a PyMySQL or psycopg 3 connection, or an SQLAlchemy Connection or Session "
+    "a PyMySQL or psycopg 3 connection, an SQLAlchemy Connection or Session, or a Django connection "
+    "(django.db.connections[alias]) "
     "(AsyncConnection/AsyncSession and psycopg's AsyncConnection for asyncio)"
 )
 
 
 def sync_db(conn: object) -> SyncDB:
     """The adapter of a synchronous connection or session."""
-    if isinstance(conn, (PyMySQLDB, PsycopgDB, SAConnectionDB)):
+    if isinstance(conn, (PyMySQLDB, PsycopgDB, SAConnectionDB, DjangoDB)):
         return conn
+    if _django_wrapper(conn):
+        return DjangoDB(conn)
     mod = _module(conn)
     if mod.startswith("pymysql"):
         return PyMySQLDB(conn)
@@ -318,6 +422,11 @@ def sync_db(conn: object) -> SyncDB:
 def async_db(conn: object) -> AsyncDB:
     """The adapter of an asyncio connection or session; a synchronous one is
     run in worker threads."""
+    if _django_wrapper(conn):
+        raise TypeError(
+            "a Django connection belongs to its thread: use the synchronous helpers "
+            "(trustmsg.django, under asgiref's sync_to_async from async code)"
+        )
     mod = _module(conn)
     if mod == "psycopg" or mod.startswith("psycopg."):
         import psycopg
@@ -339,6 +448,15 @@ def fresh_connect(conn: object) -> Optional[Callable[[], Any]]:
     synchronous connection or session), for asking the barrier when ``conn``
     itself broke; None when it cannot be told. PyMySQL and psycopg are
     opened again with the same parameters; SQLAlchemy from the bind's engine."""
+    if _django_wrapper(conn):
+        alias: str = getattr(conn, "alias", "default")
+
+        def django_connect() -> Any:
+            from django.db import connections
+
+            return connections.create_connection(alias)
+
+        return django_connect
     mod = _module(conn)
     if mod.startswith("pymysql"):
         c: Any = conn
@@ -417,7 +535,8 @@ def afresh_connect(conn: object) -> Optional[Callable[[], Any]]:
 
 def is_unique_violation(e: BaseException) -> bool:
     """A duplicate key, whatever the driver (and through SQLAlchemy's wrapper)."""
-    for err in (e, getattr(e, "orig", None)):
+    # SQLAlchemy keeps the driver's error as .orig, Django as __cause__.
+    for err in (e, getattr(e, "orig", None), e.__cause__):
         if err is None:
             continue
         if getattr(err, "sqlstate", None) == "23505":

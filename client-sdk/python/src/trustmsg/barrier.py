@@ -45,7 +45,7 @@ __all__ = [
     "fresh_connect",
 ]
 
-log = logging.getLogger("trustmsg")
+log = logging.getLogger(__name__)
 
 TABLE = "trustmsg_barrier"
 
@@ -70,14 +70,14 @@ def _keys(biz_id: str, message_key: str) -> tuple[str, str]:
     return v.check_biz_id(biz_id), v.check_message_key(message_key)
 
 
-def _decision(op: object) -> str:
+def _decision(op: object) -> Decision:
     d = _db.text(op)
     if d not in (Decision.COMMIT, Decision.ROLLBACK):
         raise RuntimeError(f"unexpected barrier marker {d!r} in {TABLE}")
-    return d
+    return Decision(d)
 
 
-def _read_marker(db: _db.SyncDB, biz_id: str, message_key: str) -> str:
+def _read_marker(db: _db.SyncDB, biz_id: str, message_key: str) -> Decision:
     db.begin()
     try:
         row = db.fetchone(_READ, (biz_id, message_key))
@@ -88,7 +88,7 @@ def _read_marker(db: _db.SyncDB, biz_id: str, message_key: str) -> str:
     return _decision(row[0])
 
 
-def check_on(conn: object, biz_id: str, message_key: str) -> str:
+def check_on(conn: object, biz_id: str, message_key: str) -> Decision:
     """What the barrier answers for a message, on a connection that is not
     inside a transaction: inserts a ``rollback`` marker unless one exists
     (waiting while a local transaction holding the key is open), then answers
@@ -116,7 +116,7 @@ def _open(connect: Connect) -> tuple[Any, Callable[[], None]]:
     return conn, conn.close
 
 
-def check(connect: Connect, biz_id: str, message_key: str) -> str:
+def check(connect: Connect, biz_id: str, message_key: str) -> Decision:
     """:func:`check_on` on a connection of its own (``connect``), closed after."""
     conn, close = _open(connect)
     try:
@@ -125,7 +125,7 @@ def check(connect: Connect, biz_id: str, message_key: str) -> str:
         close()
 
 
-async def acheck(conn: object, biz_id: str, message_key: str) -> str:
+async def acheck(conn: object, biz_id: str, message_key: str) -> Decision:
     """The asyncio twin of :func:`check_on` (psycopg ``AsyncConnection``,
     SQLAlchemy ``AsyncConnection``; a synchronous connection runs in a thread)."""
     biz_id, message_key = _keys(biz_id, message_key)
@@ -161,11 +161,11 @@ def fresh_connect(conn: object, *, asyncio: bool = False) -> Optional[Connect]:
                 return open_async
         return _db.fresh_connect(conn)
     except Exception as e:  # noqa: BLE001 - a connection that cannot tell: no new one
-        log.debug("trustmsg: no way to open another connection like %r: %s", conn, e)
+        log.debug("no way to open another connection like %r: %s", conn, e)
         return None
 
 
-async def acheck_with(connect: Connect, biz_id: str, message_key: str) -> str:
+async def acheck_with(connect: Connect, biz_id: str, message_key: str) -> Decision:
     """:func:`check` from asyncio on a connection of its own: ``connect`` is
     an SQLAlchemy ``AsyncEngine`` or a coroutine function returning a new
     asyncio connection (checked with :func:`acheck`, closed after), or what
@@ -185,12 +185,12 @@ async def acheck_with(connect: Connect, biz_id: str, message_key: str) -> str:
     )
 
 
-def decider(connect: Connect) -> Callable[[Any], str]:
+def decider(connect: Connect) -> Callable[[Any], Decision]:
     """A check-back decision function answering from the barrier: give it to
     :class:`trustmsg.checkback.CheckBackASGI` / ``CheckBackWSGI``. Each call
     takes a connection of its own from ``connect``."""
 
-    def decide(request: Any) -> str:
+    def decide(request: Any) -> Decision:
         return check(connect, request.biz_id, request.message_key)
 
     return decide
@@ -218,7 +218,7 @@ class LocalTransaction:
     def __enter__(self) -> LocalTransaction:
         self.db.begin()
         try:
-            self.db.execute(_INSERT, (self.biz_id, self.message_key, Decision.COMMIT))
+            self.db.execute(_INSERT, (self.biz_id, self.message_key, Decision.COMMIT.value))
         except BaseException as e:
             self.db.rollback()
             if not _db.is_unique_violation(e):
@@ -246,7 +246,7 @@ class LocalTransaction:
                 decision = check_on(self.db, self.biz_id, self.message_key)
             except Exception as check_error:  # noqa: BLE001 - any failure here means: unknown
                 log.error(
-                    "trustmsg: local COMMIT of %r failed (%s) and the barrier cannot tell (%s)",
+                    "local COMMIT of %r failed (%s) and the barrier cannot tell (%s)",
                     self.message_key,
                     commit_error,
                     check_error,
@@ -264,7 +264,7 @@ class LocalTransaction:
         try:
             self.db.rollback()
         except Exception as e:  # noqa: BLE001
-            log.warning("trustmsg: ROLLBACK of %r failed: %s", self.message_key, e)
+            log.warning("ROLLBACK of %r failed: %s", self.message_key, e)
 
     def __exit__(
         self, t: Optional[type[BaseException]], e: Optional[BaseException], tb: Optional[TracebackType]
@@ -287,7 +287,7 @@ class AsyncLocalTransaction:
     async def __aenter__(self) -> AsyncLocalTransaction:
         await self.db.begin()
         try:
-            await self.db.execute(_INSERT, (self.biz_id, self.message_key, Decision.COMMIT))
+            await self.db.execute(_INSERT, (self.biz_id, self.message_key, Decision.COMMIT.value))
         except BaseException as e:
             await self.db.rollback()
             if not _db.is_unique_violation(e):
@@ -318,7 +318,7 @@ class AsyncLocalTransaction:
                 decision = await acheck(self.conn, self.biz_id, self.message_key)
             except Exception as check_error:  # noqa: BLE001
                 log.error(
-                    "trustmsg: local COMMIT of %r failed (%s) and the barrier cannot tell (%s)",
+                    "local COMMIT of %r failed (%s) and the barrier cannot tell (%s)",
                     self.message_key,
                     commit_error,
                     check_error,
@@ -335,7 +335,7 @@ class AsyncLocalTransaction:
         try:
             await self.db.rollback()
         except Exception as e:  # noqa: BLE001
-            log.warning("trustmsg: ROLLBACK of %r failed: %s", self.message_key, e)
+            log.warning("ROLLBACK of %r failed: %s", self.message_key, e)
 
     async def __aexit__(
         self, t: Optional[type[BaseException]], e: Optional[BaseException], tb: Optional[TracebackType]

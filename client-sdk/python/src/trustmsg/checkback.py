@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
 
 from .errors import InvalidSignatureError
-from .message import Decision
+from .message import DECISIONS
 
 __all__ = [
     "DEFAULT_PATH",
@@ -41,7 +41,7 @@ __all__ = [
     "verify",
 ]
 
-log = logging.getLogger("trustmsg")
+log = logging.getLogger(__name__)
 
 DEFAULT_PATH = "/trustmsg/check"
 DEFAULT_TOLERANCE = 5 * 60
@@ -192,7 +192,7 @@ class CheckBackHandler:
         try:
             verify(self._secret, headers, body, tolerance=self.tolerance)
         except InvalidSignatureError as e:
-            log.warning("trustmsg: check-back refused: %s", e.message)
+            log.warning("check-back refused: %s", e.message)
             return _error(401, e.code or "bad_signature", e.message)
         try:
             return CheckRequest.parse(body)
@@ -200,11 +200,11 @@ class CheckBackHandler:
             return _error(400, "bad_body", f"not a check-back request: {e}")
 
     def respond(self, request: CheckRequest, decision: object) -> Response:
-        if decision not in Decision.ALL:
-            log.error("trustmsg: check-back decide() returned %r, not commit/rollback/unknown", decision)
+        if decision not in DECISIONS:
+            log.error("check-back decide() returned %r, not commit/rollback/unknown", decision)
             return _error(500, "decision_failed", "the producer could not decide; ask again later")
         log.info(
-            "trustmsg: check-back of %r (message %d, attempt %d) answered %s",
+            "check-back of %r (message %d, attempt %d) answered %s",
             request.message_key,
             request.message_id,
             request.attempt,
@@ -214,9 +214,7 @@ class CheckBackHandler:
 
     def failed(self, request: CheckRequest, error: BaseException) -> Response:
         # The cause may be internal detail; trustmsg only needs to know to ask again.
-        log.error(
-            "trustmsg: check-back decision of %r failed: %s", request.message_key, error, exc_info=error
-        )
+        log.error("check-back decision of %r failed: %s", request.message_key, error, exc_info=error)
         return _error(500, "decision_failed", "the producer could not decide; ask again later")
 
     def handle(self, headers: Mapping[str, str], body: bytes) -> Response:

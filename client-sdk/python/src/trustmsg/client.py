@@ -15,6 +15,7 @@ import json
 import logging
 import time
 import urllib.parse
+import warnings
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
@@ -23,15 +24,21 @@ import httpx
 from . import _validate as v
 from ._retry import RetryPolicy
 from ._version import __version__
-from .errors import UnavailableError, UnexpectedResponseError, error_from_status
-from .message import Message, MessageView
+from .errors import (
+    AlreadyRolledBackError,
+    ConflictError,
+    UnavailableError,
+    UnexpectedResponseError,
+    error_from_status,
+)
+from .message import Message, MessageStatus, MessageView, not_prepared_error
 
 if TYPE_CHECKING:
     from .transaction import AsyncTransaction, Transaction
 
 __all__ = ["AsyncClient", "Client"]
 
-log = logging.getLogger("trustmsg")
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 10.0
 RETRIED_STATUSES = frozenset({500, 502, 503, 504})
@@ -51,7 +58,14 @@ class _Retry(Exception):
 
 
 class _Base:
-    def __init__(self, base_url: str, biz_id: str, token: str, retry: Optional[RetryPolicy]) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        biz_id: str,
+        token: str,
+        retry: Optional[RetryPolicy],
+        raise_on_decided: bool = True,
+    ) -> None:
         parsed = urllib.parse.urlsplit(base_url) if isinstance(base_url, str) else None
         if parsed is None or parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise ValueError(f"{base_url!r} is not an http(s) base URL, e.g. http://127.0.0.1:8080")
@@ -61,6 +75,14 @@ class _Base:
         self._biz_id = v.check_biz_id(biz_id)
         self._token = token
         self._retry = retry if retry is not None else RetryPolicy()
+        if not raise_on_decided:
+            warnings.warn(
+                "raise_on_decided=False is deprecated: prepare raises AlreadyCommittedError, "
+                "AlreadyRolledBackError or NotPreparedError for a message decided before; catch those",
+                DeprecationWarning,
+                stacklevel=4,
+            )
+        self._raise_on_decided = raise_on_decided
 
     @property
     def biz_id(self) -> str:
@@ -79,6 +101,29 @@ class _Base:
         if extra:
             h.update(extra)
         return h
+
+    def _prepared(self, data: Any) -> MessageView:
+        view = MessageView.from_json(data)
+        if self._raise_on_decided:
+            error = not_prepared_error(view, "it is not PREPARED, run no local work for it")
+            if error is not None:
+                raise error
+        return view
+
+    @staticmethod
+    def _decided(data: Any, want: MessageStatus) -> MessageView:
+        """A commit's or rollback's 200 is the message in the state asked
+        for; any other state (an older trustmsg answering 200 with the
+        opposite decision) is the refusal it stands for, raised."""
+        view = MessageView.from_json(data)
+        if view.status == want:
+            return view
+        what = f"{view.message_key!r} is {view.status}, not {want}"
+        if view.status == MessageStatus.ROLLED_BACK:
+            raise AlreadyRolledBackError(f"{what}: it was rolled back before", status=200, view=view)
+        if view.status == MessageStatus.COMMITTED:
+            raise ConflictError(f"{what}: it was committed before", code="already_committed", status=200)
+        raise UnexpectedResponseError(f"{what} after the call", status=200)
 
     def _url(self, *segments: str) -> str:
         return self._base + "/" + "/".join(urllib.parse.quote(s, safe="") for s in segments)
@@ -142,8 +187,9 @@ class Client(_Base):
         retry: Optional[RetryPolicy] = None,
         timeout: float = DEFAULT_TIMEOUT,
         http_client: Optional[httpx.Client] = None,
+        raise_on_decided: bool = True,
     ) -> None:
-        super().__init__(base_url, biz_id, token, retry)
+        super().__init__(base_url, biz_id, token, retry, raise_on_decided)
         self._own_http = http_client is None
         self._http = http_client or httpx.Client(timeout=timeout, follow_redirects=False)
 
@@ -161,13 +207,18 @@ class Client(_Base):
 
     def prepare(self, message: Message) -> MessageView:
         """``POST /v1/messages/prepare``: stores the message as PREPARED.
-        The same content again answers the same view (``COMMITTED`` once it
-        was committed); other content under the same key is a
-        :class:`ConflictError` (``prepare_conflict``); a prepare after a
-        rollback is an :class:`AlreadyRolledBackError` (``already_rolled_back``,
-        or ``rolled_back`` when the rollback came before any prepare)."""
+        The same content again answers the same view while it is
+        ``PREPARED``. A message decided before raises, so that no caller
+        runs its local work for it by mistake: :class:`AlreadyCommittedError`
+        (trustmsg answered 200 ``COMMITTED``; ``.view``),
+        :class:`AlreadyRolledBackError` (409 ``already_rolled_back``, or
+        ``rolled_back`` when the rollback came before any prepare),
+        :class:`NotPreparedError` (``VERIFY_FAILED``). Other content under
+        the same key is a :class:`ConflictError` (``prepare_conflict``).
+        ``Client(..., raise_on_decided=False)`` (deprecated) returns the
+        ``COMMITTED``/``VERIFY_FAILED`` view instead, as before 0.2."""
         body = json.dumps(message.to_request(self._biz_id)).encode()
-        return MessageView.from_json(
+        return self._prepared(
             self._call("POST", self._url("v1", "messages", "prepare"), body, message.trace_headers())
         )
 
@@ -175,15 +226,17 @@ class Client(_Base):
         """``POST /v1/messages/commit``: decides for delivery. Again is a 200;
         after a rollback an :class:`AlreadyRolledBackError` (``already_rolled_back``);
         for an unknown message a :class:`NotFoundError`."""
-        return MessageView.from_json(
-            self._call("POST", self._url("v1", "messages", "commit"), self._decision_body(message_key))
+        return self._decided(
+            self._call("POST", self._url("v1", "messages", "commit"), self._decision_body(message_key)),
+            MessageStatus.COMMITTED,
         )
 
     def rollback(self, message_key: str) -> MessageView:
         """``POST /v1/messages/rollback``: decides against delivery. Again is
         a 200; after a commit a :class:`ConflictError` (``already_committed``)."""
-        return MessageView.from_json(
-            self._call("POST", self._url("v1", "messages", "rollback"), self._decision_body(message_key))
+        return self._decided(
+            self._call("POST", self._url("v1", "messages", "rollback"), self._decision_body(message_key)),
+            MessageStatus.ROLLED_BACK,
         )
 
     def get(self, message_key: str) -> MessageView:
@@ -228,7 +281,7 @@ class Client(_Base):
                 if attempt > self._retry.max_retries:
                     raise self._unavailable(r, attempt) from r.__cause__
                 delay = self._retry.delay(attempt - 1, r.retry_after)
-                log.warning("trustmsg %s %s failed (%s); retrying in %.2f s", method, url, r.message, delay)
+                log.warning("%s %s failed (%s); retrying in %.2f s", method, url, r.message, delay)
                 time.sleep(delay)
 
 
@@ -248,8 +301,9 @@ class AsyncClient(_Base):
         retry: Optional[RetryPolicy] = None,
         timeout: float = DEFAULT_TIMEOUT,
         http_client: Optional[httpx.AsyncClient] = None,
+        raise_on_decided: bool = True,
     ) -> None:
-        super().__init__(base_url, biz_id, token, retry)
+        super().__init__(base_url, biz_id, token, retry, raise_on_decided)
         self._own_http = http_client is None
         self._http = http_client or httpx.AsyncClient(timeout=timeout, follow_redirects=False)
 
@@ -268,22 +322,24 @@ class AsyncClient(_Base):
     async def prepare(self, message: Message) -> MessageView:
         """See :meth:`Client.prepare`."""
         body = json.dumps(message.to_request(self._biz_id)).encode()
-        return MessageView.from_json(
+        return self._prepared(
             await self._call("POST", self._url("v1", "messages", "prepare"), body, message.trace_headers())
         )
 
     async def commit(self, message_key: str) -> MessageView:
         """See :meth:`Client.commit`."""
-        return MessageView.from_json(
-            await self._call("POST", self._url("v1", "messages", "commit"), self._decision_body(message_key))
+        return self._decided(
+            await self._call("POST", self._url("v1", "messages", "commit"), self._decision_body(message_key)),
+            MessageStatus.COMMITTED,
         )
 
     async def rollback(self, message_key: str) -> MessageView:
         """See :meth:`Client.rollback`."""
-        return MessageView.from_json(
+        return self._decided(
             await self._call(
                 "POST", self._url("v1", "messages", "rollback"), self._decision_body(message_key)
-            )
+            ),
+            MessageStatus.ROLLED_BACK,
         )
 
     async def get(self, message_key: str) -> MessageView:
@@ -327,5 +383,5 @@ class AsyncClient(_Base):
                 if attempt > self._retry.max_retries:
                     raise self._unavailable(r, attempt) from r.__cause__
                 delay = self._retry.delay(attempt - 1, r.retry_after)
-                log.warning("trustmsg %s %s failed (%s); retrying in %.2f s", method, url, r.message, delay)
+                log.warning("%s %s failed (%s); retrying in %.2f s", method, url, r.message, delay)
                 await asyncio.sleep(delay)

@@ -5,28 +5,85 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import enum
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from . import _trace
 from . import _validate as v
-from .errors import InvalidRequestError, UnexpectedResponseError
+from .errors import (
+    AlreadyCommittedError,
+    AlreadyRolledBackError,
+    InvalidRequestError,
+    NotPreparedError,
+    TrustmsgError,
+    UnexpectedResponseError,
+)
 
-__all__ = ["Decision", "Message", "MessageStatus", "MessageView", "SendStatus"]
+__all__ = [
+    "DECISIONS",
+    "not_prepared_error",
+    "Decision",
+    "Message",
+    "MessageStatus",
+    "MessageView",
+    "SendStatus",
+]
 
 
-class Decision:
-    """A check-back answer: ``"commit"``, ``"rollback"`` or ``"unknown"``."""
+if sys.version_info >= (3, 11):
+    from enum import StrEnum as _StrEnum
+else:  # pragma: no cover - 3.9 and 3.10
+
+    class _StrEnum(str, enum.Enum):
+        """``enum.StrEnum`` of Python 3.11: members are ``str``, and ``str()``
+        / ``format()`` give the value, not ``Class.NAME``."""
+
+        def __str__(self) -> str:
+            return str(self.value)
+
+        def __format__(self, spec: str) -> str:
+            return str(self.value).__format__(spec)
+
+
+class StrEnum(_StrEnum):
+    """The base of the SDK's enums: ``enum.StrEnum`` on Python 3.11+, the
+    same behaviour (``str`` members, ``str()`` is the value) on 3.9/3.10."""
+
+
+class _Open(StrEnum):
+    """A StrEnum that also takes values it does not name (a newer trustmsg's
+    status): they become members of their own, not errors."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> Any:
+        if not isinstance(value, str):
+            return None
+        member = str.__new__(cls, value)
+        member._name_ = value.upper()
+        member._value_ = value
+        return member
+
+
+class Decision(StrEnum):
+    """A check-back answer: ``"commit"``, ``"rollback"`` or ``"unknown"``. A
+    ``str`` enum: ``Decision.COMMIT == "commit"``."""
 
     COMMIT = "commit"
     ROLLBACK = "rollback"
     UNKNOWN = "unknown"
-    ALL = (COMMIT, ROLLBACK, UNKNOWN)
 
 
-class MessageStatus:
-    """A message's decision state (``MessageView.status``)."""
+#: The three decisions (``Decision.ALL`` before 0.2, kept).
+DECISIONS: tuple[Decision, ...] = (Decision.COMMIT, Decision.ROLLBACK, Decision.UNKNOWN)
+Decision.ALL = DECISIONS  # type: ignore[attr-defined]
+
+
+class MessageStatus(_Open):
+    """A message's decision state (``MessageView.status``). A ``str`` enum:
+    ``view.status == "PREPARED"`` holds as before."""
 
     PREPARED = "PREPARED"
     COMMITTED = "COMMITTED"
@@ -34,7 +91,7 @@ class MessageStatus:
     VERIFY_FAILED = "VERIFY_FAILED"
 
 
-class SendStatus:
+class SendStatus(_Open):
     """A committed message's delivery state (``MessageView.send_status``)."""
 
     PENDING = "PENDING"
@@ -159,8 +216,8 @@ class MessageView:
     id: int
     biz_id: str
     message_key: str
-    status: str
-    send_status: Optional[str]
+    status: MessageStatus
+    send_status: Optional[SendStatus]
     topic: Optional[str]
     key: Optional[str]
     trace_id: Optional[str]
@@ -178,8 +235,8 @@ class MessageView:
                 id=id_,
                 biz_id=str(data["biz_id"]),
                 message_key=str(data["message_key"]),
-                status=str(data["status"]),
-                send_status=data.get("send_status"),
+                status=MessageStatus(str(data["status"])),
+                send_status=None if data.get("send_status") is None else SendStatus(str(data["send_status"])),
                 topic=data.get("topic"),
                 key=data.get("key"),
                 trace_id=data.get("trace_id"),
@@ -189,3 +246,24 @@ class MessageView:
             raise UnexpectedResponseError(
                 f"the answer is not a message view: {e} missing or malformed"
             ) from None
+
+
+def not_prepared_error(view: MessageView, what: str = "nothing was run") -> Optional[TrustmsgError]:
+    """The error a prepare's answer stands for when it is not ``PREPARED``
+    (the message was decided before), None when it is: ``COMMITTED`` is
+    :class:`~trustmsg.AlreadyCommittedError`, ``ROLLED_BACK``
+    :class:`~trustmsg.AlreadyRolledBackError`, anything else
+    (``VERIFY_FAILED``) :class:`~trustmsg.NotPreparedError`; each carries
+    ``view``. ``what`` ends the message (what the caller did not do)."""
+    key = view.message_key
+    if view.status == MessageStatus.PREPARED:
+        return None
+    if view.status == MessageStatus.COMMITTED:
+        return AlreadyCommittedError(
+            f"{key!r} was committed before (prepare answered COMMITTED): {what}", view=view
+        )
+    if view.status == MessageStatus.ROLLED_BACK:
+        return AlreadyRolledBackError(
+            f"{key!r} was rolled back before (prepare answered ROLLED_BACK): {what}", status=200, view=view
+        )
+    return NotPreparedError(f"prepare of {key!r} answered {view.status}: {what}", view=view)

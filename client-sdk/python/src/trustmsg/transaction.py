@@ -31,7 +31,6 @@ unchanged.
 
 from __future__ import annotations
 
-import enum
 import inspect
 import logging
 from collections.abc import Awaitable
@@ -53,13 +52,12 @@ from .errors import (
     AlreadyDecidedError,
     AlreadyRolledBackError,
     CommitRejectedError,
-    NotPreparedError,
     OutcomeUnknownError,
     RollbackRejectedError,
     TrustmsgError,
     UnavailableError,
 )
-from .message import Decision, Message, MessageStatus, MessageView
+from .message import Decision, Message, MessageStatus, MessageView, StrEnum, not_prepared_error
 
 __all__ = ["AsyncProducer", "AsyncTransaction", "Outcome", "Producer", "Transaction"]
 
@@ -89,11 +87,12 @@ class AsyncProducer(Protocol[R_co]):
     def rollback(self, message_key: str) -> Awaitable[R_co]: ...
 
 
-log = logging.getLogger("trustmsg")
+log = logging.getLogger(__name__)
 
 
-class Outcome(str, enum.Enum):
-    """What a transaction helper did, once its block is over."""
+class Outcome(StrEnum):
+    """What a transaction helper did, once its block is over. A ``str`` enum
+    (``enum.StrEnum`` on 3.11+): ``tx.outcome == "committed"`` holds."""
 
     #: Local transaction committed, trustmsg committed the message.
     COMMITTED = "committed"
@@ -118,6 +117,13 @@ class Outcome(str, enum.Enum):
     #: Rolled back locally but trustmsg refused the rollback: the helper
     #: raised :class:`~trustmsg.RollbackRejectedError`.
     ROLLBACK_REJECTED = "rollback_rejected"
+    #: Django: the block ran inside an atomic block the caller has open (a
+    #: savepoint of it), so the local COMMIT is that block's: the commit is
+    #: sent from ``transaction.on_commit`` (the outcome becomes
+    #: ``committed`` then, or a :class:`~trustmsg.CommitRejectedError` is
+    #: raised from the outer block's end). Rolled back instead, nothing is
+    #: sent and check-back rolls the message back (no marker).
+    PENDING_OUTER_COMMIT = "pending_outer_commit"
     #: Nothing was sent after prepare: the local outcome is unknown (and the
     #: barrier could not be asked), or the ``after_local_commit`` hook
     #: raised, or the block was interrupted (KeyboardInterrupt, task
@@ -159,25 +165,15 @@ class _State(Generic[R]):
         self.message = view
         if not isinstance(view, MessageView):
             return  # a Submitter's receipt: Kafka acknowledged, trustmsg applies it later
-        if view.status == MessageStatus.PREPARED:
-            return
-        if view.status == MessageStatus.COMMITTED:
-            raise AlreadyCommittedError(
-                f"{self.key!r} was committed before (prepare answered COMMITTED): nothing was run", view=view
-            )
-        if view.status == MessageStatus.ROLLED_BACK:
-            raise AlreadyRolledBackError(
-                f"{self.key!r} was rolled back before (prepare answered ROLLED_BACK): nothing was run",
-                status=200,
-                view=view,
-            )
-        raise NotPreparedError(f"prepare of {self.key!r} answered {view.status}: nothing was run", view=view)
+        error = not_prepared_error(view)
+        if error is not None:
+            raise error
 
     def _decided_meanwhile(self, view: object) -> bool:
         if not isinstance(view, MessageView) or view.status == MessageStatus.PREPARED:
             return False
         log.warning(
-            "trustmsg: %r became %s while its local transaction ran (a duplicate call decided it): "
+            "%r became %s while its local transaction ran (a duplicate call decided it): "
             "rolled back locally, nothing sent",
             self.key,
             view.status,
@@ -199,13 +195,11 @@ class _State(Generic[R]):
         if error is None:
             self.message, self.outcome = view, Outcome.COMMITTED
         elif isinstance(error, UnavailableError):
-            log.warning(
-                "trustmsg: commit of %r not delivered (%s); check-back will commit it", self.key, error
-            )
+            log.warning("commit of %r not delivered (%s); check-back will commit it", self.key, error)
             self.decision_error, self.outcome = error, Outcome.COMMIT_LEFT_TO_CHECK_BACK
         else:
             log.error(
-                "trustmsg: the local transaction of %r committed but trustmsg refused the commit: %s",
+                "the local transaction of %r committed but trustmsg refused the commit: %s",
                 self.key,
                 error,
             )
@@ -229,13 +223,11 @@ class _State(Generic[R]):
         if error is None:
             self.message, self.outcome = view, Outcome.ROLLED_BACK
         elif isinstance(error, UnavailableError):
-            log.warning(
-                "trustmsg: rollback of %r not delivered (%s); check-back will roll it back", self.key, error
-            )
+            log.warning("rollback of %r not delivered (%s); check-back will roll it back", self.key, error)
             self.decision_error, self.outcome = error, Outcome.ROLLBACK_LEFT_TO_CHECK_BACK
         else:
             log.error(
-                "trustmsg: the local transaction of %r rolled back but trustmsg refused the rollback: %s",
+                "the local transaction of %r rolled back but trustmsg refused the rollback: %s",
                 self.key,
                 error,
             )
@@ -250,7 +242,7 @@ class _State(Generic[R]):
 
     def _unknown(self, unknown: OutcomeUnknownError, check_error: BaseException) -> None:
         log.error(
-            "trustmsg: the outcome of the local COMMIT of %r is unknown and the barrier cannot be asked "
+            "the outcome of the local COMMIT of %r is unknown and the barrier cannot be asked "
             "on a new connection either (%s); check-back will decide",
             self.key,
             check_error,
@@ -259,7 +251,7 @@ class _State(Generic[R]):
 
     def _unsettled(self, check_error: BaseException) -> None:
         log.warning(
-            "trustmsg: rolled back %r locally; the barrier cannot be asked (%s): check-back rolls it back",
+            "rolled back %r locally; the barrier cannot be asked (%s): check-back rolls it back",
             self.key,
             check_error,
         )
@@ -267,14 +259,14 @@ class _State(Generic[R]):
 
     def _committed_by_another(self) -> None:
         log.info(
-            "trustmsg: rolled back %r locally; another call with this message committed it: nothing sent",
+            "rolled back %r locally; another call with this message committed it: nothing sent",
             self.key,
         )
         self.outcome = Outcome.COMMITTED_BY_ANOTHER
 
     def _hook_failed(self, error: BaseException) -> None:
         log.warning(
-            "trustmsg: after_local_commit of %r raised %r: no decision sent, check-back or a retry decides",
+            "after_local_commit of %r raised %r: no decision sent, check-back or a retry decides",
             self.key,
             error,
         )
@@ -365,13 +357,13 @@ class Transaction(_State[R]):
             except Exception as failed:
                 self._rollback(failed)
                 raise
-            if self.after_local_commit is not None:
-                try:
-                    self.after_local_commit()
-                except BaseException as hook_error:
-                    self._hook_failed(hook_error)
-                    raise
-            self._commit(found=False)
+            defer = getattr(self.local.db, "defer", None)
+            if defer is not None and defer(self._after_local_commit):
+                # Django: the block was a savepoint of an atomic block the
+                # caller has open; its COMMIT is the real one (on_commit).
+                self.outcome = Outcome.PENDING_OUTER_COMMIT
+                return
+            self._after_local_commit()
             return
         if isinstance(e, Exception):
             # Sent while the marker is still held: a duplicate call waiting
@@ -382,11 +374,18 @@ class Transaction(_State[R]):
                 self.local.rollback()
         else:
             self.local.rollback()
-            log.warning(
-                "trustmsg: the block of %r was interrupted (%s); check-back will decide", self.key, t.__name__
-            )
+            log.warning("the block of %r was interrupted (%s); check-back will decide", self.key, t.__name__)
             self.outcome = Outcome.LEFT_TO_CHECK_BACK
         # Returning None: the block's exception goes on as it is.
+
+    def _after_local_commit(self) -> None:
+        if self.after_local_commit is not None:
+            try:
+                self.after_local_commit()
+            except BaseException as hook_error:
+                self._hook_failed(hook_error)
+                raise
+        self._commit(found=False)
 
     def _commit(self, found: bool) -> None:
         try:
@@ -518,9 +517,7 @@ class AsyncTransaction(_State[R]):
                 await self.local.rollback()
         else:
             await self.local.rollback()
-            log.warning(
-                "trustmsg: the block of %r was interrupted (%s); check-back will decide", self.key, t.__name__
-            )
+            log.warning("the block of %r was interrupted (%s); check-back will decide", self.key, t.__name__)
             self.outcome = Outcome.LEFT_TO_CHECK_BACK
 
     async def _commit(self, found: bool) -> None:

@@ -1,0 +1,1 @@
+"""A Django app of the tests: the order service's model."""
