@@ -312,3 +312,54 @@ func TestS09_gorm_outbox_row_of_db_transaction_is_relayed_mysql(t *testing.T) {
 		t.Fatal("the rolled-back order exists")
 	}
 }
+
+func TestS04_gorm_check_back_during_open_gorm_transaction_waits_for_its_outcome_mysql(t *testing.T) {
+	_, db := setup(t)
+	b := barrier(t, db)
+	ctx := context.Background()
+	biz := "go-gorm-s04-" + kittest.Random()
+	for _, commit := range []bool{true, false} {
+		key := "order-" + kittest.Random()
+		answer := make(chan trustmsg.Decision, 1)
+		err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			// The caller's own GORM transaction holds the commit marker.
+			if err := b.InsertTx(ctx, trustgorm.Tx(tx), biz, key); err != nil {
+				return err
+			}
+			go func() {
+				d, err := b.Check(ctx, biz, key)
+				if err != nil {
+					t.Error(err)
+				}
+				answer <- d
+			}()
+			select {
+			case d := <-answer:
+				return fmt.Errorf("check-back answered %q while the transaction was open", d)
+			case <-time.After(300 * time.Millisecond):
+			}
+			if !commit {
+				return errOutOfStock
+			}
+			return nil
+		})
+		want := trustmsg.Commit
+		if !commit {
+			want = trustmsg.Rollback
+			if !errors.Is(err, errOutOfStock) {
+				t.Fatal(err)
+			}
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if d := <-answer; d != want {
+			t.Fatalf("check-back answered %q, want %q", d, want)
+		}
+		if !commit {
+			err := db.Transaction(func(tx *gorm.DB) error { return b.InsertTx(ctx, trustgorm.Tx(tx), biz, key) })
+			if !errors.Is(err, trustmsg.ErrAlreadyRolledBack) {
+				t.Fatalf("a late insert: %v, want ErrAlreadyRolledBack", err)
+			}
+		}
+	}
+}

@@ -275,3 +275,57 @@ func TestS09_pgx_outbox_zero_value_writes_in_the_pgx_transaction_postgres(t *tes
 		t.Fatal("the rolled-back row exists")
 	}
 }
+
+func TestS04_pgx_check_back_during_open_pgx_transaction_waits_for_its_outcome_postgres(t *testing.T) {
+	_, pool := setup(t)
+	b := barrier(t, pool)
+	ctx := context.Background()
+	biz := "go-pgx-s04-" + kittest.Random()
+	for _, commit := range []bool{true, false} {
+		key := "order-" + kittest.Random()
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Ended on every path: an open transaction would keep the pool
+		// from closing.
+		defer func() { _ = tx.Rollback(ctx) }()
+		// The caller's own pgx transaction holds the commit marker.
+		if err := b.InsertTx(ctx, trustpgx.Tx(tx), biz, key); err != nil {
+			t.Fatal(err)
+		}
+		answer := make(chan trustmsg.Decision, 1)
+		go func() {
+			d, err := b.Check(ctx, biz, key)
+			if err != nil {
+				t.Error(err)
+			}
+			answer <- d
+		}()
+		select {
+		case d := <-answer:
+			t.Fatalf("check-back answered %q while the transaction was open", d)
+		case <-time.After(300 * time.Millisecond):
+		}
+		want := trustmsg.Commit
+		if commit {
+			err = tx.Commit(ctx)
+		} else {
+			err, want = tx.Rollback(ctx), trustmsg.Rollback
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := <-answer; d != want {
+			t.Fatalf("check-back answered %q, want %q", d, want)
+		}
+		if !commit {
+			// The rollback marker is there: a late local transaction of
+			// the key is refused.
+			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return b.InsertTx(ctx, trustpgx.Tx(tx), biz, key) })
+			if !errors.Is(err, trustmsg.ErrAlreadyRolledBack) {
+				t.Fatalf("a late insert: %v, want ErrAlreadyRolledBack", err)
+			}
+		}
+	}
+}
