@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 )
 
@@ -63,24 +64,45 @@ const BarrierTable = "trustmsg_barrier"
 //
 // The table is [SQL]'s trustmsg_barrier ([CreateTables]). A Barrier is safe
 // for concurrent use.
+//
+// [NewBarrier] puts it in a database/sql database; [NewBarrierOn] in any
+// [Database] (package trustpgx for pgx, trustgorm for GORM), whose
+// transaction type the work of [Transaction] and [RunInTx] gets.
 type Barrier struct {
-	db      *sql.DB
+	db      anyDB
+	sqlDB   *sql.DB
 	dialect Dialect
+	log     *slog.Logger
 }
 
-// NewBarrier returns the barrier in db, whose SQL is d's.
-func NewBarrier(db *sql.DB, d Dialect) (*Barrier, error) {
+// NewBarrier returns the barrier in db, whose SQL is d's. Of opts only
+// [WithLogger] applies.
+func NewBarrier(db *sql.DB, d Dialect, opts ...Option) (*Barrier, error) {
 	if db == nil {
 		return nil, errors.New("trustmsg: NewBarrier: db is nil")
 	}
-	if err := d.check(); err != nil {
+	b, err := NewBarrierOn(SQLDB(db, d), opts...)
+	if err != nil {
 		return nil, err
 	}
-	return &Barrier{db: db, dialect: d}, nil
+	b.sqlDB = db
+	return b, nil
 }
 
-// DB is the barrier's database.
-func (b *Barrier) DB() *sql.DB { return b.db }
+// NewBarrierOn returns the barrier in db: [SQLDB], trustpgx.Pool,
+// trustgorm.DB or a [Database] of your own. Of opts only [WithLogger]
+// applies.
+func NewBarrierOn[T any](db Database[T], opts ...Option) (*Barrier, error) {
+	adb, err := checkDatabase("NewBarrierOn", db)
+	if err != nil {
+		return nil, err
+	}
+	return &Barrier{db: adb, dialect: db.Dialect(), log: loggerOf(opts)}, nil
+}
+
+// DB is the barrier's database/sql database, nil for a barrier made by
+// [NewBarrierOn].
+func (b *Barrier) DB() *sql.DB { return b.sqlDB }
 
 // Dialect is the barrier database's SQL.
 func (b *Barrier) Dialect() Dialect { return b.dialect }
@@ -104,14 +126,25 @@ func checkKeys(op, bizID, messageKey string) error {
 // concurrent [Barrier.Check] waits for the transaction instead of racing it.
 // When a marker exists it returns [ErrAlreadyRolledBack] or
 // [ErrAlreadyCommitted]; the transaction is still usable (roll it back).
+//
+// For a pgx or GORM transaction use [Barrier.InsertTx].
 func (b *Barrier) Insert(ctx context.Context, tx *sql.Tx, bizID, messageKey string) error {
+	if tx == nil {
+		return errors.New("trustmsg: barrier insert: tx is nil")
+	}
+	return b.InsertTx(ctx, SQLTx(tx), bizID, messageKey)
+}
+
+// InsertTx is [Barrier.Insert] in any [Tx]: [SQLTx], trustpgx.Tx,
+// trustgorm.Tx.
+func (b *Barrier) InsertTx(ctx context.Context, tx Tx, bizID, messageKey string) error {
 	if err := checkKeys("barrier insert", bizID, messageKey); err != nil {
 		return err
 	}
 	if b.dialect == Postgres {
 		// ON CONFLICT DO NOTHING: a unique violation would abort the
 		// transaction; this waits for a concurrent insert of the key instead.
-		res, err := tx.ExecContext(ctx,
+		res, err := tx.Exec(ctx,
 			"INSERT INTO trustmsg_barrier (biz_id, message_key, op) VALUES ($1, $2, 'commit') ON CONFLICT DO NOTHING",
 			bizID, messageKey)
 		if err != nil {
@@ -122,7 +155,7 @@ func (b *Barrier) Insert(ctx context.Context, tx *sql.Tx, bizID, messageKey stri
 		}
 		return b.existing(ctx, tx, bizID, messageKey, nil)
 	}
-	_, err := tx.ExecContext(ctx,
+	_, err := tx.Exec(ctx,
 		"INSERT INTO trustmsg_barrier (biz_id, message_key, op) VALUES (?, ?, 'commit')", bizID, messageKey)
 	if err == nil {
 		return nil
@@ -135,9 +168,9 @@ func (b *Barrier) Insert(ctx context.Context, tx *sql.Tx, bizID, messageKey stri
 // existing reports the marker that made the insert fail (a locking read: the
 // latest committed marker, not the transaction's snapshot); insertErr is the
 // insert's error, returned when no marker is there after all.
-func (b *Barrier) existing(ctx context.Context, tx *sql.Tx, bizID, messageKey string, insertErr error) error {
+func (b *Barrier) existing(ctx context.Context, tx Tx, bizID, messageKey string, insertErr error) error {
 	var op []byte
-	err := tx.QueryRowContext(ctx, b.q(
+	err := tx.QueryRow(ctx, b.q(
 		"SELECT op FROM trustmsg_barrier WHERE biz_id = ? AND message_key = ? LOCK IN SHARE MODE",
 		"SELECT op FROM trustmsg_barrier WHERE biz_id = $1 AND message_key = $2 FOR SHARE"),
 		bizID, messageKey).Scan(&op)
@@ -164,21 +197,16 @@ func (b *Barrier) Check(ctx context.Context, bizID, messageKey string) (Decision
 	if err := checkKeys("barrier check", bizID, messageKey); err != nil {
 		return "", err
 	}
-	conn, err := b.db.Conn(ctx)
-	if err != nil {
-		return "", fmt.Errorf("trustmsg: barrier check: %w", err)
-	}
-	defer conn.Close()
 	// Only a duplicate key is ignored (INSERT IGNORE would also store a key
 	// too long for the column truncated, and the read below would miss it).
-	if _, err := conn.ExecContext(ctx, b.q(
+	if _, err := b.db.Exec(ctx, b.q(
 		"INSERT INTO trustmsg_barrier (biz_id, message_key, op) VALUES (?, ?, 'rollback') ON DUPLICATE KEY UPDATE op = op",
 		"INSERT INTO trustmsg_barrier (biz_id, message_key, op) VALUES ($1, $2, 'rollback') ON CONFLICT DO NOTHING"),
 		bizID, messageKey); err != nil {
 		return "", fmt.Errorf("trustmsg: barrier check: %w", err)
 	}
 	var op []byte
-	if err := conn.QueryRowContext(ctx, b.q(
+	if err := b.db.QueryRow(ctx, b.q(
 		"SELECT op FROM trustmsg_barrier WHERE biz_id = ? AND message_key = ?",
 		"SELECT op FROM trustmsg_barrier WHERE biz_id = $1 AND message_key = $2"),
 		bizID, messageKey).Scan(&op); err != nil {
@@ -204,7 +232,17 @@ func parseOp(op []byte) (Decision, error) {
 }
 
 // RunInTx runs work in a new transaction on the barrier's database after
-// inserting the "commit" marker of (bizID, messageKey), and commits.
+// inserting the "commit" marker of (bizID, messageKey), and commits: the
+// database/sql form of the function [RunInTx], for a barrier made by
+// [NewBarrier].
+func (b *Barrier) RunInTx(ctx context.Context, bizID, messageKey string, work func(ctx context.Context, tx *sql.Tx) error) error {
+	return RunInTx(ctx, b, bizID, messageKey, work)
+}
+
+// RunInTx runs work in a new transaction on b's database after inserting
+// the "commit" marker of (bizID, messageKey), and commits. T is the
+// database's transaction type: *sql.Tx ([NewBarrier]), pgx.Tx
+// (trustpgx.NewBarrier), *gorm.DB (trustgorm.NewBarrier).
 //
 // It returns nil when the transaction committed; work's own error (wrapped:
 // [errors.Is] and [errors.As] find it) when work failed, after rolling back;
@@ -213,28 +251,31 @@ func parseOp(op []byte) (Decision, error) {
 // commit. If COMMIT itself fails (a lost connection may hide a COMMIT that
 // was applied), the barrier is asked, and only if it cannot be read either
 // is the error [ErrOutcomeUnknown].
-func (b *Barrier) RunInTx(ctx context.Context, bizID, messageKey string, work func(ctx context.Context, tx *sql.Tx) error) error {
-	if work == nil {
-		return errors.New("trustmsg: RunInTx: work is nil")
+func RunInTx[T any](ctx context.Context, b *Barrier, bizID, messageKey string, work func(ctx context.Context, tx T) error) error {
+	if b == nil || work == nil {
+		return errors.New("trustmsg: RunInTx needs a barrier and the work")
 	}
 	if err := checkKeys("barrier transaction", bizID, messageKey); err != nil {
 		return err
 	}
-	tx, err := b.db.BeginTx(ctx, nil)
+	if err := checkTxType[T]("barrier transaction", b.db); err != nil {
+		return err
+	}
+	tx, err := b.db.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("trustmsg: beginning the local transaction: %w", err)
 	}
-	if err := b.Insert(ctx, tx, bizID, messageKey); err != nil {
-		_ = tx.Rollback()
+	if err := b.InsertTx(ctx, tx, bizID, messageKey); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
 		return err
 	}
 	if err := runWork(ctx, tx, work); err != nil {
-		if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
-			slog.WarnContext(ctx, "trustmsg: rolling back the local transaction failed", "message_key", messageKey, "error", rbErr)
+		if rbErr := tx.Rollback(context.WithoutCancel(ctx)); rbErr != nil {
+			logFailure(ctx, b.log, slog.LevelWarn, "trustmsg: rolling back the local transaction failed", rbErr, "message_key", messageKey)
 		}
 		return &LocalError{MessageKey: messageKey, Err: err}
 	}
-	commitErr := tx.Commit()
+	commitErr := tx.Commit(ctx)
 	if commitErr == nil {
 		return nil
 	}
@@ -244,7 +285,7 @@ func (b *Barrier) RunInTx(ctx context.Context, bizID, messageKey string, work fu
 	d, checkErr := b.Check(checkCtx, bizID, messageKey)
 	switch {
 	case checkErr != nil:
-		slog.ErrorContext(ctx, "trustmsg: local COMMIT outcome unknown", "biz_id", bizID, "message_key", messageKey, "commit_error", commitErr, "check_error", checkErr)
+		logFailure(ctx, b.log, slog.LevelError, "trustmsg: local COMMIT outcome unknown", commitErr, "biz_id", bizID, "message_key", messageKey, "check_error", checkErr)
 		return fmt.Errorf("%w: COMMIT failed (%w) and the barrier could not be read (%w)", ErrOutcomeUnknown, commitErr, checkErr)
 	case d == Commit:
 		return nil
@@ -253,15 +294,20 @@ func (b *Barrier) RunInTx(ctx context.Context, bizID, messageKey string, work fu
 	}
 }
 
-// runWork runs work, turning a panic into a rollback first (then panics on).
-func runWork(ctx context.Context, tx *sql.Tx, work func(context.Context, *sql.Tx) error) (err error) {
+// runWork runs work on tx's native transaction, turning a panic into a
+// rollback first (then panics on).
+func runWork[T any](ctx context.Context, tx anyTx, work func(context.Context, T) error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			_ = tx.Rollback()
+			_ = tx.Rollback(context.WithoutCancel(ctx))
 			panic(p)
 		}
 	}()
-	return work(ctx, tx)
+	native, ok := tx.native().(T)
+	if !ok {
+		return fmt.Errorf("trustmsg: the database gave a %T, the work takes a %v", tx.native(), reflect.TypeFor[T]())
+	}
+	return work(ctx, native)
 }
 
 // LocalError is the failure of the caller's local work: the local
@@ -295,7 +341,7 @@ func (b *Barrier) Purge(ctx context.Context, age time.Duration) (int64, error) {
 	var total int64
 	for {
 		// Small batches keep each DELETE's locks short.
-		res, err := b.db.ExecContext(ctx, b.q(
+		res, err := b.db.Exec(ctx, b.q(
 			"DELETE FROM trustmsg_barrier WHERE created_at < CURRENT_TIMESTAMP(3) - INTERVAL ? MICROSECOND LIMIT 1000",
 			"DELETE FROM trustmsg_barrier WHERE ctid IN (SELECT ctid FROM trustmsg_barrier WHERE created_at < now() - $1 * interval '1 microsecond' LIMIT 1000)"),
 			micros)

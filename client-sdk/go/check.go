@@ -217,17 +217,22 @@ type DecideFunc func(ctx context.Context, req CheckRequest) (Decision, error)
 // body (400 if it is not a check-back request), asks decide and answers
 // {"message_id": …, "decision": …}.
 //
+// Of opts only [WithLogger] applies. A decision that failed because
+// trustmsg gave up on the call (its verify timeout ended the request's
+// context) is logged at Info: trustmsg asks again.
+//
 //	mux.Handle("POST /trustmsg/check", trustmsg.CheckHandler(verifier, barrier.Decide))
-func CheckHandler(v *Verifier, decide DecideFunc) http.Handler {
+func CheckHandler(v *Verifier, decide DecideFunc, opts ...Option) http.Handler {
 	if v == nil || decide == nil {
 		panic("trustmsg: CheckHandler needs a verifier and a decide function")
 	}
-	return &checkHandler{v: v, decide: decide}
+	return &checkHandler{v: v, decide: decide, log: loggerOf(opts)}
 }
 
 type checkHandler struct {
 	v      *Verifier
 	decide DecideFunc
+	log    *slog.Logger
 }
 
 func (h *checkHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -251,7 +256,7 @@ func (h *checkHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, ErrBadTimestamp):
 			code = "bad_timestamp"
 		}
-		slog.WarnContext(r.Context(), "trustmsg: check-back refused", "webhook_id", r.Header.Get(HeaderWebhookID), "error", err)
+		h.log.WarnContext(r.Context(), "trustmsg: check-back refused", "webhook_id", r.Header.Get(HeaderWebhookID), "error", err)
 		writeError(w, http.StatusUnauthorized, code, err.Error())
 		return
 	}
@@ -267,11 +272,11 @@ func (h *checkHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		// The cause may be internal detail; trustmsg only needs to ask again.
-		slog.ErrorContext(r.Context(), "trustmsg: check-back decision failed", "biz_id", req.BizID, "message_key", req.MessageKey, "message_id", req.MessageID, "error", err)
+		logFailure(r.Context(), h.log, slog.LevelError, "trustmsg: check-back decision failed", err, "biz_id", req.BizID, "message_key", req.MessageKey, "message_id", req.MessageID)
 		writeError(w, http.StatusInternalServerError, "decision_failed", "the producer could not decide; ask again later")
 		return
 	}
-	slog.InfoContext(r.Context(), "trustmsg: check-back answered", "biz_id", req.BizID, "message_key", req.MessageKey, "message_id", req.MessageID, "decision", d)
+	h.log.InfoContext(r.Context(), "trustmsg: check-back answered", "biz_id", req.BizID, "message_key", req.MessageKey, "message_id", req.MessageID, "decision", d)
 	writeJSON(w, http.StatusOK, CheckResponse{MessageID: req.MessageID, Decision: d})
 }
 

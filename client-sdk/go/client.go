@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -102,13 +103,16 @@ func (p RetryPolicy) delay(n int, retryAfter time.Duration) time.Duration {
 	return max(d, retryAfter)
 }
 
-// Option configures a [Client] or an [Admin].
+// Option configures a [Client], an [Admin], a [Barrier], an [Inbox] or a
+// [CheckHandler]; each takes what applies to it ([WithLogger] for the last
+// three).
 type Option func(*config)
 
 type config struct {
 	http      *http.Client
 	retry     RetryPolicy
 	userAgent string
+	log       *slog.Logger
 }
 
 // WithHTTPClient makes the client use hc (its transport, timeouts, TLS).

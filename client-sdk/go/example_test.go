@@ -3,10 +3,17 @@ package trustmsg_test
 import (
 	"context"
 	"database/sql"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"log"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"strconv"
+	"strings"
+	"time"
 
 	trustmsg "github.com/trustmsg/trustmsg/client-sdk/go"
 )
@@ -130,4 +137,55 @@ func ExampleOutbox_Enqueue() {
 	if err := tx.Commit(); err != nil && !errors.Is(err, sql.ErrTxDone) {
 		log.Fatal(err)
 	}
+}
+
+// NewOutbox checks the table name once; the zero Outbox works as well.
+// Row shows what a write would store, without a database.
+func ExampleNewOutbox() {
+	_, err := trustmsg.NewOutbox(trustmsg.MySQL, trustmsg.WithTable("2nd_outbox"))
+	fmt.Println(trustmsg.ErrorCode(err))
+
+	outbox, err := trustmsg.NewOutbox(trustmsg.Postgres, trustmsg.WithTable("orders_outbox"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	row, err := outbox.Row(context.Background(), trustmsg.Message{MessageKey: "order-42", Topic: "orders", Key: "customer-7", Payload: []byte(`{"order":42}`)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(row.MessageKey, row.Topic, *row.RecordKey, string(row.Payload))
+	// Output:
+	// invalid_table
+	// order-42 orders customer-7 {"order":42}
+}
+
+// The SDK logs to the caller's *slog.Logger. Here a forged check-back is
+// refused (401) and logged once, at Warn.
+func ExampleWithLogger() {
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{} // a stable example
+			}
+			return a
+		},
+	}))
+	verifier, err := trustmsg.NewVerifier("whsec_" + base64.StdEncoding.EncodeToString([]byte("the producer's signing secret...")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	handler := trustmsg.CheckHandler(verifier, func(context.Context, trustmsg.CheckRequest) (trustmsg.Decision, error) {
+		return trustmsg.Commit, nil
+	}, trustmsg.WithLogger(logger))
+
+	req := httptest.NewRequest(http.MethodPost, "/trustmsg/check", strings.NewReader(`{}`))
+	req.Header.Set(trustmsg.HeaderWebhookID, "chk_1_1")
+	req.Header.Set(trustmsg.HeaderWebhookTimestamp, strconv.FormatInt(time.Now().Unix(), 10))
+	req.Header.Set(trustmsg.HeaderWebhookSignature, "v1,Zm9yZ2Vk")
+	res := httptest.NewRecorder()
+	handler.ServeHTTP(res, req)
+	fmt.Println(res.Code)
+	// Output:
+	// level=WARN msg="trustmsg: check-back refused" webhook_id=chk_1_1 error="trustmsg: no v1 signature matches"
+	// 401
 }

@@ -73,25 +73,37 @@ func (p Processed) String() string {
 //
 // The table is [SQL]'s trustmsg_inbox ([CreateTables]). Safe for concurrent
 // use.
+//
+// [NewInbox] puts it in a database/sql database; [NewInboxOn] in any
+// [Database] (package trustpgx for pgx, trustgorm for GORM), whose
+// transaction type the work of [Process] gets.
 type Inbox struct {
-	db      *sql.DB
+	db      anyDB
 	dialect Dialect
 	group   string
 }
 
 // NewInbox returns the inbox of consumer group (1 to 255 bytes, compared
-// byte for byte) in db, whose SQL is d's.
-func NewInbox(db *sql.DB, d Dialect, group string) (*Inbox, error) {
+// byte for byte) in db, whose SQL is d's. No option applies yet (the inbox
+// logs nothing); opts is there for those to come.
+func NewInbox(db *sql.DB, d Dialect, group string, opts ...Option) (*Inbox, error) {
 	if db == nil {
 		return nil, errors.New("trustmsg: NewInbox: db is nil")
 	}
-	if err := d.check(); err != nil {
+	return NewInboxOn(SQLDB(db, d), group, opts...)
+}
+
+// NewInboxOn returns the inbox of consumer group in db: [SQLDB],
+// trustpgx.Pool, trustgorm.DB or a [Database] of your own.
+func NewInboxOn[T any](db Database[T], group string, _ ...Option) (*Inbox, error) {
+	adb, err := checkDatabase("NewInboxOn", db)
+	if err != nil {
 		return nil, err
 	}
 	if group == "" || len(group) > MaxGroupBytes {
 		return nil, fmt.Errorf("trustmsg: a consumer group is 1 to %d bytes (got %d)", MaxGroupBytes, len(group))
 	}
-	return &Inbox{db: db, dialect: d, group: group}, nil
+	return &Inbox{db: adb, dialect: db.Dialect(), group: group}, nil
 }
 
 // Group is the inbox's consumer group.
@@ -102,7 +114,20 @@ func (in *Inbox) Group() string { return in.group }
 // error comes back wrapped in a *[LocalError] ([errors.Is] finds it) and
 // nothing of the work nor the inbox row is kept: the next delivery runs it
 // again. Commit the record's offset only after Process returned nil.
+//
+// It is the database/sql form of the function [Process].
 func (in *Inbox) Process(ctx context.Context, messageID uint64, work func(ctx context.Context, tx *sql.Tx) error) (Processed, error) {
+	return Process(ctx, in, messageID, work)
+}
+
+// Process runs work once per (in's group, messageID), in one local
+// transaction with the inbox row, as [Inbox.Process] does. T is the
+// database's transaction type: *sql.Tx ([NewInbox]), pgx.Tx
+// (trustpgx.NewInbox), *gorm.DB (trustgorm.NewInbox).
+func Process[T any](ctx context.Context, in *Inbox, messageID uint64, work func(ctx context.Context, tx T) error) (Processed, error) {
+	if in == nil {
+		return 0, errors.New("trustmsg: Process: the inbox is nil")
+	}
 	if messageID == 0 {
 		return 0, ErrNoMessageID
 	}
@@ -123,31 +148,35 @@ func (in *Inbox) Process(ctx context.Context, messageID uint64, work func(ctx co
 		// one row affected under the DSN's clientFoundRows=true.)
 		insert = "INSERT IGNORE INTO trustmsg_inbox (consumer_group, message_id) VALUES (?, ?)"
 	}
-	tx, err := in.db.BeginTx(ctx, nil)
+	if err := checkTxType[T]("inbox", in.db); err != nil {
+		return 0, err
+	}
+	tx, err := in.db.begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("trustmsg: inbox: beginning the transaction: %w", err)
 	}
 	// Waits for a concurrent delivery's uncommitted row, then either finds
 	// it (a repeat) or, that delivery having rolled back, takes it.
-	res, err := tx.ExecContext(ctx, insert, in.group, id)
+	rollback := func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }
+	res, err := tx.Exec(ctx, insert, in.group, id)
 	if err != nil {
-		_ = tx.Rollback()
+		rollback()
 		return 0, fmt.Errorf("trustmsg: inbox: %w", err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		_ = tx.Rollback()
+		rollback()
 		return 0, fmt.Errorf("trustmsg: inbox: %w", err)
 	}
 	if n != 1 {
-		_ = tx.Rollback()
+		rollback()
 		return Repeat, nil
 	}
 	if err := runWork(ctx, tx, work); err != nil {
-		_ = tx.Rollback()
+		rollback()
 		return 0, &LocalError{MessageKey: strconv.FormatUint(messageID, 10), Err: err}
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("trustmsg: inbox: committing: %w", err)
 	}
 	return Done, nil

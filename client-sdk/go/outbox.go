@@ -17,15 +17,38 @@ const OutboxTable = "trustmsg_outbox"
 // --outbox-source BIZ_ID=URL` relays every committed row as a COMMITTED
 // message of producer BIZ_ID; a rolled-back row never existed.
 //
-// The zero value is not usable: set Dialect. trustmsg relays MySQL/MariaDB
-// and PostgreSQL sources alike (`--outbox-source BIZ_ID=mysql://…` or
-// `BIZ_ID=postgres://…`).
+// The zero value is ready to use: it writes to trustmsg_outbox in the SQL
+// of the transaction it is given (a pgx or GORM transaction says which; a
+// bare *sql.Tx is asked, one SELECT version() per write, unless Dialect is
+// set). [NewOutbox] checks the table name once, up front. trustmsg relays
+// MySQL/MariaDB and PostgreSQL sources alike (`--outbox-source
+// BIZ_ID=mysql://…` or `BIZ_ID=postgres://…`).
 type Outbox struct {
-	// Dialect is the producer database's SQL.
+	// Dialect is the producer database's SQL; 0 for the transaction's own.
 	Dialect Dialect
 	// Table is the table's name ("" for trustmsg_outbox): 1 to 64 of
 	// A-Z a-z 0-9 _, not starting with a digit (the relay's rule).
 	Table string
+}
+
+// OutboxOption configures [NewOutbox].
+type OutboxOption func(*Outbox)
+
+// WithTable names the local message table (default trustmsg_outbox).
+func WithTable(name string) OutboxOption { return func(o *Outbox) { o.Table = name } }
+
+// NewOutbox returns the outbox of the producer database whose SQL is d
+// (0: each transaction's own, as the zero [Outbox]), refusing a table
+// name the relay would not accept.
+func NewOutbox(d Dialect, opts ...OutboxOption) (*Outbox, error) {
+	o := &Outbox{Dialect: d}
+	for _, opt := range opts {
+		opt(o)
+	}
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	return o, nil
 }
 
 // OutboxRow is the row [Outbox.Enqueue] writes for a message: the columns
@@ -88,8 +111,10 @@ func (o Outbox) table() string {
 }
 
 func (o Outbox) check() error {
-	if err := o.Dialect.check(); err != nil {
-		return err
+	if o.Dialect != 0 {
+		if err := o.Dialect.check(); err != nil {
+			return err
+		}
 	}
 	t := o.table()
 	ok := len(t) <= 64 && (t[0] < '0' || t[0] > '9')
@@ -110,13 +135,30 @@ func (o Outbox) check() error {
 // message_key is the table's unique key: a second row with the same key
 // fails with the database's duplicate-key error (on PostgreSQL that aborts
 // tx).
+//
+// For a pgx or GORM transaction use [Outbox.EnqueueTx].
 func (o Outbox) Enqueue(ctx context.Context, tx *sql.Tx, msg Message) (int64, error) {
+	if tx == nil {
+		return 0, fmt.Errorf("trustmsg: enqueue: tx is nil (the row goes in the caller's transaction)")
+	}
+	return o.EnqueueTx(ctx, sqlTx{tx: tx, d: o.Dialect}, msg)
+}
+
+// EnqueueTx is [Outbox.Enqueue] in any [Tx]: [SQLTx], trustpgx.Tx (a
+// pgx.Tx), trustgorm.Tx (the *gorm.DB inside db.Transaction).
+func (o Outbox) EnqueueTx(ctx context.Context, tx Tx, msg Message) (int64, error) {
 	if tx == nil {
 		return 0, fmt.Errorf("trustmsg: enqueue: tx is nil (the row goes in the caller's transaction)")
 	}
 	row, err := o.Row(ctx, msg)
 	if err != nil {
 		return 0, err
+	}
+	d := o.Dialect
+	if d == 0 {
+		if d, err = dialectOf(ctx, tx); err != nil {
+			return 0, err
+		}
 	}
 	var tp, headers, at, after any
 	if row.TraceParent != "" {
@@ -133,12 +175,12 @@ func (o Outbox) Enqueue(ctx context.Context, tx *sql.Tx, msg Message) (int64, er
 		recordKey = *row.RecordKey
 	}
 	// The table name passed check(): letters, digits and _ only.
-	if o.Dialect == Postgres {
+	if d == Postgres {
 		if !row.DeliverAt.IsZero() {
 			at = row.DeliverAt
 		}
 		var id int64
-		err := tx.QueryRowContext(ctx, "INSERT INTO "+o.table()+
+		err := tx.QueryRow(ctx, "INSERT INTO "+o.table()+
 			" (message_key, topic, record_key, payload, headers, traceparent, deliver_at)"+
 			" VALUES ($1, $2, $3, $4, $5::jsonb, $6, COALESCE($7::timestamptz, now() + $8::bigint * interval '1 millisecond'))"+
 			" RETURNING id",
@@ -152,7 +194,7 @@ func (o Outbox) Enqueue(ctx context.Context, tx *sql.Tx, msg Message) (int64, er
 		// DATETIME(3) in UTC, written as text: no driver time zone involved.
 		at = row.DeliverAt.UTC().Format("2006-01-02 15:04:05.000")
 	}
-	res, err := tx.ExecContext(ctx, "INSERT INTO "+o.table()+
+	res, err := tx.Exec(ctx, "INSERT INTO "+o.table()+
 		" (message_key, topic, record_key, payload, headers, traceparent, deliver_at)"+
 		" VALUES (?, ?, ?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND))",
 		row.MessageKey, row.Topic, recordKey, row.Payload, headers, tp, at, microsOrNil(after))

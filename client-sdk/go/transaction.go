@@ -2,7 +2,6 @@ package trustmsg
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -239,11 +238,19 @@ func WithAfterLocalCommit(hook func(ctx context.Context, messageKey string) erro
 //
 // With the Kafka way in (R is not *[MessageView]) prepare's answer carries
 // no status: only the barrier's markers stop a decided message.
-func Transaction[R any](ctx context.Context, p TxProducer[R], b *Barrier, msg Message, work func(ctx context.Context, tx *sql.Tx) error, opts ...TxOption) (*Outcome[R], error) {
+//
+// T is the barrier database's transaction type, which work gets: *sql.Tx
+// for [NewBarrier], pgx.Tx for trustpgx.NewBarrier, *gorm.DB for
+// trustgorm.NewBarrier. Work that takes another type is refused before the
+// prepare. Logs go to the barrier's logger ([WithLogger]).
+func Transaction[R, T any](ctx context.Context, p TxProducer[R], b *Barrier, msg Message, work func(ctx context.Context, tx T) error, opts ...TxOption) (*Outcome[R], error) {
 	if p == nil || b == nil || work == nil {
 		return nil, errors.New("trustmsg: Transaction needs a producer, a barrier and the work")
 	}
 	if err := checkKeys("transaction", p.BizID(), msg.MessageKey); err != nil {
+		return nil, err
+	}
+	if err := checkTxType[T]("transaction", b.db); err != nil {
 		return nil, err
 	}
 	var cfg txConfig
@@ -265,7 +272,7 @@ func Transaction[R any](ctx context.Context, p TxProducer[R], b *Barrier, msg Me
 		// sent, or store it twice.
 		return out, &DecidedError{MessageKey: key, Status: view.Status, By: "prepare", View: view}
 	}
-	localErr := b.RunInTx(ctx, p.BizID(), key, work)
+	localErr := RunInTx(ctx, b, p.BizID(), key, work)
 
 	decideCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), decisionTimeout)
 	defer cancel()
@@ -277,7 +284,7 @@ func Transaction[R any](ctx context.Context, p TxProducer[R], b *Barrier, msg Me
 				return out, fmt.Errorf("trustmsg: %q committed locally; the after-local-commit hook stopped its commit: %w", key, err)
 			}
 		}
-		if err := commit(ctx, decideCtx, p, out); err != nil {
+		if err := commit(ctx, decideCtx, b.log, p, out); err != nil {
 			return out, err
 		}
 		return out, nil
@@ -285,14 +292,14 @@ func Transaction[R any](ctx context.Context, p TxProducer[R], b *Barrier, msg Me
 		// An earlier call committed locally and did not get to tell
 		// trustmsg (it crashed, or is telling it right now): the commit is
 		// known, so it is sent now rather than left to check-back.
-		if err := commit(ctx, decideCtx, p, out); err != nil {
+		if err := commit(ctx, decideCtx, b.log, p, out); err != nil {
 			return out, err
 		}
 		view, _ := any(out.Decided).(*MessageView)
 		return out, &DecidedError{MessageKey: key, Status: StatusCommitted, By: "barrier", View: view, Err: localErr}
 	case errors.Is(localErr, ErrOutcomeUnknown):
 		// Rolling back could be wrong: check-back answers from the barrier.
-		slog.WarnContext(ctx, "trustmsg: no decision sent; check-back will decide from the barrier", "message_key", key, "error", localErr)
+		b.log.WarnContext(ctx, "trustmsg: no decision sent; check-back will decide from the barrier", "message_key", key, "error", localErr)
 		return out, localErr
 	case errors.As(localErr, new(*LocalError)):
 		// The work failed. Before the rollback is sent, the barrier records
@@ -304,10 +311,10 @@ func Transaction[R any](ctx context.Context, p TxProducer[R], b *Barrier, msg Me
 		d, err := b.Check(decideCtx, p.BizID(), key)
 		switch {
 		case err != nil:
-			slog.WarnContext(ctx, "trustmsg: the barrier could not record the rollback; sending it anyway", "message_key", key, "error", err)
+			logFailure(decideCtx, b.log, slog.LevelWarn, "trustmsg: the barrier could not record the rollback; sending it anyway", err, "message_key", key)
 		case d == Commit:
-			slog.InfoContext(ctx, "trustmsg: the local work failed but an identical request committed first; sending its commit", "message_key", key, "work_error", localErr)
-			if err := commit(ctx, decideCtx, p, out); err != nil {
+			b.log.InfoContext(ctx, "trustmsg: the local work failed but an identical request committed first; sending its commit", "message_key", key, "work_error", localErr)
+			if err := commit(ctx, decideCtx, b.log, p, out); err != nil {
 				return out, err
 			}
 			view, _ := any(out.Decided).(*MessageView)
@@ -319,10 +326,10 @@ func Transaction[R any](ctx context.Context, p TxProducer[R], b *Barrier, msg Me
 	case err == nil:
 		out.Decided, out.DecisionSent = decided, true
 	case IsUnavailable(err):
-		slog.WarnContext(ctx, "trustmsg: rollback not delivered; check-back will roll back", "message_key", key, "error", err)
+		logFailure(decideCtx, b.log, slog.LevelWarn, "trustmsg: rollback not delivered; check-back will roll back", err, "message_key", key)
 		out.DecisionErr = err
 	default:
-		slog.ErrorContext(ctx, "trustmsg: the local transaction failed but trustmsg refused the rollback", "message_key", key, "error", err)
+		logFailure(decideCtx, b.log, slog.LevelError, "trustmsg: the local transaction failed but trustmsg refused the rollback", err, "message_key", key)
 		out.DecisionErr = err
 		return out, &RejectedDecisionError{MessageKey: key, Decision: Rollback, LocalErr: localErr, Err: err}
 	}
@@ -335,18 +342,18 @@ func Transaction[R any](ctx context.Context, p TxProducer[R], b *Barrier, msg Me
 // commit sends the commit of a locally committed message: nil when it was
 // delivered or could not be (check-back commits from the barrier), a
 // *RejectedDecisionError when trustmsg refused it.
-func commit[R any](ctx, decideCtx context.Context, p TxProducer[R], out *Outcome[R]) error {
+func commit[R any](ctx, decideCtx context.Context, log *slog.Logger, p TxProducer[R], out *Outcome[R]) error {
 	decided, err := p.Commit(decideCtx, out.MessageKey)
 	switch {
 	case err == nil:
 		out.Decided, out.DecisionSent = decided, true
 		return nil
 	case IsUnavailable(err):
-		slog.WarnContext(ctx, "trustmsg: commit not delivered; check-back will commit from the barrier", "message_key", out.MessageKey, "error", err)
+		logFailure(decideCtx, log, slog.LevelWarn, "trustmsg: commit not delivered; check-back will commit from the barrier", err, "message_key", out.MessageKey)
 		out.DecisionErr = err
 		return nil
 	default:
-		slog.ErrorContext(ctx, "trustmsg: the local transaction committed but trustmsg refused the commit", "message_key", out.MessageKey, "error", err)
+		logFailure(decideCtx, log, slog.LevelError, "trustmsg: the local transaction committed but trustmsg refused the commit", err, "message_key", out.MessageKey)
 		out.DecisionErr = err
 		return &RejectedDecisionError{MessageKey: out.MessageKey, Decision: Commit, Err: err}
 	}

@@ -9,7 +9,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -355,10 +354,14 @@ func MessageID(r *kgo.Record) (uint64, bool) {
 // transaction with the inbox row (see trustmsg.Inbox.Process). A record
 // without a usable id is refused with trustmsg.ErrNoMessageID and nothing
 // runs. Commit the record's offset after Process returned nil.
-func Process(ctx context.Context, in *trustmsg.Inbox, r *kgo.Record, work func(ctx context.Context, tx *sql.Tx) error) (trustmsg.Processed, error) {
+//
+// T is the inbox database's transaction type, which work gets: *sql.Tx
+// (trustmsg.NewInbox), pgx.Tx (trustpgx.NewInbox), *gorm.DB
+// (trustgorm.NewInbox).
+func Process[T any](ctx context.Context, in *trustmsg.Inbox, r *kgo.Record, work func(ctx context.Context, tx T) error) (trustmsg.Processed, error) {
 	id, ok := MessageID(r)
 	if !ok {
 		return 0, trustmsg.ErrNoMessageID
 	}
-	return in.Process(ctx, id, work)
+	return trustmsg.Process(ctx, in, id, work)
 }
