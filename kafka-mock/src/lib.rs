@@ -77,7 +77,32 @@ impl Cluster {
             .set("test.mock.num.brokers", brokers.to_string())
             .create()
             .map_err(|e| e.to_string())?;
-        Ok(Self { holder })
+        let cluster = Self { holder };
+        cluster.cap_group_apis();
+        Ok(cluster)
+    }
+
+    /// Caps the group APIs at the versions librdkafka's mock reads right.
+    /// It advertises JoinGroup up to v6, SyncGroup up to v4 and LeaveGroup
+    /// up to v4, but reads their arrays as those versions had them before
+    /// they became flexible (an INT32 count, one member id): kafka-clients'
+    /// JoinGroup v6 is cut off (its count read as over 1000), so a Java
+    /// consumer group never joined `trustmsg dev`. librdkafka's own
+    /// consumer asks for v5, v3 and v2 at most, which these caps leave as
+    /// they were.
+    fn cap_group_apis(&self) {
+        const CAPS: [(i16, i16); 3] = [(11, 5), (14, 3), (13, 2)]; // JoinGroup, SyncGroup, LeaveGroup
+                                                                   // Sound as in `advertise`: the live cluster of `holder`, checked
+                                                                   // non-null; the call takes the cluster's lock.
+        #[allow(unsafe_code)]
+        unsafe {
+            let cluster =
+                rdkafka_sys::rd_kafka_handle_mock_cluster(self.holder.client().native_ptr());
+            assert!(!cluster.is_null(), "the holder has a mock cluster");
+            for (api, max) in CAPS {
+                rdkafka_sys::rd_kafka_mock_set_apiversion(cluster, api, 0, max);
+            }
+        }
     }
 
     fn mock(&self) -> MockCluster<'_, DefaultProducerContext> {

@@ -48,16 +48,13 @@ class DevBrokerTest {
   }
 
   /**
-   * A consumer group member against the same broker. Disabled: librdkafka's mock cluster (2.12.1)
-   * advertises JoinGroup up to v6 and SyncGroup up to v4, their first flexible versions, but its
-   * handlers read those requests' array counts as INT32 instead of compact varints (librdkafka's
-   * own consumer sends at most JoinGroup v5 and SyncGroup v3, so the mock never meets them):
-   * kafka-clients' JoinGroup v6 is cut off ("Node … disconnected") over and over and the member
-   * never joins. Enable it once {@code trustmsg dev} caps those versions
-   * (rd_kafka_mock_set_apiversion: JoinGroup 0-5, SyncGroup 0-3).
+   * A consumer group member against the same broker: what Spring Kafka's {@code @KafkaListener}
+   * does. librdkafka's mock cluster (2.12.1) advertises JoinGroup up to v6 and SyncGroup up to v4,
+   * their first flexible versions, but reads those requests' array counts as INT32s, so
+   * kafka-clients' JoinGroup v6 was cut off and the member never joined; {@code trustmsg dev} caps
+   * the group APIs at the versions the mock reads right (kafka-mock, {@code cap_group_apis}).
    */
   @Test
-  @org.junit.jupiter.api.Disabled("trustmsg dev's mock broker cuts kafka-clients' JoinGroup v6")
   void kafka_clients_reads_trustmsg_dev_as_a_consumer_group_member() throws Exception {
     try (DevServer dev = DevServer.start()) {
       TrustmsgClient client =
