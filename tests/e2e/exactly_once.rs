@@ -14,6 +14,11 @@
 //!   the process gone before the commit. A `read_committed` consumer never
 //!   sees them; the restart fences the open transaction (aborted), gives
 //!   the claims back at once and sends them again, each seen once.
+//! - A zombie: instance `a` stops itself (SIGSTOP) with its claims taken
+//!   and no transaction begun; `b` fences it once its claims have run out
+//!   and sends its rows; `a`, woken, goes on with the same rows in hand and
+//!   is refused by Kafka (fenced): each order once. Without the fencing
+//!   every order was in the topic twice.
 //!
 //! Run alone: `cargo test -p trustmsg-tests --test e2e exactly_once`.
 
@@ -222,4 +227,133 @@ async fn a_crash_inside_a_kafka_transaction_is_sent_again_at_once_and_seen_once_
 async fn a_crash_inside_a_kafka_transaction_is_sent_again_at_once_and_seen_once_on_postgres() {
     let db = PgTestDb::create().await;
     a_crash_sends_nothing_twice_and_recovers_at_once(&db.url, Crash::BeforeKafkasCommit).await;
+}
+
+/// Whether process `pid` is stopped (SIGSTOP): its state in
+/// `/proc/<pid>/stat` is `T`.
+fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let after = stat.rsplit_once(')')?.1;
+            after.split_whitespace().next().map(|s| s == "T")
+        })
+        .unwrap_or(false)
+}
+
+/// A zombie: instance `a` claims the orders and stops (SIGSTOP) before its
+/// transaction begins; instance `b`, once `a`'s claims have run out
+/// (`--send-lease` 4 s), fences `a` in Kafka, gives its claims back and
+/// sends them; then `a` is woken and goes on from where it stopped, with
+/// the same rows in hand. Its transaction must fail (fenced), and every
+/// order be in Kafka once.
+async fn a_zombie_woken_after_its_lease_sends_nothing(database_url: &str) {
+    let kafka = RealKafka::shared();
+    let topic = unique(&format!("e2e-eos-zombie-{}", &database_url[..5]));
+    let progress = format!("{topic}-progress");
+    kafka.create_topic(&topic, 3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("trustmsg.log");
+    let flags = |name: &str| {
+        [
+            "--exactly-once",
+            "--instance-id",
+            name,
+            "--progress-topic",
+            &progress,
+            "--sweep-interval",
+            "200ms",
+            "--send-lease",
+            "4s",
+            "--kafka-message-timeout",
+            "3s",
+        ]
+        .map(String::from)
+    };
+    let a_name = format!("{topic}-a");
+    let a_flags = flags(&a_name);
+    let a_flags: Vec<&str> = a_flags.iter().map(String::as_str).collect();
+    let mut a =
+        ServiceProcess::start_logged(database_url, kafka.bootstrap(), &a_flags, Some(log.clone()))
+            .await;
+    a.set_env(&[("TRUSTMSG_FAULT_STOP_AFTER_CLAIM", "1")]);
+    a.restart().await;
+    let producer = shop(&a).await;
+    let keys: Vec<String> = (0..MESSAGES).map(|i| format!("order-{i}")).collect();
+    for key in &keys {
+        producer
+            .prepare(&Message::new(key, &topic, format!(r#"{{"order":"{key}"}}"#)).key(key))
+            .await
+            .unwrap();
+    }
+    // The commits are answered before `a` claims them; it stops then.
+    for answer in futures::future::join_all(keys.iter().map(|k| producer.commit(k))).await {
+        answer.unwrap();
+    }
+    let pid = a.pid().unwrap();
+    let waited = Instant::now();
+    while !stopped(pid) {
+        assert!(
+            waited.elapsed() < Duration::from_secs(10),
+            "a stopped itself with a claim taken\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let b_name = format!("{topic}-b");
+    let b_flags = flags(&b_name);
+    let b_flags: Vec<&str> = b_flags.iter().map(String::as_str).collect();
+    let mut b =
+        ServiceProcess::start_logged(database_url, kafka.bootstrap(), &b_flags, Some(log.clone()))
+            .await;
+    let url = trustmsg::store::DatabaseUrl::parse(database_url).unwrap();
+    let store = trustmsg::store::connect(&url).await.unwrap();
+    let began = Instant::now();
+    loop {
+        let now = committed(&store, &keys).await;
+        if now.len() == keys.len() && now.values().all(|s| *s == Some(SendStatus::Sent)) {
+            break;
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(30),
+            "b sent a's orders once a's claims ran out; now {now:?}\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let took_over = began.elapsed();
+
+    // The zombie wakes, its claimed rows in hand, and tries.
+    a.resume();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let copies = committed_copies(&kafka, &topic).await;
+    let twice: Vec<_> = copies.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "the zombie sent again: {twice:?}\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert_eq!(copies.len(), keys.len(), "every order once: {copies:?}");
+    let after = committed(&store, &keys).await;
+    assert!(after.values().all(|s| *s == Some(SendStatus::Sent)));
+    eprintln!(
+        "zombie: {} orders claimed by a, sent by b {took_over:?} after it started, none again \
+         by a once woken",
+        keys.len()
+    );
+    a.terminate_cleanly();
+    b.terminate_cleanly();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zombie_woken_after_its_lease_sends_nothing_on_mariadb() {
+    let db = TestDb::create().await;
+    a_zombie_woken_after_its_lease_sends_nothing(&db.url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zombie_woken_after_its_lease_sends_nothing_on_postgres() {
+    let db = PgTestDb::create().await;
+    a_zombie_woken_after_its_lease_sends_nothing(&db.url).await;
 }

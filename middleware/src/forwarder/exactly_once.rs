@@ -173,6 +173,7 @@ async fn run(
         if batch.is_empty() {
             continue;
         }
+        fault::after_claim();
         let (messages, held): (Vec<(Message, Vec<u8>)>, Vec<Held>) = batch
             .into_iter()
             .map(|(mut m, h)| {
@@ -351,6 +352,10 @@ impl Worker {
 /// - `TRUSTMSG_FAULT_EXIT_BEFORE_KAFKA_COMMIT=1`: with its first
 ///   transaction's records written and acknowledged, before the commit.
 ///
+/// And with `TRUSTMSG_FAULT_STOP_AFTER_CLAIM=1` it stops itself (SIGSTOP)
+/// once, with its first claim taken and no transaction begun: a zombie,
+/// which goes on where it stopped once sent SIGCONT.
+///
 /// Not for production.
 pub(super) mod fault {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -358,6 +363,20 @@ pub(super) mod fault {
 
     const EXIT_AFTER: &str = "TRUSTMSG_FAULT_EXIT_AFTER_KAFKA_COMMITS";
     const EXIT_BEFORE: &str = "TRUSTMSG_FAULT_EXIT_BEFORE_KAFKA_COMMIT";
+
+    pub(in crate::forwarder) fn after_claim() {
+        static STOP: OnceLock<bool> = OnceLock::new();
+        static STOPPED: AtomicU64 = AtomicU64::new(0);
+        let wanted = *STOP.get_or_init(|| {
+            std::env::var("TRUSTMSG_FAULT_STOP_AFTER_CLAIM").is_ok_and(|v| v == "1")
+        });
+        if wanted && STOPPED.fetch_add(1, Ordering::Relaxed) == 0 {
+            eprintln!("TRUSTMSG_FAULT_STOP_AFTER_CLAIM=1: stopping with a claim taken");
+            let _ = std::process::Command::new("kill")
+                .args(["-STOP", &std::process::id().to_string()])
+                .status();
+        }
+    }
 
     pub(in crate::forwarder) fn before_kafka_commit() {
         static BEFORE: OnceLock<bool> = OnceLock::new();
