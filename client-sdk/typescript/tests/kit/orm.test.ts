@@ -1,6 +1,6 @@
 // The kit's scenarios through the ORM adapters, against the real binary:
-// a Prisma order (Prisma 7, client engine, driver adapters), a Drizzle order
-// and a Kysely order, each on MariaDB and PostgreSQL. S01, S02, S03, S07,
+// a Prisma order (Prisma 7, client engine, driver adapters), a Drizzle order,
+// a Kysely order and a TypeORM order, each on MariaDB and PostgreSQL. S01, S02, S03, S07,
 // S09 and S13, with the ORM's own transaction and its own insert of the order.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -11,6 +11,7 @@ import { mysqlTable, varchar as myVarchar } from 'drizzle-orm/mysql-core';
 import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import { pgTable, varchar as pgVarchar } from 'drizzle-orm/pg-core';
 import { Kysely, MysqlDialect, PostgresDialect } from 'kysely';
+import { DataSource, EntitySchema } from 'typeorm';
 import { createPool as createCallbackPool } from 'mysql2';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
@@ -18,6 +19,7 @@ import { AlreadyCommittedError, DuplicateMessageError, type Message, type Messag
 import { forDrizzle } from '../../src/drizzle.js';
 import { forKysely } from '../../src/kysely.js';
 import { forPrisma } from '../../src/prisma.js';
+import { forTypeorm } from '../../src/typeorm.js';
 import type { InboxSubject, Processed } from '../../src/sql/core.js';
 import type { TrustmsgOrm } from '../../src/sql/orm.js';
 import { PrismaClient as PrismaMysqlClient } from '../prisma/generated/mysql/client.js';
@@ -86,9 +88,15 @@ interface KyselyDb {
   ts_orm_orders: { id: string; note: string };
 }
 const myOrders = mysqlTable(TABLE, { id: myVarchar('id', { length: 64 }).primaryKey(), note: myVarchar('note', { length: 255 }).notNull() });
+// eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment -- TypeORM types its plain options object as a class
+const typeormOrders = new EntitySchema<{ id: string; note: string }>({
+  name: 'Order',
+  tableName: TABLE,
+  columns: { id: { type: String, primary: true, length: 64 }, note: { type: String, length: 255 } },
+});
 const pgOrders = pgTable(TABLE, { id: pgVarchar('id', { length: 64 }).primaryKey(), note: pgVarchar('note', { length: 255 }).notNull() });
 
-function build(): Orm[] {
+async function build(): Promise<Orm[]> {
   const prismaMy = new PrismaMysqlClient({ adapter: new PrismaMariaDb(kit.mysqlUrl.replace(/^mysql:/, 'mariadb:')) });
   const prismaPg = new PrismaPgClient({ adapter: new PrismaPg({ connectionString: kit.postgresUrl }) });
   const drizMyPool = mysql.createPool({ uri: kit.mysqlUrl, connectionLimit: 4 });
@@ -97,7 +105,25 @@ function build(): Orm[] {
   const drizPg = drizzlePg({ client: drizPgPool });
   const kyMy = new Kysely<KyselyDb>({ dialect: new MysqlDialect({ pool: createCallbackPool({ uri: kit.mysqlUrl, connectionLimit: 4 }) }) });
   const kyPg = new Kysely<KyselyDb>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: kit.postgresUrl, max: 4 }) }) });
+  const tyMy = await new DataSource({ type: 'mysql', url: kit.mysqlUrl, entities: [typeormOrders], poolSize: 4 }).initialize();
+  const tyPg = await new DataSource({ type: 'postgres', url: kit.postgresUrl, entities: [typeormOrders], poolSize: 4 }).initialize();
   return [
+    erase(
+      'typeorm/mysql',
+      'mysql',
+      forTypeorm(tyMy),
+      (manager, id, note) => manager.insert(typeormOrders, { id, note }),
+      (work) => tyMy.transaction(work),
+      () => tyMy.destroy(),
+    ),
+    erase(
+      'typeorm/postgres',
+      'postgres',
+      forTypeorm(tyPg),
+      (manager, id, note) => manager.insert(typeormOrders, { id, note }),
+      (work) => tyPg.transaction(work),
+      () => tyPg.destroy(),
+    ),
     erase(
       'prisma/mysql',
       'mysql',
@@ -154,7 +180,7 @@ before(async () => {
   rawPg = await postgresPool();
   await rawMysql.query(`CREATE TABLE IF NOT EXISTS ${TABLE} (id VARCHAR(64) PRIMARY KEY, note VARCHAR(255) NOT NULL)`);
   await rawPg.query(`CREATE TABLE IF NOT EXISTS ${TABLE} (id VARCHAR(64) PRIMARY KEY, note VARCHAR(255) NOT NULL)`);
-  orms.push(...build());
+  orms.push(...(await build()));
   // Each adapter creates the tables it uses (idempotent, and raced by the others' processes).
   for (const o of orms) {
     const tm = o.tm as unknown as { createTables(): Promise<void>; createOutboxTable(): Promise<void> };
@@ -179,7 +205,7 @@ const orders = (d: 'mysql' | 'postgres', id: string): Promise<number> => count(d
 const commitMarkers = (d: 'mysql' | 'postgres', bizId: string, key: string): Promise<number> =>
   count(d, "SELECT COUNT(*) AS n FROM trustmsg_barrier WHERE biz_id = $1 AND message_key = $2 AND op = 'commit'", [bizId, key]);
 
-const NAMES = ['prisma/mysql', 'prisma/postgres', 'drizzle/mysql', 'drizzle/postgres', 'kysely/mysql', 'kysely/postgres'];
+const NAMES = ['prisma/mysql', 'prisma/postgres', 'drizzle/mysql', 'drizzle/postgres', 'kysely/mysql', 'kysely/postgres', 'typeorm/mysql', 'typeorm/postgres'];
 const orm = (name: string): Orm => {
   const o = orms.find((x) => x.name === name);
   if (!o) throw new Error(`no ORM ${name}`);
