@@ -4,7 +4,7 @@
  * the check-back verifier and its `Request`/`Response` handler, the record
  * header and signing helpers. Subpaths bring the rest:
  * `@trustmsg/client/mysql`, `/postgres`, `/express`, `/fastify`, `/kafka`, and
- * the ORM adapters `/prisma`, `/drizzle`, `/kysely`.
+ * the ORM adapters `/prisma`, `/drizzle`, `/kysely`, `/typeorm`.
  */
 export { Producer, backoffDelay, prepareRequest, type ProducerOptions } from './client.js';
 export * from './errors.js';
