@@ -120,7 +120,19 @@ export function platformaticTransport(options: PlatformaticTransportOptions): Su
   const load = (): Promise<typeof import('@platformatic/kafka')> => (kafka ??= import('@platformatic/kafka'));
   const connect = (): Promise<KafkaProducer> =>
     (producer ??= load().then(
-      ({ Producer, ProduceAcks }) => new Producer({ ...extra, clientId: options.clientId, bootstrapBrokers: list, idempotent: true, acks: ProduceAcks.ALL }),
+      ({ Producer, ProduceAcks }) =>
+        new Producer({
+          ...extra,
+          clientId: options.clientId,
+          bootstrapBrokers: list,
+          idempotent: true,
+          acks: ProduceAcks.ALL,
+          // InitProducerId's "no producer yet" (-1, -1), as the protocol spells it: @platformatic/kafka
+          // sends (0, 0) unless told, which Apache Kafka ignores for a non-transactional producer but
+          // librdkafka's mock cluster (`trustmsg dev`'s broker) looks up and answers UNKNOWN_PRODUCER_ID.
+          producerId: -1n,
+          producerEpoch: -1,
+        }),
     ));
 
   const queue: Queued[] = [];

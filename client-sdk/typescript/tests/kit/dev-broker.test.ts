@@ -1,19 +1,18 @@
 // `trustmsg dev`'s Kafka broker (librdkafka's mock cluster, in process), as a
 // newcomer meets it: start `trustmsg dev` on free ports, read the env file it
-// writes, publish a message through trustmsg with the SDK, and read it back
-// with the reader the README names for this broker, `trustmsg tail --json`
-// (librdkafka). The SDK's own Kafka client, @platformatic/kafka, cannot talk
-// to this broker; the test holds the cause (ApiVersions v3 answered 35,
-// UNSUPPORTED_VERSION), so that it fails, and the README is changed, the day
-// the broker answers it. The process is ended by its pid.
+// writes, publish one message through trustmsg's HTTP API and one through the
+// Kafka way in (the Submitter's default transport), and read both back with
+// the SDK's own Kafka client, a @platformatic/kafka consumer group, and with
+// `trustmsg tail --json`. The process is ended by its pid.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { Admin } from '@platformatic/kafka';
 import { Producer } from '../../src/index.js';
+import { Submitter } from '../../src/kafka.js';
+import { GroupReader, header } from '../kafka.js';
 import { eventually, ofMessage, quiet, rand, readTopic, recordKey, recordValue } from '../kit.js';
 
 /** The `export NAME='value'` lines of the env file `trustmsg dev` writes. */
@@ -23,7 +22,7 @@ function parseEnv(text: string): Record<string, string> {
   return env;
 }
 
-test("trustmsg dev's broker: a message published through trustmsg is read back (trustmsg tail), and @platformatic/kafka's refusal is the known one", async () => {
+test("trustmsg dev's broker: messages published through trustmsg (HTTP and the Kafka way in) are read back by a @platformatic/kafka consumer group and by trustmsg tail", async () => {
   const bin = process.env['TRUSTMSG_KIT_BIN'] ?? process.env['TRUSTMSG_BIN'] ?? 'trustmsg';
   const data = mkdtempSync(join(tmpdir(), 'ts-dev-broker-'));
   const dev = spawn(bin, ['dev', '--data', data, '--listen', '127.0.0.1:0', '--kafka-listen', '127.0.0.1:0'], { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -52,20 +51,36 @@ test("trustmsg dev's broker: a message published through trustmsg is read back (
     assert.deepEqual(recordKey(ours[0]!), Buffer.from('customer-7'));
     assert.equal(recordValue(ours[0]!).toString('utf8'), '{"total":42}');
 
-    const admin = new Admin({ clientId: 'ts-dev-broker', bootstrapBrokers: [env['TRUSTMSG_BROKERS']!], retries: 0 });
+    // The Kafka way in on the same broker, signed with the demo producer's secret.
+    const viaKafka = `order-${rand()}`;
+    const submitter = new Submitter({
+      brokers: env['TRUSTMSG_BROKERS']!,
+      topic: env['TRUSTMSG_SUBMIT_TOPIC']!,
+      bizId: env['TRUSTMSG_DEMO_BIZ_ID']!,
+      secret: env['TRUSTMSG_DEMO_SIGNING_SECRET']!,
+      ackTimeoutMs: 15_000,
+      logger: quiet,
+    });
     try {
-      await assert.rejects(
-        admin.metadata({ topics: [topic] }),
-        (e: unknown) => {
-          const err = e as { message?: string; response?: { errorCode?: number } };
-          assert.match(String(err.message), /ApiVersions\(v3\)/, 'the first request, ApiVersions v3');
-          assert.equal(err.response?.errorCode, 35, 'answered UNSUPPORTED_VERSION (the mock serves ApiVersions v0 to v2)');
-          return true;
-        },
-        'if @platformatic/kafka now reads the dev broker, say so in the README and test it here',
-      );
+      await submitter.prepare({ message_key: viaKafka, topic, key: 'customer-8', payload: '{"total":43}' });
+      await submitter.commit(viaKafka);
     } finally {
-      await admin.close();
+      await submitter.close();
+    }
+
+    // The SDK's own Kafka client reads both, as a consumer group.
+    const reader = await GroupReader.open(`ts-dev-${rand()}`, topic, env['TRUSTMSG_BROKERS']);
+    try {
+      const seen = new Map<string, string>();
+      while (seen.size < 2) {
+        const rec = await reader.next();
+        const k = header(rec, 'trustmsg-message-key');
+        if (k !== undefined) seen.set(k, rec.value.toString('utf8'));
+      }
+      assert.equal(seen.get(key), '{"total":42}');
+      assert.equal(seen.get(viaKafka), '{"total":43}');
+    } finally {
+      await reader.close();
     }
   } finally {
     if (dev.exitCode === null) {
