@@ -4,7 +4,7 @@ import { defineConfig } from 'eslint/config';
 import tseslint from 'typescript-eslint';
 
 export default defineConfig(
-  { ignores: ['dist/', '.test-build/', '.campaign-build/', '.readme-check/', 'node_modules/'] },
+  { ignores: ['dist/', '.test-build/', 'tests/prisma/generated/', '.campaign-build/', '.readme-check/', 'node_modules/'] },
   js.configs.recommended,
   ...tseslint.configs.strictTypeChecked,
   {

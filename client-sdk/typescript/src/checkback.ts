@@ -10,7 +10,8 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { ConfigError, WebhookVerificationError } from './errors.js';
 import { parseJson, type Json } from './json.js';
-import type { CheckRequest, Decision, Logger } from './types.js';
+import { toLogger, type AnyLogger } from './logger.js';
+import type { CheckRequest, Decision } from './types.js';
 
 /** Where the handlers are usually mounted. */
 export const DEFAULT_CHECK_PATH = '/trustmsg/check';
@@ -126,8 +127,8 @@ export interface CheckBackOptions extends VerifyOptions {
   secret: string;
   /** Answers a verified call; a throw is answered 500, which trustmsg counts as a failed attempt and asks again later. */
   decide: Decider;
-  /** Where refusals and failures are reported (default `console`). */
-  logger?: Logger;
+  /** Where refusals and failures are reported: a pino logger, or one JSON line on stderr (see `Logger`). */
+  logger?: AnyLogger | undefined;
 }
 
 /** An HTTP answer, whatever the framework. */
@@ -153,13 +154,13 @@ export function createCheckBackHandler(options: CheckBackOptions): (headers: Hea
     throw new ConfigError('decide is required: barrierDecider(pool) of @trustmsg/client/mysql or /postgres, or (request) => decision');
   }
   const { decide } = options;
-  const logger = options.logger ?? console;
+  const logger = toLogger(options.logger);
   return async (headers, body) => {
     try {
       verifyCheckBack(key, headers, body, options);
     } catch (e) {
       if (e instanceof WebhookVerificationError) {
-        logger.warn('check-back refused', { webhookId: header(headers, 'webhook-id'), error: e.message });
+        logger.warn({ webhookId: header(headers, 'webhook-id'), error: e.message }, 'check-back refused');
         return error(401, e.code ?? 'bad_signature', e.message);
       }
       throw e;
@@ -175,11 +176,11 @@ export function createCheckBackHandler(options: CheckBackOptions): (headers: Hea
       decision = await decide(request);
     } catch (e) {
       // The cause may be internal detail; trustmsg only needs to know to ask again.
-      logger.error('check-back decision failed', { bizId: request.biz_id, messageKey: request.message_key, error: String(e) });
+      logger.error({ bizId: request.biz_id, messageKey: request.message_key, error: String(e) }, 'check-back decision failed');
       return error(500, 'decision_failed', 'the producer could not decide; ask again later');
     }
     if (decision !== 'commit' && decision !== 'rollback' && decision !== 'unknown') {
-      logger.error('check-back decider returned no decision', { decision: String(decision) });
+      logger.error({ decision: String(decision) }, 'check-back decider returned no decision');
       return error(500, 'decision_failed', 'the producer could not decide; ask again later');
     }
     return { status: 200, body: checkAnswer(request.message_id, decision) };

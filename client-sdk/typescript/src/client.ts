@@ -12,7 +12,8 @@ import { parseJson, type Json } from './json.js';
 import { checkShape } from './message.js';
 import { traceHeaders } from './trace.js';
 import { runTransaction, type TransactionOptions, type TransactionResult } from './transaction.js';
-import type { CallOptions, Logger, Message, MessageView } from './types.js';
+import { toLogger, type AnyLogger, type Logger } from './logger.js';
+import type { CallOptions, Message, MessageView } from './types.js';
 import { VERSION } from './version.js';
 
 /** How a {@link Producer} is set up. */
@@ -33,8 +34,8 @@ export interface ProducerOptions {
   timeoutMs?: number;
   /** The `fetch` to use (default: the global one). */
   fetch?: typeof fetch;
-  /** Where warnings go (default `console`). */
-  logger?: Logger;
+  /** Where warnings go: a pino logger (or any fields-first logger), else one JSON line per event on stderr. */
+  logger?: AnyLogger | undefined;
 }
 
 const MAX_RETRY_AFTER_MS = 60_000;
@@ -127,7 +128,9 @@ export class Producer {
   readonly #maxDelay: number;
   readonly #timeout: number;
   readonly #fetch: typeof fetch;
-  readonly logger: Logger;
+  /** The logger as given (undefined: the default). */
+  readonly logger: AnyLogger | undefined;
+  readonly #log: Logger;
 
   constructor(options: ProducerOptions) {
     if (typeof options !== 'object' || options === null) throw new ConfigError('new Producer({ baseURL, bizId, token })');
@@ -158,7 +161,8 @@ export class Producer {
     this.#maxDelay = count('maxRetryDelayMs', options.maxRetryDelayMs, 5000);
     this.#timeout = count('timeoutMs', options.timeoutMs, 10_000);
     this.#fetch = options.fetch ?? globalThis.fetch;
-    this.logger = options.logger ?? console;
+    this.logger = options.logger;
+    this.#log = toLogger(options.logger);
   }
 
   /**
@@ -244,7 +248,7 @@ export class Producer {
       }
       let delay = backoffDelay(attempts, this.#minDelay, this.#maxDelay);
       if (t.retryAfterMs !== undefined) delay = Math.max(delay, Math.min(t.retryAfterMs, MAX_RETRY_AFTER_MS));
-      this.logger.warn('trustmsg call failed; retrying', { method, url: url.href, error: t.message, retryInMs: delay, attempt: attempts });
+      this.#log.warn({ method, url: url.href, error: t.message, retryInMs: delay, attempt: attempts }, 'trustmsg call failed; retrying');
       await sleep(delay, signal);
     }
   }

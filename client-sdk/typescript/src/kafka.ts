@@ -29,7 +29,8 @@ import { checkDue, checkHeaders, checkMessageKey, checkRecordKey, checkShape, ch
 import { submitRecord, type SubmitFields, type SubmitOp, type SubmitRecord } from './submit.js';
 import { traceHeaders } from './trace.js';
 import { runTransaction, type TransactionOptions, type TransactionResult } from './transaction.js';
-import type { CallOptions, Logger, Message } from './types.js';
+import { toLogger, type AnyLogger, type Logger } from './logger.js';
+import type { CallOptions, Message } from './types.js';
 
 export { messageIdOf, MESSAGE_ID_HEADER } from './headers.js';
 
@@ -119,7 +120,19 @@ export function platformaticTransport(options: PlatformaticTransportOptions): Su
   const load = (): Promise<typeof import('@platformatic/kafka')> => (kafka ??= import('@platformatic/kafka'));
   const connect = (): Promise<KafkaProducer> =>
     (producer ??= load().then(
-      ({ Producer, ProduceAcks }) => new Producer({ ...extra, clientId: options.clientId, bootstrapBrokers: list, idempotent: true, acks: ProduceAcks.ALL }),
+      ({ Producer, ProduceAcks }) =>
+        new Producer({
+          ...extra,
+          clientId: options.clientId,
+          bootstrapBrokers: list,
+          idempotent: true,
+          acks: ProduceAcks.ALL,
+          // InitProducerId's "no producer yet" (-1, -1), as the protocol spells it: @platformatic/kafka
+          // sends (0, 0) unless told, which Apache Kafka ignores for a non-transactional producer but
+          // librdkafka's mock cluster (`trustmsg dev`'s broker) looks up and answers UNKNOWN_PRODUCER_ID.
+          producerId: -1n,
+          producerEpoch: -1,
+        }),
     ));
 
   const queue: Queued[] = [];
@@ -215,8 +228,8 @@ export interface SubmitterOptions {
   ackTimeoutMs?: number;
   /** More `@platformatic/kafka` producer settings (with `brokers`): TLS (`tls`), SASL (`sasl`), timeouts, retries. */
   kafka?: KafkaSettings;
-  /** Where warnings go (default `console`). */
-  logger?: Logger;
+  /** Where warnings go: a pino logger (or any fields-first logger), else one JSON line per event on stderr. */
+  logger?: AnyLogger | undefined;
 }
 
 /**
@@ -234,7 +247,9 @@ export interface SubmitterOptions {
 export class Submitter {
   readonly bizId: string;
   readonly topic: string;
-  readonly logger: Logger;
+  /** The logger as given (undefined: the default). */
+  readonly logger: AnyLogger | undefined;
+  readonly #log: Logger;
   readonly #secret: string;
   readonly #transport: SubmitTransport;
   readonly #ackTimeout: number;
@@ -254,7 +269,8 @@ export class Submitter {
     if (!Number.isSafeInteger(ack) || ack <= 0) throw new ConfigError(`ackTimeoutMs must be a positive number of milliseconds (got ${ack})`);
     this.bizId = options.bizId;
     this.topic = options.topic;
-    this.logger = options.logger ?? console;
+    this.logger = options.logger;
+    this.#log = toLogger(options.logger);
     this.#secret = options.secret;
     this.#ackTimeout = ack;
     this.#transport =
@@ -338,7 +354,7 @@ export class Submitter {
       return await Promise.race([sent, stop]);
     } catch (e) {
       if (e instanceof NotAcknowledgedError || e instanceof UserAbortError) throw e;
-      this.logger.warn('submitted record not acknowledged', { op: fields.op, messageKey: fields.message_key, topic: this.topic, error: String(e) });
+      this.#log.warn({ op: fields.op, messageKey: fields.message_key, topic: this.topic, error: String(e) }, 'submitted record not acknowledged');
       throw new NotAcknowledgedError(`Kafka did not acknowledge the ${fields.op} record: ${(e as Error).message}`, { cause: e });
     } finally {
       clearTimeout(timer);

@@ -19,19 +19,15 @@
  */
 import type { Pool, PoolConnection } from 'mysql2/promise';
 import * as core from './sql/core.js';
-import { BARRIER_INBOX_MYSQL, OUTBOX_MYSQL } from './sql/schema.js';
+import { MYSQL } from './sql/dialects.js';
 import type { TransactionOptions, TransactionResult, WayIn } from './transaction.js';
 import type { CheckRequest, Message } from './types.js';
 
 export type { Processed, InboxSubject } from './sql/core.js';
 export { BARRIER_INBOX_MYSQL as SCHEMA, OUTBOX_MYSQL as OUTBOX_SCHEMA } from './sql/schema.js';
 
-function utc(d: Date): string {
-  return d.toISOString().replace('T', ' ').replace('Z', '');
-}
-
 const dialect: core.Dialect<Pool, PoolConnection> = {
-  name: 'mysql',
+  ...MYSQL,
   async acquire(pool) {
     const conn = await pool.getConnection();
     return {
@@ -55,29 +51,6 @@ const dialect: core.Dialect<Pool, PoolConnection> = {
   isUniqueViolation(e) {
     const err = e as { code?: unknown; errno?: unknown } | null;
     return err?.code === 'ER_DUP_ENTRY' || err?.errno === 1062;
-  },
-  key: (v) => Buffer.from(v, 'utf8'),
-  schema: BARRIER_INBOX_MYSQL,
-  outboxSchema: OUTBOX_MYSQL,
-  sql: {
-    barrierCommit: "INSERT INTO trustmsg_barrier (biz_id, message_key, op) VALUES (?, ?, 'commit')",
-    // The spec'd INSERT IGNORE, spelled so that only the duplicate key is ignored.
-    barrierRollback: "INSERT INTO trustmsg_barrier (biz_id, message_key, op) VALUES (?, ?, 'rollback') ON DUPLICATE KEY UPDATE op = op",
-    barrierRead: 'SELECT op FROM trustmsg_barrier WHERE biz_id = ? AND message_key = ?',
-    barrierLockedRead: 'SELECT op FROM trustmsg_barrier WHERE biz_id = ? AND message_key = ? LOCK IN SHARE MODE',
-    // INSERT IGNORE, not ON DUPLICATE KEY UPDATE: mysql2 connects with CLIENT_FOUND_ROWS, under which a
-    // duplicate's no-op update still counts one affected row. The values are checked first (the group's
-    // length, an unsigned 64-bit id), so IGNORE has nothing else to hide.
-    inboxInsert: 'INSERT IGNORE INTO trustmsg_inbox (consumer_group, message_id) VALUES (?, ?)',
-    purgeBarrier: 'DELETE FROM trustmsg_barrier WHERE created_at < CURRENT_TIMESTAMP(3) - INTERVAL (? * 1000) MICROSECOND LIMIT 1000',
-    outboxInsert: (table) =>
-      `INSERT INTO ${table} (message_key, topic, record_key, payload, headers, traceparent, deliver_at) ` +
-      'VALUES (?, ?, ?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND))',
-  },
-  dueParams(due) {
-    if (due === null) return [null, null];
-    if ('at' in due) return [utc(due.at), null];
-    return [null, due.afterMs * 1000];
   },
 };
 

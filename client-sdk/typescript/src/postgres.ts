@@ -20,7 +20,7 @@
  */
 import type { Pool, PoolClient } from 'pg';
 import * as core from './sql/core.js';
-import { BARRIER_INBOX_POSTGRES, OUTBOX_POSTGRES } from './sql/schema.js';
+import { POSTGRES } from './sql/dialects.js';
 import type { TransactionOptions, TransactionResult, WayIn } from './transaction.js';
 import type { CheckRequest, Message } from './types.js';
 
@@ -28,7 +28,7 @@ export type { Processed, InboxSubject } from './sql/core.js';
 export { BARRIER_INBOX_POSTGRES as SCHEMA, OUTBOX_POSTGRES as OUTBOX_SCHEMA } from './sql/schema.js';
 
 const dialect: core.Dialect<Pool, PoolClient> = {
-  name: 'postgres',
+  ...POSTGRES,
   async acquire(pool) {
     const conn = await pool.connect();
     return {
@@ -50,29 +50,6 @@ const dialect: core.Dialect<Pool, PoolClient> = {
   },
   isUniqueViolation(e) {
     return (e as { code?: unknown } | null)?.code === '23505';
-  },
-  key: (v) => v,
-  schema: BARRIER_INBOX_POSTGRES,
-  outboxSchema: OUTBOX_POSTGRES,
-  // "trustmsg" as a bigint: the key every SDK locks while it creates its tables.
-  ddlLock: 'SELECT pg_advisory_xact_lock(8390898194479674215)',
-  sql: {
-    barrierCommit: "INSERT INTO trustmsg_barrier (biz_id, message_key, op) VALUES ($1, $2, 'commit') ON CONFLICT DO NOTHING",
-    barrierRollback: "INSERT INTO trustmsg_barrier (biz_id, message_key, op) VALUES ($1, $2, 'rollback') ON CONFLICT DO NOTHING",
-    barrierRead: 'SELECT op FROM trustmsg_barrier WHERE biz_id = $1 AND message_key = $2',
-    barrierLockedRead: 'SELECT op FROM trustmsg_barrier WHERE biz_id = $1 AND message_key = $2 FOR SHARE',
-    inboxInsert: 'INSERT INTO trustmsg_inbox (consumer_group, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING',
-    purgeBarrier:
-      'DELETE FROM trustmsg_barrier WHERE ctid IN (SELECT ctid FROM trustmsg_barrier ' +
-      "WHERE created_at < now() - $1::bigint * interval '1 millisecond' LIMIT 1000)",
-    outboxInsert: (table) =>
-      `INSERT INTO ${table} (message_key, topic, record_key, payload, headers, traceparent, deliver_at) ` +
-      "VALUES ($1, $2, $3, $4, $5::jsonb, $6, COALESCE($7::timestamptz, now() + $8::bigint * interval '1 millisecond')) RETURNING id",
-  },
-  dueParams(due) {
-    if (due === null) return [null, null];
-    if ('at' in due) return [due.at.toISOString(), null];
-    return [null, due.afterMs];
   },
 };
 

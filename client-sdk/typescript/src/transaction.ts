@@ -38,7 +38,8 @@ import {
   UserAbortError,
   type TrustmsgError,
 } from './errors.js';
-import type { CallOptions, Logger, Message } from './types.js';
+import { toLogger, type AnyLogger } from './logger.js';
+import type { CallOptions, Message } from './types.js';
 import { isView } from './view.js';
 
 /**
@@ -48,8 +49,8 @@ import { isView } from './view.js';
  */
 export interface WayIn<R> {
   readonly bizId: string;
-  /** Where the helper reports a decision it could not deliver (else `console`). */
-  readonly logger?: Logger;
+  /** Where the helper reports a decision it could not deliver (else one JSON line on stderr). */
+  readonly logger?: AnyLogger | undefined;
   prepare(message: Message, options?: CallOptions): Promise<R>;
   commit(messageKey: string, options?: CallOptions): Promise<R>;
   rollback(messageKey: string, options?: CallOptions): Promise<R>;
@@ -70,7 +71,7 @@ export type TransactionResult<T, R> =
 /** Options of the transaction helpers. */
 export interface TransactionOptions extends CallOptions {
   /** Where a decision that could not be delivered is reported (default: the way in's `logger`). */
-  logger?: Logger;
+  logger?: AnyLogger | undefined;
   /**
    * A test hook at the crash point: called right after the local COMMIT and
    * before the decision is sent. If it throws (or rejects), the helper sends
@@ -111,7 +112,7 @@ export async function runTransaction<T, R>(
   options: TransactionOptions = {},
 ): Promise<TransactionResult<T, R>> {
   if (typeof local !== 'function') throw new TypeError('local must be a function: async (prepared) => { … }');
-  const logger = options.logger ?? way.logger ?? console;
+  const logger = toLogger(options.logger ?? way.logger);
   const call = { signal: options.signal };
   const key = message.message_key;
   const fields = (error: unknown): Record<string, unknown> => ({ bizId: way.bizId, messageKey: key, error: String(error) });
@@ -122,7 +123,7 @@ export async function runTransaction<T, R>(
       await way.rollback(key, call);
     } catch (e) {
       if (!isUnavailable(e) && !(e instanceof UserAbortError)) throw new RollbackRejectedError(key, workError, e);
-      logger.warn('rollback not delivered; check-back will roll back', fields(e));
+      logger.warn(fields(e), 'rollback not delivered; check-back will roll back');
     }
   };
 
@@ -131,7 +132,7 @@ export async function runTransaction<T, R>(
     try {
       await way.rollback(key, call);
     } catch (e) {
-      logger.warn('rollback of a rolled-back message not repeated', fields(e));
+      logger.warn(fields(e), 'rollback of a rolled-back message not repeated');
     }
   };
 
@@ -157,7 +158,7 @@ export async function runTransaction<T, R>(
     value = await local(prepared);
   } catch (error) {
     if (error instanceof OutcomeUnknownError) {
-      logger.warn('no decision sent; check-back will decide', fields(error));
+      logger.warn(fields(error), 'no decision sent; check-back will decide');
       throw error;
     }
     if (error instanceof AlreadyDecidedError && error.decision === 'commit') {
@@ -167,7 +168,7 @@ export async function runTransaction<T, R>(
         receipt = await way.commit(key, call);
       } catch (e) {
         if (!isUnavailable(e) && !(e instanceof UserAbortError)) throw new CommitRejectedError(key, undefined, e);
-        logger.warn('commit not delivered; check-back will commit', fields(e));
+        logger.warn(fields(e), 'commit not delivered; check-back will commit');
         throw new AlreadyCommittedError(key, undefined, e);
       }
       throw new AlreadyCommittedError(key, receipt);
@@ -187,7 +188,7 @@ export async function runTransaction<T, R>(
     try {
       await options.afterLocalCommit();
     } catch (e) {
-      logger.warn('afterLocalCommit threw: no decision sent; check-back or a retry will decide', fields(e));
+      logger.warn(fields(e), 'afterLocalCommit threw: no decision sent; check-back or a retry will decide');
       throw e;
     }
   }
@@ -196,7 +197,7 @@ export async function runTransaction<T, R>(
     return { status: 'committed', value, prepared, receipt: await way.commit(key, call) };
   } catch (e) {
     if (isUnavailable(e) || e instanceof UserAbortError) {
-      logger.warn('commit not delivered; check-back will commit', fields(e));
+      logger.warn(fields(e), 'commit not delivered; check-back will commit');
       return { status: 'commit_left_to_check_back', value, prepared, error: e };
     }
     throw new CommitRejectedError(key, value, e);

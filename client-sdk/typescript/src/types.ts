@@ -82,8 +82,4 @@ export interface CallOptions {
   signal?: AbortSignal | undefined;
 }
 
-/** Where warnings and errors of the SDK go (`console` unless given). */
-export interface Logger {
-  warn(message: string, fields?: Record<string, unknown>): void;
-  error(message: string, fields?: Record<string, unknown>): void;
-}
+export type { Logger, AnyLogger } from './logger.js';

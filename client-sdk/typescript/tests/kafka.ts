@@ -1,6 +1,7 @@
-// What the tests on a real Kafka broker (client-sdk/conformance/kit run
-// --real-kafka) share: reading topics with @platformatic/kafka consumer
-// groups, the way an application reads what trustmsg delivers.
+// What the tests of the Kafka way share, on a real Kafka broker (client-sdk/
+// conformance/kit run --real-kafka) and on the kit's and `trustmsg dev`'s mock
+// broker: reading topics with @platformatic/kafka consumer groups, the way an
+// application reads what trustmsg delivers.
 import {
   Connection,
   Consumer,
@@ -37,8 +38,8 @@ export class GroupReader {
     this.#records = stream[Symbol.asyncIterator]();
   }
 
-  static async open(group: string, topic: string): Promise<GroupReader> {
-    const consumer = new Consumer({ groupId: group, clientId: `ts-${group}`, bootstrapBrokers: [kit.kafka], maxWaitTime: 500, sessionTimeout: 10_000 });
+  static async open(group: string, topic: string, brokers: string = kit.kafka): Promise<GroupReader> {
+    const consumer = new Consumer({ groupId: group, clientId: `ts-${group}`, bootstrapBrokers: [brokers], maxWaitTime: 500, sessionTimeout: 10_000 });
     try {
       const stream = await consumer.consume({
         topics: [topic],

@@ -172,10 +172,15 @@ export function recordHeaders(r: TailRecord): Array<[string, string | null]> {
  * (librdkafka, which the kit's mock broker speaks: see the README for why
  * not a JavaScript client) until `done` holds for what was read.
  */
-export async function readTopic(topic: string, done: (records: TailRecord[]) => boolean, timeoutMs = 30_000): Promise<TailRecord[]> {
+export async function readTopic(
+  topic: string,
+  done: (records: TailRecord[]) => boolean,
+  timeoutMs = 30_000,
+  brokers: string = kit.kafka,
+): Promise<TailRecord[]> {
   const { spawn } = await import('node:child_process');
   const bin = process.env['TRUSTMSG_KIT_BIN'] ?? 'trustmsg';
-  const child = spawn(bin, ['tail', '--brokers', kit.kafka, '--topic', topic, '--from-beginning', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(bin, ['tail', '--brokers', brokers, '--topic', topic, '--from-beginning', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
   const records: TailRecord[] = [];
   let err = '';
   child.stderr.on('data', (c: Buffer) => (err += c.toString()));

@@ -17,7 +17,7 @@ JSON
 npm install --silent --prefer-offline --no-audit --no-fund "$work/$tarball"
 # The optional peers the subpaths load, from the SDK's own node_modules.
 mkdir -p node_modules/@platformatic
-for dep in mysql2 pg fastify; do ln -s "$here/node_modules/$dep" "node_modules/$dep"; done
+for dep in mysql2 pg fastify drizzle-orm kysely typeorm; do ln -s "$here/node_modules/$dep" "node_modules/$dep"; done
 ln -s "$here/node_modules/@platformatic/kafka" node_modules/@platformatic/kafka
 cat > smoke.mjs <<'JS'
 import { Producer, verifyCheckBack, signCheckBack, VERSION, ConflictError, TrustmsgError } from '@trustmsg/client';
@@ -26,12 +26,16 @@ import * as postgres from '@trustmsg/client/postgres';
 import { checkBackExpress } from '@trustmsg/client/express';
 import { checkBackFastify } from '@trustmsg/client/fastify';
 import { Submitter } from '@trustmsg/client/kafka';
+import { forPrisma } from '@trustmsg/client/prisma';
+import { forDrizzle } from '@trustmsg/client/drizzle';
+import { forKysely } from '@trustmsg/client/kysely';
+import { forTypeorm } from '@trustmsg/client/typeorm';
 const secret = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 const ts = Math.floor(Date.now() / 1000);
 verifyCheckBack(secret, { 'webhook-id': 'x', 'webhook-timestamp': String(ts), 'webhook-signature': signCheckBack(secret, 'x', ts, '{}') }, '{}');
 new Producer({ baseURL: 'http://127.0.0.1:8080', bizId: 'shop', token: 't' });
 if (VERSION !== '0.1.0' || !(new ConflictError(409, 'c', 'm') instanceof TrustmsgError)) throw new Error('bad exports');
-for (const f of [mysql.transaction, postgres.transaction, checkBackExpress, checkBackFastify, Submitter]) if (typeof f !== 'function') throw new Error('missing export');
+for (const f of [mysql.transaction, postgres.transaction, checkBackExpress, checkBackFastify, Submitter, forPrisma, forDrizzle, forKysely, forTypeorm]) if (typeof f !== 'function') throw new Error('missing export');
 console.log('pack smoke: the packed package installs and imports');
 JS
 node smoke.mjs

@@ -6,6 +6,7 @@
  */
 import { AlreadyDecidedError, ConfigError, DuplicateMessageError, NoMessageIdError, OutcomeUnknownError } from '../errors.js';
 import { messageIdOf, type RecordHeaders } from '../headers.js';
+import { toLogger } from '../logger.js';
 import { checkTable, outboxRowWithTrace, OUTBOX_TABLE } from '../outbox.js';
 import { runTransaction, type TransactionOptions, type TransactionResult, type WayIn } from '../transaction.js';
 import type { CheckRequest, Message } from '../types.js';
@@ -53,7 +54,7 @@ export function statements(script: string): string[] {
     .filter((s) => s !== '');
 }
 
-function opOf(v: unknown): 'commit' | 'rollback' {
+export function opOf(v: unknown): 'commit' | 'rollback' {
   const s = Buffer.isBuffer(v) ? v.toString('utf8') : String(v);
   if (s === 'commit' || s === 'rollback') return s;
   throw new Error(`unexpected barrier marker ${JSON.stringify(s)} in trustmsg_barrier`);
@@ -139,7 +140,7 @@ export async function checkMarker<P, C>(d: Dialect<P, C>, pool: P, bizId: string
   }
 }
 
-function checkKeyArgs(bizId: unknown, messageKey: unknown): void {
+export function checkKeyArgs(bizId: unknown, messageKey: unknown): void {
   if (typeof bizId !== 'string' || bizId === '') throw new ConfigError('bizId must be a non-empty string');
   if (typeof messageKey !== 'string' || messageKey === '') throw new ConfigError('messageKey must be a non-empty string');
 }
@@ -238,11 +239,10 @@ export function transaction<P, C, T, R>(
       try {
         decision = await checkMarker(d, pool, bizId, key);
       } catch (e) {
-        (options?.logger ?? way.logger ?? console).warn('barrier not readable after the failed work; sending the rollback', {
-          bizId,
-          messageKey: key,
-          error: String(e),
-        });
+        toLogger(options?.logger ?? way.logger).warn(
+          { bizId, messageKey: key, error: String(e) },
+          'barrier not readable after the failed work; sending the rollback',
+        );
         throw error;
       }
       if (decision === 'commit') throw new AlreadyDecidedError('commit', bizId, key);
@@ -258,9 +258,9 @@ export type Processed<T> = { status: 'done'; value: T } | { status: 'repeat' };
 /** A message id, or a record whose `trustmsg-message-id` header gives it. */
 export type InboxSubject = bigint | number | string | { headers?: RecordHeaders | null | undefined };
 
-const MAX_GROUP = 255;
+export const MAX_GROUP = 255;
 
-function idOf(subject: InboxSubject): bigint {
+export function idOf(subject: InboxSubject): bigint {
   if (typeof subject === 'bigint') return subject;
   if (typeof subject === 'number') {
     if (!Number.isSafeInteger(subject) || subject < 0) throw new ConfigError(`a message id is an unsigned integer (got ${subject})`);

@@ -1,7 +1,7 @@
 // S08 on a real Kafka broker (kit run --real-kafka): the Submitter through
-// its default transport, @platformatic/kafka, as an application runs it.
-// The kit's mock broker cannot serve that client (tests/kit/submit.test.ts
-// holds why), so this is the default transport's only broker.
+// its default transport, @platformatic/kafka, as an application runs it,
+// with what the kit's mock broker cannot show (tests/kit/submit.test.ts runs
+// S08 there): DescribeProducers, 40 records submitted at once.
 import assert from 'node:assert/strict';
 import { before, test } from 'node:test';
 import { submitRecord } from '../../src/index.js';
