@@ -91,6 +91,60 @@ async fn committed(store: &DynStore, keys: &[String]) -> BTreeMap<u64, Option<Se
     out
 }
 
+/// `serve` flags of an exactly-once instance named `name` writing its
+/// progress to `progress`, sweeping every 200 ms; with `short_lease`, a
+/// send lease of 4 s (and Kafka sends of 3 s at most) instead of 60 s.
+fn eos_flags(name: &str, progress: &str, short_lease: bool) -> Vec<String> {
+    let mut flags = vec![
+        "--exactly-once",
+        "--instance-id",
+        name,
+        "--progress-topic",
+        progress,
+        "--sweep-interval",
+        "200ms",
+    ];
+    if short_lease {
+        flags.extend(["--send-lease", "4s", "--kafka-message-timeout", "3s"]);
+    }
+    flags.into_iter().map(String::from).collect()
+}
+
+/// An exactly-once instance over `database_url`, its output appended to `log`.
+async fn eos_instance(
+    database_url: &str,
+    kafka: &RealKafka,
+    flags: &[String],
+    log: &std::path::Path,
+) -> ServiceProcess {
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    ServiceProcess::start_logged(database_url, kafka.bootstrap(), &flags, Some(log.into())).await
+}
+
+/// Waits until every committed message of `keys` (at least `at_least`
+/// of them) is SENT, failing once `within` has passed since `began` with
+/// `log`'s text; the messages, and how long after `began` it was.
+async fn all_sent(
+    store: &DynStore,
+    keys: &[String],
+    at_least: usize,
+    (began, within): (Instant, Duration),
+    log: &std::path::Path,
+) -> (BTreeMap<u64, Option<SendStatus>>, Duration) {
+    loop {
+        let now = committed(store, keys).await;
+        if now.len() >= at_least && now.values().all(|s| *s == Some(SendStatus::Sent)) {
+            return (now, began.elapsed());
+        }
+        assert!(
+            began.elapsed() < within,
+            "every committed message SENT within {within:?}; now {now:?}\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn a_crash_sends_nothing_twice_and_recovers_at_once(database_url: &str, crash: Crash) {
     let kafka = RealKafka::shared();
     let topic = unique(&format!("e2e-eos-{}", &database_url[..5]));
@@ -99,18 +153,13 @@ async fn a_crash_sends_nothing_twice_and_recovers_at_once(database_url: &str, cr
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("trustmsg.log");
     let owner = format!("{topic}-instance");
-    let flags = [
-        "--exactly-once",
-        "--instance-id",
-        &owner,
-        "--progress-topic",
-        &progress,
-        "--sweep-interval",
-        "200ms",
-    ];
-    let mut service =
-        ServiceProcess::start_logged(database_url, kafka.bootstrap(), &flags, Some(log.clone()))
-            .await;
+    let mut service = eos_instance(
+        database_url,
+        &kafka,
+        &eos_flags(&owner, &progress, false),
+        &log,
+    )
+    .await;
     let producer = shop(&service).await;
     let keys: Vec<String> = (0..MESSAGES).map(|i| format!("order-{i}")).collect();
     for key in &keys {
@@ -175,20 +224,9 @@ async fn a_crash_sends_nothing_twice_and_recovers_at_once(database_url: &str, cr
     service.set_env(&[]);
     let restarted = Instant::now();
     service.start_again().await;
-    let all_sent = loop {
-        let now = committed(&store, &keys).await;
-        if now.values().all(|s| *s == Some(SendStatus::Sent)) {
-            break now;
-        }
-        assert!(
-            restarted.elapsed() < Duration::from_secs(5),
-            "every committed message SENT within 5 s of the restart (not after the 60 s \
-             lease); now {now:?}\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let took = restarted.elapsed();
+    // Within 5 s of the restart: not after the 60 s lease.
+    let within = (restarted, Duration::from_secs(5));
+    let (all_sent, took) = all_sent(&store, &keys, 0, within, &log).await;
     let copies = committed_copies(&kafka, &topic).await;
     let twice: Vec<_> = copies.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "sent twice: {twice:?}");
@@ -259,28 +297,13 @@ async fn a_zombie_woken_after_its_lease_sends_nothing(database_url: &str) {
     kafka.create_topic(&topic, 3).await;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("trustmsg.log");
-    let flags = |name: &str| {
-        [
-            "--exactly-once",
-            "--instance-id",
-            name,
-            "--progress-topic",
-            &progress,
-            "--sweep-interval",
-            "200ms",
-            "--send-lease",
-            "4s",
-            "--kafka-message-timeout",
-            "3s",
-        ]
-        .map(String::from)
-    };
-    let a_name = format!("{topic}-a");
-    let a_flags = flags(&a_name);
-    let a_flags: Vec<&str> = a_flags.iter().map(String::as_str).collect();
-    let mut a =
-        ServiceProcess::start_logged(database_url, kafka.bootstrap(), &a_flags, Some(log.clone()))
-            .await;
+    let mut a = eos_instance(
+        database_url,
+        &kafka,
+        &eos_flags(&format!("{topic}-a"), &progress, true),
+        &log,
+    )
+    .await;
     a.set_env(&[("TRUSTMSG_FAULT_STOP_AFTER_CLAIM", "1")]);
     a.restart().await;
     let producer = shop(&a).await;
@@ -306,28 +329,17 @@ async fn a_zombie_woken_after_its_lease_sends_nothing(database_url: &str) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
-    let b_name = format!("{topic}-b");
-    let b_flags = flags(&b_name);
-    let b_flags: Vec<&str> = b_flags.iter().map(String::as_str).collect();
-    let mut b =
-        ServiceProcess::start_logged(database_url, kafka.bootstrap(), &b_flags, Some(log.clone()))
-            .await;
+    let mut b = eos_instance(
+        database_url,
+        &kafka,
+        &eos_flags(&format!("{topic}-b"), &progress, true),
+        &log,
+    )
+    .await;
     let url = trustmsg::store::DatabaseUrl::parse(database_url).unwrap();
     let store = trustmsg::store::connect(&url).await.unwrap();
-    let began = Instant::now();
-    loop {
-        let now = committed(&store, &keys).await;
-        if now.len() == keys.len() && now.values().all(|s| *s == Some(SendStatus::Sent)) {
-            break;
-        }
-        assert!(
-            began.elapsed() < Duration::from_secs(30),
-            "b sent a's orders once a's claims ran out; now {now:?}\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let took_over = began.elapsed();
+    let within = (Instant::now(), Duration::from_secs(30));
+    let (_, took_over) = all_sent(&store, &keys, keys.len(), within, &log).await;
 
     // The zombie wakes, its claimed rows in hand, and tries.
     a.resume();
@@ -455,29 +467,11 @@ async fn the_campaign(database_url: &str) {
     let progress = format!("{topic}-progress");
     kafka.create_topic(&topic, 3).await;
     let dir = tempfile::tempdir().unwrap();
-    let flags = |name: String| {
-        vec![
-            "--exactly-once".to_string(),
-            "--instance-id".to_string(),
-            name,
-            "--progress-topic".to_string(),
-            progress.clone(),
-            "--sweep-interval".to_string(),
-            "200ms".to_string(),
-            "--send-lease".to_string(),
-            "4s".to_string(),
-            "--kafka-message-timeout".to_string(),
-            "3s".to_string(),
-        ]
-    };
     let mut services = Vec::new();
     for i in 0..2 {
-        let f = flags(format!("{topic}-{i}"));
-        let f: Vec<&str> = f.iter().map(String::as_str).collect();
+        let flags = eos_flags(&format!("{topic}-{i}"), &progress, true);
         let log = dir.path().join(format!("instance-{i}.log"));
-        services.push(
-            ServiceProcess::start_logged(database_url, kafka.bootstrap(), &f, Some(log)).await,
-        );
+        services.push(eos_instance(database_url, &kafka, &flags, &log).await);
     }
     let (token, _) = services[0]
         .register(
@@ -539,18 +533,9 @@ async fn the_campaign(database_url: &str) {
         }
         keys
     };
-    let settled = Instant::now();
-    let committed_now = loop {
-        let now = committed(&store, &keys).await;
-        if now.values().all(|s| *s == Some(SendStatus::Sent)) {
-            break now;
-        }
-        assert!(
-            settled.elapsed() < Duration::from_secs(60),
-            "every committed message SENT within a minute of the last fault"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let log = dir.path().join("instance-0.log");
+    let within = (Instant::now(), Duration::from_secs(60));
+    let (committed_now, _) = all_sent(&store, &keys, 0, within, &log).await;
     let copies = committed_copies(&kafka, &topic).await;
     let twice: Vec<_> = copies.iter().filter(|(_, n)| **n > 1).collect();
     let wrong: Vec<_> = copies
