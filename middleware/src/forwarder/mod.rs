@@ -63,6 +63,7 @@
 
 mod budget;
 pub(crate) mod exactly_once;
+mod fault;
 pub(crate) mod kafka;
 mod marks;
 mod release;

@@ -334,7 +334,7 @@ impl Transactions {
                 vec![None; n],
             ));
         }
-        super::exactly_once::fault::before_kafka_commit();
+        super::fault::before_kafka_commit();
         match commit(&producer).await {
             Ok(()) => Ok(marks),
             Err(e) => {
