@@ -22,8 +22,10 @@
 //! - The campaign: two instances under a steady load of orders (8
 //!   producers, each call tried on the other instance when one does not
 //!   answer), `kill -9` of one, one stopped past its lease and woken, and
-//!   a restart of the broker (a broker of its own); read back
-//!   `read_committed`: 0 lost, 0 wrong, 0 duplicates.
+//!   a restart of the broker (a broker of its own), the broker frozen past
+//!   the send timeout, and (MariaDB) an instance cut off from its database
+//!   past its lease; read back `read_committed`: 0 lost, 0 wrong, 0
+//!   duplicates.
 //!
 //! Run alone: `cargo test -p trustmsg-tests --test e2e exactly_once`.
 
@@ -32,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use trustmsg::store::DynStore;
 use trustmsg_client::Message;
+use trustmsg_tests::db_proxy::DbProxy;
 use trustmsg_tests::kafka::{committed_records_in, records_in};
 use trustmsg_tests::pg::PgTestDb;
 use trustmsg_tests::real_kafka::unique;
@@ -454,14 +457,17 @@ fn run_orders(
 /// (restarted), SIGSTOP of one past its send lease (a zombie, then
 /// SIGCONT), a restart of the broker. Then, read `read_committed`: every
 /// acknowledged commit once, nothing twice, nothing not committed.
-/// `TRUSTMSG_EOS_CAMPAIGN_CYCLES` sets the cycles (default 3, one of each).
-async fn the_campaign(database_url: &str) {
+/// The broker is also frozen (SIGSTOP: to its clients, a network cut) past
+/// the send timeout, and on MariaDB instance 0 is cut off from its database
+/// (a proxy that holds every byte) past its send lease.
+/// `TRUSTMSG_EOS_CAMPAIGN_CYCLES` sets the cycles (default 5, one of each).
+async fn the_campaign(database_url: &str, cut: Option<(&DbProxy, &str)>) {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     let cycles: usize = std::env::var("TRUSTMSG_EOS_CAMPAIGN_CYCLES")
         .ok()
         .and_then(|c| c.parse().ok())
-        .unwrap_or(3);
+        .unwrap_or(5);
     let kafka = RealKafka::start();
     let topic = unique("e2e-eos-campaign");
     let progress = format!("{topic}-progress");
@@ -471,7 +477,12 @@ async fn the_campaign(database_url: &str) {
     for i in 0..2 {
         let flags = eos_flags(&format!("{topic}-{i}"), &progress, true);
         let log = dir.path().join(format!("instance-{i}.log"));
-        services.push(eos_instance(database_url, &kafka, &flags, &log).await);
+        // Instance 0 reaches the database through the proxy, when there is one.
+        let url = match (i, cut) {
+            (0, Some((_, proxied))) => proxied,
+            _ => database_url,
+        };
+        services.push(eos_instance(url, &kafka, &flags, &log).await);
     }
     let (token, _) = services[0]
         .register(
@@ -488,7 +499,7 @@ async fn the_campaign(database_url: &str) {
     for cycle in 0..cycles {
         tokio::time::sleep(Duration::from_secs(2)).await;
         let victim = cycle % 2;
-        match cycle % 3 {
+        match cycle % 5 {
             0 => {
                 eprintln!("campaign: kill -9 of instance {victim}, restarted");
                 services[victim].restart().await;
@@ -499,12 +510,39 @@ async fn the_campaign(database_url: &str) {
                 tokio::time::sleep(Duration::from_secs(6)).await;
                 services[victim].resume();
             }
-            _ => {
+            2 => {
                 eprintln!("campaign: the broker restarted");
                 kafka.stop();
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 kafka.restart();
             }
+            3 => {
+                // Cut off from every client, as a partition would: nothing
+                // answers and nothing closes, past the send timeout (3 s).
+                eprintln!("campaign: the broker frozen (SIGSTOP) for 5 s");
+                let pid = std::fs::read_to_string(kafka.dir().join("pid")).unwrap();
+                let signal = |s: &str| {
+                    std::process::Command::new("kill")
+                        .args([s, pid.trim()])
+                        .status()
+                        .unwrap()
+                };
+                signal("-STOP");
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                signal("-CONT");
+            }
+            _ => match cut {
+                Some((proxy, _)) => {
+                    eprintln!("campaign: instance 0 cut off from its database for 6 s");
+                    proxy.hang();
+                    tokio::time::sleep(Duration::from_secs(6)).await;
+                    proxy.restore();
+                }
+                None => {
+                    eprintln!("campaign: kill -9 of instance {victim}, restarted");
+                    services[victim].restart().await;
+                }
+            },
         }
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -575,11 +613,13 @@ async fn the_campaign(database_url: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn under_kills_zombies_and_a_broker_restart_each_message_is_seen_once_on_mariadb() {
     let db = TestDb::create().await;
-    the_campaign(&db.url).await;
+    let proxy = DbProxy::start().await;
+    let proxied = proxy.url_of(&db);
+    the_campaign(&db.url, Some((&proxy, &proxied))).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn under_kills_zombies_and_a_broker_restart_each_message_is_seen_once_on_postgres() {
     let db = PgTestDb::create().await;
-    the_campaign(&db.url).await;
+    the_campaign(&db.url, None).await;
 }

@@ -183,7 +183,9 @@ async fn run(
             })
             .unzip();
         let kept: Vec<Message> = messages.iter().map(|(m, _)| m.clone()).collect();
+        let began = std::time::Instant::now();
         let sent = txns.send(messages, pending.all()).await;
+        tracing::debug!(messages = kept.len(), took = ?began.elapsed(), pending = pending.len(), "a Kafka transaction");
         drop(held);
         match sent {
             Ok(marks) => {

@@ -46,6 +46,10 @@ use crate::store::{Message, OrderPos, SendOwner, SentMark};
 /// take before it is asked again.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long creating the progress topic may take before the start goes
+/// on without it (its first record says whether it is there).
+const CREATE_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// How long reading an owner's progress may take.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -312,6 +316,7 @@ impl Transactions {
             let reopen = !self.abort(&producer).await;
             return Err(aborted(cause, reopen, errors));
         }
+        let acked = Instant::now();
         // The progress record, last in the transaction.
         let progress = Progress {
             sent: unmarked.iter().chain(&marks).map(Sent::from).collect(),
@@ -335,8 +340,16 @@ impl Transactions {
             ));
         }
         super::fault::before_kafka_commit();
+        let progressed_at = Instant::now();
         match commit(&producer).await {
-            Ok(()) => Ok(marks),
+            Ok(()) => {
+                tracing::debug!(
+                    progress = ?progressed_at.duration_since(acked),
+                    commit = ?progressed_at.elapsed(),
+                    "a transaction's progress record and commit"
+                );
+                Ok(marks)
+            }
             Err(e) => {
                 // An abortable error is aborted; any other leaves the
                 // producer to be opened again (which aborts what is open).
@@ -408,12 +421,35 @@ async fn create_progress_topic(settings: &KafkaSettings, topic: &str) -> anyhow:
     let admin: AdminClient<DefaultClientContext> = config
         .create()
         .map_err(|e| anyhow::anyhow!("a Kafka admin client: {e}"))?;
+    // There already (or made by asking, where the cluster creates topics
+    // on first use): nothing to create. A cluster that does not take
+    // CreateTopics (librdkafka's mock) is not kept waiting for it.
+    let (asker, name) = (config.clone(), topic.to_owned());
+    let known = tokio::task::spawn_blocking(move || {
+        let client: BaseConsumer = asker.create().ok()?;
+        client
+            .fetch_metadata(Some(&name), CALL_TIMEOUT)
+            .ok()
+            .and_then(|m| {
+                m.topics()
+                    .iter()
+                    .find(|t| t.name() == name)
+                    .map(|t| t.error().is_none() && !t.partitions().is_empty())
+            })
+    })
+    .await?
+    .unwrap_or(false);
+    if known {
+        return Ok(());
+    }
     let new = NewTopic::new(topic, 1, TopicReplication::Fixed(-1))
         .set("cleanup.policy", "compact")
         .set("segment.ms", PROGRESS_SEGMENT_MS);
+    // A broker answers in milliseconds; one that does not know the request
+    // (librdkafka's mock) would hold the start for the whole timeout.
     let options = AdminOptions::new()
-        .operation_timeout(Some(CALL_TIMEOUT))
-        .request_timeout(Some(CALL_TIMEOUT));
+        .operation_timeout(Some(CREATE_TIMEOUT))
+        .request_timeout(Some(CREATE_TIMEOUT));
     let results = admin
         .create_topics([&new], &options)
         .await
