@@ -139,6 +139,7 @@ async fn run(
     let mut tick = tokio::time::interval(cfg.sweep_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut backlog = false;
+    let mut fenced_at: Option<std::time::Instant> = None;
     loop {
         if !backlog {
             tokio::select! {
@@ -152,9 +153,14 @@ async fn run(
             break;
         }
         backlog = false;
-        if let Err(e) = worker.fence_lapsed(&txns).await {
-            tracing::warn!(error = %e, "could not fence the owners of lapsed claims; trying next round");
-            continue;
+        // Lapsed claims are a sweep's business: looked for once per
+        // `--sweep-interval`, not on every commit's wake-up.
+        if fenced_at.is_none_or(|at| at.elapsed() >= cfg.sweep_interval) {
+            if let Err(e) = worker.fence_lapsed(&txns).await {
+                tracing::warn!(error = %e, "could not fence the owners of lapsed claims; trying next round");
+                continue;
+            }
+            fenced_at = Some(std::time::Instant::now());
         }
         if pending.len() >= PROGRESS_MOST {
             // The database is behind with the marks: each progress record
