@@ -28,14 +28,15 @@ fn guard(requeue: Requeue) -> &'static str {
 
 /// What `requeue` sets on a row (`now` is the dialect's clock): back in its
 /// queue, due at once, attempts back to 0, version bumped (a stale claim
-/// matches nothing), and that wait's overdue alert due again, counted from
-/// now.
+/// matches nothing), nobody's claim (an exactly-once owner's name left on
+/// it would look like a lapsed claim), and that wait's overdue alert due
+/// again, counted from now.
 pub(in crate::store) fn requeue_set(requeue: Requeue, now: &str) -> String {
     match requeue {
         Requeue::Redeliver => format!(
             "send_status = 'PENDING', send_attempts = 0, next_send_at = {now}, \
-             version = version + 1, updated_at = {now}, send_overdue_alerted = FALSE, \
-             requeued_at = {now}"
+             claimed_by = NULL, version = version + 1, updated_at = {now}, \
+             send_overdue_alerted = FALSE, requeued_at = {now}"
         ),
         Requeue::Reverify => format!(
             "status = 'PREPARED', send_status = NULL, verify_attempts = 0, \

@@ -23,7 +23,7 @@ pub(in crate::store) fn send_now_update(now: &str) -> String {
     format!(
         "UPDATE messages SET \
          next_send_at = CASE WHEN next_send_at IS NULL THEN NULL ELSE {now} END, \
-         deliver_at = {now}, \
+         deliver_at = {now}, claimed_by = NULL, \
          version = version + 1, updated_at = {now} \
          WHERE id = ? AND version = ? AND status = 'COMMITTED' AND send_status = 'PENDING' \
          AND deliver_at > {now}"
@@ -44,7 +44,7 @@ where
         return Ok(0);
     }
     let mut q = QueryBuilder::<D>::new(format!(
-        "UPDATE messages SET next_send_at = {} \
+        "UPDATE messages SET next_send_at = {}, claimed_by = NULL \
          WHERE status = 'COMMITTED' AND send_status = 'PENDING' AND id IN (",
         D::NOW
     ));
@@ -194,13 +194,22 @@ where
     i64: Bind<D>,
     String: Bind<D>,
 {
-    let (attempts, due, state) = match retry {
+    // A send's retry is nobody's claim: an exactly-once owner's name left
+    // on a row due again would look like a lapsed claim, and have its
+    // owner fenced for nothing.
+    let (attempts, due, state, owner) = match retry {
         Retry::Send { .. } => (
             "send_attempts",
             "next_send_at",
             "status = 'COMMITTED' AND send_status = 'PENDING'",
+            ", claimed_by = NULL",
         ),
-        Retry::Verify => ("verify_attempts", "next_verify_at", "status = 'PREPARED'"),
+        Retry::Verify => (
+            "verify_attempts",
+            "next_verify_at",
+            "status = 'PREPARED'",
+            "",
+        ),
     };
     let counted: i64 = match retry {
         Retry::Send { counted } => i64::from(counted),
@@ -208,7 +217,7 @@ where
     };
     let done = sqlx::query(stmt::<D>(format!(
         "UPDATE messages SET {attempts} = {attempts} + ?, last_error = ?, \
-         {due} = {now}{plus}, version = version + 1, updated_at = {now} \
+         {due} = {now}{plus}{owner}, version = version + 1, updated_at = {now} \
          WHERE id = ? AND version = ? AND {state}",
         now = D::NOW,
         plus = D::PLUS_SPAN,
