@@ -16,6 +16,26 @@ use super::fanout::merge;
 use super::ShardedStore;
 
 impl ShardedStore {
+    /// The answers of the shards that gave one (each other one noted as
+    /// left out), or the first error when none did.
+    fn answered<T>(&self, what: &str, results: Vec<StoreResult<T>>) -> StoreResult<Vec<T>> {
+        let mut answers = Vec::new();
+        let mut first_error = None;
+        for (i, r) in results.into_iter().enumerate() {
+            match r {
+                Ok(t) => answers.push(t),
+                Err(e) => {
+                    self.left_out(i, what, &e);
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match (answers.is_empty(), first_error) {
+            (true, Some(e)) => Err(e),
+            _ => Ok(answers),
+        }
+    }
+
     /// A send claim (`claim(shard, limit, room)`) spread over the shards.
     async fn claim_sends<'a, F, Fut>(
         &'a self,
@@ -97,9 +117,11 @@ impl SendStore for ShardedStore {
         .await
     }
 
+    /// The shards that answer: a shard that is down holds its lapsed
+    /// claims until it is back, and the others' are not kept waiting.
     async fn lapsed_owners(&self, me: &SendOwner) -> StoreResult<Vec<SendOwner>> {
         let mut owners = Vec::new();
-        for names in Self::all(self.each(|_, s| s.lapsed_owners(me)).await)? {
+        for names in self.answered("lapsed owners", self.each(|_, s| s.lapsed_owners(me)).await)? {
             owners.extend(names);
         }
         owners.sort();
@@ -107,8 +129,10 @@ impl SendStore for ShardedStore {
         Ok(owners)
     }
 
+    /// On the shards that answer; a shard that is down gives its claims
+    /// back at a later round, when the owner is found lapsed there again.
     async fn release_owner(&self, owner: &SendOwner) -> StoreResult<u64> {
-        let released = Self::all(self.each(|_, s| s.release_owner(owner)).await)?;
+        let released = self.answered("releasing an owner", self.each(|_, s| s.release_owner(owner)).await)?;
         Ok(released.into_iter().sum())
     }
 

@@ -4,7 +4,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use trustmsg::store::{Actor, DynStore, Message, PayloadRoom, Reschedule, SentMark, Store};
+use trustmsg::store::{
+    Actor, DynStore, Message, PayloadRoom, Reschedule, SendOwner, SentMark, Store,
+};
 use trustmsg_verify_api::{MessageStatus, SendStatus};
 
 use crate::store::harness::*;
@@ -532,4 +534,62 @@ pub(crate) async fn a_batch_of_sent_marks_gives_each_row_its_own_partition_and_o
         assert_eq!(now.send_attempts, m.send_attempts + 1);
     }
     assert_eq!(s.mark_sent(&marks).await.unwrap(), 0, "marked once");
+}
+
+/// The exactly-once mode's claims (issue 63): a claim names its owner; no
+/// other owner takes the row while the claim holds, nor once it has run
+/// out, but sees the owner among the lapsed ones; a retry is nobody's;
+/// once the owner's claims are given back, anyone takes them.
+pub(crate) async fn an_owned_claim_is_taken_by_no_other_owner_until_its_owner_is_released(
+    s: &DynStore,
+) {
+    let s = s.as_ref();
+    let (a, b) = (SendOwner::new("a-1").unwrap(), SendOwner::new("b.2").unwrap());
+    for key in ["one", "two"] {
+        prepare(s, key, Due::Later).await;
+        // No send lease: due at once, as an exactly-once instance commits.
+        decided(decide_key(s, key, true, producer(), Duration::ZERO).await);
+    }
+    let short = Duration::from_millis(300);
+    let claimed = s.claim_owned_sends(&a, 10, ROOM, short).await.unwrap().messages;
+    assert_eq!(claimed.len(), 2, "a takes both");
+    assert!(
+        s.claim_owned_sends(&b, 10, ROOM, short).await.unwrap().messages.is_empty(),
+        "b takes nothing a holds"
+    );
+    assert_eq!(s.lapsed_owners(&b).await.unwrap(), Vec::<SendOwner>::new());
+
+    tokio::time::sleep(short + Duration::from_millis(300)).await;
+    assert!(
+        s.claim_owned_sends(&b, 10, ROOM, short).await.unwrap().messages.is_empty(),
+        "b takes nothing of a's, lapsed or not, before a's claims are given back"
+    );
+    assert_eq!(s.lapsed_owners(&b).await.unwrap(), [a.clone()]);
+    assert_eq!(s.lapsed_owners(&a).await.unwrap(), Vec::<SendOwner>::new());
+    // The plain claim of the default mode passes over nothing: it is not
+    // used beside this one.
+
+    // A retry of one is nobody's claim.
+    let (one, two) = (&claimed[0], &claimed[1]);
+    let retry = Reschedule {
+        id: one.id,
+        version: one.version,
+        error: "aborted with its transaction".into(),
+        delay: Duration::ZERO,
+    };
+    assert!(s.postpone_send(&retry).await.unwrap());
+    assert_eq!(s.release_owner(&a).await.unwrap(), 1, "only two is still a's");
+    assert_eq!(s.lapsed_owners(&b).await.unwrap(), Vec::<SendOwner>::new());
+    let taken = s
+        .claim_owned_sends(&b, 10, ROOM, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .messages;
+    assert_eq!(
+        taken.iter().map(|m| m.id).collect::<BTreeSet<_>>(),
+        BTreeSet::from([one.id, two.id]),
+        "b takes both once they are nobody's"
+    );
+    let again = taken.iter().find(|m| m.id == two.id).unwrap();
+    assert!(again.version > two.version, "a's claim of two is stale");
 }
