@@ -554,14 +554,20 @@ fn write_credentials(
     if let Some(topic) = kafka.submit_topic {
         text.push_str(&format!("export TRUSTMSG_SUBMIT_TOPIC='{topic}'\n"));
     }
+    // Written beside it and renamed into place: whoever waits for the file
+    // (a script, the contract kit) reads it whole or not at all, never the
+    // empty file an open made before the write (the Go SDK's kit run once
+    // read one and found no TRUSTMSG_URL).
+    let fresh = path.with_extension("tmp");
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     use std::io::Write;
     options
-        .open(path)
+        .open(&fresh)
         .and_then(|mut f| f.write_all(text.as_bytes()))
+        .and_then(|()| std::fs::rename(&fresh, path))
         .with_context(|| format!("writing {}", path.display()))
 }
 

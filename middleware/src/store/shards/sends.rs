@@ -132,7 +132,10 @@ impl SendStore for ShardedStore {
     /// On the shards that answer; a shard that is down gives its claims
     /// back at a later round, when the owner is found lapsed there again.
     async fn release_owner(&self, owner: &SendOwner) -> StoreResult<u64> {
-        let released = self.answered("releasing an owner", self.each(|_, s| s.release_owner(owner)).await)?;
+        let released = self.answered(
+            "releasing an owner",
+            self.each(|_, s| s.release_owner(owner)).await,
+        )?;
         Ok(released.into_iter().sum())
     }
 

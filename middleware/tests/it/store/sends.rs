@@ -544,27 +544,42 @@ pub(crate) async fn an_owned_claim_is_taken_by_no_other_owner_until_its_owner_is
     s: &DynStore,
 ) {
     let s = s.as_ref();
-    let (a, b) = (SendOwner::new("a-1").unwrap(), SendOwner::new("b.2").unwrap());
+    let (a, b) = (
+        SendOwner::new("a-1").unwrap(),
+        SendOwner::new("b.2").unwrap(),
+    );
     for key in ["one", "two"] {
         prepare(s, key, Due::Later).await;
         // No send lease: due at once, as an exactly-once instance commits.
         decided(decide_key(s, key, true, producer(), Duration::ZERO).await);
     }
     let short = Duration::from_millis(300);
-    let claimed = s.claim_owned_sends(&a, 10, ROOM, short).await.unwrap().messages;
+    let claimed = s
+        .claim_owned_sends(&a, 10, ROOM, short)
+        .await
+        .unwrap()
+        .messages;
     assert_eq!(claimed.len(), 2, "a takes both");
     assert!(
-        s.claim_owned_sends(&b, 10, ROOM, short).await.unwrap().messages.is_empty(),
+        s.claim_owned_sends(&b, 10, ROOM, short)
+            .await
+            .unwrap()
+            .messages
+            .is_empty(),
         "b takes nothing a holds"
     );
     assert_eq!(s.lapsed_owners(&b).await.unwrap(), Vec::<SendOwner>::new());
 
     tokio::time::sleep(short + Duration::from_millis(300)).await;
     assert!(
-        s.claim_owned_sends(&b, 10, ROOM, short).await.unwrap().messages.is_empty(),
+        s.claim_owned_sends(&b, 10, ROOM, short)
+            .await
+            .unwrap()
+            .messages
+            .is_empty(),
         "b takes nothing of a's, lapsed or not, before a's claims are given back"
     );
-    assert_eq!(s.lapsed_owners(&b).await.unwrap(), [a.clone()]);
+    assert_eq!(s.lapsed_owners(&b).await.unwrap(), vec![a.clone()]);
     assert_eq!(s.lapsed_owners(&a).await.unwrap(), Vec::<SendOwner>::new());
     // The plain claim of the default mode passes over nothing: it is not
     // used beside this one.
@@ -578,7 +593,11 @@ pub(crate) async fn an_owned_claim_is_taken_by_no_other_owner_until_its_owner_is
         delay: Duration::ZERO,
     };
     assert!(s.postpone_send(&retry).await.unwrap());
-    assert_eq!(s.release_owner(&a).await.unwrap(), 1, "only two is still a's");
+    assert_eq!(
+        s.release_owner(&a).await.unwrap(),
+        1,
+        "only two is still a's"
+    );
     assert_eq!(s.lapsed_owners(&b).await.unwrap(), Vec::<SendOwner>::new());
     let taken = s
         .claim_owned_sends(&b, 10, ROOM, Duration::from_secs(60))
