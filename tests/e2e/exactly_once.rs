@@ -385,6 +385,9 @@ struct Told {
     acknowledged: std::sync::Mutex<Vec<String>>,
     /// Keys prepared (committed or not).
     prepared: std::sync::atomic::AtomicUsize,
+    /// Every key a prepare was sent for, answered or not: the store may
+    /// hold any of them.
+    tried: std::sync::Mutex<Vec<String>>,
 }
 
 /// Producers running prepare + commit on `urls` (one instance after the
@@ -416,6 +419,7 @@ fn run_orders(
             while !stop.load(Ordering::Relaxed) {
                 let key = format!("w{w}-{i}");
                 i += 1;
+                told.tried.lock().unwrap().push(key.clone());
                 let message =
                     Message::new(&key, &topic, format!(r#"{{"order":"{key}"}}"#)).key(&key);
                 // Each call tried on one instance after the other for up to
@@ -554,23 +558,7 @@ async fn the_campaign(database_url: &str, cut: Option<(&DbProxy, &str)>) {
     let store = trustmsg::store::connect(&url).await.unwrap();
     let acknowledged = told.acknowledged.lock().unwrap().clone();
     let prepared = told.prepared.load(Ordering::Relaxed);
-    let keys: Vec<String> = {
-        // Every key a worker may have prepared: w<worker>-<n>.
-        let mut keys = Vec::new();
-        for w in 0..8 {
-            let mut n = 0;
-            while store
-                .find_message("shop", &format!("w{w}-{n}"))
-                .await
-                .unwrap()
-                .is_some()
-            {
-                keys.push(format!("w{w}-{n}"));
-                n += 1;
-            }
-        }
-        keys
-    };
+    let keys = told.tried.lock().unwrap().clone();
     let log = dir.path().join("instance-0.log");
     let within = (Instant::now(), Duration::from_secs(60));
     let (committed_now, _) = all_sent(&store, &keys, 0, within, &log).await;

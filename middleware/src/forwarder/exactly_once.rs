@@ -35,11 +35,12 @@ use super::budget::Held;
 use super::fault;
 use super::kafka::{KafkaSettings, SendError};
 use super::marks::{Marker, PendingMarks};
+use super::release::Releaser;
 use super::transactions::{Aborted, Transactions};
 use super::Forwarder;
 use crate::backoff::Backoff;
 use crate::handoff::CommitListener;
-use crate::store::{deadline, Message, PayloadRoom, SendOwner, SentMark, StoreResult};
+use crate::store::{deadline, Message, SendOwner, SentMark, StoreResult};
 
 /// How this instance forwards exactly once.
 #[derive(Debug, Clone)]
@@ -136,6 +137,7 @@ async fn run(
         cfg.statement_timeout,
     );
     let marker = tokio::spawn(marker.run(mark_rx, promoted.clone()));
+    let releaser = Releaser::start(forwarder.inner.store.clone());
     let mut tick = tokio::time::interval(cfg.sweep_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut backlog = false;
@@ -167,7 +169,7 @@ async fn run(
             // would carry them all.
             continue;
         }
-        let batch = match worker.claim(&pending).await {
+        let batch = match worker.claim(&pending, &releaser).await {
             Ok((batch, full)) => {
                 backlog = full;
                 batch
@@ -291,41 +293,30 @@ impl Worker {
     }
 
     /// Claims due rows under this owner's name, as many as fit the payload
-    /// budget: each with its share of the budget held. Whether the claim
-    /// was full (more may be due).
-    async fn claim(&self, pending: &PendingMarks) -> StoreResult<(Vec<(Message, Held)>, bool)> {
-        let inner = &self.forwarder.inner;
-        let (cfg, budget) = (&inner.cfg, &inner.budget);
-        let room = PayloadRoom {
-            bytes: budget.free() as u64,
-            unknown: cfg.max_payload_bytes.clamp(1, budget.limit()) as u64,
-        };
-        if room.bytes == 0 {
-            budget.count_full("sweep");
+    /// budget: each with its share of the budget held
+    /// ([`Forwarder::admit`]). Whether the claim was full (more may be due).
+    async fn claim(
+        &self,
+        pending: &PendingMarks,
+        releaser: &Releaser,
+    ) -> StoreResult<(Vec<(Message, Held)>, bool)> {
+        let Some(room) = self.forwarder.claim_room() else {
             return Ok((Vec::new(), false));
-        }
+        };
+        let cfg = &self.forwarder.inner.cfg;
         let limit = cfg.sweep_batch;
-        let claim = inner
-            .store
-            .claim_owned_sends(&self.me, limit, room, cfg.send_lease);
+        let claim =
+            self.forwarder
+                .inner
+                .store
+                .claim_owned_sends(&self.me, limit, room, cfg.send_lease);
         let claimed = deadline::within(cfg.statement_timeout, "claim due sends", claim).await?;
         let full = claimed.taken() == limit as usize && !claimed.out_of_room;
-        let mut batch = Vec::with_capacity(claimed.messages.len());
-        for m in claimed.messages {
-            // Sent and committed; only its mark waits (and now names this
-            // claim).
-            if pending.retarget(m.id, m.version) {
-                continue;
-            }
-            match budget.try_hold(m.payload.len()) {
-                Some(held) => batch.push((m, held)),
-                None => {
-                    // Due again at once, for a round with room.
-                    budget.count_full("sweep");
-                    let _ = inner.store.release_sends(&[(m.id, m.version)]).await;
-                }
-            }
-        }
+        let batch = claimed
+            .messages
+            .into_iter()
+            .filter_map(|m| self.forwarder.admit(m, pending, releaser))
+            .collect();
         Ok((batch, full))
     }
 

@@ -180,6 +180,19 @@ impl KafkaSettings {
             .collect()
     }
 
+    /// The cluster and `--kafka-config` alone, for the clients beside the
+    /// producer (the exactly-once mode's progress reader and topic
+    /// creator), as the Kafka way in's consumer takes them: TLS and SASL
+    /// reach them, a producer's setting is ignored with a warning.
+    pub(super) fn connection(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        for (k, v) in &self.extra {
+            c.set(k, v);
+        }
+        c.set("bootstrap.servers", &self.brokers);
+        c
+    }
+
     pub(super) fn client_config(&self) -> ClientConfig {
         let mut c = ClientConfig::new();
         // librdkafka waits 5 ms for company before sending a batch. 0 sends

@@ -361,17 +361,9 @@ impl Forwarder {
         if slots == 0 {
             return false;
         }
-        // The room is not held during the claim: commits keep taking the
-        // fast path meanwhile, and a claimed row that then finds its room
-        // gone is given back below.
-        let room = PayloadRoom {
-            bytes: budget.free() as u64,
-            unknown: cfg.max_payload_bytes.clamp(1, budget.limit()) as u64,
-        };
-        if room.bytes == 0 {
-            budget.count_full("sweep");
+        let Some(room) = self.claim_room() else {
             return false;
-        }
+        };
         let claim = self
             .inner
             .store
@@ -398,22 +390,7 @@ impl Forwarder {
             );
         }
         for m in claimed.messages {
-            // Its record is in Kafka, its mark not written yet (the
-            // database was slow) and its lease ran out: the mark now names
-            // this claim, and the record is not sent again.
-            if pending.retarget(m.id, m.version) {
-                metrics::counter!("trustmsg_forwarder_resends_spared_total").increment(1);
-                tracing::debug!(
-                    message_id = m.id,
-                    "claimed again while its SENT mark waits; not sent again"
-                );
-                continue;
-            }
-            let Some(held) = budget.try_hold(m.payload.len()) else {
-                // Commits took the room after the claim looked: due at once
-                // again, for the next sweep with room.
-                budget.count_full("sweep");
-                releaser.release(&m);
+            let Some((m, held)) = self.admit(m, pending, releaser) else {
                 continue;
             };
             let permit = permits
@@ -427,6 +404,55 @@ impl Forwarder {
             });
         }
         full
+    }
+}
+
+impl Forwarder {
+    /// The payload room a claim may fill now, or None (counted) when the
+    /// budget has none. The room is not held during the claim: commits
+    /// keep taking the fast path meanwhile, and a claimed row that then
+    /// finds its room gone is given back ([`Forwarder::admit`]).
+    fn claim_room(&self) -> Option<PayloadRoom> {
+        let (cfg, budget) = (&self.inner.cfg, &self.inner.budget);
+        let room = PayloadRoom {
+            bytes: budget.free() as u64,
+            unknown: cfg.max_payload_bytes.clamp(1, budget.limit()) as u64,
+        };
+        if room.bytes == 0 {
+            budget.count_full("sweep");
+            return None;
+        }
+        Some(room)
+    }
+
+    /// A claimed row to send, with its payload's share of the budget held;
+    /// None when it is not to be sent now.
+    fn admit(
+        &self,
+        m: Message,
+        pending: &PendingMarks,
+        releaser: &Releaser,
+    ) -> Option<(Message, Held)> {
+        // Its record is in Kafka, its mark not written yet (the database
+        // was slow) and its lease ran out: the mark now names this claim,
+        // and the record is not sent again.
+        if pending.retarget(m.id, m.version) {
+            metrics::counter!("trustmsg_forwarder_resends_spared_total").increment(1);
+            tracing::debug!(
+                message_id = m.id,
+                "claimed again while its SENT mark waits; not sent again"
+            );
+            return None;
+        }
+        let budget = &self.inner.budget;
+        let Some(held) = budget.try_hold(m.payload.len()) else {
+            // Commits took the room after the claim looked: due at once
+            // again, for the next sweep with room.
+            budget.count_full("sweep");
+            releaser.release(&m);
+            return None;
+        };
+        Some((m, held))
     }
 }
 

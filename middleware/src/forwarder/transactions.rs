@@ -219,15 +219,7 @@ impl Transactions {
     }
 
     fn reader_config(&self) -> ClientConfig {
-        let mut c = ClientConfig::new();
-        c.set("bootstrap.servers", &self.settings.brokers);
-        // The connection's own settings (TLS, SASL) serve the reader too;
-        // the producer's are no concern of a consumer.
-        for (k, v) in &self.settings.extra {
-            if k.starts_with("security.") || k.starts_with("ssl.") || k.starts_with("sasl.") {
-                c.set(k, v);
-            }
-        }
+        let mut c = self.settings.connection();
         c.set("group.id", format!("trustmsg-progress-{}", self.owner))
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed")
@@ -411,13 +403,7 @@ async fn commit(producer: &Arc<KafkaProducer>) -> Result<(), CommitError> {
 
 /// Creates the progress topic, compacted, unless it exists.
 async fn create_progress_topic(settings: &KafkaSettings, topic: &str) -> anyhow::Result<()> {
-    let mut config = ClientConfig::new();
-    config.set("bootstrap.servers", &settings.brokers);
-    for (k, v) in &settings.extra {
-        if k.starts_with("security.") || k.starts_with("ssl.") || k.starts_with("sasl.") {
-            config.set(k, v);
-        }
-    }
+    let config = settings.connection();
     let admin: AdminClient<DefaultClientContext> = config
         .create()
         .map_err(|e| anyhow::anyhow!("a Kafka admin client: {e}"))?;
