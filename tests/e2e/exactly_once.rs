@@ -585,6 +585,13 @@ async fn the_campaign(database_url: &str, cut: Option<(&DbProxy, &str)>) {
         wrong.len(),
         twice.len()
     );
+    if !(lost.is_empty() && wrong.is_empty() && twice.is_empty()) {
+        // The instances' logs, to be read after the failure.
+        eprintln!(
+            "campaign: the instances' logs are kept in {}",
+            dir.keep().display()
+        );
+    }
     assert!(lost.is_empty(), "lost: {lost:?}");
     assert!(wrong.is_empty(), "in Kafka, not committed: {wrong:?}");
     assert!(twice.is_empty(), "sent twice: {twice:?}");

@@ -23,7 +23,7 @@
 //!   taken for sent.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -121,11 +121,15 @@ pub(crate) struct Aborted {
 }
 
 /// The transactional producer of one owner, and its progress topic.
+/// Shared by the worker's claimer (which fences other owners and reads
+/// their progress) and its sender (which runs the transactions and opens
+/// the producer again when it must).
 pub(crate) struct Transactions {
     settings: KafkaSettings,
     owner: SendOwner,
     progress_topic: String,
-    producer: Arc<KafkaProducer>,
+    /// The producer now: replaced whole when it is opened again.
+    producer: Mutex<Arc<KafkaProducer>>,
 }
 
 impl std::fmt::Debug for Transactions {
@@ -177,7 +181,7 @@ impl Transactions {
         if let Err(e) = create_progress_topic(&settings, &progress_topic).await {
             tracing::warn!(error = %e, topic = %progress_topic, "could not create the progress topic; going on in case it exists or is created on first use");
         }
-        let producer = Arc::new(open_producer(&settings, &owner).await?);
+        let producer = Mutex::new(Arc::new(open_producer(&settings, &owner).await?));
         Ok(Self {
             settings,
             owner,
@@ -188,12 +192,16 @@ impl Transactions {
 
     /// Opens this owner's producer again (after it was fenced or failed
     /// for good).
-    pub(crate) async fn reopen(&mut self) -> anyhow::Result<()> {
+    pub(crate) async fn reopen(&self) -> anyhow::Result<()> {
         let fresh = Arc::new(open_producer(&self.settings, &self.owner).await?);
-        let old = std::mem::replace(&mut self.producer, fresh);
+        let old = std::mem::replace(&mut *self.current_lock(), fresh);
         // Destroying a librdkafka handle waits for its threads.
         tokio::task::spawn_blocking(move || drop(old));
         Ok(())
+    }
+
+    fn current_lock(&self) -> std::sync::MutexGuard<'_, Arc<KafkaProducer>> {
+        self.producer.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Fences `other`: a producer opened under its name and dropped. From
@@ -237,7 +245,7 @@ impl Transactions {
         batch: Vec<(Message, Vec<u8>)>,
         unmarked: Vec<SentMark>,
     ) -> Result<Vec<SentMark>, Aborted> {
-        let producer = self.producer.clone();
+        let producer = self.current_lock().clone();
         let n = batch.len();
         let aborted = |cause: String, reopen: bool, errors: Vec<Option<SendError>>| Aborted {
             errors,
