@@ -184,8 +184,9 @@ impl Application {
                         Arc::new(handle)
                     }
                     Some(eos) => {
+                        let starting = liveness.starting("forwarder (exactly once: fencing its predecessor and taking back its claims)");
                         let (wake, task) =
-                            exactly_once::spawn(forwarder, kafka, *eos, shutdown.clone());
+                            exactly_once::spawn(forwarder, kafka, *eos, starting, shutdown.clone());
                         workers.push(liveness.watch("forwarder", task, shutdown.clone()));
                         Arc::new(wake)
                     }

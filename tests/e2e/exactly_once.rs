@@ -27,6 +27,10 @@
 //!   past its lease; read back `read_committed`: 0 lost, 0 wrong, 0
 //!   duplicates.
 //!
+//! - Readiness: an instance started while its broker is down answers
+//!   `/readyz` 503 (the forwarder still starting) until it could fence its
+//!   predecessor and take back its claims, then 200.
+//!
 //! Run alone: `cargo test -p trustmsg-tests --test e2e exactly_once`.
 
 use std::collections::BTreeMap;
@@ -617,4 +621,60 @@ async fn under_kills_zombies_and_a_broker_restart_each_message_is_seen_once_on_m
 async fn under_kills_zombies_and_a_broker_restart_each_message_is_seen_once_on_postgres() {
     let db = PgTestDb::create().await;
     the_campaign(&db.url, None).await;
+}
+
+/// `/readyz`'s status and body, or None while nothing answers.
+async fn readyz(service: &ServiceProcess) -> Option<(u16, String)> {
+    let answer = service
+        .http_client()
+        .get(format!("{}/readyz", service.url()))
+        .send()
+        .await
+        .ok()?;
+    let status = answer.status().as_u16();
+    Some((status, answer.text().await.unwrap_or_default()))
+}
+
+#[tokio::test]
+async fn an_instance_is_ready_only_once_it_has_fenced_its_predecessor_and_taken_back_its_claims() {
+    let db = TestDb::create().await;
+    let kafka = RealKafka::start();
+    let topic = unique("e2e-eos-ready");
+    kafka.stop();
+    let flags = eos_flags(&topic, &format!("{topic}-progress"), false);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut service = ServiceProcess::start_unready(&db.url, kafka.bootstrap(), &flags);
+
+    // The broker is down: the API answers, and is not ready, for as long
+    // as that lasts.
+    let answered = Instant::now() + Duration::from_secs(30);
+    while readyz(&service).await.is_none() {
+        assert!(Instant::now() < answered, "the service never answered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let down = Instant::now();
+    while down.elapsed() < Duration::from_secs(3) {
+        let (status, body) = readyz(&service).await.expect("it answers");
+        assert_eq!(status, 503, "ready with its broker down: {body}");
+        assert!(
+            body.contains("starting: forwarder (exactly once"),
+            "the body names what it waits for: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    kafka.restart();
+    let back = Instant::now();
+    loop {
+        match readyz(&service).await {
+            Some((200, _)) => break,
+            other => assert!(
+                back.elapsed() < Duration::from_secs(60),
+                "not ready 60 s after the broker came back: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("ready {:?} after the broker came back", back.elapsed());
+    service.kill_9();
 }

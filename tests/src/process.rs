@@ -162,6 +162,28 @@ impl ServiceProcess {
     }
 
     async fn spawn(&mut self) {
+        self.spawn_unready();
+        wait_ready_with(&self.http_client(), &self.url()).await;
+    }
+
+    /// Starts `trustmsg serve` over the database at `database_url`,
+    /// forwarding to `brokers`, with `extra` flags, and returns at once:
+    /// for the tests of what it answers before it is ready.
+    pub fn start_unready(database_url: &str, brokers: &str, extra: &[&str]) -> Self {
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let mut s = Self {
+            addr,
+            args: serve_args(database_url, addr, brokers, extra),
+            child: None,
+            log: None,
+            tls_ca: None,
+            env: Vec::new(),
+        };
+        s.spawn_unready();
+        s
+    }
+
+    fn spawn_unready(&mut self) {
         let log = std::env::var("TRUSTMSG_E2E_LOG").unwrap_or_else(|_| "warn".into());
         let (stdout, stderr) = match &self.log {
             Some(path) => {
@@ -185,7 +207,6 @@ impl ServiceProcess {
             .spawn()
             .expect("spawn trustmsg");
         self.child = Some(child);
-        wait_ready_with(&self.http_client(), &self.url()).await;
     }
 
     /// `http://<addr>` (`https://localhost:<port>` with HTTPS), what an SDK

@@ -34,6 +34,16 @@ async fn readyz(State(state): State<AppState>) -> Response {
                 .into_response(),
         );
     }
+    let starting = state.liveness.still_starting();
+    if !starting.is_empty() {
+        return with_retry_after(
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("not ready: starting: {}", starting.join(", ")),
+            )
+                .into_response(),
+        );
+    }
     match state.store.ping().await {
         // Ready while any shard answers (a load balancer must not take
         // every instance out for one shard); the body names the others.

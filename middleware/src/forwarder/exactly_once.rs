@@ -48,6 +48,7 @@ use super::Forwarder;
 use crate::backoff::Backoff;
 use crate::handoff::CommitListener;
 use crate::store::{deadline, Message, SendOwner, SentMark, StoreResult};
+use crate::workers::liveness::Starting;
 
 /// How this instance forwards exactly once.
 #[derive(Debug, Clone)]
@@ -81,15 +82,17 @@ impl CommitListener for Wake {
 }
 
 /// Starts the exactly-once worker over `forwarder`'s store and settings;
-/// the listener wakes it on every commit.
+/// the listener wakes it on every commit. `starting` keeps `/readyz`
+/// failing until its predecessor is fenced and its claims taken back.
 pub(crate) fn spawn(
     forwarder: Forwarder,
     kafka: KafkaSettings,
     eos: ExactlyOnceConfig,
+    starting: Starting,
     cancel: CancellationToken,
 ) -> (Wake, JoinHandle<()>) {
     let wake = Wake::default();
-    let task = tokio::spawn(run(forwarder, kafka, eos, wake.0.clone(), cancel));
+    let task = tokio::spawn(run(forwarder, kafka, eos, wake.0.clone(), starting, cancel));
     (wake, task)
 }
 
@@ -98,6 +101,7 @@ async fn run(
     kafka: KafkaSettings,
     eos: ExactlyOnceConfig,
     wake: Arc<Notify>,
+    starting: Starting,
     cancel: CancellationToken,
 ) {
     let me = eos.owner.clone();
@@ -136,6 +140,7 @@ async fn run(
         }
     }
     tracing::info!(owner = %me, "exactly-once forwarder ready: its predecessor is fenced and its claims taken back");
+    starting.ready();
 
     let cfg = forwarder.inner.cfg.clone();
     let (mark_tx, mark_rx) = mpsc::channel::<SentMark>(4096);
@@ -496,8 +501,17 @@ impl Worker {
                 .inner
                 .store
                 .claim_owned_sends(&self.me, limit, room, cfg.send_lease);
+        let began = std::time::Instant::now();
         let claimed = deadline::within(cfg.statement_timeout, "claim due sends", claim).await?;
         let full = claimed.taken() == limit as usize && !claimed.out_of_room;
+        tracing::debug!(
+            taken = claimed.taken(),
+            out_of_room = claimed.out_of_room,
+            took = ?began.elapsed(),
+            oldest_ms = claimed.messages.iter().filter_map(|m| m.decided_at).min().map(|d| (chrono::Utc::now() - d).num_milliseconds()),
+            newest_ms = claimed.messages.iter().filter_map(|m| m.decided_at).max().map(|d| (chrono::Utc::now() - d).num_milliseconds()),
+            "an exactly-once claim"
+        );
         batch.messages = claimed
             .messages
             .into_iter()

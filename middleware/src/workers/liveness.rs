@@ -4,6 +4,10 @@
 //! the service shuts down, by a panic or a bug, leaves an instance that
 //! answers the API but never sends or checks back: it must stop being
 //! "ready" so that the orchestrator replaces it and the operator is told.
+//!
+//! A worker may also say it is still starting ([`Liveness::starting`]):
+//! the exactly-once forwarder is not ready until its predecessor is fenced
+//! and its claims are taken back, so that a rolling restart waits for it.
 
 use std::sync::{Arc, Mutex};
 
@@ -14,6 +18,28 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Liveness {
     dead: Arc<Mutex<Vec<&'static str>>>,
+    starting: Arc<Mutex<Vec<&'static str>>>,
+}
+
+/// A worker that is starting, until [`Starting::ready`] (or its drop).
+#[derive(Debug)]
+pub(crate) struct Starting {
+    starting: Arc<Mutex<Vec<&'static str>>>,
+    name: &'static str,
+}
+
+impl Starting {
+    /// The worker has started: no longer keeps `/readyz` failing.
+    pub(crate) fn ready(self) {}
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        let mut starting = self.starting.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = starting.iter().position(|n| *n == self.name) {
+            starting.remove(at);
+        }
+    }
 }
 
 impl Liveness {
@@ -37,6 +63,27 @@ impl Liveness {
                 dead.lock().unwrap_or_else(|p| p.into_inner()).push(name);
             }
         })
+    }
+
+    /// `name` is starting: `/readyz` fails until the returned handle says it
+    /// is ready (or is dropped: a worker that ends is the watch's business).
+    pub(crate) fn starting(&self, name: &'static str) -> Starting {
+        self.starting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(name);
+        Starting {
+            starting: self.starting.clone(),
+            name,
+        }
+    }
+
+    /// The workers still starting.
+    pub(crate) fn still_starting(&self) -> Vec<&'static str> {
+        self.starting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The workers that stopped, in the order they did.
@@ -71,5 +118,17 @@ mod tests {
         shutdown.cancel();
         orderly.await.unwrap();
         assert_eq!(live.dead(), ["forwarder"], "stopped by shutdown: not dead");
+    }
+
+    #[test]
+    fn a_starting_worker_is_named_until_it_says_it_is_ready() {
+        let live = Liveness::default();
+        let forwarder = live.starting("forwarder");
+        let other = live.starting("verifier");
+        assert_eq!(live.still_starting(), ["forwarder", "verifier"]);
+        forwarder.ready();
+        assert_eq!(live.still_starting(), ["verifier"]);
+        drop(other);
+        assert!(live.still_starting().is_empty());
     }
 }
