@@ -27,6 +27,9 @@
 //!   past its lease; read back `read_committed`: 0 lost, 0 wrong, 0
 //!   duplicates.
 //!
+//! - Ordered keys and delivery times: an ordered producer's keys reach
+//!   Kafka in commit order, each message once; a message delayed by an
+//!   hour is not sent before an operator's send-now, then once.
 //! - Readiness: an instance started while its broker is down answers
 //!   `/readyz` 503 (the forwarder still starting) until it could fence its
 //!   predecessor and take back its claims, then 200.
@@ -677,4 +680,136 @@ async fn an_instance_is_ready_only_once_it_has_fenced_its_predecessor_and_taken_
     }
     eprintln!("ready {:?} after the broker came back", back.elapsed());
     service.kill_9();
+}
+
+/// The message id a record carries.
+fn id_of(r: &trustmsg_tests::submit::RawRecord) -> u64 {
+    r.headers
+        .iter()
+        .find(|(k, _)| k == kafka_headers::MESSAGE_ID)
+        .and_then(|(_, v)| v.as_deref())
+        .map(|v| String::from_utf8_lossy(v).parse::<u64>().unwrap())
+        .expect("every record carries its message id")
+}
+
+async fn ordered_keys_in_commit_order_and_a_send_now_once_each(database_url: &str) {
+    const KEYS: usize = 6;
+    const PER_KEY: usize = 8;
+    let kafka = RealKafka::shared();
+    let topic = unique(&format!("e2e-eos-ordered-{}", &database_url[..5]));
+    kafka.create_topic(&topic, 3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("trustmsg.log");
+    let flags = eos_flags(&format!("{topic}-i"), &format!("{topic}-progress"), false);
+    let service = eos_instance(database_url, &kafka, &flags, &log).await;
+    let mut ordered =
+        crate::harness::settings(trustmsg_tests::UNREACHABLE_VERIFY_URL, 3_600_000, 3);
+    ordered["ordered"] = serde_json::json!(true);
+    let (token, _) = service.register("shop", ordered).await;
+    let producer = trustmsg_client::Producer::new(&service.url(), "shop", token).unwrap();
+
+    // Each key's messages committed one after another, the keys at once.
+    let commits = (0..KEYS).map(|k| {
+        let producer = producer.clone();
+        let topic = topic.clone();
+        async move {
+            let mut ids = Vec::new();
+            for i in 0..PER_KEY {
+                let key = format!("order-{k}-{i}");
+                let m = Message::new(&key, &topic, format!(r#"{{"n":{i}}}"#)).key(format!("k{k}"));
+                ids.push(crate::harness::commit(&producer, &m).await);
+            }
+            (format!("k{k}"), ids)
+        }
+    });
+    let commit_order: BTreeMap<String, Vec<u64>> = futures::future::join_all(commits)
+        .await
+        .into_iter()
+        .collect();
+    let keys: Vec<String> = (0..KEYS)
+        .flat_map(|k| (0..PER_KEY).map(move |i| format!("order-{k}-{i}")))
+        .collect();
+    let url = trustmsg::store::DatabaseUrl::parse(database_url).unwrap();
+    let store = trustmsg::store::connect(&url).await.unwrap();
+    all_sent(
+        &store,
+        &keys,
+        keys.len(),
+        (Instant::now(), Duration::from_secs(30)),
+        &log,
+    )
+    .await;
+
+    let mut records = committed_records_in(kafka.bootstrap(), &topic).await;
+    records.sort_by_key(|r| (r.partition, r.offset));
+    let mut in_log: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for r in &records {
+        let key = String::from_utf8(r.key.clone().unwrap()).unwrap();
+        in_log.entry(key).or_default().push(id_of(r));
+    }
+    assert_eq!(
+        in_log, commit_order,
+        "each key in commit order, each message once"
+    );
+
+    // A message delayed by an hour, sent now by an operator: once, and
+    // nothing else again.
+    let later = producer
+        .prepare(&Message::new("later", &topic, "l").deliver_after(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    producer.commit("later").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    assert!(
+        !committed_copies(&kafka, &topic)
+            .await
+            .contains_key(&later.id),
+        "delayed by an hour"
+    );
+    let (status, body) = service
+        .admin(
+            reqwest::Method::POST,
+            &format!("/v1/admin/messages/{}/send-now", later.id),
+            Some(&serde_json::json!({"reason": "the customer is waiting"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let began = Instant::now();
+    loop {
+        let copies = committed_copies(&kafka, &topic).await;
+        if copies.contains_key(&later.id) {
+            let twice: Vec<_> = copies.iter().filter(|(_, n)| **n != 1).collect();
+            assert!(twice.is_empty(), "each message once: {twice:?}");
+            assert_eq!(copies.len(), KEYS * PER_KEY + 1);
+            break;
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(30),
+            "sent within 30 s of the send-now\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut keys = keys;
+    keys.push("later".into());
+    all_sent(
+        &store,
+        &keys,
+        keys.len(),
+        (Instant::now(), Duration::from_secs(30)),
+        &log,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordered_keys_in_commit_order_and_a_delayed_message_sent_now_each_once_on_mariadb() {
+    let db = TestDb::create().await;
+    ordered_keys_in_commit_order_and_a_send_now_once_each(&db.url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordered_keys_in_commit_order_and_a_delayed_message_sent_now_each_once_on_postgres() {
+    let db = PgTestDb::create().await;
+    ordered_keys_in_commit_order_and_a_send_now_once_each(&db.url).await;
 }
