@@ -294,8 +294,8 @@ fn stopped(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-/// A zombie: instance `a` claims the orders and stops (SIGSTOP) before its
-/// transaction begins; instance `b`, once `a`'s claims have run out
+/// A zombie: instance `a` claims the orders (all due at one time) and
+/// stops (SIGSTOP) before its transaction begins; instance `b`, once `a`'s claims have run out
 /// (`--send-lease` 4 s), fences `a` in Kafka, gives its claims back and
 /// sends them; then `a` is woken and goes on from where it stopped, with
 /// the same rows in hand. Its transaction must fail (fenced), and every
@@ -318,11 +318,12 @@ async fn a_zombie_woken_after_its_lease_sends_nothing(database_url: &str) {
     a.restart().await;
     let producer = shop(&a).await;
     let keys: Vec<String> = (0..MESSAGES).map(|i| format!("order-{i}")).collect();
+    // All due at one time, 3 s from now: every commit is answered before
+    // `a` claims them, and one claim takes them all.
+    let due = chrono::Utc::now() + chrono::Duration::seconds(3);
     for key in &keys {
-        producer
-            .prepare(&Message::new(key, &topic, format!(r#"{{"order":"{key}"}}"#)).key(key))
-            .await
-            .unwrap();
+        let m = Message::new(key, &topic, format!(r#"{{"order":"{key}"}}"#));
+        producer.prepare(&m.key(key).deliver_at(due)).await.unwrap();
     }
     // The commits are answered before `a` claims them; it stops then.
     for answer in futures::future::join_all(keys.iter().map(|k| producer.commit(k))).await {
