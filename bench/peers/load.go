@@ -76,6 +76,10 @@ type tracker struct {
 	// The slowest deliveries: when each was meant to start and how long
 	// it took (to set beside a database's or a broker's log).
 	worst []lateDelivery
+	// An open loop's start, and the latencies of the messages meant to
+	// start a second or more after it: the phase without its first second.
+	phaseStart time.Time
+	afterFirst []time.Duration
 	// Deliveries of keys not pending (a second delivery, or one from
 	// before this phase): counted, not timed.
 	other atomic.Int64
@@ -126,6 +130,9 @@ func (t *tracker) delivered(key string, at time.Time) {
 	}
 	delete(t.pending, key)
 	t.latencies = append(t.latencies, at.Sub(start))
+	if !t.phaseStart.IsZero() && start.Sub(t.phaseStart) >= time.Second {
+		t.afterFirst = append(t.afterFirst, at.Sub(start))
+	}
 	t.worst = keepWorst(t.worst, lateDelivery{Start: start, Ms: ms(at.Sub(start))})
 	if answered, ok := t.answeredAt[key]; ok {
 		delete(t.answeredAt, key)
@@ -167,6 +174,15 @@ func (t *tracker) reset() {
 	t.calls = nil
 	t.worst = nil
 	t.last = time.Time{}
+	t.phaseStart = time.Time{}
+	t.afterFirst = nil
+	t.mu.Unlock()
+}
+
+// startPhase notes an open loop's start (after reset).
+func (t *tracker) startPhase(at time.Time) {
+	t.mu.Lock()
+	t.phaseStart = at
 	t.mu.Unlock()
 }
 
@@ -239,10 +255,16 @@ type phase struct {
 	// trustmsg with --stages-listen: each stage's p50, p99, p99.9 in ms
 	// (stages.go), over StagedMessages messages.
 	Stages map[string][3]float64 `json:"stages,omitempty"`
-	// The phase's slowest messages, slowest first.
-	Worst          []lateDelivery `json:"worst,omitempty"`
-	StagedMessages int            `json:"staged_messages,omitempty"`
-	Slowest        []slowMessage  `json:"slowest,omitempty"`
+	// When its first message was due, and its slowest messages, slowest
+	// first (each also as seconds into the phase: a stall at a phase's
+	// start is the previous phase's wake, not this rate's).
+	Began time.Time `json:"began"`
+	// Open loop only: p99 of the messages meant to start a second or more
+	// into the phase (without the phase's start).
+	AfterFirstSecondP99ms float64        `json:"after_first_second_p99_ms,omitempty"`
+	Worst                 []lateDelivery `json:"worst,omitempty"`
+	StagedMessages        int            `json:"staged_messages,omitempty"`
+	Slowest               []slowMessage  `json:"slowest,omitempty"`
 	// Database (mysqld/mariadbd), the system's own process(es), the Kafka
 	// broker (trustmsg only) and this load generator (HTTP clients, the
 	// sink or the Kafka consumer).
@@ -387,6 +409,7 @@ func openLoop(ctx context.Context, sys system, t *tracker, m *cpuMeter, cfg runC
 	}
 	interval := time.Duration(float64(time.Second) / rate)
 	start := time.Now()
+	t.startPhase(start)
 	var sent, failed atomic.Int64
 	// The first error; a pointer, as atomic.Value refuses errors of
 	// different concrete types.
@@ -473,9 +496,9 @@ func worstLine(p phase) string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("slowest (intended start, ms):")
+	b.WriteString("slowest (intended start, s into the phase, ms):")
 	for _, w := range p.Worst {
-		fmt.Fprintf(&b, " %s %.1f", w.Start.UTC().Format("15:04:05.000"), w.Ms)
+		fmt.Fprintf(&b, " %s +%.2fs %.1f", w.Start.UTC().Format("15:04:05.000"), w.Start.Sub(p.Began).Seconds(), w.Ms)
 	}
 	return b.String()
 }
@@ -579,12 +602,15 @@ func summarize(t *tracker, start time.Time, n int) phase {
 	defer t.mu.Unlock()
 	lat := t.latencies
 	seconds := t.last.Sub(start).Seconds()
-	p := phase{Messages: n, Seconds: seconds}
+	p := phase{Messages: n, Seconds: seconds, Began: start}
 	if seconds > 0 {
 		p.PerSecond = float64(n) / seconds
 	}
 	if len(lat) > 0 {
 		p.P50ms, p.P99ms, p.P999ms = quantiles(lat)
+		if len(t.afterFirst) > 0 {
+			_, p.AfterFirstSecondP99ms, _ = quantiles(t.afterFirst)
+		}
 		p.MaxMs = ms(lat[len(lat)-1])
 	}
 	p.AnswerP50ms, p.AnswerP99ms, p.AnswerP999ms = quantiles(t.afterAnswer)
