@@ -155,6 +155,11 @@ struct Inner {
 impl Forwarder {
     /// A forwarder over `store` publishing through `sink`.
     pub(crate) fn new(store: DynStore, sink: KafkaSink, cfg: ForwarderConfig) -> Self {
+        metrics::describe_histogram!(
+            "trustmsg_forwarder_send_seconds",
+            metrics::Unit::Seconds,
+            "One record's send, from its hand-off to librdkafka to the broker's acknowledgement (or error)"
+        );
         let budget = PayloadBudget::new(cfg.payload_budget);
         Self {
             inner: Arc::new(Inner {
@@ -191,7 +196,10 @@ impl Forwarder {
             },
         );
         m.traceparent = span.propagate(m.traceparent.as_deref());
+        let began = std::time::Instant::now();
         let sent = self.inner.sink.send(&m, payload).await;
+        metrics::histogram!("trustmsg_forwarder_send_seconds")
+            .record(began.elapsed().as_secs_f64());
         match &sent {
             Ok((partition, offset)) => {
                 span.set(|| KeyValue::new("messaging.kafka.offset", *offset));
