@@ -26,23 +26,11 @@ pub(crate) fn router() -> Router<AppState> {
 async fn readyz(State(state): State<AppState>) -> Response {
     let dead = state.liveness.dead();
     if !dead.is_empty() {
-        return with_retry_after(
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("not ready: worker stopped: {}", dead.join(", ")),
-            )
-                .into_response(),
-        );
+        return not_ready(format!("worker stopped: {}", dead.join(", ")));
     }
     let starting = state.liveness.still_starting();
     if !starting.is_empty() {
-        return with_retry_after(
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("not ready: starting: {}", starting.join(", ")),
-            )
-                .into_response(),
-        );
+        return not_ready(format!("starting: {}", starting.join(", ")));
     }
     match state.store.ping().await {
         // Ready while any shard answers (a load balancer must not take
@@ -60,6 +48,11 @@ async fn readyz(State(state): State<AppState>) -> Response {
             with_retry_after((StatusCode::SERVICE_UNAVAILABLE, "store unreachable").into_response())
         }
     }
+}
+
+/// A 503 saying why, with `Retry-After`.
+fn not_ready(why: String) -> Response {
+    with_retry_after((StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}")).into_response())
 }
 
 async fn metrics() -> impl IntoResponse {
