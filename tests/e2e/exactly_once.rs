@@ -72,18 +72,21 @@ impl Crash {
 /// Messages committed at once before the crash.
 const MESSAGES: usize = 40;
 
+/// The message id a record carries.
+fn id_of(r: &trustmsg_tests::submit::RawRecord) -> u64 {
+    r.headers
+        .iter()
+        .find(|(k, _)| k == kafka_headers::MESSAGE_ID)
+        .and_then(|(_, v)| v.as_deref())
+        .map(|v| String::from_utf8_lossy(v).parse::<u64>().unwrap())
+        .expect("every record carries its message id")
+}
+
 /// Each message id in `topic` (read committed) and how many records carry it.
 async fn committed_copies(kafka: &RealKafka, topic: &str) -> BTreeMap<u64, usize> {
     let mut copies = BTreeMap::new();
     for r in committed_records_in(kafka.bootstrap(), topic).await {
-        let id = r
-            .headers
-            .iter()
-            .find(|(k, _)| k == kafka_headers::MESSAGE_ID)
-            .and_then(|(_, v)| v.as_deref())
-            .map(|v| String::from_utf8_lossy(v).parse::<u64>().unwrap())
-            .expect("every record carries its message id");
-        *copies.entry(id).or_insert(0) += 1;
+        *copies.entry(id_of(&r)).or_insert(0) += 1;
     }
     copies
 }
@@ -681,16 +684,6 @@ async fn an_instance_is_ready_only_once_it_has_fenced_its_predecessor_and_taken_
     }
     eprintln!("ready {:?} after the broker came back", back.elapsed());
     service.kill_9();
-}
-
-/// The message id a record carries.
-fn id_of(r: &trustmsg_tests::submit::RawRecord) -> u64 {
-    r.headers
-        .iter()
-        .find(|(k, _)| k == kafka_headers::MESSAGE_ID)
-        .and_then(|(_, v)| v.as_deref())
-        .map(|v| String::from_utf8_lossy(v).parse::<u64>().unwrap())
-        .expect("every record carries its message id")
 }
 
 async fn ordered_keys_in_commit_order_and_a_send_now_once_each(database_url: &str) {

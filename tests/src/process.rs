@@ -134,17 +134,28 @@ impl ServiceProcess {
         log: Option<PathBuf>,
         tls_ca: Option<PathBuf>,
     ) -> Self {
+        let mut s = Self::on_a_free_port(database_url, brokers, extra, log, tls_ca);
+        s.spawn().await;
+        s
+    }
+
+    /// Its command on a free port, not started yet.
+    fn on_a_free_port(
+        database_url: &str,
+        brokers: &str,
+        extra: &[&str],
+        log: Option<PathBuf>,
+        tls_ca: Option<PathBuf>,
+    ) -> Self {
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let mut s = Self {
+        Self {
             addr,
             args: serve_args(database_url, addr, brokers, extra),
             child: None,
             log,
             tls_ca,
             env: Vec::new(),
-        };
-        s.spawn().await;
-        s
+        }
     }
 
     /// A client for [`ServiceProcess::url`]: with HTTPS, one that trusts only
@@ -170,15 +181,7 @@ impl ServiceProcess {
     /// forwarding to `brokers`, with `extra` flags, and returns at once:
     /// for the tests of what it answers before it is ready.
     pub fn start_unready(database_url: &str, brokers: &str, extra: &[&str]) -> Self {
-        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let mut s = Self {
-            addr,
-            args: serve_args(database_url, addr, brokers, extra),
-            child: None,
-            log: None,
-            tls_ca: None,
-            env: Vec::new(),
-        };
+        let mut s = Self::on_a_free_port(database_url, brokers, extra, None, None);
         s.spawn_unready();
         s
     }
