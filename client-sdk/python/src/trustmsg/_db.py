@@ -60,6 +60,30 @@ def _sa_dialect(name: str) -> str:
     )
 
 
+def _as_row(row: Any) -> Optional[Row]:
+    """A fetched row as a tuple, whether the cursor gives tuples or dicts."""
+    if row is None:
+        return None
+    return tuple(row.values()) if isinstance(row, dict) else tuple(row)
+
+
+class _CursorRows:
+    """``execute`` and ``fetchone`` through a cursor of ``self.conn`` (a
+    DB-API connection whose ``cursor()`` is a context manager)."""
+
+    conn: Any
+
+    def execute(self, sql: str, params: Sequence[object] = ()) -> int:
+        with self.conn.cursor() as cur:
+            cur.execute(sql, tuple(params))
+            return int(cur.rowcount)
+
+    def fetchone(self, sql: str, params: Sequence[object] = ()) -> Optional[Row]:
+        with self.conn.cursor() as cur:
+            cur.execute(sql, tuple(params))
+            return _as_row(cur.fetchone())
+
+
 class PyMySQLDB:
     dialect = MYSQL
 
@@ -87,8 +111,7 @@ class PyMySQLDB:
     def fetchone(self, sql: str, params: Sequence[object] = ()) -> Optional[Row]:
         with self.conn.cursor() as cur:
             cur.execute(sql, tuple(params))
-            row = cur.fetchone()
-            return None if row is None else tuple(row.values()) if isinstance(row, dict) else tuple(row)
+            return _as_row(cur.fetchone())
 
 
 def _psycopg_joins(conn: Any) -> bool:
@@ -106,7 +129,7 @@ def _psycopg_joins(conn: Any) -> bool:
     return bool(status == pq.TransactionStatus.INTRANS)
 
 
-class PsycopgDB:
+class PsycopgDB(_CursorRows):
     dialect = POSTGRES
 
     def __init__(self, conn: Any) -> None:
@@ -135,17 +158,6 @@ class PsycopgDB:
             self.conn.rollback()
         else:
             tx.__exit__(psycopg.Rollback, psycopg.Rollback(), None)
-
-    def execute(self, sql: str, params: Sequence[object] = ()) -> int:
-        with self.conn.cursor() as cur:
-            cur.execute(sql, tuple(params))
-            return int(cur.rowcount)
-
-    def fetchone(self, sql: str, params: Sequence[object] = ()) -> Optional[Row]:
-        with self.conn.cursor() as cur:
-            cur.execute(sql, tuple(params))
-            row = cur.fetchone()
-            return None if row is None else tuple(row.values()) if isinstance(row, dict) else tuple(row)
 
 
 class SAConnectionDB:
@@ -195,7 +207,7 @@ def _django_wrapper(conn: object) -> bool:
     return isinstance(conn, BaseDatabaseWrapper)
 
 
-class DjangoDB:
+class DjangoDB(_CursorRows):
     """A Django connection (``django.db.connections[alias]``, a
     ``DatabaseWrapper``) on its MySQL/MariaDB or PostgreSQL backend.
 
@@ -271,17 +283,6 @@ class DjangoDB:
         transaction.on_commit(fn, using=self.conn.alias)
         return True
 
-    def execute(self, sql: str, params: Sequence[object] = ()) -> int:
-        with self.conn.cursor() as cur:
-            cur.execute(sql, tuple(params))
-            return int(cur.rowcount)
-
-    def fetchone(self, sql: str, params: Sequence[object] = ()) -> Optional[Row]:
-        with self.conn.cursor() as cur:
-            cur.execute(sql, tuple(params))
-            row = cur.fetchone()
-            return None if row is None else tuple(row)
-
 
 class AsyncPsycopgDB:
     dialect = POSTGRES
@@ -321,8 +322,7 @@ class AsyncPsycopgDB:
     async def fetchone(self, sql: str, params: Sequence[object] = ()) -> Optional[Row]:
         async with self.conn.cursor() as cur:
             await cur.execute(sql, tuple(params))
-            row = await cur.fetchone()
-            return None if row is None else tuple(row.values()) if isinstance(row, dict) else tuple(row)
+            return _as_row(await cur.fetchone())
 
 
 class AsyncSADB:
