@@ -28,16 +28,21 @@ import org.junit.jupiter.api.Test;
  */
 class DevBrokerTest {
 
+  /** Publishes order 42 to {@code orders} through trustmsg, as the demo producer; its view. */
+  private static MessageView publishAnOrder(DevServer dev) throws Exception {
+    TrustmsgClient client =
+        TrustmsgClient.builder(
+                dev.url(), dev.env("TRUSTMSG_DEMO_BIZ_ID"), dev.env("TRUSTMSG_DEMO_TOKEN"))
+            .build();
+    String key = Kit.unique("order");
+    client.prepare(Message.builder(key, "orders").key("42").payload("{\"total\":42}").build());
+    return client.commit(key);
+  }
+
   @Test
   void kafka_clients_reads_what_trustmsg_dev_delivers() throws Exception {
     try (DevServer dev = DevServer.start()) {
-      TrustmsgClient client =
-          TrustmsgClient.builder(
-                  dev.url(), dev.env("TRUSTMSG_DEMO_BIZ_ID"), dev.env("TRUSTMSG_DEMO_TOKEN"))
-              .build();
-      String key = Kit.unique("order");
-      client.prepare(Message.builder(key, "orders").key("42").payload("{\"total\":42}").build());
-      MessageView committed = client.commit(key);
+      MessageView committed = publishAnOrder(dev);
       assertEquals("COMMITTED", committed.status());
 
       var assigned =
@@ -57,13 +62,7 @@ class DevBrokerTest {
   @Test
   void kafka_clients_reads_trustmsg_dev_as_a_consumer_group_member() throws Exception {
     try (DevServer dev = DevServer.start()) {
-      TrustmsgClient client =
-          TrustmsgClient.builder(
-                  dev.url(), dev.env("TRUSTMSG_DEMO_BIZ_ID"), dev.env("TRUSTMSG_DEMO_TOKEN"))
-              .build();
-      String key = Kit.unique("order");
-      client.prepare(Message.builder(key, "orders").key("42").payload("{\"total\":42}").build());
-      MessageView committed = client.commit(key);
+      MessageView committed = publishAnOrder(dev);
       Map<String, Object> config =
           Map.of(
               ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG,
