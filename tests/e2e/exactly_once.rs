@@ -39,6 +39,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use rdkafka::config::ClientConfig;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use trustmsg::store::DynStore;
 use trustmsg_client::Message;
 use trustmsg_tests::db_proxy::DbProxy;
@@ -158,7 +160,34 @@ async fn all_sent(
     }
 }
 
+/// A transactional producer of another name (another instance, as the
+/// restarted one sees it) with a transaction open on `progress`: a progress
+/// record of its own written and not committed, so a `read_committed`
+/// reader's last stable offset stays below everything written after it.
+fn a_transaction_held_open_on(kafka: &RealKafka, progress: &str, name: &str) -> BaseProducer {
+    let other: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", kafka.bootstrap())
+        .set("transactional.id", name)
+        .create()
+        .unwrap();
+    other.init_transactions(Duration::from_secs(30)).unwrap();
+    other.begin_transaction().unwrap();
+    other
+        .send(BaseRecord::to(progress).key(name).payload(r#"{"sent":[]}"#))
+        .map_err(|(e, _)| e)
+        .unwrap();
+    other.flush(Duration::from_secs(30)).unwrap();
+    other
+}
+
 async fn a_crash_sends_nothing_twice_and_recovers_at_once(database_url: &str, crash: Crash) {
+    a_crash_sends_nothing_twice(database_url, crash, false).await;
+}
+
+/// The crash `crash` and the restart; with `held_open`, another producer
+/// holds a transaction open on the progress topic from before the crashed
+/// transaction's commit until 2 s into the restart.
+async fn a_crash_sends_nothing_twice(database_url: &str, crash: Crash, held_open: bool) {
     let kafka = RealKafka::shared();
     let topic = unique(&format!("e2e-eos-{}", &database_url[..5]));
     let progress = format!("{topic}-progress");
@@ -185,6 +214,8 @@ async fn a_crash_sends_nothing_twice_and_recovers_at_once(database_url: &str, cr
     // The crash, in the first transaction.
     service.set_env(&[crash.hook()]);
     service.restart().await;
+    let other =
+        held_open.then(|| a_transaction_held_open_on(&kafka, &progress, &format!("{topic}-other")));
     let commits = keys.iter().map(|k| producer.commit(k));
     let answered = futures::future::join_all(commits).await;
     let status = service.exited_within(Duration::from_secs(30)).await;
@@ -236,7 +267,17 @@ async fn a_crash_sends_nothing_twice_and_recovers_at_once(database_url: &str, cr
     // taken back at once.
     service.set_env(&[]);
     let restarted = Instant::now();
+    // Aborted 2 s into the restart (the start's recovery waits for it).
+    let aborted = other.map(|other| {
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(2));
+            other.abort_transaction(Duration::from_secs(30)).unwrap();
+        })
+    });
     service.start_again().await;
+    if let Some(aborted) = aborted {
+        aborted.join().unwrap();
+    }
     // Within 5 s of the restart: not after the 60 s lease.
     let within = (restarted, Duration::from_secs(5));
     let (all_sent, took) = all_sent(&store, &keys, 0, within, &log).await;
@@ -271,6 +312,16 @@ async fn a_crash_between_kafkas_commit_and_the_marks_sends_nothing_twice_on_mari
 async fn a_crash_between_kafkas_commit_and_the_marks_sends_nothing_twice_on_postgres() {
     let db = PgTestDb::create().await;
     a_crash_sends_nothing_twice_and_recovers_at_once(&db.url, Crash::AfterKafkasCommit).await;
+}
+
+/// The restart reads its progress past another instance's transaction,
+/// open on the progress topic since before the crashed commit: up to the
+/// last stable offset alone, it found no progress of its own and sent all
+/// 40 again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_reads_its_progress_past_another_instances_open_transaction_on_mariadb() {
+    let db = TestDb::create().await;
+    a_crash_sends_nothing_twice(&db.url, Crash::AfterKafkasCommit, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

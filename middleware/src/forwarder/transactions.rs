@@ -18,18 +18,21 @@
 //!   record of an owner names every record it sent that the database may
 //!   not know of ([`Transactions::progress_of`]), and the marks are written
 //!   from it instead of the records being sent again.
-//! - **Read as consumers read.** Progress is read `read_committed`, up to
-//!   the last stable offset: an aborted transaction's progress is never
-//!   taken for sent.
+//! - **Read as consumers read, to the end.** Progress is read
+//!   `read_committed`: an aborted transaction's progress is never taken
+//!   for sent. And it is read up to the end of what was written when the
+//!   read began, not only up to the last stable offset, which another
+//!   instance's open transaction can hold below the owner's last
+//!   committed record ([`last_progress`]).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::{ClientContext, DefaultClientContext};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message as _;
 use rdkafka::producer::{BaseRecord, Producer};
@@ -231,7 +234,6 @@ impl Transactions {
         c.set("group.id", format!("trustmsg-progress-{}", self.owner))
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed")
-            .set("enable.partition.eof", "true")
             .set("auto.offset.reset", "earliest");
         c
     }
@@ -457,61 +459,51 @@ async fn create_progress_topic(settings: &KafkaSettings, topic: &str) -> anyhow:
     Ok(())
 }
 
-/// The progress reader's context: the end of a partition, which it reads
-/// up to on purpose, is no error to log.
-struct ToTheEnd;
-
-impl ClientContext for ToTheEnd {
-    fn error(&self, error: KafkaError, reason: &str) {
-        if !matches!(error, KafkaError::PartitionEOF(_)) {
-            tracing::error!("librdkafka: {error}: {reason}");
-        }
-    }
-}
-
-impl ConsumerContext for ToTheEnd {}
-
 /// The last committed progress record of `owner` in `topic`, read from
-/// its beginning up to the last stable offset of each partition.
+/// its beginning up to each partition's end as it was when the read
+/// began.
+///
+/// Not up to the first end a `read_committed` reader sees: that is the
+/// last stable offset, which stops at the first record of any transaction
+/// still open, and another instance's open transaction may hold it below a
+/// progress record of `owner` committed after it began. Reading only up to
+/// there took an older progress record for the last one, and sent again
+/// what the newer one listed. So the end of each partition is taken first,
+/// as a `read_uncommitted` client sees it (every record written, fenced
+/// owners' included), and the read goes on until its position is past it:
+/// past the commit or abort marker of every transaction begun below it,
+/// however long another instance keeps one open (at most its transaction
+/// timeout, after which the broker aborts it).
 fn last_progress(
     config: ClientConfig,
     topic: &str,
     owner: &SendOwner,
 ) -> anyhow::Result<Option<Progress>> {
-    let consumer: BaseConsumer<ToTheEnd> = config
-        .create_with_context(ToTheEnd)
+    let consumer: BaseConsumer = config
+        .create()
         .map_err(|e| anyhow::anyhow!("a Kafka consumer for the progress topic: {e}"))?;
-    let metadata = consumer
-        .fetch_metadata(Some(topic), CALL_TIMEOUT)
-        .map_err(|e| anyhow::anyhow!("the progress topic {topic}'s metadata: {e}"))?;
-    let partitions: Vec<i32> = metadata
-        .topics()
-        .iter()
-        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
-        .collect();
-    if partitions.is_empty() {
+    let ends = written_ends(&config, topic)?;
+    if ends.is_empty() {
         return Ok(None);
     }
     let mut assignment = TopicPartitionList::new();
-    for p in &partitions {
+    for p in ends.keys() {
         assignment.add_partition_offset(topic, *p, Offset::Beginning)?;
     }
     consumer.assign(&assignment)?;
     let deadline = Instant::now() + READ_TIMEOUT;
-    let mut at_end = HashSet::new();
     let mut last = None;
-    while at_end.len() < partitions.len() {
+    while !read_through(&consumer, topic, &ends)? {
         if Instant::now() > deadline {
-            anyhow::bail!("reading the progress topic {topic} took longer than {READ_TIMEOUT:?}");
+            anyhow::bail!(
+                "reading the progress topic {topic} took longer than {READ_TIMEOUT:?} \
+                 (a transaction of another producer held open on it?)"
+            );
         }
         match consumer.poll(Duration::from_millis(100)) {
             None => {}
-            Some(Err(KafkaError::PartitionEOF(p))) => {
-                at_end.insert(p);
-            }
             Some(Err(e)) => anyhow::bail!("reading the progress topic {topic}: {e}"),
             Some(Ok(record)) => {
-                at_end.remove(&record.partition());
                 if record.key() == Some(owner.as_str().as_bytes()) {
                     if let Some(value) = record.payload() {
                         last = Some(serde_json::from_slice::<Progress>(value).map_err(|e| {
@@ -526,4 +518,45 @@ fn last_progress(
         }
     }
     Ok(last)
+}
+
+/// The end of each partition of `topic` holding records, as a
+/// `read_uncommitted` client sees it: the offset after its last record
+/// written, committed or not.
+fn written_ends(config: &ClientConfig, topic: &str) -> anyhow::Result<HashMap<i32, i64>> {
+    let mut config = config.clone();
+    config.set("isolation.level", "read_uncommitted");
+    let client: BaseConsumer = config
+        .create()
+        .map_err(|e| anyhow::anyhow!("a Kafka client for the progress topic's ends: {e}"))?;
+    let metadata = client
+        .fetch_metadata(Some(topic), CALL_TIMEOUT)
+        .map_err(|e| anyhow::anyhow!("the progress topic {topic}'s metadata: {e}"))?;
+    let mut ends = HashMap::new();
+    for p in metadata.topics().iter().flat_map(|t| t.partitions()) {
+        let (low, high) = client
+            .fetch_watermarks(topic, p.id(), CALL_TIMEOUT)
+            .map_err(|e| anyhow::anyhow!("the end of the progress topic {topic}: {e}"))?;
+        if high > low {
+            ends.insert(p.id(), high);
+        }
+    }
+    Ok(ends)
+}
+
+/// Whether `consumer` has read each partition of `ends` up to its end: its
+/// position (which moves past commit and abort markers and aborted
+/// records too) at or past it.
+fn read_through(
+    consumer: &BaseConsumer,
+    topic: &str,
+    ends: &HashMap<i32, i64>,
+) -> anyhow::Result<bool> {
+    let position = consumer.position()?;
+    Ok(ends.iter().all(|(p, end)| {
+        matches!(
+            position.find_partition(topic, *p).map(|e| e.offset()),
+            Some(Offset::Offset(at)) if at >= *end
+        )
+    }))
 }
