@@ -503,18 +503,17 @@ fn last_progress(
         match consumer.poll(Duration::from_millis(100)) {
             None => {}
             Some(Err(e)) => anyhow::bail!("reading the progress topic {topic}: {e}"),
-            Some(Ok(record)) => {
-                if record.key() == Some(owner.as_str().as_bytes()) {
-                    if let Some(value) = record.payload() {
-                        last = Some(serde_json::from_slice::<Progress>(value).map_err(|e| {
-                            anyhow::anyhow!(
-                                "a progress record of {owner} at offset {}: {e}",
-                                record.offset()
-                            )
-                        })?);
-                    }
+            Some(Ok(record)) if record.key() == Some(owner.as_str().as_bytes()) => {
+                if let Some(value) = record.payload() {
+                    last = Some(serde_json::from_slice::<Progress>(value).map_err(|e| {
+                        anyhow::anyhow!(
+                            "a progress record of {owner} at offset {}: {e}",
+                            record.offset()
+                        )
+                    })?);
                 }
             }
+            Some(Ok(_)) => {}
         }
     }
     Ok(last)
