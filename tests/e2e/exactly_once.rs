@@ -180,14 +180,28 @@ fn a_transaction_held_open_on(kafka: &RealKafka, progress: &str, name: &str) -> 
     other
 }
 
-async fn a_crash_sends_nothing_twice_and_recovers_at_once(database_url: &str, crash: Crash) {
-    a_crash_sends_nothing_twice(database_url, crash, false).await;
+/// What else happens around the crash.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Around {
+    /// Nothing.
+    Nothing,
+    /// Another producer holds a transaction open on the progress topic
+    /// from before the crashed transaction's commit until 2 s into the
+    /// restart.
+    AnotherOpenTransaction,
+    /// The messages are due at one time and claimed in one batch, which
+    /// waits 3 s before it is sent, past a send lease of 2 s: the instance
+    /// claims its rows again meanwhile, and its progress record names each
+    /// under the claim before.
+    ClaimedAgainBeforeTheSend,
 }
 
-/// The crash `crash` and the restart; with `held_open`, another producer
-/// holds a transaction open on the progress topic from before the crashed
-/// transaction's commit until 2 s into the restart.
-async fn a_crash_sends_nothing_twice(database_url: &str, crash: Crash, held_open: bool) {
+async fn a_crash_sends_nothing_twice_and_recovers_at_once(database_url: &str, crash: Crash) {
+    a_crash_sends_nothing_twice(database_url, crash, Around::Nothing).await;
+}
+
+/// The crash `crash` and the restart, with `around`.
+async fn a_crash_sends_nothing_twice(database_url: &str, crash: Crash, around: Around) {
     let kafka = RealKafka::shared();
     let topic = unique(&format!("e2e-eos-{}", &database_url[..5]));
     let progress = format!("{topic}-progress");
@@ -195,27 +209,36 @@ async fn a_crash_sends_nothing_twice(database_url: &str, crash: Crash, held_open
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("trustmsg.log");
     let owner = format!("{topic}-instance");
-    let mut service = eos_instance(
-        database_url,
-        &kafka,
-        &eos_flags(&owner, &progress, false),
-        &log,
-    )
-    .await;
+    let mut flags = eos_flags(&owner, &progress, false);
+    if around == Around::ClaimedAgainBeforeTheSend {
+        flags.extend(["--send-lease", "2s", "--kafka-message-timeout", "1500ms"].map(String::from));
+    }
+    let mut service = eos_instance(database_url, &kafka, &flags, &log).await;
     let producer = shop(&service).await;
     let keys: Vec<String> = (0..MESSAGES).map(|i| format!("order-{i}")).collect();
+    // Claimed again before the send: all due at one time, after the
+    // restart below and every commit, so that one claim takes them all.
+    let due = (around == Around::ClaimedAgainBeforeTheSend)
+        .then(|| chrono::Utc::now() + chrono::Duration::seconds(5));
     for key in &keys {
-        producer
-            .prepare(&Message::new(key, &topic, format!(r#"{{"order":"{key}"}}"#)).key(key))
-            .await
-            .unwrap();
+        let m = Message::new(key, &topic, format!(r#"{{"order":"{key}"}}"#)).key(key);
+        let m = match due {
+            Some(due) => m.deliver_at(due),
+            None => m,
+        };
+        producer.prepare(&m).await.unwrap();
     }
 
     // The crash, in the first transaction.
-    service.set_env(&[crash.hook()]);
+    match around {
+        Around::ClaimedAgainBeforeTheSend => {
+            service.set_env(&[crash.hook(), ("TRUSTMSG_FAULT_HOLD_FIRST_SEND_MS", "3000")]);
+        }
+        _ => service.set_env(&[crash.hook()]),
+    }
     service.restart().await;
-    let other =
-        held_open.then(|| a_transaction_held_open_on(&kafka, &progress, &format!("{topic}-other")));
+    let other = (around == Around::AnotherOpenTransaction)
+        .then(|| a_transaction_held_open_on(&kafka, &progress, &format!("{topic}-other")));
     let commits = keys.iter().map(|k| producer.commit(k));
     let answered = futures::future::join_all(commits).await;
     let status = service.exited_within(Duration::from_secs(30)).await;
@@ -321,7 +344,26 @@ async fn a_crash_between_kafkas_commit_and_the_marks_sends_nothing_twice_on_post
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_reads_its_progress_past_another_instances_open_transaction_on_mariadb() {
     let db = TestDb::create().await;
-    a_crash_sends_nothing_twice(&db.url, Crash::AfterKafkasCommit, true).await;
+    a_crash_sends_nothing_twice(
+        &db.url,
+        Crash::AfterKafkasCommit,
+        Around::AnotherOpenTransaction,
+    )
+    .await;
+}
+
+/// The restart marks a row its predecessor claimed again after naming it
+/// in its progress under the claim it holds now: under the progress's
+/// version the mark matched nothing and the row was sent again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_marks_a_row_claimed_again_after_its_progress_named_it_on_postgres() {
+    let db = PgTestDb::create().await;
+    a_crash_sends_nothing_twice(
+        &db.url,
+        Crash::AfterKafkasCommit,
+        Around::ClaimedAgainBeforeTheSend,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -397,6 +397,7 @@ impl Worker {
             })
             .unzip();
         let kept: Vec<Message> = messages.iter().map(|(m, _)| m.clone()).collect();
+        fault::hold_first_send().await;
         let began = std::time::Instant::now();
         let sent = self.txns.send(messages, self.pending.all()).await;
         tracing::debug!(messages = kept.len(), took = ?began.elapsed(), pending = self.pending.len(), "a Kafka transaction");
@@ -439,7 +440,26 @@ impl Worker {
     /// written, then its claims given back.
     async fn recover(&self, owner: &SendOwner) -> anyhow::Result<()> {
         let store = &self.forwarder.inner.store;
-        let marks = self.txns.progress_of(owner).await?;
+        let mut marks = self.txns.progress_of(owner).await?;
+        // A row the owner claimed again after its transaction's progress
+        // named it (its lease ran out while the batch waited or the
+        // transaction was open: [`InFlight`]) is marked under the claim it
+        // holds now; under the progress's version the mark would match
+        // nothing, and the row, given back below, be sent again.
+        let ids: Vec<u64> = marks.iter().map(|m| m.id).collect();
+        let held: HashMap<u64, u64> = deadline::within(
+            self.limit(),
+            "an owner's held claims",
+            store.held_claims(owner, &ids),
+        )
+        .await?
+        .into_iter()
+        .collect();
+        for mark in &mut marks {
+            if let Some(version) = held.get(&mark.id) {
+                mark.version = *version;
+            }
+        }
         let marked = if marks.is_empty() {
             0
         } else {

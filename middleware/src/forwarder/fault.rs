@@ -6,6 +6,10 @@
 //! - `TRUSTMSG_FAULT_EXIT_BEFORE_KAFKA_COMMIT=1`: with its first
 //!   transaction's records written and acknowledged, before the commit.
 //!
+//! With `TRUSTMSG_FAULT_HOLD_FIRST_SEND_MS=N` the exactly-once worker waits
+//! N ms with its first batch claimed before it sends it: past a short
+//! `--send-lease`, its claimer takes the batch's rows again meanwhile.
+//!
 //! And with `TRUSTMSG_FAULT_STOP_AFTER_CLAIM=1` it stops itself (SIGSTOP)
 //! once, with its first claim taken and no transaction begun: a zombie,
 //! which goes on where it stopped once sent SIGCONT.
@@ -28,6 +32,23 @@ pub(super) fn after_claim() {
         let _ = std::process::Command::new("kill")
             .args(["-STOP", &std::process::id().to_string()])
             .status();
+    }
+}
+
+pub(super) async fn hold_first_send() {
+    static HOLD: OnceLock<Option<u64>> = OnceLock::new();
+    static HELD: AtomicU64 = AtomicU64::new(0);
+    let hold = *HOLD.get_or_init(|| {
+        std::env::var("TRUSTMSG_FAULT_HOLD_FIRST_SEND_MS")
+            .ok()?
+            .parse()
+            .ok()
+    });
+    if let Some(ms) = hold {
+        if HELD.fetch_add(1, Ordering::Relaxed) == 0 {
+            eprintln!("TRUSTMSG_FAULT_HOLD_FIRST_SEND_MS={ms}: holding the first batch");
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
     }
 }
 

@@ -195,6 +195,10 @@ pub trait SendStore: Send + Sync + 'static {
     /// their versions bumped. Only once `owner` can no longer send (its
     /// Kafka producer fenced). Returns how many.
     async fn release_owner(&self, owner: &SendOwner) -> StoreResult<u64>;
+    /// The `(id, version)` of each of `ids` whose send claim `owner` still
+    /// holds (committed, PENDING): what its SENT mark must name now, when
+    /// the owner claimed it again after the mark was made.
+    async fn held_claims(&self, owner: &SendOwner, ids: &[u64]) -> StoreResult<Vec<(u64, u64)>>;
     /// Gives up sending: SEND_FAILED with the error and an audit row.
     async fn mark_send_failed(
         &self,

@@ -139,6 +139,13 @@ impl SendStore for ShardedStore {
         Ok(released.into_iter().sum())
     }
 
+    /// Asked of every shard (a row may have moved), each answering for the
+    /// rows it holds; whole or an error.
+    async fn held_claims(&self, owner: &SendOwner, ids: &[u64]) -> StoreResult<Vec<(u64, u64)>> {
+        let held = Self::all(self.each(|_, s| s.held_claims(owner, ids)).await)?;
+        Ok(held.concat())
+    }
+
     async fn mark_sent(&self, marks: &[SentMark]) -> StoreResult<u64> {
         self.counted_by_ids(
             marks,

@@ -560,6 +560,14 @@ macro_rules! send_store {
                 $crate::store::sql::release_owner(&self.pool, owner).await
             }
 
+            async fn held_claims(
+                &self,
+                owner: &$crate::store::SendOwner,
+                ids: &[u64],
+            ) -> $crate::store::StoreResult<Vec<(u64, u64)>> {
+                $crate::store::sql::held_claims(&self.pool, owner, ids).await
+            }
+
             async fn mark_send_failed(
                 &self,
                 id: u64,

@@ -9,7 +9,7 @@ use super::alerts::raise_alerts;
 use super::audit::{insert_audits, AuditRow};
 use super::effects::clip_error;
 use super::ordering::blocked_alert;
-use super::row::{message_from_row, MESSAGE_COLUMNS};
+use super::row::{message_from_row, SqlRow, MESSAGE_COLUMNS};
 use super::{stmt, Bind, Dialect};
 use crate::store::{Actor, Message, NewAlert, Reschedule, SendOwner, StoreError, StoreResult};
 
@@ -116,6 +116,35 @@ where
     Ok(D::rows_affected(
         &sqlx::query(stmt::<D>(sql)).execute(pool).await?,
     ))
+}
+
+/// [`crate::store::SendStore::held_claims`]: one SELECT by the ids.
+pub(in crate::store) async fn held_claims<D>(
+    pool: &sqlx::Pool<D>,
+    owner: &SendOwner,
+    ids: &[u64],
+) -> StoreResult<Vec<(u64, u64)>>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+{
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut q = QueryBuilder::<D>::new(format!(
+        "SELECT id, version FROM messages WHERE claimed_by = {} \
+         AND status = 'COMMITTED' AND send_status = 'PENDING' AND id IN (",
+        owner.literal()
+    ));
+    let mut sep = q.separated(", ");
+    for id in ids {
+        sep.push_bind(D::int(*id));
+    }
+    q.push(")");
+    let rows = q.build().fetch_all(pool).await?;
+    rows.iter()
+        .map(|r| Ok((r.unsigned("id")?, r.unsigned("version")?)))
+        .collect()
 }
 
 /// [`crate::store::SendStore::mark_send_failed`] in `tx`, the backend's

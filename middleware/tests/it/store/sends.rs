@@ -539,7 +539,8 @@ pub(crate) async fn a_batch_of_sent_marks_gives_each_row_its_own_partition_and_o
 /// The exactly-once mode's claims (issue 63): a claim names its owner; no
 /// other owner takes the row while the claim holds, nor once it has run
 /// out, but sees the owner among the lapsed ones; a retry is nobody's;
-/// once the owner's claims are given back, anyone takes them.
+/// once the owner's claims are given back, anyone takes them. What the
+/// owner holds (`held_claims`) follows each step.
 pub(crate) async fn an_owned_claim_is_taken_by_no_other_owner_until_its_owner_is_released(
     s: &DynStore,
 ) {
@@ -560,6 +561,23 @@ pub(crate) async fn an_owned_claim_is_taken_by_no_other_owner_until_its_owner_is
         .unwrap()
         .messages;
     assert_eq!(claimed.len(), 2, "a takes both");
+    let ids = [claimed[0].id, claimed[1].id, claimed[1].id + 1000];
+    let held = |owner: &SendOwner| {
+        let owner = owner.clone();
+        async move {
+            let mut held = s.held_claims(&owner, &ids).await.unwrap();
+            held.sort_unstable();
+            held
+        }
+    };
+    let mut both: Vec<(u64, u64)> = claimed.iter().map(|m| (m.id, m.version)).collect();
+    both.sort_unstable();
+    assert_eq!(
+        held(&a).await,
+        both,
+        "a holds both, at its claims' versions"
+    );
+    assert_eq!(held(&b).await, [], "b holds nothing");
     assert!(
         s.claim_owned_sends(&b, 10, ROOM, short)
             .await
@@ -594,11 +612,17 @@ pub(crate) async fn an_owned_claim_is_taken_by_no_other_owner_until_its_owner_is
     };
     assert!(s.postpone_send(&retry).await.unwrap());
     assert_eq!(
+        held(&a).await,
+        [(claimed[1].id, claimed[1].version)],
+        "a retried one: it holds two alone"
+    );
+    assert_eq!(
         s.release_owner(&a).await.unwrap(),
         1,
         "only two is still a's"
     );
     assert_eq!(s.lapsed_owners(&b).await.unwrap(), Vec::<SendOwner>::new());
+    assert_eq!(held(&a).await, [], "a holds nothing once given back");
     let taken = s
         .claim_owned_sends(&b, 10, ROOM, Duration::from_secs(60))
         .await
