@@ -15,8 +15,11 @@
 //!   predecessor committed is sent again.
 //! - **Another owner's claims, only after fencing it.** A claim taken by
 //!   another name is never taken over while it holds; once it has run out,
-//!   this worker fences that owner, writes the marks of its progress and
-//!   gives its claims back, and only then can anyone claim its rows. A
+//!   this worker reads which of its claims ran out, fences that owner,
+//!   writes the marks of its progress and gives back those claims (under
+//!   the versions it read: one the owner took again since, having opened
+//!   its producer anew, stays its own), and only then can anyone claim
+//!   those rows. A
 //!   zombie (stopped past its lease, then woken) finds its producer fenced:
 //!   what it had open is aborted and it cannot begin again without opening
 //!   its producer anew, which begins with the same recovery.
@@ -128,7 +131,7 @@ async fn run(
         pending: PendingMarks::default(),
     };
     while !cancel.is_cancelled() {
-        match worker.recover(&me).await {
+        match worker.recover(&me, None).await {
             Ok(()) => break,
             Err(e) => {
                 tracing::warn!(error = %e, owner = %me, "could not take back this instance's claims; trying again");
@@ -437,8 +440,14 @@ impl Worker {
     }
 
     /// After `owner`'s producer is fenced: the marks of its last progress
-    /// written, then its claims given back.
-    async fn recover(&self, owner: &SendOwner) -> anyhow::Result<()> {
+    /// written, then its claims given back: all of them (`lapsed` None,
+    /// this instance's own at its start or reopen), or those of `lapsed`
+    /// that it still holds under the same versions (another owner's).
+    async fn recover(
+        &self,
+        owner: &SendOwner,
+        lapsed: Option<&[(u64, u64)]>,
+    ) -> anyhow::Result<()> {
         let store = &self.forwarder.inner.store;
         let mut marks = self.txns.progress_of(owner).await?;
         // A row the owner claimed again after its transaction's progress
@@ -470,12 +479,13 @@ impl Worker {
             )
             .await?
         };
-        let released = deadline::within(
-            self.limit(),
-            "release an owner's claims",
-            store.release_owner(owner),
-        )
-        .await?;
+        let release = async {
+            match lapsed {
+                None => store.release_owner(owner).await,
+                Some(claims) => store.release_claims_of(owner, claims).await,
+            }
+        };
+        let released = deadline::within(self.limit(), "release an owner's claims", release).await?;
         if marked > 0 || released > 0 {
             tracing::info!(
                 owner = %owner,
@@ -494,8 +504,19 @@ impl Worker {
             deadline::within(self.limit(), "lapsed owners", store.lapsed_owners(&self.me)).await?;
         for owner in lapsed {
             tracing::warn!(owner = %owner, "claims of another instance ran out: fencing it before taking them");
+            // The lapsed claims, read before the fence: the owner may open
+            // its producer anew right after it and claim rows again (even
+            // these, under new versions); those are its own to send.
+            // Giving back all it holds once its progress is read gave back
+            // a batch it was sending, and the batch went out twice.
+            let claims = deadline::within(
+                self.limit(),
+                "an owner's lapsed claims",
+                store.lapsed_claims(&owner),
+            )
+            .await?;
             self.txns.fence(&owner).await?;
-            self.recover(&owner).await?;
+            self.recover(&owner, Some(&claims)).await?;
         }
         Ok(())
     }
@@ -552,7 +573,7 @@ impl Worker {
         let mut attempt = 0;
         loop {
             let reopened = match self.txns.reopen().await {
-                Ok(()) => self.recover(&self.me).await,
+                Ok(()) => self.recover(&self.me, None).await,
                 Err(e) => Err(e),
             };
             match reopened {

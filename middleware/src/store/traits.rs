@@ -199,6 +199,16 @@ pub trait SendStore: Send + Sync + 'static {
     /// holds (committed, PENDING): what its SENT mark must name now, when
     /// the owner claimed it again after the mark was made.
     async fn held_claims(&self, owner: &SendOwner, ids: &[u64]) -> StoreResult<Vec<(u64, u64)>>;
+    /// The `(id, version)` of each send claim `owner` holds that ran out:
+    /// what its fencer gives back ([`SendStore::release_claims_of`]).
+    async fn lapsed_claims(&self, owner: &SendOwner) -> StoreResult<Vec<(u64, u64)>>;
+    /// Gives back those of `claims` that `owner` still holds under the same
+    /// version: due at once, nobody's, versions bumped. Only once `owner`
+    /// can no longer send under them (its Kafka producer fenced). A claim
+    /// it took again since (after opening its producer anew) is its own.
+    /// Returns how many.
+    async fn release_claims_of(&self, owner: &SendOwner, claims: &[(u64, u64)])
+        -> StoreResult<u64>;
     /// Gives up sending: SEND_FAILED with the error and an audit row.
     async fn mark_send_failed(
         &self,

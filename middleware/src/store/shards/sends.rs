@@ -146,6 +146,23 @@ impl SendStore for ShardedStore {
         Ok(held.concat())
     }
 
+    /// Asked of every shard; whole or an error.
+    async fn lapsed_claims(&self, owner: &SendOwner) -> StoreResult<Vec<(u64, u64)>> {
+        let lapsed = Self::all(self.each(|_, s| s.lapsed_claims(owner)).await)?;
+        Ok(lapsed.concat())
+    }
+
+    /// On every shard (each guard matches where its row is); whole or an
+    /// error.
+    async fn release_claims_of(
+        &self,
+        owner: &SendOwner,
+        claims: &[(u64, u64)],
+    ) -> StoreResult<u64> {
+        let released = Self::all(self.each(|_, s| s.release_claims_of(owner, claims)).await)?;
+        Ok(released.into_iter().sum())
+    }
+
     async fn mark_sent(&self, marks: &[SentMark]) -> StoreResult<u64> {
         self.counted_by_ids(
             marks,

@@ -565,7 +565,24 @@ macro_rules! send_store {
                 owner: &$crate::store::SendOwner,
                 ids: &[u64],
             ) -> $crate::store::StoreResult<Vec<(u64, u64)>> {
-                $crate::store::sql::held_claims(&self.pool, owner, ids).await
+                let which = $crate::store::sql::HeldClaims::Of(ids);
+                $crate::store::sql::held_claims(&self.pool, owner, which).await
+            }
+
+            async fn lapsed_claims(
+                &self,
+                owner: &$crate::store::SendOwner,
+            ) -> $crate::store::StoreResult<Vec<(u64, u64)>> {
+                let which = $crate::store::sql::HeldClaims::Lapsed;
+                $crate::store::sql::held_claims(&self.pool, owner, which).await
+            }
+
+            async fn release_claims_of(
+                &self,
+                owner: &$crate::store::SendOwner,
+                claims: &[(u64, u64)],
+            ) -> $crate::store::StoreResult<u64> {
+                $crate::store::sql::release_claims_of(&self.pool, owner, claims).await
             }
 
             async fn mark_send_failed(

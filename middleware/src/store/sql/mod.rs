@@ -129,8 +129,8 @@ pub(super) use row::{
     MESSAGE_COLUMNS, PREPARE_COLUMNS, STORED_COLUMNS,
 };
 pub(super) use sends::{
-    held_claims, lapsed_owners, mark_send_failed, release_owner, release_sends,
-    release_verifies_each, retry_later, send_now_update, Retry,
+    held_claims, lapsed_owners, mark_send_failed, release_claims_of, release_owner, release_sends,
+    release_verifies_each, retry_later, send_now_update, HeldClaims, Retry,
 };
 pub(super) use sizes::storage;
 pub(super) use summary::summary;

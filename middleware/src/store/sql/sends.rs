@@ -31,7 +31,6 @@ pub(in crate::store) fn send_now_update(now: &str) -> String {
 }
 
 /// [`crate::store::SendStore::release_sends`]: one guarded UPDATE for the lot.
-/// The ids alone come first so MariaDB finds the rows by the primary key.
 pub(in crate::store) async fn release_sends<D>(
     pool: &sqlx::Pool<D>,
     claims: &[(u64, u64)],
@@ -40,12 +39,50 @@ where
     D: Dialect,
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
 {
+    release_guarded(pool, claims, None).await
+}
+
+/// [`crate::store::SendStore::release_claims_of`]: the guarded UPDATE of
+/// [`release_sends`], only where `owner` still holds the claim, versions
+/// bumped.
+pub(in crate::store) async fn release_claims_of<D>(
+    pool: &sqlx::Pool<D>,
+    owner: &SendOwner,
+    claims: &[(u64, u64)],
+) -> StoreResult<u64>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+{
+    release_guarded(pool, claims, Some(owner)).await
+}
+
+/// The claims `(id, version)` given back, due at once and nobody's; with
+/// an owner, only its own, and their versions bumped (whatever it was
+/// doing under them is over: it has been fenced). The ids alone come first
+/// so MariaDB finds the rows by the primary key.
+async fn release_guarded<D>(
+    pool: &sqlx::Pool<D>,
+    claims: &[(u64, u64)],
+    fenced: Option<&SendOwner>,
+) -> StoreResult<u64>
+where
+    D: Dialect,
+    for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
+{
     if claims.is_empty() {
         return Ok(0);
     }
+    let (bump, owned) = match fenced {
+        Some(owner) => (
+            ", version = version + 1".to_string(),
+            format!(" AND claimed_by = {}", owner.literal()),
+        ),
+        None => (String::new(), String::new()),
+    };
     let mut q = QueryBuilder::<D>::new(format!(
-        "UPDATE messages SET next_send_at = {}, claimed_by = NULL \
-         WHERE status = 'COMMITTED' AND send_status = 'PENDING' AND id IN (",
+        "UPDATE messages SET next_send_at = {}, claimed_by = NULL{bump} \
+         WHERE status = 'COMMITTED' AND send_status = 'PENDING'{owned} AND id IN (",
         D::NOW
     ));
     let mut ids = q.separated(", ");
@@ -118,29 +155,44 @@ where
     ))
 }
 
-/// [`crate::store::SendStore::held_claims`]: one SELECT by the ids.
+/// Which of an owner's send claims [`held_claims`] reads.
+pub(in crate::store) enum HeldClaims<'a> {
+    /// Those of these ids.
+    Of(&'a [u64]),
+    /// Those that ran out.
+    Lapsed,
+}
+
+/// [`crate::store::SendStore::held_claims`] and
+/// [`crate::store::SendStore::lapsed_claims`]: one SELECT.
 pub(in crate::store) async fn held_claims<D>(
     pool: &sqlx::Pool<D>,
     owner: &SendOwner,
-    ids: &[u64],
+    which: HeldClaims<'_>,
 ) -> StoreResult<Vec<(u64, u64)>>
 where
     D: Dialect,
     for<'e> &'e sqlx::Pool<D>: Executor<'e, Database = D>,
 {
-    if ids.is_empty() {
-        return Ok(Vec::new());
-    }
     let mut q = QueryBuilder::<D>::new(format!(
         "SELECT id, version FROM messages WHERE claimed_by = {} \
-         AND status = 'COMMITTED' AND send_status = 'PENDING' AND id IN (",
+         AND status = 'COMMITTED' AND send_status = 'PENDING' AND ",
         owner.literal()
     ));
-    let mut sep = q.separated(", ");
-    for id in ids {
-        sep.push_bind(D::int(*id));
+    match which {
+        HeldClaims::Of([]) => return Ok(Vec::new()),
+        HeldClaims::Of(ids) => {
+            q.push("id IN (");
+            let mut sep = q.separated(", ");
+            for id in ids {
+                sep.push_bind(D::int(*id));
+            }
+            q.push(")");
+        }
+        HeldClaims::Lapsed => {
+            q.push(format!("next_send_at <= {}", D::NOW));
+        }
     }
-    q.push(")");
     let rows = q.build().fetch_all(pool).await?;
     rows.iter()
         .map(|r| Ok((r.unsigned("id")?, r.unsigned("version")?)))

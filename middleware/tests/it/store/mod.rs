@@ -168,6 +168,7 @@ conformance! {
         claim_due_sends_takes_only_committed_pending_rows_that_are_due,
         claim_due_sends_skips_claimed_rows_until_a_short_lease_runs_out,
         an_owned_claim_is_taken_by_no_other_owner_until_its_owner_is_released,
+        a_fencer_gives_back_only_the_lapsed_claims_it_read_before_its_fence,
         claim_due_sends_takes_at_most_the_limit,
         a_send_claim_takes_the_rows_whose_payloads_fit_its_room,
         a_send_claim_counts_an_unrecorded_length_as_the_largest,

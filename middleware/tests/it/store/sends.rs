@@ -536,6 +536,101 @@ pub(crate) async fn a_batch_of_sent_marks_gives_each_row_its_own_partition_and_o
     assert_eq!(s.mark_sent(&marks).await.unwrap(), 0, "marked once");
 }
 
+/// A fencer gives back the lapsed claims it read before its fence, and no
+/// claim the owner took since: a claim the owner takes again (after opening
+/// its producer anew) has a new version and stays its own, while another
+/// lapsed one is given back, due at once, nobody's, its version bumped.
+pub(crate) async fn a_fencer_gives_back_only_the_lapsed_claims_it_read_before_its_fence(
+    s: &DynStore,
+) {
+    let s = s.as_ref();
+    let a = SendOwner::new("a-1").unwrap();
+    for key in ["one", "two", "three"] {
+        prepare(s, key, Due::Later).await;
+        decided(decide_key(s, key, true, producer(), Duration::ZERO).await);
+    }
+    let short = Duration::from_millis(300);
+    let mut claimed = s
+        .claim_owned_sends(&a, 2, ROOM, short)
+        .await
+        .unwrap()
+        .messages;
+    claimed.sort_by_key(|m| m.id);
+    assert_eq!(claimed.len(), 2);
+    assert_eq!(
+        s.lapsed_claims(&a).await.unwrap(),
+        [],
+        "nothing lapsed while the claims hold"
+    );
+    tokio::time::sleep(short + Duration::from_millis(300)).await;
+    let mut lapsed = s.lapsed_claims(&a).await.unwrap();
+    lapsed.sort_unstable();
+    let before: Vec<(u64, u64)> = claimed.iter().map(|m| (m.id, m.version)).collect();
+    assert_eq!(lapsed, before, "both claims ran out, at their versions");
+
+    // The owner, its producer opened anew, gives the second back (as its
+    // own recovery does) and claims again: the first and the second under
+    // new versions, and the third. Then the fencer gives back what it read.
+    let (first, second) = (&claimed[0], &claimed[1]);
+    s.release_sends(&[(second.id, second.version)])
+        .await
+        .unwrap();
+    let retaken = s
+        .claim_owned_sends(&a, 10, ROOM, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .messages;
+    let again = retaken.iter().find(|m| m.id == first.id).unwrap();
+    assert!(again.version > first.version);
+    let second_now = retaken.iter().find(|m| m.id == second.id).unwrap();
+    assert_eq!(
+        s.release_claims_of(&a, &lapsed).await.unwrap(),
+        0,
+        "every claim read before the fence was taken again since: none is given back"
+    );
+    let mut held = s.held_claims(&a, &[first.id, second.id]).await.unwrap();
+    held.sort_unstable();
+    assert_eq!(
+        held,
+        [
+            (again.id, again.version),
+            (second_now.id, second_now.version)
+        ],
+        "the owner keeps its new claims"
+    );
+    let other = SendOwner::new("b.2").unwrap();
+    assert_eq!(
+        s.release_claims_of(&other, &[(again.id, again.version)])
+            .await
+            .unwrap(),
+        0,
+        "only the owner's own claims are given back"
+    );
+    assert_eq!(
+        s.release_claims_of(&a, &[(again.id, again.version)])
+            .await
+            .unwrap(),
+        1
+    );
+    let row = s.find_message_by_id(again.id).await.unwrap().unwrap();
+    assert!(row.version > again.version, "its version bumped");
+    assert_eq!(
+        s.held_claims(&a, &[again.id]).await.unwrap(),
+        [],
+        "nobody's"
+    );
+    let taken = s
+        .claim_owned_sends(&other, 10, ROOM, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .messages;
+    assert_eq!(
+        taken.iter().map(|m| m.id).collect::<Vec<_>>(),
+        [again.id],
+        "due at once for anyone"
+    );
+}
+
 /// The exactly-once mode's claims (issue 63): a claim names its owner; no
 /// other owner takes the row while the claim holds, nor once it has run
 /// out, but sees the owner among the lapsed ones; a retry is nobody's;
