@@ -14,6 +14,13 @@
 //!   the process gone before the commit. A `read_committed` consumer never
 //!   sees them; the restart fences the open transaction (aborted), gives
 //!   the claims back at once and sends them again, each seen once.
+//! - The same crash with a twist: another producer's transaction held open
+//!   on the progress topic across the crashed commit and the restart (the
+//!   restart reads its progress past it, not to the last stable offset);
+//!   and a batch held past its lease before its send, so that the instance
+//!   claims its rows again and its progress names them under the claim
+//!   before (the restart marks them under the claim held now). Each failed
+//!   with 39-40 of 40 messages twice before its fix.
 //! - A zombie: instance `a` stops itself (SIGSTOP) with its claims taken
 //!   and no transaction begun; `b` fences it once its claims have run out
 //!   and sends its rows; `a`, woken, goes on with the same rows in hand and
