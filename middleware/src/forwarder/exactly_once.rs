@@ -315,10 +315,11 @@ impl Worker {
             backlog = false;
             // Lapsed claims are a sweep's business: looked for once per
             // `--sweep-interval`, not on every commit's wake-up.
+            // A fence that fails holds back nobody's claims but the lapsed
+            // owner's: this instance's own go on being claimed meanwhile.
             if fenced_at.is_none_or(|at| at.elapsed() >= cfg.sweep_interval) {
                 if let Err(e) = self.fence_lapsed().await {
                     tracing::warn!(error = %e, "could not fence the owners of lapsed claims; trying next round");
-                    continue;
                 }
                 fenced_at = Some(std::time::Instant::now());
             }

@@ -53,8 +53,10 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// on without it (its first record says whether it is there).
 const CREATE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// How long reading an owner's progress may take.
-const READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long reading an owner's progress may take beyond the transaction
+/// timeout: the read may wait for another instance's open transaction,
+/// which the broker aborts after that timeout at the latest.
+const READ_MARGIN: Duration = Duration::from_secs(30);
 
 /// The progress topic's segments roll this often, so that compaction
 /// keeps it to about one record per owner.
@@ -144,15 +146,20 @@ impl std::fmt::Debug for Transactions {
     }
 }
 
+/// How long a transaction may stay open before the broker aborts it: the
+/// send timeout (librdkafka asks that a send's timeout fit its
+/// transaction's), 1 s at least.
+fn transaction_timeout(settings: &KafkaSettings) -> Duration {
+    settings.message_timeout.max(Duration::from_secs(1))
+}
+
 /// `settings`' producer configuration under the transactional id `name`.
 fn transactional(settings: &KafkaSettings, name: &SendOwner) -> ClientConfig {
     let mut c = settings.client_config();
-    c.set("transactional.id", name.as_str())
-        // librdkafka asks that a send's timeout fit its transaction's.
-        .set(
-            "transaction.timeout.ms",
-            settings.message_timeout.as_millis().max(1000).to_string(),
-        );
+    c.set("transactional.id", name.as_str()).set(
+        "transaction.timeout.ms",
+        transaction_timeout(settings).as_millis().to_string(),
+    );
     c
 }
 
@@ -222,8 +229,10 @@ impl Transactions {
     pub(crate) async fn progress_of(&self, owner: &SendOwner) -> anyhow::Result<Vec<SentMark>> {
         let config = self.reader_config();
         let (topic, owner) = (self.progress_topic.clone(), owner.clone());
+        let within = transaction_timeout(&self.settings) + READ_MARGIN;
         let last =
-            tokio::task::spawn_blocking(move || last_progress(config, &topic, &owner)).await??;
+            tokio::task::spawn_blocking(move || last_progress(config, &topic, &owner, within))
+                .await??;
         Ok(last
             .map(|p| p.sent.iter().filter_map(Sent::mark).collect())
             .unwrap_or_default())
@@ -473,11 +482,12 @@ async fn create_progress_topic(settings: &KafkaSettings, topic: &str) -> anyhow:
 /// owners' included), and the read goes on until its position is past it:
 /// past the commit or abort marker of every transaction begun below it,
 /// however long another instance keeps one open (at most its transaction
-/// timeout, after which the broker aborts it).
+/// timeout, after which the broker aborts it). An error after `within`.
 fn last_progress(
     config: ClientConfig,
     topic: &str,
     owner: &SendOwner,
+    within: Duration,
 ) -> anyhow::Result<Option<Progress>> {
     let consumer: BaseConsumer = config
         .create()
@@ -491,12 +501,12 @@ fn last_progress(
         assignment.add_partition_offset(topic, *p, Offset::Beginning)?;
     }
     consumer.assign(&assignment)?;
-    let deadline = Instant::now() + READ_TIMEOUT;
+    let deadline = Instant::now() + within;
     let mut last = None;
     while !read_through(&consumer, topic, &ends)? {
         if Instant::now() > deadline {
             anyhow::bail!(
-                "reading the progress topic {topic} took longer than {READ_TIMEOUT:?} \
+                "reading the progress topic {topic} took longer than {within:?} \
                  (a transaction of another producer held open on it?)"
             );
         }
