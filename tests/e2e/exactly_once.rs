@@ -597,7 +597,13 @@ async fn the_campaign(database_url: &str, cut: Option<(&DbProxy, &str)>) {
             (0, Some((_, proxied))) => proxied,
             _ => database_url,
         };
-        services.push(eos_instance(url, &kafka, &flags, &log).await);
+        // The forwarder's INFO lines too (recoveries, takeovers, marks that
+        // matched nothing): what a failed run is read by.
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let env = [("TRUSTMSG_LOG", "warn,trustmsg::forwarder=info")];
+        services.push(
+            ServiceProcess::start_logged_with_env(url, kafka.bootstrap(), &flags, log, &env).await,
+        );
     }
     let (token, _) = services[0]
         .register(

@@ -90,6 +90,21 @@ impl ServiceProcess {
         Self::launch(database_url, brokers, extra, log, None).await
     }
 
+    /// [`ServiceProcess::start_logged`] with `env` set for it and its
+    /// restarts (until [`ServiceProcess::set_env`] replaces it).
+    pub async fn start_logged_with_env(
+        database_url: &str,
+        brokers: &str,
+        extra: &[&str],
+        log: PathBuf,
+        env: &[(&str, &str)],
+    ) -> Self {
+        let mut s = Self::on_a_free_port(database_url, brokers, extra, Some(log), None);
+        s.set_env(env);
+        s.spawn().await;
+        s
+    }
+
     /// [`ServiceProcess::start`] serving HTTPS with `cert` (`--tls-cert`,
     /// `--tls-key`), which `ca` signed; [`ServiceProcess::url`] is then
     /// `https://localhost:<port>` (the certificate must name `localhost`).

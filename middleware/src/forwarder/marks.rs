@@ -28,7 +28,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use tokio::sync::{mpsc, Notify};
@@ -65,59 +65,138 @@ impl MarkSink for DynStore {
     }
 }
 
+/// How long the marks of a statement that matched fewer rows than it
+/// named are kept for a claim of this instance to find ([`PendingMarks`]).
+const UNSURE_FOR: Duration = Duration::from_secs(600);
+
+/// Most such marks kept; beyond it the oldest go first.
+const UNSURE_MOST: usize = 65_536;
+
+/// How long an unsure mark is also listed in the exactly-once progress
+/// records, and how many at most: the time a claim takes from its
+/// statement to its retarget is what matters, and every transaction carries
+/// the list.
+const UNSURE_LISTED_FOR: Duration = Duration::from_secs(30);
+const UNSURE_LISTED_MOST: usize = 4_096;
+
 /// The SENT marks not written yet, by message id; shared by the marker,
 /// which writes them, and the sweeper, which retargets one whose row it
 /// claimed again. Cheap to clone.
+///
+/// A statement that matched fewer rows than it named does not say which
+/// of its marks missed. One that missed may be a row this instance has
+/// just claimed again (its lease ran out while the mark waited): the claim
+/// took the row, with a new version, just before the statement, and is
+/// retargeting the mark just after it. So the marks of such a statement are
+/// kept a while as unsure: a claim of this instance that finds one is
+/// spared a resend as a pending one is, and the mark goes back to pending
+/// under that claim. A mark that did match leaves its row SENT, which no
+/// claim takes again. Before, such a mark was simply dropped, and the row
+/// sent a second time.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct PendingMarks(Arc<Mutex<BTreeMap<u64, SentMark>>>);
+pub(crate) struct PendingMarks(Arc<Mutex<Marks>>);
+
+#[derive(Debug, Default)]
+struct Marks {
+    pending: BTreeMap<u64, SentMark>,
+    /// Written by a statement that matched fewer rows than it named, and
+    /// when.
+    unsure: BTreeMap<u64, (SentMark, Instant)>,
+}
+
+impl Marks {
+    /// Unsure marks past [`UNSURE_FOR`] go, then the oldest beyond
+    /// [`UNSURE_MOST`].
+    fn forget_unsure(&mut self, now: Instant) {
+        self.unsure
+            .retain(|_, (_, at)| now.saturating_duration_since(*at) < UNSURE_FOR);
+        while self.unsure.len() > UNSURE_MOST {
+            let oldest = self
+                .unsure
+                .iter()
+                .min_by_key(|(_, (_, at))| *at)
+                .map(|(id, _)| *id);
+            match oldest {
+                Some(id) => self.unsure.remove(&id),
+                None => break,
+            };
+        }
+    }
+}
 
 impl PendingMarks {
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<u64, SentMark>> {
+    fn lock(&self) -> MutexGuard<'_, Marks> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(super) fn add(&self, mark: SentMark) {
-        self.lock().insert(mark.id, mark);
+        self.lock().pending.insert(mark.id, mark);
     }
 
     pub(super) fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().pending.len()
     }
 
-    /// Every mark not written yet.
+    /// Every mark not written yet, and the recent unsure ones: what a
+    /// progress record lists (a record whose mark may have missed is still
+    /// one this instance sent, and a claim may be retargeting it).
     pub(super) fn all(&self) -> Vec<SentMark> {
-        self.lock().values().copied().collect()
+        let marks = self.lock();
+        let now = Instant::now();
+        let unsure = marks
+            .unsure
+            .iter()
+            .filter(|(id, (_, at))| {
+                !marks.pending.contains_key(id)
+                    && now.saturating_duration_since(*at) < UNSURE_LISTED_FOR
+            })
+            .map(|(_, (m, _))| *m)
+            .take(UNSURE_LISTED_MOST);
+        marks.pending.values().copied().chain(unsure).collect()
     }
 
     fn is_empty(&self) -> bool {
-        self.lock().is_empty()
+        self.lock().pending.is_empty()
     }
 
     /// The `n` oldest (lowest ids, the claims that run out first).
     fn oldest(&self, n: usize) -> Vec<SentMark> {
-        self.lock().values().take(n).copied().collect()
+        self.lock().pending.values().take(n).copied().collect()
     }
 
     /// Takes out the marks of `batch`, just written, that are still as they
     /// were: one retargeted meanwhile stays, to be written with its new
-    /// version.
-    fn written(&self, batch: &[SentMark]) {
-        let mut pending = self.lock();
+    /// version. `all_matched` false: the statement matched fewer rows than
+    /// it named, and the marks taken out are kept as unsure.
+    fn written(&self, batch: &[SentMark], all_matched: bool) {
+        let mut marks = self.lock();
+        let now = Instant::now();
         for mark in batch {
-            if pending.get(&mark.id) == Some(mark) {
-                pending.remove(&mark.id);
+            if marks.pending.get(&mark.id) == Some(mark) {
+                marks.pending.remove(&mark.id);
+                if !all_matched {
+                    marks.unsure.insert(mark.id, (*mark, now));
+                }
             }
+        }
+        if !all_matched {
+            marks.forget_unsure(now);
         }
     }
 
     /// Row `id`, whose record Kafka acknowledged but whose mark is still
-    /// pending, was claimed again by this instance (its claim left
-    /// `version`): the mark now names that claim. True when there was such
-    /// a mark: the record must not be sent again.
+    /// pending (or unsure), was claimed again by this instance (its claim
+    /// left `version`): the mark now names that claim, pending. True when
+    /// there was such a mark: the record must not be sent again.
     pub(crate) fn retarget(&self, id: u64, version: u64) -> bool {
-        match self.lock().get_mut(&id) {
-            Some(mark) => {
-                mark.version = version;
+        let mut marks = self.lock();
+        if let Some(mark) = marks.pending.get_mut(&id) {
+            mark.version = version;
+            return true;
+        }
+        match marks.unsure.remove(&id) {
+            Some((mark, _)) => {
+                marks.pending.insert(id, SentMark { version, ..mark });
                 true
             }
             None => false,
@@ -178,7 +257,7 @@ impl<S: MarkSink> Marker<S> {
         let write = self.sink.mark_sent(&batch);
         match deadline::race(self.limit, "mark SENT", write).await {
             Ok(Ok(matched)) => {
-                self.pending.written(&batch);
+                self.pending.written(&batch, matched >= batch.len() as u64);
                 self.failures = 0;
                 self.size = self.size.saturating_mul(2).min(self.most);
                 if matched < batch.len() as u64 {
@@ -308,6 +387,8 @@ mod tests {
     struct Db {
         hangs_over: Option<usize>,
         fails_first: usize,
+        /// A row whose mark matches nothing (claimed again meanwhile).
+        matches_none_of: Option<u64>,
         calls: AtomicUsize,
         sizes: Mutex<Vec<usize>>,
         written: Mutex<Vec<SentMark>>,
@@ -323,8 +404,13 @@ mod tests {
             if self.calls.fetch_add(1, Ordering::SeqCst) < self.fails_first {
                 return Err(StoreError::Unavailable("connection refused".into()));
             }
-            self.written.lock().unwrap().extend_from_slice(marks);
-            Ok(marks.len() as u64)
+            let matched: Vec<SentMark> = marks
+                .iter()
+                .filter(|m| Some(m.id) != self.matches_none_of)
+                .copied()
+                .collect();
+            self.written.lock().unwrap().extend_from_slice(&matched);
+            Ok(matched.len() as u64)
         }
     }
 
@@ -417,7 +503,7 @@ mod tests {
         assert!(!pending.retarget(8, 2), "no mark, no record in Kafka");
         // A write of the mark as it was before the new claim matched
         // nothing, and leaves the retargeted mark pending.
-        pending.written(&[mark(7)]);
+        pending.written(&[mark(7)], false);
         assert_eq!(
             pending.oldest(10),
             vec![SentMark {
@@ -435,6 +521,52 @@ mod tests {
             }]
         );
         assert_eq!(pending.len(), 0);
+    }
+
+    /// The other order: the claim took the row (a new version) just before
+    /// the statement of its old mark, which matched nothing, and retargets
+    /// it just after. The mark, unsure, is found: not sent again, and
+    /// written under the new claim.
+    #[tokio::test(start_paused = true)]
+    async fn a_row_claimed_again_just_before_its_mark_matched_nothing_is_not_sent_again() {
+        let db = Arc::new(Db {
+            matches_none_of: Some(7),
+            ..Db::default()
+        });
+        let pending = PendingMarks::default();
+        run(&db, pending.clone(), 7).await;
+        assert_eq!(pending.len(), 0, "all written");
+        assert_eq!(
+            pending.all().iter().map(|m| m.id).collect::<Vec<_>>(),
+            (1..=7).collect::<Vec<_>>(),
+            "a statement that missed one: its marks unsure, still listed for the progress"
+        );
+        assert!(
+            pending.retarget(7, 2),
+            "the claim finds the unsure mark: its record is in Kafka"
+        );
+        assert!(!pending.retarget(8, 2), "no mark, no record in Kafka");
+        assert_eq!(
+            pending.oldest(10),
+            vec![SentMark {
+                version: 2,
+                ..mark(7)
+            }]
+        );
+        let again = Arc::new(Db::default());
+        run(&again, pending.clone(), 0).await;
+        assert_eq!(
+            again.written.lock().unwrap().clone(),
+            vec![SentMark {
+                version: 2,
+                ..mark(7)
+            }]
+        );
+        // A statement that matched all its marks keeps none unsure.
+        let all = PendingMarks::default();
+        run(&Arc::new(Db::default()), all.clone(), 3).await;
+        assert!(all.all().is_empty());
+        assert!(!all.retarget(2, 5), "a mark that matched: its row is SENT");
     }
 
     #[tokio::test(start_paused = true)]
