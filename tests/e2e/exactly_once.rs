@@ -703,9 +703,23 @@ async fn the_campaign(database_url: &str, cut: Option<(&DbProxy, &str)>) {
         twice.len()
     );
     if !(lost.is_empty() && wrong.is_empty() && twice.is_empty()) {
-        // The instances' logs, to be read after the failure.
+        // The instances' logs, the broker's log and its data (for
+        // kafka-dump-log: the transactions' markers), to be read after the
+        // failure; and where each lost message was said to be.
+        let _ = std::process::Command::new("cp")
+            .arg("-r")
+            .arg(kafka.dir())
+            .arg(dir.path().join("kafka"))
+            .status();
+        for key in &lost {
+            let m = store.find_message("shop", key).await.unwrap().unwrap();
+            eprintln!(
+                "campaign: lost {key}: id {}, {:?} at partition {:?} offset {:?}, sent at {:?}",
+                m.id, m.send_status, m.kafka_partition, m.kafka_offset, m.sent_at
+            );
+        }
         eprintln!(
-            "campaign: the instances' logs are kept in {}",
+            "campaign: the instances' logs and the broker's are kept in {}",
             dir.keep().display()
         );
     }
