@@ -567,6 +567,21 @@ fn run_orders(
     set
 }
 
+/// Keeps `dir` (the instances' logs) with a copy of the broker's directory
+/// (its log, and its data for kafka-dump-log: the transactions' markers),
+/// to be read after a failure, and says where.
+fn keep_for_a_look(kafka: &RealKafka, dir: tempfile::TempDir) {
+    let _ = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(kafka.dir())
+        .arg(dir.path().join("kafka"))
+        .status();
+    eprintln!(
+        "campaign: the instances' logs and the broker's are kept in {}",
+        dir.keep().display()
+    );
+}
+
 /// The campaign of the exactly-once mode on a broker of its own: two
 /// instances under a steady load of orders, and in turn: `kill -9` of one
 /// (restarted), SIGSTOP of one past its send lease (a zombie, then
@@ -679,7 +694,26 @@ async fn the_campaign(database_url: &str, cut: Option<(&DbProxy, &str)>) {
     let log = dir.path().join("instance-0.log");
     let within = (Instant::now(), Duration::from_secs(60));
     let (committed_now, _) = all_sent(&store, &keys, 0, within, &log).await;
-    let copies = committed_copies(&kafka, &topic).await;
+    // Read in a task of its own: a read that cannot get past a transaction
+    // left open (the sentinels not read) keeps the logs and the broker's
+    // data too before it fails the test.
+    let read = {
+        let (bootstrap, topic) = (kafka.bootstrap().to_string(), topic.clone());
+        tokio::spawn(async move { committed_records_in(&bootstrap, &topic).await }).await
+    };
+    let copies = match read {
+        Ok(records) => {
+            let mut copies = BTreeMap::new();
+            for r in records {
+                *copies.entry(id_of(&r)).or_insert(0) += 1;
+            }
+            copies
+        }
+        Err(e) => {
+            keep_for_a_look(&kafka, dir);
+            std::panic::resume_unwind(e.into_panic());
+        }
+    };
     let twice: Vec<_> = copies.iter().filter(|(_, n)| **n > 1).collect();
     let wrong: Vec<_> = copies
         .keys()
@@ -703,14 +737,7 @@ async fn the_campaign(database_url: &str, cut: Option<(&DbProxy, &str)>) {
         twice.len()
     );
     if !(lost.is_empty() && wrong.is_empty() && twice.is_empty()) {
-        // The instances' logs, the broker's log and its data (for
-        // kafka-dump-log: the transactions' markers), to be read after the
-        // failure; and where each lost message was said to be.
-        let _ = std::process::Command::new("cp")
-            .arg("-r")
-            .arg(kafka.dir())
-            .arg(dir.path().join("kafka"))
-            .status();
+        // Where each lost message was said to be.
         for key in &lost {
             let m = store.find_message("shop", key).await.unwrap().unwrap();
             eprintln!(
@@ -718,10 +745,7 @@ async fn the_campaign(database_url: &str, cut: Option<(&DbProxy, &str)>) {
                 m.id, m.send_status, m.kafka_partition, m.kafka_offset, m.sent_at
             );
         }
-        eprintln!(
-            "campaign: the instances' logs and the broker's are kept in {}",
-            dir.keep().display()
-        );
+        keep_for_a_look(&kafka, dir);
     }
     assert!(lost.is_empty(), "lost: {lost:?}");
     assert!(wrong.is_empty(), "in Kafka, not committed: {wrong:?}");
