@@ -504,22 +504,20 @@ mod tests {
         // A write of the mark as it was before the new claim matched
         // nothing, and leaves the retargeted mark pending.
         pending.written(&[mark(7)], false);
-        assert_eq!(
-            pending.oldest(10),
-            vec![SentMark {
-                version: 2,
-                ..mark(7)
-            }]
-        );
+        written_under_the_new_claim(&pending).await;
+    }
+
+    /// Row 7's mark, pending under the claim of version 2 and no other, is
+    /// written under it.
+    async fn written_under_the_new_claim(pending: &PendingMarks) {
+        let moved = SentMark {
+            version: 2,
+            ..mark(7)
+        };
+        assert_eq!(pending.oldest(10), vec![moved]);
         let db = Arc::new(Db::default());
         run(&db, pending.clone(), 0).await;
-        assert_eq!(
-            db.written.lock().unwrap().clone(),
-            vec![SentMark {
-                version: 2,
-                ..mark(7)
-            }]
-        );
+        assert_eq!(db.written.lock().unwrap().clone(), vec![moved]);
         assert_eq!(pending.len(), 0);
     }
 
@@ -546,22 +544,7 @@ mod tests {
             "the claim finds the unsure mark: its record is in Kafka"
         );
         assert!(!pending.retarget(8, 2), "no mark, no record in Kafka");
-        assert_eq!(
-            pending.oldest(10),
-            vec![SentMark {
-                version: 2,
-                ..mark(7)
-            }]
-        );
-        let again = Arc::new(Db::default());
-        run(&again, pending.clone(), 0).await;
-        assert_eq!(
-            again.written.lock().unwrap().clone(),
-            vec![SentMark {
-                version: 2,
-                ..mark(7)
-            }]
-        );
+        written_under_the_new_claim(&pending).await;
         // A statement that matched all its marks keeps none unsure.
         let all = PendingMarks::default();
         run(&Arc::new(Db::default()), all.clone(), 3).await;
