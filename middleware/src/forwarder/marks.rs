@@ -110,16 +110,17 @@ impl Marks {
     fn forget_unsure(&mut self, now: Instant) {
         self.unsure
             .retain(|_, (_, at)| now.saturating_duration_since(*at) < UNSURE_FOR);
-        while self.unsure.len() > UNSURE_MOST {
-            let oldest = self
-                .unsure
-                .iter()
-                .min_by_key(|(_, (_, at))| *at)
-                .map(|(id, _)| *id);
-            match oldest {
-                Some(id) => self.unsure.remove(&id),
-                None => break,
-            };
+        let excess = self.unsure.len().saturating_sub(UNSURE_MOST);
+        if excess == 0 {
+            return;
+        }
+        // One sort for the lot, under the lock the claims wait on: not a
+        // scan of the whole map per mark dropped.
+        let mut by_age: Vec<(Instant, u64)> =
+            self.unsure.iter().map(|(id, (_, at))| (*at, *id)).collect();
+        by_age.sort_unstable();
+        for (_, id) in by_age.into_iter().take(excess) {
+            self.unsure.remove(&id);
         }
     }
 }
@@ -550,6 +551,19 @@ mod tests {
         run(&Arc::new(Db::default()), all.clone(), 3).await;
         assert!(all.all().is_empty());
         assert!(!all.retarget(2, 5), "a mark that matched: its row is SENT");
+    }
+
+    #[test]
+    fn past_their_most_the_oldest_unsure_marks_go_first() {
+        let mut marks = Marks::default();
+        let base = Instant::now();
+        for id in 0..(UNSURE_MOST as u64 + 3) {
+            let at = base + Duration::from_millis(id);
+            marks.unsure.insert(id, (mark(id), at));
+        }
+        marks.forget_unsure(base);
+        assert_eq!(marks.unsure.len(), UNSURE_MOST);
+        assert_eq!(marks.unsure.keys().next(), Some(&3), "0, 1 and 2 went");
     }
 
     #[tokio::test(start_paused = true)]
