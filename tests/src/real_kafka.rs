@@ -179,6 +179,13 @@ impl RealKafka {
         run_script(&["stop", &self.own_dir()]);
     }
 
+    /// Kills the broker (SIGKILL), as a crash would: no controlled
+    /// shutdown, so what its logs hold (a transaction's prepared commit,
+    /// say) is taken up again by [`RealKafka::restart`]. Its storage stays.
+    pub fn kill(&self) {
+        run_script(&["kill", &self.own_dir()]);
+    }
+
     /// Starts the stopped broker again: the same ports, storage and users.
     pub fn restart(&self) -> Duration {
         let began = Instant::now();
