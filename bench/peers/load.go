@@ -26,12 +26,22 @@ type runConfig struct {
 	rates []float64
 	// trustmsg: where its spans come (--otlp-endpoint), for the stage
 	// budget of each open loop, and its export interval.
-	stagesListen           string
-	stagesInterval         time.Duration
-	deliveryTimeout        time.Duration
+	stagesListen    string
+	stagesInterval  time.Duration
+	deliveryTimeout time.Duration
+	// Open loops: messages per send (0 or 1: one), for a system that
+	// commits several in one call (batchSender); the arrival rate stays
+	// messages per second, so the sends come perSend times less often.
+	perSend                int
 	servicePids            []int
 	brokerPid, databasePid int
 	out                    string
+}
+
+// batchSender is a system that also commits several messages in one call
+// (the local message table's producer transaction of several rows).
+type batchSender interface {
+	insert(ctx context.Context, keys []string) error
 }
 
 // system is one middleware as the load generator drives it.
@@ -236,6 +246,8 @@ type phase struct {
 	// (503 shed or an error).
 	Rate   float64 `json:"rate,omitempty"`
 	Failed int     `json:"failed,omitempty"`
+	// Open loop only: messages per send, when more than one.
+	PerSend int `json:"per_send,omitempty"`
 	// Messages sent (committed) that the system passed over for good and
 	// never delivered (lossReporter); not in Messages.
 	Lost   int     `json:"lost,omitempty"`
@@ -402,12 +414,21 @@ func openLoop(ctx context.Context, sys system, t *tracker, m *cpuMeter, cfg runC
 	if rate <= 0 {
 		return phase{}, errors.New("no peak to take half of")
 	}
+	perSend := max(cfg.perSend, 1)
+	send := func(ctx context.Context, keys []string) error { return sys.send(ctx, keys[0]) }
+	if perSend > 1 {
+		batch, ok := sys.(batchSender)
+		if !ok {
+			return phase{}, fmt.Errorf("%d messages per send: this system sends one at a time", perSend)
+		}
+		send = batch.insert
+	}
 	t.reset()
 	sink := stagesOf(sys)
 	if sink != nil {
 		sink.reset()
 	}
-	interval := time.Duration(float64(time.Second) / rate)
+	interval := time.Duration(float64(perSend) * float64(time.Second) / rate)
 	start := time.Now()
 	t.startPhase(start)
 	var sent, failed atomic.Int64
@@ -431,22 +452,30 @@ func openLoop(ctx context.Context, sys system, t *tracker, m *cpuMeter, cfg runC
 			}
 		}
 		slots <- struct{}{}
-		key := messageKey(cfg.label, "o")
-		t.expect(key, at)
+		keys := make([]string, perSend)
+		for k := range keys {
+			keys[k] = messageKey(cfg.label, "o")
+			t.expect(keys[k], at)
+		}
 		wg.Add(1)
 		go func() {
 			defer func() { <-slots; wg.Done() }()
 			began := time.Now()
-			if err := sys.send(ctx, key); err != nil {
-				t.forget(key)
-				failed.Add(1)
+			if err := send(ctx, keys); err != nil {
+				for _, key := range keys {
+					t.forget(key)
+				}
+				failed.Add(int64(len(keys)))
 				if !errors.Is(err, errShed) {
 					firstErr.CompareAndSwap(nil, &err)
 				}
 				return
 			}
-			t.answered(key, began, time.Now())
-			sent.Add(1)
+			answered := time.Now()
+			for _, key := range keys {
+				t.answered(key, began, answered)
+			}
+			sent.Add(int64(len(keys)))
 		}()
 	}
 	wg.Wait()
@@ -464,6 +493,9 @@ func openLoop(ctx context.Context, sys system, t *tracker, m *cpuMeter, cfg runC
 	p := summarize(t, start, n)
 	p.Lost = lost
 	p.Rate = rate
+	if perSend > 1 {
+		p.PerSend = perSend
+	}
 	p.Failed = int(failed.Load())
 	m.charge(&p, n)
 	if sink != nil {

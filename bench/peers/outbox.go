@@ -18,7 +18,7 @@ package main
 //     left to mark SENT; Watermill: the offset acknowledged); CPU per row
 //     over that time (the relay's own since its start);
 //  3. latency: one row per producer transaction at each of --rates, then
-//     at half that rate, each for --open, the relay running (an open
+//     at half that rate (--peak-batch rows per transaction), each for --open, the relay running (an open
 //     loop): from each transaction's commit, and from its intended
 //     start, to the record read.
 
@@ -53,10 +53,13 @@ type outboxConfig struct {
 	system, version, label string
 	// dsn: the source database; trustmsgDSN: trustmsg's own (its
 	// messages left to mark SENT).
-	dsn, trustmsgDSN       string
-	url, adminToken        string
-	kafka, topic           string
-	rows, batch            int
+	dsn, trustmsgDSN string
+	url, adminToken  string
+	kafka, topic     string
+	rows, batch      int
+	// Rows per producer transaction in the half-peak phase (1 at the
+	// fixed rates).
+	peakBatch              int
 	warmup, open           time.Duration
 	rates                  []float64
 	deliveryTimeout        time.Duration
@@ -108,6 +111,7 @@ func outboxCommand(args []string) error {
 	fs.StringVar(&cfg.topic, "topic", "peers-outbox", "the topic (created with 3 partitions)")
 	fs.IntVar(&cfg.rows, "rows", 20000, "rows/s: rows committed before the relay starts")
 	fs.IntVar(&cfg.batch, "batch", 100, "rows/s: rows per producer transaction")
+	fs.IntVar(&cfg.peakBatch, "peak-batch", 1, "latency at half the rows/s: rows per producer transaction (the fixed rates: one)")
 	fs.DurationVar(&cfg.warmup, "warmup", 5*time.Second, "warm-up: a closed loop of 4 producers, the relay running")
 	fs.DurationVar(&cfg.open, "open", 15*time.Second, "latency: an open loop at half the rows/s")
 	cfg.rates = []float64{250, 1000}
@@ -127,8 +131,8 @@ func outboxCommand(args []string) error {
 	if cfg.system == "trustmsg" && (cfg.url == "" || cfg.adminToken == "" || cfg.trustmsgDSN == "") {
 		return errors.New("outbox --system trustmsg needs --url, --admin-token and --trustmsg-dsn")
 	}
-	if cfg.rows <= 0 || cfg.batch <= 0 {
-		return errors.New("--rows and --batch must be positive")
+	if cfg.rows <= 0 || cfg.batch <= 0 || cfg.peakBatch <= 0 {
+		return errors.New("--rows, --batch and --peak-batch must be positive")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -476,7 +480,9 @@ func runOutbox(ctx context.Context, cfg outboxConfig) (*outboxResult, error) {
 	m = meter()
 	m.services = []int{pid}
 	m.start[pid], _ = cpuSeconds(pid)
-	open, err := openLoop(rctx, src, t, m, loadCfg, res.Throughput.PerSecond/2)
+	peakCfg := loadCfg
+	peakCfg.perSend = cfg.peakBatch
+	open, err := openLoop(rctx, src, t, m, peakCfg, res.Throughput.PerSecond/2)
 	if err != nil {
 		return nil, fail(rctx, "latency", err)
 	}
@@ -591,8 +597,8 @@ func printOutbox(r *outboxResult) {
 		if l.Rate == 0 {
 			continue
 		}
-		fmt.Printf("%s %s one row per transaction at %.0f rows/s: commit→Kafka p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms; intended start→Kafka p50 %.1f ms, p99 %.1f ms (%.1f ms without the phase's first second), max %.1f ms (%d rows, %d failed, %d lost); per row: database %.0f µs, relay process %.0f µs\n",
-			r.Label, r.System, l.Rate, l.AnswerP50ms, l.AnswerP99ms, l.AnswerP999ms, l.P50ms, l.P99ms, l.AfterFirstSecondP99ms, l.MaxMs, l.Messages, l.Failed, l.Lost,
+		fmt.Printf("%s %s %s per transaction at %.0f rows/s: commit→Kafka p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms; intended start→Kafka p50 %.1f ms, p99 %.1f ms (%.1f ms without the phase's first second), max %.1f ms (%d rows, %d failed, %d lost); per row: database %.0f µs, relay process %.0f µs\n",
+			r.Label, r.System, rowsPerTransaction(l), l.Rate, l.AnswerP50ms, l.AnswerP99ms, l.AnswerP999ms, l.P50ms, l.P99ms, l.AfterFirstSecondP99ms, l.MaxMs, l.Messages, l.Failed, l.Lost,
 			l.DatabaseCPUus, l.ProcessCPUus)
 		if w := worstLine(l); w != "" {
 			fmt.Printf("%s %s %s\n", r.Label, r.System, w)
@@ -601,6 +607,14 @@ func printOutbox(r *outboxResult) {
 	for _, w := range r.Warnings {
 		fmt.Printf("%s %s warning: %s\n", r.Label, r.System, w)
 	}
+}
+
+// rowsPerTransaction says a phase's producer transactions' size.
+func rowsPerTransaction(p phase) string {
+	if p.PerSend > 1 {
+		return fmt.Sprintf("%d rows", p.PerSend)
+	}
+	return "one row"
 }
 
 // outboxReportCommand is `peers outbox-report RESULT.json...`.
