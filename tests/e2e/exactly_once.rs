@@ -91,10 +91,11 @@ fn id_of(r: &trustmsg_tests::submit::RawRecord) -> u64 {
         .expect("every record carries its message id")
 }
 
-/// Each message id in `topic` (read committed) and how many records carry it.
-async fn committed_copies(kafka: &RealKafka, topic: &str) -> BTreeMap<u64, usize> {
+/// Each message id in `topic` on the broker at `bootstrap` (read
+/// committed) and how many records carry it.
+async fn committed_copies(bootstrap: &str, topic: &str) -> BTreeMap<u64, usize> {
     let mut copies = BTreeMap::new();
-    for r in committed_records_in(kafka.bootstrap(), topic).await {
+    for r in committed_records_in(bootstrap, topic).await {
         *copies.entry(id_of(&r)).or_insert(0) += 1;
     }
     copies
@@ -132,15 +133,18 @@ fn eos_flags(name: &str, progress: &str, short_lease: bool) -> Vec<String> {
     flags.into_iter().map(String::from).collect()
 }
 
-/// An exactly-once instance over `database_url`, its output appended to `log`.
+/// An exactly-once instance over `database_url`, its output appended to
+/// `log`, with `env` set for it and its restarts.
 async fn eos_instance(
     database_url: &str,
     kafka: &RealKafka,
     flags: &[String],
     log: &std::path::Path,
+    env: &[(&str, &str)],
 ) -> ServiceProcess {
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    ServiceProcess::start_logged(database_url, kafka.bootstrap(), &flags, Some(log.into())).await
+    ServiceProcess::start_logged_with_env(database_url, kafka.bootstrap(), &flags, log.into(), env)
+        .await
 }
 
 /// Waits until every committed message of `keys` (at least `at_least`
@@ -220,7 +224,7 @@ async fn a_crash_sends_nothing_twice(database_url: &str, crash: Crash, around: A
     if around == Around::ClaimedAgainBeforeTheSend {
         flags.extend(["--send-lease", "2s", "--kafka-message-timeout", "1500ms"].map(String::from));
     }
-    let mut service = eos_instance(database_url, &kafka, &flags, &log).await;
+    let mut service = eos_instance(database_url, &kafka, &flags, &log, &[]).await;
     let producer = shop(&service).await;
     let keys: Vec<String> = (0..MESSAGES).map(|i| format!("order-{i}")).collect();
     // Claimed again before the send: all due at one time, after the
@@ -263,7 +267,7 @@ async fn a_crash_sends_nothing_twice(database_url: &str, crash: Crash, around: A
     let before = committed(&store, &keys).await;
     let (in_kafka, unmarked) = match crash {
         Crash::AfterKafkasCommit => {
-            let in_kafka = committed_copies(&kafka, &topic).await;
+            let in_kafka = committed_copies(kafka.bootstrap(), &topic).await;
             let unmarked: Vec<u64> = in_kafka
                 .keys()
                 .filter(|id| before.get(id) == Some(&Some(SendStatus::Pending)))
@@ -311,7 +315,7 @@ async fn a_crash_sends_nothing_twice(database_url: &str, crash: Crash, around: A
     // Within 5 s of the restart: not after the 60 s lease.
     let within = (restarted, Duration::from_secs(5));
     let (all_sent, took) = all_sent(&store, &keys, 0, within, &log).await;
-    let copies = committed_copies(&kafka, &topic).await;
+    let copies = committed_copies(kafka.bootstrap(), &topic).await;
     let twice: Vec<_> = copies.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "sent twice: {twice:?}");
     assert_eq!(
@@ -415,6 +419,7 @@ async fn a_zombie_woken_after_its_lease_sends_nothing(database_url: &str) {
         &kafka,
         &eos_flags(&format!("{topic}-a"), &progress, true),
         &log,
+        &[],
     )
     .await;
     a.set_env(&[("TRUSTMSG_FAULT_STOP_AFTER_CLAIM", "1")]);
@@ -448,6 +453,7 @@ async fn a_zombie_woken_after_its_lease_sends_nothing(database_url: &str) {
         &kafka,
         &eos_flags(&format!("{topic}-b"), &progress, true),
         &log,
+        &[],
     )
     .await;
     let url = trustmsg::store::DatabaseUrl::parse(database_url).unwrap();
@@ -458,7 +464,7 @@ async fn a_zombie_woken_after_its_lease_sends_nothing(database_url: &str) {
     // The zombie wakes, its claimed rows in hand, and tries.
     a.resume();
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let copies = committed_copies(&kafka, &topic).await;
+    let copies = committed_copies(kafka.bootstrap(), &topic).await;
     let twice: Vec<_> = copies.iter().filter(|(_, n)| **n > 1).collect();
     assert!(
         twice.is_empty(),
@@ -586,8 +592,8 @@ fn keep_for_a_look(kafka: &RealKafka, dir: tempfile::TempDir) {
 /// instances under a steady load of orders, and in turn: `kill -9` of one
 /// (restarted), SIGSTOP of one past its send lease (a zombie, then
 /// SIGCONT), a crash (`kill -9`) and restart of the broker. Then, read
-/// `read_committed`: every
-/// acknowledged commit once, nothing twice, nothing not committed.
+/// `read_committed`: every acknowledged commit once, nothing twice,
+/// nothing not committed.
 /// The broker is also frozen (SIGSTOP: to its clients, a network cut) past
 /// the send timeout, and on MariaDB instance 0 is cut off from its database
 /// (a proxy that holds every byte) past its send lease.
@@ -615,11 +621,8 @@ async fn the_campaign(database_url: &str, cut: Option<(&DbProxy, &str)>) {
         };
         // The forwarder's INFO lines too (recoveries, takeovers, marks that
         // matched nothing): what a failed run is read by.
-        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
         let env = [("TRUSTMSG_LOG", "warn,trustmsg::forwarder=info")];
-        services.push(
-            ServiceProcess::start_logged_with_env(url, kafka.bootstrap(), &flags, log, &env).await,
-        );
+        services.push(eos_instance(url, &kafka, &flags, &log, &env).await);
     }
     let (token, _) = services[0]
         .register(
@@ -704,16 +707,10 @@ async fn the_campaign(database_url: &str, cut: Option<(&DbProxy, &str)>) {
     // data too before it fails the test.
     let read = {
         let (bootstrap, topic) = (kafka.bootstrap().to_string(), topic.clone());
-        tokio::spawn(async move { committed_records_in(&bootstrap, &topic).await }).await
+        tokio::spawn(async move { committed_copies(&bootstrap, &topic).await }).await
     };
     let copies = match read {
-        Ok(records) => {
-            let mut copies = BTreeMap::new();
-            for r in records {
-                *copies.entry(id_of(&r)).or_insert(0) += 1;
-            }
-            copies
-        }
+        Ok(copies) => copies,
         Err(e) => {
             keep_for_a_look(&kafka, dir);
             std::panic::resume_unwind(e.into_panic());
@@ -844,7 +841,7 @@ async fn ordered_keys_in_commit_order_and_a_send_now_once_each(database_url: &st
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("trustmsg.log");
     let flags = eos_flags(&format!("{topic}-i"), &format!("{topic}-progress"), false);
-    let service = eos_instance(database_url, &kafka, &flags, &log).await;
+    let service = eos_instance(database_url, &kafka, &flags, &log, &[]).await;
     let mut ordered =
         crate::harness::settings(trustmsg_tests::UNREACHABLE_VERIFY_URL, 3_600_000, 3);
     ordered["ordered"] = serde_json::json!(true);
@@ -904,7 +901,7 @@ async fn ordered_keys_in_commit_order_and_a_send_now_once_each(database_url: &st
     producer.commit("later").await.unwrap();
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     assert!(
-        !committed_copies(&kafka, &topic)
+        !committed_copies(kafka.bootstrap(), &topic)
             .await
             .contains_key(&later.id),
         "delayed by an hour"
@@ -919,7 +916,7 @@ async fn ordered_keys_in_commit_order_and_a_send_now_once_each(database_url: &st
     assert_eq!(status, 200, "{body}");
     let began = Instant::now();
     loop {
-        let copies = committed_copies(&kafka, &topic).await;
+        let copies = committed_copies(kafka.bootstrap(), &topic).await;
         if copies.contains_key(&later.id) {
             let twice: Vec<_> = copies.iter().filter(|(_, n)| **n != 1).collect();
             assert!(twice.is_empty(), "each message once: {twice:?}");

@@ -183,7 +183,16 @@ impl RealKafka {
     /// shutdown, so what its logs hold (a transaction's prepared commit,
     /// say) is taken up again by [`RealKafka::restart`]. Its storage stays.
     pub fn kill(&self) {
-        run_script(&["kill", &self.own_dir()]);
+        let dir = self.own_dir();
+        let pid: u32 = std::fs::read_to_string(self.dir.join("pid"))
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+            .expect("the broker runs (its pid file)");
+        run_script(&["kill", &dir]);
+        assert!(
+            !crate::postgres::alive(pid),
+            "the broker (pid {pid}) still runs after its kill"
+        );
     }
 
     /// Starts the stopped broker again: the same ports, storage and users.
