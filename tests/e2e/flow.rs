@@ -157,11 +157,13 @@ async fn the_flow_sums_what_every_instance_did_per_minute_and_outlives_a_restart
     let minutes = flow["minutes"].as_array().unwrap();
     assert_eq!(minutes.len(), 10);
     assert_eq!(at(&minutes[0]), now - TimeDelta::minutes(9));
-    let prepared: Vec<u64> = minutes[..9]
+    // Up to two minutes ago: the last minute before this one holds this
+    // test's own messages when the test began before the minute turned.
+    let prepared: Vec<u64> = minutes[..8]
         .iter()
         .map(|m| m["prepared"].as_u64().unwrap())
         .collect();
-    assert_eq!(prepared, [0, 11, 0, 0, 0, 0, 7, 0, 0], "{flow}");
+    assert_eq!(prepared, [0, 11, 0, 0, 0, 0, 7, 0], "{flow}");
     assert!(
         minutes[0]["backlog_prepared"].is_null(),
         "not sampled: null"
