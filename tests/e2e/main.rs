@@ -33,6 +33,7 @@ mod outbox_relay;
 mod partitions;
 mod postgres_store;
 mod private_postgres;
+mod producer_wait;
 mod real_kafka;
 mod sdk_scenarios;
 mod shard_lists;

@@ -1,0 +1,2 @@
+#include "librdkafka/src/rdkafka.h"
+#include "librdkafka/src/rdkafka_mock.h"
