@@ -149,3 +149,22 @@ fn absurd_backoff_flags_stop_start_up_naming_the_flag() {
         assert!(!text.contains("panicked"), "{flag}: {text}");
     }
 }
+
+/// A Kafka setting that would have librdkafka dial the cloud metadata
+/// service, or a token endpoint on a link-local address, stops start-up
+/// before the database is opened or any client is made.
+#[test]
+fn kafka_settings_that_would_dial_link_local_addresses_stop_start_up() {
+    for setting in [
+        "sasl.oauthbearer.metadata.authentication.type=azure_imds",
+        "sasl.oauthbearer.token.endpoint.url=http://169.254.169.254/metadata/identity/oauth2/token",
+    ] {
+        let out = serve_refused(&["--kafka-brokers", "127.0.0.1:9", "--kafka-config", setting]);
+        let text = said(&out);
+        assert!(
+            text.contains("--kafka-config") && text.contains("trustmsg never dials it"),
+            "{setting}: {text}"
+        );
+        assert!(!text.contains("panicked"), "{setting}: {text}");
+    }
+}

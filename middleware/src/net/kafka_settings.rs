@@ -12,6 +12,8 @@ use std::path::Path;
 
 use anyhow::Context;
 
+use super::address_policy;
+
 /// One `--kafka-config` value as given: `KEY=VALUE` or `@FILE`, checked by
 /// [`settings`]. Its `Debug` hides a secret's value.
 #[derive(Clone, PartialEq, Eq)]
@@ -109,7 +111,45 @@ pub fn settings(entries: &[KafkaConfigArg]) -> anyhow::Result<Vec<(String, Strin
             })?);
         }
     }
+    for (k, v) in &out {
+        never_dialled(k, v)?;
+    }
     Ok(out)
+}
+
+/// librdkafka's OAuth setting whose `azure_imds` makes it ask the cloud
+/// metadata service (169.254.169.254) for a token.
+const METADATA_AUTHENTICATION: &str = "sasl.oauthbearer.metadata.authentication.type";
+
+/// librdkafka's OAuth token endpoint, which it calls over HTTP.
+const TOKEN_ENDPOINT: &str = "sasl.oauthbearer.token.endpoint.url";
+
+/// Refuses a setting that would make librdkafka dial an address trustmsg
+/// never dials (the address policy's built-in denials: link-local, cloud
+/// metadata, unspecified, multicast, broadcast), before any client is made.
+fn never_dialled(key: &str, value: &str) -> anyhow::Result<()> {
+    if key == METADATA_AUTHENTICATION && !value.eq_ignore_ascii_case("none") {
+        anyhow::bail!(
+            "--kafka-config {key}={value} asks the cloud metadata service \
+             (169.254.169.254, link-local) for a token; trustmsg never dials it: \
+             give sasl.oauthbearer.token.endpoint.url (or a SASL password) instead"
+        );
+    }
+    if key == TOKEN_ENDPOINT {
+        let url = url::Url::parse(value)
+            .map_err(|e| anyhow::anyhow!("--kafka-config {key} is not a URL: {e}"))?;
+        let ip = match url.host() {
+            Some(url::Host::Ipv4(ip)) => Some(std::net::IpAddr::V4(ip)),
+            Some(url::Host::Ipv6(ip)) => Some(std::net::IpAddr::V6(ip)),
+            _ => None,
+        };
+        if let Some(why) =
+            ip.and_then(|ip| address_policy::builtin_denial(address_policy::normalise(ip)))
+        {
+            anyhow::bail!("--kafka-config {key}: its address is {why}; trustmsg never dials it");
+        }
+    }
+    Ok(())
 }
 
 fn pair(line: &str) -> Option<(String, String)> {
@@ -184,6 +224,33 @@ mod tests {
             assert!(is_secret(key), "{key}");
         }
         assert!(!is_secret("sasl.username"));
+    }
+
+    #[test]
+    fn settings_that_would_dial_link_local_or_metadata_addresses_are_refused() {
+        let refused = |entry: &str| settings(&[entry.into()]).unwrap_err().to_string();
+        let why = refused("sasl.oauthbearer.metadata.authentication.type=azure_imds");
+        assert!(
+            why.contains("169.254.169.254") && why.contains("never dials"),
+            "{why}"
+        );
+        for url in [
+            "http://169.254.169.254/metadata/identity/oauth2/token",
+            "https://[fe80::1]/token",
+            "http://[::ffff:169.254.169.254]/token",
+            "http://0.0.0.0:8080/token",
+        ] {
+            let why = refused(&format!("sasl.oauthbearer.token.endpoint.url={url}"));
+            assert!(why.contains("never dials"), "{url}: {why}");
+        }
+        assert!(refused("sasl.oauthbearer.token.endpoint.url=not a url").contains("not a URL"));
+        for ok in [
+            "sasl.oauthbearer.metadata.authentication.type=none",
+            "sasl.oauthbearer.token.endpoint.url=https://127.0.0.1:8443/token",
+            "sasl.oauthbearer.token.endpoint.url=https://login.example.com/token",
+        ] {
+            assert!(settings(&[ok.into()]).is_ok(), "{ok}");
+        }
     }
 
     #[test]
